@@ -1,0 +1,41 @@
+# tunekit — the two commands of the README:
+#   make demo   create .venv, install tunekit (pinned), run the CPU quickstart
+#   make test   install the test extras too and run the whole suite
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant
+PYTEST_ARGS ?=
+
+.PHONY: install install-test demo test bench clean-venv
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# torch first, alone and pinned: everything after it must reuse this build (CPU here, CUDA on a GPU box).
+$(VENV)/.base: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e .
+	@touch $@
+
+$(VENV)/.test: $(VENV)/.base
+	$(PIP) install -q -c constraints.txt -e ".[$(TEST_EXTRAS)]"
+	@touch $@
+
+install: $(VENV)/.base
+install-test: $(VENV)/.test
+
+demo: install
+	$(BIN)/python examples/quickstart.py
+
+test: install-test
+	bash scripts/test-system-deps.sh
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: install-test
+	$(BIN)/python benchmarks/run_all.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Command-line entry point (``tunekit``). Help paths import neither torch nor transformers."""

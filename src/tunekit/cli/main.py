@@ -1,0 +1,78 @@
+"""``tunekit <verb> ...``: a tiny dispatcher that imports a verb's module only when it runs.
+
+Add a verb by adding one line to :data:`VERBS`: ``name: (module, one-line help)``. The module has
+``main(argv: list[str]) -> int``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+VERBS: dict[str, tuple[str, str]] = {
+    "train": ("tunekit.cli.train_cmd", "Train a model (any stage) from a config file and/or key=value options."),
+    "env": ("tunekit.cli.env_cmd", "Print versions of python, torch and the HF stack, and the devices seen."),
+    "templates": ("tunekit.cli.templates_cmd", "List the chat templates, or render a sample with one."),
+    "tiny-model": ("tunekit.cli.tiny_model_cmd", "Write a small random-weight model + tokenizer of a given family."),
+    "webui": ("tunekit.cli.webui_cmd", "Serve the web board (127.0.0.1:7860): options, plan, training with live loss, chat, export."),
+}
+
+USAGE = """usage: tunekit <command> [CONFIG.yaml] [key=value ...] [--key value ...]
+
+Fine-tune large language models: plan before you train, exact templates and masks, runs that resume.
+
+commands:
+{verbs}
+
+Run `tunekit <command> --help` for a command's options. Set TUNEKIT_DEBUG=1 to see tracebacks.
+"""
+
+
+def print_usage(stream=sys.stdout) -> None:
+    width = max(len(v) for v in VERBS)
+    lines = "\n".join(f"  {name:<{width}}  {help_}" for name, (_, help_) in VERBS.items())
+    stream.write(USAGE.format(verbs=lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print_usage()
+        return 0
+    if argv[0] in ("-V", "--version", "version"):
+        from tunekit import __version__
+
+        print(f"tunekit {__version__}")
+        return 0
+    verb, rest = argv[0], argv[1:]
+    if verb not in VERBS:
+        import difflib
+
+        close = difflib.get_close_matches(verb, VERBS, n=2)
+        sys.stderr.write(f"error: unknown command '{verb}'." + (f" Did you mean: {', '.join(close)}?" if close else "") + "\n")
+        print_usage(sys.stderr)
+        return 2
+    return run_verb(VERBS[verb][0], rest)
+
+
+def run_verb(module_name: str, argv: list[str]) -> int:
+    import importlib
+
+    from tunekit.errors import TunekitError
+
+    debug = os.environ.get("TUNEKIT_DEBUG", "") not in ("", "0", "false")
+    try:
+        module = importlib.import_module(module_name)
+        return int(module.main(argv) or 0)
+    except TunekitError as exc:
+        if debug:
+            raise
+        sys.stderr.write(f"error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""``tunekit train CONFIG.yaml [key=value ...] [--key value ...]``."""
+
+from __future__ import annotations
+
+import sys
+
+HELP = """usage: tunekit train [CONFIG.yaml|.json] [key=value ...] [--key value ...]
+
+Train a model. Options come from the config file, then the command line (later wins).
+Option names follow LLaMA-Factory and Hugging Face TrainingArguments.
+"""
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        from .options_help import format_options_help
+
+        sys.stdout.write(HELP + format_options_help())
+        return 0
+    import importlib.util
+
+    from tunekit.config import load_config
+
+    path, rest = split_config_path(argv)
+    cfg = load_config(path, rest)
+    if importlib.util.find_spec("tunekit.train.distributed") is not None:
+        from tunekit.train.distributed import maybe_relaunch
+
+        code = maybe_relaunch(argv)
+        if code is not None:
+            return code
+    if cfg.auto_fit:
+        from tunekit.plan import apply_auto_fit
+
+        cfg = apply_auto_fit(cfg)
+    from tunekit.train.run import run_train
+
+    run_train(cfg, config_path=path)
+    return 0
+
+
+def split_config_path(argv: list[str]) -> tuple[str | None, list[str]]:
+    if argv and not argv[0].startswith("-") and "=" not in argv[0]:
+        return argv[0], argv[1:]
+    return None, argv

@@ -1,0 +1,39 @@
+"""Data options: which datasets, how they are rendered and tokenized."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import Field
+
+from .base import OptionGroup
+
+
+class DataOptions(OptionGroup):
+    GROUP = "data"
+    TITLE = "Data"
+
+    template: Optional[str] = Field(None, description="Chat template (qwen, llama3, default, ...), or 'jinja' to use the tokenizer's own chat_template; see `tunekit templates`.")
+    dataset: Optional[str] = Field(None, description="Training dataset name(s) from dataset_info.json, or file paths, comma-separated.")
+    eval_dataset: Optional[str] = Field(None, description="Evaluation dataset name(s), comma-separated (instead of val_size).")
+    dataset_dir: str = Field("data", description="Folder with dataset_info.json and the data files.")
+    cutoff_len: int = Field(2048, ge=2, description="Maximum tokens per sample; longer samples are truncated (answer kept first) and reported.")
+    train_on_prompt: bool = Field(False, description="Train on prompt tokens too (default: only assistant tokens have labels).")
+    mask_history: bool = Field(False, description="Train only on the last assistant turn of each conversation.")
+    max_samples: Optional[int] = Field(None, ge=1, description="Use at most this many samples of each dataset (the first ones).")
+    val_size: float = Field(0.0, ge=0, description="Validation share held out from the training data: a fraction (0-1) or a sample count (>= 1).")
+    mix_strategy: Literal["concat", "interleave_under", "interleave_over"] = Field("concat", description="How several datasets are mixed.")
+    interleave_probs: Optional[str] = Field(None, description="Sampling probabilities for interleave strategies, comma-separated.")
+    preprocessing_num_workers: Optional[int] = Field(None, ge=1, description="Processes for tokenization (default: one).")
+    preprocessing_batch_size: int = Field(1000, ge=1, description="Samples per tokenization batch.")
+    overwrite_cache: bool = Field(False, description="Re-tokenize even if a cached result with the same fingerprint exists.")
+    tokenized_path: Optional[str] = Field(None, description="Save the tokenized dataset here, or load it from here if it exists (skips tokenization).")
+    packing: Optional[bool] = Field(None, description="Pack several samples into one sequence (default: on for pt, off otherwise).")
+    neat_packing: bool = Field(False, description="Packing without cross-attention between packed samples (needs flash_attn fa2 or sdpa with position ids).")
+    default_system: Optional[str] = Field(None, description="System prompt used when a sample has none (overrides the template's default).")
+    enable_thinking: bool = Field(True, description="For reasoning templates (qwen3, ...): keep thinking on; false renders an empty <think></think> block.")
+    tool_format: Optional[str] = Field(None, description="Tool-call format for function calling (default: the template's).")
+    bad_records: Literal["error", "skip"] = Field("error", description="On an invalid record: error (stop and name it) or skip (count and report it).")
+    ignore_pad_token_for_loss: bool = Field(True, description="Pad tokens get label -100 (not trained).")
+    pad_to_multiple_of: int = Field(8, ge=1, description="Pad each batch to a multiple of this many tokens.")
+    group_by_length: bool = Field(False, description="Batch samples of similar length together to cut padding.")

@@ -1,0 +1,24 @@
+"""Export: merge adapters, shard, quantize."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from .base import OptionGroup
+
+
+class ExportOptions(OptionGroup):
+    GROUP = "export"
+    TITLE = "Export"
+
+    export_dir: Optional[str] = Field(None, description="Folder for the exported model.")
+    export_size: float = Field(5, gt=0, description="Largest safetensors shard, in GB.")
+    export_device: Literal["cpu", "auto"] = Field("cpu", description="Device used to merge.")
+    export_legacy_format: bool = Field(False, description="Write .bin (pickle) files instead of safetensors.")
+    export_quantization_bit: Optional[Literal[4, 8]] = Field(None, description="Quantize the exported model to 4 or 8 bits.")
+    export_quantization_dataset: Optional[str] = Field(None, description="Calibration data for quantized export.")
+    export_quantization_nsamples: int = Field(128, ge=1, description="Calibration samples.")
+    export_quantization_maxlen: int = Field(1024, ge=1, description="Calibration sample length in tokens.")
+    export_hub_model_id: Optional[str] = Field(None, description="Push the export to this hub repository.")

@@ -1,0 +1,44 @@
+"""Model options: where the weights come from and how they are loaded."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from .base import OptionGroup
+
+
+class ModelOptions(OptionGroup):
+    GROUP = "model"
+    TITLE = "Model"
+
+    model_name_or_path: Optional[str] = Field(None, description="Local model folder or hub id (e.g. Qwen/Qwen2.5-7B-Instruct).")
+    adapter_name_or_path: Optional[str] = Field(None, description="LoRA adapter folder(s), comma-separated; merged in order, the last one keeps training if finetuning_type is lora.")
+    cache_dir: Optional[str] = Field(None, description="Where hub downloads are cached (default: the Hugging Face cache).")
+    model_revision: str = Field("main", description="Hub revision (branch, tag or commit) of the model.")
+    trust_remote_code: bool = Field(False, description="Run modelling code shipped with the model folder; off unless you trust it.")
+    use_fast_tokenizer: bool = Field(True, description="Use the fast (Rust) tokenizer.")
+    split_special_tokens: bool = Field(False, description="Tokenize special-token strings in the data as plain text.")
+    resize_vocab: bool = Field(False, description="Resize the embeddings to the tokenizer's vocabulary size.")
+    add_special_tokens: Optional[str] = Field(None, description="Comma-separated special tokens to add to the tokenizer (embeddings are resized).")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto", description="Weight dtype when loading: auto = bf16/fp16 per the bf16/fp16 options on a GPU, fp32 on CPU."
+    )
+    flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = Field(
+        "auto", description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention."
+    )
+    rope_scaling: Optional[Literal["linear", "dynamic", "yarn", "llama3"]] = Field(
+        None, description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or cutoff_len)."
+    )
+    rope_scaling_target_len: Optional[int] = Field(None, ge=1, description="Context length to reach with rope_scaling (default: cutoff_len).")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass to save memory (about 30 % slower).")
+    disable_gradient_checkpointing: bool = Field(False, description="LLaMA-Factory's spelling of gradient_checkpointing: false.")
+    enable_liger_kernel: bool = Field(False, description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.")
+    use_unsloth: bool = Field(False, description="Use Unsloth's patched model (needs unsloth and a GPU).")
+    quantization_bit: Optional[Literal[4, 8]] = Field(None, description="Load the base model quantized to 4 or 8 bits (QLoRA; needs finetuning_type lora).")
+    quantization_method: Literal["bnb", "hqq", "eetq"] = Field("bnb", description="Quantization library for quantization_bit.")
+    quantization_type: Literal["nf4", "fp4"] = Field("nf4", description="4-bit data type for bitsandbytes.")
+    double_quantization: bool = Field(True, description="Quantize the 4-bit scales too (bitsandbytes).")
+    low_cpu_mem_usage: bool = Field(True, description="Load weights without a random-init copy in memory.")
+    print_param_status: bool = Field(False, description="Print every parameter's name, shape, dtype and trainable flag after set-up.")

@@ -1,0 +1,63 @@
+"""Training hyper-parameters and checkpointing, under Hugging Face TrainingArguments' names."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Literal, Optional, Union
+
+from pydantic import Field
+
+from .base import OptionGroup
+
+
+class TrainingOptions(OptionGroup):
+    GROUP = "training"
+    TITLE = "Hyper-parameters"
+
+    learning_rate: float = Field(5e-5, gt=0, description="Peak learning rate.")
+    num_train_epochs: float = Field(3.0, gt=0, description="Epochs over the training data (fractions allowed).")
+    max_steps: int = Field(-1, description="Stop after this many optimizer steps (overrides num_train_epochs when > 0).")
+    per_device_train_batch_size: int = Field(8, ge=1, description="Micro-batch size per device.")
+    per_device_eval_batch_size: int = Field(8, ge=1, description="Evaluation batch size per device.")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches accumulated per optimizer step.")
+    lr_scheduler_type: Literal[
+        "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+        "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "warmup_stable_decay",
+    ] = Field("linear", description="Learning-rate schedule after warm-up.")
+    lr_scheduler_kwargs: Optional[Dict[str, Any]] = Field(None, description="Extra arguments of the scheduler (e.g. {min_lr_rate: 0.1}).")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps (wins over warmup_ratio when > 0).")
+    warmup_ratio: float = Field(0.0, ge=0, le=1, description="Warm-up as a share of total steps.")
+    optim: str = Field("adamw_torch", description="Optimizer, any name Hugging Face accepts (adamw_torch, adamw_torch_fused, sgd, adafactor, adamw_bnb_8bit, ...).")
+    weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
+    adam_beta1: float = Field(0.9, description="Adam beta1.")
+    adam_beta2: float = Field(0.999, description="Adam beta2.")
+    adam_epsilon: float = Field(1e-8, description="Adam epsilon.")
+    max_grad_norm: float = Field(1.0, ge=0, description="Clip gradients to this global norm (0 = no clipping).")
+    seed: int = Field(42, description="Random seed for initialisation, shuffling and the validation split.")
+    data_seed: Optional[int] = Field(None, description="Seed for data shuffling only (default: seed).")
+    bf16: bool = Field(False, description="bfloat16 mixed precision (GPU; on CPU it is ~5x slower than fp32 here).")
+    fp16: bool = Field(False, description="float16 mixed precision with loss scaling (GPU).")
+    tf32: Optional[bool] = Field(None, description="Allow TF32 matmuls on Ampere+ GPUs.")
+    use_cpu: bool = Field(False, description="Train on the CPU even if a GPU is visible.")
+    dataloader_num_workers: int = Field(0, ge=0, description="Worker processes for the data loader.")
+    dataloader_pin_memory: bool = Field(True, description="Pin host memory for faster GPU copies.")
+    ddp_timeout: int = Field(1800, ge=1, description="Seconds a rank waits for the others before failing.")
+    include_num_input_tokens_seen: bool = Field(True, description="Count the input tokens seen (logged as num_input_tokens_seen).")
+
+    # evaluation
+    eval_strategy: Literal["no", "steps", "epoch"] = Field("no", description="When to evaluate during training.")
+    eval_steps: Optional[float] = Field(None, gt=0, description="Evaluate every N steps (default: logging_steps).")
+
+    # output and checkpoints
+    output_dir: Optional[str] = Field(None, description="Where the model, checkpoints, logs and plots go.")
+    overwrite_output_dir: bool = Field(False, description="Allow writing into a non-empty output_dir.")
+    save_strategy: Literal["no", "steps", "epoch"] = Field("steps", description="When to save a checkpoint.")
+    save_steps: float = Field(500, gt=0, description="Save a checkpoint every N steps.")
+    save_total_limit: Optional[int] = Field(None, ge=1, description="Keep at most this many checkpoints (oldest deleted first).")
+    save_only_model: bool = Field(False, description="Checkpoints without optimizer/scheduler state (cannot resume exactly).")
+    resume_from_checkpoint: Optional[Union[bool, str]] = Field(None, description="Resume from a checkpoint folder, or true for the newest one in output_dir.")
+    load_best_model_at_end: bool = Field(False, description="Reload the checkpoint with the best eval metric at the end.")
+    metric_for_best_model: Optional[str] = Field(None, description="Metric for load_best_model_at_end (default: loss).")
+
+    # speed
+    torch_compile: bool = Field(False, description="Compile the model with torch.compile.")
+    auto_fit: bool = Field(False, description="Before training, let the planner choose batch size, accumulation, checkpointing and ZeRO to fit the GPU.")

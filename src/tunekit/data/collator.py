@@ -1,0 +1,39 @@
+"""Batching: dynamic padding to the longest sample, rounded up to a multiple of ``pad_to_multiple_of``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class PaddingCollator:
+    """Right-pads ``input_ids`` with the pad id, ``labels`` with -100, builds ``attention_mask``.
+
+    Extra columns (``length``, ``_source`` ...) are ignored, so the trainer can keep them for
+    length-grouped sampling.
+    """
+
+    pad_token_id: int
+    pad_to_multiple_of: int = 8
+    label_pad_id: int = IGNORE_INDEX
+    padding_side: str = "right"
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        longest = max(len(f["input_ids"]) for f in features)
+        m = self.pad_to_multiple_of
+        width = ((longest + m - 1) // m) * m if m > 1 else longest
+        ids = torch.full((len(features), width), self.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(features), width), self.label_pad_id, dtype=torch.long)
+        mask = torch.zeros((len(features), width), dtype=torch.long)
+        for row, f in enumerate(features):
+            n = len(f["input_ids"])
+            sl = slice(0, n) if self.padding_side == "right" else slice(width - n, width)
+            ids[row, sl] = torch.as_tensor(f["input_ids"], dtype=torch.long)
+            labels[row, sl] = torch.as_tensor(f.get("labels", f["input_ids"]), dtype=torch.long)
+            mask[row, sl] = 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}

@@ -1,0 +1,217 @@
+"""From config to tokenized train/eval datasets: the one data path every verb uses.
+
+``prepare_datasets(cfg, tokenizer, stage)`` resolves the dataset names, reads and validates every
+record, converts it to the canonical form, tokenizes with the stage's processor through
+``datasets.map`` (batched, ``preprocessing_num_workers``, cached by fingerprint), drops samples with no
+trainable tokens, mixes datasets, and splits off ``val_size`` with a seeded permutation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import ConfigError, DataError
+from .cache import cache_root, fingerprint, source_signature, tokenizer_signature
+from .dataset_info import DatasetAttr, resolve_datasets
+from .formats import RecordError, convert_record
+from .processors import DROPPED, TRUNCATED, get_processor
+from .processors.context import ProcessContext
+from .readers import read_records
+from .report import DatasetReport
+
+MAX_LISTED = 1000  # sources listed per category in the report file
+
+
+@dataclass
+class PreparedData:
+    train: Any = None  # datasets.Dataset
+    eval: Any = None
+    reports: list[DatasetReport] = field(default_factory=list)
+    template: Any = None
+
+
+def load_template(cfg, tokenizer):
+    from .templates import get_template
+
+    if not cfg.template:
+        raise ConfigError("template is not set: name the chat template of your model (e.g. qwen, llama3, default; "
+                          "`tunekit templates` lists them) or 'jinja' to use the tokenizer's own chat_template.")
+    template = get_template(cfg.template, tokenizer, tool_format=cfg.tool_format)
+    template.fix_tokenizer(tokenizer)
+    return template
+
+
+def make_context(cfg, tokenizer, template) -> ProcessContext:
+    return ProcessContext(
+        tokenizer=tokenizer, template=template, cutoff_len=cfg.cutoff_len, train_on_prompt=cfg.train_on_prompt,
+        mask_history=cfg.mask_history, enable_thinking=cfg.enable_thinking, default_system=cfg.default_system,
+    )
+
+
+def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool = True) -> PreparedData:
+    stage = stage or cfg.stage
+    if cfg.tokenized_path and Path(cfg.tokenized_path, "tunekit_tokenized.json").is_file() and not cfg.overwrite_cache:
+        return _load_tokenized(cfg)
+    if not cfg.dataset_names:
+        raise ConfigError("dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path.")
+    template = load_template(cfg, tokenizer)
+    ctx = make_context(cfg, tokenizer, template)
+    train, train_reports = _load_many(cfg.dataset_names, cfg, ctx, stage)
+    reports = list(train_reports)
+    evaluation = None
+    if cfg.eval_dataset_names:
+        evaluation, eval_reports = _load_many(cfg.eval_dataset_names, cfg, ctx, stage)
+        reports += eval_reports
+    elif cfg.val_size > 0:
+        train, evaluation = split_train_eval(train, cfg.val_size, cfg.seed)
+    data = PreparedData(train=train, eval=evaluation, reports=reports, template=template)
+    if cfg.tokenized_path:
+        _save_tokenized(cfg, data)
+    return data
+
+
+def split_train_eval(dataset, val_size: float, seed: int):
+    import numpy as np
+
+    from ..train.steps import split_sizes
+
+    n = len(dataset)
+    n_train, n_eval = split_sizes(n, val_size)
+    if n_train < 1:
+        raise ConfigError(f"val_size {val_size:g} leaves no training samples: the data has {n} usable sample(s) after "
+                          f"preprocessing. Use a smaller val_size (e.g. 0.1) or more data.")
+    perm = np.random.default_rng(seed).permutation(n)
+    evaluation = dataset.select(np.sort(perm[:n_eval]))
+    train = dataset.select(np.sort(perm[n_eval:]))
+    return train, evaluation
+
+
+def _load_many(names: list[str], cfg, ctx: ProcessContext, stage: str):
+    attrs = resolve_datasets(names, cfg.dataset_dir)
+    parts, reports = [], []
+    for attr in attrs:
+        ds, report = load_one(attr, cfg, ctx, stage)
+        parts.append(ds)
+        reports.append(report)
+    return _mix(parts, cfg), reports
+
+
+def _mix(parts, cfg):
+    import datasets
+
+    if len(parts) == 1:
+        return parts[0]
+    if cfg.mix_strategy == "concat":
+        return datasets.concatenate_datasets(parts)
+    probs = [float(p) for p in cfg.interleave_probs.split(",")] if cfg.interleave_probs else None
+    if probs is not None and len(probs) != len(parts):
+        raise ConfigError(f"interleave_probs has {len(probs)} values but dataset names {len(parts)} datasets.")
+    strategy = "first_exhausted" if cfg.mix_strategy == "interleave_under" else "all_exhausted"
+    return datasets.interleave_datasets(parts, probabilities=probs, seed=cfg.seed, stopping_strategy=strategy)
+
+
+def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str:
+    template_sig = ctx.template.chat_template_jinja() if hasattr(ctx.template, "chat_template_jinja") else None
+    return fingerprint({
+        "source": source_signature(attr.path) if attr.load_from == "file" else [attr.path, attr.split, attr.subset],
+        "attr": {k: v for k, v in attr.__dict__.items() if k != "info_file"},
+        "stage": stage, "template": [cfg.template, repr(template_sig)],
+        "tokenizer": tokenizer_signature(ctx.tokenizer),
+        "options": [cfg.cutoff_len, cfg.train_on_prompt, cfg.mask_history, cfg.enable_thinking, cfg.default_system,
+                    cfg.max_samples, cfg.bad_records, cfg.tool_format],
+    })
+
+
+def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
+    """Tokenize one dataset (or load it from the cache); returns ``(dataset, report)``."""
+    import datasets
+
+    key = _fingerprint(attr, cfg, ctx, stage)
+    entry = cache_root() / key
+    if (entry / "report.json").is_file() and not cfg.overwrite_cache:
+        report = DatasetReport.from_dict(json.loads((entry / "report.json").read_text(encoding="utf-8")))
+        return datasets.load_from_disk(str(entry / "data")), report
+
+    report = DatasetReport(name=attr.name)
+    raws = read_records(attr, cache_dir=cfg.cache_dir)
+    if cfg.max_samples:
+        raws = raws[: cfg.max_samples]
+    report.records = len(raws)
+    samples = []
+    for raw in raws:
+        try:
+            samples.append(convert_record(raw, attr, stage))
+        except RecordError as exc:
+            if cfg.bad_records == "error":
+                raise DataError(f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records and count them)") from None
+            report.invalid += 1
+            if len(report.invalid_examples) < MAX_LISTED:
+                report.invalid_examples.append(str(exc))
+    if not samples:
+        first = f" First problem: {report.invalid_examples[0]}" if report.invalid_examples else ""
+        raise DataError(f"{attr.describe()} has no usable records ({report.records} read, {report.invalid} invalid).{first}")
+
+    processor = get_processor(stage)
+    raw_ds = datasets.Dataset.from_list(samples)
+    workers = cfg.preprocessing_num_workers if (cfg.preprocessing_num_workers or 1) > 1 and len(raw_ds) >= 2 * cfg.preprocessing_batch_size else None
+    tokenized = raw_ds.map(
+        partial(processor.process, ctx=ctx), batched=True, batch_size=cfg.preprocessing_batch_size, num_proc=workers,
+        remove_columns=raw_ds.column_names, desc=f"Tokenizing {attr.name}", load_from_cache_file=False,
+    )
+    import numpy as np
+
+    status = np.asarray(tokenized["_status"])
+    sources = tokenized["_source"]
+    dropped_idx = np.flatnonzero(status == DROPPED)
+    truncated_idx = np.flatnonzero(status == TRUNCATED)
+    report.dropped, report.truncated = int(len(dropped_idx)), int(len(truncated_idx))
+    report.dropped_sources = [sources[i] for i in dropped_idx[:MAX_LISTED]]
+    report.truncated_sources = [sources[i] for i in truncated_idx[:MAX_LISTED]]
+    if len(dropped_idx):
+        tokenized = tokenized.select(np.flatnonzero(status != DROPPED))
+    report.kept = len(tokenized)
+    if report.kept == 0:
+        raise DataError(f"{attr.describe()}: every sample was dropped (no trainable tokens after cutoff_len {cfg.cutoff_len}); "
+                        f"e.g. {', '.join(report.dropped_sources[:3])}.")
+    _store(entry, tokenized, report)
+    return datasets.load_from_disk(str(entry / "data")), report
+
+
+def _store(entry: Path, dataset, report: DatasetReport) -> None:
+    """Write the cache entry under a temporary name, then rename: a crash never leaves a half entry."""
+    tmp = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    dataset.save_to_disk(str(tmp / "data"))
+    (tmp / "report.json").write_text(json.dumps(report.to_dict(), ensure_ascii=False), encoding="utf-8")
+    if entry.exists():
+        shutil.rmtree(entry, ignore_errors=True)
+    try:
+        tmp.rename(entry)
+    except OSError:  # another process stored the same entry first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _save_tokenized(cfg, data: PreparedData) -> None:
+    path = Path(cfg.tokenized_path)
+    path.mkdir(parents=True, exist_ok=True)
+    data.train.save_to_disk(str(path / "train"))
+    if data.eval is not None:
+        data.eval.save_to_disk(str(path / "eval"))
+    (path / "tunekit_tokenized.json").write_text(json.dumps({"reports": [r.to_dict() for r in data.reports]}), encoding="utf-8")
+
+
+def _load_tokenized(cfg) -> PreparedData:
+    import datasets
+
+    path = Path(cfg.tokenized_path)
+    meta = json.loads((path / "tunekit_tokenized.json").read_text(encoding="utf-8"))
+    evaluation = datasets.load_from_disk(str(path / "eval")) if (path / "eval").is_dir() else None
+    return PreparedData(train=datasets.load_from_disk(str(path / "train")), eval=evaluation,
+                        reports=[DatasetReport.from_dict(r) for r in meta["reports"]])

@@ -1,0 +1,239 @@
+"""The render engine: turns a conversation into (prompt, response) text pairs.
+
+One rule holds for every template: the prompt of the last turn equals ``render_prompt`` of the messages
+before the reply, i.e. exactly what inference tokenizes; the response is the rest of that turn up to and
+including its end-of-turn marker. Separators after the marker open the next prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from tunekit.errors import ConfigError, DataError
+
+from .spec import TemplateSpec
+from .tools import TOOL_FORMATS, parse_calls, parse_tools
+
+logger = logging.getLogger(__name__)
+
+USER_SIDE = ("user", "observation")
+ASSISTANT_SIDE = ("assistant", "function_call")
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+EMPTY_THOUGHT = "<think>\n\n</think>\n\n"
+
+
+def split_thought(content: str) -> tuple[str | None, str]:
+    """(reasoning or None, answer), parsed the way the official Qwen3 template does."""
+    if THINK_CLOSE not in content:
+        return None, content
+    reasoning = content.split(THINK_CLOSE)[0].rstrip("\n").split(THINK_OPEN)[-1].lstrip("\n")
+    return reasoning, content.split(THINK_CLOSE)[-1].lstrip("\n")
+
+
+def think_block(reasoning: str | None) -> str:
+    return "<think>\n" + (reasoning or "").strip("\n") + "\n</think>\n\n"
+
+
+def check_messages(messages: Sequence[dict[str, Any]], *, for_prompt: bool) -> None:
+    """Roles alternate (user|observation), (assistant|function_call); training ends on a reply."""
+    if not messages:
+        raise DataError("a conversation needs at least one message")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or "role" not in msg or not isinstance(msg.get("content"), str):
+            raise DataError(f"message {i} must be a dict with a 'role' and a string 'content', got {str(msg)[:200]!r}")
+        want = USER_SIDE if i % 2 == 0 else ASSISTANT_SIDE
+        if msg["role"] not in want:
+            raise DataError(
+                f"message {i} has role '{msg['role']}' but must be one of {'/'.join(want)}: "
+                "conversations alternate user/observation and assistant/function_call, starting with the user "
+                "(put the system prompt in the 'system' argument, not in the messages)"
+            )
+    last_role = messages[-1]["role"]
+    if for_prompt and last_role not in USER_SIDE:
+        raise DataError("render_prompt needs messages ending with a user/observation message")
+    if not for_prompt and last_role not in ASSISTANT_SIDE:
+        raise DataError("a training conversation must end with an assistant/function_call message")
+
+
+class Template:
+    """A chat template bound to the special-token strings of one tokenizer."""
+
+    def __init__(self, spec: TemplateSpec, bos: str = "", eos: str = "", tool_format: str | None = None):
+        self.spec = spec
+        self.name: str = spec.name
+        self.description: str = spec.description
+        self.default_system: str | None = spec.default_system
+        self.bos, self.eos = bos, eos
+        self.tool_format: str | None = tool_format if tool_format is not None else spec.tool_format
+        if self.tool_format is not None and self.tool_format not in TOOL_FORMATS:
+            raise ConfigError(f"unknown tool_format '{self.tool_format}'; choose one of: {', '.join(TOOL_FORMATS)}")
+        stops = [self._sub(w) for w in spec.stop_words] + [eos]
+        self.stop_words: list[str] = list(dict.fromkeys(s for s in stops if s))
+
+    def __repr__(self) -> str:
+        return f"Template({self.name!r})"
+
+    # --- public API -------------------------------------------------------------------------------
+
+    def encode_turns(
+        self,
+        messages: Sequence[dict[str, Any]],
+        system: str | None = None,
+        tools: str | list | None = None,
+        enable_thinking: bool = True,
+        *,
+        strip_history_thoughts: bool = False,
+    ) -> list[tuple[str, str]]:
+        """One (prompt_text, response_text) per turn; their concatenation is the whole conversation.
+
+        ``strip_history_thoughts`` (reasoning templates only): render earlier replies the way the official
+        Qwen3 template renders history (without their ``<think>`` block) instead of training every reply
+        with its thought. Use it when only the last reply is trained (``mask_history``).
+        """
+        check_messages(messages, for_prompt=False)
+        turns = self._turns(list(messages), system, tools, enable_thinking, strip_history_thoughts, generation=False)
+        if self.spec.role_handoff:
+            turns = self._handoff(turns)
+        return turns
+
+    def render_prompt(
+        self,
+        messages: Sequence[dict[str, Any]],
+        system: str | None = None,
+        tools: str | list | None = None,
+        enable_thinking: bool = True,
+    ) -> str:
+        """The generation prompt for a conversation ending with a user/observation message."""
+        check_messages(messages, for_prompt=True)
+        turns = self._turns(list(messages), system, tools, enable_thinking, True, generation=True)
+        return "".join(p + r for p, r in turns)
+
+    def render(self, messages, system=None, tools=None, enable_thinking=True, **kw) -> str:
+        """The whole training string (concatenated turns)."""
+        return "".join(p + r for p, r in self.encode_turns(messages, system, tools, enable_thinking, **kw))
+
+    def chat_template_jinja(self, enable_thinking: bool = True) -> str | None:
+        """An HF chat_template rendering exactly what this template renders (for exported models).
+
+        ``enable_thinking=False`` (reasoning templates): thinking is off unless the caller turns it on,
+        matching a model trained with ``enable_thinking: false``.
+        """
+        from .jinja_export import chat_template_for
+
+        return chat_template_for(self, enable_thinking)
+
+    def fix_tokenizer(self, tokenizer: Any) -> None:
+        from .tokenizer_fix import fix_tokenizer
+
+        fix_tokenizer(tokenizer, self.stop_words if self.spec.replace_eos else [], self.stop_words)
+
+    # --- engine -----------------------------------------------------------------------------------
+
+    def _sub(self, fmt: str) -> str:
+        return fmt.replace("{bos}", self.bos).replace("{eos}", self.eos)
+
+    def _fill(self, fmt: str, content: str) -> str:
+        pre, _, post = fmt.partition("{content}")
+        return self._sub(pre) + content + self._sub(post)
+
+    def _system_text(self, system: str | None, tools: str | list | None) -> str:
+        text = system or self.default_system or ""
+        tool_list = parse_tools(tools)
+        if tool_list:
+            if self.tool_format is None:
+                raise ConfigError(
+                    f"template '{self.name}' cannot express tools (no tool-call format); "
+                    "use a chat template with tool support (qwen, qwen3, llama3, glm4, mistral, default, ...)"
+                )
+            text = TOOL_FORMATS[self.tool_format][0](tool_list, text)
+        return text
+
+    def _trim(self, role: str, text: str) -> str:
+        return text.strip() if role in self.spec.trim else text
+
+    def _user_text(self, k: int, msg: dict, sys_text: str, last_user_turn: int) -> str:
+        spec = self.spec
+        role = msg["role"]
+        if role == "observation":
+            return self._fill(spec.observation or spec.user, self._trim("observation", msg["content"]))
+        content = msg["content"]
+        merge = sys_text and (
+            (spec.system_in == "first_user" and k == 0) or (spec.system_in == "last_user" and k == last_user_turn)
+        )
+        if spec.trim_after_merge:
+            if merge:
+                content = self._fill(spec.system, sys_text) + content
+            content = self._trim("user", content)
+        else:
+            content = self._trim("user", content)
+            if merge:
+                content = self._fill(spec.system, sys_text) + content
+        return self._fill(spec.user, content)
+
+    def _reply_body(self, msg: dict) -> tuple[str | None, str]:
+        """(reasoning, body text) of an assistant-side message, function calls formatted."""
+        content = msg["content"]
+        reasoning = None
+        if self.spec.reasoning:
+            reasoning, content = split_thought(content)
+        if msg["role"] == "function_call":
+            if self.tool_format is None:
+                raise ConfigError(f"template '{self.name}' cannot express function calls")
+            thought = ""
+            if not self.spec.reasoning and THINK_CLOSE in content:  # kept verbatim, as LLaMA-Factory does
+                cut = content.index(THINK_CLOSE) + len(THINK_CLOSE)
+                thought, content = content[:cut], content[cut:].lstrip("\n")
+                thought += "\n\n"
+            content = thought + TOOL_FORMATS[self.tool_format][1](parse_calls(content))
+        return reasoning, self._trim("assistant", content)
+
+    def _turns(self, messages, system, tools, enable_thinking, strip_history, generation) -> list[tuple[str, str]]:
+        spec = self.spec
+        sys_text = self._system_text(system, tools)
+        pairs = [messages[i : i + 2] for i in range(0, len(messages), 2)]
+        user_turns = [k for k, pair in enumerate(pairs) if pair[0]["role"] == "user"]
+        last_user_turn = user_turns[-1] if user_turns else -1
+        out: list[tuple[str, str]] = []
+        for k, pair in enumerate(pairs):
+            prompt = ""
+            if k == 0:
+                prompt += self._sub(spec.prefix)
+                if sys_text and spec.system_in == "block":
+                    prompt += self._fill(spec.system, self._trim("system", sys_text))
+            else:
+                prompt += self._sub(spec.sep)
+            prompt += self._user_text(k, pair[0], sys_text, last_user_turn)
+            is_last = k == len(pairs) - 1
+            if len(pair) == 1:  # the generation prompt
+                if spec.reasoning and not enable_thinking:
+                    prompt += EMPTY_THOUGHT
+                out.append((prompt, ""))
+                break
+            reply = pair[1]
+            fmt = spec.function if reply["role"] == "function_call" and spec.function else spec.assistant
+            reasoning, body = self._reply_body(reply)
+            if spec.reasoning:
+                trained_thought = (not strip_history and not generation) or (is_last and not generation)
+                if trained_thought:
+                    if enable_thinking:  # the thought (empty if none) is part of the trained reply
+                        body = think_block(reasoning) + body.lstrip("\n")
+                    else:  # thoughts removed; the empty block is prompt, like the official enable_thinking=False
+                        prompt += EMPTY_THOUGHT
+                elif k >= last_user_turn and reasoning:  # official history: kept only after the last user query
+                    body = think_block(reasoning) + body.lstrip("\n")
+            out.append((prompt, self._fill(fmt, body)))
+        return out
+
+    def _handoff(self, turns: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Move the role token that ends each reply (GLM's <|user|>) from the next prompt into the reply."""
+        fixed = [list(t) for t in turns]
+        for k in range(1, len(fixed)):
+            prompt = fixed[k][0]
+            for token in self.spec.role_handoff:
+                if prompt.startswith(token):
+                    fixed[k - 1][1] += token
+                    fixed[k][0] = prompt[len(token) :]
+                    break
+        fixed[-1][1] += self._sub(self.spec.final_stop)
+        return [(p, r) for p, r in fixed]

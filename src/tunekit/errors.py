@@ -1,0 +1,30 @@
+"""User-facing errors.
+
+A :class:`TunekitError` is a mistake in what the user gave us (config, data, paths, environment).
+The CLI prints its message on stderr and exits non-zero without a traceback (``TUNEKIT_DEBUG=1``
+shows one). Everything else is a bug in tunekit or a library and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class TunekitError(Exception):
+    """An error the user can fix; the message says what and how."""
+
+    exit_code = 2
+
+
+class ConfigError(TunekitError):
+    """Invalid option, value or combination of options."""
+
+
+class DataError(TunekitError):
+    """A dataset file or record that cannot be used."""
+
+
+class ModelError(TunekitError):
+    """A model path, weight file or architecture problem."""
+
+
+class EnvironmentProblem(TunekitError):
+    """A missing package, device or service (tracker, network, GPU)."""

@@ -1,0 +1,169 @@
+"""Apply the fine-tuning method: full, freeze (train the last layers), or LoRA and its variants through PEFT.
+
+``apply_finetuning(model, cfg)`` returns the model to train (a ``PeftModel`` for LoRA); for inference
+(``is_trainable=False``) every adapter in ``adapter_name_or_path`` is loaded and merged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..errors import ConfigError, ModelError
+
+_LAYER_INDEX = re.compile(r"\.(\d+)\.")
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def apply_finetuning(model, cfg, is_trainable: bool = True):
+    adapters = _split(cfg.adapter_name_or_path)
+    if not is_trainable:
+        for path in adapters:
+            model = _merge_adapter(model, path)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return model
+    if cfg.finetuning_type == "lora":
+        return _apply_lora(model, cfg, adapters)
+    for path in adapters:  # full/freeze on top of an adapter: merge it first
+        model = _merge_adapter(model, path)
+    if cfg.finetuning_type == "full":
+        for p in model.parameters():
+            p.requires_grad_(True)
+    else:
+        _apply_freeze(model, cfg)
+    _upcast_trainable(model)
+    return model
+
+
+def _merge_adapter(model, path: str):
+    from peft import PeftModel
+
+    try:
+        return PeftModel.from_pretrained(model, path).merge_and_unload()
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"Adapter {path} could not be loaded: {str(exc).splitlines()[0]}") from None
+
+
+def _upcast_trainable(model) -> None:
+    """Trainable weights in fp32 (mixed precision keeps fp32 master weights), frozen ones stay in the load dtype."""
+    import torch
+
+    for p in model.parameters():
+        if p.requires_grad and p.dtype in (torch.float16, torch.bfloat16):
+            p.data = p.data.to(torch.float32)
+
+
+def num_layers(config) -> int:
+    for key in ("num_hidden_layers", "num_layers", "n_layer"):
+        n = getattr(config, key, None)
+        if isinstance(n, int):
+            return n
+    raise ModelError("Cannot tell how many layers this model has (no num_hidden_layers in config.json); use finetuning_type lora or full.")
+
+
+def trainable_layer_ids(n_layers: int, k: int) -> list[int]:
+    if k > 0:
+        return list(range(max(0, n_layers - k), n_layers))
+    return list(range(min(-k, n_layers)))
+
+
+def _apply_freeze(model, cfg) -> None:
+    n = num_layers(model.config)
+    if cfg.freeze_trainable_layers == 0 or abs(cfg.freeze_trainable_layers) > n:
+        raise ConfigError(f"freeze_trainable_layers {cfg.freeze_trainable_layers} must be between -{n} and {n} (not 0): "
+                          f"the model has {n} layers.")
+    ids = set(trainable_layer_ids(n, cfg.freeze_trainable_layers))
+    modules = _split(cfg.freeze_trainable_modules)
+    extras = _split(cfg.freeze_extra_modules)
+    layer_children: set[str] = set()
+    all_names: set[str] = set()
+    for name, _ in model.named_parameters():
+        all_names.update(name.split("."))
+        m = _LAYER_INDEX.search(name)
+        if m:
+            rest = name[m.end():].split(".")
+            if rest:
+                layer_children.add(rest[0])
+    if modules != ["all"]:
+        missing = [mod for mod in modules if mod not in all_names]
+        if missing:
+            raise ConfigError(f"freeze_trainable_modules names {', '.join(missing)}, which the layers do not have; "
+                              f"available: {', '.join(sorted(layer_children))}.")
+    missing_extra = [mod for mod in extras if mod not in all_names]
+    if missing_extra:
+        raise ConfigError(f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have "
+                          f"(e.g. embed_tokens, norm, lm_head).")
+    for name, p in model.named_parameters():
+        parts = name.split(".")
+        m = _LAYER_INDEX.search(name)
+        train = False
+        if m and int(m.group(1)) in ids:
+            train = modules == ["all"] or any(mod in parts for mod in modules)
+        if any(mod in parts for mod in extras):
+            train = True
+        p.requires_grad_(train)
+
+
+def linear_module_names(model) -> list[str]:
+    import torch
+
+    names = set()
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) or type(module).__name__ in ("Linear4bit", "Linear8bitLt"):
+            names.add(name.split(".")[-1])
+    return sorted(names)
+
+
+def lora_config(cfg, model) -> Any:
+    from peft import LoraConfig, TaskType
+
+    if cfg.lora_target.strip() == "all":
+        targets: Any = "all-linear"
+    else:
+        targets = _split(cfg.lora_target)
+        available = linear_module_names(model)
+        missing = [t for t in targets if t not in available]
+        if missing:
+            raise ConfigError(f"lora_target names {', '.join(missing)}, which are not linear layers of this model; "
+                              f"available: {', '.join(available)} (or lora_target: all).")
+    init: Any = True
+    if cfg.pissa_init:
+        init = "pissa" if cfg.pissa_iter == -1 else f"pissa_niter_{cfg.pissa_iter}"
+    return LoraConfig(
+        task_type=TaskType.CAUSAL_LM, r=cfg.lora_rank, lora_alpha=cfg.resolved_lora_alpha, lora_dropout=cfg.lora_dropout,
+        target_modules=targets, modules_to_save=_split(cfg.additional_target) or None, use_rslora=cfg.use_rslora,
+        use_dora=cfg.use_dora, init_lora_weights=init,
+    )
+
+
+def _apply_lora(model, cfg, adapters: list[str]):
+    from peft import PeftModel, get_peft_model
+
+    if cfg.quantization_bit is not None:
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=cfg.use_gradient_checkpointing,
+                                                gradient_checkpointing_kwargs={"use_reentrant": False})
+    resume = None
+    if adapters and not cfg.create_new_adapter:
+        adapters, resume = adapters[:-1], adapters[-1]
+    for path in adapters:
+        model = _merge_adapter(model, path)
+    if cfg.use_gradient_checkpointing:
+        model.enable_input_require_grads()
+    if resume:
+        try:
+            return PeftModel.from_pretrained(model, resume, is_trainable=True)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}") from None
+    return get_peft_model(model, lora_config(cfg, model))
+
+
+def count_parameters(model) -> tuple[int, int]:
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    return trainable, total

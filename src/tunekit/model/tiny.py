@@ -1,0 +1,568 @@
+"""Tiny random-weight models of a real architecture family, built locally in a few seconds.
+
+Tests, examples and benchmarks cannot download weights, so they use these: a real transformers
+architecture class (Qwen2ForCausalLM, LlamaForCausalLM, ...) with the family's structural flags but
+small sizes, random weights drawn from a fixed seed, and a byte-level BPE tokenizer trained on the
+small corpus shipped in ``tunekit/resources/corpus``, carrying the family's special tokens,
+bos/eos/pad and chat template. Same arguments + same library versions -> byte-identical files.
+
+The tokenizer is built so that a plain ``AutoTokenizer.from_pretrained(folder)`` gives exactly the
+ids of the trained tokenizer: qwen folders are re-tokenized by transformers' own ``Qwen2Tokenizer``
+(it rebuilds the NFC + split-regex + byte-level pipeline), so every family is trained with that very
+pipeline; the other families are declared ``PreTrainedTokenizerFast`` so that the saved
+``tokenizer.json`` is used as is (``LlamaTokenizer``/``GemmaTokenizer`` would swap in Metaspace).
+Digits are split one per token, as Qwen does. :func:`build_tiny_model` reloads the folder and
+checks this before returning.
+
+This module imports torch/transformers lazily: importing it is cheap.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tunekit.errors import ModelError
+
+# One rayon thread while training the BPE (only effective if `tokenizers` is not imported yet;
+# the trainer's merge order is deterministic either way, the tests check it).
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
+CORPUS_DIR = Path(__file__).resolve().parent.parent / "resources" / "corpus"
+
+# Qwen2's pre-tokenizer regex (one digit per piece). Used for every family, see the module docstring.
+SPLIT_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+DEFAULT_VOCAB_SIZE = 2048
+DEFAULT_MAX_POSITIONS = 2048
+PROBE_TEXT = "Hello world 你好，世界! 12345 + 678 = 13023\n  def f(x):\treturn x**2  # 中文 ok"
+
+
+@dataclass(frozen=True)
+class TokenizerFamily:
+    """Special tokens and bos/eos/pad of one tokenizer family, as the real checkpoints set them."""
+
+    name: str
+    template: str  # name in tunekit.data.templates
+    special: tuple[str, ...]  # added tokens with special=True, in id order (they come first)
+    extra: tuple[str, ...] = ()  # added tokens with special=False (tool/think tags)
+    bos: str | None = None
+    eos: str | None = None
+    pad: str | None = None
+    unk: str | None = None
+    add_bos: bool = False
+    tokenizer_class: str = "PreTrainedTokenizerFast"
+    generation_eos: tuple[str, ...] = ()  # generation_config.eos_token_id (all stop tokens)
+
+
+TOKENIZERS: dict[str, TokenizerFamily] = {
+    "qwen": TokenizerFamily(
+        name="qwen",
+        template="qwen",
+        special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+        extra=("<tool_call>", "</tool_call>"),
+        eos="<|im_end|>",
+        pad="<|endoftext|>",
+        tokenizer_class="Qwen2Tokenizer",
+        generation_eos=("<|im_end|>", "<|endoftext|>"),
+    ),
+    "qwen3": TokenizerFamily(
+        name="qwen3",
+        template="qwen3",
+        special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+        extra=("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"),
+        eos="<|im_end|>",
+        pad="<|endoftext|>",
+        tokenizer_class="Qwen2Tokenizer",
+        generation_eos=("<|im_end|>", "<|endoftext|>"),
+    ),
+    "llama3": TokenizerFamily(
+        name="llama3",
+        template="llama3",
+        special=(
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eot_id|>",
+            "<|eom_id|>",
+            "<|python_tag|>",
+            "<|finetune_right_pad_id|>",
+        ),
+        bos="<|begin_of_text|>",
+        eos="<|eot_id|>",
+        add_bos=True,
+        generation_eos=("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"),
+    ),
+    "mistral": TokenizerFamily(
+        name="mistral",
+        template="mistral",
+        special=(
+            "<unk>",
+            "<s>",
+            "</s>",
+            "[INST]",
+            "[/INST]",
+            "[TOOL_CALLS]",
+            "[AVAILABLE_TOOLS]",
+            "[/AVAILABLE_TOOLS]",
+            "[TOOL_RESULTS]",
+            "[/TOOL_RESULTS]",
+        ),
+        bos="<s>",
+        eos="</s>",
+        unk="<unk>",
+        add_bos=True,
+        generation_eos=("</s>",),
+    ),
+    "gemma": TokenizerFamily(
+        name="gemma",
+        template="gemma",
+        special=("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"),
+        bos="<bos>",
+        eos="<eos>",
+        pad="<pad>",
+        unk="<unk>",
+        add_bos=True,
+        generation_eos=("<eos>", "<end_of_turn>"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """An architecture family: the transformers model_type, its structural defaults and tokenizer."""
+
+    model_type: str
+    tokenizer: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+# Structural flags of a typical small member of each family (sizes are overwritten).
+FAMILIES: dict[str, Family] = {
+    "qwen2": Family("qwen2", "qwen", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+                                       "use_sliding_window": False, "rope_theta": 1000000.0}),
+    "qwen3": Family("qwen3", "qwen3", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+                                       "attention_bias": False, "rope_theta": 1000000.0}),
+    "llama": Family("llama", "llama3", {"tie_word_embeddings": False, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+                                        "attention_bias": False, "mlp_bias": False, "rope_theta": 500000.0}),
+    "mistral": Family("mistral", "mistral", {"tie_word_embeddings": False, "rms_norm_eps": 1e-5,
+                                             "hidden_act": "silu", "sliding_window": None, "rope_theta": 1000000.0}),
+    "gemma": Family("gemma", "gemma", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6,
+                                       "hidden_activation": "gelu_pytorch_tanh", "rope_theta": 10000.0}),
+    "gemma2": Family("gemma2", "gemma", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6,
+                                         "hidden_activation": "gelu_pytorch_tanh", "rope_theta": 10000.0,
+                                         "sliding_window": 128, "final_logit_softcapping": 30.0,
+                                         "attn_logit_softcapping": 50.0}),
+    "gemma3_text": Family("gemma3_text", "gemma", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6,
+                                                   "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 128}),
+}
+
+# Names people write for a model -> family key. Checked in order, on the lower-cased name.
+_ALIASES: list[tuple[str, str]] = [
+    (r"qwen3", "qwen3"),
+    (r"qwen(2|1\.5|-?1\.5|2\.5)?", "qwen2"),
+    (r"gemma-?3", "gemma3_text"),
+    (r"gemma-?2", "gemma2"),
+    (r"gemma", "gemma"),
+    (r"mistral|ministral", "mistral"),
+    (r"llama|yi-|deepseek-r1-distill-llama", "llama"),
+]
+
+# model_type (from a config.json) -> tokenizer family, for model types not in FAMILIES.
+_TOKENIZER_OF_TYPE: list[tuple[str, str]] = [
+    (r"qwen3", "qwen3"),
+    (r"qwen", "qwen"),
+    (r"gemma", "gemma"),
+    (r"mistral|mixtral|ministral", "mistral"),
+    (r"llama", "llama3"),
+]
+
+
+def family_names() -> list[str]:
+    """The family names ``--like`` accepts besides aliases and config paths."""
+    return sorted(FAMILIES)
+
+
+@dataclass
+class Resolved:
+    """What ``--like`` resolved to: a base config dict (with model_type) and a tokenizer family."""
+
+    config: dict[str, Any]
+    tokenizer: TokenizerFamily
+    source: str
+
+
+def resolve_like(like: str | os.PathLike | None) -> Resolved:
+    """Resolve a family name, a model name ('qwen2.5-7b') or a config.json / model folder path."""
+    like = "qwen2" if like is None else like
+    path = Path(like)
+    if path.is_dir() or path.suffix == ".json" or os.sep in str(like) and path.exists():
+        return _resolve_config_path(path)
+    key = str(like).strip().lower()
+    if key in FAMILIES:
+        fam = FAMILIES[key]
+    else:
+        name = key.rsplit("/", 1)[-1]
+        fam = next((FAMILIES[f] for pat, f in _ALIASES if re.match(pat, name)), None)
+        if fam is None:
+            raise ModelError(
+                f"tiny-model: unknown family '{like}'. Use one of {', '.join(family_names())}, a model name "
+                "such as 'qwen2.5-7b' or 'llama-3.1-8b', or a path to a config.json / model folder."
+            )
+    return Resolved({"model_type": fam.model_type, **fam.config}, TOKENIZERS[fam.tokenizer], str(like))
+
+
+def _resolve_config_path(path: Path) -> Resolved:
+    cfg_file = path / "config.json" if path.is_dir() else path
+    if not cfg_file.is_file():
+        raise ModelError(f"tiny-model: {cfg_file} not found; --like needs a config.json or a folder holding one.")
+    try:
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"tiny-model: cannot read {cfg_file}: {exc}") from exc
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise ModelError(f"tiny-model: {cfg_file} has no 'model_type'; is it a transformers config.json?")
+    if isinstance(cfg.get("text_config"), dict) and "model_type" in cfg["text_config"]:
+        cfg = dict(cfg["text_config"])  # multimodal wrapper: build its text decoder
+    model_type = str(cfg["model_type"])
+    if cfg.get("auto_map"):
+        raise ModelError(
+            f"tiny-model: {cfg_file} needs remote code (auto_map); only architectures built into transformers "
+            "can be shrunk."
+        )
+    tok = next((TOKENIZERS[t] for pat, t in _TOKENIZER_OF_TYPE if re.search(pat, model_type)), TOKENIZERS["qwen"])
+    return Resolved(cfg, tok, str(cfg_file))
+
+
+# ---------------------------------------------------------------------------------------------
+# tokenizer
+
+
+def corpus_texts() -> list[str]:
+    """The shipped corpus, one line per text, files in name order."""
+    texts: list[str] = []
+    for f in sorted(CORPUS_DIR.glob("*.txt")):
+        texts.extend(line for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
+    if not texts:
+        raise ModelError(f"tiny-model: the tokenizer corpus {CORPUS_DIR} is empty or missing (broken install?).")
+    return texts
+
+
+@lru_cache(maxsize=16)
+def _trained_tokenizer_json(family: str, vocab_size: int) -> str:
+    """Train the byte-level BPE of a family once per process; returns its JSON (cache-safe, immutable)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    fam = TOKENIZERS[family]
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(fam.special) + list(fam.extra),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = corpus_texts()
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    return tok.to_str()
+
+
+def build_tokenizer(family: TokenizerFamily, vocab_size: int, chat_template: str, max_length: int):
+    """The family's tokenizer as a transformers tokenizer (not saved)."""
+    from tokenizers import AddedToken, Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    min_size = 256 + len(family.special) + len(family.extra)
+    if vocab_size < min_size:
+        raise ModelError(f"tiny-model: vocab_size {vocab_size} is too small; the byte-level BPE needs >= {min_size}.")
+    raw = Tokenizer.from_str(_trained_tokenizer_json(family.name, vocab_size))
+    # Tool/think tags are plain added tokens (special=False) in the real checkpoints: kept when decoding.
+    raw.add_tokens([AddedToken(t, special=False, normalized=False) for t in family.extra])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        bos_token=family.bos,
+        eos_token=family.eos,
+        pad_token=family.pad,
+        unk_token=family.unk,
+        add_bos_token=family.add_bos,
+        add_eos_token=False,
+        model_max_length=max_length,
+        padding_side="right",
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# chat template
+
+
+def chat_template_for(template_name: str) -> str:
+    """The family's chat template: tunekit's template registry when present, else a built-in copy."""
+    try:
+        from tunekit.data.templates import get_template  # written concurrently; optional here
+    except ImportError:
+        get_template = None
+    if get_template is not None:
+        try:
+            return get_template(template_name).chat_template_jinja()
+        except Exception:  # noqa: BLE001 - registry incomplete: fall back to the built-in template
+            pass
+    return _FALLBACK_TEMPLATES[template_name]
+
+
+_CHATML = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+_FALLBACK_TEMPLATES: dict[str, str] = {
+    "qwen": (
+        "{%- if not messages or messages[0]['role'] != 'system' %}"
+        "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif %}" + _CHATML
+    ),
+    "qwen3": _CHATML,
+    "llama3": (
+        "{{- bos_token }}"
+        "{%- for message in messages %}"
+        "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim"
+        " + '<|eot_id|>' }}"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
+    ),
+    "mistral": (
+        "{%- set system = messages[0]['content'] if messages and messages[0]['role'] == 'system' else '' %}"
+        "{{- bos_token }}"
+        "{%- for message in messages if message['role'] != 'system' %}"
+        "{%- if message['role'] == 'user' %}"
+        "{{- '[INST] ' + ((system + '\\n\\n') if system and loop.first else '') + message['content'] + ' [/INST]' }}"
+        "{%- else %}{{- message['content'] + eos_token }}{%- endif %}"
+        "{%- endfor %}"
+    ),
+    "gemma": (
+        "{%- set system = messages[0]['content'] if messages and messages[0]['role'] == 'system' else '' %}"
+        "{{- bos_token }}"
+        "{%- for message in messages if message['role'] != 'system' %}"
+        "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+        "{{- '<start_of_turn>' + role + '\\n' + ((system + '\\n\\n') if system and loop.first else '')"
+        " + message['content'] | trim + '<end_of_turn>\\n' }}"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
+    ),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# config
+
+
+# Keys whose value is a size/count we shrink, or bookkeeping of the original checkpoint we drop.
+_DROP_KEYS = ("quantization_config", "_name_or_path", "transformers_version", "torch_dtype", "dtype",
+              "auto_map", "architectures", "_commit_hash", "id2label", "label2id", "task_specific_params")
+
+
+def shrink_config(
+    base: dict[str, Any],
+    *,
+    hidden_size: int,
+    num_layers: int,
+    intermediate_size: int | None,
+    num_heads: int,
+    num_kv_heads: int | None,
+    vocab_size: int,
+    max_position_embeddings: int = DEFAULT_MAX_POSITIONS,
+) -> dict[str, Any]:
+    """Copy a config dict, keeping its structural flags and replacing every size by a tiny one."""
+    if hidden_size % num_heads:
+        raise ModelError(f"tiny-model: hidden_size {hidden_size} must be divisible by num_heads {num_heads}.")
+    kv = num_heads if num_kv_heads is None else num_kv_heads
+    if kv < 1 or num_heads % kv:
+        raise ModelError(f"tiny-model: num_heads {num_heads} must be a multiple of num_kv_heads {kv}.")
+    cfg = {k: copy.deepcopy(v) for k, v in base.items() if k not in _DROP_KEYS}
+    head_dim = hidden_size // num_heads
+    inter = intermediate_size or 4 * hidden_size
+    cfg.update(
+        hidden_size=hidden_size,
+        intermediate_size=inter,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        vocab_size=vocab_size,
+        max_position_embeddings=min(int(cfg.get("max_position_embeddings") or max_position_embeddings),
+                                    max_position_embeddings),
+        initializer_range=0.02,
+        use_cache=True,
+    )
+    if "query_pre_attn_scalar" in cfg:  # gemma2/3 scale attention by this (= head_dim in the real ones)
+        cfg["query_pre_attn_scalar"] = head_dim
+    if cfg.get("sliding_window"):
+        cfg["sliding_window"] = min(int(cfg["sliding_window"]), 128)
+    if isinstance(cfg.get("layer_types"), list) and cfg["layer_types"]:
+        orig = list(cfg["layer_types"])
+        types = [orig[i % len(orig)] for i in range(num_layers)]
+        if len(set(orig)) > 1 and len(set(types)) == 1 and "full_attention" in orig:
+            types[-1] = "full_attention"  # keep both attention kinds present
+        cfg["layer_types"] = types
+    for key in ("max_window_layers",):
+        if key in cfg:
+            cfg[key] = min(int(cfg[key]), num_layers)
+    # mixture of experts: few small experts
+    for key in ("num_experts", "num_local_experts", "n_routed_experts"):
+        if cfg.get(key):
+            cfg[key] = min(int(cfg[key]), 4)
+    if cfg.get("num_experts_per_tok"):
+        cfg["num_experts_per_tok"] = min(int(cfg["num_experts_per_tok"]), 2)
+    for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):
+        if cfg.get(key):
+            cfg[key] = inter if key.startswith("shared") else max(inter // 2, 8)
+    if isinstance(cfg.get("mlp_only_layers"), list):
+        cfg["mlp_only_layers"] = [i for i in cfg["mlp_only_layers"] if i < num_layers]
+    return cfg
+
+
+def _make_config(cfg: dict[str, Any]):
+    from transformers import AutoConfig
+
+    cfg = dict(cfg)
+    model_type = cfg.pop("model_type")
+    rope_theta = cfg.pop("rope_theta", None)
+    try:
+        config = AutoConfig.for_model(model_type, **cfg)
+    except ValueError as exc:
+        raise ModelError(f"tiny-model: transformers does not know model_type '{model_type}': {exc}") from exc
+    if rope_theta is not None:  # transformers 5 keeps rope settings in rope_parameters
+        params = dict(getattr(config, "rope_parameters", None) or {"rope_type": "default"})
+        if "full_attention" in params or "sliding_attention" in params:
+            for sub in params.values():
+                if isinstance(sub, dict):
+                    sub["rope_theta"] = rope_theta
+        else:
+            params["rope_theta"] = rope_theta
+        config.rope_parameters = params
+    return config
+
+
+# ---------------------------------------------------------------------------------------------
+# the builder
+
+
+def build_tiny_model(
+    out_dir: str | os.PathLike,
+    like: str | os.PathLike | None = "qwen2",
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    intermediate_size: int | None = None,
+    num_heads: int = 4,
+    num_kv_heads: int | None = 2,
+    vocab_size: int | None = None,
+    max_position_embeddings: int = DEFAULT_MAX_POSITIONS,
+) -> Path:
+    """Write a tiny random model + tokenizer of ``like``'s family into ``out_dir``; returns the folder.
+
+    ``vocab_size`` is the BPE target and the model's embedding rows (padded up to it when the corpus
+    gives fewer tokens); by default the embeddings are the tokenizer's length rounded up to 64.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    resolved = resolve_like(like)
+    fam = resolved.tokenizer
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    tokenizer = build_tokenizer(fam, vocab_size or DEFAULT_VOCAB_SIZE, chat_template_for(fam.template),
+                                max_position_embeddings)
+    n_tok = len(tokenizer)
+    model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
+    tokenizer.save_pretrained(out)
+    _set_tokenizer_class(out, fam.tokenizer_class)
+
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (*fam.special, *fam.extra)}
+    cfg = shrink_config(
+        resolved.config,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        intermediate_size=intermediate_size,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        vocab_size=model_vocab,
+        max_position_embeddings=max_position_embeddings,
+    )
+    cfg.update(
+        bos_token_id=ids.get(fam.bos) if fam.bos else None,
+        eos_token_id=ids[fam.eos],
+        pad_token_id=ids.get(fam.pad) if fam.pad else None,
+    )
+    config = _make_config(cfg)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.config.architectures = [type(model).__name__]
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id,
+        eos_token_id=[ids[t] for t in fam.generation_eos],
+        pad_token_id=config.pad_token_id,
+        do_sample=False,
+    )
+    model.save_pretrained(out)
+    check_tokenizer_roundtrip(out, tokenizer)
+    return out
+
+
+def describe(folder: str | os.PathLike) -> str:
+    """A few lines about a built folder (architecture, sizes, special tokens), for the CLI."""
+    folder = Path(folder)
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    tcfg = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    weights = folder / "model.safetensors"
+    lines = [
+        f"wrote {folder}",
+        f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
+        f"  sizes         hidden {cfg.get('hidden_size')}, layers {cfg.get('num_hidden_layers')}, "
+        f"heads {cfg.get('num_attention_heads')}/{cfg.get('num_key_value_heads')}, vocab {cfg.get('vocab_size')}",
+        f"  tokenizer     {tcfg.get('tokenizer_class')}: bos {tcfg.get('bos_token')}, eos {tcfg.get('eos_token')}, "
+        f"pad {tcfg.get('pad_token')}",
+    ]
+    if weights.is_file():
+        lines.append(f"  weights       {weights.stat().st_size / 2**20:.2f} MiB")
+    return "\n".join(lines)
+
+
+def _set_tokenizer_class(out: Path, name: str) -> None:
+    """Declare the tokenizer class transformers must use on reload (see the module docstring)."""
+    path = out / "tokenizer_config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["tokenizer_class"] = name
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def check_tokenizer_roundtrip(folder: Path, tokenizer, text: str = PROBE_TEXT) -> None:
+    """Raise if ``AutoTokenizer.from_pretrained(folder)`` tokenizes differently from ``tokenizer``."""
+    from transformers import AutoTokenizer
+
+    reloaded = AutoTokenizer.from_pretrained(folder)
+    want, got = tokenizer(text)["input_ids"], reloaded(text)["input_ids"]
+    if want != got:
+        raise ModelError(
+            f"tiny-model: the tokenizer saved in {folder} reloads as {type(reloaded).__name__} with different ids "
+            f"({got[:12]}... vs {want[:12]}...); this family's tokenizer setup needs fixing in tunekit.model.tiny."
+        )

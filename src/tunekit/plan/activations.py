@@ -1,0 +1,238 @@
+"""Activation bytes of one training micro-step, term by term (derivation: docs/memory-model.md).
+
+Two quantities:
+
+* :func:`saved_bytes` -- what autograd keeps for backward at the end of the forward pass (checked on
+  CPU against ``torch.autograd.graph.saved_tensors_hooks``, counting unique storages);
+* :func:`dynamic_peak_bytes` -- the peak of everything that scales with the micro-batch, which is
+  the saved bytes plus the transient peak of the backward pass (the loss over the vocabulary, or the
+  one decoder layer being recomputed under gradient checkpointing).
+
+Notation per token: h hidden, q = heads*head_dim, kv = kv_heads*head_dim, I intermediate, a heads,
+V vocabulary, c = bytes of the compute dtype, rd = bytes of the residual stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .architectures import ModelShape
+from .params import ParamCounts
+from .setup import Setup
+
+ATTN_OUT = ("o_proj", "dense", "out_proj", "wo")
+MLP_OUT = ("down_proj", "fc2", "w2", "dense_4h_to_h")
+
+# Constants of the peak model (docs/memory-model.md, section "Peak").
+VOCAB_PEAK_PER_TOKEN = 14  # x V bytes: log_softmax output + nll grad + its input grad (12 V) + a 2 V block the allocator cannot reuse
+RECOMPUTE_PEAK_FACTOR = 1.6  # one recomputed layer: its saved activations x 1.6 while its backward runs
+NOGC_BACKWARD_EXTRA = 0.6  # without checkpointing: transient gradients of the layer being back-propagated
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """How one decoder layer trains: which Linear paths are trainable (full) or adapted (LoRA)."""
+
+    trainable: frozenset[str]  # Linear paths whose base weight trains (full / freeze)
+    adapted: frozenset[str]  # Linear paths with a LoRA adapter
+    norms_trainable: bool
+    input_requires_grad: bool = True
+
+
+def stream_bytes(setup: Setup) -> int:
+    """Bytes per element of the residual stream: the dtype of the embedding output.
+
+    Full fine-tuning upcasts the embeddings to fp32, and so does ``prepare_model_for_kbit_training``
+    (QLoRA); LoRA and freeze keep the load dtype (a trainable norm's fp32 output only feeds Linears,
+    whose autocast output is 16-bit again).
+    """
+    if setup.finetuning_type == "full":
+        return setup.trainable_bytes
+    if setup.quant_bits:
+        return 4
+    if "embed_tokens" in setup.freeze_extra or "embed_tokens" in setup.additional_target:
+        return 4
+    return int(setup.base_bytes)
+
+
+def residual_bytes(setup: Setup, kind: "LayerKind") -> int:  # kept for callers; every layer shares the stream dtype
+    return stream_bytes(setup)
+
+
+def _norm_count(shape: ModelShape) -> int:
+    return sum(1 for n, k in shape.layer_param_names if "norm" in n and k == shape.hidden) or 2
+
+
+def _qk_norm(shape: ModelShape) -> bool:
+    return any("q_norm" in n or "q_layernorm" in n for n, _ in shape.layer_param_names)
+
+
+def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bool | None = None) -> float:
+    """Bytes per token one decoder layer keeps for backward (no checkpointing)."""
+    h, q, kv, I, a = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate, shape.heads
+    c = setup.compute_bytes
+    rd = stream_bytes(setup)
+    la = 4  # PEFT keeps adapters in fp32 (autocast_adapter_dtype)
+    r = setup.lora_rank
+    padded = setup.padded if padded is None else padded
+    if not kind.input_requires_grad and not kind.trainable and not kind.adapted:
+        return 0.0  # below every trainable layer: no gradient flows here
+    total = 0.0
+    # RMSNorms: an fp32 copy of the input (the input itself when fp32) and rstd; the normalized value when the weight trains
+    per_norm = 4 * h + 4 + (rd * h if kind.norms_trainable else 0)
+    n_norms = _norm_count(shape)
+    total += n_norms * per_norm
+    if not kind.input_requires_grad:
+        total -= 4 * h + 4  # the first norm's input needs no gradient: only its weight's input is kept
+
+    def consumers(width: int, xd: int, paths: list[str], already_saved: bool) -> float:
+        shared = False
+        extra = 0.0
+        for path in paths:
+            if path in kind.trainable:
+                if setup.autocast and xd != c:
+                    extra += c * width  # autocast makes a compute-dtype copy per Linear
+                else:
+                    shared = True
+            elif path in kind.adapted:
+                if setup.autocast:
+                    if la != xd or c != xd:
+                        extra += c * width  # PEFT casts x to fp32, autocast back: a fresh copy per adapter
+                    else:
+                        shared = True
+                elif la != xd:
+                    extra += la * width
+                else:
+                    shared = True
+                extra += (c if setup.autocast else la) * r  # lora_A output, kept for lora_B
+        return extra + (xd * width if shared and not already_saved else 0)
+
+    attn_in = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name not in ATTN_OUT]
+    attn_out = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name in ATTN_OUT]
+    mlp_in = [lin.path for lin in shape.linears if "attn" not in lin.path and lin.name not in MLP_OUT]
+    mlp_out = [lin.path for lin in shape.linears if "attn" not in lin.path and lin.name in MLP_OUT]
+    # the norm returns weight * normalized.to(input dtype): promoted to fp32 when its weight is an fp32 trainable
+    norm_out = max(rd, setup.trainable_bytes) if kind.norms_trainable else rd
+    total += consumers(h, norm_out, attn_in, False)
+    # attention core
+    repeat = padded and setup.attn == "sdpa" and shape.kv_heads != shape.heads  # masked SDPA repeats k/v heads
+    if setup.attn == "eager":
+        s = setup.seq_len
+        total += c * q * 3 + c * q  # q, repeated k and v, contiguous output
+        total += (4 + (c if c != 4 else 0)) * a * s  # fp32 softmax + probabilities in the compute dtype
+        if shape.attn_softcap:
+            total += c * a * s  # tanh(scores / cap) output (Gemma 2)
+    else:
+        total += c * q + 2 * c * (q if repeat else kv) + c * q + 4 * a  # q, k, v, output, fp32 logsumexp
+    if _qk_norm(shape):  # per-head RMSNorm of q and k (Qwen3): fp32 input copy + rstd, + normalized value if trained
+        total += 4 * q + 4 * a + 4 * kv + 4 * shape.kv_heads
+        if kind.norms_trainable:
+            total += c * (q + kv)
+    total += consumers(q, c, attn_out, True)
+    # gated MLP: act(gate) input, act output and up output
+    gated = len(mlp_in) >= 2 or any(lin.out_features == 2 * I for lin in shape.linears if lin.path in mlp_in)
+    total += (3 if gated else 1) * c * I
+    total += consumers(h, norm_out, mlp_in, False)
+    total += consumers(I, c, mlp_out, False)
+    return total
+
+
+def layer_saved_const(shape: ModelShape, setup: Setup, kind: LayerKind) -> float:
+    """Bytes per layer that do not scale with tokens: autocast's 16-bit copies of fp32 weights."""
+    if not setup.autocast:
+        return 0.0
+    c = setup.compute_bytes
+    total = 0.0
+    for lin in shape.linears:
+        if lin.path in kind.trainable and setup.trainable_bytes != c:
+            total += c * lin.params
+        if lin.path in kind.adapted:
+            total += c * setup.lora_rank * (lin.in_features + lin.out_features)
+    return total
+
+
+def head_saved_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, lm_head_trainable: bool,
+                         final_norm_trainable: bool, embed_trainable: bool, rd: int) -> float:
+    h, V, c = shape.hidden, shape.vocab, setup.compute_bytes
+    total = 4 * h + 4 + (rd * h if final_norm_trainable else 0)
+    if lm_head_trainable:
+        total += c * h if (setup.autocast and rd != c) else rd * h
+    if setup.liger:
+        total += c * h  # fused linear cross-entropy keeps only the input gradient
+    else:
+        total += 4 * V  # fp32 log_softmax output
+        if shape.logit_softcap:
+            total += c * V
+    total += 8  # int64 shifted labels
+    if embed_trainable:
+        total += 8  # input ids for the embedding gradient
+    return total
+
+
+def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[LayerKind]:
+    paths = frozenset(lin.path for lin in shape.linears)
+    if setup.finetuning_type == "full":
+        return [LayerKind(paths, frozenset(), True) for _ in range(shape.layers)]
+    if setup.finetuning_type == "lora":
+        adapted = frozenset(counts.adapted_per_layer)
+        first = LayerKind(frozenset(), adapted, False, input_requires_grad=setup.grad_ckpt)
+        return [first] + [LayerKind(frozenset(), adapted, False) for _ in range(shape.layers - 1)]
+    ids = set(counts.trainable_layer_ids)
+    lowest = min(ids)
+    kinds = []
+    for i in range(shape.layers):
+        if i in ids:
+            kinds.append(LayerKind(paths, frozenset(), True, input_requires_grad=i > lowest))
+        elif i > lowest:  # frozen, but gradients flow through it to the trainable layers below
+            kinds.append(LayerKind(frozenset(), frozenset(), False))
+        else:
+            kinds.append(LayerKind(frozenset(), frozenset(), False, input_requires_grad=False))
+    return kinds
+
+
+def _head_flags(shape: ModelShape, setup: Setup) -> tuple[bool, bool, bool]:
+    if setup.finetuning_type == "full":
+        return True, True, True
+    names = set(setup.additional_target) | set(setup.freeze_extra)
+    return ("lm_head" in names or (shape.tied and "embed_tokens" in names)), ("norm" in names), ("embed_tokens" in names)
+
+
+def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bool | None = None) -> dict[str, float]:
+    """Bytes held for backward after the forward pass of one micro-batch (``layers``, ``head``, ``total``)."""
+    T = setup.tokens
+    kinds = layer_kinds(shape, setup, counts)
+    lm_tr, norm_tr, emb_tr = _head_flags(shape, setup)
+    rd_last = stream_bytes(setup)
+    if setup.grad_ckpt:  # every layer is checkpointed and keeps only its input (cos/sin travel as kwargs)
+        layers = float(rd_last * shape.hidden * T * shape.layers)
+    else:
+        layers = sum(layer_saved_per_token(shape, setup, k, padded) * T + layer_saved_const(shape, setup, k) for k in kinds)
+        layers += 2 * rd_last * shape.head_dim * T
+    head = head_saved_per_token(shape, setup, counts, lm_tr, norm_tr, emb_tr, rd_last) * T
+    if lm_tr and setup.autocast and setup.trainable_bytes != setup.compute_bytes:
+        head += setup.compute_bytes * shape.hidden * shape.vocab  # autocast's 16-bit copy of the fp32 lm_head
+    return {"layers": layers, "head": head, "total": layers + head}
+
+
+def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> dict[str, float]:
+    """Peak of the token-dependent memory: ``activations`` (layers) and ``logits`` (loss over the vocabulary)."""
+    T = setup.tokens
+    kinds = layer_kinds(shape, setup, counts)
+    typical = kinds[-1]
+    a_layer = layer_saved_per_token(shape, setup, typical)
+    saved = saved_bytes(shape, setup, counts)
+    h, V, c = shape.hidden, shape.vocab, setup.compute_bytes
+    if setup.liger:
+        chunk_rows = min(T, 1 << max(0, (max(1, -(-T // max(1, -(-V // h)))) - 1).bit_length()))
+        vocab = c * h * T + chunk_rows * V * 10  # grad_input + one chunk of logits (16-bit, fp32, grad)
+    else:
+        vocab = (VOCAB_PEAK_PER_TOKEN * V + (c * V if shape.logit_softcap else 0)) * T
+    eps = 6 * h * T  # final-norm input, embedding-grad leftovers
+    if setup.grad_ckpt:
+        layer_phase = RECOMPUTE_PEAK_FACTOR * (a_layer * T + layer_saved_const(shape, setup, typical))
+    else:
+        layer_phase = NOGC_BACKWARD_EXTRA * a_layer * T
+    base = saved["layers"]
+    if vocab + eps >= layer_phase:
+        return {"activations": base + eps, "logits": vocab, "saved": saved["total"]}
+    return {"activations": base + layer_phase, "logits": 0.0, "saved": saved["total"]}

@@ -1,0 +1,334 @@
+"""Model shapes for the planner, from config.json only (never weights).
+
+A :class:`ModelShape` is read off the real transformers module tree built on the ``meta`` device
+(no memory, exact parameter counts, tied embeddings, biases, extra norms), so the planner counts
+exactly what a training run would hold. ``BUILTIN`` holds the config.json fields of common models
+so ``--model-config qwen2.5-7b`` works without a download.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError
+
+_QWEN25 = dict(model_type="qwen2", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0, max_position_embeddings=32768)
+_QWEN3 = dict(model_type="qwen3", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0, head_dim=128,
+              vocab_size=151936, max_position_embeddings=40960, attention_bias=False)
+_LLAMA3 = dict(model_type="llama", hidden_act="silu", rms_norm_eps=1e-5, rope_theta=500_000.0, vocab_size=128256,
+               max_position_embeddings=131072)
+
+
+def _q25(h, i, l, a, kv, v, tie):
+    return {**_QWEN25, "hidden_size": h, "intermediate_size": i, "num_hidden_layers": l, "num_attention_heads": a,
+            "num_key_value_heads": kv, "vocab_size": v, "tie_word_embeddings": tie}
+
+
+def _q3(h, i, l, a, kv, tie):
+    return {**_QWEN3, "hidden_size": h, "intermediate_size": i, "num_hidden_layers": l, "num_attention_heads": a,
+            "num_key_value_heads": kv, "tie_word_embeddings": tie}
+
+
+def _l3(h, i, l, a, kv, tie):
+    return {**_LLAMA3, "hidden_size": h, "intermediate_size": i, "num_hidden_layers": l, "num_attention_heads": a,
+            "num_key_value_heads": kv, "tie_word_embeddings": tie}
+
+
+# config.json fields of the published models (the fields that decide shapes).
+BUILTIN: dict[str, dict[str, Any]] = {
+    "qwen2.5-0.5b": _q25(896, 4864, 24, 14, 2, 151936, True),
+    "qwen2.5-1.5b": _q25(1536, 8960, 28, 12, 2, 151936, True),
+    "qwen2.5-3b": _q25(2048, 11008, 36, 16, 2, 151936, True),
+    "qwen2.5-7b": _q25(3584, 18944, 28, 28, 4, 152064, False),
+    "qwen2.5-14b": _q25(5120, 13824, 48, 40, 8, 152064, False),
+    "qwen2.5-32b": _q25(5120, 27648, 64, 40, 8, 152064, False),
+    "qwen2.5-72b": _q25(8192, 29568, 80, 64, 8, 152064, False),
+    "qwen3-0.6b": _q3(1024, 3072, 28, 16, 8, True),
+    "qwen3-1.7b": _q3(2048, 6144, 28, 16, 8, True),
+    "qwen3-4b": _q3(2560, 9728, 36, 32, 8, True),
+    "qwen3-8b": _q3(4096, 12288, 36, 32, 8, False),
+    "qwen3-14b": _q3(5120, 17408, 40, 40, 8, False),
+    "qwen3-32b": _q3(5120, 25600, 64, 64, 8, False),
+    "llama-3.2-1b": {**_l3(2048, 8192, 16, 32, 8, True), "head_dim": 64},
+    "llama-3.2-3b": {**_l3(3072, 8192, 28, 24, 8, True), "head_dim": 128},
+    "llama-3.1-8b": _l3(4096, 14336, 32, 32, 8, False),
+    "llama-3.1-70b": _l3(8192, 28672, 80, 64, 8, False),
+    "mistral-7b": {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                   "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32768,
+                   "rope_theta": 1_000_000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                   "max_position_embeddings": 32768, "sliding_window": None},
+    "glm-4-9b": {"model_type": "glm", "hidden_size": 4096, "intermediate_size": 13696, "num_hidden_layers": 40,
+                 "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 151552,
+                 "attention_bias": True, "partial_rotary_factor": 0.5, "rms_norm_eps": 1.5625e-7,
+                 "tie_word_embeddings": False, "max_position_embeddings": 131072},
+    "gemma-2-2b": {"model_type": "gemma2", "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                   "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 256000,
+                   "tie_word_embeddings": True, "max_position_embeddings": 8192},
+    "gemma-2-9b": {"model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+                   "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
+                   "tie_word_embeddings": True, "max_position_embeddings": 8192},
+    "gemma-3-1b": {"model_type": "gemma3_text", "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26,
+                   "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
+                   "tie_word_embeddings": True, "max_position_embeddings": 32768},
+}
+
+ALIASES = {
+    "qwen2-7b": "qwen2.5-7b", "llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b",
+    "llama-3.3-70b": "llama-3.1-70b", "glm4-9b": "glm-4-9b", "mistral-7b-v0.3": "mistral-7b",
+}
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One ``nn.Linear`` inside a decoder layer (``name`` is the last path component)."""
+
+    name: str
+    path: str  # inside the decoder layer, e.g. "self_attn.q_proj"
+    in_features: int
+    out_features: int
+    bias: bool
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features + (self.out_features if self.bias else 0)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Everything the estimators need about an architecture."""
+
+    name: str
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    total_params: int
+    embed_params: int
+    lm_head_params: int  # 0 when tied to the embeddings
+    layer_params: int  # one decoder layer, all of it
+    layer_norm_params: int  # the non-Linear parameters of one decoder layer (norms, ...)
+    final_norm_params: int
+    linears: tuple[Linear, ...] = field(default_factory=tuple)  # of one decoder layer
+    largest_module_params: int = 0  # for ZeRO-3 gathering
+    num_param_tensors: int = 0
+    layer_param_tensors: int = 0
+    num_experts: int = 0
+    layer_param_names: tuple[tuple[str, int], ...] = ()  # inside one decoder layer ("self_attn.q_proj.weight", numel)
+    other_param_names: tuple[tuple[str, int], ...] = ()  # outside the layers (embed_tokens, norm, lm_head)
+    logit_softcap: bool = False
+    attn_softcap: bool = False
+    layers_path: str = "model.layers"
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    @property
+    def linear_params_per_layer(self) -> int:
+        return sum(lin.in_features * lin.out_features for lin in self.linears)
+
+    def linear(self, name: str) -> Linear | None:
+        return next((lin for lin in self.linears if lin.name == name), None)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "model_type": self.model_type, "hidden_size": self.hidden, "num_layers": self.layers,
+            "num_heads": self.heads, "num_kv_heads": self.kv_heads, "head_dim": self.head_dim,
+            "intermediate_size": self.intermediate, "vocab_size": self.vocab, "tied_embeddings": self.tied,
+            "total_params": self.total_params,
+        }
+
+
+def builtin_names() -> list[str]:
+    return sorted(BUILTIN)
+
+
+def _norm_name(name: str) -> str:
+    key = name.strip().lower().split("/")[-1]
+    for suffix in ("-instruct", "-chat-hf", "-chat", "-it", "-base", "-hf"):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+    key = key.replace("meta-llama-", "llama-").replace("qwen2.5", "qwen2.5")
+    key = key.replace("mistral-7b-instruct-v0.3", "mistral-7b").replace("-v0.3", "").replace("-v0.1", "")
+    key = key.replace("glm-4-9b-0414", "glm-4-9b")
+    return ALIASES.get(key, key)
+
+
+def find_builtin(name: str) -> dict[str, Any] | None:
+    key = _norm_name(name)
+    return dict(BUILTIN[key]) if key in BUILTIN else None
+
+
+def read_config_json(model_config: str | None, model_name_or_path: str | None) -> tuple[str, dict[str, Any]]:
+    """``(name, config dict)`` from ``--model-config`` (builtin name, config.json or folder) or the model path."""
+    for candidate in (model_config, model_name_or_path):
+        if not candidate:
+            continue
+        path = Path(candidate).expanduser()
+        if path.is_dir():
+            cfg_file = path / "config.json"
+            if not cfg_file.is_file():
+                raise ModelError(
+                    f"Model folder {path} has no config.json: point model_name_or_path at a Hugging Face model folder, "
+                    f"or pass --model-config with a config.json or one of: {', '.join(builtin_names())}."
+                )
+            return path.name, _load_json(cfg_file)
+        if path.is_file():
+            return path.parent.name if path.name == "config.json" else path.stem, _load_json(path)
+        builtin = find_builtin(candidate)
+        if builtin is not None:
+            return _norm_name(candidate), builtin
+        if candidate is model_config:
+            raise ModelError(
+                f"--model-config {candidate!r} is neither a config.json, a model folder nor a built-in architecture. "
+                f"Built-in: {', '.join(builtin_names())}."
+            )
+        raise ModelError(
+            f"model_name_or_path {candidate!r} is not a folder on disk and not a built-in architecture, so its config.json "
+            f"is unknown: download the model's config.json and pass --model-config PATH, or use one of: {', '.join(builtin_names())}."
+        )
+    raise ModelError("No model given: set model_name_or_path in the config or pass --model-config NAME|PATH.")
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path} is not a readable config.json: {exc}") from None
+    if "text_config" in data and "hidden_size" not in data:  # multimodal wrapper: plan the language model
+        data = {**data["text_config"], "tie_word_embeddings": data.get("tie_word_embeddings", data["text_config"].get("tie_word_embeddings", False))}
+    return data
+
+
+def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
+    """Build the model on the meta device and read its exact parameter layout."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    data = dict(config)
+    model_type = data.pop("model_type", None)
+    if not model_type:
+        raise ModelError(f"config.json of {name} has no model_type: it is not a Hugging Face model config.")
+    for key in ("architectures", "auto_map", "transformers_version", "torch_dtype", "dtype", "quantization_config"):
+        data.pop(key, None)
+    try:
+        hf_cfg = AutoConfig.for_model(model_type, **data)
+    except (ValueError, KeyError) as exc:
+        raise ModelError(f"transformers does not know model_type {model_type!r} ({name}): {exc}") from None
+    hf_cfg.use_cache = False
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(hf_cfg, dtype=torch.bfloat16)
+    except Exception as exc:  # an architecture without a causal-LM head, remote code, ...
+        raise ModelError(f"Cannot build {name} ({model_type}) as a causal LM on the meta device: {exc}") from None
+    return shape_from_model(name, model)
+
+
+def _decoder_layers(model):
+    import torch
+
+    best = None
+    for _, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) > 0:
+            if best is None or len(module) > len(best):
+                best = module
+    return best
+
+
+def shape_from_model(name: str, model) -> ModelShape:
+    """Read a (meta or real) causal LM's parameter layout; LoRA wrappers are looked through."""
+    import torch
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = base.config
+    cfg = getattr(cfg, "text_config", None) or cfg
+    layers = _decoder_layers(base)
+    if layers is None:
+        raise ModelError(f"{name}: no decoder layers found.")
+    layer0 = layers[0]
+    linears: list[Linear] = []
+    for mod_name, module in layer0.named_modules():
+        if not isinstance(module, torch.nn.Linear) or "lora_" in mod_name:
+            continue
+        path = mod_name[: -len(".base_layer")] if mod_name.endswith(".base_layer") else mod_name
+        linears.append(Linear(path.split(".")[-1], path, module.in_features, module.out_features, module.bias is not None))
+    def plain(params):
+        return [(n.replace(".base_layer", ""), p) for n, p in params if "lora_" not in n]
+    layer_named = plain(layer0.named_parameters())
+    layer_params = sum(p.numel() for _, p in layer_named)
+    linear_param_total = sum(lin.params for lin in linears)
+    emb = base.get_input_embeddings()
+    out = base.get_output_embeddings()
+    tied = out is not None and out.weight is emb.weight
+    embed_params = emb.weight.numel()
+    lm_head_params = 0 if (tied or out is None) else sum(p.numel() for p in out.parameters())
+    seen: set[int] = set()
+    total = 0
+    tensors = 0
+    for n, p in base.named_parameters(remove_duplicate=True):
+        if "lora_" in n or id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        tensors += 1
+    layer_total = layer_params * len(layers)
+    final_norm = total - layer_total - embed_params - lm_head_params
+    layers_path = next(n for n, m in base.named_modules() if m is layers)
+    others = []
+    for n, p in base.named_parameters(remove_duplicate=True):
+        if "lora_" in n or n.startswith(layers_path + "."):
+            continue
+        others.append((n, p.numel()))
+    largest = 0
+    for module in base.modules():
+        direct = sum(p.numel() for n, p in module.named_parameters(recurse=False) if "lora_" not in n)
+        largest = max(largest, direct)
+    heads = int(cfg.num_attention_heads)
+    hidden = int(cfg.hidden_size)
+    head_dim = int(getattr(cfg, "head_dim", None) or hidden // heads)
+    experts = int(getattr(cfg, "num_experts", 0) or getattr(cfg, "num_local_experts", 0) or getattr(cfg, "n_routed_experts", 0) or 0)
+    return ModelShape(
+        name=name,
+        model_type=str(cfg.model_type),
+        hidden=hidden,
+        layers=len(layers),
+        heads=heads,
+        kv_heads=int(getattr(cfg, "num_key_value_heads", None) or heads),
+        head_dim=head_dim,
+        intermediate=int(getattr(cfg, "intermediate_size", 4 * hidden)),
+        vocab=int(cfg.vocab_size),
+        tied=bool(tied),
+        total_params=total,
+        embed_params=embed_params,
+        lm_head_params=lm_head_params,
+        layer_params=layer_params,
+        layer_norm_params=layer_params - linear_param_total,
+        final_norm_params=max(final_norm, 0),
+        linears=tuple(linears),
+        largest_module_params=largest,
+        num_param_tensors=tensors,
+        layer_param_tensors=len(layer_named),
+        num_experts=experts,
+        layer_param_names=tuple((n, p.numel()) for n, p in layer_named),
+        other_param_names=tuple(others),
+        logit_softcap=bool(getattr(cfg, "final_logit_softcapping", None)),
+        attn_softcap=bool(getattr(cfg, "attn_logit_softcapping", None)),
+        layers_path=layers_path,
+    )
+
+
+def load_shape(model_config: str | None, model_name_or_path: str | None) -> ModelShape:
+    name, config = read_config_json(model_config, model_name_or_path)
+    return shape_from_config(name, config)

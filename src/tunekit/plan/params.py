@@ -1,0 +1,160 @@
+"""Which parameters a run trains, holds frozen or quantizes, counted from the shape alone.
+
+Mirrors ``tunekit.model.adapters``: LoRA through PEFT (``all`` = every Linear of the decoder layers,
+``additional_target`` = trainable copies via ``modules_to_save``), freeze = the last/first N layers
+(optionally only some modules) plus ``freeze_extra_modules``, full = everything.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from .architectures import ModelShape
+from .setup import Setup
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    trainable: int
+    trainable_tensors: int
+    frozen_linear: int  # frozen Linear weights inside decoder layers (what QLoRA quantizes)
+    frozen_linear_out_rows: int  # their output rows (8-bit keeps one fp32 scale per row)
+    frozen_other: int  # every other frozen parameter (embeddings, norms, biases, lm_head)
+    lora: int  # adapter parameters (part of trainable)
+    adapted_per_layer: tuple[str, ...]  # paths of the adapted Linear modules in one layer
+    trainable_layer_ids: tuple[int, ...]  # layers with trainable weights (all for full/LoRA)
+    largest_trainable_tensor: int
+
+    @property
+    def frozen(self) -> int:
+        return self.frozen_linear + self.frozen_other
+
+
+def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
+    if setup.lora_targets is None:
+        return tuple(lin.path for lin in shape.linears)
+    missing = [t for t in setup.lora_targets if not any(lin.name == t for lin in shape.linears)]
+    if missing:
+        raise ConfigError(
+            f"lora_target names {', '.join(missing)}, which are not linear layers of {shape.name}; "
+            f"available: {', '.join(sorted({lin.name for lin in shape.linears}))} (or lora_target: all)."
+        )
+    return tuple(lin.path for lin in shape.linears if lin.name in setup.lora_targets)
+
+
+def freeze_layer_ids(n_layers: int, k: int) -> tuple[int, ...]:
+    if k == 0 or abs(k) > n_layers:
+        raise ConfigError(f"freeze_trainable_layers {k} must be between -{n_layers} and {n_layers} (not 0): the model has {n_layers} layers.")
+    return tuple(range(max(0, n_layers - k), n_layers)) if k > 0 else tuple(range(min(-k, n_layers)))
+
+
+def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
+    L = shape.layers
+    linear_paths = {lin.path for lin in shape.linears}
+    linear_weight = {f"{lin.path}.weight": lin for lin in shape.linears}
+    if setup.finetuning_type == "lora":
+        adapted = lora_adapted(shape, setup)
+        r = setup.lora_rank
+        per_layer = 0
+        tensors = 0
+        largest = 0
+        for lin in shape.linears:
+            if lin.path in adapted:
+                per_layer += r * (lin.in_features + lin.out_features) + (lin.out_features if setup.use_dora else 0)
+                tensors += 2 + int(setup.use_dora)
+                largest = max(largest, r * lin.in_features, r * lin.out_features)
+        lora = per_layer * L
+        trainable, n_tensors = lora, tensors * L
+        for target in setup.additional_target:  # modules_to_save: a trainable copy, the original stays frozen
+            found = [(n, k) for n, k in shape.other_param_names if target in n.split(".")]
+            if not found:
+                raise ConfigError(f"additional_target names {target!r}, which {shape.name} does not have outside its layers "
+                                  f"(e.g. embed_tokens, lm_head).")
+            trainable += sum(k for _, k in found)
+            n_tensors += len(found)
+            largest = max([largest] + [k for _, k in found])
+        frozen_linear = shape.linear_params_per_layer * L
+        rows = sum(lin.out_features for lin in shape.linears) * L
+        frozen_other = shape.total_params - frozen_linear
+        return ParamCounts(trainable, n_tensors, frozen_linear, rows, frozen_other, lora, adapted, tuple(range(L)), largest)
+    if setup.finetuning_type == "full":
+        largest = max([k for _, k in shape.layer_param_names] + [k for _, k in shape.other_param_names])
+        return ParamCounts(shape.total_params, shape.num_param_tensors, 0, 0, 0, 0, (), tuple(range(L)), largest)
+    # freeze
+    ids = freeze_layer_ids(L, setup.freeze_layers)
+    modules = setup.freeze_modules
+    layer_parts = set()
+    for n, _ in shape.layer_param_names:
+        layer_parts.update(n.split("."))
+    other_parts = set()
+    for n, _ in shape.other_param_names:
+        other_parts.update(n.split("."))
+    if modules != ("all",):
+        missing = [m for m in modules if m not in layer_parts and m not in other_parts]
+        if missing:
+            raise ConfigError(f"freeze_trainable_modules names {', '.join(missing)}, which the layers do not have.")
+    missing_extra = [m for m in setup.freeze_extra if m not in layer_parts | other_parts | set(shape.layers_path.split("."))]
+    if missing_extra:
+        raise ConfigError(f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have (e.g. embed_tokens, norm, lm_head).")
+    trainable = tensors = frozen_linear = rows = 0
+    largest = 0
+    path_parts = shape.layers_path.split(".")
+    for i in range(L):
+        for n, k in shape.layer_param_names:
+            parts = path_parts + [str(i)] + n.split(".")
+            train = (i in ids and (modules == ("all",) or any(m in parts for m in modules))) or any(m in parts for m in setup.freeze_extra)
+            if train:
+                trainable += k
+                tensors += 1
+                largest = max(largest, k)
+            elif n in linear_weight:
+                frozen_linear += k
+                rows += linear_weight[n].out_features
+    for n, k in shape.other_param_names:
+        if any(m in n.split(".") for m in setup.freeze_extra):
+            trainable += k
+            tensors += 1
+            largest = max(largest, k)
+    frozen_other = shape.total_params - trainable - frozen_linear
+    del linear_paths
+    return ParamCounts(trainable, tensors, frozen_linear, rows, frozen_other, 0, (), ids, largest)
+
+
+def quantized_bytes(counts: ParamCounts, setup: Setup) -> float:
+    """Bytes of the frozen Linear weights under bitsandbytes 4-/8-bit (see docs/memory-model.md)."""
+    if setup.quant_bits == 4:
+        per = 0.5 + (1 / 64 + 4 / (64 * 256) if setup.double_quant else 4 / 64)
+        return counts.frozen_linear * per
+    if setup.quant_bits == 8:
+        return counts.frozen_linear * 1.0 + 4 * counts.frozen_linear_out_rows
+    return counts.frozen_linear * setup.base_bytes
+
+
+def optimizer_state_bytes(setup: Setup, counts: ParamCounts, shape: ModelShape, state_bytes: int) -> float:
+    """Persistent optimizer state for the trainable parameters (not sharded here)."""
+    name = setup.optim.lower()
+    p, n = counts.trainable, counts.trainable_tensors
+    if setup.zero_stage is not None:  # DeepSpeed's own Adam keeps fp32 moments
+        return 0.0 if name in ("sgd",) else 8.0 * p
+    if "8bit" in name or "bnb" in name and "8" in name:
+        return 2.0 * p + 2 * p / 256 * 4 + 4 * n
+    if name in ("sgd",) or name.startswith("lomo") or name.startswith("adalomo"):
+        return 0.0
+    if name.startswith("adafactor"):
+        return 4.0 * math.sqrt(max(p, 1)) * 2 * n  # factored second moment: ~4(rows + cols) per matrix
+    if name.startswith("galore") or name.startswith("apollo"):
+        return 2.0 * p * state_bytes / 4  # projected states: an upper bound at rank 1/4 of the width
+    # AdamW family: exp_avg and exp_avg_sq like the parameter, plus an fp32 step counter per tensor
+    return 2.0 * p * state_bytes + 4 * n
+
+
+def optimizer_step_temp_bytes(setup: Setup, counts: ParamCounts, state_bytes: int) -> float:
+    """Extra memory inside ``optimizer.step()``: torch's foreach AdamW copies exp_avg_sq once."""
+    name = setup.optim.lower()
+    if setup.zero_stage is not None or "fused" in name:
+        return 0.0
+    if name in ("adamw_torch", "adamw_hf", "adamw"):
+        return float(counts.trainable * state_bytes)
+    return 0.0

@@ -1,0 +1,161 @@
+"""The training set-up as the planner sees it: precision, method, sharding, batch, resolved from a Config.
+
+One place turns options into the handful of facts the memory and time models need, mirroring what
+``tunekit train`` does (``tunekit.model.adapters``: LoRA adapters in fp32 through PEFT, full/freeze
+trainable weights upcast to fp32; the model loaded in the compute dtype; HF autocast for bf16/fp16).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import ConfigError
+
+DS_PRESETS = {
+    "z0": (0, False, False), "z1": (1, False, False), "z2": (2, False, False), "z2_offload": (2, True, False),
+    "z3": (3, False, False), "z3_offload": (3, True, True),
+}
+FSDP_MODES = ("full_shard", "shard_grad_op", "no_shard", "hybrid_shard")
+
+
+@dataclass(frozen=True)
+class Setup:
+    finetuning_type: str
+    lora_rank: int
+    lora_targets: tuple[str, ...] | None  # None = every linear of the decoder layers
+    use_dora: bool
+    additional_target: tuple[str, ...]
+    freeze_layers: int
+    freeze_modules: tuple[str, ...]
+    freeze_extra: tuple[str, ...]
+    base_bytes: float  # bytes per frozen base weight
+    compute_bytes: int  # bytes of activations under autocast (or the weight dtype without it)
+    autocast: bool
+    quant_bits: int | None
+    double_quant: bool
+    grad_ckpt: bool
+    liger: bool
+    attn: str  # sdpa | eager | fa2
+    optim: str
+    zero_stage: int | None  # None: no DeepSpeed
+    offload_optimizer: bool
+    offload_params: bool
+    fsdp: str | None
+    world_size: int
+    nodes: int
+    micro_batch: int
+    grad_accum: int
+    seq_len: int
+    stage: str
+    padded: bool = True  # batches carry an attention mask (dynamic padding)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return max(1, self.world_size // max(1, self.nodes))
+
+    @property
+    def tokens(self) -> int:
+        return self.micro_batch * self.seq_len
+
+    @property
+    def trainable_bytes(self) -> int:
+        """Trainable weights are fp32 (PEFT keeps adapters fp32; tunekit upcasts full/freeze), except that
+        DeepSpeed holds them in the 16-bit compute dtype and keeps its own fp32 master copy."""
+        if self.zero_stage is not None and self.compute_bytes == 2:
+            return 2
+        return 4
+
+    @property
+    def shards(self) -> int:
+        if self.fsdp and self.fsdp.startswith("hybrid"):
+            return self.gpus_per_node
+        return self.world_size
+
+    def with_(self, **changes) -> "Setup":
+        return replace(self, **changes)
+
+
+def _split(text: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
+
+
+def deepspeed_settings(value: str | None) -> tuple[int | None, bool, bool]:
+    """``(stage, offload_optimizer, offload_params)`` from a preset name or a DeepSpeed JSON file."""
+    if not value:
+        return None, False, False
+    key = value.strip().lower()
+    if key in DS_PRESETS:
+        return DS_PRESETS[key]
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"deepspeed {value!r} is neither a preset ({', '.join(DS_PRESETS)}) nor a JSON file that exists.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"DeepSpeed config {path} is not valid JSON: {exc}") from None
+    zero = data.get("zero_optimization") or {}
+    stage = int(zero.get("stage", 0) or 0)
+
+    def offloaded(key: str) -> bool:
+        section = zero.get(key) or {}
+        return str(section.get("device", "none")).lower() in ("cpu", "nvme")
+
+    return stage, offloaded("offload_optimizer"), offloaded("offload_param")
+
+
+def fsdp_settings(value: str | None) -> tuple[str | None, bool]:
+    if not value:
+        return None, False
+    words = value.replace(",", " ").lower().split()
+    mode = next((w for w in words if w in FSDP_MODES), None)
+    if mode is None:
+        raise ConfigError(f"fsdp {value!r}: use one of {', '.join(FSDP_MODES)}, optionally followed by ' offload'.")
+    return mode, "offload" in words
+
+
+def _dtype_bytes(name: str) -> int:
+    return {"bfloat16": 2, "float16": 2, "float32": 4}[name]
+
+
+def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None = None) -> Setup:
+    if cfg.dtype != "auto":
+        base = _dtype_bytes(cfg.dtype)
+    else:
+        base = 2 if (cfg.bf16 or cfg.fp16) else 4
+    autocast = bool(cfg.bf16 or cfg.fp16)
+    compute = 2 if autocast else base
+    stage, off_opt, off_param = deepspeed_settings(cfg.deepspeed)
+    fsdp, fsdp_offload = fsdp_settings(cfg.fsdp)
+    attn = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "eager": "eager", "fa2": "fa2"}[cfg.flash_attn]
+    return Setup(
+        finetuning_type=cfg.finetuning_type,
+        lora_rank=cfg.lora_rank,
+        lora_targets=None if cfg.lora_target.strip() == "all" else _split(cfg.lora_target),
+        use_dora=cfg.use_dora,
+        additional_target=_split(cfg.additional_target) if cfg.finetuning_type == "lora" else (),
+        freeze_layers=cfg.freeze_trainable_layers,
+        freeze_modules=_split(cfg.freeze_trainable_modules) or ("all",),
+        freeze_extra=_split(cfg.freeze_extra_modules),
+        base_bytes=base,
+        compute_bytes=compute,
+        autocast=autocast,
+        quant_bits=cfg.quantization_bit,
+        double_quant=cfg.double_quantization,
+        grad_ckpt=cfg.use_gradient_checkpointing,
+        liger=cfg.enable_liger_kernel,
+        attn=attn,
+        optim=cfg.optim,
+        zero_stage=stage,
+        offload_optimizer=off_opt or fsdp_offload,
+        offload_params=off_param or fsdp_offload,
+        fsdp=fsdp,
+        world_size=world_size,
+        nodes=nodes,
+        micro_batch=cfg.per_device_train_batch_size,
+        grad_accum=cfg.gradient_accumulation_steps,
+        seq_len=seq_len or cfg.cutoff_len,
+        stage=cfg.stage,
+        padded=not cfg.use_packing or not cfg.neat_packing,
+    )

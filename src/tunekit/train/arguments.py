@@ -1,0 +1,51 @@
+"""Config → ``transformers.TrainingArguments`` (the options keep Hugging Face's names, so this is a mapping, not a translation)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+
+def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
+    import torch
+
+    warmup = cfg.warmup_steps if cfg.warmup_steps > 0 else min(cfg.warmup_ratio, 0.999999)
+    kwargs = dict(
+        output_dir=cfg.output_dir,
+        do_train=cfg.do_train, do_eval=cfg.do_eval, do_predict=cfg.do_predict,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        per_device_eval_batch_size=cfg.per_device_eval_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        learning_rate=cfg.learning_rate, num_train_epochs=cfg.num_train_epochs, max_steps=cfg.max_steps,
+        lr_scheduler_type=cfg.lr_scheduler_type, lr_scheduler_kwargs=cfg.lr_scheduler_kwargs or {},
+        warmup_steps=warmup, optim=cfg.optim, weight_decay=cfg.weight_decay,
+        adam_beta1=cfg.adam_beta1, adam_beta2=cfg.adam_beta2, adam_epsilon=cfg.adam_epsilon,
+        max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, data_seed=cfg.data_seed,
+        bf16=cfg.bf16, fp16=cfg.fp16, tf32=cfg.tf32, use_cpu=cfg.use_cpu,
+        dataloader_num_workers=cfg.dataloader_num_workers, dataloader_pin_memory=cfg.dataloader_pin_memory and torch.cuda.is_available(),
+        ddp_timeout=cfg.ddp_timeout, ddp_find_unused_parameters=cfg.ddp_find_unused_parameters, ddp_backend=cfg.ddp_backend,
+        include_num_input_tokens_seen="non_padding" if cfg.include_num_input_tokens_seen else "no",
+        eval_strategy=cfg.eval_strategy, eval_steps=cfg.eval_steps,
+        save_strategy=cfg.save_strategy, save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
+        save_only_model=cfg.save_only_model, load_best_model_at_end=cfg.load_best_model_at_end,
+        metric_for_best_model=cfg.metric_for_best_model,
+        logging_steps=cfg.logging_steps, logging_first_step=cfg.logging_first_step,
+        report_to=report_to or "none", run_name=cfg.run_name,
+        disable_tqdm=True,  # tunekit's own progress bar (RichProgressCallback)
+        remove_unused_columns=False,  # collators pick their columns; `length` stays for length grouping
+        train_sampling_strategy="group_by_length" if cfg.group_by_length else "random", length_column_name="length",
+        torch_compile=cfg.torch_compile, use_liger_kernel=cfg.enable_liger_kernel,
+        label_names=["labels"],
+    )
+    if importlib.util.find_spec("tunekit.train.distributed") is not None:
+        from . import distributed
+
+        kwargs.update(distributed.training_args_kwargs(cfg, cfg.output_dir))
+    return kwargs
+
+
+def build_training_arguments(cfg, report_to: list[str], **overrides):
+    from transformers import TrainingArguments
+
+    kwargs = training_arguments_kwargs(cfg, report_to)
+    kwargs.update(overrides)
+    return TrainingArguments(**kwargs)

@@ -1,0 +1,151 @@
+"""Trainer callbacks: the JSONL log, the terminal progress bar, complete-checkpoint markers, and a
+graceful stop on SIGINT/SIGTERM (save a checkpoint, then end). Only rank 0 writes or prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from .checkpoints import write_complete_marker
+from .plotting import LOG_NAME
+
+
+class JsonlLogCallback(TrainerCallback):
+    """``trainer_log.jsonl``: one JSON object per logging step (and per evaluation).
+
+    Training lines: step, total_steps, epoch, loss, lr, grad_norm, num_input_tokens_seen, elapsed_s, eta_s.
+    Eval lines: step, total_steps, epoch, eval_loss (+ other eval metrics). On resume, lines after the
+    resumed step are removed first, so the file always describes one consistent history.
+    """
+
+    def __init__(self, output_dir: str):
+        self.path = Path(output_dir) / LOG_NAME
+        self.start = time.time()
+        self.start_step = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.time()
+        self.start_step = state.global_step
+        if not state.is_world_process_zero:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        keep = []
+        if state.global_step > 0 and self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    if json.loads(line).get("step", 0) <= state.global_step:
+                        keep.append(line)
+                except json.JSONDecodeError:
+                    pass
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+        tmp.replace(self.path)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        elapsed = time.time() - self.start
+        done = state.global_step - self.start_step
+        eta = elapsed / done * (state.max_steps - state.global_step) if done > 0 else None
+        row = {"step": state.global_step, "total_steps": state.max_steps, "epoch": round(state.epoch or 0.0, 4)}
+        if "loss" in logs:
+            row.update(loss=logs["loss"], lr=logs.get("learning_rate"), grad_norm=logs.get("grad_norm"))
+        elif any(k.startswith("eval_") for k in logs):
+            row.update({k: v for k, v in logs.items() if k.startswith("eval_")})
+        else:
+            return  # the end-of-training summary goes to all_results.json
+        for key, value in logs.items():  # stage metrics (rewards/..., logps/...)
+            if "/" in key and key not in row:
+                row[key] = value
+        row.update(num_input_tokens_seen=state.num_input_tokens_seen, elapsed_s=round(elapsed, 2),
+                   eta_s=round(eta, 2) if eta is not None else None)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+class RichProgressCallback(TrainerCallback):
+    """A progress bar with step/total, loss and ETA (replaces the tqdm bar and the dict printer)."""
+
+    def __init__(self):
+        self.progress = None
+        self.task = None
+        self.last = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), refresh_per_second=4)
+        self.progress.start()
+        self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step, info="")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.progress is None or not logs:
+            return
+        if "loss" in logs:
+            self.last = logs
+            info = f"loss {logs['loss']:.4f}  lr {logs.get('learning_rate', 0):.2e}"
+            self.progress.update(self.task, info=info)
+            self.progress.console.print(
+                f"step {state.global_step}/{state.max_steps}  epoch {state.epoch or 0:.2f}  loss {logs['loss']:.4f}  "
+                f"grad_norm {logs.get('grad_norm', float('nan')):.3f}  lr {logs.get('learning_rate', 0):.3e}", highlight=False)
+        elif "eval_loss" in logs:
+            self.progress.console.print(f"eval at step {state.global_step}: eval_loss {logs['eval_loss']:.4f}", highlight=False)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+class CompleteCheckpointCallback(TrainerCallback):
+    """Marks ``checkpoint-N`` complete once every file is written; resume ignores unmarked (torn) ones."""
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if folder.is_dir():
+                write_complete_marker(folder, state.global_step)
+
+
+class GracefulStopCallback(TrainerCallback):
+    """First SIGINT/SIGTERM: finish the current step, save a checkpoint, stop. A second SIGINT aborts."""
+
+    def __init__(self):
+        self.requested: int | None = None
+        self._previous = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+
+    def uninstall(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, frame):
+        if self.requested is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signum
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"\nreceived {signal.Signals(signum).name}: saving a checkpoint after this step, then stopping "
+                  f"(press Ctrl+C again to abort without saving)", flush=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.requested is not None:
+            control.should_save = True
+            control.should_training_stop = True

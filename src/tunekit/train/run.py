@@ -1,0 +1,171 @@
+"""``tunekit train``: the one flow every stage goes through, readable top to bottom.
+
+config → output folder checks → trackers → TrainingArguments → tokenizer → datasets (tokenized once,
+cached) → model + method → the stage's trainer → train (resume) → save → metrics, plots → eval.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import resource
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+
+STAGES = {
+    "sft": "tunekit.train.sft",
+}
+
+# Files tunekit itself may leave in output_dir before training starts (not "user data").
+_OWN_FILES = {"tunekit_config.yaml", "preprocessing_report.json"}
+
+
+def get_stage(stage: str):
+    if stage not in STAGES:
+        raise ConfigError(f"stage '{stage}' is not available yet; available stages: {', '.join(STAGES)}.")
+    return importlib.import_module(STAGES[stage])
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def log(msg: str) -> None:
+    if is_main_process():
+        print(msg, flush=True)
+
+
+def check_output_dir(cfg) -> None:
+    if not cfg.output_dir:
+        raise ConfigError("output_dir is not set: name the folder for the model, checkpoints and logs.")
+    out = Path(cfg.output_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output_dir {out} is a file, not a folder.")
+    if not cfg.do_train or cfg.overwrite_output_dir or cfg.resume_from_checkpoint not in (None, False):
+        return
+    if out.is_dir():
+        contents = sorted(p.name for p in out.iterdir() if p.name not in _OWN_FILES)
+        if contents:
+            shown = ", ".join(contents[:5]) + (" ..." if len(contents) > 5 else "")
+            raise ConfigError(f"output_dir {out} is not empty ({shown}). Set overwrite_output_dir: true to write into it, "
+                              f"resume_from_checkpoint: true to continue that run, or choose a new output_dir.")
+
+
+def peak_memory_mb() -> dict:
+    import torch
+
+    out = {"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if torch.cuda.is_available():
+        out["peak_gpu_memory_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return out
+
+
+def run_train(cfg, config_path: str | None = None) -> dict:
+    from ..config import save_config
+    from .checkpoints import resolve_resume
+    from .trackers import check_trackers
+
+    from ..model.loader import model_path
+
+    model_path(cfg)  # a wrong path fails here, in milliseconds
+    check_output_dir(cfg)
+    resume = resolve_resume(cfg.output_dir, cfg.resume_from_checkpoint) if cfg.do_train else None
+    report_to = check_trackers(cfg)
+    stage = get_stage(cfg.stage)
+
+    import warnings
+
+    import transformers
+
+    # transformers 5 renamed gradient_checkpointing -> activation_checkpointing; peft still calls the old name.
+    warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)
+
+    from ..data.pipeline import prepare_datasets
+    from ..data.report import print_reports, write_reports
+    from ..model.adapters import count_parameters
+    from ..model.loader import load_model, load_tokenizer
+    from .arguments import build_training_arguments
+    from .callbacks import CompleteCheckpointCallback, GracefulStopCallback, JsonlLogCallback, RichProgressCallback
+
+    transformers.logging.set_verbosity_warning()
+    transformers.set_seed(cfg.seed)
+    args = build_training_arguments(cfg, report_to)
+    distributed = _distributed_module()
+    if distributed is not None and hasattr(distributed, "before_model_load"):
+        distributed.before_model_load(cfg)
+    if is_main_process():
+        save_config(cfg, cfg.output_dir)
+
+    tokenizer = load_tokenizer(cfg)
+    with args.main_process_first(desc="dataset preprocessing"):
+        data = prepare_datasets(cfg, tokenizer, getattr(stage, "DATA_STAGE", cfg.stage))
+    if is_main_process():
+        print_reports(data.reports, cfg.cutoff_len)
+        write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
+    if data.template is not None and cfg.template != "jinja":
+        jinja = data.template.chat_template_jinja()
+        if jinja:
+            tokenizer.chat_template = jinja  # saved with the tokenizer: inference renders what training rendered
+
+    model = stage.load_model(cfg, tokenizer) if hasattr(stage, "load_model") else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
+    trainable, total = count_parameters(model)
+    log(f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
+        f"({100 * trainable / max(total, 1):.4f}%) | train samples: {len(data.train) if data.train is not None else 0}"
+        f" | eval samples: {len(data.eval) if data.eval is not None else 0}")
+
+    stopper = GracefulStopCallback()
+    callbacks = [JsonlLogCallback(cfg.output_dir), CompleteCheckpointCallback(), stopper]
+    if not cfg.disable_tqdm:
+        callbacks.append(RichProgressCallback())
+    trainer = stage.build_trainer(cfg, args, model, tokenizer, data, callbacks)
+    for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
+        trainer.remove_callback(cb)
+
+    results: dict = {}
+    if cfg.do_train:
+        stopper.install()
+        try:
+            train_result = trainer.train(resume_from_checkpoint=resume)
+        finally:
+            stopper.uninstall()
+        metrics = dict(train_result.metrics)
+        runtime = metrics.get("train_runtime") or 0.0
+        tokens = trainer.state.num_input_tokens_seen or 0
+        metrics.update(num_input_tokens_seen=tokens, train_tokens_per_second=round(tokens / runtime, 2) if runtime else None,
+                       total_steps=trainer.state.global_step, **peak_memory_mb())
+        if stopper.requested is not None:
+            metrics["stopped_early"] = True
+            log(f"stopped at step {trainer.state.global_step}: the last checkpoint is in {cfg.output_dir}; "
+                f"continue with resume_from_checkpoint: true")
+        else:
+            trainer.save_model()
+        trainer.save_state()
+        if trainer.is_world_process_zero():
+            trainer.save_metrics("train", metrics)
+        results.update(metrics)
+        if cfg.plot_loss and trainer.is_world_process_zero():
+            from .plotting import plot_loss
+
+            for path in plot_loss(cfg.output_dir):
+                log(f"loss plot: {path}")
+        if stopper.requested is not None:
+            sys.exit(128 + int(stopper.requested))
+    if cfg.do_eval and data.eval is not None:
+        metrics = trainer.evaluate(metric_key_prefix="eval")
+        if trainer.is_world_process_zero():
+            trainer.save_metrics("eval", metrics)
+        results.update(metrics)
+    if cfg.do_predict and hasattr(stage, "predict"):
+        results.update(stage.predict(cfg, trainer, tokenizer, data) or {})
+    if cfg.do_train:
+        log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
+            f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")
+    return results
+
+
+def _distributed_module():
+    if importlib.util.find_spec("tunekit.train.distributed") is None:
+        return None
+    return importlib.import_module("tunekit.train.distributed")

@@ -1,0 +1,174 @@
+"""What the board does, without the widgets: form values → config, command, YAML, jobs, plan.
+
+:class:`Board` is the state one ``tunekit webui`` process keeps (the running job, the loaded chat
+model). The Gradio layer (:mod:`tunekit.webui.app`) only maps widgets to these calls, so every
+behaviour here is testable without a browser.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from tunekit.config import load_config
+
+from . import adapters
+from .chat import ChatSession
+from .command import command_line, override_args, yaml_text
+from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_to_values
+from .i18n import t
+from .monitor import (
+    error_summary, format_seconds, loss_points, progress_of, read_results, read_trainer_log, tail,
+)
+from .runner import Job, JobRunner
+from .sections import tab_of
+from .validation import Validation, validate
+
+
+class Board:
+    def __init__(self, cwd: str | Path | None = None, specs: list[FieldSpec] | None = None):
+        self.specs = specs if specs is not None else field_specs()
+        self.by_name = {s.name: s for s in self.specs}
+        self.runner = JobRunner(cwd)
+        self.chat = ChatSession()
+
+    def tab_specs(self, tab: str) -> list[FieldSpec]:
+        return [s for s in self.specs if tab_of(s) == tab]
+
+    # ---------------------------------------------------------------- form ⇄ config
+    def values(self, form: Mapping[str, Any]) -> dict[str, Any]:
+        """The options a form sets (differing from the defaults), in schema order."""
+        return form_to_values([s for s in self.specs if s.name in form], form)
+
+    def defaults(self, tab: str = "train") -> dict[str, Any]:
+        return defaults_form(self.tab_specs(tab))
+
+    def form_from_config(self, cfg, tab: str = "train") -> dict[str, Any]:
+        return config_to_form(self.tab_specs(tab), cfg)
+
+    def load_yaml(self, path: str) -> dict[str, Any]:
+        """Form values of a YAML/JSON config (raises ConfigError with the schema's message)."""
+        return self.form_from_config(load_config(self._path(path)))
+
+    def save_yaml(self, form: Mapping[str, Any], path: str) -> Path:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml_text(self.values(form)), encoding="utf-8")
+        return target
+
+    def _path(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.runner.cwd / p
+
+    @staticmethod
+    def default_output_dir(form: Mapping[str, Any], kind: str = "train") -> str:
+        model = str(form.get("model_name_or_path") or "model").rstrip("/").split("/")[-1] or "model"
+        method = form.get("finetuning_type") or "lora"
+        return f"saves/{model}/{method}/{kind}_{time.strftime('%Y-%m-%d-%H-%M-%S')}"
+
+    def with_output_dir(self, form: Mapping[str, Any], kind: str = "train") -> dict[str, Any]:
+        form = dict(form)
+        if "output_dir" in form and not str(form.get("output_dir") or "").strip():
+            form["output_dir"] = self.default_output_dir(form, kind)
+        return form
+
+    # ---------------------------------------------------------------- preview / start
+    def preview(self, form: Mapping[str, Any], verb: str = "train") -> tuple[Validation, str, str]:
+        values = self.values(form)
+        return validate(values), command_line(values, verb), yaml_text(values)
+
+    def start_train(self, form: Mapping[str, Any], kind: str = "train") -> tuple[Validation, Job | None]:
+        """Validate, then run ``tunekit train`` with the previewed arguments (one job at a time)."""
+        values = self.values(form)
+        check = validate(values)
+        if not check.ok:
+            return check, None
+        job = self.runner.start("train", override_args(values), check.config.output_dir or ".", form=dict(form), kind=kind)
+        return check, job
+
+    def start_export(self, values: Mapping[str, Any]) -> tuple[Validation, Job | None]:
+        check = validate(values)
+        if not check.ok:
+            return check, None
+        out = check.config.export_dir or "."
+        return check, self.runner.start("export", override_args(values), out, kind="export")
+
+    # ---------------------------------------------------------------- monitoring
+    def job_view(self, lang: str = "en") -> dict[str, Any]:
+        """Everything the status area shows, from the job and its files."""
+        job = self.runner.poll()
+        if job is None:
+            return {"state": "idle", "status": t("idle", lang), "html": progress_html(None), "points": [],
+                    "log": "", "png": None, "results": {}, "kind": None, "output_dir": None, "signature": None}
+        records = read_trainer_log(job.output_dir) if job.kind != "export" else []
+        prog = progress_of(records)
+        log = tail(job.log_path, 40)
+        status = f"**{job.state}** · `tunekit {job.verb}` · {job.output_dir}"
+        if job.state == "failed":
+            status += f" · exit {job.returncode}\n\n```\n{error_summary(tail(job.log_path, 200))}\n```"
+        png = job.output_dir / "training_loss.png"
+        size = job.log_path.stat().st_size if job.log_path.exists() else 0
+        return {
+            "state": job.state, "status": status, "html": progress_html(prog, job.state), "points": loss_points(records),
+            "log": log, "png": str(png) if png.is_file() else None, "results": read_results(job.output_dir),
+            "kind": job.kind, "output_dir": str(job.output_dir),
+            "signature": (id(job), job.state, len(records), size, png.is_file()),
+        }
+
+
+def progress_html(prog, state: str = "idle") -> str:
+    if prog is None:
+        return '<div id="tk-progress-bar" class="tk-progress" data-state="idle"><div class="tk-bar" style="width:0%"></div><span>-</span></div>'
+    pct = 100.0 if state == "finished" and prog.total and prog.step >= prog.total else 100.0 * prog.fraction
+    parts = [f"step {prog.step}/{prog.total or '?'}"]
+    if prog.epoch is not None:
+        parts.append(f"epoch {prog.epoch:.2f}")
+    if prog.elapsed_s is not None:
+        parts.append(f"elapsed {format_seconds(prog.elapsed_s)}")
+    if state == "running":
+        parts.append(f"ETA {format_seconds(prog.eta_s)}")
+    if prog.loss is not None:
+        parts.append(f"loss {prog.loss:.4f}")
+    if prog.eval_loss is not None:
+        parts.append(f"eval_loss {prog.eval_loss:.4f}")
+    return (
+        f'<div id="tk-progress-bar" class="tk-progress" data-state="{state}" data-step="{prog.step}" '
+        f'data-total="{prog.total}"><div class="tk-bar" style="width:{pct:.1f}%"></div>'
+        f'<span>{" · ".join(parts)}</span></div>'
+    )
+
+
+def format_plan(plan: Mapping[str, Any], lang: str = "en") -> str:
+    """The planner's JSON as a short Markdown panel (fits or not, memory by component, steps)."""
+    lines = []
+    fits = plan.get("fits")
+    mem = plan.get("memory") or {}
+    total = mem.get("total_gib")
+    gpu = plan.get("gpu")
+    gpu_mem = plan.get("gpu_memory_gib") or (gpu.get("memory_gib") if isinstance(gpu, dict) else None)
+    if fits is not None:
+        verdict = ("✅ fits" if fits else "❌ does not fit") if lang == "en" else ("✅ 显存够用" if fits else "❌ 显存不足")
+        head = f"### {verdict}"
+        if total is not None:
+            head += f" — {total:.2f} GiB" + (f" / {gpu_mem:.0f} GiB" if isinstance(gpu_mem, (int, float)) else "")
+        lines.append(head)
+    components = mem.get("components") or {k: v for k, v in mem.items() if k != "total_gib" and isinstance(v, (int, float))}
+    if components:
+        lines += ["", "| component | GiB |", "|---|---:|"]
+        lines += [f"| {k} | {v:.2f} |" for k, v in components.items() if isinstance(v, (int, float))]
+    steps = [f"{k}: {plan[k]}" for k in ("total_steps", "steps_per_epoch") if plan.get(k) is not None]
+    for key in ("estimated_time_s", "time_s", "eta_s"):
+        if isinstance(plan.get(key), (int, float)):
+            steps.append(f"time ≈ {format_seconds(plan[key])}")
+            break
+    if steps:
+        lines += ["", " · ".join(steps)]
+    if plan.get("overrides"):
+        lines += ["", "auto-fit: " + ", ".join(f"`{k}={v}`" for k, v in plan["overrides"].items())]
+    for note in plan.get("notes") or plan.get("warnings") or []:
+        lines.append(f"- {note}")
+    return "\n".join(lines) or "```json\n" + str(dict(plan)) + "\n```"
+
+
+__all__ = ["Board", "adapters", "format_plan", "progress_html"]

@@ -1,0 +1,57 @@
+"""The command line and the YAML a form stands for, and the exact argv the board runs.
+
+The board starts ``tunekit train`` with the same ``key=value`` arguments it shows in the preview, so
+the previewed command, pasted into a shell, resolves to the same config as a start from the board.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from typing import Any, Mapping
+
+from tunekit.config import parse_scalar
+
+# The only programs the board ever starts: tunekit's own verbs, through this interpreter.
+ALLOWED_VERBS = ("train", "export", "env")
+
+
+def format_value(value: Any) -> str:
+    """A command-line value that :func:`tunekit.config.parse_scalar` reads back as ``value``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        parsed = parse_scalar(value)
+        if isinstance(parsed, str) and parsed == value and "\n" not in value:
+            return value
+        return json.dumps(value, ensure_ascii=False)  # JSON strings are YAML strings
+    return json.dumps(value, ensure_ascii=False)  # dicts / lists: YAML flow style
+
+
+def override_args(values: Mapping[str, Any]) -> list[str]:
+    return [f"{key}={format_value(value)}" for key, value in values.items()]
+
+
+def command_line(values: Mapping[str, Any], verb: str = "train") -> str:
+    """``tunekit train key=value ...``, quoted for a POSIX shell."""
+    return " ".join(["tunekit", verb] + [shlex.quote(arg) for arg in override_args(values)])
+
+
+def yaml_text(values: Mapping[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(dict(values), sort_keys=False, allow_unicode=True) if values else "{}\n"
+
+
+def verb_argv(verb: str, args: list[str]) -> list[str]:
+    """The argv that runs ``tunekit <verb> args`` with the board's own interpreter (no shell)."""
+    if verb not in ALLOWED_VERBS:
+        raise ValueError(f"the board only runs tunekit's own verbs {ALLOWED_VERBS}, not {verb!r}")
+    return [sys.executable, "-m", "tunekit.cli.main", verb, *args]

@@ -1,0 +1,216 @@
+"""Schema → form: one :class:`FieldSpec` per config option, and the conversions form ⇄ config.
+
+Nothing here imports gradio: the specs say which kind of widget an option needs and how its value is
+shown in the form and read back, so the board's form follows the schema without per-option code, and
+the round trip form ⇄ config is testable without a browser.
+
+Form values (what the widgets hold):
+- ``bool``      → a checkbox: True/False.
+- ``tristate``  → Optional[bool]: a dropdown of ``""`` (unset), ``"true"``, ``"false"``.
+- ``choice``    → Literal (optionally Optional): a dropdown of the choices as text (``""`` = unset).
+- ``int``       → a text box holding a whole number (``""`` = None when Optional; a number box
+                  cannot hold "unset": the browser sends 0).
+- ``float``     → a text box (``5e-5`` is typed and shown exactly; ``""`` = None when Optional).
+- ``text``      → str: a text box (``""`` = None when Optional).
+- ``yaml``      → anything else (dicts, unions): a text box holding a YAML value.
+- ``multi``     → a comma-separated str the board offers as a multi-select picker (datasets): a list.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Union
+
+from pydantic_core import PydanticUndefined
+
+from tunekit.config import iter_fields, parse_scalar
+
+Kind = Literal["bool", "tristate", "choice", "int", "float", "text", "yaml", "multi"]
+
+# Comma-separated options picked from a list (dataset_info.json) rather than typed.
+MULTI_PICK = ("dataset", "eval_dataset")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    group: str  # the option group's GROUP
+    group_title: str
+    kind: Kind
+    default: Any
+    description: str
+    optional: bool
+    choices: tuple[Any, ...] = field(default=())  # Literal values (typed), for kind == "choice"
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not PydanticUndefined
+
+    @property
+    def choice_labels(self) -> list[str]:
+        """Dropdown values (text); ``""`` stands for unset."""
+        if self.kind == "tristate":
+            return ["", "true", "false"]
+        labels = [str(c) for c in self.choices]
+        return ([""] + labels) if self.optional else labels
+
+    def help(self) -> str:
+        default = "" if not self.has_default else f" [default: {format_default(self.default)}]"
+        return f"{self.description}{default}"
+
+
+def _unwrap_optional(annotation) -> tuple[Any, bool]:
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(annotation))
+        if len(args) == 1:
+            return args[0], optional
+        return Union[tuple(args)], optional  # type: ignore[return-value]
+    return annotation, False
+
+
+def classify(annotation) -> tuple[Kind, bool, tuple[Any, ...]]:
+    """(kind, optional, literal choices) for a field annotation."""
+    inner, optional = _unwrap_optional(annotation)
+    if inner is bool:
+        return ("tristate" if optional else "bool"), optional, ()
+    if typing.get_origin(inner) is Literal:
+        return "choice", optional, tuple(typing.get_args(inner))
+    if inner is int:
+        return "int", optional, ()
+    if inner is float:
+        return "float", optional, ()
+    if inner is str:
+        return "text", optional, ()
+    return "yaml", optional, ()
+
+
+def field_specs(groups: Iterable | None = None, multi: Iterable[str] = MULTI_PICK) -> list[FieldSpec]:
+    """Every option in display order (``groups`` defaults to the schema's groups)."""
+    if groups is None:
+        triples = iter_fields()
+    else:
+        triples = ((g, name, info) for g in groups for name, info in g.model_fields.items())
+    specs = []
+    for group, name, info in triples:
+        kind, optional, choices = classify(info.annotation)
+        if kind == "text" and name in multi:
+            kind = "multi"
+        specs.append(FieldSpec(
+            name=name, group=getattr(group, "GROUP", "other"), group_title=getattr(group, "TITLE", "Other"),
+            kind=kind, default=info.default, description=info.description or "", optional=optional,
+            choices=choices,
+        ))
+    return specs
+
+
+def format_default(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _yaml_text(value: Any) -> str:
+    """A one-line YAML value that :func:`parse_scalar` reads back as ``value``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if parse_scalar(value) == value and isinstance(parse_scalar(value), str) else json.dumps(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def to_form(spec: FieldSpec, value: Any) -> Any:
+    """Config value → what the widget holds."""
+    if spec.kind == "bool":
+        return bool(value)
+    if spec.kind == "tristate":
+        return "" if value is None else ("true" if value else "false")
+    if spec.kind == "choice":
+        return "" if value is None else str(value)
+    if spec.kind == "int":
+        return "" if value is None else str(int(value))
+    if spec.kind == "float":
+        return "" if value is None else repr(float(value))
+    if spec.kind == "text":
+        return "" if value is None else str(value)
+    if spec.kind == "multi":
+        return [] if not value else [part.strip() for part in str(value).split(",") if part.strip()]
+    return _yaml_text(value)
+
+
+def from_form(spec: FieldSpec, raw: Any) -> Any:
+    """Widget value → config value (pydantic validates it afterwards and words any error)."""
+    if spec.kind == "bool":
+        return bool(raw)
+    if spec.kind == "tristate":
+        return None if raw in ("", None) else str(raw).lower() == "true"
+    if spec.kind == "choice":
+        if raw in ("", None):
+            return None
+        for choice in spec.choices:
+            if str(choice) == str(raw):
+                return choice
+        return raw  # not a choice: let the schema say what is allowed
+    if spec.kind == "int":
+        text = "" if raw is None else str(raw).strip()
+        if text == "":
+            return None
+        value = parse_scalar(text)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+    if spec.kind == "float":
+        text = "" if raw is None else str(raw).strip()
+        if text == "":
+            return None
+        value = parse_scalar(text)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else text
+    if spec.kind == "text":
+        text = "" if raw is None else str(raw)
+        return None if (text == "" and spec.optional) else text
+    if spec.kind == "multi":
+        parts = [raw] if isinstance(raw, str) else list(raw or [])
+        joined = ",".join(str(p).strip() for p in parts if str(p).strip())
+        return joined if joined or not spec.optional else None
+    text = "" if raw is None else str(raw).strip()
+    return None if text == "" else parse_scalar(text)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b or (
+        isinstance(a, (int, float)) and isinstance(b, (int, float))
+        and not isinstance(a, bool) and not isinstance(b, bool) and a == b
+    )
+
+
+def form_to_values(specs: Iterable[FieldSpec], form: dict[str, Any]) -> dict[str, Any]:
+    """The options a form sets: every field whose value differs from the schema default.
+
+    Only those go into the command and the YAML (like a hand-written config), so cross-field rules
+    that look at what was given (LoRA options with finetuning_type: full, ...) see what the user set.
+    """
+    values: dict[str, Any] = {}
+    for spec in specs:
+        if spec.name not in form:
+            continue
+        value = from_form(spec, form[spec.name])
+        if spec.has_default and _same(value, spec.default):
+            continue
+        values[spec.name] = value
+    return values
+
+
+def config_to_form(specs: Iterable[FieldSpec], cfg) -> dict[str, Any]:
+    return {spec.name: to_form(spec, getattr(cfg, spec.name)) for spec in specs}
+
+
+def defaults_form(specs: Iterable[FieldSpec]) -> dict[str, Any]:
+    return {spec.name: to_form(spec, spec.default if spec.has_default else None) for spec in specs}

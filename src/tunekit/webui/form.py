@@ -1,0 +1,93 @@
+"""Gradio widgets for :class:`~tunekit.webui.fields.FieldSpec` s: build them, read them, update them."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import gradio as gr
+
+from .fields import FieldSpec, format_default, to_form
+from .i18n import field_help
+from .sections import OPEN_SECTIONS, section_title, sections
+from .validation import Validation
+
+UNSET_LABEL = {"tristate": "(auto)", "choice": "(none)"}
+
+
+def help_text(spec: FieldSpec, lang: str) -> str:
+    default = f" [default: {format_default(spec.default)}]" if spec.has_default else ""
+    return field_help(spec.name, spec.description, lang) + default
+
+
+def make_widget(spec: FieldSpec, lang: str, templates: list[str] | None = None):
+    value = to_form(spec, spec.default if spec.has_default else None)
+    common: dict[str, Any] = dict(label=spec.name, info=help_text(spec, lang), elem_id=f"tk-field-{spec.name}")
+    if spec.kind == "bool":
+        return gr.Checkbox(value=value, **common)
+    if spec.kind in ("tristate", "choice"):
+        choices = [(label or UNSET_LABEL[spec.kind], label) for label in spec.choice_labels]
+        return gr.Dropdown(choices=choices, value=value, **common)
+    if spec.kind == "multi":
+        return gr.Dropdown(choices=[], value=value, multiselect=True, allow_custom_value=True, **common)
+    if spec.name == "template" and spec.kind == "text":
+        return gr.Dropdown(choices=[("(none)", "")] + [(n, n) for n in templates or []], value=value,
+                           allow_custom_value=True, **common)
+    return gr.Textbox(value=value, **common)
+
+
+class FormView:
+    """The widgets of one tab's options, in spec order."""
+
+    def __init__(self, specs: list[FieldSpec]):
+        self.specs = list(specs)
+        self.comps: dict[str, Any] = {}
+        self.accordions: list[tuple[Any, str, list[FieldSpec]]] = []
+
+    def render(self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3) -> None:
+        for name, specs in sections(self.specs, tab).items():
+            with gr.Accordion(section_title(name, specs, lang), open=name in OPEN_SECTIONS,
+                              elem_id=f"tk-section-{name}") as acc:
+                for i in range(0, len(specs), per_row):
+                    with gr.Row():
+                        for spec in specs[i:i + per_row]:
+                            self.comps[spec.name] = make_widget(spec, lang, templates)
+            self.accordions.append((acc, name, specs))
+        # keep spec order == widget order
+        self.specs = [s for s in self.specs if s.name in self.comps]
+
+    def render_flat(self, lang: str, per_row: int = 3) -> None:
+        for i in range(0, len(self.specs), per_row):
+            with gr.Row():
+                for spec in self.specs[i:i + per_row]:
+                    self.comps[spec.name] = make_widget(spec, lang)
+
+    @property
+    def inputs(self) -> list[Any]:
+        return [self.comps[s.name] for s in self.specs]
+
+    def __getitem__(self, name: str):
+        return self.comps[name]
+
+    def read(self, args) -> dict[str, Any]:
+        return {s.name: v for s, v in zip(self.specs, args)}
+
+    def updates(self, values: Mapping[str, Any] | None = None, check: Validation | None = None,
+                lang: str | None = None, labels: bool = False) -> list[Any]:
+        """One update per widget: new values, validation messages next to the field, or help text."""
+        out = []
+        for spec in self.specs:
+            props: dict[str, Any] = {}
+            if values is not None and spec.name in values:
+                props["value"] = values[spec.name]
+            if check is not None:
+                errors = check.by_field.get(spec.name)
+                if errors:
+                    props["info"] = "⚠ " + " ".join(errors)
+                    props["elem_classes"] = ["tk-invalid"]
+                else:
+                    props["info"] = help_text(spec, lang or "en")
+                    props["elem_classes"] = []
+            elif labels:
+                props["info"] = help_text(spec, lang or "en")
+            out.append(gr.update(**props) if props else gr.skip())
+        return out

@@ -1,0 +1,139 @@
+"""The board's own words in English and Chinese (option names stay as written in YAML).
+
+Option help comes from the schema's descriptions (English); ``FIELD_HELP_ZH`` gives Chinese help for
+an option when it has an entry, else the English description is shown.
+"""
+
+from __future__ import annotations
+
+LANGS = ("en", "zh")
+LANG_LABELS = {"en": "English", "zh": "中文"}
+
+TEXT: dict[str, dict[str, str]] = {
+    "title": {"en": "tunekit board", "zh": "tunekit 训练面板"},
+    "subtitle": {
+        "en": "Pick a model, data and options; see whether it fits; train; watch the loss; chat; export.",
+        "zh": "选择模型、数据与参数；查看显存是否够用；训练；观察损失；对话；导出。",
+    },
+    "lang": {"en": "Language", "zh": "语言"},
+    "tab_train": {"en": "Train", "zh": "训练"},
+    "tab_eval": {"en": "Evaluate & predict", "zh": "评估与预测"},
+    "tab_chat": {"en": "Chat", "zh": "对话"},
+    "tab_export": {"en": "Export", "zh": "导出"},
+    # sections of the train form (group titles come from the schema in English)
+    "sec_model": {"en": "Model", "zh": "模型"},
+    "sec_data": {"en": "Data", "zh": "数据"},
+    "sec_method": {"en": "Stage and method", "zh": "训练阶段与方法"},
+    "sec_lora": {"en": "LoRA", "zh": "LoRA 参数"},
+    "sec_freeze": {"en": "Freeze", "zh": "冻结训练参数"},
+    "sec_training": {"en": "Hyper-parameters", "zh": "超参数"},
+    "sec_rlhf": {"en": "RLHF and preference", "zh": "RLHF 与偏好优化"},
+    "sec_quantization": {"en": "Quantization", "zh": "量化"},
+    "sec_acceleration": {"en": "Acceleration and RoPE", "zh": "加速与 RoPE"},
+    "sec_distributed": {"en": "Distributed", "zh": "分布式"},
+    "sec_logging": {"en": "Logging and output", "zh": "日志与输出"},
+    "sec_export": {"en": "Export options", "zh": "导出参数"},
+    "sec_infer": {"en": "Generation", "zh": "生成参数"},
+    # train tab
+    "datasets_refresh": {"en": "Reload dataset_info.json", "zh": "重新读取 dataset_info.json"},
+    "samples_n": {"en": "Samples", "zh": "样本数"},
+    "samples_btn": {"en": "Preview samples", "zh": "预览样本"},
+    "samples_out": {"en": "Rendered samples (highlighted: trained tokens)", "zh": "渲染后的样本（高亮：参与训练的 token）"},
+    "preview_btn": {"en": "Preview command", "zh": "预览命令"},
+    "start_btn": {"en": "Start", "zh": "开始"},
+    "stop_btn": {"en": "Stop", "zh": "停止"},
+    "config_path": {"en": "Config file (YAML)", "zh": "配置文件（YAML）"},
+    "save_btn": {"en": "Save YAML", "zh": "保存 YAML"},
+    "load_btn": {"en": "Load YAML", "zh": "读取 YAML"},
+    "command": {"en": "Command", "zh": "命令"},
+    "yaml": {"en": "YAML", "zh": "YAML"},
+    "status": {"en": "Status", "zh": "状态"},
+    "log": {"en": "Log", "zh": "日志"},
+    "loss_plot": {"en": "Loss", "zh": "损失"},
+    "loss_png": {"en": "training_loss.png", "zh": "training_loss.png"},
+    "plan_title": {"en": "Memory plan", "zh": "显存规划"},
+    "plan_gpu": {"en": "GPU", "zh": "GPU"},
+    "plan_gpus": {"en": "GPUs", "zh": "GPU 数量"},
+    "plan_btn": {"en": "Recompute plan", "zh": "重新计算"},
+    "autofit_btn": {"en": "Auto-fit", "zh": "自动适配"},
+    "plan_none": {"en": "The planner is not installed in this build.", "zh": "此版本未包含显存规划模块。"},
+    "plan_need_model": {"en": "Set model_name_or_path to see the plan.", "zh": "请先填写 model_name_or_path。"},
+    "invalid": {"en": "Fix these options first:", "zh": "请先修正以下参数："},
+    "valid": {"en": "Options are valid.", "zh": "参数有效。"},
+    "busy": {"en": "A job is already running on this board.", "zh": "已有任务在运行。"},
+    "idle": {"en": "No job yet.", "zh": "尚无任务。"},
+    # eval tab
+    "eval_do_eval": {"en": "Evaluate (loss)", "zh": "评估（损失）"},
+    "eval_do_predict": {"en": "Predict (generate and score)", "zh": "预测（生成并评分）"},
+    "eval_output_dir": {"en": "Output folder for results", "zh": "结果输出目录"},
+    "eval_btn": {"en": "Run", "zh": "运行"},
+    "eval_results": {"en": "Results", "zh": "结果"},
+    # chat tab
+    "chat_model": {"en": "Model (base or exported)", "zh": "模型（基座或导出的模型）"},
+    "chat_adapter": {"en": "Adapter (optional)", "zh": "适配器（可选）"},
+    "chat_template": {"en": "Template", "zh": "模板"},
+    "chat_load": {"en": "Load model", "zh": "加载模型"},
+    "chat_unload": {"en": "Unload", "zh": "卸载"},
+    "chat_system": {"en": "System prompt", "zh": "系统提示词"},
+    "chat_input": {"en": "Message", "zh": "输入"},
+    "chat_send": {"en": "Send", "zh": "发送"},
+    "chat_clear": {"en": "Clear history", "zh": "清空历史"},
+    "chat_box": {"en": "Chat", "zh": "对话"},
+    "chat_info": {"en": "Model status", "zh": "模型状态"},
+    # export tab
+    "export_model": {"en": "Base model", "zh": "基座模型"},
+    "export_adapter": {"en": "Adapter(s) to merge", "zh": "要合并的适配器"},
+    "export_btn": {"en": "Export", "zh": "导出"},
+    "export_log": {"en": "Export log", "zh": "导出日志"},
+}
+
+FIELD_HELP_ZH: dict[str, str] = {
+    "model_name_or_path": "本地模型目录或模型仓库 ID。",
+    "adapter_name_or_path": "LoRA 适配器目录，多个用逗号分隔。",
+    "template": "对话模板（qwen、llama3、default 等），或 jinja 使用分词器自带模板。",
+    "dataset": "dataset_info.json 中的训练数据集名称，多个用逗号分隔。",
+    "eval_dataset": "评估数据集名称（替代 val_size）。",
+    "dataset_dir": "包含 dataset_info.json 与数据文件的目录。",
+    "cutoff_len": "每个样本的最大 token 数，超出部分截断。",
+    "max_samples": "每个数据集最多使用的样本数。",
+    "val_size": "从训练数据中划出的验证集比例（0-1）或样本数（>=1）。",
+    "stage": "训练阶段：pt（预训练）、sft、rm、ppo、dpo、kto、grpo。",
+    "finetuning_type": "微调方法：lora、freeze（只训练最后几层）或 full（全参数）。",
+    "lora_rank": "LoRA 秩 r。",
+    "lora_alpha": "LoRA 缩放系数 alpha（默认 2 × lora_rank）。",
+    "lora_dropout": "LoRA 输入的 dropout。",
+    "lora_target": "添加适配器的模块：all 或逗号分隔的模块名。",
+    "learning_rate": "峰值学习率。",
+    "num_train_epochs": "训练轮数（可为小数）。",
+    "max_steps": "最多训练步数（大于 0 时覆盖 num_train_epochs）。",
+    "per_device_train_batch_size": "每个设备的微批大小。",
+    "gradient_accumulation_steps": "每次优化器更新累积的微批数。",
+    "lr_scheduler_type": "预热后的学习率调度方式。",
+    "warmup_ratio": "预热步数占总步数的比例。",
+    "bf16": "bfloat16 混合精度（GPU）。",
+    "fp16": "float16 混合精度（GPU）。",
+    "output_dir": "模型、检查点、日志和图像的输出目录。",
+    "logging_steps": "每 N 步记录一次损失、学习率和梯度范数。",
+    "save_steps": "每 N 步保存一次检查点。",
+    "plot_loss": "在 output_dir 中保存 training_loss.png。",
+    "quantization_bit": "以 4 或 8 比特量化加载基座模型（QLoRA，需要 lora）。",
+    "deepspeed": "DeepSpeed 配置文件路径或预设：z0、z2、z2_offload、z3、z3_offload。",
+    "temperature": "采样温度。",
+    "top_p": "核采样概率质量。",
+    "max_new_tokens": "每次回复最多生成的 token 数。",
+    "export_dir": "导出模型的目录。",
+    "export_size": "单个 safetensors 分片的最大大小（GB）。",
+}
+
+
+def t(key: str, lang: str) -> str:
+    entry = TEXT.get(key)
+    if entry is None:
+        return key
+    return entry.get(lang) or entry["en"]
+
+
+def field_help(name: str, english: str, lang: str) -> str:
+    if lang == "zh" and name in FIELD_HELP_ZH:
+        return FIELD_HELP_ZH[name]
+    return english

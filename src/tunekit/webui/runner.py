@@ -1,0 +1,122 @@
+"""One background tunekit job per board: start, stop, and the state a reloaded page reattaches to.
+
+The job is a child process (``python -m tunekit.cli.main <verb> ...``, never a shell), in its own
+process group so Stop can send SIGINT to the trainer and any workers it started: the trainer then
+saves its last checkpoint and exits. A second Stop sends SIGTERM. The job's state lives in the
+server, not in the page, so a browser refresh finds the running job again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .command import verb_argv
+
+LOG_NAME = "webui_job.log"
+
+
+@dataclass
+class Job:
+    verb: str
+    args: list[str]
+    output_dir: Path
+    log_path: Path
+    form: dict[str, Any] = field(default_factory=dict)  # the form it was started from (for reattaching)
+    kind: str = "train"  # train | eval | export: which tab started it
+    proc: subprocess.Popen | None = None
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+    returncode: int | None = None
+    stop_requests: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.returncode is None
+
+    @property
+    def state(self) -> str:
+        if self.running:
+            return "stopping" if self.stop_requests else "running"
+        if self.stop_requests:
+            return "stopped"
+        return "finished" if self.returncode == 0 else "failed"
+
+
+class JobRunner:
+    """Runs at most one job at a time."""
+
+    def __init__(self, cwd: str | Path | None = None):
+        self.cwd = Path(cwd or os.getcwd())
+        self.job: Job | None = None
+        self._lock = threading.Lock()
+
+    def poll(self) -> Job | None:
+        with self._lock:
+            job = self.job
+            if job is not None and job.proc is not None and job.returncode is None:
+                code = job.proc.poll()
+                if code is not None:
+                    job.returncode = code
+                    job.ended = time.time()
+            return job
+
+    @property
+    def busy(self) -> bool:
+        job = self.poll()
+        return job is not None and job.running
+
+    def start(self, verb: str, args: list[str], output_dir: str | Path, *, form: dict | None = None,
+              kind: str = "train") -> Job:
+        argv = verb_argv(verb, args)
+        if self.busy:
+            raise RuntimeError("a job is already running on this board: stop it or wait for it to finish")
+        out = Path(output_dir)
+        if not out.is_absolute():
+            out = self.cwd / out
+        out.mkdir(parents=True, exist_ok=True)
+        log_path = out / LOG_NAME
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.pop("GRADIO_SERVER_NAME", None)
+        with self._lock:
+            log = open(log_path, "ab")
+            log.write(f"$ tunekit {verb} {' '.join(args)}\n".encode())
+            log.flush()
+            try:
+                proc = subprocess.Popen(
+                    argv, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=env, start_new_session=True,
+                )
+            finally:
+                log.close()  # the child holds its own copy
+            self.job = Job(verb, list(args), out, log_path, dict(form or {}), kind, proc)
+            return self.job
+
+    def stop(self) -> Job | None:
+        """First call: SIGINT (clean stop, last checkpoint kept); later calls: SIGTERM."""
+        job = self.poll()
+        if job is None or not job.running or job.proc is None:
+            return job
+        job.stop_requests += 1
+        sig = signal.SIGINT if job.stop_requests == 1 else signal.SIGTERM
+        try:
+            os.killpg(job.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        return job
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        job = self.job
+        if job is None or job.proc is None:
+            return None
+        try:
+            job.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.poll().returncode  # type: ignore[union-attr]

@@ -1,0 +1,65 @@
+"""Where each option shows up on the board: which tab, which accordion.
+
+An option lands in its schema group's accordion on the Train tab, so a new option or a new group needs
+no board code. The few names below only split two large groups the way users know them (LoRA and
+freeze out of "stage and method"; quantization and acceleration out of "model"), and send the
+generation and export groups to the Chat and Export tabs.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from tunekit.config.options import FREEZE_ONLY, LORA_ONLY
+
+from .fields import FieldSpec
+
+SECTION_OVERRIDES: dict[str, str] = {
+    **{name: "lora" for name in LORA_ONLY},
+    **{name: "freeze" for name in FREEZE_ONLY},
+    "quantization_bit": "quantization", "quantization_method": "quantization",
+    "quantization_type": "quantization", "double_quantization": "quantization",
+    "flash_attn": "acceleration", "rope_scaling": "acceleration", "rope_scaling_target_len": "acceleration",
+    "gradient_checkpointing": "acceleration", "disable_gradient_checkpointing": "acceleration",
+    "enable_liger_kernel": "acceleration", "use_unsloth": "acceleration", "torch_compile": "acceleration",
+}
+
+# Sections in display order; groups not listed follow in schema order.
+SECTION_ORDER = (
+    "model", "data", "method", "lora", "freeze", "training", "rlhf", "quantization", "acceleration",
+    "distributed", "logging",
+)
+OPEN_SECTIONS = ("model", "data", "method", "training")
+
+# Groups shown on other tabs instead of Train.
+TAB_OF_GROUP = {"infer": "chat", "export": "export"}
+
+
+def section_of(spec: FieldSpec) -> str:
+    return SECTION_OVERRIDES.get(spec.name, spec.group)
+
+
+def tab_of(spec: FieldSpec) -> str:
+    return TAB_OF_GROUP.get(spec.group, "train")
+
+
+def sections(specs: list[FieldSpec], tab: str = "train") -> "OrderedDict[str, list[FieldSpec]]":
+    """Section name → its options, in display order, for one tab."""
+    found: dict[str, list[FieldSpec]] = {}
+    for spec in specs:
+        if tab_of(spec) == tab:
+            found.setdefault(section_of(spec), []).append(spec)
+    ordered: OrderedDict[str, list[FieldSpec]] = OrderedDict()
+    for name in SECTION_ORDER:
+        if name in found:
+            ordered[name] = found.pop(name)
+    ordered.update(found)
+    return ordered
+
+
+def section_title(name: str, specs: list[FieldSpec], lang: str) -> str:
+    from .i18n import TEXT, t
+
+    if f"sec_{name}" in TEXT:
+        return t(f"sec_{name}", lang)
+    return specs[0].group_title if specs else name

@@ -1,0 +1,57 @@
+"""Shared fixtures: an isolated tunekit cache, offline hubs, tiny models built once per session.
+
+Helpers for writing small datasets live in tests/helpers.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+REFERENCE_DATA = SHARED / "reference-data" / "llamafactory"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("tunekit-cache")
+    old = os.environ.get("TUNEKIT_CACHE")
+    os.environ["TUNEKIT_CACHE"] = str(cache)
+    yield cache
+    if old is None:
+        os.environ.pop("TUNEKIT_CACHE", None)
+    else:
+        os.environ["TUNEKIT_CACHE"] = old
+
+
+def _tiny(tmp_path_factory, like: str, **kwargs) -> Path:
+    from tunekit.model.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp(f"tiny-{like}") / "model", like=like, seed=0, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tmp_path_factory) -> Path:
+    """A tiny Qwen2 (hidden 64, 2 layers) with a ChatML tokenizer; the default model of the tests."""
+    return _tiny(tmp_path_factory, "qwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    return _tiny(tmp_path_factory, "llama")
+
+
+@pytest.fixture(scope="session")
+def reference_data() -> Path:
+    if not REFERENCE_DATA.is_dir():
+        pytest.skip(f"reference data not found at {REFERENCE_DATA}")
+    return REFERENCE_DATA

@@ -1,0 +1,46 @@
+"""Small builders used by several test files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_dataset(folder: Path, name: str, records: list[Any] | str, entry: dict | None = None, suffix: str = ".json") -> Path:
+    """Write ``records`` to ``folder/name.json`` and register it in ``folder/dataset_info.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}{suffix}"
+    if isinstance(records, str):
+        path.write_text(records, encoding="utf-8")
+    elif suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    else:
+        path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+    info_path = folder / "dataset_info.json"
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    info[name] = {"file_name": path.name, **(entry or {})}
+    info_path.write_text(json.dumps(info, indent=1), encoding="utf-8")
+    return path
+
+
+def alpaca_records(n: int, seed: int = 0) -> list[dict]:
+    """Deterministic arithmetic questions in alpaca form."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a, b = rng.randint(0, 99), rng.randint(0, 99)
+        out.append({"instruction": f"What is {a} plus {b}?", "input": "", "output": f"{a + b}"})
+    return out
+
+
+def base_config(model: Path, data_dir: Path, output_dir: Path, **overrides) -> dict:
+    cfg = dict(
+        model_name_or_path=str(model), template="qwen", dataset="toy", dataset_dir=str(data_dir), output_dir=str(output_dir),
+        cutoff_len=64, per_device_train_batch_size=4, gradient_accumulation_steps=1, learning_rate=1e-3, max_steps=4,
+        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, seed=0,
+    )
+    cfg.update(overrides)
+    return cfg

@@ -1,0 +1,196 @@
+"""SFT end to end on a tiny model: learning happens for every method, outputs reload in plain
+transformers/peft, gradient accumulation and resume are exact."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import alpaca_records, base_config, write_dataset
+from tunekit.config import load_config
+from tunekit.errors import ConfigError
+from tunekit.train.run import run_train
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sftdata")
+    write_dataset(folder, "toy", alpaca_records(16, seed=1))
+    return folder
+
+
+def _train(model, data_dir, out, **overrides):
+    cfg = load_config(None, base_config(model, data_dir, out, **overrides))
+    return run_train(cfg)
+
+
+def _log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
+
+
+def _losses(out: Path) -> list[float]:
+    return [row["loss"] for row in _log(out) if "loss" in row]
+
+
+@pytest.mark.parametrize("method, extra", [
+    ("lora", {"learning_rate": 5e-3}),
+    ("lora", {"learning_rate": 5e-3, "use_dora": True}),
+    ("lora", {"learning_rate": 5e-3, "use_rslora": True, "lora_target": "q_proj,v_proj"}),
+    ("freeze", {"learning_rate": 3e-3, "freeze_trainable_layers": 1}),
+    ("full", {"learning_rate": 3e-3}),
+])
+def test_loss_decreases(tiny_qwen, data_dir, tmp_path, method, extra):
+    out = tmp_path / "out"
+    results = _train(tiny_qwen, data_dir, out, finetuning_type=method, max_steps=12, **extra)
+    losses = _losses(out)
+    assert len(losses) == 12
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3, losses
+    assert results["total_steps"] == 12 and results["num_input_tokens_seen"] > 0
+    all_results = json.loads((out / "all_results.json").read_text())
+    assert {"train_runtime", "train_tokens_per_second", "peak_rss_mb", "train_loss"} <= set(all_results)
+    row = _log(out)[0]
+    assert {"step", "loss", "lr", "grad_norm", "epoch", "num_input_tokens_seen", "elapsed_s", "eta_s", "total_steps"} <= set(row)
+    assert (out / "tunekit_config.yaml").is_file() and (out / "tokenizer.json").is_file()
+    if method == "lora":
+        assert (out / "adapter_model.safetensors").is_file() and (out / "adapter_config.json").is_file()
+    else:
+        assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+
+
+def test_freeze_trains_only_the_last_layers(tiny_qwen, data_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    out = tmp_path / "out"
+    _train(tiny_qwen, data_dir, out, finetuning_type="freeze", freeze_trainable_layers=1, max_steps=2, learning_rate=1e-2)
+    before, after = load_file(tiny_qwen / "model.safetensors"), load_file(out / "model.safetensors")
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith("model.layers.1.") for k in changed), sorted(changed)
+
+
+def test_lora_adapter_reloads_in_plain_peft_with_same_logits(tiny_qwen, data_dir, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from tunekit.model.loader import load_model, load_tokenizer
+
+    out = tmp_path / "out"
+    _train(tiny_qwen, data_dir, out, max_steps=4, learning_rate=1e-2, plot_loss=True)
+    assert (out / "training_loss.png").stat().st_size > 1000
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)
+    plain = PeftModel.from_pretrained(base, out).eval()
+    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "adapter_name_or_path": str(out), "template": "qwen"})
+    ours = load_model(cfg, load_tokenizer(cfg), is_trainable=False)
+    ids = torch.tensor([[5, 17, 99, 23, 42, 7, 64, 3]])
+    with torch.no_grad():
+        a, b = plain(ids).logits, ours(ids).logits
+        c = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)(ids).logits
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    assert (a - c).abs().max() > 1e-3  # the adapter changed something
+
+
+def test_full_model_reloads_with_plain_transformers(tiny_qwen, data_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path / "out"
+    _train(tiny_qwen, data_dir, out, finetuning_type="full", max_steps=2, learning_rate=1e-3)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tok = AutoTokenizer.from_pretrained(out)
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 1 plus 1?"}], tokenize=False, add_generation_prompt=True)
+    assert prompt.endswith("<|im_start|>assistant\n")
+    assert model(**tok(prompt, return_tensors="pt")).logits.shape[-1] == model.config.vocab_size
+
+
+def test_gradient_accumulation_equivalence(tiny_qwen, data_dir, tmp_path):
+    """batch 1 x accumulation 4 == batch 4 x accumulation 1 (same samples per step, token-averaged loss)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    common = dict(finetuning_type="full", max_steps=4, learning_rate=1e-3, gradient_checkpointing=False)
+    _train(tiny_qwen, data_dir, a, per_device_train_batch_size=1, gradient_accumulation_steps=4, **common)
+    _train(tiny_qwen, data_dir, b, per_device_train_batch_size=4, gradient_accumulation_steps=1, **common)
+    la, lb = _losses(a), _losses(b)
+    assert len(la) == len(lb) == 4
+    for x, y in zip(la, lb):
+        assert abs(x - y) < 1e-4 * max(1.0, abs(y)), (la, lb)
+
+
+def _weights(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    name = "adapter_model.safetensors" if (path / "adapter_model.safetensors").is_file() else "model.safetensors"
+    return load_file(path / name)
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_resume_matches_uninterrupted_run(tiny_qwen, data_dir, tmp_path, method):
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    common = dict(finetuning_type=method, max_steps=8, save_strategy="steps", save_steps=3, per_device_train_batch_size=3,
+                  learning_rate=5e-3, lr_scheduler_type="cosine", warmup_steps=2)
+    _train(tiny_qwen, data_dir, full, **common)
+    # the run "died" after its checkpoint at step 3: only that checkpoint survives
+    resumed.mkdir()
+    shutil.copytree(full / "checkpoint-3", resumed / "checkpoint-3")
+    _train(tiny_qwen, data_dir, resumed, resume_from_checkpoint=True, **common)
+    assert [r["step"] for r in _log(resumed) if "loss" in r] == [4, 5, 6, 7, 8]
+    assert _losses(resumed) == pytest.approx(_losses(full)[3:], abs=1e-6)
+    wa, wb = _weights(full), _weights(resumed)
+    assert wa.keys() == wb.keys()
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-6
+
+
+def test_resume_skips_a_torn_checkpoint(tiny_qwen, data_dir, tmp_path):
+    out = tmp_path / "out"
+    _train(tiny_qwen, data_dir, out, max_steps=4, save_strategy="steps", save_steps=2)
+    (out / "checkpoint-4" / "tunekit_complete.json").unlink()  # killed while saving checkpoint-4
+    from tunekit.train.checkpoints import resolve_resume
+
+    assert resolve_resume(out, True).endswith("checkpoint-2")
+    with pytest.raises(ConfigError, match="checkpoint-4 is incomplete"):
+        resolve_resume(out, str(out / "checkpoint-4"))
+
+
+def test_refuses_non_empty_output_dir(tiny_qwen, data_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match=r"output_dir .*out is not empty \(precious\.txt\)\. Set overwrite_output_dir: true"):
+        _train(tiny_qwen, data_dir, out)
+    assert (out / "precious.txt").read_text() == "keep me"
+
+
+def test_missing_tracker_fails_before_training(tiny_qwen, data_dir, tmp_path):
+    from tunekit.errors import EnvironmentProblem
+
+    with pytest.raises(EnvironmentProblem, match="report_to includes wandb but the wandb package is not installed"):
+        _train(tiny_qwen, data_dir, tmp_path / "o", report_to="wandb")
+    assert not (tmp_path / "o" / "trainer_log.jsonl").exists()
+
+
+def test_sigterm_saves_a_checkpoint_and_resume_continues(tiny_qwen, data_dir, tmp_path):
+    out = tmp_path / "out"
+    cfg = base_config(tiny_qwen, data_dir, out, max_steps=400, save_strategy="steps", save_steps=1000, learning_rate=1e-4)
+    args = [f"{k}={v}" for k, v in cfg.items()]
+    proc = subprocess.Popen([sys.executable, "-m", "tunekit.cli.main", "train", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = out / "trainer_log.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.is_file() and log.read_text().count("\n") >= 2):
+        time.sleep(0.2)
+    proc.terminate()
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 143, output
+    ckpts = sorted(out.glob("checkpoint-*"))
+    assert len(ckpts) == 1 and (ckpts[0] / "tunekit_complete.json").is_file(), output
+    step = int(ckpts[0].name.split("-")[1])
+    assert 2 <= step < 400 and "received SIGTERM" in output
+
+
+def test_cli_train_user_error_has_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", "model_name_or_path=/nonexistent/model",
+                           "template=qwen", "dataset=x", f"output_dir={tmp_path / 'o'}"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: Model folder /nonexistent/model does not exist (model_name_or_path). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B."
