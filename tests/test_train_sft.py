@@ -194,3 +194,19 @@ def test_cli_train_user_error_has_no_traceback(tmp_path):
                            "template=qwen", "dataset=x", f"output_dir={tmp_path / 'o'}"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: Model folder /nonexistent/model does not exist (model_name_or_path). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B."
+
+
+def test_swanlab_local_mode_works_offline(tiny_qwen, data_dir, tmp_path):
+    out = tmp_path / "out"
+    _train(tiny_qwen, data_dir, out, max_steps=2, use_swanlab=True, swanlab_mode="local")
+    runs = list((out / "swanlog").glob("run-*"))
+    assert len(runs) == 1
+
+
+def test_swanlab_cloud_without_network_fails_before_training(tiny_qwen, data_dir, tmp_path, monkeypatch):
+    from tunekit.errors import EnvironmentProblem
+    from tunekit.train import trackers
+
+    monkeypatch.setattr(trackers, "_reachable", lambda host, timeout=3.0: False)  # this machine has no network anyway
+    with pytest.raises(EnvironmentProblem, match="swanlab_mode: cloud needs network access to api.swanlab.cn"):
+        _train(tiny_qwen, data_dir, tmp_path / "o", use_swanlab=True, swanlab_mode="cloud")

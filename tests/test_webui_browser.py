@@ -101,12 +101,16 @@ def page(server):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "steps.log").write_text("")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         pg = browser.new_page(viewport={"width": 1440, "height": 1000})
-        pg.set_default_timeout(30_000)
+        pg.set_default_timeout(60_000)
         yield pg
-        browser.close()
+        try:
+            shot(pg, "last-state")
+        finally:
+            browser.close()
 
 
 # ------------------------------------------------------------------ helpers for Gradio widgets
@@ -144,6 +148,15 @@ def shot(pg, name):
     pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+_T0 = time.time()
+
+
+def step(what):
+    """A timestamped line in test-artifacts/webui/steps.log: where a slow or failed run spent its time."""
+    with open(ARTIFACTS / "steps.log", "a") as fh:
+        fh.write(f"{time.time() - _T0:7.1f}s  {what}\n")
+
+
 def test_board_end_to_end(server, page, workspace):
     url, banner = server
     pg = page
@@ -152,6 +165,7 @@ def test_board_end_to_end(server, page, workspace):
     pg.goto(url)
     pg.wait_for_selector("#tk-start")
 
+    step('the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run')
     # ---- the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run
     fill_text(pg, "model_name_or_path", workspace / "tiny")
     pick(pg, "template", "qwen")
@@ -164,6 +178,7 @@ def test_board_end_to_end(server, page, workspace):
         fill_text(pg, name, value)
     check(pg, "plot_loss")
 
+    step('an invalid value is shown next to its field before anything starts')
     # ---- an invalid value is shown next to its field before anything starts
     fill_text(pg, "learning_rate", "-1")
     pg.wait_for_selector("#tk-field-learning_rate.tk-invalid")
@@ -171,11 +186,13 @@ def test_board_end_to_end(server, page, workspace):
     fill_text(pg, "learning_rate", "0.001")
     pg.wait_for_selector("#tk-field-learning_rate:not(.tk-invalid)")
 
+    step('data preview: trained tokens highlighted')
     # ---- data preview: trained tokens highlighted
     pg.locator("#tk-samples-btn").click()
     pg.wait_for_function("() => document.querySelector('#tk-samples-out')?.innerText.includes('Hello, number 0')",
                          timeout=60_000)
 
+    step('preview command')
     # ---- preview command
     pg.locator("#tk-preview").click()
     pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('tunekit train')")
@@ -183,6 +200,7 @@ def test_board_end_to_end(server, page, workspace):
     assert "max_steps=4" in command and "dataset=demo" in command and "plot_loss=true" in command
     shot(pg, "1-train-form")
 
+    step('start, reload while it runs (the board reattaches), wait for the end')
     # ---- start, reload while it runs (the board reattaches), wait for the end
     pg.locator("#tk-start").click()
     pg.wait_for_selector("#tk-progress-bar:not([data-state=idle])", timeout=30_000)
@@ -190,9 +208,10 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_selector("#tk-start")
     pg.wait_for_function(
         f"() => document.querySelector('#tk-field-model_name_or_path textarea')?.value === {json.dumps(str(workspace / 'tiny'))}",
-        timeout=20_000)
-    pg.wait_for_selector("#tk-progress-bar[data-state=finished]", timeout=240_000)
+        timeout=60_000)
+    pg.wait_for_selector("#tk-progress-bar[data-state=finished], #tk-progress-bar[data-state=failed]", timeout=240_000)
     bar = pg.locator("#tk-progress-bar")
+    assert bar.get_attribute("data-state") == "finished", pg.locator("#tk-status").inner_text()
     assert bar.get_attribute("data-step") == "4" and bar.get_attribute("data-total") == "4"
     pg.wait_for_selector("#tk-loss-plot canvas, #tk-loss-plot svg", timeout=20_000)
     pg.wait_for_selector("#tk-loss-png img", timeout=20_000)
@@ -209,6 +228,7 @@ def test_board_end_to_end(server, page, workspace):
     assert config_to_dict(previewed) == config_to_dict(ran)
     assert len([line for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]) == 4
 
+    step('evaluate & export tabs (shown; the run itself is covered by the CLI tests)')
     # ---- evaluate & export tabs (shown; the run itself is covered by the CLI tests)
     pg.locator("#tk-tabs button[role=tab]", has_text="Evaluate").click()
     pg.wait_for_selector("#tk-eval-btn")
@@ -218,6 +238,7 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_function("() => document.querySelector('#tk-export-adapter textarea')?.value.includes('e2e')")
     shot(pg, "4-export")
 
+    step('chat with the trained adapter: the reply streams in')
     # ---- chat with the trained adapter: the reply streams in
     pg.locator("#tk-tabs button[role=tab]", has_text="Chat").click()
     pg.locator("#tk-chat-use-trained").click()
@@ -243,6 +264,7 @@ def test_board_end_to_end(server, page, workspace):
     assert states >= 2, f"the reply arrived in {states} piece(s), expected a stream"
     shot(pg, "5-chat")
 
+    step('the language switch relabels the board')
     # ---- the language switch relabels the board
     pg.locator("#tk-lang label", has_text="中文").click()
     pg.wait_for_function("() => document.querySelector('#tk-tabs')?.innerText.includes('训练')")

@@ -125,14 +125,14 @@ def test_preview_command_equals_board_start_config(tmp_path):
     form = board.defaults()
     form.update({
         "model_name_or_path": "models/my model", "template": "qwen", "dataset": ["alpaca_en", "mine"],
-        "run_name": "true", "default_system": "You are: helpful # not a comment", "learning_rate": "5e-5",
+        "run_name": "true", "default_system": "You are: helpful # not a comment", "learning_rate": "2e-5",
         "lr_scheduler_kwargs": "{min_lr_rate: 0.1}", "resume_from_checkpoint": "true", "lora_target": "q_proj,v_proj",
         "max_samples": "100", "cutoff_len": "512", "packing": "false", "quantization_bit": "4", "bf16": True,
         "output_dir": "saves/run 1", "logging_steps": "5", "adam_epsilon": "1e-08", "model_revision": "0123",
     })
     check, cmd, yml = board.preview(form)
     assert check.ok, check.message
-    assert "learning_rate=5e-05" in cmd and "'run_name=\"true\"'" in cmd
+    assert "learning_rate=2e-05" in cmd and "'run_name=\"true\"'" in cmd
     started = check.config  # what start_train validates and runs (same values, same override_args)
     argv = shlex.split(cmd)
     assert argv[2:] == override_args(board.values(form))

@@ -227,9 +227,7 @@ def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, 
                               f"in the dataset_info.json entry '{attr.name}' and map its columns.")
         if msgs[-1]["role"] not in PROMPT_ROLES:
             raise RecordError(f"{raw.where}: the conversation before chosen/rejected must end with a user message.")
-        for key in ("chosen", "rejected"):
-            if not sample[key]["content"].strip():
-                raise RecordError(f"{raw.where}: the {key} answer is empty.")
+        # an empty or identical answer is dropped (and counted) by the pairwise processor
         return sample
     if stage in ("ppo", "grpo"):
         if msgs[-1]["role"] in REPLY_ROLES:  # keep the reference answer for reward functions

@@ -51,6 +51,7 @@ def make_context(cfg, tokenizer, template) -> ProcessContext:
     return ProcessContext(
         tokenizer=tokenizer, template=template, cutoff_len=cfg.cutoff_len, train_on_prompt=cfg.train_on_prompt,
         mask_history=cfg.mask_history, enable_thinking=cfg.enable_thinking, default_system=cfg.default_system,
+        packing=cfg.use_packing,
     )
 
 
@@ -124,7 +125,7 @@ def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str
         "stage": stage, "template": [cfg.template, repr(template_sig)],
         "tokenizer": tokenizer_signature(ctx.tokenizer),
         "options": [cfg.cutoff_len, cfg.train_on_prompt, cfg.mask_history, cfg.enable_thinking, cfg.default_system,
-                    cfg.max_samples, cfg.bad_records, cfg.tool_format],
+                    cfg.max_samples, cfg.bad_records, cfg.tool_format, cfg.use_packing],
     })
 
 

@@ -321,9 +321,11 @@ def chat_template_for(template_name: str) -> str:
         get_template = None
     if get_template is not None:
         try:
-            return get_template(template_name).chat_template_jinja()
+            jinja = get_template(template_name).chat_template_jinja()
         except Exception:  # noqa: BLE001 - registry incomplete: fall back to the built-in template
-            pass
+            jinja = None
+        if jinja:
+            return jinja
     return _FALLBACK_TEMPLATES[template_name]
 
 

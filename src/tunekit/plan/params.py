@@ -69,6 +69,8 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
         trainable, n_tensors = lora, tensors * L
         for target in setup.additional_target:  # modules_to_save: a trainable copy, the original stays frozen
             found = [(n, k) for n, k in shape.other_param_names if target in n.split(".")]
+            if not found and target == "lm_head" and shape.tied:  # tied to the embeddings: PEFT copies that weight
+                found = [(n, k) for n, k in shape.other_param_names if "embed_tokens" in n.split(".")]
             if not found:
                 raise ConfigError(f"additional_target names {target!r}, which {shape.name} does not have outside its layers "
                                   f"(e.g. embed_tokens, lm_head).")

@@ -43,9 +43,26 @@ def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
     return kwargs
 
 
+def _accelerator_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available()) or torch.backends.mps.is_available()
+
+
 def build_training_arguments(cfg, report_to: list[str], **overrides):
     from transformers import TrainingArguments
 
+    from ..errors import ConfigError
+
     kwargs = training_arguments_kwargs(cfg, report_to)
+    if not _accelerator_available():
+        if cfg.fp16:
+            raise ConfigError("fp16 mixed precision needs a GPU and none is visible; on CPU use fp32 (the default) or bf16.")
+        if cfg.bf16:
+            print("note: bf16 on a CPU without AMX is several times slower than fp32; remove bf16 for CPU runs.", flush=True)
+        kwargs["use_cpu"] = True
     kwargs.update(overrides)
-    return TrainingArguments(**kwargs)
+    try:
+        return TrainingArguments(**kwargs)
+    except ValueError as exc:  # transformers' own validation of the combination
+        raise ConfigError(f"Invalid training settings: {exc}") from None

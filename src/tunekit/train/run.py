@@ -16,6 +16,12 @@ from ..errors import ConfigError
 
 STAGES = {
     "sft": "tunekit.train.sft",
+    "pt": "tunekit.train.pt",
+    "rm": "tunekit.train.rm",
+    "dpo": "tunekit.train.dpo",
+    "kto": "tunekit.train.kto",
+    "ppo": "tunekit.train.ppo",
+    "grpo": "tunekit.train.grpo",
 }
 
 # Files tunekit itself may leave in output_dir before training starts (not "user data").
@@ -65,7 +71,7 @@ def peak_memory_mb() -> dict:
 def run_train(cfg, config_path: str | None = None) -> dict:
     from ..config import save_config
     from .checkpoints import resolve_resume
-    from .trackers import check_trackers
+    from .trackers import check_trackers, tracker_callbacks
 
     from ..model.loader import model_path
 
@@ -119,6 +125,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
     callbacks = [JsonlLogCallback(cfg.output_dir), CompleteCheckpointCallback(), stopper]
     if not cfg.disable_tqdm:
         callbacks.append(RichProgressCallback())
+    callbacks += tracker_callbacks(cfg)
     trainer = stage.build_trainer(cfg, args, model, tokenizer, data, callbacks)
     for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
         trainer.remove_callback(cb)

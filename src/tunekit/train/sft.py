@@ -20,3 +20,14 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
     )
+
+
+def predict(cfg, trainer, tokenizer, data):
+    """``do_predict``: generate for eval_dataset (else dataset) with the trained model and score it (main process)."""
+    if not trainer.is_world_process_zero():
+        return {}
+    from ..infer.engine import ChatEngine
+    from ..infer.predict import run_predict
+
+    engine = ChatEngine(cfg, model=trainer.model, tokenizer=tokenizer, template=data.template)
+    return run_predict(cfg, engine=engine)

@@ -51,17 +51,20 @@ def plan_steps(
 ) -> StepPlan:
     """Mirror of ``Trainer.set_initial_training_values`` for a map-style dataset.
 
-    Each rank's sampler sees ``ceil(N / world)`` samples (DistributedSampler pads), the dataloader
-    yields ``ceil(that / batch)`` micro-batches (``floor`` with drop_last), and an epoch has
-    ``ceil(micro_batches / accumulation)`` optimizer steps.
+    The dataloader batches all ``N`` samples (``ceil(N / batch)`` batches, ``floor`` with drop_last);
+    accelerate's ``BatchSamplerShard`` then deals whole batches to the ranks, ``ceil(batches / world)``
+    each (it cycles back to the start to even them out; ``floor`` with drop_last); an epoch has
+    ``ceil(micro_batches / accumulation)`` optimizer steps (transformers 5 steps on the last, partial
+    accumulation window). Older transformers rounded that last division down.
     """
     if per_device_train_batch_size < 1 or gradient_accumulation_steps < 1 or world_size < 1:
         raise ValueError("batch size, gradient accumulation and world size must be >= 1")
-    per_rank = math.ceil(train_samples / world_size) if world_size > 1 else train_samples
     if dataloader_drop_last:
-        micro = per_rank // per_device_train_batch_size
+        batches = train_samples // per_device_train_batch_size
+        micro = batches // world_size
     else:
-        micro = math.ceil(per_rank / per_device_train_batch_size)
+        batches = math.ceil(train_samples / per_device_train_batch_size)
+        micro = math.ceil(batches / world_size)
     steps_per_epoch = max(micro // gradient_accumulation_steps + int(micro % gradient_accumulation_steps > 0), 1)
     if max_steps > 0:
         total = max_steps

@@ -22,7 +22,11 @@ def _reachable(host: tuple[str, int], timeout: float = 3.0) -> bool:
 
 
 def check_trackers(cfg) -> list[str]:
-    """Validate every tracker, set its environment, and return the names for TrainingArguments.report_to."""
+    """Validate every tracker, set its environment, and return the names for TrainingArguments.report_to.
+
+    SwanLab is left out of report_to: transformers' built-in SwanLab callback does not work with current
+    swanlab releases, so :func:`tracker_callbacks` adds swanlab's own callback instead.
+    """
     names = cfg.trackers
     for name in names:
         if not any(importlib.util.find_spec(pkg) for pkg in PACKAGES[name]):
@@ -34,28 +38,34 @@ def check_trackers(cfg) -> list[str]:
         if not (os.path.isfile(netrc) and "api.wandb.ai" in open(netrc, encoding="utf-8", errors="ignore").read()):
             raise EnvironmentProblem("wandb needs a login: set WANDB_API_KEY (or run `wandb login`), or WANDB_MODE=offline to log locally.")
     if "swanlab" in names:
-        _setup_swanlab(cfg)
-    return names
+        _check_swanlab(cfg)
+    return [n for n in names if n != "swanlab"]
 
 
-def _setup_swanlab(cfg) -> None:
-    mode = cfg.swanlab_mode
-    if mode == "cloud":
-        key = cfg.swanlab_api_key or os.environ.get("SWANLAB_API_KEY")
-        if not _reachable(SWANLAB_HOST):
-            raise EnvironmentProblem(f"swanlab_mode: cloud needs network access to {SWANLAB_HOST[0]}, which is not reachable "
-                                     f"from this machine. Use swanlab_mode: local (logs to disk, view with `swanlab watch`) "
-                                     f"or remove use_swanlab.")
-        if not key and not os.path.isfile(os.path.expanduser("~/.swanlab/.netrc")):
-            raise EnvironmentProblem("swanlab_mode: cloud needs an API key: set swanlab_api_key or SWANLAB_API_KEY "
-                                     "(or run `swanlab login`), or use swanlab_mode: local.")
-        if key:
-            os.environ["SWANLAB_API_KEY"] = key
-    os.environ["SWANLAB_MODE"] = mode
-    if cfg.swanlab_project:
-        os.environ["SWANLAB_PROJECT"] = cfg.swanlab_project
-    if cfg.swanlab_workspace:
-        os.environ["SWANLAB_WORKSPACE"] = cfg.swanlab_workspace
-    if cfg.swanlab_run_name:
-        os.environ["SWANLAB_EXP_NAME"] = cfg.swanlab_run_name
-    os.environ["SWANLAB_LOG_DIR"] = cfg.swanlab_logdir or os.path.join(cfg.output_dir, "swanlog")
+def _check_swanlab(cfg) -> None:
+    if cfg.swanlab_mode != "cloud":
+        return
+    key = cfg.swanlab_api_key or os.environ.get("SWANLAB_API_KEY")
+    if not _reachable(SWANLAB_HOST):
+        raise EnvironmentProblem(f"swanlab_mode: cloud needs network access to {SWANLAB_HOST[0]}, which is not reachable "
+                                 f"from this machine. Use swanlab_mode: local (logs to disk, view with `swanlab watch`) "
+                                 f"or remove use_swanlab.")
+    if not key and not os.path.isfile(os.path.expanduser("~/.swanlab/.netrc")):
+        raise EnvironmentProblem("swanlab_mode: cloud needs an API key: set swanlab_api_key or SWANLAB_API_KEY "
+                                 "(or run `swanlab login`), or use swanlab_mode: local.")
+    if key:
+        os.environ["SWANLAB_API_KEY"] = key
+
+
+def tracker_callbacks(cfg) -> list:
+    """swanlab's own Trainer callback (local/offline modes write to output_dir/swanlog)."""
+    if "swanlab" not in cfg.trackers:
+        return []
+    from swanlab.integration.transformers import SwanLabCallback
+
+    mode = {"cloud": "online"}.get(cfg.swanlab_mode, cfg.swanlab_mode)
+    if mode == "local" and importlib.util.find_spec("swanboard") is None:
+        mode = "offline"  # same files on disk; 'local' only adds swanlab's dashboard server (pip install 'swanlab[dashboard]')
+    return [SwanLabCallback(project=cfg.swanlab_project, workspace=cfg.swanlab_workspace,
+                            experiment_name=cfg.swanlab_run_name or cfg.run_name, mode=mode,
+                            log_dir=cfg.swanlab_logdir or os.path.join(cfg.output_dir, "swanlog"))]

@@ -10,6 +10,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from tunekit.errors import TunekitError
+
 
 def has_module(name: str) -> bool:
     try:
@@ -69,7 +71,7 @@ def gpu_choices() -> list[str]:
         gpus = importlib.import_module("tunekit.plan.gpus")
     except ImportError:
         return []
-    for attr in ("gpu_names", "names", "list_gpus"):
+    for attr in ("known_gpus", "gpu_names", "names", "list_gpus"):
         fn = getattr(gpus, attr, None)
         if callable(fn):
             return list(fn())
@@ -88,4 +90,8 @@ def make_plan(cfg, gpu: str | None, gpus: int) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"gpus": int(gpus or 1)}
     if gpu:
         kwargs["gpu"] = gpu
+        try:
+            return _make_plan(cfg, auto_fit=True, **kwargs)  # the overrides feed the Auto-fit button
+        except TunekitError:
+            pass  # auto-fit found nothing that fits: the plan without it still says why
     return _make_plan(cfg, **kwargs)

@@ -192,15 +192,23 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
 
         # ---------------------------------------------------------------- train: validate + plan on every edit
         def on_edit(*args):
-            values, (lang_, gpu, n_gpus) = split(args)
+            values, (lang_,) = split(args)
             check = validate(board.values(values))
-            plan, _ = plan_text(check, gpu, n_gpus, lang_)
-            return [*form.updates(check=check, lang=lang_), _errors_md(check, lang_), plan]
+            return [*form.updates(check=check, lang=lang_), _errors_md(check, lang_)]
+
+        def on_plan(*args):
+            values, (lang_, gpu, n_gpus) = split(args)
+            return plan_text(validate(board.values(values)), gpu, n_gpus, lang_)[0]
 
         edit_inputs = [*form.inputs, lang_radio, gpu_dd, gpus_num]
-        gr.on([c.change for c in form.inputs] + [gpu_dd.change, gpus_num.change, plan_btn.click], on_edit,
-              inputs=edit_inputs, outputs=[*form.inputs, errors_md, plan_md], trigger_mode="always_last",
-              show_progress="hidden", api_visibility="private")
+        # Validation is instant; the plan may tokenize the data the first time: separate queues, so a
+        # slow plan never delays the messages next to the fields or a Start.
+        gr.on([c.change for c in form.inputs], on_edit, inputs=[*form.inputs, lang_radio],
+              outputs=[*form.inputs, errors_md], trigger_mode="always_last", show_progress="hidden",
+              concurrency_id="validate", api_visibility="private")
+        gr.on([c.change for c in form.inputs] + [gpu_dd.change, gpus_num.change, plan_btn.click], on_plan,
+              inputs=edit_inputs, outputs=plan_md, trigger_mode="always_last", show_progress="minimal",
+              concurrency_id="plan", concurrency_limit=1, api_visibility="private")
 
         def on_autofit(*args):
             values, (lang_, gpu, n_gpus) = split(args)
@@ -517,6 +525,11 @@ def _text(content: Any) -> str:
 
 def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None, lang: str = "en",
            cwd: str | Path | None = None, block: bool = True):
+    import importlib
+    import threading
+
+    # Warm the ML imports while the page loads: the first plan / sample preview / chat is then quick.
+    threading.Thread(target=importlib.import_module, args=("transformers",), daemon=True).start()
     demo = create_app(Board(cwd), lang)
     demo.queue(default_concurrency_limit=4)
     demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,

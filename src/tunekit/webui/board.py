@@ -158,12 +158,17 @@ def format_plan(plan: Mapping[str, Any], lang: str = "en") -> str:
         lines += ["", "| component | GiB |", "|---|---:|"]
         lines += [f"| {k} | {v:.2f} |" for k, v in components.items() if isinstance(v, (int, float))]
     steps = [f"{k}: {plan[k]}" for k in ("total_steps", "steps_per_epoch") if plan.get(k) is not None]
-    for key in ("estimated_time_s", "time_s", "eta_s"):
-        if isinstance(plan.get(key), (int, float)):
-            steps.append(f"time ≈ {format_seconds(plan[key])}")
-            break
+    seconds = (plan.get("time") or {}).get("seconds") if isinstance(plan.get("time"), dict) else None
+    if isinstance(seconds, (int, float)):
+        steps.append(f"time ≈ {format_seconds(seconds)}")
     if steps:
         lines += ["", " · ".join(steps)]
+    setup = plan.get("setup") or {}
+    if setup:
+        lines.append(" · ".join(str(setup[k]) for k in ("method", "engine", "precision") if setup.get(k)))
+    params = plan.get("params") or {}
+    if params.get("total"):
+        lines.append(f"trainable {params.get('trainable', 0):,} / {params['total']:,} parameters")
     if plan.get("overrides"):
         lines += ["", "auto-fit: " + ", ".join(f"`{k}={v}`" for k, v in plan["overrides"].items())]
     for note in plan.get("notes") or plan.get("warnings") or []:

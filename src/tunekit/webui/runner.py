@@ -19,7 +19,7 @@ from typing import Any
 
 from .command import verb_argv
 
-LOG_NAME = "webui_job.log"
+JOBS_DIR = ".tunekit_cache/webui_jobs"  # under the board's working folder (git-ignored)
 
 
 @dataclass
@@ -80,8 +80,15 @@ class JobRunner:
         out = Path(output_dir)
         if not out.is_absolute():
             out = self.cwd / out
-        out.mkdir(parents=True, exist_ok=True)
-        log_path = out / LOG_NAME
+        # The log lives beside the runs, not in output_dir: the trainer refuses a non-empty output_dir.
+        log_dir = self.cwd / JOBS_DIR
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{verb}"
+        log_path = log_dir / f"{stem}.log"
+        n = 1
+        while log_path.exists():
+            n += 1
+            log_path = log_dir / f"{stem}-{n}.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("GRADIO_SERVER_NAME", None)
         with self._lock:

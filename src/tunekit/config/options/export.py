@@ -22,3 +22,6 @@ class ExportOptions(OptionGroup):
     export_quantization_nsamples: int = Field(128, ge=1, description="Calibration samples.")
     export_quantization_maxlen: int = Field(1024, ge=1, description="Calibration sample length in tokens.")
     export_hub_model_id: Optional[str] = Field(None, description="Push the export to this hub repository.")
+    export_quantization_method: Literal["bnb", "gptq"] = Field(
+        "bnb", description="Quantized export: bnb = bitsandbytes (data-free, runs on CPU); gptq = GPTQ with calibration data (needs gptqmodel and a GPU).")
+    export_verify: bool = Field(True, description="Check the exported folder with plain transformers at the end of export (tunekit verify).")

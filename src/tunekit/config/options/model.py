@@ -23,7 +23,7 @@ class ModelOptions(OptionGroup):
     resize_vocab: bool = Field(False, description="Resize the embeddings to the tokenizer's vocabulary size.")
     add_special_tokens: Optional[str] = Field(None, description="Comma-separated special tokens to add to the tokenizer (embeddings are resized).")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
-        "auto", description="Weight dtype when loading: auto = bf16/fp16 per the bf16/fp16 options on a GPU, fp32 on CPU."
+        "auto", description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32."
     )
     flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = Field(
         "auto", description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention."

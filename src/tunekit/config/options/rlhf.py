@@ -1,4 +1,4 @@
-"""Preference and reinforcement-learning options (stages rm, dpo, kto, ppo, grpo)."""
+"""Preference and reinforcement-learning options (stages rm, dpo, kto, ppo, grpo); formulas in tunekit.train.losses."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class RLHFOptions(OptionGroup):
     reward_funcs: Optional[str] = Field(None, description="Reward function(s) for grpo/ppo as dotted paths (package.module:function), comma-separated.")
     num_generations: int = Field(4, ge=2, description="GRPO: completions sampled per prompt.")
     ppo_epochs: int = Field(4, ge=1, description="PPO: optimisation epochs per batch of rollouts.")
-    ppo_buffer_size: int = Field(1, ge=1, description="PPO: mini-batches per rollout buffer.")
+    ppo_buffer_size: int = Field(1, ge=1, description="PPO: accepted for LLaMA-Factory configs and ignored (tunekit rolls out each micro-batch and reuses it ppo_epochs times).")
     ppo_target: float = Field(6.0, description="PPO: target KL of the adaptive KL controller.")
     ppo_score_norm: bool = Field(False, description="PPO: normalise scores.")
     ppo_whiten_rewards: bool = Field(False, description="PPO: whiten rewards before computing advantages.")
@@ -39,4 +39,8 @@ class RLHFOptions(OptionGroup):
     lam: float = Field(0.95, description="PPO: GAE lambda.")
     vf_coef: float = Field(0.1, ge=0, description="PPO: value loss coefficient.")
     grpo_beta: float = Field(0.04, ge=0, description="GRPO: KL coefficient against the reference.")
+    grpo_iterations: int = Field(1, ge=1, description="GRPO: optimizer steps per rollout (>1 reuses it off-policy; the clipping then bounds the update).")
+    ppo_kl_coef: float = Field(0.05, ge=0, description="PPO: initial coefficient of the per-token KL penalty against the reference (adapted towards ppo_target).")
+    ppo_adaptive_kl: bool = Field(True, description="PPO: adapt the KL coefficient towards ppo_target (Ziegler et al. 2019).")
+    rollout_temperature: float = Field(1.0, gt=0, description="PPO/GRPO: sampling temperature of rollouts (top_p 1, no top_k).")
     generation_max_new_tokens: int = Field(64, ge=1, description="PPO/GRPO: tokens generated per rollout.")

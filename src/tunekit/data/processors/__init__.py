@@ -13,6 +13,12 @@ KEPT, TRUNCATED, DROPPED = 0, 1, 2
 
 PROCESSORS = {
     "sft": "tunekit.data.processors.sft",
+    "pt": "tunekit.data.processors.pt",
+    "rm": "tunekit.data.processors.pairwise",
+    "dpo": "tunekit.data.processors.pairwise",
+    "kto": "tunekit.data.processors.kto",
+    "ppo": "tunekit.data.processors.prompt",
+    "grpo": "tunekit.data.processors.prompt",
 }
 
 

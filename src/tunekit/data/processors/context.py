@@ -15,6 +15,7 @@ class ProcessContext:
     mask_history: bool = False
     enable_thinking: bool = True
     default_system: Optional[str] = None
+    packing: bool = False  # pt: concatenate texts into cutoff_len blocks
     ignore_index: int = -100
 
     def system_for(self, sample_system: str | None) -> str | None:

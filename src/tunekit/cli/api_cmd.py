@@ -1,0 +1,45 @@
+"""``tunekit api CONFIG.yaml [key=value ...] [--host H] [--port P] [--api-key K] [--model-name NAME]``."""
+
+from __future__ import annotations
+
+import sys
+
+HELP = """usage: tunekit api [CONFIG.yaml] [key=value ...] [--host H] [--port P] [--api-key KEY] [--model-name NAME]
+
+Serve the model behind an OpenAI-compatible API: GET /v1/models, POST /v1/chat/completions (streaming
+and not, n, max_tokens, temperature, top_p, stop, usage, tools for templates with a tool format).
+
+  --host        address to listen on  [env API_HOST, default 127.0.0.1]
+  --port        port                  [env API_PORT, default 8000]
+  --api-key     require 'Authorization: Bearer KEY' (401 otherwise)  [env API_KEY]
+  --model-name  the model id clients send [env API_MODEL_NAME, default: the model/adapter folder name]
+
+Requests are generated one at a time (the engine serializes generation), so concurrent requests queue
+and never mix. infer_backend: vllm is not served by tunekit: export the model and run `vllm serve EXPORT_DIR`.
+"""
+
+FLAGS = ("--host", "--port", "--api-key", "--model-name")
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        sys.stdout.write(HELP)
+        return 0
+    from tunekit.config import load_config
+    from tunekit.errors import ConfigError
+
+    from .chat_cmd import pop_flags
+    from .train_cmd import split_config_path
+
+    flags, argv = pop_flags(argv, FLAGS)
+    path, rest = split_config_path(argv)
+    cfg = load_config(path, rest)
+    port = flags.get("--port")
+    if port is not None and not port.isdigit():
+        raise ConfigError(f"--port must be a number, got {port!r}.")
+    from tunekit.serve.server import serve, settings_from_env
+
+    settings = settings_from_env(host=flags.get("--host"), port=int(port) if port else None,
+                                 api_key=flags.get("--api-key"), model_name=flags.get("--model-name"))
+    serve(cfg, settings)
+    return 0

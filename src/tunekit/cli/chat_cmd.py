@@ -1,0 +1,117 @@
+"""``tunekit chat CONFIG.yaml [key=value ...] [--system TEXT] [--prompt TEXT]``: talk to a model in the terminal."""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterable, Iterator, TextIO
+
+HELP = """usage: tunekit chat [CONFIG.yaml] [key=value ...] [--system TEXT] [--prompt TEXT]
+
+Chat with a base model, a base + adapter(s) (adapter_name_or_path) or an exported folder. Replies stream
+as they are generated and the conversation is kept: type `clear` to start over, `exit` to quit.
+
+  --system TEXT   system prompt (default: default_system, else the template's)
+  --prompt TEXT   answer this one message, print the reply and exit (for scripts)
+
+Without a terminal (stdin is a pipe or file) each input line is one user message and only the replies
+are printed, one per message; `clear` and `exit` work there too. Generation options are ordinary options:
+max_new_tokens, temperature, top_p, top_k, repetition_penalty, do_sample (e.g. do_sample=false).
+"""
+
+FLAGS = ("--system", "--prompt")
+
+
+def pop_flags(argv: list[str], names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """Take ``--name VALUE`` / ``--name=VALUE`` for the given names out of argv (the rest are config options)."""
+    names = set(names)
+    found: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        key = arg.split("=", 1)[0]
+        if key in names:
+            if "=" in arg:
+                found[key] = arg.split("=", 1)[1]
+            elif i + 1 < len(argv):
+                i += 1
+                found[key] = argv[i]
+            else:
+                from tunekit.errors import ConfigError
+
+                raise ConfigError(f"{key} needs a value.")
+        else:
+            rest.append(arg)
+        i += 1
+    return found, rest
+
+
+def _interactive_lines(out: TextIO) -> Iterator[str]:
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+    except ImportError:
+        pass
+    while True:
+        try:
+            yield input("\nUser: ")
+        except EOFError:
+            out.write("\n")
+            return
+
+
+def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, interactive: bool = False) -> int:
+    """Run the conversation loop; returns the number of replies."""
+    history: list[dict] = []
+    replies = 0
+    for line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        if text.lower() in ("exit", "quit"):
+            break
+        if text.lower() == "clear":
+            history = []
+            if interactive:
+                out.write("History cleared.\n")
+            continue
+        history.append({"role": "user", "content": text})
+        if interactive:
+            out.write("Assistant: ")
+        reply = ""
+        for delta in engine.stream_chat(history, system=system):
+            reply += delta
+            out.write(delta)
+            out.flush()
+        out.write("\n")
+        out.flush()
+        history.append({"role": "assistant", "content": reply})
+        replies += 1
+    return replies
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        sys.stdout.write(HELP)
+        return 0
+    from tunekit.config import load_config
+
+    from .train_cmd import split_config_path
+
+    flags, argv = pop_flags(argv, FLAGS)
+    path, rest = split_config_path(argv)
+    cfg = load_config(path, rest)
+    from tunekit.infer.engine import ChatEngine
+
+    engine = ChatEngine(cfg)
+    system = flags.get("--system")
+    if "--prompt" in flags:
+        repl(engine, [flags["--prompt"]], sys.stdout, system)
+        return 0
+    interactive = sys.stdin.isatty()
+    if interactive:
+        sys.stdout.write(f"tunekit chat: {cfg.model_name_or_path}" + (f" + {cfg.adapter_name_or_path}" if cfg.adapter_name_or_path else "")
+                         + f" (template {engine.cfg.template}). Type `clear` to reset the history, `exit` to quit.\n")
+        repl(engine, _interactive_lines(sys.stdout), sys.stdout, system, interactive=True)
+    else:
+        repl(engine, sys.stdin, sys.stdout, system)
+    return 0

@@ -1,0 +1,63 @@
+"""``tunekit data stats CONFIG.yaml [key=value ...] [--plot PATH] [--json]``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = """usage: tunekit data stats CONFIG.yaml [key=value ...] [--plot [PATH]] [--json]
+
+Tokenize the configured datasets exactly as training does (model tokenizer + template) and report
+token lengths per dataset and overall (min/mean/P50/P90/P95/P99/max of prompt, response, total),
+what cutoff_len truncates, a recommended cutoff_len (multiple of 128 covering P99), trainable tokens,
+and padding waste at the current batch size with and without group_by_length / packing.
+
+  --plot [PATH]   write a CDF plot (PNG; default token_lengths.png)
+  --json          print one JSON object
+"""
+
+
+def main(argv: list[str]) -> int:
+    from tunekit.errors import ConfigError
+
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(HELP)
+        return 0
+    if argv[0] != "stats":
+        raise ConfigError(f"Unknown data command {argv[0]!r}: use `tunekit data stats CONFIG.yaml`.")
+    argv = argv[1:]
+    if any(a in ("-h", "--help") for a in argv):
+        sys.stdout.write(HELP)
+        return 0
+    as_json = "--json" in argv
+    argv = [a for a in argv if a != "--json"]
+    plot = None
+    if "--plot" in argv:
+        i = argv.index("--plot")
+        if i + 1 < len(argv) and argv[i + 1].lower().endswith(".png"):
+            plot = argv[i + 1]
+            del argv[i:i + 2]
+        else:
+            plot = "token_lengths.png"
+            del argv[i]
+    path = argv[0] if argv and not argv[0].startswith("-") and "=" not in argv[0] else None
+    rest = argv[1:] if path else argv
+    from tunekit.config import load_config
+    from tunekit.data.lengths import measure_lengths
+    from tunekit.model.loader import load_tokenizer
+    from tunekit.plan.stats import dataset_stats, plot_cdf
+
+    cfg = load_config(path, rest)
+    if not cfg.dataset:
+        raise ConfigError("No dataset configured: set dataset (names from dataset_info.json or file paths).")
+    table = measure_lengths(cfg, load_tokenizer(cfg))
+    stats = dataset_stats(table, cfg.cutoff_len, cfg.per_device_train_batch_size, cfg.pad_to_multiple_of)
+    if plot:
+        stats["plot"] = plot_cdf(table, plot, cfg.cutoff_len, stats["recommended_cutoff_len"])
+    if as_json:
+        sys.stdout.write(json.dumps(stats, indent=2) + "\n")
+    else:
+        from tunekit.plan.report import print_stats
+
+        print_stats(stats)
+    return 0

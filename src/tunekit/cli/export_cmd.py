@@ -1,0 +1,38 @@
+"""``tunekit export CONFIG.yaml [key=value ...] [--no-verify]``."""
+
+from __future__ import annotations
+
+import sys
+
+HELP = """usage: tunekit export [CONFIG.yaml] [key=value ...] [--no-verify]
+
+Merge adapter_name_or_path (one or several, comma-separated) into model_name_or_path — or re-shard a full/
+freeze checkpoint, or consolidate a DeepSpeed ZeRO checkpoint folder — and write a standard Hugging Face
+folder to export_dir: safetensors shards of at most export_size GB + model.safetensors.index.json, config,
+generation config (eos/pad from the template's stop words), tokenizer with the template as chat_template.
+export_quantization_bit 4/8 writes a bitsandbytes-quantized folder. The folder is verified at the end
+(`tunekit verify`) unless --no-verify or export_verify=false.
+"""
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        from .options_help import format_options_help
+        from tunekit.config.options import ExportOptions, ModelOptions
+
+        sys.stdout.write(HELP + format_options_help([ModelOptions, ExportOptions]))
+        return 0
+    from tunekit.config import load_config
+
+    from .train_cmd import split_config_path
+
+    verify = None
+    if "--no-verify" in argv:
+        argv = [a for a in argv if a != "--no-verify"]
+        verify = False
+    path, rest = split_config_path(argv)
+    cfg = load_config(path, rest)
+    from tunekit.export import export_model
+
+    export_model(cfg, verify=verify)
+    return 0

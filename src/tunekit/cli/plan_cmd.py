@@ -1,0 +1,79 @@
+"""``tunekit plan CONFIG.yaml [key=value ...] [--gpu NAME | --gpu-memory GiB] [--gpus N] [--nodes N] ...``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = """usage: tunekit plan CONFIG.yaml [key=value ...] [--gpu NAME | --gpu-memory GiB] [--gpus N] [--nodes N]
+                    [--num-samples N] [--seq-len S] [--model-config NAME|PATH] [--auto-fit] [--json]
+
+Know before you train: steps (exactly as tunekit train counts them), peak memory per device by
+component, FLOPs and time, and whether it fits. Reads config.json only, never the weights.
+
+  --gpu NAME           a GPU from the built-in table (H100-SXM, A100-80GB, RTX-4090, ...)
+  --gpu-memory GiB     or just its memory
+  --gpus N             GPUs per node (data-parallel world size = gpus x nodes)
+  --nodes N            nodes
+  --num-samples N      plan for N samples (data not on disk, or to override the count)
+  --seq-len S          tokens per sample (default: the measured lengths, else cutoff_len)
+  --model-config X     built-in architecture (qwen2.5-7b, llama-3.1-8b, ...) or a config.json / model folder
+  --auto-fit           choose batch size, accumulation, checkpointing, Liger and ZeRO to fit the GPU
+  --json               print one JSON object
+"""
+
+VALUE_FLAGS = {"--gpu": str, "--gpu-memory": float, "--gpus": int, "--nodes": int, "--num-samples": int, "--seq-len": int,
+               "--model-config": str}
+BOOL_FLAGS = ("--auto-fit", "--json")
+
+
+def parse(argv: list[str]) -> tuple[str | None, list[str], dict]:
+    from tunekit.errors import ConfigError
+
+    opts: dict = {"auto_fit": False, "json": False}
+    rest: list[str] = []
+    path = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        key, _, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if key in VALUE_FLAGS:
+            if inline:
+                raw = inline
+            elif i + 1 < len(argv):
+                i += 1
+                raw = argv[i]
+            else:
+                raise ConfigError(f"{key} needs a value.")
+            try:
+                opts[key[2:].replace("-", "_")] = VALUE_FLAGS[key](raw)
+            except ValueError:
+                raise ConfigError(f"{key} expects a {VALUE_FLAGS[key].__name__}, got {raw!r}.") from None
+        elif key in BOOL_FLAGS:
+            opts[key[2:].replace("-", "_")] = True
+        elif path is None and not rest and not arg.startswith("-") and "=" not in arg:
+            path = arg
+        else:
+            rest.append(arg)
+        i += 1
+    return path, rest, opts
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        sys.stdout.write(HELP)
+        return 0
+    path, rest, opts = parse(argv)
+    from tunekit.config import load_config
+    from tunekit.plan import make_plan
+
+    cfg = load_config(path, rest)
+    as_json = opts.pop("json")
+    plan = make_plan(cfg, **opts)
+    if as_json:
+        sys.stdout.write(json.dumps(plan, indent=2, default=str) + "\n")
+    else:
+        from tunekit.plan.report import print_plan
+
+        print_plan(plan)
+    return 0

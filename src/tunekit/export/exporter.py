@@ -1,0 +1,179 @@
+"""``tunekit export``: base (+ adapters merged, or a full/freeze/ZeRO checkpoint) -> a standard HF folder.
+
+The folder holds safetensors shards no larger than ``export_size`` GB and ``model.safetensors.index.json``,
+config.json, generation_config.json (eos = the template's stop tokens, pad from the tokenizer), the
+tokenizer with the template written into ``chat_template`` (so plain ``apply_chat_template`` renders what
+tunekit renders), and ``tunekit_export.json`` (where it came from; ``tunekit verify`` reads it).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from ..errors import ConfigError, ModelError
+from .files import BIN_INDEX, SAFE_INDEX, ensure_index, shard_bytes, to_legacy_bin
+from .zero import consolidate_zero, zero_tag
+
+PROVENANCE = "tunekit_export.json"
+_WEIGHT_PATTERNS = ("*.safetensors", "*.bin", SAFE_INDEX, BIN_INDEX)
+
+
+def adapters_of(cfg) -> list[str]:
+    return [a.strip() for a in (cfg.adapter_name_or_path or "").split(",") if a.strip()]
+
+
+def check_export_dir(cfg) -> Path:
+    if not cfg.export_dir:
+        raise ConfigError("export_dir is not set: name the folder to write the exported model to.")
+    out = Path(cfg.export_dir).expanduser().resolve()
+    sources = [cfg.model_name_or_path or "", *adapters_of(cfg)]
+    if any(s and Path(s).expanduser().resolve() == out for s in sources):
+        raise ConfigError(f"export_dir {cfg.export_dir} is the model or adapter folder itself: choose a new folder.")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"export_dir {cfg.export_dir} is a file, not a folder.")
+    return out
+
+
+def export_model(cfg, verify: bool | None = None) -> Path:
+    from ..model.loader import model_path
+
+    out = check_export_dir(cfg)
+    source = model_path(cfg)
+    with tempfile.TemporaryDirectory(prefix="tunekit-export-", dir=out.parent if out.parent.exists() else None) as tmp:
+        if zero_tag(source):
+            print(f"{source} is a DeepSpeed ZeRO checkpoint: consolidating it to fp32 first")
+            cfg = cfg.model_copy(update={"model_name_or_path": str(consolidate_zero(source, Path(tmp) / "zero"))})
+        if cfg.export_quantization_bit is not None:
+            from .quantize import export_quantized
+
+            export_quantized(cfg, out, Path(tmp))
+        else:
+            write_merged(cfg, out)
+    print(f"exported to {out}")
+    if verify if verify is not None else cfg.export_verify:
+        from .verify import print_report, verify_export
+
+        report = verify_export(out, base_cfg=cfg if adapters_of(cfg) and cfg.export_quantization_bit is None else None)
+        print_report(report)
+        if not report["ok"]:
+            raise ModelError(f"the export in {out} failed verification: " + "; ".join(report["problems"]))
+    if cfg.export_hub_model_id:
+        push_to_hub(out, cfg.export_hub_model_id)
+    return out
+
+
+def target_dtype(cfg):
+    """infer_dtype, else dtype, else the dtype the base model was saved in."""
+    import torch
+
+    from ..model.loader import load_model_config
+
+    names = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    for choice in (cfg.infer_dtype, cfg.dtype):
+        if choice != "auto":
+            return names[choice]
+    saved = getattr(load_model_config(cfg), "dtype", None)
+    if isinstance(saved, str):
+        saved = names.get(saved)
+    return saved if saved in names.values() else torch.float32
+
+
+def load_for_export(cfg):
+    """(model merged in fp32 on CPU, or in the target dtype on a GPU with export_device auto; tokenizer; template)."""
+    import torch
+
+    from ..data.pipeline import load_template
+    from ..model.adapters import apply_finetuning
+    from ..model.loader import load_model, load_tokenizer
+
+    tokenizer = load_tokenizer(cfg)
+    if not cfg.template:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ConfigError("template is not set: name the chat template the model was trained with (e.g. qwen), so "
+                              "the export carries it; `tunekit templates` lists them.")
+        cfg = cfg.model_copy(update={"template": "jinja"})
+    template = load_template(cfg, tokenizer)
+    dtype = target_dtype(cfg)
+    gpu = cfg.export_device == "auto" and torch.cuda.is_available()
+    merge_dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}[dtype] if gpu else "float32"
+    base_cfg = cfg.model_copy(update={"adapter_name_or_path": None, "dtype": merge_dtype})
+    model = load_model(base_cfg, tokenizer, is_trainable=False)
+    if gpu:
+        model.to("cuda")
+    model = apply_finetuning(model, cfg, is_trainable=False)  # merges every adapter, in order
+    model.to(device="cpu", dtype=dtype)
+    return model, tokenizer, template, cfg
+
+
+def stop_token_ids(tokenizer, template) -> list[int]:
+    vocab = tokenizer.get_vocab()
+    ids = [vocab[w] for w in template.stop_words if w in vocab]
+    if tokenizer.eos_token_id is not None:
+        ids.append(tokenizer.eos_token_id)
+    return list(dict.fromkeys(ids))
+
+
+def clear_weights(out: Path) -> None:
+    """Old shards would be mixed with new ones (different names or counts): remove weight files first."""
+    if out.is_dir():
+        for pattern in _WEIGHT_PATTERNS:
+            for path in out.glob(pattern):
+                path.unlink()
+
+
+def write_merged(cfg, out: Path) -> Path:
+    model, tokenizer, template, cfg = load_for_export(cfg)
+    save_folder(model, tokenizer, template, cfg, out, quantization=None)
+    return out
+
+
+def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict | None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    clear_weights(out)
+    stops = stop_token_ids(tokenizer, template)
+    gen = model.generation_config
+    gen.eos_token_id = stops[0] if len(stops) == 1 else stops
+    gen.pad_token_id = tokenizer.pad_token_id
+    model.config.use_cache = True
+    model.save_pretrained(out, max_shard_size=shard_bytes(cfg.export_size))
+    save_tokenizer(tokenizer, template, out, cfg.enable_thinking)
+    if quantization is None:
+        ensure_index(out)
+        if cfg.export_legacy_format:
+            to_legacy_bin(out)
+    import torch
+
+    provenance = {
+        "base": cfg.model_name_or_path, "adapters": adapters_of(cfg), "template": cfg.template,
+        "enable_thinking": cfg.enable_thinking, "default_system": cfg.default_system, "tool_format": cfg.tool_format,
+        "dtype": str(next(model.parameters()).dtype).replace("torch.", "") if quantization is None else None,
+        "export_size_gb": cfg.export_size, "quantization": quantization,
+        "stop_token_ids": stops, "torch": torch.__version__,
+    }
+    (out / PROVENANCE).write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def save_tokenizer(tokenizer, template, out: Path, enable_thinking: bool = True) -> None:
+    """The tokenizer with the template as its ``chat_template``: plain ``apply_chat_template`` renders what tunekit renders."""
+    jinja = template.chat_template_jinja(enable_thinking)
+    if jinja:
+        tokenizer.chat_template = jinja
+    tokenizer.padding_side = "left"  # what batched generation with the exported model wants
+    tokenizer.save_pretrained(out)
+
+
+def push_to_hub(out: Path, repo_id: str) -> None:
+    from huggingface_hub import HfApi
+
+    from ..errors import EnvironmentProblem
+
+    try:
+        api = HfApi()
+        api.create_repo(repo_id, exist_ok=True)
+        api.upload_folder(folder_path=str(out), repo_id=repo_id)
+    except Exception as exc:  # network, auth
+        raise EnvironmentProblem(f"pushing {out} to the hub as {repo_id} failed ({str(exc).splitlines()[0][:200]}); "
+                                 f"log in with `huggingface-cli login` and check the network. The export itself is in {out}.") from None
+    print(f"pushed to https://huggingface.co/{repo_id}")

@@ -1,0 +1,248 @@
+"""``tunekit verify EXPORT_DIR``: check an exported folder the way a user of it will load it — plain transformers.
+
+Checks: the weight index matches the shard files (every key once, every file present, shard sizes within
+``export_size``), transformers loads it without missing/unexpected/mismatched keys, saved shapes equal
+the model's and every floating tensor has the config's dtype, the saved ``chat_template`` renders what
+tunekit's template renders, a few tokens generate, and for a merged LoRA the logits equal base + adapter
+(unmerged, in tunekit) within 1e-4 in fp32.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError
+from .files import BIN_INDEX, SAFE_INDEX
+
+PROMPT = "Hello! What can you do?"
+#: enforced bound on the merged-vs-adapter logit difference, per export dtype (fp32 is the contract)
+LOGIT_TOLERANCE = {"float32": 1e-4}
+_FLOAT_CODES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
+
+
+def _conversations() -> list[list[dict]]:
+    return [
+        [{"role": "user", "content": PROMPT}],
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello, how can I help?"},
+         {"role": "user", "content": "Tell me a joke."}],
+    ]
+
+
+def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 8) -> dict:
+    """A report dict: ``ok``, ``problems`` (list of text), ``checks`` (name -> detail) and measured figures."""
+    path = Path(path)
+    report: dict[str, Any] = {"path": str(path), "ok": True, "problems": [], "checks": {}}
+    if not (path / "config.json").is_file():
+        raise ModelError(f"{path} has no config.json: it is not a model folder (give the export_dir of `tunekit export`).")
+    provenance = _read_json(path / "tunekit_export.json") or {}
+    report["provenance"] = provenance
+    quantized = bool(provenance.get("quantization")) or "quantization_config" in (_read_json(path / "config.json") or {})
+    _check_index(path, provenance, report)
+    if not report["ok"]:  # missing or inconsistent weight files: loading would only fail less clearly
+        return report
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(path, dtype="auto", output_loading_info=True)
+    except (OSError, ValueError, RuntimeError) as exc:
+        _problem(report, f"plain transformers cannot load {path}: {str(exc).splitlines()[0][:300]}")
+        return report
+    model.eval()
+    bad = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
+    if bad:
+        _problem(report, "transformers reported " + ", ".join(f"{k}: {sorted(map(str, v))[:5]}" for k, v in bad.items()))
+    report["checks"]["load"] = f"{type(model).__name__}, {sum(p.numel() for p in model.parameters()):,} parameters"
+    if not quantized:
+        _check_shapes(path, model, report)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    _check_template(tokenizer, provenance, report)
+    _generate(model, tokenizer, report, max_new_tokens)
+    adapters_cfg = base_cfg if base_cfg is not None else _base_cfg_from(provenance)
+    if adapters_cfg is not None and not quantized:
+        _compare_logits(path, model, tokenizer, adapters_cfg, report)
+    del model
+    return report
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def _problem(report: dict, text: str) -> None:
+    report["ok"] = False
+    report["problems"].append(text)
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _check_index(path: Path, provenance: dict, report: dict) -> None:
+    index = _read_json(path / SAFE_INDEX) or _read_json(path / BIN_INDEX)
+    if index is None:
+        if (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file():
+            report["checks"]["index"] = "single weight file, no index"
+        else:
+            _problem(report, f"no weight files in {path} (model.safetensors or {SAFE_INDEX})")
+        return
+    weight_map: dict[str, str] = index.get("weight_map", {})
+    files = sorted(set(weight_map.values()))
+    missing = [f for f in files if not (path / f).is_file()]
+    if missing:
+        _problem(report, f"the index names missing shard file(s): {', '.join(missing)}")
+        return
+    limit = provenance.get("export_size_gb")
+    sizes = {f: (path / f).stat().st_size for f in files}
+    if all(f.endswith(".safetensors") for f in files):
+        from safetensors import safe_open
+
+        seen: dict[str, str] = {}
+        for f in files:
+            with safe_open(str(path / f), framework="pt") as handle:
+                keys = list(handle.keys())
+            for k in keys:
+                if k in seen:
+                    _problem(report, f"tensor {k} is stored twice ({seen[k]} and {f})")
+                seen[k] = f
+            if limit and sizes[f] > limit * 10**9 and len(keys) > 1:
+                _problem(report, f"shard {f} is {sizes[f]:,} bytes, over export_size {limit} GB")
+        if set(seen) != set(weight_map) or any(weight_map[k] != v for k, v in seen.items()):
+            extra = sorted(set(seen) - set(weight_map))[:5]
+            absent = sorted(set(weight_map) - set(seen))[:5]
+            _problem(report, f"the index does not match the shards (not indexed: {extra}, indexed but absent: {absent})")
+    report["checks"]["index"] = f"{len(weight_map)} tensors in {len(files)} shard(s), largest {max(sizes.values()):,} bytes"
+    report["shards"] = sizes
+
+
+def _check_shapes(path: Path, model, report: dict) -> None:
+    from safetensors import safe_open
+
+    declared = str(getattr(model.config, "dtype", "") or "").replace("torch.", "")
+    state = model.state_dict()
+    checked, wrong, dtypes = 0, [], set()
+    for f in sorted(path.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as handle:
+            for k in handle.keys():
+                sl = handle.get_slice(k)
+                if sl.get_dtype() in _FLOAT_CODES:
+                    dtypes.add(_FLOAT_CODES[sl.get_dtype()])
+                if k in state:
+                    checked += 1
+                    if tuple(sl.get_shape()) != tuple(state[k].shape):
+                        wrong.append(f"{k}: saved {tuple(sl.get_shape())}, model {tuple(state[k].shape)}")
+    if wrong:
+        _problem(report, "shape mismatch: " + "; ".join(wrong[:5]))
+    if declared and dtypes and dtypes != {declared}:
+        _problem(report, f"config.json declares dtype {declared} but the shards hold {sorted(dtypes)}")
+    report["checks"]["shapes"] = f"{checked} tensors match the model's shapes; dtype {', '.join(sorted(dtypes)) or '?'}"
+
+
+def _check_template(tokenizer, provenance: dict, report: dict) -> None:
+    if not getattr(tokenizer, "chat_template", None):
+        _problem(report, "the tokenizer has no chat_template: apply_chat_template cannot render prompts")
+        return
+    convs = _conversations()
+    rendered = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in convs]
+    report["rendered_prompt"] = rendered[0]
+    name = provenance.get("template")
+    if not name or name == "jinja":
+        report["checks"]["chat_template"] = "renders (no tunekit template recorded to compare with)"
+        return
+    from ..data.templates import get_template
+
+    tpl = get_template(name, tokenizer, tool_format=provenance.get("tool_format"))
+    thinking = provenance.get("enable_thinking", True)
+    system = provenance.get("default_system")
+    ours = [tpl.render_prompt(c, system or None, None, thinking) for c in convs]
+    if ours != rendered:
+        i = next(i for i in range(len(ours)) if ours[i] != rendered[i])
+        _problem(report, f"the saved chat_template renders differently from tunekit's '{name}' template: "
+                         f"{rendered[i]!r} vs {ours[i]!r}")
+    else:
+        report["checks"]["chat_template"] = f"apply_chat_template == tunekit '{name}' on {len(convs)} conversations"
+
+
+def _generate(model, tokenizer, report: dict, max_new_tokens: int) -> None:
+    import torch
+
+    text = report.get("rendered_prompt") or PROMPT
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").to(model.device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, min_new_tokens=1)
+    seconds = time.perf_counter() - start
+    new = out[0, ids["input_ids"].shape[1]:]
+    report["generated"] = tokenizer.decode(new, skip_special_tokens=True)
+    report["generated_tokens"] = int(new.numel())
+    report["tokens_per_second"] = round(new.numel() / seconds, 1) if seconds > 0 else None
+    if new.numel() == 0:
+        _problem(report, "generate produced no tokens")
+    report["checks"]["generate"] = f"{new.numel()} tokens in {seconds:.2f} s"
+
+
+def _base_cfg_from(provenance: dict):
+    if not provenance.get("adapters") or not provenance.get("base"):
+        return None
+    paths = [provenance["base"], *provenance["adapters"]]
+    if not all(Path(p).exists() for p in paths):
+        return None
+    from ..config import load_config
+
+    return load_config(None, {"model_name_or_path": provenance["base"], "adapter_name_or_path": ",".join(provenance["adapters"]),
+                              "template": provenance.get("template")})
+
+
+def reference_model(base_cfg):
+    """Base + adapters in fp32 with the last adapter left unmerged (PEFT computes W x + B A x on the fly)."""
+    from peft import PeftModel
+
+    from ..data.pipeline import load_template
+    from ..model.loader import load_model, load_tokenizer
+
+    tokenizer = load_tokenizer(base_cfg)
+    if base_cfg.template:
+        load_template(base_cfg, tokenizer)  # same tokenizer fixes (added tokens) as the export
+    model = load_model(base_cfg.model_copy(update={"adapter_name_or_path": None, "dtype": "float32"}), tokenizer, is_trainable=False)
+    adapters = [a.strip() for a in (base_cfg.adapter_name_or_path or "").split(",") if a.strip()]
+    for i, adapter in enumerate(adapters):
+        model = PeftModel.from_pretrained(model, adapter)
+        if i < len(adapters) - 1:
+            model = model.merge_and_unload()
+    return model.eval()
+
+
+def _compare_logits(path: Path, model, tokenizer, base_cfg, report: dict) -> None:
+    import torch
+
+    exported_dtype = str(model.dtype).replace("torch.", "")
+    reference = reference_model(base_cfg)
+    text = report.get("rendered_prompt") or PROMPT
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        merged = model.float()(input_ids=ids).logits
+        ref = reference(input_ids=ids).logits
+        with reference.disable_adapter():  # the base alone: an export that silently equals the base is caught
+            base = reference(input_ids=ids).logits
+    diff = float((merged - ref).abs().max())
+    effect = float((ref - base).abs().max())
+    report["max_abs_logit_diff"] = diff
+    report["adapter_effect"] = effect
+    if effect > 0 and float((merged - base).abs().max()) == 0:
+        _problem(report, "the exported weights equal the base model: the adapter was not merged")
+    bound = LOGIT_TOLERANCE.get(exported_dtype)
+    detail = (f"max |merged - (base + adapter)| = {diff:.3e} over {ids.shape[1]} positions ({exported_dtype} export; "
+              f"the adapter moves logits by up to {effect:.3e})")
+    if bound is not None and diff >= bound:
+        _problem(report, detail + f", above {bound:g}")
+    report["checks"]["merged_logits"] = detail + (f" < {bound:g}" if bound is not None and diff < bound else "")
+
+
+def print_report(report: dict) -> None:
+    print(f"verify {report['path']}: {'OK' if report['ok'] else 'FAILED'}")
+    for name, detail in report["checks"].items():
+        print(f"  {name:<14} {detail}")
+    if "generated" in report:
+        print(f"  {'sample':<14} {report['generated']!r} ({report.get('tokens_per_second')} tokens/s)")
+    for problem in report["problems"]:
+        print(f"  problem: {problem}")

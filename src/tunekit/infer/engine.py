@@ -1,0 +1,288 @@
+"""The one inference path: render with the training template -> tokenize -> ``generate`` -> stream text.
+
+``tunekit chat``, ``tunekit api``, ``tunekit predict`` and the web board's Chat tab all go through
+:class:`ChatEngine`, so a model answers the same everywhere (same prompt text, same stop tokens).
+
+Concurrency: a ``ChatEngine`` holds one model; generation is **serialized** by ``ChatEngine.lock``
+(a ``threading.Lock`` held from the first token to the last, released when a stream ends or is closed).
+Concurrent API requests therefore queue and never mix outputs; batching happens only inside
+:meth:`ChatEngine.generate_batch` (predict), which takes the same lock.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from ..errors import ConfigError, EnvironmentProblem
+from .stops import StopText
+
+#: per-call generation options (None = the config's value)
+GEN_OPTIONS = ("max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty", "do_sample", "num_beams",
+               "length_penalty", "stop", "seed")
+
+
+@dataclass
+class Response:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str  # "stop" (a stop word/string or EOS) or "length" (max_new_tokens reached)
+
+
+def generation_options(cfg, gen: dict[str, Any]) -> tuple[dict[str, Any], list[str], int | None]:
+    """``(generate kwargs, stop strings, seed)`` from the config and per-call overrides."""
+    unknown = [k for k in gen if k not in GEN_OPTIONS]
+    if unknown:
+        raise ConfigError(f"unknown generation option(s) {', '.join(unknown)}; known: {', '.join(GEN_OPTIONS)}.")
+    val = {k: (gen[k] if gen.get(k) is not None else getattr(cfg, k, None)) for k in GEN_OPTIONS}
+    if int(val["max_new_tokens"]) < 1:
+        raise ConfigError(f"max_new_tokens must be at least 1, got {val['max_new_tokens']}.")
+    sample = bool(val["do_sample"]) and float(val["temperature"]) > 0
+    kwargs: dict[str, Any] = dict(max_new_tokens=int(val["max_new_tokens"]), do_sample=sample,
+                                  repetition_penalty=float(val["repetition_penalty"]), num_beams=int(val["num_beams"]))
+    if sample:
+        kwargs.update(temperature=float(val["temperature"]), top_p=float(val["top_p"]), top_k=int(val["top_k"]))
+    else:  # greedy: neutral sampling values so the model's generation_config does not warn or interfere
+        kwargs.update(temperature=None, top_p=None, top_k=None)
+    if kwargs["num_beams"] > 1:
+        kwargs["length_penalty"] = float(val["length_penalty"])
+    stops = val["stop"] or []
+    stops = [stops] if isinstance(stops, str) else list(stops)
+    return kwargs, stops, (int(val["seed"]) if val["seed"] is not None else None)
+
+
+class _IdStreamer:
+    """A ``generate`` streamer that hands new token ids to the consumer thread (first ``put`` is the prompt)."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue = queue.Queue()
+        self._prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.queue.put(value.reshape(-1).tolist())
+
+    def end(self) -> None:
+        self.queue.put(None)
+
+
+def _cancel_criteria(event: threading.Event):
+    import torch
+    from transformers import StoppingCriteria
+
+    class Cancel(StoppingCriteria):
+        """Stops ``generate`` when the consumer is done (stop string found, client gone)."""
+
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), event.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return Cancel()
+
+
+class Generation:
+    """Iterate for text deltas; afterwards ``text``, ``completion_tokens``, ``finish_reason`` are set."""
+
+    def __init__(self, engine: "ChatEngine", prompt_ids: list[int], gen: dict[str, Any]):
+        self.engine = engine
+        self.prompt_ids = prompt_ids
+        self.kwargs, user_stops, self.seed = generation_options(engine.cfg, gen)
+        self.stops = user_stops + engine.text_stops
+        self.text = ""
+        self.completion_tokens = 0
+        self.finish_reason = "stop"
+        self.seconds = 0.0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def response(self) -> Response:
+        return Response(self.text, self.prompt_tokens, self.completion_tokens, self.finish_reason)
+
+    def __iter__(self) -> Iterator[str]:
+        with self.engine.lock:
+            yield from self._run()
+
+    def _run(self) -> Iterator[str]:
+        import torch
+
+        eng = self.engine
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        streamer, cancel = _IdStreamer(), threading.Event()
+        errors: list[BaseException] = []
+        inputs = torch.tensor([self.prompt_ids], device=eng.device)
+        beams = self.kwargs["num_beams"] > 1  # beam search cannot stream: the whole reply comes at the end
+
+        def work() -> None:
+            try:
+                with torch.inference_mode():
+                    out = eng.model.generate(
+                        input_ids=inputs, attention_mask=torch.ones_like(inputs), eos_token_id=eng.stop_ids,
+                        pad_token_id=eng.pad_id, use_cache=True, streamer=None if beams else streamer,
+                        stopping_criteria=[_cancel_criteria(cancel)], **self.kwargs,
+                    )
+                if beams:
+                    streamer.queue.put(out[0, inputs.shape[1]:].tolist())
+            except BaseException as exc:  # re-raised in the consumer thread
+                errors.append(exc)
+            finally:
+                streamer.end()
+
+        stop = StopText(self.stops)
+        ids: list[int] = []
+        start = time.perf_counter()
+        thread = threading.Thread(target=work, daemon=True, name="tunekit-generate")
+        thread.start()
+        try:
+            while True:
+                item = streamer.queue.get()
+                if item is None:
+                    break
+                ids.extend(t for t in item if not (beams and t == eng.pad_id and eng.pad_id not in eng.stop_ids))
+                text = eng.decode(ids)
+                if text.endswith("\ufffd"):  # an incomplete UTF-8 character: wait for the next token
+                    continue
+                delta = stop.emit(text)
+                if delta:
+                    self.text += delta
+                    yield delta
+                if stop.hit:
+                    break
+            if errors:
+                raise errors[0]
+            if not stop.hit:
+                delta = stop.emit(eng.decode(ids), final=True)
+                if delta:
+                    self.text += delta
+                    yield delta
+        finally:
+            cancel.set()
+            thread.join()
+            self.seconds = time.perf_counter() - start
+            self.completion_tokens = len(ids)
+            ended = stop.hit or (ids and ids[-1] in eng.stop_ids)
+            self.finish_reason = "stop" if ended or len(ids) < self.kwargs["max_new_tokens"] else "length"
+
+
+class ChatEngine:
+    """A loaded model + tokenizer + template (base, base + adapters, or an exported folder)."""
+
+    def __init__(self, cfg, *, model: Any = None, tokenizer: Any = None, template: Any = None):
+        if cfg.infer_backend == "vllm":
+            raise EnvironmentProblem(_vllm_message())
+        from ..data.pipeline import load_template
+        from ..model.loader import load_model, load_tokenizer
+
+        self.lock = threading.Lock()
+        if tokenizer is None:
+            tokenizer = load_tokenizer(cfg, padding_side="left")
+        if not cfg.template:
+            if not getattr(tokenizer, "chat_template", None):
+                raise ConfigError("template is not set and the tokenizer has no chat_template: set template "
+                                  "(e.g. qwen, llama3; `tunekit templates` lists them).")
+            cfg = cfg.model_copy(update={"template": "jinja"})  # an exported folder carries its template
+        self.cfg = cfg
+        self.template = template if template is not None else load_template(cfg, tokenizer)
+        if model is None:
+            load_cfg = cfg if cfg.infer_dtype == "auto" else cfg.model_copy(update={"dtype": cfg.infer_dtype})
+            model = load_model(load_cfg, tokenizer, is_trainable=False)
+        self.model, self.tokenizer = model, tokenizer
+        self.device = next(model.parameters()).device
+        self.stop_ids, self.text_stops = self._stops()
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+
+    def _stops(self) -> tuple[list[int], list[str]]:
+        """Stop words that are one token end ``generate``; longer ones are cut from the text."""
+        ids: list[int] = []
+        texts: list[str] = []
+        vocab = self.tokenizer.get_vocab()
+        for word in self.template.stop_words:
+            if word in vocab:
+                ids.append(vocab[word])
+            else:
+                texts.append(word)
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return list(dict.fromkeys(ids)), texts
+
+    # ------------------------------------------------------------------ the one path
+    def render(self, messages: Sequence[dict], system: str | None = None, tools: Any = None) -> list[int]:
+        """Prompt token ids, rendered exactly as in training (the template, then the tokenizer without extras)."""
+        system = system or self.cfg.default_system or None
+        text = self.template.render_prompt(list(messages), system, tools or None, self.cfg.enable_thinking)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def start(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, **gen: Any) -> Generation:
+        """A :class:`Generation` (not started: iterate it). Options are checked here, before any work."""
+        return Generation(self, self.render(messages, system, tools), gen)
+
+    def stream_chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, **gen: Any) -> Iterator[str]:
+        yield from self.start(messages, system, tools, **gen)
+
+    def chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, n: int = 1, **gen: Any) -> list[Response]:
+        out = []
+        for _ in range(n):
+            generation = self.start(messages, system, tools, **gen)
+            for _delta in generation:
+                pass
+            out.append(generation.response())
+        return out
+
+    # ------------------------------------------------------------------ batches (predict)
+    def generate_batch(self, prompts: list[list[int]], **gen: Any) -> list[Response]:
+        """Greedy/sampled generation for several prompts at once (left padding); same stops as streaming."""
+        import torch
+
+        kwargs, user_stops, seed = generation_options(self.cfg, gen)
+        stops = user_stops + self.text_stops
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        with self.lock, torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                out = self.model.generate(input_ids=input_ids, attention_mask=mask, eos_token_id=self.stop_ids,
+                                          pad_token_id=self.pad_id, use_cache=True, **kwargs)
+            finally:
+                self.model.train(was_training)
+        results = []
+        for prompt, row in zip(prompts, out[:, width:].tolist()):
+            ids, ended = [], False
+            for t in row:
+                ids.append(t)
+                if t in self.stop_ids:
+                    ended = True
+                    break
+            stop = StopText(stops)
+            text = stop.emit(self.decode(ids), final=True)
+            finish = "stop" if ended or stop.hit or len(ids) < kwargs["max_new_tokens"] else "length"
+            results.append(Response(text, len(prompt), len(ids), finish))
+        return results
+
+
+def _vllm_message() -> str:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return ("infer_backend: vllm needs the vllm package (pip install vllm, on a machine with an NVIDIA GPU); "
+                "or use infer_backend: huggingface (the default).")
+    return ("infer_backend: vllm is installed but tunekit serves through the huggingface backend only for now; "
+            "export the model (`tunekit export`) and serve the folder with `vllm serve EXPORT_DIR`: the exported "
+            "chat_template renders exactly what tunekit renders.")

@@ -1,0 +1,218 @@
+"""``make_plan``: steps, memory per device, time and fit for a Config, without loading any weights."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from ..errors import ConfigError, TunekitError
+from ..train.steps import plan_steps, split_sizes
+from .architectures import ModelShape, load_shape
+from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
+from .gpus import GPU, custom_gpu, find_gpu
+from .memory import GiB, estimate_memory
+from .params import count_params
+from .setup import Setup, resolve_setup
+from .time import estimate_time
+
+TUTORIAL_NOTE = ("Older transformers rounded steps per epoch down (the published tutorial's 456 steps for 2876 samples); "
+                 "transformers 5 also steps on the last partial accumulation window, which is what tunekit train does.")
+
+
+def _positive(name: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}.")
+
+
+def world_from(gpus: int | None, nodes: int | None) -> tuple[int, int]:
+    """Data-parallel world size: --gpus per node x --nodes, else torchrun's NPROC_PER_NODE x NNODES, else 1."""
+    per_node = gpus if gpus is not None else int(os.environ.get("NPROC_PER_NODE", "1") or 1)
+    n_nodes = nodes if nodes is not None else int(os.environ.get("NNODES", "1") or 1)
+    return per_node * n_nodes, n_nodes
+
+
+def measure_data(cfg):
+    """Token lengths of the configured data, or ``(None, reason)`` when the data/tokenizer is not on disk."""
+    if not cfg.dataset:
+        return None, "no dataset configured"
+    try:
+        from ..data.lengths import measure_lengths
+        from ..model.loader import load_tokenizer
+
+        tokenizer = load_tokenizer(cfg)
+        return measure_lengths(cfg, tokenizer), None
+    except TunekitError as exc:
+        return None, str(exc).splitlines()[0]
+
+
+def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
+    if setup.zero_stage is None and setup.fsdp is None:
+        return
+    n = setup.world_size
+    what = "ZeRO-%d" % setup.zero_stage if setup.zero_stage is not None else f"FSDP {setup.fsdp}"
+    if n > 1 and trainable < n:
+        raise ConfigError(f"{what} would shard {trainable} trainable parameter(s) of {shape.name} over {n} GPUs, fewer than one "
+                          f"per GPU: use fewer GPUs (--gpus) or plain data parallelism (remove deepspeed/fsdp).")
+    if n > 1 and (setup.zero_stage or 0) >= 2 and trainable // n < 1024:
+        raise ConfigError(f"{what} over {n} GPUs leaves {trainable // n} trainable parameters per GPU for {shape.name}: "
+                          f"sharding a model this small costs more than it saves; use at most {max(1, trainable // 1024)} GPU(s) "
+                          f"or no ZeRO.")
+
+
+def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, gpus: int | None = None,
+              nodes: int | None = None, num_samples: int | None = None, seq_len: int | None = None,
+              model_config: str | None = None, auto_fit: bool = False, lengths=None) -> dict:
+    """Plan a run of ``cfg``: the dict that ``tunekit plan --json`` prints (keys in docs/memory-model.md)."""
+    for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--num-samples", num_samples), ("--seq-len", seq_len)):
+        _positive(name, value)
+    if gpu and gpu_memory_gib:
+        raise ConfigError("Give either --gpu NAME or --gpu-memory GiB, not both.")
+    device: GPU | None = find_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib else None)
+    shape = load_shape(model_config, cfg.model_name_or_path)
+    world, n_nodes = world_from(gpus, nodes)
+    notes: list[str] = []
+
+    # ---- data: sample count and tokens per sample
+    if lengths is None and num_samples is None:
+        lengths, why = measure_data(cfg)
+        if lengths is None:
+            notes.append(f"Data not measured ({why}); pass --num-samples N to plan the steps.")
+    measured = None
+    if lengths is not None:
+        import numpy as np
+
+        measured = np.asarray(lengths["total_len"], dtype=np.int64)
+    samples = num_samples if num_samples is not None else (len(measured) if measured is not None else None)
+    pad = max(1, cfg.pad_to_multiple_of)
+    if seq_len is not None:
+        s_mem, s_time, s_source = seq_len, float(seq_len), "--seq-len"
+    elif measured is not None and len(measured) and not cfg.use_packing:
+        clipped = np.minimum(measured, cfg.cutoff_len)
+        longest = int(clipped.max())
+        s_mem = min(cfg.cutoff_len, int(math.ceil(longest / pad) * pad))
+        from .stats import padded_tokens_per_sample
+
+        s_time = padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length)
+        s_source = "measured (longest sample, padded)"
+    else:
+        s_mem, s_time, s_source = cfg.cutoff_len, float(cfg.cutoff_len), "cutoff_len"
+    if cfg.use_packing and measured is not None and num_samples is None:
+        samples = max(1, int(math.ceil(float(np.minimum(measured, cfg.cutoff_len).sum()) / cfg.cutoff_len)))
+        notes.append(f"packing: {len(measured)} samples make about {samples} sequences of {cfg.cutoff_len} tokens.")
+
+    # ---- steps (the trainer's own arithmetic)
+    result: dict[str, Any] = {"model": shape.to_dict(), "world_size": world, "nodes": n_nodes, "gpus_per_node": world // n_nodes}
+    steps = None
+    if samples is not None:
+        if cfg.eval_dataset:
+            train_n, eval_n = samples, None
+            notes.append("eval_dataset is separate: its size is not counted in train_samples.")
+        else:
+            train_n, eval_n = split_sizes(samples, cfg.val_size)
+        if train_n < 1:
+            raise ConfigError(f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size.")
+        warm = cfg.warmup_steps if cfg.warmup_steps > 0 else 0
+        steps = plan_steps(train_n, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world,
+                           cfg.num_train_epochs, cfg.max_steps, warm, cfg.warmup_ratio, cfg.save_strategy, cfg.save_steps)
+        legacy = max(steps.micro_batches_per_device // cfg.gradient_accumulation_steps, 1)
+        result.update(num_samples=samples, train_samples=train_n, eval_samples=eval_n, **{
+            k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")})
+        result["steps_per_epoch_floor_rounding"] = legacy
+        if legacy != steps.steps_per_epoch:
+            notes.append(TUTORIAL_NOTE + f" Floor rounding would give {legacy} per epoch.")
+    else:
+        result.update(num_samples=None, train_samples=None, eval_samples=None, steps_per_epoch=None, total_steps=None,
+                      warmup_steps=None, num_checkpoints=None)
+    result["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * world
+
+    # ---- memory
+    setup = resolve_setup(cfg, world, n_nodes, s_mem)
+    counts = count_params(shape, setup)
+    _check_sharding(shape, setup, counts.trainable)
+    mem = estimate_memory(shape, setup, counts)
+    notes.extend(mem.notes)
+    result.update(seq_len=s_mem, seq_len_source=s_source, tokens_per_micro_batch=setup.tokens)
+    result["params"] = {"total": shape.total_params, "trainable": counts.trainable, "lora": counts.lora,
+                        "trainable_share": round(counts.trainable / max(1, shape.total_params), 6)}
+    result["memory"] = mem.gib()
+    result["cpu_memory_gib"] = round(mem.cpu_bytes / GiB, 2)
+    result["setup"] = _describe(setup)
+
+    # ---- time
+    if steps is not None:
+        processed = steps.total_steps * result["effective_batch_size"] if cfg.max_steps > 0 else steps.train_samples * cfg.num_train_epochs
+        result["time"] = estimate_time(shape, setup, counts, s_time, int(processed), 1.0, steps.total_steps,
+                                       device.peak_flops if device and device.bf16_tflops else None)
+
+    # ---- fit
+    if device is not None:
+        result["gpu"] = {"name": device.name, "memory_gib": device.memory_gib, "bf16_tflops": device.bf16_tflops or None}
+        result["fits"] = bool(mem.total <= usable_bytes(device))
+        result["headroom_gib"] = round(device.memory_gib - mem.total / GiB, 3)
+        result["safety_margin"] = SAFETY_MARGIN
+    else:
+        result["fits"] = None
+    if auto_fit:
+        if device is None:
+            raise ConfigError("--auto-fit needs a GPU to fit into: pass --gpu NAME or --gpu-memory GiB.")
+        fit = auto_fit_overrides(cfg, shape, setup, device)
+        result["overrides"] = fit.overrides
+        result["fit"] = fit.to_dict()
+        result["fit"]["memory"] = fit.memory.gib()
+        if not fit.fits:
+            more = f" or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
+            notes.append(f"Nothing fits on {device.name}: the smallest set-up ({fit.rung}) needs {fit.missing_gib:.1f} GiB "
+                         f"more than the {device.memory_gib:g} GiB x {1 - SAFETY_MARGIN:.2f} usable{more}.")
+    result["notes"] = notes
+    return result
+
+
+def _describe(setup: Setup) -> dict:
+    engine = "single GPU" if setup.world_size == 1 else "DDP"
+    if setup.zero_stage is not None:
+        engine = f"DeepSpeed ZeRO-{setup.zero_stage}" + (" + optimizer offload" if setup.offload_optimizer else "") + (
+            " + param offload" if setup.offload_params else "")
+    elif setup.fsdp:
+        engine = f"FSDP {setup.fsdp}" + (" + offload" if setup.offload_params else "")
+    precision = {2: "bf16/fp16", 4: "fp32"}[setup.compute_bytes] + (" autocast" if setup.autocast else "")
+    return {"method": setup.finetuning_type + (f" (QLoRA {setup.quant_bits}-bit)" if setup.quant_bits else ""),
+            "engine": engine, "precision": precision, "gradient_checkpointing": setup.grad_ckpt, "liger": setup.liger,
+            "attention": setup.attn, "optimizer": setup.optim, "micro_batch": setup.micro_batch,
+            "gradient_accumulation_steps": setup.grad_accum}
+
+
+def detect_gpu() -> GPU | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return GPU(props.name, props.total_memory / GiB, 0.0)
+
+
+def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):
+    """``auto_fit: true`` in a train config: return the Config with the chosen overrides applied.
+
+    On a machine without a GPU there is nothing to fit and ``cfg`` comes back unchanged.
+    """
+    from ..config import build_config
+
+    gpu = gpu or detect_gpu()
+    if gpu is None:
+        return cfg
+    world = world_size or int(os.environ.get("WORLD_SIZE", "0") or 0) or world_from(None, None)[0]
+    nodes = int(os.environ.get("NNODES", "1") or 1)
+    shape = load_shape(None, cfg.model_name_or_path)
+    setup = resolve_setup(cfg, world, nodes)
+    fit = auto_fit_overrides(cfg, shape, setup, gpu)
+    if not fit.fits:
+        more = f", or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
+        raise ConfigError(f"auto_fit: nothing fits on {gpu.name} ({gpu.memory_gib:.1f} GiB): the smallest set-up "
+                          f"({fit.rung}) needs {fit.missing_gib:.1f} GiB more{more}. Run `tunekit plan` for the breakdown.")
+    values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
+    values.update(fit.overrides)
+    print("auto_fit: " + " ".join(f"{k}={v}" for k, v in fit.overrides.items()))
+    return build_config(values)

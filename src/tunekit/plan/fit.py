@@ -1,0 +1,114 @@
+"""``--auto-fit``: the fastest set-up that fits, keeping the requested effective batch size.
+
+Preference order (fastest first): no gradient checkpointing, then checkpointing, then Liger's fused
+loss, then DeepSpeed ZeRO-2 / ZeRO-3 (several GPUs), then CPU offload. Within a rung the largest
+micro-batch that fits wins (the accumulation steps make up the rest of the effective batch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .architectures import ModelShape
+from .gpus import GPU
+from .memory import GiB, MemoryEstimate, estimate_memory
+from .params import count_params
+from .setup import DS_PRESETS, Setup, deepspeed_settings
+
+SAFETY_MARGIN = 0.05  # keep 5 % of the GPU free for unusually long batches and allocator spikes
+
+
+@dataclass
+class FitResult:
+    fits: bool
+    setup: Setup
+    memory: MemoryEstimate
+    overrides: dict
+    rung: str
+    missing_gib: float = 0.0
+    gpus_needed: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"fits": self.fits, "choice": self.rung, "overrides": self.overrides,
+                "total_gib": round(self.memory.total / GiB, 3), "missing_gib": round(self.missing_gib, 2),
+                "gpus_needed": self.gpus_needed}
+
+
+def usable_bytes(gpu: GPU) -> float:
+    return gpu.memory_gib * GiB * (1 - SAFETY_MARGIN)
+
+
+def _divisors_desc(n: int) -> list[int]:
+    return sorted({d for i in range(1, int(math.isqrt(n)) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
+
+
+def _ladder(setup: Setup) -> list[tuple[str, dict]]:
+    rungs: list[tuple[str, dict]] = [
+        ("no gradient checkpointing", {"grad_ckpt": False}),
+        ("gradient checkpointing", {"grad_ckpt": True}),
+        ("gradient checkpointing + Liger fused loss", {"grad_ckpt": True, "liger": True}),
+    ]
+    if setup.fsdp is None:
+        current = setup.zero_stage if setup.zero_stage is not None else -1
+        offload = setup.offload_optimizer or setup.offload_params
+        for preset in ("z2", "z3", "z2_offload", "z3_offload"):
+            stage, off_opt, off_par = DS_PRESETS[preset]
+            if setup.world_size == 1 and not off_opt:
+                continue  # sharding over one GPU saves nothing
+            if stage < current or (stage == current and not off_opt and offload):
+                continue
+            rungs.append((f"DeepSpeed {preset} + gradient checkpointing + Liger",
+                          {"grad_ckpt": True, "liger": True, "zero_stage": stage, "offload_optimizer": off_opt,
+                           "offload_params": off_par, "_preset": preset}))
+    return rungs
+
+
+def _overrides(cfg, setup: Setup, changes: dict, micro: int, accum: int) -> dict:
+    out: dict = {"per_device_train_batch_size": micro, "gradient_accumulation_steps": accum,
+                 "gradient_checkpointing": setup.grad_ckpt}
+    if "disable_gradient_checkpointing" in cfg.model_fields_set:
+        out["disable_gradient_checkpointing"] = not setup.grad_ckpt
+    if setup.liger != cfg.enable_liger_kernel:
+        out["enable_liger_kernel"] = setup.liger
+    if "_preset" in changes and changes["_preset"] != (cfg.deepspeed or ""):
+        out["deepspeed"] = changes["_preset"]
+    return out
+
+
+def auto_fit_overrides(cfg, shape: ModelShape, setup: Setup, gpu: GPU) -> FitResult:
+    """Search the ladder; ``overrides`` are the ``key=value`` options to pass to ``tunekit train``."""
+    per_device = setup.micro_batch * setup.grad_accum
+    limit = usable_bytes(gpu)
+    best: tuple[float, Setup, MemoryEstimate, str, dict] | None = None
+    for rung, changes in _ladder(setup):
+        fields = {k: v for k, v in changes.items() if not k.startswith("_")}
+        base = setup.with_(**fields)
+        counts = count_params(shape, base)
+        for micro in _divisors_desc(per_device):
+            trial = base.with_(micro_batch=micro, grad_accum=per_device // micro)
+            mem = estimate_memory(shape, trial, counts)
+            if mem.total <= limit:
+                return FitResult(True, trial, mem, _overrides(cfg, trial, changes, micro, per_device // micro), rung)
+            if best is None or mem.total < best[0]:
+                best = (mem.total, trial, mem, rung, changes)
+    assert best is not None
+    total, trial, mem, rung, changes = best
+    needed = None
+    if setup.fsdp is None:  # how many GPUs would ZeRO-3 need?
+        z3 = trial.with_(zero_stage=3, offload_optimizer=False, offload_params=False, micro_batch=1,
+                         grad_accum=per_device, grad_ckpt=True, liger=True)
+        for n in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+            if n <= setup.world_size:
+                continue
+            t = z3.with_(world_size=n, nodes=max(1, math.ceil(n / max(1, setup.gpus_per_node))))
+            if estimate_memory(shape, t).total <= limit:
+                needed = n
+                break
+    overrides = _overrides(cfg, trial, changes, trial.micro_batch, trial.grad_accum)
+    return FitResult(False, trial, mem, overrides, rung, missing_gib=(total - limit) / GiB, gpus_needed=needed)
+
+
+def current_preset(cfg) -> str | None:
+    stage, off_opt, off_par = deepspeed_settings(cfg.deepspeed)
+    return None if stage is None else f"z{stage}{'_offload' if off_opt else ''}"

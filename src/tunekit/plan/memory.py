@@ -1,0 +1,139 @@
+"""Peak memory per device, by component (bytes), for one training set-up.
+
+``peak = static (weights, gradients, optimizer states, sharded by ZeRO/FSDP)
+       + max(dynamic x fragmentation, optimizer-step temporaries)
+       + distributed buffers + runtime overhead``. Every term is derived in docs/memory-model.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .activations import dynamic_peak_bytes
+from .architectures import ModelShape
+from .params import ParamCounts, count_params, optimizer_state_bytes, optimizer_step_temp_bytes, quantized_bytes
+from .setup import Setup
+
+GiB = 1024**3
+CUDA_OVERHEAD = 0.9 * GiB  # context, cuBLAS workspaces, allocator slack (one process)
+NCCL_OVERHEAD = 0.3 * GiB  # communicator buffers per rank when world > 1
+FRAGMENTATION = 0.10  # reserved / allocated - 1 on the token-dependent part
+DS_ABF = 1.5  # DeepSpeed's additional_buffer_factor for CPU memory of offloaded states
+
+COMPONENTS = (
+    "base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights", "activations",
+    "logits", "optimizer_step", "distributed_buffers", "fragmentation", "overhead",
+)
+
+
+@dataclass
+class MemoryEstimate:
+    components: dict[str, float]  # bytes per device
+    cpu_bytes: float = 0.0  # host memory for offloaded states (per node)
+    counts: ParamCounts | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        c = self.components
+        static = sum(v for k, v in c.items() if k not in ("activations", "logits", "fragmentation", "optimizer_step"))
+        dynamic = c["activations"] + c["logits"] + c["fragmentation"]
+        return static + max(dynamic, c["optimizer_step"])
+
+    def gib(self) -> dict[str, float]:
+        out = {k: round(v / GiB, 3) for k, v in self.components.items()}
+        out["total_gib"] = round(self.total / GiB, 3)
+        return out
+
+
+def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> tuple[dict[str, float], float, list[str]]:
+    """Weights, gradients, optimizer states and master weights per device, plus CPU bytes when offloaded."""
+    notes: list[str] = []
+    P_t = counts.trainable
+    N = max(1, setup.shards)
+    frozen = quantized_bytes(counts, setup) + counts.frozen_other * (2 if setup.quant_bits else setup.base_bytes)
+    if setup.quant_bits:
+        frozen = quantized_bytes(counts, setup) + counts.frozen_other * 4  # prepare_model_for_kbit_training: fp32 rest
+    tb = setup.trainable_bytes
+    c: dict[str, float] = {k: 0.0 for k in ("base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights")}
+    cpu = 0.0
+    if setup.zero_stage is not None:
+        s = setup.zero_stage
+        mixed = setup.compute_bytes == 2
+        w16 = (2 if mixed else 4) * P_t
+        master = 4 * P_t if mixed else 0.0
+        opt = optimizer_state_bytes(setup, counts, shape, 4)
+        grads_lp = (2 if mixed else 4) * P_t
+        grads_fp32 = 4 * P_t if mixed else 0.0
+        if s >= 3:
+            frozen /= N
+            w16 /= N
+        if s >= 1:
+            master /= N
+            opt /= N
+            grads_fp32 /= N
+        if s >= 2:
+            grads_lp /= N
+        if setup.offload_optimizer and s >= 1:
+            cpu += (master + opt + grads_fp32) * N / setup.nodes * DS_ABF
+            master = opt = grads_fp32 = 0.0
+        if setup.offload_params and s >= 3:
+            cpu += (frozen + w16) * N / setup.nodes * DS_ABF
+            frozen = w16 = 0.0
+        c.update(base_weights=frozen, trainable_params=w16, gradients=grads_lp + grads_fp32, optimizer_states=opt, master_weights=master)
+    else:
+        opt = optimizer_state_bytes(setup, counts, shape, tb)
+        weights, grads = tb * P_t, tb * P_t
+        if setup.fsdp in ("full_shard", "hybrid_shard"):
+            frozen, weights, grads, opt = frozen / N, weights / N, grads / N, opt / N
+        elif setup.fsdp == "shard_grad_op":
+            grads, opt = grads / N, opt / N
+        if setup.fsdp and setup.offload_params:
+            cpu += (frozen + weights + opt) * N / setup.nodes
+            frozen = weights = opt = 0.0
+        c.update(base_weights=frozen, trainable_params=weights, gradients=grads, optimizer_states=opt)
+    return c, cpu, notes
+
+
+def distributed_buffer_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> float:
+    h = shape.hidden
+    if setup.zero_stage is not None:
+        if setup.zero_stage in (1, 2):
+            return 2 * h * h * 2  # HF "auto" reduce bucket (h^2 elements, 16-bit), two with overlap_comm
+        if setup.zero_stage >= 3:
+            live = min(1e9, max(shape.largest_module_params, shape.layer_params + 0.9 * h * h))
+            return 2 * live + 2 * shape.hidden * shape.vocab  # gathered params + lm_head gathered at the loss
+        return 0.0
+    if setup.fsdp in ("full_shard", "hybrid_shard", "shard_grad_op"):
+        return 3 * 2 * shape.layer_params + 2 * max(shape.embed_params, shape.lm_head_params)
+    if setup.world_size > 1:  # DDP gradient buckets (not a view of .grad)
+        return setup.trainable_bytes * counts.trainable
+    return 0.0
+
+
+def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None = None) -> MemoryEstimate:
+    counts = counts or count_params(shape, setup)
+    states, cpu, notes = model_state_bytes(shape, setup, counts)
+    dyn = dynamic_peak_bytes(shape, setup, counts)
+    N = max(1, setup.shards)
+    step = optimizer_step_temp_bytes(setup, counts, setup.trainable_bytes)
+    if setup.fsdp in ("full_shard", "hybrid_shard", "shard_grad_op"):
+        step /= N
+    overhead = CUDA_OVERHEAD + (NCCL_OVERHEAD if setup.world_size > 1 else 0.0)
+    comps = {
+        **states,
+        "activations": dyn["activations"],
+        "logits": dyn["logits"],
+        "optimizer_step": step,
+        "distributed_buffers": distributed_buffer_bytes(shape, setup, counts),
+        "fragmentation": FRAGMENTATION * (dyn["activations"] + dyn["logits"]),
+        "overhead": overhead,
+    }
+    if shape.num_experts:
+        notes.append(f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate.")
+    if setup.stage in ("dpo", "kto"):
+        notes.append(f"stage {setup.stage}: chosen and rejected run together; activations doubled, a reference model is not counted.")
+        comps["activations"] *= 2
+        comps["logits"] *= 2
+        comps["fragmentation"] *= 2
+    return MemoryEstimate(components=comps, cpu_bytes=cpu, counts=counts, notes=notes)

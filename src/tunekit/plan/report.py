@@ -1,0 +1,129 @@
+"""Human-readable output of ``tunekit plan`` and ``tunekit data stats`` (rich tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+LABELS = {
+    "base_weights": ("Base weights", "frozen weights in the load dtype (quantized under QLoRA)"),
+    "trainable_params": ("Trainable parameters", "fp32 (LoRA adapters / upcast full-freeze), 16-bit under DeepSpeed"),
+    "gradients": ("Gradients", "one per trainable parameter"),
+    "optimizer_states": ("Optimizer states", "e.g. AdamW: 2 moments per trainable parameter"),
+    "master_weights": ("Master weights", "fp32 copy kept by DeepSpeed mixed precision"),
+    "activations": ("Activations", "saved for backward (checkpointed layer inputs or every layer)"),
+    "logits": ("LM head + loss", "fp32 logits, log-softmax and its gradient over the vocabulary"),
+    "optimizer_step": ("Optimizer step (transient)", "foreach AdamW temporaries; counted only if above activations"),
+    "distributed_buffers": ("Distributed buffers", "DDP buckets / ZeRO buckets and gathered params / FSDP units"),
+    "fragmentation": ("Allocator fragmentation", "10 % of the token-dependent memory"),
+    "overhead": ("CUDA context + runtime", "context, workspaces, NCCL"),
+}
+
+
+def _fmt_int(v: Any) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def print_plan(plan: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    m = plan["model"]
+    s = plan["setup"]
+    console.print(f"[bold]{m['name']}[/] ({m['model_type']}, {m['total_params'] / 1e9:.2f}B params, {m['num_layers']} layers, "
+                  f"hidden {m['hidden_size']}, vocab {m['vocab_size']:,})  ·  {s['method']}, {s['engine']}, {s['precision']}, "
+                  f"attention {s['attention']}, checkpointing {'on' if s['gradient_checkpointing'] else 'off'}"
+                  f"{', Liger' if s['liger'] else ''}")
+    p = plan["params"]
+    console.print(f"trainable parameters: {p['trainable']:,} ({100 * p['trainable_share']:.3f} %)")
+
+    steps = Table(title="Steps", show_header=False, title_justify="left")
+    steps.add_column(style="bold")
+    steps.add_column(justify="right")
+    steps.add_row("train / eval samples", f"{_fmt_int(plan.get('train_samples'))} / {_fmt_int(plan.get('eval_samples'))}")
+    steps.add_row("world size (data parallel)", f"{plan['world_size']} ({plan['nodes']} node(s))")
+    steps.add_row("samples per optimizer step", f"{plan['effective_batch_size']:,}  (= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan['world_size']})")
+    steps.add_row("steps per epoch", _fmt_int(plan.get("steps_per_epoch")))
+    steps.add_row("total steps", _fmt_int(plan.get("total_steps")))
+    steps.add_row("warmup steps", _fmt_int(plan.get("warmup_steps")))
+    steps.add_row("checkpoints", _fmt_int(plan.get("num_checkpoints")))
+    console.print(steps)
+
+    mem = Table(title=f"Memory per device (peak, {plan['seq_len']} tokens x micro-batch {s['micro_batch']}; seq from {plan['seq_len_source']})",
+                title_justify="left")
+    mem.add_column("component")
+    mem.add_column("GiB", justify="right")
+    mem.add_column("what", style="dim")
+    for key, value in plan["memory"].items():
+        if key == "total_gib" or (value == 0 and key in ("master_weights", "distributed_buffers", "optimizer_step")):
+            continue
+        label, what = LABELS.get(key, (key, ""))
+        mem.add_row(label, f"{value:.2f}", what)
+    mem.add_row("[bold]total (predicted peak)[/]", f"[bold]{plan['memory']['total_gib']:.2f}[/]", "")
+    console.print(mem)
+    if plan.get("cpu_memory_gib"):
+        console.print(f"CPU RAM for offloaded states: {plan['cpu_memory_gib']:.1f} GiB per node")
+
+    if plan.get("gpu"):
+        g = plan["gpu"]
+        verdict = "[green]fits[/]" if plan["fits"] else "[red]does not fit[/]"
+        console.print(f"{g['name']} ({g['memory_gib']:g} GiB): {verdict}, headroom {plan['headroom_gib']:.2f} GiB "
+                      f"(keeping {100 * plan['safety_margin']:.0f} % free)")
+    t = plan.get("time")
+    if t:
+        line = (f"compute: {t['flops_per_token'] / 1e9:.1f} GFLOP per token x {t['tokens'] / 1e6:.2f}M tokens = "
+                f"{t['total_flops']:.3g} FLOP")
+        if "seconds" in t:
+            line += f" → about {_duration(t['seconds'])} ({t['seconds_per_step']:.2f} s/step)"
+        console.print(line)
+        console.print(f"[dim]assumes {t['assumptions']}[/]")
+    if "fit" in plan:
+        f = plan["fit"]
+        head = "[green]auto-fit[/]" if f["fits"] else "[red]auto-fit: nothing fits[/]"
+        console.print(f"{head}: {f['choice']} → {f['total_gib']:.2f} GiB")
+        console.print("pass to tunekit train: " + " ".join(f"{k}={_yaml(v)}" for k, v in plan["overrides"].items()))
+    for note in plan.get("notes", []):
+        console.print(f"[yellow]note:[/] {note}")
+
+
+def _yaml(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def print_stats(stats: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"Token lengths (tokens per sample, before cutoff_len {stats['cutoff_len']})", title_justify="left")
+    for col in ("dataset", "part", "samples", "min", "mean", "p50", "p90", "p95", "p99", "max"):
+        table.add_column(col, justify="left" if col in ("dataset", "part") else "right")
+    rows = list(stats["datasets"].items())
+    if len(rows) > 1:
+        rows.append(("all", stats["overall"]))
+    for name, block in rows:
+        for part, d in (("total", block), ("prompt", block["prompt"]), ("response", block["response"])):
+            table.add_row(name if part == "total" else "", part, f"{d['count']:,}", f"{d['min']:,}", f"{d['mean']:,.1f}",
+                          *[f"{d[k]:,}" for k in ("p50", "p90", "p95", "p99", "max")])
+    console.print(table)
+    o = stats["overall"]
+    tr = o["truncation"]
+    console.print(f"cutoff_len {tr['cutoff_len']}: truncates {tr['samples_truncated']:,} samples ({100 * tr['samples_share']:.2f} %), "
+                  f"{100 * tr['tokens_share']:.2f} % of tokens")
+    p95 = o["p95_truncates"]
+    console.print(f"recommended cutoff_len: [bold]{o['recommended_cutoff_len']}[/] (covers P99); {o['p95_cutoff_len']} (P95) would cut "
+                  f"the longest batch's activations by {100 * o['p95_saves_share']:.0f} % and truncate {100 * p95['samples_share']:.2f} % of samples")
+    console.print(f"trainable tokens: {o['trainable_tokens']:,} of {o['total_tokens']:,}")
+    pw = o["padding_waste"]
+    console.print(f"padding waste at batch {stats['batch_size']}: random {100 * pw['random']:.1f} %, group_by_length "
+                  f"{100 * pw['group_by_length']:.1f} %, packing {100 * pw['packing']:.1f} %")
+    if stats.get("plot"):
+        console.print(f"CDF plot: {stats['plot']}")

@@ -1,0 +1,147 @@
+"""Token-length statistics of a dataset (``tunekit data stats``), from ``tunekit.data.lengths.measure_lengths``.
+
+All functions take plain integer arrays so they can be tested on synthetic lengths. Padding waste is
+simulated with the trainer's batching (random order; ``group_by_length`` = megabatches of 50 batches
+sorted by length, as transformers' ``LengthGroupedSampler``) with a fixed seed, so it is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+PERCENTILES = (50, 90, 95, 99)
+ROUND_TO = 128
+
+
+def describe(values: Iterable[int]) -> dict[str, float]:
+    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.int64)
+    if arr.size == 0:
+        return {"count": 0, "min": 0, "mean": 0.0, **{f"p{p}": 0 for p in PERCENTILES}, "max": 0}
+    out: dict[str, float] = {"count": int(arr.size), "min": int(arr.min()), "mean": round(float(arr.mean()), 2)}
+    for p in PERCENTILES:
+        out[f"p{p}"] = int(np.percentile(arr, p, method="higher"))  # a length some sample really has
+    out["max"] = int(arr.max())
+    return out
+
+
+def round_up(n: float, to: int = ROUND_TO) -> int:
+    return int(max(to, math.ceil(n / to) * to))
+
+
+def truncation(total: np.ndarray, cutoff: int) -> dict[str, float]:
+    """Share of samples longer than ``cutoff`` and share of all tokens that would be cut off."""
+    total = np.asarray(total, dtype=np.int64)
+    if total.size == 0:
+        return {"cutoff_len": cutoff, "samples_truncated": 0, "samples_share": 0.0, "tokens_share": 0.0}
+    over = total > cutoff
+    lost = np.clip(total - cutoff, 0, None).sum()
+    return {"cutoff_len": int(cutoff), "samples_truncated": int(over.sum()), "samples_share": round(float(over.mean()), 6),
+            "tokens_share": round(float(lost / max(1, total.sum())), 6)}
+
+
+def recommend_cutoff(total: np.ndarray) -> dict[str, Any]:
+    """Smallest multiple of 128 covering P99, and what covering only P95 would change."""
+    stats = describe(total)
+    rec = round_up(stats["p99"])
+    p95 = round_up(stats["p95"])
+    return {"recommended_cutoff_len": rec, "p95_cutoff_len": p95,
+            "p95_saves_share": round(1 - p95 / rec, 4),  # of the longest micro-batch's activations (linear in tokens)
+            "p95_truncates": truncation(total, p95)}
+
+
+def _batches(lengths: np.ndarray, batch: int, group: bool, seed: int = 0, group_batch: int | None = None) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(lengths))
+    if group:
+        mega = (group_batch or batch) * max(1, min(len(lengths) // max(1, (group_batch or batch) * 4), 50))
+        parts = [order[i:i + mega] for i in range(0, len(order), mega)]
+        order = np.concatenate([p[np.argsort(-lengths[p], kind="stable")] for p in parts]) if parts else order
+    return [lengths[order[i:i + batch]] for i in range(0, len(order), batch)]
+
+
+def padding_waste(lengths: Iterable[int], batch: int, pad_to: int = 1, group: bool = False, seed: int = 0) -> float:
+    """Share of padded positions in the micro-batches the trainer would build."""
+    arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
+    if arr.size == 0:
+        return 0.0
+    real = padded = 0
+    for b in _batches(arr, batch, group, seed):
+        width = int(math.ceil(b.max() / pad_to) * pad_to)
+        padded += width * len(b)
+        real += int(b.sum())
+    return round(1 - real / padded, 6)
+
+
+def padded_tokens_per_sample(lengths: Iterable[int], batch: int, pad_to: int = 1, group: bool = False) -> float:
+    arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
+    if arr.size == 0:
+        return 0.0
+    return float(arr.mean() / max(1e-9, 1 - padding_waste(arr, batch, pad_to, group)))
+
+
+def packing_waste(lengths: Iterable[int], cutoff: int) -> float:
+    """Packing concatenates samples into rows of ``cutoff`` tokens: only the last row is partly empty."""
+    arr = np.minimum(np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64), cutoff)
+    total = int(arr.sum())
+    if total == 0:
+        return 0.0
+    rows = math.ceil(total / cutoff)
+    return round(1 - total / (rows * cutoff), 6)
+
+
+def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8) -> dict[str, Any]:
+    """Per-dataset and overall statistics from a lengths table (columns of measure_lengths)."""
+    cols = {k: np.asarray(table[k], dtype=np.int64) for k in ("prompt_len", "response_len", "total_len", "trainable_len")}
+    names = np.asarray(table["dataset"])
+
+    def block(mask: np.ndarray) -> dict[str, Any]:
+        total = cols["total_len"][mask]
+        clipped = np.minimum(total, cutoff)
+        out: dict[str, Any] = dict(describe(total))
+        out["prompt"] = describe(cols["prompt_len"][mask])
+        out["response"] = describe(cols["response_len"][mask])
+        out["total_tokens"] = int(total.sum())
+        out["trainable_tokens"] = int(cols["trainable_len"][mask].sum())
+        out["truncation"] = truncation(total, cutoff)
+        out.update(recommend_cutoff(total))
+        out["padding_waste"] = {
+            "random": padding_waste(clipped, batch, pad_to, False),
+            "group_by_length": padding_waste(clipped, batch, pad_to, True),
+            "packing": packing_waste(total, cutoff),
+        }
+        return out
+
+    per = {str(n): block(names == n) for n in dict.fromkeys(names.tolist())}
+    overall = block(np.ones(len(names), dtype=bool))
+    return {"cutoff_len": cutoff, "batch_size": batch, "datasets": per, "overall": overall,
+            "recommended_cutoff_len": overall["recommended_cutoff_len"]}
+
+
+def plot_cdf(table, path: str, cutoff: int, recommended: int) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = np.asarray(table["dataset"])
+    total = np.asarray(table["total_len"], dtype=np.int64)
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    groups = [("all", total)] + ([(str(n), total[names == n]) for n in dict.fromkeys(names.tolist())] if len(set(names.tolist())) > 1 else [])
+    for label, values in groups:
+        xs = np.sort(values)
+        ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs), label=f"{label} (n={len(xs)})", linewidth=2 if label == "all" else 1.2)
+    ax.axvline(cutoff, color="#c0392b", linestyle="--", label=f"cutoff_len {cutoff}")
+    if recommended != cutoff:
+        ax.axvline(recommended, color="#27ae60", linestyle=":", label=f"recommended {recommended} (P99)")
+    ax.set_xlabel("tokens per sample (prompt + response)")
+    ax.set_ylabel("share of samples ≤ x")
+    ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

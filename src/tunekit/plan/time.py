@@ -1,0 +1,57 @@
+"""FLOPs per token by method and an estimated wall time at an assumed model-FLOPs utilisation (MFU)."""
+
+from __future__ import annotations
+
+from .architectures import ModelShape
+from .params import ParamCounts
+from .setup import Setup
+
+# Assumed MFU (share of the GPU's dense bf16 peak that training reaches); see docs/memory-model.md.
+MFU = {"full": 0.40, "freeze": 0.40, "lora": 0.35, "qlora": 0.25}
+
+
+def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_len: int) -> dict[str, float]:
+    """Training FLOPs per token: forward, backward, recomputation (2 FLOPs per multiply-add)."""
+    L = shape.layers
+    n_layer = shape.linear_params_per_layer
+    N_L = n_layer * L
+    N_H = shape.hidden * shape.vocab
+    att_layer = (2 if setup.attn != "eager" else 4) * seq_len * shape.q_dim  # causal flash skips the masked half
+    F_att = att_layer * L
+    forward = 2 * N_L + 2 * N_H + F_att
+    if setup.finetuning_type == "full":
+        backward = 2 * forward
+        recompute = (2 * N_L + F_att) if setup.grad_ckpt else 0.0
+    elif setup.finetuning_type == "lora":
+        backward = 2 * N_L + 2 * N_H + 2 * F_att + 6 * counts.lora / 1  # input grads everywhere, weight grads for adapters
+        recompute = (2 * N_L + F_att) if setup.grad_ckpt else 0.0
+        forward += 2 * counts.lora
+    else:  # freeze: backward reaches down to the lowest trainable layer
+        lowest = min(counts.trainable_layer_ids)
+        through = L - lowest
+        k = len(counts.trainable_layer_ids)
+        backward = 2 * N_H + through * (2 * n_layer + 2 * att_layer) + k * 2 * n_layer
+        recompute = (through * (2 * n_layer + att_layer)) if setup.grad_ckpt else 0.0
+    return {"forward": float(forward), "backward": float(backward), "recompute": float(recompute),
+            "total": float(forward + backward + recompute)}
+
+
+def estimate_time(shape: ModelShape, setup: Setup, counts: ParamCounts, tokens_per_sample: float, samples_per_epoch: int,
+                  epochs: float, total_steps: int, peak_flops: float | None, mfu: float | None = None) -> dict:
+    fpt = flops_per_token(shape, setup, counts, int(tokens_per_sample))
+    tokens = tokens_per_sample * samples_per_epoch * epochs
+    total = fpt["total"] * tokens
+    method = "qlora" if setup.quant_bits else setup.finetuning_type
+    mfu = mfu if mfu is not None else MFU[method]
+    if setup.offload_optimizer or setup.offload_params:
+        mfu *= 0.5  # PCIe transfers every step; a rough factor
+    out = {
+        "flops_per_token": fpt["total"], "flops_per_token_breakdown": fpt, "tokens": tokens, "total_flops": total,
+        "mfu": mfu, "assumptions": (f"{method}, {'gradient checkpointing' if setup.grad_ckpt else 'no checkpointing'}, "
+                                    f"{tokens_per_sample:.0f} tokens per sample, MFU {mfu:.2f} of dense bf16 peak"),
+    }
+    if peak_flops:
+        seconds = total / (peak_flops * mfu * setup.world_size)
+        out["seconds"] = seconds
+        out["seconds_per_step"] = seconds / max(1, total_steps)
+    return out

@@ -1,0 +1,1 @@
+"""An OpenAI-compatible HTTP API (``tunekit api``) over :class:`tunekit.infer.engine.ChatEngine`."""

@@ -1,0 +1,48 @@
+"""Run the API with uvicorn: host/port/key/model name from flags, else API_HOST/API_PORT/API_KEY/API_MODEL_NAME."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    model_name: str | None = None
+    max_body_bytes: int = 4 * 2**20
+
+
+def settings_from_env(**flags) -> ServeSettings:
+    s = ServeSettings(
+        host=os.environ.get("API_HOST") or "127.0.0.1",
+        port=int(os.environ.get("API_PORT") or 8000),
+        api_key=os.environ.get("API_KEY") or None,
+        model_name=os.environ.get("API_MODEL_NAME") or None,
+    )
+    for key, value in flags.items():
+        if value is not None:
+            setattr(s, key, value)
+    return s
+
+
+def default_model_name(cfg) -> str:
+    adapters = [a.strip() for a in (cfg.adapter_name_or_path or "").split(",") if a.strip()]
+    return Path(adapters[-1] if adapters else cfg.model_name_or_path).name or "tunekit"
+
+
+def serve(cfg, settings: ServeSettings) -> None:
+    import uvicorn
+
+    from ..infer.engine import ChatEngine
+    from .app import create_app
+
+    engine = ChatEngine(cfg)
+    name = settings.model_name or default_model_name(cfg)
+    app = create_app(engine, name, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes)
+    print(f"serving '{name}' on http://{settings.host}:{settings.port}/v1 (OpenAI-compatible; "
+          f"{'API key required' if settings.api_key else 'no API key'}); Ctrl+C stops", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")

@@ -1,0 +1,350 @@
+"""Several processes, one ``tunekit train``: DDP, DeepSpeed ZeRO 0-3 (+ offload) and FSDP2 on the real engines.
+
+What the runner calls, in order:
+
+1. :func:`maybe_relaunch` (first thing in ``tunekit train``): re-execute under torchrun when several devices,
+   ``FORCE_TORCHRUN=1``, ``NNODES>1`` or a DeepSpeed/FSDP config ask for it.
+2. :func:`training_args_kwargs` (last update of the TrainingArguments kwargs): engine, backend, timeout.
+   On a CPU-only machine it also starts the process group itself (see :func:`_start_cpu_process_group`).
+3. :func:`before_model_load`: ZeRO-3 must be known to transformers before ``from_pretrained`` so the
+   weights are partitioned as they load.
+4. :func:`is_main_process` guards printing, logs, plots and anything else written once.
+
+Nothing heavy is imported at module level: the parent process of a relaunch never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from .deepspeed_config import check_batch_fields, read_deepspeed, require_deepspeed, resolve_deepspeed
+from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
+
+__all__ = [
+    "maybe_relaunch", "training_args_kwargs", "before_model_load", "world_size", "rank", "local_rank",
+    "is_main_process", "is_local_main_process", "check_divisibility", "engine_plan", "EnginePlan",
+    "record_rank_error", "shutdown",
+]
+
+FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "no_shard")
+
+
+# ------------------------------------------------------------------ who am I
+def rank() -> int:
+    """Global rank (0 without a launcher)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0") or 0)
+
+
+def is_main_process() -> bool:
+    """Rank 0 of the whole job: the one process that prints progress and writes logs, plots and models."""
+    return rank() == 0
+
+
+def is_local_main_process() -> bool:
+    """Rank 0 of this machine: for per-machine work such as filling a local cache."""
+    return local_rank() == 0
+
+
+# ------------------------------------------------------------------ how many
+def _needs_launcher(cfg) -> bool:
+    """DeepSpeed and FSDP need torch.distributed even with one device, so they always run under torchrun."""
+    return cfg is not None and bool(cfg.deepspeed or _fsdp_strategy(cfg) not in (None, "no_shard"))
+
+
+def _plan(cfg=None, env=None) -> LaunchPlan:
+    env = dict(os.environ if env is None else env)
+    if _needs_launcher(cfg) and not under_launcher(env):
+        env["FORCE_TORCHRUN"] = "1"
+    return launch_plan(env, use_cpu=bool(cfg is not None and cfg.use_cpu))
+
+
+def world_size(cfg=None) -> int:
+    """Processes in the job: WORLD_SIZE under a launcher, else what :func:`maybe_relaunch` would start."""
+    if under_launcher():
+        return int(os.environ.get("WORLD_SIZE", "1") or 1)
+    return _plan(cfg).world_size
+
+
+def maybe_relaunch(argv: list[str]) -> int | None:
+    """Re-execute ``tunekit train argv`` under torchrun when needed; return its exit code, or None to go on here."""
+    if under_launcher():
+        return None
+    cfg = _config_from_argv(argv)
+    plan = _plan(cfg)
+    if not plan.launch:
+        return None
+    check_divisibility(cfg, plan.world_size)
+    if cfg.deepspeed:
+        require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=_has_gpu(cfg))
+    _check_fsdp_device(cfg)
+    return relaunch(plan, list(argv))
+
+
+def _config_from_argv(argv: list[str]):
+    from ..config import load_config
+
+    if argv and not argv[0].startswith("-") and "=" not in argv[0]:
+        return load_config(argv[0], argv[1:])
+    return load_config(None, argv)
+
+
+def _has_gpu(cfg) -> bool:
+    if cfg.use_cpu:
+        return False
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.cuda.is_available()
+    from .launcher import visible_device_count
+
+    return visible_device_count() > 0
+
+
+# ------------------------------------------------------------------ checks
+def check_divisibility(cfg, world: int) -> None:
+    """Batch settings that must divide by the world size, checked before any rank starts.
+
+    The HF Trainer never needs it (global batch = per-device x accumulation x world), but numbers written
+    in a DeepSpeed file do: DeepSpeed asserts ``train_batch_size == micro x accumulation x world``.
+    """
+    if world < 1:
+        raise ConfigError(f"world size {world} must be at least 1.")
+    if cfg.deepspeed:
+        check_batch_fields(read_deepspeed(cfg.deepspeed), cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world)
+
+
+def _fsdp_strategy(cfg) -> str | None:
+    if not cfg.fsdp:
+        return None
+    parts = cfg.fsdp.replace(",", " ").split()
+    unknown = [p for p in parts if p not in (*FSDP_STRATEGIES, "offload", "auto_wrap")]
+    if unknown:
+        raise ConfigError(f"fsdp: {cfg.fsdp!r} has unknown word(s) {', '.join(unknown)}: use one of "
+                          f"{', '.join(FSDP_STRATEGIES)}, optionally followed by 'offload' (e.g. fsdp: full_shard offload).")
+    strategies = [p for p in parts if p in FSDP_STRATEGIES]
+    if len(strategies) != 1:
+        raise ConfigError(f"fsdp: {cfg.fsdp!r} must name exactly one of {', '.join(FSDP_STRATEGIES)}.")
+    return strategies[0]
+
+
+def _check_fsdp_device(cfg) -> None:
+    if _fsdp_strategy(cfg) in (None, "no_shard") or _has_gpu(cfg):
+        return
+    raise ConfigError(
+        f"fsdp: {cfg.fsdp} needs GPUs: accelerate {_version('accelerate')} enables FSDP only on GPU/accelerator "
+        "backends, and on a CPU it would silently train as plain DDP. On CPU use deepspeed: z3 (or z3_offload), "
+        "which shards parameters, gradients and optimizer states over gloo."
+    )
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+# ------------------------------------------------------------------ TrainingArguments
+def training_args_kwargs(cfg, output_dir) -> dict:
+    """Extra ``TrainingArguments`` kwargs for the engine; apply them last (they may override ``use_cpu``).
+
+    - DDP: ``ddp_timeout``, ``ddp_backend`` (gloo without GPUs), ``ddp_find_unused_parameters`` (False for
+      LoRA, as LLaMA-Factory does; otherwise the Trainer decides).
+    - DeepSpeed: ``deepspeed`` = a JSON path (presets are written to ``output_dir/ds_config.json``).
+    - FSDP2: ``fsdp=True`` + ``fsdp_config`` (version 2, transformer-layer auto-wrap from the model's
+      ``_no_split_modules``, full state dict gathered for saving; ``fsdp_config`` file merged on top).
+    - CPU-only machines under a launcher: the process group is started here with ``ddp_timeout`` and the
+      Trainer told to use it (``accelerator_config.use_configured_state``), because transformers otherwise
+      (a) drops ``ddp_timeout`` for ``use_cpu`` runs and (b) gives DeepSpeed no backend, so every rank
+      would believe it is alone (world size 1). DeepSpeed runs on its CPU accelerator (``DS_ACCELERATOR=cpu``).
+    """
+    world = world_size(cfg)
+    distributed = under_launcher() or world > 1
+    gpu = _has_gpu(cfg)
+    kwargs: dict = {"ddp_timeout": cfg.ddp_timeout}
+    backend = cfg.ddp_backend or (None if gpu or not distributed else "gloo")
+    if backend:
+        kwargs["ddp_backend"] = backend
+    find_unused = cfg.ddp_find_unused_parameters
+    if find_unused is None and distributed and cfg.finetuning_type == "lora":
+        find_unused = False
+    kwargs["ddp_find_unused_parameters"] = find_unused
+    check_divisibility(cfg, world)
+
+    if cfg.deepspeed:
+        if cfg.use_cpu and _cuda_visible():
+            raise ConfigError("deepspeed with use_cpu: true is not supported on a GPU machine: remove use_cpu, or hide the "
+                              "GPUs (CUDA_VISIBLE_DEVICES=) to run DeepSpeed on its CPU accelerator.")
+        require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=gpu)
+        kwargs["deepspeed"] = resolve_deepspeed(cfg.deepspeed, output_dir)
+        if not gpu:
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+            kwargs["use_cpu"] = False  # use_cpu would make accelerate ignore DeepSpeed altogether
+            if under_launcher():
+                _start_cpu_process_group(backend or "gloo", cfg.ddp_timeout, deepspeed=True)
+                kwargs["accelerator_config"] = {"use_configured_state": True}
+        return kwargs
+
+    strategy = _fsdp_strategy(cfg)
+    if strategy is not None and strategy != "no_shard":
+        _check_fsdp_device(cfg)
+        kwargs["fsdp"] = True
+        kwargs["fsdp_config"] = fsdp_config(cfg, strategy)
+        return kwargs
+
+    if not gpu and under_launcher():  # DDP (and fsdp: no_shard, which is DDP) on CPU
+        kwargs["use_cpu"] = True
+        _start_cpu_process_group(backend or "gloo", cfg.ddp_timeout, deepspeed=False)
+        kwargs["accelerator_config"] = {"use_configured_state": True}
+    return kwargs
+
+
+def fsdp_config(cfg, strategy: str) -> dict:
+    """FSDP2 settings for transformers' ``fsdp_config`` (user's ``fsdp_config`` file wins key by key)."""
+    parts = cfg.fsdp.replace(",", " ").split()
+    config = {
+        "version": 2,
+        "reshard_after_forward": strategy == "full_shard",  # full_shard = ZeRO-3 like, shard_grad_op = ZeRO-2 like
+        "cpu_offload": "offload" in parts,
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",  # wraps the model's _no_split_modules (its decoder layers)
+        "state_dict_type": "FULL_STATE_DICT",  # save_model gathers a full state dict on rank 0
+    }
+    if cfg.fsdp_config:
+        path = Path(cfg.fsdp_config).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"fsdp_config: {cfg.fsdp_config} does not exist.")
+        try:
+            user = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"fsdp_config: {path} is not valid JSON ({exc}).") from None
+        if not isinstance(user, dict):
+            raise ConfigError(f"fsdp_config: {path} must hold a JSON object.")
+        config.update({k[5:] if k.startswith("fsdp_") else k: v for k, v in user.items()})
+    if int(config.get("version", 2)) != 2:
+        raise ConfigError("fsdp_config: tunekit runs FSDP2 (version 2); FSDP1 is deprecated in transformers. Remove 'version'.")
+    return config
+
+
+def _cuda_visible() -> bool:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.cuda.is_available()
+    from .launcher import visible_device_count
+
+    return visible_device_count() > 0
+
+
+def _start_cpu_process_group(backend: str, timeout_s: int, deepspeed: bool) -> None:
+    """Start accelerate's process state ourselves on a CPU-only machine (see :func:`training_args_kwargs`).
+
+    ``PartialState`` is a singleton, so a second call is a no-op. For DeepSpeed it is built the way
+    transformers builds it on GPUs (``ACCELERATE_USE_DEEPSPEED`` set while it initialises, DeepSpeed's
+    ``init_distributed`` with our backend and timeout), only with the backend named, which accelerate
+    cannot infer on a CPU.
+    """
+    from datetime import timedelta
+
+    from accelerate import PartialState
+
+    previous = os.environ.get("ACCELERATE_USE_DEEPSPEED")
+    if deepspeed:
+        os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
+    try:
+        PartialState(cpu=not deepspeed, backend=backend, timeout=timedelta(seconds=timeout_s))
+    finally:
+        if previous is None:
+            os.environ.pop("ACCELERATE_USE_DEEPSPEED", None)
+        else:
+            os.environ["ACCELERATE_USE_DEEPSPEED"] = previous
+
+
+def before_model_load(cfg) -> None:
+    """Call after TrainingArguments exist and before ``from_pretrained``.
+
+    ZeRO-3 partitions weights while they load (``deepspeed.zero.Init``), which transformers does only if
+    it already knows the ZeRO-3 config (TrainingArguments registers it). Loading first would put a full
+    copy of the model on every rank.
+    """
+    if not cfg.deepspeed:
+        return
+    if read_deepspeed(cfg.deepspeed).stage == 3:
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        if not is_deepspeed_zero3_enabled():
+            raise RuntimeError("ZeRO-3 is configured but transformers does not know it: build TrainingArguments "
+                               "(with training_args_kwargs) before loading the model.")
+
+
+# ------------------------------------------------------------------ planner
+@dataclass(frozen=True)
+class EnginePlan:
+    """The engine facts the memory planner needs, decided exactly as the launcher decides them."""
+
+    engine: str  # single | ddp | deepspeed | fsdp
+    world_size: int
+    zero_stage: int | None = None  # DeepSpeed stage; FSDP full_shard ~ 3, shard_grad_op ~ 2
+    offload_optimizer: bool = False
+    offload_param: bool = False
+
+
+def engine_plan(cfg) -> EnginePlan:
+    world = world_size(cfg)
+    if cfg.deepspeed:
+        ds = read_deepspeed(cfg.deepspeed)
+        return EnginePlan("deepspeed", world, ds.stage, ds.offload_optimizer, ds.offload_param)
+    strategy = _fsdp_strategy(cfg)
+    if strategy in ("full_shard", "shard_grad_op"):
+        offload = "offload" in cfg.fsdp.split()
+        return EnginePlan("fsdp", world, 3 if strategy == "full_shard" else 2, offload, offload)
+    return EnginePlan("ddp" if world > 1 else "single", world)
+
+
+# ------------------------------------------------------------------ failures and shutdown
+def record_rank_error(exc: BaseException) -> None:
+    """Under torchrun, write this rank's error to the file torchrun reads (its summary and tunekit's show it).
+
+    The format is torchrun's error-file format (``ErrorHandler.record_exception``); a user error
+    (TunekitError) is stored without its Python traceback, since the message already says what to fix.
+    """
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    from ..errors import TunekitError
+
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, TunekitError):
+        stack = text
+    else:
+        import traceback
+
+        stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    data = {"message": {"message": text, "extraInfo": {"py_callstack": stack, "timestamp": str(int(time.time()))}}}
+    try:
+        with open(path, "w", encoding="utf-8") as fp:
+            json.dump(data, fp)
+    except OSError:
+        pass
+
+
+def shutdown() -> None:
+    """Leave the process group cleanly at the end of a run (avoids gloo/NCCL teardown warnings and aborts)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        try:
+            torch.distributed.barrier()
+        finally:
+            torch.distributed.destroy_process_group()

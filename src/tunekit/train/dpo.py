@@ -1,0 +1,106 @@
+"""Stage ``dpo``: direct preference optimisation and its loss family (``pref_loss``).
+
+Losses and their formulas: :func:`tunekit.train.losses.preference_loss` (sigmoid = DPO, hinge, ipo,
+orpo, simpo; ``dpo_label_smoothing`` = cDPO), plus ``pref_ftx`` x the chosen answer's per-token NLL.
+Chosen and rejected go through the model in one concatenated forward. The reference (see
+:mod:`tunekit.train.reference`) is the frozen base — with LoRA the policy with its adapter disabled,
+no second copy — or ``ref_model``; ``precompute_ref_log_probs`` computes it once before training.
+
+Why not TRL's DPOTrainer: it re-tokenizes from text with its own prompt/cutoff rules; tunekit's
+data (templates, shared-prompt cutoff, dropped-pair reporting) arrives tokenized, and the loss is a
+few lines, so the loss and batching live here.
+
+Logged per step: rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins,
+logps/chosen, logps/rejected (+ loss/sft with pref_ftx).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .batching import PairCollator
+from .losses import preference_loss, sequence_logps
+from .reference import load_reference, reference_forward
+from .stage_trainer import StageTrainer
+
+DATA_STAGE = "dpo"
+REFERENCE_FREE = ("orpo", "simpo")
+
+
+def forward_logps(model, input_ids, attention_mask, labels) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    return sequence_logps(logits, labels)
+
+
+class DPOTrainer(StageTrainer):
+    def __init__(self, *args, ref_model=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ref_model = ref_model
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.tunekit_config.pref_loss not in REFERENCE_FREE
+
+    def reference_logps(self, model, inputs) -> torch.Tensor:
+        with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
+            return forward_logps(ref, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])[0]
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        cfg = self.tunekit_config
+        logps, lengths = forward_logps(model, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])
+        b = logps.shape[0] // 2
+        ref = None
+        if self.needs_reference:
+            ref = inputs["ref_logps"].to(logps) if "ref_logps" in inputs else self.reference_logps(model, inputs)
+        out = preference_loss(cfg.pref_loss, cfg.pref_beta, logps[:b], logps[b:], None if ref is None else ref[:b],
+                              None if ref is None else ref[b:], lengths[:b], lengths[b:], cfg.dpo_label_smoothing, cfg.simpo_gamma)
+        losses = out.losses
+        metrics = {}
+        if cfg.pref_ftx > 0:
+            sft = -logps[:b] / lengths[:b]
+            losses = losses + cfg.pref_ftx * sft
+            metrics["loss/sft"] = sft.mean()
+        metrics.update({
+            "rewards/chosen": out.chosen_rewards.mean(), "rewards/rejected": out.rejected_rewards.mean(),
+            "rewards/accuracies": (out.chosen_rewards > out.rejected_rewards).float().mean(),
+            "rewards/margins": (out.chosen_rewards - out.rejected_rewards).mean(),
+            "logps/chosen": logps[:b].detach().mean(), "logps/rejected": logps[b:].detach().mean(),
+        })
+        self.store_metrics(metrics)
+        loss = losses.mean()
+        return (loss, {"losses": losses}) if return_outputs else loss
+
+
+def precompute_reference(dataset, collator, model, ref_model, batch_size: int, columns=("ref_chosen_logps", "ref_rejected_logps")):
+    """Add the reference log-prob sums of every pair as columns (computed once, in eval mode)."""
+    if dataset is None:
+        return None
+    device = next(model.parameters()).device
+    chosen, rejected = [], []
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(dataset), batch_size):
+        rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+        batch = {k: v.to(device) for k, v in collator(rows).items()}
+        with torch.no_grad(), reference_forward(model, ref_model) as ref:
+            logps = forward_logps(ref, batch["input_ids"], batch["attention_mask"], batch["token_labels"])[0]
+        n = len(rows)
+        chosen += logps[:n].tolist()
+        rejected += logps[n:].tolist()
+    model.train(was_training)
+    return dataset.add_column(columns[0], chosen).add_column(columns[1], rejected)
+
+
+def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+    collator = PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
+    ref_model = None
+    if cfg.pref_loss not in REFERENCE_FREE:
+        ref_model = load_reference(cfg, tokenizer)
+        if cfg.precompute_ref_log_probs:
+            data.train = precompute_reference(data.train, collator, model, ref_model, cfg.per_device_eval_batch_size)
+            data.eval = precompute_reference(data.eval, collator, model, ref_model, cfg.per_device_eval_batch_size)
+            ref_model = None  # freed: the log-probs travel with the batches
+    return DPOTrainer(
+        model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
+        processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg, ref_model=ref_model,
+    )

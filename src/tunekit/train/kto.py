@@ -1,0 +1,99 @@
+"""Stage ``kto``: Kahneman-Tversky optimisation on single answers labelled desirable / undesirable.
+
+Loss (:func:`tunekit.train.losses.kto_loss`, Ethayarajh et al. 2024): with ``r = log π(y|x) - log π_ref(y|x)``
+and ``z₀`` = the batch's KL estimate ``max(0, mean(log π(y'|x) - log π_ref(y'|x)))`` over mismatched
+pairs (prompt i with the answer of example i+1), ``L = λ_D (1 - σ(β (r - z₀)))`` for desirable and
+``L = λ_U (1 - σ(β (z₀ - r)))`` for undesirable answers (``kto_chosen_weight``, ``kto_rejected_weight``).
+Reference as in dpo (:mod:`tunekit.train.reference`); ``pref_ftx`` adds the desirable answers' NLL.
+
+Logged: rewards/chosen, rewards/rejected (β r means over desirable / undesirable examples of the log
+window), rewards/accuracies (share of examples whose reward has the label's sign: > 0 desirable, < 0 undesirable), rewards/margins, kto/kl (the KL estimate).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .batching import KTOCollator
+from .dpo import forward_logps
+from .losses import kto_loss
+from .reference import load_reference, reference_forward
+from .stage_trainer import StageTrainer
+
+DATA_STAGE = "kto"
+
+
+class KTOTrainer(StageTrainer):
+    def __init__(self, *args, ref_model=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ref_model = ref_model
+
+    def reference_logps(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
+            main = forward_logps(ref, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])[0]
+            kl = forward_logps(ref, inputs["kl_input_ids"], inputs["kl_attention_mask"], inputs["kl_token_labels"])[0]
+        return main, kl
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        cfg = self.tunekit_config
+        logps, lengths = forward_logps(model, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])
+        with torch.no_grad():
+            kl_logps = forward_logps(model, inputs["kl_input_ids"], inputs["kl_attention_mask"], inputs["kl_token_labels"])[0]
+        if "ref_logps" in inputs:
+            ref, ref_kl = inputs["ref_logps"].to(logps), inputs["ref_kl_logps"].to(logps)
+        else:
+            ref, ref_kl = self.reference_logps(model, inputs)
+        kl = (kl_logps - ref_kl).mean()
+        desirable = inputs["desirable"].bool()
+        losses, rewards = kto_loss(logps, ref, desirable, kl, cfg.pref_beta, cfg.kto_chosen_weight, cfg.kto_rejected_weight)
+        if cfg.pref_ftx > 0:
+            losses = losses + cfg.pref_ftx * torch.where(desirable, -logps / lengths, torch.zeros_like(logps))
+        right = torch.where(desirable, rewards > 0, rewards < 0)
+        metrics = {"kto/kl": kl.detach(), "rewards/accuracies": right.float().mean()}
+        if desirable.any():
+            metrics["rewards/chosen"] = rewards[desirable].mean()
+        if (~desirable).any():
+            metrics["rewards/rejected"] = rewards[~desirable].mean()
+        if desirable.any() and (~desirable).any():
+            metrics["rewards/margins"] = rewards[desirable].mean() - rewards[~desirable].mean()
+        self.store_metrics(metrics)
+        loss = losses.mean()
+        return (loss, {"losses": losses}) if return_outputs else loss
+
+
+def precompute_reference(dataset, collator, model, ref_model, batch_size: int):
+    """Reference log-probs of every example and of its KL pair, computed once before training."""
+    if dataset is None:
+        return None
+    device = next(model.parameters()).device
+    main, kl = [], []
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(dataset), batch_size):
+        rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+        batch = {k: v.to(device) for k, v in collator(rows).items()}
+        with torch.no_grad(), reference_forward(model, ref_model) as ref:
+            main += forward_logps(ref, batch["input_ids"], batch["attention_mask"], batch["token_labels"])[0].tolist()
+            kl += forward_logps(ref, batch["kl_input_ids"], batch["kl_attention_mask"], batch["kl_token_labels"])[0].tolist()
+    model.train(was_training)
+    return dataset.add_column("ref_logps", main).add_column("ref_kl_logps", kl)
+
+
+def with_kl_pairs(dataset):
+    """Fix each example's mismatched answer for the KL estimate: the answer of the next example (dataset order)."""
+    if dataset is None:
+        return None
+    answers = dataset["response_ids"]
+    return dataset.add_column("kl_response_ids", answers[1:] + answers[:1] if len(answers) > 1 else answers)
+
+
+def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+    data.train, data.eval = with_kl_pairs(data.train), with_kl_pairs(data.eval)
+    collator = KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
+    ref_model = load_reference(cfg, tokenizer)
+    if cfg.precompute_ref_log_probs:
+        data.train = precompute_reference(data.train, collator, model, ref_model, cfg.per_device_train_batch_size)
+        data.eval = precompute_reference(data.eval, collator, model, ref_model, cfg.per_device_eval_batch_size)
+        ref_model = None
+    return KTOTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
+                      processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg, ref_model=ref_model)

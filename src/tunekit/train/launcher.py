@@ -1,0 +1,245 @@
+"""Start one process per device by re-executing ``tunekit train`` under torchrun.
+
+LLaMA-Factory users know the switches: ``FORCE_TORCHRUN=1``, ``NPROC_PER_NODE``, ``NNODES``, ``NODE_RANK``,
+``MASTER_ADDR``, ``MASTER_PORT``. The parent stays alive while torchrun runs, forwards its output as it
+comes, and when a rank fails prints one summary line that names the failing rank, its error and, on a
+communication timeout, the ``NCCL_*``/``GLOO_*`` settings that usually fix it. No torch import here:
+this runs before anything heavy.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..errors import ConfigError
+
+LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+DEFAULT_MULTINODE_PORT = 29500
+_TRUE = ("1", "true", "yes", "y", "on")
+_TAIL_BYTES = 64 * 1024
+TIMEOUT_HINT = (
+    "A collective operation timed out: one rank stopped answering (it crashed, hung, or is still busy, e.g. "
+    "tokenizing on rank 0). Raise ddp_timeout if a long preprocessing step is expected (or tokenize once with "
+    "tokenized_path); on several machines check that every node reaches MASTER_ADDR:MASTER_PORT, set "
+    "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the network interface the nodes share, NCCL_IB_DISABLE=1 without "
+    "InfiniBand, NCCL_P2P_DISABLE=1 if GPUs cannot talk peer-to-peer, and NCCL_DEBUG=INFO to see where it stops."
+)
+_TIMEOUT_PATTERNS = re.compile(r"timed? ?out|Timeout\(ms\)|Watchdog caught collective|DistBackendError", re.IGNORECASE)
+
+
+def flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in _TRUE
+
+
+def under_launcher(env: Mapping[str, str] | None = None) -> bool:
+    """True inside torchrun, ``accelerate launch`` or the ``deepspeed`` launcher (they all set these)."""
+    env = os.environ if env is None else env
+    return any(name in env for name in LAUNCHER_VARS)
+
+
+def visible_device_count(env: Mapping[str, str] | None = None) -> int:
+    """CUDA devices this process may use (CUDA_VISIBLE_DEVICES respected), without importing torch on a CPU box."""
+    env = os.environ if env is None else env
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [part for part in visible.split(",") if part.strip()]
+        return 0 if not ids or ids[0].strip().startswith("-") else len(ids)
+    if not os.path.isdir("/proc/driver/nvidia/gpus"):
+        return 0
+    import torch  # a GPU box: torch's count also covers MIG and driver quirks
+
+    return torch.cuda.device_count()
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How many processes tunekit starts, and where they meet."""
+
+    launch: bool
+    nproc_per_node: int
+    nnodes: int
+    node_rank: int
+    master_addr: str
+    master_port: int | None  # None: pick a free one at launch (single node only)
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes if self.launch else 1
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
+def launch_plan(env: Mapping[str, str] | None = None, use_cpu: bool = False) -> LaunchPlan:
+    """Decide from the environment whether ``tunekit train`` re-executes under torchrun."""
+    env = os.environ if env is None else env
+    devices = 0 if use_cpu else visible_device_count(env)
+    nnodes = _env_int(env, "NNODES", 1, minimum=1)
+    node_rank = _env_int(env, "NODE_RANK", 0)
+    if node_rank >= nnodes:
+        raise ConfigError(f"NODE_RANK={node_rank} must be below NNODES={nnodes} (nodes count from 0).")
+    nproc = _env_int(env, "NPROC_PER_NODE", max(devices, 1), minimum=1)
+    if devices and nproc > devices:
+        raise ConfigError(
+            f"NPROC_PER_NODE={nproc} but only {devices} GPU(s) are visible (CUDA_VISIBLE_DEVICES="
+            f"{env.get('CUDA_VISIBLE_DEVICES', 'unset')}): lower NPROC_PER_NODE or make more devices visible."
+        )
+    launch = not under_launcher(env) and (flag(env, "FORCE_TORCHRUN") or devices > 1 or nnodes > 1)
+    master_addr = env.get("MASTER_ADDR", "").strip()
+    if nnodes > 1 and not master_addr:
+        raise ConfigError(
+            f"NNODES={nnodes}: set MASTER_ADDR to the address of the NODE_RANK=0 machine, the same on every node "
+            f"(and MASTER_PORT, default {DEFAULT_MULTINODE_PORT})."
+        )
+    port_text = env.get("MASTER_PORT", "").strip()
+    port = _env_int(env, "MASTER_PORT", 0, minimum=1) if port_text else None
+    if port is not None and port > 65535:
+        raise ConfigError(f"MASTER_PORT={port} is not a TCP port (1-65535).")
+    if port is None and nnodes > 1:
+        port = DEFAULT_MULTINODE_PORT
+    return LaunchPlan(launch, nproc, nnodes, node_rank, master_addr or "127.0.0.1", port)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def check_port_free(port: int, host: str = "") -> None:
+    """The rendezvous port must be free on the machine that hosts it (NODE_RANK 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise ConfigError(
+                f"MASTER_PORT {port} is already in use on this machine (another training run, or a stale one still "
+                f"running?): choose another port, e.g. MASTER_PORT={free_port()}, or unset MASTER_PORT on a single "
+                f"machine to let tunekit pick a free one."
+            ) from None
+
+
+def torchrun_command(plan: LaunchPlan, port: int, argv: list[str], log_dir: str | None = None) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nnodes", str(plan.nnodes), "--node_rank", str(plan.node_rank),
+        "--nproc_per_node", str(plan.nproc_per_node),
+        "--master_addr", plan.master_addr, "--master_port", str(port),
+    ]
+    if log_dir:
+        cmd += ["--log_dir", log_dir]
+    return cmd + ["-m", "tunekit.cli.main", "train", *argv]
+
+
+def relaunch(plan: LaunchPlan, argv: list[str], env: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` under torchrun and return its exit code; on failure print a summary on stderr."""
+    env = dict(os.environ if env is None else env)
+    port = plan.master_port
+    if port is None:
+        port = free_port()
+    elif plan.node_rank == 0:
+        check_port_free(port)
+    env["MASTER_PORT"] = str(port)
+    env.pop("FORCE_TORCHRUN", None)  # the ranks see RANK/WORLD_SIZE and never relaunch anyway
+    env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")  # a dead peer aborts NCCL collectives instead of hanging
+    where = f"{plan.master_addr}:{port}"
+    nodes = f" on node {plan.node_rank} of {plan.nnodes}" if plan.nnodes > 1 else ""
+    sys.stderr.write(f"tunekit: starting {plan.nproc_per_node} processes{nodes} with torchrun (rendezvous {where})\n")
+    sys.stderr.flush()
+    with tempfile.TemporaryDirectory(prefix="tunekit-torchrun-") as log_dir:
+        rc, tail = _run_forwarding_stderr(torchrun_command(plan, port, argv, log_dir), env)
+        if rc != 0:
+            sys.stderr.write(failure_summary(rc, tail, read_error_files(log_dir)) + "\n")
+    return rc
+
+
+def _run_forwarding_stderr(cmd: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """Run ``cmd``; copy its stderr through as it arrives (progress bars too) and keep the last 64 KB."""
+    proc = subprocess.Popen(cmd, env=dict(env), stderr=subprocess.PIPE)
+    tail = bytearray()
+    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    try:
+        while True:
+            chunk = os.read(proc.stderr.fileno(), 8192)
+            if not chunk:
+                break
+            if out is not None:
+                out.write(chunk)
+                out.flush()
+            else:
+                sys.stderr.write(chunk.decode("utf-8", "replace"))
+            tail += chunk
+            del tail[:-_TAIL_BYTES]
+        return proc.wait(), tail.decode("utf-8", "replace")
+    except KeyboardInterrupt:  # the terminal sent SIGINT to torchrun as well; let it stop its ranks
+        try:
+            return proc.wait(timeout=60), tail.decode("utf-8", "replace")
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+
+
+def read_error_files(log_dir: str) -> dict[int, str]:
+    """``{local_rank: message}`` from the error files torchrun gives each rank (written by tunekit's CLI)."""
+    found: dict[int, tuple[int, str]] = {}
+    for path in glob.glob(os.path.join(log_dir, "**", "error.json"), recursive=True):
+        try:
+            with open(path, encoding="utf-8") as fp:
+                data = json.load(fp)
+            rank = int(os.path.basename(os.path.dirname(path)))
+        except (OSError, ValueError):
+            continue
+        message = data.get("message", {})
+        text = message.get("message", "") if isinstance(message, dict) else str(message)
+        stamp = int(message.get("extraInfo", {}).get("timestamp", 0)) if isinstance(message, dict) else 0
+        found[rank] = (stamp, text)
+    return {rank: text for rank, (_, text) in sorted(found.items(), key=lambda kv: (kv[1][0], kv[0]))}
+
+
+_ROOT_CAUSE = re.compile(
+    r"Root Cause.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\).*?exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*\d+\))?(?:\s*\((\w+)\))?",
+    re.DOTALL,
+)
+
+
+def failure_summary(rc: int, tail: str, errors: Mapping[int, str]) -> str:
+    """One ``error:`` paragraph: which rank failed first, with what, and hints on a timeout."""
+    match = _ROOT_CAUSE.search(tail)
+    if errors:
+        local, message = next(iter(errors.items()))
+        rank_text = f"rank {match.group(1)} (local rank {local})" if match and int(match.group(2)) == local else f"local rank {local}"
+        detail = message.removeprefix("TunekitError: ").strip()
+        for prefix in ("ConfigError: ", "DataError: ", "ModelError: ", "EnvironmentProblem: "):
+            detail = detail.removeprefix(prefix)
+        text = f"error: distributed training failed: {rank_text} stopped first with: {detail}"
+    elif match:
+        rank, local, code, signal_name = match.group(1), match.group(2), int(match.group(3)), match.group(4)
+        how = f"was killed by {signal_name or f'signal {-code}'}" if code < 0 else f"exited with code {code}"
+        text = f"error: distributed training failed: rank {rank} (local rank {local}) {how}; its output above shows why."
+        if signal_name == "SIGKILL" or code == -9:
+            text += " A SIGKILL with no Python error is usually the out-of-memory killer: lower the batch size or use ZeRO/offload."
+        text += " The other ranks were stopped."
+    else:
+        text = f"error: distributed training failed (torchrun exit code {rc}); see the ranks' output above."
+    if _TIMEOUT_PATTERNS.search(tail) or any(_TIMEOUT_PATTERNS.search(m) for m in errors.values()):
+        text += "\n" + TIMEOUT_HINT
+    return text

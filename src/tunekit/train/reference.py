@@ -1,0 +1,53 @@
+"""The reference policy of dpo, kto, ppo and grpo.
+
+* ``ref_model`` set: that model (+ ``ref_model_adapters``), loaded frozen.
+* LoRA without ``ref_model``: the policy itself with its adapter disabled — the frozen base, no
+  second copy in memory.
+* full / freeze without ``ref_model``: a frozen copy of the starting model (unavoidable; use
+  ``precompute_ref_log_probs`` to compute the reference once and free it before training).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from torch import nn
+
+
+def load_reference(cfg, tokenizer) -> nn.Module | None:
+    """The separate reference model, or ``None`` when the policy's disabled adapter serves as reference."""
+    from ..model.loader import load_model
+
+    if cfg.ref_model:
+        ref_cfg = cfg.model_copy(update={"model_name_or_path": cfg.ref_model, "adapter_name_or_path": cfg.ref_model_adapters})
+        return load_model(ref_cfg, tokenizer, is_trainable=False)
+    if cfg.finetuning_type == "lora":
+        return None
+    return load_model(cfg, tokenizer, is_trainable=False)
+
+
+def peft_of(model):
+    """The ``PeftModel`` inside ``model`` (accelerate/value-head wrappers removed), or None."""
+    from peft import PeftModel
+
+    seen = model
+    for _ in range(4):
+        if isinstance(seen, PeftModel):
+            return seen
+        seen = getattr(seen, "module", None) or getattr(seen, "pretrained_model", None)
+        if seen is None:
+            return None
+    return None
+
+
+@contextlib.contextmanager
+def reference_forward(policy, ref_model):
+    """Yields the module that computes reference log-probs (the LM, not a value-head wrapper)."""
+    if ref_model is not None:
+        yield ref_model
+        return
+    peft = peft_of(policy)
+    if peft is None:
+        raise RuntimeError("no reference model: set ref_model, use finetuning_type lora, or precompute_ref_log_probs")
+    with peft.disable_adapter():
+        yield peft

@@ -1,0 +1,46 @@
+"""Stage ``rm``: a reward model — the causal LM with a scalar value head, trained on preference pairs.
+
+Score of a sequence = the value head at its last token. Loss (Bradley-Terry):
+``L = -log σ(r(x, y_w) - r(x, y_l))`` (:func:`tunekit.train.losses.pairwise_reward_loss`).
+Eval metric ``accuracy`` = share of pairs with ``r(x, y_w) > r(x, y_l)``. The output folder holds the LM
+(or LoRA adapter) plus ``value_head.safetensors``; :func:`tunekit.train.value_head.load_value_head_model`
+reloads it.
+
+Why not TRL's RewardTrainer: it re-tokenizes text and trains ``AutoModelForSequenceClassification``;
+tunekit keeps the causal LM + value head so the same folder serves as PPO critic/reward model.
+"""
+
+from __future__ import annotations
+
+from .batching import PairCollator
+from .losses import pairwise_reward_loss
+from .stage_trainer import StageTrainer
+from .value_head import ValueHeadModel, ValueHeadSaveMixin, last_token_values
+
+DATA_STAGE = "rm"
+
+
+def load_model(cfg, tokenizer):
+    from ..model.loader import load_model as load_lm
+
+    return ValueHeadModel(load_lm(cfg, tokenizer, is_trainable=cfg.do_train))
+
+
+class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        _, values = model(inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        scores = last_token_values(values, inputs["attention_mask"])
+        b = scores.shape[0] // 2
+        chosen, rejected = scores[:b], scores[b:]
+        loss = pairwise_reward_loss(chosen, rejected).mean()
+        correct = (chosen > rejected).float().mean()
+        self.store_metrics({"rewards/chosen": chosen.detach().mean(), "rewards/rejected": rejected.detach().mean(),
+                            "rewards/accuracies": correct, "rewards/margins": (chosen - rejected).detach().mean(),
+                            "accuracy": correct})
+        return (loss, {"chosen": chosen, "rejected": rejected}) if return_outputs else loss
+
+
+def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+    collator = PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
+    return RewardTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
+                         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg)

@@ -1,0 +1,121 @@
+"""A scalar head on a causal LM: the reward model (stage rm) and the PPO critic.
+
+``ValueHeadModel`` wraps the LM (a ``PreTrainedModel`` or, with LoRA, a ``PeftModel``) and a
+``Linear(hidden, 1)`` applied to the last hidden state of every position. On disk it is the LM as
+usual (``model.safetensors`` or the LoRA adapter) plus ``value_head.safetensors`` with the keys
+``v_head.summary.weight`` / ``v_head.summary.bias`` (LLaMA-Factory's names), so
+:func:`load_value_head_model` — or plain ``transformers`` + ``safetensors`` — reloads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+VALUE_HEAD_FILE = "value_head.safetensors"
+
+
+class ValueHeadModel(nn.Module):
+    main_input_name = "input_ids"
+
+    def __init__(self, pretrained_model: nn.Module):
+        super().__init__()
+        self.pretrained_model = pretrained_model
+        config = self.config
+        hidden = getattr(config, "hidden_size", None) or config.get_text_config().hidden_size
+        self.v_head = nn.Linear(hidden, 1)
+        nn.init.normal_(self.v_head.weight, std=1.0 / (hidden + 1))
+        nn.init.zeros_(self.v_head.bias)
+        device = next(pretrained_model.parameters()).device
+        self.v_head.to(device=device, dtype=torch.float32)
+
+    @property
+    def config(self):
+        return self.pretrained_model.config
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, **kwargs):
+        """Returns ``(logits, values)``; ``values[:, t]`` is the head applied to position ``t``."""
+        out = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                    output_hidden_states=True, use_cache=False, **kwargs)
+        hidden = out.hidden_states[-1]
+        values = self.v_head(hidden.to(self.v_head.weight.dtype)).squeeze(-1)
+        return out.logits, values
+
+    def score(self, input_ids, attention_mask) -> torch.Tensor:
+        """One score per sequence: the value at its last non-padding token (right padding)."""
+        _, values = self(input_ids, attention_mask=attention_mask)
+        return last_token_values(values, attention_mask)
+
+    def gradient_checkpointing_enable(self, **kwargs):
+        self.pretrained_model.gradient_checkpointing_enable(**kwargs)
+
+    def value_head_state(self) -> dict[str, torch.Tensor]:
+        return {f"v_head.summary.{k}": v.detach().cpu().contiguous() for k, v in self.v_head.state_dict().items()}
+
+    def load_value_head(self, folder: str | os.PathLike) -> None:
+        from safetensors.torch import load_file
+
+        state = load_file(str(Path(folder) / VALUE_HEAD_FILE))
+        self.v_head.load_state_dict({k.split("v_head.summary.")[-1]: v for k, v in state.items()})
+
+    def save_pretrained(self, folder: str | os.PathLike, **kwargs) -> None:
+        from safetensors.torch import save_file
+
+        kwargs.pop("state_dict", None)
+        self.pretrained_model.save_pretrained(folder, **kwargs)
+        save_file(self.value_head_state(), str(Path(folder) / VALUE_HEAD_FILE), metadata={"format": "pt"})
+
+
+def last_token_values(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    last = attention_mask.long().sum(-1) - 1
+    return values.gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1)
+
+
+def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtype=torch.float32) -> ValueHeadModel:
+    """Reload a saved reward model / critic: a full model folder, or a LoRA adapter folder (merged into ``base``,
+    default: the adapter's ``base_model_name_or_path``); both with ``value_head.safetensors``."""
+    from transformers import AutoModelForCausalLM
+
+    from ..errors import ModelError
+
+    folder = Path(path)
+    if not (folder / VALUE_HEAD_FILE).is_file():
+        raise ModelError(f"{folder} has no {VALUE_HEAD_FILE}: it is not a reward model saved by tunekit (stage rm).")
+    adapter_cfg = folder / "adapter_config.json"
+    if adapter_cfg.is_file():
+        from peft import PeftModel
+
+        base = base or json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
+        lm = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), str(folder)).merge_and_unload()
+    else:
+        lm = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    model = ValueHeadModel(lm)
+    model.load_value_head(folder)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+class ValueHeadSaveMixin:
+    """Trainer overrides that save/restore the head next to the LM (checkpoints, final model, resume)."""
+
+    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        if not self.args.should_save:
+            return
+        os.makedirs(output_dir, exist_ok=True)
+        model = self.accelerator.unwrap_model(self.model)
+        model.save_pretrained(output_dir, safe_serialization=True)
+        if self.processing_class is not None:
+            self.processing_class.save_pretrained(output_dir)
+        torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        model = self.accelerator.unwrap_model(model or self.model)
+        super()._load_from_checkpoint(resume_from_checkpoint, model=model.pretrained_model)
+        model.load_value_head(resume_from_checkpoint)
