@@ -119,12 +119,10 @@ def test_full_checkpoint_legacy_format_and_verify_cli(tiny_qwen, tmp_path, capsy
     from transformers import AutoModelForCausalLM
 
     from tunekit.cli.main import main
-    from tunekit.export import export_model
 
-    out = tmp_path / "legacy"
-    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", export_dir=str(out),
-                                 export_legacy_format=True, export_size=0.0003))
-    export_model(cfg, verify=False)
+    out = tmp_path / "legacy"  # a full checkpoint (no adapter) re-sharded, through the CLI
+    assert main(["export", f"model_name_or_path={tiny_qwen}", "template=qwen", f"export_dir={out}",
+                 "export_legacy_format=true", "export_size=0.0003", "--no-verify"]) == 0
     bins = sorted(p.name for p in out.glob("*.bin"))
     assert len(bins) > 1 and not list(out.glob("*.safetensors")) and (out / "pytorch_model.bin.index.json").is_file()
     a = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()

@@ -115,29 +115,28 @@ def _measure_saved(model, ids, autocast: bool) -> int:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
+    del loss  # what is saved is known after the forward pass; dropping the graph frees it
     return sum(seen.values())
 
 
 @pytest.mark.parametrize("gc", [False, True], ids=["no-gc", "gc"])
 @pytest.mark.parametrize("method", ["lora", "full"])
 def test_activation_bytes_within_10_percent(method, gc, tmp_path):
-    """3 architectures x 3 sequence lengths x 2 batch sizes. LoRA: bf16 base + fp32 adapters under bf16
-    autocast (the GPU recipe); full: fp32 weights (tunekit's upcast), no autocast."""
+    """LoRA: 3 architectures x 3 sequence lengths x 2 batch sizes, bf16 base + fp32 adapters under bf16
+    autocast (the GPU recipe); full: the 3 architectures at one size, fp32 weights (tunekit's upcast)."""
     errors = []
+    grid = [(s, b) for s in (32, 64, 128) for b in (1, 2)] if method == "lora" else [(64, 2)]
     for arch in ("llama", "qwen3", "mistral"):
         opts = dict(finetuning_type=method, gradient_checkpointing=gc, bf16=method == "lora")
         model, folder = _build(arch, _cfg(**opts), tmp_path)
         shape = load_shape(str(folder), None)
-        for s in (32, 64, 128):
-            for b in (1, 2):
-                cfg = _cfg(**opts, per_device_train_batch_size=b, cutoff_len=s)
-                setup = resolve_setup(cfg).with_(padded=False)  # unpadded batch: no attention mask, like the ids below
-                est = saved_bytes(shape, setup, count_params(shape, setup))["total"]
-                torch.manual_seed(1)
-                measured = _measure_saved(model, torch.randint(0, shape.vocab, (b, s)), cfg.bf16)
-                model.zero_grad(set_to_none=True)
-                errors.append((arch, s, b, round(est / measured - 1, 4)))
+        for s, b in grid:
+            cfg = _cfg(**opts, per_device_train_batch_size=b, cutoff_len=s)
+            setup = resolve_setup(cfg).with_(padded=False)  # unpadded batch: no attention mask, like the ids below
+            est = saved_bytes(shape, setup, count_params(shape, setup))["total"]
+            torch.manual_seed(1)
+            measured = _measure_saved(model, torch.randint(0, shape.vocab, (b, s)), cfg.bf16)
+            errors.append((arch, s, b, round(est / measured - 1, 4)))
     worst = max(errors, key=lambda e: abs(e[3]))
     assert abs(worst[3]) < 0.10, errors
 

@@ -210,3 +210,21 @@ def test_swanlab_cloud_without_network_fails_before_training(tiny_qwen, data_dir
     monkeypatch.setattr(trackers, "_reachable", lambda host, timeout=3.0: False)  # this machine has no network anyway
     with pytest.raises(EnvironmentProblem, match="swanlab_mode: cloud needs network access to api.swanlab.cn"):
         _train(tiny_qwen, data_dir, tmp_path / "o", use_swanlab=True, swanlab_mode="cloud")
+
+
+@pytest.mark.slow
+def test_tutorial_command_runs_as_written(tiny_qwen, data_dir, tmp_path):
+    """The seed tutorial's llamafactory-cli flags, with program, model, dataset swapped (SwanLab local: no network here)."""
+    from tests.test_config import TUTORIAL_FLAGS
+
+    flags = list(TUTORIAL_FLAGS)
+    swap = {"--model_name_or_path": str(tiny_qwen), "--dataset_dir": str(data_dir), "--dataset": "toy",
+            "--output_dir": str(tmp_path / "out"), "--swanlab_mode": "local"}
+    for key, value in swap.items():
+        flags[flags.index(key) + 1] = value
+    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", *flags, "--max_steps", "2", "--cutoff_len", "256"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = tmp_path / "out"
+    assert (out / "adapter_model.safetensors").is_file() and (out / "training_loss.png").is_file()
+    assert (out / "swanlog").is_dir()

@@ -15,7 +15,8 @@ as they are generated and the conversation is kept: type `clear` to start over, 
 
 Without a terminal (stdin is a pipe or file) each input line is one user message and only the replies
 are printed, one per message; `clear` and `exit` work there too. Generation options are ordinary options:
-max_new_tokens, temperature, top_p, top_k, repetition_penalty, do_sample (e.g. do_sample=false).
+max_new_tokens, temperature, top_p, top_k, repetition_penalty, do_sample (e.g. do_sample=false); seed=N
+makes sampled replies reproducible.
 """
 
 FLAGS = ("--system", "--prompt")
@@ -59,7 +60,7 @@ def _interactive_lines(out: TextIO) -> Iterator[str]:
             return
 
 
-def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, interactive: bool = False) -> int:
+def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, interactive: bool = False, **gen) -> int:
     """Run the conversation loop; returns the number of replies."""
     history: list[dict] = []
     replies = 0
@@ -78,7 +79,7 @@ def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, i
         if interactive:
             out.write("Assistant: ")
         reply = ""
-        for delta in engine.stream_chat(history, system=system):
+        for delta in engine.stream_chat(history, system=system, **gen):
             reply += delta
             out.write(delta)
             out.flush()
@@ -104,14 +105,15 @@ def main(argv: list[str]) -> int:
 
     engine = ChatEngine(cfg)
     system = flags.get("--system")
+    gen = {"seed": cfg.seed} if "seed" in cfg.model_fields_set else {}  # seed=N: reproducible sampled replies
     if "--prompt" in flags:
-        repl(engine, [flags["--prompt"]], sys.stdout, system)
+        repl(engine, [flags["--prompt"]], sys.stdout, system, **gen)
         return 0
     interactive = sys.stdin.isatty()
     if interactive:
         sys.stdout.write(f"tunekit chat: {cfg.model_name_or_path}" + (f" + {cfg.adapter_name_or_path}" if cfg.adapter_name_or_path else "")
                          + f" (template {engine.cfg.template}). Type `clear` to reset the history, `exit` to quit.\n")
-        repl(engine, _interactive_lines(sys.stdout), sys.stdout, system, interactive=True)
+        repl(engine, _interactive_lines(sys.stdout), sys.stdout, system, interactive=True, **gen)
     else:
-        repl(engine, sys.stdin, sys.stdout, system)
+        repl(engine, sys.stdin, sys.stdout, system, **gen)
     return 0

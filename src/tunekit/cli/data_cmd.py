@@ -51,7 +51,8 @@ def main(argv: list[str]) -> int:
     if not cfg.dataset:
         raise ConfigError("No dataset configured: set dataset (names from dataset_info.json or file paths).")
     table = measure_lengths(cfg, load_tokenizer(cfg))
-    stats = dataset_stats(table, cfg.cutoff_len, cfg.per_device_train_batch_size, cfg.pad_to_multiple_of)
+    stats = dataset_stats(table, cfg.cutoff_len, cfg.per_device_train_batch_size, cfg.pad_to_multiple_of,
+                          cfg.preprocessing_batch_size)
     if plot:
         stats["plot"] = plot_cdf(table, plot, cfg.cutoff_len, stats["recommended_cutoff_len"])
     if as_json:

@@ -25,6 +25,7 @@ component, FLOPs and time, and whether it fits. Reads config.json only, never th
 VALUE_FLAGS = {"--gpu": str, "--gpu-memory": float, "--gpus": int, "--nodes": int, "--num-samples": int, "--seq-len": int,
                "--model-config": str}
 BOOL_FLAGS = ("--auto-fit", "--json")
+DEST = {"--gpu-memory": "gpu_memory_gib"}
 
 
 def parse(argv: list[str]) -> tuple[str | None, list[str], dict]:
@@ -46,7 +47,7 @@ def parse(argv: list[str]) -> tuple[str | None, list[str], dict]:
             else:
                 raise ConfigError(f"{key} needs a value.")
             try:
-                opts[key[2:].replace("-", "_")] = VALUE_FLAGS[key](raw)
+                opts[DEST.get(key, key[2:].replace("-", "_"))] = VALUE_FLAGS[key](raw)
             except ValueError:
                 raise ConfigError(f"{key} expects a {VALUE_FLAGS[key].__name__}, got {raw!r}.") from None
         elif key in BOOL_FLAGS:

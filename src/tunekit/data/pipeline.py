@@ -180,6 +180,10 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
     if report.kept == 0:
         raise DataError(f"{attr.describe()}: every sample was dropped (no trainable tokens after cutoff_len {cfg.cutoff_len}); "
                         f"e.g. {', '.join(report.dropped_sources[:3])}.")
+    if stage == "sft" and ctx.packing:
+        from .processors.packing import pack_dataset
+
+        tokenized = pack_dataset(tokenized, cfg.cutoff_len)
     _store(entry, tokenized, report)
     return datasets.load_from_disk(str(entry / "data")), report
 

@@ -160,6 +160,9 @@ def _apply_lora(model, cfg, adapters: list[str]):
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:
             raise ModelError(f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}") from None
+    import torch
+
+    torch.manual_seed(cfg.seed)  # LoRA init from the seed alone: ZeRO-3's zero.Init consumes the RNG while loading
     return get_peft_model(model, lora_config(cfg, model))
 
 

@@ -98,7 +98,9 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     else:
         s_mem, s_time, s_source = cfg.cutoff_len, float(cfg.cutoff_len), "cutoff_len"
     if cfg.use_packing and measured is not None and num_samples is None:
-        samples = max(1, int(math.ceil(float(np.minimum(measured, cfg.cutoff_len).sum()) / cfg.cutoff_len)))
+        from .stats import packed_rows
+
+        samples = max(1, packed_rows(measured, cfg.cutoff_len, cfg.preprocessing_batch_size))
         notes.append(f"packing: {len(measured)} samples make about {samples} sequences of {cfg.cutoff_len} tokens.")
 
     # ---- steps (the trainer's own arithmetic)

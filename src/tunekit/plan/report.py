@@ -38,7 +38,9 @@ def print_plan(plan: dict, console=None) -> None:
     console = console or Console()
     m = plan["model"]
     s = plan["setup"]
-    console.print(f"[bold]{m['name']}[/] ({m['model_type']}, {m['total_params'] / 1e9:.2f}B params, {m['num_layers']} layers, "
+    n = m["total_params"]
+    size = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
+    console.print(f"[bold]{m['name']}[/] ({m['model_type']}, {size} params, {m['num_layers']} layers, "
                   f"hidden {m['hidden_size']}, vocab {m['vocab_size']:,})  ·  {s['method']}, {s['engine']}, {s['precision']}, "
                   f"attention {s['attention']}, checkpointing {'on' if s['gradient_checkpointing'] else 'off'}"
                   f"{', Liger' if s['liger'] else ''}")

@@ -22,7 +22,7 @@ def describe(values: Iterable[int]) -> dict[str, float]:
         return {"count": 0, "min": 0, "mean": 0.0, **{f"p{p}": 0 for p in PERCENTILES}, "max": 0}
     out: dict[str, float] = {"count": int(arr.size), "min": int(arr.min()), "mean": round(float(arr.mean()), 2)}
     for p in PERCENTILES:
-        out[f"p{p}"] = int(np.percentile(arr, p, method="higher"))  # a length some sample really has
+        out[f"p{p}"] = int(np.percentile(arr, p, method="inverted_cdf"))  # smallest length covering p % of samples
     out["max"] = int(arr.max())
     return out
 
@@ -82,17 +82,23 @@ def padded_tokens_per_sample(lengths: Iterable[int], batch: int, pad_to: int = 1
     return float(arr.mean() / max(1e-9, 1 - padding_waste(arr, batch, pad_to, group)))
 
 
-def packing_waste(lengths: Iterable[int], cutoff: int) -> float:
-    """Packing concatenates samples into rows of ``cutoff`` tokens: only the last row is partly empty."""
-    arr = np.minimum(np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64), cutoff)
+def packed_rows(lengths: Iterable[int], cutoff: int, chunk: int = 1000) -> int:
+    """Rows of ``cutoff`` tokens that packing makes: each preprocessing batch of ``chunk`` samples is
+    concatenated and cut on its own (tunekit.data.processors.pt.pack), so each leaves one short row."""
+    arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
+    return int(sum(math.ceil(int(arr[i:i + chunk].sum()) / cutoff) for i in range(0, len(arr), chunk)))
+
+
+def packing_waste(lengths: Iterable[int], cutoff: int, chunk: int = 1000) -> float:
+    """Share of empty positions when samples are packed into rows of ``cutoff`` tokens."""
+    arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
     total = int(arr.sum())
     if total == 0:
         return 0.0
-    rows = math.ceil(total / cutoff)
-    return round(1 - total / (rows * cutoff), 6)
+    return round(1 - total / (packed_rows(arr, cutoff, chunk) * cutoff), 6)
 
 
-def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8) -> dict[str, Any]:
+def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 1000) -> dict[str, Any]:
     """Per-dataset and overall statistics from a lengths table (columns of measure_lengths)."""
     cols = {k: np.asarray(table[k], dtype=np.int64) for k in ("prompt_len", "response_len", "total_len", "trainable_len")}
     names = np.asarray(table["dataset"])
@@ -110,7 +116,7 @@ def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8) -> dict[str, 
         out["padding_waste"] = {
             "random": padding_waste(clipped, batch, pad_to, False),
             "group_by_length": padding_waste(clipped, batch, pad_to, True),
-            "packing": packing_waste(total, cutoff),
+            "packing": packing_waste(total, cutoff, chunk),
         }
         return out
 

@@ -17,6 +17,8 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
+from fastapi import Request  # module level: FastAPI resolves the string annotations of the endpoints here
+
 from ..errors import TunekitError
 from .protocol import ChatCompletionRequest, ChatMessage
 from .toolcalls import extract_tool_calls
@@ -105,7 +107,7 @@ def _tool_calls(calls: list[tuple[str, str]]) -> list[dict]:
 # ------------------------------------------------------------------------------------ the app
 def create_app(engine, model_name: str, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY):
     import anyio
-    from fastapi import FastAPI, Request
+    from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, StreamingResponse
     from pydantic import ValidationError

@@ -146,9 +146,7 @@ def check_batch_fields(settings: DeepSpeedSettings, micro_batch: int, accumulati
 
 def require_deepspeed(settings: DeepSpeedSettings, on_gpu: bool) -> None:
     """DeepSpeed, and the compiled ops a config needs, must be usable before ranks start."""
-    from importlib.util import find_spec
-
-    if find_spec("deepspeed") is None:
+    if not _installed("deepspeed"):
         raise EnvironmentProblem(
             f"deepspeed: {settings.source} needs the DeepSpeed package, which is not installed: "
             "pip install 'tunekit[deepspeed]' (or pip install deepspeed), or remove the deepspeed option."
@@ -164,6 +162,15 @@ def require_deepspeed(settings: DeepSpeedSettings, on_gpu: bool) -> None:
             "deepspeed on CPU builds its shared-memory communication op on first use, which needs a C++ compiler and "
             "ninja, not found here: install them (apt-get install build-essential; pip install ninja)."
         )
+
+
+def _installed(name: str) -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _can_build_ops() -> bool:

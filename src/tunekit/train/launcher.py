@@ -222,24 +222,35 @@ _ROOT_CAUSE = re.compile(
 
 
 def failure_summary(rc: int, tail: str, errors: Mapping[int, str]) -> str:
-    """One ``error:`` paragraph: which rank failed first, with what, and hints on a timeout."""
+    """One ``error:`` paragraph: which rank failed first (torchrun's root cause), with what, and hints on a timeout."""
     match = _ROOT_CAUSE.search(tail)
-    if errors:
+    if match:
+        rank, local, code, signal_name = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+        who = f"rank {rank} (local rank {local})"
+        if local in errors:
+            text = f"error: distributed training failed: {who} stopped first with: {_strip_class(errors[local])}"
+        else:
+            how = f"was killed by {signal_name or f'signal {-code}'}" if code < 0 else f"exited with code {code}"
+            text = f"error: distributed training failed: {who} {how}; its output above shows why."
+            if signal_name == "SIGKILL" or code == -9:
+                text += (" A SIGKILL without a Python error is usually the out-of-memory killer: lower the batch size "
+                         "or cutoff_len, or shard with deepspeed (z2/z3, offload).")
+        followers = sorted(r for r in errors if r != local)
+        if followers:
+            text += f" The other ranks stopped because of it (local rank(s) {', '.join(map(str, followers))})."
+    elif errors:
         local, message = next(iter(errors.items()))
-        rank_text = f"rank {match.group(1)} (local rank {local})" if match and int(match.group(2)) == local else f"local rank {local}"
-        detail = message.removeprefix("TunekitError: ").strip()
-        for prefix in ("ConfigError: ", "DataError: ", "ModelError: ", "EnvironmentProblem: "):
-            detail = detail.removeprefix(prefix)
-        text = f"error: distributed training failed: {rank_text} stopped first with: {detail}"
-    elif match:
-        rank, local, code, signal_name = match.group(1), match.group(2), int(match.group(3)), match.group(4)
-        how = f"was killed by {signal_name or f'signal {-code}'}" if code < 0 else f"exited with code {code}"
-        text = f"error: distributed training failed: rank {rank} (local rank {local}) {how}; its output above shows why."
-        if signal_name == "SIGKILL" or code == -9:
-            text += " A SIGKILL with no Python error is usually the out-of-memory killer: lower the batch size or use ZeRO/offload."
-        text += " The other ranks were stopped."
+        text = f"error: distributed training failed: local rank {local} stopped first with: {_strip_class(message)}"
     else:
         text = f"error: distributed training failed (torchrun exit code {rc}); see the ranks' output above."
     if _TIMEOUT_PATTERNS.search(tail) or any(_TIMEOUT_PATTERNS.search(m) for m in errors.values()):
         text += "\n" + TIMEOUT_HINT
     return text
+
+
+def _strip_class(message: str) -> str:
+    """``ConfigError: text`` -> ``text`` for tunekit's own errors (their text is complete); others keep the class."""
+    for prefix in ("TunekitError: ", "ConfigError: ", "DataError: ", "ModelError: ", "EnvironmentProblem: "):
+        if message.startswith(prefix):
+            return message[len(prefix):].strip()
+    return message.strip()

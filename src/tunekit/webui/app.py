@@ -166,8 +166,9 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
                 exp_errors = gr.Markdown(elem_id="tk-export-errors")
                 exp_log = L(gr.Textbox(label=t("export_log", lang), lines=8, interactive=False, elem_id="tk-export-log"), "export_log")
 
-        timer = gr.Timer(1.0)
+        timer = gr.Timer(1.0, active=False)  # polls only while a job runs (see wake / on_tick)
         view_sig = gr.State(None)
+        flagged_state = gr.State([])  # fields shown as invalid on this page
 
         # ---------------------------------------------------------------- helpers
         n_form = len(form.inputs)
@@ -192,9 +193,10 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
 
         # ---------------------------------------------------------------- train: validate + plan on every edit
         def on_edit(*args):
-            values, (lang_,) = split(args)
+            values, (lang_, flagged) = split(args)
             check = validate(board.values(values))
-            return [*form.updates(check=check, lang=lang_), _errors_md(check, lang_)]
+            return [*form.updates(check=check, lang=lang_, flagged=set(flagged or ())), _errors_md(check, lang_),
+                    sorted(check.by_field)]
 
         def on_plan(*args):
             values, (lang_, gpu, n_gpus) = split(args)
@@ -203,8 +205,8 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
         edit_inputs = [*form.inputs, lang_radio, gpu_dd, gpus_num]
         # Validation is instant; the plan may tokenize the data the first time: separate queues, so a
         # slow plan never delays the messages next to the fields or a Start.
-        gr.on([c.change for c in form.inputs], on_edit, inputs=[*form.inputs, lang_radio],
-              outputs=[*form.inputs, errors_md], trigger_mode="always_last", show_progress="hidden",
+        gr.on([c.change for c in form.inputs], on_edit, inputs=[*form.inputs, lang_radio, flagged_state],
+              outputs=[*form.inputs, errors_md, flagged_state], trigger_mode="always_last", show_progress="hidden",
               concurrency_id="validate", api_visibility="private")
         gr.on([c.change for c in form.inputs] + [gpu_dd.change, gpus_num.change, plan_btn.click], on_plan,
               inputs=edit_inputs, outputs=plan_md, trigger_mode="always_last", show_progress="minimal",
@@ -250,9 +252,15 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             return [*form.updates(values={"output_dir": values.get("output_dir")}, check=check, lang=lang_),
                     _errors_md(check, lang_), cmd, yml]
 
+        def wake():
+            """Start polling when there is a job to show (it stops itself once the job has ended)."""
+            return gr.Timer(active=board.runner.poll() is not None)
+
         start_btn.click(on_start, inputs=[*form.inputs, lang_radio],
-                        outputs=[*form.inputs, errors_md, command_code, yaml_code], api_visibility="private")
-        stop_btn.click(lambda: board.runner.stop() and None, api_visibility="private")
+                        outputs=[*form.inputs, errors_md, command_code, yaml_code], api_visibility="private"
+                        ).then(wake, outputs=timer, api_visibility="private")
+        stop_btn.click(lambda: board.runner.stop() and None, api_visibility="private").then(
+            wake, outputs=timer, api_visibility="private")
 
         # ---------------------------------------------------------------- save / load
         def on_save(*args):
@@ -314,30 +322,35 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
 
         # ---------------------------------------------------------------- progress (polled; survives a refresh)
         def on_tick(sig, lang_):
+            """Send only what changed since this page's last tick (re-rendering a plot every second is costly)."""
             view = board.job_view(lang_)
-            if view["signature"] is not None and view["signature"] == sig:
-                return [gr.skip()] * 8 + [sig]
+            new = view["signature"]
+            done = view["state"] not in ("running", "stopping")
+            if new == sig:
+                return [gr.skip()] * 8 + [sig, gr.Timer(active=False) if done else gr.skip()]
             import pandas as pd
 
+            def changed(i: int) -> bool:  # signature parts: (job, state, records, log size, png)
+                return sig is None or new[:2] != sig[:2] or len(new) < 5 or len(sig) < 5 or new[i] != sig[i]
+
+            kind = view["kind"]
+            train_like = kind != "export"
             frame = pd.DataFrame(view["points"], columns=["step", "value", "series"])
-            is_export = view["kind"] == "export"
-            eval_text = ""
-            if view["kind"] == "eval":
-                eval_text = view["status"]
             return [
-                view["html"] if not is_export else gr.skip(),
-                view["status"] if not is_export else gr.skip(),
-                frame if not is_export else gr.skip(),
-                view["png"] if not is_export else gr.skip(),
-                view["log"] if not is_export else gr.skip(),
-                view["log"] if is_export else gr.skip(),
-                eval_text or gr.skip(),
-                view["results"] if view["kind"] == "eval" and view["results"] else gr.skip(),
-                view["signature"],
+                view["html"] if train_like and changed(2) else gr.skip(),
+                view["status"] if train_like else gr.skip(),
+                frame if train_like and changed(2) else gr.skip(),
+                view["png"] if train_like and changed(4) else gr.skip(),
+                view["log"] if train_like and changed(3) else gr.skip(),
+                view["log"] if kind == "export" and changed(3) else gr.skip(),
+                view["status"] if kind == "eval" else gr.skip(),
+                view["results"] if kind == "eval" and view["results"] else gr.skip(),
+                new,
+                gr.skip(),  # one more tick after the end: it finds nothing new and stops the timer
             ]
 
         timer.tick(on_tick, inputs=[view_sig, lang_radio],
-                   outputs=[progress, status_md, loss_plot, loss_png, log_box, exp_log, eval_status, eval_results, view_sig],
+                   outputs=[progress, status_md, loss_plot, loss_png, log_box, exp_log, eval_status, eval_results, view_sig, timer],
                    show_progress="hidden", api_visibility="private")
 
         def on_page_load(lang_):
@@ -351,7 +364,8 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             restored = {k: v for k, v in job.form.items() if k in form.comps}
             return [*form.updates(values=restored), ds_update, None]
 
-        demo.load(on_page_load, inputs=[lang_radio], outputs=[*form.inputs, eval_dataset, view_sig], api_visibility="private")
+        demo.load(on_page_load, inputs=[lang_radio], outputs=[*form.inputs, eval_dataset, view_sig],
+                  api_visibility="private").then(wake, outputs=timer, api_visibility="private")
 
         # ---------------------------------------------------------------- evaluate & predict
         def eval_values(args):
@@ -385,7 +399,8 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             board.runner.start("train", override_args(vals), vals["output_dir"], kind="eval")
             return "", cmd, vals["output_dir"]
 
-        eval_btn.click(on_eval, inputs=eval_inputs, outputs=[eval_errors, eval_cmd, eval_out], api_visibility="private")
+        eval_btn.click(on_eval, inputs=eval_inputs, outputs=[eval_errors, eval_cmd, eval_out], api_visibility="private"
+                       ).then(wake, outputs=timer, api_visibility="private")
 
         def use_trained(model, template, output_dir):
             job = board.runner.poll()
@@ -479,7 +494,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             return "", cmd
 
         exp_btn.click(on_export, inputs=[exp_model, exp_adapter, exp_template, *export_form.inputs, lang_radio],
-                      outputs=[exp_errors, exp_cmd], api_visibility="private")
+                      outputs=[exp_errors, exp_cmd], api_visibility="private").then(wake, outputs=timer, api_visibility="private")
 
         # ---------------------------------------------------------------- language switch
         all_forms = [form, infer_form, export_form]

@@ -100,7 +100,7 @@ class Board:
         job = self.runner.poll()
         if job is None:
             return {"state": "idle", "status": t("idle", lang), "html": progress_html(None), "points": [],
-                    "log": "", "png": None, "results": {}, "kind": None, "output_dir": None, "signature": None}
+                    "log": "", "png": None, "results": {}, "kind": None, "output_dir": None, "signature": ("idle",)}
         records = read_trainer_log(job.output_dir) if job.kind != "export" else []
         prog = progress_of(records)
         log = tail(job.log_path, 40)

@@ -72,14 +72,20 @@ class FormView:
         return {s.name: v for s, v in zip(self.specs, args)}
 
     def updates(self, values: Mapping[str, Any] | None = None, check: Validation | None = None,
-                lang: str | None = None, labels: bool = False) -> list[Any]:
-        """One update per widget: new values, validation messages next to the field, or help text."""
+                lang: str | None = None, labels: bool = False, flagged: set[str] | None = None) -> list[Any]:
+        """One update per widget: new values, validation messages next to the field, or help text.
+
+        With ``flagged`` (the fields shown as invalid so far), only fields whose state changes are
+        touched: re-rendering every widget on each keystroke is what makes a big form feel slow.
+        """
         out = []
+        now = set(check.by_field) if check is not None else set()
         for spec in self.specs:
             props: dict[str, Any] = {}
             if values is not None and spec.name in values:
                 props["value"] = values[spec.name]
-            if check is not None:
+            touch = flagged is None or spec.name in now or spec.name in flagged
+            if check is not None and touch:
                 errors = check.by_field.get(spec.name)
                 if errors:
                     props["info"] = "⚠ " + " ".join(errors)

@@ -26,7 +26,7 @@ class RLHFOptions(OptionGroup):
     reward_model: Optional[str] = Field(None, description="Reward model folder for ppo/grpo.")
     reward_model_adapters: Optional[str] = Field(None, description="Adapters of the reward model.")
     reward_model_type: Literal["lora", "full"] = Field("full", description="Whether reward_model is a LoRA adapter on the policy base or a full model.")
-    reward_funcs: Optional[str] = Field(None, description="Reward function(s) for grpo/ppo as dotted paths (package.module:function), comma-separated.")
+    reward_funcs: Optional[str] = Field(None, description="Reward function(s) for grpo/ppo as dotted paths (package.module:function), comma-separated, summed; called as fn(prompts=[...], completions=[...], reference=[...]) -> list of floats.")
     num_generations: int = Field(4, ge=2, description="GRPO: completions sampled per prompt.")
     ppo_epochs: int = Field(4, ge=1, description="PPO: optimisation epochs per batch of rollouts.")
     ppo_buffer_size: int = Field(1, ge=1, description="PPO: accepted for LLaMA-Factory configs and ignored (tunekit rolls out each micro-batch and reuses it ppo_epochs times).")

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Training tokens/s and model-FLOPs utilisation (MFU) of tunekit's trainer on a ~14M-parameter model, fp32.
+
+MFU = 6 x N x (training tokens/s) / (this machine's fp32 matmul throughput)
+
+  N            every parameter of the model (``model.num_parameters()``): the issue's "6 x parameters".
+               6 = 2 FLOPs per multiply-add x (1 forward + 2 backward). The embedding lookup does no
+               matmul (over-counts by vocab x hidden) and attention scores/values are not counted
+               (under-counts by 12 x layers x hidden x seq per token); both are printed, with the MFU
+               they would give, so the headline's assumptions are visible.
+  tokens/s     steady state: tokens of optimizer steps after --warmup steps, over their wall time,
+               timed by a TrainerCallback at each on_step_end (every token is real: fixed-length
+               random sequences, no padding, labels = inputs, "from scratch" style).
+  peak         fp32 ``torch.matmul`` of two --peak-n square matrices in a loop (~2 s), with the same
+               torch thread count as training; measured before AND after training, the larger is used
+               (the conservative choice on a machine shared with other work).
+
+The run goes through tunekit's own path: ``load_config`` -> ``build_training_arguments`` ->
+``load_tokenizer``/``load_model`` (finetuning_type full, gradient checkpointing off) ->
+``tunekit.train.sft.build_trainer`` (TunekitTrainer + PaddingCollator) -> ``trainer.train()``. The model is
+a tunekit tiny model (``tunekit.model.tiny.build_tiny_model``, llama family by default, untied lm_head).
+
+    benchmarks/.venv-base/bin/python benchmarks/mfu.py [--batch 8 --seq 512 --steps 14 --warmup 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import WORK, fmt, loadavg  # noqa: E402
+
+TARGET = 0.70
+
+
+def matmul_flops(n: int, seconds: float = 2.0) -> float:
+    """Sustained fp32 FLOP/s of an n x n @ n x n matmul (best of several timed blocks)."""
+    import torch
+
+    a = torch.randn(n, n, dtype=torch.float32)
+    b = torch.randn(n, n, dtype=torch.float32)
+    c = torch.empty(n, n, dtype=torch.float32)
+    for _ in range(2):
+        torch.matmul(a, b, out=c)
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        reps = 3
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            torch.matmul(a, b, out=c)
+        dt = time.perf_counter() - t0
+        best = max(best, 2 * n**3 * reps / dt)
+    return best
+
+
+def build_model(folder: Path, args) -> Path:
+    from tunekit.model.tiny import build_tiny_model
+
+    if not (folder / "config.json").is_file():
+        build_tiny_model(folder, like=args.like, seed=0, hidden_size=args.hidden, num_layers=args.layers,
+                         intermediate_size=args.intermediate, num_heads=args.heads, num_kv_heads=args.heads,
+                         vocab_size=args.vocab)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--like", default="llama", help="tiny model family (default llama)")
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--intermediate", type=int, default=1376)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=8, help="per-device batch (sequences per optimizer step)")
+    ap.add_argument("--seq", type=int, default=512, help="tokens per sequence")
+    ap.add_argument("--steps", type=int, default=14, help="optimizer steps in all")
+    ap.add_argument("--warmup", type=int, default=4, help="first steps left out of tokens/s")
+    ap.add_argument("--peak-n", type=int, default=2048, help="matrix size of the peak matmul")
+    args = ap.parse_args(argv)
+    if args.steps <= args.warmup:
+        ap.error("--steps must exceed --warmup")
+
+    import numpy as np
+    import torch
+    import transformers
+
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import PreparedData
+    from tunekit.model.loader import load_model, load_tokenizer
+    from tunekit.train import sft
+    from tunekit.train.arguments import build_training_arguments
+
+    threads = torch.get_num_threads()
+    print(f"[mfu] torch {torch.__version__} | threads {threads} | cpus {os.cpu_count()} | load {loadavg()}", flush=True)
+    peak_before = matmul_flops(args.peak_n)
+    print(f"[mfu] fp32 matmul {args.peak_n}^3: {peak_before / 1e9:.1f} GFLOP/s (before training)", flush=True)
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    name = f"mfu-{args.like}-h{args.hidden}-l{args.layers}-i{args.intermediate}-v{args.vocab}"
+    model_dir = build_model(WORK / name, args)
+    out = tempfile.mkdtemp(prefix="tunekit-mfu-")
+    cfg = load_config(None, {
+        "stage": "sft", "model_name_or_path": str(model_dir), "output_dir": out, "finetuning_type": "full",
+        "gradient_checkpointing": False, "per_device_train_batch_size": args.batch, "gradient_accumulation_steps": 1,
+        "max_steps": args.steps, "learning_rate": 1e-4, "lr_scheduler_type": "constant", "logging_steps": 1,
+        "save_strategy": "no", "report_to": "none", "bf16": False, "fp16": False, "use_cpu": True,
+        "disable_tqdm": True, "template": "default", "seed": 0,
+    })
+    transformers.set_seed(cfg.seed)
+    targs = build_training_arguments(cfg, [])
+    tokenizer = load_tokenizer(cfg)
+    model = load_model(cfg, tokenizer, is_trainable=True)
+    n_params = model.num_parameters()
+    conf = model.config
+    embed = conf.vocab_size * conf.hidden_size
+    print(f"[mfu] model {model_dir.name}: {n_params:,} parameters ({n_params / 1e6:.2f}M; embedding {embed:,}, "
+          f"tied lm_head: {bool(getattr(conf, 'tie_word_embeddings', False))}) | layers {conf.num_hidden_layers} | "
+          f"hidden {conf.hidden_size} | intermediate {conf.intermediate_size} | heads {conf.num_attention_heads} | "
+          f"fp32 | gradient checkpointing off | attention {conf._attn_implementation}", flush=True)
+
+    rng = np.random.default_rng(0)
+    n_rows = args.batch * args.steps
+    ids = rng.integers(3, conf.vocab_size, size=(n_rows, args.seq)).tolist()
+    import datasets
+
+    data = PreparedData(train=datasets.Dataset.from_dict({"input_ids": ids, "labels": ids}))
+    times: list[float] = []
+    losses: list[float] = []
+
+    class StepTimer(transformers.TrainerCallback):
+        def on_step_end(self, a, state, control, **kw):
+            times.append(time.perf_counter())
+
+        def on_log(self, a, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                losses.append(logs["loss"])
+
+    trainer = sft.build_trainer(cfg, targs, model, tokenizer, data, [StepTimer()])
+    trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
+    t_train = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t_train
+    peak_after = matmul_flops(args.peak_n)
+    peak = max(peak_before, peak_after)
+
+    measured = times[args.warmup:]  # step ends after the warm-up ones
+    steps = len(measured) - 1
+    tokens = steps * args.batch * args.seq
+    tps = tokens / (measured[-1] - measured[0])
+    step_s = (measured[-1] - measured[0]) / steps
+    flops_6n = 6 * n_params * tps
+    attn = 12 * conf.num_hidden_layers * conf.hidden_size * args.seq  # per token, fwd+bwd, QK^T and AV (no causal saving)
+    no_embed = 6 * (n_params - embed) + attn
+    print(f"[mfu] batch {args.batch} x seq {args.seq} = {args.batch * args.seq} tokens per optimizer step | "
+          f"{args.steps} steps, first {args.warmup} left out | step {step_s:.3f} s | whole train() {wall:.1f} s | "
+          f"loss {fmt(losses[0] if losses else None, 3)} -> {fmt(losses[-1] if losses else None, 3)}")
+    print(f"[mfu] fp32 matmul {args.peak_n}^3 after training: {peak_after / 1e9:.1f} GFLOP/s; peak used "
+          f"{peak / 1e9:.1f} GFLOP/s | load {loadavg()}")
+    print(f"training tokens/s: {tps:.0f}")
+    print(f"model FLOP/s (6 x {n_params / 1e6:.2f}M x tokens/s): {flops_6n / 1e9:.1f} GFLOP/s")
+    mfu = flops_6n / peak
+    print(f"MFU: {100 * mfu:.1f} % (target >= {100 * TARGET:.0f} %: {'ok' if mfu >= TARGET else 'MISSED'})")
+    print(f"  alternative count (6 x non-embedding params + attention 12*L*d*seq per token = "
+          f"{no_embed / 1e6:.1f} MFLOP/token vs 6N = {6 * n_params / 1e6:.1f}): MFU {100 * no_embed * tps / peak:.1f} %")
+    return 0 if mfu >= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

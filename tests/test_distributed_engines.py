@@ -1,0 +1,220 @@
+"""Two CPU processes over gloo on the real engines: DDP, DeepSpeed ZeRO-2/3 (+ offload) equal one process.
+
+Each engine trains the tiny Qwen2 for 4 steps with per-device batch 1 on 2 ranks; the reference is one
+process with batch 2, so every optimizer step sees the same two samples. Tolerances (float32, 2 ranks):
+losses and final weights within 1e-4 absolute (measured: <= 3e-6), logits of the reloaded outputs
+within 1e-3 (measured: ~1e-5). FSDP2 cannot run on a CPU (accelerate enables it on accelerators only);
+its configuration is checked in test_distributed_units.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from tests.helpers import alpaca_records, base_config, write_dataset
+from tunekit.config import load_config
+from tunekit.train.launcher import free_port
+from tunekit.train.run import run_train
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+LOSS_TOL = 1e-4
+WEIGHT_TOL = 1e-4
+LOGIT_TOL = 1e-3
+RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached in ~/.cache/torch_extensions)
+COMMON = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, cutoff_len=64, overwrite_output_dir=True)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("distdata")
+    write_dataset(folder, "toy", alpaca_records(16, seed=1))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_qwen, data_dir, tmp_path_factory):
+    """Run each configuration once per module, on first use."""
+    root = tmp_path_factory.mktemp("dist")
+    done: dict[str, tuple[Path, subprocess.CompletedProcess | None]] = {}
+
+    def get(name: str, launch: str, **overrides) -> tuple[Path, subprocess.CompletedProcess | None]:
+        if name not in done:
+            out = root / name
+            cfg = base_config(tiny_qwen, data_dir, out, **{**COMMON, **overrides})
+            if launch == "inprocess":
+                run_train(load_config(None, cfg))
+                done[name] = (out, None)
+            else:
+                done[name] = (out, _launch(launch, cfg, root / f"{name}.yaml"))
+        return done[name]
+
+    return get
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "FORCE_TORCHRUN")}
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def _command(launch: str, cfg_path: Path) -> tuple[list[str], dict]:
+    train = ["-m", "tunekit.cli.main", "train", str(cfg_path)]
+    if launch == "reexec":  # tunekit's own re-exec under torchrun
+        return [sys.executable, *train], _env(FORCE_TORCHRUN="1", NPROC_PER_NODE="2")
+    assert launch == "torchrun"  # an external launcher, as users type it
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()), *train], _env()
+
+
+def _launch(launch: str, cfg: dict, cfg_path: Path) -> subprocess.CompletedProcess:
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    cmd, env = _command(launch, cfg_path)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return proc
+
+
+def _losses(out: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
+    return {row["step"]: row["loss"] for row in rows if "loss" in row}
+
+
+def _assert_close(a: dict, b: dict, tol: float, what: str) -> float:
+    assert a.keys() == b.keys(), (what, sorted(a), sorted(b))
+    worst = max(abs(a[k] - b[k]) for k in a)
+    assert worst <= tol, f"{what}: max difference {worst:.3g} > {tol}"
+    return worst
+
+
+def _weights_close(ref: Path, other: Path, name: str = "model.safetensors") -> float:
+    a, b = load_file(ref / name), load_file(other / name)
+    assert set(a) <= set(b), set(a) - set(b)  # ZeRO-2 may also save the tied lm_head
+    for key in b:
+        assert b[key].numel() > 0, f"{key} saved empty (ZeRO-3 partition instead of the gathered weight)"
+    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+    assert worst <= WEIGHT_TOL, f"{other.name}: weights differ by {worst:.3g}"
+    return worst
+
+
+def _logits(model) -> torch.Tensor:
+    ids = torch.tensor([[3, 17, 42, 99, 256, 7, 1000, 12]])
+    with torch.no_grad():
+        return model.eval()(input_ids=ids).logits
+
+
+# ------------------------------------------------------------------ equivalence
+def test_ddp_two_ranks_batch_1_equals_one_process_batch_2(runs):
+    single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
+    ddp, proc = runs("ddp", "reexec", per_device_train_batch_size=1)
+    assert "tunekit: starting 2 processes with torchrun" in proc.stderr
+    assert len(_losses(ddp)) == 4  # rank 0 alone writes the log
+    assert proc.stdout.count("done: ") == 1  # and prints
+    _assert_close(_losses(single), _losses(ddp), LOSS_TOL, "DDP losses")
+    _weights_close(single, ddp)
+
+
+def test_zero2_under_external_torchrun_equals_ddp(runs):
+    ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
+    z2, proc = runs("z2", "torchrun", per_device_train_batch_size=1, deepspeed="z2")
+    assert "starting 2 processes" not in proc.stderr  # torchrun launched it: no second launch
+    assert json.loads((z2 / "ds_config.json").read_text())["zero_optimization"]["stage"] == 2
+    _assert_close(_losses(ddp), _losses(z2), LOSS_TOL, "ZeRO-2 losses")
+    _weights_close(ddp, z2)
+
+
+def test_zero3_equals_ddp_and_saves_a_plain_transformers_folder(runs):
+    from transformers import AutoModelForCausalLM
+
+    single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
+    ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
+    z3, _ = runs("z3", "reexec", per_device_train_batch_size=1, deepspeed="z3")
+    _assert_close(_losses(ddp), _losses(z3), LOSS_TOL, "ZeRO-3 losses")
+    _weights_close(ddp, z3)
+    reloaded = AutoModelForCausalLM.from_pretrained(z3)
+    reference = AutoModelForCausalLM.from_pretrained(single)
+    worst = (_logits(reloaded) - _logits(reference)).abs().max().item()
+    assert worst <= LOGIT_TOL, worst
+
+
+def test_lora_zero3_offload_saves_a_loadable_adapter(runs, tiny_qwen):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    lora = dict(finetuning_type="lora", learning_rate=1e-2)
+    single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
+    z3, _ = runs("z3_offload_lora", "reexec", per_device_train_batch_size=1, deepspeed="z3_offload", **lora)
+    _assert_close(_losses(single), _losses(z3), LOSS_TOL, "LoRA ZeRO-3 offload losses")
+    a, b = load_file(single / "adapter_model.safetensors"), load_file(z3 / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(t.numel() > 0 for t in b.values())
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), z3)
+    reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)
+    assert (_logits(loaded) - _logits(reference)).abs().max().item() <= LOGIT_TOL
+
+
+# ------------------------------------------------------------------ resume
+@pytest.mark.parametrize("engine", ["ddp", "z2"])
+def test_resume_continues_at_the_exact_step(runs, engine, tmp_path):
+    extra = {} if engine == "ddp" else {"deepspeed": "z2"}
+    full, _ = runs(engine, "reexec" if engine == "ddp" else "torchrun", per_device_train_batch_size=1, **extra)
+    checkpoint = tmp_path / "checkpoint-2"
+    shutil.copytree(full / "checkpoint-2", checkpoint)
+    resumed, _ = runs(f"{engine}_resumed", "reexec", per_device_train_batch_size=1,
+                      resume_from_checkpoint=str(checkpoint), **extra)
+    losses = _losses(resumed)
+    assert min(losses) == 3, losses  # continues at step 3, not from the start
+    reference = {step: loss for step, loss in _losses(full).items() if step >= 3}
+    _assert_close(reference, losses, LOSS_TOL, f"{engine} resumed losses")
+    assert json.loads((resumed / "trainer_state.json").read_text())["global_step"] == 4
+    _weights_close(full, resumed)
+
+
+# ------------------------------------------------------------------ a rank that dies
+def test_killed_rank_ends_the_job_with_a_clear_error(tiny_qwen, data_dir, tmp_path):
+    import psutil
+
+    out = tmp_path / "out"
+    cfg = base_config(tiny_qwen, data_dir, out, per_device_train_batch_size=1, max_steps=100000, save_strategy="no",
+                      ddp_timeout=30)
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    cmd, env = _command("reexec", cfg_path)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = out / "trainer_log.jsonl"
+        deadline = time.time() + RUN_TIMEOUT
+        while not (log.is_file() and log.stat().st_size > 0):
+            assert proc.poll() is None, proc.communicate()[1][-4000:]
+            assert time.time() < deadline, "training did not start"
+            time.sleep(0.2)
+        victims = [p for p in psutil.Process(proc.pid).children(recursive=True) if _rank_of(p) == "1"]
+        assert len(victims) == 1, victims
+        killed_at = time.time()
+        victims[0].send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+        elapsed = time.time() - killed_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert elapsed < 30, elapsed  # well inside ddp_timeout: torchrun stops the surviving rank
+    assert "error: distributed training failed: rank 1 (local rank 1) was killed by SIGKILL" in stderr, stderr[-4000:]
+
+
+def _rank_of(process) -> str | None:
+    try:
+        return process.environ().get("RANK")
+    except Exception:  # a process that just exited, or a launcher helper we may not read
+        return None

@@ -1,0 +1,313 @@
+"""Launcher, presets and TrainingArguments kwargs of distributed training, without starting ranks (fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunekit.config import load_config
+from tunekit.errors import ConfigError
+from tunekit.train import distributed, launcher
+from tunekit.train.deepspeed_config import (
+    PRESETS, check_batch_fields, preset_config, read_deepspeed, resolve_deepspeed,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# LLaMA-Factory's examples/deepspeed/ds_z3_config.json, field for field (users pass these files as they are).
+LLAMAFACTORY_Z3 = {
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto", "zero_allow_untested_optimizer": True,
+    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1},
+    "bf16": {"enabled": "auto"},
+    "zero_optimization": {
+        "stage": 3, "overlap_comm": False, "contiguous_gradients": True, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": True,
+    },
+}
+CPU_ENV = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def _cfg(**values):
+    return load_config(None, {"model_name_or_path": "m", "output_dir": "o", **values})
+
+
+# ------------------------------------------------------------------ launch plan
+def test_no_launch_on_one_cpu_process():
+    plan = launcher.launch_plan(CPU_ENV)
+    assert (plan.launch, plan.world_size, plan.nproc_per_node) == (False, 1, 1)
+
+
+def test_force_torchrun_with_nproc_per_node_on_cpu():
+    plan = launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"})
+    assert (plan.launch, plan.world_size, plan.nnodes, plan.node_rank, plan.master_addr, plan.master_port) == (
+        True, 2, 1, 0, "127.0.0.1", None)
+
+
+def test_visible_gpus_start_one_process_each_without_importing_torch():
+    env = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert launcher.visible_device_count(env) == 2
+    assert launcher.visible_device_count({"CUDA_VISIBLE_DEVICES": "-1"}) == 0
+    plan = launcher.launch_plan(env)
+    assert plan.launch and plan.nproc_per_node == 2  # the visible count, not the machine's (LLaMA-Factory #7215)
+    assert launcher.launch_plan({**env, "NPROC_PER_NODE": "1"}).nproc_per_node == 1
+    with pytest.raises(ConfigError, match=r"NPROC_PER_NODE=4 but only 2 GPU\(s\) are visible"):
+        launcher.launch_plan({**env, "NPROC_PER_NODE": "4"})
+
+
+def test_no_relaunch_under_an_external_launcher():
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        assert not launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", var: "0"}).launch
+
+
+def test_multi_node_needs_master_addr_and_defaults_the_port():
+    with pytest.raises(ConfigError, match="set MASTER_ADDR to the address of the NODE_RANK=0 machine"):
+        launcher.launch_plan({**CPU_ENV, "NNODES": "2"})
+    plan = launcher.launch_plan({**CPU_ENV, "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.5", "NPROC_PER_NODE": "4"})
+    assert (plan.launch, plan.world_size, plan.master_addr, plan.master_port) == (True, 8, "10.0.0.5", 29500)
+    with pytest.raises(ConfigError, match="NODE_RANK=2 must be below NNODES=2"):
+        launcher.launch_plan({**CPU_ENV, "NNODES": "2", "NODE_RANK": "2", "MASTER_ADDR": "h"})
+    with pytest.raises(ConfigError, match="NPROC_PER_NODE='two' is not a whole number"):
+        launcher.launch_plan({**CPU_ENV, "NPROC_PER_NODE": "two"})
+
+
+def test_torchrun_command_reexecutes_tunekit_train():
+    plan = launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"})
+    cmd = launcher.torchrun_command(plan, 12345, ["cfg.yaml", "lr=1"])
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert cmd[cmd.index("--nproc_per_node") + 1] == "2" and cmd[cmd.index("--master_port") + 1] == "12345"
+    assert cmd[-5:] == ["-m", "tunekit.cli.main", "train", "cfg.yaml", "lr=1"]
+
+
+def test_deepspeed_and_fsdp_always_run_under_torchrun(monkeypatch):
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "FORCE_TORCHRUN", "NPROC_PER_NODE", "NNODES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert not distributed._plan(_cfg()).launch
+    plan = distributed._plan(_cfg(deepspeed="z2"))
+    assert plan.launch and plan.world_size == 1  # one process, but with torch.distributed set up (LLaMA-Factory #4077)
+
+
+def test_busy_master_port_is_named_in_the_error():
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"MASTER_PORT {port} is already in use on this machine"):
+            launcher.check_port_free(port)
+
+
+def test_cli_reports_busy_port_once_before_starting_ranks(tmp_path):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"model_name_or_path: {tmp_path}\noutput_dir: {tmp_path / 'out'}\n")
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        env = {**os.environ, **CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2", "MASTER_PORT": str(port)}
+        for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+            env.pop(var, None)
+        proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", str(cfg)], env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: MASTER_PORT {port} is already in use" in proc.stderr
+    assert "starting 2 processes" not in proc.stderr
+
+
+# ------------------------------------------------------------------ failure summary
+TORCHRUN_TAIL = """
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-30_09:32:14
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 26305)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 26305
+============================================================
+"""
+
+
+def test_summary_names_the_killed_rank_not_the_peer_that_lost_it():
+    errors = {0: "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer."}
+    text = launcher.failure_summary(1, TORCHRUN_TAIL, errors)
+    assert text.startswith("error: distributed training failed: rank 1 (local rank 1) was killed by SIGKILL")
+    assert "out-of-memory killer" in text and "local rank(s) 0" in text
+
+
+def test_summary_shows_the_failing_ranks_own_error_and_timeout_hints(tmp_path, monkeypatch):
+    error_file = tmp_path / "run_x" / "attempt_0" / "1" / "error.json"
+    error_file.parent.mkdir(parents=True)
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    distributed.record_rank_error(ConfigError("dataset 'toy' has no records."))
+    errors = launcher.read_error_files(str(tmp_path))
+    assert errors == {1: "ConfigError: dataset 'toy' has no records."}
+    tail = TORCHRUN_TAIL.replace("-9 (pid: 26305)  (SIGKILL)", "2 (pid: 26305)")
+    text = launcher.failure_summary(1, tail, errors)
+    assert text == "error: distributed training failed: rank 1 (local rank 1) stopped first with: dataset 'toy' has no records."
+    timeout = launcher.failure_summary(1, "", {0: "DistBackendError: Watchdog caught collective operation timeout"})
+    assert "NCCL_SOCKET_IFNAME" in timeout and "ddp_timeout" in timeout and "NCCL_DEBUG=INFO" in timeout
+
+
+# ------------------------------------------------------------------ DeepSpeed configs
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_have_llamafactory_shape(name):
+    config = preset_config(name)
+    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"):
+        assert config[key] == "auto"
+    assert config["bf16"] == {"enabled": "auto"} and config["fp16"]["enabled"] == "auto"
+    settings = read_deepspeed(name)
+    assert settings.stage == int(name[1])
+    assert settings.offload_optimizer == name.endswith("offload")
+    assert settings.offload_param == (name == "z3_offload")
+    if settings.stage == 3:
+        assert settings.gathers_16bit_weights
+
+
+def test_preset_is_written_to_output_dir(tmp_path):
+    path = resolve_deepspeed("z3_offload", tmp_path / "out")
+    assert path == str((tmp_path / "out" / "ds_config.json").resolve())
+    assert json.loads(Path(path).read_text()) == preset_config("z3_offload")
+
+
+def test_llamafactory_file_is_used_unchanged(tmp_path):
+    user = tmp_path / "ds_z3_config.json"
+    user.write_text(json.dumps(LLAMAFACTORY_Z3))
+    assert resolve_deepspeed(str(user), tmp_path / "out") == str(user.resolve())
+    assert not (tmp_path / "out").exists()
+
+
+def test_zero3_file_without_gather_gets_it_in_a_copy(tmp_path):
+    config = json.loads(json.dumps(LLAMAFACTORY_Z3))
+    del config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"]
+    user = tmp_path / "mine.json"
+    user.write_text(json.dumps(config))
+    written = json.loads(Path(resolve_deepspeed(str(user), tmp_path / "out")).read_text())
+    assert written["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
+    assert json.loads(user.read_text()) == config  # the user's file is not touched
+
+
+def test_deepspeed_value_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"neither a preset \(a preset name: z0, z1, z2, z2_offload, z3, z3_offload\)"):
+        read_deepspeed("z4")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ConfigError, match="is not valid JSON"):
+        read_deepspeed(str(bad))
+    bad.write_text(json.dumps({"zero_optimization": {"stage": 5}}))
+    with pytest.raises(ConfigError, match="must be 0, 1, 2 or 3, got 5"):
+        read_deepspeed(str(bad))
+
+
+def test_numeric_batch_fields_must_match_world_size(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_batch_size": 16}))
+    settings = read_deepspeed(str(path))
+    check_batch_fields(settings, micro_batch=2, accumulation=2, world=4)
+    with pytest.raises(ConfigError, match=r"train_batch_size 16 .* = 2 x 2 x 3 = 12\. .*divisible by per_device_train_batch_size x world size \(2 x 3\)"):
+        check_batch_fields(settings, micro_batch=2, accumulation=2, world=3)
+    with pytest.raises(ConfigError, match=r"Set train_batch_size to \"auto\" \(recommended\) or use gradient_accumulation_steps: 4"):
+        check_batch_fields(settings, micro_batch=2, accumulation=1, world=2)
+    path.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_micro_batch_size_per_gpu": 8}))
+    with pytest.raises(ConfigError, match="train_micro_batch_size_per_gpu is 8 .* but per_device_train_batch_size is 2"):
+        check_batch_fields(read_deepspeed(str(path)), micro_batch=2, accumulation=1, world=2)
+    total16 = tmp_path / "ds16.json"
+    total16.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_batch_size": 16}))
+    cfg = _cfg(deepspeed=str(total16), per_device_train_batch_size=2, gradient_accumulation_steps=2)
+    distributed.check_divisibility(cfg, 4)
+    with pytest.raises(ConfigError, match="train_batch_size 16"):
+        distributed.check_divisibility(cfg, 3)
+
+
+def test_missing_deepspeed_package_is_a_clear_message():
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'deepspeed': raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from importlib.util import find_spec\n"
+        "from tunekit.train.deepspeed_config import read_deepspeed, require_deepspeed\n"
+        "try:\n"
+        "    require_deepspeed(read_deepspeed('z2'), on_gpu=True)\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "EnvironmentProblem deepspeed: z2 needs the DeepSpeed package, which is not installed: pip install 'tunekit[deepspeed]'" in out.stdout, out
+
+
+# ------------------------------------------------------------------ FSDP2
+def test_fsdp_options_map_to_fsdp2_config():
+    full = distributed.fsdp_config(_cfg(fsdp="full_shard offload"), "full_shard")
+    assert full == {"version": 2, "reshard_after_forward": True, "cpu_offload": True,
+                    "auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "state_dict_type": "FULL_STATE_DICT"}
+    grad = distributed.fsdp_config(_cfg(fsdp="shard_grad_op"), "shard_grad_op")
+    assert grad["reshard_after_forward"] is False and grad["cpu_offload"] is False
+    with pytest.raises(ConfigError, match="unknown word"):
+        distributed._fsdp_strategy(_cfg(fsdp="full_shard hybrid"))
+    with pytest.raises(ConfigError, match="exactly one of"):
+        distributed._fsdp_strategy(_cfg(fsdp="full_shard shard_grad_op"))
+
+
+def test_fsdp_config_file_wins_key_by_key(tmp_path):
+    path = tmp_path / "fsdp.json"
+    path.write_text(json.dumps({"fsdp_transformer_layer_cls_to_wrap": ["Qwen2DecoderLayer"], "activation_checkpointing": True}))
+    config = distributed.fsdp_config(_cfg(fsdp="full_shard", fsdp_config=str(path)), "full_shard")
+    assert config["transformer_layer_cls_to_wrap"] == ["Qwen2DecoderLayer"] and config["activation_checkpointing"] is True
+
+
+def test_fsdp_kwargs_build_accelerates_fsdp2_plugin_wrapping_decoder_layers(tiny_qwen, tmp_path):
+    """The GPU path, checked as far as a CPU allows: TrainingArguments and accelerate's plugin accept the kwargs."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from transformers import AutoModelForCausalLM, TrainingArguments
+
+    config = distributed.fsdp_config(_cfg(fsdp="full_shard offload"), "full_shard")
+    args = TrainingArguments(output_dir=str(tmp_path), fsdp=True, fsdp_config=config, use_cpu=True, report_to=[])
+    plugin = FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
+    assert (plugin.fsdp_version, plugin.reshard_after_forward, plugin.state_dict_type.name) == (2, True, "FULL_STATE_DICT")
+    assert plugin.cpu_offload is not None and type(plugin.cpu_offload).__name__ == "CPUOffloadPolicy"
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen)
+    plugin.set_auto_wrap_policy(model)
+    wrapped = {type(m).__name__ for m in model.modules() if plugin.auto_wrap_policy(m, False, 0)}
+    assert wrapped == {"Qwen2DecoderLayer"}
+
+
+def test_fsdp_on_cpu_is_refused_rather_than_silently_ddp(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ConfigError, match=r"fsdp: full_shard needs GPUs: .* silently train as plain DDP\. On CPU use deepspeed: z3"):
+        distributed.training_args_kwargs(_cfg(fsdp="full_shard"), "o")
+
+
+# ------------------------------------------------------------------ kwargs, roles, planner
+def test_single_process_kwargs_change_nothing_but_timeout(monkeypatch):
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "FORCE_TORCHRUN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert distributed.training_args_kwargs(_cfg(ddp_timeout=99), "o") == {"ddp_timeout": 99, "ddp_find_unused_parameters": None}
+    assert distributed.is_main_process() and distributed.world_size() == 1
+    assert distributed.maybe_relaunch(["model_name_or_path=m", "output_dir=o"]) is None
+
+
+def test_roles_follow_launcher_environment(monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert not distributed.is_main_process() and not distributed.is_local_main_process()
+    assert distributed.world_size() == 4
+    assert distributed.maybe_relaunch(["model_name_or_path=m"]) is None
+
+
+def test_engine_plan_for_the_planner(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("RANK", "0")
+    assert distributed.engine_plan(_cfg(deepspeed="z3_offload")) == distributed.EnginePlan("deepspeed", 8, 3, True, True)
+    assert distributed.engine_plan(_cfg(fsdp="shard_grad_op")) == distributed.EnginePlan("fsdp", 8, 2, False, False)
+    assert distributed.engine_plan(_cfg()) == distributed.EnginePlan("ddp", 8)
