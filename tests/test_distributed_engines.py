@@ -34,7 +34,7 @@ LOSS_TOL = 1e-4
 WEIGHT_TOL = 1e-4
 LOGIT_TOL = 1e-3
 RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached in ~/.cache/torch_extensions)
-COMMON = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, cutoff_len=64, overwrite_output_dir=True)
+COMMON = dict(finetuning_type="full", max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, cutoff_len=64, overwrite_output_dir=True)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_lora_zero3_offload_saves_a_loadable_adapter(runs, tiny_qwen):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    lora = dict(finetuning_type="lora", learning_rate=1e-2)
+    lora = dict(finetuning_type="lora", learning_rate=1e-2)  # LoRA init is seeded after loading, so ZeRO-3 matches
     single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
     z3, _ = runs("z3_offload_lora", "reexec", per_device_train_batch_size=1, deepspeed="z3_offload", **lora)
     _assert_close(_losses(single), _losses(z3), LOSS_TOL, "LoRA ZeRO-3 offload losses")

@@ -311,3 +311,10 @@ def test_engine_plan_for_the_planner(monkeypatch):
     assert distributed.engine_plan(_cfg(deepspeed="z3_offload")) == distributed.EnginePlan("deepspeed", 8, 3, True, True)
     assert distributed.engine_plan(_cfg(fsdp="shard_grad_op")) == distributed.EnginePlan("fsdp", 8, 2, False, False)
     assert distributed.engine_plan(_cfg()) == distributed.EnginePlan("ddp", 8)
+
+
+def test_deepspeed_launcher_local_rank_argument_is_ignored(capsys):
+    from tunekit.cli.main import main
+
+    assert main(["--local_rank=1", "-V"]) == 0  # `deepspeed $(which tunekit) train ...` puts it before the verb
+    assert capsys.readouterr().out.startswith("tunekit ")

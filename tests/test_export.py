@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,34 +21,42 @@ def _hf(messages, system):
     return ([{"role": "system", "content": system}] if system else []) + messages
 
 
-@pytest.fixture(scope="module")
-def adapter(tiny_qwen, tmp_path_factory) -> Path:
+def _lora(base: Path, out: Path, seed: int, targets) -> Path:
     """A real PEFT LoRA adapter with non-zero B (init_lora_weights=False), so merging visibly changes the model."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False))
-    out = tmp_path_factory.mktemp("adapter") / "lora"
-    peft_model.save_pretrained(out)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False)).save_pretrained(out)
     return out
 
 
 @pytest.fixture(scope="module")
-def merged(tiny_qwen, adapter, tmp_path_factory) -> tuple[Path, dict]:
+def adapter(tiny_qwen, tmp_path_factory) -> Path:
+    return _lora(tiny_qwen, tmp_path_factory.mktemp("adapter") / "lora", 0, "all-linear")
+
+
+@pytest.fixture(scope="module")
+def adapter2(tiny_qwen, tmp_path_factory) -> Path:
+    return _lora(tiny_qwen, tmp_path_factory.mktemp("adapter2") / "lora2", 1, ["q_proj", "v_proj"])
+
+
+@pytest.fixture(scope="module")
+def merged(tiny_qwen, adapter, adapter2, tmp_path_factory) -> tuple[Path, dict]:
+    """Two adapters, merged in order."""
     from tunekit.export import export_model
     from tunekit.export.verify import verify_export
 
     out = tmp_path_factory.mktemp("export") / "merged"
-    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(adapter), template="qwen",
-                                 export_dir=str(out), export_size=0.0002))  # 200 kB shards
+    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=f"{adapter},{adapter2}",
+                                 template="qwen", export_dir=str(out), export_size=0.0002))  # 200 kB shards
     export_model(cfg, verify=False)
     return out, verify_export(out, base_cfg=cfg)
 
 
-def test_merged_lora_reloads_with_plain_transformers_and_matches_base_plus_adapter(merged, tiny_qwen, adapter):
+def test_merged_lora_reloads_with_plain_transformers_and_matches_base_plus_adapter(merged, tiny_qwen, adapter, adapter2):
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -59,7 +66,8 @@ def test_merged_lora_reloads_with_plain_transformers_and_matches_base_plus_adapt
     assert report["max_abs_logit_diff"] < 1e-4
     assert report["adapter_effect"] > 1e-2  # the comparison is meaningful: the adapter moves the logits
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
-    ref = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32), adapter).eval()
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)
+    ref = PeftModel.from_pretrained(PeftModel.from_pretrained(base, adapter).merge_and_unload(), adapter2).eval()
     ids = AutoTokenizer.from_pretrained(out)("What is 2 plus 3?", return_tensors="pt")["input_ids"]
     with torch.inference_mode():
         assert torch.allclose(model(input_ids=ids).logits, ref(input_ids=ids).logits, atol=1e-4, rtol=0)

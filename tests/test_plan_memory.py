@@ -3,6 +3,8 @@ within 10 % of what autograd saves for backward, and the published Qwen2.5-7B Lo
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -141,10 +143,15 @@ def test_activation_bytes_within_10_percent(method, gc, tmp_path):
     assert abs(worst[3]) < 0.10, errors
 
 
+@functools.lru_cache(maxsize=None)
+def _qwen7b():
+    return load_shape("qwen2.5-7b", None)
+
+
 def _reference(b: int, s: int, liger: bool) -> float:
     cfg = load_config(None, dict(finetuning_type="lora", lora_rank=8, lora_target="all", bf16=True, flash_attn="fa2",
                                  enable_liger_kernel=liger, per_device_train_batch_size=b, cutoff_len=s))
-    return estimate_memory(load_shape("qwen2.5-7b", None), resolve_setup(cfg)).total
+    return estimate_memory(_qwen7b(), resolve_setup(cfg)).total
 
 
 def test_qwen25_7b_lora_reference_figures():
@@ -163,7 +170,7 @@ def test_qwen25_7b_lora_reference_figures():
 
 
 def test_zero_sharding_and_offload_arithmetic():
-    shape = load_shape("qwen2.5-7b", None)
+    shape = _qwen7b()
     P = shape.total_params
 
     def comps(**over):

@@ -60,8 +60,8 @@ def test_predict_cli_batches_left_padded_like_single_generation(tiny_llama, tmp_
     for row, q in zip(rows, QA):  # batch of 3, left padded, sorted by length == one prompt at a time
         msgs = [{"role": "user", "content": q["instruction"]}]
         assert row["prompt"] == engine.tokenizer.decode(engine.render(msgs))
-        assert row["predict"] == engine.chat(msgs)[0].text
-    assert len({r["predict"] for r in rows}) >= 3
+        assert row["prediction"] == row["predict"] == engine.chat(msgs)[0].text
+    assert len({r["prediction"] for r in rows}) >= 3
     results = json.loads((tmp_path / "out" / "predict_results.json").read_text())
     assert {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l", "predict_exact_match"} <= set(results)
     assert results["predict_samples"] == 5 and results["predict_generated_tokens"] == 25 and results["predict_tokens_per_second"] > 0

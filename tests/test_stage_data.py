@@ -46,18 +46,18 @@ def test_pairs_share_prompt_and_cutoff_and_bad_pairs_are_dropped(tiny_qwen, tmp_
         {"instruction": "long " * 80, "input": "", "chosen": "short", "rejected": "much longer answer here"},  # prompt cut
     ]
     write_dataset(tmp_path, "p", records, {"ranking": True, "columns": PREF_COLUMNS})
-    data, tok = _prepare(tiny_qwen, tmp_path, "dpo", "p", cutoff_len=48, bad_records="error")
+    data, tok = _prepare(tiny_qwen, tmp_path, "dpo", "p", cutoff_len=48, bad_records="error", default_system="Be brief.")
     report = data.reports[0]
     assert report.records == 5 and report.dropped == 3 and report.kept == 2
     assert [s.rsplit(" ", 1)[-1] for s in report.dropped_sources] == ["1", "2", "3"]
     first, cut = data.train[0], data.train[1]
     p = first["_prompt_len"]
-    assert tok.decode(first["chosen_input_ids"][p:]) == "yes indeed<|im_end|>\n"
-    assert tok.decode(first["rejected_input_ids"][p:]) == "no<|im_end|>\n"
+    assert tok.decode(first["chosen_input_ids"][p:]) == "yes indeed<|im_end|>"
+    assert tok.decode(first["rejected_input_ids"][p:]) == "no<|im_end|>"
     assert first["chosen_labels"][:p] == [-100] * p and first["chosen_labels"][p:] == first["chosen_input_ids"][p:]
     q = cut["_prompt_len"]
     assert cut["chosen_input_ids"][:q] == cut["rejected_input_ids"][:q]
-    assert len(cut["rejected_input_ids"]) == 48 and tok.decode(cut["rejected_input_ids"][q:]) == "much longer answer here<|im_end|>\n"
+    assert len(cut["rejected_input_ids"]) == 48 and tok.decode(cut["rejected_input_ids"][q:]) == "much longer answer here<|im_end|>"
     assert tok.decode(cut["chosen_input_ids"][:q]).endswith("<|im_start|>assistant\n")  # the prompt's end is kept
     assert report.truncated == 1
 
@@ -67,17 +67,17 @@ def test_sharegpt_ranking_with_history(tiny_qwen, tmp_path):
            "chosen": {"from": "gpt", "value": "A"}, "rejected": {"from": "gpt", "value": "B"}}
     write_dataset(tmp_path, "sg", [rec], {"ranking": True, "formatting": "sharegpt",
                                           "columns": {"messages": "conversations", "chosen": "chosen", "rejected": "rejected"}})
-    data, tok = _prepare(tiny_qwen, tmp_path, "rm", "sg")
+    data, tok = _prepare(tiny_qwen, tmp_path, "rm", "sg", cutoff_len=256)
     ex = data.train[0]
     text = tok.decode(ex["chosen_input_ids"])
-    assert "hello<|im_end|>" in text and text.endswith("pick<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n")
-    assert tok.decode(ex["rejected_input_ids"]).endswith("assistant\nB<|im_end|>\n")
+    assert "hello<|im_end|>" in text and text.endswith("pick<|im_end|>\n<|im_start|>assistant\nA<|im_end|>")
+    assert tok.decode(ex["rejected_input_ids"]).endswith("assistant\nB<|im_end|>")
 
 
 def test_prompt_only_data_keeps_the_end_of_long_prompts(tiny_qwen, tmp_path):
     write_dataset(tmp_path, "q", [{"instruction": "long " * 100 + "end?", "input": "", "output": "42"},
                                   {"instruction": "short?", "input": "", "output": "7"}])
-    data, tok = _prepare(tiny_qwen, tmp_path, "grpo", "q", cutoff_len=32)
+    data, tok = _prepare(tiny_qwen, tmp_path, "grpo", "q", cutoff_len=32, default_system="Be brief.")
     assert data.reports[0].truncated == 1
     long, short = data.train[0], data.train[1]
     assert len(long["input_ids"]) == 32 and tok.decode(long["input_ids"]).endswith("end?<|im_end|>\n<|im_start|>assistant\n")

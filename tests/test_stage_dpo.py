@@ -102,12 +102,12 @@ def test_lora_reference_is_the_base_model_without_a_second_copy(tiny_qwen, pref_
     assert (policy - base).abs().max() > 1e-2  # the adapter learned something, the reference did not move
 
 
-@pytest.mark.parametrize("loss, extra", [
-    ("sigmoid", {"learning_rate": 5e-3}),
-    ("orpo", {"learning_rate": 5e-3}),
-    ("simpo", {"learning_rate": 5e-3, "pref_beta": 2.0}),
+@pytest.mark.parametrize("loss, extra, gain", [
+    ("sigmoid", {"learning_rate": 5e-3}, 0.3),
+    ("orpo", {"learning_rate": 5e-3}, 0.02),  # orpo's rewards are 0.1 x mean token log-prob: small numbers
+    ("simpo", {"learning_rate": 5e-3, "pref_beta": 2.0}, 0.3),
 ])
-def test_reward_accuracy_rises_on_a_synthetic_preference_task(tiny_qwen, pref_dir, tmp_path, loss, extra):
+def test_reward_accuracy_rises_on_a_synthetic_preference_task(tiny_qwen, pref_dir, tmp_path, loss, extra, gain):
     out = tmp_path / "out"
     results = run_train(_cfg(tiny_qwen, pref_dir, out, pref_loss=loss, max_steps=12, eval_dataset="held", do_eval=True,
                              per_device_eval_batch_size=8, **extra))
@@ -116,7 +116,7 @@ def test_reward_accuracy_rises_on_a_synthetic_preference_task(tiny_qwen, pref_di
     accs = [r["rewards/accuracies"] for r in rows]
     margins = [r["rewards/margins"] for r in rows]
     assert sum(accs[-3:]) / 3 >= 0.9, accs
-    assert margins[-1] > margins[0] + 0.1, margins
+    assert margins[-1] > max(margins[0], 0) + gain, margins
     assert results["eval_rewards/accuracies"] >= 0.9, results  # held-out pairs
     assert {"rewards/chosen", "rewards/rejected", "logps/chosen", "logps/rejected"} <= set(rows[0])
     if loss == "sigmoid":

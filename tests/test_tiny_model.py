@@ -113,7 +113,7 @@ def test_cli_in_a_fresh_process_with_more_threads_writes_the_same_files(tmp_path
     out = tmp_path / "cli"
     proc = subprocess.run(
         [sys.executable, "-m", "tunekit.cli.main", "tiny-model", str(out), "--like", "qwen2", "--seed", "0"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True, text=True, env=env, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Qwen2ForCausalLM" in proc.stdout and "<|im_end|>" in proc.stdout

@@ -115,7 +115,7 @@ def page(server):
 
 # ------------------------------------------------------------------ helpers for Gradio widgets
 def field(pg, name):
-    return pg.locator(f"#tk-field-{name}")
+    return pg.locator("#tk-config-path" if name == "config-path-box" else f"#tk-field-{name}")
 
 
 def open_section(pg, section):
@@ -166,17 +166,18 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_selector("#tk-start")
 
     step('the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run')
-    # ---- the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run
+    # ---- the form: run options from a YAML (Load), then the tiny model and the demo dataset typed and
+    # picked from dataset_info.json
+    (workspace / "run.yaml").write_text("max_steps: 4\nper_device_train_batch_size: 2\nlogging_steps: 1\n"
+                                        "plot_loss: true\noutput_dir: saves/e2e\n")
+    fill_text(pg, "config-path-box", "run.yaml")
+    pg.locator("#tk-load").click()
+    pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '4'")
     fill_text(pg, "model_name_or_path", workspace / "tiny")
     pick(pg, "template", "qwen")
     fill_text(pg, "dataset_dir", workspace / "data")
     pg.locator("#tk-ds-refresh").click()
     pick(pg, "dataset", "demo")
-    open_section(pg, "logging")
-    for name, value in (("max_steps", 4), ("per_device_train_batch_size", 2), ("logging_steps", 1),
-                        ("output_dir", "saves/e2e")):
-        fill_text(pg, name, value)
-    check(pg, "plot_loss")
 
     step('an invalid value is shown next to its field before anything starts')
     # ---- an invalid value is shown next to its field before anything starts

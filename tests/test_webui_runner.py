@@ -90,7 +90,7 @@ def test_format_plan_reads_the_planner_json():
             "memory": {"total_gib": 27.5, "components": {"weights": 15.0, "activations": 12.5}},
             "gpu": {"name": "A10", "memory_gib": 24}, "overrides": {"per_device_train_batch_size": 2}}
     md = format_plan(plan)
-    assert "❌ does not fit — 27.50 GiB / 24 GiB" in md
+    assert "✗ does not fit — 27.50 GiB / 24 GiB" in md
     assert "| weights | 15.00 |" in md and "total_steps: 30 · steps_per_epoch: 10" in md
     assert "`per_device_train_batch_size=2`" in md
     assert "显存不足" in format_plan(plan, "zh")

@@ -44,6 +44,8 @@ def print_usage(stream=sys.stdout) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # The deepspeed launcher (and torch.distributed.launch) add --local_rank=N; LOCAL_RANK is in the environment too.
+    argv = [a for a in argv if not a.startswith(("--local_rank=", "--local-rank="))]
     if not argv or argv[0] in ("-h", "--help", "help"):
         print_usage()
         return 0

@@ -36,6 +36,10 @@ def main(argv: list[str]) -> int:
     from tunekit.train.run import run_train
 
     run_train(cfg, config_path=path)
+    if importlib.util.find_spec("tunekit.train.distributed") is not None:
+        from tunekit.train.distributed import shutdown
+
+        shutdown()  # leave the process group cleanly: gloo can abort (SIGABRT) at exit otherwise
     return 0
 
 

@@ -139,10 +139,9 @@ def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict |
     model.config.use_cache = True
     model.save_pretrained(out, max_shard_size=shard_bytes(cfg.export_size))
     save_tokenizer(tokenizer, template, out, cfg.enable_thinking)
-    if quantization is None:
-        ensure_index(out)
-        if cfg.export_legacy_format:
-            to_legacy_bin(out)
+    ensure_index(out)
+    if cfg.export_legacy_format and quantization is None:
+        to_legacy_bin(out)
     import torch
 
     provenance = {

@@ -195,8 +195,9 @@ class ChatEngine:
         self.cfg = cfg
         self.template = template if template is not None else load_template(cfg, tokenizer)
         if model is None:
-            load_cfg = cfg if cfg.infer_dtype == "auto" else cfg.model_copy(update={"dtype": cfg.infer_dtype})
-            model = load_model(load_cfg, tokenizer, is_trainable=False)
+            model = load_model(cfg.model_copy(update={"dtype": inference_dtype(cfg)}), tokenizer, is_trainable=False)
+            if _cuda() and next(model.parameters()).device.type == "cpu" and getattr(model, "hf_quantizer", None) is None:
+                model.to("cuda")
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         self.stop_ids, self.text_stops = self._stops()
@@ -275,6 +276,25 @@ class ChatEngine:
             finish = "stop" if ended or stop.hit or len(ids) < kwargs["max_new_tokens"] else "length"
             results.append(Response(text, len(prompt), len(ids), finish))
         return results
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def inference_dtype(cfg) -> str:
+    """infer_dtype; ``auto``: the training dtype option if set, else bf16 (fp16 without bf16 support) on a GPU, fp32 on CPU."""
+    if cfg.infer_dtype != "auto":
+        return cfg.infer_dtype
+    if cfg.dtype != "auto":
+        return cfg.dtype
+    if not _cuda():
+        return "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
 
 
 def _vllm_message() -> str:

@@ -85,7 +85,8 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
     out.mkdir(parents=True, exist_ok=True)
     with open(out / PREDICTIONS, "w", encoding="utf-8") as f:
         for ids, response, sample in zip(prompts, results, samples):
-            row = {"prompt": engine.tokenizer.decode(ids), "predict": response.text, "label": sample["label"]}
+            row = {"prompt": engine.tokenizer.decode(ids), "prediction": response.text, "label": sample["label"],
+                   "predict": response.text}  # "predict": the key LLaMA-Factory users' scripts read
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     generated = sum(r.completion_tokens for r in results)
     scores = score_predictions([r.text for r in results], [s["label"] for s in samples])

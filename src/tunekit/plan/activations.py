@@ -55,10 +55,6 @@ def stream_bytes(setup: Setup) -> int:
     return int(setup.base_bytes)
 
 
-def residual_bytes(setup: Setup, kind: "LayerKind") -> int:  # kept for callers; every layer shares the stream dtype
-    return stream_bytes(setup)
-
-
 def _norm_count(shape: ModelShape) -> int:
     return sum(1 for n, k in shape.layer_param_names if "norm" in n and k == shape.hidden) or 2
 

@@ -204,6 +204,7 @@ def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):
 
     gpu = gpu or detect_gpu()
     if gpu is None:
+        print("auto_fit: no GPU visible, nothing to fit; training with the options as given.")
         return cfg
     world = world_size or int(os.environ.get("WORLD_SIZE", "0") or 0) or world_from(None, None)[0]
     nodes = int(os.environ.get("NNODES", "1") or 1)

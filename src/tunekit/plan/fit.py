@@ -14,7 +14,7 @@ from .architectures import ModelShape
 from .gpus import GPU
 from .memory import GiB, MemoryEstimate, estimate_memory
 from .params import count_params
-from .setup import DS_PRESETS, Setup, deepspeed_settings
+from .setup import DS_PRESETS, Setup, deepspeed_buffers, deepspeed_settings
 
 SAFETY_MARGIN = 0.05  # keep 5 % of the GPU free for unusually long batches and allocator spikes
 
@@ -58,9 +58,11 @@ def _ladder(setup: Setup) -> list[tuple[str, dict]]:
                 continue  # sharding over one GPU saves nothing
             if stage < current or (stage == current and not off_opt and offload):
                 continue
+            bucket, overlap, max_live = deepspeed_buffers(preset)
             rungs.append((f"DeepSpeed {preset} + gradient checkpointing + Liger",
                           {"grad_ckpt": True, "liger": True, "zero_stage": stage, "offload_optimizer": off_opt,
-                           "offload_params": off_par, "_preset": preset}))
+                           "offload_params": off_par, "ds_reduce_bucket": bucket, "ds_overlap_comm": overlap,
+                           "ds_max_live": max_live, "_preset": preset}))
     return rungs
 
 

@@ -40,8 +40,16 @@ class MemoryEstimate:
         dynamic = c["activations"] + c["logits"] + c["fragmentation"]
         return static + max(dynamic, c["optimizer_step"])
 
+    def additive(self) -> dict[str, float]:
+        """Components that sum to the total: the optimizer step counts only by what it adds on top of
+        the activations (it runs after backward has freed them)."""
+        c = dict(self.components)
+        dynamic = c["activations"] + c["logits"] + c["fragmentation"]
+        c["optimizer_step"] = max(0.0, c["optimizer_step"] - dynamic)
+        return c
+
     def gib(self) -> dict[str, float]:
-        out = {k: round(v / GiB, 3) for k, v in self.components.items()}
+        out = {k: round(v / GiB, 3) for k, v in self.additive().items()}
         out["total_gib"] = round(self.total / GiB, 3)
         return out
 
@@ -51,9 +59,8 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     notes: list[str] = []
     P_t = counts.trainable
     N = max(1, setup.shards)
-    frozen = quantized_bytes(counts, setup) + counts.frozen_other * (2 if setup.quant_bits else setup.base_bytes)
-    if setup.quant_bits:
-        frozen = quantized_bytes(counts, setup) + counts.frozen_other * 4  # prepare_model_for_kbit_training: fp32 rest
+    # QLoRA: prepare_model_for_kbit_training upcasts what is not quantized (embeddings, norms, lm_head) to fp32
+    frozen = quantized_bytes(counts, setup) + counts.frozen_other * (4 if setup.quant_bits else setup.base_bytes)
     tb = setup.trainable_bytes
     c: dict[str, float] = {k: 0.0 for k in ("base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights")}
     cpu = 0.0
@@ -98,10 +105,11 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
 def distributed_buffer_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> float:
     h = shape.hidden
     if setup.zero_stage is not None:
+        bucket = setup.ds_reduce_bucket if setup.ds_reduce_bucket is not None else h * h  # HF "auto": hidden^2
         if setup.zero_stage in (1, 2):
-            return 2 * h * h * 2  # HF "auto" reduce bucket (h^2 elements, 16-bit), two with overlap_comm
+            return bucket * 2 * (2 if setup.ds_overlap_comm else 1)  # 16-bit IPG bucket(s), allocated even for LoRA
         if setup.zero_stage >= 3:
-            live = min(1e9, max(shape.largest_module_params, shape.layer_params + 0.9 * h * h))
+            live = min(setup.ds_max_live, max(shape.largest_module_params, shape.layer_params + 0.9 * h * h))
             return 2 * live + 2 * shape.hidden * shape.vocab  # gathered params + lm_head gathered at the loss
         return 0.0
     if setup.fsdp in ("full_shard", "hybrid_shard", "shard_grad_op"):

@@ -52,7 +52,6 @@ def freeze_layer_ids(n_layers: int, k: int) -> tuple[int, ...]:
 
 def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
     L = shape.layers
-    linear_paths = {lin.path for lin in shape.linears}
     linear_weight = {f"{lin.path}.weight": lin for lin in shape.linears}
     if setup.finetuning_type == "lora":
         adapted = lora_adapted(shape, setup)
@@ -120,7 +119,6 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
             tensors += 1
             largest = max(largest, k)
     frozen_other = shape.total_params - trainable - frozen_linear
-    del linear_paths
     return ParamCounts(trainable, tensors, frozen_linear, rows, frozen_other, 0, (), ids, largest)
 
 
@@ -140,7 +138,7 @@ def optimizer_state_bytes(setup: Setup, counts: ParamCounts, shape: ModelShape, 
     p, n = counts.trainable, counts.trainable_tensors
     if setup.zero_stage is not None:  # DeepSpeed's own Adam keeps fp32 moments
         return 0.0 if name in ("sgd",) else 8.0 * p
-    if "8bit" in name or "bnb" in name and "8" in name:
+    if "8bit" in name:
         return 2.0 * p + 2 * p / 256 * 4 + 4 * n
     if name in ("sgd",) or name.startswith("lomo") or name.startswith("adalomo"):
         return 0.0

@@ -12,7 +12,7 @@ LABELS = {
     "master_weights": ("Master weights", "fp32 copy kept by DeepSpeed mixed precision"),
     "activations": ("Activations", "saved for backward (checkpointed layer inputs or every layer)"),
     "logits": ("LM head + loss", "fp32 logits, log-softmax and its gradient over the vocabulary"),
-    "optimizer_step": ("Optimizer step (transient)", "foreach AdamW temporaries; counted only if above activations"),
+    "optimizer_step": ("Optimizer step (transient)", "foreach AdamW temporaries beyond the freed activations"),
     "distributed_buffers": ("Distributed buffers", "DDP buckets / ZeRO buckets and gathered params / FSDP units"),
     "fragmentation": ("Allocator fragmentation", "10 % of the token-dependent memory"),
     "overhead": ("CUDA context + runtime", "context, workspaces, NCCL"),

@@ -7,9 +7,7 @@ trainable weights upcast to fp32; the model loaded in the compute dtype; HF auto
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from ..errors import ConfigError
 
@@ -50,6 +48,9 @@ class Setup:
     seq_len: int
     stage: str
     padded: bool = True  # batches carry an attention mask (dynamic padding)
+    ds_reduce_bucket: float | None = None  # elements; None = HF "auto" (hidden^2)
+    ds_overlap_comm: bool = False
+    ds_max_live: float = 1e9
 
     @property
     def gpus_per_node(self) -> int:
@@ -85,24 +86,25 @@ def deepspeed_settings(value: str | None) -> tuple[int | None, bool, bool]:
     """``(stage, offload_optimizer, offload_params)`` from a preset name or a DeepSpeed JSON file."""
     if not value:
         return None, False, False
-    key = value.strip().lower()
-    if key in DS_PRESETS:
-        return DS_PRESETS[key]
-    path = Path(value).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"deepspeed {value!r} is neither a preset ({', '.join(DS_PRESETS)}) nor a JSON file that exists.")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"DeepSpeed config {path} is not valid JSON: {exc}") from None
-    zero = data.get("zero_optimization") or {}
-    stage = int(zero.get("stage", 0) or 0)
+    from ..train.deepspeed_config import read_deepspeed
 
-    def offloaded(key: str) -> bool:
-        section = zero.get(key) or {}
-        return str(section.get("device", "none")).lower() in ("cpu", "nvme")
+    ds = read_deepspeed(value.strip())
+    return ds.stage, ds.offload_optimizer, ds.offload_param
 
-    return stage, offloaded("offload_optimizer"), offloaded("offload_param")
+
+def deepspeed_buffers(value: str | None) -> tuple[float | None, bool, float]:
+    """``(reduce_bucket_size or None for "auto", overlap_comm, stage3_max_live_parameters)`` in elements."""
+    if not value:
+        return None, False, 1e9
+    from ..train.deepspeed_config import read_deepspeed
+
+    zero = read_deepspeed(value.strip()).config.get("zero_optimization") or {}
+
+    def number(key: str, default):
+        raw = zero.get(key, default)
+        return None if raw in ("auto", None) else float(raw)
+
+    return number("reduce_bucket_size", 5e8), bool(zero.get("overlap_comm", False)), number("stage3_max_live_parameters", 1e9) or 1e9
 
 
 def fsdp_settings(value: str | None) -> tuple[str | None, bool]:
@@ -127,6 +129,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
     autocast = bool(cfg.bf16 or cfg.fp16)
     compute = 2 if autocast else base
     stage, off_opt, off_param = deepspeed_settings(cfg.deepspeed)
+    bucket, overlap, max_live = deepspeed_buffers(cfg.deepspeed)
     fsdp, fsdp_offload = fsdp_settings(cfg.fsdp)
     attn = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "eager": "eager", "fa2": "fa2"}[cfg.flash_attn]
     return Setup(
@@ -158,4 +161,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         seq_len=seq_len or cfg.cutoff_len,
         stage=cfg.stage,
         padded=not cfg.use_packing or not cfg.neat_packing,
+        ds_reduce_bucket=bucket,
+        ds_overlap_comm=overlap,
+        ds_max_live=max_live,
     )

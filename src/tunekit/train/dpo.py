@@ -20,7 +20,7 @@ import torch
 
 from .batching import PairCollator
 from .losses import preference_loss, sequence_logps
-from .reference import load_reference, reference_forward
+from .reference import load_reference, reference_forward, to_device
 from .stage_trainer import StageTrainer
 
 DATA_STAGE = "dpo"
@@ -35,7 +35,7 @@ def forward_logps(model, input_ids, attention_mask, labels) -> tuple[torch.Tenso
 class DPOTrainer(StageTrainer):
     def __init__(self, *args, ref_model=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.ref_model = ref_model
+        self.ref_model = to_device(ref_model, self.args.device)
 
     @property
     def needs_reference(self) -> bool:
@@ -93,14 +93,14 @@ def precompute_reference(dataset, collator, model, ref_model, batch_size: int, c
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     collator = PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
-    ref_model = None
-    if cfg.pref_loss not in REFERENCE_FREE:
-        ref_model = load_reference(cfg, tokenizer)
-        if cfg.precompute_ref_log_probs:
-            data.train = precompute_reference(data.train, collator, model, ref_model, cfg.per_device_eval_batch_size)
-            data.eval = precompute_reference(data.eval, collator, model, ref_model, cfg.per_device_eval_batch_size)
-            ref_model = None  # freed: the log-probs travel with the batches
-    return DPOTrainer(
+    ref_model = load_reference(cfg, tokenizer) if cfg.pref_loss not in REFERENCE_FREE else None
+    trainer = DPOTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg, ref_model=ref_model,
     )
+    if cfg.precompute_ref_log_probs and trainer.needs_reference:  # on the training device, then the reference is freed
+        size = cfg.per_device_eval_batch_size
+        trainer.train_dataset = precompute_reference(trainer.train_dataset, collator, trainer.model, trainer.ref_model, size)
+        trainer.eval_dataset = precompute_reference(trainer.eval_dataset, collator, trainer.model, trainer.ref_model, size)
+        trainer.ref_model = None
+    return trainer

@@ -22,7 +22,7 @@ import torch
 
 from .batching import PromptCollator
 from .losses import group_advantages, grpo_loss, masked_mean
-from .reference import load_reference, reference_forward
+from .reference import load_reference, reference_forward, to_device
 from .rollout import (
     RepeatSampler, RolloutCache, Samples, check_rewards, compute_rewards, decode_completions, generate,
     load_reward_functions, load_reward_model, response_logps, stop_token_ids,
@@ -53,9 +53,9 @@ class RolloutTrainerBase(StageTrainer):
 
     def __init__(self, *args, ref_model=None, reward_fns=(), reward_model=None, stop_ids=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.ref_model = ref_model
+        self.ref_model = to_device(ref_model, self.args.device)
         self.reward_fns = list(reward_fns)
-        self.reward_model = reward_model
+        self.reward_model = to_device(reward_model, self.args.device)
         self.stop_ids = list(stop_ids)
         self.cache = RolloutCache(self.reuse)
 

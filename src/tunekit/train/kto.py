@@ -17,7 +17,7 @@ import torch
 from .batching import KTOCollator
 from .dpo import forward_logps
 from .losses import kto_loss
-from .reference import load_reference, reference_forward
+from .reference import load_reference, reference_forward, to_device
 from .stage_trainer import StageTrainer
 
 DATA_STAGE = "kto"
@@ -26,7 +26,7 @@ DATA_STAGE = "kto"
 class KTOTrainer(StageTrainer):
     def __init__(self, *args, ref_model=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.ref_model = ref_model
+        self.ref_model = to_device(ref_model, self.args.device)
 
     def reference_logps(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
@@ -88,12 +88,13 @@ def with_kl_pairs(dataset):
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    data.train, data.eval = with_kl_pairs(data.train), with_kl_pairs(data.eval)
     collator = KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
-    ref_model = load_reference(cfg, tokenizer)
-    if cfg.precompute_ref_log_probs:
-        data.train = precompute_reference(data.train, collator, model, ref_model, cfg.per_device_train_batch_size)
-        data.eval = precompute_reference(data.eval, collator, model, ref_model, cfg.per_device_eval_batch_size)
-        ref_model = None
-    return KTOTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
-                      processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg, ref_model=ref_model)
+    trainer = KTOTrainer(model=model, args=args, train_dataset=with_kl_pairs(data.train), eval_dataset=with_kl_pairs(data.eval),
+                         data_collator=collator, processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
+                         ref_model=load_reference(cfg, tokenizer))
+    if cfg.precompute_ref_log_probs:  # on the training device, then the reference is freed
+        size = cfg.per_device_eval_batch_size
+        trainer.train_dataset = precompute_reference(trainer.train_dataset, collator, trainer.model, trainer.ref_model, size)
+        trainer.eval_dataset = precompute_reference(trainer.eval_dataset, collator, trainer.model, trainer.ref_model, size)
+        trainer.ref_model = None
+    return trainer

@@ -160,7 +160,6 @@ def relaunch(plan: LaunchPlan, argv: list[str], env: Mapping[str, str] | None = 
         check_port_free(port)
     env["MASTER_PORT"] = str(port)
     env.pop("FORCE_TORCHRUN", None)  # the ranks see RANK/WORLD_SIZE and never relaunch anyway
-    env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")  # a dead peer aborts NCCL collectives instead of hanging
     where = f"{plan.master_addr}:{port}"
     nodes = f" on node {plan.node_rank} of {plan.nnodes}" if plan.nnodes > 1 else ""
     sys.stderr.write(f"tunekit: starting {plan.nproc_per_node} processes{nodes} with torchrun (rendezvous {where})\n")

@@ -26,6 +26,13 @@ def load_reference(cfg, tokenizer) -> nn.Module | None:
     return load_model(cfg, tokenizer, is_trainable=False)
 
 
+def to_device(module, device):
+    """Move a frozen helper model (reference, reward model) next to the policy; quantized models stay where they loaded."""
+    if module is None or getattr(module, "is_quantized", False) or getattr(module, "hf_device_map", None):
+        return module
+    return module.to(device)
+
+
 def peft_of(model):
     """The ``PeftModel`` inside ``model`` (accelerate/value-head wrappers removed), or None."""
     from peft import PeftModel

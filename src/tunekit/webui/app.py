@@ -32,7 +32,7 @@ CSS = """
 
 def _errors_md(check: Validation | None, lang: str) -> str:
     if check is None or check.ok:
-        return "" if check is None else f"✅ {t('valid', lang)}"
+        return "" if check is None else f"✓ {t('valid', lang)}"
     return f"**{t('invalid', lang)}**\n\n```\n{check.message}\n```"
 
 
@@ -269,7 +269,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             if not check.ok:
                 return [*form.updates(check=check, lang=lang_), _errors_md(check, lang_)]
             saved = board.save_yaml(values, path)
-            return [*form.updates(check=check, lang=lang_), f"✅ saved {saved}"]
+            return [*form.updates(check=check, lang=lang_), f"✓ saved {saved}"]
 
         save_btn.click(on_save, inputs=[*form.inputs, config_path, lang_radio], outputs=[*form.inputs, errors_md],
                        api_visibility="private")
@@ -280,7 +280,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             except TunekitError as exc:
                 return [*form.updates(), f"**{t('invalid', lang_)}**\n\n```\n{exc}\n```"]
             check = validate(board.values(new_form))
-            return [*form.updates(values=new_form, check=check, lang=lang_), f"✅ loaded {path}"]
+            return [*form.updates(values=new_form, check=check, lang=lang_), f"✓ loaded {path}"]
 
         load_btn.click(on_load, inputs=[config_path, lang_radio], outputs=[*form.inputs, errors_md], api_visibility="private")
 
@@ -434,7 +434,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
                 return f"⚠ {exc}"
             except Exception as exc:  # noqa: BLE001 - show any load failure in the board
                 return f"⚠ could not load the model: {type(exc).__name__}: {exc}"
-            return f"✅ loaded {desc}"
+            return f"✓ loaded {desc}"
 
         chat_load.click(on_chat_load, inputs=[chat_model, chat_adapter, chat_template, *infer_form.inputs],
                         outputs=chat_info, api_visibility="private")

@@ -148,7 +148,7 @@ def format_plan(plan: Mapping[str, Any], lang: str = "en") -> str:
     gpu = plan.get("gpu")
     gpu_mem = plan.get("gpu_memory_gib") or (gpu.get("memory_gib") if isinstance(gpu, dict) else None)
     if fits is not None:
-        verdict = ("✅ fits" if fits else "❌ does not fit") if lang == "en" else ("✅ 显存够用" if fits else "❌ 显存不足")
+        verdict = ("✓ fits" if fits else "✗ does not fit") if lang == "en" else ("✓ 显存够用" if fits else "✗ 显存不足")
         head = f"### {verdict}"
         if total is not None:
             head += f" — {total:.2f} GiB" + (f" / {gpu_mem:.0f} GiB" if isinstance(gpu_mem, (int, float)) else "")
@@ -156,7 +156,10 @@ def format_plan(plan: Mapping[str, Any], lang: str = "en") -> str:
     components = mem.get("components") or {k: v for k, v in mem.items() if k != "total_gib" and isinstance(v, (int, float))}
     if components:
         lines += ["", "| component | GiB |", "|---|---:|"]
-        lines += [f"| {k} | {v:.2f} |" for k, v in components.items() if isinstance(v, (int, float))]
+        shown = {k: v for k, v in components.items() if isinstance(v, (int, float)) and v >= 0.005}
+        lines += [f"| {k} | {v:.2f} |" for k, v in shown.items()]
+        if len(shown) < len(components):
+            lines.append(f"| {len(components) - len(shown)} more below 0.01 | |")
     steps = [f"{k}: {plan[k]}" for k in ("total_steps", "steps_per_epoch") if plan.get(k) is not None]
     seconds = (plan.get("time") or {}).get("seconds") if isinstance(plan.get("time"), dict) else None
     if isinstance(seconds, (int, float)):
