@@ -73,12 +73,13 @@ class Measured:
 
 
 def run_measured(cmd: list[str], *, env: dict | None = None, cwd: str | Path | None = None, log: Path | None = None,
-                 watch: dict | None = None, interval: float = 0.02) -> Measured:
+                 watch: dict | None = None, interval: float = 0.02, rss_interval: float = 0.25) -> Measured:
     """Run ``cmd``; sample the tree's RSS and call ``watch[name]() -> bool`` until each first returns True.
 
-    ``watch`` callables are polled every ``interval`` s from a side thread; the first time one returns
-    True, its time (seconds after spawn) is recorded in ``marks`` -- e.g. "the first line appeared in
-    trainer_log.jsonl".
+    ``watch`` callables (keep them cheap: an ``os.stat``) are polled every ``interval`` s from a side
+    thread; the first time one returns True, its time (seconds after spawn) is recorded in ``marks`` --
+    e.g. "the first line appeared in trainer_log.jsonl". The process tree's RSS is summed every
+    ``rss_interval`` s (walking the tree is the expensive part: it must not steal the measured CPU).
     """
     import psutil
 
@@ -97,6 +98,7 @@ def run_measured(cmd: list[str], *, env: dict | None = None, cwd: str | Path | N
             root = psutil.Process(proc.pid)
         except psutil.Error:
             return
+        next_rss = 0.0
         while not done.is_set():
             now = time.time()
             for name in [n for n in watch if n not in marks]:
@@ -105,18 +107,20 @@ def run_measured(cmd: list[str], *, env: dict | None = None, cwd: str | Path | N
                         marks[name] = now - t0
                 except Exception:
                     pass
-            total = 0
-            try:
-                procs = [root] + root.children(recursive=True)
-            except psutil.Error:
-                procs = []
-            for p in procs:
+            if now >= next_rss:
+                next_rss = now + rss_interval
+                total = 0
                 try:
-                    total += p.memory_info().rss
+                    procs = [root] + root.children(recursive=True)
                 except psutil.Error:
-                    pass
-            peak_tree = max(peak_tree, total)
-            done.wait(interval)
+                    procs = []
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                peak_tree = max(peak_tree, total)
+            done.wait(interval if len(marks) < len(watch) else min(rss_interval, 0.25))
 
     thread = threading.Thread(target=sampler, daemon=True)
     thread.start()

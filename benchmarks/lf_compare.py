@@ -69,16 +69,18 @@ def build_model(model_dir: Path, python: Path) -> None:
 def first_log_line(path: Path):
     def check() -> bool:
         try:
-            return path.stat().st_size > 0 and b"\n" in path.read_bytes()
+            return path.stat().st_size > 0  # both tools write whole lines (one write per line)
         except OSError:
             return False
     return check
 
 
-def run_one(tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, extra: list[str]) -> dict:
+def run_one(tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, extra: list[str], threads: int = 0) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
                TUNEKIT_CACHE=str(WORK / "tunekit-cache"))
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     cmd = [str(exe), "train", str(JOB), f"model_name_or_path={model_dir}", f"output_dir={out_dir}",
            f"dataset_dir={LF_DATA}", *COMMON, *extra]
     m: Measured = run_measured(cmd, env=env, cwd=WORK, log=log,
@@ -131,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tunekit", default=str(BASE_VENV / "bin" / "tunekit"), help="the tunekit executable")
     ap.add_argument("--lf", default=str(LF_VENV / "bin" / "llamafactory-cli"), help="the llamafactory-cli executable")
     ap.add_argument("--json", help="write the rows and summary to this file")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="OMP_NUM_THREADS for both tools (default: unset = torch's default, one per core). On a machine "
+                         "where other work keeps the cores busy, torch's spinning thread barriers make 2 threads several "
+                         "times slower than 1; --threads 1 keeps such a comparison meaningful (and say so when quoting it)")
     ap.add_argument("--nice", type=int, default=0,
                     help="renice this script (and so both tools, which inherit it) by N; negative needs root. On a machine "
                          "shared with other work a negative value brings timings closer to a quiet machine's")
@@ -152,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = WORK / "tiny-qwen2"
     build_model(model_dir, Path(args.tunekit).parent / "python")
     print(f"[lf_compare] job {JOB} | model {model_dir} | cpus {os.cpu_count()} | "
-          f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'unset')} | nice {args.nice} | load {loadavg()}", flush=True)
+          f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | nice {args.nice} | load {loadavg()}", flush=True)
     rows = []
     for i in range(args.pairs):
         for name, exe in tools.items():
-            row = run_one(name, exe, model_dir, WORK / f"out-{name}", WORK / f"{name}-{i}.log", args.extra)
+            row = run_one(name, exe, model_dir, WORK / f"out-{name}", WORK / f"{name}-{i}.log", args.extra, args.threads)
             print_row(row)
             rows.append(row)
     summary = summarize(rows)

@@ -30,17 +30,21 @@ EVAL_FILE = DATA_DIR / "quickstart_eval.json"
 
 # The model the quickstart trains: fixed sizes and seed, so every run starts from the same weights.
 MODEL = {"like": "llama", "hidden_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2, "seed": 0}
-# --quick (the test): a smaller model, less data and fewer steps; the same flow.
-QUICK_MODEL = {**MODEL, "hidden_size": 64}
-QUICK_TRAIN = ["max_samples=400", "num_train_epochs=2", "per_device_train_batch_size=16", "learning_rate=3e-3",
-               "logging_steps=5"]
+# --quick (what the test runs): the same model and flow, fewer steps and held-out questions.
+QUICK_TRAIN = ["max_steps=120", "logging_steps=10"]
+QUICK_EVAL = 100
 
 
 def load_eval(path: Path = EVAL_FILE, limit: int | None = None) -> list[tuple[str, str]]:
-    """(question, answer) pairs of an alpaca file; the question joins instruction and input as training does."""
+    """(question, answer) pairs of an alpaca file; the question joins instruction and input as training does.
+
+    ``limit`` keeps that many, evenly spread over the file (so both languages stay represented).
+    """
     rows = json.loads(path.read_text(encoding="utf-8"))
     pairs = [("\n".join(p for p in (r["instruction"], r.get("input", "")) if p), r["output"]) for r in rows]
-    return pairs[:limit] if limit else pairs
+    if limit and limit < len(pairs):
+        pairs = [pairs[i * len(pairs) // limit] for i in range(limit)]
+    return pairs
 
 
 def exact_match(
@@ -106,7 +110,7 @@ def run_train(model_dir: Path, run_dir: Path, extra: Sequence[str]) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--output-dir", default=str(ROOT / "saves" / "quickstart"))
-    ap.add_argument("--quick", action="store_true", help="smaller model and run (what the test runs)")
+    ap.add_argument("--quick", action="store_true", help="fewer steps and questions (what the test runs)")
     ap.add_argument("--eval-limit", type=int, default=None, help="evaluate on the first N held-out questions")
     ap.add_argument("train_args", nargs="*", help="key=value options for tunekit train")
     args = ap.parse_args(argv)
@@ -117,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     out = Path(args.output_dir).resolve()
     model_dir, run_dir = out / "model", out / "run"
-    build_tiny_model(model_dir, **(QUICK_MODEL if args.quick else MODEL))
+    build_tiny_model(model_dir, **MODEL)
     template = read_template()
-    examples = load_eval(limit=args.eval_limit)
+    examples = load_eval(limit=args.eval_limit or (QUICK_EVAL if args.quick else None))
     print(f"model: {model_dir} | template: {template} | held-out questions: {len(examples)}", flush=True)
 
     before, _ = exact_match(model_dir, template, examples)

@@ -24,17 +24,16 @@ from pathlib import Path
 SEED = 20261130
 MIN_DIGITS, MAX_DIGITS = 3, 7
 
-# (instruction, input) phrasings; "{n}" is the number. An empty input puts the number in the instruction.
+# (instruction, input) phrasings; "{n}" is the number, always last in the question (an empty input puts it
+# at the end of the instruction), so a small model finds it at a fixed distance from its answer.
 EN = [
     ("Reverse the digits: {n}", ""),
-    ("Write {n} backwards.", ""),
-    ("What is {n} with its digits in reverse order?", ""),
+    ("Write this number backwards: {n}", ""),
     ("Reverse the digits of this number.", "{n}"),
 ]
 ZH = [
     ("把这个数字倒过来写：{n}", ""),
-    ("{n} 倒过来写是多少？", ""),
-    ("请将 {n} 的各位数字倒序输出。", ""),
+    ("请将下面数字的各位倒序输出：{n}", ""),
     ("把下面这个数的数字顺序反过来。", "{n}"),
 ]
 

@@ -152,12 +152,15 @@ def test_lora_zero3_offload_saves_a_loadable_adapter(runs, tiny_qwen):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    lora = dict(finetuning_type="lora", learning_rate=1e-2)  # LoRA init is seeded after loading, so ZeRO-3 matches
+    lora = dict(finetuning_type="lora", learning_rate=1e-2)
     single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
-    z3, _ = runs("z3_offload_lora", "reexec", per_device_train_batch_size=1, deepspeed="z3_offload", **lora)
+    z3, proc = runs("z3_offload_lora", "reexec", per_device_train_batch_size=1, deepspeed="z3_offload", **lora)
     _assert_close(_losses(single), _losses(z3), LOSS_TOL, "LoRA ZeRO-3 offload losses")
     a, b = load_file(single / "adapter_model.safetensors"), load_file(z3 / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(t.numel() > 0 for t in b.values())
+    base = sum(t.numel() for t in load_file(tiny_qwen / "model.safetensors").values())
+    adapter = sum(t.numel() for t in b.values())
+    assert f"trainable params: {adapter:,} / {base + adapter:,}" in proc.stdout  # full sizes, not ZeRO-3 partitions
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), z3)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)

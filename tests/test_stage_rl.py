@@ -28,14 +28,13 @@ def _mean(rows, key, part):
     return sum(chunk) / len(chunk)
 
 
-RL_COMMON = dict(finetuning_type="full", gradient_checkpointing=False, generation_max_new_tokens=4,
-                 per_device_train_batch_size=2, reward_funcs=REWARD)
+RL_COMMON = dict(finetuning_type="full", gradient_checkpointing=False, generation_max_new_tokens=4, reward_funcs=REWARD)
 
 
 @pytest.mark.slow
 def test_grpo_raises_the_reward(tiny_qwen, prompt_dir, tmp_path):
     out = tmp_path / "out"
-    run_train(load_config(None, base_config(tiny_qwen, prompt_dir, out, stage="grpo", num_generations=8, max_steps=16,
+    run_train(load_config(None, base_config(tiny_qwen, prompt_dir, out, stage="grpo", num_generations=8, per_device_train_batch_size=2, max_steps=16,
                                             learning_rate=2e-2, grpo_iterations=2, **RL_COMMON)))
     rows = train_rows(out)
     first, last = _mean(rows, "rewards/mean", "first"), _mean(rows, "rewards/mean", "last")
@@ -53,7 +52,7 @@ def test_ppo_raises_the_reward_and_saves_its_value_head(tiny_qwen, prompt_dir, t
     from tunekit.train.value_head import load_value_head_model
 
     out = tmp_path / "out"
-    run_train(load_config(None, base_config(tiny_qwen, prompt_dir, out, stage="ppo", max_steps=16, learning_rate=2e-2,
+    run_train(load_config(None, base_config(tiny_qwen, prompt_dir, out, stage="ppo", per_device_train_batch_size=8, max_steps=16, learning_rate=2e-2,
                                             ppo_epochs=2, **RL_COMMON)))
     rows = train_rows(out)
     first, last = _mean(rows, "rewards/mean", "first"), _mean(rows, "rewards/mean", "last")

@@ -98,12 +98,16 @@ def test_round_trip_through_the_gradio_widgets():
 
     with gr.Blocks():
         widgets = {s.name: make_widget(s, "en", templates=["qwen", "llama3"]) for s in SPECS}
+    def through(name, value):
+        return widgets[name].preprocess(widgets[name].postprocess(value))
+
+    defaults = {name: through(name, value) for name, value in defaults_form(SPECS).items()}
+    assert form_to_values(SPECS, defaults) == {}
     for spec in SPECS:
-        cfg, _ = sample_config(spec)
-        sent = {}
-        for name, widget in widgets.items():
-            value = to_form(spec if name == spec.name else next(s for s in SPECS if s.name == name), getattr(cfg, name))
-            sent[name] = widget.preprocess(widget.postprocess(value))
+        cfg, values = sample_config(spec)
+        sent = dict(defaults)
+        for name in values:  # the option and the context it needs
+            sent[name] = through(name, to_form(next(s for s in SPECS if s.name == name), getattr(cfg, name)))
         assert config_to_dict(build_config(form_to_values(SPECS, sent))) == config_to_dict(cfg), spec.name
 
 

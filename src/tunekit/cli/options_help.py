@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import textwrap
+from pathlib import Path
+
+_OPTIONS_DIR = Path(__file__).resolve().parent.parent / "config" / "options"
 
 
 def format_options_help(groups=None) -> str:
+    """The option list; the full list is cached on disk, because building the pydantic schema takes
+    most of a second and ``tunekit train --help`` should answer at once. The cache key covers every
+    file of ``config/options`` (name, size, mtime), so an edited option is never shown stale."""
+    if groups is not None:
+        return _format(groups)
+    try:
+        sig = "|".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(_OPTIONS_DIR.glob("*.py")))
+        root = os.environ.get("TUNEKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tunekit")
+        cached = Path(root) / "help" / (hashlib.sha256(sig.encode()).hexdigest()[:20] + ".txt")
+        if cached.is_file():
+            return cached.read_text(encoding="utf-8")
+    except OSError:
+        return _format(None)
+    text = _format(None)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(cached)
+    except OSError:
+        pass
+    return text
+
+
+def _format(groups) -> str:
     from tunekit.config.options import GROUPS
 
     out = []

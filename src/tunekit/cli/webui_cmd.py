@@ -52,6 +52,10 @@ def main(argv: list[str]) -> int:
         print("warning: the board runs training jobs; consider --auth USER:PASSWORD when exposing it", file=sys.stderr)
     if args.share:
         print("tunekit webui: --share opens a public link through Gradio's share servers", flush=True)
+    import signal
+
+    # SIGTERM (a service manager, a test) exits like Ctrl-C, so the running job is stopped cleanly too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from tunekit.webui.app import launch
 
     launch(host, port, share=args.share, auth=auth, lang=args.lang)

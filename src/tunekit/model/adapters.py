@@ -160,13 +160,13 @@ def _apply_lora(model, cfg, adapters: list[str]):
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:
             raise ModelError(f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}") from None
-    import torch
-
-    torch.manual_seed(cfg.seed)  # LoRA init from the seed alone: ZeRO-3's zero.Init consumes the RNG while loading
     return get_peft_model(model, lora_config(cfg, model))
 
 
 def count_parameters(model) -> tuple[int, int]:
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    total = sum(p.numel() for p in model.parameters())
+    def numel(p) -> int:  # ZeRO-3 partitions leave numel() == 0; ds_numel is the full size
+        return getattr(p, "ds_numel", None) or p.numel()
+
+    trainable = sum(numel(p) for p in model.parameters() if p.requires_grad)
+    total = sum(numel(p) for p in model.parameters())
     return trainable, total

@@ -183,7 +183,7 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
         )
     except OSError as exc:
         raise ModelError(_hub_hint(path, exc)) from None
-    embeddings = model.get_input_embeddings().weight.shape[0]
+    embeddings = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 under ZeRO-3 (partitioned)
     if cfg.resize_vocab or cfg.add_special_tokens or len(tokenizer) > embeddings:
         if len(tokenizer) > embeddings or cfg.resize_vocab:
             model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64 if len(tokenizer) > embeddings else None)

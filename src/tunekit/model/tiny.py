@@ -248,10 +248,9 @@ def _resolve_config_path(path: Path) -> Resolved:
 
 
 def corpus_texts() -> list[str]:
-    """The shipped corpus, one line per text, files in name order."""
-    texts: list[str] = []
-    for f in sorted(CORPUS_DIR.glob("*.txt")):
-        texts.extend(line for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
+    """The shipped corpus, one text per file in name order (newlines kept: "\n" and "\n\n" pieces are learned)."""
+    texts = [f.read_text(encoding="utf-8") for f in sorted(CORPUS_DIR.glob("*.txt"))]
+    texts = [t for t in texts if t.strip()]
     if not texts:
         raise ModelError(f"tiny-model: the tokenizer corpus {CORPUS_DIR} is empty or missing (broken install?).")
     return texts

@@ -51,7 +51,7 @@ class PPORollout:
     old_values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
-    scores: torch.Tensor
+    scores: torch.Tensor  # as rewarded, before ppo_score_norm
     kl: torch.Tensor
 
 
@@ -74,6 +74,7 @@ class PPOTrainer(ValueHeadSaveMixin, RolloutTrainerBase):
         with torch.no_grad():
             old_logps, old_values = policy_forward(model, samples, cfg.rollout_temperature)
             ref_logps = self.reference_token_logps(model, samples)
+        raw_scores = scores
         if cfg.ppo_score_norm and scores.numel() > 1:
             scores = (scores - scores.mean()) / (scores.std() + 1e-8)
         kl = (old_logps - ref_logps) * mask
@@ -88,7 +89,7 @@ class PPOTrainer(ValueHeadSaveMixin, RolloutTrainerBase):
         if cfg.ppo_adaptive_kl and model.training:
             error = torch.clamp(seq_kl / cfg.ppo_target - 1, -0.2, 0.2).item()
             self.kl_coef *= 1 + error * len(last) / KL_HORIZON
-        return PPORollout(samples, old_logps, old_values, advantages, returns, scores, kl.sum(1))
+        return PPORollout(samples, old_logps, old_values, advantages, returns, raw_scores, kl.sum(1))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config

@@ -91,7 +91,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
                             with gr.Row():
                                 plan_btn = L(gr.Button(t("plan_btn", lang), elem_id="tk-plan-btn", size="sm"), "plan_btn", "value")
                                 autofit_btn = L(gr.Button(t("autofit_btn", lang), elem_id="tk-autofit", size="sm"), "autofit_btn", "value")
-                        command_code = L(gr.Code(language="shell", label=t("command", lang), lines=2, interactive=False,
+                        command_code = L(gr.Code(language="shell", label=t("command", lang), lines=2, max_lines=8, interactive=False,
                                                  elem_id="tk-command", wrap_lines=True), "command")
                         yaml_code = L(gr.Code(language="yaml", label=t("yaml", lang), lines=4, max_lines=16, interactive=False,
                                               elem_id="tk-yaml"), "yaml")
@@ -116,7 +116,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
                     do_eval = L(gr.Checkbox(value=True, label=t("eval_do_eval", lang), elem_id="tk-do-eval"), "eval_do_eval")
                     do_predict = L(gr.Checkbox(value=False, label=t("eval_do_predict", lang), elem_id="tk-do-predict"), "eval_do_predict")
                     eval_btn = L(gr.Button(t("eval_btn", lang), variant="primary", elem_id="tk-eval-btn"), "eval_btn", "value")
-                eval_cmd = L(gr.Code(language="shell", label=t("command", lang), lines=2, interactive=False,
+                eval_cmd = L(gr.Code(language="shell", label=t("command", lang), lines=2, max_lines=8, interactive=False,
                                      elem_id="tk-eval-command", wrap_lines=True), "command")
                 eval_errors = gr.Markdown(elem_id="tk-eval-errors")
                 eval_status = gr.Markdown(elem_id="tk-eval-status")
@@ -161,7 +161,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
                 with gr.Row():
                     exp_use_trained = gr.Button("← Train", size="sm", elem_id="tk-export-use-trained")
                     exp_btn = L(gr.Button(t("export_btn", lang), variant="primary", elem_id="tk-export-btn"), "export_btn", "value")
-                exp_cmd = L(gr.Code(language="shell", label=t("command", lang), lines=2, interactive=False,
+                exp_cmd = L(gr.Code(language="shell", label=t("command", lang), lines=2, max_lines=8, interactive=False,
                                     elem_id="tk-export-command", wrap_lines=True), "command")
                 exp_errors = gr.Markdown(elem_id="tk-export-errors")
                 exp_log = L(gr.Textbox(label=t("export_log", lang), lines=8, interactive=False, elem_id="tk-export-log"), "export_log")
@@ -360,29 +360,18 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
                                            board.defaults().get("dataset_dir"))
             ds_update = gr.update(choices=names)
             if job is None or job.kind not in ("train", "eval") or not job.form:
-                return [*form.updates(), ds_update, None]
+                return [*form.updates(), ds_update, None, gr.skip(), gr.skip()]
             restored = {k: v for k, v in job.form.items() if k in form.comps}
-            return [*form.updates(values=restored), ds_update, None]
+            _check, cmd, yml = board.preview(restored)
+            return [*form.updates(values=restored), ds_update, None, cmd, yml]
 
-        demo.load(on_page_load, inputs=[lang_radio], outputs=[*form.inputs, eval_dataset, view_sig],
+        demo.load(on_page_load, inputs=[lang_radio], outputs=[*form.inputs, eval_dataset, view_sig, command_code, yaml_code],
                   api_visibility="private").then(wake, outputs=timer, api_visibility="private")
 
         # ---------------------------------------------------------------- evaluate & predict
         def eval_values(args):
             values, (adapter, datasets, out, ev, pred, lang_) = split(args)
-            values = dict(values)
-            base = board.values(values)
-            base.pop("eval_strategy", None)
-            base.pop("val_size", None)
-            base.pop("load_best_model_at_end", None)
-            extra = {
-                "do_train": False, "do_eval": bool(ev), "do_predict": bool(pred),
-                "eval_dataset": ",".join(datasets or []) or base.get("dataset"),
-                "output_dir": out or board.default_output_dir(values, "eval"),
-            }
-            if adapter:
-                extra["adapter_name_or_path"] = adapter
-            return {**base, **extra}, lang_
+            return board.eval_values(values, adapter, datasets, out, bool(ev), bool(pred)), lang_
 
         eval_inputs = [*form.inputs, eval_adapter, eval_dataset, eval_out, do_eval, do_predict, lang_radio]
 
@@ -545,7 +534,11 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
 
     # Warm the ML imports while the page loads: the first plan / sample preview / chat is then quick.
     threading.Thread(target=importlib.import_module, args=("transformers",), daemon=True).start()
-    demo = create_app(Board(cwd), lang)
+    import atexit
+
+    board = Board(cwd)
+    atexit.register(board.runner.shutdown)  # a job does not outlive its board
+    demo = create_app(board, lang)
     demo.queue(default_concurrency_limit=4)
     demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,
                 ssr_mode=False, prevent_thread_lock=not block, quiet=True, footer_links=["settings"],

@@ -87,6 +87,21 @@ class Board:
         job = self.runner.start("train", override_args(values), check.config.output_dir or ".", form=dict(form), kind=kind)
         return check, job
 
+    def eval_values(self, form: Mapping[str, Any], adapter: str | None, datasets: list[str] | None,
+                    output_dir: str | None, do_eval: bool, do_predict: bool) -> dict[str, Any]:
+        """The Evaluate & predict tab: the Train form's options, no training, on the chosen data."""
+        base = self.values(form)
+        for key in ("eval_strategy", "val_size", "load_best_model_at_end", "do_train", "do_eval", "do_predict"):
+            base.pop(key, None)  # training-time evaluation settings do not apply to a run without training
+        extra: dict[str, Any] = {
+            "do_train": False, "do_eval": do_eval, "do_predict": do_predict,
+            "eval_dataset": ",".join(datasets or []) or base.get("eval_dataset") or base.get("dataset"),
+            "output_dir": output_dir or self.default_output_dir(form, "eval"),
+        }
+        if adapter:
+            extra["adapter_name_or_path"] = adapter
+        return {**base, **extra}
+
     def start_export(self, values: Mapping[str, Any]) -> tuple[Validation, Job | None]:
         check = validate(values)
         if not check.ok:

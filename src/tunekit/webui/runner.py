@@ -127,3 +127,13 @@ class JobRunner:
         except subprocess.TimeoutExpired:
             return None
         return self.poll().returncode  # type: ignore[union-attr]
+
+    def shutdown(self, grace_s: float = 20.0) -> None:
+        """When the board exits: stop its job the clean way (SIGINT), then SIGTERM after ``grace_s``."""
+        job = self.poll()
+        if job is None or not job.running:
+            return
+        self.stop()
+        if self.wait(grace_s) is None:
+            self.stop()
+            self.wait(5)
