@@ -6,11 +6,14 @@ qwen template, cutoff 512, LoRA r8 on all linear layers, bs 2 x GA 4, lr 1e-4 co
 val 0.1 with eval every 20 steps, fp32, 33 optimizer steps) on the tiny Qwen2 that the baseline's
 ``make_tiny_model.py`` builds (5.0M parameters). Both tools get the same command line::
 
-    tunekit train          lora_sft.yaml model_name_or_path=M output_dir=O dataset_dir=D logging_first_step=true
-    llamafactory-cli train lora_sft.yaml model_name_or_path=M output_dir=O dataset_dir=D logging_first_step=true
+    tunekit train          lora_sft.yaml model_name_or_path=M output_dir=O dataset_dir=D logging_first_step=true do_eval=true
+    llamafactory-cli train lora_sft.yaml model_name_or_path=M output_dir=O dataset_dir=D logging_first_step=true do_eval=true
 
 ``logging_first_step=true`` (a TrainingArguments option both accept; it adds one log line) makes each
 tool append its first line to ``output_dir/trainer_log.jsonl`` right after optimizer step 1.
+``do_eval=true`` changes nothing for LLaMA-Factory (HF turns do_eval on whenever eval_strategy is set,
+and LLaMA-Factory then evaluates once more after training); tunekit reads its own ``do_eval``
+(default false), so without it tunekit would skip that final evaluation and do less work.
 
 What is measured, per run:
   wall       spawn of the command -> exit (the whole command, as a user waits for it)
@@ -28,7 +31,11 @@ why and how to create it); LLaMA-Factory from ``$LF_VENV`` (default ~/.cache/lf-
 baseline's setup.sh). Environment for both, as in run_baseline.sh: CUDA_VISIBLE_DEVICES="",
 TOKENIZERS_PARALLELISM=false; tunekit's dataset cache goes to the work folder.
 
-    benchmarks/.venv-base/bin/python benchmarks/lf_compare.py [--pairs 2] [--only tunekit|lf]
+    benchmarks/.venv-base/bin/python benchmarks/lf_compare.py [--pairs 2] [--only tunekit|lf] [--threads 1]
+
+On a machine whose cores are busy with other work, torch's default (one thread per core, spinning
+barriers) runs several times slower than one thread and burns CPU while waiting: use ``--threads 1``
+there (both tools get OMP_NUM_THREADS=1) and compare the CPU-time ratio, the least load-sensitive figure.
 
 Timings swing 2-10x when other work shares the cores: runs alternate, the load average is printed
 with each run, and the ratios (tunekit / LF) are what to compare.

@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     transformers.set_seed(cfg.seed)
     targs = build_training_arguments(cfg, [])
     tokenizer = load_tokenizer(cfg)
+    if tokenizer.pad_token_id is None:  # llama has none; the sequences are all full length, nothing is padded
+        tokenizer.pad_token = tokenizer.eos_token
     model = load_model(cfg, tokenizer, is_trainable=True)
     n_params = model.num_parameters()
     conf = model.config

@@ -18,8 +18,6 @@ from tunekit.train.deepspeed_config import (
     PRESETS, check_batch_fields, preset_config, read_deepspeed, resolve_deepspeed,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-
 # LLaMA-Factory's examples/deepspeed/ds_z3_config.json, field for field (users pass these files as they are).
 LLAMAFACTORY_Z3 = {
     "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",

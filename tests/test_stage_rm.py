@@ -61,8 +61,10 @@ def test_a_saved_reward_model_scores_grpo_rollouts(tiny_qwen, pref_dir, tmp_path
     rm_out, rl_out = tmp_path / "rm", tmp_path / "rl"
     run_train(load_config(None, base_config(tiny_qwen, pref_dir, rm_out, stage="rm", max_steps=1)))
     write_dataset(pref_dir, "prompts", alpaca_records(4, seed=5))
-    run_train(load_config(None, base_config(tiny_qwen, pref_dir, rl_out, stage="grpo", dataset="prompts", max_steps=1,
+    run_train(load_config(None, base_config(tiny_qwen, pref_dir, rl_out, stage="grpo", dataset="prompts", max_steps=2,
                                             reward_model=str(rm_out), num_generations=2, generation_max_new_tokens=3,
-                                            per_device_train_batch_size=2)))
-    row = train_rows(rl_out)[0]
-    assert row["rewards/std"] > 0  # scores come from the reward model's value head, one per completion
+                                            per_device_train_batch_size=2, grpo_iterations=2, learning_rate=5e-2)))
+    first, second = train_rows(rl_out)
+    assert first["rewards/std"] > 0  # scores come from the reward model's value head, one per completion
+    # grpo_iterations 2: the second step optimises the same rollout off-policy (same rewards, ratio no longer 1)
+    assert second["rewards/mean"] == first["rewards/mean"] and first["objective/clipfrac"] == 0.0

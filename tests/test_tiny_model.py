@@ -197,3 +197,22 @@ def test_explicit_vocab_size(tmp_path):
     assert len(AutoTokenizer.from_pretrained(out)) == 600
     with pytest.raises(ModelError, match="too small"):
         build_tiny_model(tmp_path / "w", like="llama", vocab_size=100)
+
+
+def test_like_llama31_config_keeps_rope_scaling_consistent(tmp_path, caplog):
+    from transformers import AutoModelForCausalLM
+
+    real = {  # the shape of a Llama-3.1-8B config.json (transformers 4 style rope_scaling)
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": False, "mlp_bias": False,
+        "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(real))
+    out = build_tiny_model(tmp_path / "tiny", like=tmp_path / "config.json")
+    rope = json.loads((out / "config.json").read_text())["rope_parameters"]
+    assert rope["rope_type"] == "llama3" and rope["rope_theta"] == 500000.0 and rope["factor"] == 8.0
+    assert rope["original_max_position_embeddings"] == 2048 // 8  # below the shrunk max_position_embeddings
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert type(model).__name__ == "LlamaForCausalLM" and model.lm_head.weight.shape[0] >= 1800

@@ -24,7 +24,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--num-heads", type=int, default=4)
     p.add_argument("--num-kv-heads", type=int, default=2)
     p.add_argument("--vocab-size", type=int, default=None,
-                   help="BPE vocabulary target and embedding rows (default: what the corpus gives, ~1.7k, "
+                   help="BPE vocabulary target and embedding rows (default: what the corpus gives, ~1.8k, "
                         "rounded up to 64)")
     return p
 

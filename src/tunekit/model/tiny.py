@@ -412,6 +412,11 @@ def shrink_config(
         initializer_range=0.02,
         use_cache=True,
     )
+    for key in ("rope_scaling", "rope_parameters"):  # long-context scaling: keep its ratio to the new length
+        rope = cfg.get(key)
+        if isinstance(rope, dict) and rope.get("original_max_position_embeddings"):
+            factor = float(rope.get("factor") or 1.0)
+            rope["original_max_position_embeddings"] = max(int(cfg["max_position_embeddings"] / max(factor, 1.0)), 1)
     if "query_pre_attn_scalar" in cfg:  # gemma2/3 scale attention by this (= head_dim in the real ones)
         cfg["query_pre_attn_scalar"] = head_dim
     if cfg.get("sliding_window"):

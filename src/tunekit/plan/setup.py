@@ -15,7 +15,7 @@ DS_PRESETS = {
     "z0": (0, False, False), "z1": (1, False, False), "z2": (2, False, False), "z2_offload": (2, True, False),
     "z3": (3, False, False), "z3_offload": (3, True, True),
 }
-FSDP_MODES = ("full_shard", "shard_grad_op", "no_shard", "hybrid_shard")
+FSDP_MODES = ("full_shard", "shard_grad_op", "no_shard")  # what the launcher (train/distributed.py) supports
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from .grpo import RolloutTrainerBase
 from .losses import gae, masked_mean, masked_whiten, ppo_losses
 from .reference import load_reference
 from .rollout import Samples, check_rewards, load_reward_functions, load_reward_model, response_logps, stop_token_ids
-from .value_head import ValueHeadModel, ValueHeadSaveMixin
+from .value_head import ValueHeadSaveMixin, with_value_head
 
 DATA_STAGE = "ppo"
 KL_HORIZON = 10000
@@ -41,7 +41,7 @@ KL_HORIZON = 10000
 def load_model(cfg, tokenizer):
     from ..model.loader import load_model as load_lm
 
-    return ValueHeadModel(load_lm(cfg, tokenizer, is_trainable=cfg.do_train))
+    return with_value_head(load_lm(cfg, tokenizer, is_trainable=cfg.do_train), cfg)
 
 
 @dataclass

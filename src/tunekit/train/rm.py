@@ -15,7 +15,7 @@ from __future__ import annotations
 from .batching import PairCollator
 from .losses import pairwise_reward_loss
 from .stage_trainer import StageTrainer
-from .value_head import ValueHeadModel, ValueHeadSaveMixin, last_token_values
+from .value_head import ValueHeadSaveMixin, last_token_values, with_value_head
 
 DATA_STAGE = "rm"
 
@@ -23,7 +23,7 @@ DATA_STAGE = "rm"
 def load_model(cfg, tokenizer):
     from ..model.loader import load_model as load_lm
 
-    return ValueHeadModel(load_lm(cfg, tokenizer, is_trainable=cfg.do_train))
+    return with_value_head(load_lm(cfg, tokenizer, is_trainable=cfg.do_train), cfg)
 
 
 class RewardTrainer(ValueHeadSaveMixin, StageTrainer):

@@ -69,6 +69,8 @@ def load_reward_model(cfg):
         return None
     from .value_head import load_value_head_model
 
+    if cfg.reward_model_adapters:  # an adapter folder (with its value head) on top of reward_model
+        return load_value_head_model(cfg.reward_model_adapters, base=cfg.reward_model)
     base = cfg.model_name_or_path if cfg.reward_model_type == "lora" else None
     return load_value_head_model(cfg.reward_model, base=base)
 

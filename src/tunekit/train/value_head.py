@@ -70,6 +70,17 @@ class ValueHeadModel(nn.Module):
         save_file(self.value_head_state(), str(Path(folder) / VALUE_HEAD_FILE), metadata={"format": "pt"})
 
 
+def with_value_head(lm, cfg) -> ValueHeadModel:
+    """Wrap the loaded LM; a head saved next to the model or its last adapter (a trained reward model) is reloaded."""
+    model = ValueHeadModel(lm)
+    candidates = [cfg.model_name_or_path] + [a.strip() for a in (cfg.adapter_name_or_path or "").split(",") if a.strip()]
+    for path in reversed(candidates):
+        if path and (Path(path) / VALUE_HEAD_FILE).is_file():
+            model.load_value_head(path)
+            break
+    return model
+
+
 def last_token_values(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     last = attention_mask.long().sum(-1) - 1
     return values.gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1)
