@@ -14,6 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 REFERENCE_DATA = SHARED / "reference-data" / "llamafactory"
 
+# Tiny models gain nothing from intra-op threads, and on a shared 2-core machine torch's spinning
+# threads slow small ops down several times: one thread per process (subprocesses inherit it).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

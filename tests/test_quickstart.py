@@ -71,7 +71,7 @@ def test_quick_run_learns_the_task(tmp_path):
     run = tmp_path / "run"
     assert summary["train_steps"] == 120 and summary["held_out"] == 100
     assert summary["accuracy_before"] <= 0.02, summary  # a random model cannot reverse digits
-    assert summary["accuracy_after"] >= 0.4, summary  # measured ~0.6-0.7 at 120 steps
+    assert summary["accuracy_after"] >= 0.3, summary  # measured 0.59 at 120 steps
     assert (run / "training_loss.png").stat().st_size > 0 and (run / "model.safetensors").is_file()
     losses = [json.loads(line)["loss"] for line in (run / "trainer_log.jsonl").read_text().splitlines()
               if "loss" in json.loads(line)]

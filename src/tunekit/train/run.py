@@ -159,7 +159,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
                 log(f"loss plot: {path}")
         if stopper.requested is not None:
             sys.exit(128 + int(stopper.requested))
-    if cfg.do_eval and data.eval is not None:
+    if (cfg.do_eval or cfg.eval_strategy != "no") and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
         metrics = trainer.evaluate(metric_key_prefix="eval")
         if trainer.is_world_process_zero():
             trainer.save_metrics("eval", metrics)
