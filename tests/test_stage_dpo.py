@@ -79,11 +79,14 @@ def test_lora_reference_is_the_base_model_without_a_second_copy(tiny_qwen, pref_
     from transformers import AutoModelForCausalLM, PreTrainedModel
 
     cfg = _cfg(tiny_qwen, pref_dir, tmp_path / "o", learning_rate=2e-2, max_steps=3)
+    gc.collect()
+    earlier = {id(o) for o in gc.get_objects() if isinstance(o, PreTrainedModel)}  # other tests' models may still live
     trainer, batch = _build(cfg)
     assert trainer.ref_model is None
     gc.collect()
-    # every live model's weights are the policy's own tensors: no second copy anywhere
-    alive = {p.data_ptr() for o in gc.get_objects() if isinstance(o, PreTrainedModel) for p in o.parameters()}
+    # every model built for this run shares the policy's own tensors: no second copy anywhere
+    alive = {p.data_ptr() for o in gc.get_objects() if isinstance(o, PreTrainedModel) and id(o) not in earlier
+             for p in o.parameters()}
     assert alive == {p.data_ptr() for p in trainer.model.parameters()}
     base_params = sum(p.numel() for p in AutoModelForCausalLM.from_config(trainer.model.config).parameters())
     lora_params = sum(p.numel() for n, p in trainer.model.named_parameters() if "lora_" in n)

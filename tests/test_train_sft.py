@@ -222,7 +222,7 @@ def test_tutorial_command_runs_as_written(tiny_qwen, data_dir, tmp_path):
             "--output_dir": str(tmp_path / "out"), "--swanlab_mode": "local"}
     for key, value in swap.items():
         flags[flags.index(key) + 1] = value
-    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", *flags, "--max_steps", "2", "--cutoff_len", "256"],
+    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", *flags, "--max_steps", "2", "--cutoff_len", "256", "--logging_steps", "1"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = tmp_path / "out"
