@@ -19,17 +19,12 @@ from __future__ import annotations
 import torch
 
 from .batching import PairCollator
-from .losses import preference_loss, sequence_logps
-from .reference import load_reference, reference_forward, to_device
+from .losses import preference_loss
+from .reference import forward_logps, iter_reference_logps, load_reference, reference_forward, to_device
 from .stage_trainer import StageTrainer
 
 DATA_STAGE = "dpo"
 REFERENCE_FREE = ("orpo", "simpo")
-
-
-def forward_logps(model, input_ids, attention_mask, labels) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-    return sequence_logps(logits, labels)
 
 
 class DPOTrainer(StageTrainer):
@@ -75,19 +70,11 @@ def precompute_reference(dataset, collator, model, ref_model, batch_size: int, c
     """Add the reference log-prob sums of every pair as columns (computed once, in eval mode)."""
     if dataset is None:
         return None
-    device = next(model.parameters()).device
     chosen, rejected = [], []
-    was_training = model.training
-    model.eval()
-    for start in range(0, len(dataset), batch_size):
-        rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
-        batch = {k: v.to(device) for k, v in collator(rows).items()}
-        with torch.no_grad(), reference_forward(model, ref_model) as ref:
-            logps = forward_logps(ref, batch["input_ids"], batch["attention_mask"], batch["token_labels"])[0]
-        n = len(rows)
-        chosen += logps[:n].tolist()
+    fields = [("input_ids", "attention_mask", "token_labels")]
+    for n, (logps,) in iter_reference_logps(dataset, collator, model, ref_model, batch_size, fields):
+        chosen += logps[:n].tolist()  # the collator stacks the chosen answers first, then the rejected ones
         rejected += logps[n:].tolist()
-    model.train(was_training)
     return dataset.add_column(columns[0], chosen).add_column(columns[1], rejected)
 
 

@@ -17,7 +17,7 @@ import torch
 from .batching import KTOCollator
 from .dpo import forward_logps
 from .losses import kto_loss
-from .reference import load_reference, reference_forward, to_device
+from .reference import iter_reference_logps, load_reference, reference_forward, to_device
 from .stage_trainer import StageTrainer
 
 DATA_STAGE = "kto"
@@ -65,17 +65,11 @@ def precompute_reference(dataset, collator, model, ref_model, batch_size: int):
     """Reference log-probs of every example and of its KL pair, computed once before training."""
     if dataset is None:
         return None
-    device = next(model.parameters()).device
     main, kl = [], []
-    was_training = model.training
-    model.eval()
-    for start in range(0, len(dataset), batch_size):
-        rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
-        batch = {k: v.to(device) for k, v in collator(rows).items()}
-        with torch.no_grad(), reference_forward(model, ref_model) as ref:
-            main += forward_logps(ref, batch["input_ids"], batch["attention_mask"], batch["token_labels"])[0].tolist()
-            kl += forward_logps(ref, batch["kl_input_ids"], batch["kl_attention_mask"], batch["kl_token_labels"])[0].tolist()
-    model.train(was_training)
+    fields = [("input_ids", "attention_mask", "token_labels"), ("kl_input_ids", "kl_attention_mask", "kl_token_labels")]
+    for _, (logps, kl_logps) in iter_reference_logps(dataset, collator, model, ref_model, batch_size, fields):
+        main += logps.tolist()
+        kl += kl_logps.tolist()
     return dataset.add_column("ref_logps", main).add_column("ref_kl_logps", kl)
 
 

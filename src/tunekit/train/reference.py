@@ -58,3 +58,33 @@ def reference_forward(policy, ref_model):
         raise RuntimeError("no reference model: set ref_model, use finetuning_type lora, or precompute_ref_log_probs")
     with peft.disable_adapter():
         yield peft
+
+
+def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, fields):
+    """Reference log-prob sums over ``dataset`` in batches, in eval mode (for precomputed references).
+
+    ``fields`` lists ``(input_ids, attention_mask, labels)`` column names of the collated batch; yields
+    ``(rows_in_batch, [logps per field])`` so each stage can split the batch its own way.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(dataset), batch_size):
+            rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+            batch = {k: v.to(device) for k, v in collator(rows).items()}
+            with torch.no_grad(), reference_forward(model, ref_model) as ref:
+                out = [forward_logps(ref, batch[ids], batch[mask], batch[labels])[0] for ids, mask, labels in fields]
+            yield len(rows), out
+    finally:
+        model.train(was_training)
+
+
+def forward_logps(model, input_ids, attention_mask, labels):
+    """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`)."""
+    from .losses import sequence_logps
+
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    return sequence_logps(logits, labels)
