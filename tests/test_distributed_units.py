@@ -291,7 +291,7 @@ def test_single_process_kwargs_change_nothing_but_timeout(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert distributed.training_args_kwargs(_cfg(ddp_timeout=99), "o") == {"ddp_timeout": 99, "ddp_find_unused_parameters": None}
     assert distributed.is_main_process() and distributed.world_size() == 1
-    assert distributed.maybe_relaunch(["model_name_or_path=m", "output_dir=o"]) is None
+    assert distributed.maybe_relaunch(["model_name_or_path=m", "output_dir=o"], _cfg()) is None
 
 
 def test_roles_follow_launcher_environment(monkeypatch):
@@ -300,7 +300,7 @@ def test_roles_follow_launcher_environment(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
     assert not distributed.is_main_process() and not distributed.is_local_main_process()
     assert distributed.world_size() == 4
-    assert distributed.maybe_relaunch(["model_name_or_path=m"]) is None
+    assert distributed.maybe_relaunch(["model_name_or_path=m"], _cfg()) is None
 
 
 def test_engine_plan_for_the_planner(monkeypatch):

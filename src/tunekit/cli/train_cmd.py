@@ -17,18 +17,14 @@ def main(argv: list[str]) -> int:
 
         sys.stdout.write(HELP + format_options_help())
         return 0
-    import importlib.util
-
     from tunekit.config import load_config
+    from tunekit.train import distributed
 
     path, rest = split_config_path(argv)
     cfg = load_config(path, rest)
-    if importlib.util.find_spec("tunekit.train.distributed") is not None:
-        from tunekit.train.distributed import maybe_relaunch
-
-        code = maybe_relaunch(argv)
-        if code is not None:
-            return code
+    code = distributed.maybe_relaunch(argv, cfg)
+    if code is not None:
+        return code
     if cfg.auto_fit:
         from tunekit.plan import apply_auto_fit
 
@@ -36,10 +32,7 @@ def main(argv: list[str]) -> int:
     from tunekit.train.run import run_train
 
     run_train(cfg, config_path=path)
-    if importlib.util.find_spec("tunekit.train.distributed") is not None:
-        from tunekit.train.distributed import shutdown
-
-        shutdown()  # leave the process group cleanly: gloo can abort (SIGABRT) at exit otherwise
+    distributed.shutdown()  # leave the process group cleanly: gloo can abort (SIGABRT) at exit otherwise
     return 0
 
 

@@ -20,10 +20,6 @@ RESOLVED_CONFIG_NAME = "tunekit_config.yaml"
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
-def option_names() -> list[str]:
-    return list(Config.model_fields)
-
-
 def parse_scalar(text: str) -> Any:
     """Parse a command-line value the way YAML would, plus ``5e-05``-style floats (YAML 1.1 misses them)."""
     import yaml

@@ -53,9 +53,6 @@ class Config(
     def use_packing(self) -> bool:
         return self.packing if self.packing is not None else self.stage == "pt"
 
-    def explicitly_set(self) -> set[str]:
-        return set(self.model_fields_set)
-
     # ---------------------------------------------------------------- cross-field rules
     @model_validator(mode="after")
     def _check_combinations(self) -> "Config":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+from . import distributed
 
 
 def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
@@ -36,10 +36,7 @@ def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
         torch_compile=cfg.torch_compile, use_liger_kernel=cfg.enable_liger_kernel,
         label_names=["labels"],
     )
-    if importlib.util.find_spec("tunekit.train.distributed") is not None:
-        from . import distributed
-
-        kwargs.update(distributed.training_args_kwargs(cfg, cfg.output_dir))
+    kwargs.update(distributed.training_args_kwargs(cfg, cfg.output_dir))  # last: it may override use_cpu
     return kwargs
 
 

@@ -78,11 +78,11 @@ def world_size(cfg=None) -> int:
     return _plan(cfg).world_size
 
 
-def maybe_relaunch(argv: list[str]) -> int | None:
-    """Re-execute ``tunekit train argv`` under torchrun when needed; return its exit code, or None to go on here."""
+def maybe_relaunch(argv: list[str], cfg) -> int | None:
+    """Re-execute ``tunekit train argv`` (already parsed into ``cfg``) under torchrun when needed;
+    return its exit code, or None to go on here."""
     if under_launcher():
         return None
-    cfg = _config_from_argv(argv)
     plan = _plan(cfg)
     if not plan.launch:
         return None
@@ -91,14 +91,6 @@ def maybe_relaunch(argv: list[str]) -> int | None:
         require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=_has_gpu(cfg))
     _check_fsdp_device(cfg)
     return relaunch(plan, list(argv))
-
-
-def _config_from_argv(argv: list[str]):
-    from ..config import load_config
-
-    if argv and not argv[0].startswith("-") and "=" not in argv[0]:
-        return load_config(argv[0], argv[1:])
-    return load_config(None, argv)
 
 
 def _has_gpu(cfg) -> bool:

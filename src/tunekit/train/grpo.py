@@ -80,6 +80,15 @@ class RolloutTrainerBase(StageTrainer):
                                   self.processing_class.pad_token_id)
         return samples, rewards
 
+    def rollout_for(self, model, inputs):
+        """The batch's rollout: reused from the cache for the ``reuse`` optimizer steps of one rollout, fresh in eval."""
+        rollout = self.cache.get(inputs["input_ids"]) if model.training else None
+        if rollout is None:
+            rollout = self.make_rollout(model, inputs)
+            if model.training:
+                self.cache.put(inputs["input_ids"], rollout)
+        return rollout
+
     def reference_token_logps(self, model, samples: Samples) -> torch.Tensor:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
             return response_logps(lm_logits(ref, samples), samples, self.tunekit_config.rollout_temperature)
@@ -103,11 +112,7 @@ class GRPOTrainer(RolloutTrainerBase):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        rollout = self.cache.get(inputs["input_ids"]) if model.training else None
-        if rollout is None:
-            rollout = self.make_rollout(model, inputs)
-            if model.training:
-                self.cache.put(inputs["input_ids"], rollout)
+        rollout = self.rollout_for(model, inputs)
         s = rollout.samples
         logps = response_logps(lm_logits(model, s), s, cfg.rollout_temperature)
         old = rollout.old_logps if rollout.old_logps is not None else logps.detach()

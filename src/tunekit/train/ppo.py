@@ -93,11 +93,7 @@ class PPOTrainer(ValueHeadSaveMixin, RolloutTrainerBase):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        rollout = self.cache.get(inputs["input_ids"]) if model.training else None
-        if rollout is None:
-            rollout = self.make_rollout(model, inputs)
-            if model.training:
-                self.cache.put(inputs["input_ids"], rollout)
+        rollout = self.rollout_for(model, inputs)
         s = rollout.samples
         logps, values = policy_forward(model, s, cfg.rollout_temperature)
         parts = ppo_losses(logps, rollout.old_logps, rollout.advantages, values, rollout.old_values, rollout.returns,

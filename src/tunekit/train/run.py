@@ -7,12 +7,13 @@ cached) → model + method → the stage's trainer → train (resume) → save �
 from __future__ import annotations
 
 import importlib
-import os
 import resource
 import sys
 from pathlib import Path
 
 from ..errors import ConfigError
+from . import distributed
+from .distributed import is_main_process
 
 STAGES = {
     "sft": "tunekit.train.sft",
@@ -32,10 +33,6 @@ def get_stage(stage: str):
     if stage not in STAGES:
         raise ConfigError(f"stage '{stage}' is not available yet; available stages: {', '.join(STAGES)}.")
     return importlib.import_module(STAGES[stage])
-
-
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 def log(msg: str) -> None:
@@ -98,9 +95,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
     transformers.logging.set_verbosity_warning()
     transformers.set_seed(cfg.seed)
     args = build_training_arguments(cfg, report_to)
-    distributed = _distributed_module()
-    if distributed is not None and hasattr(distributed, "before_model_load"):
-        distributed.before_model_load(cfg)
+    distributed.before_model_load(cfg)
     if is_main_process():
         save_config(cfg, cfg.output_dir)
 
@@ -170,9 +165,3 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
             f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")
     return results
-
-
-def _distributed_module():
-    if importlib.util.find_spec("tunekit.train.distributed") is None:
-        return None
-    return importlib.import_module("tunekit.train.distributed")
