@@ -2,7 +2,8 @@
 """``make bench``: every benchmark of tunekit, one after the other, with their figures printed.
 
 1. help_time.py   ``tunekit --help`` / ``tunekit train --help`` wall time (target <= 0.3 s)
-2. mfu.py         training tokens/s and MFU of a ~14M-parameter model, fp32, no checkpointing (>= 70 %)
+2. mfu.py         training tokens/s and MFU of a ~14M-parameter model, fp32, no checkpointing (>= 70 %),
+                  eager and with torch_compile
 3. lf_compare.py  the LoRA SFT job through tunekit and LLaMA-Factory 0.9.5, A B A B (wall <= 0.67x LF,
                   start-up to first step <= 2 s, peak RSS no higher)
 
@@ -49,14 +50,16 @@ def main(argv: list[str] | None = None) -> int:
                       f"(run with --setup-lf, or bash {LF_BASELINE / 'setup.sh'})", flush=True)
                 continue
             subprocess.run(["bash", str(LF_BASELINE / "setup.sh")], check=True)
-        script = {"help": ["help_time.py"], "mfu": ["mfu.py"], "lf": ["lf_compare.py", "--pairs", str(args.pairs)]}[name]
-        print(f"\n==== {script[0]} ====", flush=True)
-        t0 = time.time()
-        rc = subprocess.call([python, str(HERE / script[0]), *script[1:]])
-        print(f"[bench] {script[0]} exit {rc} in {time.time() - t0:.0f} s", flush=True)
-        # help_time/mfu exit 1 when a target is missed; only a crash (other codes) counts as a failure
-        if rc not in (0, 1):
-            failed.append(script[0])
+        scripts = {"help": [["help_time.py"]], "mfu": [["mfu.py"], ["mfu.py", "--compile"]],
+                   "lf": [["lf_compare.py", "--pairs", str(args.pairs)]]}[name]
+        for script in scripts:
+            print(f"\n==== {' '.join(script)} ====", flush=True)
+            t0 = time.time()
+            rc = subprocess.call([python, str(HERE / script[0]), *script[1:]])
+            print(f"[bench] {script[0]} exit {rc} in {time.time() - t0:.0f} s", flush=True)
+            # help_time/mfu exit 1 when a target is missed; only a crash (other codes) counts as a failure
+            if rc not in (0, 1):
+                failed.append(script[0])
     if failed:
         print(f"[bench] failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -132,3 +132,13 @@ def test_options_reference_is_generated_from_the_schema():
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "options.md"
     assert doc.read_text(encoding="utf-8") == render_options_markdown() + "\n", "run: python scripts/gen_options_doc.py"
+
+
+def test_yaml_no_is_the_choice_no_not_false(tmp_path):
+    """YAML 1.1 reads ``no`` as false; LLaMA-Factory users write ``--eval_strategy no`` / ``save_strategy: no``."""
+    cfg = load_config(None, ["eval_strategy=no", "--save_strategy", "no"])
+    assert (cfg.eval_strategy, cfg.save_strategy) == ("no", "no")
+    path = tmp_path / "c.yaml"
+    path.write_text("eval_strategy: no\nsave_strategy: no\ngradient_checkpointing: no\n")
+    cfg = load_config(path)
+    assert (cfg.eval_strategy, cfg.save_strategy, cfg.gradient_checkpointing) == ("no", "no", False)

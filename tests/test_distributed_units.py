@@ -79,7 +79,7 @@ def test_multi_node_needs_master_addr_and_defaults_the_port():
 def test_torchrun_command_reexecutes_tunekit_train():
     plan = launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"})
     cmd = launcher.torchrun_command(plan, 12345, ["cfg.yaml", "lr=1"])
-    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert cmd[:3] == [sys.executable, "-m", "tunekit.train.launcher"]  # torchrun, minus its own traceback on failure
     assert cmd[cmd.index("--nproc_per_node") + 1] == "2" and cmd[cmd.index("--master_port") + 1] == "12345"
     assert cmd[-5:] == ["-m", "tunekit.cli.main", "train", "cfg.yaml", "lr=1"]
 
@@ -243,45 +243,105 @@ def test_missing_deepspeed_package_is_a_clear_message():
 
 
 # ------------------------------------------------------------------ FSDP2
-def test_fsdp_options_map_to_fsdp2_config():
-    full = distributed.fsdp_config(_cfg(fsdp="full_shard offload"), "full_shard")
-    assert full == {"version": 2, "reshard_after_forward": True, "cpu_offload": True,
-                    "auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "state_dict_type": "FULL_STATE_DICT"}
-    grad = distributed.fsdp_config(_cfg(fsdp="shard_grad_op"), "shard_grad_op")
-    assert grad["reshard_after_forward"] is False and grad["cpu_offload"] is False
+def test_fsdp_options_map_to_fsdp2_settings():
+    full = distributed.fsdp_settings(_cfg(fsdp="full_shard offload", bf16=True))
+    assert full == distributed.FSDPSettings("full_shard", reshard_after_forward=True, offload=True, mixed_precision="bf16")
+    grad = distributed.fsdp_settings(_cfg(fsdp="shard_grad_op"))
+    assert (grad.reshard_after_forward, grad.offload, grad.mixed_precision, grad.wrap_classes) == (False, False, None, ())
+    assert distributed.fsdp_settings(_cfg(fsdp="no_shard")) is None  # DDP
+    assert distributed.fsdp_settings(_cfg(fsdp="full_shard auto_wrap")).strategy == "full_shard"  # HF's spelling
     with pytest.raises(ConfigError, match="unknown word"):
         distributed._fsdp_strategy(_cfg(fsdp="full_shard hybrid"))
     with pytest.raises(ConfigError, match="exactly one of"):
         distributed._fsdp_strategy(_cfg(fsdp="full_shard shard_grad_op"))
 
 
-def test_fsdp_config_file_wins_key_by_key(tmp_path):
+def test_fsdp_config_file_overrides_and_unknown_keys_are_errors(tmp_path):
     path = tmp_path / "fsdp.json"
-    path.write_text(json.dumps({"fsdp_transformer_layer_cls_to_wrap": ["Qwen2DecoderLayer"], "activation_checkpointing": True}))
-    config = distributed.fsdp_config(_cfg(fsdp="full_shard", fsdp_config=str(path)), "full_shard")
-    assert config["transformer_layer_cls_to_wrap"] == ["Qwen2DecoderLayer"] and config["activation_checkpointing"] is True
+    path.write_text(json.dumps({"fsdp_transformer_layer_cls_to_wrap": ["Qwen2DecoderLayer"], "reshard_after_forward": False,
+                                "cpu_offload": True, "version": 2}))
+    settings = distributed.fsdp_settings(_cfg(fsdp="full_shard", fsdp_config=str(path)))
+    assert (settings.wrap_classes, settings.reshard_after_forward, settings.offload) == (("Qwen2DecoderLayer",), False, True)
+    path.write_text(json.dumps({"fsdp_state_dict_type": "SHARDED_STATE_DICT"}))
+    with pytest.raises(ConfigError, match=r"key\(s\) tunekit does not use: state_dict_type\. tunekit applies FSDP2 itself"):
+        distributed.fsdp_settings(_cfg(fsdp="full_shard", fsdp_config=str(path)))
+    path.write_text(json.dumps({"activation_checkpointing": True}))
+    with pytest.raises(ConfigError, match="gradient_checkpointing: true instead"):
+        distributed.fsdp_settings(_cfg(fsdp="full_shard", fsdp_config=str(path)))
 
 
-def test_fsdp_kwargs_build_accelerates_fsdp2_plugin_wrapping_decoder_layers(tiny_qwen, tmp_path):
-    """The GPU path, checked as far as a CPU allows: TrainingArguments and accelerate's plugin accept the kwargs."""
-    from accelerate.utils import FullyShardedDataParallelPlugin
-    from transformers import AutoModelForCausalLM, TrainingArguments
-
-    config = distributed.fsdp_config(_cfg(fsdp="full_shard offload"), "full_shard")
-    args = TrainingArguments(output_dir=str(tmp_path), fsdp=True, fsdp_config=config, use_cpu=True, report_to=[])
-    plugin = FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
-    assert (plugin.fsdp_version, plugin.reshard_after_forward, plugin.state_dict_type.name) == (2, True, "FULL_STATE_DICT")
-    assert plugin.cpu_offload is not None and type(plugin.cpu_offload).__name__ == "CPUOffloadPolicy"
-    model = AutoModelForCausalLM.from_pretrained(tiny_qwen)
-    plugin.set_auto_wrap_policy(model)
-    wrapped = {type(m).__name__ for m in model.modules() if plugin.auto_wrap_policy(m, False, 0)}
-    assert wrapped == {"Qwen2DecoderLayer"}
+def test_fsdp_combinations_it_cannot_run_are_errors_before_launch():
+    with pytest.raises(ConfigError, match="not supported for stage rm"):
+        distributed.fsdp_settings(_cfg(fsdp="full_shard", stage="rm"))
+    with pytest.raises(ConfigError, match="fsdp with fp16 is not supported.*Use bf16"):
+        distributed.fsdp_settings(_cfg(fsdp="full_shard", fp16=True))
+    with pytest.raises(ConfigError, match="do_predict with fsdp"):
+        distributed.fsdp_settings(_cfg(fsdp="shard_grad_op", do_predict=True))
+    assert distributed.fsdp_settings(_cfg(fsdp="no_shard", stage="rm")) is None  # no_shard is DDP: no restriction
 
 
-def test_fsdp_on_cpu_is_refused_rather_than_silently_ddp(monkeypatch):
+def test_fsdp_needs_no_training_arguments_on_cpu_or_gpu(monkeypatch):
+    """FSDP2 is applied by tunekit, not by accelerate: the Trainer gets the DDP kwargs (on CPU: gloo)."""
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "FORCE_TORCHRUN"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    with pytest.raises(ConfigError, match=r"fsdp: full_shard needs GPUs: .* silently train as plain DDP\. On CPU use deepspeed: z3"):
-        distributed.training_args_kwargs(_cfg(fsdp="full_shard"), "o")
+    kwargs = distributed.training_args_kwargs(_cfg(fsdp="full_shard offload"), "o")
+    assert "fsdp" not in kwargs and "fsdp_config" not in kwargs
+    assert kwargs == distributed.training_args_kwargs(_cfg(), "o")
+
+
+def test_fsdp_shards_decoder_layers_and_root_and_gathers_a_full_state_dict(tiny_qwen):
+    """One rank (world size 1, gloo) in this process: the units, accelerate's marker, and the gathered state dict."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FSDPModule
+    from transformers import AutoModelForCausalLM
+
+    from tunekit.train import fsdp
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    settings = distributed.FSDPSettings("full_shard", reshard_after_forward=True, offload=False)
+    with pytest.raises(ConfigError, match="needs torch.distributed"):
+        fsdp.shard(model, settings, torch.device("cpu"))
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        fsdp.shard(model, settings, torch.device("cpu"))
+        units = {type(m).__name__ for m in model.modules() if isinstance(m, FSDPModule)}
+        assert units == {"FSDPQwen2DecoderLayer", "FSDPQwen2ForCausalLM"}
+        assert fsdp.is_sharded(model) and model._is_accelerate_prepared  # accelerate will not wrap it in DDP
+        state = fsdp.full_state_dict(model)
+        assert state["lm_head.weight"] is state["model.embed_tokens.weight"]  # tied: one tensor, saved once
+        assert all(torch.equal(state[k], expected[k]) for k in expected)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fsdp_lora_reference_forward_keeps_the_adapter_trainable(tiny_qwen):
+    """DPO/KTO's LoRA reference is the policy under ``disable_adapter()`` (a no-grad forward that toggles
+    requires_grad). With shard_grad_op the layers would stay gathered after it and PEFT would re-enable only the
+    gathered copies: the sharded LoRA weights, which FSDP2 copies requires_grad from, would stay frozen."""
+    import torch
+    import torch.distributed as dist
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from tunekit.train import fsdp
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_qwen), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    settings = distributed.FSDPSettings("shard_grad_op", reshard_after_forward=False, offload=False)
+    ids = torch.tensor([[3, 17, 42, 99, 256, 7]])
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        fsdp.shard(model, settings, torch.device("cpu"))
+        with torch.no_grad(), model.disable_adapter():
+            model(input_ids=ids)
+        fsdp.reshard(model)  # what create_optimizer does first
+        lora = [p for n, p in model.named_parameters() if "lora_" in n]
+        assert lora and all(p.requires_grad for p in lora)
+        assert model(input_ids=ids, labels=ids).loss.requires_grad
+    finally:
+        dist.destroy_process_group()
 
 
 # ------------------------------------------------------------------ kwargs, roles, planner
@@ -308,6 +368,8 @@ def test_engine_plan_for_the_planner(monkeypatch):
     monkeypatch.setenv("RANK", "0")
     assert distributed.engine_plan(_cfg(deepspeed="z3_offload")) == distributed.EnginePlan("deepspeed", 8, 3, True, True)
     assert distributed.engine_plan(_cfg(fsdp="shard_grad_op")) == distributed.EnginePlan("fsdp", 8, 2, False, False)
+    assert distributed.engine_plan(_cfg(fsdp="full_shard offload")) == distributed.EnginePlan("fsdp", 8, 3, True, True)
+    assert distributed.engine_plan(_cfg(fsdp="no_shard")) == distributed.EnginePlan("ddp", 8)
     assert distributed.engine_plan(_cfg()) == distributed.EnginePlan("ddp", 8)
 
 
@@ -316,3 +378,54 @@ def test_deepspeed_launcher_local_rank_argument_is_ignored(capsys):
 
     assert main(["--local_rank=1", "-V"]) == 0  # `deepspeed $(which tunekit) train ...` puts it before the verb
     assert capsys.readouterr().out.startswith("tunekit ")
+
+
+# ------------------------------------------------------------------ stages on several ranks, resume across world sizes
+def test_rollout_sampler_gives_each_rank_its_own_prompts_for_every_reuse_of_a_rollout():
+    """ppo/grpo reuse a rollout for ``reuse`` optimizer steps: after accelerate deals the batches out to the ranks,
+    each rank must see the same micro-batches on those steps, and the ranks different prompts."""
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler
+
+    from tunekit.train.rollout import RepeatSampler
+
+    n, per_device, accumulation, world, reuse = 10, 2, 2, 2, 3
+    sampler = RepeatSampler(n, per_device * accumulation * world, reuse, seed=0)
+    ranks = [list(BatchSamplerShard(BatchSampler(sampler, per_device, drop_last=False), world, rank)) for rank in range(world)]
+    steps = [[batches[i:i + accumulation] for i in range(0, len(batches), accumulation)] for batches in ranks]
+    assert len(steps[0]) == len(steps[1]) == 2 * reuse  # 10 prompts -> 2 rollouts of 8 (the last filled up), 3 steps each
+    seen = set()
+    for rollout in range(0, 2 * reuse, reuse):
+        for rank_steps in steps:
+            assert all(rank_steps[rollout + k] == rank_steps[rollout] for k in range(reuse))
+        prompts = [sorted(i for batch in rank_steps[rollout] for i in batch) for rank_steps in steps]
+        assert not set(prompts[0]) & set(prompts[1]) and len(set(prompts[0])) == per_device * accumulation
+        seen.update(*prompts)
+    assert seen == set(range(n))
+
+
+def test_resume_refuses_a_zero_checkpoint_of_another_world_size_or_another_engine(tmp_path, monkeypatch):
+    from tunekit.train.checkpoints import check_resume_setup, zero_world_size
+
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    zero = tmp_path / "checkpoint-2"
+    (zero / "global_step2").mkdir(parents=True)
+    (zero / "latest").write_text("global_step2")
+    for name in ("mp_rank_00_model_states.pt", "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                 "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"):
+        (zero / "global_step2" / name).write_bytes(b"")
+    ddp = tmp_path / "checkpoint-4"
+    ddp.mkdir()
+    (ddp / "optimizer.pt").write_bytes(b"")
+    assert (zero_world_size(zero), zero_world_size(ddp)) == (2, None)
+    with pytest.raises(ConfigError, match=r"written by 2 processes, and this run has 1 process: .* Resume with 2 processes"):
+        check_resume_setup(zero, deepspeed=True)
+    with pytest.raises(ConfigError, match="written without DeepSpeed"):
+        check_resume_setup(ddp, deepspeed=True)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    check_resume_setup(zero, deepspeed=True)  # the world size that wrote it
+    check_resume_setup(ddp, deepspeed=False)  # DDP checkpoints: any world size
+    with pytest.raises(ConfigError, match="written by DeepSpeed .* this run has no deepspeed: transformers would restart"):
+        check_resume_setup(zero, deepspeed=False)

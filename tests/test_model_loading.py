@@ -83,3 +83,19 @@ def test_qlora_4bit_builds_and_trains_a_step(tiny_qwen):
         opt.zero_grad()
         losses.append(loss.item())
     assert losses[-1] < losses[0]
+
+
+def test_qlora_keeps_unquantized_weights_in_the_load_dtype(tiny_qwen):
+    """No fp32 upcast of embeddings / norms / lm_head (PEFT's prepare_model_for_kbit_training would add 2 B each)."""
+    pytest.importorskip("bitsandbytes")
+    model, _ = _load(tiny_qwen, quantization_bit=4, lora_rank=4, dtype="bfloat16")
+    base = model.get_base_model()
+    assert base.get_input_embeddings().weight.dtype == torch.bfloat16
+    assert base.model.norm.weight.dtype == torch.bfloat16
+    frozen_float = {p.dtype for n, p in model.named_parameters() if not p.requires_grad and p.dtype.is_floating_point}
+    assert frozen_float == {torch.bfloat16}, frozen_float
+    trainable = [(n, p.dtype) for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n and d == torch.float32 for n, d in trainable), trainable
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
+    model(input_ids=ids, labels=ids).loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from tests.helpers import alpaca_records, base_config, write_dataset
 from tunekit.config import load_config
@@ -228,3 +229,6 @@ def test_tutorial_command_runs_as_written(tiny_qwen, data_dir, tmp_path):
     out = tmp_path / "out"
     assert (out / "adapter_model.safetensors").is_file() and (out / "training_loss.png").is_file()
     assert (out / "swanlog").is_dir()
+    # gradient_checkpointing: auto (the default) is decided from the memory plan, printed and saved with the run
+    assert "gradient checkpointing: off (auto: without it this run needs" in proc.stdout, proc.stdout[-3000:]
+    assert yaml.safe_load((out / "tunekit_config.yaml").read_text())["gradient_checkpointing"] is False

@@ -29,6 +29,13 @@ def main(argv: list[str]) -> int:
         from tunekit.plan import apply_auto_fit
 
         cfg = apply_auto_fit(cfg)
+    if cfg.do_train:
+        from tunekit.plan.checkpointing import resolve_gradient_checkpointing
+        from tunekit.train.distributed import is_main_process
+
+        cfg, decision = resolve_gradient_checkpointing(cfg)
+        if decision is not None and is_main_process():
+            print(decision.message(), flush=True)
     from tunekit.train.run import run_train
 
     run_train(cfg, config_path=path)

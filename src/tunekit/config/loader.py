@@ -109,11 +109,30 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
                 + (f" Did you mean: {', '.join(hint)}?" if hint else " See `tunekit train --help` for the options.")
             )
         raise ConfigError("\n".join(lines))
-    values = {k: _none_words(k, v) for k, v in values.items()}
+    values = {k: _yaml_bool_words(k, _none_words(k, v)) for k, v in values.items()}
     try:
         return Config(**values)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc, values, sources)) from None
+
+
+def _literal_choices(annotation) -> tuple:
+    import typing
+
+    if typing.get_origin(annotation) is typing.Literal:
+        return typing.get_args(annotation)
+    return tuple(c for arg in typing.get_args(annotation) for c in _literal_choices(arg))  # Optional[Literal[...]]
+
+
+def _yaml_bool_words(key: str, value: Any) -> Any:
+    """YAML reads ``no``/``off``/``yes``/``on`` as booleans; ``eval_strategy: no`` means the choice "no"."""
+    if not isinstance(value, bool):
+        return value
+    choices = _literal_choices(Config.model_fields[key].annotation)
+    if value in choices:  # a Literal that holds True/False itself (gradient_checkpointing)
+        return value
+    words = ("yes", "on", "true") if value else ("no", "off", "false")
+    return next((w for w in words if w in choices), value)
 
 
 def _none_words(key: str, value: Any) -> Any:

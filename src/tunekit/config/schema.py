@@ -40,7 +40,8 @@ class Config(
 
     @property
     def use_gradient_checkpointing(self) -> bool:
-        return self.gradient_checkpointing and not self.disable_gradient_checkpointing
+        """True unless turned off; ``auto`` counts as on until ``tunekit train`` decides it (plan/checkpointing.py)."""
+        return self.gradient_checkpointing is not False and not self.disable_gradient_checkpointing
 
     @property
     def trackers(self) -> list[str]:
@@ -101,13 +102,15 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         yield "deepspeed and fsdp are both set: choose one distributed engine."
     if cfg.mask_history and cfg.train_on_prompt:
         yield "mask_history and train_on_prompt contradict each other: mask_history trains only the last answer, train_on_prompt trains everything."
-    if "gradient_checkpointing" in given and "disable_gradient_checkpointing" in given and cfg.gradient_checkpointing == cfg.disable_gradient_checkpointing:
+    if "gradient_checkpointing" in given and "disable_gradient_checkpointing" in given and cfg.gradient_checkpointing is cfg.disable_gradient_checkpointing:
         yield "gradient_checkpointing and disable_gradient_checkpointing disagree: set only one of them."
     unknown_trackers = [t for t in _split(cfg.report_to) if t not in KNOWN_TRACKERS]
     if unknown_trackers:
         yield f"report_to names unknown tracker(s) {', '.join(unknown_trackers)}: use {', '.join(KNOWN_TRACKERS)}."
     if cfg.neat_packing and not cfg.use_packing:
         yield "neat_packing needs packing: set packing: true."
+    if cfg.neat_packing and cfg.stage == "pt":
+        yield "neat_packing is for sft: pt packing cuts one continuous text into cutoff_len blocks, so there are no samples to keep apart; remove neat_packing."
     if cfg.interleave_probs and cfg.mix_strategy == "concat":
         yield "interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or interleave_over."
     if cfg.stage in ("rm", "ppo", "dpo", "kto", "grpo") and cfg.use_packing:

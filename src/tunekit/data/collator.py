@@ -12,8 +12,10 @@ IGNORE_INDEX = -100
 class PaddingCollator:
     """Right-pads ``input_ids`` with the pad id, ``labels`` with -100, builds ``attention_mask``.
 
-    Extra columns (``length``, ``_source`` ...) are ignored, so the trainer can keep them for
-    length-grouped sampling.
+    Rows with ``position_ids`` (``neat_packing``, see ``data/processors/packing.py``) get ``position_ids``
+    instead of an attention mask: the padding continues as one more block (0, 1, 2 ...) and the model
+    derives the block-diagonal causal mask from where positions restart. Extra columns (``length``,
+    ``_source`` ...) are ignored, so the trainer can keep them for length-grouped sampling.
     """
 
     pad_token_id: int
@@ -30,10 +32,19 @@ class PaddingCollator:
         ids = torch.full((len(features), width), self.pad_token_id, dtype=torch.long)
         labels = torch.full((len(features), width), self.label_pad_id, dtype=torch.long)
         mask = torch.zeros((len(features), width), dtype=torch.long)
+        packed = "position_ids" in features[0]
+        if packed and self.padding_side != "right":
+            raise ValueError("packed rows (position_ids) are right-padded only")
+        positions = torch.zeros((len(features), width), dtype=torch.long) if packed else None
         for row, f in enumerate(features):
             n = len(f["input_ids"])
             sl = slice(0, n) if self.padding_side == "right" else slice(width - n, width)
             ids[row, sl] = torch.as_tensor(f["input_ids"], dtype=torch.long)
             labels[row, sl] = torch.as_tensor(f.get("labels", f["input_ids"]), dtype=torch.long)
             mask[row, sl] = 1
+            if positions is not None:
+                positions[row, :n] = torch.as_tensor(f["position_ids"], dtype=torch.long)
+                positions[row, n:] = torch.arange(width - n)
+        if positions is not None:
+            return {"input_ids": ids, "position_ids": positions, "labels": labels}
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}

@@ -42,14 +42,12 @@ class LayerKind:
 def stream_bytes(setup: Setup) -> int:
     """Bytes per element of the residual stream: the dtype of the embedding output.
 
-    Full fine-tuning upcasts the embeddings to fp32, and so does ``prepare_model_for_kbit_training``
-    (QLoRA); LoRA and freeze keep the load dtype (a trainable norm's fp32 output only feeds Linears,
-    whose autocast output is 16-bit again).
+    Full fine-tuning upcasts the embeddings to fp32; LoRA, QLoRA (model/adapters.py keeps the
+    unquantized weights in the load dtype) and freeze keep the load dtype (a trainable norm's fp32
+    output only feeds Linears, whose autocast output is 16-bit again).
     """
     if setup.finetuning_type == "full":
         return setup.trainable_bytes
-    if setup.quant_bits:
-        return 4
     if "embed_tokens" in setup.freeze_extra or "embed_tokens" in setup.additional_target:
         return 4
     return int(setup.base_bytes)

@@ -130,6 +130,8 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
 
     # ---- memory
     setup = resolve_setup(cfg, world, n_nodes, s_mem)
+    if cfg.gradient_checkpointing == "auto" and not cfg.disable_gradient_checkpointing:
+        setup = _auto_checkpointing(shape, setup, device, notes)
     counts = count_params(shape, setup)
     _check_sharding(shape, setup, counts.trainable)
     mem = estimate_memory(shape, setup, counts)
@@ -168,6 +170,22 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
                          f"more than the {device.memory_gib:g} GiB x {1 - SAFETY_MARGIN:.2f} usable{more}.")
     result["notes"] = notes
     return result
+
+
+def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, notes: list[str]) -> Setup:
+    """``gradient_checkpointing: auto`` as ``tunekit train`` decides it (plan/checkpointing.py), for the planned GPU."""
+    if device is None:
+        notes.append("gradient_checkpointing auto: planned on; tunekit train turns it off when the run fits the device "
+                     "without it (give --gpu to see that decision).")
+        return setup
+    from dataclasses import replace
+
+    from .checkpointing import GPU_SHARE, decide, gpu_budget_text
+
+    without = estimate_memory(shape, replace(setup, grad_ckpt=False)).total
+    decision = decide(without, device.memory_gib * GiB * GPU_SHARE, gpu_budget_text(device))
+    notes.append(decision.message())
+    return replace(setup, grad_ckpt=decision.enabled)
 
 
 def _describe(setup: Setup) -> dict:

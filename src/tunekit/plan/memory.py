@@ -59,8 +59,8 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     notes: list[str] = []
     P_t = counts.trainable
     N = max(1, setup.shards)
-    # QLoRA: prepare_model_for_kbit_training upcasts what is not quantized (embeddings, norms, lm_head) to fp32
-    frozen = quantized_bytes(counts, setup) + counts.frozen_other * (4 if setup.quant_bits else setup.base_bytes)
+    # QLoRA: what is not quantized (embeddings, norms, lm_head) stays in the load dtype (model/adapters.py)
+    frozen = quantized_bytes(counts, setup) + counts.frozen_other * setup.base_bytes
     tb = setup.trainable_bytes
     c: dict[str, float] = {k: 0.0 for k in ("base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights")}
     cpu = 0.0

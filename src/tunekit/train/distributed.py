@@ -8,7 +8,9 @@ What the runner calls, in order:
    On a CPU-only machine it also starts the process group itself (see :func:`_start_cpu_process_group`).
 3. :func:`before_model_load`: ZeRO-3 must be known to transformers before ``from_pretrained`` so the
    weights are partitioned as they load.
-4. :func:`is_main_process` guards printing, logs, plots and anything else written once.
+4. :func:`fsdp_settings`: what :mod:`tunekit.train.fsdp` shards with (FSDP2 is applied by tunekit itself,
+   on GPUs and CPUs alike, when the trainer is built; the Trainer then sees a plain distributed run).
+5. :func:`is_main_process` guards printing, logs, plots and anything else written once.
 
 Nothing heavy is imported at module level: the parent process of a relaunch never imports torch.
 """
@@ -29,7 +31,7 @@ from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
 __all__ = [
     "maybe_relaunch", "training_args_kwargs", "before_model_load", "world_size", "rank", "local_rank",
     "is_main_process", "is_local_main_process", "check_divisibility", "engine_plan", "EnginePlan",
-    "record_rank_error", "shutdown",
+    "record_rank_error", "shutdown", "fsdp_settings", "FSDPSettings",
 ]
 
 FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "no_shard")
@@ -89,7 +91,7 @@ def maybe_relaunch(argv: list[str], cfg) -> int | None:
     check_divisibility(cfg, plan.world_size)
     if cfg.deepspeed:
         require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=_has_gpu(cfg))
-    _check_fsdp_device(cfg)
+    fsdp_settings(cfg)  # a wrong fsdp / fsdp_config is reported once, before any rank starts
     return relaunch(plan, list(argv))
 
 
@@ -131,23 +133,81 @@ def _fsdp_strategy(cfg) -> str | None:
     return strategies[0]
 
 
-def _check_fsdp_device(cfg) -> None:
-    if _fsdp_strategy(cfg) in (None, "no_shard") or _has_gpu(cfg):
-        return
-    raise ConfigError(
-        f"fsdp: {cfg.fsdp} needs GPUs: accelerate {_version('accelerate')} enables FSDP only on GPU/accelerator "
-        "backends, and on a CPU it would silently train as plain DDP. On CPU use deepspeed: z3 (or z3_offload), "
-        "which shards parameters, gradients and optimizer states over gloo."
-    )
+@dataclass(frozen=True)
+class FSDPSettings:
+    """How :mod:`tunekit.train.fsdp` shards the model (``fsdp: full_shard | shard_grad_op`` [+ ``offload``])."""
+
+    strategy: str  # full_shard | shard_grad_op
+    reshard_after_forward: bool  # full_shard: True (ZeRO-3 like); shard_grad_op: False (ZeRO-2 like)
+    offload: bool  # parameters, gradients and the optimizer step on the CPU (CPUOffloadPolicy)
+    mixed_precision: str | None = None  # "bf16": compute in bf16, fp32 master weights and gradient reduction
+    wrap_classes: tuple[str, ...] = ()  # module classes sharded as their own unit; empty: the model's _no_split_modules
 
 
-def _version(package: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
+# fsdp_config keys tunekit reads (with or without the "fsdp_" prefix of transformers' fsdp_config).
+_FSDP_CONFIG_KEYS = ("transformer_layer_cls_to_wrap", "reshard_after_forward", "cpu_offload", "offload_params", "version")
+# Stages whose models FSDP2 cannot shard here: a value head saved beside the LM (rm, ppo), generation while
+# training (grpo, ppo) with a model whose layers every rank must gather in lockstep.
+_FSDP_STAGES_UNSUPPORTED = ("rm", "ppo", "grpo")
 
+
+def fsdp_settings(cfg) -> FSDPSettings | None:
+    """The FSDP2 settings of ``cfg``; None without ``fsdp`` or with ``fsdp: no_shard`` (that is DDP).
+
+    ``fsdp_config: file.json`` may set ``transformer_layer_cls_to_wrap`` (class names), ``reshard_after_forward``
+    and ``cpu_offload`` (alias ``offload_params``); any other key is an error rather than silently ignored.
+    """
+    strategy = _fsdp_strategy(cfg)
+    if strategy in (None, "no_shard"):
+        return None
+    if cfg.stage in _FSDP_STAGES_UNSUPPORTED:
+        raise ConfigError(f"fsdp: {cfg.fsdp} is not supported for stage {cfg.stage} (a value head saved beside the model, "
+                          f"or generation during training); fsdp runs the stages pt, sft, dpo and kto. Remove fsdp.")
+    if cfg.fp16:
+        raise ConfigError("fsdp with fp16 is not supported: FSDP2 keeps gradients sharded, so fp16's loss scaler would decide "
+                          "on each rank alone whether to skip a step. Use bf16 (FSDP2 computes in bf16, keeps fp32 master "
+                          "weights), or deepspeed for fp16.")
+    if cfg.do_predict:
+        raise ConfigError("do_predict with fsdp is not supported: generating from a sharded model needs every rank. "
+                          "Train, then run `tunekit predict` on the saved model.")
+    parts = cfg.fsdp.replace(",", " ").split()
+    values: dict = {"reshard_after_forward": strategy == "full_shard", "offload": "offload" in parts, "wrap_classes": ()}
+    if cfg.fsdp_config:
+        user = _read_fsdp_config(cfg.fsdp_config)
+        if "reshard_after_forward" in user:
+            values["reshard_after_forward"] = bool(user["reshard_after_forward"])
+        for key in ("cpu_offload", "offload_params"):
+            if key in user:
+                values["offload"] = bool(user[key])
+        if "transformer_layer_cls_to_wrap" in user:
+            classes = user["transformer_layer_cls_to_wrap"]
+            classes = classes.replace(",", " ").split() if isinstance(classes, str) else list(classes)
+            values["wrap_classes"] = tuple(str(c) for c in classes)
+    return FSDPSettings(strategy=strategy, mixed_precision="bf16" if cfg.bf16 else None, **values)
+
+
+def _read_fsdp_config(value: str) -> dict:
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"fsdp_config: {value} does not exist.")
     try:
-        return version(package)
-    except PackageNotFoundError:
-        return "(not installed)"
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"fsdp_config: {path} is not valid JSON ({exc}).") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"fsdp_config: {path} must hold a JSON object.")
+    user = {k[5:] if k.startswith("fsdp_") else k: v for k, v in raw.items()}
+    if "activation_checkpointing" in user:
+        raise ConfigError(f"fsdp_config: {path}: use the option gradient_checkpointing: true instead of "
+                          "activation_checkpointing.")
+    unknown = sorted(k for k in user if k not in _FSDP_CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(f"fsdp_config: {path} has key(s) tunekit does not use: {', '.join(unknown)}. tunekit applies FSDP2 "
+                          f"itself and reads only {', '.join(_FSDP_CONFIG_KEYS)}.")
+    if str(user.get("version", 2)) != "2":
+        raise ConfigError(f"fsdp_config: {path}: tunekit runs FSDP2 (version 2); FSDP1 is deprecated in transformers. "
+                          "Remove 'version'.")
+    return user
 
 
 # ------------------------------------------------------------------ TrainingArguments
@@ -157,8 +217,9 @@ def training_args_kwargs(cfg, output_dir) -> dict:
     - DDP: ``ddp_timeout``, ``ddp_backend`` (gloo without GPUs), ``ddp_find_unused_parameters`` (False for
       LoRA, as LLaMA-Factory does; otherwise the Trainer decides).
     - DeepSpeed: ``deepspeed`` = a JSON path (presets are written to ``output_dir/ds_config.json``).
-    - FSDP2: ``fsdp=True`` + ``fsdp_config`` (version 2, transformer-layer auto-wrap from the model's
-      ``_no_split_modules``, full state dict gathered for saving; ``fsdp_config`` file merged on top).
+    - FSDP2: nothing. The Trainer sees a plain distributed (DDP) run; :mod:`tunekit.train.fsdp` shards the model
+      when the trainer is built and keeps accelerate from wrapping it in DDP (accelerate enables its own FSDP
+      only on accelerators; tunekit's FSDP2 is the same code on GPUs and CPUs).
     - CPU-only machines under a launcher: the process group is started here with ``ddp_timeout`` and the
       Trainer told to use it (``accelerator_config.use_configured_state``), because transformers otherwise
       (a) drops ``ddp_timeout`` for ``use_cpu`` runs and (b) gives DeepSpeed no backend, so every rank
@@ -191,44 +252,12 @@ def training_args_kwargs(cfg, output_dir) -> dict:
                 kwargs["accelerator_config"] = {"use_configured_state": True}
         return kwargs
 
-    strategy = _fsdp_strategy(cfg)
-    if strategy is not None and strategy != "no_shard":
-        _check_fsdp_device(cfg)
-        kwargs["fsdp"] = True
-        kwargs["fsdp_config"] = fsdp_config(cfg, strategy)
-        return kwargs
-
-    if not gpu and under_launcher():  # DDP (and fsdp: no_shard, which is DDP) on CPU
+    fsdp_settings(cfg)  # FSDP2 needs no TrainingArguments: tunekit shards the model itself (tunekit.train.fsdp)
+    if not gpu and under_launcher():  # DDP, FSDP2 (any fsdp value) on CPU: gloo
         kwargs["use_cpu"] = True
         _start_cpu_process_group(backend or "gloo", cfg.ddp_timeout, deepspeed=False)
         kwargs["accelerator_config"] = {"use_configured_state": True}
     return kwargs
-
-
-def fsdp_config(cfg, strategy: str) -> dict:
-    """FSDP2 settings for transformers' ``fsdp_config`` (user's ``fsdp_config`` file wins key by key)."""
-    parts = cfg.fsdp.replace(",", " ").split()
-    config = {
-        "version": 2,
-        "reshard_after_forward": strategy == "full_shard",  # full_shard = ZeRO-3 like, shard_grad_op = ZeRO-2 like
-        "cpu_offload": "offload" in parts,
-        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",  # wraps the model's _no_split_modules (its decoder layers)
-        "state_dict_type": "FULL_STATE_DICT",  # save_model gathers a full state dict on rank 0
-    }
-    if cfg.fsdp_config:
-        path = Path(cfg.fsdp_config).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"fsdp_config: {cfg.fsdp_config} does not exist.")
-        try:
-            user = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"fsdp_config: {path} is not valid JSON ({exc}).") from None
-        if not isinstance(user, dict):
-            raise ConfigError(f"fsdp_config: {path} must hold a JSON object.")
-        config.update({k[5:] if k.startswith("fsdp_") else k: v for k, v in user.items()})
-    if int(config.get("version", 2)) != 2:
-        raise ConfigError("fsdp_config: tunekit runs FSDP2 (version 2); FSDP1 is deprecated in transformers. Remove 'version'.")
-    return config
 
 
 def _cuda_visible() -> bool:
@@ -298,10 +327,9 @@ def engine_plan(cfg) -> EnginePlan:
     if cfg.deepspeed:
         ds = read_deepspeed(cfg.deepspeed)
         return EnginePlan("deepspeed", world, ds.stage, ds.offload_optimizer, ds.offload_param)
-    strategy = _fsdp_strategy(cfg)
-    if strategy in ("full_shard", "shard_grad_op"):
-        offload = "offload" in cfg.fsdp.split()
-        return EnginePlan("fsdp", world, 3 if strategy == "full_shard" else 2, offload, offload)
+    fsdp = fsdp_settings(cfg)
+    if fsdp is not None:  # offload moves parameters, gradients and the optimizer step to the CPU
+        return EnginePlan("fsdp", world, 3 if fsdp.reshard_after_forward else 2, fsdp.offload, fsdp.offload)
     return EnginePlan("ddp" if world > 1 else "single", world)
 
 

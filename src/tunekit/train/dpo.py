@@ -20,7 +20,7 @@ import torch
 
 from .batching import PairCollator
 from .losses import preference_loss
-from .reference import forward_logps, iter_reference_logps, load_reference, reference_forward, to_device
+from .reference import forward_logps, iter_reference_logps, load_reference, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
 DATA_STAGE = "dpo"
@@ -30,7 +30,7 @@ REFERENCE_FREE = ("orpo", "simpo")
 class DPOTrainer(StageTrainer):
     def __init__(self, *args, ref_model=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.ref_model = to_device(ref_model, self.args.device)
+        self.ref_model = prepare_frozen(ref_model, self)
 
     @property
     def needs_reference(self) -> bool:

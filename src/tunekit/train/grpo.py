@@ -22,7 +22,7 @@ import torch
 
 from .batching import PromptCollator
 from .losses import group_advantages, grpo_loss, masked_mean
-from .reference import load_reference, reference_forward, to_device
+from .reference import load_reference, prepare_frozen, reference_forward
 from .rollout import (
     RepeatSampler, RolloutCache, Samples, check_rewards, compute_rewards, decode_completions, generate,
     load_reward_functions, load_reward_model, response_logps, stop_token_ids,
@@ -47,21 +47,27 @@ def lm_logits(model, samples: Samples) -> torch.Tensor:
 
 
 class RolloutTrainerBase(StageTrainer):
-    """Sampler, cache and reward plumbing of ppo/grpo (single process)."""
+    """Sampler, cache and reward plumbing of ppo/grpo."""
 
     reuse: int = 1
 
     def __init__(self, *args, ref_model=None, reward_fns=(), reward_model=None, stop_ids=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.ref_model = to_device(ref_model, self.args.device)
+        self.ref_model = prepare_frozen(ref_model, self)
         self.reward_fns = list(reward_fns)
-        self.reward_model = to_device(reward_model, self.args.device)
+        self.reward_model = prepare_frozen(reward_model, self)
         self.stop_ids = list(stop_ids)
         self.cache = RolloutCache(self.reuse)
+        if self.args.world_size > 1:  # the Trainer seeds every rank alike: sample different completions on each rank
+            from transformers import set_seed
+
+            set_seed(self.args.seed + self.args.process_index)
 
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        group = self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps
+        # one optimizer step of prompts over all ranks: the dataloader deals its batches out to the ranks in turn,
+        # so each rank gets the same micro-batches again on each of the ``reuse`` steps of a rollout
+        group = self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size
         return RepeatSampler(len(dataset), group, self.reuse, self.args.seed)
 
     def policy_lm(self, model):

@@ -2,7 +2,8 @@
 
 Loss (:func:`tunekit.train.losses.kto_loss`, Ethayarajh et al. 2024): with ``r = log π(y|x) - log π_ref(y|x)``
 and ``z₀`` = the batch's KL estimate ``max(0, mean(log π(y'|x) - log π_ref(y'|x)))`` over mismatched
-pairs (prompt i with the answer of example i+1), ``L = λ_D (1 - σ(β (r - z₀)))`` for desirable and
+pairs (prompt i with the answer of example i+1; averaged over all ranks, so 2 processes x batch b equal
+one process x batch 2b), ``L = λ_D (1 - σ(β (r - z₀)))`` for desirable and
 ``L = λ_U (1 - σ(β (z₀ - r)))`` for undesirable answers (``kto_chosen_weight``, ``kto_rejected_weight``).
 Reference as in dpo (:mod:`tunekit.train.reference`); ``pref_ftx`` adds the desirable answers' NLL.
 
@@ -17,7 +18,7 @@ import torch
 from .batching import KTOCollator
 from .dpo import forward_logps
 from .losses import kto_loss
-from .reference import iter_reference_logps, load_reference, reference_forward, to_device
+from .reference import iter_reference_logps, load_reference, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
 DATA_STAGE = "kto"
@@ -26,7 +27,7 @@ DATA_STAGE = "kto"
 class KTOTrainer(StageTrainer):
     def __init__(self, *args, ref_model=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.ref_model = to_device(ref_model, self.args.device)
+        self.ref_model = prepare_frozen(ref_model, self)
 
     def reference_logps(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
@@ -43,7 +44,7 @@ class KTOTrainer(StageTrainer):
             ref, ref_kl = inputs["ref_logps"].to(logps), inputs["ref_kl_logps"].to(logps)
         else:
             ref, ref_kl = self.reference_logps(model, inputs)
-        kl = (kl_logps - ref_kl).mean()
+        kl = self.accelerator.reduce((kl_logps - ref_kl).mean(), reduction="mean")  # one estimate for the global batch
         desirable = inputs["desirable"].bool()
         losses, rewards = kto_loss(logps, ref, desirable, kl, cfg.pref_beta, cfg.kto_chosen_weight, cfg.kto_rejected_weight)
         if cfg.pref_ftx > 0:

@@ -140,7 +140,7 @@ def check_port_free(port: int, host: str = "") -> None:
 
 def torchrun_command(plan: LaunchPlan, port: int, argv: list[str], log_dir: str | None = None) -> list[str]:
     cmd = [
-        sys.executable, "-m", "torch.distributed.run",
+        sys.executable, "-m", "tunekit.train.launcher",  # torchrun (see torchrun_main)
         "--nnodes", str(plan.nnodes), "--node_rank", str(plan.node_rank),
         "--nproc_per_node", str(plan.nproc_per_node),
         "--master_addr", plan.master_addr, "--master_port", str(port),
@@ -253,3 +253,23 @@ def _strip_class(message: str) -> str:
         if message.startswith(prefix):
             return message[len(prefix):].strip()
     return message.strip()
+
+
+def torchrun_main() -> int:
+    """``python -m tunekit.train.launcher ARGS`` = ``torchrun ARGS`` without torchrun's own Python traceback when a
+    rank fails: its failure table (which rank failed first, with what) is still printed, and :func:`failure_summary`
+    reads it; the traceback of the launcher itself would only bury the rank's error."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main
+
+    try:
+        main()
+    except ChildFailedError as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        sys.stderr.flush()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(torchrun_main())

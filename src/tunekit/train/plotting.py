@@ -38,10 +38,9 @@ def smooth(values: list[float], weight: float | None = None) -> list[float]:
 
 
 def plot_loss(output_dir: str | Path, keys: tuple[str, ...] = ("loss", "eval_loss")) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # matplotlib's object API with the Agg canvas: no pyplot (global figure state, GUI backend probing, and
+    # about half a second more to import), safe to call from any thread.
+    from matplotlib.figure import Figure
 
     rows = read_log(output_dir)
     written = []
@@ -50,7 +49,8 @@ def plot_loss(output_dir: str | Path, keys: tuple[str, ...] = ("loss", "eval_los
         if not points:
             continue
         steps, values = zip(*points)
-        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+        fig = Figure(figsize=(7, 4.2), dpi=110)
+        ax = fig.add_subplot()
         ax.plot(steps, values, "o", color="#7aa6d6", alpha=0.45, markersize=3.5, label="raw")
         if len(values) > 1:
             ax.plot(steps, smooth(list(values)), color="#1f5fa8", linewidth=2, label="smoothed")
@@ -63,6 +63,5 @@ def plot_loss(output_dir: str | Path, keys: tuple[str, ...] = ("loss", "eval_los
         name = "training_loss.png" if key == "loss" else f"training_{key}.png"
         path = Path(output_dir) / name
         fig.savefig(path)
-        plt.close(fig)
         written.append(path)
     return written

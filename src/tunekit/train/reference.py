@@ -33,6 +33,46 @@ def to_device(module, device):
     return module.to(device)
 
 
+def prepare_frozen(module, trainer):
+    """Place a frozen helper model (reference, reward model) for the trainer's engine.
+
+    Under DeepSpeed ZeRO-3 the helper was loaded partitioned (``zero.Init``, like the policy): it gets a
+    ZeRO-3 inference engine of its own, which gathers its weights layer by layer in each forward (the
+    ranks must then run the same number of forwards, as every stage does). Otherwise (single process, DDP,
+    ZeRO-0/1/2) it is a whole copy moved next to the policy.
+    """
+    if module is None:
+        return None
+    if getattr(trainer, "is_deepspeed_enabled", False):
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        if is_deepspeed_zero3_enabled():
+            return zero3_inference_engine(module, trainer.accelerator.state.deepspeed_plugin.deepspeed_config)
+    return to_device(module, trainer.args.device)
+
+
+def zero3_inference_engine(module, train_config: dict):
+    """``deepspeed.initialize`` without optimizer for a frozen ZeRO-3 model (as TRL's ``prepare_deepspeed``)."""
+    import copy
+
+    import deepspeed
+
+    config = copy.deepcopy(train_config)
+    for key in ("optimizer", "scheduler"):
+        config.pop(key, None)
+    zero = config.setdefault("zero_optimization", {})
+    zero.pop("offload_optimizer", None)
+    hidden = getattr(module.config, "hidden_size", None) or module.config.get_text_config().hidden_size
+    # the "auto" sizes transformers fills only for the trained model
+    for key, value in (("reduce_bucket_size", hidden * hidden), ("stage3_prefetch_bucket_size", int(0.9 * hidden * hidden)),
+                       ("stage3_param_persistence_threshold", 10 * hidden)):
+        if zero.get(key, "auto") == "auto":
+            zero[key] = value
+    engine, *_ = deepspeed.initialize(model=module, config=config)
+    engine.eval()
+    return engine
+
+
 def peft_of(model):
     """The ``PeftModel`` inside ``model`` (accelerate/value-head wrappers removed), or None."""
     from peft import PeftModel
@@ -67,7 +107,14 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
     ``(rows_in_batch, [logps per field])`` so each stage can split the batch its own way.
     """
     import torch
+    from transformers.integrations import is_deepspeed_zero3_enabled
 
+    if ref_model is None and is_deepspeed_zero3_enabled():
+        from ..errors import ConfigError
+
+        raise ConfigError("precompute_ref_log_probs with LoRA under DeepSpeed ZeRO-3 is not supported: the reference is the "
+                          "policy with its adapter disabled, which DeepSpeed shards only when training starts. Remove "
+                          "precompute_ref_log_probs (the LoRA reference needs no second copy of the model) or use deepspeed: z2.")
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()

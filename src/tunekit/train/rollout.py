@@ -27,7 +27,9 @@ from ..errors import ConfigError
 
 
 class RepeatSampler(Sampler):
-    """Shuffled indices in groups of ``group`` (one optimizer step of prompts), each group repeated ``repeats`` times."""
+    """Shuffled indices in groups of ``group`` (one optimizer step of prompts, all ranks together), each group
+    repeated ``repeats`` times. The last group is filled up from the start of the shuffle, so every group is
+    whole and each rank's micro-batches of a group repeat exactly."""
 
     def __init__(self, n: int, group: int, repeats: int, seed: int):
         self.n, self.group, self.repeats, self.seed, self.epoch = n, group, repeats, seed, 0
@@ -38,13 +40,13 @@ class RepeatSampler(Sampler):
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed + self.epoch)
         perm = torch.randperm(self.n, generator=g).tolist()
-        for start in range(0, self.n, self.group):
-            chunk = perm[start:start + self.group]
+        for start in range(0, len(self), self.group * self.repeats):
+            chunk = [perm[(start // self.repeats + i) % self.n] for i in range(self.group)]
             for _ in range(self.repeats):
                 yield from chunk
 
     def __len__(self) -> int:
-        return self.n * self.repeats
+        return -(-self.n // self.group) * self.group * self.repeats
 
 
 def load_reward_functions(spec: str | None) -> list[Callable]:

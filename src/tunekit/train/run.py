@@ -74,7 +74,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
 
     model_path(cfg)  # a wrong path fails here, in milliseconds
     check_output_dir(cfg)
-    resume = resolve_resume(cfg.output_dir, cfg.resume_from_checkpoint) if cfg.do_train else None
+    resume = resolve_resume(cfg.output_dir, cfg.resume_from_checkpoint, bool(cfg.deepspeed)) if cfg.do_train else None
     report_to = check_trackers(cfg)
     stage = get_stage(cfg.stage)
 

@@ -2,8 +2,8 @@
 
 ``compute_loss`` returns the mean loss of the micro-batch; the HF Trainer divides by the number of
 accumulated micro-batches (no ``labels`` column, so no token count), which makes batch b x accumulation
-k equal batch b*k. Stage metrics (``rewards/chosen`` ...) are stored per micro-batch and averaged into
-the next log line (training) or into the eval metrics (prefixed ``eval_``).
+k equal batch b*k. Stage metrics (``rewards/chosen`` ...) are stored per micro-batch and averaged (over all
+ranks) into the next log line (training) or into the eval metrics (prefixed ``eval_``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,15 @@ class StageTrainer(TunekitTrainer):
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         mode = "train" if "loss" in logs else "eval"
         prefix = "eval_" if mode == "eval" else ""
-        if mode == "train" or any(k.startswith("eval_") for k in logs):
-            for key, values in self._metrics[mode].items():
-                if values:
-                    logs[f"{prefix}{key}"] = round(sum(values) / len(values), 6)
+        if mode == "train" or any(k.startswith("eval_") for k in logs):  # every rank logs: the metrics of all ranks
+            sums = [{key: (sum(values), len(values)) for key, values in self._metrics[mode].items() if values}]
+            if self.args.world_size > 1:
+                gathered = [None] * self.args.world_size
+                torch.distributed.all_gather_object(gathered, sums[0])
+                sums = gathered
+            for key in dict.fromkeys(k for part in sums for k in part):
+                total, count = (sum(part[key][i] for part in sums if key in part) for i in (0, 1))
+                logs[f"{prefix}{key}"] = round(total / count, 6)
             self._metrics[mode].clear()
         super().log(logs, start_time)
 

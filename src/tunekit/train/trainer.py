@@ -1,18 +1,25 @@
-"""The HF Trainer with tunekit's additions: LoRA+ optimizer groups and token-normalised loss across accumulation."""
+"""The HF Trainer with tunekit's additions: LoRA+ optimizer groups, token-normalised loss across accumulation, FSDP2,
+the LM head on trained tokens only (token_loss.py) and micro-batches regrouped by length within a step (window_grouping.py)."""
 
 from __future__ import annotations
 
 from transformers import Trainer
 
+from .fsdp import FSDPTrainerMixin, reshard
+from .token_loss import TrainedTokensLossMixin
+from .window_grouping import WindowGroupingMixin
 
-class TunekitTrainer(Trainer):
-    """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``): B matrices get ``ratio x lr``."""
+
+class TunekitTrainer(WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Trainer):
+    """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
+    :mod:`tunekit.train.fsdp`: the model is sharded before the Trainer sees it)."""
 
     def __init__(self, *args, tunekit_config=None, **kwargs):
         self.tunekit_config = tunekit_config
         super().__init__(*args, **kwargs)
 
     def create_optimizer(self, *args, **kwargs):
+        reshard(self.model)  # FSDP2: the optimizer must hold the sharded parameters, even after a forward (no-op otherwise)
         cfg = self.tunekit_config
         if cfg is not None and cfg.loraplus_lr_ratio and self.optimizer is None:
             from peft.optimizers import create_loraplus_optimizer

@@ -62,12 +62,19 @@ class ValueHeadModel(nn.Module):
         state = load_file(str(Path(folder) / VALUE_HEAD_FILE))
         self.v_head.load_state_dict({k.split("v_head.summary.")[-1]: v for k, v in state.items()})
 
-    def save_pretrained(self, folder: str | os.PathLike, **kwargs) -> None:
+    def save_pretrained(self, folder: str | os.PathLike, state_dict: dict | None = None, **kwargs) -> None:
+        """The LM (or adapter) as usual + ``value_head.safetensors``. ``state_dict`` (this module's keys) is the
+        gathered state of a sharded model (DeepSpeed ZeRO-3), whose own parameters are empty partitions."""
         from safetensors.torch import save_file
 
-        kwargs.pop("state_dict", None)
+        head = self.value_head_state()
+        if state_dict is not None:
+            lm_prefix, head_prefix = "pretrained_model.", "v_head."
+            head = {f"v_head.summary.{k[len(head_prefix):]}": v.detach().cpu().contiguous()
+                    for k, v in state_dict.items() if k.startswith(head_prefix)}
+            kwargs["state_dict"] = {k[len(lm_prefix):]: v for k, v in state_dict.items() if k.startswith(lm_prefix)}
         self.pretrained_model.save_pretrained(folder, **kwargs)
-        save_file(self.value_head_state(), str(Path(folder) / VALUE_HEAD_FILE), metadata={"format": "pt"})
+        save_file(head, str(Path(folder) / VALUE_HEAD_FILE), metadata={"format": "pt"})
 
 
 def with_value_head(lm, cfg) -> ValueHeadModel:
@@ -99,9 +106,12 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
     adapter_cfg = folder / "adapter_config.json"
     if adapter_cfg.is_file():
         from peft import PeftModel
+        from transformers.integrations import is_deepspeed_zero3_enabled
 
         base = base or json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
-        lm = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), str(folder)).merge_and_unload()
+        lm = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), str(folder))
+        if not is_deepspeed_zero3_enabled():  # ZeRO-3 loaded the base partitioned: keep the adapter beside it, unmerged
+            lm = lm.merge_and_unload()
     else:
         lm = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
     model = ValueHeadModel(lm)
@@ -121,7 +131,7 @@ class ValueHeadSaveMixin:
             return
         os.makedirs(output_dir, exist_ok=True)
         model = self.accelerator.unwrap_model(self.model)
-        model.save_pretrained(output_dir, safe_serialization=True)
+        model.save_pretrained(output_dir, state_dict=state_dict, safe_serialization=True)
         if self.processing_class is not None:
             self.processing_class.save_pretrained(output_dir)
         torch.save(self.args, os.path.join(output_dir, "training_args.bin"))

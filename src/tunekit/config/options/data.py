@@ -29,7 +29,7 @@ class DataOptions(OptionGroup):
     overwrite_cache: bool = Field(False, description="Re-tokenize even if a cached result with the same fingerprint exists.")
     tokenized_path: Optional[str] = Field(None, description="Save the tokenized dataset here, or load it from here if it exists (skips tokenization).")
     packing: Optional[bool] = Field(None, description="Pack several samples into one sequence (default: on for pt, off otherwise).")
-    neat_packing: bool = Field(False, description="Packing without cross-attention between packed samples (needs flash_attn fa2 or sdpa with position ids).")
+    neat_packing: bool = Field(False, description="Packing without cross-attention between packed samples: position ids restart per sample and each sample attends only to itself (sft; sdpa, eager or fa2).")
     default_system: Optional[str] = Field(None, description="System prompt used when a sample has none (overrides the template's default).")
     enable_thinking: bool = Field(True, description="For reasoning templates (qwen3, ...): keep thinking on; false renders an empty <think></think> block.")
     tool_format: Optional[str] = Field(None, description="Tool-call format for function calling (default: the template's).")
@@ -37,3 +37,4 @@ class DataOptions(OptionGroup):
     ignore_pad_token_for_loss: bool = Field(True, description="Pad tokens get label -100 (not trained).")
     pad_to_multiple_of: int = Field(8, ge=1, description="Pad each batch to a multiple of this many tokens.")
     group_by_length: bool = Field(False, description="Batch samples of similar length together to cut padding.")
+    group_within_step: bool = Field(True, description="Within each optimizer step, re-form its micro-batches from samples of similar length: same samples, same gradient, less padding (sft, pt).")

@@ -32,7 +32,9 @@ class ModelOptions(OptionGroup):
         None, description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or cutoff_len)."
     )
     rope_scaling_target_len: Optional[int] = Field(None, ge=1, description="Context length to reach with rope_scaling (default: cutoff_len).")
-    gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass to save memory (about 30 % slower).")
+    gradient_checkpointing: Literal["auto", True, False] = Field(
+        "auto", description="Recompute activations in the backward pass to save memory (about 25 % slower); auto = on unless "
+        "the memory plan shows the run fits without it with a wide margin (the decision is printed).")
     disable_gradient_checkpointing: bool = Field(False, description="LLaMA-Factory's spelling of gradient_checkpointing: false.")
     enable_liger_kernel: bool = Field(False, description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.")
     use_unsloth: bool = Field(False, description="Use Unsloth's patched model (needs unsloth and a GPU).")

@@ -26,7 +26,7 @@ class TrainingOptions(OptionGroup):
     lr_scheduler_kwargs: Optional[Dict[str, Any]] = Field(None, description="Extra arguments of the scheduler (e.g. {min_lr_rate: 0.1}).")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps (wins over warmup_ratio when > 0).")
     warmup_ratio: float = Field(0.0, ge=0, le=1, description="Warm-up as a share of total steps.")
-    optim: str = Field("adamw_torch", description="Optimizer, any name Hugging Face accepts (adamw_torch, adamw_torch_fused, sgd, adafactor, adamw_bnb_8bit, ...).")
+    optim: str = Field("adamw_torch_fused", description="Optimizer, any name Hugging Face accepts (adamw_torch_fused = one fused kernel, Hugging Face's default; adamw_torch, sgd, adafactor, adamw_bnb_8bit, ...).")
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
     adam_beta1: float = Field(0.9, description="Adam beta1.")
     adam_beta2: float = Field(0.999, description="Adam beta2.")
@@ -60,4 +60,5 @@ class TrainingOptions(OptionGroup):
 
     # speed
     torch_compile: bool = Field(False, description="Compile the model with torch.compile.")
+    trained_tokens_loss: bool = Field(True, description="Run the LM head and cross-entropy only on trained (labelled) tokens: same loss, less compute and no full-vocabulary logits for prompt and padding (sft, pt).")
     auto_fit: bool = Field(False, description="Before training, let the planner choose batch size, accumulation, checkpointing and ZeRO to fit the GPU.")

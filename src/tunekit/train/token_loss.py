@@ -1,0 +1,100 @@
+"""Causal-LM loss with the LM head run only where a token is trained.
+
+The usual path computes logits for every position (``batch x seq x vocab``, upcast to fp32) and then
+throws most of them away: prompt tokens and padding carry label -100. For a 7B model with a 152k vocab
+that is 2.4 GiB of fp32 logits per 4k-token sample, and for small models the head and its softmax are a
+large share of the step. Here a forward pre-hook on the output embedding (``get_output_embeddings()``,
+the module every HF causal LM applies to its final hidden states) keeps only the rows whose next token
+is trained, so the head, the fp32 upcast and the cross-entropy run on ``N`` trained tokens instead of
+``batch x seq`` positions.
+
+The loss is the one ``transformers.loss.ForCausalLMLoss`` computes, term for term: labels shifted by
+one, cross-entropy summed and divided by ``num_items_in_batch`` (trained tokens of the whole optimizer
+step, so accumulation and data parallelism give the same gradients as one big batch), or the mean when
+the Trainer gives no count. Model-specific logit processing after the head (Gemma's soft-capping,
+logit scales) still runs, on the kept rows. The full path is used when logits are needed
+(``compute_metrics``), under ``torch_compile`` (data-dependent shapes would recompile every step) and
+with Liger's fused linear cross-entropy, which already avoids the logits.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+
+
+def trained_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``keep`` mask over ``[batch, seq]`` hidden states, their target ids): position t predicts label t+1."""
+    targets = F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
+    keep = targets != IGNORE_INDEX
+    return keep, targets[keep]
+
+
+@contextmanager
+def head_on(head: torch.nn.Module, keep: torch.Tensor):
+    """While active, ``head`` sees only the hidden states at ``keep`` (as one ``[1, N, hidden]`` sequence)."""
+    seen = []
+
+    def select(module, args, kwargs):
+        hidden = args[0]
+        if hidden.dim() != 3 or hidden.shape[:2] != keep.shape:
+            raise RuntimeError(f"the LM head received hidden states of shape {tuple(hidden.shape)}, expected "
+                               f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set trained_tokens_loss: false for this model")
+        seen.append(True)
+        return (hidden[keep].unsqueeze(0), *args[1:]), kwargs
+
+    handle = head.register_forward_pre_hook(select, with_kwargs=True)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """``ForCausalLMLoss`` on already-selected rows: sum / num_items_in_batch, or the mean without a count."""
+    logits = logits.reshape(-1, logits.shape[-1]).float()
+    if targets.numel() == 0:  # nothing trained in this micro-batch: a zero that keeps the graph connected
+        return logits.sum() * 0.0
+    if num_items_in_batch is None:
+        return F.cross_entropy(logits, targets, reduction="mean")
+    loss = F.cross_entropy(logits, targets, reduction="sum")
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(loss.device)
+    return loss / num_items_in_batch
+
+
+class TrainedTokensLossMixin:
+    """``Trainer.compute_loss`` for batches with ``labels``: the LM head only on trained positions (see module doc)."""
+
+    def _trained_tokens_head(self, model, inputs, return_outputs: bool):
+        cfg = getattr(self, "tunekit_config", None)
+        if cfg is None or not getattr(cfg, "trained_tokens_loss", True) or "labels" not in inputs:
+            return None
+        if self.args.torch_compile or self.args.use_liger_kernel or self.label_smoother is not None:
+            return None
+        if self.compute_loss_func is not None or (return_outputs and self.compute_metrics is not None):
+            return None
+        unwrapped = self.accelerator.unwrap_model(model)
+        get_head = getattr(unwrapped, "get_output_embeddings", None)
+        return get_head() if callable(get_head) else None
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        head = self._trained_tokens_head(model, inputs, return_outputs)
+        if head is None:
+            return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+        inputs = dict(inputs)
+        keep, targets = trained_positions(inputs.pop("labels"))
+        with head_on(head, keep) as seen:
+            outputs = model(**inputs)
+        if not seen:
+            raise RuntimeError("the model never called its output embedding (get_output_embeddings()): "
+                               "set trained_tokens_loss: false for this model")
+        scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
+        loss = causal_lm_loss(outputs.logits, targets, num_items_in_batch if scaled else None)
+        if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
+            loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
+        return (loss, outputs) if return_outputs else loss
