@@ -15,30 +15,24 @@ adapter vs one process <= 3.3e-6; the resumed run equals the uninterrupted one e
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 from safetensors.torch import load_file
 
+from tests.distributed_helpers import RUN_TIMEOUT, assert_close, launch_command, logits, run_cache, series
 from tests.helpers import alpaca_records, base_config, write_dataset
-from tunekit.config import load_config
-from tunekit.train.launcher import free_port
-from tunekit.train.run import run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 LOSS_TOL = 1e-4
 WEIGHT_TOL = 1e-4
 LOGIT_TOL = 1e-3
-RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached in ~/.cache/torch_extensions)
 COMMON = dict(finetuning_type="full", max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, cutoff_len=64, overwrite_output_dir=True)
 
 
@@ -52,60 +46,7 @@ def data_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def runs(tiny_qwen, data_dir, tmp_path_factory):
     """Run each configuration once per module, on first use."""
-    root = tmp_path_factory.mktemp("dist")
-    done: dict[str, tuple[Path, subprocess.CompletedProcess | None]] = {}
-
-    def get(name: str, launch: str, **overrides) -> tuple[Path, subprocess.CompletedProcess | None]:
-        if name not in done:
-            out = root / name
-            cfg = base_config(tiny_qwen, data_dir, out, **{**COMMON, **overrides})
-            if launch == "inprocess":
-                run_train(load_config(None, cfg))
-                done[name] = (out, None)
-            else:
-                done[name] = (out, _launch(launch, cfg, root / f"{name}.yaml"))
-        return done[name]
-
-    return get
-
-
-def _env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "FORCE_TORCHRUN")}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", **extra)
-    return env
-
-
-def _command(launch: str, cfg_path: Path) -> tuple[list[str], dict]:
-    train = ["-m", "tunekit.cli.main", "train", str(cfg_path)]
-    if launch == "reexec":  # tunekit's own re-exec under torchrun
-        return [sys.executable, *train], _env(FORCE_TORCHRUN="1", NPROC_PER_NODE="2")
-    assert launch == "torchrun"  # an external launcher, as users type it
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()), *train], _env()
-
-
-def _launch(launch: str, cfg: dict, cfg_path: Path) -> subprocess.CompletedProcess:
-    cfg_path.write_text(yaml.safe_dump(cfg))
-    cmd, env = _command(launch, cfg_path)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    return proc
-
-
-def _losses(out: Path) -> dict[int, float]:
-    rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
-    return {row["step"]: row["loss"] for row in rows if "loss" in row}
-
-
-def _grad_norms(out: Path) -> dict[int, float]:
-    rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
-    return {row["step"]: row["grad_norm"] for row in rows if "grad_norm" in row}
-
-
-def _assert_close(a: dict, b: dict, tol: float, what: str) -> float:
-    assert a.keys() == b.keys(), (what, sorted(a), sorted(b))
-    worst = max(abs(a[k] - b[k]) for k in a)
-    assert worst <= tol, f"{what}: max difference {worst:.3g} > {tol}"
-    return worst
+    return run_cache(tiny_qwen, data_dir, tmp_path_factory.mktemp("dist"), COMMON)
 
 
 def _weights_close(ref: Path, other: Path, name: str = "model.safetensors") -> float:
@@ -118,20 +59,14 @@ def _weights_close(ref: Path, other: Path, name: str = "model.safetensors") -> f
     return worst
 
 
-def _logits(model) -> torch.Tensor:
-    ids = torch.tensor([[3, 17, 42, 99, 256, 7, 1000, 12]])
-    with torch.no_grad():
-        return model.eval()(input_ids=ids).logits
-
-
 # ------------------------------------------------------------------ equivalence
 def test_ddp_two_ranks_batch_1_equals_one_process_batch_2(runs):
     single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
     ddp, proc = runs("ddp", "reexec", per_device_train_batch_size=1)
     assert "tunekit: starting 2 processes with torchrun" in proc.stderr
-    assert len(_losses(ddp)) == 4  # rank 0 alone writes the log
+    assert len(series(ddp)) == 4  # rank 0 alone writes the log
     assert proc.stdout.count("done: ") == 1  # and prints
-    _assert_close(_losses(single), _losses(ddp), LOSS_TOL, "DDP losses")
+    assert_close(series(single), series(ddp), LOSS_TOL, "DDP losses")
     _weights_close(single, ddp)
 
 
@@ -140,7 +75,7 @@ def test_zero2_under_external_torchrun_equals_ddp(runs):
     z2, proc = runs("z2", "torchrun", per_device_train_batch_size=1, deepspeed="z2")
     assert "starting 2 processes" not in proc.stderr  # torchrun launched it: no second launch
     assert json.loads((z2 / "ds_config.json").read_text())["zero_optimization"]["stage"] == 2
-    _assert_close(_losses(ddp), _losses(z2), LOSS_TOL, "ZeRO-2 losses")
+    assert_close(series(ddp), series(z2), LOSS_TOL, "ZeRO-2 losses")
     _weights_close(ddp, z2)
 
 
@@ -150,11 +85,11 @@ def test_zero3_equals_ddp_and_saves_a_plain_transformers_folder(runs):
     single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
     ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
     z3, _ = runs("z3", "reexec", per_device_train_batch_size=1, deepspeed="z3")
-    _assert_close(_losses(ddp), _losses(z3), LOSS_TOL, "ZeRO-3 losses")
+    assert_close(series(ddp), series(z3), LOSS_TOL, "ZeRO-3 losses")
     _weights_close(ddp, z3)
     reloaded = AutoModelForCausalLM.from_pretrained(z3)
     reference = AutoModelForCausalLM.from_pretrained(single)
-    worst = (_logits(reloaded) - _logits(reference)).abs().max().item()
+    worst = (logits(reloaded) - logits(reference)).abs().max().item()
     assert worst <= LOGIT_TOL, worst
 
 
@@ -165,14 +100,14 @@ def test_fsdp2_full_shard_equals_ddp_and_saves_a_plain_transformers_folder(runs)
     ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
     fsdp, proc = runs("fsdp", "reexec", per_device_train_batch_size=1, fsdp="full_shard")
     assert "tunekit: starting 2 processes with torchrun" in proc.stderr
-    _assert_close(_losses(ddp), _losses(fsdp), LOSS_TOL, "FSDP2 losses")
-    _assert_close(_grad_norms(ddp), _grad_norms(fsdp), 1e-4 * max(_grad_norms(ddp).values()), "FSDP2 grad norms")
+    assert_close(series(ddp), series(fsdp), LOSS_TOL, "FSDP2 losses")
+    assert_close(series(ddp, "grad_norm"), series(fsdp, "grad_norm"), 1e-4 * max(series(ddp, "grad_norm").values()), "FSDP2 grad norms")
     _weights_close(ddp, fsdp)
     assert set(load_file(fsdp / "model.safetensors")) == set(load_file(single / "model.safetensors"))  # tied head saved once
     assert (fsdp / "checkpoint-2" / "fsdp_state" / ".metadata").is_file()  # the sharded resume state
     reloaded = AutoModelForCausalLM.from_pretrained(fsdp)
     reference = AutoModelForCausalLM.from_pretrained(single)
-    worst = (_logits(reloaded) - _logits(reference)).abs().max().item()
+    worst = (logits(reloaded) - logits(reference)).abs().max().item()
     assert worst <= LOGIT_TOL, worst
 
 
@@ -180,7 +115,7 @@ def test_fsdp2_full_shard_equals_ddp_and_saves_a_plain_transformers_folder(runs)
 def test_fsdp2_shard_grad_op_and_offload_equal_ddp(runs, fsdp):
     ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
     out, _ = runs(f"fsdp_{fsdp.replace(' ', '_')}", "reexec", per_device_train_batch_size=1, fsdp=fsdp)
-    _assert_close(_losses(ddp), _losses(out), LOSS_TOL, f"FSDP2 {fsdp} losses")
+    assert_close(series(ddp), series(out), LOSS_TOL, f"FSDP2 {fsdp} losses")
     _weights_close(ddp, out)
 
 
@@ -191,14 +126,14 @@ def test_lora_fsdp2_saves_an_adapter_plain_peft_loads(runs, tiny_qwen):
     lora = dict(finetuning_type="lora", learning_rate=1e-2)
     single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
     fsdp, proc = runs("fsdp_lora", "reexec", per_device_train_batch_size=1, fsdp="full_shard", **lora)
-    _assert_close(_losses(single), _losses(fsdp), LOSS_TOL, "LoRA FSDP2 losses")
+    assert_close(series(single), series(fsdp), LOSS_TOL, "LoRA FSDP2 losses")
     a, b = load_file(single / "adapter_model.safetensors"), load_file(fsdp / "adapter_model.safetensors")
     assert a.keys() == b.keys()
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
     assert not (fsdp / "model.safetensors").exists()
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), fsdp)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)
-    assert (_logits(loaded) - _logits(reference)).abs().max().item() <= LOGIT_TOL
+    assert (logits(loaded) - logits(reference)).abs().max().item() <= LOGIT_TOL
 
 
 def test_lora_zero3_offload_saves_a_loadable_adapter(runs, tiny_qwen):
@@ -208,7 +143,7 @@ def test_lora_zero3_offload_saves_a_loadable_adapter(runs, tiny_qwen):
     lora = dict(finetuning_type="lora", learning_rate=1e-2)
     single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
     z3, proc = runs("z3_offload_lora", "reexec", per_device_train_batch_size=1, deepspeed="z3_offload", **lora)
-    _assert_close(_losses(single), _losses(z3), LOSS_TOL, "LoRA ZeRO-3 offload losses")
+    assert_close(series(single), series(z3), LOSS_TOL, "LoRA ZeRO-3 offload losses")
     a, b = load_file(single / "adapter_model.safetensors"), load_file(z3 / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(t.numel() > 0 for t in b.values())
     base = sum(t.numel() for t in load_file(tiny_qwen / "model.safetensors").values())
@@ -217,7 +152,7 @@ def test_lora_zero3_offload_saves_a_loadable_adapter(runs, tiny_qwen):
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), z3)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)
-    assert (_logits(loaded) - _logits(reference)).abs().max().item() <= LOGIT_TOL
+    assert (logits(loaded) - logits(reference)).abs().max().item() <= LOGIT_TOL
 
 
 # ------------------------------------------------------------------ resume
@@ -232,10 +167,10 @@ def test_resume_continues_at_the_exact_step(runs, engine, tmp_path):
     shutil.copytree(full / "checkpoint-2", checkpoint)
     resumed, _ = runs(f"{engine}_resumed", "reexec", per_device_train_batch_size=1,
                       resume_from_checkpoint=str(checkpoint), **extra)
-    losses = _losses(resumed)
+    losses = series(resumed)
     assert min(losses) == 3, losses  # continues at step 3, not from the start
-    reference = {step: loss for step, loss in _losses(full).items() if step >= 3}
-    _assert_close(reference, losses, LOSS_TOL, f"{engine} resumed losses")
+    reference = {step: loss for step, loss in series(full).items() if step >= 3}
+    assert_close(reference, losses, LOSS_TOL, f"{engine} resumed losses")
     assert json.loads((resumed / "trainer_state.json").read_text())["global_step"] == 4
     _weights_close(full, resumed)
 
@@ -249,7 +184,7 @@ def test_killed_rank_ends_the_job_with_a_clear_error(tiny_qwen, data_dir, tmp_pa
                       ddp_timeout=30)
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
-    cmd, env = _command("reexec", cfg_path)
+    cmd, env = launch_command("reexec", cfg_path)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         log = out / "trainer_log.jsonl"

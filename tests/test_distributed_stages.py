@@ -36,33 +36,26 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from safetensors.torch import load_file
 
+from tests.distributed_helpers import assert_close, launch, logits, run_cache, series, train_rows
 from tests.helpers import alpaca_records, base_config, write_dataset
 from tests.stage_helpers import write_kto, write_preference
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
-from tunekit.train.launcher import free_port
 from tunekit.train.run import run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 LOSS_TOL = 1e-4
 METRIC_TOL = 1e-4
 WEIGHT_TOL = 2e-4
 LOGIT_TOL = 1e-3
-RUN_TIMEOUT = 900
 COMMON = dict(cutoff_len=64, learning_rate=5e-3, overwrite_output_dir=True)
 LORA = dict(finetuning_type="lora", learning_rate=1e-2)
 RL = dict(dataset="prompts", max_steps=2, reward_funcs="tests.stage_helpers:ascii_share", generation_max_new_tokens=4,
@@ -83,71 +76,14 @@ def data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(tiny_qwen, data_dir, tmp_path_factory):
-    """``get(name, launch, **options) -> (output_dir, completed process or None)``; each name runs once per module."""
-    root = tmp_path_factory.mktemp("stageruns")
-    done: dict[str, tuple[Path, subprocess.CompletedProcess | None]] = {}
-
-    def get(name: str, launch: str, **overrides):
-        if name not in done:
-            out = root / name
-            cfg = base_config(tiny_qwen, data_dir, out, **{**COMMON, **overrides})
-            if launch == "inprocess":
-                run_train(load_config(None, cfg))
-                done[name] = (out, None)
-            else:
-                done[name] = (out, _launch(launch, cfg, root / f"{name}.yaml"))
-        return done[name]
-
-    get.root = root
-    return get
-
-
-def _env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "FORCE_TORCHRUN")}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), **extra)  # reward functions live in tests/
-    return env
-
-
-def _command(launch: str, cfg_path: Path) -> tuple[list[str], dict]:
-    train = ["-m", "tunekit.cli.main", "train", str(cfg_path)]
-    if launch in ("reexec", "reexec1"):  # tunekit's own re-exec under torchrun (reexec1: one process, for DeepSpeed)
-        return [sys.executable, *train], _env(FORCE_TORCHRUN="1", NPROC_PER_NODE="1" if launch == "reexec1" else "2")
-    if launch == "accelerate":  # torch.distributed under accelerate: --multi_gpu is its torchrun mode (--cpu = one process)
-        return [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()), *train], _env()
-    assert launch == "deepspeed"  # the deepspeed launcher runs one process per --num_gpus on its CPU accelerator
-    return [str(BIN / "deepspeed"), "--num_gpus", "2", "--master_port", str(free_port()), str(BIN / "tunekit"), "train",
-            str(cfg_path)], _env()
-
-
-def _launch(launch: str, cfg: dict, cfg_path: Path, expect_ok: bool = True) -> subprocess.CompletedProcess:
-    cfg_path.write_text(yaml.safe_dump(cfg))
-    cmd, env = _command(launch, cfg_path)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)
-    if expect_ok:
-        assert proc.returncode == 0, proc.stderr[-6000:]
-    return proc
-
-
-def _rows(out: Path) -> list[dict]:
-    return [row for row in map(json.loads, (out / "trainer_log.jsonl").read_text().splitlines()) if "loss" in row]
-
-
-def _series(out: Path, key: str = "loss") -> dict[int, float]:
-    return {row["step"]: row[key] for row in _rows(out) if key in row}
-
-
-def _assert_close(a: dict, b: dict, tol: float, what: str) -> float:
-    assert a.keys() == b.keys(), (what, sorted(a), sorted(b))
-    worst = max(abs(a[k] - b[k]) for k in a)
-    assert worst <= tol, f"{what}: max difference {worst:.3g} > {tol}"
-    return worst
+    """``get(name, how, **options) -> (output_dir, completed process or None)``; each name runs once per module."""
+    return run_cache(tiny_qwen, data_dir, tmp_path_factory.mktemp("stageruns"), COMMON)
 
 
 def _assert_same_metrics(ref: Path, other: Path, keys: list[str]) -> None:
-    _assert_close(_series(ref), _series(other), LOSS_TOL, f"{other.name} losses")
+    assert_close(series(ref), series(other), LOSS_TOL, f"{other.name} losses")
     for key in keys:
-        _assert_close(_series(ref, key), _series(other, key), METRIC_TOL, f"{other.name} {key}")
+        assert_close(series(ref, key), series(other, key), METRIC_TOL, f"{other.name} {key}")
 
 
 def _assert_weights_close(ref: Path, other: Path, name: str) -> None:
@@ -158,21 +94,15 @@ def _assert_weights_close(ref: Path, other: Path, name: str) -> None:
     assert worst <= WEIGHT_TOL, f"{other.name}/{name}: weights differ by {worst:.3g}"
 
 
-def _logits(model) -> torch.Tensor:
-    ids = torch.tensor([[3, 17, 42, 99, 256, 7, 1000, 12]])
-    with torch.no_grad():
-        return model.eval()(input_ids=ids).logits
-
-
 def _adapter_logits(base: Path, adapter: Path) -> torch.Tensor:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    return _logits(PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter))
+    return logits(PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter))
 
 
 def _finite_run(out: Path, steps: int) -> list[dict]:
-    rows = _rows(out)
+    rows = train_rows(out)
     assert [r["step"] for r in rows] == list(range(1, steps + 1)), rows
     assert all(math.isfinite(r["loss"]) for r in rows), rows
     return rows
@@ -189,7 +119,7 @@ def test_dpo_lora_zero3_with_a_reference_model_equals_one_process_and_saves_a_lo
     z3, _ = runs("dpo_z3_lora_ref", "reexec", per_device_train_batch_size=1, deepspeed="z3", ref_model=str(tiny_qwen),
                  **{**DPO, "save_strategy": "no"})
     _assert_same_metrics(single, z3, DPO_METRICS)
-    assert _series(z3, "rewards/accuracies")[6] == 1.0  # it learned the preference
+    assert series(z3, "rewards/accuracies")[6] == 1.0  # it learned the preference
     a, b = load_file(single / "adapter_model.safetensors"), load_file(z3 / "adapter_model.safetensors")
     assert a.keys() == b.keys()
     _assert_weights_close(single, z3, "adapter_model.safetensors")
@@ -205,16 +135,16 @@ def test_dpo_resumes_from_one_process_on_two_and_from_two_on_one(runs, tmp_path)
     shutil.copytree(single / "checkpoint-2", start)
     ddp, proc = runs("dpo_ddp_resumed", "reexec", per_device_train_batch_size=1, resume_from_checkpoint=str(start), **DPO)
     assert "starting 2 processes" in proc.stderr
-    reference = {step: loss for step, loss in _series(single).items() if step >= 3}
-    _assert_close(reference, _series(ddp), LOSS_TOL, "DDP resumed from 1 process")
+    reference = {step: loss for step, loss in series(single).items() if step >= 3}
+    assert_close(reference, series(ddp), LOSS_TOL, "DDP resumed from 1 process")
     for key in DPO_METRICS:
-        _assert_close({s: v for s, v in _series(single, key).items() if s >= 3}, _series(ddp, key), METRIC_TOL, key)
+        assert_close({s: v for s, v in series(single, key).items() if s >= 3}, series(ddp, key), METRIC_TOL, key)
     assert {p.name for p in (ddp / "checkpoint-4").glob("rng_state*")} == {"rng_state_0.pth", "rng_state_1.pth"}
 
     middle = tmp_path / "from_ddp" / "checkpoint-4"
     shutil.copytree(ddp / "checkpoint-4", middle)
     back, _ = runs("dpo_single_resumed", "inprocess", per_device_train_batch_size=2, resume_from_checkpoint=str(middle), **DPO)
-    _assert_close({s: v for s, v in _series(single).items() if s >= 5}, _series(back), LOSS_TOL, "1 process resumed from DDP")
+    assert_close({s: v for s, v in series(single).items() if s >= 5}, series(back), LOSS_TOL, "1 process resumed from DDP")
     assert json.loads((back / "trainer_state.json").read_text())["global_step"] == 6
     _assert_weights_close(single, back, "adapter_model.safetensors")
 
@@ -253,7 +183,7 @@ KTO_METRICS = ["kto/kl", "rewards/chosen", "rewards/rejected", "rewards/accuraci
 def test_kto_lora_under_ddp_equals_one_process(runs, tiny_qwen):
     single, _ = runs("kto_single_lora", "inprocess", per_device_train_batch_size=2, **KTO, **LORA)
     ddp, _ = runs("kto_ddp_lora", "reexec", per_device_train_batch_size=1, **KTO, **LORA)
-    assert _series(ddp, "kto/kl")[2] != 0  # the KL estimate is in play, averaged over the ranks as over one batch
+    assert series(ddp, "kto/kl")[2] != 0  # the KL estimate is in play, averaged over the ranks as over one batch
     _assert_same_metrics(single, ddp, KTO_METRICS)
     worst = (_adapter_logits(tiny_qwen, ddp) - _adapter_logits(tiny_qwen, single)).abs().max().item()
     assert worst <= LOGIT_TOL, worst
@@ -264,7 +194,7 @@ def test_kto_full_under_zero3_with_a_reference_copy_equals_one_process(runs):
 
     single, _ = runs("kto_single_full", "inprocess", per_device_train_batch_size=2, finetuning_type="full", **KTO)
     z3, _ = runs("kto_z3_full", "reexec", per_device_train_batch_size=1, finetuning_type="full", deepspeed="z3", **KTO)
-    rows = _rows(z3)
+    rows = train_rows(z3)
     assert rows[0]["kto/kl"] == 0.0 and rows[0]["loss"] == 0.5  # step 0: the partitioned reference equals the policy
     _assert_same_metrics(single, z3, KTO_METRICS)
     _assert_weights_close(single, z3, "model.safetensors")
@@ -278,9 +208,9 @@ def test_pt_full_under_zero3_equals_one_process(runs):
     pt = dict(stage="pt", dataset="text", max_steps=3, finetuning_type="full")
     single, _ = runs("pt_single_full", "inprocess", per_device_train_batch_size=2, **pt)
     z3, _ = runs("pt_z3_full", "reexec", per_device_train_batch_size=1, deepspeed="z3", **pt)
-    _assert_close(_series(single), _series(z3), LOSS_TOL, "pt ZeRO-3 losses")
+    assert_close(series(single), series(z3), LOSS_TOL, "pt ZeRO-3 losses")
     _assert_weights_close(single, z3, "model.safetensors")
-    worst = (_logits(AutoModelForCausalLM.from_pretrained(z3)) - _logits(AutoModelForCausalLM.from_pretrained(single)))
+    worst = (logits(AutoModelForCausalLM.from_pretrained(z3)) - logits(AutoModelForCausalLM.from_pretrained(single)))
     assert worst.abs().max().item() <= LOGIT_TOL
 
 
@@ -321,7 +251,7 @@ def test_a_zero2_checkpoint_with_another_world_size_or_engine_is_a_clear_error(r
                            resume_from_checkpoint=str(checkpoint), **{**COMMON, **options, **extra})
 
     # the command line: one process under DeepSpeed (always under torchrun) -> tunekit's error line, no traceback
-    proc = _launch("reexec1", cfg("one", deepspeed="z2"), tmp_path / "one.yaml", expect_ok=False)
+    proc = launch("reexec1", cfg("one", deepspeed="z2"), tmp_path / "one.yaml", expect_ok=False)
     assert proc.returncode != 0
     assert ("error: distributed training failed: rank 0 (local rank 0) stopped first with: checkpoint "
             f"{checkpoint} is a DeepSpeed ZeRO checkpoint written by 2 processes, and this run has 1 process") in proc.stderr, \
@@ -346,5 +276,5 @@ def test_accelerate_and_deepspeed_launchers_equal_one_process(runs, launch, opti
     assert proc.stdout.count("done: ") == 1  # rank 0 alone prints
     if launch == "deepspeed":
         assert "dist_world_size=2" in proc.stdout + proc.stderr
-    _assert_close(_series(single), _series(out), LOSS_TOL, f"{launch} launch losses")
+    assert_close(series(single), series(out), LOSS_TOL, f"{launch} launch losses")
     _assert_weights_close(single, out, "model.safetensors")

@@ -53,16 +53,19 @@ def decide(peak_without: float, budget: float, device: str) -> CheckpointingDeci
                                  f"({device})")
 
 
-def gpu_budget_text(gpu) -> str:
-    return f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB"
+def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> CheckpointingDecision:
+    """The decision for ``setup`` (its own ``grad_ckpt`` is ignored) on ``gpu``, or on this host's RAM without one."""
+    from .memory import estimate_memory
+
+    peak = estimate_memory(shape, replace(setup, grad_ckpt=False)).total
+    if gpu is not None:
+        return decide(peak, gpu.memory_gib * GiB * GPU_SHARE, f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB")
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    where = f"{CPU_SHARE:.0%} of {ram / GiB:.0f} GiB RAM" + (f" / {local_processes} processes" if local_processes > 1 else "")
+    return decide(peak, ram * CPU_SHARE / max(1, local_processes), where)
 
 
-def cpu_budget_bytes(local_processes: int) -> float:
-    pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-    return pages * page * CPU_SHARE / max(1, local_processes)
-
-
-def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None, on_gpu: bool | None = None):
+def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None):
     """Return ``cfg`` with ``gradient_checkpointing`` decided (True/False) when it is ``auto``, and the decision.
 
     ``gpu`` (a :class:`~tunekit.plan.gpus.GPU`) defaults to the first visible CUDA device; without one the
@@ -70,7 +73,7 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None,
     """
     if cfg.gradient_checkpointing != "auto" or cfg.disable_gradient_checkpointing:
         return cfg, None
-    decision = _decision(cfg, gpu, world_size, on_gpu)
+    decision = _decision(cfg, gpu, world_size)
     from ..config import build_config
 
     values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
@@ -78,28 +81,19 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None,
     return build_config(values), decision
 
 
-def _decision(cfg, gpu, world_size, on_gpu) -> CheckpointingDecision:
+def _decision(cfg, gpu, world_size) -> CheckpointingDecision:
     from ..errors import TunekitError
     from .architectures import load_shape
     from .core import detect_gpu
-    from .memory import estimate_memory
     from .setup import resolve_setup
 
-    if gpu is None and on_gpu is not False and not cfg.use_cpu:
+    if gpu is None and not cfg.use_cpu:
         gpu = detect_gpu()
     world = world_size or int(os.environ.get("WORLD_SIZE", "0") or 0) or 1
     nodes = int(os.environ.get("NNODES", "1") or 1)
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, world // max(1, nodes))
     try:
-        shape = load_shape(None, cfg.model_name_or_path)
-        setup = replace(resolve_setup(cfg, world, nodes), grad_ckpt=False)
-        peak = estimate_memory(shape, setup).total
+        return decide_for(load_shape(None, cfg.model_name_or_path), resolve_setup(cfg, world, nodes), gpu, local)
     except (TunekitError, OSError, ValueError, KeyError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return CheckpointingDecision(True, None, None, "", f"the memory plan could not be made ({first}), so it stays on")
-    if gpu is not None:
-        return decide(peak, gpu.memory_gib * GiB * GPU_SHARE, gpu_budget_text(gpu))
-    budget = cpu_budget_bytes(local)
-    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / GiB
-    share = f"{CPU_SHARE:.0%} of {ram:.0f} GiB RAM" + (f" / {local} processes" if local > 1 else "")
-    return decide(peak, budget, share)

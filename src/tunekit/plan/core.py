@@ -180,10 +180,9 @@ def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, not
         return setup
     from dataclasses import replace
 
-    from .checkpointing import GPU_SHARE, decide, gpu_budget_text
+    from .checkpointing import decide_for
 
-    without = estimate_memory(shape, replace(setup, grad_ckpt=False)).total
-    decision = decide(without, device.memory_gib * GiB * GPU_SHARE, gpu_budget_text(device))
+    decision = decide_for(shape, setup, device)
     notes.append(decision.message())
     return replace(setup, grad_ckpt=decision.enabled)
 

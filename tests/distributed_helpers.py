@@ -1,0 +1,94 @@
+"""Running ``tunekit train`` on 2 CPU processes for the distributed test files: launchers, a run cache, log readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+from tests.helpers import base_config
+from tunekit.config import load_config
+from tunekit.train.launcher import free_port
+from tunekit.train.run import run_train
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached in ~/.cache/torch_extensions)
+
+
+def launch_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "FORCE_TORCHRUN")}
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), **extra)  # reward functions live in tests/
+    return env
+
+
+def launch_command(launch: str, cfg_path: Path) -> tuple[list[str], dict]:
+    """The command line and environment of ``tunekit train cfg_path`` under one of the ways users start it."""
+    train = ["-m", "tunekit.cli.main", "train", str(cfg_path)]
+    if launch in ("reexec", "reexec1"):  # tunekit's own re-exec under torchrun (reexec1: one process, for DeepSpeed)
+        return [sys.executable, *train], launch_env(FORCE_TORCHRUN="1", NPROC_PER_NODE="1" if launch == "reexec1" else "2")
+    if launch == "torchrun":  # an external launcher, as users type it
+        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+                *train], launch_env()
+    if launch == "accelerate":  # torch.distributed under accelerate: --multi_gpu is its torchrun mode (--cpu = one process)
+        return [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()), *train], launch_env()
+    assert launch == "deepspeed", launch  # the deepspeed launcher runs one process per --num_gpus on its CPU accelerator
+    return [str(BIN / "deepspeed"), "--num_gpus", "2", "--master_port", str(free_port()), str(BIN / "tunekit"), "train",
+            str(cfg_path)], launch_env()
+
+
+def launch(how: str, cfg: dict, cfg_path: Path, expect_ok: bool = True) -> subprocess.CompletedProcess:
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    cmd, env = launch_command(how, cfg_path)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)
+    if expect_ok:
+        assert proc.returncode == 0, proc.stderr[-6000:]
+    return proc
+
+
+def run_cache(model: Path, data_dir: Path, root: Path, common: dict):
+    """``get(name, how, **options) -> (output_dir, completed process or None)``; each name runs once.
+
+    ``how`` is ``inprocess`` (``run_train`` here) or a :func:`launch_command` launcher."""
+    done: dict[str, tuple[Path, subprocess.CompletedProcess | None]] = {}
+
+    def get(name: str, how: str, **overrides) -> tuple[Path, subprocess.CompletedProcess | None]:
+        if name not in done:
+            out = root / name
+            cfg = base_config(model, data_dir, out, **{**common, **overrides})
+            if how == "inprocess":
+                run_train(load_config(None, cfg))
+                done[name] = (out, None)
+            else:
+                done[name] = (out, launch(how, cfg, root / f"{name}.yaml"))
+        return done[name]
+
+    return get
+
+
+def train_rows(out: Path) -> list[dict]:
+    """The training lines of ``trainer_log.jsonl`` (rank 0 writes it alone)."""
+    return [row for row in map(json.loads, (out / "trainer_log.jsonl").read_text().splitlines()) if "loss" in row]
+
+
+def series(out: Path, key: str = "loss") -> dict[int, float]:
+    return {row["step"]: row[key] for row in train_rows(out) if key in row}
+
+
+def assert_close(a: dict, b: dict, tol: float, what: str) -> float:
+    assert a.keys() == b.keys(), (what, sorted(a), sorted(b))
+    worst = max(abs(a[k] - b[k]) for k in a)
+    assert worst <= tol, f"{what}: max difference {worst:.3g} > {tol}"
+    return worst
+
+
+def logits(model) -> torch.Tensor:
+    ids = torch.tensor([[3, 17, 42, 99, 256, 7, 1000, 12]])
+    with torch.no_grad():
+        return model.eval()(input_ids=ids).logits
