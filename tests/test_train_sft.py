@@ -232,3 +232,34 @@ def test_tutorial_command_runs_as_written(tiny_qwen, data_dir, tmp_path):
     # gradient_checkpointing: auto (the default) is decided from the memory plan, printed and saved with the run
     assert "gradient checkpointing: off (auto: without it this run needs" in proc.stdout, proc.stdout[-3000:]
     assert yaml.safe_load((out / "tunekit_config.yaml").read_text())["gradient_checkpointing"] is False
+
+
+def test_final_evaluation_is_the_last_step_evaluation_of_the_saved_weights(tiny_qwen, data_dir, tmp_path):
+    """HF evaluates at the last step; do_eval's evaluation after training reuses it instead of a second pass,
+    and its numbers are those of the saved model evaluated afresh."""
+    out = tmp_path / "out"
+    results = _train(tiny_qwen, data_dir, out, finetuning_type="full", learning_rate=3e-3, val_size=4,
+                     eval_strategy="steps", eval_steps=2, max_steps=3, do_eval=True)
+    evals = [row for row in _log(out) if "eval_loss" in row]
+    assert [row["step"] for row in evals] == [2, 3]
+    eval_results = json.loads((out / "eval_results.json").read_text())
+    assert results["eval_loss"] == eval_results["eval_loss"] == evals[-1]["eval_loss"]
+    assert {"eval_runtime", "eval_samples_per_second", "epoch"} <= set(eval_results)
+
+    fresh = _train(out, data_dir, tmp_path / "fresh", do_train=False, do_eval=True, val_size=4)
+    assert abs(fresh["eval_loss"] - results["eval_loss"]) < 1e-6, (fresh["eval_loss"], results["eval_loss"])
+
+
+def test_final_evaluation_runs_again_when_the_weights_changed():
+    from types import SimpleNamespace
+
+    from tunekit.train.run import evaluation_of_final_weights
+
+    state = SimpleNamespace(global_step=4, log_history=[{"step": 4, "loss": 1.0}, {"step": 4, "eval_loss": 2.0, "epoch": 1.0}])
+    trainer = SimpleNamespace(state=state)
+    cfg = SimpleNamespace(do_train=True, load_best_model_at_end=False)
+    assert evaluation_of_final_weights(trainer, cfg) == {"eval_loss": 2.0, "epoch": 1.0}
+    assert evaluation_of_final_weights(trainer, SimpleNamespace(do_train=True, load_best_model_at_end=True)) is None
+    assert evaluation_of_final_weights(trainer, SimpleNamespace(do_train=False, load_best_model_at_end=False)) is None
+    state.log_history = [{"step": 2, "eval_loss": 2.5}, {"step": 4, "loss": 1.0}]  # no evaluation at the last step
+    assert evaluation_of_final_weights(trainer, cfg) is None

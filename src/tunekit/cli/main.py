@@ -23,7 +23,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "api": ("tunekit.cli.api_cmd", "Serve an OpenAI-compatible API (/v1/chat/completions, streaming, tools) on API_HOST:API_PORT."),
     "predict": ("tunekit.cli.predict_cmd", "Generate for a dataset in batches and score it: BLEU-4, ROUGE-1/2/L, exact match."),
     "webui": ("tunekit.cli.webui_cmd", "Serve the web board (127.0.0.1:7860): options, plan, training with live loss, chat, export."),
+    "warm": ("tunekit.cli.warm", "Keep torch & co. imported in a background process so that commands start in under a second."),
 }
+
+# Verbs that import torch & co. and so may run in a warm process (see tunekit/cli/warm.py).
+WARM_VERBS = {"train", "plan", "data", "tiny-model", "export", "verify", "zero-to-fp32", "chat", "predict"}
 
 USAGE = """usage: tunekit <command> [CONFIG.yaml] [key=value ...] [--key value ...]
 
@@ -46,8 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     """The ``tunekit`` program when ``argv`` is None (it may then end the process, see :func:`exit_now`);
     called with a list, a plain function that returns the exit code."""
     if argv is None:
-        return exit_now(main(sys.argv[1:]))
-    argv = list(argv)
+        return exit_now(dispatch(sys.argv[1:], warm=True))
+    return dispatch(list(argv))
+
+
+def dispatch(argv: list[str], warm: bool = False) -> int:
+    """Parse the verb and run it: in this process, or (``warm``, the program only) in a warm child when
+    ``tunekit warm`` runs one for this environment."""
     # The deepspeed launcher (and torch.distributed.launch) add --local_rank=N; LOCAL_RANK is in the environment too.
     argv = [a for a in argv if not a.startswith(("--local_rank=", "--local-rank="))]
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -66,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: unknown command '{verb}'." + (f" Did you mean: {', '.join(close)}?" if close else "") + "\n")
         print_usage(sys.stderr)
         return 2
+    if warm and verb in WARM_VERBS and not any(a in ("-h", "--help") for a in rest):
+        from tunekit.cli.warm import run_via_warm
+
+        code = run_via_warm(argv)
+        if code is not None:
+            return code
     return run_verb(VERBS[verb][0], rest)
 
 
@@ -104,11 +119,17 @@ def exit_now(code: int) -> int:
     """
     if "torch" not in sys.modules or os.environ.get("TUNEKIT_SLOW_EXIT", "") not in ("", "0", "false"):
         return code
+    finish_process()
+    os._exit(code)
+
+
+def finish_process() -> None:
+    """What a normal exit does that matters: join non-daemon threads, run atexit handlers, flush stdio."""
     import atexit
     import threading
 
     for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
+        if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()  # CPython's own exit step (documented in the atexit module's source), run explicitly
     for stream in (sys.stdout, sys.stderr):
@@ -116,7 +137,6 @@ def exit_now(code: int) -> int:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(code)
 
 
 def _record_rank_error(exc: BaseException) -> None:

@@ -17,6 +17,9 @@ def main(argv: list[str]) -> int:
 
         sys.stdout.write(HELP + format_options_help())
         return 0
+    from tunekit import startup_gc
+
+    startup_gc.pause()  # until run_train settles it: see tunekit/startup_gc.py
     from tunekit.config import load_config
     from tunekit.train import distributed
 

@@ -65,7 +65,25 @@ def peak_memory_mb() -> dict:
     return out
 
 
+def evaluation_of_final_weights(trainer, cfg) -> dict | None:
+    """The metrics of the evaluation the Trainer already ran on the weights training ended with, if any.
+
+    With ``eval_strategy`` steps or epoch, HF evaluates at the last step too; evaluating the same weights
+    on the same data again after training (what ``do_eval`` asks for) would repeat a whole pass over the
+    validation set for the same numbers. Not reused when the weights changed since (``load_best_model_at_end``)
+    or when training did not run.
+    """
+    if not cfg.do_train or cfg.load_best_model_at_end:
+        return None
+    step, metrics = trainer.state.global_step, {}
+    for row in trainer.state.log_history:
+        if row.get("step") == step and any(key.startswith("eval_") for key in row):
+            metrics.update({key: value for key, value in row.items() if key.startswith("eval_") or key == "epoch"})
+    return metrics or None
+
+
 def run_train(cfg, config_path: str | None = None) -> dict:
+    from .. import startup_gc
     from ..config import save_config
     from .checkpoints import resolve_resume
     from .trackers import check_trackers, tracker_callbacks
@@ -100,6 +118,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         save_config(cfg, cfg.output_dir)
 
     tokenizer = load_tokenizer(cfg)
+    startup_gc.settle()  # imports are done; preprocessing may allocate in proportion to the data
     with args.main_process_first(desc="dataset preprocessing"):
         data = prepare_datasets(cfg, tokenizer, getattr(stage, "DATA_STAGE", cfg.stage))
     if is_main_process():
@@ -125,6 +144,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
     for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
         trainer.remove_callback(cb)
 
+    startup_gc.settle()  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
     results: dict = {}
     if cfg.do_train:
         stopper.install()
@@ -155,7 +175,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         if stopper.requested is not None:
             sys.exit(128 + int(stopper.requested))
     if (cfg.do_eval or cfg.eval_strategy != "no") and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
-        metrics = trainer.evaluate(metric_key_prefix="eval")
+        metrics = evaluation_of_final_weights(trainer, cfg) or trainer.evaluate(metric_key_prefix="eval")
         if trainer.is_world_process_zero():
             trainer.save_metrics("eval", metrics)
         results.update(metrics)
