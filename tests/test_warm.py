@@ -35,7 +35,9 @@ def warm(tmp_path_factory):
     yield env
     stopped = subprocess.run(_cmd("warm", "stop"), env=env, capture_output=True, text=True, timeout=60)
     assert "stopped 1 process(es)" in stopped.stdout
-    assert not list((cache / "warm").glob("*.sock"))
+    from tunekit.cli import warm as warm_module
+
+    assert not warm_module.socket_path(env).exists()
 
 
 def _children(env) -> list[str]:
@@ -89,12 +91,16 @@ def test_errors_and_exit_codes_are_the_cold_programs(warm, tmp_path):
 
 def test_another_import_time_environment_starts_cold(warm, tmp_path):
     before = len(_children(warm))
+    other = subprocess.run(_cmd("train", "model_name_or_path=/nonexistent/model"), env={**warm, "SOME_UNRELATED_VAR": "1"},
+                           capture_output=True, text=True, timeout=120)
+    assert other.returncode == 2 and len(_children(warm)) == before + 1  # not read at import: still warm
+    before += 1
     proc = subprocess.run(_cmd("train", "model_name_or_path=/nonexistent/model"), env={**warm, "OMP_NUM_THREADS": "7"},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert len(_children(warm)) == before
     status = subprocess.run(_cmd("warm", "status"), env={**warm, "OMP_NUM_THREADS": "7"}, capture_output=True, text=True)
-    assert "not running for this environment" in status.stdout and "1 other warm process" in status.stdout
+    assert "not running for this environment" in status.stdout and "other warm process(es)" in status.stdout
     assert "warm: running (pid" in subprocess.run(_cmd("warm", "status"), env=warm, capture_output=True, text=True).stdout
 
 
@@ -131,3 +137,25 @@ def test_chat_reads_the_callers_stdin(warm, tiny_qwen):
     assert hot.returncode == cold.returncode == 0, hot.stderr + cold.stderr
     assert hot.stdout == cold.stdout and hot.stdout  # the replies to the two lines the caller piped in
     assert "tunekit chat" in _children(warm)[-1]
+
+
+def test_a_killed_warm_process_leaves_commands_cold_and_can_be_restarted(tmp_path):
+    from tunekit.cli import warm
+
+    env = {**os.environ, "TUNEKIT_CACHE": str(tmp_path / "cache")}
+    env.pop("TUNEKIT_WARM", None)
+    assert subprocess.run(_cmd("warm", "start"), env=env, capture_output=True, timeout=300).returncode == 0
+    try:
+        sock = warm.socket_path(env)
+        os.kill(int(sock.with_suffix(".pid").read_text()), signal.SIGKILL)
+        time.sleep(0.5)
+        assert sock.exists()  # left behind: the next command must not hang on it
+        proc = subprocess.run(_cmd("train", "model_name_or_path=/nonexistent/model"), env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2 and "does not exist" in proc.stderr
+        assert "not running" in subprocess.run(_cmd("warm", "status"), env=env, capture_output=True, text=True).stdout
+        again = subprocess.run(_cmd("warm", "start"), env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and "ready (pid" in again.stdout, again.stdout + again.stderr
+    finally:
+        stopped = subprocess.run(_cmd("warm", "stop"), env=env, capture_output=True, text=True, timeout=60).stdout
+    assert "stopped 1 process(es)" in stopped and not sock.exists()

@@ -20,9 +20,12 @@ When the warm process is *not* used (a cold start instead, silently):
   - inside a torchrun/DeepSpeed worker (``LOCAL_RANK`` set) or with ``TUNEKIT_WARM=0``;
   - on systems without ``fork`` and Unix sockets (Linux only).
 
-The server never touches a GPU (CUDA cannot be used in a child forked after CUDA started), exits after
-``--idle-minutes`` without commands (default 30), and writes its own messages to ``warm.log`` beside
-the socket, in ``$TUNEKIT_CACHE/warm`` (default ``~/.cache/tunekit/warm``, private to the user).
+The warm process holds about 0.5 GB of memory while it waits (the imported libraries; children share it
+copy-on-write). It never touches a GPU (CUDA cannot be used in a child forked after CUDA started), exits after
+``--idle-minutes`` without commands (default 30), and writes its own messages to
+``$TUNEKIT_CACHE/warm/warm.log`` (default ``~/.cache/tunekit/warm``). The sockets live in
+``$XDG_RUNTIME_DIR/tunekit`` or ``/tmp/tunekit-UID`` (a socket path is limited to 107 bytes), a folder that
+must belong to the user with mode 0700, or no command talks through it.
 """
 
 from __future__ import annotations
@@ -37,13 +40,13 @@ import sys
 import time
 from pathlib import Path
 
-HELP = """usage: tunekit warm [start|stop|status] [--idle-minutes N] [--foreground]
+HELP = """usage: tunekit warm [start|stop|status] [--idle-minutes N] [--foreground] [--all]
 
 Keep torch, transformers, peft and datasets imported in a background process, so that train, plan,
 export, verify, chat, predict, data and tiny-model start in well under a second instead of 3-5 s.
 
   start    start the warm process for this environment (returns once it is ready)
-  stop     stop the warm process(es) of this user
+  stop     stop this environment's warm process (--all: every one of this user's)
   status   say whether this shell's commands would use a warm process
 
 Commands use a running warm process automatically; TUNEKIT_WARM=0 starts them cold.
@@ -66,9 +69,35 @@ IN_CHILD = False  # set in a forked child: its command runs here and must not lo
 _HEADER = struct.Struct("!Q")
 
 
-def folder() -> Path:
+def log_folder() -> Path:
     root = os.environ.get("TUNEKIT_CACHE") or str(Path.home() / ".cache" / "tunekit")
     return Path(root) / "warm"
+
+
+def socket_folder() -> Path:
+    """Where the sockets live: a short path (a Unix socket's path is limited to 107 bytes), private to the user."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "tunekit"
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"tunekit-{os.getuid()}"
+
+
+def private_socket_folder(create: bool = False) -> Path | None:
+    """The socket folder if it is this user's and nobody else can enter it (else None: never talk through it)."""
+    root = socket_folder()
+    if create:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        st = root.lstat()
+    except FileNotFoundError:
+        return None
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return root
 
 
 def fingerprint(env: dict | None = None) -> str:
@@ -88,7 +117,7 @@ def fingerprint(env: dict | None = None) -> str:
 
 
 def socket_path(env: dict | None = None) -> Path:
-    return folder() / f"warm-{fingerprint(env)}.sock"
+    return socket_folder() / f"warm-{fingerprint(env)}.sock"
 
 
 def usable() -> bool:
@@ -102,8 +131,11 @@ def usable() -> bool:
 
 def run_via_warm(argv: list[str]) -> int | None:
     """Run ``tunekit *argv`` in a warm child if one is ready for this environment; None means start cold."""
-    if not usable() or not any(folder().glob("warm-*.sock")):
-        return None  # the common case costs one directory listing
+    if not usable():
+        return None
+    root = private_socket_folder()
+    if root is None or not any(root.glob("warm-*.sock")):
+        return None  # the common case costs a stat and a directory listing
     path = socket_path()
     if not path.exists():
         return None
@@ -175,8 +207,8 @@ def serve(path: Path, idle_minutes: float) -> int:
     server.bind(str(tmp))
     os.chmod(tmp, 0o600)
     server.listen(16)
+    path.with_suffix(".pid").write_text(str(os.getpid()))  # first: whoever sees the socket finds its pid
     os.replace(tmp, path)  # the socket appears only when it accepts: a client never waits on a half-started server
-    (path.with_suffix(".pid")).write_text(str(os.getpid()))
     print(f"[warm] pid {os.getpid()} ready on {path} (python {sys.executable})", flush=True)
 
     stop = []
@@ -297,20 +329,28 @@ def main(argv: list[str]) -> int:
     ap.add_argument("action", nargs="?", default="start", choices=["start", "stop", "status"])
     ap.add_argument("--idle-minutes", type=float, default=30.0)
     ap.add_argument("--foreground", action="store_true", help="serve in this process (logs to the terminal)")
+    ap.add_argument("--all", action="store_true", help="stop: every warm process of this user, not only this environment's")
     args = ap.parse_args(argv)
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         from tunekit.errors import TunekitError
 
         raise TunekitError("tunekit warm needs Linux (fork and Unix sockets); commands start cold here")
-    folder().mkdir(parents=True, exist_ok=True, mode=0o700)
+    log_folder().mkdir(parents=True, exist_ok=True, mode=0o700)
+    if private_socket_folder(create=True) is None:
+        from tunekit.errors import TunekitError
+
+        raise TunekitError(f"{socket_folder()} is not a folder that only you can use (owner and mode 0700): "
+                           f"remove it or set XDG_RUNTIME_DIR to a private folder")
     path = socket_path()
     if args.action == "status":
         return _status(path)
     if args.action == "stop":
-        return _stop_all()
+        return _stop([p for p in socket_folder().glob("warm-*.sock") if args.all or p == path])
     if path.exists() and _alive(path):
         print(f"tunekit warm: already running (pid {_pid(path)}) for this environment")
         return 0
+    path.unlink(missing_ok=True)  # left by a warm process that was killed
+    path.with_suffix(".pid").unlink(missing_ok=True)
     if args.foreground:
         return serve(path, args.idle_minutes)
     return _start_background(path, args.idle_minutes)
@@ -319,7 +359,7 @@ def main(argv: list[str]) -> int:
 def _start_background(path: Path, idle_minutes: float) -> int:
     import subprocess
 
-    log = folder() / "warm.log"
+    log = log_folder() / "warm.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tunekit.cli.main", "warm", "start", "--foreground",
                                  "--idle-minutes", str(idle_minutes)], stdin=subprocess.DEVNULL, stdout=out,
@@ -360,7 +400,7 @@ def _alive(path: Path) -> bool:
 
 
 def _status(path: Path) -> int:
-    others = [p for p in folder().glob("warm-*.sock") if p != path and _alive(p)]
+    others = [p for p in socket_folder().glob("warm-*.sock") if p != path and _alive(p)]
     if path.exists() and _alive(path):
         print(f"warm: running (pid {_pid(path)}); commands in this environment start warm")
     else:
@@ -371,13 +411,13 @@ def _status(path: Path) -> int:
     return 0
 
 
-def _stop_all() -> int:
-    """SIGTERM every warm process of this cache folder and wait (up to 10 s) until they are gone.
+def _stop(sockets: list[Path]) -> int:
+    """SIGTERM these warm processes and wait (up to 10 s) until they are gone.
 
     Commands already running in children of a warm process go on to their end.
     """
     waiting = []
-    for sock in folder().glob("warm-*.sock"):
+    for sock in sockets:
         pid = _pid(sock)
         if pid is not None and _alive(sock):
             _kill(pid, signal.SIGTERM)
