@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=16, help="per-device batch (sequences per optimizer step)")
     ap.add_argument("--seq", type=int, default=256, help="tokens per sequence")
     ap.add_argument("--compile", action="store_true", help="torch_compile: true (inductor)")
+    ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"],
+                    help="flash_attn option: sdpa (torch's CPU flash kernel) or eager (matmul + softmax, which inductor "
+                         "can fuse under --compile)")
     ap.add_argument("--steps", type=int, default=14, help="optimizer steps in all")
     ap.add_argument("--warmup", type=int, default=4, help="first steps left out of tokens/s")
     ap.add_argument("--peak-n", type=int, default=2048, help="matrix size of the peak matmul")
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         "gradient_checkpointing": False, "per_device_train_batch_size": args.batch, "gradient_accumulation_steps": 1,
         "max_steps": args.steps, "learning_rate": 1e-4, "lr_scheduler_type": "constant", "logging_steps": 1,
         "save_strategy": "no", "report_to": "none", "bf16": False, "fp16": False, "use_cpu": True,
-        "disable_tqdm": True, "template": "default", "seed": 0, "torch_compile": args.compile,
+        "disable_tqdm": True, "template": "default", "seed": 0, "torch_compile": args.compile, "flash_attn": args.attn,
     })
     transformers.set_seed(cfg.seed)
     targs = build_training_arguments(cfg, [])
