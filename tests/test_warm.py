@@ -129,6 +129,20 @@ def test_stopping_the_command_stops_training_gracefully(warm, tiny_qwen, data_di
     assert 2 <= int(ckpts[0].name.split("-")[1]) < 400
 
 
+def test_a_command_killed_by_a_signal_exits_as_a_shell_reports_it(warm, tiny_qwen, data_dir, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(_cmd("train", *_train_args(tiny_qwen, data_dir, out, max_steps=400)), env=warm,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = out / "trainer_log.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.is_file() and log.read_text().count("\n") >= 1):
+        time.sleep(0.2)
+    child = int(_children(warm)[-1].split(" child ")[1].split(":")[0])
+    os.kill(child, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGKILL  # as the cold program killed by SIGKILL reads in a shell
+
+
 def test_chat_reads_the_callers_stdin(warm, tiny_qwen):
     args = ("chat", f"model_name_or_path={tiny_qwen}", "template=qwen", "max_new_tokens=6", "do_sample=false")
     hot = subprocess.run(_cmd(*args), input="hello\nhow are you?\n", env=warm, capture_output=True, text=True, timeout=300)

@@ -163,9 +163,9 @@ def run_via_warm(argv: list[str]) -> int | None:
                 break
             except InterruptedError:
                 continue
-        if not line:
-            sys.stderr.write("error: the warm tunekit process ended the command without an exit code "
-                             "(killed?); see `tunekit warm status`\n")
+        if not line:  # the warm process itself went away, and with it the word on how the child ended
+            sys.stderr.write("error: the warm tunekit process ended without reporting how the command ended; "
+                             "see `tunekit warm status`\n")
             return 1
         return int(json.loads(line)["exit"])
     finally:
@@ -213,14 +213,15 @@ def serve(path: Path, idle_minutes: float) -> int:
 
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    children: set[int] = set()
+    children: dict[int, socket.socket] = {}  # pid -> its caller's connection (to report a death by signal)
     idle_since = time.monotonic()
     server.settimeout(1.0)
     try:
         while not stop:
             for pid in list(children):
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    children.discard(pid)
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    _report_exit(children.pop(pid), status)
                     idle_since = time.monotonic()
             if not path.exists() or (not children and time.monotonic() - idle_since > idle_minutes * 60):
                 break
@@ -245,11 +246,12 @@ def serve(path: Path, idle_minutes: float) -> int:
             pid = os.fork()
             if pid == 0:
                 server.close()
+                for other in children.values():
+                    other.close()  # other callers' connections are not this child's to hold open
                 _child(conn, request, fds)  # never returns
-            children.add(pid)
+            children[pid] = conn
             print(f"[warm] {time.strftime('%H:%M:%S')} child {pid}: tunekit {' '.join(request['argv'])} (in {request['cwd']})",
                   flush=True)
-            conn.close()
             for fd in fds:
                 os.close(fd)
     finally:
@@ -259,6 +261,17 @@ def serve(path: Path, idle_minutes: float) -> int:
         server.close()
     print(f"[warm] pid {os.getpid()} stopped", flush=True)
     return 0
+
+
+def _report_exit(conn: socket.socket, status: int) -> None:
+    """Tell the caller how its child ended, as a shell would (128 + signal when killed). A child that ended
+    normally has already sent its code, which the caller took; this second line then goes unread."""
+    code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
+    try:
+        conn.sendall((json.dumps({"exit": code}) + "\n").encode())
+    except OSError:
+        pass
+    conn.close()
 
 
 def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
