@@ -9,7 +9,8 @@ working folder, environment and terminal (stdin/stdout/stderr, passed as file de
 forks a child that is already past the imports, and the child runs the command exactly as the cold
 program would: same code, same output on the same terminal, same exit code. Ctrl-C and SIGTERM are
 passed on to the child, so a training run still stops gracefully with a checkpoint; if the calling
-command disappears, the child gets SIGTERM too.
+command disappears, the child gets SIGTERM too; if the child is killed by a signal, the command exits with
+128 + that signal, as a shell reports a killed cold program.
 
 When the warm process is *not* used (a cold start instead, silently):
   - none is running for this interpreter, this tunekit source and this environment: the socket name is a
