@@ -41,3 +41,20 @@ def test_the_program_exits_with_the_verbs_code(tiny_qwen, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", "model_name_or_path=/nonexistent"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+def test_the_collector_is_paused_and_frozen_only_in_the_program_that_paused_it():
+    proc = _run(
+        "import gc\n"
+        "from tunekit import startup_gc\n"
+        "startup_gc.settle()\n"
+        "print(gc.isenabled(), gc.get_freeze_count() == 0)\n"  # a function caller (tests, scripts): untouched
+        "startup_gc.pause()\n"
+        "print(gc.isenabled())\n"
+        "import json, email.parser\n"
+        "startup_gc.settle()\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 0)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True", "False", "True", "True"]
+    off = _run("import gc\nfrom tunekit import startup_gc\nstartup_gc.pause()\nprint(gc.isenabled())", TUNEKIT_GC_PAUSE="0")
+    assert off.stdout.split() == ["True"]

@@ -119,38 +119,24 @@ def test_fsdp2_shard_grad_op_and_offload_equal_ddp(runs, fsdp):
     _weights_close(ddp, out)
 
 
-def test_lora_fsdp2_saves_an_adapter_plain_peft_loads(runs, tiny_qwen):
+@pytest.mark.parametrize("name, engine", [("fsdp_lora", {"fsdp": "full_shard"}),
+                                          ("z3_offload_lora", {"deepspeed": "z3_offload"})])
+def test_lora_under_a_sharding_engine_saves_an_adapter_plain_peft_loads(runs, tiny_qwen, name, engine):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     lora = dict(finetuning_type="lora", learning_rate=1e-2)
     single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
-    fsdp, proc = runs("fsdp_lora", "reexec", per_device_train_batch_size=1, fsdp="full_shard", **lora)
-    assert_close(series(single), series(fsdp), LOSS_TOL, "LoRA FSDP2 losses")
-    a, b = load_file(single / "adapter_model.safetensors"), load_file(fsdp / "adapter_model.safetensors")
-    assert a.keys() == b.keys()
-    assert max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
-    assert not (fsdp / "model.safetensors").exists()
-    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), fsdp)
-    reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)
-    assert (logits(loaded) - logits(reference)).abs().max().item() <= LOGIT_TOL
-
-
-def test_lora_zero3_offload_saves_a_loadable_adapter(runs, tiny_qwen):
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    lora = dict(finetuning_type="lora", learning_rate=1e-2)
-    single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
-    z3, proc = runs("z3_offload_lora", "reexec", per_device_train_batch_size=1, deepspeed="z3_offload", **lora)
-    assert_close(series(single), series(z3), LOSS_TOL, "LoRA ZeRO-3 offload losses")
-    a, b = load_file(single / "adapter_model.safetensors"), load_file(z3 / "adapter_model.safetensors")
+    sharded, proc = runs(name, "reexec", per_device_train_batch_size=1, **engine, **lora)
+    assert_close(series(single), series(sharded), LOSS_TOL, f"LoRA {engine} losses")
+    a, b = load_file(single / "adapter_model.safetensors"), load_file(sharded / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(t.numel() > 0 for t in b.values())
+    assert not (sharded / "model.safetensors").exists()
     base = sum(t.numel() for t in load_file(tiny_qwen / "model.safetensors").values())
     adapter = sum(t.numel() for t in b.values())
-    assert f"trainable params: {adapter:,} / {base + adapter:,}" in proc.stdout  # full sizes, not ZeRO-3 partitions
+    assert f"trainable params: {adapter:,} / {base + adapter:,}" in proc.stdout  # full sizes, not shards
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
-    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), z3)
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), sharded)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)
     assert (logits(loaded) - logits(reference)).abs().max().item() <= LOGIT_TOL
 

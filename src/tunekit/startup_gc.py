@@ -24,14 +24,22 @@ def enabled() -> bool:
     return os.environ.get("TUNEKIT_GC_PAUSE", "1") not in ("0", "false", "no")
 
 
+_paused = False  # pause() ran: this process is the tunekit program, whose start-up objects live as long as it
+
+
 def pause() -> None:
-    """Stop automatic collection until :func:`settle` (no-op with ``TUNEKIT_GC_PAUSE=0``)."""
+    """Stop automatic collection until :func:`settle` (no-op with ``TUNEKIT_GC_PAUSE=0``). Only the program calls
+    this (``tunekit train``): a process that runs training as a function, such as a test session, keeps its
+    collector, since freezing there would keep whatever it held before (earlier models) for good."""
+    global _paused
     if enabled():
         gc.disable()
+        _paused = True
 
 
 def settle() -> None:
-    """Freeze what is alive now (later collections skip it) and collect automatically again."""
-    if enabled():
+    """After :func:`pause`: freeze what is alive now (later collections skip it) and collect automatically again.
+    Called at each point where the long-lived objects are built (after the imports, after the trainer)."""
+    if _paused:
         gc.freeze()
         gc.enable()

@@ -66,8 +66,8 @@ PRELOAD = ("torch", "transformers", "peft", "datasets", "accelerate", "transform
            "tunekit.train.callbacks", "tunekit.train.trainer", "tunekit.train.plotting", "matplotlib.figure",
            "matplotlib.backends.backend_agg")
 
-IN_CHILD = False  # set in a forked child: its command runs here and must not look for a warm process again
 _HEADER = struct.Struct("!Q")
+SUPPORTED = sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(socket, "AF_UNIX")
 
 
 def log_folder() -> Path:
@@ -122,8 +122,7 @@ def socket_path(env: dict | None = None) -> Path:
 
 
 def usable() -> bool:
-    return (hasattr(os, "fork") and hasattr(socket, "AF_UNIX") and sys.platform.startswith("linux") and not IN_CHILD
-            and os.environ.get("TUNEKIT_WARM", "1") not in ("0", "false", "no")
+    return (SUPPORTED and os.environ.get("TUNEKIT_WARM", "1") not in ("0", "false", "no")
             and "LOCAL_RANK" not in os.environ)
 
 
@@ -137,33 +136,24 @@ def run_via_warm(argv: list[str]) -> int | None:
     root = private_socket_folder()
     if root is None or not any(root.glob("warm-*.sock")):
         return None  # the common case costs a stat and a directory listing
-    path = socket_path()
-    if not path.exists():
-        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(path))
+        sock.connect(str(socket_path()))
         payload = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
         socket.send_fds(sock, [_HEADER.pack(len(payload))], [0, 1, 2])
         sock.sendall(payload)
         reader = sock.makefile("rb")
         first = reader.readline()
-    except OSError:
-        sock.close()
-        return None  # a stale socket (server gone): start cold
+    except OSError:  # none for this environment, or a stale socket (server gone)
+        first = b""
     if not first:
         sock.close()
-        return None
+        return None  # start cold
     pid = json.loads(first)["pid"]
     forward = lambda signum, _frame: _kill(pid, signum)  # noqa: E731
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        while True:
-            try:
-                line = reader.readline()
-                break
-            except InterruptedError:
-                continue
+        line = reader.readline()  # a forwarded signal interrupts it and the read resumes (PEP 475)
         if not line:  # the warm process itself went away, and with it the word on how the child ended
             sys.stderr.write("error: the warm tunekit process ended without reporting how the command ended; "
                              "see `tunekit warm status`\n")
@@ -267,20 +257,22 @@ def serve(path: Path, idle_minutes: float) -> int:
 def _report_exit(conn: socket.socket, status: int) -> None:
     """Tell the caller how its child ended, as a shell would (128 + signal when killed). A child that ended
     normally has already sent its code, which the caller took; this second line then goes unread."""
-    code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
+    _send(conn, {"exit": 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)})
+    conn.close()
+
+
+def _send(conn: socket.socket, message: dict) -> None:
+    """One JSON line to the caller; a caller that has gone away is not an error here."""
     try:
-        conn.sendall((json.dumps({"exit": code}) + "\n").encode())
+        conn.sendall((json.dumps(message) + "\n").encode())
     except OSError:
         pass
-    conn.close()
 
 
 def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     """In the forked child: take over the caller's terminal, folder and environment, run the command, report."""
-    global IN_CHILD
     code = 1
     try:
-        IN_CHILD = True
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -292,11 +284,11 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(line_buffering=True)  # the server's streams were a log file; these are the caller's
         sys.argv = ["tunekit", *request["argv"]]
-        conn.sendall((json.dumps({"pid": os.getpid()}) + "\n").encode())
+        _send(conn, {"pid": os.getpid()})
         _watch_caller(conn)
         from tunekit.cli.main import dispatch
 
-        code = dispatch(request["argv"])
+        code = dispatch(request["argv"])  # in this process: dispatch looks for a warm process only when asked
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - the cold program would print this traceback too
@@ -307,10 +299,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     finally:
         from tunekit.cli.main import finish_process
 
-        try:
-            conn.sendall((json.dumps({"exit": code}) + "\n").encode())
-        except OSError:
-            pass
+        _send(conn, {"exit": code})
         finish_process()
         os._exit(code)
 
@@ -345,14 +334,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--foreground", action="store_true", help="serve in this process (logs to the terminal)")
     ap.add_argument("--all", action="store_true", help="stop: every warm process of this user, not only this environment's")
     args = ap.parse_args(argv)
-    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        from tunekit.errors import TunekitError
+    from tunekit.errors import TunekitError
 
+    if not SUPPORTED:
         raise TunekitError("tunekit warm needs Linux (fork and Unix sockets); commands start cold here")
     log_folder().mkdir(parents=True, exist_ok=True, mode=0o700)
     if private_socket_folder(create=True) is None:
-        from tunekit.errors import TunekitError
-
         raise TunekitError(f"{socket_folder()} is not a folder that only you can use (owner and mode 0700): "
                            f"remove it or set XDG_RUNTIME_DIR to a private folder")
     path = socket_path()
@@ -432,9 +419,8 @@ def _stop(sockets: list[Path]) -> int:
     """
     waiting = []
     for sock in sockets:
-        pid = _pid(sock)
-        if pid is not None and _alive(sock):
-            _kill(pid, signal.SIGTERM)
+        if _alive(sock):
+            _kill(_pid(sock), signal.SIGTERM)
             waiting.append(sock)
         else:
             sock.unlink(missing_ok=True)
