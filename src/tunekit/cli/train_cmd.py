@@ -17,9 +17,10 @@ def main(argv: list[str]) -> int:
 
         sys.stdout.write(HELP + format_options_help())
         return 0
-    from tunekit import startup_gc
+    from tunekit import host_malloc, startup_gc
 
     startup_gc.pause()  # until run_train settles it: see tunekit/startup_gc.py
+    host_malloc.tune()  # freed tensors stay in the heap for the next step: see tunekit/host_malloc.py
     from tunekit.config import load_config
     from tunekit.train import distributed
 
