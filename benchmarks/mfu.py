@@ -182,13 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     peaks: list[float] = []  # the peak block after each step
     losses: list[float] = []
 
-    faults: list[tuple[int, float]] = []  # (minor page faults, system CPU s) at each step end
+    usage: list[tuple[int, float]] = []  # (minor page faults, system CPU s) at each step end
 
     class StepTimer(transformers.TrainerCallback):
         def on_step_end(self, a, state, control, **kw):
             times.append(time.perf_counter())
             use = resource.getrusage(resource.RUSAGE_SELF)
-            faults.append((use.ru_minflt, use.ru_stime))
+            usage.append((use.ru_minflt, use.ru_stime))
             peaks.append(max(meter.block(), meter.block()))
             resumed.append(time.perf_counter())
 
@@ -222,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[mfu] fp32 matmul {args.peak_n}^3 after training: {peak_after / 1e9:.1f} GFLOP/s; whole-window peak "
           f"{peak / 1e9:.1f} GFLOP/s | peak blocks between steps {min(peaks) / 1e9:.0f}-{max(peaks) / 1e9:.0f} GFLOP/s | "
           f"load {loadavg()}")
-    n_faults = faults[-1][0] - faults[args.warmup - 1][0]
-    sys_s = faults[-1][1] - faults[args.warmup - 1][1]
+    n_faults = usage[-1][0] - usage[args.warmup - 1][0]
+    sys_s = usage[-1][1] - usage[args.warmup - 1][1]
     print(f"[mfu] per step: {n_faults / steps:,.0f} page faults, {sys_s / steps:.3f} s system CPU (peak blocks included)")
     print(f"training tokens/s: {tps:.0f}")
     print(f"model FLOP/s (6 x {n_params / 1e6:.2f}M x tokens/s): {flops_6n / 1e9:.1f} GFLOP/s")

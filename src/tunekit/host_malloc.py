@@ -29,9 +29,10 @@ GPU memory, which PyTorch's CUDA caching allocator already reuses.
 from __future__ import annotations
 
 import ctypes
-import os
 import platform
 import sys
+
+from .env import env_flag
 
 M_TRIM_THRESHOLD = -1  # <malloc.h> parameter numbers
 M_TOP_PAD = -2
@@ -41,7 +42,7 @@ SETTINGS = {M_MMAP_THRESHOLD: 32 << 20, M_TRIM_THRESHOLD: 1 << 30, M_TOP_PAD: 64
 
 
 def enabled() -> bool:
-    return os.environ.get("TUNEKIT_MALLOC_TUNE", "1") not in ("0", "false", "no")
+    return env_flag("TUNEKIT_MALLOC_TUNE", True)
 
 
 def tune() -> bool:
@@ -54,4 +55,5 @@ def tune() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    return all(mallopt(param, value) == 1 for param, value in SETTINGS.items())
+    accepted = [mallopt(param, value) == 1 for param, value in SETTINGS.items()]  # each one, even after a refusal
+    return all(accepted)

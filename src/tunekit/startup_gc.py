@@ -17,11 +17,12 @@ the data. ``TUNEKIT_GC_PAUSE=0`` keeps the collector as Python sets it.
 from __future__ import annotations
 
 import gc
-import os
+
+from .env import env_flag
 
 
 def enabled() -> bool:
-    return os.environ.get("TUNEKIT_GC_PAUSE", "1") not in ("0", "false", "no")
+    return env_flag("TUNEKIT_GC_PAUSE", True)
 
 
 _paused = False  # pause() ran: this process is the tunekit program, whose start-up objects live as long as it

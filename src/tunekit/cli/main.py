@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from tunekit.env import env_flag
+
 VERBS: dict[str, tuple[str, str]] = {
     "train": ("tunekit.cli.train_cmd", "Train a model (any stage) from a config file and/or key=value options."),
     "env": ("tunekit.cli.env_cmd", "Print versions of python, torch and the HF stack, and the devices seen."),
@@ -89,7 +91,7 @@ def run_verb(module_name: str, argv: list[str]) -> int:
 
     from tunekit.errors import TunekitError
 
-    debug = os.environ.get("TUNEKIT_DEBUG", "") not in ("", "0", "false")
+    debug = env_flag("TUNEKIT_DEBUG", False)
     try:
         module = importlib.import_module(module_name)
         return int(module.main(argv) or 0)
@@ -117,7 +119,7 @@ def exit_now(code: int) -> int:
     stderr; then ``os._exit``. Without torch loaded (help, templates ...) it returns ``code`` for a normal
     exit. ``TUNEKIT_SLOW_EXIT=1`` keeps the normal teardown.
     """
-    if "torch" not in sys.modules or os.environ.get("TUNEKIT_SLOW_EXIT", "") not in ("", "0", "false"):
+    if "torch" not in sys.modules or env_flag("TUNEKIT_SLOW_EXIT", False):
         return code
     finish_process()
     os._exit(code)

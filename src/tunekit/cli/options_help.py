@@ -7,6 +7,8 @@ import os
 import textwrap
 from pathlib import Path
 
+from tunekit.env import cache_dir
+
 _OPTIONS_DIR = Path(__file__).resolve().parent.parent / "config" / "options"
 
 
@@ -18,8 +20,7 @@ def format_options_help(groups=None) -> str:
         return _format(groups)
     try:
         sig = "|".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(_OPTIONS_DIR.glob("*.py")))
-        root = os.environ.get("TUNEKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tunekit")
-        cached = Path(root) / "help" / (hashlib.sha256(sig.encode()).hexdigest()[:20] + ".txt")
+        cached = cache_dir("help", hashlib.sha256(sig.encode()).hexdigest()[:20] + ".txt")
         if cached.is_file():
             return cached.read_text(encoding="utf-8")
     except OSError:

@@ -71,8 +71,9 @@ SUPPORTED = sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr
 
 
 def log_folder() -> Path:
-    root = os.environ.get("TUNEKIT_CACHE") or str(Path.home() / ".cache" / "tunekit")
-    return Path(root) / "warm"
+    from tunekit.env import cache_dir
+
+    return cache_dir("warm")
 
 
 def socket_folder() -> Path:
@@ -122,8 +123,9 @@ def socket_path(env: dict | None = None) -> Path:
 
 
 def usable() -> bool:
-    return (SUPPORTED and os.environ.get("TUNEKIT_WARM", "1") not in ("0", "false", "no")
-            and "LOCAL_RANK" not in os.environ)
+    from tunekit.env import env_flag
+
+    return SUPPORTED and env_flag("TUNEKIT_WARM", True) and "LOCAL_RANK" not in os.environ
 
 
 # ---------------------------------------------------------------------------------------------- client

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from ..env import cache_dir
 
 PROCESSOR_VERSION = "1"
 
 
 def cache_root() -> Path:
-    root = os.environ.get("TUNEKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tunekit")
-    return Path(root) / "datasets"
+    return cache_dir("datasets")
 
 
 def source_signature(path: str) -> list:
