@@ -50,7 +50,7 @@ def test_json_config(tmp_path):
 def test_unknown_key_names_it_and_suggests():
     with pytest.raises(ConfigError) as err:
         load_config(None, ["lora_rnak=4"])
-    assert str(err.value) == "Unknown option 'lora_rnak' (on the command line). Did you mean: lora_rank, lora_alpha, lora_target?"
+    assert str(err.value) == "Unknown option 'lora_rnak' (on the command line). Did you mean: lora_rank, galore_rank, lora_alpha?"
 
 
 def test_unknown_key_in_file_names_the_file(tmp_path):
@@ -66,7 +66,7 @@ def test_wrong_type_names_key_value_and_type():
     assert str(err.value).startswith("Option 'learning_rate' (on the command line) got 'fast' (str), expected a number (float)")
     with pytest.raises(ConfigError, match=r"Option 'lora_rank' .* got 2\.5 \(float\), expected a whole number \(int\)"):
         load_config(None, ["lora_rank=2.5"])
-    with pytest.raises(ConfigError, match=r"Option 'finetuning_type' .* got 'lorra' .*'lora', 'freeze' or 'full'"):
+    with pytest.raises(ConfigError, match=r"Option 'finetuning_type' .* got 'lorra' .*'lora', 'oft', 'freeze' or 'full'"):
         load_config(None, ["finetuning_type=lorra"])
 
 

@@ -12,15 +12,15 @@ from typing import Iterator
 from pydantic import model_validator
 
 from .options import (
-    FREEZE_ONLY, GROUPS, LORA_ONLY, DataOptions, DistributedOptions, ExportOptions, InferOptions,
-    LoggingOptions, MethodOptions, ModelOptions, RLHFOptions, TrainingOptions,
+    FREEZE_ONLY, GROUPS, LORA_ONLY, OFT_ONLY, SWITCHED, DataOptions, DistributedOptions, ExportOptions, InferOptions,
+    LoggingOptions, MethodOptions, ModelOptions, OptimizerOptions, RLHFOptions, TrainingOptions,
 )
 
 KNOWN_TRACKERS = ("none", "tensorboard", "wandb", "swanlab", "mlflow")
 
 
 class Config(
-    ModelOptions, DataOptions, MethodOptions, TrainingOptions, RLHFOptions,
+    ModelOptions, DataOptions, MethodOptions, TrainingOptions, RLHFOptions, OptimizerOptions,
     DistributedOptions, LoggingOptions, ExportOptions, InferOptions,
 ):
     """All tunekit options. Build it with :func:`tunekit.config.load_config`."""
@@ -84,8 +84,8 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         if freeze_given:
             yield (f"{', '.join(freeze_given)} {'is a freeze option' if len(freeze_given) == 1 else 'are freeze options'} but "
                    f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(freeze_given) == 1 else 'them'} or set finetuning_type: freeze.")
-    if cfg.quantization_bit is not None and cfg.finetuning_type != "lora":
-        yield f"quantization_bit {cfg.quantization_bit} trains a quantized base, which only works with LoRA (QLoRA): set finetuning_type: lora or remove quantization_bit."
+    if cfg.quantization_bit is not None and cfg.finetuning_type not in ("lora", "oft"):
+        yield f"quantization_bit {cfg.quantization_bit} trains a quantized base, which only works with LoRA (QLoRA) or OFT (QOFT): set finetuning_type: lora or oft, or remove quantization_bit."
     if cfg.use_dora and cfg.pissa_init:
         yield "use_dora and pissa_init cannot be combined: choose one LoRA variant."
     if cfg.val_size >= 1 and cfg.val_size != int(cfg.val_size):
@@ -115,6 +115,66 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         yield "interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or interleave_over."
     if cfg.stage in ("rm", "ppo", "dpo", "kto", "grpo") and cfg.use_packing:
         yield f"packing is not supported for stage {cfg.stage}: remove packing (it is only for pt and sft)."
+    yield from _optimizer_problems(cfg, given)
+
+
+def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[str]:
+    """Rules of the optimizers-and-methods group (config/options/optimizers.py), as LLaMA-Factory enforces them."""
+    for switch, dependents in SWITCHED.items():
+        orphans = [k for k in dependents if k in given]
+        if orphans and not getattr(cfg, switch):
+            yield f"{', '.join(orphans)} only {'takes' if len(orphans) == 1 else 'take'} effect with {switch}: true: set {switch}: true or remove {'it' if len(orphans) == 1 else 'them'}."
+    if cfg.finetuning_type != "oft":
+        oft_given = [k for k in OFT_ONLY if k in given]
+        if oft_given:
+            yield (f"{', '.join(oft_given)} {'is an OFT option' if len(oft_given) == 1 else 'are OFT options'} but finetuning_type is "
+                   f"'{cfg.finetuning_type}': set finetuning_type: oft or remove {'it' if len(oft_given) == 1 else 'them'}.")
+    elif cfg.oft_rank == 0 and cfg.oft_block_size == 0:
+        yield "oft_rank and oft_block_size are both 0: set one of them (e.g. oft_block_size: 32), and the other to 0."
+    elif cfg.oft_rank and cfg.oft_block_size and {"oft_rank", "oft_block_size"} <= given:
+        yield f"oft_rank {cfg.oft_rank} and oft_block_size {cfg.oft_block_size} are both set: peft derives one from the other; set the other to 0."
+    custom = [k for k in ("use_galore", "use_apollo", "use_badam", "use_muon", "use_adam_mini") if getattr(cfg, k)]
+    if len(custom) > 1:
+        yield f"{' and '.join(custom)} are all optimizers: choose one."
+    if custom and cfg.loraplus_lr_ratio:
+        yield f"{custom[0]} and loraplus_lr_ratio each build the optimizer: choose one."
+    projected = [k for k in ("use_galore", "use_apollo", "use_badam") if getattr(cfg, k)]
+    if projected and cfg.finetuning_type in ("lora", "oft"):
+        yield (f"{projected[0]} trains the full weights with less optimizer memory; it cannot be combined with finetuning_type "
+               f"'{cfg.finetuning_type}' (adapters are small already): set finetuning_type: full or remove {projected[0]}.")
+    for name in ("use_galore", "use_apollo"):
+        if getattr(cfg, name) and (cfg.deepspeed or cfg.fsdp):
+            yield (f"{name} keeps its projection per full weight matrix and does not run under {'DeepSpeed' if cfg.deepspeed else 'FSDP'} "
+                   f"(sharded weights): remove {'deepspeed' if cfg.deepspeed else 'fsdp'}, or use use_badam with deepspeed z3.")
+    for name, layerwise in (("use_galore", "galore_layerwise"), ("use_apollo", "apollo_layerwise")):
+        if getattr(cfg, name) and getattr(cfg, layerwise) and cfg.gradient_accumulation_steps != 1:
+            yield (f"{layerwise} steps each weight inside backward, so gradients cannot be accumulated: set "
+                   f"gradient_accumulation_steps: 1 (raise per_device_train_batch_size instead) or {layerwise}: false.")
+    if cfg.use_badam and cfg.fsdp:
+        yield "use_badam does not run under FSDP: remove fsdp (BAdam layer mode runs on one device or under deepspeed z3)."
+    if cfg.use_badam and cfg.deepspeed:
+        if cfg.badam_mode == "ratio":
+            yield "badam_mode: ratio does not run under DeepSpeed: use badam_mode: layer with deepspeed z3, or remove deepspeed."
+        elif str(cfg.deepspeed).strip() not in ("z3", "z3_offload") and not str(cfg.deepspeed).endswith(".json"):
+            yield f"use_badam in layer mode runs under DeepSpeed ZeRO-3 only (deepspeed {cfg.deepspeed} is not): set deepspeed: z3 or remove deepspeed."
+    if cfg.use_llama_pro and cfg.finetuning_type not in ("freeze", "lora"):
+        yield (f"use_llama_pro trains only the expanded blocks, with finetuning_type freeze or lora (now '{cfg.finetuning_type}'): "
+               f"set finetuning_type: freeze.")
+    if cfg.pure_bf16 and (cfg.bf16 or cfg.fp16):
+        yield "pure_bf16 trains without autocast, so bf16/fp16 mixed precision must be off: remove bf16/fp16 (pure_bf16 loads the weights in bf16 itself)."
+    if cfg.pure_bf16 and cfg.dtype not in ("auto", "bfloat16"):
+        yield f"pure_bf16 loads the model in bfloat16, but dtype is {cfg.dtype}: remove dtype or set dtype: bfloat16."
+    if cfg.pure_bf16 and str(cfg.deepspeed or "").startswith("z3"):
+        yield "pure_bf16 does not run under DeepSpeed ZeRO-3 (it keeps its own fp32 master weights): use bf16: true, or a ZeRO-2 preset."
+    if cfg.fp8 and cfg.quantization_bit is not None:
+        yield "fp8 and quantization_bit cannot be combined (FP8 training computes in 8 bits; QLoRA stores a 4/8-bit base): remove one."
+    if cfg.fp8 and cfg.fp8_enable_fsdp_float8_all_gather and not cfg.fsdp:
+        yield "fp8_enable_fsdp_float8_all_gather needs fsdp: set fsdp: full_shard or remove it."
+    losses = [k for k in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(cfg, k)]
+    if len(losses) > 1:
+        yield f"{' and '.join(losses)} are alternative SFT losses: choose one."
+    if losses and cfg.stage != "sft":
+        yield f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}."
 
 
 def iter_fields():

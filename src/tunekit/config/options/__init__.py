@@ -7,13 +7,14 @@ from .infer import InferOptions
 from .logging import LoggingOptions
 from .method import FREEZE_ONLY, LORA_ONLY, MethodOptions
 from .model import ModelOptions
+from .optimizers import OFT_ONLY, SWITCHED, OptimizerOptions
 from .rlhf import RLHFOptions
 from .training import TrainingOptions
 
 # Display order (CLI help, web board, docs).
 GROUPS = (
     ModelOptions, DataOptions, MethodOptions, TrainingOptions, RLHFOptions,
-    DistributedOptions, LoggingOptions, ExportOptions, InferOptions,
+    OptimizerOptions, DistributedOptions, LoggingOptions, ExportOptions, InferOptions,
 )
 
-__all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY"] + [g.__name__ for g in GROUPS]
+__all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY", "OFT_ONLY", "SWITCHED"] + [g.__name__ for g in GROUPS]

@@ -24,7 +24,7 @@ class MethodOptions(OptionGroup):
     do_train: bool = Field(True, description="Run training.")
     do_eval: bool = Field(False, description="Run evaluation on the validation data after training.")
     do_predict: bool = Field(False, description="Generate predictions for the evaluation data and score them.")
-    finetuning_type: Literal["lora", "freeze", "full"] = Field("lora", description="lora (adapters), freeze (train the last layers), or full.")
+    finetuning_type: Literal["lora", "oft", "freeze", "full"] = Field("lora", description="lora (adapters), oft (orthogonal adapters, peft OFT), freeze (train the last layers), or full.")
 
     # LoRA
     lora_rank: int = Field(8, ge=1, description="LoRA rank r.")
