@@ -17,10 +17,21 @@ class TunekitTrainer(WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMix
     def __init__(self, *args, tunekit_config=None, **kwargs):
         self.tunekit_config = tunekit_config
         super().__init__(*args, **kwargs)
+        if tunekit_config is not None:
+            from .optimizers import badam_callbacks
+
+            for callback in badam_callbacks(tunekit_config):
+                self.add_callback(callback)
 
     def create_optimizer(self, *args, **kwargs):
         reshard(self.model)  # FSDP2: the optimizer must hold the sharded parameters, even after a forward (no-op otherwise)
         cfg = self.tunekit_config
+        if cfg is not None and self.optimizer is None:  # GaLore, APOLLO, BAdam, Adam-mini, Muon (train/optimizers.py)
+            from .optimizers import build_optimizer
+
+            self.optimizer = build_optimizer(cfg, self.args, self.model, self.get_decay_parameter_names(self.model))
+            if self.optimizer is not None:
+                return self.optimizer
         if cfg is not None and cfg.loraplus_lr_ratio and self.optimizer is None:
             from peft.optimizers import create_loraplus_optimizer
 

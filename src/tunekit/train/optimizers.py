@@ -1,0 +1,396 @@
+"""The memory-efficient optimizers, built from the config through their maintained implementations.
+
+``build_optimizer(cfg, args, model, decay_names)`` returns the optimizer for ``use_galore`` (galore-torch's
+``GaLoreAdamW`` / ``GaLoreAdafactor``), ``use_apollo`` (apollo-torch's ``APOLLOAdamW``), ``use_badam``
+(badam's ``BlockOptimizer`` / ``BlockOptimizerRatio``), ``use_adam_mini`` (adam-mini's ``Adam_mini``) and
+``use_muon`` (``torch.optim.Muon`` on the 2-D hidden matrices + ``torch.optim.AdamW`` on the rest), or
+``None`` when none is set (the Trainer then builds ``optim``). ``TunekitTrainer.create_optimizer`` calls it.
+
+Parameter split, as LLaMA-Factory does it: weight decay on every weight but norms and biases
+(``Trainer.get_decay_parameter_names``); GaLore / APOLLO project the 2-D weights of the target ``nn.Linear``
+modules (``all`` = every Linear but the output embedding), the other parameters get the same optimizer without
+projection. Muon takes the 2-D weights inside the decoder layers (not the input/output embeddings).
+
+What is tunekit's own here, and why:
+
+* **Checkpoints hold only tensors and plain values.** GaLore and APOLLO keep a projector *object* per weight
+  in ``optimizer.state``; HF saves the optimizer with ``torch.save`` and resumes with ``weights_only=True``,
+  which refuses arbitrary objects. A state-dict post-hook writes each projector as a plain dict of its
+  attributes and a load post-hook rebuilds it (:func:`_projectors_to_dicts`, :func:`_dicts_to_projectors`).
+* **BAdam's active block is saved.** ``BlockOptimizer.state_dict`` is the base optimizer's, without the block
+  index and step counter, so a resumed run would restart at the first block; :class:`ResumableBlockOptimizer`
+  adds them and switches back to the saved block on load.
+* **Layer-wise GaLore / APOLLO** (``*_layerwise``) step each parameter from a post-accumulate-grad hook
+  (``Tensor.register_post_accumulate_grad_hook``, the pattern the packages document) and free its gradient;
+  :class:`LayerwiseOptimizer` is what the Trainer sees: its ``step`` is a no-op, its one param group carries the
+  scheduled learning rate that each hook copies, and its ``state_dict`` holds every per-parameter optimizer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import ConfigError
+
+MUON_DEFAULTS = dict(momentum=0.95, nesterov=True, ns_steps=5)
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def uses_custom_optimizer(cfg) -> bool:
+    return any(getattr(cfg, k, False) for k in ("use_galore", "use_apollo", "use_badam", "use_adam_mini", "use_muon"))
+
+
+def _require(module: str, package: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(f"this optimizer needs the {package} package: pip install -c constraints.txt '.[optimizers]' "
+                          f"(or pip install {package}).") from None
+
+
+# ------------------------------------------------------------------ parameter selection
+def output_embedding_names(model) -> set[str]:
+    get = getattr(model, "get_output_embeddings", None)
+    head = get() if callable(get) else None
+    return {name for name, module in model.named_modules() if head is not None and module is head}
+
+
+def projected_params(model, target: str) -> list[torch.nn.Parameter]:
+    """2-D trainable weights of the target ``nn.Linear`` modules (``all`` = every Linear but the LM head)."""
+    heads = output_embedding_names(model)
+    targets = None if target.strip() == "all" else _split(target)
+    found, names = [], set()
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear) or name in heads:
+            continue
+        names.add(name.split(".")[-1])
+        if targets is not None and not any(t in name.split(".") for t in targets):
+            continue
+        found.extend(p for p in module.parameters(recurse=False) if p.requires_grad and p.dim() == 2)
+    if targets is not None:
+        missing = [t for t in targets if t not in names]
+        if missing:
+            raise ConfigError(f"the target modules {', '.join(missing)} are not linear layers of this model; "
+                              f"available: {', '.join(sorted(names))} (or all).")
+    return found
+
+
+def muon_params(model) -> tuple[list, list]:
+    """``(muon, adamw)``: 2-D weights inside the decoder layers for Muon; embeddings, LM head, norms, biases for AdamW."""
+    heads = output_embedding_names(model)
+    get_in = getattr(model, "get_input_embeddings", None)
+    embed = get_in() if callable(get_in) else None
+    excluded = {id(p) for p in embed.parameters()} if embed is not None else set()
+    for name, module in model.named_modules():
+        if name in heads:
+            excluded.update(id(p) for p in module.parameters())
+    muon, adamw = [], []
+    for p in model.parameters():
+        if not p.requires_grad:
+            continue
+        (muon if p.dim() == 2 and id(p) not in excluded else adamw).append(p)
+    return muon, adamw
+
+
+def _decay_groups(model, decay_names, wd: float, params=None, **extra) -> list[dict]:
+    """``[no-decay group, decay group (weight_decay wd)]`` over the trainable parameters (or ``params``), both with ``extra``."""
+    chosen = None if params is None else {id(p) for p in params}
+    decay, nodecay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad and (chosen is None or id(p) in chosen):
+            (decay if name in decay_names else nodecay).append(p)
+    return [g for g in (dict(params=nodecay, weight_decay=0.0, **extra), dict(params=decay, weight_decay=wd, **extra)) if g["params"]]
+
+
+# ------------------------------------------------------------------ checkpoint-safe projector state
+def _projectors_to_dicts(optimizer, state_dict):
+    """State-dict post-hook: each projector object becomes a dict of its attributes (tensors and plain values)."""
+    for key, entry in list(state_dict["state"].items()):
+        proj = entry.get("projector")
+        if proj is not None and not isinstance(proj, dict):
+            state_dict["state"][key] = {**entry, "projector": {"__class__": type(proj).__name__, **vars(proj)}}
+    return state_dict
+
+
+def _dicts_to_projectors(optimizer):
+    """Load post-hook: rebuild the projector objects the package's ``step`` expects."""
+    classes = getattr(optimizer, "_projector_classes", {})
+    for entry in optimizer.state.values():
+        proj = entry.get("projector")
+        if isinstance(proj, dict):
+            attrs = dict(proj)
+            cls = classes[attrs.pop("__class__")]
+            obj = cls.__new__(cls)
+            obj.__dict__.update(attrs)
+            entry["projector"] = obj
+
+
+def _make_resumable(optimizer, projector_classes: dict):
+    optimizer._projector_classes = projector_classes
+    optimizer.register_state_dict_post_hook(_projectors_to_dicts)
+    optimizer.register_load_state_dict_post_hook(_dicts_to_projectors)
+    return optimizer
+
+
+# ------------------------------------------------------------------ layer-wise stepping
+class LayerwiseOptimizer(torch.optim.Optimizer):
+    """What the Trainer sees for layer-wise GaLore/APOLLO: each parameter has its own optimizer, stepped by a
+    post-accumulate-grad hook during backward (its gradient is freed right after). ``param_groups[0]["lr"]`` is
+    the scheduled learning rate; every hook applies it to its optimizer before stepping."""
+
+    def __init__(self, optimizers: dict, lr: float):
+        self.optimizers = optimizers  # parameter -> optimizer (insertion order = model order)
+        self._base_lr = {p: [g["lr"] for g in opt.param_groups] for p, opt in optimizers.items()}
+        super().__init__([torch.zeros(1)], {"lr": lr})
+        self._lr0 = lr
+        self._handles = [p.register_post_accumulate_grad_hook(self._hook) for p in optimizers]
+
+    def _hook(self, param) -> None:
+        if param.grad is None:
+            return
+        opt = self.optimizers[param]
+        scale = self.param_groups[0]["lr"] / self._lr0 if self._lr0 else 0.0
+        for group, base in zip(opt.param_groups, self._base_lr[param]):
+            group["lr"] = base * scale
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def step(self, closure=None):  # the hooks already stepped every parameter
+        return closure() if closure is not None else None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        pass
+
+    def state_dict(self):
+        return {"layerwise": [opt.state_dict() for opt in self.optimizers.values()], "param_groups": super().state_dict()["param_groups"]}
+
+    def load_state_dict(self, state_dict) -> None:
+        for opt, sd in zip(self.optimizers.values(), state_dict["layerwise"]):
+            opt.load_state_dict(sd)
+
+    @property
+    def inner_states(self) -> dict:
+        return {p: s for opt in self.optimizers.values() for p, s in opt.state.items()}
+
+
+def _layerwise(optim_cls, groups: list[dict], lr: float, kwargs: dict, wrap) -> LayerwiseOptimizer:
+    optimizers = {}
+    for group in groups:
+        for p in group["params"]:
+            optimizers[p] = wrap(optim_cls([{**group, "params": [p]}], **kwargs))
+    return LayerwiseOptimizer(optimizers, lr)
+
+
+# ------------------------------------------------------------------ Muon + AdamW
+class MuonWithAdamW(torch.optim.Optimizer):
+    """``torch.optim.Muon`` on the hidden matrices and ``torch.optim.AdamW`` on everything else, as one optimizer.
+
+    ``param_groups`` are the two optimizers' own group dicts (a scheduler that sets ``lr`` sets it on both);
+    ``state_dict`` holds both. Muon's update is scaled with ``adjust_lr_fn="match_rms_adamw"`` (0.2·sqrt(max(A, B)),
+    Moonlight's rule, which LLaMA-Factory's Muon uses) so one ``learning_rate`` suits both parts.
+    """
+
+    def __init__(self, muon_groups: list[dict], adamw_groups: list[dict], lr: float, betas, eps: float):
+        self.muon = torch.optim.Muon(muon_groups, lr=lr, adjust_lr_fn="match_rms_adamw", **MUON_DEFAULTS) if muon_groups else None
+        self.adamw = torch.optim.AdamW(adamw_groups, lr=lr, betas=betas, eps=eps) if adamw_groups else None
+        inner = [o for o in (self.muon, self.adamw) if o is not None]
+        super().__init__([p for o in inner for g in o.param_groups for p in g["params"]], {"lr": lr})
+        self.param_groups = [g for o in inner for g in o.param_groups]
+
+    @property
+    def inner(self) -> list:
+        return [o for o in (self.muon, self.adamw) if o is not None]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for opt in self.inner:
+            opt.step()
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self.inner:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return {"muon": self.muon.state_dict() if self.muon else None, "adamw": self.adamw.state_dict() if self.adamw else None}
+
+    def load_state_dict(self, state_dict) -> None:
+        for name in ("muon", "adamw"):
+            opt = getattr(self, name)
+            if opt is not None and state_dict.get(name) is not None:
+                opt.load_state_dict(state_dict[name])
+
+    @property
+    def inner_states(self) -> dict:
+        return {p: s for opt in self.inner for p, s in opt.state.items()}
+
+
+# ------------------------------------------------------------------ BAdam
+def _resumable_block_optimizer():
+    from badam import BlockOptimizer
+
+    class ResumableBlockOptimizer(BlockOptimizer):
+        """badam's ``BlockOptimizer`` whose state dict also holds the active block and the step counter."""
+
+        def switch_trainable_params(self, verbose=None):
+            self.active_block_idx = self.current_block_idx
+            super().switch_trainable_params(verbose=self.verbose if verbose is None else verbose)
+
+        def _full_state_dict(self):
+            sd = self.base_optimizer.state_dict()
+            sd["badam"] = {"active_block_idx": self.active_block_idx, "global_step": self.global_step,
+                           "block_order": list(getattr(self, "block_order", []))}
+            return sd
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.state_dict = self._full_state_dict  # BlockOptimizer sets state_dict per instance too
+
+        def load_state_dict(self, state_dict) -> None:
+            state_dict = dict(state_dict)
+            saved = state_dict.pop("badam", None)
+            if saved is not None:
+                if saved["active_block_idx"] != self.active_block_idx:
+                    self.current_block_idx = saved["active_block_idx"]
+                    self.switch_trainable_params(verbose=0)
+                self.global_step = saved["global_step"]
+                if saved["block_order"]:
+                    self.block_order = list(saved["block_order"])
+            self.base_optimizer.load_state_dict(state_dict)
+
+        @property
+        def inner_states(self) -> dict:
+            return dict(self.base_optimizer.state)
+
+    return ResumableBlockOptimizer
+
+
+def badam_callbacks(cfg) -> list:
+    """The callback badam documents for the Trainer (gradient checkpointing of inactive blocks, ZeRO-3 wiring)."""
+    if not getattr(cfg, "use_badam", False):
+        return []
+    return [_require("badam", "badam").BAdamCallback]
+
+
+# ------------------------------------------------------------------ the one entry point
+def _adam_kwargs(args) -> dict:
+    return dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
+
+
+def build_optimizer(cfg, args, model, decay_names: list[str]):
+    """The optimizer for the configured method, or ``None`` for the Trainer's own ``optim``."""
+    if not uses_custom_optimizer(cfg):
+        return None
+    wd = args.weight_decay
+    if cfg.use_galore or cfg.use_apollo:
+        return _projected_optimizer(cfg, args, model, decay_names, wd)
+    if cfg.use_badam:
+        return _badam(cfg, args, model, decay_names, wd)
+    if cfg.use_adam_mini:
+        adam_mini = _require("adam_mini", "adam-mini")
+        conf = model.config
+        return adam_mini.Adam_mini(
+            named_parameters=model.named_parameters(), weight_decay=wd, model_sharding=False, verbose=False,
+            dim=getattr(conf, "hidden_size", None), n_heads=getattr(conf, "num_attention_heads", None),
+            n_kv_heads=getattr(conf, "num_key_value_heads", None), **_adam_kwargs(args))
+    # Muon
+    muon, adamw = muon_params(model)
+    if not muon:
+        raise ConfigError("use_muon found no trainable 2-D weight inside the decoder layers: train them (finetuning_type: full "
+                          "or freeze) or remove use_muon.")
+    kw = _adam_kwargs(args)
+    return MuonWithAdamW(_decay_groups(model, decay_names, wd, muon), _decay_groups(model, decay_names, wd, adamw),
+                         kw["lr"], kw["betas"], kw["eps"])
+
+
+def _projected_optimizer(cfg, args, model, decay_names, wd):
+    if cfg.use_galore:
+        lib = _require("galore_torch", "galore-torch")
+        from galore_torch.galore_projector import GaLoreProjector
+
+        optim = args.optim.lower()
+        if optim.startswith("adamw") and "8bit" not in optim:
+            optim_cls = lib.GaLoreAdamW
+        elif "8bit" in optim:
+            optim_cls = lib.GaLoreAdamW8bit
+        elif optim.startswith("adafactor"):
+            optim_cls = lib.GaLoreAdafactor
+        else:
+            raise ConfigError(f"use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {args.optim}: set optim: adamw_torch.")
+        target, layerwise = cfg.galore_target, cfg.galore_layerwise
+        extra = dict(rank=cfg.galore_rank, update_proj_gap=cfg.galore_update_interval, scale=cfg.galore_scale,
+                     proj_type=cfg.galore_proj_type)
+        classes = {"GaLoreProjector": GaLoreProjector}
+    else:
+        lib = _require("apollo_torch", "apollo-torch")
+        from apollo_torch.random_projector import GradientProjector
+        from apollo_torch.svd_projector import GaLoreProjector as SVDProjector
+
+        if not args.optim.lower().startswith("adamw"):
+            raise ConfigError(f"use_apollo works with optim adamw_torch, not {args.optim}: set optim: adamw_torch.")
+        optim_cls = lib.APOLLOAdamW
+        target, layerwise = cfg.apollo_target, cfg.apollo_layerwise
+        extra = dict(rank=cfg.apollo_rank, proj=cfg.apollo_proj, proj_type=cfg.apollo_proj_type,
+                     update_proj_gap=cfg.apollo_update_interval, scale=cfg.apollo_scale, scale_type=cfg.apollo_scale_type)
+        classes = {"GradientProjector": GradientProjector, "GaLoreProjector": SVDProjector}
+    projected = projected_params(model, target)
+    ids = {id(p) for p in projected}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
+    groups = _decay_groups(model, decay_names, wd, rest)
+    groups.append(dict(params=projected, weight_decay=wd, **extra))
+    kwargs = _adam_kwargs(args) if optim_cls is not getattr(lib, "GaLoreAdafactor", None) else dict(lr=args.learning_rate, relative_step=False, scale_parameter=False)
+    if cfg.use_apollo:
+        kwargs["scale_front"] = cfg.apollo_scale_front
+    if layerwise:
+        return _layerwise(optim_cls, groups, args.learning_rate, kwargs, lambda opt: _make_resumable(opt, classes))
+    return _make_resumable(optim_cls(groups, **kwargs), classes)
+
+
+def _badam(cfg, args, model, decay_names, wd):
+    _require("badam", "badam")
+    groups = _decay_groups(model, decay_names, wd)
+    if cfg.badam_mode == "layer":
+        base = torch.optim.AdamW(groups, **_adam_kwargs(args))
+        return _resumable_block_optimizer()(
+            base_optimizer=base, named_parameters_list=list(model.named_parameters()), block_prefix_list=None,
+            switch_block_every=cfg.badam_switch_interval, start_block=cfg.badam_start_block,
+            switch_mode=cfg.badam_switch_mode, verbose=cfg.badam_verbose)
+    from badam import BlockOptimizerRatio
+
+    if args.max_grad_norm:
+        raise ConfigError("badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
+                          "set max_grad_norm: 0 (or use badam_mode: layer).")
+    return BlockOptimizerRatio(param_groups=groups, named_parameters_list=list(model.named_parameters()),
+                               update_ratio=cfg.badam_update_ratio, mask_mode=cfg.badam_mask_mode,
+                               verbose=cfg.badam_verbose, include_embedding=False, **_adam_kwargs(args))
+
+
+def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:
+    """Every tensor the optimizer holds as state (what the planner's ``optimizer_states`` counts), projectors included."""
+    states = getattr(optimizer, "inner_states", None)
+    if states is None:
+        states = optimizer.state
+    out: list[torch.Tensor] = []
+
+    def collect(value):
+        if torch.is_tensor(value):
+            out.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v)
+        elif hasattr(value, "__dict__") and not isinstance(value, type):
+            collect(vars(value))
+
+    for entry in states.values():
+        collect(entry)
+    return out
+
