@@ -1,8 +1,14 @@
 """DeepSpeed ZeRO checkpoints (``global_step*/`` with sharded model/optimizer states) -> a normal model folder.
 
-The consolidation itself is DeepSpeed's own ``deepspeed.utils.zero_to_fp32`` (the script every ZeRO
-checkpoint ships); tunekit adds detection, the config/tokenizer files next to the weights, and errors
-that say what is missing.
+The merge of the shards is DeepSpeed's own (``deepspeed.utils.zero_to_fp32``, the script every ZeRO checkpoint
+ships); tunekit adds detection, the config/tokenizer files next to the weights, errors that say what is missing,
+and **reads the files without running their pickles**. DeepSpeed's loaders call ``torch.load(weights_only=False)``,
+which runs whatever code a crafted ``*_model_states.pt`` names. tunekit reads every file itself with
+``torch.load(weights_only=True)`` and an allow-list of the few DeepSpeed types a real ZeRO-1/2/3 checkpoint holds
+(:data:`DEEPSPEED_SAFE_GLOBALS`, found in checkpoints written by deepspeed 0.19.8), then hands the parsed states
+to DeepSpeed's merge functions (which do no I/O). A file that names any other type is refused before it is
+unpickled, naming the file and the types; ``trust_pickle=True`` (``tunekit zero-to-fp32 --trust-pickle``) reads
+such a file with a full unpickler, for checkpoints whose source you trust.
 """
 
 from __future__ import annotations
@@ -15,6 +21,15 @@ from ..errors import EnvironmentProblem, ModelError
 #: files copied next to the consolidated weights (whatever the checkpoint has of them)
 SIDE_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
               "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
+
+#: the non-torch types DeepSpeed pickles into ZeRO checkpoints (optimizer states: the stage enum, the loss scaler
+#: object, the fp32 fragment addresses); plain data classes and enums, built without running code
+DEEPSPEED_SAFE_GLOBALS = (
+    "deepspeed.runtime.zero.config.ZeroStageEnum",
+    "deepspeed.utils.tensor_fragment.fragment_address",
+    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+)
 
 
 def zero_tag(folder: str | Path) -> str | None:
@@ -30,8 +45,104 @@ def zero_tag(folder: str | Path) -> str | None:
     return None
 
 
-def consolidate_zero(checkpoint_dir: str | Path, out_dir: str | Path, max_shard_size: int | str = "5GB") -> Path:
-    """Write fp32 safetensors (+ index when sharded) and the checkpoint's config/tokenizer files to ``out_dir``."""
+def _allowed_classes() -> list:
+    import importlib
+
+    out = []
+    for name in DEEPSPEED_SAFE_GLOBALS:
+        module, _, attr = name.rpartition(".")
+        try:
+            out.append(getattr(importlib.import_module(module), attr))
+        except (ImportError, AttributeError):  # another deepspeed version: that type cannot be in its files
+            pass
+    return out
+
+
+def safe_load(path: Path, trust_pickle: bool = False, mmap: bool = False):
+    """``torch.load`` of a ZeRO checkpoint file that never runs code from it (unless ``trust_pickle``)."""
+    import pickle
+
+    import torch
+
+    if trust_pickle:
+        return torch.load(path, map_location="cpu", mmap=mmap, weights_only=False)
+    try:
+        extra = [g for g in torch.serialization.get_unsafe_globals_in_checkpoint(path) if g not in DEEPSPEED_SAFE_GLOBALS]
+    except Exception as exc:  # not a torch zip file, truncated, ...
+        raise ModelError(f"{path} is not a readable torch checkpoint file ({type(exc).__name__}: {exc}); "
+                         f"the ZeRO checkpoint is damaged or incomplete.") from None
+    if extra:
+        raise ModelError(
+            f"{path} refused: loading it would run code from the file. Its pickle names {', '.join(sorted(extra)[:8])}, "
+            f"which a DeepSpeed ZeRO checkpoint does not contain (allowed besides tensors and plain data: "
+            f"{', '.join(DEEPSPEED_SAFE_GLOBALS)}). If you trust whoever wrote this checkpoint, consolidate it "
+            f"explicitly with `tunekit zero-to-fp32 {path.parent.parent} OUT_DIR --trust-pickle` (runs that code) "
+            f"and use OUT_DIR as model_name_or_path.")
+    try:
+        with torch.serialization.safe_globals(_allowed_classes()):
+            return torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
+        raise ModelError(f"{path} could not be read safely ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
+                         f"the ZeRO checkpoint is damaged, or written by a DeepSpeed version whose file layout tunekit "
+                         f"does not know (add --trust-pickle only if you trust its source).") from None
+
+
+def read_zero_state(ds_dir: Path, trust_pickle: bool = False) -> dict:
+    """The fp32 state dict of one ``global_step*`` folder: DeepSpeed's merge over files read by :func:`safe_load`.
+
+    Mirrors ``deepspeed.utils.zero_to_fp32._get_fp32_state_dict_from_zero_checkpoint`` (0.19.8): the same files,
+    the same keys, the same checks; only the loading differs.
+    """
+    from deepspeed.checkpoint import constants as C
+    from deepspeed.utils import zero_to_fp32 as z
+
+    model_files = z.get_model_state_files(str(ds_dir))
+    states = []
+    for file in model_files:
+        sd = safe_load(Path(file), trust_pickle)
+        if not isinstance(sd, dict) or C.BUFFER_NAMES not in sd or "module" not in sd:
+            raise ModelError(f"{file} is not a DeepSpeed model-states file (no '{C.BUFFER_NAMES}'/'module' entries).")
+        z._raise_if_autoep_zero3_partitioned_state(sd)
+        names = sd[C.BUFFER_NAMES]
+        buffers = {k: v.float() if v.is_floating_point() else v for k, v in sd["module"].items() if k in names}
+        states.append(z.zero_model_state(buffers=buffers, param_shapes=sd[C.PARAM_SHAPES],
+                                         shared_params=[[k, v] for k, v in sd["shared_params"].items()],
+                                         ds_version=sd.get(C.DS_VERSION), frozen_param_shapes=sd.get(C.FROZEN_PARAM_SHAPES),
+                                         frozen_param_fragments=sd.get(C.FROZEN_PARAM_FRAGMENTS)))
+    optim_files = z.get_optim_files(str(ds_dir))
+    optim = []
+    for file in optim_files:
+        sd = safe_load(Path(file), trust_pickle, mmap=True)
+        if not isinstance(sd, dict) or C.OPTIMIZER_STATE_DICT not in sd or C.ZERO_STAGE not in sd[C.OPTIMIZER_STATE_DICT]:
+            raise ModelError(f"{file} is not a DeepSpeed ZeRO optimizer-states file (no '{C.ZERO_STAGE}' entry).")
+        sd[C.OPTIMIZER_STATE_DICT].pop("optimizer_state_dict", None)  # Adam moments: not needed for the weights
+        optim.append(sd[C.OPTIMIZER_STATE_DICT])
+    stage, world = int(optim[0][C.ZERO_STAGE]), optim[0][C.PARTITION_COUNT]
+    world = max(world) if isinstance(world, list) else world
+    if world != len(optim_files):
+        raise ModelError(f"{ds_dir} holds {len(optim_files)} *_optim_states.pt files but was written by {world} processes: "
+                         f"the checkpoint is incomplete (a process did not save, or an older checkpoint was overwritten).")
+    if stage not in (1, 2, 3):
+        raise ModelError(f"{ds_dir}: unknown ZeRO stage {stage}.")
+    try:
+        if stage <= 2:
+            groups = [o[C.SINGLE_PARTITION_OF_FP32_GROUPS] for o in optim]
+            state = z._get_fp32_state_dict_from_zero2_checkpoint(world, groups, states, False,
+                                                                 optim[0].get(C.PARAM_ALIGNMENT_PADDINGS))
+        else:
+            state = z._get_fp32_state_dict_from_zero3_checkpoint(world, [o[C.FP32_FLAT_GROUPS] for o in optim], states, False)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelError(f"the ZeRO-{stage} states in {ds_dir} are incomplete or damaged ({type(exc).__name__}: {exc}); "
+                         f"re-save the checkpoint or use an earlier one.") from None
+    return z.to_torch_tensor(state)
+
+
+def consolidate_zero(checkpoint_dir: str | Path, out_dir: str | Path, max_shard_size: int | str = "5GB",
+                     trust_pickle: bool = False) -> Path:
+    """Write fp32 safetensors (+ index when sharded) and the checkpoint's config/tokenizer files to ``out_dir``.
+
+    The ZeRO files are read without running their pickles (see the module docstring); ``trust_pickle`` lifts that.
+    """
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     tag = zero_tag(checkpoint_dir)
     if tag is None:
@@ -41,13 +152,13 @@ def consolidate_zero(checkpoint_dir: str | Path, out_dir: str | Path, max_shard_
         raise ModelError(f"{checkpoint_dir} has ZeRO weights but no config.json; copy the model's config.json into it "
                          f"(the weights alone do not say which architecture they belong to).")
     try:
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        import deepspeed.utils.zero_to_fp32  # noqa: F401
     except ImportError:
         raise EnvironmentProblem("consolidating a ZeRO checkpoint needs deepspeed: pip install 'tunekit[deepspeed]'.") from None
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag)
+    state = read_zero_state(checkpoint_dir / tag, trust_pickle)
     # Through the model (not DeepSpeed's own safetensors writer, which refuses tied embeddings): transformers
     # saves tied weights once, shards, and writes the index.
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint_dir), dtype=torch.float32)
