@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .architectures import ModelShape
+from .optimizer_states import custom_state_bytes
 from .setup import Setup
 
 
@@ -136,6 +137,9 @@ def optimizer_state_bytes(setup: Setup, counts: ParamCounts, shape: ModelShape, 
     """Persistent optimizer state for the trainable parameters (not sharded here)."""
     name = setup.optim.lower()
     p, n = counts.trainable, counts.trainable_tensors
+    if setup.custom_optim:  # GaLore, APOLLO, BAdam, Adam-mini, Muon: tensor by tensor (plan/optimizer_states.py)
+        exact = custom_state_bytes(setup.custom_optim, setup.custom_optim_settings, shape, state_bytes)
+        return exact if setup.finetuning_type == "full" else exact * p / max(shape.total_params, 1)
     if setup.zero_stage is not None:  # DeepSpeed's own Adam keeps fp32 moments
         return 0.0 if name in ("sgd",) else 8.0 * p
     if "8bit" in name:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
+from .optimizer_states import optimizer_method
 
 DS_PRESETS = {
     "z0": (0, False, False), "z1": (1, False, False), "z2": (2, False, False), "z2_offload": (2, True, False),
@@ -51,6 +52,8 @@ class Setup:
     ds_reduce_bucket: float | None = None  # elements; None = HF "auto" (hidden^2)
     ds_overlap_comm: bool = False
     ds_max_live: float = 1e9
+    custom_optim: str | None = None  # galore, apollo, badam, adam_mini, muon (plan/optimizer_states.py)
+    custom_optim_settings: tuple = ()
 
     @property
     def gpus_per_node(self) -> int:
@@ -164,4 +167,5 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         ds_reduce_bucket=bucket,
         ds_overlap_comm=overlap,
         ds_max_live=max_live,
+        **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
     )
