@@ -45,7 +45,8 @@ def test_log_tail_keeps_the_last_progress_bar_state(tmp_path):
 
 
 def test_only_tunekit_verbs_are_run():
-    assert verb_argv("train", ["a=1"]) == [sys.executable, "-m", "tunekit.cli.main", "train", "a=1"]
+    # -P: the working folder cannot shadow a module the job imports (test_webui_security.py)
+    assert verb_argv("train", ["a=1"]) == [sys.executable, "-P", "-m", "tunekit.cli.main", "train", "a=1"]
     for bad in ("rm", "bash", "train; rm -rf /"):
         with pytest.raises(ValueError, match="only runs tunekit's own verbs"):
             verb_argv(bad, [])

@@ -1,4 +1,4 @@
-"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--lang en|zh]``."""
+"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--workspace DIR] [--allow-path DIR]``."""
 
 from __future__ import annotations
 
@@ -13,12 +13,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tunekit webui",
         description="Serve the web board: every option, command preview, memory plan, training with live "
-                    "loss, chat and export. Binds to loopback (127.0.0.1:7860) unless told otherwise.",
+                    "loss, chat and export. Binds to loopback (127.0.0.1:7860) unless told otherwise. The board "
+                    "reads and writes only inside its workspace, the Hugging Face and tunekit caches and each "
+                    "--allow-path (docs/webui.md, 'Security model').",
     )
     p.add_argument("--host", default=None, help="Address to bind (default: $GRADIO_SERVER_NAME or 127.0.0.1).")
     p.add_argument("--port", type=int, default=None, help="Port (default: $GRADIO_SERVER_PORT or 7860).")
-    p.add_argument("--share", action="store_true", help="Open a public Gradio share link (off by default).")
-    p.add_argument("--auth", default=None, metavar="USER:PASSWORD", help="Ask for this user name and password.")
+    p.add_argument("--share", action="store_true", help="Open a public Gradio share link (off by default; needs --auth).")
+    p.add_argument("--auth", default=None, metavar="USER:PASSWORD", help="Ask for this user name and password "
+                   "(5 wrong passwords a minute from one address, then 429).")
+    p.add_argument("--i-understand-no-auth", dest="accept_no_auth", action="store_true",
+                   help="Serve on a non-loopback address (or --share) without --auth: anyone who reaches the "
+                        "board can start jobs. Refused without this flag.")
+    p.add_argument("--workspace", default=None, metavar="DIR",
+                   help="The folder the board works in: jobs run there, relative paths resolve there, configs "
+                        "are saved only there (default: the current folder).")
+    p.add_argument("--allow-path", action="append", default=[], metavar="DIR",
+                   help="Also let the board read and write under DIR (models, data elsewhere); repeatable.")
+    p.add_argument("--allow-remote-code", action="store_true",
+                   help="Let the form set trust_remote_code and reward_funcs (they run code named in the form).")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="Initial language of the board.")
     return p
 
@@ -42,14 +55,32 @@ def parse_auth(text: str | None) -> tuple[str, str] | None:
 
 
 def main(argv: list[str]) -> int:
+    from tunekit.errors import ConfigError
+    from tunekit.webui.bind import check_exposure, check_port
+
     args = build_parser().parse_args(argv)
     host, port = resolve_bind(args.host, args.port)
     auth = parse_auth(args.auth)
+    check_exposure(host, args.share, auth, args.accept_no_auth)
+    workspace = os.path.abspath(os.path.expanduser(args.workspace or os.getcwd()))
+    if not os.path.isdir(workspace):
+        raise ConfigError(f"--workspace {workspace} is not a folder: create it or pass an existing one.")
+    for extra in args.allow_path:
+        if not os.path.isdir(os.path.expanduser(extra)):
+            raise ConfigError(f"--allow-path {extra} is not a folder: pass an existing folder.")
+    check_port(host, port)
+    started_in = os.getcwd()
+    os.chdir(workspace)  # the board's previews, its jobs and relative paths all resolve in the workspace
+    # The board imports modules lazily: the working folder must not be where a module is found first.
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", started_in, workspace)]
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     where = "loopback only: other machines cannot reach it" if host in LOOPBACK else "reachable from the network"
-    print(f"tunekit webui: serving on http://{host}:{port} ({where})", flush=True)
+    print(f"tunekit webui: serving on http://{host}:{port} ({where}); workspace {workspace}", flush=True)
     if host not in LOOPBACK and auth is None:
-        print("warning: the board runs training jobs; consider --auth USER:PASSWORD when exposing it", file=sys.stderr)
+        print("warning: no --auth: anyone who reaches this address can start jobs on this machine", file=sys.stderr)
+    if workspace == os.path.expanduser("~") or workspace == os.path.abspath(os.sep):
+        print(f"warning: the workspace is {workspace}: every file below it that is not hidden can be previewed "
+              f"from the board; start it in a project folder or pass --workspace DIR", file=sys.stderr)
     if args.share:
         print("tunekit webui: --share opens a public link through Gradio's share servers", flush=True)
     import signal
@@ -57,6 +88,8 @@ def main(argv: list[str]) -> int:
     # SIGTERM (a service manager, a test) exits like Ctrl-C, so the running job is stopped cleanly too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from tunekit.webui.app import launch
+    from tunekit.webui.paths import PathPolicy
 
-    launch(host, port, share=args.share, auth=auth, lang=args.lang)
+    policy = PathPolicy(workspace, args.allow_path, allow_remote_code=args.allow_remote_code)
+    launch(host, port, share=args.share, auth=auth, lang=args.lang, cwd=workspace, policy=policy)
     return 0

@@ -18,7 +18,8 @@ from . import adapters
 from .board import Board, format_plan
 from .form import FormView
 from .i18n import LANG_LABELS, t
-from .validation import Validation, validate
+from .paths import safe_message
+from .validation import Validation
 
 CSS = """
 .tk-invalid { border: 2px solid #d33 !important; border-radius: 6px; }
@@ -73,6 +74,8 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
                         with gr.Row():
                             config_path = L(gr.Textbox(value="saves/webui_config.yaml", label=t("config_path", lang), scale=3,
                                                        elem_id="tk-config-path"), "config_path")
+                            overwrite_box = L(gr.Checkbox(value=False, label=t("overwrite", lang), elem_id="tk-overwrite",
+                                                          scale=1, min_width=100), "overwrite")
                             save_btn = L(gr.Button(t("save_btn", lang), elem_id="tk-save", scale=1), "save_btn", "value")
                             load_btn = L(gr.Button(t("load_btn", lang), elem_id="tk-load", scale=1), "load_btn", "value")
                     with gr.Column(scale=2, elem_id="tk-side"):
@@ -194,13 +197,13 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
         # ---------------------------------------------------------------- train: validate + plan on every edit
         def on_edit(*args):
             values, (lang_, flagged) = split(args)
-            check = validate(board.values(values))
+            check = board.validate(board.values(values))
             return [*form.updates(check=check, lang=lang_, flagged=set(flagged or ())), _errors_md(check, lang_),
                     sorted(check.by_field)]
 
         def on_plan(*args):
             values, (lang_, gpu, n_gpus) = split(args)
-            return plan_text(validate(board.values(values)), gpu, n_gpus, lang_)[0]
+            return plan_text(board.validate(board.values(values)), gpu, n_gpus, lang_)[0]
 
         edit_inputs = [*form.inputs, lang_radio, gpu_dd, gpus_num]
         # Validation is instant; the plan may tokenize the data the first time: separate queues, so a
@@ -214,12 +217,12 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
 
         def on_autofit(*args):
             values, (lang_, gpu, n_gpus) = split(args)
-            check = validate(board.values(values))
+            check = board.validate(board.values(values))
             plan, overrides = plan_text(check, gpu, n_gpus, lang_)
             if not overrides:
                 return [*form.updates(), _errors_md(check, lang_), plan]
             merged = dict(board.values(values), **overrides)
-            check2 = validate(merged)
+            check2 = board.validate(merged)
             if check2.ok:
                 new_form = board.form_from_config(check2.config)
                 plan, _ = plan_text(check2, gpu, n_gpus, lang_)
@@ -264,22 +267,25 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
 
         # ---------------------------------------------------------------- save / load
         def on_save(*args):
-            values, (path, lang_) = split(args)
-            check = validate(board.values(values))
+            values, (path, overwrite, lang_) = split(args)
+            check = board.validate(board.values(values))
             if not check.ok:
-                return [*form.updates(check=check, lang=lang_), _errors_md(check, lang_)]
-            saved = board.save_yaml(values, path)
-            return [*form.updates(check=check, lang=lang_), f"✓ saved {saved}"]
+                return [*form.updates(check=check, lang=lang_), _errors_md(check, lang_), gr.skip()]
+            try:
+                saved = board.save_yaml(values, path, overwrite=bool(overwrite))
+            except TunekitError as exc:
+                return [*form.updates(check=check, lang=lang_), f"⚠ {safe_message(str(exc))}", gr.skip()]
+            return [*form.updates(check=check, lang=lang_), f"✓ saved {saved}", False]  # each overwrite is asked again
 
-        save_btn.click(on_save, inputs=[*form.inputs, config_path, lang_radio], outputs=[*form.inputs, errors_md],
-                       api_visibility="private")
+        save_btn.click(on_save, inputs=[*form.inputs, config_path, overwrite_box, lang_radio],
+                       outputs=[*form.inputs, errors_md, overwrite_box], api_visibility="private")
 
         def on_load(path, lang_):
             try:
                 new_form = board.load_yaml(path)
             except TunekitError as exc:
-                return [*form.updates(), f"**{t('invalid', lang_)}**\n\n```\n{exc}\n```"]
-            check = validate(board.values(new_form))
+                return [*form.updates(), f"**{t('invalid', lang_)}**\n\n```\n{safe_message(str(exc))}\n```"]
+            check = board.validate(board.values(new_form))
             return [*form.updates(values=new_form, check=check, lang=lang_), f"✓ loaded {path}"]
 
         load_btn.click(on_load, inputs=[config_path, lang_radio], outputs=[*form.inputs, errors_md], api_visibility="private")
@@ -299,7 +305,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
 
         def on_samples(*args):
             values, (n, lang_) = split(args)
-            check = validate(board.values(values))
+            check = board.validate(board.values(values))
             if not check.ok:
                 return [], _errors_md(check, lang_)
             if not check.config.model_name_or_path or not check.config.dataset:
@@ -376,16 +382,17 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
         eval_inputs = [*form.inputs, eval_adapter, eval_dataset, eval_out, do_eval, do_predict, lang_radio]
 
         def on_eval(*args):
-            from .command import command_line, override_args
+            from .command import command_line
+            from tunekit.config.secrets import mask_secrets
 
             vals, lang_ = eval_values(args)
-            check = validate(vals)
-            cmd = command_line(vals)
+            check = board.validate(vals)
+            cmd = command_line(mask_secrets(vals))
             if not check.ok:
                 return _errors_md(check, lang_), cmd, vals["output_dir"]
             if board.runner.busy:
                 return f"⚠ {t('busy', lang_)}", cmd, vals["output_dir"]
-            board.runner.start("train", override_args(vals), vals["output_dir"], kind="eval")
+            board.start_job("train", vals, vals["output_dir"], kind="eval")
             return "", cmd, vals["output_dir"]
 
         eval_btn.click(on_eval, inputs=eval_inputs, outputs=[eval_errors, eval_cmd, eval_out], api_visibility="private"
@@ -409,7 +416,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             if adapter:
                 vals["adapter_name_or_path"] = adapter
             vals.update(board.values(infer_form.read(infer_args)))
-            return validate({k: v for k, v in vals.items() if v is not None})
+            return board.validate({k: v for k, v in vals.items() if v is not None})
 
         def on_chat_load(model, adapter, template, *infer_args):
             check = chat_config(model, adapter, template, infer_args)
@@ -466,9 +473,10 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             vals.update(board.values(export_form.read(export_args[:-1])))
             vals = {k: v for k, v in vals.items() if v is not None}
             from .command import command_line
+            from tunekit.config.secrets import mask_secrets
 
-            cmd = command_line(vals, "export")
-            check = validate(vals)
+            cmd = command_line(mask_secrets(vals), "export")
+            check = board.validate(vals)
             if not check.ok:
                 return _errors_md(check, lang_), cmd
             if not check.config.export_dir:
@@ -528,19 +536,34 @@ def _text(content: Any) -> str:
 
 
 def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None, lang: str = "en",
-           cwd: str | Path | None = None, block: bool = True):
+           cwd: str | Path | None = None, block: bool = True, policy=None):
+    """Serve the board. Gradio may serve only :attr:`Board.served_dir` (copies of the plots), and ``/login``
+    is rate-limited (:mod:`tunekit.webui.ratelimit`)."""
     import importlib
     import threading
+
+    from starlette.middleware import Middleware
+
+    from tunekit.errors import EnvironmentProblem
+
+    from .bind import port_taken_message
+    from .ratelimit import LoginRateLimit
 
     # Warm the ML imports while the page loads: the first plan / sample preview / chat is then quick.
     threading.Thread(target=importlib.import_module, args=("transformers",), daemon=True).start()
     import atexit
 
-    board = Board(cwd)
+    board = Board(cwd, policy=policy)
     atexit.register(board.runner.shutdown)  # a job does not outlive its board
     demo = create_app(board, lang)
     demo.queue(default_concurrency_limit=4)
-    demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,
-                ssr_mode=False, prevent_thread_lock=not block, quiet=True, footer_links=["settings"],
-                allowed_paths=[str(Path(cwd or ".").resolve())])
+    try:
+        demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,
+                    ssr_mode=False, prevent_thread_lock=not block, quiet=True, footer_links=["settings"],
+                    allowed_paths=[str(board.served_dir)], app_kwargs={"middleware": [Middleware(LoginRateLimit)]})
+    except OSError as exc:
+        if "port" in str(exc).lower():  # Gradio: "Cannot find empty port in range: 7860-7860 ..."
+            raise EnvironmentProblem(port_taken_message(host, port)) from None
+        raise
     return demo
+

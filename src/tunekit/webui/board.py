@@ -7,11 +7,15 @@ behaviour here is testable without a browser.
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from tunekit.config import load_config
+from tunekit.config import Config, build_config
+from tunekit.config.secrets import mask_secrets, secret_env, write_options
+from tunekit.errors import ConfigError
 
 from . import adapters
 from .chat import ChatSession
@@ -21,17 +25,47 @@ from .i18n import t
 from .monitor import (
     error_summary, format_seconds, loss_points, progress_of, read_results, read_trainer_log, tail,
 )
+from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_message
 from .runner import Job, JobRunner
 from .sections import tab_of
 from .validation import Validation, validate
 
 
 class Board:
-    def __init__(self, cwd: str | Path | None = None, specs: list[FieldSpec] | None = None):
+    def __init__(self, cwd: str | Path | None = None, specs: list[FieldSpec] | None = None,
+                 policy: PathPolicy | None = None, served_dir: str | Path | None = None):
+        """``cwd``: the workspace (jobs run there, relative paths resolve there); ``policy``: which paths the
+        board may use (default: the workspace and the caches); ``served_dir``: the only folder the board
+        hands to Gradio to serve (copies of the loss plots), a fresh private temporary folder by default."""
         self.specs = specs if specs is not None else field_specs()
         self.by_name = {s.name: s for s in self.specs}
         self.runner = JobRunner(cwd)
+        self.policy = policy or PathPolicy(self.runner.cwd)
         self.chat = ChatSession()
+        self.secrets: dict[str, str] = {}  # ENV_VAR -> value of secrets typed into the form (jobs get them)
+        self._served_dir = Path(served_dir) if served_dir else None
+
+    @property
+    def served_dir(self) -> Path:
+        if self._served_dir is None:
+            import tempfile
+
+            self._served_dir = Path(tempfile.mkdtemp(prefix="tunekit-webui-"))  # mode 0700
+        self._served_dir.mkdir(parents=True, exist_ok=True)
+        return self._served_dir
+
+    def validate(self, values: Mapping[str, Any]) -> Validation:
+        """The schema's check, then the path policy: a path outside the allowed roots is an error at its field."""
+        check = validate(values)
+        if not check.ok:
+            return check
+        problems = self.policy.problems(check.config.model_dump())
+        if not problems:
+            return check
+        by_field: dict[str, list[str]] = {}
+        for option, message in problems:
+            by_field.setdefault(option, []).append(message)
+        return Validation(None, "\n".join(m for _, m in problems), by_field)
 
     def tab_specs(self, tab: str) -> list[FieldSpec]:
         return [s for s in self.specs if tab_of(s) == tab]
@@ -48,18 +82,53 @@ class Board:
         return config_to_form(self.tab_specs(tab), cfg)
 
     def load_yaml(self, path: str) -> dict[str, Any]:
-        """Form values of a YAML/JSON config (raises ConfigError with the schema's message)."""
-        return self.form_from_config(load_config(self._path(path)))
+        """Form values of a YAML/JSON config inside the allowed roots. A ConfigError quotes what the file
+        holds only as short escaped excerpts (the board must not be a way to read files)."""
+        import yaml
 
-    def save_yaml(self, form: Mapping[str, Any], path: str) -> Path:
-        target = self._path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(yaml_text(self.values(form)), encoding="utf-8")
-        return target
+        target = self.policy.config_file(path)
+        if not target.is_file():
+            raise ConfigError(f"Config file '{excerpt(path, 80)}' does not exist.")
+        if target.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"Config file {target} is larger than {MAX_CONFIG_BYTES // 1000} kB: not a config.")
+        text = target.read_text(encoding="utf-8", errors="replace")
+        try:
+            data = json.loads(text) if target.suffix.lower() == ".json" else yaml.safe_load(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}).") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise ConfigError(f"{target} is not valid YAML{where}.") from None
+        data = {} if data is None else data
+        if not isinstance(data, dict):
+            raise ConfigError(f"{target} must hold a mapping of option: value, found {type(data).__name__}.")
+        unknown = [str(k) for k in data if k not in Config.model_fields]
+        if unknown:
+            shown = ", ".join(f"'{excerpt(k)}'" for k in unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+            raise ConfigError(f"{target}: {len(unknown)} unknown option(s): {shown}. "
+                              f"See `tunekit train --help` for the options.")
+        try:
+            cfg = build_config(data, {k: f"in {target.name}" for k in data})
+        except ConfigError as exc:
+            message = str(exc)
+            pieces = {s for k, v in data.items() for s in (str(k), str(v), repr(v))}
+            for piece in sorted(pieces, key=len, reverse=True):
+                if len(piece) > 24:
+                    message = message.replace(piece, excerpt(piece))
+            raise ConfigError(safe_message(message)) from None
+        return self.form_from_config(cfg)
 
-    def _path(self, path: str) -> Path:
-        p = Path(path).expanduser()
-        return p if p.is_absolute() else self.runner.cwd / p
+    def save_yaml(self, form: Mapping[str, Any], path: str, overwrite: bool = False) -> Path:
+        """Write the form's options (secrets as ${ENV_VAR}) to a .yaml/.yml/.json file inside the workspace;
+        an existing file is replaced only with ``overwrite``."""
+        target = self.policy.config_file(path, write=True)
+        if target.exists() and not overwrite:
+            raise PathRefused(f"Config file {target} already exists: tick 'Overwrite' to replace it, "
+                              f"or choose another name.")
+        if target.exists() and not target.is_file():
+            raise PathRefused(f"Config file {target} is a folder, not a file: choose another name.")
+        return write_options(self.values(form), target, "json" if target.suffix.lower() == ".json" else "yaml")
 
     @staticmethod
     def default_output_dir(form: Mapping[str, Any], kind: str = "train") -> str:
@@ -76,15 +145,25 @@ class Board:
     # ---------------------------------------------------------------- preview / start
     def preview(self, form: Mapping[str, Any], verb: str = "train") -> tuple[Validation, str, str]:
         values = self.values(form)
-        return validate(values), command_line(values, verb), yaml_text(values)
+        shown = mask_secrets(values)  # secrets appear as ${ENV_VAR}, as in the saved YAML and the job's argv
+        return self.validate(values), command_line(shown, verb), yaml_text(shown)
+
+    def start_job(self, verb: str, values: Mapping[str, Any], output_dir: str | Path, *, form: Mapping | None = None,
+                  kind: str = "train") -> Job:
+        """Run ``tunekit <verb>`` with ``values``: secrets go to the job's environment, its argv and log
+        carry only their ${ENV_VAR} references."""
+        self.secrets.update(secret_env(values))
+        masked_form = mask_secrets(dict(form)) if form else None
+        return self.runner.start(verb, override_args(mask_secrets(values)), output_dir, form=masked_form, kind=kind,
+                                 env=dict(self.secrets))
 
     def start_train(self, form: Mapping[str, Any], kind: str = "train") -> tuple[Validation, Job | None]:
         """Validate, then run ``tunekit train`` with the previewed arguments (one job at a time)."""
         values = self.values(form)
-        check = validate(values)
+        check = self.validate(values)
         if not check.ok:
             return check, None
-        job = self.runner.start("train", override_args(values), check.config.output_dir or ".", form=dict(form), kind=kind)
+        job = self.start_job("train", values, check.config.output_dir or ".", form=dict(form), kind=kind)
         return check, job
 
     def eval_values(self, form: Mapping[str, Any], adapter: str | None, datasets: list[str] | None,
@@ -103,11 +182,21 @@ class Board:
         return {**base, **extra}
 
     def start_export(self, values: Mapping[str, Any]) -> tuple[Validation, Job | None]:
-        check = validate(values)
+        check = self.validate(values)
         if not check.ok:
             return check, None
         out = check.config.export_dir or "."
-        return check, self.runner.start("export", override_args(values), out, kind="export")
+        return check, self.start_job("export", values, out, kind="export")
+
+    def served_copy(self, path: Path) -> str:
+        """A copy of a plot in :attr:`served_dir` (the one folder Gradio may serve), refreshed when it changes."""
+        st = path.stat()
+        target = self.served_dir / f"{abs(hash(str(path.resolve()))):x}-{st.st_mtime_ns}-{path.name}"
+        if not target.exists():
+            for old in self.served_dir.glob(f"{abs(hash(str(path.resolve()))):x}-*"):
+                old.unlink(missing_ok=True)
+            shutil.copyfile(path, target)
+        return str(target)
 
     # ---------------------------------------------------------------- monitoring
     def job_view(self, lang: str = "en") -> dict[str, Any]:
@@ -126,7 +215,7 @@ class Board:
         size = job.log_path.stat().st_size if job.log_path.exists() else 0
         return {
             "state": job.state, "status": status, "html": progress_html(prog, job.state), "points": loss_points(records),
-            "log": log, "png": str(png) if png.is_file() else None, "results": read_results(job.output_dir),
+            "log": log, "png": self.served_copy(png) if png.is_file() else None, "results": read_results(job.output_dir),
             "kind": job.kind, "output_dir": str(job.output_dir),
             "signature": (id(job), job.state, len(records), size, png.is_file()),
         }

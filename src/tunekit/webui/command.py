@@ -50,8 +50,13 @@ def yaml_text(values: Mapping[str, Any]) -> str:
     return yaml.safe_dump(dict(values), sort_keys=False, allow_unicode=True) if values else "{}\n"
 
 
+# ``-P`` (Python 3.11+): the working folder is not put first on the import path, so a ``yaml.py`` or
+# ``torch.py`` in it cannot run as the job's ``import yaml``; ``-I`` (isolated mode) on Python 3.10.
+SAFE_PATH_FLAGS = ["-P"] if sys.version_info >= (3, 11) else ["-I"]
+
+
 def verb_argv(verb: str, args: list[str]) -> list[str]:
     """The argv that runs ``tunekit <verb> args`` with the board's own interpreter (no shell)."""
     if verb not in ALLOWED_VERBS:
         raise ValueError(f"the board only runs tunekit's own verbs {ALLOWED_VERBS}, not {verb!r}")
-    return [sys.executable, "-m", "tunekit.cli.main", verb, *args]
+    return [sys.executable, *SAFE_PATH_FLAGS, "-m", "tunekit.cli.main", verb, *args]

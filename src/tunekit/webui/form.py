@@ -6,6 +6,8 @@ from typing import Any, Mapping
 
 import gradio as gr
 
+from tunekit.config.secrets import is_secret
+
 from .fields import FieldSpec, format_default, to_form
 from .i18n import field_help
 from .sections import OPEN_SECTIONS, section_title, sections
@@ -32,6 +34,8 @@ def make_widget(spec: FieldSpec, lang: str, templates: list[str] | None = None):
     if spec.name == "template" and spec.kind == "text":
         return gr.Dropdown(choices=[("(none)", "")] + [(n, n) for n in templates or []], value=value,
                            allow_custom_value=True, **common)
+    if is_secret(spec.name):  # typed as dots; saved, previewed and logged as its ${ENV_VAR} reference
+        return gr.Textbox(value=value, type="password", **common)
     return gr.Textbox(value=value, **common)
 
 

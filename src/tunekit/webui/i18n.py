@@ -44,6 +44,7 @@ TEXT: dict[str, dict[str, str]] = {
     "stop_btn": {"en": "Stop", "zh": "停止"},
     "config_path": {"en": "Config file (YAML)", "zh": "配置文件（YAML）"},
     "save_btn": {"en": "Save YAML", "zh": "保存 YAML"},
+    "overwrite": {"en": "Overwrite", "zh": "覆盖已有文件"},
     "load_btn": {"en": "Load YAML", "zh": "读取 YAML"},
     "command": {"en": "Command", "zh": "命令"},
     "yaml": {"en": "YAML", "zh": "YAML"},

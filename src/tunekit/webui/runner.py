@@ -1,6 +1,8 @@
 """One background tunekit job per board: start, stop, and the state a reloaded page reattaches to.
 
-The job is a child process (``python -m tunekit.cli.main <verb> ...``, never a shell), in its own
+The job is a child process (``python -P -m tunekit.cli.main <verb> ...``, never a shell; ``-P`` and
+``PYTHONSAFEPATH=1``, which its own children such as torchrun workers inherit, keep the working folder off
+the import path), with secrets passed in its environment, never on its command line, in its own
 process group so Stop can send SIGINT to the trainer and any workers it started: the trainer then
 saves its last checkpoint and exits. A second Stop sends SIGTERM. The job's state lives in the
 server, not in the page, so a browser refresh finds the running job again.
@@ -73,7 +75,8 @@ class JobRunner:
         return job is not None and job.running
 
     def start(self, verb: str, args: list[str], output_dir: str | Path, *, form: dict | None = None,
-              kind: str = "train") -> Job:
+              kind: str = "train", env: dict[str, str] | None = None) -> Job:
+        """Run ``tunekit <verb> args``; ``env`` adds variables (the secrets ``args`` refer to as ${VAR})."""
         argv = verb_argv(verb, args)
         if self.busy:
             raise RuntimeError("a job is already running on this board: stop it or wait for it to finish")
@@ -89,11 +92,11 @@ class JobRunner:
         while log_path.exists():
             n += 1
             log_path = log_dir / f"{stem}-{n}.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")
         env.pop("GRADIO_SERVER_NAME", None)
         with self._lock:
-            log = open(log_path, "ab")
-            log.write(f"$ tunekit {verb} {' '.join(args)}\n".encode())
+            log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+            log.write(f"$ tunekit {verb} {' '.join(_masked(args))}\n".encode())
             log.flush()
             try:
                 proc = subprocess.Popen(
@@ -137,3 +140,14 @@ class JobRunner:
         if self.wait(grace_s) is None:
             self.stop()
             self.wait(5)
+
+
+def _masked(args: list[str]) -> list[str]:
+    """``key=value`` arguments with secret values shown as their ${ENV_VAR} reference (for the log)."""
+    from tunekit.config.secrets import mask_secrets
+
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        out.append(f"{key}={mask_secrets({key: value})[key]}" if sep else arg)
+    return out

@@ -1,0 +1,109 @@
+"""Secret options (API keys, tokens, passwords): never written in plain text, read from the environment.
+
+An option is a secret when its name is one of :data:`ENV_VARS` or ends with ``_key``, ``_token``,
+``_secret`` or ``password`` (``swanlab_api_key``, ``hub_token``, ...). Every writer of options — the
+resolved ``tunekit_config.yaml``, the web board's saved configs, command previews and job logs — passes
+them through :func:`mask_secrets`, which replaces a secret's value with a *reference* to its environment
+variable, ``${SWANLAB_API_KEY}``. Reading a config (:func:`resolve_secrets`, called by the loader) turns a
+reference back into the variable's value (``None`` when the variable is unset, so the option's own
+"set X or $VAR" message applies). A file that holds a reference is written with mode 0600.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+SECRET_SUFFIXES = ("_key", "_token", "_secret", "password")
+# Options whose environment variable is the one their library reads itself; any other secret option
+# uses its upper-cased name (``my_service_token`` -> ``MY_SERVICE_TOKEN``).
+ENV_VARS = {
+    "swanlab_api_key": "SWANLAB_API_KEY",
+    "hub_token": "HF_TOKEN",
+    "hf_hub_token": "HF_TOKEN",
+    "wandb_api_key": "WANDB_API_KEY",
+    "ms_hub_token": "MODELSCOPE_API_TOKEN",
+    "om_hub_token": "MODELERS_API_TOKEN",
+}
+_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def is_secret(name: str) -> bool:
+    """Whether option ``name`` holds a secret (its value is never written in plain text)."""
+    return name in ENV_VARS or name.lower().endswith(SECRET_SUFFIXES)
+
+
+def env_var(name: str) -> str:
+    """The environment variable a secret option is read from."""
+    return ENV_VARS.get(name, name.upper())
+
+
+def reference(name: str) -> str:
+    """``${ENV_VAR}``: what is written in place of the secret option ``name``."""
+    return "${" + env_var(name) + "}"
+
+
+def referenced_var(value: Any) -> str | None:
+    """``SWANLAB_API_KEY`` for the value ``"${SWANLAB_API_KEY}"``; ``None`` for anything else."""
+    match = _REFERENCE.match(value) if isinstance(value, str) else None
+    return match.group(1) if match else None
+
+
+def mask_secrets(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``values`` with every set secret replaced by its ``${ENV_VAR}`` reference.
+
+    The one function every writer of options uses (saved configs, previews, job logs)."""
+    return {k: (reference(k) if is_secret(k) and v not in (None, "") and referenced_var(v) is None else v)
+            for k, v in values.items()}
+
+
+def secret_env(values: Mapping[str, Any]) -> dict[str, str]:
+    """``{ENV_VAR: value}`` for the secrets set in plain text in ``values`` (how a job receives them)."""
+    return {env_var(k): str(v) for k, v in values.items()
+            if is_secret(k) and v not in (None, "") and referenced_var(v) is None}
+
+
+def has_secrets(values: Mapping[str, Any]) -> bool:
+    """Whether ``values`` holds any secret (in plain text or as a reference)."""
+    return any(is_secret(k) and v not in (None, "") for k, v in values.items())
+
+
+def resolve_secrets(values: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``${ENV_VAR}`` values of secret options replaced by the variable's value (``None`` when unset)."""
+    environ = os.environ if environ is None else environ
+    out = dict(values)
+    for k, v in values.items():
+        var = referenced_var(v) if is_secret(k) else None
+        if var is not None:
+            out[k] = environ.get(var) or None
+    return out
+
+
+def write_options(data: Mapping[str, Any], path: str | Path, fmt: str = "yaml") -> Path:
+    """Write ``data`` (options) as YAML or JSON with secrets masked, atomically; mode 0600 when it
+    holds any secret reference, else the usual mode (0644 under the common umask)."""
+    import json
+
+    import yaml
+
+    path = Path(path)
+    masked = mask_secrets(data)
+    text = (json.dumps(masked, indent=2, ensure_ascii=False) + "\n" if fmt == "json"
+            else yaml.safe_dump(masked, sort_keys=False, allow_unicode=True) if masked else "{}\n")
+    private = has_secrets(masked)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    fd = os.open(tmp, flags, 0o600 if private else 0o666)
+    if private:
+        os.fchmod(fd, 0o600)  # an older .tmp keeps its mode through O_CREAT
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+__all__ = ["ENV_VARS", "SECRET_SUFFIXES", "env_var", "has_secrets", "is_secret", "mask_secrets", "reference",
+           "referenced_var", "resolve_secrets", "secret_env", "write_options"]

@@ -1,0 +1,201 @@
+"""Which files the board may read and write, and how its messages quote what it read.
+
+Whoever reaches the board types paths into it; the board must not become a way to read the server's
+files or to plant code. The rules (see docs/webui.md, "Security model"):
+
+- Every path an option names (model, adapters, data, config files, output folders) must resolve — after
+  following symlinks — inside an *allowed root*: the workspace (the folder the board works in), the
+  Hugging Face and tunekit caches, and each ``--allow-path DIR`` the person who started the board gave.
+  Below a root, no folder or file may start with ``.`` (``~/.ssh``, ``.git``, ``.env``).
+- "Save config" writes only ``.yaml`` / ``.yml`` / ``.json`` files, only inside the workspace, and
+  replaces an existing file only when asked to.
+- Options that run code named by the user (``trust_remote_code``, ``reward_funcs``) are refused unless the
+  board was started with ``--allow-remote-code``.
+- Messages quote what a file holds only as a short escaped excerpt (:func:`excerpt`, :func:`safe_message`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from tunekit.errors import ConfigError
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_CONFIG_BYTES = 1_000_000
+EXCERPT_CHARS = 24  # the most of a file's text a message quotes
+
+# option -> what it names; "read" paths are opened by the board or its jobs, "write" folders are created
+READ_OPTIONS = ("model_name_or_path", "adapter_name_or_path", "ref_model", "ref_model_adapters", "reward_model",
+                "reward_model_adapters", "dataset_dir", "deepspeed", "fsdp_config", "tokenized_path",
+                "resume_from_checkpoint", "export_quantization_dataset")
+WRITE_OPTIONS = ("output_dir", "export_dir", "cache_dir", "swanlab_logdir")
+LIST_OPTIONS = ("adapter_name_or_path", "ref_model_adapters", "reward_model_adapters")  # comma-separated
+DEEPSPEED_PRESETS = ("z0", "z2", "z2_offload", "z3", "z3_offload")
+CODE_OPTIONS = ("trust_remote_code", "reward_funcs")
+
+
+class PathRefused(ConfigError):
+    """A path the board may not read or write."""
+
+
+def excerpt(text: Any, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` escaped (no newlines, control characters or backticks) and cut to ``limit`` characters."""
+    s = repr(str(text))[1:-1].replace("`", "\\x60")
+    return s if len(s) <= limit else s[:limit] + "…"
+
+
+_QUOTED = re.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"")
+
+
+def safe_message(message: str, max_lines: int = 6, limit: int = EXCERPT_CHARS) -> str:
+    """A message safe to show: every quoted piece cut to a short excerpt, each line to 200 characters,
+    at most ``max_lines`` lines (the rest counted)."""
+    def cut(m: re.Match) -> str:
+        q = "'" if m.group(1) is not None else '"'
+        return q + excerpt(m.group(1) if m.group(1) is not None else m.group(2), limit) + q
+
+    lines = [_QUOTED.sub(cut, line) for line in str(message).splitlines()]
+    lines = [excerpt(line, 200) if len(line) > 200 else line.replace("`", "'") for line in lines]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"... and {len(lines) - max_lines} more line(s)"]
+    return "\n".join(lines)
+
+
+def _default_caches() -> list[Path]:
+    from tunekit.env import cache_dir
+
+    roots = [cache_dir()]
+    try:
+        from huggingface_hub import constants
+
+        roots += [Path(constants.HF_HUB_CACHE)]
+    except ImportError:  # pragma: no cover - huggingface_hub is a dependency of transformers
+        roots += [Path(os.path.expanduser("~/.cache/huggingface/hub"))]
+    return roots
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+class PathPolicy:
+    """The allowed roots of one board, and the checks of every path it is given."""
+
+    def __init__(self, workspace: str | Path, allow: Iterable[str | Path] = (), caches: Iterable[str | Path] | None = None,
+                 allow_remote_code: bool = False):
+        self.workspace = Path(workspace).expanduser().resolve()
+        self.extra = [Path(p).expanduser().resolve() for p in allow]
+        self.caches = [Path(p).expanduser().resolve() for p in (_default_caches() if caches is None else caches)]
+        self.allow_remote_code = allow_remote_code
+
+    @property
+    def roots(self) -> list[Path]:
+        return [self.workspace, *self.caches, *self.extra]
+
+    def describe(self) -> str:
+        return ", ".join(str(r) for r in self.roots)
+
+    def _resolve(self, value: str) -> Path:
+        p = Path(str(value)).expanduser()
+        return (p if p.is_absolute() else self.workspace / p).resolve()
+
+    def _hidden_below(self, path: Path, root: Path) -> str | None:
+        hidden = [part for part in path.relative_to(root).parts if part.startswith(".")]
+        return hidden[0] if hidden else None
+
+    def check(self, value: str, what: str, roots: list[Path] | None = None) -> Path:
+        """``value`` resolved; :class:`PathRefused` unless it is inside one of ``roots`` (default: all)."""
+        path = self._resolve(value)
+        roots = self.roots if roots is None else roots
+        for root in roots:
+            if _inside(path, root):
+                hidden = self._hidden_below(path, root)
+                if hidden is None:
+                    return path
+                raise PathRefused(
+                    f"{what} '{excerpt(value, 80)}' is refused: the board does not read or write hidden files or "
+                    f"folders ('{excerpt(hidden, 40)}'). Use a path without a part starting with '.'.")
+        where = ", ".join(str(r) for r in roots)
+        raise PathRefused(
+            f"{what} '{excerpt(value, 80)}' is outside the folders this board may use ({where}). Use a path inside "
+            f"them, or restart the board with --allow-path DIR (or --workspace DIR).")
+
+    # ---------------------------------------------------------------- config files
+    def config_file(self, value: str, *, write: bool = False) -> Path:
+        """A config file to load (any allowed root) or save (the workspace only): .yaml/.yml/.json."""
+        if not str(value or "").strip():
+            raise PathRefused("Config file: give a file name, e.g. configs/run.yaml.")
+        what = "Config file"
+        path = self.check(value, what, [self.workspace] if write else None)
+        if path.suffix.lower() not in CONFIG_SUFFIXES:
+            raise PathRefused(f"{what} '{excerpt(value, 80)}' is refused: the board only "
+                              f"{'saves' if write else 'loads'} .yaml, .yml or .json files.")
+        return path
+
+    # ---------------------------------------------------------------- options
+    def problems(self, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(option, message)`` for every path option of ``values`` the board may not use."""
+        out: list[tuple[str, str]] = []
+
+        def check(option: str, value: str, what: str | None = None) -> bool:
+            try:
+                self.check(value, what or f"Option '{option}'")
+            except PathRefused as exc:
+                out.append((option, str(exc)))
+                return False
+            return True
+
+        for option in READ_OPTIONS + WRITE_OPTIONS:
+            value = values.get(option)
+            if value in (None, "") or isinstance(value, bool):
+                continue
+            if option == "deepspeed" and str(value) in DEEPSPEED_PRESETS:
+                continue
+            parts = [p.strip() for p in str(value).split(",")] if option in LIST_OPTIONS else [str(value)]
+            for part in filter(None, parts):
+                check(option, part)
+        if not self.allow_remote_code:
+            for option in CODE_OPTIONS:
+                if values.get(option) not in (None, "", False):
+                    out.append((option, f"Option '{option}' runs code named in the form, so the board refuses it; "
+                                        f"restart the board with --allow-remote-code to allow it, or run "
+                                        f"`tunekit train` from a shell."))
+        dataset_dir = values.get("dataset_dir") or "data"
+        if not any(o == "dataset_dir" for o, _ in out):
+            for option in ("dataset", "eval_dataset"):
+                for name in _names(values.get(option)):
+                    for path in _dataset_files(name, dataset_dir, self.workspace):
+                        if not check(option, path, f"Option '{option}': dataset '{excerpt(name, 40)}' file"):
+                            break
+        return out
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [n.strip() for n in str(value or "").split(",") if n.strip()]
+
+
+def _dataset_files(name: str, dataset_dir: str, workspace: Path) -> list[str]:
+    """The local files a dataset name stands for: its dataset_info.json entry, or the name as a path."""
+    ddir = Path(dataset_dir).expanduser()
+    ddir = ddir if ddir.is_absolute() else workspace / ddir
+    try:
+        from tunekit.data.dataset_info import read_dataset_info, parse_entry
+
+        info = read_dataset_info(ddir)
+        if name in info:
+            attr = parse_entry(name, info[name], ddir)
+            if attr.load_from == "file":
+                return [attr.path]
+            if attr.load_from == "script" and not re.match(r"^[\w.-]+/[\w.-]+$", attr.path):
+                return [str(ddir / attr.path)]
+            return []
+    except Exception:  # noqa: BLE001 - a broken dataset_info.json: the run words its error; nothing is read here
+        return []
+    p = Path(name).expanduser()
+    # the name as a path, as resolve_datasets reads it: as given (relative to the workspace), else in dataset_dir
+    return [str(p), str(ddir / name)] if not p.is_absolute() else [str(p)]
