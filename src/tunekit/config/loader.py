@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import ConfigError
 from .schema import Config
+from .secrets import resolve_secrets, write_options
 
 RESOLVED_CONFIG_NAME = "tunekit_config.yaml"
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -109,7 +110,7 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
                 + (f" Did you mean: {', '.join(hint)}?" if hint else " See `tunekit train --help` for the options.")
             )
         raise ConfigError("\n".join(lines))
-    values = {k: _yaml_bool_words(k, _none_words(k, v)) for k, v in values.items()}
+    values = {k: _yaml_bool_words(k, _none_words(k, v)) for k, v in resolve_secrets(values).items()}
     try:
         return Config(**values)
     except ValidationError as exc:
@@ -193,11 +194,5 @@ def config_to_dict(cfg: Config, only_set: bool = False) -> dict[str, Any]:
 
 def save_config(cfg: Config, output_dir: str | Path, name: str = RESOLVED_CONFIG_NAME) -> Path:
     """Write every option (defaults included) so the run can be reproduced from the file alone."""
-    import yaml
-
-    path = Path(output_dir) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    # secrets become ${ENV_VAR} references, and a file holding one gets mode 0600 (config/secrets.py)
+    return write_options(config_to_dict(cfg), Path(output_dir) / name)
