@@ -1,17 +1,20 @@
-"""``tunekit verify EXPORT_DIR [--json]``: load an exported folder with plain transformers and check it."""
+"""``tunekit verify EXPORT_DIR [--json] [--strict]``: load an exported folder with plain transformers and check it."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-HELP = """usage: tunekit verify EXPORT_DIR [--json]
+HELP = """usage: tunekit verify EXPORT_DIR [--json] [--strict]
 
 Load EXPORT_DIR with plain transformers and check it: the weight index against the shard files (and the
 export_size limit), missing/unexpected keys, shapes and dtypes, the saved chat_template against tunekit's
-template, a short greedy generation, and — for a merged LoRA whose base and adapter folders still exist
-(recorded in tunekit_export.json) — the logits against base + adapter (max abs diff < 1e-4 in fp32).
-Exit code 0 when every check passes, 1 otherwise. --json prints the report as JSON.
+template, a short greedy generation, and — for a merged LoRA — the logits against base + adapter (max abs
+diff < 1e-4 in fp32). The base and adapter folders recorded in tunekit_export.json are found from any folder
+(absolute paths, else relative to the export). A check that cannot run (base or adapter gone, a quantized
+export) is printed as "skipped: reason" and the result is not called OK.
+Exit code 0 when no check found a problem, 1 otherwise; --strict also exits 1 when a check was skipped.
+--json prints the report as JSON (skipped checks under "skipped").
 """
 
 
@@ -20,11 +23,12 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(HELP)
         return 0 if argv else 2
     as_json = "--json" in argv
-    paths = [a for a in argv if a != "--json"]
+    strict = "--strict" in argv
+    paths = [a for a in argv if a not in ("--json", "--strict")]
     if len(paths) != 1:
         from tunekit.errors import ConfigError
 
-        raise ConfigError("tunekit verify takes one folder: tunekit verify EXPORT_DIR [--json].")
+        raise ConfigError("tunekit verify takes one folder: tunekit verify EXPORT_DIR [--json] [--strict].")
     from tunekit.export.verify import print_report, verify_export
 
     report = verify_export(paths[0])
@@ -32,4 +36,4 @@ def main(argv: list[str]) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
     else:
         print_report(report)
-    return 0 if report["ok"] else 1
+    return 0 if report["ok"] and not (strict and report.get("skipped")) else 1

@@ -9,6 +9,7 @@ tunekit renders), and ``tunekit_export.json`` (where it came from; ``tunekit ver
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -41,6 +42,10 @@ def export_model(cfg, verify: bool | None = None) -> Path:
 
     out = check_export_dir(cfg)
     source = model_path(cfg)
+    if cfg.export_quantization_bit is not None:  # a missing quantization package stops here, before anything is written
+        from .quantize import check_available
+
+        check_available(cfg)
     with tempfile.TemporaryDirectory(prefix="tunekit-export-", dir=out.parent if out.parent.exists() else None) as tmp:
         if zero_tag(source):
             print(f"{source} is a DeepSpeed ZeRO checkpoint: consolidating it to fp32 first")
@@ -144,14 +149,37 @@ def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict |
         to_legacy_bin(out)
     import torch
 
+    base, adapters = _recorded(cfg.model_name_or_path), [_recorded(a) for a in adapters_of(cfg)]
     provenance = {
-        "base": cfg.model_name_or_path, "adapters": adapters_of(cfg), "template": cfg.template,
+        # local folders as absolute paths, and relative to the export (a tree moved as a whole still resolves);
+        # `tunekit verify` finds them from any folder (verify.resolve_recorded). Hub ids as given.
+        "base": base, "adapters": adapters,
+        "base_relative_to_export": _relative_to(base, out),
+        "adapters_relative_to_export": [_relative_to(a, out) for a in adapters],
+        "written_from": os.getcwd(), "template": cfg.template,
         "enable_thinking": cfg.enable_thinking, "default_system": cfg.default_system, "tool_format": cfg.tool_format,
         "dtype": str(next(model.parameters()).dtype).replace("torch.", "") if quantization is None else None,
         "export_size_gb": cfg.export_size, "quantization": quantization,
         "stop_token_ids": stops, "torch": torch.__version__,
     }
     (out / PROVENANCE).write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _recorded(path: str | None) -> str | None:
+    """A local folder as its absolute path; a hub id (no such local folder) as given."""
+    if not path:
+        return path
+    local = Path(path).expanduser()
+    return str(local.resolve()) if local.exists() else path
+
+
+def _relative_to(path: str | None, out: Path) -> str | None:
+    if not path or not Path(path).is_absolute():
+        return None
+    try:
+        return os.path.relpath(path, out.resolve())
+    except ValueError:  # another drive (Windows)
+        return None
 
 
 def save_tokenizer(tokenizer, template, out: Path, enable_thinking: bool = True) -> None:

@@ -1,11 +1,18 @@
 """Quantized export (``export_quantization_bit`` 4/8): merge first, then quantize the merged folder.
 
-- ``bnb`` (default): bitsandbytes NF4 (4-bit, double quantization) or LLM.int8 (8-bit). Data-free and it
-  runs on CPU; the folder reloads with plain ``from_pretrained`` (bitsandbytes installed). The calibration
-  options are not used by this method.
+The method is never substituted (:func:`quantization_method`):
+
 - ``gptq``: GPTQ through transformers' ``GPTQConfig`` with calibration texts rendered from
-  ``export_quantization_dataset`` by the template. It needs the ``gptqmodel`` package and an NVIDIA GPU
-  (GPTQ's layer-wise solver runs on CUDA); without them tunekit stops with that message.
+  ``export_quantization_dataset`` by the template. This is what LLaMA-Factory's ``export_quantization_bit`` +
+  ``export_quantization_dataset`` mean, so a calibration dataset without ``export_quantization_method`` selects it.
+  Transformers runs it through the ``gptqmodel`` and ``optimum`` packages; without them tunekit stops before
+  anything is written, naming them. tunekit cannot pull them in itself: every gptqmodel release on PyPI conflicts
+  with its pins (7.7.0 needs torch>=2.14.1, protobuf>=7.36 and pillow>=13; 7.5-7.6 pin numpy==2.2.6; 7.0-7.6 need
+  protobuf>=7.34; older ones need pypcre to build), against torch 2.13.0, protobuf 6.33.6, numpy 2.4.6.
+- ``bnb``: bitsandbytes NF4 (4-bit, double quantization) or LLM.int8 (8-bit). Data-free and it runs on CPU;
+  the folder reloads with plain ``from_pretrained`` (bitsandbytes installed). Chosen explicitly, or when no
+  calibration dataset is given; ``bnb`` together with a calibration dataset is refused by the config schema
+  (the dataset would be ignored).
 """
 
 from __future__ import annotations
@@ -19,8 +26,8 @@ from ..errors import ConfigError, EnvironmentProblem
 def export_quantized(cfg, out: Path, tmp: Path) -> Path:
     from .exporter import save_folder, write_merged
 
-    method, bits = cfg.export_quantization_method, cfg.export_quantization_bit
-    _check_available(method)
+    method, bits = quantization_method(cfg), cfg.export_quantization_bit
+    check_available(cfg)
     merged = write_merged(cfg.model_copy(update={"export_dir": str(tmp / "merged"), "export_size": 1000.0,
                                                   "export_legacy_format": False}), tmp / "merged")
     import torch
@@ -32,9 +39,9 @@ def export_quantized(cfg, out: Path, tmp: Path) -> Path:
     tcfg = cfg if cfg.template else cfg.model_copy(update={"template": "jinja"})
     template = load_template(tcfg, tokenizer)
     if method == "bnb":
-        if cfg.export_quantization_dataset:
-            print("note: bitsandbytes quantization is data-free; export_quantization_dataset is not used "
-                  "(export_quantization_method: gptq uses it).")
+        print(f"quantizing to {bits} bits with bitsandbytes ({'NF4, double quantization' if bits == 4 else 'LLM.int8'}; "
+              f"data-free)" + ("" if cfg.export_quantization_method else ": export_quantization_method is not set and "
+                               "there is no export_quantization_dataset (GPTQ's calibration data)"))
         qconfig = _bnb_config(bits)
     else:
         qconfig = _gptq_config(cfg, bits, tokenizer, template)
@@ -44,16 +51,38 @@ def export_quantized(cfg, out: Path, tmp: Path) -> Path:
     return out
 
 
-def _check_available(method: str) -> None:
-    import torch
+def quantization_method(cfg) -> str:
+    """``export_quantization_method``, else ``gptq`` when a calibration dataset is given (LLaMA-Factory's meaning), else ``bnb``."""
+    if cfg.export_quantization_method:
+        return cfg.export_quantization_method
+    return "gptq" if cfg.export_quantization_dataset else "bnb"
 
+
+GPTQ_PACKAGES = ("gptqmodel", "optimum")
+
+
+def check_available(cfg) -> None:
+    """Stop before anything is loaded or written when the chosen method's packages are missing."""
+    method = quantization_method(cfg)
     if method == "bnb" and importlib.util.find_spec("bitsandbytes") is None:
-        raise EnvironmentProblem("export_quantization_bit with method bnb needs bitsandbytes: pip install 'tunekit[quant]'.")
+        raise EnvironmentProblem("export_quantization_bit with export_quantization_method bnb needs bitsandbytes: "
+                                 "pip install 'tunekit[quant]'. Nothing was written.")
     if method == "gptq":
-        if importlib.util.find_spec("gptqmodel") is None or not torch.cuda.is_available():
-            raise EnvironmentProblem("export_quantization_method: gptq needs the gptqmodel package (pip install gptqmodel) and an "
-                                     "NVIDIA GPU: GPTQ's solver runs on CUDA. On this machine use export_quantization_method: bnb "
-                                     "(bitsandbytes, data-free, runs on CPU).")
+        missing = [name for name in GPTQ_PACKAGES if importlib.util.find_spec(name) is None]
+        if missing:
+            why = ("export_quantization_method: gptq" if cfg.export_quantization_method else
+                   f"export_quantization_bit {cfg.export_quantization_bit} with export_quantization_dataset "
+                   f"{cfg.export_quantization_dataset} means GPTQ (as in LLaMA-Factory), and gptq")
+            raise EnvironmentProblem(
+                f"{why} needs the gptqmodel package (with optimum; missing here: {', '.join(missing)}), which transformers' "
+                f"GPTQConfig quantizes through. tunekit cannot install it into this environment: every gptqmodel release "
+                f"conflicts with its pins (torch 2.13.0, protobuf 6.33.6, numpy 2.4.6), so use a separate environment with "
+                f"`pip install gptqmodel optimum` (an NVIDIA GPU is what gptqmodel is built and tested for). "
+                f"Nothing was written. For a data-free export on this machine set export_quantization_method: bnb "
+                f"(bitsandbytes) and remove export_quantization_dataset.")
+        if not cfg.export_quantization_dataset:
+            raise ConfigError("export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
+                              "(a dataset name from dataset_info.json or a file path). Nothing was written.")
 
 
 def _bnb_config(bits: int):

@@ -61,9 +61,15 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
     tokenizer = AutoTokenizer.from_pretrained(path)
     _check_template(tokenizer, provenance, report)
     _generate(model, tokenizer, report, max_new_tokens)
-    adapters_cfg = base_cfg if base_cfg is not None else _base_cfg_from(provenance)
-    if adapters_cfg is not None and not quantized:
-        _compare_logits(path, model, tokenizer, adapters_cfg, report)
+    if provenance.get("adapters") or base_cfg is not None:  # a merged adapter: the export must equal base + adapter
+        adapters_cfg, reason = (base_cfg, None) if base_cfg is not None else _base_cfg_from(provenance, path)
+        if quantized:
+            _skip(report, "merged_logits", "a quantized export differs from base + adapter by its quantization error by "
+                                           "design; verify the export without export_quantization_bit for this check")
+        elif adapters_cfg is None:
+            _skip(report, "merged_logits", reason)
+        else:
+            _compare_logits(path, model, tokenizer, adapters_cfg, report)
     del model
     return report
 
@@ -72,6 +78,12 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
 def _problem(report: dict, text: str) -> None:
     report["ok"] = False
     report["problems"].append(text)
+
+
+def _skip(report: dict, name: str, reason: str) -> None:
+    """A check that could not run: listed as ``skipped: reason``, never counted as passed."""
+    report.setdefault("skipped", {})[name] = reason
+    report["checks"][name] = f"skipped: {reason}"
 
 
 def _read_json(path: Path) -> dict | None:
@@ -181,16 +193,64 @@ def _generate(model, tokenizer, report: dict, max_new_tokens: int) -> None:
     report["checks"]["generate"] = f"{new.numel()} tokens in {seconds:.2f} s"
 
 
-def _base_cfg_from(provenance: dict):
-    if not provenance.get("adapters") or not provenance.get("base"):
+def resolve_recorded(recorded: dict, key: str, export_dir: Path) -> list[tuple[str, Path | None]]:
+    """The paths tunekit_export.json recorded under ``key`` (``base``: one, ``adapters``: a list), each resolved.
+
+    Returns ``(as recorded, local folder or None)``. An absolute path is used when it exists; otherwise the path
+    relative to the export folder (``<key>_relative_to_export``, written since the export itself moved with its
+    sources), then a relative path against the export folder, the folder the export was written from
+    (``written_from``) and the current folder, in that order. None: not found locally (a hub id, or moved away).
+    """
+    value = recorded.get(key)
+    values = [value] if isinstance(value, str) else list(value or [])
+    relative = recorded.get(f"{key}_relative_to_export")
+    relatives = [relative] if isinstance(relative, str) else list(relative or [None] * len(values))
+    out = []
+    for given, rel in zip(values, relatives + [None] * (len(values) - len(relatives))):
+        p = Path(given).expanduser()
+        candidates = [p] if p.is_absolute() else []
+        if rel:
+            candidates.append(export_dir / rel)
+        if not p.is_absolute():
+            candidates += [export_dir / p] + ([Path(recorded["written_from"]) / p] if recorded.get("written_from") else []) + [Path.cwd() / p]
+        found = next((c.resolve() for c in candidates if c.exists()), None)
+        out.append((given, found))
+    return out
+
+
+def _hub_cached(repo_id: str) -> str | None:
+    """The local snapshot folder of a hub model already in the cache (verify downloads nothing), else None."""
+    if repo_id.count("/") != 1 or repo_id.startswith((".", "/", "~")):
         return None
-    paths = [provenance["base"], *provenance["adapters"]]
-    if not all(Path(p).exists() for p in paths):
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # a name the hub would reject
         return None
+    return str(Path(hit).parent) if isinstance(hit, str) else None
+
+
+def _base_cfg_from(provenance: dict, export_dir: Path):
+    """(config of base + adapters as recorded, None) or (None, why the merged-vs-adapter check cannot run)."""
+    if not provenance.get("base"):
+        return None, "tunekit_export.json records adapters but no base model"
+    (base_given, base), = resolve_recorded(provenance, "base", export_dir)
+    if base is None:
+        cached = _hub_cached(base_given)
+        if cached is None:
+            return None, (f"the base model {base_given} recorded in tunekit_export.json is not a local folder here "
+                          f"(looked next to {export_dir} and in {Path.cwd()}) nor a hub model in the local cache")
+        base = Path(cached)
+    adapters = resolve_recorded(provenance, "adapters", export_dir)
+    gone = [given for given, found in adapters if found is None]
+    if gone:
+        return None, (f"adapter folder(s) {', '.join(gone)} recorded in tunekit_export.json not found here "
+                      f"(looked next to {export_dir} and in {Path.cwd()})")
     from ..config import load_config
 
-    return load_config(None, {"model_name_or_path": provenance["base"], "adapter_name_or_path": ",".join(provenance["adapters"]),
-                              "template": provenance.get("template")})
+    return load_config(None, {"model_name_or_path": str(base), "adapter_name_or_path": ",".join(str(f) for _, f in adapters),
+                              "template": provenance.get("template")}), None
 
 
 def reference_model(base_cfg):
@@ -239,7 +299,15 @@ def _compare_logits(path: Path, model, tokenizer, base_cfg, report: dict) -> Non
 
 
 def print_report(report: dict) -> None:
-    print(f"verify {report['path']}: {'OK' if report['ok'] else 'FAILED'}")
+    skipped = report.get("skipped") or {}
+    if not report["ok"]:
+        headline = "FAILED"
+    elif skipped:  # never "OK" for a check that did not run
+        headline = (f"no problems found, but {len(skipped)} check{'s' if len(skipped) > 1 else ''} skipped "
+                    f"({', '.join(skipped)}): not verified")
+    else:
+        headline = "OK"
+    print(f"verify {report['path']}: {headline}")
     for name, detail in report["checks"].items():
         print(f"  {name:<14} {detail}")
     if "generated" in report:
