@@ -38,7 +38,7 @@ PINNED = {
     "gemma": "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
     "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\nFine.<end_of_turn>",
     "glm4": "[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>\nHello!<|user|>\nHow are you?<|assistant|>\nFine.<|user|>",
-    "chatglm3": "[gMASK]sop<|system|>\n Be brief.<|user|>\n Hi<|assistant|>\n Hello!<|user|>\n How are you?<|assistant|>\n Fine.<|user|>",
+    "chatglm3": "[gMASK]sop<|system|>\n Be brief.<|user|>\n Hi<|assistant|>\n Hello!<|user|>\n How are you?<|assistant|>\n Fine.</s>",
     "deepseek3": "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User｜>How are you?"
     "<｜Assistant｜>Fine.<｜end▁of▁sentence｜>",
     "phi4": "<|im_start|>system<|im_sep|>Be brief.<|im_end|><|im_start|>user<|im_sep|>Hi<|im_end|><|im_start|>assistant<|im_sep|>"
@@ -202,8 +202,10 @@ def test_glm4_function_call_uses_the_observation_token():
 
 
 def test_templates_without_tools_raise():
+    tpl = get_template("empty")
+    tpl.tool_format = None  # no named template lacks a tool format now ('empty' has LLaMA-Factory's default)
     with pytest.raises(ConfigError, match="'empty' cannot express tools"):
-        get_template("empty").encode_turns(CONV, tools=TOOLS)
+        tpl.encode_turns(CONV, tools=TOOLS)
 
 
 # --- errors --------------------------------------------------------------------------------------

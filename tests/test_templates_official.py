@@ -89,8 +89,10 @@ def test_training_strings_equal_the_official_template(name):
         expected = render(jinja, hf(system, msgs), False, **special)
         if name in ("qwen", "qwen3", "qwen3_nothink"):
             expected = expected.removesuffix("\n")  # the separator after the last <|im_end|> is not trained
-        if name in ("glm4", "chatglm3"):
-            expected += "<|user|>"  # the trained end of the last reply (THUDM's finetune demo)
+        if name == "glm4":
+            expected += "<|user|>"  # the trained end of the last reply (THUDM's GLM-4 finetune demo)
+        if name == "chatglm3":
+            expected += "</s>"  # ChatGLM3's finetune demo ends the sequence with eos_token_id (trained)
         if name == "gemma":
             expected = expected.removesuffix("\n")
         assert ours == expected, (name, system)

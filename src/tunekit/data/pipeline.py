@@ -42,7 +42,7 @@ def load_template(cfg, tokenizer):
     if not cfg.template:
         raise ConfigError("template is not set: name the chat template of your model (e.g. qwen, llama3, default; "
                           "`tunekit templates` lists them) or 'jinja' to use the tokenizer's own chat_template.")
-    template = get_template(cfg.template, tokenizer, tool_format=cfg.tool_format)
+    template = get_template(cfg.template, tokenizer, tool_format=cfg.tool_format, empty_eos=cfg.empty_template_eos)
     template.fix_tokenizer(tokenizer)
     return template
 

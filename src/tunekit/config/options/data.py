@@ -33,6 +33,7 @@ class DataOptions(OptionGroup):
     default_system: Optional[str] = Field(None, description="System prompt used when a sample has none (overrides the template's default).")
     enable_thinking: bool = Field(True, description="For reasoning templates (qwen3, ...): keep thinking on; false renders an empty <think></think> block.")
     tool_format: Optional[str] = Field(None, description="Tool-call format for function calling (default: the template's).")
+    empty_template_eos: bool = Field(True, description="template: empty ends every reply with EOS so the model learns to stop; false renders replies without it, as LLaMA-Factory's 'empty' does (to reproduce its runs).")
     bad_records: Literal["error", "skip"] = Field("error", description="On an invalid record: error (stop and name it) or skip (count and report it).")
     ignore_pad_token_for_loss: bool = Field(True, description="Pad tokens get label -100 (not trained).")
     pad_to_multiple_of: int = Field(8, ge=1, description="Pad each batch to a multiple of this many tokens.")

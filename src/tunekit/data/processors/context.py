@@ -3,7 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
+
+from .cutoff import Head
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def split_first_prompt(prompt: str, user_text: str) -> tuple[str, str]:
+    """``(lead, tail)`` of a conversation's first prompt: the text before and after its first user message."""
+    text = user_text.strip()
+    at = prompt.rfind(text) if text else len(prompt)
+    if at < 0:  # the template rewrote the text: nothing is known to be lead or tail
+        return "", ""
+    return prompt[:at], prompt[at + len(text):]
 
 
 @dataclass
@@ -26,3 +46,31 @@ class ProcessContext:
         if not pieces:
             return []
         return self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
+
+    def render_turns(self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, *,
+                     history_trained: bool) -> list[tuple[str, str]]:
+        """The one rule for how a conversation renders for training, used by every stage (sft, rm/dpo, kto).
+
+        History replies render as the template's official history (for reasoning templates such as qwen3:
+        without their ``<think>`` block, as the official Qwen3 template renders earlier replies) unless they
+        are trained: a trained reply keeps the form the model is taught to produce (its thought, empty if
+        none). SFT trains history unless ``mask_history``; rm/dpo and kto train only the last reply.
+        """
+        return self.template.encode_turns(list(messages), system=self.system_for(system), tools=tools or None,
+                                          enable_thinking=self.enable_thinking, strip_history_thoughts=not history_trained)
+
+    def head_of(self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, start: int, *,
+                history_trained: bool) -> Head:
+        """The first prompt of the conversation rendered from turn ``start`` on, for the cutoff policy (``cutoff.py``)."""
+        sub = list(messages[2 * start:])
+        prompt = self.render_turns(sub, system, tools, history_trained=history_trained)[0][0]
+        lead, tail = split_first_prompt(prompt, sub[0]["content"])
+        prefix = getattr(self.template, "prefix_text", "") or ""
+        ids, lead_ids, tail_ids, prefix_ids = self.tokenizer([prompt, lead, tail, prefix], add_special_tokens=False)["input_ids"]
+        n_lead = _common_prefix(ids, lead_ids) if lead else 0
+        n_tail = _common_prefix(ids[::-1], tail_ids[::-1]) if tail else 0
+        keep = _common_prefix(ids, prefix_ids) if prefix else 0
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        if bos is not None and ids and ids[0] == bos:
+            keep = max(keep, 1)
+        return Head(ids, lead=n_lead, tail=min(n_tail, len(ids) - n_lead), keep=keep)

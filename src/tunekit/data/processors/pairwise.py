@@ -1,10 +1,11 @@
 """Preference pairs (stages rm, dpo): one prompt, a chosen and a rejected answer.
 
 Both answers are rendered after the *same* prompt tokens (the conversation up to the last user
-message, rendered once) and cut by the same policy: :func:`~.cutoff.fit_turns` runs on the
-conversation ending with the *longer* answer, the last turn first (history is dropped before the
-answer), and both answers are then cut to the response length that left. So chosen and rejected
-always share their prompt ids exactly and fit ``cutoff_len`` each.
+message, rendered once, history as ``ProcessContext.render_turns`` decides for an untrained history)
+and cut by the same policy: :func:`~.cutoff.fit_turns` runs on the conversation ending with the
+*longer* answer, the last turn first (the oldest history is dropped first, BOS, system prompt and tools
+stay), and both answers are then cut to the response length that left. So chosen and rejected always
+share their prompt ids exactly and fit ``cutoff_len`` each.
 
 Only answer tokens carry labels (the preference losses compare answer log-probabilities).
 A pair is dropped (``_status`` DROPPED, counted and named in the report) when either answer is
@@ -13,26 +14,32 @@ empty or the two answers are identical after the cut.
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Callable, Optional
 
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
-from .cutoff import fit_turns
+from .cutoff import Head, fit_turns
 
 OUTPUT_COLUMNS = ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels", "length", "_status",
                   "_source", "_prompt_len")
 
 
 def render(sample: dict[str, Any], ctx: ProcessContext, reply: dict[str, str]) -> list[tuple[str, str]]:
-    return ctx.template.encode_turns(list(sample["messages"]) + [reply], system=ctx.system_for(sample.get("system")),
-                                     tools=sample.get("tools") or None, enable_thinking=ctx.enable_thinking,
-                                     strip_history_thoughts=True)
+    return ctx.render_turns(list(sample["messages"]) + [reply], sample.get("system"), sample.get("tools"),
+                            history_trained=False)
+
+
+def head_for(sample: dict[str, Any], ctx: ProcessContext, reply: dict[str, str]) -> Callable[[int], Head]:
+    """The conversation's first prompt when it starts at turn j (only the last reply is trained)."""
+    messages = list(sample["messages"]) + [reply]
+    return partial(ctx.head_of, messages, sample.get("system"), sample.get("tools"), history_trained=False)
 
 
 def shared_prompt_cut(history: list[tuple[list[int], list[int]]], prompt: list[int], longest: list[int],
-                      cutoff_len: int) -> tuple[list[int], int, bool]:
+                      cutoff_len: int, first_prompt: Optional[Callable[[int], Head]] = None) -> tuple[list[int], int, bool]:
     """Prompt ids (kept history + last prompt, cut) and the response budget, via the common cutoff policy."""
-    kept, truncated = fit_turns(history + [(prompt, longest)], cutoff_len, last_first=True)
+    kept, truncated = fit_turns(history + [(prompt, longest)], cutoff_len, last_first=True, first_prompt=first_prompt)
     ids: list[int] = []
     budget = 0
     for i, (p, r) in kept:
@@ -44,9 +51,10 @@ def shared_prompt_cut(history: list[tuple[list[int], list[int]]], prompt: list[i
     return ids, budget, truncated
 
 
-def build_pair(history, prompt, chosen, rejected, ctx: ProcessContext, ignore: int = -100) -> dict[str, Any]:
+def build_pair(history, prompt, chosen, rejected, ctx: ProcessContext, ignore: int = -100,
+               first_prompt: Optional[Callable[[int], Head]] = None) -> dict[str, Any]:
     longest = chosen if len(chosen) >= len(rejected) else rejected
-    prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, longest, ctx.cutoff_len)
+    prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, longest, ctx.cutoff_len, first_prompt)
     c, r = chosen[:budget], rejected[:budget]
     bad = not c or not r or c == r
     return {
@@ -72,7 +80,7 @@ def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
             chosen = []
         if not sample["rejected"]["content"].strip():
             rejected = []
-        example = build_pair(history, prompt, chosen, rejected, ctx, ctx.ignore_index)
+        example = build_pair(history, prompt, chosen, rejected, ctx, ctx.ignore_index, head_for(sample, ctx, sample["chosen"]))
         example["_source"] = sample["_source"]
         for key in OUTPUT_COLUMNS:
             out[key].append(example[key])

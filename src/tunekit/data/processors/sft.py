@@ -3,29 +3,36 @@
 Labels: only reply tokens (assistant content + the template's end-of-turn marker) are trained;
 everything else is ``-100``. ``train_on_prompt`` trains every token; ``mask_history`` trains only the
 last reply. Each template piece is tokenized on its own (no special tokens added), so the prompt
-ids equal what inference tokenizes for the same conversation prefix.
+ids equal what inference tokenizes for the same conversation prefix. How history replies render is
+decided by ``ProcessContext.render_turns`` (the same rule as dpo/rm/kto); cuts follow ``cutoff.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Callable, Optional
 
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
-from .cutoff import fit_turns
+from .cutoff import Head, fit_turns
 
 OUTPUT_COLUMNS = ("input_ids", "labels", "length", "_status", "_source", "_prompt_len", "_response_len", "_trainable")
 
 
 def encode_conversation(sample: dict[str, Any], ctx: ProcessContext) -> list[tuple[str, str]]:
-    return ctx.template.encode_turns(sample["messages"], system=ctx.system_for(sample.get("system")),
-                                     tools=sample.get("tools") or None, enable_thinking=ctx.enable_thinking,
-                                     strip_history_thoughts=ctx.mask_history)
+    return ctx.render_turns(sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history)
 
 
-def build_example(turn_ids: list[tuple[list[int], list[int]]], ctx: ProcessContext) -> dict[str, Any]:
+def head_for(sample: dict[str, Any], ctx: ProcessContext) -> Callable[[int], Head]:
+    """The conversation's first prompt when it starts at turn j (for the cutoff policy)."""
+    return partial(ctx.head_of, sample["messages"], sample.get("system"), sample.get("tools"),
+                   history_trained=not ctx.mask_history)
+
+
+def build_example(turn_ids: list[tuple[list[int], list[int]]], ctx: ProcessContext,
+                  first_prompt: Optional[Callable[[int], Head]] = None) -> dict[str, Any]:
     """Cut and label one tokenized conversation."""
-    kept, truncated = fit_turns(turn_ids, ctx.cutoff_len, last_first=ctx.mask_history)
+    kept, truncated = fit_turns(turn_ids, ctx.cutoff_len, last_first=ctx.mask_history, first_prompt=first_prompt)
     last = len(turn_ids) - 1
     input_ids: list[int] = []
     labels: list[int] = []
@@ -56,7 +63,7 @@ def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
         for _ in turns:
             turn_ids.append((ids[pos], ids[pos + 1]))
             pos += 2
-        example = build_example(turn_ids, ctx)
+        example = build_example(turn_ids, ctx, head_for(sample, ctx))
         example["_source"] = sample["_source"]
         for key in OUTPUT_COLUMNS:
             out[key].append(example[key])

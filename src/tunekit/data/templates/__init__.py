@@ -11,6 +11,7 @@ is cheap (no torch/transformers).
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 from typing import Any
 
 from tunekit.errors import ConfigError
@@ -43,8 +44,12 @@ def _adds_bos(tokenizer: Any) -> bool:
     return bool(ids) and ids[0] == tokenizer.bos_token_id
 
 
-def get_template(name: str, tokenizer: Any = None, *, tool_format: str | None = None) -> Template:
-    """The template called ``name``, using ``tokenizer``'s BOS/EOS strings where its format needs them."""
+def get_template(name: str, tokenizer: Any = None, *, tool_format: str | None = None, empty_eos: bool = True) -> Template:
+    """The template called ``name``, using ``tokenizer``'s BOS/EOS strings where its format needs them.
+
+    ``empty_eos=False`` (option ``empty_template_eos``): template ``empty`` ends replies without EOS, as
+    LLaMA-Factory's ``empty`` does (tunekit's default adds it, so the model learns to stop).
+    """
     if name == "jinja":
         from .jinja_mode import JinjaTemplate
 
@@ -56,6 +61,8 @@ def get_template(name: str, tokenizer: Any = None, *, tool_format: str | None = 
         raise ConfigError(
             f"unknown template '{name}'.{hint} Available: {', '.join(list_templates())} (see `tunekit templates`)."
         )
+    if name == "empty" and not empty_eos:
+        spec = replace(spec, assistant="{content}", description=spec.description.replace(", each reply ends with EOS", ""))
     bos, eos = spec.bos, spec.eos
     if tokenizer is not None:
         bos = getattr(tokenizer, "bos_token", None) or spec.bos

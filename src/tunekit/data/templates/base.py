@@ -97,6 +97,11 @@ class Template:
             turns = self._handoff(turns)
         return turns
 
+    @property
+    def prefix_text(self) -> str:
+        """What a conversation starts with (BOS, ``[gMASK]sop`` ...); the cutoff policy always keeps it."""
+        return self._sub(self.spec.prefix)
+
     def render_prompt(
         self,
         messages: Sequence[dict[str, Any]],
@@ -138,7 +143,9 @@ class Template:
         return self._sub(pre) + content + self._sub(post)
 
     def _system_text(self, system: str | None, tools: str | list | None) -> str:
-        text = system or self.default_system or ""
+        # the system message is trimmed where the family trims it (llama3), the tool text never: Llama 3.1's
+        # official template ends the tool list with "\n\n" after the last schema
+        text = self._trim("system", system or self.default_system or "")
         tool_list = parse_tools(tools)
         if tool_list:
             if self.tool_format is None:
@@ -200,7 +207,7 @@ class Template:
             if k == 0:
                 prompt += self._sub(spec.prefix)
                 if sys_text and spec.system_in == "block":
-                    prompt += self._fill(spec.system, self._trim("system", sys_text))
+                    prompt += self._fill(spec.system, sys_text)
             else:
                 prompt += self._sub(spec.sep)
             prompt += self._user_text(k, pair[0], sys_text, last_user_turn)

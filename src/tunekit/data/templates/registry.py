@@ -54,8 +54,8 @@ SPECS: list[TemplateSpec] = [
         auto_bos=True,
         user="{content}",
         assistant="{content}{eos}",
-        tool_format=None,
-        source="LLaMA-Factory 'empty' (+ EOS after each reply so the model learns to stop)",
+        source="LLaMA-Factory 'empty' (+ EOS after each reply so the model learns to stop; "
+        "empty_template_eos: false drops it, as LLaMA-Factory does); tools in LLaMA-Factory's plain 'default' format",
     ),
     TemplateSpec(
         name="vicuna",
@@ -198,9 +198,9 @@ SPECS: list[TemplateSpec] = [
         observation="<|observation|>\n {content}<|assistant|>",
         stop_words=("<|user|>", "<|observation|>"),
         role_handoff=("<|user|>", "<|observation|>"),
-        final_stop="<|user|>",
+        final_stop="{eos}",
         tool_format="glm4",
-        source="THUDM/chatglm3-6b chat_template",
+        source="THUDM/chatglm3-6b chat_template; the last reply ends with </s> (EOS) as in THUDM's ChatGLM3 finetune demo",
     ),
     TemplateSpec(
         name="deepseek3",
