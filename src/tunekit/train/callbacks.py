@@ -5,20 +5,27 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
 
 from transformers import TrainerCallback
 
-from .checkpoints import write_complete_marker
+from .checkpoints import RUN_CONFIG, rotate_checkpoints, write_complete_marker
 from .plotting import LOG_NAME
+
+
+def _strict_json(row: dict) -> dict:
+    return {k: None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v for k, v in row.items()}
 
 
 class JsonlLogCallback(TrainerCallback):
     """``trainer_log.jsonl``: one JSON object per logging step (and per evaluation).
 
     Training lines: step, total_steps, epoch, loss, lr, grad_norm, num_input_tokens_seen, elapsed_s, eta_s.
+    Strict JSON: a non-finite number (inf/nan loss or grad_norm) is written as null (train/finite_guard.py then stops
+    the run at that step).
     Eval lines: step, total_steps, epoch, eval_loss (+ other eval metrics). On resume, lines after the
     resumed step are removed first, so the file always describes one consistent history.
     """
@@ -65,7 +72,7 @@ class JsonlLogCallback(TrainerCallback):
         row.update(num_input_tokens_seen=state.num_input_tokens_seen, elapsed_s=round(elapsed, 2),
                    eta_s=round(eta, 2) if eta is not None else None)
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+            f.write(json.dumps(_strict_json(row), allow_nan=False) + "\n")
 
 
 class RichProgressCallback(TrainerCallback):
@@ -110,13 +117,30 @@ class RichProgressCallback(TrainerCallback):
 
 
 class CompleteCheckpointCallback(TrainerCallback):
-    """Marks ``checkpoint-N`` complete once every file is written; resume ignores unmarked (torn) ones."""
+    """Marks ``checkpoint-N`` complete once every file is written (with the run's ``tunekit_config.yaml`` copied
+    in, so resume can compare options), then rotates: ``save_total_limit`` is applied here, after the marker, and
+    the Trainer gets ``save_total_limit=None`` (its own rotation deletes old checkpoints before any callback runs).
+    Resume ignores unmarked (torn) checkpoints."""
+
+    def __init__(self, save_total_limit: int | None = None):
+        self.save_total_limit = save_total_limit
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if folder.is_dir():
-                write_complete_marker(folder, state.global_step)
+                config = Path(args.output_dir) / RUN_CONFIG
+                if config.is_file():
+                    shutil.copyfile(config, folder / RUN_CONFIG)
+                write_complete_marker(folder, state.global_step, args.world_size)
+                rotate_checkpoints(args.output_dir, self.save_total_limit, state.best_model_checkpoint)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        # Hugging Face's rule for save_total_limit 1 with a best checkpoint: at the end keep only the best one
+        # (only when training reached its end: a stopped run keeps its newest checkpoint to resume from).
+        if (state.is_world_process_zero and self.save_total_limit == 1 and state.best_model_checkpoint
+                and state.global_step >= state.max_steps):
+            rotate_checkpoints(args.output_dir, 1, state.best_model_checkpoint, keep_newest=False)
 
 
 class GracefulStopCallback(TrainerCallback):

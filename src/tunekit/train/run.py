@@ -46,6 +46,9 @@ def check_output_dir(cfg) -> None:
     out = Path(cfg.output_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output_dir {out} is a file, not a folder.")
+    from ..config.loader import check_writable_folder
+
+    check_writable_folder(out, "output_dir")  # /proc/x, a read-only mount: refused before anything loads
     if not cfg.do_train or cfg.overwrite_output_dir or cfg.resume_from_checkpoint not in (None, False):
         return
     if out.is_dir():
@@ -82,17 +85,35 @@ def evaluation_of_final_weights(trainer, cfg) -> dict | None:
     return metrics or None
 
 
+def _raise_if_disk_full(exc: Exception, trainer, cfg, final: bool = False) -> None:
+    """A full disk while training or saving: the partial checkpoint removed, the intact one named (checkpoints.py)."""
+    from ..errors import TunekitError
+    from .checkpoints import disk_full_error
+
+    if isinstance(exc, TunekitError) or not is_main_process():
+        return
+    error = disk_full_error(exc, cfg.output_dir, trainer.state.global_step, final=final)
+    if error is not None:
+        raise error from exc
+
+
 def run_train(cfg, config_path: str | None = None) -> dict:
     from .. import startup_gc
-    from ..config import save_config
-    from .checkpoints import resolve_resume
+    from ..config import config_to_dict, save_config
+    from .checkpoints import ResumePlan, apply_clear, plan_resume, purge_trash
     from .trackers import check_trackers, tracker_callbacks
 
     from ..model.loader import model_path
 
     model_path(cfg)  # a wrong path fails here, in milliseconds
     check_output_dir(cfg)
-    resume = resolve_resume(cfg.output_dir, cfg.resume_from_checkpoint, bool(cfg.deepspeed)) if cfg.do_train else None
+    plan = plan_resume(cfg.output_dir, cfg.resume_from_checkpoint, bool(cfg.deepspeed), config_to_dict(cfg),
+                       distributed.world_size(cfg), cfg.overwrite_output_dir) if cfg.do_train else ResumePlan()
+    for note in plan.notes:
+        log(note)
+    if plan.finished is not None:
+        return dict(plan.finished)  # resuming a finished run: nothing to do (plan_resume said so)
+    resume = plan.checkpoint
     report_to = check_trackers(cfg)
     stage = get_stage(cfg.stage)
 
@@ -112,10 +133,9 @@ def run_train(cfg, config_path: str | None = None) -> dict:
 
     transformers.logging.set_verbosity_warning()
     transformers.set_seed(cfg.seed)
-    args = build_training_arguments(cfg, report_to)
+    # save_total_limit is applied by CompleteCheckpointCallback after the new checkpoint is marked complete
+    args = build_training_arguments(cfg, report_to, save_total_limit=None)
     distributed.before_model_load(cfg)
-    if is_main_process():
-        save_config(cfg, cfg.output_dir)
 
     tokenizer = load_tokenizer(cfg)
     startup_gc.settle()  # imports are done; preprocessing may allocate in proportion to the data
@@ -123,7 +143,6 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         data = prepare_datasets(cfg, tokenizer, getattr(stage, "DATA_STAGE", cfg.stage))
     if is_main_process():
         print_reports(data.reports, cfg.cutoff_len)
-        write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
     if data.template is not None and cfg.template != "jinja":
         jinja = data.template.chat_template_jinja()
         if jinja:
@@ -136,7 +155,10 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         f" | eval samples: {len(data.eval) if data.eval is not None else 0}")
 
     stopper = GracefulStopCallback()
-    callbacks = [JsonlLogCallback(cfg.output_dir), CompleteCheckpointCallback(), stopper]
+    callbacks = [JsonlLogCallback(cfg.output_dir), CompleteCheckpointCallback(cfg.save_total_limit), stopper]
+    from .finite_guard import FiniteGuardCallback
+
+    callbacks.append(FiniteGuardCallback(cfg.output_dir))  # after the stopper: it sees every should_save of the step
     if not cfg.disable_tqdm:
         callbacks.append(RichProgressCallback())
     callbacks += tracker_callbacks(cfg)
@@ -145,11 +167,23 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         trainer.remove_callback(cb)
 
     startup_gc.settle()  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
+    if is_main_process():  # the inputs are validated: now the run's files may replace what output_dir holds
+        if plan.clear:
+            log(plan.clear_note)
+            apply_clear(plan.clear)
+        purge_trash(cfg.output_dir)
+        save_config(cfg, cfg.output_dir)
+        write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
     results: dict = {}
     if cfg.do_train:
+        if resume:
+            log(f"resuming from {Path(resume).name} at step {plan.step}")
         stopper.install()
         try:
             train_result = trainer.train(resume_from_checkpoint=resume)
+        except Exception as exc:
+            _raise_if_disk_full(exc, trainer, cfg)
+            raise
         finally:
             stopper.uninstall()
         metrics = dict(train_result.metrics)
@@ -157,12 +191,16 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         tokens = trainer.state.num_input_tokens_seen or 0
         metrics.update(num_input_tokens_seen=tokens, train_tokens_per_second=round(tokens / runtime, 2) if runtime else None,
                        total_steps=trainer.state.global_step, **peak_memory_mb())
+        metrics["stopped_early"] = stopper.requested is not None  # all_results.json merges: always say which
         if stopper.requested is not None:
-            metrics["stopped_early"] = True
             log(f"stopped at step {trainer.state.global_step}: the last checkpoint is in {cfg.output_dir}; "
                 f"continue with resume_from_checkpoint: true")
         else:
-            trainer.save_model()
+            try:
+                trainer.save_model()
+            except Exception as exc:
+                _raise_if_disk_full(exc, trainer, cfg, final=True)
+                raise
         trainer.save_state()
         if trainer.is_world_process_zero():
             trainer.save_metrics("train", metrics)

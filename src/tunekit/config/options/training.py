@@ -52,9 +52,9 @@ class TrainingOptions(OptionGroup):
     overwrite_output_dir: bool = Field(False, description="Allow writing into a non-empty output_dir.")
     save_strategy: Literal["no", "steps", "epoch"] = Field("steps", description="When to save a checkpoint.")
     save_steps: float = Field(500, gt=0, description="Save a checkpoint every N steps.")
-    save_total_limit: Optional[int] = Field(None, ge=1, description="Keep at most this many checkpoints (oldest deleted first).")
+    save_total_limit: Optional[int] = Field(None, ge=1, description="Keep at most this many checkpoints (oldest deleted first, only after the new one is complete; the best one with load_best_model_at_end is kept too).")
     save_only_model: bool = Field(False, description="Checkpoints without optimizer/scheduler state (cannot resume exactly).")
-    resume_from_checkpoint: Optional[Union[bool, str]] = Field(None, description="Resume from a checkpoint folder, or true for the newest one in output_dir.")
+    resume_from_checkpoint: Optional[Union[bool, Literal["auto"], str]] = Field(None, description="Resume from a checkpoint folder; true: the newest good checkpoint in output_dir (error if none); auto: the same, or start fresh when there is none (for commands run again and again, e.g. preemptible queues). A checkpoint of a run with other training options is refused, and a finished run is never trained again.")
     load_best_model_at_end: bool = Field(False, description="Reload the checkpoint with the best eval metric at the end.")
     metric_for_best_model: Optional[str] = Field(None, description="Metric for load_best_model_at_end (default: loss).")
 
