@@ -152,3 +152,47 @@ def test_verify_finds_relative_base_and_adapter_from_another_folder(tiny_qwen, l
             f"(looked next to {merged} and in {elsewhere}) nor a hub model in the local cache") in printed
     assert "OK" not in printed
     assert main(["verify", str(merged), "--strict"]) == 1  # ... and --strict fails on what was not checked
+
+
+# ------------------------------------------------------------------------------------------------ pre-quantized bases
+PREQUANTIZED_CONFIGS = {
+    "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
+    "awq": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
+    "aqlm": {"quant_method": "aqlm", "in_group_size": 8, "out_group_size": 1, "num_codebooks": 1, "nbits_per_codebook": 16},
+}
+
+
+@pytest.mark.parametrize("method", sorted(PREQUANTIZED_CONFIGS))
+def test_prequantized_base_is_refused_naming_the_package(method, tiny_qwen, tmp_path):
+    """LLaMA-Factory's train_qlora examples on GPTQ/AWQ/AQLM bases ended in transformers' ImportError traceback."""
+    import importlib.util
+
+    from tunekit.model.loader import PREQUANTIZED, load_model, load_tokenizer
+
+    packages = PREQUANTIZED[method][0]
+    if all(importlib.util.find_spec(p) for p in packages):
+        pytest.skip(f"{', '.join(packages)} installed: the model would load")
+    folder = tmp_path / f"tiny-{method}"
+    shutil.copytree(tiny_qwen, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "quantization_config": PREQUANTIZED_CONFIGS[method]}))
+    cfg = load_config(None, dict(model_name_or_path=str(folder), template="qwen", finetuning_type="lora"))
+    with pytest.raises(EnvironmentProblem) as err:
+        load_model(cfg, load_tokenizer(cfg))
+    message = str(err.value)
+    assert message.startswith(f"{folder} is a pre-quantized {method.upper()} model (quantization_config in config.json); "
+                              f"loading it needs {' and '.join(packages)} (missing: ")
+    assert PREQUANTIZED[method][1] in message and "quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)" in message
+    if method == "gptq":
+        assert message == (
+            f"{folder} is a pre-quantized GPTQ model (quantization_config in config.json); loading it needs gptqmodel and "
+            f"optimum (missing: gptqmodel, optimum): pip install gptqmodel optimum; gptqmodel has CPU kernels, but no "
+            f"gptqmodel release installs next to tunekit's pins (torch 2.13.0, protobuf 6.33.6, numpy 2.4.6): use an "
+            f"environment built for it, usually on an NVIDIA GPU. Or train on the unquantized model with "
+            f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU).")
+    if method == "aqlm":
+        assert "pip install 'aqlm[cpu]' (or 'aqlm[gpu]' on an NVIDIA GPU); aqlm runs on CPU through numba kernels" in message
+    with pytest.raises(ConfigError, match=f"is already quantized \\({method}\\): remove quantization_bit"):
+        load_model(cfg.model_copy(update={"quantization_bit": 4}), load_tokenizer(cfg))
+    with pytest.raises(ConfigError, match="its quantized weights cannot be trained directly; set finetuning_type: lora"):
+        load_model(load_config(None, dict(model_name_or_path=str(folder), template="qwen", finetuning_type="full")), load_tokenizer(cfg))
