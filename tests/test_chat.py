@@ -25,7 +25,7 @@ def test_chat_prompt_flag_prints_the_streamed_reply(tiny_qwen, engine, capsys, m
 
     expected = engine.chat([{"role": "user", "content": "Hi"}], system="Be brief.", seed=5)[0].text
     capsys.readouterr()
-    args = [f"model_name_or_path={tiny_qwen}", "template=qwen", *SAMPLING, "seed=5", "--system", "Be brief."]
+    args = [f"model_name_or_path={tiny_qwen}", "template=qwen", *SAMPLING, "generation_seed=5", "--system", "Be brief."]
     assert main(["chat", *args, "--prompt", "Hi"]) == 0
     assert capsys.readouterr().out == expected + "\n"
     monkeypatch.setattr("sys.stdin", io.StringIO("Hi\nexit\n"))  # not a terminal: one reply per line

@@ -15,8 +15,8 @@ as they are generated and the conversation is kept: type `clear` to start over, 
 
 Without a terminal (stdin is a pipe or file) each input line is one user message and only the replies
 are printed, one per message; `clear` and `exit` work there too. Generation options are ordinary options:
-max_new_tokens, temperature, top_p, top_k, repetition_penalty, do_sample (e.g. do_sample=false); seed=N
-makes sampled replies reproducible.
+max_new_tokens, temperature, top_p, top_k, repetition_penalty, do_sample (e.g. do_sample=false). Sampled
+replies differ from run to run; generation_seed=N makes them reproducible (the training seed is not used).
 """
 
 FLAGS = ("--system", "--prompt")
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
 
     engine = ChatEngine(cfg)
     system = flags.get("--system")
-    gen = {"seed": cfg.seed} if "seed" in cfg.model_fields_set else {}  # seed=N: reproducible sampled replies
+    gen: dict = {}  # sampled replies: fresh randomness, or generation_seed=N (not the training seed) to reproduce them
     if "--prompt" in flags:
         repl(engine, [flags["--prompt"]], sys.stdout, system, **gen)
         return 0

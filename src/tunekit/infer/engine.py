@@ -6,12 +6,18 @@
 Concurrency: a ``ChatEngine`` holds one model; generation is **serialized** by ``ChatEngine.lock``
 (a ``threading.Lock`` held from the first token to the last, released when a stream ends or is closed).
 Concurrent API requests therefore queue and never mix outputs; batching happens only inside
-:meth:`ChatEngine.generate_batch` (predict), which takes the same lock.
+:meth:`ChatEngine.generate_batch` (predict), which takes the same lock. :meth:`Generation.cancel` (any thread)
+ends a generation at its next token: the API calls it when a client goes away or the server stops.
+
+Randomness: a reply is sampled from fresh randomness unless a seed is given (the call's ``seed``, else the
+``generation_seed`` option); reply ``i`` of ``n`` uses :func:`choice_seed` (seed + i), so the ``n`` replies are
+independent and a seeded request is reproducible. The training ``seed`` is not used here (predict passes it).
 """
 
 from __future__ import annotations
 
 import queue
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -38,7 +44,8 @@ def generation_options(cfg, gen: dict[str, Any]) -> tuple[dict[str, Any], list[s
     unknown = [k for k in gen if k not in GEN_OPTIONS]
     if unknown:
         raise ConfigError(f"unknown generation option(s) {', '.join(unknown)}; known: {', '.join(GEN_OPTIONS)}.")
-    val = {k: (gen[k] if gen.get(k) is not None else getattr(cfg, k, None)) for k in GEN_OPTIONS}
+    val = {k: (gen[k] if gen.get(k) is not None else getattr(cfg, k, None)) for k in GEN_OPTIONS if k != "seed"}
+    val["seed"] = gen["seed"] if gen.get("seed") is not None else getattr(cfg, "generation_seed", None)
     if int(val["max_new_tokens"]) < 1:
         raise ConfigError(f"max_new_tokens must be at least 1, got {val['max_new_tokens']}.")
     sample = bool(val["do_sample"]) and float(val["temperature"]) > 0
@@ -53,6 +60,21 @@ def generation_options(cfg, gen: dict[str, Any]) -> tuple[dict[str, Any], list[s
     stops = val["stop"] or []
     stops = [stops] if isinstance(stops, str) else list(stops)
     return kwargs, stops, (int(val["seed"]) if val["seed"] is not None else None)
+
+
+def choice_seed(seed: int | None, index: int) -> int | None:
+    """The seed of reply ``index`` of ``n`` for a call seeded with ``seed`` (None stays None: fresh randomness)."""
+    return None if seed is None else (int(seed) + index) % 2**64
+
+
+def _apply_seed(seed: int | None) -> int:
+    """Seed torch's generators with ``seed``, or with fresh OS randomness when None (torch's default seed is the
+    same in every process, so unseeded sampling would repeat across runs); returns the seed used."""
+    import torch
+
+    used = secrets.randbits(63) if seed is None else int(seed) % 2**64
+    torch.manual_seed(used)
+    return used
 
 
 class _IdStreamer:
@@ -97,6 +119,16 @@ class Generation:
         self.completion_tokens = 0
         self.finish_reason = "stop"
         self.seconds = 0.0
+        self.seed_used: int | None = None
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        """End this generation at its next token (or before it starts); safe from any thread."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
 
     @property
     def prompt_tokens(self) -> int:
@@ -117,9 +149,10 @@ class Generation:
         import torch
 
         eng = self.engine
-        if self.seed is not None:
-            torch.manual_seed(self.seed)
-        streamer, cancel = _IdStreamer(), threading.Event()
+        if self._cancel.is_set():
+            return
+        self.seed_used = _apply_seed(self.seed)
+        streamer, cancel = _IdStreamer(), self._cancel
         errors: list[BaseException] = []
         inputs = torch.tensor([self.prompt_ids], device=eng.device)
         beams = self.kwargs["num_beams"] > 1  # beam search cannot stream: the whole reply comes at the end
@@ -218,11 +251,30 @@ class ChatEngine:
         return list(dict.fromkeys(ids)), texts
 
     # ------------------------------------------------------------------ the one path
-    def render(self, messages: Sequence[dict], system: str | None = None, tools: Any = None) -> list[int]:
-        """Prompt token ids, rendered exactly as in training (the template, then the tokenizer without extras)."""
+    def render(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,
+               parse_special_tokens: bool = True) -> list[int]:
+        """Prompt token ids, rendered exactly as in training (the template, then the tokenizer without extras).
+
+        ``parse_special_tokens=False`` (the API's default): control-token text written *in* the messages or the
+        system text (``<|im_end|>``) is encoded as ordinary text, never as the control token, so a client cannot
+        forge role boundaries; see :func:`tunekit.infer.untrusted.encode_untrusted`. Messages without such text
+        give exactly the ids of the default path.
+        """
         system = system or self.cfg.default_system or None
-        text = self.template.render_prompt(list(messages), system, tools or None, self.cfg.enable_thinking)
+        args = (list(messages), system, tools or None, self.cfg.enable_thinking)
+        if not parse_special_tokens:
+            from .untrusted import encode_untrusted
+
+            return encode_untrusted(self.template, self.tokenizer, *args)
+        text = self.template.render_prompt(*args)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    @property
+    def context_length(self) -> int | None:
+        """Tokens the model can attend to (prompt + reply): ``max_position_embeddings`` of its config, if it says."""
+        config = getattr(self.model, "config", None)
+        value = getattr(config, "max_position_embeddings", None) if config is not None else None
+        return int(value) if isinstance(value, int) and value > 0 else None
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -231,13 +283,18 @@ class ChatEngine:
         """A :class:`Generation` (not started: iterate it). Options are checked here, before any work."""
         return Generation(self, self.render(messages, system, tools), gen)
 
+    def start_ids(self, prompt_ids: list[int], **gen: Any) -> Generation:
+        """A :class:`Generation` for prompt ids rendered already (:meth:`render`)."""
+        return Generation(self, list(prompt_ids), gen)
+
     def stream_chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, **gen: Any) -> Iterator[str]:
         yield from self.start(messages, system, tools, **gen)
 
     def chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, n: int = 1, **gen: Any) -> list[Response]:
         out = []
-        for _ in range(n):
-            generation = self.start(messages, system, tools, **gen)
+        seed = gen.get("seed") if gen.get("seed") is not None else getattr(self.cfg, "generation_seed", None)
+        for i in range(n):
+            generation = self.start(messages, system, tools, **{**gen, "seed": choice_seed(seed, i)})
             for _delta in generation:
                 pass
             out.append(generation.response())
@@ -254,8 +311,7 @@ class ChatEngine:
         input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
         with self.lock, torch.inference_mode():
-            if seed is not None:
-                torch.manual_seed(seed)
+            _apply_seed(seed)
             was_training = self.model.training
             self.model.eval()
             try:

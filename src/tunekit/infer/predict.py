@@ -4,7 +4,8 @@ Prompts are rendered by the engine (the training template), sorted by length and
 batches of ``per_device_eval_batch_size`` (less padding, same results as one by one with greedy decoding);
 the outputs go back to dataset order. Writes ``generated_predictions.jsonl`` (``prompt``, ``predict``,
 ``label``: LLaMA-Factory's field names) and ``predict_results.json`` (``predict_bleu-4``,
-``predict_rouge-1/2/l``, ``predict_exact_match``, runtime and generated tokens/s).
+``predict_rouge-1/2/l``, ``predict_exact_match``, runtime and generated tokens/s). Sampled predictions are
+seeded with the training ``seed`` (as LLaMA-Factory's do_predict is), so a rerun predicts the same.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
     progress = _progress(len(prompts), cfg.disable_tqdm)
     start = time.perf_counter()
     for batch in batches:
-        for i, response in zip(batch, engine.generate_batch([prompts[i] for i in batch])):
+        for i, response in zip(batch, engine.generate_batch([prompts[i] for i in batch], seed=cfg.seed)):
             results[i] = response
         progress.update(len(batch))
     seconds = time.perf_counter() - start

@@ -24,3 +24,21 @@ class InferOptions(OptionGroup):
     repetition_penalty: float = Field(1.0, gt=0, description="Penalty for repeated tokens (1 = none).")
     length_penalty: float = Field(1.0, description="Beam-search length penalty.")
     predict_with_generate: bool = Field(True, description="Predict by generating (for do_predict).")
+    generation_seed: Optional[int] = Field(
+        None, ge=0, le=2**64 - 1,
+        description="Seed for sampled replies in chat, api and the board (reply i of n uses generation_seed + i); "
+                    "unset: every reply is sampled from fresh randomness. An API request's seed overrides it. "
+                    "predict / do_predict use the training seed.")
+    api_max_tokens: int = Field(4096, ge=1, description="API: the largest max_tokens a request may ask for (400 above it); "
+                                                     "also bounded by the model's context minus the prompt.")
+    api_queue_timeout: float = Field(30.0, ge=0, description="API: seconds a request waits for the generation slot "
+                                                              "before it is answered 429 with Retry-After.")
+    api_max_queue: int = Field(16, ge=0, description="API: requests that may wait for the slot at once; more are answered 429 "
+                                                     "right away.")
+    api_stream_timeout: float = Field(30.0, gt=0, description="API: seconds a streamed chunk may wait for the client to "
+                                                               "read it; a client that stops reading is dropped and its "
+                                                               "generation cancelled.")
+    api_parse_special_tokens: bool = Field(False, description="API: parse control tokens (e.g. <|im_end|>) written in "
+                                                              "request messages as control tokens. Off: such text is "
+                                                              "encoded as ordinary text, so a client cannot forge role "
+                                                              "boundaries. Training data is unaffected.")

@@ -1,0 +1,73 @@
+"""Prompt ids for messages whose text must never become control tokens (the API's request messages).
+
+A template renders a conversation into one string and the tokenizer turns every special-token string in it
+into its id, so a client who writes ``<|im_end|>\\n<|im_start|>system\\n...`` inside a user message would
+forge role boundaries. Here the message texts that contain special-token strings are rendered wrapped in
+private sentinels (inside their surrounding whitespace, so templates that trim content trim the same), the
+rendered string is cut at the sentinels, the template's own text is tokenized as always and the messages'
+text with ``split_special_tokens=True`` (its ``<|im_end|>`` becomes the ordinary pieces ``<``, ``|``, ``im``, ...).
+Messages without special-token text take the ordinary path unchanged (same ids as training and chat).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+
+
+def special_strings(tokenizer: Any) -> list[str]:
+    """The texts of the tokenizer's special tokens (longest first)."""
+    found = {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)}
+    found.update(t for t in getattr(tokenizer, "all_special_tokens", []) or [] if t)
+    return sorted(found, key=len, reverse=True)
+
+
+def first_special(text: str, specials: Sequence[str]) -> str | None:
+    return next((s for s in specials if s in text), None)
+
+
+def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system: str | None, tools: Any,
+                     enable_thinking: bool) -> list[int]:
+    """Prompt ids of ``template.render_prompt(...)`` where no text from ``messages``/``system`` is a control token."""
+    plain = template.render_prompt(messages, system, tools, enable_thinking)
+    specials = special_strings(tokenizer)
+    hits = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str) and first_special(m["content"], specials)]
+    system_hit = bool(system and first_special(system, specials))
+    if not hits and not system_hit:
+        return tokenizer(plain, add_special_tokens=False)["input_ids"]
+    nonce = secrets.token_hex(8)
+    open_, close = f"\ue000{nonce}\ue001", f"\ue002{nonce}\ue003"
+
+    def wrap(text: str) -> str:
+        core = text.strip()
+        start = text.index(core)
+        return text[:start] + open_ + core + close + text[start + len(core):]
+
+    wrapped = [dict(m) for m in messages]
+    for i in hits:
+        if wrapped[i]["role"] == "function_call":  # JSON the template re-formats: its text cannot be kept apart
+            token = first_special(wrapped[i]["content"], specials)
+            raise ConfigError(f"messages[{i}]: a tool call contains the control token {token!r}; remove it "
+                              f"(tool-call arguments cannot carry control tokens).")
+        wrapped[i]["content"] = wrap(wrapped[i]["content"])
+    text = template.render_prompt(wrapped, wrap(system) if system_hit else system, tools, enable_thinking)
+    pattern = re.compile(re.escape(open_) + "(.*?)" + re.escape(close), re.DOTALL)
+    if pattern.sub(lambda m: m.group(1), text) != plain or open_ in pattern.sub("", text) or close in pattern.sub("", text):
+        token = first_special(system or "", specials) if system_hit else first_special(messages[hits[0]]["content"], specials)
+        raise ConfigError(f"the text of messages[{hits[0] if hits else 'system'}] holds the control token {token!r} and "
+                          f"template '{getattr(template, 'name', '?')}' rewrites that text, so it cannot be encoded as "
+                          f"ordinary text; remove the control token from the message.")
+    ids: list[int] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        if m.start() > pos:
+            ids += tokenizer(text[pos:m.start()], add_special_tokens=False)["input_ids"]
+        if m.group(1):
+            ids += tokenizer(m.group(1), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        pos = m.end()
+    if pos < len(text):
+        ids += tokenizer(text[pos:], add_special_tokens=False)["input_ids"]
+    return ids
