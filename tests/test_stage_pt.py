@@ -32,9 +32,10 @@ def test_pt_packing_blocks_and_unpacked_mode(tiny_qwen, tmp_path):
     cfg = load_config(None, base_config(tiny_qwen, tmp_path, tmp_path / "o", stage="pt", dataset="txt", cutoff_len=16))
     tok = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tok, "pt")
-    stream = [t for x in tok([d["text"] for d in texts], add_special_tokens=False)["input_ids"] for t in x + [tok.eos_token_id]]
+    doc_end = tok.convert_tokens_to_ids("<|endoftext|>")  # Qwen's document token, not the chat EOS <|im_end|>
+    stream = [t for x in tok([d["text"] for d in texts], add_special_tokens=False)["input_ids"] for t in x + [doc_end]]
     blocks = data.train["input_ids"]
-    assert [t for b in blocks for t in b] == stream  # nothing lost, EOS between texts
+    assert [t for b in blocks for t in b] == stream  # nothing lost, the document token between texts
     assert all(len(b) == 16 for b in blocks[:-1]) and 0 < len(blocks[-1]) <= 16
     assert data.train["labels"] == blocks
     assert ".. record" in data.train[1]["_source"] or "record" in data.train[1]["_source"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..env import cache_dir
 
-PROCESSOR_VERSION = "1"
+PROCESSOR_VERSION = "2"  # 2: pt documents end with the document token; typed content parts
 
 
 def cache_root() -> Path:

@@ -58,8 +58,10 @@ def read_dataset_info(dataset_dir: str | Path) -> dict[str, Any]:
     path = Path(dataset_dir) / INFO_FILE
     if not path.is_file():
         return {}
+    from .readers import read_text  # (readers imports this module)
+
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        info = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
     if not isinstance(info, dict):

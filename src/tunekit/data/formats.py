@@ -12,6 +12,21 @@ Canonical sample (what every stage's processor reads)::
 
 Messages alternate (user|observation) → (assistant|function_call). What a stage needs is checked here,
 so a bad record is reported with its file and index instead of silently disappearing later.
+
+A message ``content`` may be a string or a list of typed parts (:func:`_parts`):
+
+- ``{"type": "text", "text": ...}`` (OpenAI) or ``{"type": "text", "value": ...}`` (LLaMA-Factory v1): text,
+  joined without separator;
+- ``{"type": "reasoning", "value": ...}`` (assistant only): the reply's thought, written as the canonical
+  ``<think>\\n...\\n</think>\\n\\n`` block in front of the reply, which reasoning templates (qwen3) render as
+  their thinking block; a template without one keeps it as text in the reply, as LLaMA-Factory does;
+- ``{"type": "tool_call", "value": '{"name": ..., "arguments": ...}'}`` (assistant only): the reply becomes
+  a ``function_call`` message (several calls: a JSON list), rendered in the template's tool-call format.
+
+OpenAI assistant messages may instead carry ``tool_calls`` (and ``reasoning_content``). LLaMA-Factory v1
+preference records (``chosen_messages`` / ``rejected_messages``: two whole conversations with the same
+prompt) become one prompt with a chosen and a rejected reply. Media parts (``image_url``, ...) and unknown
+part types are named errors, never dropped.
 """
 
 from __future__ import annotations
@@ -25,6 +40,12 @@ from .readers import RawRecord
 
 PROMPT_ROLES = ("user", "observation")
 REPLY_ROLES = ("assistant", "function_call")
+PART_TYPES = ("text", "reasoning", "tool_call")
+MEDIA_PARTS = {"image_url": "images", "image": "images", "input_image": "images", "video": "videos",
+               "video_url": "videos", "audio": "audios", "audio_url": "audios", "input_audio": "audios"}
+V1_PAIR_KEYS = ("chosen_messages", "rejected_messages")
+#: optional columns a file given by path (no dataset_info.json entry) is read with when its records have them
+AUTO_COLUMNS = ("system", "tools", "history", "chosen", "rejected", "images", "videos", "audios")
 
 
 class RecordError(DataError):
@@ -32,7 +53,7 @@ class RecordError(DataError):
 
 
 def guess_formatting(rec: dict[str, Any]) -> str:
-    if "conversations" in rec or "messages" in rec:
+    if "conversations" in rec or "messages" in rec or _is_v1_pair(rec):
         return "sharegpt"
     if "text" in rec and "instruction" not in rec:
         return "text"
@@ -40,29 +61,41 @@ def guess_formatting(rec: dict[str, Any]) -> str:
 
 
 def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
+    if raw.error is not None:  # the reader could not parse it (bad_records: skip)
+        raise RecordError(raw.error)
     rec = raw.data
     if not isinstance(rec, dict):
         raise RecordError(f"{raw.where}: expected a JSON object, found {type(rec).__name__}.")
     formatting = attr.formatting
-    if formatting == "auto":
+    if formatting == "auto":  # a file given by path: the format is guessed, its standard columns are used
         formatting = guess_formatting(rec)
+        present = {key: key for key in AUTO_COLUMNS if key in rec}
         if formatting == "text":
-            attr = DatasetAttr(**{**attr.__dict__, "columns": {**attr.columns, "prompt": "text"}})
+            attr = DatasetAttr(**{**attr.__dict__, "columns": {**attr.columns, **present, "prompt": "text"}})
             formatting = "alpaca"
         elif formatting == "sharegpt":
             key = "conversations" if "conversations" in rec else "messages"
-            role_key = "role" if _first_msg_has(rec.get(key), "role") else "from"
+            role_key = "role" if _first_msg_has(rec.get(key, rec.get(V1_PAIR_KEYS[0])), "role") else "from"
             from .dataset_info import OPENAI_TAGS, SHAREGPT_COLUMNS, SHAREGPT_TAGS
 
-            attr = DatasetAttr(**{**attr.__dict__, "columns": {**SHAREGPT_COLUMNS, "messages": key},
+            present.pop("history", None)
+            attr = DatasetAttr(**{**attr.__dict__, "columns": {**SHAREGPT_COLUMNS, **present, "messages": key},
                                   "tags": dict(OPENAI_TAGS if role_key == "role" else SHAREGPT_TAGS)})
+        else:
+            attr = DatasetAttr(**{**attr.__dict__, "columns": {**attr.columns, **present}})
     _reject_media(raw, attr)
     if formatting == "alpaca":
         sample = _from_alpaca(raw, attr, stage)
+    elif attr.column("messages") not in rec and _is_v1_pair(rec):
+        sample = _from_v1_pair(raw, attr, stage)
     else:
         sample = _from_sharegpt(raw, attr, stage)
     sample["_source"] = raw.where
     return _check_for_stage(sample, raw, attr, stage)
+
+
+def _is_v1_pair(rec: dict[str, Any]) -> bool:
+    return all(isinstance(rec.get(k), list) for k in V1_PAIR_KEYS)
 
 
 def _first_msg_has(messages: Any, key: str) -> bool:
@@ -84,9 +117,89 @@ def _text(value: Any, raw: RawRecord, what: str) -> str:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    if isinstance(value, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in value):
-        return "".join(p.get("text", "") for p in value)  # openai content parts (text only)
+    if isinstance(value, (list, dict)):
+        text, reasoning, calls = _parts(value, raw, what)
+        if reasoning is not None or calls:
+            kind = "reasoning" if reasoning is not None else "tool_call"
+            raise RecordError(f"{raw.where}: {what} has a '{kind}' part; reasoning and tool_call parts belong to "
+                              f"assistant messages only.")
+        return text
     raise RecordError(f"{raw.where}: {what} must be text, found {type(value).__name__}.")
+
+
+def _parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | None, list[Any]]:
+    """(text, reasoning or None, tool calls) of a content given as typed parts (see the module docstring)."""
+    parts = [value] if isinstance(value, dict) else value
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[Any] = []
+    for j, part in enumerate(parts):
+        where = f"{raw.where}: {what}, part {j}"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str):
+            raise RecordError(f"{where} must be an object with a 'type' ({', '.join(PART_TYPES)}), "
+                              f"found {str(part)[:120]!r}.")
+        if kind in MEDIA_PARTS:
+            raise RecordError(f"{where} is '{kind}': {MEDIA_PARTS[kind]} are not supported yet (tunekit trains on "
+                              f"text only). Remove the part, or the record, to train on the text.")
+        if kind not in PART_TYPES:
+            raise RecordError(f"{where} has unknown type '{kind}'; supported part types: {', '.join(PART_TYPES)} "
+                              f"(and OpenAI's 'text' parts with a 'text' key).")
+        key = "text" if kind == "text" and "text" in part else "value"
+        body = part.get(key)
+        if kind == "tool_call":
+            calls.append(_tool_call(body, where))
+            continue
+        if not isinstance(body, str):
+            raise RecordError(f"{where} ('{kind}') needs a string '{key}', found {type(body).__name__}.")
+        (texts if kind == "text" else thoughts).append(body)
+    return "".join(texts), ("".join(thoughts) if thoughts else None), calls
+
+
+def _tool_call(body: Any, where: str) -> dict[str, Any]:
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{where} ('tool_call') is not valid JSON ({exc.msg}): {body[:200]!r}.") from None
+    if not isinstance(body, dict) or "name" not in body or "arguments" not in body:
+        raise RecordError(f"{where} ('tool_call') must be an object with 'name' and 'arguments', found {str(body)[:200]!r}.")
+    return {"name": body["name"], "arguments": body["arguments"]}
+
+
+def _reply_content(value: Any, raw: RawRecord, what: str, extra_calls: list[Any] | None = None,
+                   extra_reasoning: str | None = None) -> tuple[str, str]:
+    """(role, canonical content) of an assistant message whose content may hold reasoning / tool_call parts."""
+    if isinstance(value, (list, dict)):
+        text, reasoning, calls = _parts(value, raw, what)
+    else:
+        text, reasoning, calls = _text(value, raw, what), None, []
+    calls = calls + list(extra_calls or [])
+    if extra_reasoning:
+        reasoning = (reasoning or "") + extra_reasoning
+    thought = f"<think>\n{reasoning.strip(chr(10))}\n</think>\n\n" if reasoning and reasoning.strip() else ""
+    if not calls:
+        return "assistant", thought + text
+    if text.strip():
+        raise RecordError(f"{raw.where}: {what} has both text and tool calls; tunekit renders a tool-call reply as the "
+                          f"calls alone (and its reasoning). Move the text into its own assistant message, or drop it.")
+    return "function_call", thought + json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+
+
+def _openai_extras(msg: dict[str, Any], raw: RawRecord, what: str) -> tuple[list[Any], str | None]:
+    """OpenAI-style ``tool_calls`` and ``reasoning_content`` fields of an assistant message."""
+    calls = []
+    tool_calls = msg.get("tool_calls")
+    if tool_calls:
+        if not isinstance(tool_calls, list):
+            raise RecordError(f"{raw.where}: {what} 'tool_calls' must be a list, found {type(tool_calls).__name__}.")
+        for j, call in enumerate(tool_calls):
+            fn = call.get("function", call) if isinstance(call, dict) else call
+            calls.append(_tool_call(fn, f"{raw.where}: {what}, tool_calls[{j}]"))
+    reasoning = msg.get("reasoning_content")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise RecordError(f"{raw.where}: {what} 'reasoning_content' must be text, found {type(reasoning).__name__}.")
+    return calls, reasoning
 
 
 def _tools(value: Any) -> str:
@@ -117,6 +230,7 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
         for q, a in history:
             messages.append({"role": "user", "content": _text(q, raw, "history question")})
             messages.append({"role": "assistant", "content": _text(a, raw, "history answer")})
+    _suggest_sharegpt(raw, attr)
     prompt = _text(_get(raw, attr, "prompt", required=True), raw, f"'{attr.column('prompt')}'")
     query = _text(_get(raw, attr, "query"), raw, f"'{attr.column('query')}'")
     content = "\n".join(p for p in (prompt, query) if p)
@@ -146,6 +260,29 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
     return sample
 
 
+def _suggest_sharegpt(raw: RawRecord, attr: DatasetAttr) -> None:
+    """A conversation list read as alpaca (the default formatting): name the formatting the entry needs."""
+    prompt_col = attr.column("prompt")
+    if prompt_col in raw.data or attr.formatting != "alpaca":
+        return
+    key = next((k for k in ("conversations", "messages", *V1_PAIR_KEYS) if isinstance(raw.data.get(k), list)), None)
+    if key is None:
+        return
+    first = raw.data[key][0] if raw.data[key] else None
+    openai_style = isinstance(first, dict) and "role" in first
+    sharegpt_cols = "" if key in ("conversations", *V1_PAIR_KEYS) else f' with "columns": {{"messages": "{key}"}}'
+    if openai_style:
+        openai_cols = "" if key in ("messages", *V1_PAIR_KEYS) else f' with "columns": {{"messages": "{key}"}}'
+        joiner = " and " if sharegpt_cols else " with "
+        fix = (f'"formatting": "openai"{openai_cols} (or "formatting": "sharegpt"{sharegpt_cols}{joiner}'
+               f'{_OPENAI_TAGS_HINT})')
+    else:
+        fix = f'"formatting": "sharegpt"{sharegpt_cols}'
+    raise RecordError(f"{raw.where}: the record holds '{key}', a list of messages (sharegpt-style data), but the "
+                      f"dataset_info.json entry '{attr.name}' reads it as alpaca (the default formatting), which needs "
+                      f"'{prompt_col}'. Add {fix} to the entry '{attr.name}'.")
+
+
 def _as_bool(value: Any, raw: RawRecord) -> bool:
     if isinstance(value, bool):
         return value
@@ -156,24 +293,32 @@ def _as_bool(value: Any, raw: RawRecord) -> bool:
     raise RecordError(f"{raw.where}: kto_tag must be true or false, found {value!r}.")
 
 
-def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
+def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tuple[str | None, list[dict[str, str]]]:
+    """(system or None, alternating canonical messages) of one conversation list."""
     tags = attr.tags
-    convo = _get(raw, attr, "messages", required=True)
     if not isinstance(convo, list) or not convo:
-        raise RecordError(f"{raw.where}: '{attr.column('messages')}' must be a non-empty list of messages.")
+        raise RecordError(f"{raw.where}: '{column}' must be a non-empty list of messages.")
     role_map = {tags["user_tag"]: "user", tags["assistant_tag"]: "assistant", tags["observation_tag"]: "observation",
                 tags["function_tag"]: "function_call", tags["system_tag"]: "system"}
-    system = _text(_get(raw, attr, "system"), raw, "system")
+    system = None
     messages: list[dict[str, str]] = []
     for i, msg in enumerate(convo):
         if not isinstance(msg, dict) or tags["role_tag"] not in msg or tags["content_tag"] not in msg:
-            raise RecordError(f"{raw.where}: message {i} must be an object with '{tags['role_tag']}' and '{tags['content_tag']}'.")
+            raise RecordError(f"{raw.where}: message {i} must be an object with '{tags['role_tag']}' and "
+                              f"'{tags['content_tag']}'.{_tags_hint(msg, attr)}")
         tag = msg[tags["role_tag"]]
         if tag not in role_map:
             raise RecordError(f"{raw.where}: message {i} has unknown role '{tag}'; expected one of {', '.join(role_map)} "
                               f"(set 'tags' in dataset_info.json entry '{attr.name}' to map other names).")
         role = role_map[tag]
-        content = _text(msg[tags["content_tag"]], raw, f"message {i} content")
+        what = f"message {i} content"
+        if role in REPLY_ROLES:
+            calls, reasoning = _openai_extras(msg, raw, f"message {i}") if tags["role_tag"] == "role" else ([], None)
+            parsed_role, content = _reply_content(msg[tags["content_tag"]], raw, what, calls, reasoning)
+            role = "function_call" if role == "function_call" else parsed_role
+        else:
+            content = _text(msg[tags["content_tag"]], raw, what)
+        _check_loss_weight(msg, role, raw, i)
         if role == "system":
             if i != 0:
                 raise RecordError(f"{raw.where}: message {i} is a system message; only the first message may be one.")
@@ -185,6 +330,36 @@ def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
             raise RecordError(f"{raw.where}: message {i} has role '{tag}' where {want} is expected; "
                               f"conversations must alternate user → assistant.")
         messages.append({"role": role, "content": content})
+    return system, messages
+
+
+def _tags_hint(msg: Any, attr: DatasetAttr) -> str:
+    if isinstance(msg, dict) and "role" in msg and "content" in msg and attr.tags.get("role_tag") != "role":
+        return (f" This message has 'role'/'content' (OpenAI style): add \"formatting\": \"openai\" to the dataset_info.json "
+                f"entry '{attr.name}', or the sharegpt tags {_OPENAI_TAGS_HINT}.")
+    return ""
+
+
+_OPENAI_TAGS_HINT = ('"tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", '
+                     '"assistant_tag": "assistant", "system_tag": "system"}')
+
+
+def _check_loss_weight(msg: dict[str, Any], role: str, raw: RawRecord, i: int) -> None:
+    """LLaMA-Factory v1's per-message ``loss_weight``: only the weights tunekit trains with are accepted."""
+    weight = msg.get("loss_weight")
+    if weight is None:
+        return
+    expected = 1.0 if role in REPLY_ROLES else 0.0
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or float(weight) != expected:
+        raise RecordError(f"{raw.where}: message {i} ({role}) has loss_weight {weight!r}; tunekit trains every reply "
+                          f"with weight 1.0 and no other message (0.0), other per-message weights are not supported "
+                          f"(yet). Remove the key, or use mask_history: true to train only the last reply.")
+
+
+def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
+    system, messages = _messages(_get(raw, attr, "messages", required=True), raw, attr, attr.column("messages"))
+    if system is None:
+        system = _text(_get(raw, attr, "system"), raw, "system")
     sample: dict[str, Any] = {"messages": messages, "system": system, "tools": _tools(_get(raw, attr, "tools")),
                               "chosen": None, "rejected": None, "kto_tag": None, "text": None}
     chosen, rejected = _get(raw, attr, "chosen"), _get(raw, attr, "rejected")
@@ -202,6 +377,26 @@ def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
     return sample
 
 
+def _from_v1_pair(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
+    """LLaMA-Factory v1 pairs: two whole conversations that differ only in the last reply."""
+    sides = [_messages(raw.data[key], raw, attr, key) for key in V1_PAIR_KEYS]
+    (sys_c, chosen), (sys_r, rejected) = sides
+    for key, msgs in zip(V1_PAIR_KEYS, (chosen, rejected)):
+        if msgs[-1]["role"] not in REPLY_ROLES:
+            raise RecordError(f"{raw.where}: '{key}' must end with the assistant's reply, found a {msgs[-1]['role']} message.")
+    if sys_c != sys_r or chosen[:-1] != rejected[:-1]:
+        k = next((k for k, (a, b) in enumerate(zip(chosen[:-1], rejected[:-1])) if a != b), min(len(chosen), len(rejected)) - 1)
+        where = "the system message" if sys_c != sys_r else f"message {k + (sys_c is not None)}"
+        raise RecordError(f"{raw.where}: chosen_messages and rejected_messages must share the conversation before the "
+                          f"last reply; they differ at {where}.")
+    system = sys_c if sys_c is not None else _text(_get(raw, attr, "system"), raw, "system")
+    sample: dict[str, Any] = {"messages": chosen[:-1], "system": system, "tools": _tools(_get(raw, attr, "tools")),
+                              "chosen": chosen[-1], "rejected": rejected[-1], "kto_tag": None, "text": None}
+    if stage == "pt":
+        sample["text"] = "\n".join(m["content"] for m in chosen)
+    return sample
+
+
 def _reply(value: Any, raw: RawRecord, attr: DatasetAttr, what: str) -> dict[str, str]:
     tags = attr.tags
     if isinstance(value, dict):
@@ -209,8 +404,10 @@ def _reply(value: Any, raw: RawRecord, attr: DatasetAttr, what: str) -> dict[str
         role = {tags["assistant_tag"]: "assistant", tags["function_tag"]: "function_call"}.get(tag)
         if role is None:
             raise RecordError(f"{raw.where}: {what} must be an assistant or function_call message, found role '{tag}'.")
-        return {"role": role, "content": _text(value.get(tags["content_tag"]), raw, what)}
-    return {"role": "assistant", "content": _text(value, raw, what)}
+        content_role, content = _reply_content(value.get(tags["content_tag"]), raw, what)
+        return {"role": "function_call" if role == "function_call" else content_role, "content": content}
+    content_role, content = _reply_content(value, raw, what)
+    return {"role": content_role, "content": content}
 
 
 def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:

@@ -36,9 +36,14 @@ class PreparedData:
     template: Any = None
 
 
-def load_template(cfg, tokenizer):
+def load_template(cfg, tokenizer, stage: Optional[str] = None):
     from .templates import get_template
 
+    if not cfg.template and (stage or cfg.stage) == "pt":  # plain text needs no chat template (processors/pt.py)
+        from .templates.tokenizer_fix import fix_tokenizer
+
+        fix_tokenizer(tokenizer, [], [])  # only a PAD (and EOS) where the tokenizer has none
+        return None
     if not cfg.template:
         raise ConfigError("template is not set: name the chat template of your model (e.g. qwen, llama3, default; "
                           "`tunekit templates` lists them) or 'jinja' to use the tokenizer's own chat_template.")
@@ -59,11 +64,11 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
     stage = stage or cfg.stage
     if cfg.tokenized_path and Path(cfg.tokenized_path, "tunekit_tokenized.json").is_file() and not cfg.overwrite_cache:
         return _load_tokenized(cfg)
-    if not cfg.dataset_names:
+    if not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names):  # evaluating/predicting only: eval_dataset suffices
         raise ConfigError("dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path.")
-    template = load_template(cfg, tokenizer)
+    template = load_template(cfg, tokenizer, stage)
     ctx = make_context(cfg, tokenizer, template)
-    train, train_reports = _load_many(cfg.dataset_names, cfg, ctx, stage)
+    train, train_reports = _load_many(cfg.dataset_names, cfg, ctx, stage) if cfg.dataset_names else (None, [])
     reports = list(train_reports)
     evaluation = None
     if cfg.eval_dataset_names:
@@ -140,7 +145,7 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
         return datasets.load_from_disk(str(entry / "data")), report
 
     report = DatasetReport(name=attr.name)
-    raws = read_records(attr, cache_dir=cfg.cache_dir)
+    raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
     if cfg.max_samples:
         raws = raws[: cfg.max_samples]
     report.records = len(raws)

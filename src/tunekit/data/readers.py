@@ -2,10 +2,17 @@
 
 Records keep their origin (``file`` and index) so every later error can name them. A file that is
 not what its extension says raises a :class:`DataError` with the file name and the position.
+
+Text files are read as UTF-8; a UTF-8 byte-order mark is accepted (``utf-8-sig``). A file in another
+encoding is a :class:`DataError` naming the file, the byte offset and line of the first undecodable byte,
+the likely encoding and the ``iconv`` command that converts it. An unparsable JSONL line stops the read
+(file and line named) or, with ``bad_records: skip``, becomes a record that fails validation, so the
+pipeline skips it and lists it in ``preprocessing_report.json`` like any other invalid record.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from dataclasses import dataclass
@@ -18,26 +25,32 @@ from .dataset_info import DatasetAttr
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 
 
+ENCODING = "utf-8-sig"  # UTF-8, with or without a byte-order mark
+
+
 @dataclass
 class RawRecord:
     data: dict[str, Any]
     file: str
     index: int  # 0-based position in the file (line number - 1 for jsonl/txt)
+    #: why the source could not be parsed into a record (``bad_records: skip``); the formats layer raises it
+    error: str | None = None
 
     @property
     def where(self) -> str:
         return f"{self.file}, record {self.index}"
 
 
-def read_records(attr: DatasetAttr, cache_dir: str | None = None) -> list[RawRecord]:
+def read_records(attr: DatasetAttr, cache_dir: str | None = None, bad_records: str = "error") -> list[RawRecord]:
+    """Every record of the dataset; ``bad_records="skip"`` turns an unparsable JSONL line into a bad record."""
     if attr.load_from == "file":
-        return list(_read_local(Path(attr.path)))
+        return list(_read_local(Path(attr.path), bad_records))
     if attr.load_from in ("hf_hub", "ms_hub", "om_hub", "script"):
         return _read_hub(attr, cache_dir)
     raise DataError(f"{attr.describe()}: loading from '{attr.load_from}' is not supported; download the file and use file_name.")
 
 
-def _read_local(path: Path) -> Iterator[RawRecord]:
+def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     if not path.exists():
         raise DataError(f"Data file {path} does not exist (check file_name in dataset_info.json and dataset_dir).")
     if path.is_dir():
@@ -48,21 +61,112 @@ def _read_local(path: Path) -> Iterator[RawRecord]:
         if len(kinds) > 1:
             raise DataError(f"Data folder {path} mixes file types ({', '.join(sorted(kinds))}); keep one type per dataset.")
         for p in files:
-            yield from _read_file(p)
+            yield from _read_file(p, bad_records)
     else:
-        yield from _read_file(path)
+        yield from _read_file(path, bad_records)
 
 
-def _read_file(path: Path) -> Iterator[RawRecord]:
+def _read_file(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
+    try:
+        yield from _parse_file(path, bad_records)
+    except UnicodeDecodeError:
+        raise encoding_error(path) from None
+
+
+def read_text(path: str | Path) -> str:
+    """A whole text file (UTF-8, BOM accepted); another encoding is a :class:`DataError` saying how to convert."""
+    try:
+        return Path(path).read_text(encoding=ENCODING)
+    except UnicodeDecodeError:
+        raise encoding_error(Path(path)) from None
+
+
+def encoding_error(path: Path) -> DataError:
+    """The error for a file that is not UTF-8: where the first bad byte is, what the file likely is, the fix."""
+    offset, line, sample, bad = _first_bad_byte(path)
+    guess = _guess_encoding(sample)
+    likely = f"it looks like {guess}" if guess else "its encoding could not be guessed"
+    src = guess if guess else "<ENCODING>"
+    return DataError(
+        f"Data file {path} is not UTF-8: byte {offset} (line {line}: {bad.hex(' ')}) cannot be decoded; {likely}. "
+        f"Convert it to UTF-8, e.g. `iconv -f {src} -t UTF-8 '{path}' > '{path.with_name(path.stem + '.utf8' + path.suffix)}'`, "
+        f"and point file_name at the converted file.")
+
+
+_SAMPLE = 1 << 16  # bytes the encoding is guessed from: from the start of the line with the first bad byte
+
+
+def _first_bad_byte(path: Path) -> tuple[int, int, bytes, bytes]:
+    """(byte offset, 1-based line, sample from the start of that line, the first bad bytes) of a non-UTF-8 file."""
+    decoder = codecs.getincrementaldecoder("utf-8")()  # a BOM is valid UTF-8: offsets count from byte 0
+    done, newlines = 0, 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            pending = len(decoder.getstate()[0])  # an incomplete sequence held back from the previous chunk
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                offset = done - pending + exc.start
+                before = chunk[: max(offset - done, 0)]
+                newlines += before.count(b"\n")
+                line_start = done + before.rfind(b"\n") + 1 if b"\n" in before else max(0, offset - _SAMPLE // 2)
+                f.seek(line_start)
+                sample = f.read(_SAMPLE)
+                return offset, newlines + 1, sample, sample[offset - line_start:][:4]
+            if not chunk:  # decodes after all: nothing to point at
+                return 0, 1, b"", b""
+            done += len(chunk)
+            newlines += chunk.count(b"\n")
+
+
+#: fallback guesses when charset_normalizer is missing: encodings data files commonly come in
+_CANDIDATES = ("gb18030", "big5", "shift_jis", "euc-kr", "cp1252")
+#: Python codec name -> the name iconv knows
+_ICONV = {"utf_16": "UTF-16", "gb18030": "GB18030", "gb2312": "GB2312", "gbk": "GBK", "big5": "BIG5",
+          "shift_jis": "SHIFT_JIS", "cp932": "CP932", "euc_jp": "EUC-JP", "euc_kr": "EUC-KR", "cp949": "CP949",
+          "cp1252": "CP1252", "latin_1": "ISO-8859-1", "iso8859_1": "ISO-8859-1", "cp1251": "CP1251"}
+
+
+def _iconv_name(codec: str) -> str:
+    name = codecs.lookup(codec).name.replace("-", "_")
+    return _ICONV.get(name, name.upper().replace("_", "-"))
+
+
+def _guess_encoding(sample: bytes) -> str | None:
+    """The likely encoding of ``sample`` as iconv names it (UTF-16 by its BOM, else charset_normalizer's guess)."""
+    if sample.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "UTF-16"
+    try:
+        from charset_normalizer import from_bytes  # installed with datasets (through requests)
+    except ImportError:  # pragma: no cover - the detector is missing: try the common ones
+        for enc in _CANDIDATES:
+            try:
+                sample.decode(enc)
+                return _iconv_name(enc)
+            except UnicodeDecodeError:
+                continue
+        return None
+    matches = from_bytes(sample)
+    best = matches.best()
+    if best is None or best.encoding in ("utf_8", "ascii"):
+        return None
+    # near-ties (short samples): the encoding data files are usually in wins (cp1252 over cp1257, shift_jis over cp932)
+    close = {name for m in matches if m.chaos <= best.chaos + 0.1 for name in m.could_be_from_charset}
+    preferred = next((enc.replace("-", "_") for enc in _CANDIDATES if enc.replace("-", "_") in close), best.encoding)
+    return _iconv_name(preferred)
+
+
+def _parse_file(path: Path, bad_records: str) -> Iterator[RawRecord]:
     kind = SUFFIXES.get(path.suffix)
     if kind is None:
         raise DataError(f"Data file {path}: unsupported extension '{path.suffix}' (use .json, .jsonl, .csv, .parquet or .txt).")
     if kind == "json":
-        yield from _read_json(path)
+        yield from _read_json(path, bad_records)
     elif kind == "jsonl":
-        yield from _read_jsonl(path)
+        yield from _read_jsonl(path, bad_records)
     elif kind == "text":
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding=ENCODING) as f:
             for i, line in enumerate(f):
                 line = line.rstrip("\n")
                 if line.strip():
@@ -71,14 +175,14 @@ def _read_file(path: Path) -> Iterator[RawRecord]:
         yield from _read_tabular(path, kind)
 
 
-def _read_json(path: Path) -> Iterator[RawRecord]:
-    text = path.read_text(encoding="utf-8")
+def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
+    text = path.read_text(encoding=ENCODING)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         # A .json file holding one object per line is common: accept it as jsonl.
-        if exc.msg.startswith("Extra data"):
-            yield from _read_jsonl(path)
+        if exc.msg.startswith("Extra data") and text.lstrip().startswith("{"):
+            yield from _read_jsonl(path, bad_records)
             return
         raise DataError(f"Data file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}. "
                         f"Fix the file, or save it as .jsonl with one object per line.") from None
@@ -95,15 +199,20 @@ def _read_json(path: Path) -> Iterator[RawRecord]:
         yield RawRecord(rec, str(path), i)
 
 
-def _read_jsonl(path: Path) -> Iterator[RawRecord]:
-    with open(path, encoding="utf-8") as f:
+def _read_jsonl(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
+    with open(path, encoding=ENCODING) as f:
         for i, line in enumerate(f):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line.rstrip("\r\n"))  # (so an error's column counts within the line)
             except json.JSONDecodeError as exc:
-                raise DataError(f"Data file {path}, line {i + 1} is not valid JSON: {exc.msg} (column {exc.colno}).") from None
+                problem = f"Data file {path}, line {i + 1} is not valid JSON: {exc.msg} (column {exc.colno})"
+                if bad_records != "skip":
+                    raise DataError(f"{problem}. Fix the line, or set bad_records: skip to skip it (it is then "
+                                    f"listed in preprocessing_report.json).") from None
+                yield RawRecord({}, str(path), i, error=f"{problem}; skipped (bad_records: skip).")
+                continue
             yield RawRecord(rec, str(path), i)
 
 
@@ -120,8 +229,10 @@ def _read_tabular(path: Path, kind: str) -> Iterator[RawRecord]:
         else:
             import csv
 
-            with open(path, encoding="utf-8", newline="") as f:
+            with open(path, encoding=ENCODING, newline="") as f:
                 rows = list(csv.DictReader(f))
+    except UnicodeDecodeError:
+        raise encoding_error(path) from None
     except Exception as exc:  # noqa: BLE001 - any parser failure is a data problem
         raise DataError(f"Data file {path} could not be read as {kind}: {exc}") from None
     for i, rec in enumerate(rows):

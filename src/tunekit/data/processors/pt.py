@@ -1,25 +1,86 @@
 """Continued pretraining: plain text → token blocks.
 
-Each text becomes ``[bos] + tokens + [eos]`` (BOS only if the tokenizer has one). With packing (the
-default for ``pt``) the texts of a map batch are concatenated and cut into blocks of exactly
-``cutoff_len`` tokens, so no batch carries padding; the last, shorter block of each map batch is kept
-(no text is lost). Without packing every text is its own sample, cut to ``cutoff_len`` (reported as
+Each text becomes ``[bos] + tokens + [document end]`` (BOS only if the tokenizer has one). The document
+end is the vocabulary's end-of-document token (:func:`document_end`), not the chat end-of-turn that
+templates with ``replace_eos`` make the EOS: ``<|end_of_text|>`` for Llama 3, ``<|endoftext|>`` for Qwen.
+With packing (the default for ``pt``) the texts of a map batch are concatenated and cut into blocks of
+exactly ``cutoff_len`` tokens, so no batch carries padding; the last, shorter block of each map batch is
+kept (no text is lost). Without packing every text is its own sample, cut to ``cutoff_len`` (reported as
 truncated). Every token is trained (``labels == input_ids``).
 """
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from . import KEPT, TRUNCATED
 from .context import ProcessContext
 
+logger = logging.getLogger(__name__)
+
 OUTPUT_COLUMNS = ("input_ids", "labels", "length", "_status", "_source")
+_ANNOUNCED: set[tuple[str, str]] = set()  # said once per process
+
+
+def _token_id(tokenizer: Any, token: str) -> int | None:
+    """The id of ``token`` if the vocabulary holds it as one token (not the unknown token)."""
+    tid = tokenizer.convert_tokens_to_ids(token)
+    if tid is None or (tokenizer.unk_token_id is not None and tid == tokenizer.unk_token_id and token != tokenizer.unk_token):
+        return None
+    return tid if tokenizer.convert_ids_to_tokens(tid) == token else None
+
+
+def document_end(tokenizer: Any, template: Any = None) -> tuple[int, str, str]:
+    """``(id, token, why)`` of the token that ends every pretraining document.
+
+    The template's family declares it (``TemplateSpec.document_end``). Otherwise (no template: ``stage: pt``
+    needs none; ``jinja``; a template that declares none) it is the tokenizer's EOS, unless that EOS is a
+    known family's chat end-of-turn (an instruct tokenizer: ``<|eot_id|>``, ``<|im_end|>``) and the
+    vocabulary holds that family's document token, which is then used.
+    """
+    from ..templates.registry import SPECS
+
+    spec = getattr(template, "spec", None)
+    eos, eos_id = tokenizer.eos_token, tokenizer.eos_token_id
+    note = "no chat template: " if spec is None else f"template '{spec.name}' declares none: "
+    if spec is not None and spec.document_end is not None:
+        tid = _token_id(tokenizer, spec.document_end)
+        if tid is not None:
+            return tid, spec.document_end, f"the document token of template '{spec.name}'"
+        note = f"template '{spec.name}' ends documents with {spec.document_end}, which this tokenizer does not have: "
+    for family in SPECS:
+        if family.document_end and family.document_end != eos and eos in (family.eos, *family.stop_words):
+            tid = _token_id(tokenizer, family.document_end)
+            if tid is not None:
+                return tid, family.document_end, (f"{note}the tokenizer's EOS {eos} is the {family.name} chat "
+                                                  f"end-of-turn, so documents end with that family's document token")
+    if eos_id is None:
+        from ...errors import DataError
+
+        raise DataError("stage pt: the tokenizer has no EOS token to end documents with; set eos_token in its "
+                        "tokenizer_config.json or name the model's chat template (template: ...).")
+    return eos_id, eos, f"{note}the tokenizer's EOS"
+
+
+def _announce(token: str, why: str, template: Any) -> None:
+    if (token, why) in _ANNOUNCED:
+        return
+    _ANNOUNCED.add((token, why))
+    if not why.startswith("the document token"):  # not named by the config's template: say which it is
+        logger.warning("stage pt: documents end with %s (%s).", token, why)
+    else:
+        logger.info("stage pt: documents end with %s (%s).", token, why)
 
 
 def _encode(batch: dict[str, list], ctx: ProcessContext) -> list[list[int]]:
     tok = ctx.tokenizer
+    end_id, end, why = document_end(tok, ctx.template)
+    _announce(end, why, ctx.template)
     ids = ctx.encode_pieces(list(batch["text"]))
-    bos = [tok.bos_token_id] if tok.bos_token_id is not None and tok.bos_token_id != tok.eos_token_id else []
-    return [bos + x + [tok.eos_token_id] for x in ids]
+    bos_id = tok.bos_token_id
+    bos = [bos_id] if bos_id is not None and bos_id not in (end_id, tok.eos_token_id) else []
+    return [bos + x + [end_id] for x in ids]
 
 
 def pack(ids: list[list[int]], sources: list[str], block: int) -> dict[str, list]:

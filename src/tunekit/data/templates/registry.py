@@ -80,6 +80,7 @@ SPECS: list[TemplateSpec] = [
         tool_format="qwen",
         replace_eos=True,
         eos="<|im_end|>",
+        document_end="<|endoftext|>",
         official_jinja="qwen2_5",
         source="Qwen/Qwen2.5-7B-Instruct chat_template",
     ),
@@ -91,6 +92,7 @@ SPECS: list[TemplateSpec] = [
         tool_format="qwen3",
         replace_eos=True,
         eos="<|im_end|>",
+        document_end="<|endoftext|>",
         reasoning=True,
         official_jinja="qwen3",
         source="Qwen/Qwen3-8B chat_template; LLaMA-Factory 'qwen3' reasoning semantics",
@@ -103,6 +105,7 @@ SPECS: list[TemplateSpec] = [
         tool_format="qwen3",
         replace_eos=True,
         eos="<|im_end|>",
+        document_end="<|endoftext|>",
         official_jinja="qwen3_nothink",
         source="Qwen/Qwen3-4B-Instruct-2507 chat_template",
     ),
@@ -121,6 +124,7 @@ SPECS: list[TemplateSpec] = [
         stop_words=("<|eot_id|>", "<|eom_id|>"),
         tool_format="llama3",
         replace_eos=True,
+        document_end="<|end_of_text|>",
         source="meta-llama/Meta-Llama-3-8B-Instruct chat_template (contents are trimmed, as there)",
     ),
     TemplateSpec(
@@ -166,6 +170,7 @@ SPECS: list[TemplateSpec] = [
         trim=frozenset({"user", "assistant", "observation"}),
         stop_words=("<end_of_turn>",),
         replace_eos=True,
+        document_end="<eos>",
         source="google/gemma-2-9b-it chat_template (system as in Gemma 3: '<system>\\n\\n' before the first user text)",
     ),
     TemplateSpec(
@@ -224,6 +229,7 @@ SPECS: list[TemplateSpec] = [
         assistant="{content}<|im_end|>",
         stop_words=("<|im_end|>",),
         replace_eos=True,
+        document_end="<|endoftext|>",
         source="microsoft/phi-4 chat_template",
     ),
     TemplateSpec(
@@ -231,6 +237,7 @@ SPECS: list[TemplateSpec] = [
         description="Yi-1.5 / Yi chat (ChatML, no default system).",
         **_CHATML,
         eos="<|endoftext|>",
+        document_end="<|endoftext|>",
         source="LLaMA-Factory 'yi' (ChatML); no official HF template was available to check against",
     ),
     TemplateSpec(

@@ -50,6 +50,10 @@ class TemplateSpec:
     #: the family's standard special-token strings (used when no tokenizer is given)
     bos: str = ""
     eos: str = "</s>"
+    #: the vocabulary's end-of-document token, which ``stage: pt`` puts after every document. Declare it when
+    #: it is not the chat end-of-turn (``replace_eos`` templates, instruct tokenizers whose EOS is the
+    #: end-of-turn: ``<|end_of_text|>`` for Llama 3, ``<|endoftext|>`` for Qwen); None: the tokenizer's EOS
+    document_end: str | None = None
     #: the prefix's ``{bos}`` is emitted only when the tokenizer itself adds a BOS token on encode
     auto_bos: bool = False
     #: Qwen3-style ``<think>`` handling
