@@ -3,8 +3,12 @@
 Compared against the model's own ``labels=`` loss (``ForCausalLMLoss``) on a batch with a masked prompt
 and right padding, for a tied-embedding Qwen2, an untied Llama and Gemma2 (final-logit soft-capping after
 the head), with and without ``num_items_in_batch``, and through PEFT. Tolerance: 1e-6 on the loss and
-on every gradient (float32; measured ~1e-8). Then end to end: ``trained_tokens_loss`` on and off give
-the same loss trajectory with accumulation.
+on every gradient. The models run in float64 so that the only float32 step is the one both paths share on purpose:
+the logits are cast to float32 for the cross-entropy (as Hugging Face's loss does). Two orders of that step differ by
+at most ``loss_tolerance(n, loss)`` on the loss (n trained tokens) and, on every gradient element, by the rounding of
+the float32 softmax (a normaliser of V terms) and of the token sum, carried linearly through the float64 layers:
+``sum_order_bound(V + n, max |g|)``. Then end to end: ``trained_tokens_loss`` on and off give the same loss trajectory
+with accumulation.
 """
 
 from __future__ import annotations
@@ -15,11 +19,10 @@ import pytest
 import torch
 
 from tests.helpers import alpaca_records, base_config, write_dataset
+from tests.tolerances import loss_tolerance, sum_order_bound
 from tunekit.config import load_config
 from tunekit.train.run import run_train
 from tunekit.train.token_loss import causal_lm_loss, head_on, trained_positions
-
-TOL = 1e-6
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +63,14 @@ def _compare(model, num_items):
     assert seen and out.logits.shape == (1, targets.numel(), model.config.vocab_size)
     loss = causal_lm_loss(out.logits, targets, kwargs.get("num_items_in_batch"))
     loss.backward()
-    assert abs(loss.item() - ref.item()) <= TOL, (loss.item(), ref.item())
+    n, vocab = targets.numel(), model.config.vocab_size
+    assert abs(loss.item() - ref.item()) <= loss_tolerance(n, ref.item()), (loss.item(), ref.item())
     grads = _grads(model)
     assert grads.keys() == ref_grads.keys()
+    assert all(g.dtype == torch.float64 for g in grads.values())
+    scale = max(g.abs().max().item() for g in ref_grads.values())
     worst = max((grads[k] - ref_grads[k]).abs().max().item() for k in grads)
-    assert worst <= TOL, worst
+    assert worst <= sum_order_bound(vocab + n, scale), (worst, scale)
 
 
 @pytest.mark.parametrize("num_items", [None, 7])
@@ -72,7 +78,7 @@ def _compare(model, num_items):
 def test_loss_and_gradients_equal_the_models_own_loss(fixture, num_items, request):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(request.getfixturevalue(fixture), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(request.getfixturevalue(fixture), dtype=torch.float64)
     if fixture == "tiny_gemma2":
         assert model.config.final_logit_softcapping  # the post-head processing must still apply
     _compare(model.train(), num_items)
@@ -82,7 +88,7 @@ def test_through_peft_with_a_trainable_lm_head(tiny_llama):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_llama, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama, dtype=torch.float64)
     model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", modules_to_save=["lm_head"],
                                              init_lora_weights=False))
     _compare(model.train(), 9)
@@ -108,9 +114,13 @@ def test_training_on_and_off_gives_the_same_losses(tiny_qwen, tmp_path):
     for flag in (True, False):
         out = tmp_path / f"out-{flag}"
         cfg = base_config(tiny_qwen, data, out, finetuning_type="lora", per_device_train_batch_size=2,
-                          gradient_accumulation_steps=2, max_steps=3, trained_tokens_loss=flag, gradient_checkpointing=False)
+                          gradient_accumulation_steps=2, max_steps=3, trained_tokens_loss=flag, gradient_checkpointing=False,
+                          dtype="float64")
         run_train(load_config(None, cfg))
         rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
         losses[flag] = [r["loss"] for r in rows if "loss" in r]
     assert len(losses[True]) == 3
-    assert max(abs(a - b) for a, b in zip(losses[True], losses[False])) <= 1e-5, losses
+    # float32 end to end, so the steps after the first depend on Adam's handling of gradients at the rounding floor;
+    # the runs are float64 (dtype) and the logged loss differs only by its float32 cross-entropy over <= 2 x 2 x 64
+    # tokens per step: loss_tolerance(256, loss).
+    assert all(abs(a - b) <= loss_tolerance(256, b) for a, b in zip(losses[True], losses[False])), losses

@@ -71,7 +71,7 @@ def load_model_config(cfg):
 def compute_dtype(cfg):
     import torch
 
-    names = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    names = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
     if cfg.dtype != "auto":
         return names[cfg.dtype]
     if cfg.bf16:

@@ -121,7 +121,7 @@ def fsdp_settings(value: str | None) -> tuple[str | None, bool]:
 
 
 def _dtype_bytes(name: str) -> int:
-    return {"bfloat16": 2, "float16": 2, "float32": 4}[name]
+    return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[name]
 
 
 def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None = None) -> Setup:

@@ -17,12 +17,17 @@ import torch.nn.functional as F
 IGNORE_INDEX = -100
 
 
+def _at_least_float32(logits: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits are upcast for the log-softmax; float64 ones (reference runs) stay float64."""
+    return logits if logits.dtype == torch.float64 else logits.float()
+
+
 def sequence_logps(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Σ_t log p(y_t | y_<t), n)`` per row over the tokens whose label is not -100.
 
     ``logits[:, t]`` predicts ``labels[:, t + 1]`` (causal shift, as in the HF loss).
     """
-    logits = logits[:, :-1].float()
+    logits = _at_least_float32(logits[:, :-1])
     if temperature != 1.0:
         logits = logits / temperature
     labels = labels[:, 1:]
@@ -33,7 +38,7 @@ def sequence_logps(logits: torch.Tensor, labels: torch.Tensor, temperature: floa
 
 def token_logps(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``log p(tokens[:, t])`` where ``logits[:, t]`` is the distribution of ``tokens[:, t]`` (already aligned)."""
-    logits = logits.float()
+    logits = _at_least_float32(logits)
     if temperature != 1.0:
         logits = logits / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

@@ -22,8 +22,9 @@ class ModelOptions(OptionGroup):
     split_special_tokens: bool = Field(False, description="Tokenize special-token strings in the data as plain text.")
     resize_vocab: bool = Field(False, description="Resize the embeddings to the tokenizer's vocabulary size.")
     add_special_tokens: Optional[str] = Field(None, description="Comma-separated special tokens to add to the tokenizer (embeddings are resized).")
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
-        "auto", description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32."
+    dtype: Literal["auto", "bfloat16", "float16", "float32", "float64"] = Field(
+        "auto", description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32; "
+        "float64 is for numerical reference runs (parity checks against a float32 run; CPU, slow)."
     )
     flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = Field(
         "auto", description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention."
