@@ -28,3 +28,9 @@ class ModelError(TunekitError):
 
 class EnvironmentProblem(TunekitError):
     """A missing package, device or service (tracker, network, GPU)."""
+
+
+class TrainingDiverged(TunekitError):
+    """The loss, a gradient or a weight became inf/NaN: training stopped without saving that step."""
+
+    exit_code = 3

@@ -7,9 +7,9 @@ and what would be valid.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
+import reprlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -19,6 +19,19 @@ from .secrets import resolve_secrets, write_options
 
 RESOLVED_CONFIG_NAME = "tunekit_config.yaml"
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+# A config holds tens of options; YAML aliases can multiply a 471-byte file into 10**9 nodes ("billion
+# laughs"). Refuse a document whose nodes, counted with every alias expanded, exceed this.
+MAX_YAML_NODES = 100_000
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+_REPR.maxlevel = 2
+
+
+def excerpt(value: Any) -> str:
+    """A short, escaped rendering of a user value for messages (never the whole of a huge value)."""
+    return _REPR.repr(value)
 
 
 def parse_scalar(text: str) -> Any:
@@ -67,6 +80,84 @@ def parse_overrides(args: Iterable[str]) -> dict[str, Any]:
     return out
 
 
+def _yaml_loader_class():
+    """SafeLoader (libyaml's when available) that refuses duplicate keys, naming both lines."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class StrictLoader(base):
+        def construct_mapping(self, node, deep=False):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in first_line:
+                    raise ConfigError(f"{self.name}: key {excerpt(key)} is given twice (lines {first_line[key]} and {line}); "
+                                      f"keep one of them.")
+                first_line[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
+def _expanded_nodes(root, path) -> int:
+    """Nodes of the YAML graph with every alias expanded (memoized per node, so linear in the file size)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = 1
+            continue
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
+        if children_done:
+            active.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[id(node)] > MAX_YAML_NODES:
+                raise ConfigError(f"{path} expands to more than {MAX_YAML_NODES:,} YAML nodes through its aliases (*name) "
+                                  f"(line {node.start_mark.line + 1}); a config needs only a few dozen: write the values out.")
+            continue
+        if id(node) in active:
+            raise ConfigError(f"{path}: a YAML alias refers to itself (line {node.start_mark.line + 1}); remove the recursion.")
+        active.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _load_yaml(text: str, path) -> Any:
+    loader = _yaml_loader_class()(text)
+    loader.name = str(path)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _json_pairs(path):
+    def hook(pairs):
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError(f"{path}: key {excerpt(key)} is given twice; keep one of them.")
+            out[key] = value
+        return out
+
+    return hook
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     import yaml
 
@@ -75,9 +166,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"Config file {path} does not exist.")
     text = path.read_text(encoding="utf-8")
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+        data = json.loads(text, object_pairs_hook=_json_pairs(path)) if path.suffix == ".json" else _load_yaml(text, path)
+    except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        why = why if len(why) <= 500 else why[:500] + " ..."
+        raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {why}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -85,12 +178,32 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent swaps cost 1."""
+    prev2, prev = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if prev2 is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
-    choices = list(choices)
-    close = difflib.get_close_matches(name, choices, n=n, cutoff=0.6)
-    if not close:
-        close = [c for c in choices if name in c or c in name][:n]
-    return close
+    """Options ``name`` is a real typo of: at most one edit per four characters (``lora_rnak`` -> ``lora_rank``),
+    or ``name`` is the start of the option (``model`` -> ``model_name_or_path``). Nothing else: a far-fetched
+    "did you mean" (``use_muon`` -> ``use_cpu``) misleads more than no suggestion."""
+    name = str(name)
+    if len(name) > 100:
+        return []
+    budget = max(1, len(name) // 4)
+    scored = sorted((d, c) for c in choices if (d := _edit_distance(name, c)) <= budget)
+    close = [c for _, c in scored]
+    if len(name) >= 4:
+        close += sorted(c for c in choices if c.startswith(name) and c not in close)
+    return close[:n]
 
 
 def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> Config:
@@ -101,20 +214,53 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
     known = set(Config.model_fields)
     unknown = [k for k in values if k not in known]
     if unknown:
+        from .llamafactory_options import unsupported
+
+        not_yet = unsupported(known)
         lines = []
         for key in unknown:
-            hint = suggest(key, known)
             where = sources.get(key, "config")
+            if key in not_yet:
+                lines.append(f"`{key}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): "
+                             f"remove it; `tunekit train --help` lists what tunekit supports.")
+                continue
+            hint = suggest(key, known)
+            shown = f"'{key}'" if isinstance(key, str) and len(key) <= 60 and key.isprintable() else excerpt(key)
             lines.append(
-                f"Unknown option '{key}' ({where})."
+                f"Unknown option {shown} ({where})."
                 + (f" Did you mean: {', '.join(hint)}?" if hint else " See `tunekit train --help` for the options.")
             )
         raise ConfigError("\n".join(lines))
+    _check_bools(values, sources)
     values = {k: _yaml_bool_words(k, _none_words(k, v)) for k, v in resolve_secrets(values).items()}
     try:
         return Config(**values)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc, values, sources)) from None
+
+
+def _accepts(annotation, kinds: tuple) -> bool:
+    import typing
+
+    if annotation in kinds or annotation is typing.Any:
+        return True
+    if typing.get_origin(annotation) is typing.Literal:
+        return any(type(choice) in kinds for choice in typing.get_args(annotation))
+    return any(_accepts(arg, kinds) for arg in typing.get_args(annotation))
+
+
+def _check_bools(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """true/false for a number option is a mistake, not 1/0 (pydantic would read ``--seed`` with no value as 1)."""
+    lines = []
+    for key, value in values.items():
+        annotation = Config.model_fields[key].annotation
+        if isinstance(value, bool) and _accepts(annotation, (int, float)) and not _accepts(annotation, (bool,)):
+            where = sources.get(key, "config")
+            lines.append(f"Option '{key}' ({where}) got {str(value).lower()}, expected {_type_name(annotation)}"
+                         + (f": `--{key}` needs a value (`--{key} VALUE` or {key}=VALUE); a flag without one means true, "
+                            f"which only true/false options take." if where == "on the command line" else "."))
+    if lines:
+        raise ConfigError("\n".join(lines))
 
 
 def _literal_choices(annotation) -> tuple:
@@ -152,9 +298,13 @@ def _format_validation_error(exc, values: Mapping[str, Any], sources: Mapping[st
             given = values.get(key, err.get("input"))
             field = Config.model_fields[key]
             expected = _type_name(field.annotation)
+            msg = err["msg"]
+            msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+            if err.get("type") == "finite_number":
+                msg += " (inf or nan makes the loss and every weight NaN)"
             lines.append(
-                f"Option '{key}' ({sources.get(key, 'config')}) got {given!r} ({type(given).__name__}), "
-                f"expected {expected}: {err['msg']}."
+                f"Option '{key}' ({sources.get(key, 'config')}) got {excerpt(given)} ({type(given).__name__}), "
+                f"expected {expected}: {msg}."
             )
         else:  # model-level rule: the message is already complete
             msg = err["msg"]
@@ -166,7 +316,7 @@ def _format_validation_error(exc, values: Mapping[str, Any], sources: Mapping[st
 def _type_name(annotation) -> str:
     text = str(annotation).replace("typing.", "")
     text = re.sub(r"<class '(\w+)'>", r"\1", text)
-    text = text.replace("Optional[", "").rstrip("]") if text.startswith("Optional[") else text
+    text = text[len("Optional["):-1] if text.startswith("Optional[") and text.endswith("]") else text
     return {"float": "a number (float)", "int": "a whole number (int)", "bool": "true or false (bool)", "str": "text (str)"}.get(text, text)
 
 
@@ -183,6 +333,24 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mappi
         values[key] = value
         sources[key] = "on the command line"
     return build_config(values, sources)
+
+
+def check_writable_folder(path: str | Path, option: str) -> None:
+    """Fail now, naming ``option`` and ``path``, if the folder cannot be created or written (``/proc/x``, a read-only
+    mount, a file in the way), instead of a traceback when the first file is saved. Leaves nothing behind."""
+    import tempfile
+
+    folder = Path(path).expanduser()
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {path}: {existing} is a file, not a folder; choose another {option}.")
+    try:
+        tempfile.TemporaryDirectory(dir=existing, prefix=".tunekit-write-check-").cleanup()
+    except OSError as exc:
+        raise ConfigError(f"{option} {path} cannot be written ({exc.strerror or exc} in {existing}); choose a folder you "
+                          f"can write to.") from None
 
 
 def config_to_dict(cfg: Config, only_set: bool = False) -> dict[str, Any]:

@@ -115,6 +115,15 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         yield "interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or interleave_over."
     if cfg.stage in ("rm", "ppo", "dpo", "kto", "grpo") and cfg.use_packing:
         yield f"packing is not supported for stage {cfg.stage}: remove packing (it is only for pt and sft)."
+    for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
+        tokens = getattr(cfg, name) * cfg.cutoff_len
+        if tokens > MAX_MICRO_BATCH_TOKENS:
+            yield (f"{name} {getattr(cfg, name)} x cutoff_len {cfg.cutoff_len} = {tokens:,} tokens in one micro-batch, more "
+                   f"than {MAX_MICRO_BATCH_TOKENS:,} (2**31 - 1): kernels index a batch's elements with 32-bit integers and "
+                   f"no device holds its activations; use a smaller {name} (and gradient_accumulation_steps for a "
+                   f"larger effective batch).")
+    if cfg.lr_scheduler_kwargs:
+        yield from _scheduler_kwargs_problems(cfg.lr_scheduler_type, cfg.lr_scheduler_kwargs)
     yield from _optimizer_problems(cfg, given)
 
 
@@ -175,6 +184,35 @@ def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[str]:
         yield f"{' and '.join(losses)} are alternative SFT losses: choose one."
     if losses and cfg.stage != "sft":
         yield f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}."
+
+
+MAX_MICRO_BATCH_TOKENS = 2**31 - 1
+# Arguments Hugging Face's get_scheduler passes itself (or that resuming restores): not for lr_scheduler_kwargs.
+_SCHEDULER_OWN_ARGS = {"self", "optimizer", "num_warmup_steps", "num_training_steps", "last_epoch"}
+
+
+def _scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[str]:
+    """Check lr_scheduler_kwargs' keys against the signature of the function Hugging Face builds ``scheduler`` with
+    (imported only when lr_scheduler_kwargs is given: it imports torch)."""
+    import inspect
+
+    from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
+
+    if scheduler in ("constant", "constant_with_warmup"):  # get_scheduler passes them no extra arguments
+        yield (f"lr_scheduler_type {scheduler} takes no lr_scheduler_kwargs (Hugging Face ignores them): remove "
+               f"lr_scheduler_kwargs ({', '.join(map(str, kwargs))}).")
+        return
+    if scheduler == "reduce_lr_on_plateau":
+        from torch.optim.lr_scheduler import ReduceLROnPlateau as function
+    else:
+        function = TYPE_TO_SCHEDULER_FUNCTION[SchedulerType(scheduler)]
+    params = inspect.signature(function).parameters
+    allowed = [n for n, p in params.items() if n not in _SCHEDULER_OWN_ARGS
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    wrong = [str(k) for k in kwargs if k not in allowed]
+    if wrong:
+        yield (f"lr_scheduler_kwargs has {', '.join(wrong)}, which lr_scheduler_type {scheduler} does not take; "
+               + (f"it takes: {', '.join(allowed)}." if allowed else "it takes none: remove lr_scheduler_kwargs."))
 
 
 def iter_fields():

@@ -7,27 +7,101 @@ Every failure a user can cause (missing folder, offline hub id, missing GPU pack
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
+import pickle
+import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, EnvironmentProblem, ModelError
 
 
+# Files a tokenizer's vocabulary can come from (fast, sentencepiece, BPE, WordPiece, tiktoken); see _check_vocabulary.
+_VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "merges.txt", "spiece.model",
+                "sentencepiece.bpe.model", "vocab.model", "tiktoken.model")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def is_local_path(path: str) -> bool:
+    """A path (not a hub id): absolute or ./-relative, existing, not of the form org/name, or org/name whose
+    ``org`` folder exists here (``saves/run1`` when ``saves/`` exists is a wrong local path, not a hub id)."""
+    return (path.startswith(("/", "./", "../", "~", ".\\")) or os.path.exists(path) or path.count("/") != 1
+            or Path(path).parent.is_dir())
+
+
 def model_path(cfg, attr: str = "model_name_or_path") -> str:
     path = getattr(cfg, attr)
     if not path:
         raise ConfigError(f"{attr} is not set: give a local model folder or a hub id (e.g. Qwen/Qwen2.5-0.5B-Instruct).")
-    looks_local = path.startswith(("/", "./", "../", "~")) or os.path.exists(path) or path.count("/") != 1
-    if looks_local:
+    if is_local_path(path):
         p = Path(path).expanduser()
         if not p.exists():
-            raise ModelError(f"Model folder {path} does not exist (model_name_or_path). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B.")
-        if p.is_dir() and not (p / "config.json").is_file():
+            raise ModelError(f"Model folder {path} does not exist ({attr}). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B.")
+        if p.is_file():
+            raise ModelError(f"{attr} {path} is a file, not a model folder: give the folder that holds config.json and "
+                             f"the weights{' (the folder ' + str(p.parent) + ')' if (p.parent / 'config.json').is_file() else ''}.")
+        if not (p / "config.json").is_file():
+            adapter = p / "adapter_config.json"
+            if adapter.is_file():
+                try:
+                    base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path") or "the base model"
+                except (OSError, ValueError):
+                    base = "the base model"
+                raise ModelError(f"{path} is a LoRA adapter folder (adapter_config.json), not a model: set {attr} to its "
+                                 f"base model ({base}) and adapter_name_or_path: {path}.")
             raise ModelError(f"{path} has no config.json: it is not a Hugging Face model folder.")
+        _read_config_json(p)
         return str(p)
     return path
+
+
+def _read_config_json(folder: Path) -> dict:
+    """config.json parsed, or a ModelError naming the file and the position of the mistake."""
+    file = folder / "config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{file} is not UTF-8 text (byte {exc.start}): it is not a model config; re-download or re-save the model.") from None
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); re-download the "
+                         f"model or fix the file.") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{file} must hold a JSON object, found {type(data).__name__}; re-download the model.")
+    return data
+
+
+def check_weight_files(folder: Path) -> None:
+    """Fail with the file's name, before transformers reads them, if the folder has no weights or a weight file is
+    truncated (safetensors header vs. size) or is not a PyTorch checkpoint (a .bin that is neither zip nor pickle)."""
+    import zipfile
+
+    files = sorted(f for f in folder.iterdir() if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES)
+                   and not f.name.startswith(("adapter_model", "optimizer", "scheduler", "rng_state", "training_args")))
+    if not files:
+        raise ModelError(f"{folder} has config.json but no weights (model.safetensors, model-*-of-*.safetensors or "
+                         f"pytorch_model.bin): copy the weight files into it, or point model_name_or_path at the full model.")
+    for file in files:
+        if file.suffix == ".safetensors":
+            from safetensors import SafetensorError, safe_open
+
+            try:
+                with safe_open(str(file), framework="pt"):
+                    pass
+            except (SafetensorError, OSError) as exc:
+                raise ModelError(f"{file} is not a readable safetensors file ({str(exc).splitlines()[0][:200]}): it is "
+                                 f"truncated or corrupted; re-download or re-save the model.") from None
+        elif file.suffix in (".bin", ".pt", ".pth"):
+            with open(file, "rb") as f:
+                head = f.read(4)
+            if head.startswith(b"PK\x03\x04"):
+                if not zipfile.is_zipfile(file):
+                    raise ModelError(f"{file} is a truncated PyTorch checkpoint (its zip directory is missing); re-download "
+                                     f"or re-save the model.")
+            elif not head.startswith(b"\x80"):  # legacy torch.save: a pickle (protocol 2+)
+                raise ModelError(f"{file} is not a PyTorch checkpoint (it starts with {head!r}, neither zip nor pickle); "
+                                 f"re-download or re-save the model.")
 
 
 def _hub_hint(path: str, exc: Exception) -> str:
@@ -49,22 +123,49 @@ def load_tokenizer(cfg, padding_side: str = "right"):
     except (OSError, ValueError) as exc:
         if "trust_remote_code" in str(exc):
             raise ModelError(f"{path} ships its own tokenizer code; set trust_remote_code: true if you trust it.") from None
+        if is_local_path(path):
+            raise ModelError(f"Could not load the tokenizer of {path} ({str(exc).splitlines()[0][:300]}); copy the base "
+                             f"model's tokenizer files into it.") from None
         raise ModelError(_hub_hint(path, exc)) from None
+    _check_vocabulary(path, tokenizer)
     if cfg.add_special_tokens:
         new = [t.strip() for t in cfg.add_special_tokens.split(",") if t.strip()]
         tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
     return tokenizer
 
 
+def _check_vocabulary(path: str, tokenizer) -> None:
+    """A folder without tokenizer files still "loads" (transformers builds an empty tokenizer of the model's class),
+    and training then runs on a vocabulary of one token; refuse it."""
+    size = len(tokenizer)
+    if size >= 256 and not is_local_path(path):
+        return
+    folder = Path(path)
+    has_vocab = not folder.is_dir() or any((folder / name).is_file() for name in _VOCAB_FILES) or any(folder.glob("*.tiktoken"))
+    if size < 2 or (not has_vocab and size < 256):
+        raise ModelError(f"{path} has no tokenizer files ({', '.join(_VOCAB_FILES[:4])}, ...): the tokenizer loaded from "
+                         f"it has {size} token{'s' if size != 1 else ''}, so nothing could be learned. Copy the tokenizer "
+                         f"files of the model it was made from into {path}.")
+
+
 def load_model_config(cfg):
     from transformers import AutoConfig
 
     path = model_path(cfg)
+    local = is_local_path(path)
+    if local:
+        data = _read_config_json(Path(path))
+        if "model_type" not in data and not cfg.trust_remote_code:
+            raise ModelError(f"{Path(path) / 'config.json'} has no model_type: transformers cannot tell the architecture; "
+                             f"re-download the model's config.json.")
     try:
         return AutoConfig.from_pretrained(path, trust_remote_code=cfg.trust_remote_code, revision=cfg.model_revision, cache_dir=cfg.cache_dir)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, KeyError) as exc:
         if "trust_remote_code" in str(exc):
             raise ModelError(f"{path} needs its own modelling code; set trust_remote_code: true if you trust it.") from None
+        if local:
+            raise ModelError(f"{Path(path) / 'config.json'} cannot be used ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
+                             f"check that it is this model's config (model_type, architecture fields).") from None
         raise ModelError(_hub_hint(path, exc)) from None
 
 
@@ -173,6 +274,8 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     check_accelerators(cfg)
     path = model_path(cfg)
     config = load_model_config(cfg)
+    if is_local_path(path):
+        check_weight_files(Path(path))
     apply_rope_scaling(config, cfg)
     dtype = compute_dtype(cfg)
     try:
@@ -182,7 +285,16 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
             revision=cfg.model_revision, cache_dir=cfg.cache_dir, low_cpu_mem_usage=cfg.low_cpu_mem_usage,
         )
     except OSError as exc:
+        if is_local_path(path):
+            raise ModelError(f"Could not load the weights in {path} ({str(exc).splitlines()[0][:300]}).") from None
         raise ModelError(_hub_hint(path, exc)) from None
+    except (pickle.UnpicklingError, EOFError, RuntimeError) as exc:
+        pickles = sorted(f.name for f in Path(path).glob("*.bin")) if is_local_path(path) else []
+        if not pickles or (isinstance(exc, RuntimeError) and not re.search(r"PytorchStreamReader|torch\.load|pickle|zip archive", str(exc))):
+            raise
+        raise ModelError(f"{', '.join(pickles)} in {path} cannot be read as weights ({type(exc).__name__}): truncated, "
+                         f"corrupted, or a pickle that needs code to run, which tunekit never does (weights-only loading). "
+                         f"Re-download it, or re-save the model as safetensors where it was made.") from None
     embeddings = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 under ZeRO-3 (partitioned)
     if cfg.resize_vocab or cfg.add_special_tokens or len(tokenizer) > embeddings:
         if len(tokenizer) > embeddings or cfg.resize_vocab:
