@@ -139,6 +139,8 @@ def test_paths_outside_the_allowed_roots_are_refused_at_their_field(ws):
         check = board.validate(base | {"dataset": "demo", option: value})
         assert not check.ok and check.by_field[option] == [check.message], option
         assert check.message.startswith(message), (option, check.message)
+    (private / "dataset_info.json").write_text(json.dumps({"private_name": {"file_name": "notes.txt"}}))
+    assert board.dataset_names("data") == ["demo", "escape"] and board.dataset_names(str(private)) == []
     check = board.validate(base | {"dataset": "escape"})
     assert not check.ok and "dataset 'escape' file" in check.by_field["dataset"][0]
     check = board.validate(base | {"dataset": ".env"})
@@ -154,6 +156,21 @@ def test_paths_outside_the_allowed_roots_are_refused_at_their_field(ws):
     # whoever started the board may allow more
     opened = _board(root, allow=[private], allow_remote_code=True)
     assert opened.validate(base | {"dataset": notes, "trust_remote_code": True}).ok
+
+
+def test_the_sample_preview_never_opens_a_file_outside_the_roots(ws, tiny_qwen):
+    pytest.importorskip("transformers")
+    root, private = ws
+    form = {"model_name_or_path": str(tiny_qwen), "template": "qwen", "stage": "pt", "cutoff_len": "64",
+            "dataset": str(private / "notes.txt")}
+    check, pieces, _ = _board(root, allow=[tiny_qwen]).sample_preview(form, 1)
+    assert not check.ok and pieces == [] and "SECRETSALT" not in check.message
+    assert check.by_field["dataset"][0].endswith("is outside the folders this board may use "
+                                                 f"({root}, {tiny_qwen}). Use a path inside them, or restart the "
+                                                 "board with --allow-path DIR (or --workspace DIR).")
+    # the same form, once whoever started the board allowed the folder: the preview shows the file (the defect)
+    check, pieces, note = _board(root, allow=[tiny_qwen, private]).sample_preview(form, 1)
+    assert check.ok and note == "" and SECRET_LINES[0] in "".join(text for text, _ in pieces)
 
 
 def test_load_config_never_echoes_file_contents(ws):

@@ -292,7 +292,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
 
         # ---------------------------------------------------------------- datasets and samples
         def on_dataset_dir(dataset_dir):
-            names = adapters.dataset_names(dataset_dir)
+            names = board.dataset_names(dataset_dir)
             return gr.update(choices=names), gr.update(choices=names)
 
         ds_outputs = [form["dataset"], eval_dataset] if "dataset" in form.comps else [eval_dataset, eval_dataset]
@@ -300,28 +300,13 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             form["dataset_dir"].change(on_dataset_dir, inputs=form["dataset_dir"], outputs=ds_outputs, api_visibility="private")
             ds_refresh.click(on_dataset_dir, inputs=form["dataset_dir"], outputs=ds_outputs, api_visibility="private")
             if "eval_dataset" in form.comps:
-                form["dataset_dir"].change(lambda d: gr.update(choices=adapters.dataset_names(d)),
+                form["dataset_dir"].change(lambda d: gr.update(choices=board.dataset_names(d)),
                                            inputs=form["dataset_dir"], outputs=form["eval_dataset"], api_visibility="private")
 
         def on_samples(*args):
             values, (n, lang_) = split(args)
-            check = board.validate(board.values(values))
-            if not check.ok:
-                return [], _errors_md(check, lang_)
-            if not check.config.model_name_or_path or not check.config.dataset:
-                return [], "⚠ set model_name_or_path, template and dataset to preview samples"
-            try:
-                rendered = adapters.render_samples(check.config, int(n or 2))
-            except ImportError as exc:
-                return [], f"⚠ sample preview is not available in this build ({exc})"
-            except TunekitError as exc:
-                return [], f"⚠ {exc}"
-            pieces: list[tuple[str, str | None]] = []
-            for i, sample in enumerate(rendered):
-                if i:
-                    pieces.append(("\n\n────────\n\n", None))
-                pieces += [(text, "trained" if trained else None) for text, trained in sample]
-            return pieces, ""
+            check, pieces, note = board.sample_preview(values, int(n or 2))
+            return pieces, (_errors_md(check, lang_) if not check.ok else note)
 
         samples_btn.click(on_samples, inputs=[*form.inputs, samples_n, lang_radio], outputs=[samples_out, errors_md],
                           api_visibility="private")
@@ -362,7 +347,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
         def on_page_load(lang_):
             """A refreshed page shows the form of the job that is running (or ran) on this board."""
             job = board.runner.poll()
-            names = adapters.dataset_names(job.form.get("dataset_dir") if job and job.form else
+            names = board.dataset_names(job.form.get("dataset_dir") if job and job.form else
                                            board.defaults().get("dataset_dir"))
             ds_update = gr.update(choices=names)
             if job is None or job.kind not in ("train", "eval") or not job.form:
@@ -540,6 +525,7 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
     """Serve the board. Gradio may serve only :attr:`Board.served_dir` (copies of the plots), and ``/login``
     is rate-limited (:mod:`tunekit.webui.ratelimit`)."""
     import importlib
+    import shutil
     import threading
 
     from starlette.middleware import Middleware
@@ -555,6 +541,7 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
 
     board = Board(cwd, policy=policy)
     atexit.register(board.runner.shutdown)  # a job does not outlive its board
+    atexit.register(shutil.rmtree, board.served_dir, True)  # the plot copies go with it
     demo = create_app(board, lang)
     demo.queue(default_concurrency_limit=4)
     try:

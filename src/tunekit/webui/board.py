@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from tunekit.config import Config, build_config
 from tunekit.config.secrets import mask_secrets, secret_env, write_options
-from tunekit.errors import ConfigError
+from tunekit.errors import ConfigError, TunekitError
 
 from . import adapters
 from .chat import ChatSession
@@ -80,6 +80,14 @@ class Board:
 
     def form_from_config(self, cfg, tab: str = "train") -> dict[str, Any]:
         return config_to_form(self.tab_specs(tab), cfg)
+
+    def dataset_names(self, dataset_dir: str | None) -> list[str]:
+        """The names in ``dataset_dir/dataset_info.json`` for the picker; none for a folder outside the roots."""
+        try:
+            folder = self.policy.check(dataset_dir or "data", "Option 'dataset_dir'")
+        except PathRefused:
+            return []
+        return adapters.dataset_names(str(folder))
 
     def load_yaml(self, path: str) -> dict[str, Any]:
         """Form values of a YAML/JSON config inside the allowed roots. A ConfigError quotes what the file
@@ -147,6 +155,27 @@ class Board:
         values = self.values(form)
         shown = mask_secrets(values)  # secrets appear as ${ENV_VAR}, as in the saved YAML and the job's argv
         return self.validate(values), command_line(shown, verb), yaml_text(shown)
+
+    def sample_preview(self, form: Mapping[str, Any], n: int = 2) -> tuple[Validation, list[tuple[str, str | None]], str]:
+        """The first ``n`` samples of the form's first dataset as ``(text, "trained" | None)`` pieces, after the
+        path policy (a file outside the allowed roots is never opened); a note when there is nothing to show."""
+        check = self.validate(self.values(form))
+        if not check.ok:
+            return check, [], ""
+        if not check.config.model_name_or_path or not check.config.dataset:
+            return check, [], "⚠ set model_name_or_path, template and dataset to preview samples"
+        try:
+            rendered = adapters.render_samples(check.config, n)
+        except ImportError as exc:
+            return check, [], f"⚠ sample preview is not available in this build ({exc})"
+        except TunekitError as exc:
+            return check, [], f"⚠ {safe_message(str(exc))}"
+        pieces: list[tuple[str, str | None]] = []
+        for i, sample in enumerate(rendered):
+            if i:
+                pieces.append(("\n\n────────\n\n", None))
+            pieces += [(text, "trained" if trained else None) for text, trained in sample]
+        return check, pieces, ""
 
     def start_job(self, verb: str, values: Mapping[str, Any], output_dir: str | Path, *, form: Mapping | None = None,
                   kind: str = "train") -> Job:
