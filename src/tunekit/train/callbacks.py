@@ -131,7 +131,7 @@ class CompleteCheckpointCallback(TrainerCallback):
             if folder.is_dir():
                 config = Path(args.output_dir) / RUN_CONFIG
                 if config.is_file():
-                    shutil.copyfile(config, folder / RUN_CONFIG)
+                    shutil.copy(config, folder / RUN_CONFIG)  # with its mode: 0600 when it holds a secret reference
                 write_complete_marker(folder, state.global_step, args.world_size)
                 rotate_checkpoints(args.output_dir, self.save_total_limit, state.best_model_checkpoint)
 
