@@ -8,9 +8,13 @@ import sys
 HELP = """usage: tunekit data stats CONFIG.yaml [key=value ...] [--plot [PATH]] [--json]
 
 Tokenize the configured datasets exactly as training does (model tokenizer + template) and report
-token lengths per dataset and overall (min/mean/P50/P90/P95/P99/max of prompt, response, total),
+token lengths per dataset and overall (min/mean/P50/P90/P95/P99/max of the total and of each part),
 what cutoff_len truncates, a recommended cutoff_len (multiple of 128 covering P99), trainable tokens,
 and padding waste at the current batch size with and without group_by_length / packing.
+Every stage: sft (prompt, response), rm/dpo (prompt, chosen, rejected and the longer answer, which
+decides truncation), kto (prompt, response, desirable/undesirable counts), pt (document lengths, the
+blocks packing makes at cutoff_len, tokens kept in the tail blocks or dropped without packing),
+ppo/grpo (prompt).
 
   --plot [PATH]   write a CDF plot (PNG; default token_lengths.png)
   --json          print one JSON object
@@ -52,7 +56,7 @@ def main(argv: list[str]) -> int:
         raise ConfigError("No dataset configured: set dataset (names from dataset_info.json or file paths).")
     table = measure_lengths(cfg, load_tokenizer(cfg))
     stats = dataset_stats(table, cfg.cutoff_len, cfg.per_device_train_batch_size, cfg.pad_to_multiple_of,
-                          cfg.preprocessing_batch_size)
+                          cfg.preprocessing_batch_size, stage=cfg.stage, packing=cfg.use_packing)
     if plot:
         stats["plot"] = plot_cdf(table, plot, cfg.cutoff_len, stats["recommended_cutoff_len"])
     if as_json:

@@ -1,30 +1,70 @@
-"""Token lengths of every sample, tokenized exactly as training does but before any cutoff (for ``data stats`` and ``plan``)."""
+"""Token lengths of every sample, tokenized exactly as training does but before any cutoff (for ``data stats`` and ``plan``).
+
+Columns for every stage: ``dataset``, ``total_len`` (what ``cutoff_len`` is compared with) and
+``trainable_len``; then per stage:
+
+* sft: ``prompt_len``, ``response_len``;
+* rm / dpo: ``prompt_len``, ``chosen_len``, ``rejected_len`` and ``longest_len`` (the longer answer, which
+  decides truncation: ``total_len = prompt_len + longest_len``);
+* kto: ``prompt_len``, ``response_len`` and ``kto_tag`` (desirable or not);
+* pt: ``document_len`` (BOS + text + document end, one row per document: packing is what ``data stats``
+  simulates from these);
+* ppo / grpo: ``prompt_len`` (the generation prompt).
+"""
 
 from __future__ import annotations
 
 UNLIMITED = 10**9
 
+#: the length columns of each stage besides total_len / trainable_len
+STAGE_COLUMNS = {
+    "sft": ("prompt_len", "response_len"),
+    "rm": ("prompt_len", "chosen_len", "rejected_len", "longest_len"),
+    "dpo": ("prompt_len", "chosen_len", "rejected_len", "longest_len"),
+    "kto": ("prompt_len", "response_len"),
+    "pt": ("document_len",),
+    "ppo": ("prompt_len",),
+    "grpo": ("prompt_len",),
+}
+
+
+def _columns(ds, stage: str) -> dict[str, list]:
+    """The length columns of one tokenized (uncut) dataset of ``stage``."""
+    total = ds["length"]
+    if stage in ("rm", "dpo"):
+        prompt = ds["_prompt_len"]
+        chosen = [len(x) - p for x, p in zip(ds["chosen_input_ids"], prompt)]
+        rejected = [len(x) - p for x, p in zip(ds["rejected_input_ids"], prompt)]
+        longest = [max(c, r) for c, r in zip(chosen, rejected)]
+        return {"prompt_len": prompt, "chosen_len": chosen, "rejected_len": rejected, "longest_len": longest,
+                "total_len": total, "trainable_len": [c + r for c, r in zip(chosen, rejected)]}
+    if stage == "kto":
+        prompt = ds["_prompt_len"]
+        response = [t - p for t, p in zip(total, prompt)]
+        return {"prompt_len": prompt, "response_len": response, "total_len": total, "trainable_len": response,
+                "kto_tag": [bool(x) for x in ds["kto_tag"]]}
+    if stage == "pt":
+        return {"document_len": total, "total_len": total, "trainable_len": total}
+    if stage in ("ppo", "grpo"):
+        return {"prompt_len": total, "total_len": total, "trainable_len": [0] * len(total)}
+    return {"prompt_len": ds["_prompt_len"], "response_len": ds["_response_len"], "total_len": total,
+            "trainable_len": ds["_trainable"]}
+
 
 def measure_lengths(cfg, tokenizer, stage: str | None = None):
-    """A ``datasets.Dataset`` with columns dataset, prompt_len, response_len, total_len, trainable_len."""
+    """A ``datasets.Dataset`` with the columns of ``stage`` (module docstring), one row per sample."""
     import datasets
 
     from .dataset_info import resolve_datasets
     from .pipeline import load_one, load_template, make_context
 
     stage = stage or cfg.stage
-    uncut = cfg.model_copy(update={"cutoff_len": UNLIMITED})
+    # packing off: pt is measured per document (one giant block per map batch would say nothing)
+    uncut = cfg.model_copy(update={"cutoff_len": UNLIMITED, "packing": False, "neat_packing": False})
     template = load_template(cfg, tokenizer)
     ctx = make_context(uncut, tokenizer, template)
     parts = []
     for attr in resolve_datasets(cfg.dataset_names, cfg.dataset_dir):
         ds, _ = load_one(attr, uncut, ctx, stage)
-        n = len(ds)
-        parts.append(datasets.Dataset.from_dict({
-            "dataset": [attr.name] * n,
-            "prompt_len": ds["_prompt_len"],
-            "response_len": ds["_response_len"],
-            "total_len": ds["length"],
-            "trainable_len": ds["_trainable"],
-        }))
+        parts.append(datasets.Dataset.from_dict({"dataset": [attr.name] * len(ds), **_columns(ds, stage)}))
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]

@@ -112,7 +112,7 @@ def print_stats(stats: dict, console=None) -> None:
     if len(rows) > 1:
         rows.append(("all", stats["overall"]))
     for name, block in rows:
-        for part, d in (("total", block), ("prompt", block["prompt"]), ("response", block["response"])):
+        for part, d in (("total", block), *((p, block[p]) for p in stats.get("parts", ("prompt", "response")))):
             table.add_row(name if part == "total" else "", part, f"{d['count']:,}", f"{d['min']:,}", f"{d['mean']:,.1f}",
                           *[f"{d[k]:,}" for k in ("p50", "p90", "p95", "p99", "max")])
     console.print(table)
@@ -127,5 +127,12 @@ def print_stats(stats: dict, console=None) -> None:
     pw = o["padding_waste"]
     console.print(f"padding waste at batch {stats['batch_size']}: random {100 * pw['random']:.1f} %, group_by_length "
                   f"{100 * pw['group_by_length']:.1f} %, packing {100 * pw['packing']:.1f} %")
+    if "labels" in o:  # kto
+        console.print(f"labels: {o['labels']['desirable']:,} desirable, {o['labels']['undesirable']:,} undesirable")
+    if "blocks" in o:  # pt
+        b = o["blocks"]
+        console.print(f"pt blocks of {b['block_len']} tokens: {b['blocks']:,}" + (
+            f" ({b['full_blocks']:,} full, {b['tail_blocks']:,} shorter tail block(s) keeping {b['tail_tokens']:,} tokens; none dropped)"
+            if b["packing"] else f" (no packing: {b['documents_truncated']:,} document(s) cut, {b['tokens_dropped']:,} tokens dropped)"))
     if stats.get("plot"):
         console.print(f"CDF plot: {stats['plot']}")

@@ -98,32 +98,82 @@ def packing_waste(lengths: Iterable[int], cutoff: int, chunk: int = 1000) -> flo
     return round(1 - total / (packed_rows(arr, cutoff, chunk) * cutoff), 6)
 
 
-def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 1000) -> dict[str, Any]:
-    """Per-dataset and overall statistics from a lengths table (columns of measure_lengths)."""
-    cols = {k: np.asarray(table[k], dtype=np.int64) for k in ("prompt_len", "response_len", "total_len", "trainable_len")}
+#: the per-part length columns of each stage (``tunekit.data.lengths``) and the name each gets in the output
+PARTS = {
+    "sft": ("prompt", "response"),
+    "rm": ("prompt", "chosen", "rejected", "longest"),
+    "dpo": ("prompt", "chosen", "rejected", "longest"),
+    "kto": ("prompt", "response"),
+    "pt": ("document",),
+    "ppo": ("prompt",),
+    "grpo": ("prompt",),
+}
+
+
+def pt_blocks(lengths: Iterable[int], cutoff: int, packing: bool, chunk: int = 1000) -> dict[str, Any]:
+    """What ``stage: pt`` makes of documents of these lengths (tunekit.data.processors.pt).
+
+    Packing: each preprocessing batch of ``chunk`` documents is concatenated and cut into ``cutoff``-token
+    blocks; its last, shorter block (the tail) is kept, so no token is dropped. Without packing every
+    document is one sample cut to ``cutoff`` tokens: its tail beyond is dropped.
+    """
+    arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
+    total = int(arr.sum())
+    if packing:
+        sums = [int(arr[i:i + chunk].sum()) for i in range(0, len(arr), chunk)]
+        full = sum(t // cutoff for t in sums)
+        tails = [t % cutoff for t in sums if t % cutoff]
+        return {"packing": True, "block_len": int(cutoff), "blocks": full + len(tails), "full_blocks": full,
+                "tail_blocks": len(tails), "tail_tokens": sum(tails), "tokens_kept": total, "tokens_dropped": 0}
+    dropped = int(np.clip(arr - cutoff, 0, None).sum())
+    return {"packing": False, "block_len": int(cutoff), "blocks": int(arr.size), "documents_truncated": int((arr > cutoff).sum()),
+            "tokens_kept": total - dropped, "tokens_dropped": dropped}
+
+
+def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 1000, stage: str = "sft",
+                  packing: bool | None = None) -> dict[str, Any]:
+    """Per-dataset and overall statistics from a lengths table (columns of measure_lengths for ``stage``).
+
+    Every stage: the total length per sample (what ``cutoff_len`` is compared with) and one length summary per
+    part (``PARTS``: pairs report prompt, chosen, rejected and the longer answer, which decides truncation);
+    kto adds the label balance, pt what packing (``packing``, default: on for pt) makes of the documents.
+    """
+    parts = PARTS.get(stage, PARTS["sft"])
+    packing = (stage == "pt") if packing is None else packing
+    cols = {k: np.asarray(table[f"{k}_len"], dtype=np.int64) for k in (*parts, "total", "trainable")}
     names = np.asarray(table["dataset"])
+    tags = np.asarray(table["kto_tag"], dtype=bool) if stage == "kto" else None
 
     def block(mask: np.ndarray) -> dict[str, Any]:
-        total = cols["total_len"][mask]
+        total = cols["total"][mask]
         clipped = np.minimum(total, cutoff)
         out: dict[str, Any] = dict(describe(total))
-        out["prompt"] = describe(cols["prompt_len"][mask])
-        out["response"] = describe(cols["response_len"][mask])
+        for part in parts:
+            out[part] = describe(cols[part][mask])
         out["total_tokens"] = int(total.sum())
-        out["trainable_tokens"] = int(cols["trainable_len"][mask].sum())
-        out["truncation"] = truncation(total, cutoff)
+        out["trainable_tokens"] = int(cols["trainable"][mask].sum())
+        out["truncation"] = truncation(total if not (stage == "pt" and packing) else np.zeros(0, dtype=np.int64), cutoff)
         out.update(recommend_cutoff(total))
         out["padding_waste"] = {
             "random": padding_waste(clipped, batch, pad_to, False),
             "group_by_length": padding_waste(clipped, batch, pad_to, True),
             "packing": packing_waste(total, cutoff, chunk),
         }
+        if tags is not None:
+            good = int(tags[mask].sum())
+            out["labels"] = {"desirable": good, "undesirable": int(mask.sum()) - good,
+                             "desirable_share": round(good / max(1, int(mask.sum())), 6)}
+        if stage == "pt":
+            out["blocks"] = pt_blocks(total, cutoff, packing, chunk)
         return out
 
     per = {str(n): block(names == n) for n in dict.fromkeys(names.tolist())}
     overall = block(np.ones(len(names), dtype=bool))
-    return {"cutoff_len": cutoff, "batch_size": batch, "datasets": per, "overall": overall,
-            "recommended_cutoff_len": overall["recommended_cutoff_len"]}
+    if stage == "pt" and len(per) > 1:  # each dataset is packed on its own: the blocks add up
+        overall["blocks"] = {k: (sum(b["blocks"][k] for b in per.values()) if k not in ("packing", "block_len") else v)
+                             for k, v in overall["blocks"].items()}
+    return {"stage": stage, "parts": list(parts), "cutoff_len": cutoff, "batch_size": batch, "datasets": per,
+            "overall": overall, "recommended_cutoff_len": overall["recommended_cutoff_len"]}
 
 
 def plot_cdf(table, path: str, cutoff: int, recommended: int) -> str:
