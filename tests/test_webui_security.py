@@ -292,6 +292,15 @@ def test_an_exposed_board_needs_a_password_or_an_explicit_flag(tmp_path):
                           "127.0.0.1, or pass --i-understand-no-auth to accept it.\n")
 
 
+def test_workspace_and_allowed_paths_must_be_folders(tmp_path):
+    out = _cli(["webui", "--workspace", str(tmp_path / "nope")], tmp_path)
+    assert (out.returncode, out.stderr) == (2, f"error: --workspace {tmp_path / 'nope'} is not a folder: create it or "
+                                               f"pass an existing one.\n")
+    out = _cli(["webui", "--allow-path", str(tmp_path / "nope")], tmp_path)
+    assert (out.returncode, out.stderr) == (2, f"error: --allow-path {tmp_path / 'nope'} is not a folder: pass an "
+                                               f"existing folder.\n")
+
+
 # ------------------------------------------------------------------ 6. a taken port
 def test_a_taken_port_is_one_line_naming_the_port_and_the_fix(tmp_path):
     with socket.socket() as busy:

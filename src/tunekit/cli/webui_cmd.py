@@ -14,7 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tunekit webui",
         description="Serve the web board: every option, command preview, memory plan, training with live "
                     "loss, chat and export. Binds to loopback (127.0.0.1:7860) unless told otherwise. The board "
-                    "reads and writes only inside its workspace, the Hugging Face and tunekit caches and each "
+                    "reads and writes only inside its workspace, the Hugging Face hub cache and each "
                     "--allow-path (docs/webui.md, 'Security model').",
     )
     p.add_argument("--host", default=None, help="Address to bind (default: $GRADIO_SERVER_NAME or 127.0.0.1).")

@@ -5,7 +5,7 @@ files or to plant code. The rules (see docs/webui.md, "Security model"):
 
 - Every path an option names (model, adapters, data, config files, output folders) must resolve — after
   following symlinks — inside an *allowed root*: the workspace (the folder the board works in), the
-  Hugging Face and tunekit caches, and each ``--allow-path DIR`` the person who started the board gave.
+  Hugging Face hub cache, and each ``--allow-path DIR`` the person who started the board gave.
   Below a root, no folder or file may start with ``.`` (``~/.ssh``, ``.git``, ``.env``).
 - "Save config" writes only ``.yaml`` / ``.yml`` / ``.json`` files, only inside the workspace, and
   replaces an existing file only when asked to.
@@ -65,16 +65,13 @@ def safe_message(message: str, max_lines: int = 6, limit: int = EXCERPT_CHARS) -
 
 
 def _default_caches() -> list[Path]:
-    from tunekit.env import cache_dir
-
-    roots = [cache_dir()]
+    """The Hugging Face hub cache (``$HF_HUB_CACHE``, ``$HF_HOME/hub``): where hub ids are downloaded to."""
     try:
         from huggingface_hub import constants
 
-        roots += [Path(constants.HF_HUB_CACHE)]
+        return [Path(constants.HF_HUB_CACHE)]
     except ImportError:  # pragma: no cover - huggingface_hub is a dependency of transformers
-        roots += [Path(os.path.expanduser("~/.cache/huggingface/hub"))]
-    return roots
+        return [Path(os.path.expanduser("~/.cache/huggingface/hub"))]
 
 
 def _inside(path: Path, root: Path) -> bool:
