@@ -92,7 +92,7 @@ class JobRunner:
         while log_path.exists():
             n += 1
             log_path = log_dir / f"{stem}-{n}.log"
-        env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")
+        env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
         env.pop("GRADIO_SERVER_NAME", None)
         with self._lock:
             log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
