@@ -317,3 +317,41 @@ def test_v1_files_need_no_registration(tmp_path):
     (attr,) = resolve_datasets([str(path)], tmp_path)
     (sample,) = [convert_record(r, attr, "sft") for r in read_records(attr)]
     assert sample["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+
+
+def test_tool_and_reasoning_parts_match_the_official_qwen3_template():
+    """tunekit's rendering of the v1 parts record == Qwen3's own chat template on the OpenAI form of it."""
+    from pathlib import Path
+
+    from tunekit.data.templates import get_template
+
+    render_jinja_template = pytest.importorskip("transformers.utils.chat_template_utils").render_jinja_template
+    official = (Path(__file__).parent / "fixtures" / "chat_templates" / "qwen3.jinja").read_text(encoding="utf-8")
+    (sample,) = _convert([_tool_record()])
+    ours = get_template("qwen3").render(sample["messages"], sample["system"], sample["tools"])
+    calls = [{"type": "function", "function": {"name": "add", "arguments": {"a": a, "b": b}}} for a, b in ((1, 2), (3, 4))]
+    messages = [{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Add 1 and 2, and 3 and 4."},
+                {"role": "assistant", "content": "", "reasoning_content": "Two calls.", "tool_calls": calls},
+                {"role": "tool", "content": "[3, 7]"}, {"role": "assistant", "content": "3 and 7."}]
+    theirs = render_jinja_template([messages], chat_template=official, tools=json.loads(TOOLS))[0][0]
+    assert ours == theirs.rstrip("\n")  # the official template adds a newline after the last <|im_end|>
+    # and that OpenAI form (reasoning_content, tool_calls) read by tunekit is the same canonical sample
+    (openai,) = _convert([{"messages": messages, "tools": TOOLS}])
+    assert openai["messages"] == sample["messages"] and openai["system"] == sample["system"]
+
+
+def test_media_of_a_file_given_by_path_is_refused_not_ignored():
+    record = {"messages": [{"role": "user", "content": "<image>What is this?"}, {"role": "assistant", "content": "A cat."}],
+              "images": ["cat.png"]}
+    assert _error(record) == ("x.jsonl, record 0: has images (images); multimodal training is not supported by tunekit "
+                              "yet. Remove the 'images' key from the records to train on the text only.")
+
+
+def test_consecutive_tool_results_say_how_to_merge_them():
+    record = {"messages": [v1("user", ("text", "Add.")), v1("assistant", ("tool_call", call("add", a=1, b=2)),
+                                                           ("tool_call", call("add", a=3, b=4))),
+                           v1("tool", ("text", "3")), v1("tool", ("text", "7")), v1("assistant", ("text", "3 and 7."))]}
+    assert _error(record) == ("x.jsonl, record 0: message 3 has role 'tool' where an assistant/function_call reply is "
+                              "expected; conversations must alternate user → assistant. Several tool results in a row: "
+                              "put them in one tool message (e.g. a JSON list of the results), as LLaMA-Factory's "
+                              "tool-use data does.")

@@ -106,8 +106,10 @@ def _reject_media(raw: RawRecord, attr: DatasetAttr) -> None:
     for key in ("images", "videos", "audios"):
         col = attr.column(key)
         if col and raw.data.get(col):
+            fix = (f"Remove the '{key}' column from the dataset_info.json entry '{attr.name}'" if attr.formatting != "auto"
+                   else f"Remove the '{col}' key from the records")
             raise RecordError(f"{raw.where}: has {key} ({col}); multimodal training is not supported by tunekit yet. "
-                              f"Remove the '{key}' column from the dataset_info.json entry '{attr.name}' to train on the text only.")
+                              f"{fix} to train on the text only.")
 
 
 def _text(value: Any, raw: RawRecord, what: str) -> str:
@@ -327,8 +329,12 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
         expect = PROMPT_ROLES if len(messages) % 2 == 0 else REPLY_ROLES
         if role not in expect:
             want = "a user/observation message" if expect is PROMPT_ROLES else "an assistant/function_call reply"
+            hint = ""
+            if role == "observation" and messages and messages[-1]["role"] == "observation":
+                hint = (" Several tool results in a row: put them in one tool message (e.g. a JSON list of the results), "
+                        "as LLaMA-Factory's tool-use data does.")
             raise RecordError(f"{raw.where}: message {i} has role '{tag}' where {want} is expected; "
-                              f"conversations must alternate user → assistant.")
+                              f"conversations must alternate user → assistant.{hint}")
         messages.append({"role": role, "content": content})
     return system, messages
 
