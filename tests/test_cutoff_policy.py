@@ -202,3 +202,25 @@ def test_fit_turns_with_heads():
     assert kept == [(0, turns[0]), (1, turns[1])]  # sft order: later turns dropped whole
     # a lead that leaves no room: only BOS (keep) stays in front of the prompt's end
     assert cut_turn(Head([9, 1, 2, 3, 4, 5, 6], lead=5, tail=2, keep=1), [7, 8, 9], 6) == ([9, 5, 6], [7, 8, 9])
+
+
+def test_prompt_only_stages_keep_bos_and_system_too(tiny_llama, tmp_path):
+    first, later, reply = LITERAL["llama3"]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama)
+    question = TURNS[2][0]
+    from_1 = _ids(tok, first.format(u=TURNS[1][0]) + reply.format(a=TURNS[1][1]) + later.format(u=question))
+    long_user = " ".join(f"w{i}" for i in range(40))
+    lead, tail = first.split("{u}")
+    lead_ids, user_ids, tail_ids = _ids(tok, lead), _ids(tok, long_user), _ids(tok, tail)
+    records = [{"system": SYSTEM, "messages": _msgs(TURNS[:2]) + [{"role": "user", "content": question}]},
+               {"system": SYSTEM, "messages": [{"role": "user", "content": long_user}]}]
+    cutoff = len(from_1)  # the first prompt fits once turn 0 is dropped
+    room = cutoff - len(lead_ids) - len(tail_ids)  # what the second one leaves for its user text
+    assert len(user_ids) > room > 0
+    data, _ = _prepare(tiny_llama, tmp_path, "grpo", records, SFT_ENTRY, template="llama3", cutoff_len=cutoff)
+    assert data.reports[0].truncated == 2
+    history_cut, middle_cut = data.train["input_ids"]
+    assert history_cut == from_1  # turn 0 dropped, turn 1 rendered as the start (BOS + system)
+    assert middle_cut == lead_ids + user_ids[:room - room // 2] + user_ids[len(user_ids) - room // 2:] + tail_ids

@@ -64,7 +64,11 @@ class ProcessContext:
         """The first prompt of the conversation rendered from turn ``start`` on, for the cutoff policy (``cutoff.py``)."""
         sub = list(messages[2 * start:])
         prompt = self.render_turns(sub, system, tools, history_trained=history_trained)[0][0]
-        lead, tail = split_first_prompt(prompt, sub[0]["content"])
+        return self.head_of_text(prompt, sub[0]["content"])
+
+    def head_of_text(self, prompt: str, user_text: str) -> Head:
+        """:class:`Head` of a rendered first prompt whose (first) user message is ``user_text``."""
+        lead, tail = split_first_prompt(prompt, user_text)
         prefix = getattr(self.template, "prefix_text", "") or ""
         ids, lead_ids, tail_ids, prefix_ids = self.tokenizer([prompt, lead, tail, prefix], add_special_tokens=False)["input_ids"]
         n_lead = _common_prefix(ids, lead_ids) if lead else 0
