@@ -17,7 +17,7 @@ class DataOptions(OptionGroup):
     dataset: Optional[str] = Field(None, description="Training dataset name(s) from dataset_info.json, or file paths, comma-separated.")
     eval_dataset: Optional[str] = Field(None, description="Evaluation dataset name(s), comma-separated (instead of val_size).")
     dataset_dir: str = Field("data", description="Folder with dataset_info.json and the data files.")
-    cutoff_len: int = Field(2048, ge=2, description="Maximum tokens per sample; longer samples are truncated (answer kept first) and reported.")
+    cutoff_len: int = Field(2048, ge=2, description="Maximum tokens per sample; longer samples are cut (BOS, system prompt and tools kept; oldest history first, then the middle of the user text, then the answer's end) and reported.")
     train_on_prompt: bool = Field(False, description="Train on prompt tokens too (default: only assistant tokens have labels).")
     mask_history: bool = Field(False, description="Train only on the last assistant turn of each conversation.")
     max_samples: Optional[int] = Field(None, ge=1, description="Use at most this many samples of each dataset (the first ones).")
