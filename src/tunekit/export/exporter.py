@@ -158,6 +158,7 @@ def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict |
         "adapters_relative_to_export": [_relative_to(a, out) for a in adapters],
         "written_from": os.getcwd(), "template": cfg.template,
         "enable_thinking": cfg.enable_thinking, "default_system": cfg.default_system, "tool_format": cfg.tool_format,
+        "empty_template_eos": cfg.empty_template_eos,
         "dtype": str(next(model.parameters()).dtype).replace("torch.", "") if quantization is None else None,
         "export_size_gb": cfg.export_size, "quantization": quantization,
         "stop_token_ids": stops, "torch": torch.__version__,

@@ -163,7 +163,8 @@ def _check_template(tokenizer, provenance: dict, report: dict) -> None:
         return
     from ..data.templates import get_template
 
-    tpl = get_template(name, tokenizer, tool_format=provenance.get("tool_format"))
+    tpl = get_template(name, tokenizer, tool_format=provenance.get("tool_format"),
+                       empty_eos=provenance.get("empty_template_eos", True))
     thinking = provenance.get("enable_thinking", True)
     system = provenance.get("default_system")
     ours = [tpl.render_prompt(c, system or None, None, thinking) for c in convs]
