@@ -133,7 +133,9 @@ def _expanded_nodes(root, path) -> int:
     return sizes[id(root)]
 
 
-def _load_yaml(text: str, path) -> Any:
+def load_yaml_text(text: str, path) -> Any:
+    """YAML text → data, as every config reader should: duplicate keys and alias bombs (more than
+    ``MAX_YAML_NODES`` nodes once aliases are expanded) are :class:`ConfigError`s naming ``path``."""
     loader = _yaml_loader_class()(text)
     loader.name = str(path)
     try:
@@ -166,7 +168,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"Config file {path} does not exist.")
     text = path.read_text(encoding="utf-8")
     try:
-        data = json.loads(text, object_pairs_hook=_json_pairs(path)) if path.suffix == ".json" else _load_yaml(text, path)
+        data = json.loads(text, object_pairs_hook=_json_pairs(path)) if path.suffix == ".json" else load_yaml_text(text, path)
     except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         why = why if len(why) <= 500 else why[:500] + " ..."
