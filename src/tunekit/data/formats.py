@@ -119,7 +119,7 @@ def _text(value: Any, raw: RawRecord, what: str) -> str:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    if isinstance(value, (list, dict)):
+    if isinstance(value, list):
         text, reasoning, calls = _parts(value, raw, what)
         if reasoning is not None or calls:
             kind = "reasoning" if reasoning is not None else "tool_call"
@@ -131,11 +131,10 @@ def _text(value: Any, raw: RawRecord, what: str) -> str:
 
 def _parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | None, list[Any]]:
     """(text, reasoning or None, tool calls) of a content given as typed parts (see the module docstring)."""
-    parts = [value] if isinstance(value, dict) else value
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[Any] = []
-    for j, part in enumerate(parts):
+    for j, part in enumerate(value):
         where = f"{raw.where}: {what}, part {j}"
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(kind, str):
@@ -172,14 +171,14 @@ def _tool_call(body: Any, where: str) -> dict[str, Any]:
 def _reply_content(value: Any, raw: RawRecord, what: str, extra_calls: list[Any] | None = None,
                    extra_reasoning: str | None = None) -> tuple[str, str]:
     """(role, canonical content) of an assistant message whose content may hold reasoning / tool_call parts."""
-    if isinstance(value, (list, dict)):
+    if isinstance(value, list):
         text, reasoning, calls = _parts(value, raw, what)
     else:
         text, reasoning, calls = _text(value, raw, what), None, []
     calls = calls + list(extra_calls or [])
     if extra_reasoning:
         reasoning = (reasoning or "") + extra_reasoning
-    thought = f"<think>\n{reasoning.strip(chr(10))}\n</think>\n\n" if reasoning and reasoning.strip() else ""
+    thought = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" if reasoning and reasoning.strip() else ""
     if not calls:
         return "assistant", thought + text
     if text.strip():
