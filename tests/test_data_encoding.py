@@ -162,3 +162,13 @@ def test_json_file_of_lines_skips_its_bad_line_too(tmp_path):
     assert [r.index for r in records] == [0, 1, 2] and records[1].error == (
         f"Data file {path}, line 2 is not valid JSON: Expecting property name enclosed in double quotes (column 2); "
         f"skipped (bad_records: skip).")
+
+
+def test_predict_skips_the_bad_line_too(tiny_qwen, tmp_path):
+    from tunekit.infer.predict import load_samples
+
+    _bad_jsonl(tmp_path)
+    samples = load_samples(_cfg(tiny_qwen, tmp_path, bad_records="skip"))
+    assert [s["label"] for s in samples] == ["2", "2"]
+    with pytest.raises(DataError, match=r"toy\.jsonl, line 2 is not valid JSON: Expecting value \(column 37\)\. Fix the line"):
+        load_samples(_cfg(tiny_qwen, tmp_path))

@@ -32,7 +32,7 @@ def load_samples(cfg) -> list[dict[str, Any]]:
         raise ConfigError("predict needs data: set eval_dataset (or dataset) to dataset name(s) from dataset_info.json.")
     samples = []
     for attr in resolve_datasets(names, cfg.dataset_dir):
-        raws = read_records(attr, cache_dir=cfg.cache_dir)
+        raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
         if cfg.max_samples:
             raws = raws[: cfg.max_samples]
         for raw in raws:
