@@ -63,7 +63,9 @@ def test_models_and_non_streaming_completion(client, engine):
     expected = engine.chat(HI, max_new_tokens=5, seed=1)[0]
     assert len(set(expected.text)) > 2
     resp = client.chat.completions.create(model=MODEL, messages=HI, max_tokens=5, n=2, seed=1)
-    assert [c.message.content for c in resp.choices] == [expected.text, expected.text]
+    # choice i is seeded seed + i: independent choices, the first one equal to a single reply with that seed
+    assert [c.message.content for c in resp.choices] == [r.text for r in engine.chat(HI, n=2, max_new_tokens=5, seed=1)]
+    assert resp.choices[0].message.content == expected.text != resp.choices[1].message.content
     assert [c.finish_reason for c in resp.choices] == ["length", "length"]
     assert resp.usage.prompt_tokens == 2 * expected.prompt_tokens
     assert resp.usage.completion_tokens == 10 and resp.usage.total_tokens == resp.usage.prompt_tokens + 10

@@ -1,26 +1,41 @@
 """The FastAPI app: ``GET /v1/models``, ``POST /v1/chat/completions`` (streaming SSE and not).
 
-Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``:
-401 missing/wrong bearer key, 400 malformed JSON or an unusable conversation (empty, wrong role order,
-non-text content, options the template cannot honour), 404 unknown model or route, 413 body larger than
-``max_body_bytes``, 422 a body that does not match the request schema (wrong types, ``max_tokens`` < 1,
-``n`` < 1, ...). A request mistake never becomes a 500.
+Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``, on every route and for every
+failure: 401 missing/wrong bearer key (every route, ``/openapi.json`` too; the ``Bearer`` scheme in any case,
+the key compared in constant time), 400 malformed JSON (also: nested deeper than ``MAX_DEPTH``, NaN/Infinity,
+lone UTF-16 surrogates in a string) or an unusable conversation (empty, wrong role order, non-text content,
+options the template cannot honour, a prompt that does not fit the model's context, ``max_tokens`` above
+``api_max_tokens`` or the room the context leaves), 404 unknown model or route, 413 body larger than
+``max_body_bytes``, 422 a body that does not match the request schema (wrong types, out-of-range integers,
+``"stream": "yes"``, ...), 429 (with ``Retry-After``) when the generation slot stays busy, 503 while the server
+stops, 500 (still JSON) for a bug.
 
-Concurrency: generation is serialized by the engine's lock (one request generates at a time, the others
-wait in worker threads), so concurrent requests never mix outputs.
+Concurrency: one request generates at a time (the *slot*; the engine's lock serializes generation too), so
+concurrent requests never mix outputs. A request waits for the slot at most ``api_queue_timeout`` seconds
+and at most ``api_max_queue`` requests wait; otherwise 429. A generation stops at its next token when its
+client disconnects (streaming or not), when a streamed chunk waits longer than ``api_stream_timeout`` for the
+client to read it, or when the server is stopped (SIGTERM/SIGINT: :func:`stop_generations`).
+
+Request text is encoded with special-token parsing off unless ``api_parse_special_tokens`` (see
+:mod:`tunekit.infer.untrusted`).
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import math
+import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from fastapi import Request  # module level: FastAPI resolves the string annotations of the endpoints here
 
 from ..errors import TunekitError
-from .protocol import ChatCompletionRequest, ChatMessage
+from ..infer.engine import choice_seed
+from .protocol import MAX_DEPTH, ChatCompletionRequest, ChatMessage
 from .toolcalls import extract_tool_calls
 
 DEFAULT_MAX_BODY = 4 * 2**20
@@ -32,11 +47,75 @@ class APIError(Exception):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
 
-    def response(self):
+    def response(self, headers: dict | None = None):
         from fastapi.responses import JSONResponse
 
         body = {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-        return JSONResponse(body, status_code=self.status)
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+@dataclass
+class Limits:
+    """The server's limits (the ``api_*`` options of the config; see ``docs/after-training.md``)."""
+
+    max_tokens: int = 4096
+    queue_timeout: float = 30.0
+    max_queue: int = 16
+    stream_timeout: float = 30.0
+    parse_special_tokens: bool = False
+
+    @classmethod
+    def from_config(cls, cfg) -> "Limits":
+        return cls(max_tokens=cfg.api_max_tokens, queue_timeout=cfg.api_queue_timeout, max_queue=cfg.api_max_queue,
+                   stream_timeout=cfg.api_stream_timeout, parse_special_tokens=cfg.api_parse_special_tokens)
+
+
+# ------------------------------------------------------------------------------------ body checks
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _reject_constant(name: str):
+    raise APIError(400, f"The body is not valid JSON: {name} is not a JSON number.")
+
+
+def parse_json(body: bytes) -> Any:
+    """``json.loads`` with every failure a 400 (syntax, bad UTF-8, NaN/Infinity, huge integers, deep nesting)."""
+    try:
+        data = json.loads(body, parse_constant=_reject_constant)
+    except RecursionError:
+        raise APIError(400, f"The body is nested too deeply (more than {MAX_DEPTH} levels of arrays/objects).") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, int digits limit
+        raise APIError(400, f"The body is not valid JSON: {exc}.") from None
+    check_json(data)
+    return data
+
+
+def check_json(data: Any) -> None:
+    """400 for nesting deeper than :data:`MAX_DEPTH` and for strings with lone UTF-16 surrogates (no valid text)."""
+    stack = [(data, 1, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise APIError(400, f"The body is nested too deeply: more than {MAX_DEPTH} levels of arrays/objects "
+                                    f"(at {where or 'the top'}).", param=where or None)
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    raise APIError(400, f"A key at {where or 'the top'} holds a lone UTF-16 surrogate: send valid Unicode.")
+                stack.append((item, depth + 1, f"{where}.{key}" if where else str(key)))
+        elif isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found:
+                raise APIError(400, f"{where or 'The body'} holds a lone UTF-16 surrogate (\\u{ord(found.group()):04x} at "
+                                    f"character {found.start()}), which is not valid Unicode text.", param=where or None)
+
+
+def authorized(header: str, api_key: str) -> bool:
+    """``Authorization: Bearer KEY`` (scheme in any case), compared in constant time."""
+    scheme, _, token = header.strip().partition(" ")
+    ok_scheme = scheme.lower() == "bearer"
+    return hmac.compare_digest(token.strip().encode("utf-8", "surrogatepass"), api_key.encode("utf-8")) and ok_scheme
 
 
 # ------------------------------------------------------------------------------------ request -> engine
@@ -105,7 +184,42 @@ def _tool_calls(calls: list[tuple[str, str]]) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------ the app
-def create_app(engine, model_name: str, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY):
+class _Slot:
+    """One generation at a time; waiting requests are bounded in number and in time (then 429)."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.waiting = 0
+        self._lock = None
+
+    async def acquire(self) -> None:
+        import anyio
+
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        if self._lock.locked() and self.waiting >= self.limits.max_queue:
+            raise self._busy(f"{self.waiting} request(s) are already waiting (api_max_queue: {self.limits.max_queue})")
+        self.waiting += 1
+        try:
+            with anyio.move_on_after(self.limits.queue_timeout):
+                await self._lock.acquire()
+                return
+        finally:
+            self.waiting -= 1
+        raise self._busy(f"it stayed busy for {self.limits.queue_timeout:g} s (api_queue_timeout)")
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def _busy(self, why: str) -> APIError:
+        err = APIError(429, f"The server is busy generating for another request and {why}; retry later.",
+                       type_="rate_limit_error", code="server_busy")
+        err.headers = {"Retry-After": str(max(1, math.ceil(self.limits.queue_timeout)))}
+        return err
+
+
+def create_app(engine, model_name: str, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY,
+               limits: Limits | None = None):
     import anyio
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
@@ -113,13 +227,26 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
     from pydantic import ValidationError
     from starlette.exceptions import HTTPException
 
+    limits = limits or Limits.from_config(engine.cfg)
     app = FastAPI(title="tunekit OpenAI-compatible API", docs_url=None, redoc_url=None)
     created = int(time.time())
     tool_format = getattr(engine.template, "tool_format", None)
+    slot = _Slot(limits)
+    inflight: set = set()
+    state = {"stopping": False}
+
+    def stop_generations() -> None:
+        """Cancel every running generation and refuse new ones (the server is stopping); safe in a signal handler."""
+        state["stopping"] = True
+        for g in list(inflight):
+            g.cancel()
+
+    app.state.stop_generations = stop_generations
+    app.state.inflight = inflight
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
-        return exc.response()
+        return exc.response(getattr(exc, "headers", None))
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException):
@@ -130,25 +257,38 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
     async def _validation_error(request: Request, exc: RequestValidationError):
         return APIError(422, _describe(exc.errors())).response()
 
-    def check_auth(request: Request) -> None:
-        if api_key is None:
-            return
-        header = request.headers.get("authorization", "")
-        if header != f"Bearer {api_key}":
-            raise APIError(401, "Incorrect or missing API key: send 'Authorization: Bearer <API_KEY>'.",
-                           type_="authentication_error", code="invalid_api_key")
+    @app.exception_handler(Exception)
+    async def _server_error(request: Request, exc: Exception):
+        return APIError(500, f"Internal server error ({type(exc).__name__}); the server log has the details.",
+                        type_="server_error", code="internal_error").response()
+
+    class _Auth:
+        """Every route needs the key (``/openapi.json`` as much as ``/v1/models``)."""
+
+        def __init__(self, app_):
+            self.app = app_
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] == "http" and api_key is not None:
+                header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+                if not authorized(header, api_key):
+                    err = APIError(401, "Incorrect or missing API key: send 'Authorization: Bearer <API_KEY>'.",
+                                   type_="authentication_error", code="invalid_api_key")
+                    await err.response()(scope, receive, send)
+                    return
+            await self.app(scope, receive, send)
+
+    app.add_middleware(_Auth)
 
     def model_card() -> dict:
         return {"id": model_name, "object": "model", "created": created, "owned_by": "tunekit"}
 
     @app.get("/v1/models")
     async def list_models(request: Request):
-        check_auth(request)
         return {"object": "list", "data": [model_card()]}
 
     @app.get("/v1/models/{model_id:path}")
     async def get_model(model_id: str, request: Request):
-        check_auth(request)
         if model_id != model_name:
             raise APIError(404, f"The model '{model_id}' does not exist; this server serves '{model_name}'.",
                            param="model", code="model_not_found")
@@ -164,20 +304,38 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
             body += chunk
             if len(body) > max_body_bytes:
                 raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes.", code="request_too_large")
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise APIError(400, f"The body is not valid JSON: {exc}.") from None
+        data = parse_json(body)
         if not isinstance(data, dict):
             raise APIError(400, "The body must be a JSON object.")
         try:
             return ChatCompletionRequest.model_validate(data)
         except ValidationError as exc:
             raise APIError(422, _describe(exc.errors()), param=_first_loc(exc.errors())) from None
+        except RecursionError:  # MAX_DEPTH keeps this from happening; never a plain 500
+            raise APIError(400, f"The body is nested too deeply (more than {MAX_DEPTH} levels).") from None
+
+    def budget(prompt_tokens: int, requested: int | None) -> int:
+        """max_new_tokens for this request: requested (checked) or the configured default, within the context."""
+        ctx = engine.context_length
+        if ctx is not None and prompt_tokens >= ctx:
+            raise APIError(400, f"The prompt is {prompt_tokens} tokens but the model's context is {ctx} tokens: shorten "
+                                f"the messages.", param="messages", code="context_length_exceeded")
+        room = ctx - prompt_tokens if ctx is not None else None
+        if requested is not None:
+            if requested > limits.max_tokens:
+                raise APIError(400, f"max_tokens {requested} is larger than this server's limit of {limits.max_tokens} "
+                                    f"(option api_max_tokens).", param="max_tokens")
+            if room is not None and requested > room:
+                raise APIError(400, f"The prompt ({prompt_tokens} tokens) plus max_tokens ({requested}) exceeds the model's "
+                                    f"context of {ctx} tokens: ask for at most {room}.", param="max_tokens",
+                               code="context_length_exceeded")
+            return requested
+        return min(int(engine.cfg.max_new_tokens), limits.max_tokens, *([room] if room is not None else []))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        check_auth(request)
+        if state["stopping"]:
+            raise APIError(503, "The server is shutting down.", type_="server_error", code="shutting_down")
         req = await read_request(request)
         if req.model != model_name:
             raise APIError(404, f"The model '{req.model}' does not exist; this server serves '{model_name}'.",
@@ -185,22 +343,90 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
         turns, system = to_conversation(req.messages)
         tools = req.tools if req.tools and req.tool_choice != "none" else None
         gen = generation_args(req)
+        base_seed = req.seed if req.seed is not None else engine.cfg.generation_seed
         try:  # render + option checks now, so mistakes are 400s before any streaming starts
-            generations = [engine.start(turns, system=system, tools=tools, **gen) for _ in range(req.n)]
+            ids = engine.render(turns, system=system, tools=tools, parse_special_tokens=limits.parse_special_tokens)
+            gen["max_new_tokens"] = budget(len(ids), gen["max_new_tokens"])
+            generations = [engine.start_ids(ids, **{**gen, "seed": choice_seed(base_seed, i)}) for i in range(req.n)]
         except TunekitError as exc:
             raise APIError(400, str(exc), param="messages") from None
+        await slot.acquire()
+        inflight.update(generations)
+        released = False
+
+        def finish() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                for g in generations:
+                    g.cancel()
+                    inflight.discard(g)
+                slot.release()
+
+        if state["stopping"]:
+            finish()
+            raise APIError(503, "The server is shutting down.", type_="server_error", code="shutting_down")
         rid, now = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return StreamingResponse(_sse(generations, rid, now, bool(tools), include_usage),
-                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        choices = []
-        for i, g in enumerate(generations):
-            await anyio.to_thread.run_sync(_drain, g)
-            choices.append({"index": i, "message": _message(g, bool(tools)), "finish_reason": _finish(g, bool(tools)),
-                            "logprobs": None})
+            return _GuardedStream(_sse(generations, rid, now, bool(tools), include_usage), finish, limits.stream_timeout,
+                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        try:
+            choices = []
+            for i, g in enumerate(generations):
+                await _drain_watching(g, request)
+                if await request.is_disconnected():
+                    return JSONResponse({}, status_code=499)  # nobody reads it
+                if state["stopping"]:
+                    raise APIError(503, "The server is shutting down; the generation was stopped.", type_="server_error",
+                                   code="shutting_down")
+                choices.append({"index": i, "message": _message(g, bool(tools)), "finish_reason": _finish(g, bool(tools)),
+                                "logprobs": None})
+        finally:
+            finish()
         return JSONResponse({"id": rid, "object": "chat.completion", "created": now, "model": model_name,
                              "choices": choices, "usage": _usage(generations)})
+
+    async def _drain_watching(g, request: Request) -> None:
+        """Run ``g`` to its end in a worker thread; cancel it when the client disconnects."""
+        async with anyio.create_task_group() as tg:
+            async def watch() -> None:
+                while True:
+                    if await request.is_disconnected():
+                        g.cancel()
+                        return
+                    await anyio.sleep(0.2)
+
+            tg.start_soon(watch)
+            await anyio.to_thread.run_sync(_drain, g)
+            tg.cancel_scope.cancel()
+
+    class _GuardedStream(StreamingResponse):
+        """A stream that gives the slot back however it ends, and drops a client that stops reading."""
+
+        def __init__(self, content, finish, write_timeout: float, **kw):
+            super().__init__(content, **kw)
+            self._finish, self._write_timeout = finish, write_timeout
+
+        async def stream_response(self, send) -> None:
+            async def timed_send(message) -> None:
+                with anyio.move_on_after(self._write_timeout) as scope:
+                    await send(message)
+                if scope.cancelled_caught:  # the client does not read: stop (the connection is closed by the server)
+                    raise _StalledClient()
+
+            try:
+                await super().stream_response(timed_send)
+            except _StalledClient:
+                pass
+
+        async def __call__(self, scope, receive, send) -> None:
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                self._finish()
+                with anyio.CancelScope(shield=True):
+                    await self.body_iterator.aclose()
 
     def _message(g, with_tools: bool) -> dict:
         content, calls = extract_tool_calls(g.text, tool_format) if with_tools else (g.text, [])
@@ -238,14 +464,22 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
                             break
                         yield chunk([{"index": i, "delta": {"content": delta}, "finish_reason": None, "logprobs": None}])
                 finally:  # client gone or done: stop generating and release the engine's lock
+                    g.cancel()
                     with anyio.CancelScope(shield=True):
                         await anyio.to_thread.run_sync(iterator.close)
+            if state["stopping"]:
+                yield f"data: {json.dumps({'error': {'message': 'The server is shutting down; the generation was stopped.', 'type': 'server_error', 'param': None, 'code': 'shutting_down'}})}\n\n"
+                return
             yield chunk([{"index": i, "delta": {}, "finish_reason": _finish(g, with_tools), "logprobs": None}])
         if include_usage:
             yield chunk([], _usage(generations))
         yield "data: [DONE]\n\n"
 
     return app
+
+
+class _StalledClient(Exception):
+    pass
 
 
 def _drain(generation) -> None:

@@ -1,11 +1,21 @@
 """Request bodies of the OpenAI chat API (the fields tunekit honours; unknown fields are ignored, as OpenAI clients
-send many)."""
+send many).
+
+Bounds: every integer has a range (``seed`` is a signed 64-bit integer, as OpenAI's), booleans are strict
+(``"stream": "yes"`` is a 422, not true), ``stop`` holds at most 16 strings of at most 1,000 characters (they are
+searched in the text after every token), and the JSON nesting depth and text validity are checked before this
+schema runs (:data:`MAX_DEPTH`, :func:`tunekit.serve.app.check_json`).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+#: deepest JSON nesting accepted in a request body (a chat request needs about 8: tools' JSON schemas a few more)
+MAX_DEPTH = 32
+INT64 = 2**63
 
 
 class _Lenient(BaseModel):
@@ -37,7 +47,7 @@ class ChatMessage(_Lenient):
 
 
 class StreamOptions(_Lenient):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class ChatCompletionRequest(_Lenient):
@@ -48,9 +58,9 @@ class ChatCompletionRequest(_Lenient):
     temperature: Optional[float] = Field(None, ge=0, le=2)
     top_p: Optional[float] = Field(None, gt=0, le=1)
     n: int = Field(1, ge=1, le=16)
-    max_tokens: Optional[int] = Field(None, ge=1)
-    max_completion_tokens: Optional[int] = Field(None, ge=1)
-    stop: Union[str, list[str], None] = None
-    stream: bool = False
+    max_tokens: Optional[int] = Field(None, ge=1, lt=2**31)
+    max_completion_tokens: Optional[int] = Field(None, ge=1, lt=2**31)
+    stop: Union[Annotated[str, Field(max_length=1000)], Annotated[list[Annotated[str, Field(max_length=1000)]], Field(max_length=16)], None] = None
+    stream: StrictBool = False
     stream_options: Optional[StreamOptions] = None
-    seed: Optional[int] = None
+    seed: Optional[int] = Field(None, ge=-INT64, lt=INT64)

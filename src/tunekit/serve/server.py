@@ -35,14 +35,40 @@ def default_model_name(cfg) -> str:
 
 
 def serve(cfg, settings: ServeSettings) -> None:
+    """Load the model and serve it until SIGINT/SIGTERM; a stop signal cancels the running generations first, so
+    the process ends within a few seconds even mid-generation."""
     import uvicorn
 
     from ..infer.engine import ChatEngine
-    from .app import create_app
+    from .app import Limits, create_app
 
     engine = ChatEngine(cfg)
     name = settings.model_name or default_model_name(cfg)
-    app = create_app(engine, name, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes)
+    app = create_app(engine, name, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes,
+                     limits=Limits.from_config(cfg))
     print(f"serving '{name}' on http://{settings.host}:{settings.port}/v1 (OpenAI-compatible; "
           f"{'API key required' if settings.api_key else 'no API key'}); Ctrl+C stops", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=5)
+    StoppingServer(config, app.state.stop_generations).run()
+
+
+def _stopping_server_class():
+    import uvicorn
+
+    class _StoppingServer(uvicorn.Server):
+        """uvicorn's server whose stop signal first cancels the app's in-flight generations (uvicorn alone waits for
+        every open response to finish, and a long generation never would)."""
+
+        def __init__(self, config, on_stop):
+            super().__init__(config)
+            self._on_stop = on_stop
+
+        def handle_exit(self, sig, frame) -> None:
+            self._on_stop()
+            super().handle_exit(sig, frame)
+
+    return _StoppingServer
+
+
+def StoppingServer(config, on_stop):  # noqa: N802 (a class, built on first use: uvicorn is imported only to serve)
+    return _stopping_server_class()(config, on_stop)
