@@ -13,7 +13,7 @@ class DataOptions(OptionGroup):
     GROUP = "data"
     TITLE = "Data"
 
-    template: Optional[str] = Field(None, description="Chat template (qwen, llama3, default, ...), or 'jinja' to use the tokenizer's own chat_template; see `tunekit templates`.")
+    template: Optional[str] = Field(None, description="Chat template (qwen, llama3, default, ...), or 'jinja' to use the tokenizer's own chat_template; see `tunekit templates`. Not needed for stage pt (documents end with the vocabulary's document token).")
     dataset: Optional[str] = Field(None, description="Training dataset name(s) from dataset_info.json, or file paths, comma-separated.")
     eval_dataset: Optional[str] = Field(None, description="Evaluation dataset name(s), comma-separated (instead of val_size).")
     dataset_dir: str = Field("data", description="Folder with dataset_info.json and the data files.")
