@@ -31,6 +31,7 @@ def _stats(capsys, model, data_dir, dataset, stage, **opts):
     ("rm", "dpo_en_demo", ["prompt", "chosen", "rejected", "longest"]),
     ("kto", "kto_en_demo", ["prompt", "response"]),
     ("pt", "c4_demo,wiki_demo", ["document"]),
+    ("grpo", "alpaca_en_demo", ["prompt"]),
 ])
 def test_every_stage_on_the_reference_data(tiny_qwen, reference_data, capsys, stage, dataset, parts):
     s = _stats(capsys, tiny_qwen, reference_data, dataset, stage, cutoff_len=512, max_samples=20)
