@@ -267,3 +267,42 @@ def test_trainer_log_is_strict_json_with_null_for_non_finite(tmp_path):
     log.on_log(None, state, TrainerControl(), logs={"loss": float("nan"), "grad_norm": float("inf"), "learning_rate": 1e-3})
     (row,) = _strict_rows(tmp_path / "trainer_log.jsonl")
     assert (row["step"], row["loss"], row["grad_norm"], row["lr"]) == (3, None, None, 1e-3)
+
+
+def test_guard_checks_logged_values_and_names_the_last_complete_checkpoint(tmp_path):
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from tunekit.train.checkpoints import write_complete_marker
+    from tunekit.train.finite_guard import FiniteGuardCallback
+
+    guard = FiniteGuardCallback(str(tmp_path))
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+    state = TrainerState(global_step=7, max_steps=10)
+    with pytest.raises(TrainingDiverged) as err:
+        guard.on_log(args, state, TrainerControl(), logs={"loss": float("nan"), "learning_rate": 1e-3})
+    assert str(err.value).startswith(f"Training stopped at step 7 of 10: the logged loss is nan. Nothing from this step "
+                                     f"was saved; no checkpoint was saved before it in {tmp_path}. ")
+    for step in (5, 6):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"x" * 16)
+        if step == 5:
+            write_complete_marker(folder, step)  # checkpoint-6 has no marker: torn, not "good"
+    with pytest.raises(TrainingDiverged) as err:
+        guard.on_log(args, state, TrainerControl(), logs={"eval_loss": float("inf")})
+    assert (f"the logged eval_loss is inf. Nothing from this step was saved; the last good checkpoint is "
+            f"{tmp_path / 'checkpoint-5'} (resume_from_checkpoint: {tmp_path / 'checkpoint-5'})") in str(err.value)
+    guard.on_log(args, state, TrainerControl(), logs={"loss": 2.5, "grad_norm": 0.7})  # finite: nothing happens
+
+
+def test_command_line_values_get_the_same_yaml_checks():
+    from tunekit.config import parse_overrides
+
+    levels = ["&l0 [" + ",".join(["1"] * 9) + "]"] + [f"&l{i} [{','.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    message = _config_error(overrides=[f"lr_scheduler_kwargs={{x: [{','.join(levels)}]}}"])
+    assert message.startswith("the command-line value '{x: [&l0 [1,1,1,1,1,1,1,1,1...") and len(message) < 300
+    assert message.endswith("expands to more than 100,000 YAML nodes through its aliases (*name) (line 1); a config "
+                            "needs only a few dozen: write the values out.")
+    assert _config_error(overrides=["lr_scheduler_kwargs={a: 1, a: 2}"]) == (
+        "the command-line value '{a: 1, a: 2}': key 'a' is given twice (line 1, columns 2 and 8); keep one of them.")
+    assert parse_overrides(["e=5e-05", "f={x: 1}", "h=yes", "i="]) == {"e": 5e-05, "f": {"x": 1}, "h": True, "i": ""}

@@ -41,7 +41,7 @@ def parse_scalar(text: str) -> Any:
     if text == "":
         return ""
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml_text(text, f"the command-line value {excerpt(text)}")  # aliases and duplicates checked too
     except yaml.YAMLError:
         return text
     if isinstance(value, str) and _FLOAT.match(text):
@@ -88,16 +88,17 @@ def _yaml_loader_class():
 
     class StrictLoader(base):
         def construct_mapping(self, node, deep=False):
-            first_line: dict[Any, int] = {}
+            first: dict[Any, tuple[int, int]] = {}
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
                     continue
                 key = self.construct_object(key_node)
-                line = key_node.start_mark.line + 1
-                if key in first_line:
-                    raise ConfigError(f"{self.name}: key {excerpt(key)} is given twice (lines {first_line[key]} and {line}); "
-                                      f"keep one of them.")
-                first_line[key] = line
+                at = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                if key in first:
+                    (line, col), (line2, col2) = first[key], at
+                    where = f"lines {line} and {line2}" if line != line2 else f"line {line}, columns {col} and {col2}"
+                    raise ConfigError(f"{self.name}: key {excerpt(key)} is given twice ({where}); keep one of them.")
+                first[key] = at
             return super().construct_mapping(node, deep=deep)
 
     return StrictLoader
