@@ -355,3 +355,11 @@ def test_consecutive_tool_results_say_how_to_merge_them():
                               "expected; conversations must alternate user → assistant. Several tool results in a row: "
                               "put them in one tool message (e.g. a JSON list of the results), as LLaMA-Factory's "
                               "tool-use data does.")
+
+
+def test_parts_as_arrow_rows_carry_both_keys():
+    """Rows of a hub dataset (one Arrow struct for every part) have every key, the unused ones None."""
+    record = {"messages": [{"role": "user", "content": [{"type": "text", "text": None, "value": "a"}]},
+                           {"role": "assistant", "content": [{"type": "text", "text": "b", "value": None}]}]}
+    (sample,) = _convert([record])
+    assert sample["messages"] == [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]

@@ -146,7 +146,8 @@ def _parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | None, list
         if kind not in PART_TYPES:
             raise RecordError(f"{where} has unknown type '{kind}'; supported part types: {', '.join(PART_TYPES)} "
                               f"(and OpenAI's 'text' parts with a 'text' key).")
-        key = "text" if kind == "text" and "text" in part else "value"
+        # OpenAI keys text parts 'text', LLaMA-Factory v1 'value' (a hub dataset's Arrow rows carry both, one None)
+        key = "text" if kind == "text" and isinstance(part.get("text"), str) else "value"
         body = part.get(key)
         if kind == "tool_call":
             calls.append(_tool_call(body, where))
