@@ -238,3 +238,43 @@ def test_sigterm_ends_a_server_that_is_generating(tiny_qwen, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_stream_whose_client_stops_reading_is_dropped(engine):
+    """Driven as an ASGI server would: after a few chunks ``send`` never returns (the socket buffers are full
+    because the client stopped reading; on loopback they hold megabytes, hence no real socket here)."""
+    import anyio
+
+    from tunekit.serve.app import Limits, create_app
+
+    app = create_app(engine, MODEL, limits=Limits(max_tokens=2000, stream_timeout=1.0))
+    body = json.dumps({"model": MODEL, "messages": HI, "max_tokens": 2000, "stream": True}).encode()
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "root_path": "",
+             "query_string": b"", "headers": [(b"content-type", b"application/json")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}
+    sent: list[dict] = []
+    requested = False
+
+    async def receive():
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()  # the client stays connected
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body" and len(sent) > 4:
+            await anyio.sleep_forever()  # ... but reads nothing more
+
+    async def run() -> float:
+        start = time.time()
+        with anyio.fail_after(30):
+            await app(scope, receive, send)
+        return time.time() - start
+
+    took = anyio.run(run)
+    assert sent[0]["status"] == 200 and len(sent) == 5 and not app.state.inflight
+    assert 1.0 <= took < 10  # api_stream_timeout (1 s) after the stalled chunk, not the ~50 s of the generation
+    assert not engine.lock.locked()
