@@ -14,8 +14,13 @@ and not, n, max_tokens, temperature, top_p, stop, usage, tools for templates wit
   --api-key     require 'Authorization: Bearer KEY' (401 otherwise)  [env API_KEY]
   --model-name  the model id clients send [env API_MODEL_NAME, default: the model/adapter folder name]
 
-Requests are generated one at a time (the engine serializes generation), so concurrent requests queue
-and never mix. infer_backend: vllm is not served by tunekit: export the model and run `vllm serve EXPORT_DIR`.
+Requests are generated one at a time, so concurrent requests queue and never mix. Limits (ordinary options,
+e.g. api_max_tokens=1024): api_max_tokens (4096; also prompt + max_tokens must fit the context),
+api_queue_timeout (30 s waiting for the slot, then 429 + Retry-After), api_max_queue (16 waiting),
+api_stream_timeout (30 s for a client to read a chunk), api_parse_special_tokens (false: control-token text in
+messages stays text), generation_seed (unset: sampled replies are random unless the request sets seed).
+A disconnected client's generation stops; SIGTERM/Ctrl+C cancels running generations and exits.
+infer_backend: vllm is not served by tunekit: export the model and run `vllm serve EXPORT_DIR`.
 """
 
 FLAGS = ("--host", "--port", "--api-key", "--model-name")
