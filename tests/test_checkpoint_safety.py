@@ -108,6 +108,7 @@ def _names(out: Path) -> list[str]:
 
 
 # ------------------------------------------------------------------ 1. rotation only after the marker
+@pytest.mark.slow
 def test_a_kill_between_save_and_marker_leaves_the_previous_checkpoint(tiny_qwen, data_dir, tmp_path, reference, capsys):
     """Hugging Face's save_total_limit deleted checkpoint-2 inside the save of checkpoint-4, before the marker:
     a kill there left no resumable checkpoint. Now the older one goes only after the new one is marked."""
@@ -125,6 +126,7 @@ def test_a_kill_between_save_and_marker_leaves_the_previous_checkpoint(tiny_qwen
     assert _names(out) == ["checkpoint-6"]  # save_total_limit 1 still holds
 
 
+@pytest.mark.slow
 def test_a_kill_during_rotation_leaves_a_complete_checkpoint(tiny_qwen, data_dir, tmp_path, reference):
     """Killed after the first file of the old checkpoint-2 is deleted: it was renamed first, so no half-deleted
     checkpoint-2 is ever seen, and checkpoint-4 (marked before rotation began) resumes."""
@@ -137,6 +139,29 @@ def test_a_kill_during_rotation_leaves_a_complete_checkpoint(tiny_qwen, data_dir
     assert not (out / ".deleting-checkpoint-2").exists() and _names(out) == ["checkpoint-6"]
 
 
+def test_rotation_keeps_the_newest_complete_and_the_best_and_skips_newer_unmarked_ones(tmp_path):
+    from tunekit.train.checkpoints import rotate_checkpoints, write_complete_marker
+
+    def make(step: int, marked: bool) -> None:
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "optimizer.pt").write_bytes(bytes([step]) * 100)
+        if marked:
+            write_complete_marker(folder, step)
+
+    for step in (1, 2, 3):
+        make(step, marked=True)
+    make(4, marked=False)  # being written (or torn): newer than the newest complete one, never touched
+    assert rotate_checkpoints(tmp_path, 1, best=str(tmp_path / "checkpoint-1")) == ["checkpoint-2"]
+    assert _names(tmp_path) == ["checkpoint-1", "checkpoint-3", "checkpoint-4"]
+    assert rotate_checkpoints(tmp_path, 1) == ["checkpoint-1"]
+    assert _names(tmp_path) == ["checkpoint-3", "checkpoint-4"] and not list(tmp_path.glob(".deleting-*"))
+    # the end of a finished run with save_total_limit 1 and a best checkpoint: only the best one stays
+    write_complete_marker(tmp_path / "checkpoint-4", 4)
+    assert rotate_checkpoints(tmp_path, 1, best=str(tmp_path / "checkpoint-3"), keep_newest=False) == ["checkpoint-4"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sigkill_at_a_random_moment_then_auto_resume_is_bit_identical(tiny_qwen, data_dir, tmp_path, reference, seed):
     out = tmp_path / "out"
@@ -292,6 +317,7 @@ print("CHECK " + json.dumps({p.name: checkpoint_problem(p) for p in list_checkpo
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare -rm and tmpfs (a mount namespace) for a small disk")
 def test_disk_full_while_saving_names_the_intact_checkpoint(tiny_qwen, data_dir, tmp_path, reference):
     """A real full disk: a tmpfs sized from the reference run so checkpoint-2 fits and checkpoint-4 does not."""

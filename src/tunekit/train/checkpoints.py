@@ -362,7 +362,6 @@ def plan_resume(output_dir: str | Path, resume, deepspeed: bool | None = None, c
             return ResumePlan(finished=done, notes=[
                 f"resume: the run in {out} already finished (step {done.get('total_steps', '?')}); resuming {path.name} "
                 f"with the same options would train the same steps again. Nothing to do, its results are kept."])
-        chosen = path
         same_dir = path.parent.resolve() == out.resolve()
         plan = ResumePlan(checkpoint=str(path), step=_trained_step(path),
                           clear=_superseded(out, checkpoint_step(path)) if same_dir else [])
