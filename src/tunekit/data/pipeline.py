@@ -68,6 +68,10 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
         raise ConfigError("dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path.")
     template = load_template(cfg, tokenizer, stage)
     ctx = make_context(cfg, tokenizer, template)
+    if stage == "pt":  # said here too, so a run that loads the tokenized data from the cache says it as well
+        from .processors.pt import announce_document_end
+
+        announce_document_end(tokenizer, template)
     train, train_reports = _load_many(cfg.dataset_names, cfg, ctx, stage) if cfg.dataset_names else (None, [])
     reports = list(train_reports)
     evaluation = None

@@ -63,20 +63,19 @@ def document_end(tokenizer: Any, template: Any = None) -> tuple[int, str, str]:
     return eos_id, eos, f"{note}the tokenizer's EOS"
 
 
-def _announce(token: str, why: str, template: Any) -> None:
-    if (token, why) in _ANNOUNCED:
-        return
-    _ANNOUNCED.add((token, why))
-    if not why.startswith("the document token"):  # not named by the config's template: say which it is
-        logger.warning("stage pt: documents end with %s (%s).", token, why)
-    else:
-        logger.info("stage pt: documents end with %s (%s).", token, why)
+def announce_document_end(tokenizer: Any, template: Any = None) -> int:
+    """Say (once per process) which token ends the documents: a warning when no template names it; its id."""
+    end_id, token, why = document_end(tokenizer, template)
+    if (token, why) not in _ANNOUNCED:
+        _ANNOUNCED.add((token, why))
+        level = logging.INFO if why.startswith("the document token") else logging.WARNING
+        logger.log(level, "stage pt: documents end with %s (%s).", token, why)
+    return end_id
 
 
 def _encode(batch: dict[str, list], ctx: ProcessContext) -> list[list[int]]:
     tok = ctx.tokenizer
-    end_id, end, why = document_end(tok, ctx.template)
-    _announce(end, why, ctx.template)
+    end_id = announce_document_end(tok, ctx.template)
     ids = ctx.encode_pieces(list(batch["text"]))
     bos_id = tok.bos_token_id
     bos = [bos_id] if bos_id is not None and bos_id not in (end_id, tok.eos_token_id) else []
