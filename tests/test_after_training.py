@@ -196,3 +196,141 @@ def test_prequantized_base_is_refused_naming_the_package(method, tiny_qwen, tmp_
         load_model(cfg.model_copy(update={"quantization_bit": 4}), load_tokenizer(cfg))
     with pytest.raises(ConfigError, match="its quantized weights cannot be trained directly; set finetuning_type: lora"):
         load_model(load_config(None, dict(model_name_or_path=str(folder), template="qwen", finetuning_type="full")), load_tokenizer(cfg))
+
+
+# ------------------------------------------------------------------------------------------------ predict-only config
+def test_llamafactory_predict_only_config_runs_only_prediction(tiny_qwen, lora_adapter, tmp_path, capsys):
+    """LLaMA-Factory's examples/train_lora/llama3_lora_predict.yaml shape: do_predict + eval_dataset, no do_train and no
+    dataset. It failed with "dataset is not set"; it must predict with base + adapter and train nothing."""
+    from tunekit.infer.predict import run_predict
+    from tunekit.train.run import run_train
+
+    qa = [{"instruction": f"What is {a} plus {a}?", "input": "", "output": str(2 * a)} for a in range(5)]
+    write_dataset(tmp_path / "data", "qa", qa)
+    predict_yaml = dict(  # the LLaMA-Factory example's keys
+        model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(lora_adapter), stage="sft", do_predict=True,
+        finetuning_type="lora", eval_dataset="qa", dataset_dir=str(tmp_path / "data"), template="qwen", cutoff_len=64,
+        max_samples=50, overwrite_cache=True, output_dir=str(tmp_path / "predict"), overwrite_output_dir=True,
+        per_device_eval_batch_size=2, predict_with_generate=True, report_to="none", do_sample=False, max_new_tokens=4,
+    )
+    cfg = load_config(None, predict_yaml)
+    assert cfg.do_train is False and cfg.do_predict is True
+    assert load_config(None, {**predict_yaml, "do_train": True}).do_train is True  # given: kept
+    assert load_config(None, {k: v for k, v in predict_yaml.items() if k != "do_predict"}).do_train is True
+
+    results = run_train(cfg)
+    out = tmp_path / "predict"
+    assert results["predict_samples"] == 5 and "train_loss" not in results
+    assert "do_train is not set and do_predict is: only predicting (set do_train: true to train first)" in capsys.readouterr().out
+    assert not list(out.glob("checkpoint-*")) and not (out / "adapter_model.safetensors").exists()
+    rows = [json.loads(line) for line in (out / "generated_predictions.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in rows] == ["0", "2", "4", "6", "8"]
+    # the same predictions as `tunekit predict` with the same config (one generation path)
+    run_predict(cfg.model_copy(update={"output_dir": str(tmp_path / "cli")}))
+    cli_rows = [json.loads(line) for line in (tmp_path / "cli" / "generated_predictions.jsonl").read_text().splitlines()]
+    assert [r["predict"] for r in rows] == [r["predict"] for r in cli_rows]
+
+
+# ------------------------------------------------------------------------------------------------ PiSSA -> LoRA
+def fp32_logit_bound(model_config, logits) -> float:
+    """How far two fp32 evaluations of the same function may differ in the logits.
+
+    Both sides compute the same weights up to fp32 rounding: the trained PiSSA model holds W_res = fl(W - s B0 A0)
+    (one rounding, at most u = 2**-24 relative per element) and computes W_res x + s B (A x); the converted adapter
+    computes W x + s [B | -B0] ([A ; A0] x). A dot product over K terms rounds by at most K u relative to the sum of
+    |terms| (Higham's gamma_K); each of the 7 linear maps of a decoder layer, and the LM head, adds one such error,
+    and the RMS norms keep the activations' scale, so the logits move by at most
+    (7 L + 1) K_max u max|logits|, with K_max the widest reduction (the MLP's intermediate size).
+    """
+    n_linear = 7 * model_config.num_hidden_layers + 1
+    k_max = max(model_config.hidden_size, model_config.intermediate_size)
+    return n_linear * k_max * 2.0**-24 * float(logits.abs().max())
+
+
+def _pissa_cfg(tiny_qwen, **extra):
+    return load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", finetuning_type="lora", lora_rank=4,
+                                  lora_target="all", pissa_init=True, pissa_convert=True, dtype="float32",
+                                  gradient_checkpointing=False, **extra))
+
+
+def test_pissa_adapter_converted_to_lora_reproduces_the_trained_model_on_the_original_base(tiny_qwen, tmp_path):
+    """The defect: the saved PiSSA adapter on the original base (peft re-runs PiSSA's randomised SVD) lands far from
+    the trained model. Converted (pissa_convert), it is a plain LoRA that reproduces the trained logits there."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from tunekit.model.adapters import save_pissa_converted
+    from tunekit.model.loader import load_model, load_tokenizer
+
+    torch.manual_seed(0)
+    cfg = _pissa_cfg(tiny_qwen)  # pissa_iter 16: the randomised SVD, LLaMA-Factory's default
+    model = load_model(cfg, load_tokenizer(cfg), is_trainable=True)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    batch = torch.randint(5, 200, (4, 12), generator=torch.Generator().manual_seed(1))
+    for _ in range(4):  # real training steps move A and B away from their PiSSA initialisation
+        loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    ids = torch.randint(5, 200, (2, 10), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        trained = model(input_ids=ids).logits
+    save_pissa_converted(model, tmp_path / "converted")
+    model.save_pretrained(tmp_path / "raw")  # what tunekit saved before: the PiSSA adapter as trained
+
+    saved = json.loads((tmp_path / "converted" / "adapter_config.json").read_text())
+    assert (saved["r"], saved["lora_alpha"], saved["init_lora_weights"]) == (8, 16, True)  # rank 2r, same scale alpha / r
+
+    def on_original_base(adapter: Path):
+        base = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)
+        with torch.inference_mode():
+            return PeftModel.from_pretrained(base, adapter).eval()(input_ids=ids).logits
+
+    bound = fp32_logit_bound(model.config, trained)
+    converted_diff = float((on_original_base(tmp_path / "converted") - trained).abs().max())
+    raw_diff = float((on_original_base(tmp_path / "raw") - trained).abs().max())
+    assert converted_diff <= bound, (converted_diff, bound)
+    assert raw_diff > 100 * bound, (raw_diff, bound)  # the unconverted adapter is visibly wrong: the check can fail
+
+
+def test_pissa_convert_in_a_training_run_saves_lora_for_the_original_base(tiny_qwen, tmp_path):
+    """Through tunekit train: output_dir holds the converted adapter; its logits on the original base equal those of
+    the run's last checkpoint (the PiSSA adapter on its residual base; pissa_iter -1, the exact SVD, rebuilds that
+    residual from the original base the same way)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from tunekit.train.run import run_train
+
+    data = tmp_path / "data"
+    write_dataset(data, "toy", alpaca_records(16))
+    out = tmp_path / "run"
+    cfg = load_config(None, base_config(tiny_qwen, data, out, finetuning_type="lora", lora_rank=4, pissa_init=True,
+                                        pissa_iter=-1, pissa_convert=True, max_steps=3, learning_rate=1e-2,
+                                        save_strategy="steps", save_steps=3, gradient_checkpointing=False))
+    run_train(cfg)
+    saved = json.loads((out / "adapter_config.json").read_text())
+    assert (saved["r"], saved["init_lora_weights"]) == (8, True)
+    assert json.loads((out / "checkpoint-3" / "adapter_config.json").read_text())["init_lora_weights"] == "pissa"
+
+    ids = torch.randint(5, 200, (2, 10), generator=torch.Generator().manual_seed(3))
+
+    def logits(adapter: Path):
+        base = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)
+        with torch.inference_mode():
+            peft = PeftModel.from_pretrained(base, adapter).eval()
+            return peft(input_ids=ids).logits, peft.config
+
+    trained, config = logits(out / "checkpoint-3")
+    converted, _ = logits(out)
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        untouched = base(input_ids=ids).logits
+    bound = fp32_logit_bound(base.config, trained)
+    assert float((converted - trained).abs().max()) <= bound
+    assert float((trained - untouched).abs().max()) > 100 * bound  # training changed the model: the comparison means something
+    with pytest.raises(ConfigError, match="pissa_convert with additional_target"):
+        load_config(None, {**cfg.model_dump(exclude_unset=True), "additional_target": "embed_tokens"})

@@ -122,7 +122,7 @@ def test_lora_reference_is_the_base_model_without_a_second_copy(tiny_qwen, pref_
 ])
 def test_reward_accuracy_rises_on_a_synthetic_preference_task(tiny_qwen, pref_dir, tmp_path, loss, extra, gain):
     out = tmp_path / "out"
-    results = run_train(_cfg(tiny_qwen, pref_dir, out, pref_loss=loss, max_steps=10, eval_dataset="held", do_eval=True,
+    results = run_train(_cfg(tiny_qwen, pref_dir, out, pref_loss=loss, max_steps=10, eval_dataset="held", do_train=True, do_eval=True,
                              per_device_eval_batch_size=8, **extra))
     rows = train_rows(out)
     assert len(rows) == 10

@@ -27,7 +27,7 @@ def test_reward_model_learns_and_reloads(tiny_qwen, pref_dir, tmp_path, method):
     out = tmp_path / "out"
     results = run_train(load_config(None, base_config(
         tiny_qwen, pref_dir, out, stage="rm", finetuning_type=method, max_steps=8, learning_rate=5e-3 if method == "lora" else 2e-3,
-        eval_dataset="held", do_eval=True, per_device_eval_batch_size=8)))
+        eval_dataset="held", do_train=True, do_eval=True, per_device_eval_batch_size=8)))
     rows = train_rows(out)
     accs = [r["rewards/accuracies"] for r in rows]
     assert sum(accs[-3:]) / 3 >= 0.9 and rows[-1]["loss"] < rows[0]["loss"] - 0.2, rows

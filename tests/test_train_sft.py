@@ -256,7 +256,7 @@ def test_final_evaluation_is_the_last_step_evaluation_of_the_saved_weights(tiny_
     and its numbers are those of the saved model evaluated afresh."""
     out = tmp_path / "out"
     results = _train(tiny_qwen, data_dir, out, finetuning_type="full", learning_rate=3e-3, val_size=4,
-                     eval_strategy="steps", eval_steps=2, max_steps=3, do_eval=True)
+                     eval_strategy="steps", eval_steps=2, max_steps=3, do_train=True, do_eval=True)
     evals = [row for row in _log(out) if "eval_loss" in row]
     assert [row["step"] for row in evals] == [2, 3]
     eval_results = json.loads((out / "eval_results.json").read_text())

@@ -56,6 +56,14 @@ class Config(
 
     # ---------------------------------------------------------------- cross-field rules
     @model_validator(mode="after")
+    def _do_train_default(self) -> "Config":
+        """LLaMA-Factory's rule (Hugging Face's do_train defaults to false): a config that asks for do_predict or
+        do_eval and does not set do_train runs only those (its predict.yaml: do_predict + eval_dataset + an adapter)."""
+        if "do_train" not in self.model_fields_set and (self.do_predict or self.do_eval):
+            self.__dict__["do_train"] = False  # not an assignment: validate_assignment would run the validators again
+        return self
+
+    @model_validator(mode="after")
     def _check_combinations(self) -> "Config":
         problems = list(_combination_problems(self))
         if problems:
@@ -88,6 +96,14 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         yield f"quantization_bit {cfg.quantization_bit} trains a quantized base, which only works with LoRA (QLoRA) or OFT (QOFT): set finetuning_type: lora or oft, or remove quantization_bit."
     if cfg.use_dora and cfg.pissa_init:
         yield "use_dora and pissa_init cannot be combined: choose one LoRA variant."
+    if cfg.pissa_convert and not cfg.pissa_init:
+        yield "pissa_convert converts a PiSSA adapter to plain LoRA: set pissa_init: true, or remove pissa_convert."
+    if cfg.pissa_convert and cfg.additional_target:
+        yield ("pissa_convert with additional_target: peft's conversion keeps only the LoRA matrices, so the trained "
+               f"{cfg.additional_target} would be lost from the saved adapter; remove additional_target or pissa_convert.")
+    if cfg.export_quantization_method == "bnb" and cfg.export_quantization_dataset:
+        yield ("export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb (data-free, it "
+               "would not be used): remove export_quantization_dataset, or set export_quantization_method: gptq.")
     if cfg.val_size >= 1 and cfg.val_size != int(cfg.val_size):
         yield f"val_size {cfg.val_size} is neither a fraction below 1 nor a whole sample count: use e.g. 0.1 or 100."
     if cfg.val_size > 0 and cfg.eval_dataset:

@@ -157,7 +157,52 @@ def _apply_lora(model, cfg, adapters: list[str]):
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:
             raise ModelError(f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}") from None
-    return get_peft_model(model, lora_config(cfg, model))
+    model = get_peft_model(model, lora_config(cfg, model))
+    if cfg.pissa_init and cfg.pissa_convert:
+        remember_pissa_init(model)
+    return model
+
+
+# ------------------------------------------------------------------------------------------- PiSSA -> LoRA
+# PiSSA moves the principal part of each target weight into the adapter: W = W_res + s B0 A0. The trained adapter
+# (A, B) only makes sense on W_res, which is not saved, and re-applying the adapter config to the original base
+# re-runs the (randomised) SVD, so a different W_res. With pissa_convert the saved adapter is the plain LoRA of the
+# change, s (B A - B0 A0) = s [B | -B0] [A ; A0] (rank 2r), which applies to the ORIGINAL base like any LoRA; peft
+# computes it in save_pretrained(path_initial_model_for_weight_conversion=...) from the initial adapter.
+PISSA_INIT_ATTR = "tunekit_pissa_init"
+
+
+def remember_pissa_init(model) -> None:
+    """Keep the freshly initialised PiSSA adapter (A0, B0; adapter-sized, on CPU) for the conversion at save time.
+
+    Taken right after ``get_peft_model``, before any step or checkpoint load: on a resumed run it is the same
+    initialisation again (the run's seed is set before the model is built).
+    """
+    from peft import get_peft_model_state_dict
+
+    state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in get_peft_model_state_dict(model).items()}
+    object.__setattr__(model, PISSA_INIT_ATTR, state)  # a plain attribute: not a parameter, not in any state_dict
+
+
+def save_pissa_converted(model, folder) -> None:
+    """Save the trained PiSSA adapter converted to plain LoRA on the original base (rank 2r, init_lora_weights true)."""
+    import copy
+    import tempfile
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    initial = getattr(model, PISSA_INIT_ATTR, None)
+    if initial is None:
+        raise ModelError("pissa_convert: the initial PiSSA adapter was not kept (the model was not built with "
+                         "pissa_init and pissa_convert by tunekit); cannot convert the adapter to plain LoRA.")
+    with tempfile.TemporaryDirectory(prefix="tunekit-pissa-") as tmp:
+        init_dir = Path(tmp) / "pissa_init"
+        config = copy.deepcopy(model.peft_config["default"])
+        config.init_lora_weights = True  # loading the initial adapter must not run PiSSA on the base again
+        config.save_pretrained(str(init_dir))
+        save_file(initial, str(init_dir / "adapter_model.safetensors"), metadata={"format": "pt"})
+        model.save_pretrained(str(folder), path_initial_model_for_weight_conversion=str(init_dir))
 
 
 def _freeze_quantized_base(model) -> None:

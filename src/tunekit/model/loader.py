@@ -265,6 +265,43 @@ def check_accelerators(cfg) -> None:
         raise EnvironmentProblem("use_unsloth is not wired into tunekit yet; remove it (enable_liger_kernel gives fused kernels on GPUs).")
 
 
+# Pre-quantized bases (config.json's quantization_config.quant_method; LLaMA-Factory's train_qlora examples): the
+# packages transformers loads them through, and what those packages need. Checked before any weight is read.
+PREQUANTIZED = {
+    "gptq": (("gptqmodel", "optimum"), "pip install gptqmodel optimum",
+             "gptqmodel has CPU kernels, but no gptqmodel release installs next to tunekit's pins (torch 2.13.0, "
+             "protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU"),
+    "awq": (("gptqmodel",), "pip install gptqmodel",
+            "transformers loads AWQ through gptqmodel, and no gptqmodel release installs next to tunekit's pins "
+            "(torch 2.13.0, protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU"),
+    "aqlm": (("aqlm",), "pip install 'aqlm[cpu]' (or 'aqlm[gpu]' on an NVIDIA GPU)",
+             "aqlm runs on CPU through numba kernels (aqlm[cpu]) and on NVIDIA GPUs through Triton/CUDA (aqlm[gpu])"),
+}
+
+
+def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> None:
+    """A base saved already quantized (GPTQ/AWQ/AQLM/...) trains only adapters, through its own package: refused
+    before loading, naming the package, instead of transformers' ImportError traceback."""
+    qc = getattr(config, "quantization_config", None)
+    if qc is None:
+        return
+    method = str((qc if isinstance(qc, dict) else getattr(qc, "to_dict", lambda: {})()).get("quant_method", "")).lower()
+    if cfg.quantization_bit is not None:
+        raise ConfigError(f"{path} is already quantized ({method or 'quantization_config in config.json'}): remove "
+                          f"quantization_bit (it would quantize the model a second time).")
+    if is_trainable and cfg.finetuning_type not in ("lora", "oft"):
+        raise ConfigError(f"{path} is a {method or 'pre-quantized'} model: its quantized weights cannot be trained "
+                          f"directly; set finetuning_type: lora (QLoRA on the quantized base) or use the unquantized model.")
+    if method in PREQUANTIZED:
+        packages, install, where = PREQUANTIZED[method]
+        missing = [p for p in packages if importlib.util.find_spec(p) is None]
+        if missing:
+            raise EnvironmentProblem(f"{path} is a pre-quantized {method.upper()} model (quantization_config in config.json); "
+                                     f"loading it needs {' and '.join(packages)} (missing: {', '.join(missing)}): "
+                                     f"{install}; {where}. Or train on the unquantized model with "
+                                     f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU).")
+
+
 def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
     from transformers import AutoModelForCausalLM
@@ -274,6 +311,7 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     check_accelerators(cfg)
     path = model_path(cfg)
     config = load_model_config(cfg)
+    check_prequantized(config, cfg, path, is_trainable)
     if is_local_path(path):
         check_weight_files(Path(path))
     apply_rope_scaling(config, cfg)

@@ -107,6 +107,10 @@ def run_train(cfg, config_path: str | None = None) -> dict:
 
     model_path(cfg)  # a wrong path fails here, in milliseconds
     check_output_dir(cfg)
+    if not cfg.do_train and "do_train" not in cfg.model_fields_set:  # LLaMA-Factory's predict/eval-only configs (schema.py)
+        asked = [k for k in ("do_eval", "do_predict") if getattr(cfg, k)]
+        doing = " and ".join({"do_eval": "evaluating", "do_predict": "predicting"}[k] for k in asked)
+        log(f"do_train is not set and {' and '.join(asked)} {'are' if len(asked) > 1 else 'is'}: only {doing} (set do_train: true to train first)")
     plan = plan_resume(cfg.output_dir, cfg.resume_from_checkpoint, bool(cfg.deepspeed), config_to_dict(cfg),
                        distributed.world_size(cfg), cfg.overwrite_output_dir) if cfg.do_train else ResumePlan()
     for note in plan.notes:
@@ -198,6 +202,11 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         else:
             try:
                 trainer.save_model()
+                if cfg.pissa_convert and trainer.is_world_process_zero():  # output_dir: plain LoRA on the original base
+                    from ..model.adapters import save_pissa_converted
+
+                    save_pissa_converted(trainer.model, cfg.output_dir)
+                    log(f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) for the original base")
             except Exception as exc:
                 _raise_if_disk_full(exc, trainer, cfg, final=True)
                 raise

@@ -21,7 +21,7 @@ class MethodOptions(OptionGroup):
     TITLE = "Stage and method"
 
     stage: Literal["pt", "sft", "rm", "ppo", "dpo", "kto", "grpo"] = Field("sft", description="Training stage: pt (pretrain), sft, rm (reward model), ppo, dpo, kto, grpo.")
-    do_train: bool = Field(True, description="Run training.")
+    do_train: bool = Field(True, description="Run training. Not set: true, unless do_predict or do_eval is set, which then run alone (LLaMA-Factory's predict/eval-only configs).")
     do_eval: bool = Field(False, description="Run evaluation on the validation data after training.")
     do_predict: bool = Field(False, description="Generate predictions for the evaluation data and score them.")
     finetuning_type: Literal["lora", "oft", "freeze", "full"] = Field("lora", description="lora (adapters), oft (orthogonal adapters, peft OFT), freeze (train the last layers), or full.")
