@@ -74,7 +74,7 @@ def test_do_predict_after_training(tiny_qwen, tmp_path):
     data = tmp_path / "data"
     write_dataset(data, "toy", QA)
     out = tmp_path / "run"
-    cfg = load_config(None, base_config(tiny_qwen, data, out, max_steps=1, finetuning_type="lora", do_predict=True,
+    cfg = load_config(None, base_config(tiny_qwen, data, out, max_steps=1, finetuning_type="lora", do_train=True, do_predict=True,
                                         eval_dataset="toy", per_device_eval_batch_size=2, **GEN))
     results = run_train(cfg)
     assert results["predict_samples"] == 5 and "predict_rouge-l" in results
