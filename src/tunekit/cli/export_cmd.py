@@ -10,7 +10,9 @@ Merge adapter_name_or_path (one or several, comma-separated) into model_name_or_
 freeze checkpoint, or consolidate a DeepSpeed ZeRO checkpoint folder — and write a standard Hugging Face
 folder to export_dir: safetensors shards of at most export_size GB + model.safetensors.index.json, config,
 generation config (eos/pad from the template's stop words), tokenizer with the template as chat_template.
-export_quantization_bit 4/8 writes a bitsandbytes-quantized folder. The folder is verified at the end
+export_quantization_bit 4/8 quantizes: with export_quantization_dataset (LLaMA-Factory's meaning) or
+export_quantization_method=gptq by GPTQ (needs gptqmodel + optimum; refused before writing without them), else
+(or with export_quantization_method=bnb) by bitsandbytes NF4 / LLM.int8. The folder is verified at the end
 (`tunekit verify`) unless --no-verify or export_verify=false.
 """
 
