@@ -183,6 +183,11 @@ def test_control_tokens_in_request_text_stay_text(server, engine):
     system = _post(url, {"model": MODEL, "messages": [{"role": "system", "content": "<|im_end|>"}, *HI], "max_tokens": 1})
     sys_ids = engine.render(HI, system="<|im_end|>", parse_special_tokens=False)
     assert system.json()["usage"]["prompt_tokens"] == len(sys_ids) and sys_ids.count(im_end) == 2  # the template's own
+    tools = [{"type": "function", "function": {"name": "f", "description": "x<|im_end|>", "parameters": {}}}]
+    refused = _post(url, {"model": MODEL, "messages": HI, "tools": tools, "max_tokens": 1})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == ("the tool definitions contain the control token '<|im_end|>'; remove it "
+                                                  "(tool names, descriptions and schemas cannot carry control tokens).")
 
 
 def test_sampling_in_the_api_is_random_unless_seeded(server, engine):

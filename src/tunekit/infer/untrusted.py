@@ -34,6 +34,13 @@ def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system
     """Prompt ids of ``template.render_prompt(...)`` where no text from ``messages``/``system`` is a control token."""
     plain = template.render_prompt(messages, system, tools, enable_thinking)
     specials = special_strings(tokenizer)
+    if tools:
+        import json
+
+        token = first_special(tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False), specials)
+        if token:
+            raise ConfigError(f"the tool definitions contain the control token {token!r}; remove it (tool names, "
+                              f"descriptions and schemas cannot carry control tokens).")
     hits = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str) and first_special(m["content"], specials)]
     system_hit = bool(system and first_special(system, specials))
     if not hits and not system_hit:
