@@ -193,3 +193,33 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Ten
     else:
         kl = torch.zeros_like(logps)
     return -masked_mean(objective, mask, dim=1), masked_mean(kl, mask, dim=1).detach()
+
+
+def sft_token_losses(logits: torch.Tensor, targets: torch.Tensor, kind: str | None = None, alpha: float = 1.0) -> torch.Tensor:
+    """Per-token SFT losses ``w_t · CE_t`` on already-aligned rows (``logits[i]`` predicts ``targets[i]``), 16-bit upcast to fp32.
+
+    ``CE_t = -log p(y_t)``; the weight ``w_t`` carries no gradient (computed under ``no_grad``, as in LLaMA-Factory's
+    ``trainer_utils``):
+
+    * ``None`` (plain SFT): ``w_t = 1``.
+    * ``dft`` (Dynamic Fine-Tuning, Wu et al. 2025): ``w_t = p(y_t) = exp(-CE_t)``.
+    * ``eaft`` (entropy-adaptive fine-tuning): ``w_t = (H̃_t / 3)^alpha``, where ``H̃_t`` is the entropy of the
+      softmax over the 20 largest logits at that position (renormalised among themselves; 3 ≈ ln 20, its maximum).
+
+    The caller sums and divides by the step's trained-token count (or takes the mean), like the plain loss.
+    """
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    ce = F.cross_entropy(logits, targets, reduction="none")
+    if kind is None:
+        return ce
+    with torch.no_grad():
+        if kind == "dft":
+            weight = torch.exp(-ce)
+        elif kind == "eaft":
+            top = torch.topk(logits, k=min(20, logits.shape[-1]), dim=-1).values
+            logp = top - torch.logsumexp(top, dim=-1, keepdim=True)
+            weight = torch.pow(-(logp.exp() * logp).sum(-1) / 3.0, alpha)
+        else:
+            raise ValueError(f"unknown SFT loss {kind}")
+    return ce * weight

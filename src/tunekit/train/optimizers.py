@@ -15,11 +15,12 @@ What is tunekit's own here, and why:
 
 * **Checkpoints hold only tensors and plain values.** GaLore and APOLLO keep a projector *object* per weight
   in ``optimizer.state``; HF saves the optimizer with ``torch.save`` and resumes with ``weights_only=True``,
-  which refuses arbitrary objects. A state-dict post-hook writes each projector as a plain dict of its
-  attributes and a load post-hook rebuilds it (:func:`_projectors_to_dicts`, :func:`_dicts_to_projectors`).
+  which refuses arbitrary objects. A state-dict post-hook writes each projector's attributes beside the state
+  and a load post-hook rebuilds it (:func:`_projectors_to_dicts`, :func:`_dicts_to_projectors`).
 * **BAdam's active block is saved.** ``BlockOptimizer.state_dict`` is the base optimizer's, without the block
-  index and step counter, so a resumed run would restart at the first block; :class:`ResumableBlockOptimizer`
-  adds them and switches back to the saved block on load.
+  index and step counter, so a resumed run would restart at the first block; ``ResumableBlockOptimizer``
+  adds them (and the scheduled learning rate of its own groups, which it copies into the base at each step:
+  the base's saved one is a step old) and switches back to the saved block on load.
 * **Layer-wise GaLore / APOLLO** (``*_layerwise``) step each parameter from a post-accumulate-grad hook
   (``Tensor.register_post_accumulate_grad_hook``, the pattern the packages document) and free its gradient;
   :class:`LayerwiseOptimizer` is what the Trainer sees: its ``step`` is a no-op, its one param group carries the
@@ -108,31 +109,42 @@ def _decay_groups(model, decay_names, wd: float, params=None, **extra) -> list[d
 
 
 # ------------------------------------------------------------------ checkpoint-safe projector state
+# Projectors are saved beside ``state`` (under ``"projectors"``: parameter index -> class name and attributes), not
+# inside it: ``Optimizer.load_state_dict`` casts every value inside ``state`` and turns strings (``proj_type``)
+# into garbage, while extra top-level keys pass through untouched.
 def _projectors_to_dicts(optimizer, state_dict):
-    """State-dict post-hook: each projector object becomes a dict of its attributes (tensors and plain values)."""
+    """State-dict post-hook: move each projector object out of the state into plain values."""
+    projectors = {}
     for key, entry in list(state_dict["state"].items()):
         proj = entry.get("projector")
-        if proj is not None and not isinstance(proj, dict):
-            state_dict["state"][key] = {**entry, "projector": {"__class__": type(proj).__name__, **vars(proj)}}
+        if proj is not None:
+            projectors[key] = {"class": type(proj).__name__, "attrs": dict(vars(proj))}
+            state_dict["state"][key] = {k: v for k, v in entry.items() if k != "projector"}
+    state_dict["projectors"] = projectors
+    return state_dict
+
+
+def _stash_projectors(optimizer, state_dict):
+    state_dict = dict(state_dict)
+    optimizer._loaded_projectors = state_dict.pop("projectors", {})
     return state_dict
 
 
 def _dicts_to_projectors(optimizer):
     """Load post-hook: rebuild the projector objects the package's ``step`` expects."""
-    classes = getattr(optimizer, "_projector_classes", {})
-    for entry in optimizer.state.values():
-        proj = entry.get("projector")
-        if isinstance(proj, dict):
-            attrs = dict(proj)
-            cls = classes[attrs.pop("__class__")]
-            obj = cls.__new__(cls)
-            obj.__dict__.update(attrs)
-            entry["projector"] = obj
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for key, saved in getattr(optimizer, "_loaded_projectors", {}).items():
+        cls = optimizer._projector_classes[saved["class"]]
+        obj = cls.__new__(cls)
+        obj.__dict__.update(saved["attrs"])
+        optimizer.state[params[int(key)]]["projector"] = obj
+    optimizer._loaded_projectors = {}
 
 
 def _make_resumable(optimizer, projector_classes: dict):
     optimizer._projector_classes = projector_classes
     optimizer.register_state_dict_post_hook(_projectors_to_dicts)
+    optimizer.register_load_state_dict_pre_hook(_stash_projectors)
     optimizer.register_load_state_dict_post_hook(_dicts_to_projectors)
     return optimizer
 
@@ -172,6 +184,7 @@ class LayerwiseOptimizer(torch.optim.Optimizer):
     def load_state_dict(self, state_dict) -> None:
         for opt, sd in zip(self.optimizers.values(), state_dict["layerwise"]):
             opt.load_state_dict(sd)
+        self.param_groups[0]["lr"] = state_dict["param_groups"][0]["lr"]  # the scheduled lr of the next step
 
     @property
     def inner_states(self) -> dict:
@@ -179,10 +192,13 @@ class LayerwiseOptimizer(torch.optim.Optimizer):
 
 
 def _layerwise(optim_cls, groups: list[dict], lr: float, kwargs: dict, wrap) -> LayerwiseOptimizer:
-    optimizers = {}
+    optimizers, index = {}, 0
     for group in groups:
         for p in group["params"]:
-            optimizers[p] = wrap(optim_cls([{**group, "params": [p]}], **kwargs))
+            index += 1
+            opt = optimizers[p] = wrap(optim_cls([{**group, "params": [p]}], **kwargs))
+            if "seed" in opt.state[p]:  # APOLLO seeds each projection by the parameter's position in the optimizer:
+                opt.state[p]["seed"] = index  # keep the whole-model position, so layer-wise = whole-model APOLLO
     return LayerwiseOptimizer(optimizers, lr)
 
 
@@ -245,7 +261,8 @@ def _resumable_block_optimizer():
         def _full_state_dict(self):
             sd = self.base_optimizer.state_dict()
             sd["badam"] = {"active_block_idx": self.active_block_idx, "global_step": self.global_step,
-                           "block_order": list(getattr(self, "block_order", []))}
+                           "block_order": list(getattr(self, "block_order", [])),
+                           "lr": [g["lr"] for g in self.param_groups]}  # the scheduled lr of the next step (the base has the last one)
             return sd
 
         def __init__(self, *args, **kwargs):
@@ -256,6 +273,8 @@ def _resumable_block_optimizer():
             state_dict = dict(state_dict)
             saved = state_dict.pop("badam", None)
             if saved is not None:
+                for group, lr in zip(self.param_groups, saved["lr"]):  # BAdam copies its own groups' lr into the base
+                    group["lr"] = lr
                 if saved["active_block_idx"] != self.active_block_idx:
                     self.current_block_idx = saved["active_block_idx"]
                     self.switch_trainable_params(verbose=0)

@@ -54,11 +54,24 @@ def head_on(head: torch.nn.Module, keep: torch.Tensor):
         handle.remove()
 
 
-def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
-    """``ForCausalLMLoss`` on already-selected rows: sum / num_items_in_batch, or the mean without a count."""
+def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor, num_items_in_batch=None, kind: str | None = None,
+                   alpha: float = 1.0) -> torch.Tensor:
+    """``ForCausalLMLoss`` on already-selected rows: sum / num_items_in_batch, or the mean without a count.
+
+    ``kind`` = ``dft`` / ``eaft`` weights each token's cross-entropy (``losses.sft_token_losses``, the formulas)."""
     logits = logits.reshape(-1, logits.shape[-1]).float()
     if targets.numel() == 0:  # nothing trained in this micro-batch: a zero that keeps the graph connected
         return logits.sum() * 0.0
+    if kind is not None:
+        from .losses import sft_token_losses
+
+        per_token = sft_token_losses(logits, targets, kind, alpha)
+        if num_items_in_batch is None:
+            return per_token.mean()
+        loss = per_token.sum()
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        return loss / num_items_in_batch
     if num_items_in_batch is None:
         return F.cross_entropy(logits, targets, reduction="mean")
     loss = F.cross_entropy(logits, targets, reduction="sum")
@@ -82,8 +95,34 @@ class TrainedTokensLossMixin:
         get_head = getattr(unwrapped, "get_output_embeddings", None)
         return get_head() if callable(get_head) else None
 
+    def _sft_loss_kind(self) -> tuple[str | None, float]:
+        """The SFT loss variant (``use_dft_loss`` / ``use_eaft_loss``) and its exponent."""
+        cfg = getattr(self, "tunekit_config", None)
+        if cfg is None:
+            return None, 1.0
+        if getattr(cfg, "use_asft_loss", False):
+            from ..errors import ConfigError
+
+            raise ConfigError("use_asft_loss is not implemented in tunekit yet (it needs a reference model's logits at every "
+                              "step): use use_dft_loss, or remove use_asft_loss.")
+        if getattr(cfg, "use_dft_loss", False):
+            return "dft", 1.0
+        if getattr(cfg, "use_eaft_loss", False):
+            return "eaft", cfg.eaft_alpha
+        return None, 1.0
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         head = self._trained_tokens_head(model, inputs, return_outputs)
+        kind, alpha = self._sft_loss_kind()
+        if head is None and kind is not None and "labels" in inputs:  # full logits, the variant's loss on the trained rows
+            inputs = dict(inputs)
+            keep, targets = trained_positions(inputs.pop("labels"))
+            outputs = model(**inputs)
+            scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
+            loss = causal_lm_loss(outputs.logits[keep], targets, num_items_in_batch if scaled else None, kind, alpha)
+            if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
+                loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
+            return (loss, outputs) if return_outputs else loss
         if head is None:
             return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
         inputs = dict(inputs)
@@ -94,7 +133,7 @@ class TrainedTokensLossMixin:
             raise RuntimeError("the model never called its output embedding (get_output_embeddings()): "
                                "set trained_tokens_loss: false for this model")
         scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
-        loss = causal_lm_loss(outputs.logits, targets, num_items_in_batch if scaled else None)
+        loss = causal_lm_loss(outputs.logits, targets, num_items_in_batch if scaled else None, kind, alpha)
         if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
             loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
         return (loss, outputs) if return_outputs else loss
