@@ -195,8 +195,8 @@ def test_fit_turns_with_heads():
     kept, cut = fit_turns(turns, 18, last_first=True, first_prompt=heads.__getitem__)
     assert kept == [(1, ([9, 1, 30, 31], [40, 41])), (2, turns[2])] and cut  # turn 1 rendered as the start
     kept, cut = fit_turns(turns, 10, last_first=True, first_prompt=heads.__getitem__)
-    # turn 2 alone (11 tokens) is cut: lead [9, 2] + tail [55] kept, 7 tokens of room: the body keeps
-    # max(7 - 3, 7 // 2) = 4 of its 5 tokens, 2 from its start and 2 from its end; the answer stays whole
+    # turn 2 alone (11 tokens) is cut: its prompt keeps max(10 - 3, 10 // 2) = 7 of its 8 tokens: lead [9, 2],
+    # tail [55] and 4 of the 5 body tokens, 2 from its start and 2 from its end; the answer stays whole
     assert kept == [(2, ([9, 2, 50, 51, 53, 54, 55], [60, 61, 62]))] and cut
     kept, _ = fit_turns(turns, 10, first_prompt=heads.__getitem__)
     assert kept == [(0, turns[0]), (1, turns[1])]  # sft order: later turns dropped whole

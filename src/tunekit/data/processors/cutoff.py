@@ -16,11 +16,11 @@ What is cut, in this order:
      with everything after it (the first turn, which holds BOS and the system prompt, always stays).
 
    Kept history is never cut inside: only the one turn described next may be.
-2. **The middle of the user text.** If the top-priority turn alone (rendered as the start) does not fit,
-   its prompt keeps the whole lead and tail and ``min(U, max(b - R, b // 2))`` tokens of the user text
-   (``b``: the budget the lead and tail leave; ``U`` user tokens, ``R`` answer tokens) — all the budget
-   the answer does not need, never less than half when both are long — taken from the user text's start
-   and end (its middle is removed: instructions usually open a message and the question ends it).
+2. **The middle of the user text.** If the top-priority turn alone (rendered as the start) does not fit
+   the budget ``B``, its prompt (``P`` tokens) keeps ``min(P, max(B - R, B // 2))`` tokens (``R`` answer
+   tokens) — all of the budget the answer does not need, but never less than half when both are long —
+   and at least its whole lead and tail: those, plus the user text's start and end (its middle is
+   removed: instructions usually open a message and the question ends it).
 3. **The answer's tail.** The answer keeps the rest of the budget from its *start* (the beginning is
    what the model learns first).
 
@@ -69,11 +69,11 @@ def cut_turn(head: Head, response: list[int], budget: int) -> Turn:
     tail = min(head.tail, p - lead)
     if lead + tail + min(n_resp, 1) <= budget:
         body = ids[lead:p - tail]
-        room = budget - lead - tail
-        b_len = min(len(body), max(room - n_resp, room // 2))
+        p_len = max(lead + tail, min(p, max(budget - n_resp, budget // 2)))
+        b_len = p_len - lead - tail
         front, back = b_len - b_len // 2, b_len // 2
         prompt = ids[:lead] + body[:front] + body[len(body) - back:] + ids[p - tail:]
-        return prompt, response[:min(n_resp, room - b_len)]
+        return prompt, response[:min(n_resp, budget - p_len)]
     keep = max(0, min(head.keep, p, budget - 2))
     room = budget - keep
     p_len = min(p - keep, max(room - n_resp, room // 2))
