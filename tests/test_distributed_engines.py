@@ -1,14 +1,14 @@
 """Two CPU processes over gloo on the real engines: DDP, DeepSpeed ZeRO-2/3 (+ offload) and FSDP2 equal one process.
 
 Each engine trains the tiny Qwen2 for 4 steps with per-device batch 1 on 2 ranks; the reference is one
-process with batch 2, so every optimizer step sees the same two samples. Tolerances (float32, 2 ranks):
-losses and final weights within 1e-4 absolute (measured: losses <= 2e-6, weights <= 1e-5), logits of the
-reloaded outputs within 1e-3 (measured: <= 1e-6).
+process with batch 2, so every optimizer step sees the same two samples. Tolerances (float32, 2 ranks; derived
+below ``LOSS_TOL``): losses within loss_tolerance (measured: <= 2e-6), final weights as ``assert_trained_alike``
+(measured: <= 1e-5), logits of the reloaded outputs within 1e-3 (measured: <= 1e-6).
 
 FSDP2 is tunekit's own ``fully_shard`` (tunekit.train.fsdp), the same code that runs on GPUs: full_shard,
 shard_grad_op and full_shard offload (full fine-tuning), full_shard with LoRA, and resume from its sharded
 checkpoint. Measured against DDP: losses equal to the last digit, weights <= 1.1e-6, the logged grad_norm (the
-global norm over all shards, clipped at max_grad_norm 1.0) within 1.5e-5 relative (tolerance 1e-4); LoRA
+global norm over all shards, clipped at max_grad_norm 1.0) within 1.5e-5 relative (tolerance: see the test); LoRA
 adapter vs one process <= 3.3e-6; the resumed run equals the uninterrupted one exactly.
 """
 
@@ -25,13 +25,17 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from tests.distributed_helpers import RUN_TIMEOUT, assert_close, launch_command, logits, run_cache, series
+from tests.distributed_helpers import RUN_TIMEOUT, assert_close, assert_trained_alike, launch_command, logits, run_cache, series
 from tests.helpers import alpaca_records, base_config, write_dataset
+from tests.tolerances import loss_tolerance, sum_order_bound
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-LOSS_TOL = 1e-4
-WEIGHT_TOL = 1e-4
+# float32, ranks sum in another order than one process. Losses: a mean of <= 2 x cutoff 64 = 128 token terms of <= ~12
+# nats, two orders: loss_tolerance(128, 12) = 1.8e-4 at worst (measured <= 2e-6). Weights: assert_trained_alike (Adam's
+# step bound per element, and a small share of the training update overall). Reloaded logits: see
+# tests/test_distributed_stages.py (1e-3 is under a tenth of what the 4 training steps change; measured <= 1e-6).
+LOSS_TOL = loss_tolerance(128, 12.0)
 LOGIT_TOL = 1e-3
 COMMON = dict(finetuning_type="full", max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, cutoff_len=64, overwrite_output_dir=True)
 
@@ -49,25 +53,21 @@ def runs(tiny_qwen, data_dir, tmp_path_factory):
     return run_cache(tiny_qwen, data_dir, tmp_path_factory.mktemp("dist"), COMMON)
 
 
-def _weights_close(ref: Path, other: Path, name: str = "model.safetensors") -> float:
-    a, b = load_file(ref / name), load_file(other / name)
-    assert set(a) <= set(b), set(a) - set(b)  # ZeRO-2 may also save the tied lm_head
-    for key in b:
-        assert b[key].numel() > 0, f"{key} saved empty (ZeRO-3 partition instead of the gathered weight)"
-    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
-    assert worst <= WEIGHT_TOL, f"{other.name}: weights differ by {worst:.3g}"
-    return worst
+def _weights_close(ref: Path, other: Path, name: str = "model.safetensors", init: Path | None = None) -> float:
+    start = load_file(init / "model.safetensors") if init is not None else None
+    return assert_trained_alike(load_file(ref / name), load_file(other / name), COMMON["learning_rate"], COMMON["max_steps"],
+                                start, other.name)
 
 
 # ------------------------------------------------------------------ equivalence
-def test_ddp_two_ranks_batch_1_equals_one_process_batch_2(runs):
+def test_ddp_two_ranks_batch_1_equals_one_process_batch_2(runs, tiny_qwen):
     single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
     ddp, proc = runs("ddp", "reexec", per_device_train_batch_size=1)
     assert "tunekit: starting 2 processes with torchrun" in proc.stderr
     assert len(series(ddp)) == 4  # rank 0 alone writes the log
     assert proc.stdout.count("done: ") == 1  # and prints
     assert_close(series(single), series(ddp), LOSS_TOL, "DDP losses")
-    _weights_close(single, ddp)
+    _weights_close(single, ddp, init=tiny_qwen)
 
 
 def test_zero2_under_external_torchrun_equals_ddp(runs):
@@ -79,21 +79,21 @@ def test_zero2_under_external_torchrun_equals_ddp(runs):
     _weights_close(ddp, z2)
 
 
-def test_zero3_equals_ddp_and_saves_a_plain_transformers_folder(runs):
+def test_zero3_equals_ddp_and_saves_a_plain_transformers_folder(runs, tiny_qwen):
     from transformers import AutoModelForCausalLM
 
     single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
     ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
     z3, _ = runs("z3", "reexec", per_device_train_batch_size=1, deepspeed="z3")
     assert_close(series(ddp), series(z3), LOSS_TOL, "ZeRO-3 losses")
-    _weights_close(ddp, z3)
+    _weights_close(ddp, z3, init=tiny_qwen)
     reloaded = AutoModelForCausalLM.from_pretrained(z3)
     reference = AutoModelForCausalLM.from_pretrained(single)
     worst = (logits(reloaded) - logits(reference)).abs().max().item()
     assert worst <= LOGIT_TOL, worst
 
 
-def test_fsdp2_full_shard_equals_ddp_and_saves_a_plain_transformers_folder(runs):
+def test_fsdp2_full_shard_equals_ddp_and_saves_a_plain_transformers_folder(runs, tiny_qwen):
     from transformers import AutoModelForCausalLM
 
     single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
@@ -101,8 +101,13 @@ def test_fsdp2_full_shard_equals_ddp_and_saves_a_plain_transformers_folder(runs)
     fsdp, proc = runs("fsdp", "reexec", per_device_train_batch_size=1, fsdp="full_shard")
     assert "tunekit: starting 2 processes with torchrun" in proc.stderr
     assert_close(series(ddp), series(fsdp), LOSS_TOL, "FSDP2 losses")
-    assert_close(series(ddp, "grad_norm"), series(fsdp, "grad_norm"), 1e-4 * max(series(ddp, "grad_norm").values()), "FSDP2 grad norms")
-    _weights_close(ddp, fsdp)
+    # The global grad norm is the square root of a sum of n = (parameter count) squares, summed in another order over
+    # the shards: relative error <= sum_order_bound(n, 1) / 2 through the square root (n * u = 0.0x here, a worst-case
+    # bound; measured 1.5e-5). A norm over one rank's shard only would be off by ~30 %.
+    n = sum(t.numel() for t in load_file(tiny_qwen / "model.safetensors").values())
+    assert_close(series(ddp, "grad_norm"), series(fsdp, "grad_norm"), sum_order_bound(n, 1.0) / 2 * max(series(ddp, "grad_norm").values()),
+                 "FSDP2 grad norms")
+    _weights_close(ddp, fsdp, init=tiny_qwen)
     assert set(load_file(fsdp / "model.safetensors")) == set(load_file(single / "model.safetensors"))  # tied head saved once
     assert (fsdp / "checkpoint-2" / "fsdp_state" / ".metadata").is_file()  # the sharded resume state
     reloaded = AutoModelForCausalLM.from_pretrained(fsdp)
@@ -135,7 +140,7 @@ def test_lora_under_a_sharding_engine_saves_an_adapter_plain_peft_loads(runs, ti
     base = sum(t.numel() for t in load_file(tiny_qwen / "model.safetensors").values())
     adapter = sum(t.numel() for t in b.values())
     assert f"trainable params: {adapter:,} / {base + adapter:,}" in proc.stdout  # full sizes, not shards
-    assert max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
+    assert_trained_alike(a, b, lora["learning_rate"], COMMON["max_steps"], what=f"LoRA {engine}")
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), sharded)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)
     assert (logits(loaded) - logits(reference)).abs().max().item() <= LOGIT_TOL
