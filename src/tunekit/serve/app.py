@@ -197,7 +197,12 @@ class _Slot:
 
         if self._lock is None:
             self._lock = anyio.Lock()
-        if self._lock.locked() and self.waiting >= self.limits.max_queue:
+        try:  # free: take it without a checkpoint (with api_queue_timeout 0 a timed wait would never get it)
+            self._lock.acquire_nowait()
+            return
+        except anyio.WouldBlock:
+            pass
+        if self.waiting >= self.limits.max_queue:
             raise self._busy(f"{self.waiting} request(s) are already waiting (api_max_queue: {self.limits.max_queue})")
         self.waiting += 1
         try:
@@ -450,7 +455,10 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
         for i, g in enumerate(generations):
             yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}])
             if with_tools:  # calls are known only at the end: send the whole reply as one delta
-                await anyio.to_thread.run_sync(_drain, g)
+                try:
+                    await anyio.to_thread.run_sync(_drain, g, abandon_on_cancel=True)
+                finally:  # client gone: the worker thread stops at its next token
+                    g.cancel()
                 msg = _message(g, True)
                 delta = {"content": msg["content"]} if "tool_calls" not in msg else {
                     "tool_calls": [{"index": k, **c} for k, c in enumerate(msg["tool_calls"])]}
