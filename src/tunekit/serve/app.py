@@ -476,7 +476,9 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
                     with anyio.CancelScope(shield=True):
                         await anyio.to_thread.run_sync(iterator.close)
             if state["stopping"]:
-                yield f"data: {json.dumps({'error': {'message': 'The server is shutting down; the generation was stopped.', 'type': 'server_error', 'param': None, 'code': 'shutting_down'}})}\n\n"
+                error = {"message": "The server is shutting down; the generation was stopped.", "type": "server_error",
+                         "param": None, "code": "shutting_down"}
+                yield f"data: {json.dumps({'error': error})}\n\n"
                 return
             yield chunk([{"index": i, "delta": {}, "finish_reason": _finish(g, with_tools), "logprobs": None}])
         if include_usage:

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 #: deepest JSON nesting accepted in a request body (a chat request needs about 8: tools' JSON schemas a few more)
 MAX_DEPTH = 32
 INT64 = 2**63
+#: a stop string (searched in the decoded text after every token, so bounded)
+StopText = Annotated[str, Field(max_length=1000)]
 
 
 class _Lenient(BaseModel):
@@ -60,7 +62,7 @@ class ChatCompletionRequest(_Lenient):
     n: int = Field(1, ge=1, le=16)
     max_tokens: Optional[int] = Field(None, ge=1, lt=2**31)
     max_completion_tokens: Optional[int] = Field(None, ge=1, lt=2**31)
-    stop: Union[Annotated[str, Field(max_length=1000)], Annotated[list[Annotated[str, Field(max_length=1000)]], Field(max_length=16)], None] = None
+    stop: Union[StopText, Annotated[list[StopText], Field(max_length=16)], None] = None
     stream: StrictBool = False
     stream_options: Optional[StreamOptions] = None
     seed: Optional[int] = Field(None, ge=-INT64, lt=INT64)
