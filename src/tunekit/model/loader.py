@@ -267,6 +267,9 @@ def check_accelerators(cfg) -> None:
 
 # Pre-quantized bases (config.json's quantization_config.quant_method; LLaMA-Factory's train_qlora examples): the
 # packages transformers loads them through, and what those packages need. Checked before any weight is read.
+AQLM_CPU_TRAINING = ("on CPU, aqlm 1.1.7 loads the model but peft 0.21's AQLM LoRA layer adds the adapter in place to "
+                     "aqlm's output ('Output 0 of _QuantizedMatmul is a view and is being modified inplace'), which "
+                     "autograd forbids, so QLoRA on an AQLM base does not train without CUDA")
 PREQUANTIZED = {
     "gptq": (("gptqmodel", "optimum"), "pip install gptqmodel optimum",
              "gptqmodel has CPU kernels, but no gptqmodel release installs next to tunekit's pins (torch 2.13.0, "
@@ -274,8 +277,8 @@ PREQUANTIZED = {
     "awq": (("gptqmodel",), "pip install gptqmodel",
             "transformers loads AWQ through gptqmodel, and no gptqmodel release installs next to tunekit's pins "
             "(torch 2.13.0, protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU"),
-    "aqlm": (("aqlm",), "pip install 'aqlm[cpu]' (or 'aqlm[gpu]' on an NVIDIA GPU)",
-             "aqlm runs on CPU through numba kernels (aqlm[cpu]) and on NVIDIA GPUs through Triton/CUDA (aqlm[gpu])"),
+    "aqlm": (("aqlm",), "pip install 'aqlm[gpu]' on an NVIDIA GPU ('aqlm[cpu]' for inference on CPU)",
+             "training needs a GPU: " + AQLM_CPU_TRAINING),
 }
 
 
@@ -292,6 +295,13 @@ def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> Non
     if is_trainable and cfg.finetuning_type not in ("lora", "oft"):
         raise ConfigError(f"{path} is a {method or 'pre-quantized'} model: its quantized weights cannot be trained "
                           f"directly; set finetuning_type: lora (QLoRA on the quantized base) or use the unquantized model.")
+    if method == "aqlm" and is_trainable:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise EnvironmentProblem(f"{path} is a pre-quantized AQLM model: {AQLM_CPU_TRAINING}. Train it on an NVIDIA "
+                                     f"GPU (pip install 'aqlm[gpu]'), or train on the unquantized model with "
+                                     f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU).")
     if method in PREQUANTIZED:
         packages, install, where = PREQUANTIZED[method]
         missing = [p for p in packages if importlib.util.find_spec(p) is None]
