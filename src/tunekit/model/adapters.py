@@ -113,16 +113,25 @@ def linear_module_names(model) -> list[str]:
 
     names = set()
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) or type(module).__name__ in ("Linear4bit", "Linear8bitLt"):
+        if isinstance(module, torch.nn.Linear) or type(module).__name__ in ("Linear4bit", "Linear8bitLt", *PREQUANTIZED_LINEAR):
             names.add(name.split(".")[-1])
     return sorted(names)
+
+
+# Linear layers of pre-quantized bases that are not torch.nn.Linear (peft's "all-linear" does not see them): aqlm.
+PREQUANTIZED_LINEAR = ("QuantizedLinear",)
+
+
+def _prequantized_linear_names(model) -> list[str]:
+    """For lora_target: all on a pre-quantized base: every quantized linear layer's name (the LM head is never one)."""
+    return sorted({name.split(".")[-1] for name, module in model.named_modules() if type(module).__name__ in PREQUANTIZED_LINEAR})
 
 
 def lora_config(cfg, model) -> Any:
     from peft import LoraConfig, TaskType
 
     if cfg.lora_target.strip() == "all":
-        targets: Any = "all-linear"
+        targets: Any = _prequantized_linear_names(model) or "all-linear"
     else:
         targets = _split(cfg.lora_target)
         available = linear_module_names(model)
