@@ -239,6 +239,11 @@ def test_llamafactory_predict_only_config_runs_only_prediction(tiny_qwen, lora_a
     run_predict(cfg.model_copy(update={"output_dir": str(tmp_path / "cli")}))
     cli_rows = [json.loads(line) for line in (tmp_path / "cli" / "generated_predictions.jsonl").read_text().splitlines()]
     assert [r["predict"] for r in rows] == [r["predict"] for r in cli_rows]
+    # do_eval alone: the evaluation loss of base + adapter on eval_dataset, nothing trained
+    evaluated = run_train(load_config(None, {**{k: v for k, v in predict_yaml.items() if k != "do_predict"}, "do_eval": True,
+                                             "output_dir": str(tmp_path / "eval")}))
+    assert math.isfinite(evaluated["eval_loss"]) and "train_loss" not in evaluated
+    assert not (tmp_path / "eval" / "adapter_model.safetensors").exists()
 
 
 # ------------------------------------------------------------------------------------------------ PiSSA -> LoRA
