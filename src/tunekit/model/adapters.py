@@ -26,7 +26,7 @@ def apply_finetuning(model, cfg, is_trainable: bool = True):
         for p in model.parameters():
             p.requires_grad_(False)
         return model
-    if cfg.finetuning_type == "lora":
+    if cfg.finetuning_type in ("lora", "oft"):
         return _apply_lora(model, cfg, adapters)
     for path in adapters:  # full/freeze on top of an adapter: merge it first
         model = _merge_adapter(model, path)
@@ -149,6 +149,22 @@ def lora_config(cfg, model) -> Any:
     )
 
 
+def oft_config(cfg, model) -> Any:
+    """peft's OFT (QOFT on a quantized base) with LLaMA-Factory's options: each target Linear gets a block-diagonal
+    orthogonal matrix on its input (``oft_rank`` blocks, or blocks of ``oft_block_size``), identity at the start."""
+    from peft import OFTConfig, TaskType
+
+    targets: Any = "all-linear"
+    if cfg.oft_target.strip() != "all":
+        targets, available = _split(cfg.oft_target), linear_module_names(model)
+        missing = [t for t in targets if t not in available]
+        if missing:
+            raise ConfigError(f"oft_target names {', '.join(missing)}, which are not linear layers of this model; "
+                              f"available: {', '.join(available)} (or oft_target: all).")
+    return OFTConfig(task_type=TaskType.CAUSAL_LM, r=cfg.oft_rank, oft_block_size=cfg.oft_block_size, target_modules=targets,
+                     module_dropout=cfg.module_dropout, modules_to_save=_split(cfg.additional_target) or None)
+
+
 def _apply_lora(model, cfg, adapters: list[str]):
     from peft import PeftModel, get_peft_model
 
@@ -166,6 +182,8 @@ def _apply_lora(model, cfg, adapters: list[str]):
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:
             raise ModelError(f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}") from None
+    if cfg.finetuning_type == "oft":
+        return get_peft_model(model, oft_config(cfg, model))
     model = get_peft_model(model, lora_config(cfg, model))
     if cfg.pissa_init and cfg.pissa_convert:
         remember_pissa_init(model)

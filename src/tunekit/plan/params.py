@@ -81,6 +81,8 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
         rows = sum(lin.out_features for lin in shape.linears) * L
         frozen_other = shape.total_params - frozen_linear
         return ParamCounts(trainable, n_tensors, frozen_linear, rows, frozen_other, lora, adapted, tuple(range(L)), largest)
+    if setup.finetuning_type == "oft":
+        return _count_oft(shape, setup)
     if setup.finetuning_type == "full":
         largest = max([k for _, k in shape.layer_param_names] + [k for _, k in shape.other_param_names])
         return ParamCounts(shape.total_params, shape.num_param_tensors, 0, 0, 0, 0, (), tuple(range(L)), largest)
@@ -121,6 +123,25 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
             largest = max(largest, k)
     frozen_other = shape.total_params - trainable - frozen_linear
     return ParamCounts(trainable, tensors, frozen_linear, rows, frozen_other, 0, (), ids, largest)
+
+
+def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
+    """peft OFT: per adapted Linear, ``in / b`` blocks of ``b(b-1)/2`` skew-symmetric parameters (one ``oft_R`` tensor),
+    ``b = oft_block_size`` or ``in / oft_rank``."""
+    rank, block, targets = setup.oft
+    L = shape.layers
+    adapted = tuple(lin.path for lin in shape.linears if targets is None or lin.name in targets)
+    per_layer = largest = 0
+    for lin in shape.linears:
+        if lin.path in adapted:
+            b = block or lin.in_features // max(rank, 1)
+            n = (lin.in_features // b) * (b * (b - 1) // 2)
+            per_layer += n
+            largest = max(largest, n)
+    frozen_linear = shape.linear_params_per_layer * L
+    rows = sum(lin.out_features for lin in shape.linears) * L
+    return ParamCounts(per_layer * L, len(adapted) * L, frozen_linear, rows, shape.total_params - frozen_linear, per_layer * L,
+                       adapted, tuple(range(L)), largest)
 
 
 def quantized_bytes(counts: ParamCounts, setup: Setup) -> float:

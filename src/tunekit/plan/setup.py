@@ -54,6 +54,7 @@ class Setup:
     ds_max_live: float = 1e9
     custom_optim: str | None = None  # galore, apollo, badam, adam_mini, muon (plan/optimizer_states.py)
     custom_optim_settings: tuple = ()
+    oft: tuple = ()  # finetuning_type oft: (oft_rank, oft_block_size, targets or None for all)
 
     @property
     def gpus_per_node(self) -> int:
@@ -168,4 +169,5 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         ds_overlap_comm=overlap,
         ds_max_live=max_live,
         **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
+        oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
     )
