@@ -24,6 +24,7 @@ SPECS = field_specs()
 CONTEXTS: list[dict[str, Any]] = [
     {}, {"finetuning_type": "freeze"}, {"packing": True}, {"mix_strategy": "interleave_under"},
     {"val_size": 0.1}, {"eval_strategy": "steps", "val_size": 0.1}, {"packing": True, "flash_attn": "sdpa"},
+    {"lr_scheduler_type": "cosine_with_min_lr"},  # lr_scheduler_kwargs are checked against the scheduler
 ]
 
 
@@ -130,7 +131,7 @@ def test_preview_command_equals_board_start_config(tmp_path):
     form.update({
         "model_name_or_path": "models/my model", "template": "qwen", "dataset": ["alpaca_en", "mine"],
         "run_name": "true", "default_system": "You are: helpful # not a comment", "learning_rate": "2e-5",
-        "lr_scheduler_kwargs": "{min_lr_rate: 0.1}", "resume_from_checkpoint": "true", "lora_target": "q_proj,v_proj",
+        "lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": "{min_lr_rate: 0.1}", "resume_from_checkpoint": "true", "lora_target": "q_proj,v_proj",
         "max_samples": "100", "cutoff_len": "512", "packing": "false", "quantization_bit": "4", "bf16": True,
         "output_dir": "saves/run 1", "logging_steps": "5", "adam_epsilon": "1e-08", "model_revision": "0123",
     })
