@@ -30,12 +30,17 @@ def apply_finetuning(model, cfg, is_trainable: bool = True):
         return _apply_lora(model, cfg, adapters)
     for path in adapters:  # full/freeze on top of an adapter: merge it first
         model = _merge_adapter(model, path)
-    if cfg.finetuning_type == "full":
+    from .multimodal import apply_freeze, is_multimodal_config, plugin_class
+
+    if cfg.finetuning_type == "full" and is_multimodal_config(model.config) and plugin_class(cfg) is not None:
+        apply_freeze(model, cfg, plugin_class(cfg))  # freeze_vision_tower / _multi_modal_projector / _language_model
+    elif cfg.finetuning_type == "full":
         for p in model.parameters():
             p.requires_grad_(True)
     else:
         _apply_freeze(model, cfg)
-    _upcast_trainable(model)
+    if not getattr(cfg, "pure_bf16", False):  # pure_bf16: no fp32 master weights
+        _upcast_trainable(model)
     return model
 
 
@@ -130,8 +135,12 @@ def _prequantized_linear_names(model) -> list[str]:
 def lora_config(cfg, model) -> Any:
     from peft import LoraConfig, TaskType
 
-    if cfg.lora_target.strip() == "all":
-        targets: Any = _prequantized_linear_names(model) or "all-linear"
+    from .multimodal import is_multimodal_config, lora_targets, plugin_class
+
+    if cfg.lora_target.strip() == "all" and is_multimodal_config(model.config) and plugin_class(cfg) is not None:
+        targets: Any = lora_targets(model, cfg, plugin_class(cfg))  # the unfrozen parts' linear layers only
+    elif cfg.lora_target.strip() == "all":
+        targets = _prequantized_linear_names(model) or "all-linear"
     else:
         targets = _split(cfg.lora_target)
         available = linear_module_names(model)
@@ -182,9 +191,10 @@ def _apply_lora(model, cfg, adapters: list[str]):
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:
             raise ModelError(f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}") from None
+    keep_dtype = dict(autocast_adapter_dtype=False) if getattr(cfg, "pure_bf16", False) else {}  # pure_bf16: adapters in bf16 too
     if cfg.finetuning_type == "oft":
-        return get_peft_model(model, oft_config(cfg, model))
-    model = get_peft_model(model, lora_config(cfg, model))
+        return get_peft_model(model, oft_config(cfg, model), **keep_dtype)
+    model = get_peft_model(model, lora_config(cfg, model), **keep_dtype)
     if cfg.pissa_init and cfg.pissa_convert:
         remember_pissa_init(model)
     return model

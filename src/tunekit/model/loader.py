@@ -175,7 +175,7 @@ def compute_dtype(cfg):
     names = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
     if cfg.dtype != "auto":
         return names[cfg.dtype]
-    if cfg.bf16:
+    if cfg.bf16 or getattr(cfg, "pure_bf16", False):  # pure_bf16: the weights themselves are trained in bf16
         return torch.bfloat16
     if cfg.fp16:
         return torch.float16
@@ -314,7 +314,6 @@ def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> Non
 
 def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
-    from transformers import AutoModelForCausalLM
 
     from .adapters import apply_finetuning
 
@@ -327,7 +326,9 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     apply_rope_scaling(config, cfg)
     dtype = compute_dtype(cfg)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        from .multimodal import model_class  # AutoModelForImageTextToText for vision-language models
+
+        model = model_class(config).from_pretrained(
             path, config=config, dtype=dtype, attn_implementation=attention_implementation(cfg),
             quantization_config=quantization_config(cfg, dtype), trust_remote_code=cfg.trust_remote_code,
             revision=cfg.model_revision, cache_dir=cfg.cache_dir, low_cpu_mem_usage=cfg.low_cpu_mem_usage,

@@ -55,6 +55,7 @@ class Setup:
     custom_optim: str | None = None  # galore, apollo, badam, adam_mini, muon (plan/optimizer_states.py)
     custom_optim_settings: tuple = ()
     oft: tuple = ()  # finetuning_type oft: (oft_rank, oft_block_size, targets or None for all)
+    pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no autocast
 
     @property
     def gpus_per_node(self) -> int:
@@ -68,7 +69,7 @@ class Setup:
     def trainable_bytes(self) -> int:
         """Trainable weights are fp32 (PEFT keeps adapters fp32; tunekit upcasts full/freeze), except that
         DeepSpeed holds them in the 16-bit compute dtype and keeps its own fp32 master copy."""
-        if self.zero_stage is not None and self.compute_bytes == 2:
+        if self.pure_bf16 or (self.zero_stage is not None and self.compute_bytes == 2):
             return 2
         return 4
 
@@ -129,7 +130,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
     if cfg.dtype != "auto":
         base = _dtype_bytes(cfg.dtype)
     else:
-        base = 2 if (cfg.bf16 or cfg.fp16) else 4
+        base = 2 if (cfg.bf16 or cfg.fp16 or cfg.pure_bf16) else 4
     autocast = bool(cfg.bf16 or cfg.fp16)
     compute = 2 if autocast else base
     stage, off_opt, off_param = deepspeed_settings(cfg.deepspeed)
@@ -169,5 +170,6 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         ds_overlap_comm=overlap,
         ds_max_live=max_live,
         **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
+        pure_bf16=cfg.pure_bf16,
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
     )
