@@ -306,3 +306,15 @@ def test_command_line_values_get_the_same_yaml_checks():
     assert _config_error(overrides=["lr_scheduler_kwargs={a: 1, a: 2}"]) == (
         "the command-line value '{a: 1, a: 2}': key 'a' is given twice (line 1, columns 2 and 8); keep one of them.")
     assert parse_overrides(["e=5e-05", "f={x: 1}", "h=yes", "i="]) == {"e": 5e-05, "f": {"x": 1}, "h": True, "i": ""}
+
+
+def test_web_board_refuses_an_alias_bomb_inside_a_known_option(tmp_path):
+    from tunekit.webui.board import Board
+
+    # every anchor inside one known option, so no "unknown option" check stops it before the values are used
+    (tmp_path / "bomb.yaml").write_text("lr_scheduler_kwargs:\n" + "".join(f"  {line}\n" for line in BOMB.splitlines()))
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        Board(cwd=tmp_path).load_yaml("bomb.yaml")
+    assert time.perf_counter() - start < 1.0 and len(str(err.value)) < 300
+    assert "expands to more than 100,000 YAML nodes through its aliases" in str(err.value)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tunekit.config import Config, build_config
+from tunekit.config.loader import load_yaml_text
 from tunekit.config.secrets import mask_secrets, secret_env, write_options
 from tunekit.errors import ConfigError, TunekitError
 
@@ -101,7 +102,7 @@ class Board:
             raise ConfigError(f"Config file {target} is larger than {MAX_CONFIG_BYTES // 1000} kB: not a config.")
         text = target.read_text(encoding="utf-8", errors="replace")
         try:
-            data = json.loads(text) if target.suffix.lower() == ".json" else yaml.safe_load(text)
+            data = json.loads(text) if target.suffix.lower() == ".json" else load_yaml_text(text, target)  # alias budget
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}).") from None
         except yaml.YAMLError as exc:
