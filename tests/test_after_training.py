@@ -349,3 +349,26 @@ def test_pissa_convert_in_a_training_run_saves_lora_for_the_original_base(tiny_q
     assert float((trained - untouched).abs().max()) > 100 * bound  # training changed the model: the comparison means something
     with pytest.raises(ConfigError, match="pissa_convert with additional_target"):
         load_config(None, {**cfg.model_dump(exclude_unset=True), "additional_target": "embed_tokens"})
+
+
+def test_pissa_convert_after_resume_equals_the_uninterrupted_run(tiny_qwen, tmp_path):
+    """The initial PiSSA adapter is kept in memory when the model is built (not read back from a checkpoint), so a run
+    resumed from checkpoint-2 converts against the same initialisation: the saved adapter is bit-identical."""
+    from safetensors.torch import load_file
+
+    from tunekit.train.run import run_train
+
+    data = tmp_path / "data"
+    write_dataset(data, "toy", alpaca_records(32))
+    common = dict(finetuning_type="lora", lora_rank=4, pissa_init=True, pissa_convert=True, learning_rate=1e-2, max_steps=4,
+                  save_strategy="steps", save_steps=2, gradient_checkpointing=False)  # pissa_iter 16: randomised SVD
+    run_train(load_config(None, base_config(tiny_qwen, data, tmp_path / "full", **common)))
+    shutil.copytree(tmp_path / "full", tmp_path / "resumed")  # as if killed after checkpoint-2 was written
+    shutil.rmtree(tmp_path / "resumed" / "checkpoint-4")
+    for name in ("adapter_model.safetensors", "adapter_config.json", "all_results.json", "train_results.json"):
+        (tmp_path / "resumed" / name).unlink(missing_ok=True)
+    run_train(load_config(None, base_config(tiny_qwen, data, tmp_path / "resumed", resume_from_checkpoint=True, **common)))
+    full = load_file(str(tmp_path / "full" / "adapter_model.safetensors"))
+    resumed = load_file(str(tmp_path / "resumed" / "adapter_model.safetensors"))
+    assert sorted(full) == sorted(resumed) and all(full[k].shape[0 if "lora_A" in k else 1] == 8 for k in full)
+    assert all(full[k].equal(resumed[k]) for k in full)
