@@ -64,7 +64,7 @@ def test_loss_plot_is_written_with_a_log_axis_when_the_loss_spans_a_decade(tmp_p
 
 
 # ------------------------------------------------------------------------------------------------ quantized export
-def test_llamafactory_quantized_export_config_means_gptq_and_is_refused_before_writing(tiny_qwen, tmp_path):
+def test_llamafactory_quantized_export_config_means_gptq_and_is_refused_before_writing(tiny_qwen, tmp_path, capsys):
     """export_quantization_bit + export_quantization_dataset (LLaMA-Factory's GPTQ export) never becomes bitsandbytes."""
     import importlib.util
 
@@ -86,6 +86,13 @@ def test_llamafactory_quantized_export_config_means_gptq_and_is_refused_before_w
     assert "needs the gptqmodel package (with optimum; missing here: gptqmodel, optimum)" in message
     assert "Nothing was written" in message and "export_quantization_method: bnb" in message
     assert not (tmp_path / "exports").exists()  # not even the parent folder
+    from tunekit.cli.main import main  # the CLI: a non-zero exit, the message, no traceback, nothing written
+
+    capsys.readouterr()
+    assert main(["export", *(f"{k}={v}" for k, v in lf.items())]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error: export_quantization_bit 4 with export_quantization_dataset calib means GPTQ") and "Traceback" not in err
+    assert not (tmp_path / "exports").exists()
     # bnb is chosen only explicitly or without calibration data; bnb with calibration data is a contradiction
     assert quantization_method(load_config(None, {**lf, "export_quantization_dataset": None})) == "bnb"
     with pytest.raises(ConfigError, match="export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb"):
