@@ -18,6 +18,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "data": ("tunekit.cli.data_cmd", "data stats: token lengths, truncation, recommended cutoff_len, padding waste."),
     "templates": ("tunekit.cli.templates_cmd", "List the chat templates, or render a sample with one."),
     "tiny-model": ("tunekit.cli.tiny_model_cmd", "Write a small random-weight model + tokenizer of a given family."),
+    "expand-blocks": ("tunekit.cli.expand_blocks_cmd", "LLaMA Pro: interleave zero-output copies of decoder blocks into a model (same outputs)."),
     "export": ("tunekit.cli.export_cmd", "Merge adapters / consolidate a checkpoint into a sharded HF folder with the chat template (4/8-bit optional)."),
     "verify": ("tunekit.cli.verify_cmd", "Check an exported folder with plain transformers: index, shapes, template parity, generation, merge logits."),
     "zero-to-fp32": ("tunekit.cli.zero_cmd", "Consolidate a DeepSpeed ZeRO checkpoint (global_step*/) into a normal fp32 model folder."),
@@ -29,7 +30,7 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 # Verbs that import torch & co. and so may run in a warm process (see tunekit/cli/warm.py).
-WARM_VERBS = {"train", "plan", "data", "tiny-model", "export", "verify", "zero-to-fp32", "chat", "predict"}
+WARM_VERBS = {"train", "plan", "data", "tiny-model", "expand-blocks", "export", "verify", "zero-to-fp32", "chat", "predict"}
 
 USAGE = """usage: tunekit <command> [CONFIG.yaml] [key=value ...] [--key value ...]
 

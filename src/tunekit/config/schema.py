@@ -182,9 +182,9 @@ def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[str]:
             yield "badam_mode: ratio does not run under DeepSpeed: use badam_mode: layer with deepspeed z3, or remove deepspeed."
         elif str(cfg.deepspeed).strip() not in ("z3", "z3_offload") and not str(cfg.deepspeed).endswith(".json"):
             yield f"use_badam in layer mode runs under DeepSpeed ZeRO-3 only (deepspeed {cfg.deepspeed} is not): set deepspeed: z3 or remove deepspeed."
-    if cfg.use_llama_pro and cfg.finetuning_type not in ("freeze", "lora"):
-        yield (f"use_llama_pro trains only the expanded blocks, with finetuning_type freeze or lora (now '{cfg.finetuning_type}'): "
-               f"set finetuning_type: freeze.")
+    if cfg.use_llama_pro and cfg.finetuning_type != "freeze":
+        yield (f"use_llama_pro trains only the expanded blocks, with finetuning_type: freeze in tunekit (now '{cfg.finetuning_type}'; "
+               f"LoRA on the expanded blocks is not supported yet): set finetuning_type: freeze and freeze_trainable_layers to the number of added blocks.")
     if cfg.pure_bf16 and (cfg.bf16 or cfg.fp16):
         yield "pure_bf16 trains without autocast, so bf16/fp16 mixed precision must be off: remove bf16/fp16 (pure_bf16 loads the weights in bf16 itself)."
     if cfg.pure_bf16 and cfg.dtype not in ("auto", "bfloat16"):

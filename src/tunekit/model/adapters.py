@@ -77,7 +77,12 @@ def _apply_freeze(model, cfg) -> None:
     if cfg.freeze_trainable_layers == 0 or abs(cfg.freeze_trainable_layers) > n:
         raise ConfigError(f"freeze_trainable_layers {cfg.freeze_trainable_layers} must be between -{n} and {n} (not 0): "
                           f"the model has {n} layers.")
-    ids = set(trainable_layer_ids(n, cfg.freeze_trainable_layers))
+    if getattr(cfg, "use_llama_pro", False):  # LLaMA Pro: the blocks tunekit expand-blocks inserted
+        from .expand import llama_pro_layer_ids
+
+        ids = set(llama_pro_layer_ids(n, cfg.freeze_trainable_layers))
+    else:
+        ids = set(trainable_layer_ids(n, cfg.freeze_trainable_layers))
     modules = _split(cfg.freeze_trainable_modules)
     extras = _split(cfg.freeze_extra_modules)
     layer_children: set[str] = set()

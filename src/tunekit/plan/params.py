@@ -87,7 +87,12 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
         largest = max([k for _, k in shape.layer_param_names] + [k for _, k in shape.other_param_names])
         return ParamCounts(shape.total_params, shape.num_param_tensors, 0, 0, 0, 0, (), tuple(range(L)), largest)
     # freeze
-    ids = freeze_layer_ids(L, setup.freeze_layers)
+    if setup.llama_pro:
+        from ..model.expand import llama_pro_layer_ids
+
+        ids = tuple(llama_pro_layer_ids(L, setup.freeze_layers))
+    else:
+        ids = freeze_layer_ids(L, setup.freeze_layers)
     modules = setup.freeze_modules
     layer_parts = set()
     for n, _ in shape.layer_param_names:

@@ -56,6 +56,7 @@ class Setup:
     custom_optim_settings: tuple = ()
     oft: tuple = ()  # finetuning_type oft: (oft_rank, oft_block_size, targets or None for all)
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no autocast
+    llama_pro: bool = False  # freeze: the trainable layers are the expanded blocks (model/expand.py)
 
     @property
     def gpus_per_node(self) -> int:
@@ -171,5 +172,6 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         ds_max_live=max_live,
         **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
         pure_bf16=cfg.pure_bf16,
+        llama_pro=cfg.use_llama_pro,
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
     )

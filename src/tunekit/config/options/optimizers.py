@@ -74,7 +74,7 @@ class OptimizerOptions(OptionGroup):
     module_dropout: float = Field(0.0, ge=0, lt=1, description="OFT: multiplicative dropout of whole blocks during training.")
 
     # LLaMA Pro
-    use_llama_pro: bool = Field(False, description="LLaMA Pro: train only the expanded blocks of a model made by `tunekit expand-blocks` (freeze_trainable_layers = how many); freeze or LoRA.")
+    use_llama_pro: bool = Field(False, description="LLaMA Pro: train only the expanded blocks of a model made by `tunekit expand-blocks` (finetuning_type: freeze, freeze_trainable_layers = how many were added).")
 
     # precision
     pure_bf16: bool = Field(False, description="Train entirely in bfloat16: weights, gradients and optimizer states in bf16, no fp32 master weights, no autocast.")
