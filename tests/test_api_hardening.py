@@ -219,25 +219,41 @@ def test_sigterm_ends_a_server_that_is_generating(tiny_qwen, tmp_path):
                 time.sleep(0.5)
         else:
             pytest.fail("the server did not start")
-        answers: list = []
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        started, events, answers = threading.Event(), [], []
 
-        def long_request() -> None:
+        def stream() -> None:  # 2,000 tokens: far from done when the signal comes, on any machine
+            body = {"model": "model", "messages": HI, "max_tokens": 2000, "stream": True}
             try:
-                answers.append(httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120,
-                                          json={"model": "model", "messages": HI, "max_tokens": 2000}))
+                with httpx.stream("POST", url, json=body, timeout=120) as resp:
+                    for line in resp.iter_lines():
+                        if line.startswith("data: "):
+                            events.append(line[6:])
+                            started.set()
+            except httpx.TransportError as exc:
+                events.append(exc)
+
+        def queued() -> None:  # waits for the slot meanwhile
+            try:
+                answers.append(httpx.post(url, json={"model": "model", "messages": HI, "max_tokens": 5}, timeout=120))
             except httpx.TransportError as exc:
                 answers.append(exc)
 
-        client = threading.Thread(target=long_request, daemon=True)
-        client.start()
-        time.sleep(3)  # well into the ~50 s generation
-        assert proc.poll() is None
+        clients = [threading.Thread(target=stream, daemon=True), threading.Thread(target=queued, daemon=True)]
+        clients[0].start()
+        assert started.wait(60)
+        clients[1].start()
+        time.sleep(1)
+        assert proc.poll() is None and not answers
         start = time.time()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
+        proc.wait(timeout=30)
         assert time.time() - start < 6
-        client.join(10)
-        assert answers and isinstance(answers[0], httpx.Response) and answers[0].status_code == 503, answers
+        for c in clients:
+            c.join(10)
+        assert "[DONE]" not in events and json.loads(events[-1])["error"]["code"] == "shutting_down", events[-3:]
+        assert len(events) < 1000  # stopped, not run to its 2,000 tokens
+        assert isinstance(answers[0], httpx.Response) and answers[0].status_code == 503, answers
         assert answers[0].json()["error"]["code"] == "shutting_down"
     finally:
         if proc.poll() is None:
