@@ -25,6 +25,7 @@ CONTEXTS: list[dict[str, Any]] = [
     {}, {"finetuning_type": "freeze"}, {"packing": True}, {"mix_strategy": "interleave_under"},
     {"val_size": 0.1}, {"eval_strategy": "steps", "val_size": 0.1}, {"packing": True, "flash_attn": "sdpa"},
     {"lr_scheduler_type": "cosine_with_min_lr"},  # lr_scheduler_kwargs are checked against the scheduler
+    {"pissa_init": True},  # pissa_convert converts a PiSSA adapter
 ]
 
 
