@@ -192,7 +192,7 @@ def plot_cdf(table, path: str, cutoff: int, recommended: int) -> str:
     ax.axvline(cutoff, color="#c0392b", linestyle="--", label=f"cutoff_len {cutoff}")
     if recommended != cutoff:
         ax.axvline(recommended, color="#27ae60", linestyle=":", label=f"recommended {recommended} (P99)")
-    ax.set_xlabel("tokens per sample (prompt + response)")
+    ax.set_xlabel("tokens per sample (the total cutoff_len is compared with)")
     ax.set_ylabel("share of samples ≤ x")
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3)
