@@ -340,11 +340,12 @@ def test_tool_and_reasoning_parts_match_the_official_qwen3_template():
     assert openai["messages"] == sample["messages"] and openai["system"] == sample["system"]
 
 
-def test_media_of_a_file_given_by_path_is_refused_not_ignored():
+def test_media_of_a_file_given_by_path_is_kept_not_ignored():
+    """Kept for the multimodal path; a text-only template refuses it by name (tests/test_multimodal.py)."""
     record = {"messages": [{"role": "user", "content": "<image>What is this?"}, {"role": "assistant", "content": "A cat."}],
               "images": ["cat.png"]}
-    assert _error(record) == ("x.jsonl, record 0: has images (images); multimodal training is not supported by tunekit "
-                              "yet. Remove the 'images' key from the records to train on the text only.")
+    (sample,) = _convert([record])
+    assert (sample["images"], sample["videos"], sample["audios"]) == (["cat.png"], [], [])
 
 
 def test_consecutive_tool_results_say_how_to_merge_them():

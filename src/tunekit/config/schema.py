@@ -15,13 +15,14 @@ from .options import (
     FREEZE_ONLY, GROUPS, LORA_ONLY, OFT_ONLY, SWITCHED, DataOptions, DistributedOptions, ExportOptions, InferOptions,
     LoggingOptions, MethodOptions, ModelOptions, OptimizerOptions, RLHFOptions, TrainingOptions,
 )
+from .options.multimodal import MultimodalOptions, multimodal_problems
 
 KNOWN_TRACKERS = ("none", "tensorboard", "wandb", "swanlab", "mlflow")
 
 
 class Config(
     ModelOptions, DataOptions, MethodOptions, TrainingOptions, RLHFOptions, OptimizerOptions,
-    DistributedOptions, LoggingOptions, ExportOptions, InferOptions,
+    DistributedOptions, LoggingOptions, ExportOptions, InferOptions, MultimodalOptions,
 ):
     """All tunekit options. Build it with :func:`tunekit.config.load_config`."""
 
@@ -141,6 +142,7 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
     if cfg.lr_scheduler_kwargs:
         yield from _scheduler_kwargs_problems(cfg.lr_scheduler_type, cfg.lr_scheduler_kwargs)
     yield from _optimizer_problems(cfg, given)
+    yield from multimodal_problems(cfg)
 
 
 def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[str]:

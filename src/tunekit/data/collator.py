@@ -48,3 +48,21 @@ class PaddingCollator:
         if positions is not None:
             return {"input_ids": ids, "position_ids": positions, "labels": labels}
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+@dataclass
+class MultimodalCollator(PaddingCollator):
+    """:class:`PaddingCollator` + the batch's media as model inputs, built by the family plugin (``data/mm_plugins``).
+
+    Each row's ``images`` (resolved paths, in placeholder order) are opened and run through the model's
+    image processor at the configured resolution: for Qwen2-VL ``pixel_values`` (every image's patches,
+    concatenated in row order), ``image_grid_thw`` and M-RoPE's ``mm_token_type_ids``.
+    """
+
+    mm: Any = None
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = super().__call__(features)
+        paths = [p for f in features for p in (f.get("images") or [])]
+        batch.update(self.mm.collate(paths, batch["input_ids"]))
+        return batch

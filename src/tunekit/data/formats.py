@@ -8,6 +8,7 @@ Canonical sample (what every stage's processor reads)::
      "rejected": {"role", "content"} | None,
      "kto_tag": bool | None,                           # kto
      "text": str | None,                               # pt
+     "images": [path, ...], "videos": [...], "audios": [...],  # as written in the record ([] if none)
      "_source": "file, record i"}
 
 Messages alternate (user|observation) → (assistant|function_call). What a stage needs is checked here,
@@ -27,6 +28,11 @@ OpenAI assistant messages may instead carry ``tool_calls`` (and ``reasoning_cont
 preference records (``chosen_messages`` / ``rejected_messages``: two whole conversations with the same
 prompt) become one prompt with a chosen and a rejected reply. Media parts (``image_url``, ...) and unknown
 part types are named errors, never dropped.
+
+Media (``images`` / ``videos`` / ``audios`` columns, LLaMA-Factory's layout) are kept as path lists in
+the sample under those keys; each needs one ``<image>`` / ``<video>`` / ``<audio>`` placeholder in the
+text (counted here). Paths are resolved and files opened by the model family's plugin
+(``data/mm_plugins``), which also refuses media for text-only models.
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
                                   "tags": dict(OPENAI_TAGS if role_key == "role" else SHAREGPT_TAGS)})
         else:
             attr = DatasetAttr(**{**attr.__dict__, "columns": {**attr.columns, **present}})
-    _reject_media(raw, attr)
+    media = _media(raw, attr)
     if formatting == "alpaca":
         sample = _from_alpaca(raw, attr, stage)
     elif attr.column("messages") not in rec and _is_v1_pair(rec):
@@ -91,6 +97,8 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
     else:
         sample = _from_sharegpt(raw, attr, stage)
     sample["_source"] = raw.where
+    sample.update(media)
+    _check_placeholders(sample, raw, stage)
     return _check_for_stage(sample, raw, attr, stage)
 
 
@@ -102,14 +110,41 @@ def _first_msg_has(messages: Any, key: str) -> bool:
     return isinstance(messages, list) and bool(messages) and isinstance(messages[0], dict) and key in messages[0]
 
 
-def _reject_media(raw: RawRecord, attr: DatasetAttr) -> None:
-    for key in ("images", "videos", "audios"):
+MEDIA_KINDS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
+
+
+def _media(raw: RawRecord, attr: DatasetAttr) -> dict[str, list[str]]:
+    """The record's ``images`` / ``videos`` / ``audios`` lists (paths as written; resolved by the pipeline)."""
+    out: dict[str, list[str]] = {}
+    for key in MEDIA_KINDS:
         col = attr.column(key)
-        if col and raw.data.get(col):
-            fix = (f"Remove the '{key}' column from the dataset_info.json entry '{attr.name}'" if attr.formatting != "auto"
-                   else f"Remove the '{col}' key from the records")
-            raise RecordError(f"{raw.where}: has {key} ({col}); multimodal training is not supported by tunekit yet. "
-                              f"{fix} to train on the text only.")
+        value = raw.data.get(col) if col else None
+        if value is None or value == "":
+            value = []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise RecordError(f"{raw.where}: '{col}' ({key}) must be a list of file paths, found {str(value)[:120]!r}.")
+        out[key] = list(value)
+    return out
+
+
+def _check_placeholders(sample: dict[str, Any], raw: RawRecord, stage: str) -> None:
+    """Each media file needs exactly one placeholder (``<image>`` ...) in the conversation's text.
+
+    Checked for records that have media; a text-only record may hold the literal text (HTML, code).
+    """
+    if not any(sample[key] for key in MEDIA_KINDS):
+        return
+    texts = [m["content"] for m in sample["messages"]] + [sample[k]["content"] for k in ("chosen", "rejected") if sample.get(k)]
+    if stage == "pt" and sample.get("text"):
+        texts = [sample["text"]]
+    for key, tag in MEDIA_KINDS.items():
+        found = sum(t.count(tag) for t in texts)
+        if found != len(sample[key]):
+            raise RecordError(f"{raw.where}: {found} {tag} placeholder(s) in the text but {len(sample[key])} {key} in "
+                              f"the record; put one {tag} where each of its {key} goes (LLaMA-Factory's rule), or fix "
+                              f"the {key} list.")
 
 
 def _text(value: Any, raw: RawRecord, what: str) -> str:

@@ -21,7 +21,9 @@ from .cache import cache_root, fingerprint, source_signature, tokenizer_signatur
 from .dataset_info import DatasetAttr, resolve_datasets
 from .formats import RecordError, convert_record
 from .processors import DROPPED, TRUNCATED, get_processor
+from .processors import media as media_processor
 from .processors.context import ProcessContext
+from .processors.media import prepare_media
 from .readers import read_records
 from .report import DatasetReport
 
@@ -34,6 +36,7 @@ class PreparedData:
     eval: Any = None
     reports: list[DatasetReport] = field(default_factory=list)
     template: Any = None
+    mm: Any = None  # the media plugin of a multimodal template (data/mm_plugins), for the collator
 
 
 def load_template(cfg, tokenizer, stage: Optional[str] = None):
@@ -53,10 +56,12 @@ def load_template(cfg, tokenizer, stage: Optional[str] = None):
 
 
 def make_context(cfg, tokenizer, template) -> ProcessContext:
+    from .mm_plugins import load_plugin, media_root
+
     return ProcessContext(
         tokenizer=tokenizer, template=template, cutoff_len=cfg.cutoff_len, train_on_prompt=cfg.train_on_prompt,
         mask_history=cfg.mask_history, enable_thinking=cfg.enable_thinking, default_system=cfg.default_system,
-        packing=cfg.use_packing,
+        packing=cfg.use_packing, mm=load_plugin(cfg, cfg.template), media_root=str(media_root(cfg)),
     )
 
 
@@ -80,7 +85,7 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
         reports += eval_reports
     elif cfg.val_size > 0:
         train, evaluation = split_train_eval(train, cfg.val_size, cfg.seed)
-    data = PreparedData(train=train, eval=evaluation, reports=reports, template=template)
+    data = PreparedData(train=train, eval=evaluation, reports=reports, template=template, mm=ctx.mm)
     if cfg.tokenized_path:
         _save_tokenized(cfg, data)
     return data
@@ -135,6 +140,7 @@ def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str
         "tokenizer": tokenizer_signature(ctx.tokenizer),
         "options": [cfg.cutoff_len, cfg.train_on_prompt, cfg.mask_history, cfg.enable_thinking, cfg.default_system,
                     cfg.max_samples, cfg.bad_records, cfg.tool_format, cfg.use_packing, cfg.neat_packing],
+        "media": [cfg.media_dir, cfg.image_min_pixels, cfg.image_max_pixels] if ctx.mm is not None else None,
     })
 
 
@@ -156,7 +162,7 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
     samples = []
     for raw in raws:
         try:
-            samples.append(convert_record(raw, attr, stage))
+            samples.append(prepare_media(convert_record(raw, attr, stage), ctx, stage))
         except RecordError as exc:
             if cfg.bad_records == "error":
                 raise DataError(f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records and count them)") from None
@@ -167,7 +173,7 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
         first = f" First problem: {report.invalid_examples[0]}" if report.invalid_examples else ""
         raise DataError(f"{attr.describe()} has no usable records ({report.records} read, {report.invalid} invalid).{first}")
 
-    processor = get_processor(stage)
+    processor = get_processor(stage) if ctx.mm is None else media_processor
     raw_ds = datasets.Dataset.from_list(samples)
     workers = cfg.preprocessing_num_workers if (cfg.preprocessing_num_workers or 1) > 1 and len(raw_ds) >= 2 * cfg.preprocessing_batch_size else None
     tokenized = raw_ds.map(

@@ -30,7 +30,11 @@ def apply_finetuning(model, cfg, is_trainable: bool = True):
         return _apply_lora(model, cfg, adapters)
     for path in adapters:  # full/freeze on top of an adapter: merge it first
         model = _merge_adapter(model, path)
-    if cfg.finetuning_type == "full":
+    from .multimodal import apply_freeze, is_multimodal_config, plugin_class
+
+    if cfg.finetuning_type == "full" and is_multimodal_config(model.config) and plugin_class(cfg) is not None:
+        apply_freeze(model, cfg, plugin_class(cfg))  # freeze_vision_tower / _multi_modal_projector / _language_model
+    elif cfg.finetuning_type == "full":
         for p in model.parameters():
             p.requires_grad_(True)
     else:
@@ -136,8 +140,12 @@ def _prequantized_linear_names(model) -> list[str]:
 def lora_config(cfg, model) -> Any:
     from peft import LoraConfig, TaskType
 
-    if cfg.lora_target.strip() == "all":
-        targets: Any = _prequantized_linear_names(model) or "all-linear"
+    from .multimodal import is_multimodal_config, lora_targets, plugin_class
+
+    if cfg.lora_target.strip() == "all" and is_multimodal_config(model.config) and plugin_class(cfg) is not None:
+        targets: Any = lora_targets(model, cfg, plugin_class(cfg))  # the unfrozen parts' linear layers only
+    elif cfg.lora_target.strip() == "all":
+        targets = _prequantized_linear_names(model) or "all-linear"
     else:
         targets = _split(cfg.lora_target)
         available = linear_module_names(model)

@@ -314,7 +314,6 @@ def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> Non
 
 def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
-    from transformers import AutoModelForCausalLM
 
     from .adapters import apply_finetuning
 
@@ -327,7 +326,9 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     apply_rope_scaling(config, cfg)
     dtype = compute_dtype(cfg)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        from .multimodal import model_class  # AutoModelForImageTextToText for vision-language models
+
+        model = model_class(config).from_pretrained(
             path, config=config, dtype=dtype, attn_implementation=attention_implementation(cfg),
             quantization_config=quantization_config(cfg, dtype), trust_remote_code=cfg.trust_remote_code,
             revision=cfg.model_revision, cache_dir=cfg.cache_dir, low_cpu_mem_usage=cfg.low_cpu_mem_usage,

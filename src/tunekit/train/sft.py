@@ -16,6 +16,11 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
 
     collator = PaddingCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
                                label_pad_id=-100)
+    if getattr(data, "mm", None) is not None:  # a vision-language model: the batch's images become model inputs
+        from ..data.collator import MultimodalCollator
+
+        collator = MultimodalCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
+                                      label_pad_id=-100, mm=data.mm)
     return TunekitTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,

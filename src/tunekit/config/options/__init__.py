@@ -7,6 +7,7 @@ from .infer import InferOptions
 from .logging import LoggingOptions
 from .method import FREEZE_ONLY, LORA_ONLY, MethodOptions
 from .model import ModelOptions
+from .multimodal import MultimodalOptions
 from .optimizers import OFT_ONLY, SWITCHED, OptimizerOptions
 from .rlhf import RLHFOptions
 from .training import TrainingOptions
@@ -14,7 +15,7 @@ from .training import TrainingOptions
 # Display order (CLI help, web board, docs).
 GROUPS = (
     ModelOptions, DataOptions, MethodOptions, TrainingOptions, RLHFOptions,
-    OptimizerOptions, DistributedOptions, LoggingOptions, ExportOptions, InferOptions,
+    OptimizerOptions, DistributedOptions, LoggingOptions, ExportOptions, InferOptions, MultimodalOptions,
 )
 
 __all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY", "OFT_ONLY", "SWITCHED"] + [g.__name__ for g in GROUPS]

@@ -37,6 +37,8 @@ class ProcessContext:
     default_system: Optional[str] = None
     packing: bool = False  # pt: concatenate texts into cutoff_len blocks
     ignore_index: int = -100
+    mm: Any = None  # the model family's media plugin (data/mm_plugins) for multimodal templates, else None
+    media_root: str = ""  # relative media paths are resolved against this (media_dir, else dataset_dir)
 
     def system_for(self, sample_system: str | None) -> str | None:
         return sample_system or self.default_system or None

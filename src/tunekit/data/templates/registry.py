@@ -85,6 +85,18 @@ SPECS: list[TemplateSpec] = [
         source="Qwen/Qwen2.5-7B-Instruct chat_template",
     ),
     TemplateSpec(
+        name="qwen2_vl",
+        description="Qwen2-VL / Qwen2.5-VL (ChatML; <image> expanded into the model's image tokens, data/mm_plugins).",
+        **_CHATML,
+        observation=_QWEN_OBS,
+        default_system="You are a helpful assistant.",
+        tool_format="qwen",
+        replace_eos=True,
+        eos="<|im_end|>",
+        document_end="<|endoftext|>",
+        source="Qwen/Qwen2-VL-7B-Instruct chat_template; LLaMA-Factory 'qwen2_vl'",
+    ),
+    TemplateSpec(
         name="qwen3",
         description="Qwen3 hybrid-reasoning models: <think> blocks, enable_thinking on/off.",
         **_CHATML,

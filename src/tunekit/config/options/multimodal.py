@@ -1,0 +1,43 @@
+"""Multimodal options (vision-language models): media resolution, where media files are, what is frozen.
+
+LLaMA-Factory's names and defaults. Which modules are the vision tower, the projector and the language
+model is declared per model family in ``tunekit.data.mm_plugins`` (docs/multimodal.md).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from pydantic import Field
+
+from .base import OptionGroup
+
+
+class MultimodalOptions(OptionGroup):
+    GROUP = "multimodal"
+    TITLE = "Multimodal"
+
+    image_max_pixels: int = Field(768 * 768, ge=1, description="Largest image area (height x width, pixels) given to the image processor; larger images are scaled down (fewer image tokens). Qwen2-VL: one token per 28x28 pixels.")
+    image_min_pixels: int = Field(32 * 32, ge=1, description="Smallest image area (pixels); smaller images are scaled up.")
+    video_max_pixels: int = Field(256 * 256, ge=1, description="Largest area of a video frame (pixels).")
+    video_min_pixels: int = Field(16 * 16, ge=1, description="Smallest area of a video frame (pixels).")
+    video_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
+    video_maxlen: int = Field(128, ge=1, description="Most frames sampled from one video.")
+    audio_sampling_rate: int = Field(16000, ge=1, description="Sampling rate audio is resampled to (Hz).")
+    use_audio_in_video: bool = Field(False, description="Also use the audio track of each video (audio-visual families).")
+    media_dir: Optional[str] = Field(None, description="Folder that relative image/video/audio paths in the data are resolved against (default: dataset_dir).")
+    freeze_vision_tower: bool = Field(True, description="Keep the vision tower frozen. With LoRA, false also puts adapters on its linear layers.")
+    freeze_multi_modal_projector: bool = Field(True, description="Keep the multimodal projector (vision → language, e.g. Qwen2-VL's merger) frozen. With LoRA, false also puts adapters on its linear layers.")
+    freeze_language_model: bool = Field(False, description="Keep the language model frozen (train only the unfrozen vision parts).")
+
+
+def multimodal_problems(cfg) -> Iterator[str]:
+    """Cross-field rules of this group (``Config._check_combinations`` calls it)."""
+    for kind in ("image", "video"):
+        lo, hi = getattr(cfg, f"{kind}_min_pixels"), getattr(cfg, f"{kind}_max_pixels")
+        if lo > hi:
+            yield f"{kind}_min_pixels {lo} is larger than {kind}_max_pixels {hi}: lower {kind}_min_pixels or raise {kind}_max_pixels."
+    frozen = (cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model)
+    if all(frozen) and cfg.finetuning_type in ("full", "lora"):
+        yield ("freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model are all true: nothing would be "
+               "trained. Set freeze_language_model: false (the usual choice), or unfreeze the vision tower or projector.")

@@ -1,0 +1,130 @@
+"""Multimodal model families: one small module per family, found by template name.
+
+A family module defines a :class:`MediaPlugin` subclass that says, for its model family,
+
+- which templates and ``model_type`` values it serves (``TEMPLATES``, ``MODEL_TYPES``);
+- which options become processor kwargs (``image_max_pixels`` → the image processor's size limits ...);
+- how each ``<image>`` / ``<video>`` / ``<audio>`` placeholder expands into the model's own media tokens.
+  The number of tokens comes from the model's own image processor at the configured resolution, so a
+  training sample's ids equal what the processor gives the same conversation at inference;
+- which modules are the vision tower, the projector and the language model (``VISION_TOWER``,
+  ``PROJECTOR``, ``LANGUAGE_MODEL``: prefixes of ``named_modules()`` names, read by
+  ``tunekit.model.multimodal`` for the freeze options and LoRA targets; plain strings, so the data layer
+  does not import the model layer);
+- how a batch's media become model inputs (``collate``).
+
+Adding a family = one module here + its entry in :data:`FAMILIES` (+ its template in the registry).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+from ...errors import ConfigError, DataError
+
+#: template name -> family module (under tunekit.data.mm_plugins)
+FAMILIES = {"qwen2_vl": "qwen2_vl"}
+PLACEHOLDERS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
+
+
+class MediaPlugin:
+    """What every family provides (see the module docstring). Instances are picklable (``datasets.map``)."""
+
+    NAME: ClassVar[str] = ""
+    TEMPLATES: ClassVar[tuple[str, ...]] = ()
+    MODEL_TYPES: ClassVar[tuple[str, ...]] = ()
+    VISION_TOWER: ClassVar[tuple[str, ...]] = ()
+    PROJECTOR: ClassVar[tuple[str, ...]] = ()
+    LANGUAGE_MODEL: ClassVar[tuple[str, ...]] = ()
+    MEDIA: ClassVar[tuple[str, ...]] = ("images",)  # kinds this family can train on
+
+    def image_token_counts(self, paths: list[str], where: str) -> list[int]:
+        """How many tokens each image becomes (from the family's processor at the configured resolution)."""
+        raise NotImplementedError
+
+    def expand(self, text: str, counts: list[int], start: int) -> tuple[str, int]:
+        """``text`` with its placeholders expanded, the k-th with ``counts[start + k]`` tokens; (text, next index)."""
+        raise NotImplementedError
+
+    def media_token_ids(self) -> set[int]:
+        """Ids that stand for media: never trained (labels -100)."""
+        raise NotImplementedError
+
+    def collate(self, paths: list[str], input_ids) -> dict[str, Any]:
+        """The model's media inputs for one batch (images in order of appearance), given its padded ``input_ids``."""
+        raise NotImplementedError
+
+
+def model_type_of(path: str) -> tuple[Optional[str], bool]:
+    """``(model_type, has a vision/audio part)`` of the model at ``path`` (a local folder), or ``(None, False)``."""
+    import json
+
+    cfg_file = Path(path) / "config.json"
+    if not cfg_file.is_file():
+        return None, False
+    try:
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, False
+    return cfg.get("model_type"), any(k in cfg for k in ("vision_config", "audio_config", "vision_tower"))
+
+
+def load_plugin(cfg, template_name: Optional[str]) -> Optional[MediaPlugin]:
+    """The family plugin for ``template_name`` loaded for ``cfg``'s model, or None for a text-only template.
+
+    A vision-language model with a text-only template, or a multimodal template with a text-only model,
+    is a :class:`ConfigError` naming the fix.
+    """
+    path = cfg.model_name_or_path
+    model_type, multimodal_model = model_type_of(path) if path else (None, False)
+    module = FAMILIES.get(template_name or "")
+    if module is None:
+        if multimodal_model:
+            known = ", ".join(sorted(FAMILIES))
+            raise ConfigError(f"template '{template_name}' is text-only, but {path} is a vision-language model "
+                              f"(model_type '{model_type}'): use its multimodal template ({known}), so images are "
+                              f"expanded into the model's image tokens.")
+        return None
+    plugin_cls = importlib.import_module(f"{__name__}.{module}").PLUGIN
+    if model_type is not None and model_type not in plugin_cls.MODEL_TYPES:
+        raise ConfigError(f"template '{template_name}' is for {', '.join(plugin_cls.MODEL_TYPES)} models, but {path} "
+                          f"has model_type '{model_type}': choose the template of this model (`tunekit templates`).")
+    return plugin_cls.load(cfg, path)
+
+
+def media_root(cfg) -> Path:
+    """Where relative media paths are resolved: ``media_dir``, else ``dataset_dir`` (as LLaMA-Factory)."""
+    return Path(cfg.media_dir or cfg.dataset_dir)
+
+
+def resolve_media(paths: list[Any], kind: str, root: Path, where: str) -> list[str]:
+    """Absolute, existing paths of a record's media list; a missing file names the file and the record."""
+    out = []
+    for j, value in enumerate(paths):
+        if not isinstance(value, str) or not value:
+            raise DataError(f"{where}: {kind}[{j}] must be a file path (string), found {str(value)[:80]!r}.")
+        if value.startswith(("http://", "https://", "data:")):
+            raise DataError(f"{where}: {kind}[{j}] is a URL ({value[:80]}); tunekit reads local media files only: "
+                            f"download it and give its path (relative to media_dir / dataset_dir).")
+        p = Path(value).expanduser()
+        full = p if p.is_absolute() else root / p
+        if not full.is_file():
+            raise DataError(f"{where}: {kind}[{j}] '{value}' not found (looked for {full}). Fix the path, or set "
+                            f"media_dir to the folder the paths are relative to.")
+        out.append(str(full.resolve()))
+    return out
+
+
+def open_image(path: str, where: str):
+    """The image at ``path`` as RGB (fully decoded, so a truncated file fails here, naming file and record)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img.load()
+            return img.convert("RGB")
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise DataError(f"{where}: image {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
+                        f"corrupt or not an image. Replace it, or remove the record.") from None

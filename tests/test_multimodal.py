@@ -1,0 +1,352 @@
+"""Vision-language fine-tuning (issue 18), first family Qwen2-VL / Qwen2.5-VL on tiny random models.
+
+The reference for token layout is the model's own chat template (Qwen2-VL-7B-Instruct's, saved in the tiny
+model's tokenizer) rendered by transformers, with each ``<|image_pad|>`` expanded to
+``image_grid_thw.prod() // merge_size**2`` copies from the model's own image processor: that is exactly
+what ``Qwen2VLProcessor.__call__`` does (``replace_image_token``); the processor class itself cannot be
+built without torchvision in transformers 5.24 (see ``tunekit.model.tiny_vlm``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import write_dataset
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
+SHAREGPT_OPENAI = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
+                   "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+SMALL = 28 * 28 * 16  # image_max_pixels of the fast tests: 1.jpg (300x168) -> grid 1x4x10 -> 10 image tokens
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_vl(tmp_path_factory) -> Path:
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2-vl") / "model", like="qwen2-vl", seed=0)
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    if not (DEMO_DIR / "mllm_demo.json").is_file():
+        pytest.skip(f"reference data not found at {DEMO_DIR}")
+    return DEMO_DIR
+
+
+def _cfg(model, data_dir, tmp_path, **opts):
+    from tunekit.config import load_config
+
+    base = {"model_name_or_path": str(model), "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data_dir),
+            "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 1024, "image_max_pixels": SMALL,
+            "report_to": "none"}
+    return load_config(None, {**base, **opts})
+
+
+def _prepare(model, data_dir, tmp_path, **opts):
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+
+    cfg = _cfg(model, data_dir, tmp_path, **opts)
+    tok = load_tokenizer(cfg)
+    return prepare_datasets(cfg, tok, "sft"), tok, cfg
+
+
+def _media_data(tmp_path, demo_dir, records) -> Path:
+    data = tmp_path / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(demo_dir / "mllm_demo_data", data / "mllm_demo_data", dirs_exist_ok=True)
+    write_dataset(data, "toy", records, SHAREGPT_OPENAI)
+    return data
+
+
+def _official_ids(model: Path, messages: list[dict], image_paths: list[str], max_pixels: int) -> list[int]:
+    """The inference token ids of a conversation: official chat template + the processor's image-token expansion."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    tok = AutoTokenizer.from_pretrained(model)
+    image_processor = Qwen2VLImageProcessorPil.from_pretrained(model)
+    conversation = []
+    for m in messages:
+        parts = []
+        for k, piece in enumerate(m["content"].split("<image>")):
+            if k:
+                parts.append({"type": "image"})
+            if piece:
+                parts.append({"type": "text", "text": piece})
+        conversation.append({"role": m["role"], "content": parts})
+    text = tok.apply_chat_template(conversation, tokenize=False)
+    images = [Image.open(p).convert("RGB") for p in image_paths]
+    grids = image_processor(images=images, size={"shortest_edge": 32 * 32, "longest_edge": max_pixels},
+                            return_tensors="pt")["image_grid_thw"]
+    chunks = text.split("<|image_pad|>")
+    assert len(chunks) == len(images) + 1
+    expanded = chunks[0] + "".join("<|image_pad|>" * (int(g.prod()) // 4) + rest for g, rest in zip(grids, chunks[1:]))
+    return tok(expanded, add_special_tokens=False)["input_ids"]
+
+
+# --- data -------------------------------------------------------------------------------------------------------
+
+
+def test_the_llamafactory_demo_files_load_unchanged(demo_dir):
+    from tunekit.data.dataset_info import resolve_datasets
+    from tunekit.data.formats import convert_record
+    from tunekit.data.readers import read_records
+
+    got = {}
+    for name in ("mllm_demo", "mllm_video_demo", "mllm_audio_demo", "mllm_video_audio_demo"):
+        (attr,) = resolve_datasets([name], demo_dir)
+        samples = [convert_record(r, attr, "sft") for r in read_records(attr, cache_dir=None, bad_records="error")]
+        got[name] = [(len(s["images"]), len(s["videos"]), len(s["audios"])) for s in samples]
+        assert all(s["messages"][-1]["role"] == "assistant" for s in samples)
+    assert got == {"mllm_demo": [(2, 0, 0), (1, 0, 0), (1, 0, 0), (2, 0, 0), (1, 0, 0), (1, 0, 0)],
+                   "mllm_video_demo": [(0, 1, 0)] * 3, "mllm_audio_demo": [(0, 0, 1)] * 3,
+                   "mllm_video_audio_demo": [(0, 1, 1)] * 3}
+
+
+def test_demo_dataset_tokenizes_with_the_processors_image_tokens(tiny_qwen2_vl, demo_dir, tmp_path):
+    """mllm_demo as registered upstream, media relative to dataset_dir: ids equal the inference rendering."""
+    data, tok, cfg = _prepare(tiny_qwen2_vl, demo_dir, tmp_path, dataset="mllm_demo")
+    assert len(data.train) == 6 and data.reports[0].invalid == 0 and data.reports[0].dropped == 0
+    raw = json.loads((demo_dir / "mllm_demo.json").read_text(encoding="utf-8"))
+    image_pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    for i, record in enumerate(raw):
+        row = data.train[i]
+        paths = [str((demo_dir / p).resolve()) for p in record["images"]]
+        assert row["images"] == paths
+        want = _official_ids(tiny_qwen2_vl, record["messages"], paths, SMALL)
+        # the official template ends the conversation with "<|im_end|>\n"; training stops at <|im_end|> (the
+        # separator after an end-of-turn belongs to the next prompt, docs/architecture.md)
+        assert tok.decode(want[len(row["input_ids"]):]) == "\n"
+        assert row["input_ids"] == want[: len(row["input_ids"])]
+    # record 0 holds 1.jpg twice (10 tokens each at SMALL), record 1 holds 2.jpg (grid 1x6x8 -> 12)
+    assert data.train[0]["input_ids"].count(image_pad) == 20
+    assert data.train[1]["input_ids"].count(image_pad) == 12
+
+
+def test_labels_cover_exactly_the_assistant_replies_never_image_tokens(tiny_qwen2_vl, demo_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "<image>Who are they?"}, {"role": "assistant", "content": "Two players."},
+                             {"role": "user", "content": "What are they doing?<image>"},
+                             {"role": "assistant", "content": "Celebrating."}],
+                "images": ["mllm_demo_data/1.jpg", "mllm_demo_data/3.jpg"]}]
+    data_dir = _media_data(tmp_path, demo_dir, records)
+    for train_on_prompt in (False, True):
+        data, tok, _ = _prepare(tiny_qwen2_vl, data_dir, tmp_path, train_on_prompt=train_on_prompt, overwrite_cache=True)
+        row = data.train[0]
+        ids, labels = row["input_ids"], row["labels"]
+        media = {tok.convert_tokens_to_ids("<|image_pad|>"), tok.convert_tokens_to_ids("<|video_pad|>")}
+        assert all(l == -100 or l == t for t, l in zip(ids, labels))
+        assert not any(l in media for l in labels)
+        trained = [l for l in labels if l != -100]
+        if train_on_prompt:
+            assert trained == [t for t in ids if t not in media]
+        else:
+            replies = tok(["Two players.<|im_end|>", "Celebrating.<|im_end|>"], add_special_tokens=False)["input_ids"]
+            assert trained == replies[0] + replies[1]
+            # and they sit right after each "<|im_start|>assistant\n"
+            header = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+            starts = [i + len(header) for i in range(len(ids)) if ids[i:i + len(header)] == header]
+            assert [labels[s] for s in starts] == [replies[0][0], replies[1][0]]
+            assert [i for i, l in enumerate(labels) if l != -100] == (
+                list(range(starts[0], starts[0] + len(replies[0]))) + list(range(starts[1], starts[1] + len(replies[1]))))
+
+
+def test_text_only_and_multimodal_records_mix_in_one_dataset(tiny_qwen2_vl, demo_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi."}]},
+               {"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["mllm_demo_data/1.jpg"]}]
+    data, tok, _ = _prepare(tiny_qwen2_vl, _media_data(tmp_path, demo_dir, records), tmp_path)
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    assert [r["images"] for r in data.train] == [[], [str((tmp_path / "data/mllm_demo_data/1.jpg").resolve())]]
+    assert [r["input_ids"].count(pad) for r in data.train] == [0, 10]
+    # the collator gives the model the images' patches, grids and M-RoPE token types
+    from tunekit.data.collator import MultimodalCollator
+
+    batch = MultimodalCollator(pad_token_id=tok.pad_token_id, mm=data.mm)([data.train[0], data.train[1]])
+    assert batch["image_grid_thw"].tolist() == [[1, 4, 10]]
+    assert tuple(batch["pixel_values"].shape) == (40, 3 * 2 * 14 * 14)
+    assert batch["mm_token_type_ids"].sum().item() == 10 and batch["mm_token_type_ids"][1].sum().item() == 10
+
+
+def test_media_dir_resolves_relative_paths(tiny_qwen2_vl, demo_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["1.jpg"]}]
+    data_dir = tmp_path / "data"
+    write_dataset(data_dir, "toy", records, SHAREGPT_OPENAI)
+    data, _, _ = _prepare(tiny_qwen2_vl, data_dir, tmp_path, media_dir=str(demo_dir / "mllm_demo_data"))
+    assert data.train[0]["images"] == [str((demo_dir / "mllm_demo_data" / "1.jpg").resolve())]
+
+
+# --- errors that name the file, the record and the fix -----------------------------------------------------------
+
+
+def _error(model, data_dir, tmp_path, **opts) -> str:
+    from tunekit.errors import TunekitError
+
+    with pytest.raises(TunekitError) as exc:
+        _prepare(model, data_dir, tmp_path, **opts)
+    return str(exc.value)
+
+
+def test_placeholder_count_mismatch_names_file_record_and_counts(tiny_qwen2_vl, demo_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["mllm_demo_data/1.jpg", "mllm_demo_data/2.jpg"]}]
+    data_dir = _media_data(tmp_path, demo_dir, records)
+    assert _error(tiny_qwen2_vl, data_dir, tmp_path) == (
+        f"{data_dir / 'toy.json'}, record 0: 1 <image> placeholder(s) in the text but 2 images in the record; put one "
+        f"<image> where each of its images goes (LLaMA-Factory's rule), or fix the images list. (dataset 'toy'; set "
+        f"bad_records: skip to skip invalid records and count them)")
+
+
+def test_missing_and_corrupt_images_are_named(tiny_qwen2_vl, demo_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["mllm_demo_data/nope.jpg"]}]
+    data_dir = _media_data(tmp_path, demo_dir, records)
+    assert _error(tiny_qwen2_vl, data_dir, tmp_path).startswith(
+        f"{data_dir / 'toy.json'}, record 0: images[0] 'mllm_demo_data/nope.jpg' not found (looked for "
+        f"{data_dir / 'mllm_demo_data/nope.jpg'}). Fix the path, or set media_dir to the folder the paths are relative to.")
+    truncated = data_dir / "mllm_demo_data" / "cut.jpg"
+    truncated.write_bytes((demo_dir / "mllm_demo_data" / "1.jpg").read_bytes()[:300])
+    (data_dir / "mllm_demo_data" / "text.jpg").write_text("not an image", encoding="utf-8")
+    for name in ("cut.jpg", "text.jpg"):
+        records[0]["images"] = [f"mllm_demo_data/{name}"]
+        write_dataset(data_dir, "toy", records, SHAREGPT_OPENAI)
+        message = _error(tiny_qwen2_vl, data_dir, tmp_path)
+        assert message.startswith(f"{data_dir / 'toy.json'}, record 0: image {(data_dir / 'mllm_demo_data' / name).resolve()} "
+                                  f"cannot be read (")
+        assert "the file is corrupt or not an image. Replace it, or remove the record." in message
+    # bad_records: skip counts it and keeps the good records
+    records.append({"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
+                    "images": ["mllm_demo_data/1.jpg"]})
+    write_dataset(data_dir, "toy", records, SHAREGPT_OPENAI)
+    data, _, _ = _prepare(tiny_qwen2_vl, data_dir, tmp_path, bad_records="skip")
+    assert (len(data.train), data.reports[0].invalid) == (1, 1)
+
+
+def test_images_with_a_text_only_template_or_model_are_refused(tiny_qwen2_vl, tiny_qwen, demo_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["mllm_demo_data/1.jpg"]}]
+    data_dir = _media_data(tmp_path, demo_dir, records)
+    assert _error(tiny_qwen, data_dir, tmp_path, template="qwen") == (
+        f"{data_dir / 'toy.json'}, record 0: has images, but template 'qwen' is text-only: train a vision-language "
+        f"model with its multimodal template (e.g. qwen2_vl for Qwen2-VL / Qwen2.5-VL), or remove the images column "
+        f"from the dataset to train on the text. (dataset 'toy'; set bad_records: skip to skip invalid records and count them)")
+    assert _error(tiny_qwen2_vl, data_dir, tmp_path, template="qwen") == (
+        f"template 'qwen' is text-only, but {tiny_qwen2_vl} is a vision-language model (model_type 'qwen2_vl'): use its "
+        f"multimodal template (qwen2_vl), so images are expanded into the model's image tokens.")
+    assert _error(tiny_qwen, data_dir, tmp_path) == (
+        f"template 'qwen2_vl' is for qwen2_vl, qwen2_5_vl models, but {tiny_qwen} has model_type 'qwen2': choose the "
+        f"template of this model (`tunekit templates`).")
+
+
+def test_videos_and_audios_are_refused_by_name_for_qwen2_vl(tiny_qwen2_vl, demo_dir, tmp_path):
+    (attr_file,) = [demo_dir / "mllm_video_demo.json"]
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copy(attr_file, data_dir / "v.json")
+    info = {"toy": {"file_name": "v.json", **SHAREGPT_OPENAI, "columns": {"messages": "messages", "videos": "videos"}}}
+    (data_dir / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
+    assert _error(tiny_qwen2_vl, data_dir, tmp_path).startswith(
+        f"{data_dir / 'v.json'}, record 0: has videos; the qwen2_vl family in tunekit trains on images only so far "
+        f"(see docs/multimodal.md).")
+
+
+def test_option_rules():
+    from tunekit.config import load_config
+    from tunekit.errors import TunekitError
+
+    cfg = load_config(None, {"model_name_or_path": "m"})
+    assert (cfg.image_max_pixels, cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector,
+            cfg.freeze_language_model) == (768 * 768, True, True, False)
+    with pytest.raises(TunekitError, match="freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model "
+                                           "are all true: nothing would be trained"):
+        load_config(None, {"model_name_or_path": "m", "freeze_language_model": True})
+    with pytest.raises(TunekitError, match="image_min_pixels 4096 is larger than image_max_pixels 1024"):
+        load_config(None, {"model_name_or_path": "m", "image_min_pixels": 4096, "image_max_pixels": 1024})
+
+
+# --- model: what trains -------------------------------------------------------------------------------------------
+
+
+def _numel(model, prefixes=None, trainable=True) -> int:
+    return sum(p.numel() for n, p in model.named_parameters()
+               if p.requires_grad == trainable and (prefixes is None or any(n.startswith(x) for x in prefixes)))
+
+
+def test_freeze_options_leave_exactly_the_intended_parameters_trainable(tiny_qwen2_vl, tmp_path):
+    from tunekit.model.loader import load_model, load_tokenizer
+
+    cases = {
+        (): ("model.language_model.", "lm_head."),
+        (("freeze_vision_tower", False),): ("model.language_model.", "lm_head.", "model.visual.patch_embed.", "model.visual.blocks."),
+        (("freeze_multi_modal_projector", False), ("freeze_language_model", True)): ("model.visual.merger.",),
+    }
+    for opts, parts in cases.items():
+        cfg = _cfg(tiny_qwen2_vl, tmp_path, tmp_path, finetuning_type="full", **dict(opts))
+        model = load_model(cfg, load_tokenizer(cfg))
+        assert _numel(model) == _numel(model, parts, trainable=True) + _numel(model, parts, trainable=False)
+        assert _numel(model) == sum(p.numel() for n, p in model.named_parameters() if n.startswith(parts))
+
+
+def test_lora_all_targets_the_language_model_unless_the_vision_tower_is_unfrozen(tiny_qwen2_vl, tmp_path):
+    from tunekit.model.loader import load_model, load_tokenizer
+
+    def adapted(**opts):
+        cfg = _cfg(tiny_qwen2_vl, tmp_path, tmp_path, finetuning_type="lora", **opts)
+        model = load_model(cfg, load_tokenizer(cfg))
+        return sorted({n.split(".lora_A")[0].replace("base_model.model.", "") for n, _ in model.named_parameters()
+                       if ".lora_A" in n})
+
+    lm = [f"model.language_model.layers.{i}.{m}" for i in range(2) for m in
+          ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
+           "self_attn.v_proj")]
+    vision = [f"model.visual.blocks.{i}.{m}" for i in range(2) for m in ("attn.proj", "attn.qkv", "mlp.fc1", "mlp.fc2")]
+    assert adapted() == sorted(lm)
+    assert adapted(freeze_vision_tower=False) == sorted(lm + vision)
+    assert adapted(freeze_multi_modal_projector=False) == sorted(lm + ["model.visual.merger.mlp.0", "model.visual.merger.mlp.2"])
+
+
+# --- training end to end --------------------------------------------------------------------------------------------
+
+
+def _losses(out: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines()
+            if "loss" in json.loads(line)]
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_sft_on_images_lowers_the_loss_and_the_result_reloads_in_plain_transformers(method, tiny_qwen2_vl, demo_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from tunekit.train.run import run_train
+
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["mllm_demo_data/1.jpg"]},
+               {"messages": [{"role": "user", "content": "Describe <image>"}, {"role": "assistant", "content": "A speech."}],
+                "images": ["mllm_demo_data/3.jpg"]}]
+    data_dir = _media_data(tmp_path, demo_dir, records)
+    cfg = _cfg(tiny_qwen2_vl, data_dir, tmp_path, do_train=True, finetuning_type=method, per_device_train_batch_size=2,
+               max_steps=8, learning_rate=2e-2 if method == "lora" else 2e-3, logging_steps=1, save_strategy="no",
+               disable_tqdm=True, seed=0, gradient_checkpointing=False, lora_rank=8)
+    run_train(cfg)
+    out = tmp_path / "out"
+    losses = _losses(out)
+    assert len(losses) == 8 and losses[-1] < losses[0] - 0.5, losses  # ln(vocab 1856) = 7.53 at the start
+    base = AutoModelForImageTextToText.from_pretrained(tiny_qwen2_vl)
+    if method == "lora":
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(base, out)
+        trained = {n for n, _ in model.named_parameters() if "lora_A" in n}
+        assert trained and not any("visual" in n for n in trained)
+    else:
+        model = AutoModelForImageTextToText.from_pretrained(out)
+        before, after = base.state_dict(), model.state_dict()
+        changed = {k for k in before if not torch.equal(before[k], after[k])}
+        assert changed and all(k.startswith(("model.language_model.", "lm_head.")) for k in changed)
