@@ -24,7 +24,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import kit  # noqa: E402
 
-HEADER = ("| cell | status | planned GiB | planned alloc GiB | measured GiB | reserved GiB | error | tokens/s | s/step | note |")
+HEADER = ("| cell | status | planned GiB | planned alloc GiB | measured GiB | reserved GiB | error | tokens/s steady | "
+          "tokens/s runtime | s/step | note |")
 
 
 def test_grid_order_and_size():
@@ -39,6 +40,8 @@ def test_grid_order_and_size():
                           "tiny-full-s128-gc-sdpa-fp32"]
     real = kit.grid(["qwen2.5-1.5b", "qwen2.5-7b"], kit.REAL_CUTOFFS, "bf16")
     assert len(real) == 5 + 48 - 2  # + the fp32-vs-bf16 cell on a GPU
+    # the two models alternate after the comparison cells, so that a budget cut leaves both covered
+    assert [c["model"] for c in real[5:9]] == ["qwen2.5-7b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen2.5-1.5b"]
     assert {c["method"] for c in real} == {"lora", "full", "qlora"} and {c["cutoff"] for c in real} == {1024, 4096}
 
 
@@ -119,5 +122,5 @@ def test_kit_dry_run_on_cpu(tmp_path):
     row = next(line for line in md.splitlines() if line.startswith("| tiny-lora-s128-gc-sdpa-fp32-baseline |"))
     fields = [f.strip() for f in row.strip("|").split("|")]
     assert fields[1] == "ok" and float(fields[2]) == pytest.approx(plan["memory"]["total_gib"], abs=0.005)
-    assert float(fields[4]) > 0 and float(fields[7]) > 0  # measured and tokens/s filled
+    assert float(fields[4]) > 0 and float(fields[7]) > 0 and float(fields[8]) > 0  # measured and tokens/s filled
     print(f"kit dry run: {wall:.0f} s")

@@ -71,7 +71,8 @@ def train(spec_path: str, result_path: str) -> int:
                       steps=metrics.get("total_steps"), num_input_tokens_seen=metrics.get("num_input_tokens_seen"),
                       train_tokens_per_second=metrics.get("train_tokens_per_second"))
         tps, sps = steady_tokens_per_s(Path(cfg.output_dir))
-        result.update(tokens_per_s=tps, s_per_step=sps)
+        runtime, seen = metrics.get("train_runtime"), metrics.get("num_input_tokens_seen")
+        result.update(tokens_per_s=tps, s_per_step=sps, runtime_tokens_per_s=seen / runtime if runtime and seen else None)
         if cuda:
             result.update(max_memory_allocated=torch.cuda.max_memory_allocated(),
                           max_memory_reserved=torch.cuda.max_memory_reserved(), measured_kind="cuda_max_memory_allocated")
