@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
-TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant,trackers,optimizers
+TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant,trackers,optimizers,vision
 PYTEST_ARGS ?=
 
 .PHONY: install install-test demo test bench clean-venv

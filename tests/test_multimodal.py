@@ -350,3 +350,32 @@ def test_sft_on_images_lowers_the_loss_and_the_result_reloads_in_plain_transform
         before, after = base.state_dict(), model.state_dict()
         changed = {k for k in before if not torch.equal(before[k], after[k])}
         assert changed and all(k.startswith(("model.language_model.", "lm_head.")) for k in changed)
+
+
+def test_qwen2_5_vl_from_the_cli_tokenizes_like_inference_and_trains_with_lora(demo_dir, tmp_path, capsys):
+    """`tunekit tiny-model OUT --like qwen2.5-vl` → same token layout rule, LoRA on the language model only, loss falls."""
+    from peft import PeftModel
+    from transformers import AutoModelForImageTextToText
+
+    from tunekit.cli.tiny_model_cmd import main as tiny_model
+    from tunekit.train.run import run_train
+
+    model = tmp_path / "qwen25vl"
+    assert tiny_model([str(model), "--like", "qwen2.5-vl"]) == 0
+    assert "Qwen2_5_VLForConditionalGeneration (model_type qwen2_5_vl)" in capsys.readouterr().out
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["mllm_demo_data/2.jpg"]}] * 2
+    data_dir = _media_data(tmp_path, demo_dir, records)
+    data, tok, _ = _prepare(model, data_dir, tmp_path)
+    row = data.train[0]
+    want = _official_ids(model, records[0]["messages"], row["images"], SMALL)
+    assert row["input_ids"] == want[:-1] and tok.decode(want[-1:]) == "\n"
+    cfg = _cfg(model, data_dir, tmp_path, do_train=True, finetuning_type="lora", per_device_train_batch_size=2, max_steps=6,
+               learning_rate=2e-2, logging_steps=1, save_strategy="no", disable_tqdm=True, seed=0,
+               gradient_checkpointing=False, lora_rank=8)
+    run_train(cfg)
+    losses = _losses(tmp_path / "out")
+    assert len(losses) == 6 and losses[-1] < losses[0] - 0.5, losses
+    peft_model = PeftModel.from_pretrained(AutoModelForImageTextToText.from_pretrained(model), tmp_path / "out")
+    adapted = {n for n, _ in peft_model.named_parameters() if "lora_A" in n}
+    assert len(adapted) == 14 and all(".language_model." in n for n in adapted)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text"
+FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text; vision-language: qwen2-vl, qwen2.5-vl"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,7 +32,16 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     from tunekit.model.tiny import build_tiny_model, describe
+    from tunekit.model.tiny_vlm import build_tiny_vlm, describe_vlm, is_vlm_family
 
+    if is_vlm_family(args.like):  # weights + tokenizer with the family's vision tokens + image processor
+        if args.intermediate_size is not None:
+            print("tiny-model: --intermediate-size is ignored for vision-language families (4 x hidden size)")
+        path = build_tiny_vlm(args.out_dir, like=args.like, seed=args.seed, hidden_size=args.hidden_size,
+                              num_layers=args.num_layers, num_heads=args.num_heads, num_kv_heads=args.num_kv_heads,
+                              vocab_size=args.vocab_size)
+        print(describe_vlm(path))
+        return 0
     path = build_tiny_model(
         args.out_dir,
         like=args.like,

@@ -156,3 +156,22 @@ def _check_processor(out: Path) -> None:
     if got != cfg["image_token_id"]:
         raise ModelError(f"tiny-model: {out}: the tokenizer's <|image_pad|> id {got} is not the model's image_token_id "
                          f"{cfg['image_token_id']} (tunekit.model.tiny_vlm needs fixing).")
+
+
+def describe_vlm(folder: str | os.PathLike) -> str:
+    """A few lines about a built VLM folder, for the CLI."""
+    folder = Path(folder)
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    text, vision = cfg.get("text_config", {}), cfg.get("vision_config", {})
+    pre = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
+    size = pre.get("size", {})
+    return "\n".join([
+        f"wrote {folder}",
+        f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
+        f"  language      hidden {text.get('hidden_size')}, layers {text.get('num_hidden_layers')}, heads "
+        f"{text.get('num_attention_heads')}/{text.get('num_key_value_heads')}, vocab {text.get('vocab_size')}",
+        f"  vision        depth {vision.get('depth')}, patch {vision.get('patch_size')}, merge {vision.get('spatial_merge_size')}",
+        f"  processor     {pre.get('image_processor_type')} (PIL path), pixels {size.get('shortest_edge')}..{size.get('longest_edge')}; "
+        f"image token <|image_pad|> = {cfg.get('image_token_id')}; template qwen2_vl",
+        f"  weights       {(folder / 'model.safetensors').stat().st_size / 2**20:.2f} MiB",
+    ])
