@@ -276,3 +276,21 @@ def test_badam_state_dict_restores_the_active_block():
     assert (fresh.active_block_idx, fresh.global_step, fresh.current_block_idx) == (0, 3, 1)
     trainable = sorted(n for n, p in model2.named_parameters() if p.requires_grad)
     assert trainable and all(n.startswith("model.layers.0.") for n in trainable)
+
+
+def test_targets_are_module_path_parts_as_in_llamafactory_examples(tmp_path):
+    """galore_target: mlp,self_attn (LLaMA-Factory's GaLore example) = every linear of the layers; a wrong name is named."""
+    from tunekit.errors import ConfigError
+    from tunekit.plan.architectures import load_shape
+    from tunekit.plan.memory import estimate_memory
+    from tunekit.plan.setup import resolve_setup
+
+    model = _model("llama", tmp_path)
+    assert [id(p) for p in projected_params(model, "mlp,self_attn")] == [id(p) for p in projected_params(model, "all")]
+    assert len(projected_params(model, "q_proj,down_proj")) == 2 * 2  # two layers
+    with pytest.raises(ConfigError, match=r"the target modules attn are not linear layers .* linear layers: down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj"):
+        projected_params(model, "attn")
+    shape = load_shape(str(tmp_path / "llama"), None)
+    planned = {t: estimate_memory(shape, resolve_setup(_cfg(use_galore=True, galore_rank=4, galore_target=t))).components["optimizer_states"]
+               for t in ("all", "mlp,self_attn", "q_proj")}
+    assert planned["all"] == planned["mlp,self_attn"] < planned["q_proj"]  # fewer projected weights: more full moments

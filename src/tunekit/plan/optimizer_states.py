@@ -83,10 +83,10 @@ def custom_state_bytes(method: str, settings: tuple, shape: ModelShape, b: float
     total = 0.0
     if method in ("galore", "apollo"):
         targets = opts["target"]
-        linear_names = {f"{lin.path}.weight": lin.name for lin in shape.linears}
+        linear_paths = {f"{lin.path}.weight": lin.path.split(".") for lin in shape.linears}
         for where, name, m, n in _tensors(shape):
-            lin = linear_names.get(name) if where == "layer" else None
-            if lin is not None and (targets == ("all",) or lin in targets):
+            path = linear_paths.get(name) if where == "layer" else None
+            if path is not None and (targets == ("all",) or any(t in path for t in targets)):
                 svd_view = b == 4 and (method == "galore" or opts.get("proj") == "svd")
                 proj, moment = _projected(opts["rank"], opts["proj_type"], m, n, svd_view)
                 total += b * (proj + 2 * moment) + (b if method == "apollo" else 0)

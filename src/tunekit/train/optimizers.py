@@ -69,15 +69,16 @@ def projected_params(model, target: str) -> list[torch.nn.Parameter]:
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear) or name in heads:
             continue
-        names.add(name.split(".")[-1])
+        names.update(name.split("."))  # a target is any part of the module path: q_proj, or self_attn / mlp (LLaMA-Factory's examples)
         if targets is not None and not any(t in name.split(".") for t in targets):
             continue
         found.extend(p for p in module.parameters(recurse=False) if p.requires_grad and p.dim() == 2)
     if targets is not None:
         missing = [t for t in targets if t not in names]
         if missing:
-            raise ConfigError(f"the target modules {', '.join(missing)} are not linear layers of this model; "
-                              f"available: {', '.join(sorted(names))} (or all).")
+            leaves = sorted({n.split(".")[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and n not in heads})
+            raise ConfigError(f"the target modules {', '.join(missing)} are not linear layers (or modules holding them) of this "
+                              f"model; linear layers: {', '.join(leaves)} (or all).")
     return found
 
 
