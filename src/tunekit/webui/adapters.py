@@ -1,24 +1,18 @@
-"""Thin adapters from the board to the layers below (data, plan, infer), each optional.
+"""Adapters from the board to the layers below (data, model, plan): the few calls the board makes.
 
-Every adapter imports its module when called, so the board starts (and shows a clear note) in a
-build where a layer is missing, and a page never imports torch before it needs to.
+Each imports its module when called, so a page never imports torch before it needs to.
 """
 
 from __future__ import annotations
 
-import importlib
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from tunekit.errors import TunekitError
 
-
-def has_module(name: str) -> bool:
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        return False
-    return True
+NO_GPU = ""  # the GPU picker's "none / CPU" choice: the plan then reports memory without a GPU to fit
 
 
 # ------------------------------------------------------------------ data
@@ -36,52 +30,76 @@ def dataset_names(dataset_dir: str | None) -> list[str]:
 
 
 def template_names() -> list[str]:
-    try:
-        mod = importlib.import_module("tunekit.data.templates")
-    except ImportError:
-        return []
-    for attr in ("template_names", "list_templates", "names"):
-        fn = getattr(mod, attr, None)
-        if callable(fn):
-            return sorted(fn())
-    registry = getattr(mod, "TEMPLATES", None)
-    return sorted(registry) if isinstance(registry, dict) else []
+    from tunekit.data.templates import list_templates
+
+    return sorted(list_templates())
 
 
 def render_samples(cfg, n: int) -> list[list[tuple[str, bool]]]:
-    """A few samples rendered with cfg's template: ``[(text, trained), ...]`` per sample."""
-    from transformers import AutoTokenizer
+    """A few samples rendered with cfg's template: ``[(text, trained), ...]`` per sample.
 
+    The tokenizer comes from tunekit's own loader with the config, so the preview honours every
+    tokenizer option training honours (revision, cache_dir, split_special_tokens, ...).
+    """
     from tunekit.data.preview import render_samples as _render
+    from tunekit.model.loader import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        cfg.model_name_or_path, trust_remote_code=cfg.trust_remote_code, use_fast=cfg.use_fast_tokenizer,
-    )
-    return _render(cfg, tokenizer, n)
+    return _render(cfg, load_tokenizer(cfg), n)
+
+
+def model_has_chat_template(model_dir: str | None) -> bool:
+    """Whether a local model folder ships a chat template (then ``template: jinja`` uses it)."""
+    if not model_dir:
+        return False
+    folder = Path(model_dir)
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+        return True
+    import json
+
+    try:
+        conf = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool(conf.get("chat_template")) if isinstance(conf, dict) else False
 
 
 # ------------------------------------------------------------------ plan
-def planner_available() -> bool:
-    return has_module("tunekit.plan") and hasattr(importlib.import_module("tunekit.plan"), "make_plan")
-
-
 def gpu_choices() -> list[str]:
-    """GPU names from the planner's table (empty when the planner is missing)."""
-    try:
-        gpus = importlib.import_module("tunekit.plan.gpus")
-    except ImportError:
-        return []
-    for attr in ("known_gpus", "gpu_names", "names", "list_gpus"):
-        fn = getattr(gpus, attr, None)
-        if callable(fn):
-            return list(fn())
-    for attr in ("GPUS", "GPU_TABLE", "TABLE"):
-        table = getattr(gpus, attr, None)
-        if isinstance(table, dict):
-            return list(table)
-        if isinstance(table, (list, tuple)):
-            return [getattr(g, "name", None) or g.get("name") for g in table]
-    return []
+    """GPU names from the planner's table."""
+    from tunekit.plan.gpus import known_gpus
+
+    return list(known_gpus())
+
+
+def detected_gpu() -> str:
+    """The planner's name for this machine's GPU 0, or :data:`NO_GPU` when there is none (or it is unknown).
+
+    ``nvidia-smi`` first: it reads the name without creating a CUDA context in the board process (one
+    would hold GPU memory the training job needs); torch only when torch is already imported.
+    """
+    import sys
+
+    from tunekit.plan.gpus import find_gpu
+
+    names: list[str] = []
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=10, check=False).stdout
+            names = [line.strip() for line in out.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            names = []
+    torch = sys.modules.get("torch")
+    if not names and torch is not None and torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(0)]
+    for name in names[:1]:
+        for candidate in (name, name.replace(" ", "-"), *name.split()):
+            try:
+                return find_gpu(candidate).name
+            except TunekitError:
+                continue
+    return NO_GPU
 
 
 def make_plan(cfg, gpu: str | None, gpus: int) -> dict[str, Any]:

@@ -90,6 +90,16 @@ class Board:
             return []
         return adapters.dataset_names(str(folder))
 
+    def model_chat_template(self, model: str | None) -> bool:
+        """Whether the local model folder ``model`` ships a chat template (false for a folder outside the roots)."""
+        if not model:
+            return False
+        try:
+            folder = self.policy.check(model, "Option 'model_name_or_path'")
+        except PathRefused:
+            return False
+        return adapters.model_has_chat_template(str(folder))
+
     def load_yaml(self, path: str) -> dict[str, Any]:
         """Form values of a YAML/JSON config inside the allowed roots. A ConfigError quotes what the file
         holds only as short escaped excerpts (the board must not be a way to read files)."""

@@ -9,8 +9,8 @@ import gradio as gr
 from tunekit.config.secrets import is_secret
 
 from .fields import FieldSpec, format_default, to_form
-from .i18n import field_help
-from .sections import OPEN_SECTIONS, section_title, sections
+from .i18n import field_help, t
+from .sections import OPEN_SECTIONS, section_title, sections, tab_of
 from .validation import Validation
 
 UNSET_LABEL = {"tristate": "(auto)", "choice": "(none)"}
@@ -46,18 +46,37 @@ class FormView:
         self.specs = list(specs)
         self.comps: dict[str, Any] = {}
         self.accordions: list[tuple[Any, str, list[FieldSpec]]] = []
+        self.advanced: Any = None  # the "Advanced" accordion when the form has basic options
 
-    def render(self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3) -> None:
-        for name, specs in sections(self.specs, tab).items():
-            with gr.Accordion(section_title(name, specs, lang), open=name in OPEN_SECTIONS,
-                              elem_id=f"tk-section-{name}") as acc:
-                for i in range(0, len(specs), per_row):
-                    with gr.Row():
-                        for spec in specs[i:i + per_row]:
-                            self.comps[spec.name] = make_widget(spec, lang, templates)
-            self.accordions.append((acc, name, specs))
+    def render(self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3,
+               basic: tuple[str, ...] = ()) -> None:
+        """The tab's options in their sections. With ``basic``, those options come first, in that order,
+        and every section of the rest goes into one closed "Advanced" accordion (:attr:`advanced`)."""
+        by_name = {s.name: s for s in self.specs}
+        first = [by_name[name] for name in basic if name in by_name and tab_of(by_name[name]) == tab]
+        if first:
+            with gr.Group(elem_id="tk-section-basic"):
+                self._rows(first, lang, templates, per_row)
+            rest = [s for s in self.specs if s not in first]
+            with gr.Accordion(t("advanced", lang), open=False, elem_id="tk-advanced") as self.advanced:
+                self._sections(rest, lang, tab, templates, per_row)
+        else:
+            self._sections(self.specs, lang, tab, templates, per_row)
         # keep spec order == widget order
         self.specs = [s for s in self.specs if s.name in self.comps]
+
+    def _sections(self, specs: list[FieldSpec], lang: str, tab: str, templates, per_row: int) -> None:
+        for name, group in sections(specs, tab).items():
+            with gr.Accordion(section_title(name, group, lang), open=name in OPEN_SECTIONS,
+                              elem_id=f"tk-section-{name}") as acc:
+                self._rows(group, lang, templates, per_row)
+            self.accordions.append((acc, name, group))
+
+    def _rows(self, specs: list[FieldSpec], lang: str, templates, per_row: int) -> None:
+        for i in range(0, len(specs), per_row):
+            with gr.Row():
+                for spec in specs[i:i + per_row]:
+                    self.comps[spec.name] = make_widget(spec, lang, templates)
 
     def render_flat(self, lang: str, per_row: int = 3) -> None:
         for i in range(0, len(self.specs), per_row):
@@ -74,6 +93,14 @@ class FormView:
 
     def read(self, args) -> dict[str, Any]:
         return {s.name: v for s, v in zip(self.specs, args)}
+
+    def read_map(self, data: Mapping[Any, Any]) -> dict[str, Any]:
+        """Form values from a handler's ``{component: value}`` inputs (Gradio's set inputs)."""
+        return {name: data[comp] for name, comp in self.comps.items() if comp in data}
+
+    def update_map(self, **kwargs) -> dict[Any, Any]:
+        """:meth:`updates` as ``{component: update}`` for a handler that answers with a dict."""
+        return dict(zip(self.inputs, self.updates(**kwargs)))
 
     def updates(self, values: Mapping[str, Any] | None = None, check: Validation | None = None,
                 lang: str | None = None, labels: bool = False, flagged: set[str] | None = None) -> list[Any]:

@@ -34,6 +34,7 @@ TEXT: dict[str, dict[str, str]] = {
     "sec_logging": {"en": "Logging and output", "zh": "日志与输出"},
     "sec_export": {"en": "Export options", "zh": "导出参数"},
     "sec_infer": {"en": "Generation", "zh": "生成参数"},
+    "advanced": {"en": "Advanced (every other option)", "zh": "高级（其余全部参数）"},
     # train tab
     "datasets_refresh": {"en": "Reload dataset_info.json", "zh": "重新读取 dataset_info.json"},
     "samples_n": {"en": "Samples", "zh": "样本数"},
@@ -58,6 +59,7 @@ TEXT: dict[str, dict[str, str]] = {
     "plan_btn": {"en": "Recompute plan", "zh": "重新计算"},
     "autofit_btn": {"en": "Auto-fit", "zh": "自动适配"},
     "plan_none": {"en": "The planner is not installed in this build.", "zh": "此版本未包含显存规划模块。"},
+    "plan_no_gpu": {"en": "none / CPU (memory only)", "zh": "无 / CPU（只估算显存）"},
     "plan_need_model": {"en": "Set model_name_or_path to see the plan.", "zh": "请先填写 model_name_or_path。"},
     "invalid": {"en": "Fix these options first:", "zh": "请先修正以下参数："},
     "valid": {"en": "Options are valid.", "zh": "参数有效。"},

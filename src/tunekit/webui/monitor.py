@@ -1,4 +1,4 @@
-"""Read a run's progress from its files: ``trainer_log.jsonl``, the job log, ``all_results.json``.
+"""Read a run's progress from its files: ``trainer_log.jsonl``, the job log, the results files.
 
 Reading files (not the trainer's memory) is what lets a refreshed page, or a new board, show a run.
 """
@@ -106,9 +106,21 @@ def error_summary(log_text: str) -> str:
     return "\n".join(lines[-3:])
 
 
+RESULT_FILES = ("eval_results.json", "predict_results.json", "all_results.json")
+
+
 def read_results(output_dir: str | Path) -> dict[str, Any]:
-    path = Path(output_dir) / "all_results.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
+    """Every metric evaluation and prediction wrote (loss, BLEU, ROUGE, ...), one dict.
+
+    ``eval_results.json`` and ``predict_results.json`` hold one split each; ``all_results.json`` holds
+    the metrics of the whole run. A file being written right now (not yet valid JSON) is skipped.
+    """
+    merged: dict[str, Any] = {}
+    for name in RESULT_FILES:
+        try:
+            data = json.loads((Path(output_dir) / name).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(data, dict):
+            merged.update(data)
+    return merged

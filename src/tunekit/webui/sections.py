@@ -31,6 +31,15 @@ SECTION_ORDER = (
 )
 OPEN_SECTIONS = ("model", "data", "method", "training")
 
+# The Train tab's basic mode: what the tutorials set and tune, in display order. Every other option is under
+# the closed "Advanced" accordion (in its section). dataset_dir is here because the dataset picker lists it;
+# max_steps for a quick first run.
+BASIC_FIELDS = (
+    "model_name_or_path", "template", "dataset_dir", "dataset", "stage", "finetuning_type",
+    "learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
+    "cutoff_len", "lora_rank", "lora_alpha", "lora_target", "output_dir",
+)
+
 # Groups shown on other tabs instead of Train.
 TAB_OF_GROUP = {"infer": "chat", "export": "export"}
 

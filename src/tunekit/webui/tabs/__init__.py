@@ -1,0 +1,60 @@
+"""One module per board tab: each builds its widgets into a small dataclass (the tab's state, addressed by
+name) and wires its handlers. Handlers get their inputs as a ``{component: value}`` dict (Gradio's set
+inputs) and answer with a ``{component: update}`` dict, so no handler depends on widget order.
+
+:class:`Page` is what the tabs share: the :class:`~tunekit.webui.board.Board`, the language picker,
+the progress timer and the list of texts a language switch re-labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from ..board import Board
+from ..i18n import t
+from ..validation import Validation
+
+
+@dataclass
+class Page:
+    board: Board
+    lang: str
+    templates: list[str]
+    lang_radio: Any = None
+    timer: Any = None
+    texts: list[tuple[Any, str, str]] = field(default_factory=list)  # (component, text key, property)
+
+    def label(self, comp, key: str, prop: str = "label"):
+        """Register ``comp``'s ``prop`` as the board text ``key`` (re-labelled on a language switch)."""
+        self.texts.append((comp, key, prop))
+        return comp
+
+    def wake(self):
+        """Start polling when there is a job to show (the timer stops itself once the job has ended)."""
+        return gr.Timer(active=self.board.runner.poll() is not None)
+
+    def then_wake(self, event) -> None:
+        event.then(self.wake, outputs=self.timer, api_visibility="private")
+
+
+def errors_md(check: Validation | None, lang: str) -> str:
+    if check is None or check.ok:
+        return "" if check is None else f"✓ {t('valid', lang)}"
+    return f"**{t('invalid', lang)}**\n\n```\n{check.message}\n```"
+
+
+def template_dropdown(page: Page, elem_id: str):
+    return page.label(gr.Dropdown(choices=[("(none)", "")] + [(n, n) for n in page.templates], value="",
+                                  allow_custom_value=True, label=t("chat_template", page.lang), elem_id=elem_id),
+                      "chat_template")
+
+
+def model_values(model: str | None, adapter: str | None, template: str | None) -> dict[str, Any]:
+    """The options the Chat and Export tabs' own model / adapter / template boxes set."""
+    vals: dict[str, Any] = {"model_name_or_path": model or None, "template": template or None}
+    if adapter:
+        vals["adapter_name_or_path"] = adapter
+    return vals

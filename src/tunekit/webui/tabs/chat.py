@@ -1,0 +1,124 @@
+"""The Chat tab: load a model (and adapter) once, then stream replies with the generation options."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from tunekit.errors import TunekitError
+from tunekit.infer.engine import GEN_OPTIONS
+
+from ..form import FormView
+from ..i18n import t
+from . import Page, model_values, template_dropdown
+
+# The per-call generation options the Chat tab's form sets. Not ``seed``: the option of that name is the
+# training seed (generation reads generation_seed from the config); ``stop`` is not an option of the form.
+CHAT_GEN_KEYS = tuple(k for k in GEN_OPTIONS if k not in ("seed", "stop"))
+
+
+@dataclass
+class ChatTab:
+    model: Any
+    adapter: Any
+    template: Any
+    use_trained: Any
+    load_btn: Any
+    unload_btn: Any
+    info: Any
+    form: FormView  # the generation options
+    system: Any
+    chatbot: Any
+    message: Any
+    send_btn: Any
+    clear_btn: Any
+
+
+def build(page: Page) -> ChatTab:
+    lang, L = page.lang, page.label
+    with gr.Tab(t("tab_chat", lang), id="chat", elem_id="tk-tab-chat") as tab:
+        L(tab, "tab_chat")
+        with gr.Row():
+            model = L(gr.Textbox(label=t("chat_model", lang), elem_id="tk-chat-model"), "chat_model")
+            adapter = L(gr.Textbox(label=t("chat_adapter", lang), elem_id="tk-chat-adapter"), "chat_adapter")
+            template = template_dropdown(page, "tk-chat-template")
+        with gr.Row():
+            use_trained = gr.Button("← Train", size="sm", elem_id="tk-chat-use-trained")
+            load_btn = L(gr.Button(t("chat_load", lang), variant="primary", elem_id="tk-chat-load"), "chat_load", "value")
+            unload_btn = L(gr.Button(t("chat_unload", lang), elem_id="tk-chat-unload"), "chat_unload", "value")
+        info = gr.Markdown(elem_id="tk-chat-info")
+        form = FormView(page.board.tab_specs("chat"))
+        with gr.Accordion(t("sec_infer", lang), open=False, elem_id="tk-section-infer") as acc:
+            L(acc, "sec_infer")
+            form.render_flat(lang)
+        system = L(gr.Textbox(label=t("chat_system", lang), elem_id="tk-chat-system"), "chat_system")
+        chatbot = L(gr.Chatbot(label=t("chat_box", lang), elem_id="tk-chatbot", height=360), "chat_box")
+        with gr.Row():
+            message = L(gr.Textbox(label=t("chat_input", lang), scale=4, elem_id="tk-chat-input"), "chat_input")
+            send_btn = L(gr.Button(t("chat_send", lang), variant="primary", scale=1, elem_id="tk-chat-send"),
+                         "chat_send", "value")
+            clear_btn = L(gr.Button(t("chat_clear", lang), scale=1, elem_id="tk-chat-clear"), "chat_clear", "value")
+    return ChatTab(model, adapter, template, use_trained, load_btn, unload_btn, info, form, system, chatbot,
+                   message, send_btn, clear_btn)
+
+
+def wire(page: Page, tab: ChatTab) -> None:
+    board = page.board
+
+    def on_load(data):
+        vals = model_values(data[tab.model], data[tab.adapter], data[tab.template])
+        vals.update(board.values(tab.form.read_map(data)))
+        check = board.validate({k: v for k, v in vals.items() if v is not None})
+        if not check.ok:
+            return f"⚠ {check.message}"
+        if not check.config.model_name_or_path:
+            return "⚠ set the model folder first"
+        try:
+            desc = board.chat.load(check.config)
+        except TunekitError as exc:
+            return f"⚠ {exc}"
+        except Exception as exc:  # noqa: BLE001 - show any load failure in the board
+            return f"⚠ could not load the model: {type(exc).__name__}: {exc}"
+        return f"✓ loaded {desc}"
+
+    tab.load_btn.click(on_load, inputs={tab.model, tab.adapter, tab.template, *tab.form.inputs}, outputs=tab.info,
+                       api_visibility="private")
+    tab.unload_btn.click(lambda: (board.chat.unload(), "unloaded")[1], outputs=tab.info, api_visibility="private")
+
+    def on_send(data):
+        message, history = data[tab.message], list(data[tab.chatbot] or [])
+        if not message:
+            yield {tab.chatbot: history, tab.message: ""}
+            return
+        if not board.chat.loaded:
+            history += [{"role": "user", "content": message}, {"role": "assistant", "content": "⚠ load a model first"}]
+            yield {tab.chatbot: history, tab.message: ""}
+            return
+        gen = {k: v for k, v in board.values(tab.form.read_map(data)).items() if k in CHAT_GEN_KEYS}
+        messages = [{"role": m["role"], "content": _text(m["content"])} for m in history] + [
+            {"role": "user", "content": message}]
+        history += [{"role": "user", "content": message}, {"role": "assistant", "content": ""}]
+        yield {tab.chatbot: history, tab.message: ""}
+        reply = ""
+        for piece in board.chat.stream(messages, data[tab.system] or None, **gen):
+            reply += piece
+            history[-1] = {"role": "assistant", "content": reply}
+            yield {tab.chatbot: history, tab.message: ""}
+
+    inputs = {tab.message, tab.chatbot, tab.system, *tab.form.inputs}
+    for event in (tab.send_btn.click, tab.message.submit):
+        event(on_send, inputs=inputs, outputs=[tab.chatbot, tab.message], api_visibility="private")
+    tab.clear_btn.click(lambda: [], outputs=tab.chatbot, api_visibility="private")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    if isinstance(content, dict):
+        return str(content.get("text", ""))
+    return json.dumps(content)
