@@ -226,12 +226,13 @@ def test_part_without_type_or_value_is_named():
         "x.jsonl, record 0: message 0 content, part 0 ('text') needs a string 'value', found NoneType.")
 
 
-def test_image_part_is_refused_not_dropped():
+def test_image_part_is_kept_not_dropped():
+    """An image part becomes an <image> placeholder + the record's image (multimodal path: tests/test_multimodal.py)."""
     record = {"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
                                                         {"type": "image_url", "image_url": {"url": "cat.png"}}]},
                            {"role": "assistant", "content": "A cat."}]}
-    assert _error(record) == ("x.jsonl, record 0: message 0 content, part 1 is 'image_url': images are not supported yet "
-                              "(tunekit trains on text only). Remove the part, or the record, to train on the text.")
+    (sample,) = _convert([record])
+    assert (sample["messages"][0]["content"], sample["images"]) == ("What is this?<image>", ["cat.png"])
 
 
 def test_reasoning_or_tool_call_outside_assistant_messages():

@@ -379,3 +379,14 @@ def test_qwen2_5_vl_from_the_cli_tokenizes_like_inference_and_trains_with_lora(d
     peft_model = PeftModel.from_pretrained(AutoModelForImageTextToText.from_pretrained(model), tmp_path / "out")
     adapted = {n for n, _ in peft_model.named_parameters() if "lora_A" in n}
     assert len(adapted) == 14 and all(".language_model." in n for n in adapted)
+
+
+def test_openai_image_parts_equal_the_placeholder_form(tiny_qwen2_vl, demo_dir, tmp_path):
+    placeholder = {"messages": [{"role": "user", "content": "Who is <image>this?"}, {"role": "assistant", "content": "Kane."}],
+                   "images": ["mllm_demo_data/1.jpg"]}
+    parts = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "Who is "}, {"type": "image_url", "image_url": {"url": "mllm_demo_data/1.jpg"}},
+        {"type": "text", "text": "this?"}]}, {"role": "assistant", "content": "Kane."}]}
+    data, _, _ = _prepare(tiny_qwen2_vl, _media_data(tmp_path, demo_dir, [placeholder, parts]), tmp_path)
+    assert data.train[0]["input_ids"] == data.train[1]["input_ids"] and data.train[0]["images"] == data.train[1]["images"]
+    assert data.train[0]["labels"] == data.train[1]["labels"]

@@ -37,6 +37,7 @@ text (counted here). Paths are resolved and files opened by the model family's p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -89,7 +90,7 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
                                   "tags": dict(OPENAI_TAGS if role_key == "role" else SHAREGPT_TAGS)})
         else:
             attr = DatasetAttr(**{**attr.__dict__, "columns": {**attr.columns, **present}})
-    media = _media(raw, attr)
+    raw, media = _media_parts(raw, attr, _media(raw, attr))
     if formatting == "alpaca":
         sample = _from_alpaca(raw, attr, stage)
     elif attr.column("messages") not in rec and _is_v1_pair(rec):
@@ -127,6 +128,46 @@ def _media(raw: RawRecord, attr: DatasetAttr) -> dict[str, list[str]]:
             raise RecordError(f"{raw.where}: '{col}' ({key}) must be a list of file paths, found {str(value)[:120]!r}.")
         out[key] = list(value)
     return out
+
+
+def _media_url(part: dict[str, Any], kind: str) -> Any:
+    body = part.get(kind)
+    if isinstance(body, dict):  # OpenAI: {"type": "image_url", "image_url": {"url": ...}}
+        body = body.get("url", body.get("path"))
+    return body
+
+
+def _media_parts(raw: RawRecord, attr: DatasetAttr, media: dict[str, list[str]]) -> tuple[RawRecord, dict[str, list[str]]]:
+    """Media content parts (``{"type": "image_url", "image_url": {"url": PATH}}``, ``{"type": "image", "image": PATH}``
+    ...) become a placeholder text part where they stand, their paths appended to the record's media lists in order."""
+    col = attr.column("messages") or "messages"
+    messages = raw.data.get(col)
+    if not isinstance(messages, list) or not any(
+            isinstance(m, dict) and isinstance(m.get(attr.tags.get("content_tag", "content")), list) for m in messages):
+        return raw, media
+    content_tag = attr.tags.get("content_tag", "content")
+    media = {k: list(v) for k, v in media.items()}
+    out_messages = []
+    for i, msg in enumerate(messages):
+        parts = msg.get(content_tag) if isinstance(msg, dict) else None
+        if not isinstance(parts, list):
+            out_messages.append(msg)
+            continue
+        new_parts = []
+        for j, part in enumerate(parts):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in MEDIA_PARTS:
+                new_parts.append(part)
+                continue
+            key = MEDIA_PARTS[kind]
+            url = _media_url(part, kind)
+            if not isinstance(url, str) or not url:
+                raise RecordError(f"{raw.where}: message {i}, part {j} ('{kind}') needs a file path (or "
+                                  f"{{\"url\": PATH}}), found {str(part)[:120]!r}.")
+            media[key].append(url[len("file://"):] if url.startswith("file://") else url)
+            new_parts.append({"type": "text", "text": MEDIA_KINDS[key]})
+        out_messages.append({**msg, content_tag: new_parts})
+    return dataclasses.replace(raw, data={**raw.data, col: out_messages}), media
 
 
 def _check_placeholders(sample: dict[str, Any], raw: RawRecord, stage: str) -> None:
