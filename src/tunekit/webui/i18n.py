@@ -1,10 +1,13 @@
 """The board's own words in English and Chinese (option names stay as written in YAML).
 
-Option help comes from the schema's descriptions (English); ``FIELD_HELP_ZH`` gives Chinese help for
-an option when it has an entry, else the English description is shown.
+Option help comes from the schema: the field's description (English) and
+:data:`tunekit.config.help_zh.HELP_ZH` (Chinese, one entry per option; ``tests/test_help_zh.py`` keeps it
+complete).
 """
 
 from __future__ import annotations
+
+from tunekit.config.help_zh import help_zh
 
 LANGS = ("en", "zh")
 LANG_LABELS = {"en": "English", "zh": "中文"}
@@ -33,6 +36,8 @@ TEXT: dict[str, dict[str, str]] = {
     "sec_distributed": {"en": "Distributed", "zh": "分布式"},
     "sec_logging": {"en": "Logging and output", "zh": "日志与输出"},
     "sec_export": {"en": "Export options", "zh": "导出参数"},
+    "sec_optimizers": {"en": "Optimizers (GaLore, APOLLO, BAdam, Muon, Adam-mini)", "zh": "优化器（GaLore、APOLLO、BAdam、Muon、Adam-mini）"},
+    "sec_multimodal": {"en": "Images, video and audio", "zh": "图像、视频与音频"},
     "sec_infer": {"en": "Generation", "zh": "生成参数"},
     "advanced": {"en": "Advanced (every other option)", "zh": "高级（其余全部参数）"},
     # train tab
@@ -90,45 +95,6 @@ TEXT: dict[str, dict[str, str]] = {
     "export_log": {"en": "Export log", "zh": "导出日志"},
 }
 
-FIELD_HELP_ZH: dict[str, str] = {
-    "model_name_or_path": "本地模型目录或模型仓库 ID。",
-    "adapter_name_or_path": "LoRA 适配器目录，多个用逗号分隔。",
-    "template": "对话模板（qwen、llama3、default 等），或 jinja 使用分词器自带模板。",
-    "dataset": "dataset_info.json 中的训练数据集名称，多个用逗号分隔。",
-    "eval_dataset": "评估数据集名称（替代 val_size）。",
-    "dataset_dir": "包含 dataset_info.json 与数据文件的目录。",
-    "cutoff_len": "每个样本的最大 token 数，超出部分截断。",
-    "max_samples": "每个数据集最多使用的样本数。",
-    "val_size": "从训练数据中划出的验证集比例（0-1）或样本数（>=1）。",
-    "stage": "训练阶段：pt（预训练）、sft、rm、ppo、dpo、kto、grpo。",
-    "finetuning_type": "微调方法：lora、freeze（只训练最后几层）或 full（全参数）。",
-    "lora_rank": "LoRA 秩 r。",
-    "lora_alpha": "LoRA 缩放系数 alpha（默认 2 × lora_rank）。",
-    "lora_dropout": "LoRA 输入的 dropout。",
-    "lora_target": "添加适配器的模块：all 或逗号分隔的模块名。",
-    "learning_rate": "峰值学习率。",
-    "num_train_epochs": "训练轮数（可为小数）。",
-    "max_steps": "最多训练步数（大于 0 时覆盖 num_train_epochs）。",
-    "per_device_train_batch_size": "每个设备的微批大小。",
-    "gradient_accumulation_steps": "每次优化器更新累积的微批数。",
-    "lr_scheduler_type": "预热后的学习率调度方式。",
-    "warmup_ratio": "预热步数占总步数的比例。",
-    "bf16": "bfloat16 混合精度（GPU）。",
-    "fp16": "float16 混合精度（GPU）。",
-    "output_dir": "模型、检查点、日志和图像的输出目录。",
-    "logging_steps": "每 N 步记录一次损失、学习率和梯度范数。",
-    "save_steps": "每 N 步保存一次检查点。",
-    "plot_loss": "在 output_dir 中保存 training_loss.png。",
-    "quantization_bit": "以 4 或 8 比特量化加载基座模型（QLoRA，需要 lora）。",
-    "deepspeed": "DeepSpeed 配置文件路径或预设：z0、z2、z2_offload、z3、z3_offload。",
-    "temperature": "采样温度。",
-    "top_p": "核采样概率质量。",
-    "max_new_tokens": "每次回复最多生成的 token 数。",
-    "export_dir": "导出模型的目录。",
-    "export_size": "单个 safetensors 分片的最大大小（GB）。",
-}
-
-
 def t(key: str, lang: str) -> str:
     entry = TEXT.get(key)
     if entry is None:
@@ -137,6 +103,7 @@ def t(key: str, lang: str) -> str:
 
 
 def field_help(name: str, english: str, lang: str) -> str:
-    if lang == "zh" and name in FIELD_HELP_ZH:
-        return FIELD_HELP_ZH[name]
+    """An option's help: its schema description, or in Chinese :data:`tunekit.config.help_zh.HELP_ZH`."""
+    if lang == "zh":
+        return help_zh(name) or english
     return english
