@@ -390,3 +390,34 @@ def test_openai_image_parts_equal_the_placeholder_form(tiny_qwen2_vl, demo_dir, 
     data, _, _ = _prepare(tiny_qwen2_vl, _media_data(tmp_path, demo_dir, [placeholder, parts]), tmp_path)
     assert data.train[0]["input_ids"] == data.train[1]["input_ids"] and data.train[0]["images"] == data.train[1]["images"]
     assert data.train[0]["labels"] == data.train[1]["labels"]
+
+
+def test_gradient_accumulation_equals_the_larger_batch(tiny_qwen2_vl, demo_dir, tmp_path):
+    """2 samples x 1 step == 1 sample x 2 accumulated micro-batches (loss averaged over the step's trained tokens)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from tunekit.train.run import run_train
+
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+                "images": ["mllm_demo_data/1.jpg"]},
+               {"messages": [{"role": "user", "content": "Describe <image> please"},
+                             {"role": "assistant", "content": "A speech in space."}], "images": ["mllm_demo_data/2.jpg"]}]
+    data_dir = _media_data(tmp_path, demo_dir, records)
+    weights = {}
+    for batch, accumulation in ((2, 1), (1, 2)):
+        out = tmp_path / f"out-{batch}x{accumulation}"
+        cfg = _cfg(tiny_qwen2_vl, data_dir, tmp_path, do_train=True, finetuning_type="full", output_dir=str(out),
+                   per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation, max_steps=2,
+                   learning_rate=1e-3, optim="sgd", logging_steps=1, save_strategy="no", disable_tqdm=True, seed=0,
+                   gradient_checkpointing=False)
+        run_train(cfg)
+        weights[batch] = load_file(str(out / "model.safetensors"))
+    base = load_file(str(tiny_qwen2_vl / "model.safetensors"))
+    # SGD, 2 steps of lr 1e-3: each weight moves by lr x its gradient; the two runs sum the same per-token terms in a
+    # different order (fp32), so they differ by rounding only: a few float32 ulps of the weights, which are at most ~1
+    # in magnitude (norm weights start at 1), hence 64 eps x max(update, 1)
+    moved = max((weights[2][k] - base[k]).abs().max().item() for k in base)
+    diff = max((weights[2][k] - weights[1][k]).abs().max().item() for k in base)
+    assert moved > 1e-4
+    assert diff <= 64 * torch.finfo(torch.float32).eps * max(moved, 1.0), (diff, moved)
