@@ -124,3 +124,35 @@ def test_kit_dry_run_on_cpu(tmp_path):
     assert fields[1] == "ok" and float(fields[2]) == pytest.approx(plan["memory"]["total_gib"], abs=0.005)
     assert float(fields[4]) > 0 and float(fields[7]) > 0 and float(fields[8]) > 0  # measured and tokens/s filled
     print(f"kit dry run: {wall:.0f} s")
+
+
+def test_profile_groups_of_one_real_step():
+    """benchmarks/_profile.py (real_shape.py --profile, mfu.py --profile): every op's self time in exactly one group."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    import _profile
+
+    torch.manual_seed(0)
+    vocab = 1000  # no other tensor dimension of this model or batch is 1000
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                         num_attention_heads=4, num_key_value_heads=2, attn_implementation="sdpa"))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, vocab, (2, 16))
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    res = _profile.summarize(prof, vocab, 1.0)
+    assert set(res["cpu_s"]) == set(_profile.GROUPS) and all(res["cpu_s"][g] > 0 for g in _profile.GROUPS)
+    events = [e for e in prof.events() if "CUDA" not in str(getattr(e, "device_type", ""))]
+    assert sum(res["cpu_s"].values()) == pytest.approx(sum(e.self_cpu_time_total for e in events) / 1e6, rel=1e-9)
+    groups = {}
+    for e in events:
+        groups.setdefault(e.name, set()).add(_profile.classify(e, vocab))
+    assert groups["aten::_log_softmax"] == {"lm_head+loss"}
+    assert groups["aten::_scaled_dot_product_flash_attention_for_cpu"] == {"attention"}
+    assert {"lm_head+loss", "mlp/linear"} <= groups["aten::mm"]  # the head's matmuls by their vocab dimension
+    assert groups["Optimizer.step#AdamW.step"] == {"optimizer"}  # torch's own range around the step, and all under it
