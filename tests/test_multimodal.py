@@ -421,3 +421,43 @@ def test_gradient_accumulation_equals_the_larger_batch(tiny_qwen2_vl, demo_dir, 
     diff = max((weights[2][k] - weights[1][k]).abs().max().item() for k in base)
     assert moved > 1e-4
     assert diff <= 64 * torch.finfo(torch.float32).eps * max(moved, 1.0), (diff, moved)
+
+
+@pytest.mark.parametrize("precompute", [False, True])
+def test_dpo_on_images_starts_at_ln2_and_both_answers_see_the_image(precompute, tiny_qwen2_vl, demo_dir, tmp_path):
+    import math
+
+    from tunekit.train.batching import MultimodalPairCollator
+    from tunekit.train.run import run_train
+
+    entry = {"formatting": "sharegpt", "ranking": True,
+             "columns": {"messages": "messages", "images": "images", "chosen": "chosen", "rejected": "rejected"},
+             "tags": SHAREGPT_OPENAI["tags"]}
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}],
+                "chosen": {"role": "assistant", "content": "Kane."}, "rejected": {"role": "assistant", "content": "Nobody."},
+                "images": ["mllm_demo_data/1.jpg"]},
+               {"messages": [{"role": "user", "content": "What happens in <image>?"}],
+                "chosen": {"role": "assistant", "content": "A speech."}, "rejected": {"role": "assistant", "content": "Rain."},
+                "images": ["mllm_demo_data/3.jpg"]}]
+    data_dir = tmp_path / "data"
+    shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
+    write_dataset(data_dir, "toy", records, entry)
+    opts = dict(stage="dpo", do_train=True, finetuning_type="lora", per_device_train_batch_size=2, max_steps=3,
+                learning_rate=1e-2, logging_steps=1, save_strategy="no", disable_tqdm=True, seed=0,
+                gradient_checkpointing=False, precompute_ref_log_probs=precompute)
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+
+    cfg = _cfg(tiny_qwen2_vl, data_dir, tmp_path, **opts)
+    tok = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tok, "dpo")
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    row = data.train[0]
+    assert row["chosen_input_ids"].count(pad) == row["rejected_input_ids"].count(pad) == 10
+    assert not any(l == pad for l in row["chosen_labels"] + row["rejected_labels"])
+    batch = MultimodalPairCollator(pad_token_id=tok.pad_token_id, mm=data.mm)([data.train[0], data.train[1]])
+    assert batch["image_grid_thw"].tolist() == [[1, 4, 10], [1, 4, 10], [1, 4, 10], [1, 4, 10]]
+    run_train(cfg)
+    losses = _losses(tmp_path / "out")
+    # step 0: the policy is the reference (LoRA's B = 0), so every pair's sigmoid loss is -log sigmoid(0) = ln 2
+    assert abs(losses[0] - math.log(2)) < 1e-6, losses

@@ -94,7 +94,7 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
 def split_train_eval(dataset, val_size: float, seed: int):
     import numpy as np
 
-    from ..train.steps import split_sizes
+    from .split import split_sizes
 
     n = len(dataset)
     n_train, n_eval = split_sizes(n, val_size)
@@ -173,7 +173,7 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
         first = f" First problem: {report.invalid_examples[0]}" if report.invalid_examples else ""
         raise DataError(f"{attr.describe()} has no usable records ({report.records} read, {report.invalid} invalid).{first}")
 
-    processor = get_processor(stage) if ctx.mm is None else media_processor
+    processor = get_processor(stage) if ctx.mm is None else media_processor.processor_for(stage)
     raw_ds = datasets.Dataset.from_list(samples)
     workers = cfg.preprocessing_num_workers if (cfg.preprocessing_num_workers or 1) > 1 and len(raw_ds) >= 2 * cfg.preprocessing_batch_size else None
     tokenized = raw_ds.map(

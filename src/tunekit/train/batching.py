@@ -56,6 +56,20 @@ class PairCollator:
 
 
 @dataclass
+class MultimodalPairCollator(PairCollator):
+    """:class:`PairCollator` for a vision-language model: the pair's images go with its chosen row and again with its
+    rejected row (rows are chosen 0..B-1, then rejected 0..B-1), as the family plugin builds them (``data/mm_plugins``)."""
+
+    mm: Any = None
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = super().__call__(features)
+        paths = [p for f in features for p in (f.get("images") or [])]
+        batch.update(self.mm.collate(paths + paths, batch["input_ids"]))
+        return batch
+
+
+@dataclass
 class KTOCollator:
     """The examples, plus mismatched pairs (prompt i, ``kl_response_ids`` of i — another example's answer) for KTO's KL estimate."""
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from .batching import PairCollator
+from .batching import MultimodalPairCollator, PairCollator
 from .losses import preference_loss
-from .reference import forward_logps, iter_reference_logps, load_reference, prepare_frozen, reference_forward
+from .reference import forward_logps, iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
 DATA_STAGE = "dpo"
@@ -38,11 +38,13 @@ class DPOTrainer(StageTrainer):
 
     def reference_logps(self, model, inputs) -> torch.Tensor:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
-            return forward_logps(ref, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])[0]
+            return forward_logps(ref, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"],
+                                 **media_inputs(inputs))[0]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        logps, lengths = forward_logps(model, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])
+        logps, lengths = forward_logps(model, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"],
+                                       **media_inputs(inputs))
         b = logps.shape[0] // 2
         ref = None
         if self.needs_reference:
@@ -80,6 +82,9 @@ def precompute_reference(dataset, collator, model, ref_model, batch_size: int, c
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     collator = PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
+    if getattr(data, "mm", None) is not None:  # a vision-language model: both answers see the pair's images
+        collator = MultimodalPairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
+                                          mm=data.mm)
     ref_model = load_reference(cfg, tokenizer) if cfg.pref_loss not in REFERENCE_FREE else None
     trainer = DPOTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,

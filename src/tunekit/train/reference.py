@@ -123,15 +123,27 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
             rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
             batch = {k: v.to(device) for k, v in collator(rows).items()}
             with torch.no_grad(), reference_forward(model, ref_model) as ref:
-                out = [forward_logps(ref, batch[ids], batch[mask], batch[labels])[0] for ids, mask, labels in fields]
+                media = media_inputs(batch) if len(fields) == 1 else {}  # the media belong to the batch's one field (dpo)
+                out = [forward_logps(ref, batch[ids], batch[mask], batch[labels], **media)[0] for ids, mask, labels in fields]
             yield len(rows), out
     finally:
         model.train(was_training)
 
 
-def forward_logps(model, input_ids, attention_mask, labels):
-    """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`)."""
+#: batch keys a vision-language model takes besides the text (``data/mm_plugins``: the family plugin's collate)
+MEDIA_INPUTS = ("pixel_values", "image_grid_thw", "mm_token_type_ids")
+
+
+def media_inputs(batch) -> dict:
+    """The media inputs of a collated batch (empty for text models)."""
+    return {k: batch[k] for k in MEDIA_INPUTS if k in batch}
+
+
+def forward_logps(model, input_ids, attention_mask, labels, **media):
+    """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`).
+
+    ``media``: a vision-language model's image inputs for these rows (:data:`MEDIA_INPUTS`)."""
     from .losses import sequence_logps
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **media).logits
     return sequence_logps(logits, labels)

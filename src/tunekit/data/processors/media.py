@@ -18,13 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from . import DROPPED, TRUNCATED
-from . import sft
+from . import pairwise, sft
 from ..formats import RecordError
 from ..mm_plugins import PLACEHOLDERS, resolve_media
 from ...errors import DataError
 
 OUTPUT_COLUMNS = sft.OUTPUT_COLUMNS + ("images",)
-SUPPORTED_STAGES = ("sft",)
+SUPPORTED_STAGES = ("sft", "dpo")
 
 
 def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
@@ -63,6 +63,30 @@ def expand_messages(messages: list[dict[str, Any]], counts: list[int], mm) -> li
     return out
 
 
+def processor_for(stage: str):
+    """The module-like processor of a multimodal dataset for ``stage`` (``process(batch, ctx)``)."""
+    import types
+
+    return types.SimpleNamespace(process=process if stage == "sft" else process_pairs)
+
+
+def _finish(out: dict[str, list], batch: dict[str, list], n: int) -> dict[str, list]:
+    out["images"] = [list(batch["images"][i] or []) for i in range(n)] if "images" in batch else [[] for _ in range(n)]
+    for i in range(n):
+        if out["images"][i] and out["_status"][i] == TRUNCATED:
+            out["_status"][i] = DROPPED
+    return out
+
+
+def process_pairs(batch: dict[str, list], ctx) -> dict[str, list]:
+    """dpo: the prompt's placeholders expanded, then the pairwise processor (only answers are labelled)."""
+    n = len(batch["messages"])
+    counts = batch.get("_image_tokens") or [[]] * n
+    expanded = dict(batch)
+    expanded["messages"] = [expand_messages(batch["messages"][i], counts[i] or [], ctx.mm) for i in range(n)]
+    return _finish(pairwise.process(expanded, ctx), batch, n)
+
+
 def process(batch: dict[str, list], ctx) -> dict[str, list]:
     n = len(batch["messages"])
     counts = batch.get("_image_tokens") or [[]] * n
@@ -70,11 +94,8 @@ def process(batch: dict[str, list], ctx) -> dict[str, list]:
     expanded["messages"] = [expand_messages(batch["messages"][i], counts[i] or [], ctx.mm) for i in range(n)]
     out = sft.process(expanded, ctx)
     media_ids = ctx.mm.media_token_ids()
-    out["images"] = [list(batch["images"][i] or []) for i in range(n)] if "images" in batch else [[] for _ in range(n)]
     for i in range(n):
         if ctx.train_on_prompt:
             out["labels"][i] = [ctx.ignore_index if t in media_ids else t for t in out["labels"][i]]
             out["_trainable"][i] = sum(1 for t in out["labels"][i] if t != ctx.ignore_index)
-        if out["images"][i] and out["_status"][i] == TRUNCATED:
-            out["_status"][i] = DROPPED
-    return out
+    return _finish(out, batch, n)
