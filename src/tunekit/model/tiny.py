@@ -19,6 +19,7 @@ This module imports torch/transformers lazily: importing it is cheap.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -29,10 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from tunekit.errors import ModelError
-
-# One rayon thread while training the BPE (only effective if `tokenizers` is not imported yet;
-# the trainer's merge order is deterministic either way, the tests check it).
-os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "resources" / "corpus"
 
@@ -277,8 +274,27 @@ def _trained_tokenizer_json(family: str, vocab_size: int) -> str:
         show_progress=False,
     )
     texts = corpus_texts()
-    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    with _one_rayon_thread():
+        tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
     return tok.to_str()
+
+
+@contextlib.contextmanager
+def _one_rayon_thread():
+    """RAYON_NUM_THREADS=1 while the BPE trains, the old value (or none) restored after.
+
+    It takes effect only if rayon's thread pool does not exist yet in this process; the trainer's merge
+    order is deterministic either way (tests/test_tiny_model.py checks it with 4 threads).
+    """
+    old = os.environ.get("RAYON_NUM_THREADS")
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("RAYON_NUM_THREADS", None)
+        else:
+            os.environ["RAYON_NUM_THREADS"] = old
 
 
 def build_tokenizer(family: TokenizerFamily, vocab_size: int, chat_template: str, max_length: int):
@@ -313,61 +329,10 @@ def build_tokenizer(family: TokenizerFamily, vocab_size: int, chat_template: str
 
 
 def chat_template_for(template_name: str) -> str:
-    """The family's chat template: tunekit's template registry when present, else a built-in copy."""
-    try:
-        from tunekit.data.templates import get_template  # written concurrently; optional here
-    except ImportError:
-        get_template = None
-    if get_template is not None:
-        try:
-            jinja = get_template(template_name).chat_template_jinja()
-        except Exception:  # noqa: BLE001 - registry incomplete: fall back to the built-in template
-            jinja = None
-        if jinja:
-            return jinja
-    return _FALLBACK_TEMPLATES[template_name]
+    """The family's chat template, exported from tunekit's template registry (errors surface)."""
+    from tunekit.data.templates import get_template
 
-
-_CHATML = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-_FALLBACK_TEMPLATES: dict[str, str] = {
-    "qwen": (
-        "{%- if not messages or messages[0]['role'] != 'system' %}"
-        "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif %}" + _CHATML
-    ),
-    "qwen3": _CHATML,
-    "llama3": (
-        "{{- bos_token }}"
-        "{%- for message in messages %}"
-        "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim"
-        " + '<|eot_id|>' }}"
-        "{%- endfor %}"
-        "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
-    ),
-    "mistral": (
-        "{%- set system = messages[0]['content'] if messages and messages[0]['role'] == 'system' else '' %}"
-        "{{- bos_token }}"
-        "{%- for message in messages if message['role'] != 'system' %}"
-        "{%- if message['role'] == 'user' %}"
-        "{{- '[INST] ' + ((system + '\\n\\n') if system and loop.first else '') + message['content'] + ' [/INST]' }}"
-        "{%- else %}{{- message['content'] + eos_token }}{%- endif %}"
-        "{%- endfor %}"
-    ),
-    "gemma": (
-        "{%- set system = messages[0]['content'] if messages and messages[0]['role'] == 'system' else '' %}"
-        "{{- bos_token }}"
-        "{%- for message in messages if message['role'] != 'system' %}"
-        "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-        "{{- '<start_of_turn>' + role + '\\n' + ((system + '\\n\\n') if system and loop.first else '')"
-        " + message['content'] | trim + '<end_of_turn>\\n' }}"
-        "{%- endfor %}"
-        "{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
-    ),
-}
+    return get_template(template_name).chat_template_jinja()
 
 
 # ---------------------------------------------------------------------------------------------
