@@ -36,6 +36,11 @@ class Config(
         return _split(self.eval_dataset)
 
     @property
+    def adapter_paths(self) -> list[str]:
+        """``adapter_name_or_path`` split at commas, blanks dropped: the adapters applied in this order."""
+        return _split(self.adapter_name_or_path)
+
+    @property
     def resolved_lora_alpha(self) -> int:
         return self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank
 

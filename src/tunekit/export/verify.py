@@ -265,7 +265,7 @@ def reference_model(base_cfg):
     if base_cfg.template:
         load_template(base_cfg, tokenizer)  # same tokenizer fixes (added tokens) as the export
     model = load_model(base_cfg.model_copy(update={"adapter_name_or_path": None, "dtype": "float32"}), tokenizer, is_trainable=False)
-    adapters = [a.strip() for a in (base_cfg.adapter_name_or_path or "").split(",") if a.strip()]
+    adapters = base_cfg.adapter_paths
     for i, adapter in enumerate(adapters):
         model = PeftModel.from_pretrained(model, adapter)
         if i < len(adapters) - 1:

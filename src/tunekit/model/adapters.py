@@ -19,7 +19,7 @@ def _split(value: str | None) -> list[str]:
 
 
 def apply_finetuning(model, cfg, is_trainable: bool = True):
-    adapters = _split(cfg.adapter_name_or_path)
+    adapters = cfg.adapter_paths
     if not is_trainable:
         for path in adapters:
             model = _merge_adapter(model, path)

@@ -30,7 +30,7 @@ def settings_from_env(**flags) -> ServeSettings:
 
 
 def default_model_name(cfg) -> str:
-    adapters = [a.strip() for a in (cfg.adapter_name_or_path or "").split(",") if a.strip()]
+    adapters = cfg.adapter_paths
     return Path(adapters[-1] if adapters else cfg.model_name_or_path).name or "tunekit"
 
 

@@ -80,7 +80,7 @@ class ValueHeadModel(nn.Module):
 def with_value_head(lm, cfg) -> ValueHeadModel:
     """Wrap the loaded LM; a head saved next to the model or its last adapter (a trained reward model) is reloaded."""
     model = ValueHeadModel(lm)
-    candidates = [cfg.model_name_or_path] + [a.strip() for a in (cfg.adapter_name_or_path or "").split(",") if a.strip()]
+    candidates = [cfg.model_name_or_path] + cfg.adapter_paths
     for path in reversed(candidates):
         if path and (Path(path) / VALUE_HEAD_FILE).is_file():
             model.load_value_head(path)
