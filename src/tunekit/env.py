@@ -1,4 +1,5 @@
-"""tunekit's own environment variables, read one way everywhere: on/off switches and the cache folder.
+"""Environment variables, read one way everywhere: tunekit's on/off switches, its cache folder, and the
+rank / world size a launcher (torchrun, deepspeed) sets.
 
 Cheap to import (no third-party modules): the CLI's help path and the start-up switches use it.
 """
@@ -24,3 +25,35 @@ def cache_dir(*parts: str) -> Path:
     """``$TUNEKIT_CACHE`` (default ``~/.cache/tunekit``), joined with ``parts``."""
     root = os.environ.get("TUNEKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tunekit")
     return Path(root, *parts)
+
+
+def launcher_int(name: str) -> int | None:
+    """``RANK``, ``LOCAL_RANK`` or ``WORLD_SIZE`` as a launcher set it; None when unset or empty.
+
+    A value that is not a whole number raises :class:`~tunekit.errors.EnvironmentProblem` naming it.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        from .errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"The environment variable {name}={raw!r} is not a whole number; unset it or "
+                                 f"let the launcher (torchrun, deepspeed) set it.") from None
+
+
+def env_rank() -> int:
+    """Global rank from ``RANK`` (0 without a launcher)."""
+    return launcher_int("RANK") or 0
+
+
+def env_local_rank() -> int:
+    """Rank on this machine from ``LOCAL_RANK`` (0 without a launcher)."""
+    return launcher_int("LOCAL_RANK") or 0
+
+
+def env_world_size() -> int | None:
+    """Processes in the job from ``WORLD_SIZE``; None without a launcher."""
+    return launcher_int("WORLD_SIZE")

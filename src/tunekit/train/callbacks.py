@@ -4,7 +4,6 @@ graceful stop on SIGINT/SIGTERM (save a checkpoint, then end). Only rank 0 write
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from ..env import env_rank
 from .checkpoints import RUN_CONFIG, rotate_checkpoints, write_complete_marker
 from .plotting import LOG_NAME
 
@@ -165,7 +165,7 @@ class GracefulStopCallback(TrainerCallback):
         if self.requested is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = signum
-        if int(os.environ.get("RANK", "0")) == 0:
+        if env_rank() == 0:
             print(f"\nreceived {signal.Signals(signum).name}: saving a checkpoint after this step, then stopping "
                   f"(press Ctrl+C again to abort without saving)", flush=True)
 

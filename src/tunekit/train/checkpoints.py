@@ -24,6 +24,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..env import env_world_size
 from ..errors import ConfigError, EnvironmentProblem
 
 MARKER = "tunekit_complete.json"
@@ -461,7 +462,7 @@ def check_resume_setup(folder: Path, deepspeed: bool | None = None) -> None:
                           f"global_step* files) and this run has no deepspeed: transformers would restart the optimizer "
                           f"without a word. Resume with the same deepspeed setting, {fresh}.")
     written = zero_world_size(folder)
-    current = int(os.environ.get("WORLD_SIZE", "1") or 1) if under_launcher() else 1
+    current = (env_world_size() or 1) if under_launcher() else 1
     if written is None or written == current:
         return
     raise ConfigError(

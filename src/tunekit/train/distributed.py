@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.jsonfile import read_json_object
+from ..env import env_local_rank, env_rank, env_world_size
 from ..errors import ConfigError
 from .deepspeed_config import check_batch_fields, read_deepspeed, require_deepspeed, resolve_deepspeed
 from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
@@ -43,11 +45,11 @@ def rank() -> int:
     torch = sys.modules.get("torch")
     if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank()
-    return int(os.environ.get("RANK", "0") or 0)
+    return env_rank()
 
 
 def local_rank() -> int:
-    return int(os.environ.get("LOCAL_RANK", "0") or 0)
+    return env_local_rank()
 
 
 def is_main_process() -> bool:
@@ -76,7 +78,7 @@ def _plan(cfg=None, env=None) -> LaunchPlan:
 def world_size(cfg=None) -> int:
     """Processes in the job: WORLD_SIZE under a launcher, else what :func:`maybe_relaunch` would start."""
     if under_launcher():
-        return int(os.environ.get("WORLD_SIZE", "1") or 1)
+        return env_world_size() or 1
     return _plan(cfg).world_size
 
 
@@ -190,12 +192,7 @@ def _read_fsdp_config(value: str) -> dict:
     path = Path(value).expanduser()
     if not path.is_file():
         raise ConfigError(f"fsdp_config: {value} does not exist.")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"fsdp_config: {path} is not valid JSON ({exc}).") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"fsdp_config: {path} must hold a JSON object.")
+    raw = read_json_object(path, "fsdp_config")
     user = {k[5:] if k.startswith("fsdp_") else k: v for k, v in raw.items()}
     if "activation_checkpointing" in user:
         raise ConfigError(f"fsdp_config: {path}: use the option gradient_checkpointing: true instead of "
