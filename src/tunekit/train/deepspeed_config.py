@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..config.jsonfile import read_json_object
 from ..errors import ConfigError, EnvironmentProblem
 
 PRESETS = ("z0", "z1", "z2", "z2_offload", "z3", "z3_offload")
@@ -56,12 +57,7 @@ def read_deepspeed(value: str) -> DeepSpeedSettings:
         if not path.is_file():
             hint = f" (a preset name: {', '.join(PRESETS)})" if os.sep not in value and not value.endswith(".json") else ""
             raise ConfigError(f"deepspeed: {value!r} is neither a preset{hint} nor an existing JSON file.")
-        try:
-            config = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"deepspeed: {path} is not valid JSON ({exc}).") from None
-        if not isinstance(config, dict):
-            raise ConfigError(f"deepspeed: {path} must hold a JSON object, found {type(config).__name__}.")
+        config = read_json_object(path, "deepspeed")
     zero = config.get("zero_optimization") or {}
     if not isinstance(zero, dict):
         raise ConfigError(f"deepspeed: 'zero_optimization' in {value} must be an object.")
