@@ -351,10 +351,7 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     if is_trainable:
         model.config.use_cache = False
         if cfg.use_gradient_checkpointing:
-            if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
-                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     else:
         model.eval()
     model = apply_finetuning(model, cfg, is_trainable=is_trainable)
