@@ -288,7 +288,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         sys.argv = ["tunekit", *request["argv"]]
         _send(conn, {"pid": os.getpid()})
         _watch_caller(conn)
-        from tunekit.cli.main import dispatch
+        from tunekit.cli.verbs import dispatch
 
         code = dispatch(request["argv"])  # in this process: dispatch looks for a warm process only when asked
     except SystemExit as exc:
@@ -299,7 +299,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         traceback.print_exc()
         code = 1
     finally:
-        from tunekit.cli.main import finish_process
+        from tunekit.cli.verbs import finish_process
 
         _send(conn, {"exit": code})
         finish_process()
