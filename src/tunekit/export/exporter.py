@@ -22,7 +22,7 @@ _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", SAFE_INDEX, BIN_INDEX)
 
 
 def adapters_of(cfg) -> list[str]:
-    return [a.strip() for a in (cfg.adapter_name_or_path or "").split(",") if a.strip()]
+    return cfg.adapter_paths
 
 
 def check_export_dir(cfg) -> Path:
@@ -51,9 +51,11 @@ def export_model(cfg, verify: bool | None = None) -> Path:
             print(f"{source} is a DeepSpeed ZeRO checkpoint: consolidating it to fp32 first")
             cfg = cfg.model_copy(update={"model_name_or_path": str(consolidate_zero(source, Path(tmp) / "zero"))})
         if cfg.export_quantization_bit is not None:
-            from .quantize import export_quantized
+            from .quantize import merged_export_config, quantize_merged
 
-            export_quantized(cfg, out, Path(tmp))
+            merged = write_merged(merged_export_config(cfg, Path(tmp)), Path(tmp) / "merged")
+            model, tokenizer, template, qcfg, quantization = quantize_merged(cfg, merged)
+            save_folder(model, tokenizer, template, qcfg, out, quantization=quantization)
         else:
             write_merged(cfg, out)
     print(f"exported to {out}")

@@ -23,13 +23,15 @@ from pathlib import Path
 from ..errors import ConfigError, EnvironmentProblem
 
 
-def export_quantized(cfg, out: Path, tmp: Path) -> Path:
-    from .exporter import save_folder, write_merged
+def merged_export_config(cfg, tmp: Path):
+    """The options for the unquantized merge written first (one shard, safetensors) into ``tmp/merged``."""
+    return cfg.model_copy(update={"export_dir": str(tmp / "merged"), "export_size": 1000.0, "export_legacy_format": False})
 
+
+def quantize_merged(cfg, merged: Path):
+    """Load the merged folder quantized: ``(model, tokenizer, template, cfg, quantization)`` for exporter.save_folder."""
     method, bits = quantization_method(cfg), cfg.export_quantization_bit
     check_available(cfg)
-    merged = write_merged(cfg.model_copy(update={"export_dir": str(tmp / "merged"), "export_size": 1000.0,
-                                                  "export_legacy_format": False}), tmp / "merged")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -47,8 +49,7 @@ def export_quantized(cfg, out: Path, tmp: Path) -> Path:
         qconfig = _gptq_config(cfg, bits, tokenizer, template)
     model = AutoModelForCausalLM.from_pretrained(merged, quantization_config=qconfig, dtype=torch.float32,
                                                  device_map="auto" if method == "gptq" else None)
-    save_folder(model, tokenizer, template, tcfg, out, quantization={"method": method, "bits": bits})
-    return out
+    return model, tokenizer, template, tcfg, {"method": method, "bits": bits}
 
 
 def quantization_method(cfg) -> str:
