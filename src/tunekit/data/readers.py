@@ -17,10 +17,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import DataError
-from .dataset_info import DatasetAttr
+
+if TYPE_CHECKING:  # annotations only: dataset_info.py reads its files with read_text below
+    from .dataset_info import DatasetAttr
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 

@@ -84,7 +84,7 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None)
 def _decision(cfg, gpu, world_size) -> CheckpointingDecision:
     from ..errors import TunekitError
     from .architectures import load_shape
-    from .core import detect_gpu
+    from .gpus import detect_gpu
     from .setup import resolve_setup
 
     if gpu is None and not cfg.use_cpu:

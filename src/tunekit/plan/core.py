@@ -10,7 +10,7 @@ from ..errors import ConfigError, TunekitError
 from ..train.steps import plan_steps, split_sizes
 from .architectures import ModelShape, load_shape
 from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
-from .gpus import GPU, custom_gpu, find_gpu
+from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, estimate_memory
 from .params import count_params
 from .setup import Setup, resolve_setup
@@ -199,17 +199,6 @@ def _describe(setup: Setup) -> dict:
             "engine": engine, "precision": precision, "gradient_checkpointing": setup.grad_ckpt, "liger": setup.liger,
             "attention": setup.attn, "optimizer": setup.optim, "micro_batch": setup.micro_batch,
             "gradient_accumulation_steps": setup.grad_accum}
-
-
-def detect_gpu() -> GPU | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    props = torch.cuda.get_device_properties(0)
-    return GPU(props.name, props.total_memory / GiB, 0.0)
 
 
 def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):

@@ -52,3 +52,15 @@ def custom_gpu(memory_gib: float) -> GPU:
     if memory_gib <= 0:
         raise ConfigError(f"--gpu-memory must be a positive number of GiB, got {memory_gib}.")
     return GPU(f"{memory_gib:g} GiB GPU", float(memory_gib), 0.0)
+
+
+def detect_gpu() -> GPU | None:
+    """The first visible CUDA device, or None (no torch, no GPU)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return GPU(props.name, props.total_memory / 2**30, 0.0)
