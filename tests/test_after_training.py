@@ -220,7 +220,7 @@ def test_llamafactory_predict_only_config_runs_only_prediction(tiny_qwen, lora_a
     """LLaMA-Factory's examples/train_lora/llama3_lora_predict.yaml shape: do_predict + eval_dataset, no do_train and no
     dataset. It failed with "dataset is not set"; it must predict with base + adapter and train nothing."""
     from tunekit.infer.predict import run_predict
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     qa = [{"instruction": f"What is {a} plus {a}?", "input": "", "output": str(2 * a)} for a in range(5)]
     write_dataset(tmp_path / "data", "qa", qa)
@@ -325,7 +325,7 @@ def test_pissa_convert_in_a_training_run_saves_lora_for_the_original_base(tiny_q
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(16))
@@ -363,7 +363,7 @@ def test_pissa_convert_after_resume_equals_the_uninterrupted_run(tiny_qwen, tmp_
     resumed from checkpoint-2 converts against the same initialisation: the saved adapter is bit-identical."""
     from safetensors.torch import load_file
 
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(32))

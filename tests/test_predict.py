@@ -69,7 +69,7 @@ def test_predict_cli_batches_left_padded_like_single_generation(tiny_llama, tmp_
 
 @pytest.mark.slow
 def test_do_predict_after_training(tiny_qwen, tmp_path):
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     data = tmp_path / "data"
     write_dataset(data, "toy", QA)

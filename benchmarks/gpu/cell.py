@@ -58,11 +58,9 @@ def train(spec_path: str, result_path: str) -> int:
         import torch
 
         from tunekit.config import load_config
-        from tunekit.plan.checkpointing import resolve_gradient_checkpointing
-        from tunekit.train.run import run_train
+        from tunekit.flow import run_train  # decides auto_fit and gradient_checkpointing: auto as tunekit train does
 
         cfg = load_config(None, dict(spec["config"]))
-        cfg, _decision = resolve_gradient_checkpointing(cfg)
         cuda = torch.cuda.is_available() and not cfg.use_cpu
         if cuda:
             torch.cuda.reset_peak_memory_stats()

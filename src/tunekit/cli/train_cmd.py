@@ -21,30 +21,10 @@ def main(argv: list[str]) -> int:
 
     startup_gc.pause()  # until run_train settles it: see tunekit/startup_gc.py
     host_malloc.tune()  # freed tensors stay in the heap for the next step: see tunekit/host_malloc.py
-    from tunekit.config import load_config
-    from tunekit.train import distributed
+    from tunekit.flow import train_command
 
     path, rest = split_config_path(argv)
-    cfg = load_config(path, rest)
-    code = distributed.maybe_relaunch(argv, cfg)
-    if code is not None:
-        return code
-    if cfg.auto_fit:
-        from tunekit.plan import apply_auto_fit
-
-        cfg = apply_auto_fit(cfg)
-    if cfg.do_train:
-        from tunekit.plan.checkpointing import resolve_gradient_checkpointing
-        from tunekit.train.distributed import is_main_process
-
-        cfg, decision = resolve_gradient_checkpointing(cfg)
-        if decision is not None and is_main_process():
-            print(decision.message(), flush=True)
-    from tunekit.train.run import run_train
-
-    run_train(cfg, config_path=path)
-    distributed.shutdown()  # leave the process group cleanly: gloo can abort (SIGABRT) at exit otherwise
-    return 0
+    return train_command(argv, path, rest)  # the one flow: tunekit/flow.py
 
 
 def split_config_path(argv: list[str]) -> tuple[str | None, list[str]]:

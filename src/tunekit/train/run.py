@@ -97,7 +97,10 @@ def _raise_if_disk_full(exc: Exception, trainer, cfg, final: bool = False) -> No
         raise error from exc
 
 
-def run_train(cfg, config_path: str | None = None) -> dict:
+def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
+    """Build and execute a run whose options are decided (``tunekit.flow.run_train`` decides ``auto_fit`` and
+    ``gradient_checkpointing: auto`` first; call that). ``predict(cfg, trainer, tokenizer, data) -> dict`` runs
+    ``do_predict`` (the flow passes generation through ``tunekit.infer``, a layer above this one)."""
     from .. import startup_gc
     from ..config import config_to_dict, save_config
     from .checkpoints import ResumePlan, apply_clear, plan_resume, purge_trash
@@ -226,8 +229,10 @@ def run_train(cfg, config_path: str | None = None) -> dict:
         if trainer.is_world_process_zero():
             trainer.save_metrics("eval", metrics)
         results.update(metrics)
-    if cfg.do_predict and hasattr(stage, "predict"):
-        results.update(stage.predict(cfg, trainer, tokenizer, data) or {})
+    if cfg.do_predict and cfg.stage == "sft":  # generation is scored for sft runs (LLaMA-Factory's predict)
+        if predict is None:
+            raise TypeError("do_predict needs a predict function: call tunekit.flow.run_train, which passes one.")
+        results.update(predict(cfg, trainer, tokenizer, data) or {})
     if cfg.do_train:
         log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
             f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")

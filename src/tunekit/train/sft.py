@@ -26,13 +26,3 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
     )
 
-
-def predict(cfg, trainer, tokenizer, data):
-    """``do_predict``: generate for eval_dataset (else dataset) with the trained model and score it (main process)."""
-    if not trainer.is_world_process_zero():
-        return {}
-    from ..infer.engine import ChatEngine
-    from ..infer.predict import run_predict
-
-    engine = ChatEngine(cfg, model=trainer.model, tokenizer=tokenizer, template=data.template)
-    return run_predict(cfg, engine=engine)

@@ -1,0 +1,63 @@
+"""The one train flow, above the layers: what ``tunekit train``, the web board (which runs ``tunekit train``),
+tests and benchmarks all call.
+
+config (:func:`tunekit.config.load_config`) → relaunch under torchrun when several processes are needed
+(:func:`tunekit.train.distributed.maybe_relaunch`) → ``auto_fit`` (:func:`tunekit.plan.apply_auto_fit`) →
+``gradient_checkpointing: auto`` decided (:func:`tunekit.plan.checkpointing.resolve_gradient_checkpointing`) →
+build and execute (:func:`tunekit.train.run.run_train`) → ``do_predict`` through :mod:`tunekit.infer`.
+
+It sits above ``train``, ``plan`` and ``infer`` (it needs all three) and below ``serve``/``webui``/``cli``;
+nothing below imports it (``tests/test_import_graph.py``).
+"""
+
+from __future__ import annotations
+
+
+def decide(cfg):
+    """``cfg`` with ``auto_fit`` applied and ``gradient_checkpointing: auto`` decided, as training runs it."""
+    if cfg.auto_fit:
+        from .plan import apply_auto_fit
+
+        cfg = apply_auto_fit(cfg)
+    if cfg.do_train:
+        from .plan.checkpointing import resolve_gradient_checkpointing
+        from .train.distributed import is_main_process
+
+        cfg, decision = resolve_gradient_checkpointing(cfg)
+        if decision is not None and is_main_process():
+            print(decision.message(), flush=True)
+    return cfg
+
+
+def predict(cfg, trainer, tokenizer, data) -> dict:
+    """``do_predict``: generate for eval_dataset (else dataset) with the trained model and score it (main process)."""
+    if not trainer.is_world_process_zero():
+        return {}
+    from .infer.engine import ChatEngine
+    from .infer.predict import run_predict
+
+    engine = ChatEngine(cfg, model=trainer.model, tokenizer=tokenizer, template=data.template)
+    return run_predict(cfg, engine=engine)
+
+
+def run_train(cfg, config_path: str | None = None) -> dict:
+    """Train ``cfg`` in this process (already relaunched if it needed to be): decide, build, execute, predict."""
+    from .train.run import run_train as build_and_execute
+
+    return build_and_execute(decide(cfg), config_path=config_path, predict=predict)
+
+
+def train_command(argv: list[str], path: str | None, overrides: list[str]) -> int:
+    """``tunekit train ARGV`` (ARGV = the config ``path`` and its ``overrides``): load the config, relaunch under
+    torchrun when needed, then :func:`run_train`."""
+    from .config import load_config
+    from .train import distributed
+
+    cfg = load_config(path, overrides)
+    code = distributed.maybe_relaunch(argv, cfg)
+    if code is not None:
+        return code
+    run_train(cfg, config_path=path)
+    distributed.shutdown()  # leave the process group cleanly: gloo can abort (SIGABRT) at exit otherwise
+    return 0
+
