@@ -83,13 +83,14 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None)
 
 def _decision(cfg, gpu, world_size) -> CheckpointingDecision:
     from ..errors import TunekitError
+    from ..env import env_world_size
     from .architectures import load_shape
     from .gpus import detect_gpu
     from .setup import resolve_setup
 
     if gpu is None and not cfg.use_cpu:
         gpu = detect_gpu()
-    world = world_size or int(os.environ.get("WORLD_SIZE", "0") or 0) or 1
+    world = world_size or env_world_size() or 1
     nodes = int(os.environ.get("NNODES", "1") or 1)
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, world // max(1, nodes))
     try:

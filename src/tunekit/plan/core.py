@@ -6,6 +6,7 @@ import math
 import os
 from typing import Any
 
+from ..env import env_world_size
 from ..errors import ConfigError, TunekitError
 from ..train.steps import plan_steps, split_sizes
 from .architectures import ModelShape, load_shape
@@ -212,7 +213,7 @@ def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):
     if gpu is None:
         print("auto_fit: no GPU visible, nothing to fit; training with the options as given.")
         return cfg
-    world = world_size or int(os.environ.get("WORLD_SIZE", "0") or 0) or world_from(None, None)[0]
+    world = world_size or env_world_size() or world_from(None, None)[0]
     nodes = int(os.environ.get("NNODES", "1") or 1)
     shape = load_shape(None, cfg.model_name_or_path)
     setup = resolve_setup(cfg, world, nodes)
