@@ -461,3 +461,40 @@ def test_dpo_on_images_starts_at_ln2_and_both_answers_see_the_image(precompute, 
     losses = _losses(tmp_path / "out")
     # step 0: the policy is the reference (LoRA's B = 0), so every pair's sigmoid loss is -log sigmoid(0) = ln 2
     assert abs(losses[0] - math.log(2)) < 1e-6, losses
+
+
+def test_chat_with_an_image_generates_what_plain_transformers_generates(tiny_qwen2_vl, demo_dir, tmp_path):
+    """`tunekit chat --image` path: the engine's prompt ids and greedy reply equal model.generate on the same inputs."""
+    import io
+
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from tunekit.cli.chat_cmd import repl
+    from tunekit.config import load_config
+    from tunekit.infer.engine import ChatEngine
+
+    image = str(demo_dir / "mllm_demo_data" / "1.jpg")
+    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen2_vl), "template": "qwen2_vl", "image_max_pixels": SMALL,
+                             "max_new_tokens": 6, "do_sample": False})
+    engine = ChatEngine(cfg)
+    messages = [{"role": "user", "content": "Who is this?"}]
+    ids, media = engine.render_media(messages, [image])
+    want = _official_ids(tiny_qwen2_vl, [{"role": "user", "content": "<image>Who is this?"}], [image], SMALL)
+    assert ids == want + engine.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    (reply,) = engine.chat(messages, images=[image])
+    model = AutoModelForImageTextToText.from_pretrained(tiny_qwen2_vl).eval()
+    pixels = Qwen2VLImageProcessorPil.from_pretrained(tiny_qwen2_vl)(
+        images=[Image.open(image).convert("RGB")], size={"shortest_edge": 32 * 32, "longest_edge": SMALL}, return_tensors="pt")
+    inputs = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), pixel_values=pixels["pixel_values"],
+                             image_grid_thw=pixels["image_grid_thw"], mm_token_type_ids=media["mm_token_type_ids"],
+                             max_new_tokens=6, do_sample=False, eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)
+    assert reply.text == engine.decode(out[0, inputs.shape[1]:].tolist()) and reply.completion_tokens > 0
+    # the REPL's /image line puts the image into the next message
+    buf = io.StringIO()
+    assert repl(engine, [f"/image {image}", "Who is this?"], buf) == 1
+    assert buf.getvalue() == reply.text + "\n"

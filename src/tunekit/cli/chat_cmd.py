@@ -12,6 +12,8 @@ as they are generated and the conversation is kept: type `clear` to start over, 
 
   --system TEXT   system prompt (default: default_system, else the template's)
   --prompt TEXT   answer this one message, print the reply and exit (for scripts)
+  --image PATH    an image for the first message (vision-language models, e.g. template qwen2_vl);
+                  in the conversation, a line `/image PATH` adds an image to the next message
 
 Without a terminal (stdin is a pipe or file) each input line is one user message and only the replies
 are printed, one per message; `clear` and `exit` work there too. Generation options are ordinary options:
@@ -19,7 +21,7 @@ max_new_tokens, temperature, top_p, top_k, repetition_penalty, do_sample (e.g. d
 replies differ from run to run; generation_seed=N makes them reproducible (the training seed is not used).
 """
 
-FLAGS = ("--system", "--prompt")
+FLAGS = ("--system", "--prompt", "--image")
 
 
 def pop_flags(argv: list[str], names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
@@ -60,9 +62,15 @@ def _interactive_lines(out: TextIO) -> Iterator[str]:
             return
 
 
-def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, interactive: bool = False, **gen) -> int:
-    """Run the conversation loop; returns the number of replies."""
+def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, interactive: bool = False,
+         images: list[str] | None = None, **gen) -> int:
+    """Run the conversation loop; returns the number of replies.
+
+    ``images``: for the first message; a line ``/image PATH`` adds one to the next message. Every image of the
+    conversation stays in it (each placed as ``<image>`` at the start of its message)."""
     history: list[dict] = []
+    pending: list[str] = list(images or [])
+    shown: list[str] = []
     replies = 0
     for line in lines:
         text = line.strip()
@@ -70,16 +78,23 @@ def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, i
             continue
         if text.lower() in ("exit", "quit"):
             break
+        if text.startswith("/image "):
+            pending.append(text[len("/image "):].strip())
+            if interactive:
+                out.write(f"Image added to your next message: {pending[-1]}\n")
+            continue
         if text.lower() == "clear":
-            history = []
+            history, shown, pending = [], [], []
             if interactive:
                 out.write("History cleared.\n")
             continue
-        history.append({"role": "user", "content": text})
+        history.append({"role": "user", "content": "<image>" * len(pending) + text})
+        shown += pending
+        pending = []
         if interactive:
             out.write("Assistant: ")
         reply = ""
-        for delta in engine.stream_chat(history, system=system, **gen):
+        for delta in engine.stream_chat(history, system=system, images=shown or None, **gen):
             reply += delta
             out.write(delta)
             out.flush()
@@ -105,15 +120,16 @@ def main(argv: list[str]) -> int:
 
     engine = ChatEngine(cfg)
     system = flags.get("--system")
+    images = [flags["--image"]] if "--image" in flags else None
     gen: dict = {}  # sampled replies: fresh randomness, or generation_seed=N (not the training seed) to reproduce them
     if "--prompt" in flags:
-        repl(engine, [flags["--prompt"]], sys.stdout, system, **gen)
+        repl(engine, [flags["--prompt"]], sys.stdout, system, images=images, **gen)
         return 0
     interactive = sys.stdin.isatty()
     if interactive:
         sys.stdout.write(f"tunekit chat: {cfg.model_name_or_path}" + (f" + {cfg.adapter_name_or_path}" if cfg.adapter_name_or_path else "")
                          + f" (template {engine.cfg.template}). Type `clear` to reset the history, `exit` to quit.\n")
-        repl(engine, _interactive_lines(sys.stdout), sys.stdout, system, interactive=True, **gen)
+        repl(engine, _interactive_lines(sys.stdout), sys.stdout, system, interactive=True, images=images, **gen)
     else:
-        repl(engine, sys.stdin, sys.stdout, system, **gen)
+        repl(engine, sys.stdin, sys.stdout, system, images=images, **gen)
     return 0

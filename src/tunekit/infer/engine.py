@@ -110,9 +110,10 @@ def _cancel_criteria(event: threading.Event):
 class Generation:
     """Iterate for text deltas; afterwards ``text``, ``completion_tokens``, ``finish_reason`` are set."""
 
-    def __init__(self, engine: "ChatEngine", prompt_ids: list[int], gen: dict[str, Any]):
+    def __init__(self, engine: "ChatEngine", prompt_ids: list[int], gen: dict[str, Any], media: dict | None = None):
         self.engine = engine
         self.prompt_ids = prompt_ids
+        self.media = media or {}  # a vision-language model's image inputs for this prompt (ChatEngine.render_media)
         self.kwargs, user_stops, self.seed = generation_options(engine.cfg, gen)
         self.stops = user_stops + engine.text_stops
         self.text = ""
@@ -155,6 +156,7 @@ class Generation:
         streamer, cancel = _IdStreamer(), self._cancel
         errors: list[BaseException] = []
         inputs = torch.tensor([self.prompt_ids], device=eng.device)
+        media = {k: v.to(eng.device) for k, v in self.media.items()}
         beams = self.kwargs["num_beams"] > 1  # beam search cannot stream: the whole reply comes at the end
 
         def work() -> None:
@@ -163,7 +165,7 @@ class Generation:
                     out = eng.model.generate(
                         input_ids=inputs, attention_mask=torch.ones_like(inputs), eos_token_id=eng.stop_ids,
                         pad_token_id=eng.pad_id, use_cache=True, streamer=None if beams else streamer,
-                        stopping_criteria=[_cancel_criteria(cancel)], **self.kwargs,
+                        stopping_criteria=[_cancel_criteria(cancel)], **media, **self.kwargs,
                     )
                 if beams:
                     streamer.queue.put(out[0, inputs.shape[1]:].tolist())
@@ -227,6 +229,10 @@ class ChatEngine:
             cfg = cfg.model_copy(update={"template": "jinja"})  # an exported folder carries its template
         self.cfg = cfg
         self.template = template if template is not None else load_template(cfg, tokenizer)
+        from ..data.mm_plugins import load_plugin
+
+        # a vision-language model's family plugin (images in chat); "jinja" (an exported folder) has none yet
+        self.mm = load_plugin(cfg, cfg.template) if cfg.template != "jinja" else None
         if model is None:
             model = load_model(cfg.model_copy(update={"dtype": inference_dtype(cfg)}), tokenizer, is_trainable=False)
             if _cuda() and next(model.parameters()).device.type == "cpu" and getattr(model, "hf_quantizer", None) is None:
@@ -279,16 +285,50 @@ class ChatEngine:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def start(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, **gen: Any) -> Generation:
+    def render_media(self, messages: Sequence[dict], images: Sequence[str], system: str | None = None,
+                     tools: Any = None) -> tuple[list[int], dict]:
+        """Prompt ids with each ``<image>`` expanded as in training (``data/mm_plugins``), and the image inputs.
+
+        Messages without any ``<image>`` get one per image at the start of the last user message."""
+        import torch
+
+        from ..data.mm_plugins import resolve_media
+        from ..errors import DataError
+
+        if self.mm is None:
+            raise ConfigError(f"images need a vision-language model with its multimodal template (qwen2_vl for Qwen2-VL "
+                              f"/ Qwen2.5-VL); template '{self.cfg.template}' is text-only.")
+        from pathlib import Path
+
+        paths = resolve_media(list(images), "images", Path.cwd(), "chat")
+        msgs = [dict(m) for m in messages]
+        placed = sum(str(m.get("content", "")).count("<image>") for m in msgs)
+        if placed == 0:
+            last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+            msgs[last]["content"] = "<image>" * len(paths) + msgs[last]["content"]
+        elif placed != len(paths):
+            raise DataError(f"chat: {placed} <image> placeholder(s) in the messages but {len(paths)} image(s) given.")
+        counts, k = self.mm.image_token_counts(paths, "chat"), 0
+        for m in msgs:
+            m["content"], k = self.mm.expand(m["content"], counts, k)
+        ids = self.render(msgs, system, tools)
+        return ids, self.mm.collate(paths, torch.tensor([ids]))
+
+    def start(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,
+              images: Sequence[str] | None = None, **gen: Any) -> Generation:
         """A :class:`Generation` (not started: iterate it). Options are checked here, before any work."""
+        if images:
+            ids, media = self.render_media(messages, images, system, tools)
+            return Generation(self, ids, gen, media)
         return Generation(self, self.render(messages, system, tools), gen)
 
     def start_ids(self, prompt_ids: list[int], **gen: Any) -> Generation:
         """A :class:`Generation` for prompt ids rendered already (:meth:`render`)."""
         return Generation(self, list(prompt_ids), gen)
 
-    def stream_chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, **gen: Any) -> Iterator[str]:
-        yield from self.start(messages, system, tools, **gen)
+    def stream_chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,
+                    images: Sequence[str] | None = None, **gen: Any) -> Iterator[str]:
+        yield from self.start(messages, system, tools, images=images, **gen)
 
     def chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, n: int = 1, **gen: Any) -> list[Response]:
         out = []
