@@ -8,7 +8,8 @@
 
 Models: random-weight Qwen2.5-1.5B and Qwen2.5-7B with the published architectures (benchmarks/_shapes.py),
 saved in bf16, initialised on the GPU (seconds), cached in ``$TUNEKIT_GPU_KIT_CACHE`` (default
-``OUT_DIR/models``). ``--tiny``: the few-M-parameter model of the same family instead (CPU dry runs).
+``~/.cache/tunekit-gpu-kit``, which also holds each cell's output_dir while it runs: only its logs and metrics are
+copied to ``OUT_DIR/runs/CELL/``). ``--tiny``: the few-M-parameter model of the same family instead (CPU dry runs).
 
 Data: a fixed-length SFT set written to ``OUT_DIR/data`` (alpaca records of random words, each longer than the
 largest cutoff, so every sample is cut to exactly ``cutoff_len`` tokens): the planner's ``--seq-len`` is then
@@ -321,8 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     cutoffs = TINY_CUTOFFS if args.tiny else REAL_CUTOFFS
     steps = args.steps or (2 if args.tiny else 4)
     precision = "bf16" if device == "cuda" and env.get("bf16") else "fp32"
-    cache = Path(os.environ.get("TUNEKIT_GPU_KIT_CACHE", out / "models"))
-    child_env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TUNEKIT_WARM="0", TUNEKIT_CACHE=str(out / "tunekit-cache"),
+    # models, run folders (a full fine-tune saves the whole model) and the dataset cache live outside OUT_DIR, so
+    # that OUT_DIR holds only results and logs (it may be a folder that is copied back from the GPU machine)
+    cache = Path(os.environ.get("TUNEKIT_GPU_KIT_CACHE", Path.home() / ".cache" / "tunekit-gpu-kit"))
+    scratch = cache / "scratch"
+    child_env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TUNEKIT_WARM="0", TUNEKIT_CACHE=str(scratch / "tunekit-cache"),
                      PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     if device == "cuda":
         child_env.setdefault("CUDA_VISIBLE_DEVICES", "0")
@@ -367,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             rec.update(status="skipped", reason=why)
             continue
-        cell_out = out / "runs" / name
+        cell_out = scratch / "runs" / name
         cfg = cell_config(c, model_dirs[c["model"]], data_dir, cell_out, device, steps)
         rec["config"] = cfg
         try:
@@ -392,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         if c.get("tool") == "lf":
             res = run_lf(cfg, cell_out, log, timeout, child_env, out)
         else:
+            (out / "runs").mkdir(parents=True, exist_ok=True)
             spec_path, res_path = out / "runs" / f"{name}.spec.json", out / "runs" / f"{name}.result.json"
             spec_path.write_text(json.dumps({"name": name, "config": cfg}, indent=1))
             res_path.unlink(missing_ok=True)
@@ -403,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
                 res["error"] = f"timeout after {timeout:.0f} s (killed)"
             elif not res.get("ok") and "error" not in res:
                 res["error"] = f"exit {rc} without a result: " + log.read_text(errors="replace")[-600:]
+        keep = out / "runs" / name  # the run's small files (logs, metrics, resolved config); the weights are dropped
+        keep.mkdir(parents=True, exist_ok=True)
+        for small in (list(cell_out.glob("*.json")) + list(cell_out.glob("*.jsonl")) + list(cell_out.glob("*.yaml"))
+                      if cell_out.is_dir() else []):
+            shutil.copy2(small, keep / small.name)
+        shutil.rmtree(cell_out, ignore_errors=True)
         rec["result"] = {k: v for k, v in res.items() if k != "traceback"}
         rec["status"] = "ok" if res.get("ok") else ("timeout" if res.get("rc", 0) is None else "failed")
         rec["log"] = str(log)
