@@ -39,7 +39,7 @@ def run_tunekit(job: Path, overrides: list[str], callback) -> None:
     transformers.set_seed(cfg.seed)
     args = build_training_arguments(cfg, [], save_total_limit=None)
     tokenizer = load_tokenizer(cfg)
-    data = prepare_datasets(cfg, tokenizer, getattr(stage, "DATA_STAGE", cfg.stage))
+    data = prepare_datasets(cfg, tokenizer, cfg.stage)
     model = stage.load_model(cfg, tokenizer) if hasattr(stage, "load_model") else load_model(cfg, tokenizer, is_trainable=True)
     trainer = stage.build_trainer(cfg, args, model, tokenizer, data, [callback])
     trainer.train()

@@ -15,6 +15,8 @@ from .options import (
     FREEZE_ONLY, GROUPS, LORA_ONLY, OFT_ONLY, SWITCHED, DataOptions, DistributedOptions, ExportOptions, InferOptions,
     LoggingOptions, MethodOptions, ModelOptions, OptimizerOptions, RLHFOptions, TrainingOptions,
 )
+from .engines import engine_problems
+from .stages import STAGES, spoken_list, stages_with
 from .options.multimodal import MultimodalOptions, multimodal_problems
 
 KNOWN_TRACKERS = ("none", "tensorboard", "wandb", "swanlab", "mlflow")
@@ -135,8 +137,8 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         yield "neat_packing is for sft: pt packing cuts one continuous text into cutoff_len blocks, so there are no samples to keep apart; remove neat_packing."
     if cfg.interleave_probs and cfg.mix_strategy == "concat":
         yield "interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or interleave_over."
-    if cfg.stage in ("rm", "ppo", "dpo", "kto", "grpo") and cfg.use_packing:
-        yield f"packing is not supported for stage {cfg.stage}: remove packing (it is only for pt and sft)."
+    if not STAGES[cfg.stage].packing and cfg.use_packing:
+        yield f"packing is not supported for stage {cfg.stage}: remove packing (it is only for {spoken_list(stages_with('packing'))})."
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
         tokens = getattr(cfg, name) * cfg.cutoff_len
         if tokens > MAX_MICRO_BATCH_TOKENS:
@@ -148,6 +150,7 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         yield from _scheduler_kwargs_problems(cfg.lr_scheduler_type, cfg.lr_scheduler_kwargs)
     yield from _optimizer_problems(cfg, given)
     yield from multimodal_problems(cfg)
+    yield from engine_problems(cfg)  # fsdp words; fsdp with rm/ppo/grpo, fp16, do_predict (config/engines.py)
 
 
 def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[str]:

@@ -91,7 +91,7 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     else:
         opt = optimizer_state_bytes(setup, counts, shape, tb)
         weights, grads = tb * P_t, tb * P_t
-        if setup.fsdp in ("full_shard", "hybrid_shard"):
+        if setup.fsdp == "full_shard":
             frozen, weights, grads, opt = frozen / N, weights / N, grads / N, opt / N
         elif setup.fsdp == "shard_grad_op":
             grads, opt = grads / N, opt / N
@@ -112,7 +112,7 @@ def distributed_buffer_bytes(shape: ModelShape, setup: Setup, counts: ParamCount
             live = min(setup.ds_max_live, max(shape.largest_module_params, shape.layer_params + 0.9 * h * h))
             return 2 * live + 2 * shape.hidden * shape.vocab  # gathered params + lm_head gathered at the loss
         return 0.0
-    if setup.fsdp in ("full_shard", "hybrid_shard", "shard_grad_op"):
+    if setup.fsdp in ("full_shard", "shard_grad_op"):
         return 3 * 2 * shape.layer_params + 2 * max(shape.embed_params, shape.lm_head_params)
     if setup.world_size > 1:  # DDP gradient buckets (not a view of .grad)
         return setup.trainable_bytes * counts.trainable
@@ -125,7 +125,7 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
     dyn = dynamic_peak_bytes(shape, setup, counts)
     N = max(1, setup.shards)
     step = optimizer_step_temp_bytes(setup, counts, setup.trainable_bytes)
-    if setup.fsdp in ("full_shard", "hybrid_shard", "shard_grad_op"):
+    if setup.fsdp in ("full_shard", "shard_grad_op"):
         step /= N
     overhead = CUDA_OVERHEAD + (NCCL_OVERHEAD if setup.world_size > 1 else 0.0)
     comps = {

@@ -9,15 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import ConfigError
+from ..config.engines import DEEPSPEED_PRESETS
 from .optimizer_states import optimizer_method
-
-DS_PRESETS = {
-    "z0": (0, False, False), "z1": (1, False, False), "z2": (2, False, False), "z2_offload": (2, True, False),
-    "z3": (3, False, False), "z3_offload": (3, True, True),
-}
-FSDP_MODES = ("full_shard", "shard_grad_op", "no_shard")  # what the launcher (train/distributed.py) supports
-
 
 @dataclass(frozen=True)
 class Setup:
@@ -76,9 +69,7 @@ class Setup:
 
     @property
     def shards(self) -> int:
-        if self.fsdp and self.fsdp.startswith("hybrid"):
-            return self.gpus_per_node
-        return self.world_size
+        return self.world_size  # FSDP2 and ZeRO shard over every rank (tunekit has no hybrid sharding)
 
     def with_(self, **changes) -> "Setup":
         return replace(self, **changes)
@@ -98,6 +89,10 @@ def deepspeed_settings(value: str | None) -> tuple[int | None, bool, bool]:
     return ds.stage, ds.offload_optimizer, ds.offload_param
 
 
+# (stage, offload_optimizer, offload_params) of each preset, read from the preset files the launcher uses
+DS_PRESETS = {name: deepspeed_settings(name) for name in DEEPSPEED_PRESETS}
+
+
 def deepspeed_buffers(value: str | None) -> tuple[float | None, bool, float]:
     """``(reduce_bucket_size or None for "auto", overlap_comm, stage3_max_live_parameters)`` in elements."""
     if not value:
@@ -113,14 +108,16 @@ def deepspeed_buffers(value: str | None) -> tuple[float | None, bool, float]:
     return number("reduce_bucket_size", 5e8), bool(zero.get("overlap_comm", False)), number("stage3_max_live_parameters", 1e9) or 1e9
 
 
-def fsdp_settings(value: str | None) -> tuple[str | None, bool]:
-    if not value:
-        return None, False
-    words = value.replace(",", " ").lower().split()
-    mode = next((w for w in words if w in FSDP_MODES), None)
-    if mode is None:
-        raise ConfigError(f"fsdp {value!r}: use one of {', '.join(FSDP_MODES)}, optionally followed by ' offload'.")
-    return mode, "offload" in words
+def engine_settings(cfg, world_size: int) -> tuple[int | None, bool, bool, str | None, bool]:
+    """``(zero_stage, offload_optimizer, offload_params, fsdp mode, fsdp offload)`` as the launcher decides them
+    (``train.distributed.engine_plan``): FSDP acts as full_shard when it reshards after forward (ZeRO-3 like),
+    else as shard_grad_op (ZeRO-2 like), ``fsdp_config.reshard_after_forward`` included."""
+    from ..train.distributed import engine_plan
+
+    plan = engine_plan(cfg, world_size)
+    if plan.engine == "fsdp":
+        return None, False, False, "full_shard" if plan.zero_stage == 3 else "shard_grad_op", plan.offload_param
+    return plan.zero_stage, plan.offload_optimizer, plan.offload_param, None, False
 
 
 def _dtype_bytes(name: str) -> int:
@@ -134,9 +131,8 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         base = 2 if (cfg.bf16 or cfg.fp16 or cfg.pure_bf16) else 4
     autocast = bool(cfg.bf16 or cfg.fp16)
     compute = 2 if autocast else base
-    stage, off_opt, off_param = deepspeed_settings(cfg.deepspeed)
+    stage, off_opt, off_param, fsdp, fsdp_offload = engine_settings(cfg, world_size)
     bucket, overlap, max_live = deepspeed_buffers(cfg.deepspeed)
-    fsdp, fsdp_offload = fsdp_settings(cfg.fsdp)
     attn = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "eager": "eager", "fa2": "fa2"}[cfg.flash_attn]
     return Setup(
         finetuning_type=cfg.finetuning_type,

@@ -17,10 +17,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..config.engines import DEEPSPEED_PRESETS
 from ..config.jsonfile import read_json_object
 from ..errors import ConfigError, EnvironmentProblem
 
-PRESETS = ("z0", "z1", "z2", "z2_offload", "z3", "z3_offload")
+PRESETS = DEEPSPEED_PRESETS  # declared once, in config/engines.py
 RESOLVED_NAME = "ds_config.json"
 GATHER_KEY = "stage3_gather_16bit_weights_on_model_save"
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..config.jsonfile import read_json_object
 from ..env import env_local_rank, env_rank, env_world_size
+from ..config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
 from ..errors import ConfigError
 from .deepspeed_config import check_batch_fields, read_deepspeed, require_deepspeed, resolve_deepspeed
 from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
@@ -36,7 +37,6 @@ __all__ = [
     "record_rank_error", "shutdown", "fsdp_settings", "FSDPSettings",
 ]
 
-FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "no_shard")
 
 
 # ------------------------------------------------------------------ who am I
@@ -122,17 +122,7 @@ def check_divisibility(cfg, world: int) -> None:
 
 
 def _fsdp_strategy(cfg) -> str | None:
-    if not cfg.fsdp:
-        return None
-    parts = cfg.fsdp.replace(",", " ").split()
-    unknown = [p for p in parts if p not in (*FSDP_STRATEGIES, "offload", "auto_wrap")]
-    if unknown:
-        raise ConfigError(f"fsdp: {cfg.fsdp!r} has unknown word(s) {', '.join(unknown)}: use one of "
-                          f"{', '.join(FSDP_STRATEGIES)}, optionally followed by 'offload' (e.g. fsdp: full_shard offload).")
-    strategies = [p for p in parts if p in FSDP_STRATEGIES]
-    if len(strategies) != 1:
-        raise ConfigError(f"fsdp: {cfg.fsdp!r} must name exactly one of {', '.join(FSDP_STRATEGIES)}.")
-    return strategies[0]
+    return fsdp_strategy(cfg.fsdp)  # the words are config/engines.py's; the schema has refused others already
 
 
 @dataclass(frozen=True)
@@ -148,9 +138,6 @@ class FSDPSettings:
 
 # fsdp_config keys tunekit reads (with or without the "fsdp_" prefix of transformers' fsdp_config).
 _FSDP_CONFIG_KEYS = ("transformer_layer_cls_to_wrap", "reshard_after_forward", "cpu_offload", "offload_params", "version")
-# Stages whose models FSDP2 cannot shard here: a value head saved beside the LM (rm, ppo), generation while
-# training (grpo, ppo) with a model whose layers every rank must gather in lockstep.
-_FSDP_STAGES_UNSUPPORTED = ("rm", "ppo", "grpo")
 
 
 def fsdp_settings(cfg) -> FSDPSettings | None:
@@ -162,17 +149,10 @@ def fsdp_settings(cfg) -> FSDPSettings | None:
     strategy = _fsdp_strategy(cfg)
     if strategy in (None, "no_shard"):
         return None
-    if cfg.stage in _FSDP_STAGES_UNSUPPORTED:
-        raise ConfigError(f"fsdp: {cfg.fsdp} is not supported for stage {cfg.stage} (a value head saved beside the model, "
-                          f"or generation during training); fsdp runs the stages pt, sft, dpo and kto. Remove fsdp.")
-    if cfg.fp16:
-        raise ConfigError("fsdp with fp16 is not supported: FSDP2 keeps gradients sharded, so fp16's loss scaler would decide "
-                          "on each rank alone whether to skip a step. Use bf16 (FSDP2 computes in bf16, keeps fp32 master "
-                          "weights), or deepspeed for fp16.")
-    if cfg.do_predict:
-        raise ConfigError("do_predict with fsdp is not supported: generating from a sharded model needs every rank. "
-                          "Train, then run `tunekit predict` on the saved model.")
-    parts = cfg.fsdp.replace(",", " ").split()
+    problems = list(engine_problems(cfg))  # the schema refuses these too; a config built without validation does not
+    if problems:
+        raise ConfigError(problems[0])
+    parts = fsdp_words(cfg.fsdp)
     values: dict = {"reshard_after_forward": strategy == "full_shard", "offload": "offload" in parts, "wrap_classes": ()}
     if cfg.fsdp_config:
         user = _read_fsdp_config(cfg.fsdp_config)
@@ -310,7 +290,7 @@ def before_model_load(cfg) -> None:
 # ------------------------------------------------------------------ planner
 @dataclass(frozen=True)
 class EnginePlan:
-    """The engine facts the memory planner needs, decided exactly as the launcher decides them."""
+    """The engine facts, decided once: the launcher's helpers and the memory planner (plan/setup.py) both use it."""
 
     engine: str  # single | ddp | deepspeed | fsdp
     world_size: int
@@ -319,8 +299,9 @@ class EnginePlan:
     offload_param: bool = False
 
 
-def engine_plan(cfg) -> EnginePlan:
-    world = world_size(cfg)
+def engine_plan(cfg, world: int | None = None) -> EnginePlan:
+    """Engine, world size, sharding and offload of ``cfg``; ``world`` defaults to what the launcher starts."""
+    world = world_size(cfg) if world is None else world
     if cfg.deepspeed:
         ds = read_deepspeed(cfg.deepspeed)
         return EnginePlan("deepspeed", world, ds.stage, ds.offload_optimizer, ds.offload_param)

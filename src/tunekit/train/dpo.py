@@ -23,7 +23,6 @@ from .losses import preference_loss
 from .reference import forward_logps, iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
-DATA_STAGE = "dpo"
 REFERENCE_FREE = ("orpo", "simpo")
 
 

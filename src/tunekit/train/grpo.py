@@ -29,8 +29,6 @@ from .rollout import (
 )
 from .stage_trainer import StageTrainer
 
-DATA_STAGE = "grpo"
-
 
 @dataclass
 class GRPORollout:

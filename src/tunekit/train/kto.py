@@ -21,8 +21,6 @@ from .losses import kto_loss
 from .reference import iter_reference_logps, load_reference, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
-DATA_STAGE = "kto"
-
 
 class KTOTrainer(StageTrainer):
     def __init__(self, *args, ref_model=None, **kwargs):

@@ -34,7 +34,6 @@ from .reference import load_reference
 from .rollout import Samples, check_rewards, load_reward_functions, load_reward_model, response_logps, stop_token_ids
 from .value_head import ValueHeadSaveMixin, with_value_head
 
-DATA_STAGE = "ppo"
 KL_HORIZON = 10000
 
 

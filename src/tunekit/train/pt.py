@@ -7,8 +7,6 @@ same as SFT's (every label is a real token), so the trainer is SFT's.
 
 from __future__ import annotations
 
-DATA_STAGE = "pt"
-
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     from .sft import build_trainer as sft_trainer

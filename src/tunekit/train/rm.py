@@ -17,8 +17,6 @@ from .losses import pairwise_reward_loss
 from .stage_trainer import StageTrainer
 from .value_head import ValueHeadSaveMixin, last_token_values, with_value_head
 
-DATA_STAGE = "rm"
-
 
 def load_model(cfg, tokenizer):
     from ..model.loader import load_model as load_lm

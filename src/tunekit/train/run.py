@@ -11,19 +11,14 @@ import resource
 import sys
 from pathlib import Path
 
+from ..config.stages import StageModule
 from ..errors import ConfigError
 from . import distributed
 from .distributed import is_main_process
 
-STAGES = {
-    "sft": "tunekit.train.sft",
-    "pt": "tunekit.train.pt",
-    "rm": "tunekit.train.rm",
-    "dpo": "tunekit.train.dpo",
-    "kto": "tunekit.train.kto",
-    "ppo": "tunekit.train.ppo",
-    "grpo": "tunekit.train.grpo",
-}
+from ..config.stages import STAGES as _REGISTRY
+
+STAGES = {name: stage.trainer for name, stage in _REGISTRY.items()}  # config/stages.py is the registry
 
 # Files tunekit itself may leave in output_dir before training starts (not "user data").
 _OWN_FILES = {"tunekit_config.yaml", "preprocessing_report.json"}
@@ -32,7 +27,8 @@ _OWN_FILES = {"tunekit_config.yaml", "preprocessing_report.json"}
 def get_stage(stage: str):
     if stage not in STAGES:
         raise ConfigError(f"stage '{stage}' is not available yet; available stages: {', '.join(STAGES)}.")
-    return importlib.import_module(STAGES[stage])
+    module: StageModule = importlib.import_module(STAGES[stage])
+    return module
 
 
 def log(msg: str) -> None:
@@ -147,7 +143,7 @@ def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
     tokenizer = load_tokenizer(cfg)
     startup_gc.settle()  # imports are done; preprocessing may allocate in proportion to the data
     with args.main_process_first(desc="dataset preprocessing"):
-        data = prepare_datasets(cfg, tokenizer, getattr(stage, "DATA_STAGE", cfg.stage))
+        data = prepare_datasets(cfg, tokenizer, cfg.stage)
     if is_main_process():
         print_reports(data.reports, cfg.cutoff_len)
     if data.template is not None and cfg.template != "jinja":
@@ -155,7 +151,7 @@ def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
         if jinja:
             tokenizer.chat_template = jinja  # saved with the tokenizer: inference renders what training rendered
 
-    model = stage.load_model(cfg, tokenizer) if hasattr(stage, "load_model") else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
+    model = stage.load_model(cfg, tokenizer) if _REGISTRY[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
     trainable, total = count_parameters(model)
     log(f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
         f"({100 * trainable / max(total, 1):.4f}%) | train samples: {len(data.train) if data.train is not None else 0}"
@@ -229,7 +225,7 @@ def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
         if trainer.is_world_process_zero():
             trainer.save_metrics("eval", metrics)
         results.update(metrics)
-    if cfg.do_predict and cfg.stage == "sft":  # generation is scored for sft runs (LLaMA-Factory's predict)
+    if cfg.do_predict and _REGISTRY[cfg.stage].predict:  # generation is scored for sft runs (LLaMA-Factory's predict)
         if predict is None:
             raise TypeError("do_predict needs a predict function: call tunekit.flow.run_train, which passes one.")
         results.update(predict(cfg, trainer, tokenizer, data) or {})

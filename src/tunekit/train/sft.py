@@ -7,8 +7,6 @@ so batch 1 x accumulation 4 and batch 4 x accumulation 1 give the same loss and 
 
 from __future__ import annotations
 
-DATA_STAGE = "sft"
-
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     from ..data.collator import PaddingCollator

@@ -6,6 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
+from ..stages import STAGE_NAMES
 from .base import OptionGroup
 
 # Options that only make sense for one finetuning_type (used by the cross-field validator).
@@ -20,7 +21,7 @@ class MethodOptions(OptionGroup):
     GROUP = "method"
     TITLE = "Stage and method"
 
-    stage: Literal["pt", "sft", "rm", "ppo", "dpo", "kto", "grpo"] = Field("sft", description="Training stage: pt (pretrain), sft, rm (reward model), ppo, dpo, kto, grpo.")
+    stage: Literal[STAGE_NAMES] = Field("sft", description="Training stage: pt (pretrain), sft, rm (reward model), ppo, dpo, kto, grpo.")  # config/stages.py
     do_train: bool = Field(True, description="Run training. Not set: true, unless do_predict or do_eval is set, which then run alone (LLaMA-Factory's predict/eval-only configs).")
     do_eval: bool = Field(False, description="Run evaluation on the validation data after training.")
     do_predict: bool = Field(False, description="Generate predictions for the evaluation data and score them.")

@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import importlib
 
+from ...config.stages import STAGES
+
 KEPT, TRUNCATED, DROPPED = 0, 1, 2
 
-PROCESSORS = {
-    "sft": "tunekit.data.processors.sft",
-    "pt": "tunekit.data.processors.pt",
-    "rm": "tunekit.data.processors.pairwise",
-    "dpo": "tunekit.data.processors.pairwise",
-    "kto": "tunekit.data.processors.kto",
-    "ppo": "tunekit.data.processors.prompt",
-    "grpo": "tunekit.data.processors.prompt",
-}
+PROCESSORS = {name: f"tunekit.data.processors.{stage.processor}" for name, stage in STAGES.items()}  # config/stages.py
 
 
 def get_processor(stage: str):

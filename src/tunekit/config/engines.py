@@ -1,0 +1,66 @@
+"""The distributed engines' words, declared once: DeepSpeed presets, the ``fsdp`` words and the rules that need
+no environment. The schema (``config/schema.py``) refuses what these rules refuse, so the board's validation, which
+builds the config, refuses what training refuses; the launcher (``train/distributed.py``) and the planner
+(``plan/setup.py``) read the same words through :func:`fsdp_strategy` and ``train.distributed.engine_plan``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..errors import ConfigError
+from .stages import STAGES, spoken_list, stages_with
+
+DEEPSPEED_PRESETS = ("z0", "z1", "z2", "z2_offload", "z3", "z3_offload")  # resources/deepspeed/ds_<name>_config.json
+FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "no_shard")
+FSDP_WORDS = (*FSDP_STRATEGIES, "offload", "auto_wrap")  # auto_wrap: Hugging Face's spelling, always on here
+# Stages whose models FSDP2 cannot shard here (config/stages.py: fsdp=False): a value head saved beside the LM
+# (rm, ppo), generation while training (grpo, ppo) with a model whose layers every rank must gather in lockstep.
+FSDP_UNSUPPORTED_STAGES = tuple(name for name in STAGES if not STAGES[name].fsdp)
+
+
+def fsdp_words(value: str | None) -> list[str]:
+    return (value or "").replace(",", " ").split()
+
+
+def _strategy_problem(value: str | None) -> tuple[str | None, str | None]:
+    """``(strategy, None)`` or ``(None, message)`` for the ``fsdp`` option."""
+    if not value:
+        return None, None
+    parts = fsdp_words(value)
+    unknown = [p for p in parts if p not in FSDP_WORDS]
+    if unknown:
+        return None, (f"fsdp: {value!r} has unknown word(s) {', '.join(unknown)}: use one of "
+                      f"{', '.join(FSDP_STRATEGIES)}, optionally followed by 'offload' (e.g. fsdp: full_shard offload).")
+    strategies = [p for p in parts if p in FSDP_STRATEGIES]
+    if len(strategies) != 1:
+        return None, f"fsdp: {value!r} must name exactly one of {', '.join(FSDP_STRATEGIES)}."
+    return strategies[0], None
+
+
+def fsdp_strategy(value: str | None) -> str | None:
+    """The one strategy the ``fsdp`` option names (None without it); a ConfigError for any other word."""
+    strategy, problem = _strategy_problem(value)
+    if problem:
+        raise ConfigError(problem)
+    return strategy
+
+
+def engine_problems(cfg) -> Iterator[str]:
+    """The engine rules that need no environment (the schema yields them; ``train.distributed`` relies on them)."""
+    strategy, problem = _strategy_problem(cfg.fsdp)
+    if problem:
+        yield problem
+        return
+    if strategy in (None, "no_shard"):  # no_shard is DDP: no restriction
+        return
+    if cfg.stage in FSDP_UNSUPPORTED_STAGES:
+        yield (f"fsdp: {cfg.fsdp} is not supported for stage {cfg.stage} (a value head saved beside the model, "
+               f"or generation during training); fsdp runs the stages {spoken_list(stages_with('fsdp'))}. Remove fsdp.")
+    if cfg.fp16:
+        yield ("fsdp with fp16 is not supported: FSDP2 keeps gradients sharded, so fp16's loss scaler would decide "
+               "on each rank alone whether to skip a step. Use bf16 (FSDP2 computes in bf16, keeps fp32 master "
+               "weights), or deepspeed for fp16.")
+    if cfg.do_predict:
+        yield ("do_predict with fsdp is not supported: generating from a sharded model needs every rank. "
+               "Train, then run `tunekit predict` on the saved model.")

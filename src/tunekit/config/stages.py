@@ -1,0 +1,58 @@
+"""The training stages, declared once: name → data processor, trainer module and capabilities.
+
+Everything else reads this table: the ``stage`` option's accepted values (``config/options/method.py``), the
+schema's packing rule, the FSDP rule (``config/engines.py``), the data processors (``data/processors``) and the
+trainer modules ``train/run.py`` imports. A stage's trainer module follows :class:`StageModule`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    summary: str
+    processor: str  # module under tunekit.data.processors: token ids, labels, bookkeeping columns
+    trainer: str  # module path of the stage's trainer (a StageModule)
+    packing: bool = False  # packing: true is supported
+    fsdp: bool = True  # FSDP2 can shard its models
+    reference_model: bool = False  # a frozen reference model beside the trained one
+    value_head: bool = False  # a value head saved beside the model
+    generation: bool = False  # generates while training
+    own_model: bool = False  # the trainer module loads the model itself (StageModule.load_model)
+    predict: bool = False  # do_predict generates and scores (LLaMA-Factory's predict)
+
+
+class StageModule(Protocol):
+    """What ``train/run.py`` calls on a stage's trainer module (``load_model`` only when ``Stage.own_model``)."""
+
+    def build_trainer(self, cfg: Any, args: Any, model: Any, tokenizer: Any, data: Any, callbacks: list) -> Any: ...
+
+    def load_model(self, cfg: Any, tokenizer: Any) -> Any: ...
+
+
+_ALL = (
+    Stage("pt", "pretrain", "pt", "tunekit.train.pt", packing=True),
+    Stage("sft", "supervised fine-tuning", "sft", "tunekit.train.sft", packing=True, predict=True),
+    Stage("rm", "reward model", "pairwise", "tunekit.train.rm", fsdp=False, value_head=True, own_model=True),
+    Stage("ppo", "PPO", "prompt", "tunekit.train.ppo", fsdp=False, reference_model=True, value_head=True,
+          generation=True, own_model=True),
+    Stage("dpo", "DPO", "pairwise", "tunekit.train.dpo", reference_model=True),
+    Stage("kto", "KTO", "kto", "tunekit.train.kto", reference_model=True),
+    Stage("grpo", "GRPO", "prompt", "tunekit.train.grpo", fsdp=False, reference_model=True, generation=True),
+)
+STAGES: dict[str, Stage] = {s.name: s for s in _ALL}
+STAGE_NAMES: tuple[str, ...] = tuple(STAGES)
+
+
+def stages_with(capability: str) -> tuple[str, ...]:
+    return tuple(name for name, stage in STAGES.items() if getattr(stage, capability))
+
+
+def spoken_list(names) -> str:
+    """``a, b and c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
