@@ -498,3 +498,22 @@ def test_chat_with_an_image_generates_what_plain_transformers_generates(tiny_qwe
     buf = io.StringIO()
     assert repl(engine, [f"/image {image}", "Who is this?"], buf) == 1
     assert buf.getvalue() == reply.text + "\n"
+
+
+def test_demo_videos_decode_with_pyav_and_sample_by_fps_and_maxlen(demo_dir, tmp_path):
+    pytest.importorskip("av")
+    from tunekit.data.mm_plugins import open_video, video_frame_indices
+    from tunekit.errors import DataError
+
+    d = demo_dir / "mllm_demo_data"
+    # 1.mp4: 243 frames over 9.72 s -> floor(9.72 x 2) = 19 frames at video_fps 2; 2.avi: 270 frames, 9.03 s -> 18
+    got = {name: (len(frames := open_video(str(d / name), "r", 2.0, 128)), frames[0].size)
+           for name in ("1.mp4", "2.avi", "3.mp4", "4.mp4")}
+    assert got == {"1.mp4": (19, (640, 360)), "2.avi": (18, (320, 240)), "3.mp4": (12, (640, 360)), "4.mp4": (10, (224, 224))}
+    assert len(open_video(str(d / "1.mp4"), "r", 2.0, 8)) == 8  # video_maxlen caps it
+    assert video_frame_indices(243, 9.72, 2.0, 4) == [0, 80, 161, 242]
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"garbage" * 100)
+    with pytest.raises(DataError, match=r"^x.json, record 3: video .*bad.mp4 cannot be read \(InvalidDataError: .*\); the file "
+                                        r"is corrupt or not a video. Replace it, or remove the record.$"):
+        open_video(str(bad), "x.json, record 3", 2.0, 128)
