@@ -59,7 +59,7 @@ def build(page: Page) -> TrainTab:
                 left = _form_column(page)
             with gr.Column(scale=2, elem_id="tk-side"):
                 right = _side_column(page)
-    return TrainTab(**left, **right, flagged=gr.State([]))
+    return TrainTab(**left, **right)
 
 
 def _form_column(page: Page) -> dict[str, Any]:
@@ -83,7 +83,8 @@ def _form_column(page: Page) -> dict[str, Any]:
                                   min_width=100), "overwrite")
         save_btn = L(gr.Button(t("save_btn", lang), elem_id="tk-save", scale=1), "save_btn", "value")
         load_btn = L(gr.Button(t("load_btn", lang), elem_id="tk-load", scale=1), "load_btn", "value")
-    return dict(form=form, ds_refresh=ds_refresh, samples_n=samples_n, samples_btn=samples_btn, samples_out=samples_out,
+    flagged = gr.State([])  # inside the column: a State as a direct child of a gr.Tab makes Gradio 6 duplicate tab labels
+    return dict(flagged=flagged, form=form, ds_refresh=ds_refresh, samples_n=samples_n, samples_btn=samples_btn, samples_out=samples_out,
                 config_path=config_path, overwrite=overwrite, save_btn=save_btn, load_btn=load_btn)
 
 
