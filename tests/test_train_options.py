@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import alpaca_records, base_config, write_dataset
 from tunekit.config import load_config
-from tunekit.train.run import run_train
+from tunekit.flow import run_train  # the one train flow (auto_fit, gradient_checkpointing: auto decided)
 
 
 def test_two_datasets_max_samples_workers_and_grouping(tiny_qwen, tmp_path):

@@ -18,7 +18,7 @@ from tests.helpers import alpaca_records, base_config, write_dataset
 from tests.tolerances import FLOAT64_WEIGHT_TOL, loss_tolerance
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
-from tunekit.train.run import run_train
+from tunekit.flow import run_train  # the one train flow (auto_fit, gradient_checkpointing: auto decided)
 
 
 @pytest.fixture(scope="module")
