@@ -25,22 +25,20 @@ def run_tunekit(job: Path, overrides: list[str], callback) -> None:
     import transformers
 
     from tunekit.config import load_config
+    from tunekit.config.stages import STAGES
     from tunekit.data.pipeline import prepare_datasets
+    from tunekit.flow import decide
     from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.plan.checkpointing import resolve_gradient_checkpointing
     from tunekit.train.arguments import build_training_arguments
     from tunekit.train.run import get_stage
 
-    cfg = load_config(str(job), overrides)
-    cfg, decision = resolve_gradient_checkpointing(cfg)
-    if decision is not None:
-        print(decision.message(), flush=True)
+    cfg = decide(load_config(str(job), overrides))  # auto_fit and gradient_checkpointing: auto, as tunekit train
     stage = get_stage(cfg.stage)
     transformers.set_seed(cfg.seed)
     args = build_training_arguments(cfg, [], save_total_limit=None)
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, cfg.stage)
-    model = stage.load_model(cfg, tokenizer) if hasattr(stage, "load_model") else load_model(cfg, tokenizer, is_trainable=True)
+    model = stage.load_model(cfg, tokenizer) if STAGES[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=True)
     trainer = stage.build_trainer(cfg, args, model, tokenizer, data, [callback])
     trainer.train()
 
