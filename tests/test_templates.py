@@ -26,6 +26,8 @@ PINNED = {
     "vicuna": "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: How are you? ASSISTANT: Fine.</s>",
     "qwen": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
     "<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",
+    "qwen2_vl": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+    "<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",  # Qwen2-VL's official template, text only
     "qwen3": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     "Hello!<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nFine.<|im_end|>",
     "qwen3_nothink": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
@@ -244,4 +246,4 @@ def test_bad_conversations_are_data_errors():
 def test_public_api_types():
     tpl = get_template("llama3")
     assert isinstance(tpl, Template) and tpl.name == "llama3"
-    assert list_templates()[-1] == "jinja" and len(list_templates()) == 18
+    assert list_templates()[-1] == "jinja" and len(list_templates()) == 19

@@ -26,6 +26,11 @@ CONTEXTS: list[dict[str, Any]] = [
     {"val_size": 0.1}, {"eval_strategy": "steps", "val_size": 0.1}, {"packing": True, "flash_attn": "sdpa"},
     {"lr_scheduler_type": "cosine_with_min_lr"},  # lr_scheduler_kwargs are checked against the scheduler
     {"pissa_init": True},  # pissa_convert converts a PiSSA adapter
+    # the optimizer options apply to full fine-tuning with their optimizer on; OFT's to finetuning_type oft
+    {"finetuning_type": "full", "use_galore": True}, {"finetuning_type": "full", "use_apollo": True},
+    {"finetuning_type": "full", "use_badam": True}, {"finetuning_type": "full", "use_badam": True, "badam_mode": "ratio"},
+    {"finetuning_type": "oft"}, {"use_eaft_loss": True}, {"use_asft_loss": True}, {"finetuning_type": "full"},
+    {"fp8": True}, {"fp8": True, "fsdp": "full_shard"},
 ]
 
 
@@ -45,7 +50,7 @@ def candidates(spec: FieldSpec) -> list[Any]:
     if spec.kind == "multi":
         return ["alpaca_en,my data", "one"]
     if spec.kind == "text":
-        return ["saves/some dir/x", "tensorboard", "z2"]
+        return ["saves/some dir/x", "tensorboard", "z2", "full_shard"]  # full_shard: fsdp's words are checked
     return [{"min_lr_rate": 0.1}, True, "saves/ckpt-5"]
 
 
