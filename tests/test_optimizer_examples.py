@@ -44,3 +44,62 @@ def test_every_method_has_an_example():
 def test_llamafactory_example_options_load(name):
     cfg = load_config(None, {"stage": "sft", "do_train": True, **LLAMAFACTORY[name]})
     assert all(getattr(cfg, k) == v for k, v in LLAMAFACTORY[name].items())
+
+
+# LLaMA-Factory's examples/extras/galore/llama3_full_sft.yaml (Apache-2.0) as it is written there: transformers 5's
+# fractional warmup_steps and the former name evaluation_strategy must load unchanged.
+GALORE_EXAMPLE = """\
+### model
+model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+
+### method
+stage: sft
+do_train: true
+finetuning_type: full
+use_galore: true
+galore_layerwise: true
+galore_target: mlp,self_attn
+galore_rank: 128
+galore_scale: 2.0
+
+### dataset
+dataset: identity,alpaca_en_demo
+template: llama3
+cutoff_len: 1024
+max_samples: 1000
+overwrite_cache: true
+preprocessing_num_workers: 16
+
+### output
+output_dir: saves/llama3-8b/full/sft
+logging_steps: 10
+save_steps: 500
+plot_loss: true
+overwrite_output_dir: true
+
+### train
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 1
+learning_rate: 0.0001
+num_train_epochs: 3.0
+lr_scheduler_type: cosine
+warmup_steps: 0.1
+pure_bf16: true
+
+### eval
+val_size: 0.1
+per_device_eval_batch_size: 1
+evaluation_strategy: steps
+eval_steps: 500
+"""
+
+
+def test_llamafactory_galore_example_loads_unchanged(tmp_path):
+    from tunekit.train.arguments import build_training_arguments
+
+    path = tmp_path / "llama3_full_sft.yaml"
+    path.write_text(GALORE_EXAMPLE, encoding="utf-8")
+    cfg = load_config(path)
+    assert (cfg.eval_strategy, cfg.warmup, cfg.use_galore, cfg.pure_bf16) == ("steps", (0, 0.1), True, True)
+    args = build_training_arguments(cfg.model_copy(update={"output_dir": str(tmp_path / "out")}), [])
+    assert args.warmup_steps == 0.1 and args.get_warmup_steps(100) == 10  # Hugging Face reads it as a ratio

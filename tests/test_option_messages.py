@@ -10,9 +10,10 @@ import pytest
 from tunekit.config import Config, load_config
 from tunekit.config.llamafactory_options import LLAMAFACTORY_OPTIONS, unsupported
 from tunekit.config.loader import suggest
+from tunekit.config.schema import FORMER_NAMES
 from tunekit.errors import ConfigError, ModelError
 
-KNOWN = set(Config.model_fields)
+KNOWN = set(Config.model_fields) | set(FORMER_NAMES)  # the schema's options and the former names it reads
 
 
 def _error(*args: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import ConfigError
-from .schema import Config
+from .schema import FORMER_NAMES, Config
 from .secrets import resolve_secrets, write_options
 
 RESOLVED_CONFIG_NAME = "tunekit_config.yaml"
@@ -209,17 +209,34 @@ def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     return close[:n]
 
 
+def _current_names(values: Mapping[str, Any], sources: dict) -> Mapping[str, Any]:
+    """Options given under a former name (``FORMER_NAMES``, declared in the schema) are read as the current one."""
+    if not any(k in values for k in FORMER_NAMES):
+        return values
+    values = dict(values)
+    for former, name in FORMER_NAMES.items():
+        if former in values:
+            value = values.pop(former)
+            if name in values and values[name] != value:
+                raise ConfigError(f"{former} ({value!r}, {sources.get(former, 'config')}) and {name} ({values[name]!r}) disagree: "
+                                  f"they are one option ({former} is its former name); keep {name}.")
+            values[name] = value
+            sources.setdefault(name, sources.get(former, "config"))
+    return values
+
+
 def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> Config:
     """Validate ``values`` into a Config; ``sources`` maps each key to where it came from (for messages)."""
     from pydantic import ValidationError
 
     sources = dict(sources or {})
+    values = _current_names(values, sources)
     known = set(Config.model_fields)
     unknown = [k for k in values if k not in known]
     if unknown:
         from .llamafactory_options import unsupported
 
-        not_yet = unsupported(known)
+        not_yet = unsupported(known | set(FORMER_NAMES))
         lines = []
         for key in unknown:
             where = sources.get(key, "config")

@@ -22,6 +22,11 @@ from .options.multimodal import MultimodalOptions, multimodal_problems
 KNOWN_TRACKERS = ("none", "tensorboard", "wandb", "swanlab", "mlflow")
 
 
+# Former names of options that configs users have still write (the loader reads them as the current name):
+# Hugging Face renamed evaluation_strategy to eval_strategy in transformers 4.46; LLaMA-Factory's older examples keep it.
+FORMER_NAMES = {"evaluation_strategy": "eval_strategy"}
+
+
 class Config(
     ModelOptions, DataOptions, MethodOptions, TrainingOptions, RLHFOptions, OptimizerOptions,
     DistributedOptions, LoggingOptions, ExportOptions, InferOptions, MultimodalOptions,
@@ -63,6 +68,13 @@ class Config(
         return self.packing if self.packing is not None else self.stage == "pt"
 
     # ---------------------------------------------------------------- cross-field rules
+    @property
+    def warmup(self) -> tuple[int, float]:
+        """``(steps, ratio)`` of the warm-up: ``warmup_steps`` below 1 is a ratio (transformers 5), else whole steps."""
+        if 0 < self.warmup_steps < 1:
+            return 0, float(self.warmup_steps)
+        return int(self.warmup_steps), (self.warmup_ratio if not self.warmup_steps else 0.0)
+
     @model_validator(mode="after")
     def _do_train_default(self) -> "Config":
         """LLaMA-Factory's rule (Hugging Face's do_train defaults to false): a config that asks for do_predict or
@@ -86,6 +98,10 @@ def _split(value: str | None) -> list[str]:
 
 
 def _combination_problems(cfg: Config) -> Iterator[str]:
+    if cfg.warmup_steps >= 1 and cfg.warmup_steps != int(cfg.warmup_steps):
+        yield f"warmup_steps {cfg.warmup_steps} is neither a fraction below 1 (a share of the steps) nor a whole step count: use e.g. 0.1 or 100."
+    if 0 < cfg.warmup_steps < 1 and cfg.warmup_ratio:
+        yield "warmup_steps is a fraction (a ratio) and warmup_ratio is set too: keep one of them."
     # "given" = set and different from the default, so a saved resolved config (every option written out) reloads.
     given = {k for k in cfg.model_fields_set if getattr(cfg, k) != type(cfg).model_fields[k].default}
     if cfg.bf16 and cfg.fp16:

@@ -115,9 +115,9 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
             train_n, eval_n = split_sizes(samples, cfg.val_size)
         if train_n < 1:
             raise ConfigError(f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size.")
-        warm = cfg.warmup_steps if cfg.warmup_steps > 0 else 0
+        warm, ratio = cfg.warmup
         steps = plan_steps(train_n, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world,
-                           cfg.num_train_epochs, cfg.max_steps, warm, cfg.warmup_ratio, cfg.save_strategy, cfg.save_steps)
+                           cfg.num_train_epochs, cfg.max_steps, warm, ratio, cfg.save_strategy, cfg.save_steps)
         legacy = max(steps.micro_batches_per_device // cfg.gradient_accumulation_steps, 1)
         result.update(num_samples=samples, train_samples=train_n, eval_samples=eval_n, **{
             k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")})

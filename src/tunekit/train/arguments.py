@@ -8,7 +8,8 @@ from . import distributed
 def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
     import torch
 
-    warmup = cfg.warmup_steps if cfg.warmup_steps > 0 else min(cfg.warmup_ratio, 0.999999)
+    steps, ratio = cfg.warmup
+    warmup = steps if steps > 0 else min(ratio, 0.999999)  # transformers 5: a float below 1 is a ratio
     kwargs = dict(
         output_dir=cfg.output_dir,
         do_train=cfg.do_train, do_eval=cfg.do_eval, do_predict=cfg.do_predict,

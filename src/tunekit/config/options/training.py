@@ -24,7 +24,8 @@ class TrainingOptions(OptionGroup):
         "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "warmup_stable_decay",
     ] = Field("linear", description="Learning-rate schedule after warm-up.")
     lr_scheduler_kwargs: Optional[Dict[str, Any]] = Field(None, description="Extra arguments of the scheduler (e.g. {min_lr_rate: 0.1}).")
-    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps (wins over warmup_ratio when > 0).")
+    warmup_steps: float = Field(0, ge=0, description="Linear warm-up steps (wins over warmup_ratio when > 0); a fraction below 1 "
+                                            "is a share of the total steps, as in transformers 5 (LLaMA-Factory's examples write warmup_steps: 0.1).")
     warmup_ratio: float = Field(0.0, ge=0, le=1, description="Warm-up as a share of total steps.")
     optim: str = Field("adamw_torch_fused", description="Optimizer, any name Hugging Face accepts (adamw_torch_fused = one fused kernel, Hugging Face's default; adamw_torch, sgd, adafactor, adamw_bnb_8bit, ...).")
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
@@ -44,7 +45,8 @@ class TrainingOptions(OptionGroup):
     include_num_input_tokens_seen: bool = Field(True, description="Count the input tokens seen (logged as num_input_tokens_seen).")
 
     # evaluation
-    eval_strategy: Literal["no", "steps", "epoch"] = Field("no", description="When to evaluate during training.")
+    eval_strategy: Literal["no", "steps", "epoch"] = Field("no", description="When to evaluate during training (also read under its former "
+                                                           "name evaluation_strategy, as older LLaMA-Factory examples write it).")
     eval_steps: Optional[float] = Field(None, gt=0, description="Evaluate every N steps (default: logging_steps).")
 
     # output and checkpoints
