@@ -118,3 +118,15 @@ def assert_trained_alike(a: dict, b: dict, lr: float, steps: int, init: dict | N
         print(f"{what}: max element difference {worst:.3g}, {diff / moved:.3g} of the training update")
         assert diff <= 0.05 * moved, f"{what}: runs differ by {diff / moved:.3g} of the training update (limit 0.05)"
     return worst
+
+
+def zero_checkpoint_run(model: Path, tmp_path: Path, stage: str) -> Path:
+    """``tunekit train`` with DeepSpeed ``stage`` (z2/z3) on 2 CPU processes, 2 steps, a checkpoint at step 2: its output_dir."""
+    from tests.helpers import alpaca_records, write_dataset
+
+    write_dataset(tmp_path / "data", "toy", alpaca_records(8))
+    out = tmp_path / "run"
+    cfg = base_config(model, tmp_path / "data", out, finetuning_type="full", deepspeed=stage, max_steps=2,
+                      per_device_train_batch_size=1, save_strategy="steps", save_steps=2)
+    launch("reexec", cfg, tmp_path / "cfg.yaml")
+    return out

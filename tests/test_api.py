@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 
 import pytest
 
 from tunekit.config import load_config
+from tunekit.train.launcher import free_port
 
 KEY = "sk-tunekit-test"
 MODEL = "tiny"
 HI = [{"role": "user", "content": "Hello, who are you?"}]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +31,7 @@ def server(engine):
 
     from tunekit.serve.app import create_app
 
-    port = _free_port()
+    port = free_port()
     app = create_app(engine, MODEL, api_key=KEY, max_body_bytes=20_000)
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)

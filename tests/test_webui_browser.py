@@ -10,7 +10,6 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tunekit.train.launcher import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -44,12 +45,6 @@ if (_reason := _missing()) is not None:
     pytest.skip(_reason, allow_module_level=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     from tunekit.model.tiny import build_tiny_model
@@ -66,7 +61,7 @@ def workspace(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(workspace):
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
     env.pop("GRADIO_SERVER_NAME", None)
     log = open(workspace / "server.log", "w")

@@ -85,22 +85,12 @@ def test_a_damaged_states_file_is_a_named_error(tmp_path):
 def test_real_zero2_checkpoint_reads_safely_and_equals_deepspeeds_merge(tiny_qwen, tmp_path):
     """A ZeRO-2 checkpoint of tunekit train (torchrun, 2 CPU processes) holds only allow-listed types, and the safe
     reader gives DeepSpeed's own consolidation bit for bit (ZeRO-3 goes through it in test_export_zero.py)."""
-    import yaml
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-    from helpers import alpaca_records, base_config, write_dataset
+    from tests.distributed_helpers import zero_checkpoint_run
     from tunekit.export.zero import DEEPSPEED_SAFE_GLOBALS, read_zero_state
 
-    write_dataset(tmp_path / "data", "toy", alpaca_records(8))
-    out = tmp_path / "run"
-    cfg = base_config(tiny_qwen, tmp_path / "data", out, finetuning_type="full", deepspeed="z2", max_steps=2,
-                      per_device_train_batch_size=1, save_strategy="steps", save_steps=2)
-    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT")}
-    env.update(CUDA_VISIBLE_DEVICES="", FORCE_TORCHRUN="1", NPROC_PER_NODE="2")
-    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", str(tmp_path / "cfg.yaml")], env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = zero_checkpoint_run(tiny_qwen, tmp_path, "z2")
     step = out / "checkpoint-2" / "global_step2"
     found = set()
     for f in step.glob("*.pt"):
