@@ -77,22 +77,13 @@ def corpus(data_dir: Path | None) -> tuple[list[str], str]:
 
 def build_qwen_tokenizer(texts: list[str], vocab_size: int = BPE_VOCAB, max_length: int = 32768):
     """A Qwen2-style tokenizer (tunekit.model.tiny's qwen conventions) trained on ``texts``."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
-    from tunekit.model.tiny import SPLIT_REGEX, TOKENIZERS, chat_template_for
+    from tunekit.model.tiny import TOKENIZERS, chat_template_for, train_bpe
 
     fam = TOKENIZERS["qwen"]
-    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(fam.special) + list(fam.extra),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    tok = train_bpe(texts, list(fam.special) + list(fam.extra), vocab_size)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in fam.extra])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=fam.eos, pad_token=fam.pad, bos_token=None,
                                         unk_token=None, model_max_length=max_length, padding_side="right",

@@ -44,3 +44,27 @@ def base_config(model: Path, data_dir: Path, output_dir: Path, **overrides) -> d
     )
     cfg.update(overrides)
     return cfg
+
+
+def serve_in_thread(app):
+    """Run an ASGI ``app`` with uvicorn on a free loopback port in a thread: a generator of its URL (for fixtures)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from tunekit.train.launcher import free_port
+
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert srv.started
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
+from tests.helpers import serve_in_thread
 from tunekit.config import load_config
-from tunekit.train.launcher import free_port
 
 KEY = "sk-tunekit-test"
 MODEL = "tiny"
@@ -27,22 +26,9 @@ def engine(tiny_qwen):
 
 @pytest.fixture(scope="module")
 def server(engine):
-    import uvicorn
-
     from tunekit.serve.app import create_app
 
-    port = free_port()
-    app = create_app(engine, MODEL, api_key=KEY, max_body_bytes=20_000)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert srv.started
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    yield from serve_in_thread(create_app(engine, MODEL, api_key=KEY, max_body_bytes=20_000))
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import time
 import httpx
 import pytest
 
+from tests.helpers import serve_in_thread
 from tunekit.config import load_config
 from tunekit.train.launcher import free_port
 
@@ -38,23 +39,12 @@ def engine(tiny_qwen):
 
 @pytest.fixture(scope="module")
 def server(engine):
-    import uvicorn
-
     from tunekit.serve.app import Limits, create_app
 
-    port = free_port()
     limits = Limits(max_tokens=2000, queue_timeout=1.0, max_queue=1, stream_timeout=5.0)
     app = create_app(engine, MODEL, api_key=KEY, max_body_bytes=200_000, limits=limits)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert srv.started
-    yield f"http://127.0.0.1:{port}", app
-    srv.should_exit = True
-    thread.join(timeout=10)
+    for url in serve_in_thread(app):
+        yield url, app
 
 
 def _post(url: str, body, timeout: float = 60, headers: dict | None = None) -> httpx.Response:

@@ -22,6 +22,10 @@ class DataError(TunekitError):
     """A dataset file or record that cannot be used."""
 
 
+class RecordError(DataError):
+    """One record is unusable; the pipeline raises it or skips and counts it (``bad_records``)."""
+
+
 class ModelError(TunekitError):
     """A model path, weight file or architecture problem."""
 

@@ -37,26 +37,20 @@ text (counted here). Paths are resolved and files opened by the model family's p
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
-from ..errors import DataError
+from ..errors import RecordError
 from .dataset_info import DatasetAttr
+from .media_columns import MEDIA_PARTS, check_placeholders, media_columns, media_parts
 from .readers import RawRecord
 
 PROMPT_ROLES = ("user", "observation")
 REPLY_ROLES = ("assistant", "function_call")
 PART_TYPES = ("text", "reasoning", "tool_call")
-MEDIA_PARTS = {"image_url": "images", "image": "images", "input_image": "images", "video": "videos",
-               "video_url": "videos", "audio": "audios", "audio_url": "audios", "input_audio": "audios"}
 V1_PAIR_KEYS = ("chosen_messages", "rejected_messages")
 #: optional columns a file given by path (no dataset_info.json entry) is read with when its records have them
 AUTO_COLUMNS = ("system", "tools", "history", "chosen", "rejected", "images", "videos", "audios")
-
-
-class RecordError(DataError):
-    """One record is unusable; the pipeline raises it or skips and counts it (``bad_records``)."""
 
 
 def guess_formatting(rec: dict[str, Any]) -> str:
@@ -90,7 +84,7 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
                                   "tags": dict(OPENAI_TAGS if role_key == "role" else SHAREGPT_TAGS)})
         else:
             attr = DatasetAttr(**{**attr.__dict__, "columns": {**attr.columns, **present}})
-    raw, media = _media_parts(raw, attr, _media(raw, attr))
+    raw, media = media_parts(raw, attr, media_columns(raw, attr))
     if formatting == "alpaca":
         sample = _from_alpaca(raw, attr, stage)
     elif attr.column("messages") not in rec and _is_v1_pair(rec):
@@ -99,7 +93,7 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
         sample = _from_sharegpt(raw, attr, stage)
     sample["_source"] = raw.where
     sample.update(media)
-    _check_placeholders(sample, raw, stage)
+    check_placeholders(sample, raw, stage)
     return _check_for_stage(sample, raw, attr, stage)
 
 
@@ -109,83 +103,6 @@ def _is_v1_pair(rec: dict[str, Any]) -> bool:
 
 def _first_msg_has(messages: Any, key: str) -> bool:
     return isinstance(messages, list) and bool(messages) and isinstance(messages[0], dict) and key in messages[0]
-
-
-MEDIA_KINDS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
-
-
-def _media(raw: RawRecord, attr: DatasetAttr) -> dict[str, list[str]]:
-    """The record's ``images`` / ``videos`` / ``audios`` lists (paths as written; resolved by the pipeline)."""
-    out: dict[str, list[str]] = {}
-    for key in MEDIA_KINDS:
-        col = attr.column(key)
-        value = raw.data.get(col) if col else None
-        if value is None or value == "":
-            value = []
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise RecordError(f"{raw.where}: '{col}' ({key}) must be a list of file paths, found {str(value)[:120]!r}.")
-        out[key] = list(value)
-    return out
-
-
-def _media_url(part: dict[str, Any], kind: str) -> Any:
-    body = part.get(kind)
-    if isinstance(body, dict):  # OpenAI: {"type": "image_url", "image_url": {"url": ...}}
-        body = body.get("url", body.get("path"))
-    return body
-
-
-def _media_parts(raw: RawRecord, attr: DatasetAttr, media: dict[str, list[str]]) -> tuple[RawRecord, dict[str, list[str]]]:
-    """Media content parts (``{"type": "image_url", "image_url": {"url": PATH}}``, ``{"type": "image", "image": PATH}``
-    ...) become a placeholder text part where they stand, their paths appended to the record's media lists in order."""
-    col = attr.column("messages") or "messages"
-    messages = raw.data.get(col)
-    if not isinstance(messages, list) or not any(
-            isinstance(m, dict) and isinstance(m.get(attr.tags.get("content_tag", "content")), list) for m in messages):
-        return raw, media
-    content_tag = attr.tags.get("content_tag", "content")
-    media = {k: list(v) for k, v in media.items()}
-    out_messages = []
-    for i, msg in enumerate(messages):
-        parts = msg.get(content_tag) if isinstance(msg, dict) else None
-        if not isinstance(parts, list):
-            out_messages.append(msg)
-            continue
-        new_parts = []
-        for j, part in enumerate(parts):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in MEDIA_PARTS:
-                new_parts.append(part)
-                continue
-            key = MEDIA_PARTS[kind]
-            url = _media_url(part, kind)
-            if not isinstance(url, str) or not url:
-                raise RecordError(f"{raw.where}: message {i}, part {j} ('{kind}') needs a file path (or "
-                                  f"{{\"url\": PATH}}), found {str(part)[:120]!r}.")
-            media[key].append(url[len("file://"):] if url.startswith("file://") else url)
-            new_parts.append({"type": "text", "text": MEDIA_KINDS[key]})
-        out_messages.append({**msg, content_tag: new_parts})
-    return dataclasses.replace(raw, data={**raw.data, col: out_messages}), media
-
-
-def _check_placeholders(sample: dict[str, Any], raw: RawRecord, stage: str) -> None:
-    """Each media file needs exactly one placeholder (``<image>`` ...) in the conversation's text.
-
-    Checked for records that have media; a text-only record may hold the literal text (HTML, code).
-    """
-    if not any(sample[key] for key in MEDIA_KINDS):
-        return
-    texts = [m["content"] for m in sample["messages"]] + [sample[k]["content"] for k in ("chosen", "rejected") if sample.get(k)]
-    if stage == "pt" and sample.get("text"):
-        texts = [sample["text"]]
-    for key, tag in MEDIA_KINDS.items():
-        found = sum(t.count(tag) for t in texts)
-        if found != len(sample[key]):
-            raise RecordError(f"{raw.where}: {found} {tag} placeholder(s) in the text but {len(sample[key])} {key} in "
-                              f"the record; put one {tag} where each of its {key} goes (LLaMA-Factory's rule), or fix "
-                              f"the {key} list.")
 
 
 def _text(value: Any, raw: RawRecord, what: str) -> str:

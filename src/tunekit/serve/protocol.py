@@ -4,7 +4,7 @@ send many).
 Bounds: every integer has a range (``seed`` is a signed 64-bit integer, as OpenAI's), booleans are strict
 (``"stream": "yes"`` is a 422, not true), ``stop`` holds at most 16 strings of at most 1,000 characters (they are
 searched in the text after every token), and the JSON nesting depth and text validity are checked before this
-schema runs (:data:`MAX_DEPTH`, :func:`tunekit.serve.app.check_json`).
+schema runs (:data:`MAX_DEPTH`, :func:`tunekit.serve.request_checks.check_json`).
 """
 
 from __future__ import annotations
