@@ -7,7 +7,7 @@ fp32) with the same global batch (2 sequences per step) for ``--steps`` steps, e
 
   single              1 process, per-device batch 2
   ddp                 2 processes (FORCE_TORCHRUN=1 NPROC_PER_NODE=2), per-device batch 1
-  fsdp_full_shard     2 processes, fsdp: full_shard            (FSDP2, tunekit.train.fsdp)
+  fsdp_full_shard     2 processes, fsdp: full_shard            (FSDP2, tunekit.train.engines.fsdp)
   fsdp_shard_grad_op  2 processes, fsdp: shard_grad_op
   fsdp_offload        2 processes, fsdp: full_shard offload
   z2 z2_offload z3 z3_offload   2 processes, deepspeed: <preset>  (needs the deepspeed extra: run with .venv)

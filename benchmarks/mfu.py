@@ -39,7 +39,7 @@ separate memory-bound kernels. Compilation happens in the first steps, which the
 
 The run goes through tunekit's own path: ``load_config`` -> ``build_training_arguments`` ->
 ``load_tokenizer``/``load_model`` (finetuning_type full, gradient checkpointing off) ->
-``tunekit.train.sft.build_trainer`` (TunekitTrainer + PaddingCollator) -> ``trainer.train()``. The model is
+``tunekit.train.stages.sft.build_trainer`` (TunekitTrainer + PaddingCollator) -> ``trainer.train()``. The model is
 a tunekit tiny model (``tunekit.model.tiny.build_tiny_model``, llama family by default, untied lm_head).
 
     benchmarks/.venv-base/bin/python benchmarks/mfu.py [--compile] [--grad-accum 4] [--batch 16 --seq 256 --steps 14 --warmup 4]
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     from tunekit.config import load_config
     from tunekit.data.pipeline import PreparedData
     from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.train import sft
+    from tunekit.train.stages import sft
     from tunekit.train.arguments import build_training_arguments
 
     threads = torch.get_num_threads()

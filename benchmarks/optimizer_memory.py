@@ -50,7 +50,7 @@ def child(method: str, steps: int, seq: int) -> dict:
     from tunekit.config import load_config
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.memory import estimate_memory
-    from tunekit.plan.setup import resolve_setup
+    from tunekit.plan.training_setup import resolve_setup
     from tunekit.train.arguments import build_training_arguments
     from tunekit.train.optimizers import build_optimizer, optimizer_state_tensors
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tunekit.config.reference import render_options_markdown
+from tunekit.config.options_doc import render_options_markdown
 
 if __name__ == "__main__":
     path = Path(__file__).resolve().parents[1] / "docs" / "options.md"

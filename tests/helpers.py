@@ -53,7 +53,7 @@ def serve_in_thread(app):
 
     import uvicorn
 
-    from tunekit.train.launcher import free_port
+    from tunekit.train.engines.launcher import free_port
 
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

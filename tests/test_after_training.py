@@ -282,7 +282,7 @@ def test_pissa_adapter_converted_to_lora_reproduces_the_trained_model_on_the_ori
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from tunekit.model.adapters import save_pissa_converted
+    from tunekit.model.finetuning import save_pissa_converted
     from tunekit.model.loader import load_model, load_tokenizer
 
     torch.manual_seed(0)

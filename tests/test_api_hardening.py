@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers import serve_in_thread
 from tunekit.config import load_config
-from tunekit.train.launcher import free_port
+from tunekit.train.engines.launcher import free_port
 
 KEY = "sk-hardening"
 MODEL = "tiny"

@@ -128,7 +128,7 @@ def test_help_does_not_import_torch():
 
 
 def test_options_reference_is_generated_from_the_schema():
-    from tunekit.config.reference import render_options_markdown
+    from tunekit.config.options_doc import render_options_markdown
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "options.md"
     assert doc.read_text(encoding="utf-8") == render_options_markdown() + "\n", "run: python scripts/gen_options_doc.py"

@@ -5,7 +5,7 @@ process with batch 2, so every optimizer step sees the same two samples. Toleran
 below ``LOSS_TOL``): losses within loss_tolerance (measured: <= 2e-6), final weights as ``assert_trained_alike``
 (measured: <= 1e-5), logits of the reloaded outputs within 1e-3 (measured: <= 1e-6).
 
-FSDP2 is tunekit's own ``fully_shard`` (tunekit.train.fsdp), the same code that runs on GPUs: full_shard,
+FSDP2 is tunekit's own ``fully_shard`` (tunekit.train.engines.fsdp), the same code that runs on GPUs: full_shard,
 shard_grad_op and full_shard offload (full fine-tuning), full_shard with LoRA, and resume from its sharded
 checkpoint. Measured against DDP: losses equal to the last digit, weights <= 1.1e-6, the logged grad_norm (the
 global norm over all shards, clipped at max_grad_norm 1.0) within 1.5e-5 relative (tolerance: see the test); LoRA

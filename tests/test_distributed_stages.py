@@ -164,7 +164,7 @@ RM_METRICS = ["rewards/accuracies", "rewards/margins"]
 
 
 def _scores(folder: Path) -> torch.Tensor:
-    from tunekit.train.value_head import load_value_head_model
+    from tunekit.train.stages.value_head import load_value_head_model
 
     model = load_value_head_model(folder)
     ids = torch.tensor([[3, 17, 42, 99, 256, 7, 1000, 12], [5, 6, 7, 8, 9, 10, 11, 12]])

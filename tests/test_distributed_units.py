@@ -13,8 +13,9 @@ import pytest
 
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
-from tunekit.train import distributed, launcher
-from tunekit.train.deepspeed_config import (
+from tunekit.train.engines import distributed
+from tunekit.train.engines import launcher
+from tunekit.train.engines.deepspeed_config import (
     PRESETS, check_batch_fields, preset_config, read_deepspeed, resolve_deepspeed,
 )
 
@@ -79,7 +80,7 @@ def test_multi_node_needs_master_addr_and_defaults_the_port():
 def test_torchrun_command_reexecutes_tunekit_train():
     plan = launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"})
     cmd = launcher.torchrun_command(plan, 12345, ["cfg.yaml", "lr=1"])
-    assert cmd[:3] == [sys.executable, "-m", "tunekit.train.launcher"]  # torchrun, minus its own traceback on failure
+    assert cmd[:3] == [sys.executable, "-m", "tunekit.train.engines.launcher"]  # torchrun, minus its own traceback on failure
     assert cmd[cmd.index("--nproc_per_node") + 1] == "2" and cmd[cmd.index("--master_port") + 1] == "12345"
     assert cmd[-5:] == ["-m", "tunekit.cli.main", "train", "cfg.yaml", "lr=1"]
 
@@ -232,7 +233,7 @@ def test_missing_deepspeed_package_is_a_clear_message():
         "        if name == 'deepspeed': raise ModuleNotFoundError(name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "from importlib.util import find_spec\n"
-        "from tunekit.train.deepspeed_config import read_deepspeed, require_deepspeed\n"
+        "from tunekit.train.engines.deepspeed_config import read_deepspeed, require_deepspeed\n"
         "try:\n"
         "    require_deepspeed(read_deepspeed('z2'), on_gpu=True)\n"
         "except Exception as exc:\n"
@@ -297,7 +298,7 @@ def test_fsdp_shards_decoder_layers_and_root_and_gathers_a_full_state_dict(tiny_
     from torch.distributed.fsdp import FSDPModule
     from transformers import AutoModelForCausalLM
 
-    from tunekit.train import fsdp
+    from tunekit.train.engines import fsdp
 
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen)
     expected = {k: v.clone() for k, v in model.state_dict().items()}
@@ -326,7 +327,7 @@ def test_fsdp_lora_reference_forward_keeps_the_adapter_trainable(tiny_qwen):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from tunekit.train import fsdp
+    from tunekit.train.engines import fsdp
 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_qwen), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     settings = distributed.FSDPSettings("shard_grad_op", reshard_after_forward=False, offload=False)
@@ -387,7 +388,7 @@ def test_rollout_sampler_gives_each_rank_its_own_prompts_for_every_reuse_of_a_ro
     from accelerate.data_loader import BatchSamplerShard
     from torch.utils.data import BatchSampler
 
-    from tunekit.train.rollout import RepeatSampler
+    from tunekit.train.stages.rollout import RepeatSampler
 
     n, per_device, accumulation, world, reuse = 10, 2, 2, 2, 3
     sampler = RepeatSampler(n, per_device * accumulation * world, reuse, seed=0)

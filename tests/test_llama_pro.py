@@ -36,7 +36,7 @@ def test_use_llama_pro_trains_only_the_new_blocks(tiny_qwen, tmp_path):
     from tunekit.model.loader import load_model, load_tokenizer
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.params import count_params
-    from tunekit.plan.setup import resolve_setup
+    from tunekit.plan.training_setup import resolve_setup
 
     out = tmp_path / "pro"
     dispatch(["expand-blocks", str(tiny_qwen), str(out), "--num-expand", "2"])

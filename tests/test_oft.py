@@ -50,7 +50,7 @@ def test_oft_is_identity_before_training_and_planned_exactly(tiny_qwen, tmp_path
     from tunekit.model.loader import load_model, load_tokenizer
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.params import count_params
-    from tunekit.plan.setup import resolve_setup
+    from tunekit.plan.training_setup import resolve_setup
 
     for opts in (dict(oft_block_size=16), dict(oft_rank=4, oft_block_size=0, oft_target="q_proj,down_proj")):
         cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "template": "qwen", "finetuning_type": "oft", **opts})

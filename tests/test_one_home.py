@@ -39,7 +39,7 @@ def test_launcher_variables_read_one_way(monkeypatch):
 
 def test_option_json_files_share_one_reader(tmp_path):
     from tunekit.config.jsonfile import read_json_object
-    from tunekit.train.deepspeed_config import read_deepspeed
+    from tunekit.train.engines.deepspeed_config import read_deepspeed
 
     listed = tmp_path / "list.json"
     listed.write_text("[1, 2]", encoding="utf-8")
@@ -89,7 +89,7 @@ def test_board_results_merge_every_results_file(tmp_path):
 
 
 def test_gpu_picker_default_is_the_detected_gpu_or_none(monkeypatch, tmp_path):
-    from tunekit.webui import adapters
+    from tunekit.webui import backend as adapters
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi on PATH
     monkeypatch.delitem(sys.modules, "torch", raising=False)

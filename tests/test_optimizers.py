@@ -198,7 +198,7 @@ def _storage_bytes(tensors) -> int:
 def test_planner_optimizer_state_bytes_are_exact(arch, method, tmp_path):
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.memory import estimate_memory
-    from tunekit.plan.setup import resolve_setup
+    from tunekit.plan.training_setup import resolve_setup
 
     cfg = _cfg(**{**METHODS[method], "badam_switch_interval": 50} if method == "badam" else METHODS[method])  # BAdam
     model = _model(arch)  # clears its state when it switches blocks (after step 1 with interval 2): count before that
@@ -283,7 +283,7 @@ def test_targets_are_module_path_parts_as_in_llamafactory_examples(tmp_path):
     from tunekit.errors import ConfigError
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.memory import estimate_memory
-    from tunekit.plan.setup import resolve_setup
+    from tunekit.plan.training_setup import resolve_setup
 
     model = _model("llama", tmp_path)
     assert [id(p) for p in projected_params(model, "mlp,self_attn")] == [id(p) for p in projected_params(model, "all")]

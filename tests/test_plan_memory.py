@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from tunekit.config import load_config
-from tunekit.model.adapters import apply_finetuning
+from tunekit.model.finetuning import apply_finetuning
 from tunekit.plan.activations import saved_bytes
 from tunekit.plan.architectures import load_shape
 from tunekit.plan.memory import GiB, estimate_memory
 from tunekit.plan.params import count_params
-from tunekit.plan.setup import resolve_setup
+from tunekit.plan.training_setup import resolve_setup
 
 ARCHS = {
     "llama": dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,

@@ -18,7 +18,7 @@ def test_pure_bf16_trains_in_bf16_and_is_planned_so(tiny_qwen, tmp_path):
 
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.memory import estimate_memory
-    from tunekit.plan.setup import resolve_setup
+    from tunekit.plan.training_setup import resolve_setup
     from tunekit.train import run as run_module
 
     data = tmp_path / "data"

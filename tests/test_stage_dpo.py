@@ -34,7 +34,7 @@ def _build(cfg):
     """What run_train builds, kept in hand: (trainer, batch of the first 4 pairs)."""
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.train import dpo
+    from tunekit.train.stages import dpo
     from tunekit.train.arguments import build_training_arguments
 
     tokenizer = load_tokenizer(cfg)
@@ -63,7 +63,7 @@ def test_step0_losses_are_exact_and_logps_match_a_hand_computation(tiny_qwen, pr
         assert metrics["rewards/chosen"][-1] == 0.0 and metrics["rewards/rejected"][-1] == 0.0, kind
         assert metrics["rewards/accuracies"][-1] == 0.0  # ties are not "correct"
     # per-sample log-prob sums vs a hand computation with plain transformers over the labelled tokens
-    from tunekit.train.dpo import forward_logps
+    from tunekit.train.stages.dpo import forward_logps
 
     # In float64 (model and hand computation): the batched, padded forward and the single-sequence one differ only in
     # rounding, ~1e-13 on each of the <= 64 summed log-probs of ~-10; 1e-9 is far below a shifted label or a
@@ -106,7 +106,7 @@ def test_lora_reference_is_the_base_model_without_a_second_copy(tiny_qwen, pref_
         from tunekit.train.losses import sequence_logps
 
         base = sequence_logps(plain(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["token_labels"])[0]
-        from tunekit.train.dpo import forward_logps
+        from tunekit.train.stages.dpo import forward_logps
 
         policy = forward_logps(trainer.model, batch["input_ids"], batch["attention_mask"], batch["token_labels"])[0]
     # the disabled adapter runs exactly the base layers on the same batch shapes as the plain model: the same operations,

@@ -57,16 +57,16 @@ def test_engine_rules_refuse_when_the_config_is_built():
 
 
 def test_deepspeed_presets_are_declared_once():
-    from tunekit.plan.setup import DS_PRESETS
-    from tunekit.train.deepspeed_config import PRESETS
+    from tunekit.plan.training_setup import DS_PRESETS
+    from tunekit.train.engines.deepspeed_config import PRESETS
 
     assert tuple(DS_PRESETS) == PRESETS == DEEPSPEED_PRESETS
     assert DS_PRESETS["z1"] == (1, False, False) and DS_PRESETS["z3_offload"] == (3, True, True)
 
 
 def test_planner_decides_engines_as_the_launcher(tmp_path):
-    from tunekit.plan.setup import resolve_setup
-    from tunekit.train.distributed import engine_plan
+    from tunekit.plan.training_setup import resolve_setup
+    from tunekit.train.engines.distributed import engine_plan
 
     keep = tmp_path / "fsdp.json"
     keep.write_text(json.dumps({"reshard_after_forward": False}))

@@ -49,7 +49,7 @@ def test_grpo_raises_the_reward(tiny_qwen, prompt_dir, tmp_path):
 def test_ppo_raises_the_reward_and_saves_its_value_head(tiny_qwen, prompt_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from tunekit.train.value_head import load_value_head_model
+    from tunekit.train.stages.value_head import load_value_head_model
 
     out = tmp_path / "out"
     run_train(load_config(None, base_config(tiny_qwen, prompt_dir, out, stage="ppo", per_device_train_batch_size=16, max_steps=24, learning_rate=1e-2,

@@ -22,7 +22,7 @@ def pref_dir(tmp_path_factory):
 @pytest.mark.parametrize("method", ["lora"])  # the full-model value head is covered by the ppo test
 def test_reward_model_learns_and_reloads(tiny_qwen, pref_dir, tmp_path, method):
     from tunekit.train.batching import PairCollator
-    from tunekit.train.value_head import load_value_head_model
+    from tunekit.train.stages.value_head import load_value_head_model
 
     out = tmp_path / "out"
     results = run_train(load_config(None, base_config(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tunekit.train.launcher import free_port
+from tunekit.train.engines.launcher import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 

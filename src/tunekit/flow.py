@@ -2,7 +2,7 @@
 tests and benchmarks all call.
 
 config (:func:`tunekit.config.load_config`) → relaunch under torchrun when several processes are needed
-(:func:`tunekit.train.distributed.maybe_relaunch`) → ``auto_fit`` (:func:`tunekit.plan.apply_auto_fit`) →
+(:func:`tunekit.train.engines.distributed.maybe_relaunch`) → ``auto_fit`` (:func:`tunekit.plan.apply_auto_fit`) →
 ``gradient_checkpointing: auto`` decided (:func:`tunekit.plan.checkpointing.resolve_gradient_checkpointing`) →
 build and execute (:func:`tunekit.train.run.run_train`) → ``do_predict`` through :mod:`tunekit.infer`.
 
@@ -21,7 +21,7 @@ def decide(cfg):
         cfg = apply_auto_fit(cfg)
     if cfg.do_train:
         from .plan.checkpointing import resolve_gradient_checkpointing
-        from .train.distributed import is_main_process
+        from .train.engines.distributed import is_main_process
 
         cfg, decision = resolve_gradient_checkpointing(cfg)
         if decision is not None and is_main_process():
@@ -51,7 +51,7 @@ def train_command(argv: list[str], path: str | None, overrides: list[str]) -> in
     """``tunekit train ARGV`` (ARGV = the config ``path`` and its ``overrides``): load the config, relaunch under
     torchrun when needed, then :func:`run_train`."""
     from .config import load_config
-    from .train import distributed
+    from .train.engines import distributed
 
     cfg = load_config(path, overrides)
     code = distributed.maybe_relaunch(argv, cfg)

@@ -121,6 +121,6 @@ def finish_process() -> None:
 def _record_rank_error(exc: BaseException) -> None:
     """Under torchrun, hand this rank's error to the launcher's failure summary."""
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):
-        from tunekit.train.distributed import record_rank_error
+        from tunekit.train.engines.distributed import record_rank_error
 
         record_rank_error(exc)

@@ -62,7 +62,7 @@ PRELOAD = ("torch", "transformers", "peft", "datasets", "accelerate", "transform
            "transformers.models.qwen3.modeling_qwen3", "transformers.models.mistral.modeling_mistral",
            "transformers.models.gemma.modeling_gemma", "transformers.models.gemma2.modeling_gemma2",
            "tunekit.config", "tunekit.plan", "tunekit.plan.checkpointing", "tunekit.data.pipeline",
-           "tunekit.model.loader", "tunekit.model.adapters", "tunekit.train.run", "tunekit.train.sft",
+           "tunekit.model.loader", "tunekit.model.finetuning", "tunekit.train.run", "tunekit.train.stages.sft",
            "tunekit.train.callbacks", "tunekit.train.trainer", "tunekit.train.plotting", "matplotlib.figure",
            "matplotlib.backends.backend_agg")
 

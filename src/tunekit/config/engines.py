@@ -1,7 +1,7 @@
 """The distributed engines' words, declared once: DeepSpeed presets, the ``fsdp`` words and the rules that need
 no environment. The schema (``config/schema.py``) refuses what these rules refuse, so the board's validation, which
-builds the config, refuses what training refuses; the launcher (``train/distributed.py``) and the planner
-(``plan/setup.py``) read the same words through :func:`fsdp_strategy` and ``train.distributed.engine_plan``.
+builds the config, refuses what training refuses; the launcher (``train/engines/distributed.py``) and the planner
+(``plan/training_setup.py``) read the same words through :func:`fsdp_strategy` and ``train.distributed.engine_plan``.
 """
 
 from __future__ import annotations

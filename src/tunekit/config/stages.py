@@ -35,14 +35,14 @@ class StageModule(Protocol):
 
 
 _ALL = (
-    Stage("pt", "pretrain", "pt", "tunekit.train.pt", packing=True),
-    Stage("sft", "supervised fine-tuning", "sft", "tunekit.train.sft", packing=True, predict=True),
-    Stage("rm", "reward model", "pairwise", "tunekit.train.rm", fsdp=False, value_head=True, own_model=True),
-    Stage("ppo", "PPO", "prompt", "tunekit.train.ppo", fsdp=False, reference_model=True, value_head=True,
+    Stage("pt", "pretrain", "pt", "tunekit.train.stages.pt", packing=True),
+    Stage("sft", "supervised fine-tuning", "sft", "tunekit.train.stages.sft", packing=True, predict=True),
+    Stage("rm", "reward model", "pairwise", "tunekit.train.stages.rm", fsdp=False, value_head=True, own_model=True),
+    Stage("ppo", "PPO", "prompt", "tunekit.train.stages.ppo", fsdp=False, reference_model=True, value_head=True,
           generation=True, own_model=True),
-    Stage("dpo", "DPO", "pairwise", "tunekit.train.dpo", reference_model=True),
-    Stage("kto", "KTO", "kto", "tunekit.train.kto", reference_model=True),
-    Stage("grpo", "GRPO", "prompt", "tunekit.train.grpo", fsdp=False, reference_model=True, generation=True),
+    Stage("dpo", "DPO", "pairwise", "tunekit.train.stages.dpo", reference_model=True),
+    Stage("kto", "KTO", "kto", "tunekit.train.stages.kto", reference_model=True),
+    Stage("grpo", "GRPO", "prompt", "tunekit.train.stages.grpo", fsdp=False, reference_model=True, generation=True),
 )
 STAGES: dict[str, Stage] = {s.name: s for s in _ALL}
 STAGE_NAMES: tuple[str, ...] = tuple(STAGES)

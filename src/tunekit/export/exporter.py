@@ -92,7 +92,7 @@ def load_for_export(cfg):
     import torch
 
     from ..data.pipeline import load_template
-    from ..model.adapters import apply_finetuning
+    from ..model.finetuning import apply_finetuning
     from ..model.loader import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(cfg)

@@ -51,7 +51,7 @@ def load_samples(cfg) -> list[dict[str, Any]]:
 
 
 def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -> dict[str, float]:
-    from ..infer.metrics import score_predictions
+    from .metrics import score_predictions
 
     out = Path(output_dir or cfg.output_dir or "")
     if not (output_dir or cfg.output_dir):

@@ -315,7 +315,7 @@ def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> Non
 def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
 
-    from .adapters import apply_finetuning
+    from .finetuning import apply_finetuning
 
     check_accelerators(cfg)
     path = model_path(cfg)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .architectures import ModelShape
 from .params import ParamCounts
-from .setup import Setup
+from .training_setup import Setup
 
 ATTN_OUT = ("o_proj", "dense", "out_proj", "wo")
 MLP_OUT = ("down_proj", "fc2", "w2", "dense_4h_to_h")
@@ -42,7 +42,7 @@ class LayerKind:
 def stream_bytes(setup: Setup) -> int:
     """Bytes per element of the residual stream: the dtype of the embedding output.
 
-    Full fine-tuning upcasts the embeddings to fp32; LoRA, QLoRA (model/adapters.py keeps the
+    Full fine-tuning upcasts the embeddings to fp32; LoRA, QLoRA (model/finetuning.py keeps the
     unquantized weights in the load dtype) and freeze keep the load dtype (a trainable norm's fp32
     output only feeds Linears, whose autocast output is 16-bit again).
     """

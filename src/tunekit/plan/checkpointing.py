@@ -86,7 +86,7 @@ def _decision(cfg, gpu, world_size) -> CheckpointingDecision:
     from ..env import env_world_size
     from .architectures import load_shape
     from .gpus import detect_gpu
-    from .setup import resolve_setup
+    from .training_setup import resolve_setup
 
     if gpu is None and not cfg.use_cpu:
         gpu = detect_gpu()

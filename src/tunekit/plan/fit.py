@@ -14,7 +14,7 @@ from .architectures import ModelShape
 from .gpus import GPU
 from .memory import GiB, MemoryEstimate, estimate_memory
 from .params import count_params
-from .setup import DS_PRESETS, Setup, deepspeed_buffers, deepspeed_settings
+from .training_setup import DS_PRESETS, Setup, deepspeed_buffers, deepspeed_settings
 
 SAFETY_MARGIN = 0.05  # keep 5 % of the GPU free for unusually long batches and allocator spikes
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from .activations import dynamic_peak_bytes
 from .architectures import ModelShape
 from .params import ParamCounts, count_params, optimizer_state_bytes, optimizer_step_temp_bytes, quantized_bytes
-from .setup import Setup
+from .training_setup import Setup
 
 GiB = 1024**3
 CUDA_OVERHEAD = 0.9 * GiB  # context, cuBLAS workspaces, allocator slack (one process)
@@ -59,7 +59,7 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     notes: list[str] = []
     P_t = counts.trainable
     N = max(1, setup.shards)
-    # QLoRA: what is not quantized (embeddings, norms, lm_head) stays in the load dtype (model/adapters.py)
+    # QLoRA: what is not quantized (embeddings, norms, lm_head) stays in the load dtype (model/finetuning.py)
     frozen = quantized_bytes(counts, setup) + counts.frozen_other * setup.base_bytes
     tb = setup.trainable_bytes
     c: dict[str, float] = {k: 0.0 for k in ("base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights")}

@@ -1,6 +1,6 @@
 """Which parameters a run trains, holds frozen or quantizes, counted from the shape alone.
 
-Mirrors ``tunekit.model.adapters``: LoRA through PEFT (``all`` = every Linear of the decoder layers,
+Mirrors ``tunekit.model.finetuning``: LoRA through PEFT (``all`` = every Linear of the decoder layers,
 ``additional_target`` = trainable copies via ``modules_to_save``), freeze = the last/first N layers
 (optionally only some modules) plus ``freeze_extra_modules``, full = everything.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from .architectures import ModelShape
 from .optimizer_states import custom_state_bytes
-from .setup import Setup
+from .training_setup import Setup
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .architectures import ModelShape
 from .params import ParamCounts
-from .setup import Setup
+from .training_setup import Setup
 
 # Assumed MFU (share of the GPU's dense bf16 peak that training reaches); see docs/memory-model.md.
 MFU = {"full": 0.40, "freeze": 0.40, "lora": 0.35, "qlora": 0.25}

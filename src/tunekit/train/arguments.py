@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import distributed
+from .engines import distributed
 
 
 def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:

@@ -449,7 +449,7 @@ def check_resume_setup(folder: Path, deepspeed: bool | None = None) -> None:
     of processes. DDP checkpoints resume with any number of processes. ``deepspeed`` None: engine not checked."""
     import os
 
-    from .launcher import under_launcher
+    from .engines.launcher import under_launcher
 
     weights = "adapter_name_or_path" if (folder / "adapter_config.json").is_file() else "model_name_or_path"
     fresh = (f"or start a new run from its weights ({weights}: {folder}, without resume_from_checkpoint; the optimizer "

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..config.stages import StageModule
 from ..errors import ConfigError
-from . import distributed
-from .distributed import is_main_process
+from .engines import distributed
+from .engines.distributed import is_main_process
 
 from ..config.stages import STAGES as _REGISTRY
 
@@ -129,7 +129,7 @@ def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
 
     from ..data.pipeline import prepare_datasets
     from ..data.report import print_reports, write_reports
-    from ..model.adapters import count_parameters
+    from ..model.finetuning import count_parameters
     from ..model.loader import load_model, load_tokenizer
     from .arguments import build_training_arguments
     from .callbacks import CompleteCheckpointCallback, GracefulStopCallback, JsonlLogCallback, RichProgressCallback
@@ -202,7 +202,7 @@ def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
             try:
                 trainer.save_model()
                 if cfg.pissa_convert and trainer.is_world_process_zero():  # output_dir: plain LoRA on the original base
-                    from ..model.adapters import save_pissa_converted
+                    from ..model.finetuning import save_pissa_converted
 
                     save_pissa_converted(trainer.model, cfg.output_dir)
                     log(f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) for the original base")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from transformers import Trainer
 
-from .fsdp import FSDPTrainerMixin, reshard
+from .engines.fsdp import FSDPTrainerMixin, reshard
 from .token_loss import TrainedTokensLossMixin
 from .window_grouping import WindowGroupingMixin
 
 
 class TunekitTrainer(WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Trainer):
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
-    :mod:`tunekit.train.fsdp`: the model is sharded before the Trainer sees it)."""
+    :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it)."""
 
     def __init__(self, *args, tunekit_config=None, **kwargs):
         self.tunekit_config = tunekit_config

@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from . import adapters
+from . import backend as adapters
 from .board import Board
 from .i18n import LANG_LABELS, t
 from .sections import section_title

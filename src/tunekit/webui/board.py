@@ -18,7 +18,7 @@ from tunekit.config.loader import load_yaml_text
 from tunekit.config.secrets import mask_secrets, secret_env, write_options
 from tunekit.errors import ConfigError, TunekitError
 
-from . import adapters
+from . import backend as adapters
 from .chat import ChatSession
 from .command import command_line, override_args, yaml_text
 from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_to_values

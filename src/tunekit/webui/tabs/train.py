@@ -10,7 +10,7 @@ import gradio as gr
 
 from tunekit.errors import TunekitError
 
-from .. import adapters
+from .. import backend as adapters
 from ..board import format_plan
 from ..form import FormView
 from ..i18n import t

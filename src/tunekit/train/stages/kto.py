@@ -5,7 +5,7 @@ and ``z₀`` = the batch's KL estimate ``max(0, mean(log π(y'|x) - log π_ref(y
 pairs (prompt i with the answer of example i+1; averaged over all ranks, so 2 processes x batch b equal
 one process x batch 2b), ``L = λ_D (1 - σ(β (r - z₀)))`` for desirable and
 ``L = λ_U (1 - σ(β (z₀ - r)))`` for undesirable answers (``kto_chosen_weight``, ``kto_rejected_weight``).
-Reference as in dpo (:mod:`tunekit.train.reference`); ``pref_ftx`` adds the desirable answers' NLL.
+Reference as in dpo (:mod:`tunekit.train.stages.reference_policy`); ``pref_ftx`` adds the desirable answers' NLL.
 
 Logged: rewards/chosen, rewards/rejected (β r means over desirable / undesirable examples of the log
 window), rewards/accuracies (share of examples whose reward has the label's sign: > 0 desirable, < 0 undesirable), rewards/margins, kto/kl (the KL estimate).
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import torch
 
-from .batching import KTOCollator
+from ..batching import KTOCollator
 from .dpo import forward_logps
-from .losses import kto_loss
-from .reference import iter_reference_logps, load_reference, prepare_frozen, reference_forward
+from ..losses import kto_loss
+from .reference_policy import iter_reference_logps, load_reference, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
 

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 DEFAULT_MULTINODE_PORT = 29500
@@ -140,7 +140,7 @@ def check_port_free(port: int, host: str = "") -> None:
 
 def torchrun_command(plan: LaunchPlan, port: int, argv: list[str], log_dir: str | None = None) -> list[str]:
     cmd = [
-        sys.executable, "-m", "tunekit.train.launcher",  # torchrun (see torchrun_main)
+        sys.executable, "-m", "tunekit.train.engines.launcher",  # torchrun (see torchrun_main)
         "--nnodes", str(plan.nnodes), "--node_rank", str(plan.node_rank),
         "--nproc_per_node", str(plan.nproc_per_node),
         "--master_addr", plan.master_addr, "--master_port", str(port),
@@ -256,7 +256,7 @@ def _strip_class(message: str) -> str:
 
 
 def torchrun_main() -> int:
-    """``python -m tunekit.train.launcher ARGS`` = ``torchrun ARGS`` without torchrun's own Python traceback when a
+    """``python -m tunekit.train.engines.launcher ARGS`` = ``torchrun ARGS`` without torchrun's own Python traceback when a
     rank fails: its failure table (which rank failed first, with what) is still printed, and :func:`failure_summary`
     reads it; the traceback of the launcher itself would only bury the rank's error."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -17,9 +17,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..config.engines import DEEPSPEED_PRESETS
-from ..config.jsonfile import read_json_object
-from ..errors import ConfigError, EnvironmentProblem
+from ...config.engines import DEEPSPEED_PRESETS
+from ...config.jsonfile import read_json_object
+from ...errors import ConfigError, EnvironmentProblem
 
 PRESETS = DEEPSPEED_PRESETS  # declared once, in config/engines.py
 RESOLVED_NAME = "ds_config.json"

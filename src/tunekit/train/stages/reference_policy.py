@@ -16,7 +16,7 @@ from torch import nn
 
 def load_reference(cfg, tokenizer) -> nn.Module | None:
     """The separate reference model, or ``None`` when the policy's disabled adapter serves as reference."""
-    from ..model.loader import load_model
+    from ...model.loader import load_model
 
     if cfg.ref_model:
         ref_cfg = cfg.model_copy(update={"model_name_or_path": cfg.ref_model, "adapter_name_or_path": cfg.ref_model_adapters})
@@ -110,7 +110,7 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
     from transformers.integrations import is_deepspeed_zero3_enabled
 
     if ref_model is None and is_deepspeed_zero3_enabled():
-        from ..errors import ConfigError
+        from ...errors import ConfigError
 
         raise ConfigError("precompute_ref_log_probs with LoRA under DeepSpeed ZeRO-3 is not supported: the reference is the "
                           "policy with its adapter disabled, which DeepSpeed shards only when training starts. Remove "
@@ -143,7 +143,7 @@ def forward_logps(model, input_ids, attention_mask, labels, **media):
     """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`).
 
     ``media``: a vision-language model's image inputs for these rows (:data:`MEDIA_INPUTS`)."""
-    from .losses import sequence_logps
+    from ..losses import sequence_logps
 
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **media).logits
     return sequence_logps(logits, labels)

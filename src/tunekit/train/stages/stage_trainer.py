@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import torch
 
-from .trainer import TunekitTrainer
+from ..trainer import TunekitTrainer
 
 
 class StageTrainer(TunekitTrainer):

@@ -14,7 +14,7 @@ from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, estimate_memory
 from .params import count_params
-from .setup import Setup, resolve_setup
+from .training_setup import Setup, resolve_setup
 from .time import estimate_time
 
 TUTORIAL_NOTE = ("Older transformers rounded steps per epoch down (the published tutorial's 456 steps for 2876 samples); "

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from torch.utils.data import Sampler
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 
 class RepeatSampler(Sampler):
@@ -135,7 +135,7 @@ def generate(lm, input_ids, attention_mask, *, num_return: int, max_new_tokens: 
 
 def response_logps(lm_out_logits: torch.Tensor, samples: Samples, temperature: float) -> torch.Tensor:
     """Per-token log-probs of the completion tokens ``[N, T]`` (logits at position t predict token t+1)."""
-    from .losses import token_logps
+    from ..losses import token_logps
 
     logits = lm_out_logits[:, samples.prompt_width - 1:-1]
     return token_logps(logits, samples.responses, temperature)
@@ -156,7 +156,7 @@ def compute_rewards(samples: Samples, prompts: list[str], references: list[str],
             raise ConfigError(f"reward function {getattr(fn, '__name__', fn)} returned {len(values)} rewards for {n} completions.")
         total += torch.tensor([float(v) for v in values])
     if reward_model is not None:
-        from .batching import mask_of, pad
+        from ..batching import mask_of, pad
 
         rows = [s[m.bool()].tolist() for s, m in zip(samples.sequences, samples.attention_mask)]
         ids = pad(rows, pad_id)

@@ -3,7 +3,7 @@
 tunekit's own implementation (TRL removed its PPO trainer), following "The N+ implementation details
 of RLHF with PPO" (Huang et al. 2024):
 
-1. **Rollout** (no gradient): sample a completion per prompt (:mod:`tunekit.train.rollout`), score it
+1. **Rollout** (no gradient): sample a completion per prompt (:mod:`tunekit.train.stages.rollout`), score it
    (reward functions and/or a reward model: ``s``), and record ``log π_old(a_t)``, ``V_old(s_t)``
    from the policy + value head and ``log π_ref(a_t)`` from the reference.
 2. **Rewards per token**: ``r_t = -c_KL (log π_old(a_t) - log π_ref(a_t))``, plus ``s`` on the last
@@ -14,7 +14,7 @@ of RLHF with PPO" (Huang et al. 2024):
 4. **Update** ``ppo_epochs`` optimizer steps on the rollout: clipped policy loss (``cliprange``) +
    ``vf_coef`` x clipped value loss (``cliprange_value``) — :func:`tunekit.train.losses.ppo_losses`.
 
-The critic is a value head on the policy's own backbone (:class:`~tunekit.train.value_head.ValueHeadModel`),
+The critic is a value head on the policy's own backbone (:class:`~tunekit.train.stages.value_head.ValueHeadModel`),
 saved as ``value_head.safetensors`` next to the model / adapter.
 
 Logged: rewards/mean, rewards/std, completions/mean_length, objective/kl, objective/kl_coef,
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .batching import PromptCollator
+from ..batching import PromptCollator
 from .grpo import RolloutTrainerBase
-from .losses import gae, masked_mean, masked_whiten, ppo_losses
-from .reference import load_reference
+from ..losses import gae, masked_mean, masked_whiten, ppo_losses
+from .reference_policy import load_reference
 from .rollout import Samples, check_rewards, load_reward_functions, load_reward_model, response_logps, stop_token_ids
 from .value_head import ValueHeadSaveMixin, with_value_head
 
@@ -38,7 +38,7 @@ KL_HORIZON = 10000
 
 
 def load_model(cfg, tokenizer):
-    from ..model.loader import load_model as load_lm
+    from ...model.loader import load_model as load_lm
 
     return with_value_head(load_lm(cfg, tokenizer, is_trainable=cfg.do_train), cfg)
 

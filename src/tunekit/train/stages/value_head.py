@@ -98,7 +98,7 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
     default: the adapter's ``base_model_name_or_path``); both with ``value_head.safetensors``."""
     from transformers import AutoModelForCausalLM
 
-    from ..errors import ModelError
+    from ...errors import ModelError
 
     folder = Path(path)
     if not (folder / VALUE_HEAD_FILE).is_file():

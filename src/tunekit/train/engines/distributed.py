@@ -8,7 +8,7 @@ What the runner calls, in order:
    On a CPU-only machine it also starts the process group itself (see :func:`_start_cpu_process_group`).
 3. :func:`before_model_load`: ZeRO-3 must be known to transformers before ``from_pretrained`` so the
    weights are partitioned as they load.
-4. :func:`fsdp_settings`: what :mod:`tunekit.train.fsdp` shards with (FSDP2 is applied by tunekit itself,
+4. :func:`fsdp_settings`: what :mod:`tunekit.train.engines.fsdp` shards with (FSDP2 is applied by tunekit itself,
    on GPUs and CPUs alike, when the trainer is built; the Trainer then sees a plain distributed run).
 5. :func:`is_main_process` guards printing, logs, plots and anything else written once.
 
@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config.jsonfile import read_json_object
-from ..env import env_local_rank, env_rank, env_world_size
-from ..config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
-from ..errors import ConfigError
+from ...config.jsonfile import read_json_object
+from ...env import env_local_rank, env_rank, env_world_size
+from ...config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
+from ...errors import ConfigError
 from .deepspeed_config import check_batch_fields, read_deepspeed, require_deepspeed, resolve_deepspeed
 from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
 
@@ -127,7 +127,7 @@ def _fsdp_strategy(cfg) -> str | None:
 
 @dataclass(frozen=True)
 class FSDPSettings:
-    """How :mod:`tunekit.train.fsdp` shards the model (``fsdp: full_shard | shard_grad_op`` [+ ``offload``])."""
+    """How :mod:`tunekit.train.engines.fsdp` shards the model (``fsdp: full_shard | shard_grad_op`` [+ ``offload``])."""
 
     strategy: str  # full_shard | shard_grad_op
     reshard_after_forward: bool  # full_shard: True (ZeRO-3 like); shard_grad_op: False (ZeRO-2 like)
@@ -194,7 +194,7 @@ def training_args_kwargs(cfg, output_dir) -> dict:
     - DDP: ``ddp_timeout``, ``ddp_backend`` (gloo without GPUs), ``ddp_find_unused_parameters`` (False for
       LoRA, as LLaMA-Factory does; otherwise the Trainer decides).
     - DeepSpeed: ``deepspeed`` = a JSON path (presets are written to ``output_dir/ds_config.json``).
-    - FSDP2: nothing. The Trainer sees a plain distributed (DDP) run; :mod:`tunekit.train.fsdp` shards the model
+    - FSDP2: nothing. The Trainer sees a plain distributed (DDP) run; :mod:`tunekit.train.engines.fsdp` shards the model
       when the trainer is built and keeps accelerate from wrapping it in DDP (accelerate enables its own FSDP
       only on accelerators; tunekit's FSDP2 is the same code on GPUs and CPUs).
     - CPU-only machines under a launcher: the process group is started here with ``ddp_timeout`` and the
@@ -229,7 +229,7 @@ def training_args_kwargs(cfg, output_dir) -> dict:
                 kwargs["accelerator_config"] = {"use_configured_state": True}
         return kwargs
 
-    fsdp_settings(cfg)  # FSDP2 needs no TrainingArguments: tunekit shards the model itself (tunekit.train.fsdp)
+    fsdp_settings(cfg)  # FSDP2 needs no TrainingArguments: tunekit shards the model itself (tunekit.train.engines.fsdp)
     if not gpu and under_launcher():  # DDP, FSDP2 (any fsdp value) on CPU: gloo
         kwargs["use_cpu"] = True
         _start_cpu_process_group(backend or "gloo", cfg.ddp_timeout, deepspeed=False)
@@ -290,7 +290,7 @@ def before_model_load(cfg) -> None:
 # ------------------------------------------------------------------ planner
 @dataclass(frozen=True)
 class EnginePlan:
-    """The engine facts, decided once: the launcher's helpers and the memory planner (plan/setup.py) both use it."""
+    """The engine facts, decided once: the launcher's helpers and the memory planner (plan/training_setup.py) both use it."""
 
     engine: str  # single | ddp | deepspeed | fsdp
     world_size: int
@@ -321,7 +321,7 @@ def record_rank_error(exc: BaseException) -> None:
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
-    from ..errors import TunekitError
+    from ...errors import TunekitError
 
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, TunekitError):

@@ -3,7 +3,7 @@
 Losses and their formulas: :func:`tunekit.train.losses.preference_loss` (sigmoid = DPO, hinge, ipo,
 orpo, simpo; ``dpo_label_smoothing`` = cDPO), plus ``pref_ftx`` x the chosen answer's per-token NLL.
 Chosen and rejected go through the model in one concatenated forward. The reference (see
-:mod:`tunekit.train.reference`) is the frozen base — with LoRA the policy with its adapter disabled,
+:mod:`tunekit.train.stages.reference_policy`) is the frozen base — with LoRA the policy with its adapter disabled,
 no second copy — or ``ref_model``; ``precompute_ref_log_probs`` computes it once before training.
 
 Why not TRL's DPOTrainer: it re-tokenizes from text with its own prompt/cutoff rules; tunekit's
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from .batching import MultimodalPairCollator, PairCollator
-from .losses import preference_loss
-from .reference import forward_logps, iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
+from ..batching import MultimodalPairCollator, PairCollator
+from ..losses import preference_loss
+from .reference_policy import forward_logps, iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
 REFERENCE_FREE = ("orpo", "simpo")

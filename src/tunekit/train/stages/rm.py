@@ -3,7 +3,7 @@
 Score of a sequence = the value head at its last token. Loss (Bradley-Terry):
 ``L = -log σ(r(x, y_w) - r(x, y_l))`` (:func:`tunekit.train.losses.pairwise_reward_loss`).
 Eval metric ``accuracy`` = share of pairs with ``r(x, y_w) > r(x, y_l)``. The output folder holds the LM
-(or LoRA adapter) plus ``value_head.safetensors``; :func:`tunekit.train.value_head.load_value_head_model`
+(or LoRA adapter) plus ``value_head.safetensors``; :func:`tunekit.train.stages.value_head.load_value_head_model`
 reloads it.
 
 Why not TRL's RewardTrainer: it re-tokenizes text and trains ``AutoModelForSequenceClassification``;
@@ -12,14 +12,14 @@ tunekit keeps the causal LM + value head so the same folder serves as PPO critic
 
 from __future__ import annotations
 
-from .batching import PairCollator
-from .losses import pairwise_reward_loss
+from ..batching import PairCollator
+from ..losses import pairwise_reward_loss
 from .stage_trainer import StageTrainer
 from .value_head import ValueHeadSaveMixin, last_token_values, with_value_head
 
 
 def load_model(cfg, tokenizer):
-    from ..model.loader import load_model as load_lm
+    from ...model.loader import load_model as load_lm
 
     return with_value_head(load_lm(cfg, tokenizer, is_trainable=cfg.do_train), cfg)
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 STATE_DIR = "fsdp_state"  # inside checkpoint-N/: the sharded resume state (torch.distributed.checkpoint)
 SCHEDULER_NAME = "scheduler.pt"  # transformers' name, so a checkpoint looks like any other

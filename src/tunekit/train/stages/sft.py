@@ -9,13 +9,13 @@ from __future__ import annotations
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    from ..data.collator import PaddingCollator
-    from .trainer import TunekitTrainer
+    from ...data.collator import PaddingCollator
+    from ..trainer import TunekitTrainer
 
     collator = PaddingCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
                                label_pad_id=-100)
     if getattr(data, "mm", None) is not None:  # a vision-language model: the batch's images become model inputs
-        from ..data.collator import MultimodalCollator
+        from ...data.collator import MultimodalCollator
 
         collator = MultimodalCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
                                       label_pad_id=-100, mm=data.mm)

@@ -1,7 +1,7 @@
 """The training set-up as the planner sees it: precision, method, sharding, batch, resolved from a Config.
 
 One place turns options into the handful of facts the memory and time models need, mirroring what
-``tunekit train`` does (``tunekit.model.adapters``: LoRA adapters in fp32 through PEFT, full/freeze
+``tunekit train`` does (``tunekit.model.finetuning``: LoRA adapters in fp32 through PEFT, full/freeze
 trainable weights upcast to fp32; the model loaded in the compute dtype; HF autocast for bf16/fp16).
 """
 
@@ -83,7 +83,7 @@ def deepspeed_settings(value: str | None) -> tuple[int | None, bool, bool]:
     """``(stage, offload_optimizer, offload_params)`` from a preset name or a DeepSpeed JSON file."""
     if not value:
         return None, False, False
-    from ..train.deepspeed_config import read_deepspeed
+    from ..train.engines.deepspeed_config import read_deepspeed
 
     ds = read_deepspeed(value.strip())
     return ds.stage, ds.offload_optimizer, ds.offload_param
@@ -97,7 +97,7 @@ def deepspeed_buffers(value: str | None) -> tuple[float | None, bool, float]:
     """``(reduce_bucket_size or None for "auto", overlap_comm, stage3_max_live_parameters)`` in elements."""
     if not value:
         return None, False, 1e9
-    from ..train.deepspeed_config import read_deepspeed
+    from ..train.engines.deepspeed_config import read_deepspeed
 
     zero = read_deepspeed(value.strip()).config.get("zero_optimization") or {}
 
@@ -112,7 +112,7 @@ def engine_settings(cfg, world_size: int) -> tuple[int | None, bool, bool, str |
     """``(zero_stage, offload_optimizer, offload_params, fsdp mode, fsdp offload)`` as the launcher decides them
     (``train.distributed.engine_plan``): FSDP acts as full_shard when it reshards after forward (ZeRO-3 like),
     else as shard_grad_op (ZeRO-2 like), ``fsdp_config.reshard_after_forward`` included."""
-    from ..train.distributed import engine_plan
+    from ..train.engines.distributed import engine_plan
 
     plan = engine_plan(cfg, world_size)
     if plan.engine == "fsdp":

@@ -1,10 +1,10 @@
 """Stage ``grpo``: group-relative policy optimisation (Shao et al. 2024, DeepSeekMath).
 
 Per prompt, ``num_generations`` completions are sampled and rewarded (reward functions and/or a
-reward model, see :mod:`tunekit.train.rollout`); each completion's advantage is its reward
+reward model, see :mod:`tunekit.train.stages.rollout`); each completion's advantage is its reward
 standardised within its group, ``A_i = (r_i - mean(r)) / (std(r) + 1e-4)`` — no critic. The loss is
 :func:`tunekit.train.losses.grpo_loss`: the clipped surrogate (``cliprange``) minus ``grpo_beta`` x the
-k3 KL estimate against the reference (:mod:`tunekit.train.reference`; skipped when ``grpo_beta`` = 0),
+k3 KL estimate against the reference (:mod:`tunekit.train.stages.reference_policy`; skipped when ``grpo_beta`` = 0),
 averaged per completion, then over completions. ``grpo_iterations`` > 1 reuses a rollout for that many
 optimizer steps (the clipping then matters).
 
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .batching import PromptCollator
-from .losses import group_advantages, grpo_loss, masked_mean
-from .reference import load_reference, prepare_frozen, reference_forward
+from ..batching import PromptCollator
+from ..losses import group_advantages, grpo_loss, masked_mean
+from .reference_policy import load_reference, prepare_frozen, reference_forward
 from .rollout import (
     RepeatSampler, RolloutCache, Samples, check_rewards, compute_rewards, decode_completions, generate,
     load_reward_functions, load_reward_model, response_logps, stop_token_ids,
