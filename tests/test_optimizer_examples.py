@@ -37,7 +37,8 @@ def test_example_config_loads(path):
 
 def test_every_method_has_an_example():
     assert {p.stem for p in EXAMPLES} == {"galore_full_sft", "apollo_full_sft", "badam_full_sft", "muon_full_sft",
-                                          "adam_mini_full_sft", "oft_sft", "llama_pro_freeze_sft", "dft_full_sft", "eaft_full_sft"}
+                                          "adam_mini_full_sft", "oft_sft", "llama_pro_freeze_sft", "dft_full_sft", "eaft_full_sft",
+                                          "asft_full_sft"}
 
 
 @pytest.mark.parametrize("name", list(LLAMAFACTORY))

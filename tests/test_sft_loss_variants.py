@@ -1,5 +1,5 @@
 """DFT and EAFT losses (train/losses.py: sft_token_losses) against a hand computation on a tiny batch, and through
-tunekit train on both loss paths (LM head on trained tokens only, and full logits)."""
+tunekit train on both loss paths (LM head on trained tokens only, and full logits). ASFT: tests/test_asft_loss.py."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_uniform_position_has_entropy_weight_ln3_over_3():
 
 @pytest.mark.parametrize("trained_tokens_loss", [True, False])
 def test_dft_loss_trains_and_logs_the_weighted_loss(trained_tokens_loss, tiny_qwen, tmp_path):
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(8))
@@ -67,12 +67,3 @@ def test_dft_loss_trains_and_logs_the_weighted_loss(trained_tokens_loss, tiny_qw
     # step 1 sees the same weights: DFT's loss is Σ p_t·CE_t / N < Σ CE_t / N (every p_t < 1), and positive
     assert 0 < logs["dft"][0] < logs["plain"][0]
 
-
-def test_asft_is_refused_with_its_name(tiny_qwen, tmp_path):
-    from tunekit.errors import ConfigError
-    from tunekit.train.run import run_train
-
-    data = tmp_path / "data"
-    write_dataset(data, "toy", alpaca_records(4))
-    with pytest.raises(ConfigError, match="use_asft_loss is not implemented in tunekit yet"):
-        run_train(load_config(None, base_config(tiny_qwen, data, tmp_path / "o", max_steps=1, use_asft_loss=True)))

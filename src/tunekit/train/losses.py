@@ -195,7 +195,8 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Ten
     return -masked_mean(objective, mask, dim=1), masked_mean(kl, mask, dim=1).detach()
 
 
-def sft_token_losses(logits: torch.Tensor, targets: torch.Tensor, kind: str | None = None, alpha: float = 1.0) -> torch.Tensor:
+def sft_token_losses(logits: torch.Tensor, targets: torch.Tensor, kind: str | None = None, alpha: float = 1.0,
+                     ref_logits: torch.Tensor | None = None) -> torch.Tensor:
     """Per-token SFT losses ``w_t · CE_t`` on already-aligned rows (``logits[i]`` predicts ``targets[i]``), 16-bit upcast to fp32.
 
     ``CE_t = -log p(y_t)``; the weight ``w_t`` carries no gradient (computed under ``no_grad``, as in LLaMA-Factory's
@@ -205,6 +206,11 @@ def sft_token_losses(logits: torch.Tensor, targets: torch.Tensor, kind: str | No
     * ``dft`` (Dynamic Fine-Tuning, Wu et al. 2025): ``w_t = p(y_t) = exp(-CE_t)``.
     * ``eaft`` (entropy-adaptive fine-tuning): ``w_t = (H̃_t / 3)^alpha``, where ``H̃_t`` is the entropy of the
       softmax over the 20 largest logits at that position (renormalised among themselves; 3 ≈ ln 20, its maximum).
+    * ``asft`` (anchored SFT, LLaMA-Factory's ``asft_loss_func``): the DFT term plus ``alpha`` (``asft_alpha``) times
+      the token's KL divergence from the frozen reference, ``p(y_t)·CE_t + alpha · KL(π_ref(·|t) ‖ π(·|t))`` with
+      ``KL = Σ_v q_v (log q_v - log p_v)``, ``q = softmax(ref_logits)``; the KL term keeps its gradient.
+      ``ref_logits`` are the reference's logits on the same rows. LLaMA-Factory averages both terms over a micro-batch's
+      trained tokens; averaging their sum is the same number.
 
     The caller sums and divides by the step's trained-token count (or takes the mean), like the plain loss.
     """
@@ -214,7 +220,7 @@ def sft_token_losses(logits: torch.Tensor, targets: torch.Tensor, kind: str | No
     if kind is None:
         return ce
     with torch.no_grad():
-        if kind == "dft":
+        if kind in ("dft", "asft"):
             weight = torch.exp(-ce)
         elif kind == "eaft":
             top = torch.topk(logits, k=min(20, logits.shape[-1]), dim=-1).values
@@ -222,4 +228,10 @@ def sft_token_losses(logits: torch.Tensor, targets: torch.Tensor, kind: str | No
             weight = torch.pow(-(logp.exp() * logp).sum(-1) / 3.0, alpha)
         else:
             raise ValueError(f"unknown SFT loss {kind}")
+    if kind == "asft":
+        if ref_logits is None:
+            raise ValueError("the asft loss needs the reference's logits (ref_logits)")
+        ref_logp = F.log_softmax(ref_logits.to(logits.dtype), dim=-1)
+        kl = F.kl_div(F.log_softmax(logits, dim=-1), ref_logp, reduction="none", log_target=True).sum(-1)
+        return ce * weight + alpha * kl
     return ce * weight

@@ -55,17 +55,20 @@ def head_on(head: torch.nn.Module, keep: torch.Tensor):
 
 
 def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor, num_items_in_batch=None, kind: str | None = None,
-                   alpha: float = 1.0) -> torch.Tensor:
+                   alpha: float = 1.0, ref_logits: torch.Tensor | None = None) -> torch.Tensor:
     """``ForCausalLMLoss`` on already-selected rows: sum / num_items_in_batch, or the mean without a count.
 
-    ``kind`` = ``dft`` / ``eaft`` weights each token's cross-entropy (``losses.sft_token_losses``, the formulas)."""
+    ``kind`` = ``dft`` / ``eaft`` / ``asft`` (+ the reference's ``ref_logits`` on the same rows) changes each token's
+    loss (``losses.sft_token_losses``, the formulas)."""
     logits = logits.reshape(-1, logits.shape[-1]).float()
     if targets.numel() == 0:  # nothing trained in this micro-batch: a zero that keeps the graph connected
         return logits.sum() * 0.0
     if kind is not None:
         from .losses import sft_token_losses
 
-        per_token = sft_token_losses(logits, targets, kind, alpha)
+        if ref_logits is not None:
+            ref_logits = ref_logits.reshape(-1, ref_logits.shape[-1])
+        per_token = sft_token_losses(logits, targets, kind, alpha, ref_logits)
         if num_items_in_batch is None:
             return per_token.mean()
         loss = per_token.sum()
@@ -96,30 +99,55 @@ class TrainedTokensLossMixin:
         return get_head() if callable(get_head) else None
 
     def _sft_loss_kind(self) -> tuple[str | None, float]:
-        """The SFT loss variant (``use_dft_loss`` / ``use_eaft_loss``) and its exponent."""
+        """The SFT loss variant (``use_dft_loss`` / ``use_eaft_loss`` / ``use_asft_loss``) and its parameter."""
         cfg = getattr(self, "tunekit_config", None)
         if cfg is None:
             return None, 1.0
         if getattr(cfg, "use_asft_loss", False):
-            from ..errors import ConfigError
-
-            raise ConfigError("use_asft_loss is not implemented in tunekit yet (it needs a reference model's logits at every "
-                              "step): use use_dft_loss, or remove use_asft_loss.")
+            return "asft", cfg.asft_alpha
         if getattr(cfg, "use_dft_loss", False):
             return "dft", 1.0
         if getattr(cfg, "use_eaft_loss", False):
             return "eaft", cfg.eaft_alpha
         return None, 1.0
 
+    def _asft_reference_rows(self, model, inputs, keep, head) -> torch.Tensor | None:
+        """ASFT: the reference's logits on the trained rows, without gradient (``stages/reference_policy``: the frozen
+        copy ``asft_reference``, or with LoRA the policy with its adapter disabled); its LM head sees only those rows."""
+        from .stages.reference_policy import reference_forward
+
+        with torch.no_grad(), reference_forward(model, getattr(self, "asft_reference", None)) as ref:
+            if head is None:
+                return ref(**inputs).logits[keep]
+            with head_on(ref.get_output_embeddings(), keep):
+                return ref(**inputs).logits
+
+    def _chunked_head_loss(self, model, head, inputs, keep, targets):
+        """``(outputs, summed loss)`` from :func:`chunked_head.fused_forward`, or None for the plain path (``chunked_lm_loss:
+        false``, a wrapped or sharded head, or a model that changes its head's output: remembered after the first try)."""
+        from . import chunked_head
+
+        if not getattr(self.tunekit_config, "chunked_lm_loss", True) or getattr(self, "_chunked_head_off", False):
+            return None
+        if not chunked_head.usable(head):
+            return None
+        fused = chunked_head.fused_forward(model, head, inputs, keep, targets)
+        self._chunked_head_off = fused is None
+        return fused
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         head = self._trained_tokens_head(model, inputs, return_outputs)
         kind, alpha = self._sft_loss_kind()
+        ref_logits = None
+        if kind == "asft" and "labels" in inputs:
+            plain = {k: v for k, v in inputs.items() if k != "labels"}
+            ref_logits = self._asft_reference_rows(model, plain, trained_positions(inputs["labels"])[0], head)
         if head is None and kind is not None and "labels" in inputs:  # full logits, the variant's loss on the trained rows
             inputs = dict(inputs)
             keep, targets = trained_positions(inputs.pop("labels"))
             outputs = model(**inputs)
             scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
-            loss = causal_lm_loss(outputs.logits[keep], targets, num_items_in_batch if scaled else None, kind, alpha)
+            loss = causal_lm_loss(outputs.logits[keep], targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits)
             if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
                 loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
             return (loss, outputs) if return_outputs else loss
@@ -127,13 +155,19 @@ class TrainedTokensLossMixin:
             return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
         inputs = dict(inputs)
         keep, targets = trained_positions(inputs.pop("labels"))
-        with head_on(head, keep) as seen:
-            outputs = model(**inputs)
-        if not seen:
-            raise RuntimeError("the model never called its output embedding (get_output_embeddings()): "
-                               "set trained_tokens_loss: false for this model")
         scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
-        loss = causal_lm_loss(outputs.logits, targets, num_items_in_batch if scaled else None, kind, alpha)
+        fused = self._chunked_head_loss(model, head, inputs, keep, targets) if kind is None else None
+        if fused is not None:  # head + loss in chunks of tokens (chunked_head.py): the logits are never held whole
+            outputs, total = fused
+            count = num_items_in_batch if scaled else max(1, targets.numel())
+            loss = total / (count.to(total.device) if torch.is_tensor(count) else count)
+        else:
+            with head_on(head, keep) as seen:
+                outputs = model(**inputs)
+            if not seen:
+                raise RuntimeError("the model never called its output embedding (get_output_embeddings()): "
+                                   "set trained_tokens_loss: false for this model")
+            loss = causal_lm_loss(outputs.logits, targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits)
         if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
             loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
         return (loss, outputs) if return_outputs else loss

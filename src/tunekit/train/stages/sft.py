@@ -3,6 +3,8 @@
 The loss is the token-level cross-entropy averaged over every trained token of an optimizer step:
 the HF Trainer passes ``num_items_in_batch`` (trained tokens across all accumulated micro-batches),
 so batch 1 x accumulation 4 and batch 4 x accumulation 1 give the same loss and gradients.
+``use_dft_loss`` / ``use_eaft_loss`` / ``use_asft_loss`` change the per-token loss (``losses.sft_token_losses``);
+ASFT also needs the reference policy's logits (``reference_policy``: a frozen copy, or LoRA's disabled adapter).
 """
 
 from __future__ import annotations
@@ -19,8 +21,17 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
 
         collator = MultimodalCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
                                       label_pad_id=-100, mm=data.mm)
-    return TunekitTrainer(
+    if cfg.padding_free:  # one row per micro-batch, restarting position ids (data/padding_free.py)
+        from ...data.padding_free import padding_free_collator
+
+        collator = padding_free_collator(tokenizer, getattr(data, "mm", None))
+    trainer = TunekitTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
     )
+    if cfg.use_asft_loss:  # ASFT's KL anchor (token_loss.py): a frozen copy, or with LoRA the policy without its adapter
+        from .reference_policy import load_reference, prepare_frozen
+
+        trainer.asft_reference = prepare_frozen(load_reference(cfg, tokenizer), trainer)
+    return trainer
 
