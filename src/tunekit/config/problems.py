@@ -1,0 +1,49 @@
+"""A problem with a config: the message a user reads and the options it concerns.
+
+Every cross-field rule (``config/schema.py``, ``config/engines.py``, the groups' own rule functions) yields a
+:class:`Problem` naming its fields, so the web board shows each message next to those options without guessing
+them from the text. :class:`~tunekit.errors.ConfigError` carries the problems of a refused config as ``.problems``;
+its message is the problems' messages, one per line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class Problem:
+    """``message`` (complete: what is wrong and how to fix it) about the options ``fields`` (empty: the whole config)."""
+
+    message: str
+    fields: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fields, str):  # Problem(msg, "bf16") would read as the fields b, f, 1, 6
+            raise TypeError(f"Problem fields must be a tuple of option names, got the string {self.fields!r}")
+        object.__setattr__(self, "fields", tuple(dict.fromkeys(self.fields)))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def as_problem(item: "Problem | str") -> Problem:
+    """The one adapter for a rule that still yields a bare string: a problem of the whole config (no fields).
+
+    ``tests/test_rule_fields.py`` lists such rules; give them their fields by yielding a :class:`Problem`."""
+    return item if isinstance(item, Problem) else Problem(str(item))
+
+
+def problems_text(problems: Iterable[Problem]) -> str:
+    """The message a user reads: one line per problem, repeats dropped."""
+    return "\n".join(dict.fromkeys(p.message for p in problems))
+
+
+class ProblemsError(ValueError):
+    """Raised inside the schema's validator (pydantic wraps it in a ``ValidationError`` and keeps it as the error's
+    ``ctx["error"]``): the loader turns it back into a :class:`~tunekit.errors.ConfigError` with the same problems."""
+
+    def __init__(self, problems: Iterable[Problem]):
+        self.problems = tuple(problems)
+        super().__init__(problems_text(self.problems))
