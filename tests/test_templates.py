@@ -32,6 +32,10 @@ PINNED = {
     "Hello!<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nFine.<|im_end|>",
     "qwen3_nothink": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
     "<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",
+    "qwen3_vl": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    "Hello!<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nFine.<|im_end|>",
+    "qwen3_vl_nothink": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+    "<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",  # Qwen3-VL-Instruct's official template, text only
     "llama3": "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
     "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
     "How are you?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nFine.<|eot_id|>",
@@ -62,7 +66,7 @@ def test_pinned_rendering(name):
     assert len(turns) == 2
     assert "".join(p + r for p, r in turns) == PINNED[name]
     # the last prompt is exactly the generation prompt of the conversation before the reply
-    assert "".join(p + r for p, r in turns[:1]) + turns[1][0] == tpl.render_prompt(CONV[:3], system=SYSTEM) or name == "qwen3"
+    assert "".join(p + r for p, r in turns[:1]) + turns[1][0] == tpl.render_prompt(CONV[:3], system=SYSTEM) or name in ("qwen3", "qwen3_vl")
 
 
 def test_turn_splits_end_at_the_stop_token():

@@ -56,7 +56,8 @@ class MultimodalCollator(PaddingCollator):
 
     Each row's ``images`` (resolved paths, in placeholder order) are opened and run through the model's
     image processor at the configured resolution: for Qwen2-VL ``pixel_values`` (every image's patches,
-    concatenated in row order), ``image_grid_thw`` and M-RoPE's ``mm_token_type_ids``.
+    concatenated in row order), ``image_grid_thw`` and M-RoPE's ``mm_token_type_ids``; videos and audio
+    likewise (``pixel_values_videos`` / ``video_grid_thw``, ``input_features`` / ``feature_attention_mask``).
     """
 
     mm: Any = None
@@ -64,5 +65,6 @@ class MultimodalCollator(PaddingCollator):
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(features)
         paths = [p for f in features for p in (f.get("images") or [])]
-        batch.update(self.mm.collate(paths, batch["input_ids"]))
+        media = {k: [p for f in features for p in (f.get(k) or [])] for k in ("videos", "audios")}
+        batch.update(self.mm.collate(paths, batch["input_ids"], **{k: v for k, v in media.items() if v}))
         return batch

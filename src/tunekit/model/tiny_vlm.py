@@ -60,7 +60,13 @@ VLM_FAMILIES = {
     "qwen2_vl": "qwen2_vl",
     "qwen2.5-vl": "qwen2_5_vl",
     "qwen2_5_vl": "qwen2_5_vl",
+    "qwen3-vl": "qwen3_vl",
+    "qwen3_vl": "qwen3_vl",
+    "qwen2-audio": "qwen2_audio",
+    "qwen2_audio": "qwen2_audio",
 }
+#: model_type -> "module:builder" of a family built by its own module (same keyword arguments as build_tiny_vlm)
+BUILDERS = {"qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl", "qwen2_audio": "tiny_audio:build_tiny_qwen2_audio"}
 #: the tiny image processor's pixel budget: a 224x224 image gives (224/28)^2 = 64 image tokens at most
 TINY_MAX_PIXELS = 224 * 224
 TINY_MIN_PIXELS = 28 * 28
@@ -120,6 +126,13 @@ def build_tiny_vlm(
     if key not in VLM_FAMILIES:
         raise ModelError(f"tiny-model: unknown vision-language family '{like}'; known: {', '.join(sorted(VLM_FAMILIES))}.")
     model_type = VLM_FAMILIES[key]
+    if model_type in BUILDERS:
+        import importlib
+
+        module, builder = BUILDERS[model_type].split(":")
+        return getattr(importlib.import_module(f"{__package__}.{module}"), builder)(
+            out_dir, like=like, seed=seed, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
+            num_kv_heads=num_kv_heads, vocab_size=vocab_size, max_position_embeddings=max_position_embeddings)
     fam = QWEN2_VL_TOKENS
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

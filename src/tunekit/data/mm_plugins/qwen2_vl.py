@@ -4,7 +4,12 @@ n = the image's patch grid (t·h·w from the model's own image processor at ``im
 ``image_max_pixels``) divided by ``merge_size²``: the rule of ``Qwen2VLProcessor.replace_image_token``.
 transformers 5.24 cannot build ``Qwen2VLProcessor`` without torchvision (its video processor needs it),
 so the image processor is loaded explicitly as the PIL/numpy ``Qwen2VLImageProcessorPil`` and the
-tokenizer is used directly; videos (which need the torchvision video processor) are refused by name.
+tokenizer is used directly.
+
+``<video>`` → ``<|vision_start|>`` + n × ``<|video_pad|>`` + ``<|vision_end|>``, n = the clip's grid t·h·w /
+``merge_size²`` from the video processor's math (``mm_plugins.video``: PyAV frames at ``video_fps`` up to
+``video_maxlen``, scaled into ``video_min_pixels`` .. ``video_max_pixels`` as LLaMA-Factory does, then the
+video processor's own size limits). Qwen2.5-VL also gets ``second_per_grid_ts`` (temporal patch / sampled fps).
 
 Modules (transformers 5 ``Qwen2VLForConditionalGeneration``): vision tower ``model.visual.patch_embed`` +
 ``model.visual.blocks``, projector ``model.visual.merger``, language model ``model.language_model`` + ``lm_head``.
@@ -16,8 +21,13 @@ from typing import Any
 
 from ...errors import DataError
 from . import MediaPlugin, open_image
+from .video import VideoClip, VideoSpec, batch_videos, qwen2_resize, read_clip, video_grid
 
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"
+#: ``Qwen2VLVideoProcessor``'s class defaults (a folder's saved video/image processor config overrides them)
+VIDEO_DEFAULTS = dict(min_pixels=128 * 28 * 28, max_pixels=28 * 28 * 768, patch_size=14, temporal_patch_size=2,
+                      merge_size=2, image_mean=(0.48145466, 0.4578275, 0.40821073),
+                      image_std=(0.26862954, 0.26130258, 0.27577711), rescale_factor=1 / 255)
 
 
 class Qwen2VLPlugin(MediaPlugin):
@@ -27,12 +37,18 @@ class Qwen2VLPlugin(MediaPlugin):
     VISION_TOWER = ("model.visual.patch_embed", "model.visual.blocks")
     PROJECTOR = ("model.visual.merger",)
     LANGUAGE_MODEL = ("model.language_model", "lm_head")
-    MEDIA = ("images",)
+    MEDIA = ("images", "videos")
+    VIDEO_DEFAULTS = VIDEO_DEFAULTS
+    resize_rule = staticmethod(qwen2_resize)
 
-    def __init__(self, image_processor, token_ids: dict[str, int], min_pixels: int, max_pixels: int):
+    def __init__(self, image_processor, token_ids: dict[str, int], min_pixels: int, max_pixels: int,
+                 video_spec: VideoSpec = None, video_options: dict[str, Any] = None, model_type: str = ""):
         self.image_processor = image_processor
         self.token_ids = token_ids
         self.size = {"shortest_edge": min_pixels, "longest_edge": max_pixels}
+        self.video_spec = video_spec
+        self.video_options = video_options or {}
+        self.model_type = model_type
 
     @classmethod
     def load(cls, cfg, path: str) -> "Qwen2VLPlugin":
@@ -48,7 +64,12 @@ class Qwen2VLPlugin(MediaPlugin):
         missing = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
         if missing:
             raise DataError(f"the tokenizer of {path} lacks Qwen2-VL's {', '.join(missing)}: is it a Qwen2-VL model?")
-        return cls(image_processor, ids, cfg.image_min_pixels, cfg.image_max_pixels)
+        from . import model_type_of
+
+        video = dict(fps=cfg.video_fps, maxlen=cfg.video_maxlen, max_pixels=cfg.video_max_pixels,
+                     min_pixels=cfg.video_min_pixels)
+        return cls(image_processor, ids, cfg.image_min_pixels, cfg.image_max_pixels,
+                   VideoSpec.load(path, cls.VIDEO_DEFAULTS), video, model_type_of(path)[0] or "")
 
     def process_images(self, images: list[Any]) -> dict[str, Any]:
         return self.image_processor(images=images, size=self.size, return_tensors="pt")
@@ -71,12 +92,28 @@ class Qwen2VLPlugin(MediaPlugin):
     def media_token_ids(self) -> set[int]:
         return {self.token_ids[IMAGE_PAD], self.token_ids[VIDEO_PAD]}
 
-    def collate(self, paths: list[str], input_ids) -> dict[str, Any]:
-        """Model inputs of one batch: pixel patches + grids of every image (in order), and M-RoPE's token types."""
+    def clip(self, path: str, where: str) -> VideoClip:
+        """The video at ``path`` sampled and regularised with the configured ``video_*`` options."""
+        return read_clip(path, where, **self.video_options)
+
+    def video_text(self, clip: VideoClip) -> str:
+        """What one ``<video>`` becomes: the video tokens of the clip's grid between the vision markers."""
+        n = self.video_spec.tokens(video_grid(clip, self.video_spec, self.resize_rule))
+        return VISION_START + VIDEO_PAD * n + VISION_END
+
+    def video_expansions(self, paths: list[str], where: str) -> list[str]:
+        """The text each of a record's videos becomes (stored with the sample, spliced in for ``<video>``)."""
+        return [self.video_text(self.clip(p, where)) for p in paths]
+
+    def collate(self, paths: list[str], input_ids, videos: list[str] = ()) -> dict[str, Any]:
+        """Model inputs of one batch: pixel patches + grids of every image and video (in order), M-RoPE's token types."""
         out: dict[str, Any] = {}
         if paths:
             data = self.process_images([open_image(p, p) for p in paths])
             out["pixel_values"], out["image_grid_thw"] = data["pixel_values"], data["image_grid_thw"]
+        if videos:
+            out.update(batch_videos([self.clip(p, p) for p in videos], self.video_spec, self.resize_rule,
+                                    seconds_per_grid=self.model_type == "qwen2_5_vl"))
         types = (input_ids == self.token_ids[IMAGE_PAD]).long() + 2 * (input_ids == self.token_ids[VIDEO_PAD]).long()
         out["mm_token_type_ids"] = types
         return out

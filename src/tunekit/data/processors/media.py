@@ -5,9 +5,11 @@ Two steps, so that every problem is named with its file and record and follows `
 1. :func:`prepare_media` (per record, in the pipeline's record loop): refuse media for a text-only
    template/model, refuse media kinds the family cannot train on yet, resolve each path against
    ``media_dir`` (else ``dataset_dir``), open and fully decode each image, and store how many tokens each
-   becomes (``_image_tokens``, from the family's own image processor at the configured resolution).
-2. :func:`process` (``datasets.map``): each ``<image>`` in the messages becomes the family's token run
-   (``data/mm_plugins``), then the SFT processor tokenizes, masks and cuts as for text. Media tokens are
+   becomes (``_image_tokens``, from the family's own image processor at the configured resolution); each
+   video / audio is decoded too and the text its placeholder becomes is stored (``_video_text`` /
+   ``_audio_text``, from the family plugin's ``video_expansions`` / ``audio_expansions``).
+2. :func:`process` (``datasets.map``): each ``<image>`` / ``<video>`` / ``<audio>`` in the messages becomes the
+   family's token run (``data/mm_plugins``), then the SFT processor tokenizes, masks and cuts as for text. Media tokens are
    never trained (also with ``train_on_prompt``). A multimodal sample is never cut: one that does not fit
    ``cutoff_len`` whole is dropped and listed in the report (cutting through an image would leave the
    model fewer image tokens than image patches).
@@ -23,7 +25,7 @@ from ..formats import RecordError
 from ..mm_plugins import PLACEHOLDERS, resolve_media
 from ...errors import DataError
 
-OUTPUT_COLUMNS = sft.OUTPUT_COLUMNS + ("images",)
+OUTPUT_COLUMNS = sft.OUTPUT_COLUMNS + ("images", "videos", "audios")
 SUPPORTED_STAGES = ("sft", "dpo")
 
 
@@ -50,17 +52,41 @@ def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
     try:
         paths = resolve_media(sample.get("images") or [], "images", Path(ctx.media_root), where)
         counts = ctx.mm.image_token_counts(paths, where)
+        out = {**sample, "images": paths, "_image_tokens": counts}
+        for kind, expand in (("videos", "video_expansions"), ("audios", "audio_expansions")):
+            found = resolve_media(sample.get(kind) or [], kind, Path(ctx.media_root), where)
+            out[kind], out[f"_{kind[:-1]}_text"] = found, getattr(ctx.mm, expand)(found, where) if found else []
     except DataError as exc:
         raise RecordError(str(exc)) from None
-    return {**sample, "images": paths, "_image_tokens": counts}
+    return out
 
 
-def expand_messages(messages: list[dict[str, Any]], counts: list[int], mm) -> list[dict[str, Any]]:
-    out, k = [], 0
+def _splice(text: str, tag: str, texts: list[str], start: int) -> tuple[str, int]:
+    """``text`` with its k-th ``tag`` replaced by ``texts[start + k]``; returns (text, next index)."""
+    parts = text.split(tag)
+    return parts[0] + "".join(texts[start + k] + rest for k, rest in enumerate(parts[1:])), start + len(parts) - 1
+
+
+def expand_messages(messages: list[dict[str, Any]], counts: list[int], mm, videos: list[str] = (),
+                    audios: list[str] = ()) -> list[dict[str, Any]]:
+    out, k, v, a = [], 0, 0, 0
     for m in messages:
         content, k = mm.expand(m["content"], counts, k)
+        if videos:
+            content, v = _splice(content, PLACEHOLDERS["videos"], list(videos), v)
+        if audios:
+            content, a = _splice(content, PLACEHOLDERS["audios"], list(audios), a)
         out.append({**m, "content": content})
     return out
+
+
+def _expanded(batch: dict[str, list], ctx, n: int) -> dict[str, list]:
+    counts = batch.get("_image_tokens") or [[]] * n
+    videos, audios = batch.get("_video_text") or [[]] * n, batch.get("_audio_text") or [[]] * n
+    expanded = dict(batch)
+    expanded["messages"] = [expand_messages(batch["messages"][i], counts[i] or [], ctx.mm, videos[i] or [],
+                                            audios[i] or []) for i in range(n)]
+    return expanded
 
 
 def processor_for(stage: str):
@@ -71,9 +97,10 @@ def processor_for(stage: str):
 
 
 def _finish(out: dict[str, list], batch: dict[str, list], n: int) -> dict[str, list]:
-    out["images"] = [list(batch["images"][i] or []) for i in range(n)] if "images" in batch else [[] for _ in range(n)]
+    for kind in ("images", "videos", "audios"):
+        out[kind] = [list(batch[kind][i] or []) for i in range(n)] if kind in batch else [[] for _ in range(n)]
     for i in range(n):
-        if out["images"][i] and out["_status"][i] == TRUNCATED:
+        if (out["images"][i] or out["videos"][i] or out["audios"][i]) and out["_status"][i] == TRUNCATED:
             out["_status"][i] = DROPPED
     return out
 
@@ -81,18 +108,12 @@ def _finish(out: dict[str, list], batch: dict[str, list], n: int) -> dict[str, l
 def process_pairs(batch: dict[str, list], ctx) -> dict[str, list]:
     """dpo: the prompt's placeholders expanded, then the pairwise processor (only answers are labelled)."""
     n = len(batch["messages"])
-    counts = batch.get("_image_tokens") or [[]] * n
-    expanded = dict(batch)
-    expanded["messages"] = [expand_messages(batch["messages"][i], counts[i] or [], ctx.mm) for i in range(n)]
-    return _finish(pairwise.process(expanded, ctx), batch, n)
+    return _finish(pairwise.process(_expanded(batch, ctx, n), ctx), batch, n)
 
 
 def process(batch: dict[str, list], ctx) -> dict[str, list]:
     n = len(batch["messages"])
-    counts = batch.get("_image_tokens") or [[]] * n
-    expanded = dict(batch)
-    expanded["messages"] = [expand_messages(batch["messages"][i], counts[i] or [], ctx.mm) for i in range(n)]
-    out = sft.process(expanded, ctx)
+    out = sft.process(_expanded(batch, ctx, n), ctx)
     media_ids = ctx.mm.media_token_ids()
     for i in range(n):
         if ctx.train_on_prompt:

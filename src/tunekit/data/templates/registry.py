@@ -7,6 +7,7 @@ them equal on several conversations); the ``source`` line of each entry says wha
 from __future__ import annotations
 
 from .spec import TemplateSpec
+from .vlm_specs import VLM_SPECS
 
 _ALL = frozenset({"system", "user", "assistant", "observation"})
 _QWEN_USER = "<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n"
@@ -120,6 +121,29 @@ SPECS: list[TemplateSpec] = [
         document_end="<|endoftext|>",
         official_jinja="qwen3_nothink",
         source="Qwen/Qwen3-4B-Instruct-2507 chat_template",
+    ),
+    TemplateSpec(
+        name="qwen3_vl",
+        description="Qwen3-VL Thinking models (<think> blocks; <image>/<video> expanded into the model's tokens, data/mm_plugins).",
+        **_CHATML,
+        observation=_QWEN_OBS,
+        tool_format="qwen",
+        replace_eos=True,
+        eos="<|im_end|>",
+        document_end="<|endoftext|>",
+        reasoning=True,
+        source="Qwen/Qwen3-VL-8B-Thinking chat_template; LLaMA-Factory 'qwen3_vl' (ReasoningTemplate)",
+    ),
+    TemplateSpec(
+        name="qwen3_vl_nothink",
+        description="Qwen3-VL Instruct models (ChatML, no default system; <image>/<video> expanded, data/mm_plugins).",
+        **_CHATML,
+        observation=_QWEN_OBS,
+        tool_format="qwen",
+        replace_eos=True,
+        eos="<|im_end|>",
+        document_end="<|endoftext|>",
+        source="Qwen/Qwen3-VL-8B-Instruct chat_template; LLaMA-Factory 'qwen3_vl_nothink'",
     ),
     TemplateSpec(
         name="llama3",
@@ -266,6 +290,8 @@ SPECS: list[TemplateSpec] = [
         source="baichuan-inc/Baichuan2-7B-Chat build_chat_input (no HF chat_template)",
     ),
 ]
+
+SPECS.extend(VLM_SPECS)  # llava, llava_next, gemma3 (data/templates/vlm_specs.py)
 
 BY_NAME: dict[str, TemplateSpec] = {s.name: s for s in SPECS}
 
