@@ -10,6 +10,10 @@ Why not TRL's DPOTrainer: it re-tokenizes from text with its own prompt/cutoff r
 data (templates, shared-prompt cutoff, dropped-pair reporting) arrives tokenized, and the loss is a
 few lines, so the loss and batching live here.
 
+``padding_free``: the pairs of a micro-batch in one row without padding (:class:`~tunekit.train.batching.PaddingFreePairCollator`);
+the log-probs, the reference's included, are gathered per sequence, so loss, metrics and gradients equal the padded
+batch's (tests/test_padding_free_preference.py; docs/padding-free.md).
+
 Logged per step: rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins,
 logps/chosen, logps/rejected (+ loss/sft with pref_ftx).
 """
@@ -18,7 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from ..batching import MultimodalPairCollator, PairCollator
+from ...errors import ConfigError
+from ..batching import MultimodalPairCollator, PaddingFreePairCollator, PairCollator, sequence_view
 from ..losses import preference_loss
 from .reference_policy import forward_logps, iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
@@ -37,13 +42,11 @@ class DPOTrainer(StageTrainer):
 
     def reference_logps(self, model, inputs) -> torch.Tensor:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
-            return forward_logps(ref, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"],
-                                 **media_inputs(inputs))[0]
+            return forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs))[0]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        logps, lengths = forward_logps(model, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"],
-                                       **media_inputs(inputs))
+        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs))
         b = logps.shape[0] // 2
         ref = None
         if self.needs_reference:
@@ -72,18 +75,27 @@ def precompute_reference(dataset, collator, model, ref_model, batch_size: int, c
     if dataset is None:
         return None
     chosen, rejected = [], []
-    fields = [("input_ids", "attention_mask", "token_labels")]
-    for n, (logps,) in iter_reference_logps(dataset, collator, model, ref_model, batch_size, fields):
+    for n, (logps,) in iter_reference_logps(dataset, collator, model, ref_model, batch_size, [""]):
         chosen += logps[:n].tolist()  # the collator stacks the chosen answers first, then the rejected ones
         rejected += logps[n:].tolist()
     return dataset.add_column(columns[0], chosen).add_column(columns[1], rejected)
 
 
+def pair_collator(cfg, tokenizer, mm=None):
+    """The batches of dpo and rm: padded, padding-free, or padded with the pair's images (``mm``: a vision-language
+    model's plugin, dpo only)."""
+    if cfg.padding_free and mm is not None:
+        raise ConfigError(f"padding_free is not supported for stage {cfg.stage} with a vision-language model (its image inputs "
+                          "and rotary positions are built per padded row): remove padding_free.")
+    if cfg.padding_free:
+        return PaddingFreePairCollator()
+    if mm is not None:  # both answers see the pair's images
+        return MultimodalPairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm)
+    return PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
+
+
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    collator = PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
-    if getattr(data, "mm", None) is not None:  # a vision-language model: both answers see the pair's images
-        collator = MultimodalPairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                                          mm=data.mm)
+    collator = pair_collator(cfg, tokenizer, getattr(data, "mm", None))
     ref_model = load_reference(cfg, tokenizer) if cfg.pref_loss not in REFERENCE_FREE else None
     trainer = DPOTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,

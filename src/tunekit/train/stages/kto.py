@@ -7,6 +7,9 @@ one process x batch 2b), ``L = λ_D (1 - σ(β (r - z₀)))`` for desirable and
 ``L = λ_U (1 - σ(β (z₀ - r)))`` for undesirable answers (``kto_chosen_weight``, ``kto_rejected_weight``).
 Reference as in dpo (:mod:`tunekit.train.stages.reference_policy`); ``pref_ftx`` adds the desirable answers' NLL.
 
+``padding_free``: the examples of a micro-batch in one row without padding, their mismatched pairs in a second
+(:class:`~tunekit.train.batching.PaddingFreeKTOCollator`); log-probs are gathered per sequence as unpacked.
+
 Logged: rewards/chosen, rewards/rejected (β r means over desirable / undesirable examples of the log
 window), rewards/accuracies (share of examples whose reward has the label's sign: > 0 desirable, < 0 undesirable), rewards/margins, kto/kl (the KL estimate).
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..batching import KTOCollator
+from ..batching import KTOCollator, PaddingFreeKTOCollator, sequence_view
 from .dpo import forward_logps
 from ..losses import kto_loss
 from .reference_policy import iter_reference_logps, load_reference, prepare_frozen, reference_forward
@@ -29,15 +32,15 @@ class KTOTrainer(StageTrainer):
 
     def reference_logps(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
-            main = forward_logps(ref, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])[0]
-            kl = forward_logps(ref, inputs["kl_input_ids"], inputs["kl_attention_mask"], inputs["kl_token_labels"])[0]
+            main = forward_logps(ref, **sequence_view(inputs))[0]
+            kl = forward_logps(ref, **sequence_view(inputs, "kl_"))[0]
         return main, kl
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        logps, lengths = forward_logps(model, inputs["input_ids"], inputs["attention_mask"], inputs["token_labels"])
+        logps, lengths = forward_logps(model, **sequence_view(inputs))
         with torch.no_grad():
-            kl_logps = forward_logps(model, inputs["kl_input_ids"], inputs["kl_attention_mask"], inputs["kl_token_labels"])[0]
+            kl_logps = forward_logps(model, **sequence_view(inputs, "kl_"))[0]
         if "ref_logps" in inputs:
             ref, ref_kl = inputs["ref_logps"].to(logps), inputs["ref_kl_logps"].to(logps)
         else:
@@ -65,8 +68,7 @@ def precompute_reference(dataset, collator, model, ref_model, batch_size: int):
     if dataset is None:
         return None
     main, kl = [], []
-    fields = [("input_ids", "attention_mask", "token_labels"), ("kl_input_ids", "kl_attention_mask", "kl_token_labels")]
-    for _, (logps, kl_logps) in iter_reference_logps(dataset, collator, model, ref_model, batch_size, fields):
+    for _, (logps, kl_logps) in iter_reference_logps(dataset, collator, model, ref_model, batch_size, ["", "kl_"]):
         main += logps.tolist()
         kl += kl_logps.tolist()
     return dataset.add_column("ref_logps", main).add_column("ref_kl_logps", kl)
@@ -81,7 +83,8 @@ def with_kl_pairs(dataset):
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    collator = KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
+    collator = (PaddingFreeKTOCollator() if cfg.padding_free else
+                KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of))
     trainer = KTOTrainer(model=model, args=args, train_dataset=with_kl_pairs(data.train), eval_dataset=with_kl_pairs(data.eval),
                          data_collator=collator, processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
                          ref_model=load_reference(cfg, tokenizer))

@@ -103,11 +103,14 @@ def reference_forward(policy, ref_model):
 def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, fields):
     """Reference log-prob sums over ``dataset`` in batches, in eval mode (for precomputed references).
 
-    ``fields`` lists ``(input_ids, attention_mask, labels)`` column names of the collated batch; yields
+    ``fields`` lists the key prefixes of the sequence sets of the collated batch (``""``; kto also ``"kl_"``:
+    :func:`~tunekit.train.batching.sequence_view`, padded or padding-free); yields
     ``(rows_in_batch, [logps per field])`` so each stage can split the batch its own way.
     """
     import torch
     from transformers.integrations import is_deepspeed_zero3_enabled
+
+    from ..batching import sequence_view
 
     if ref_model is None and is_deepspeed_zero3_enabled():
         from ...errors import ConfigError
@@ -124,7 +127,7 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
             batch = {k: v.to(device) for k, v in collator(rows).items()}
             with torch.no_grad(), reference_forward(model, ref_model) as ref:
                 media = media_inputs(batch) if len(fields) == 1 else {}  # the media belong to the batch's one field (dpo)
-                out = [forward_logps(ref, batch[ids], batch[mask], batch[labels], **media)[0] for ids, mask, labels in fields]
+                out = [forward_logps(ref, **sequence_view(batch, prefix), **media)[0] for prefix in fields]
             yield len(rows), out
     finally:
         model.train(was_training)
@@ -139,11 +142,15 @@ def media_inputs(batch) -> dict:
     return {k: batch[k] for k in MEDIA_INPUTS if k in batch}
 
 
-def forward_logps(model, input_ids, attention_mask, labels, **media):
-    """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`).
+def forward_logps(model, input_ids, attention_mask, labels, position_ids=None, cu_seqlens=None, **media):
+    """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`); per sequence
+    of a padding-free row when ``cu_seqlens`` is given (no mask, restarting ``position_ids``: ``train/batching.py``).
 
     ``media``: a vision-language model's image inputs for these rows (:data:`MEDIA_INPUTS`)."""
+    from ..batching import packed_sequence_logps
     from ..losses import sequence_logps
 
+    if position_ids is not None:
+        media["position_ids"] = position_ids
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **media).logits
-    return sequence_logps(logits, labels)
+    return sequence_logps(logits, labels) if cu_seqlens is None else packed_sequence_logps(logits, labels, cu_seqlens)

@@ -6,16 +6,20 @@ Eval metric ``accuracy`` = share of pairs with ``r(x, y_w) > r(x, y_l)``. The ou
 (or LoRA adapter) plus ``value_head.safetensors``; :func:`tunekit.train.stages.value_head.load_value_head_model`
 reloads it.
 
+``padding_free``: the pairs of a micro-batch in one row without padding (as dpo); a score is the value head at
+each sequence's last token of that row (:func:`~tunekit.train.batching.segment_last`).
+
 Why not TRL's RewardTrainer: it re-tokenizes text and trains ``AutoModelForSequenceClassification``;
 tunekit keeps the causal LM + value head so the same folder serves as PPO critic/reward model.
 """
 
 from __future__ import annotations
 
-from ..batching import PairCollator
+from ..batching import sequence_view
 from ..losses import pairwise_reward_loss
+from .dpo import pair_collator
 from .stage_trainer import StageTrainer
-from .value_head import ValueHeadSaveMixin, last_token_values, with_value_head
+from .value_head import ValueHeadSaveMixin, sequence_scores, with_value_head
 
 
 def load_model(cfg, tokenizer):
@@ -26,8 +30,9 @@ def load_model(cfg, tokenizer):
 
 class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        _, values = model(inputs["input_ids"], attention_mask=inputs["attention_mask"])
-        scores = last_token_values(values, inputs["attention_mask"])
+        view = sequence_view(inputs)
+        _, values = model(view["input_ids"], attention_mask=view["attention_mask"], position_ids=view["position_ids"])
+        scores = sequence_scores(values, view)
         b = scores.shape[0] // 2
         chosen, rejected = scores[:b], scores[b:]
         loss = pairwise_reward_loss(chosen, rejected).mean()
@@ -39,6 +44,6 @@ class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    collator = PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
-    return RewardTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
+    return RewardTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval,
+                         data_collator=pair_collator(cfg, tokenizer),
                          processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg)

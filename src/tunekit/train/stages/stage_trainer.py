@@ -49,9 +49,10 @@ class StageTrainer(TunekitTrainer):
         return loss.detach(), None, None
 
     def _track_num_input_tokens(self, inputs):
-        """Tokens seen = non-padding tokens of every sequence the step trains on."""
+        """Tokens seen = non-padding tokens of every sequence the step trains on (a padding-free row has no padding)."""
         if self.args.include_num_input_tokens_seen == "no":
             return
         masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and torch.is_tensor(v)]
+        masks += [v[-1:] for k, v in inputs.items() if k.endswith("cu_seqlens") and torch.is_tensor(v)]
         if masks:
             self.state.num_input_tokens_seen += int(sum(int(m.sum()) for m in masks))

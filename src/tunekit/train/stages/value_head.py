@@ -30,8 +30,9 @@ class ValueHeadModel(nn.Module):
         self.v_head = nn.Linear(hidden, 1)
         nn.init.normal_(self.v_head.weight, std=1.0 / (hidden + 1))
         nn.init.zeros_(self.v_head.bias)
-        device = next(pretrained_model.parameters()).device
-        self.v_head.to(device=device, dtype=torch.float32)
+        first = next(pretrained_model.parameters())
+        # float32 at least (a half-precision head rounds the scores); a float64 model (reference runs) keeps float64
+        self.v_head.to(device=first.device, dtype=torch.float64 if first.dtype == torch.float64 else torch.float32)
 
     @property
     def config(self):
@@ -91,6 +92,16 @@ def with_value_head(lm, cfg) -> ValueHeadModel:
 def last_token_values(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     last = attention_mask.long().sum(-1) - 1
     return values.gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1)
+
+
+def sequence_scores(values: torch.Tensor, view: dict) -> torch.Tensor:
+    """One score per sequence of a batch view (``train/batching.sequence_view``): the value at the last real token of
+    each padded row, or at the last token of each sequence of a padding-free row."""
+    from ..batching import segment_last
+
+    if view.get("cu_seqlens") is not None:
+        return segment_last(values, view["cu_seqlens"])
+    return last_token_values(values, view["attention_mask"])
 
 
 def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtype=torch.float32) -> ValueHeadModel:
