@@ -53,14 +53,11 @@ def build_training_arguments(cfg, report_to: list[str], **overrides):
     from ..errors import ConfigError
 
     kwargs = training_arguments_kwargs(cfg, report_to)
-    if getattr(cfg, "fp8", False):  # before the model loads
-        import torch
+    if getattr(cfg, "fp8", False):  # before the model loads: the device, then the backend's package (train/fp8.py)
+        from .fp8 import accelerate_handlers, check_fp8_device, fp8_recipe
 
-        if not torch.cuda.is_available():
-            raise ConfigError("fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and none is visible; "
-                              "remove fp8 (on CPU train in fp32, the default).")
-        raise ConfigError("fp8 is not wired into tunekit's trainer yet (accelerate's FP8 recipes through torchao / Transformer "
-                          "Engine): remove fp8 and use bf16: true.")
+        check_fp8_device()
+        accelerate_handlers(fp8_recipe(cfg))
     if not _accelerator_available():
         if cfg.fp16:
             raise ConfigError("fp16 mixed precision needs a GPU and none is visible; on CPU use fp32 (the default) or bf16.")

@@ -6,13 +6,15 @@ from __future__ import annotations
 from transformers import Trainer
 
 from .engines.fsdp import FSDPTrainerMixin, reshard
+from .fp8 import Fp8AcceleratorMixin
 from .token_loss import TrainedTokensLossMixin
 from .window_grouping import WindowGroupingMixin
 
 
-class TunekitTrainer(WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Trainer):
+class TunekitTrainer(WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Fp8AcceleratorMixin, Trainer):
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
-    :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it)."""
+    :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
+    recipe, :mod:`tunekit.train.fp8`)."""
 
     def __init__(self, *args, tunekit_config=None, **kwargs):
         self.tunekit_config = tunekit_config

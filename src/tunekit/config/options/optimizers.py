@@ -79,8 +79,9 @@ class OptimizerOptions(OptionGroup):
     # precision
     pure_bf16: bool = Field(False, description="Train entirely in bfloat16: weights, gradients and optimizer states in bf16, no fp32 master weights, no autocast.")
     fp8: bool = Field(False, description="FP8 mixed precision through accelerate (torchao / Transformer Engine): needs a Hopper or newer GPU.")
-    fp8_backend: str = Field("auto", description="FP8 backend: auto, torchao, te or msamp.")
-    fp8_enable_fsdp_float8_all_gather: bool = Field(False, description="FP8: all-gather FSDP2 weights in float8 (torchao).")
+    fp8_backend: Literal["auto", "torchao", "te", "msamp"] = Field(
+        "auto", description="FP8 backend: auto or torchao (torchao's Float8Linear, rowwise scaling; the fp8 extra), te (NVIDIA Transformer Engine); msamp is refused.")
+    fp8_enable_fsdp_float8_all_gather: bool = Field(False, description="FP8: all-gather FSDP2 weights in float8 (torchao, with tensor-wise scaling).")
 
     # SFT loss variants
     use_dft_loss: bool = Field(False, description="DFT loss (Wu et al. 2025): each trained token's cross-entropy weighted by its probability (detached).")

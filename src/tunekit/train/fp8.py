@@ -1,0 +1,120 @@
+"""FP8 mixed precision (``fp8``, ``fp8_backend``, ``fp8_enable_fsdp_float8_all_gather``) through accelerate.
+
+As LLaMA-Factory's ``train/fp8_utils.py``: accelerate runs the step with ``mixed_precision="fp8"`` and one recipe
+handler (``kwargs_handlers``):
+
+* ``fp8_backend: auto`` / ``torchao`` — ``AORecipeKwargs(config, module_filter_func)``: torchao swaps the chosen
+  ``nn.Linear`` layers for ``Float8Linear`` (dynamic scaling). The config is torchao's ``rowwise`` recipe
+  (``Float8LinearConfig.from_recipe_name``), LLaMA-Factory's choice. With ``fp8_enable_fsdp_float8_all_gather`` it is
+  the ``tensorwise`` recipe with ``enable_fsdp_float8_all_gather=True`` instead (torchao all-gathers FSDP2 weights in
+  float8 only with tensor-wise scales; LLaMA-Factory only logs the option). Converted: the 2-D linear layers whose
+  name contains none of ``embed``, ``lm_head``, ``output``, ``classifier`` and whose both sides are multiples of 16
+  (:func:`fp8_module_filter`, LLaMA-Factory's filter).
+* ``fp8_backend: te`` — ``TERecipeKwargs(fp8_format="HYBRID", amax_history_len=16, amax_compute_algo="max")``
+  (Transformer Engine, delayed scaling: E4M3 forward, E5M2 gradients).
+* ``msamp`` is refused (MS-AMP is unmaintained; LLaMA-Factory silently runs torchao's defaults for it).
+
+:func:`fp8_recipe` is the pure decision (tested on CPU); :func:`accelerate_handlers` builds accelerate's objects from
+it and names the extra to install when the backend's package is missing; :class:`Fp8AcceleratorMixin` hands them to
+the Trainer's ``Accelerator``. GPU only: ``train/arguments.py`` refuses fp8 without a CUDA device of compute
+capability 8.9 or newer (Ada, Hopper) before the model loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SKIPPED_NAMES = ("embed", "lm_head", "output", "classifier")
+MIN_CAPABILITY = (8, 9)  # float8 matmuls (torch._scaled_mm): Ada / Hopper and newer
+INSTALL = 'pip install -c constraints.txt -e ".[fp8]"'
+
+
+@dataclass(frozen=True)
+class Fp8Recipe:
+    """What accelerate is given: ``backend`` (``AO`` or ``TE``) and its settings."""
+
+    backend: str
+    recipe_name: str | None = None  # torchao: Float8LinearConfig.from_recipe_name
+    enable_fsdp_float8_all_gather: bool = False  # torchao
+    fp8_format: str | None = None  # TE
+    amax_history_len: int | None = None  # TE
+    amax_compute_algo: str | None = None  # TE
+
+
+def fp8_recipe(cfg) -> Fp8Recipe:
+    """The recipe of ``cfg`` (``fp8_backend``, ``fp8_enable_fsdp_float8_all_gather``); see the module doc."""
+    from ..errors import ConfigError
+
+    backend = cfg.fp8_backend
+    if backend == "te":
+        return Fp8Recipe("TE", fp8_format="HYBRID", amax_history_len=16, amax_compute_algo="max")
+    if backend in ("auto", "torchao"):
+        if cfg.fp8_enable_fsdp_float8_all_gather:
+            return Fp8Recipe("AO", recipe_name="tensorwise", enable_fsdp_float8_all_gather=True)
+        return Fp8Recipe("AO", recipe_name="rowwise")
+    raise ConfigError(f"fp8_backend {backend} is not supported: use fp8_backend: torchao (or auto) or te.")
+
+
+def fp8_module_filter(module, name: str) -> bool:
+    """Whether torchao converts ``module`` (called ``name``) to float8: LLaMA-Factory's ``module_filter_func``."""
+    if any(skip in name.lower() for skip in SKIPPED_NAMES):
+        return False
+    weight = getattr(module, "weight", None)
+    if weight is None or weight.dim() != 2:
+        return False
+    out_features, in_features = weight.shape
+    return in_features % 16 == 0 and out_features % 16 == 0
+
+
+def accelerate_handlers(recipe: Fp8Recipe) -> list:
+    """accelerate's recipe handler for ``recipe``; a clear error naming what to install when its package is missing."""
+    from ..errors import EnvironmentProblem
+
+    if recipe.backend == "TE":
+        from accelerate.utils import TERecipeKwargs, is_transformer_engine_available
+
+        if not is_transformer_engine_available():
+            raise EnvironmentProblem("fp8_backend te needs NVIDIA Transformer Engine (pip install transformer-engine[pytorch], "
+                                     "on a CUDA machine), which is not installed: install it, or use fp8_backend: torchao.")
+        return [TERecipeKwargs(fp8_format=recipe.fp8_format, amax_history_len=recipe.amax_history_len,
+                               amax_compute_algo=recipe.amax_compute_algo)]
+    try:
+        from torchao.float8 import Float8LinearConfig
+    except ImportError:
+        raise EnvironmentProblem(f"fp8 with fp8_backend torchao (or auto) needs torchao, which is not installed: {INSTALL} "
+                                 f"(the fp8 extra), or use fp8_backend: te, or remove fp8.") from None
+    import dataclasses
+
+    from accelerate.utils import AORecipeKwargs
+
+    config = Float8LinearConfig.from_recipe_name(recipe.recipe_name)
+    if recipe.enable_fsdp_float8_all_gather:
+        config = dataclasses.replace(config, enable_fsdp_float8_all_gather=True)
+    return [AORecipeKwargs(config=config, module_filter_func=fp8_module_filter)]
+
+
+def check_fp8_device() -> None:
+    """Refuse fp8 without a CUDA GPU that computes in float8 (called before the model loads)."""
+    import torch
+
+    from ..errors import ConfigError
+
+    if not torch.cuda.is_available():
+        raise ConfigError("fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and none is visible; "
+                          "remove fp8 (on CPU train in fp32, the default).")
+    capability = torch.cuda.get_device_capability()
+    if capability < MIN_CAPABILITY:
+        raise ConfigError(f"fp8 training needs a GPU of compute capability 8.9 or newer (Ada, Hopper); this one "
+                          f"({torch.cuda.get_device_name()}) is {capability[0]}.{capability[1]}: remove fp8 and use bf16: true.")
+
+
+class Fp8AcceleratorMixin:
+    """``Trainer._build_accelerator_args`` with ``mixed_precision="fp8"`` and the recipe handler when ``fp8`` is on."""
+
+    def _build_accelerator_args(self, **kwargs):
+        args = super()._build_accelerator_args(**kwargs)
+        cfg = getattr(self, "tunekit_config", None)
+        if cfg is not None and getattr(cfg, "fp8", False):
+            args["mixed_precision"] = "fp8"
+            args["kwargs_handlers"] = [*args.get("kwargs_handlers", []), *accelerate_handlers(fp8_recipe(cfg))]
+        return args
