@@ -11,6 +11,10 @@ Tokenize the configured datasets exactly as training does (model tokenizer + tem
 token lengths per dataset and overall (min/mean/P50/P90/P95/P99/max of the total and of each part),
 what cutoff_len truncates, a recommended cutoff_len (multiple of 128 covering P99), trainable tokens,
 and padding waste at the current batch size with and without group_by_length / packing.
+Batching: for each mode (padded, padded + group_within_step, group_by_length, packing, padding_free, and
+max_tokens_per_batch when set) the share of pad tokens and the tokens per optimizer step (per device, with
+per_device_train_batch_size x gradient_accumulation_steps), from the real token lengths; the configured mode
+is marked.
 Every stage: sft (prompt, response), rm/dpo (prompt, chosen, rejected and the longer answer, which
 decides truncation), kto (prompt, response, desirable/undesirable counts), pt (document lengths, the
 blocks packing makes at cutoff_len, tokens kept in the tail blocks or dropped without packing),
@@ -49,7 +53,7 @@ def main(argv: list[str]) -> int:
     from tunekit.config import load_config
     from tunekit.data.lengths import measure_lengths
     from tunekit.model.loader import load_tokenizer
-    from tunekit.plan.stats import dataset_stats, plot_cdf
+    from tunekit.plan.stats import batching_stats, dataset_stats, plot_cdf
 
     cfg = load_config(path, rest)
     if not cfg.dataset:
@@ -57,6 +61,7 @@ def main(argv: list[str]) -> int:
     table = measure_lengths(cfg, load_tokenizer(cfg))
     stats = dataset_stats(table, cfg.cutoff_len, cfg.per_device_train_batch_size, cfg.pad_to_multiple_of,
                           cfg.preprocessing_batch_size, stage=cfg.stage, packing=cfg.use_packing)
+    stats["batching"] = batching_stats(table, cfg)
     if plot:
         stats["plot"] = plot_cdf(table, plot, cfg.cutoff_len, stats["recommended_cutoff_len"])
     if as_json:

@@ -58,6 +58,8 @@ def print_plan(plan: dict, console=None) -> None:
     steps.add_row("warmup steps", _fmt_int(plan.get("warmup_steps")))
     steps.add_row("checkpoints", _fmt_int(plan.get("num_checkpoints")))
     console.print(steps)
+    if plan.get("batching"):
+        print_batching(plan["batching"], console)
 
     mem = Table(title=f"Memory per device (peak, {plan['seq_len']} tokens x micro-batch {s['micro_batch']}; seq from {plan['seq_len_source']})",
                 title_justify="left")
@@ -134,5 +136,25 @@ def print_stats(stats: dict, console=None) -> None:
         console.print(f"pt blocks of {b['block_len']} tokens: {b['blocks']:,}" + (
             f" ({b['full_blocks']:,} full, {b['tail_blocks']:,} shorter tail block(s) keeping {b['tail_tokens']:,} tokens; none dropped)"
             if b["packing"] else f" (no packing: {b['documents_truncated']:,} document(s) cut, {b['tokens_dropped']:,} tokens dropped)"))
+    if stats.get("batching"):
+        print_batching(stats["batching"], console)
     if stats.get("plot"):
         console.print(f"CDF plot: {stats['plot']}")
+
+
+def print_batching(batching: dict, console=None) -> None:
+    """The modes' pad share and tokens per optimizer step (``plan.stats.batching_stats``), the configured one marked."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"Batching (batch {batching['batch_size']} x accumulation {batching['gradient_accumulation_steps']}, "
+                        f"per device, one epoch)", title_justify="left")
+    for col in ("mode", "micro-batches", "steps", "pad share", "tokens / step (model)", "tokens / step (real)", "largest micro-batch"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for name, m in batching["modes"].items():
+        mark = name == batching["configured"]
+        table.add_row(("[bold]" if mark else "") + name + (" (configured)[/]" if mark else ""), f"{m['micro_batches']:,}",
+                      f"{m['steps_per_epoch']:,}", f"{100 * m['padding_share']:.1f} %", f"{m['model_tokens_per_step']:,.0f}",
+                      f"{m['real_tokens_per_step']:,.0f}", f"{m['largest_micro_batch_tokens']:,}")
+    console.print(table)

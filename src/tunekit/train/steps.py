@@ -43,6 +43,7 @@ def plan_steps(
     save_strategy: str = "steps",
     save_steps: float = 500,
     dataloader_drop_last: bool = False,
+    num_batches: int | None = None,
 ) -> StepPlan:
     """Mirror of ``Trainer.set_initial_training_values`` for a map-style dataset.
 
@@ -51,10 +52,16 @@ def plan_steps(
     each (it cycles back to the start to even them out; ``floor`` with drop_last); an epoch has
     ``ceil(micro_batches / accumulation)`` optimizer steps (transformers 5 steps on the last, partial
     accumulation window). Older transformers rounded that last division down.
+
+    ``num_batches``: the micro-batches of an epoch when they are formed by token count (``max_tokens_per_batch``,
+    ``train/token_budget.py``) instead of ``ceil(N / batch)``; the ranks still get ``ceil(batches / world)`` each.
     """
     if per_device_train_batch_size < 1 or gradient_accumulation_steps < 1 or world_size < 1:
         raise ValueError("batch size, gradient accumulation and world size must be >= 1")
-    if dataloader_drop_last:
+    if num_batches is not None:
+        batches = num_batches
+        micro = math.ceil(batches / world_size)
+    elif dataloader_drop_last:
         batches = train_samples // per_device_train_batch_size
         micro = batches // world_size
     else:

@@ -1,5 +1,6 @@
 """The HF Trainer with tunekit's additions: LoRA+ optimizer groups, token-normalised loss across accumulation, FSDP2,
-the LM head on trained tokens only (token_loss.py) and micro-batches regrouped by length within a step (window_grouping.py)."""
+the LM head on trained tokens only (token_loss.py), micro-batches regrouped by length within a step (window_grouping.py)
+and token-budget micro-batches (token_budget.py: max_tokens_per_batch)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from transformers import Trainer
 
 from .engines.fsdp import FSDPTrainerMixin, reshard
 from .fp8 import Fp8AcceleratorMixin
+from .token_budget import TokenBudgetMixin
 from .token_loss import TrainedTokensLossMixin
 from .window_grouping import WindowGroupingMixin
 
 
-class TunekitTrainer(WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Fp8AcceleratorMixin, Trainer):
+class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Fp8AcceleratorMixin, Trainer):
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
     recipe, :mod:`tunekit.train.fp8`)."""

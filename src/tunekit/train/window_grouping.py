@@ -62,7 +62,9 @@ class WindowGroupingMixin:
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
         cfg = getattr(self, "tunekit_config", None)
-        if cfg is not None and getattr(cfg, "group_within_step", False) and not cfg.group_by_length:
+        # max_tokens_per_batch: re-dealing rows into the original batch sizes could break the token budget
+        if cfg is not None and getattr(cfg, "group_within_step", False) and not cfg.group_by_length \
+                and not getattr(cfg, "max_tokens_per_batch", None):
             pad_id = getattr(self.data_collator, "pad_token_id", None)
             if pad_id is not None:
                 batches = regroup(batches, pad_id, getattr(self.data_collator, "pad_to_multiple_of", 8),

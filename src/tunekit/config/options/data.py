@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Iterator, Literal, Optional, Union
 
 from pydantic import Field
 
+from ..problems import Problem
 from .base import OptionGroup
 
 
@@ -41,3 +42,32 @@ class DataOptions(OptionGroup):
     pad_to_multiple_of: int = Field(8, ge=1, description="Pad each batch to a multiple of this many tokens.")
     group_by_length: bool = Field(False, description="Batch samples of similar length together to cut padding.")
     group_within_step: bool = Field(True, description="Within each optimizer step, re-form its micro-batches from samples of similar length: same samples, same gradient, less padding (sft, pt).")
+
+
+MAX_BUDGET_TOKENS = 2**31 - 1  # kernels index a micro-batch's elements with 32-bit integers (the schema's micro-batch rule)
+
+
+def batching_problems(cfg) -> Iterator[Problem]:
+    """Cross-field rules of ``padding_free`` and ``max_tokens_per_batch`` (``Config._check_combinations`` calls it)."""
+    if cfg.padding_free and cfg.use_packing:
+        default = " (on by default for pt)" if cfg.packing is None else ""
+        yield Problem(f"padding_free and packing{default} are two ways to remove padding: choose one (padding_free: "
+                      f"concatenate each micro-batch's samples, set packing: false; or packing, remove padding_free).",
+                      ("padding_free", "packing"))
+    budget = cfg.max_tokens_per_batch
+    if budget is None:
+        return
+    if cfg.stage not in ("sft", "pt"):
+        yield Problem(f"max_tokens_per_batch is for stages sft and pt (stage is {cfg.stage}): remove max_tokens_per_batch.",
+                      ("max_tokens_per_batch", "stage"))
+    if budget < cfg.cutoff_len:
+        yield Problem(f"max_tokens_per_batch {budget} is below cutoff_len {cfg.cutoff_len}: a sample of cutoff_len tokens "
+                      f"could never fit a micro-batch; set max_tokens_per_batch to at least {cfg.cutoff_len} (e.g. "
+                      f"{cfg.cutoff_len * cfg.per_device_train_batch_size}) or lower cutoff_len.",
+                      ("max_tokens_per_batch", "cutoff_len"))
+    if cfg.group_by_length:
+        yield Problem("max_tokens_per_batch forms its own batches (padded: by length already), group_by_length groups "
+                      "the sampler's: remove group_by_length.", ("max_tokens_per_batch", "group_by_length"))
+    if budget > MAX_BUDGET_TOKENS:
+        yield Problem(f"max_tokens_per_batch {budget:,} is more than {MAX_BUDGET_TOKENS:,} (2**31 - 1) tokens in one "
+                      f"micro-batch: use a smaller value.", ("max_tokens_per_batch",))

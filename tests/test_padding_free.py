@@ -1,0 +1,255 @@
+"""``padding_free`` and ``max_tokens_per_batch`` (sft, pt): one row per micro-batch, batches by token count.
+
+The padding-free row of a micro-batch must give every sample exactly the logits, loss and gradients the padded
+batch gives it (tiny Qwen2 in float64, sdpa and eager), the mask transformers derives from the restarting
+position ids must never let a token see another sample, and a run with a token budget must take exactly the
+steps ``tunekit plan`` plans. Each comparison is paired with a variant that must differ (the plain concatenation
+without restarting positions), so the tests can fail.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.helpers import base_config, write_dataset
+from tests.tolerances import FP32_U, FP64_U, loss_tolerance, sum_order_bound
+from tunekit.config import load_config
+from tunekit.data.collator import PaddingCollator
+from tunekit.data.padding_free import PaddingFreeCollator, concatenate, segment_ids
+from tunekit.errors import ConfigError
+from tunekit.train.token_budget import TokenBudgetBatchSampler, batch_cost, budget_batches
+
+# float64 forwards of the same samples, padded vs concatenated: they differ only in matmul blocking and in the mask's
+# shape, so each logit (|logit| < 10 through 2 layers of width 64) carries a relative error of at most a few times
+# 64 * 2**-53 per layer (~1e-13 in all); 1e-10 leaves a thousandfold margin and is eight orders below the effect
+# guarded (a token attending across a sample boundary moves its logits by > 1e-3, asserted below).
+LOGIT_TOL = 1e-10
+
+
+def _words(n: int, seed: int) -> str:
+    import random
+
+    rng = random.Random(seed)
+    return " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "one", "two", "seven", "tokens", "padding"]) for _ in range(n))
+
+
+def varied_records(n: int, seed: int = 0) -> list[dict]:
+    """Alpaca records whose lengths vary widely (3 to ~60 words), so padded batches carry real padding."""
+    import random
+
+    rng = random.Random(seed)
+    return [{"instruction": _words(rng.randint(2, 30), seed * 1000 + i), "input": "",
+             "output": _words(rng.randint(1, 30), seed * 1000 + i + 500)} for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def samples(tiny_qwen, tmp_path_factory):
+    """Tokenized sft samples (train_on_prompt: every first label is a real token, so the boundary cut matters) and pt ones."""
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+
+    folder = tmp_path_factory.mktemp("pf")
+    write_dataset(folder, "toy", varied_records(6, seed=3))
+    cfg = load_config(None, base_config(tiny_qwen, folder, folder / "o", cutoff_len=128, train_on_prompt=True))
+    tok = load_tokenizer(cfg)
+    sft = prepare_datasets(cfg, tok, "sft").train
+    rows = [{"input_ids": r["input_ids"], "labels": r["labels"]} for r in sft]
+    pt = [{"input_ids": r["input_ids"], "labels": list(r["input_ids"])} for r in rows]  # pt: every token trained
+    return tok, rows, pt
+
+
+def _model(path, attn):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float64, attn_implementation=attn)
+    model.config.use_cache = False  # as in training: with a KV cache transformers does not look for packed positions
+    return model
+
+
+def test_collator_pins_one_row():
+    batch = PaddingFreeCollator(pad_token_id=0)([
+        {"input_ids": [5, 6, 7], "labels": [5, 6, 7], "length": 3},
+        {"input_ids": [8, 9], "labels": [-100, 9]},
+        {"input_ids": [4], "labels": [4]},
+    ])
+    assert set(batch) == {"input_ids", "position_ids", "labels"}  # no attention_mask: transformers derives the blocks
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9, 4]]
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0]]
+    assert batch["labels"].tolist() == [[-100, 6, 7, -100, 9, -100]]
+    assert segment_ids(batch["position_ids"]).tolist() == [[0, 0, 0, 1, 1, 2]]
+
+
+def test_concatenate_rejects_mismatched_labels():
+    with pytest.raises(ValueError, match="sample 0: 1 labels for 2 tokens"):
+        concatenate([[1, 2]], [[1]])
+
+
+def test_mask_never_crosses_a_sample(tiny_qwen):
+    """The 4-D mask transformers builds (sdpa) from our position ids: causal within a sample, nothing across."""
+    from transformers import AutoConfig
+    from transformers.masking_utils import create_causal_mask, find_packed_sequence_indices
+
+    config = AutoConfig.from_pretrained(tiny_qwen)
+    config._attn_implementation = "sdpa"
+    lengths = [4, 1, 3, 2]
+    batch = PaddingFreeCollator()([{"input_ids": [7] * n} for n in lengths])
+    pos = batch["position_ids"]
+    seg = [k for k, n in enumerate(lengths) for _ in range(n)]
+    assert find_packed_sequence_indices(pos).tolist() == [seg]
+    embeds = torch.zeros(1, pos.shape[1], config.hidden_size)
+    mask = create_causal_mask(config=config, inputs_embeds=embeds, attention_mask=None, cache=None, position_ids=pos)
+    expected = torch.tensor([[seg[i] == seg[j] and j <= i for j in range(len(seg))] for i in range(len(seg))])
+    assert mask.shape == (1, 1, len(seg), len(seg)) and torch.equal(mask[0, 0], expected)
+
+
+def _f64_loss(logits, labels):
+    """Token cross-entropy in float64 (HF's loss casts logits to float32): sum over trained positions / their count."""
+    targets = F.pad(labels[:, 1:], (0, 1), value=-100)
+    keep = targets != -100
+    return F.cross_entropy(logits[keep], targets[keep], reduction="sum") / keep.sum()
+
+
+def _grads(model, batch):
+    model.zero_grad()
+    out = model(**{k: v for k, v in batch.items() if k != "labels"})
+    loss = _f64_loss(out.logits, batch["labels"])
+    loss.backward()
+    return loss.detach(), out.logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("stage", ["sft", "pt"])
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_loss_logits_and_gradients_equal_the_padded_batch(samples, tiny_qwen, stage, attn):
+    tok, sft, pt = samples
+    feats = sft if stage == "sft" else pt
+    model = _model(tiny_qwen, attn)
+    padded = PaddingCollator(pad_token_id=tok.pad_token_id, pad_to_multiple_of=8)(feats)
+    free = PaddingFreeCollator(pad_token_id=tok.pad_token_id)(feats)
+    loss_p, logits_p, grads_p = _grads(model, padded)
+    loss_f, logits_f, grads_f = _grads(model, free)
+    # the same (hidden state, target) pairs are trained: the trainer's count over labels[..., 1:] matches exactly
+    n = int((padded["labels"][:, 1:] != -100).sum())
+    assert int((free["labels"][:, 1:] != -100).sum()) == n
+    start = 0
+    for row, f in enumerate(feats):  # every sample's logits, padded row vs its slice of the one row
+        k = len(f["input_ids"])
+        assert (logits_f[0, start:start + k] - logits_p[row, :k]).abs().max().item() <= LOGIT_TOL
+        start += k
+    # loss: each token's cross-entropy moves by at most 2 * max|d logit| (log-softmax is 2-Lipschitz in max-norm), and
+    # the float64 mean over n tokens of two summation orders by loss_tolerance(n, loss, FP64_U)
+    assert abs(loss_f.item() - loss_p.item()) <= 2 * LOGIT_TOL + loss_tolerance(n, loss_p.item(), FP64_U)
+    # gradients: each element is a sum over the n trained tokens' paths of products through 2 layers of width <= 256
+    # (the MLP), i.e. of at most n * 256 * 2 terms; two summation orders of them differ by sum_order_bound(terms,
+    # sum|terms|, FP64_U), and sum|terms| <= n * 256 * 2 * max|term|, with max|term| bounded by the largest gradient
+    # element seen (1e3 of slack for terms that cancel inside one element) -> below 1e-6 relative to the largest
+    # element, four orders under the > 1e-2 relative change the cross-attending row makes (asserted below).
+    terms = n * 256 * 2
+    for name, g in grads_p.items():
+        scale = g.abs().max().item()
+        bound = sum_order_bound(terms, terms * scale * 1e3, FP64_U) + 1e-300
+        assert (grads_f[name] - g).abs().max().item() <= bound, name
+    # the guard: one plain row (positions continue, no block mask) makes later samples attend to earlier ones
+    crossing = {"input_ids": free["input_ids"], "labels": free["labels"]}
+    _, _, grads_x = _grads(model, crossing)
+    worst = max(((grads_x[k] - g).abs().max() / g.abs().max().clamp_min(1e-30)).item() for k, g in grads_p.items())
+    assert worst > 1e-2
+
+
+def test_trainer_loss_of_the_row_equals_the_padded_batch(samples, tiny_qwen, tmp_path):
+    """TunekitTrainer.compute_loss (trained-token LM head, token-normalised) on the row vs the padded batch."""
+    from tunekit.model.loader import load_tokenizer
+    from tunekit.train.arguments import build_training_arguments
+    from tunekit.train.trainer import TunekitTrainer
+
+    tok, sft, _ = samples
+    cfg = load_config(None, base_config(tiny_qwen, tmp_path, tmp_path / "o", dtype="float64"))
+    model = _model(tiny_qwen, "sdpa")
+    trainer = TunekitTrainer(model=model, args=build_training_arguments(cfg, []), processing_class=load_tokenizer(cfg),
+                             tunekit_config=cfg)
+    padded = PaddingCollator(pad_token_id=tok.pad_token_id)(sft)
+    free = PaddingFreeCollator(pad_token_id=tok.pad_token_id)(sft)
+    n = int((padded["labels"][:, 1:] != -100).sum())
+    with torch.no_grad():
+        lp = trainer.compute_loss(model, padded, num_items_in_batch=torch.tensor(n)).item()
+        lf = trainer.compute_loss(model, free, num_items_in_batch=torch.tensor(n)).item()
+    # tunekit's loss (like HF's) takes the cross-entropy in float32: two float32 sums of n terms
+    assert abs(lf - lp) <= loss_tolerance(n, lp, FP32_U), (lf, lp)
+
+
+# ---- token budget ---------------------------------------------------------------------------------------------------
+def test_budget_batches_padded_sorted_and_within_budget():
+    lengths = [10, 3, 7, 12, 5, 5, 2, 9]
+    plan = budget_batches(lengths, 24, padding_free=False, pad_to=4)
+    # longest first, widths rounded up to 4: {12, 10} = 2 x 12 = 24 (+9 would be 36); {9, 7} = 2 x 12;
+    # {5, 5, 3} = 3 x 8 = 24 (+2 would be 4 x 8 = 32); {2}
+    assert plan.batches == [[3, 0], [7, 2], [4, 5, 1], [6]]
+    assert all(batch_cost([lengths[i] for i in b], False, 4) <= 24 for b in plan.batches)
+    assert plan.oversized == []
+
+
+def test_budget_batches_padding_free_counts_real_tokens_and_is_seeded():
+    lengths = [10, 3, 7, 12, 5, 5, 2, 9, 30]
+    a = budget_batches(lengths, 20, padding_free=True, seed=1)
+    assert a.batches == budget_batches(lengths, 20, padding_free=True, seed=1).batches  # deterministic given the seed
+    assert a.batches != budget_batches(lengths, 20, padding_free=True, seed=2).batches
+    assert sorted(i for b in a.batches for i in b) == list(range(len(lengths)))  # every sample exactly once
+    assert a.oversized == [8] and [8] in a.batches  # 30 > 20: its own batch, and said so
+    assert all(sum(lengths[i] for i in b) <= 20 for b in a.batches if b != [8])
+
+
+def test_budget_sampler_shuffles_batches_per_epoch_only():
+    plan = budget_batches(list(range(1, 40)), 60, padding_free=True, seed=0)
+    sampler = TokenBudgetBatchSampler(plan, seed=0)
+    first = list(sampler)
+    sampler.set_epoch(1)
+    second = list(sampler)
+    assert sorted(map(tuple, first)) == sorted(map(tuple, second)) == sorted(map(tuple, plan.batches))
+    assert first != second and len(sampler) == len(plan.batches)
+    assert not hasattr(sampler, "batch_size")  # accelerate: dynamic batches, dealt whole to the ranks
+
+
+def test_trainer_hook_is_the_public_one():
+    """transformers 5.24: a batch sampler reaches the DataLoader only through get_train_dataloader (public)."""
+    from transformers import Trainer
+
+    from tunekit.train.token_budget import TokenBudgetMixin
+    from tunekit.train.trainer import TunekitTrainer
+
+    assert callable(getattr(Trainer, "get_train_dataloader", None))
+    assert TunekitTrainer.get_train_dataloader is TokenBudgetMixin.get_train_dataloader
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_budget_run_takes_exactly_the_planned_steps(tiny_qwen, tmp_path, padding_free):
+    from tunekit.flow import run_train
+    from tunekit.plan.planner import make_plan
+
+    write_dataset(tmp_path / "d", "toy", varied_records(30, seed=7))
+    out = tmp_path / "out"
+    cfg = load_config(None, base_config(tiny_qwen, tmp_path / "d", out, cutoff_len=96, max_steps=-1, num_train_epochs=2,
+                                        gradient_accumulation_steps=2, max_tokens_per_batch=200,
+                                        padding_free=padding_free, gradient_checkpointing=False))
+    plan = make_plan(cfg)
+    by_samples = make_plan(cfg.model_copy(update={"max_tokens_per_batch": None}))["total_steps"]
+    run_train(cfg)
+    logged = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
+    assert {r["total_steps"] for r in logged} == {plan["total_steps"]}  # the Trainer's max_steps: the planned count
+    assert max(r["step"] for r in logged) == plan["total_steps"] != by_samples, (plan["total_steps"], by_samples)
+
+
+def test_schema_rules():
+    with pytest.raises(ConfigError, match="max_tokens_per_batch 100 is below cutoff_len 200: a sample of cutoff_len"):
+        load_config(None, {"max_tokens_per_batch": 100, "cutoff_len": 200})
+    with pytest.raises(ConfigError, match=r"padding_free and packing \(on by default for pt\) are two ways"):
+        load_config(None, {"stage": "pt", "padding_free": True})
+    with pytest.raises(ConfigError, match="padding_free and packing are two ways to remove padding: choose one"):
+        load_config(None, {"padding_free": True, "packing": True})
+    with pytest.raises(ConfigError, match="max_tokens_per_batch is for stages sft and pt"):
+        load_config(None, {"stage": "ppo", "max_tokens_per_batch": 4096})
+    with pytest.raises(ConfigError, match="remove group_by_length"):
+        load_config(None, {"max_tokens_per_batch": 4096, "group_by_length": True})
+    load_config(None, {"stage": "pt", "packing": False, "padding_free": True, "max_tokens_per_batch": 4096})
