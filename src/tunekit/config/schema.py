@@ -155,6 +155,8 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
         yield "interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or interleave_over."
     if not STAGES[cfg.stage].packing and cfg.use_packing:
         yield f"packing is not supported for stage {cfg.stage}: remove packing (it is only for {spoken_list(stages_with('packing'))})."
+    if cfg.padding_free and not STAGES[cfg.stage].padding_free:
+        yield f"padding_free is not supported for stage {cfg.stage}: remove padding_free (it is only for {spoken_list(stages_with('padding_free'))})."
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
         tokens = getattr(cfg, name) * cfg.cutoff_len
         if tokens > MAX_MICRO_BATCH_TOKENS:

@@ -18,6 +18,7 @@ class Stage:
     processor: str  # module under tunekit.data.processors: token ids, labels, bookkeeping columns
     trainer: str  # module path of the stage's trainer (a StageModule)
     packing: bool = False  # packing: true is supported
+    padding_free: bool = False  # padding_free: true is supported (docs/padding-free.md)
     fsdp: bool = True  # FSDP2 can shard its models
     reference_model: bool = False  # a frozen reference model beside the trained one
     value_head: bool = False  # a value head saved beside the model
@@ -37,11 +38,12 @@ class StageModule(Protocol):
 _ALL = (
     Stage("pt", "pretrain", "pt", "tunekit.train.stages.pt", packing=True),
     Stage("sft", "supervised fine-tuning", "sft", "tunekit.train.stages.sft", packing=True, predict=True),
-    Stage("rm", "reward model", "pairwise", "tunekit.train.stages.rm", fsdp=False, value_head=True, own_model=True),
+    Stage("rm", "reward model", "pairwise", "tunekit.train.stages.rm", fsdp=False, value_head=True, own_model=True,
+          padding_free=True),
     Stage("ppo", "PPO", "prompt", "tunekit.train.stages.ppo", fsdp=False, reference_model=True, value_head=True,
           generation=True, own_model=True),
-    Stage("dpo", "DPO", "pairwise", "tunekit.train.stages.dpo", reference_model=True),
-    Stage("kto", "KTO", "kto", "tunekit.train.stages.kto", reference_model=True),
+    Stage("dpo", "DPO", "pairwise", "tunekit.train.stages.dpo", reference_model=True, padding_free=True),
+    Stage("kto", "KTO", "kto", "tunekit.train.stages.kto", reference_model=True, padding_free=True),
     Stage("grpo", "GRPO", "prompt", "tunekit.train.stages.grpo", fsdp=False, reference_model=True, generation=True),
 )
 STAGES: dict[str, Stage] = {s.name: s for s in _ALL}
