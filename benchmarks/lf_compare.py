@@ -90,12 +90,9 @@ def tool_env(threads: int = 0) -> dict:
     return env
 
 
-def run_one(tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, extra: list[str], threads: int = 0,
-            warm: bool = False) -> dict:
+def run_one(tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, extra: list[str], threads: int = 0) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     env = tool_env(threads)
-    if tool == "tunekit" and not warm:
-        env["TUNEKIT_WARM"] = "0"
     cmd = [str(exe), "train", str(JOB), f"model_name_or_path={model_dir}", f"output_dir={out_dir}",
            f"dataset_dir={LF_DATA}", *COMMON, *extra]
     m: Measured = run_measured(cmd, env=env, cwd=WORK, log=log,
@@ -106,10 +103,6 @@ def run_one(tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, ext
     if results.is_file():
         res = json.loads(results.read_text())
         row.update(train_runtime=res.get("train_runtime"), train_loss=res.get("train_loss"), eval_loss=res.get("eval_loss"))
-        if warm and tool == "tunekit":
-            # The work ran in a child of the warm process, not under this command: its CPU time is not in
-            # this command's rusage, and its peak RSS is the one tunekit itself records.
-            row.update(cpu_s=None, maxrss_mb=res.get("peak_rss_mb"), tree_rss_mb=None)
     if m.rc != 0:
         tail = log.read_text(errors="replace")[-3000:]
         print(f"[lf_compare] {tool} failed (exit {m.rc}); last lines of {log}:\n{tail}", flush=True)
@@ -159,9 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nice", type=int, default=0,
                     help="renice this script (and so both tools, which inherit it) by N; negative needs root. On a machine "
                          "shared with other work a negative value brings timings closer to a quiet machine's")
-    ap.add_argument("--warm", action="store_true",
-                    help="start `tunekit warm` (not timed) before the runs and stop it after: tunekit's commands then "
-                         "fork from a process that has already imported torch & co.")
     ap.add_argument("extra", nargs="*", help="key=value overrides passed to both tools")
     args = ap.parse_args(argv)
 
@@ -181,27 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     build_model(model_dir, Path(args.tunekit).parent / "python")
     print(f"[lf_compare] job {JOB} | model {model_dir} | cpus {os.cpu_count()} | "
           f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | nice {args.nice} | load {loadavg()}", flush=True)
-    if args.warm and "tunekit" in tools:
-        start = subprocess.run([str(tools["tunekit"]), "warm", "start", "--idle-minutes", "20"], env=tool_env(args.threads),
-                               cwd=WORK, capture_output=True, text=True)
-        print(f"[lf_compare] --warm: {start.stdout.strip() or start.stderr.strip()}", flush=True)
-        if start.returncode != 0:
-            return 1
     rows = []
-    try:
-        for i in range(args.pairs):
-            for name, exe in tools.items():
-                row = run_one(name, exe, model_dir, WORK / f"out-{name}", WORK / f"{name}-{i}.log", args.extra, args.threads,
-                              warm=args.warm)
-                print_row(row)
-                rows.append(row)
-    finally:
-        if args.warm and "tunekit" in tools:
-            subprocess.run([str(tools["tunekit"]), "warm", "stop"], env=tool_env(args.threads), capture_output=True)
+    for i in range(args.pairs):
+        for name, exe in tools.items():
+            row = run_one(name, exe, model_dir, WORK / f"out-{name}", WORK / f"{name}-{i}.log", args.extra, args.threads)
+            print_row(row)
+            rows.append(row)
     summary = summarize(rows)
-    if args.warm:
-        print("  (--warm: tunekit ran through `tunekit warm`; its CPU time is not measured and its peak RSS is the one "
-              "tunekit records in all_results.json)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
     return 0 if all(r["rc"] == 0 for r in rows) else 1

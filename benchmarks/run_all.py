@@ -5,8 +5,7 @@
 2. mfu.py         training tokens/s and MFU of a ~14M-parameter model, fp32, no checkpointing (>= 70 %),
                   eager and with torch_compile
 3. lf_compare.py  the LoRA SFT job through tunekit and LLaMA-Factory 0.9.5, A B A B (wall <= 0.67x LF,
-                  start-up to first step <= 2 s, peak RSS no higher), cold and then with ``--warm``
-                  (``tunekit warm`` started before the tunekit runs)
+                  start-up to first step <= 2 s, peak RSS no higher)
 
 The benchmarks run tunekit from ``benchmarks/.venv-base`` (tunekit's base install only, created here
 when missing: see benchmarks/_common.py), not from the test venv, whose optional extras
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             subprocess.run(["bash", str(LF_BASELINE / "setup.sh")], check=True)
         scripts = {"help": [["help_time.py"]], "mfu": [["mfu.py"], ["mfu.py", "--compile"]],
-                   "lf": [["lf_compare.py", "--pairs", str(args.pairs)], ["lf_compare.py", "--pairs", str(args.pairs), "--warm"]]}[name]
+                   "lf": [["lf_compare.py", "--pairs", str(args.pairs)]]}[name]
         for script in scripts:
             print(f"\n==== {' '.join(script)} ====", flush=True)
             t0 = time.time()

@@ -13,7 +13,7 @@ FALSE = ("0", "false", "no", "off")
 
 
 def env_flag(name: str, default: bool) -> bool:
-    """A switch such as ``TUNEKIT_WARM=0``: unset or empty gives ``default``; 0/false/no/off (any case) is off,
+    """A switch such as ``TUNEKIT_GC_PAUSE=0``: unset or empty gives ``default``; 0/false/no/off (any case) is off,
     anything else on."""
     value = os.environ.get(name, "").strip().lower()
     if not value:

@@ -1,7 +1,6 @@
 """``tunekit <verb> ...``: the program. A tiny dispatcher that imports a verb's module only when it runs.
 
-The verb table and in-process dispatch live in :mod:`tunekit.cli.verbs`; this module adds the warm
-process (:mod:`tunekit.cli.warm`) and the fast exit.
+The verb table and in-process dispatch live in :mod:`tunekit.cli.verbs`; this module adds the fast exit.
 """
 
 from __future__ import annotations
@@ -11,26 +10,15 @@ import sys
 
 from tunekit.env import env_flag
 
-from . import verbs
-from .verbs import USAGE, VERBS, WARM_VERBS, finish_process, print_usage, run_verb  # noqa: F401 - the program's names
+from .verbs import USAGE, VERBS, dispatch, finish_process, print_usage, run_verb  # noqa: F401 - the program's names
 
 
 def main(argv: list[str] | None = None) -> int:
     """The ``tunekit`` program when ``argv`` is None (it may then end the process, see :func:`exit_now`);
     called with a list, a plain function that returns the exit code."""
     if argv is None:
-        return exit_now(dispatch(sys.argv[1:], warm=True))
+        return exit_now(dispatch(sys.argv[1:]))
     return dispatch(list(argv))
-
-
-def dispatch(argv: list[str], warm: bool = False) -> int:
-    """Parse the verb and run it: in this process, or (``warm``, the program only) in a warm child when
-    ``tunekit warm`` runs one for this environment."""
-    if not warm:
-        return verbs.dispatch(argv)
-    from tunekit.cli.warm import run_via_warm
-
-    return verbs.dispatch(argv, via_warm=run_via_warm)
 
 
 def exit_now(code: int) -> int:

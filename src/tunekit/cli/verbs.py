@@ -1,15 +1,13 @@
 """The verb table and running a verb in this process (``tunekit <verb> ...``).
 
 Add a verb by adding one line to :data:`VERBS`: ``name: (module, one-line help)``. The module has
-``main(argv: list[str]) -> int``. :mod:`tunekit.cli.main` (the program) and :mod:`tunekit.cli.warm`
-(its forked children) both run verbs through :func:`dispatch`; neither imports the other's module here.
+``main(argv: list[str]) -> int``. :mod:`tunekit.cli.main` (the program) runs verbs through :func:`dispatch`.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
 
 from tunekit.env import env_flag
 
@@ -28,11 +26,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "api": ("tunekit.cli.api_cmd", "Serve an OpenAI-compatible API (/v1/chat/completions, streaming, tools) on API_HOST:API_PORT."),
     "predict": ("tunekit.cli.predict_cmd", "Generate for a dataset in batches and score it: BLEU-4, ROUGE-1/2/L, exact match."),
     "webui": ("tunekit.cli.webui_cmd", "Serve the web board (127.0.0.1:7860): options, plan, training with live loss, chat, export."),
-    "warm": ("tunekit.cli.warm", "Keep torch & co. imported in a background process so that commands start in under a second."),
 }
-
-# Verbs that import torch & co. and so may run in a warm process (see tunekit/cli/warm.py).
-WARM_VERBS = {"train", "plan", "data", "tiny-model", "expand-blocks", "export", "verify", "zero-to-fp32", "chat", "predict"}
 
 USAGE = """usage: tunekit <command> [CONFIG.yaml] [key=value ...] [--key value ...]
 
@@ -51,9 +45,8 @@ def print_usage(stream=sys.stdout) -> None:
     stream.write(USAGE.format(verbs=lines))
 
 
-def dispatch(argv: list[str], via_warm: Callable[[list[str]], int | None] | None = None) -> int:
-    """Parse the verb and run it: in this process, or through ``via_warm`` (cli/main.py passes
-    :func:`tunekit.cli.warm.run_via_warm` for the program only) when it returns an exit code."""
+def dispatch(argv: list[str]) -> int:
+    """Parse the verb and run it in this process."""
     # The deepspeed launcher (and torch.distributed.launch) add --local_rank=N; LOCAL_RANK is in the environment too.
     argv = [a for a in argv if not a.startswith(("--local_rank=", "--local-rank="))]
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -72,10 +65,6 @@ def dispatch(argv: list[str], via_warm: Callable[[list[str]], int | None] | None
         sys.stderr.write(f"error: unknown command '{verb}'." + (f" Did you mean: {', '.join(close)}?" if close else "") + "\n")
         print_usage(sys.stderr)
         return 2
-    if via_warm is not None and verb in WARM_VERBS and not any(a in ("-h", "--help") for a in rest):
-        code = via_warm(argv)
-        if code is not None:
-            return code
     return run_verb(VERBS[verb][0], rest)
 
 
