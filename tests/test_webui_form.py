@@ -28,9 +28,10 @@ CONTEXTS: list[dict[str, Any]] = [
     {"pissa_init": True},  # pissa_convert converts a PiSSA adapter
     # the optimizer options apply to full fine-tuning with their optimizer on; OFT's to finetuning_type oft
     {"finetuning_type": "full", "use_galore": True}, {"finetuning_type": "full", "use_apollo": True},
-    {"finetuning_type": "full", "use_badam": True}, {"finetuning_type": "full", "use_badam": True, "badam_mode": "ratio"},
+    {"finetuning_type": "full", "use_badam": True}, {"finetuning_type": "full", "use_badam": True, "badam_mode": "ratio", "max_grad_norm": 0},
     {"finetuning_type": "oft"}, {"use_eaft_loss": True}, {"use_asft_loss": True}, {"finetuning_type": "full"},
     {"fp8": True}, {"fp8": True, "fsdp": "full_shard"},
+    {"cutoff_len": 4},  # max_tokens_per_batch must hold one sample of cutoff_len tokens
 ]
 
 

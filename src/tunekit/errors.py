@@ -15,7 +15,15 @@ class TunekitError(Exception):
 
 
 class ConfigError(TunekitError):
-    """Invalid option, value or combination of options."""
+    """Invalid option, value or combination of options.
+
+    ``problems``: the :class:`tunekit.config.problems.Problem` s behind the message (each names the options it
+    concerns, so the web board shows it next to them); empty when the error is about no option in particular.
+    The message is what users read and stays the same with or without them."""
+
+    def __init__(self, message: str = "", problems=()):
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class DataError(TunekitError):

@@ -38,14 +38,13 @@ def format_options_help(groups=None) -> str:
 
 def _format(groups) -> str:
     from tunekit.config.options import GROUPS
+    from tunekit.config.options.facts import option_facts, option_help
 
     out = []
     for group in groups or GROUPS:
         out.append(f"\n{group.TITLE}:")
         for name, info in group.model_fields.items():
-            default = info.default
-            default_s = "" if default is None else f" [default: {default}]"
-            text = f"{info.description or ''}{default_s}"
+            text = option_help(info.description or "", info.default, option_facts(info))  # the board's help line too
             wrapped = textwrap.wrap(text, width=78) or [""]
             out.append(f"  --{name}")
             out.extend(f"      {line}" for line in wrapped)

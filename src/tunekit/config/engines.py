@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..errors import ConfigError
+from .problems import Problem
 from .stages import STAGES, spoken_list, stages_with
 
 DEEPSPEED_PRESETS = ("z0", "z1", "z2", "z2_offload", "z3", "z3_offload")  # resources/deepspeed/ds_<name>_config.json
@@ -46,21 +47,22 @@ def fsdp_strategy(value: str | None) -> str | None:
     return strategy
 
 
-def engine_problems(cfg) -> Iterator[str]:
+def engine_problems(cfg) -> Iterator[Problem]:
     """The engine rules that need no environment (the schema yields them; ``train.distributed`` relies on them)."""
     strategy, problem = _strategy_problem(cfg.fsdp)
     if problem:
-        yield problem
+        yield Problem(problem, ("fsdp",))
         return
     if strategy in (None, "no_shard"):  # no_shard is DDP: no restriction
         return
     if cfg.stage in FSDP_UNSUPPORTED_STAGES:
-        yield (f"fsdp: {cfg.fsdp} is not supported for stage {cfg.stage} (a value head saved beside the model, "
-               f"or generation during training); fsdp runs the stages {spoken_list(stages_with('fsdp'))}. Remove fsdp.")
+        yield Problem(f"fsdp: {cfg.fsdp} is not supported for stage {cfg.stage} (a value head saved beside the model, "
+                      f"or generation during training); fsdp runs the stages {spoken_list(stages_with('fsdp'))}. Remove fsdp.",
+                      ("fsdp", "stage"))
     if cfg.fp16:
-        yield ("fsdp with fp16 is not supported: FSDP2 keeps gradients sharded, so fp16's loss scaler would decide "
-               "on each rank alone whether to skip a step. Use bf16 (FSDP2 computes in bf16, keeps fp32 master "
-               "weights), or deepspeed for fp16.")
+        yield Problem("fsdp with fp16 is not supported: FSDP2 keeps gradients sharded, so fp16's loss scaler would decide "
+                      "on each rank alone whether to skip a step. Use bf16 (FSDP2 computes in bf16, keeps fp32 master "
+                      "weights), or deepspeed for fp16.", ("fsdp", "fp16"))
     if cfg.do_predict:
-        yield ("do_predict with fsdp is not supported: generating from a sharded model needs every rank. "
-               "Train, then run `tunekit predict` on the saved model.")
+        yield Problem("do_predict with fsdp is not supported: generating from a sharded model needs every rank. "
+                      "Train, then run `tunekit predict` on the saved model.", ("do_predict", "fsdp"))

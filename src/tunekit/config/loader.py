@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import ConfigError
+from .problems import Problem, ProblemsError, problems_text
 from .schema import FORMER_NAMES, Config
 from .secrets import resolve_secrets, write_options
 
@@ -218,8 +219,9 @@ def _current_names(values: Mapping[str, Any], sources: dict) -> Mapping[str, Any
         if former in values:
             value = values.pop(former)
             if name in values and values[name] != value:
-                raise ConfigError(f"{former} ({value!r}, {sources.get(former, 'config')}) and {name} ({values[name]!r}) disagree: "
-                                  f"they are one option ({former} is its former name); keep {name}.")
+                message = (f"{former} ({value!r}, {sources.get(former, 'config')}) and {name} ({values[name]!r}) disagree: "
+                           f"they are one option ({former} is its former name); keep {name}.")
+                raise ConfigError(message, [Problem(message, (name,))])
             values[name] = value
             sources.setdefault(name, sources.get(former, "config"))
     return values
@@ -241,22 +243,23 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
         for key in unknown:
             where = sources.get(key, "config")
             if key in not_yet:
-                lines.append(f"`{key}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): "
-                             f"remove it; `tunekit train --help` lists what tunekit supports.")
+                lines.append(Problem(f"`{key}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): "
+                                     f"remove it; `tunekit train --help` lists what tunekit supports.", (str(key),)))
                 continue
             hint = suggest(key, known)
             shown = f"'{key}'" if isinstance(key, str) and len(key) <= 60 and key.isprintable() else excerpt(key)
-            lines.append(
+            lines.append(Problem(
                 f"Unknown option {shown} ({where})."
-                + (f" Did you mean: {', '.join(hint)}?" if hint else " See `tunekit train --help` for the options.")
-            )
-        raise ConfigError("\n".join(lines))
+                + (f" Did you mean: {', '.join(hint)}?" if hint else " See `tunekit train --help` for the options."),
+                (str(key),)))
+        raise ConfigError(problems_text(lines), lines)
     _check_bools(values, sources)
     values = {k: _yaml_bool_words(k, _none_words(k, v)) for k, v in resolve_secrets(values).items()}
     try:
         return Config(**values)
     except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, values, sources)) from None
+        problems = _validation_problems(exc, values, sources)
+        raise ConfigError(problems_text(problems), problems) from None
 
 
 def _accepts(annotation, kinds: tuple) -> bool:
@@ -276,11 +279,11 @@ def _check_bools(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
         annotation = Config.model_fields[key].annotation
         if isinstance(value, bool) and _accepts(annotation, (int, float)) and not _accepts(annotation, (bool,)):
             where = sources.get(key, "config")
-            lines.append(f"Option '{key}' ({where}) got {str(value).lower()}, expected {_type_name(annotation)}"
-                         + (f": `--{key}` needs a value (`--{key} VALUE` or {key}=VALUE); a flag without one means true, "
-                            f"which only true/false options take." if where == "on the command line" else "."))
+            lines.append(Problem(f"Option '{key}' ({where}) got {str(value).lower()}, expected {_type_name(annotation)}"
+                                 + (f": `--{key}` needs a value (`--{key} VALUE` or {key}=VALUE); a flag without one means true, "
+                                    f"which only true/false options take." if where == "on the command line" else "."), (key,)))
     if lines:
-        raise ConfigError("\n".join(lines))
+        raise ConfigError(problems_text(lines), lines)
 
 
 def _literal_choices(annotation) -> tuple:
@@ -309,8 +312,9 @@ def _none_words(key: str, value: Any) -> Any:
     return value
 
 
-def _format_validation_error(exc, values: Mapping[str, Any], sources: Mapping[str, str]) -> str:
-    lines = []
+def _validation_problems(exc, values: Mapping[str, Any], sources: Mapping[str, str]) -> list[Problem]:
+    """pydantic's errors as problems: a field's error names the field; the schema's rules keep their own problems."""
+    lines: list[Problem] = []
     for err in exc.errors(include_url=False):
         loc = [str(p) for p in err.get("loc", ()) if not isinstance(p, int)]
         key = loc[0] if loc else None
@@ -322,15 +326,19 @@ def _format_validation_error(exc, values: Mapping[str, Any], sources: Mapping[st
             msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
             if err.get("type") == "finite_number":
                 msg += " (inf or nan makes the loss and every weight NaN)"
-            lines.append(
+            lines.append(Problem(
                 f"Option '{key}' ({sources.get(key, 'config')}) got {excerpt(given)} ({type(given).__name__}), "
-                f"expected {expected}: {msg}."
-            )
-        else:  # model-level rule: the message is already complete
+                f"expected {expected}: {msg}.", (key,)))
+        elif isinstance((err.get("ctx") or {}).get("error"), ProblemsError):  # the schema's rules (config/schema.py)
+            lines.extend(err["ctx"]["error"].problems)
+        else:  # another model-level rule: the message is already complete
             msg = err["msg"]
             msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
-            lines.append(msg)
-    return "\n".join(dict.fromkeys(lines))
+            lines.append(Problem(msg))
+    first: dict[str, Problem] = {}
+    for problem in lines:  # repeats dropped, the first kept
+        first.setdefault(problem.message, problem)
+    return list(first.values())
 
 
 def _type_name(annotation) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typing
 
 from .options import GROUPS
+from .options.facts import format_default, option_facts, option_note
 
 
 def _type_text(annotation) -> str:
@@ -26,8 +27,10 @@ def render_options_markdown() -> str:
     for group in GROUPS:
         lines += [f"## {group.TITLE}", "", "| option | type | default | meaning |", "|---|---|---|---|"]
         for name, info in group.model_fields.items():
-            default = "" if info.default is None else f"`{info.default}`"
-            desc = (info.description or "").replace("|", "\\|")
+            shown = format_default(info.default)  # as the CLI help and the board write it
+            default = f"`{shown}`" if shown else ""
+            note = option_note(option_facts(info))
+            desc = ((f"*{note[:1].upper()}{note[1:]}.* " if note else "") + (info.description or "")).replace("|", "\\|")
             lines.append(f"| `{name}` | {_type_text(info.annotation)} | {default} | {desc} |")
         lines.append("")
     return "\n".join(lines)

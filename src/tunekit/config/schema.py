@@ -16,7 +16,9 @@ from .options import (
     LoggingOptions, MethodOptions, ModelOptions, OptimizerOptions, RLHFOptions, TrainingOptions,
 )
 from .engines import engine_problems
+from .problems import Problem, ProblemsError, as_problem
 from .stages import STAGES, spoken_list, stages_with
+from .options.data import batching_problems
 from .options.multimodal import MultimodalOptions, multimodal_problems
 
 KNOWN_TRACKERS = ("none", "tensorboard", "wandb", "swanlab", "mlflow")
@@ -85,9 +87,9 @@ class Config(
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Config":
-        problems = list(_combination_problems(self))
+        problems = [as_problem(p) for p in _combination_problems(self)]  # a bare string: a whole-config problem
         if problems:
-            raise ValueError("\n".join(problems))
+            raise ProblemsError(problems)  # the loader turns it into a ConfigError carrying the problems
         return self
 
 
@@ -97,73 +99,90 @@ def _split(value: str | None) -> list[str]:
     return [part.strip() for part in str(value).split(",") if part.strip()]
 
 
-def _combination_problems(cfg: Config) -> Iterator[str]:
+def _combination_problems(cfg: Config) -> Iterator[Problem]:
     if cfg.warmup_steps >= 1 and cfg.warmup_steps != int(cfg.warmup_steps):
-        yield f"warmup_steps {cfg.warmup_steps} is neither a fraction below 1 (a share of the steps) nor a whole step count: use e.g. 0.1 or 100."
+        yield Problem(f"warmup_steps {cfg.warmup_steps} is neither a fraction below 1 (a share of the steps) nor a whole step count: use e.g. 0.1 or 100.",
+                      ("warmup_steps",))
     if 0 < cfg.warmup_steps < 1 and cfg.warmup_ratio:
-        yield "warmup_steps is a fraction (a ratio) and warmup_ratio is set too: keep one of them."
+        yield Problem("warmup_steps is a fraction (a ratio) and warmup_ratio is set too: keep one of them.", ("warmup_steps", "warmup_ratio"))
     # "given" = set and different from the default, so a saved resolved config (every option written out) reloads.
     given = {k for k in cfg.model_fields_set if getattr(cfg, k) != type(cfg).model_fields[k].default}
     if cfg.bf16 and cfg.fp16:
-        yield "bf16 and fp16 are both true: choose one mixed-precision mode (bf16 on Ampere or newer GPUs, else fp16)."
+        yield Problem("bf16 and fp16 are both true: choose one mixed-precision mode (bf16 on Ampere or newer GPUs, else fp16).", ("bf16", "fp16"))
     if cfg.finetuning_type != "lora":
         lora_given = [k for k in LORA_ONLY if k in given]
         if lora_given:
-            yield (f"{', '.join(lora_given)} {'is a LoRA option' if len(lora_given) == 1 else 'are LoRA options'} but "
-                   f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(lora_given) == 1 else 'them'} or set finetuning_type: lora.")
+            yield Problem(f"{', '.join(lora_given)} {'is a LoRA option' if len(lora_given) == 1 else 'are LoRA options'} but "
+                          f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(lora_given) == 1 else 'them'} or set finetuning_type: lora.",
+                          (*lora_given, "finetuning_type"))
     if cfg.finetuning_type != "freeze":
         freeze_given = [k for k in FREEZE_ONLY if k in given]
         if freeze_given:
-            yield (f"{', '.join(freeze_given)} {'is a freeze option' if len(freeze_given) == 1 else 'are freeze options'} but "
-                   f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(freeze_given) == 1 else 'them'} or set finetuning_type: freeze.")
+            yield Problem(f"{', '.join(freeze_given)} {'is a freeze option' if len(freeze_given) == 1 else 'are freeze options'} but "
+                          f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(freeze_given) == 1 else 'them'} or set finetuning_type: freeze.",
+                          (*freeze_given, "finetuning_type"))
     if cfg.quantization_bit is not None and cfg.finetuning_type not in ("lora", "oft"):
-        yield f"quantization_bit {cfg.quantization_bit} trains a quantized base, which only works with LoRA (QLoRA) or OFT (QOFT): set finetuning_type: lora or oft, or remove quantization_bit."
+        yield Problem(f"quantization_bit {cfg.quantization_bit} trains a quantized base, which only works with LoRA (QLoRA) or OFT (QOFT): set finetuning_type: lora or oft, or remove quantization_bit.",
+                      ("quantization_bit", "finetuning_type"))
     if cfg.use_dora and cfg.pissa_init:
-        yield "use_dora and pissa_init cannot be combined: choose one LoRA variant."
+        yield Problem("use_dora and pissa_init cannot be combined: choose one LoRA variant.", ("use_dora", "pissa_init"))
     if cfg.pissa_convert and not cfg.pissa_init:
-        yield "pissa_convert converts a PiSSA adapter to plain LoRA: set pissa_init: true, or remove pissa_convert."
+        yield Problem("pissa_convert converts a PiSSA adapter to plain LoRA: set pissa_init: true, or remove pissa_convert.", ("pissa_convert", "pissa_init"))
     if cfg.pissa_convert and cfg.additional_target:
-        yield ("pissa_convert with additional_target: peft's conversion keeps only the LoRA matrices, so the trained "
-               f"{cfg.additional_target} would be lost from the saved adapter; remove additional_target or pissa_convert.")
+        yield Problem("pissa_convert with additional_target: peft's conversion keeps only the LoRA matrices, so the trained "
+                      f"{cfg.additional_target} would be lost from the saved adapter; remove additional_target or pissa_convert.",
+                      ("pissa_convert", "additional_target"))
     if cfg.export_quantization_method == "bnb" and cfg.export_quantization_dataset:
-        yield ("export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb (data-free, it "
-               "would not be used): remove export_quantization_dataset, or set export_quantization_method: gptq.")
+        yield Problem("export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb (data-free, it "
+                      "would not be used): remove export_quantization_dataset, or set export_quantization_method: gptq.",
+                      ("export_quantization_dataset", "export_quantization_method"))
     if cfg.val_size >= 1 and cfg.val_size != int(cfg.val_size):
-        yield f"val_size {cfg.val_size} is neither a fraction below 1 nor a whole sample count: use e.g. 0.1 or 100."
+        yield Problem(f"val_size {cfg.val_size} is neither a fraction below 1 nor a whole sample count: use e.g. 0.1 or 100.", ("val_size",))
     if cfg.val_size > 0 and cfg.eval_dataset:
-        yield "val_size and eval_dataset are both set: evaluate on a held-out share (val_size) or on eval_dataset, not both."
+        yield Problem("val_size and eval_dataset are both set: evaluate on a held-out share (val_size) or on eval_dataset, not both.",
+                      ("val_size", "eval_dataset"))
     if cfg.eval_strategy != "no" and cfg.val_size == 0 and not cfg.eval_dataset and cfg.do_train:
-        yield f"eval_strategy '{cfg.eval_strategy}' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset, or set eval_strategy: no."
+        yield Problem(f"eval_strategy '{cfg.eval_strategy}' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset, or set eval_strategy: no.",
+                      ("eval_strategy", "val_size", "eval_dataset"))
     if cfg.load_best_model_at_end and cfg.eval_strategy == "no":
-        yield "load_best_model_at_end needs evaluation: set eval_strategy: steps (and val_size or eval_dataset)."
+        yield Problem("load_best_model_at_end needs evaluation: set eval_strategy: steps (and val_size or eval_dataset).",
+                      ("load_best_model_at_end", "eval_strategy"))
     if cfg.load_best_model_at_end and cfg.eval_strategy != cfg.save_strategy:
-        yield f"load_best_model_at_end needs save_strategy equal to eval_strategy (now {cfg.save_strategy} vs {cfg.eval_strategy})."
+        yield Problem(f"load_best_model_at_end needs save_strategy equal to eval_strategy (now {cfg.save_strategy} vs {cfg.eval_strategy}).",
+                      ("load_best_model_at_end", "save_strategy", "eval_strategy"))
     if cfg.deepspeed and cfg.fsdp:
-        yield "deepspeed and fsdp are both set: choose one distributed engine."
+        yield Problem("deepspeed and fsdp are both set: choose one distributed engine.", ("deepspeed", "fsdp"))
     if cfg.mask_history and cfg.train_on_prompt:
-        yield "mask_history and train_on_prompt contradict each other: mask_history trains only the last answer, train_on_prompt trains everything."
+        yield Problem("mask_history and train_on_prompt contradict each other: mask_history trains only the last answer, train_on_prompt trains everything.",
+                      ("mask_history", "train_on_prompt"))
     if "gradient_checkpointing" in given and "disable_gradient_checkpointing" in given and cfg.gradient_checkpointing is cfg.disable_gradient_checkpointing:
-        yield "gradient_checkpointing and disable_gradient_checkpointing disagree: set only one of them."
+        yield Problem("gradient_checkpointing and disable_gradient_checkpointing disagree: set only one of them.",
+                      ("gradient_checkpointing", "disable_gradient_checkpointing"))
     unknown_trackers = [t for t in _split(cfg.report_to) if t not in KNOWN_TRACKERS]
     if unknown_trackers:
-        yield f"report_to names unknown tracker(s) {', '.join(unknown_trackers)}: use {', '.join(KNOWN_TRACKERS)}."
+        yield Problem(f"report_to names unknown tracker(s) {', '.join(unknown_trackers)}: use {', '.join(KNOWN_TRACKERS)}.", ("report_to",))
     if cfg.neat_packing and not cfg.use_packing:
-        yield "neat_packing needs packing: set packing: true."
+        yield Problem("neat_packing needs packing: set packing: true.", ("neat_packing", "packing"))
     if cfg.neat_packing and cfg.stage == "pt":
-        yield "neat_packing is for sft: pt packing cuts one continuous text into cutoff_len blocks, so there are no samples to keep apart; remove neat_packing."
+        yield Problem("neat_packing is for sft: pt packing cuts one continuous text into cutoff_len blocks, so there are no samples to keep apart; remove neat_packing.",
+                      ("neat_packing", "stage"))
     if cfg.interleave_probs and cfg.mix_strategy == "concat":
-        yield "interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or interleave_over."
+        yield Problem("interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or interleave_over.",
+                      ("interleave_probs", "mix_strategy"))
     if not STAGES[cfg.stage].packing and cfg.use_packing:
-        yield f"packing is not supported for stage {cfg.stage}: remove packing (it is only for {spoken_list(stages_with('packing'))})."
+        yield Problem(f"packing is not supported for stage {cfg.stage}: remove packing (it is only for {spoken_list(stages_with('packing'))}).",
+                      ("packing", "stage"))
     if cfg.padding_free and not STAGES[cfg.stage].padding_free:
-        yield f"padding_free is not supported for stage {cfg.stage}: remove padding_free (it is only for {spoken_list(stages_with('padding_free'))})."
+        yield Problem(f"padding_free is not supported for stage {cfg.stage}: remove padding_free (it is only for {spoken_list(stages_with('padding_free'))}).",
+                      ("padding_free", "stage"))
+    yield from batching_problems(cfg)  # padding_free with packing, max_tokens_per_batch (config/options/data.py)
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
         tokens = getattr(cfg, name) * cfg.cutoff_len
         if tokens > MAX_MICRO_BATCH_TOKENS:
-            yield (f"{name} {getattr(cfg, name)} x cutoff_len {cfg.cutoff_len} = {tokens:,} tokens in one micro-batch, more "
-                   f"than {MAX_MICRO_BATCH_TOKENS:,} (2**31 - 1): kernels index a batch's elements with 32-bit integers and "
-                   f"no device holds its activations; use a smaller {name} (and gradient_accumulation_steps for a "
-                   f"larger effective batch).")
+            yield Problem(f"{name} {getattr(cfg, name)} x cutoff_len {cfg.cutoff_len} = {tokens:,} tokens in one micro-batch, more "
+                          f"than {MAX_MICRO_BATCH_TOKENS:,} (2**31 - 1): kernels index a batch's elements with 32-bit integers and "
+                          f"no device holds its activations; use a smaller {name} (and gradient_accumulation_steps for a "
+                          f"larger effective batch).", (name, "cutoff_len"))
     if cfg.lr_scheduler_kwargs:
         yield from _scheduler_kwargs_problems(cfg.lr_scheduler_type, cfg.lr_scheduler_kwargs)
     yield from _optimizer_problems(cfg, given)
@@ -171,63 +190,90 @@ def _combination_problems(cfg: Config) -> Iterator[str]:
     yield from engine_problems(cfg)  # fsdp words; fsdp with rm/ppo/grpo, fp16, do_predict (config/engines.py)
 
 
-def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[str]:
+def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
     """Rules of the optimizers-and-methods group (config/options/optimizers.py), as LLaMA-Factory enforces them."""
     for switch, dependents in SWITCHED.items():
         orphans = [k for k in dependents if k in given]
         if orphans and not getattr(cfg, switch):
-            yield f"{', '.join(orphans)} only {'takes' if len(orphans) == 1 else 'take'} effect with {switch}: true: set {switch}: true or remove {'it' if len(orphans) == 1 else 'them'}."
+            yield Problem(f"{', '.join(orphans)} only {'takes' if len(orphans) == 1 else 'take'} effect with {switch}: true: set {switch}: true or remove {'it' if len(orphans) == 1 else 'them'}.",
+                          (*orphans, switch))
     if cfg.finetuning_type != "oft":
         oft_given = [k for k in OFT_ONLY if k in given]
         if oft_given:
-            yield (f"{', '.join(oft_given)} {'is an OFT option' if len(oft_given) == 1 else 'are OFT options'} but finetuning_type is "
-                   f"'{cfg.finetuning_type}': set finetuning_type: oft or remove {'it' if len(oft_given) == 1 else 'them'}.")
+            yield Problem(f"{', '.join(oft_given)} {'is an OFT option' if len(oft_given) == 1 else 'are OFT options'} but finetuning_type is "
+                          f"'{cfg.finetuning_type}': set finetuning_type: oft or remove {'it' if len(oft_given) == 1 else 'them'}.",
+                          (*oft_given, "finetuning_type"))
     elif cfg.oft_rank == 0 and cfg.oft_block_size == 0:
-        yield "oft_rank and oft_block_size are both 0: set one of them (e.g. oft_block_size: 32), and the other to 0."
+        yield Problem("oft_rank and oft_block_size are both 0: set one of them (e.g. oft_block_size: 32), and the other to 0.", ("oft_rank", "oft_block_size"))
     elif cfg.oft_rank and cfg.oft_block_size and {"oft_rank", "oft_block_size"} <= given:
-        yield f"oft_rank {cfg.oft_rank} and oft_block_size {cfg.oft_block_size} are both set: peft derives one from the other; set the other to 0."
+        yield Problem(f"oft_rank {cfg.oft_rank} and oft_block_size {cfg.oft_block_size} are both set: peft derives one from the other; set the other to 0.",
+                      ("oft_rank", "oft_block_size"))
     custom = [k for k in ("use_galore", "use_apollo", "use_badam", "use_muon", "use_adam_mini") if getattr(cfg, k)]
     if len(custom) > 1:
-        yield f"{' and '.join(custom)} are all optimizers: choose one."
+        yield Problem(f"{' and '.join(custom)} are all optimizers: choose one.", tuple(custom))
     if custom and cfg.loraplus_lr_ratio:
-        yield f"{custom[0]} and loraplus_lr_ratio each build the optimizer: choose one."
+        yield Problem(f"{custom[0]} and loraplus_lr_ratio each build the optimizer: choose one.", (custom[0], "loraplus_lr_ratio"))
     projected = [k for k in ("use_galore", "use_apollo", "use_badam") if getattr(cfg, k)]
     if projected and cfg.finetuning_type in ("lora", "oft"):
-        yield (f"{projected[0]} trains the full weights with less optimizer memory; it cannot be combined with finetuning_type "
-               f"'{cfg.finetuning_type}' (adapters are small already): set finetuning_type: full or remove {projected[0]}.")
+        yield Problem(f"{projected[0]} trains the full weights with less optimizer memory; it cannot be combined with finetuning_type "
+                      f"'{cfg.finetuning_type}' (adapters are small already): set finetuning_type: full or remove {projected[0]}.",
+                      (projected[0], "finetuning_type"))
     for name in ("use_galore", "use_apollo"):
         if getattr(cfg, name) and (cfg.deepspeed or cfg.fsdp):
-            yield (f"{name} keeps its projection per full weight matrix and does not run under {'DeepSpeed' if cfg.deepspeed else 'FSDP'} "
-                   f"(sharded weights): remove {'deepspeed' if cfg.deepspeed else 'fsdp'}, or use use_badam with deepspeed z3.")
+            yield Problem(f"{name} keeps its projection per full weight matrix and does not run under {'DeepSpeed' if cfg.deepspeed else 'FSDP'} "
+                          f"(sharded weights): remove {'deepspeed' if cfg.deepspeed else 'fsdp'}, or use use_badam with deepspeed z3.",
+                          (name, "deepspeed" if cfg.deepspeed else "fsdp"))
     for name, layerwise in (("use_galore", "galore_layerwise"), ("use_apollo", "apollo_layerwise")):
         if getattr(cfg, name) and getattr(cfg, layerwise) and cfg.gradient_accumulation_steps != 1:
-            yield (f"{layerwise} steps each weight inside backward, so gradients cannot be accumulated: set "
-                   f"gradient_accumulation_steps: 1 (raise per_device_train_batch_size instead) or {layerwise}: false.")
+            yield Problem(f"{layerwise} steps each weight inside backward, so gradients cannot be accumulated: set "
+                          f"gradient_accumulation_steps: 1 (raise per_device_train_batch_size instead) or {layerwise}: false.",
+                          (layerwise, "gradient_accumulation_steps"))
+    yield from _optimizer_pairing_problems(cfg)
     if cfg.use_badam and cfg.fsdp:
-        yield "use_badam does not run under FSDP: remove fsdp (BAdam layer mode runs on one device or under deepspeed z3)."
+        yield Problem("use_badam does not run under FSDP: remove fsdp (BAdam layer mode runs on one device or under deepspeed z3).", ("use_badam", "fsdp"))
     if cfg.use_badam and cfg.deepspeed:
         if cfg.badam_mode == "ratio":
-            yield "badam_mode: ratio does not run under DeepSpeed: use badam_mode: layer with deepspeed z3, or remove deepspeed."
+            yield Problem("badam_mode: ratio does not run under DeepSpeed: use badam_mode: layer with deepspeed z3, or remove deepspeed.",
+                          ("badam_mode", "deepspeed"))
         elif str(cfg.deepspeed).strip() not in ("z3", "z3_offload") and not str(cfg.deepspeed).endswith(".json"):
-            yield f"use_badam in layer mode runs under DeepSpeed ZeRO-3 only (deepspeed {cfg.deepspeed} is not): set deepspeed: z3 or remove deepspeed."
+            yield Problem(f"use_badam in layer mode runs under DeepSpeed ZeRO-3 only (deepspeed {cfg.deepspeed} is not): set deepspeed: z3 or remove deepspeed.",
+                          ("use_badam", "deepspeed"))
     if cfg.use_llama_pro and cfg.finetuning_type != "freeze":
-        yield (f"use_llama_pro trains only the expanded blocks, with finetuning_type: freeze in tunekit (now '{cfg.finetuning_type}'; "
-               f"LoRA on the expanded blocks is not supported yet): set finetuning_type: freeze and freeze_trainable_layers to the number of added blocks.")
+        yield Problem(f"use_llama_pro trains only the expanded blocks, with finetuning_type: freeze in tunekit (now '{cfg.finetuning_type}'; "
+                      f"LoRA on the expanded blocks is not supported yet): set finetuning_type: freeze and freeze_trainable_layers to the number of added blocks.",
+                      ("use_llama_pro", "finetuning_type"))
     if cfg.pure_bf16 and (cfg.bf16 or cfg.fp16):
-        yield "pure_bf16 trains without autocast, so bf16/fp16 mixed precision must be off: remove bf16/fp16 (pure_bf16 loads the weights in bf16 itself)."
+        yield Problem("pure_bf16 trains without autocast, so bf16/fp16 mixed precision must be off: remove bf16/fp16 (pure_bf16 loads the weights in bf16 itself).",
+                      ("pure_bf16", *(k for k in ("bf16", "fp16") if getattr(cfg, k))))
     if cfg.pure_bf16 and cfg.dtype not in ("auto", "bfloat16"):
-        yield f"pure_bf16 loads the model in bfloat16, but dtype is {cfg.dtype}: remove dtype or set dtype: bfloat16."
+        yield Problem(f"pure_bf16 loads the model in bfloat16, but dtype is {cfg.dtype}: remove dtype or set dtype: bfloat16.", ("pure_bf16", "dtype"))
     if cfg.pure_bf16 and str(cfg.deepspeed or "").startswith("z3"):
-        yield "pure_bf16 does not run under DeepSpeed ZeRO-3 (it keeps its own fp32 master weights): use bf16: true, or a ZeRO-2 preset."
+        yield Problem("pure_bf16 does not run under DeepSpeed ZeRO-3 (it keeps its own fp32 master weights): use bf16: true, or a ZeRO-2 preset.",
+                      ("pure_bf16", "deepspeed"))
     if cfg.fp8 and cfg.quantization_bit is not None:
-        yield "fp8 and quantization_bit cannot be combined (FP8 training computes in 8 bits; QLoRA stores a 4/8-bit base): remove one."
+        yield Problem("fp8 and quantization_bit cannot be combined (FP8 training computes in 8 bits; QLoRA stores a 4/8-bit base): remove one.",
+                      ("fp8", "quantization_bit"))
     if cfg.fp8 and cfg.fp8_enable_fsdp_float8_all_gather and not cfg.fsdp:
-        yield "fp8_enable_fsdp_float8_all_gather needs fsdp: set fsdp: full_shard or remove it."
+        yield Problem("fp8_enable_fsdp_float8_all_gather needs fsdp: set fsdp: full_shard or remove it.", ("fp8_enable_fsdp_float8_all_gather", "fsdp"))
     losses = [k for k in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(cfg, k)]
     if len(losses) > 1:
-        yield f"{' and '.join(losses)} are alternative SFT losses: choose one."
+        yield Problem(f"{' and '.join(losses)} are alternative SFT losses: choose one.", tuple(losses))
     if losses and cfg.stage != "sft":
-        yield f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}."
+        yield Problem(f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}.", (losses[0], "stage"))
+
+
+def _optimizer_pairing_problems(cfg: Config) -> Iterator[Problem]:
+    """The optimizers that wrap a torch optimizer take only the ones they are built on (train/optimizers.py builds
+    them: GaLoreAdamW / GaLoreAdamW8bit / GaLoreAdafactor, APOLLOAdamW; BAdam's ratio mode has sparse gradients)."""
+    optim = cfg.optim.lower()
+    if cfg.use_galore and not (optim.startswith(("adamw", "adafactor")) or "8bit" in optim):
+        yield Problem(f"use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {cfg.optim}: set optim: adamw_torch.",
+                      ("use_galore", "optim"))
+    if cfg.use_apollo and not optim.startswith("adamw"):
+        yield Problem(f"use_apollo works with optim adamw_torch, not {cfg.optim}: set optim: adamw_torch.", ("use_apollo", "optim"))
+    if cfg.use_badam and cfg.badam_mode == "ratio" and cfg.max_grad_norm:
+        yield Problem("badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
+                      "set max_grad_norm: 0 (or use badam_mode: layer).", ("badam_mode", "max_grad_norm"))
 
 
 MAX_MICRO_BATCH_TOKENS = 2**31 - 1
@@ -235,7 +281,7 @@ MAX_MICRO_BATCH_TOKENS = 2**31 - 1
 _SCHEDULER_OWN_ARGS = {"self", "optimizer", "num_warmup_steps", "num_training_steps", "last_epoch"}
 
 
-def _scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[str]:
+def _scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[Problem]:
     """Check lr_scheduler_kwargs' keys against the signature of the function Hugging Face builds ``scheduler`` with
     (imported only when lr_scheduler_kwargs is given: it imports torch)."""
     import inspect
@@ -243,8 +289,8 @@ def _scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[str]:
     from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
 
     if scheduler in ("constant", "constant_with_warmup"):  # get_scheduler passes them no extra arguments
-        yield (f"lr_scheduler_type {scheduler} takes no lr_scheduler_kwargs (Hugging Face ignores them): remove "
-               f"lr_scheduler_kwargs ({', '.join(map(str, kwargs))}).")
+        yield Problem(f"lr_scheduler_type {scheduler} takes no lr_scheduler_kwargs (Hugging Face ignores them): remove "
+                      f"lr_scheduler_kwargs ({', '.join(map(str, kwargs))}).", ("lr_scheduler_kwargs", "lr_scheduler_type"))
         return
     if scheduler == "reduce_lr_on_plateau":
         from torch.optim.lr_scheduler import ReduceLROnPlateau as function
@@ -255,8 +301,9 @@ def _scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[str]:
                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     wrong = [str(k) for k in kwargs if k not in allowed]
     if wrong:
-        yield (f"lr_scheduler_kwargs has {', '.join(wrong)}, which lr_scheduler_type {scheduler} does not take; "
-               + (f"it takes: {', '.join(allowed)}." if allowed else "it takes none: remove lr_scheduler_kwargs."))
+        yield Problem(f"lr_scheduler_kwargs has {', '.join(wrong)}, which lr_scheduler_type {scheduler} does not take; "
+                      + (f"it takes: {', '.join(allowed)}." if allowed else "it takes none: remove lr_scheduler_kwargs."),
+                      ("lr_scheduler_kwargs", "lr_scheduler_type"))
 
 
 def iter_fields():

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Literal, Union
 from pydantic_core import PydanticUndefined
 
 from tunekit.config import iter_fields, parse_scalar
+from tunekit.config.options.facts import OptionFacts, option_facts, option_help
 
 Kind = Literal["bool", "tristate", "choice", "int", "float", "text", "yaml", "multi"]
 
@@ -44,6 +45,7 @@ class FieldSpec:
     description: str
     optional: bool
     choices: tuple[Any, ...] = field(default=())  # Literal values (typed), for kind == "choice"
+    facts: OptionFacts = field(default=OptionFacts())  # board section, "LoRA only", ... (config/options/facts.py)
 
     @property
     def has_default(self) -> bool:
@@ -57,9 +59,14 @@ class FieldSpec:
         labels = [str(c) for c in self.choices]
         return ([""] + labels) if self.optional else labels
 
-    def help(self) -> str:
-        default = "" if not self.has_default else f" [default: {format_default(self.default)}]"
-        return f"{self.description}{default}"
+    @property
+    def section(self) -> str:
+        """The board section: the option's own (``option(section=...)``), else its group's."""
+        return self.facts.section or self.group
+
+    def help(self, description: str | None = None, lang: str = "en") -> str:
+        """``description`` (default: the schema's, English) with the option's note and default, as the CLI writes it."""
+        return option_help(self.description if description is None else description, self.default, self.facts, lang)
 
 
 def _unwrap_optional(annotation) -> tuple[Any, bool]:
@@ -103,17 +110,9 @@ def field_specs(groups: Iterable | None = None, multi: Iterable[str] = MULTI_PIC
         specs.append(FieldSpec(
             name=name, group=getattr(group, "GROUP", "other"), group_title=getattr(group, "TITLE", "Other"),
             kind=kind, default=info.default, description=info.description or "", optional=optional,
-            choices=choices,
+            choices=choices, facts=option_facts(info),
         ))
     return specs
-
-
-def format_default(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _yaml_text(value: Any) -> str:

@@ -8,7 +8,7 @@ import gradio as gr
 
 from tunekit.config.secrets import is_secret
 
-from .fields import FieldSpec, format_default, to_form
+from .fields import FieldSpec, to_form
 from .i18n import field_help, t
 from .sections import OPEN_SECTIONS, section_title, sections, tab_of
 from .validation import Validation
@@ -17,8 +17,7 @@ UNSET_LABEL = {"tristate": "(auto)", "choice": "(none)"}
 
 
 def help_text(spec: FieldSpec, lang: str) -> str:
-    default = f" [default: {format_default(spec.default)}]" if spec.has_default else ""
-    return field_help(spec.name, spec.description, lang) + default
+    return spec.help(field_help(spec.name, spec.description, lang), lang)
 
 
 def make_widget(spec: FieldSpec, lang: str, templates: list[str] | None = None):

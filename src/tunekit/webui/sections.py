@@ -1,28 +1,16 @@
 """Where each option shows up on the board: which tab, which accordion.
 
 An option lands in its schema group's accordion on the Train tab, so a new option or a new group needs
-no board code. The few names below only split two large groups the way users know them (LoRA and
-freeze out of "stage and method"; quantization and acceleration out of "model"), and send the
-generation and export groups to the Chat and Export tabs.
+no board code. An option declared with its own section (``option(section=...)`` in ``config/options/``: LoRA
+and freeze out of "stage and method"; quantization and acceleration out of "model") lands in that section's
+accordion; the generation and export groups go to the Chat and Export tabs.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-from tunekit.config.options import FREEZE_ONLY, LORA_ONLY
-
 from .fields import FieldSpec
-
-SECTION_OVERRIDES: dict[str, str] = {
-    **{name: "lora" for name in LORA_ONLY},
-    **{name: "freeze" for name in FREEZE_ONLY},
-    "quantization_bit": "quantization", "quantization_method": "quantization",
-    "quantization_type": "quantization", "double_quantization": "quantization",
-    "flash_attn": "acceleration", "rope_scaling": "acceleration", "rope_scaling_target_len": "acceleration",
-    "gradient_checkpointing": "acceleration", "disable_gradient_checkpointing": "acceleration",
-    "enable_liger_kernel": "acceleration", "use_unsloth": "acceleration", "torch_compile": "acceleration",
-}
 
 # Sections in display order; groups not listed follow in schema order.
 SECTION_ORDER = (
@@ -45,7 +33,7 @@ TAB_OF_GROUP = {"infer": "chat", "export": "export"}
 
 
 def section_of(spec: FieldSpec) -> str:
-    return SECTION_OVERRIDES.get(spec.name, spec.group)
+    return spec.section  # the field's own section (config/options/facts.py), else its group
 
 
 def tab_of(spec: FieldSpec) -> str:

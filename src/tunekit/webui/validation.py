@@ -1,10 +1,14 @@
-"""Validate form values with the schema and attach each message to the option(s) it names."""
+"""Validate form values with the schema and attach each problem to the option(s) it names.
+
+The schema's rules name their fields themselves (:class:`tunekit.config.problems.Problem`, carried by the
+:class:`~tunekit.errors.ConfigError`), so nothing here reads field names out of the message text. A problem that
+names no field (a rule not converted yet, or an error about the config as a whole) is shown in the message box only.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from tunekit.config import Config, build_config
 from tunekit.errors import ConfigError
@@ -21,25 +25,19 @@ class Validation:
         return self.config is not None
 
 
-def _names_in(line: str, names: set[str]) -> list[str]:
-    quoted = re.findall(r"'([A-Za-z0-9_]+)'", line)
-    first = [n for n in quoted if n in names][:1]
-    if first and line.startswith(("Option '", "Unknown option '")):
-        return first  # a field-level message: it is about this one option
-    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", line)
-    return list(dict.fromkeys(w for w in words if w in names))
+def problems_by_field(problems: Iterable) -> dict[str, list[str]]:
+    """Option name → the messages of the problems that name it, in order."""
+    by_field: dict[str, list[str]] = {}
+    for problem in problems:
+        for name in problem.fields:
+            by_field.setdefault(name, []).append(problem.message)
+    return by_field
 
 
 def validate(values: Mapping[str, Any]) -> Validation:
-    """Build the config the form stands for; on failure, map each message line to its fields."""
+    """Build the config the form stands for; on failure, each problem goes to the fields it names."""
     try:
         cfg = build_config(dict(values), {k: "in the form" for k in values})
     except ConfigError as exc:
-        message = str(exc)
-        names = set(Config.model_fields)
-        by_field: dict[str, list[str]] = {}
-        for line in message.splitlines():
-            for name in _names_in(line, names):
-                by_field.setdefault(name, []).append(line)
-        return Validation(None, message, by_field)
+        return Validation(None, str(exc), problems_by_field(exc.problems))
     return Validation(cfg)

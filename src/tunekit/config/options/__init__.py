@@ -3,12 +3,13 @@
 from .data import DataOptions
 from .distributed import DistributedOptions
 from .export import ExportOptions
+from .facts import option_facts
 from .infer import InferOptions
 from .logging import LoggingOptions
-from .method import FREEZE_ONLY, LORA_ONLY, MethodOptions
+from .method import MethodOptions
 from .model import ModelOptions
 from .multimodal import MultimodalOptions
-from .optimizers import OFT_ONLY, SWITCHED, OptimizerOptions
+from .optimizers import SWITCHED, OptimizerOptions
 from .rlhf import RLHFOptions
 from .training import TrainingOptions
 
@@ -18,4 +19,15 @@ GROUPS = (
     OptimizerOptions, DistributedOptions, LoggingOptions, ExportOptions, InferOptions, MultimodalOptions,
 )
 
-__all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY", "OFT_ONLY", "SWITCHED"] + [g.__name__ for g in GROUPS]
+
+def options_only_for(method: str) -> tuple[str, ...]:
+    """The options declared ``only=method`` (config/options/facts.py), in display order."""
+    return tuple(name for group in GROUPS for name, info in group.model_fields.items() if option_facts(info).only == method)
+
+
+# Options that only make sense for one finetuning_type (the schema's cross-field rules refuse them with another).
+LORA_ONLY = options_only_for("lora")
+FREEZE_ONLY = options_only_for("freeze")
+OFT_ONLY = options_only_for("oft")
+
+__all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY", "OFT_ONLY", "SWITCHED", "options_only_for"] + [g.__name__ for g in GROUPS]

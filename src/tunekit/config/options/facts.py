@@ -78,8 +78,8 @@ def option_note(facts: OptionFacts, lang: str = "en") -> str:
     return "; ".join(words)
 
 
-def option_help(description: str, info: FieldInfo, lang: str = "en") -> str:
-    """One option's help line: ``description (note) [default: value]`` (CLI help and the board)."""
-    note = option_note(option_facts(info), lang)
-    default = format_default(info.default)
-    return (f"{description}" + (f" ({note})" if note else "") + (f" [default: {default}]" if default else ""))
+def option_help(description: str, default: Any, facts: OptionFacts, lang: str = "en") -> str:
+    """One option's help line: ``description (note) [default: value]`` (CLI help and the board; ``description`` in
+    ``lang``)."""
+    note, shown = option_note(facts, lang), format_default(default)
+    return description + (f" ({note})" if note else "") + (f" [default: {shown}]" if shown else "")

@@ -8,13 +8,10 @@ from pydantic import Field
 
 from ..stages import STAGE_NAMES
 from .base import OptionGroup
+from .facts import option
 
-# Options that only make sense for one finetuning_type (used by the cross-field validator).
-LORA_ONLY = (
-    "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "additional_target", "use_rslora",
-    "use_dora", "pissa_init", "pissa_iter", "pissa_convert", "loraplus_lr_ratio", "create_new_adapter",
-)
-FREEZE_ONLY = ("freeze_trainable_layers", "freeze_trainable_modules", "freeze_extra_modules")
+# only="lora" / "freeze": the option belongs to that finetuning_type (the schema refuses it with another; the
+# board shows it in that method's section). config/options/facts.py explains the facts.
 
 
 class MethodOptions(OptionGroup):
@@ -28,20 +25,20 @@ class MethodOptions(OptionGroup):
     finetuning_type: Literal["lora", "oft", "freeze", "full"] = Field("lora", description="lora (adapters), oft (orthogonal adapters, peft OFT), freeze (train the last layers), or full.")
 
     # LoRA
-    lora_rank: int = Field(8, ge=1, description="LoRA rank r.")
-    lora_alpha: Optional[int] = Field(None, ge=1, description="LoRA scale alpha (default: 2 x lora_rank).")
-    lora_dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA input.")
-    lora_target: str = Field("all", description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names (q_proj,v_proj).")
-    additional_target: Optional[str] = Field(None, description="Extra modules trained in full and saved with the adapter (e.g. embed_tokens,lm_head).")
-    use_rslora: bool = Field(False, description="Rank-stabilised LoRA scaling alpha/sqrt(r).")
-    use_dora: bool = Field(False, description="Weight-decomposed LoRA (DoRA).")
-    pissa_init: bool = Field(False, description="Initialise LoRA from the principal singular vectors (PiSSA).")
-    pissa_iter: int = Field(16, ge=-1, description="Fast-SVD iterations for PiSSA (-1 = exact SVD).")
-    pissa_convert: bool = Field(False, description="Save the PiSSA adapter converted to a plain LoRA adapter.")
-    loraplus_lr_ratio: Optional[float] = Field(None, gt=0, description="LoRA+: learning-rate ratio of B over A.")
-    create_new_adapter: bool = Field(False, description="Start a new adapter on top of adapter_name_or_path instead of training the last one.")
+    lora_rank: int = option(8, ge=1, description="LoRA rank r.", only="lora", section="lora")
+    lora_alpha: Optional[int] = option(None, ge=1, description="LoRA scale alpha (default: 2 x lora_rank).", only="lora", section="lora")
+    lora_dropout: float = option(0.0, ge=0, lt=1, description="Dropout on the LoRA input.", only="lora", section="lora")
+    lora_target: str = option("all", description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names (q_proj,v_proj).", only="lora", section="lora")
+    additional_target: Optional[str] = option(None, description="Extra modules trained in full and saved with the adapter (e.g. embed_tokens,lm_head).", only="lora", section="lora")
+    use_rslora: bool = option(False, description="Rank-stabilised LoRA scaling alpha/sqrt(r).", only="lora", section="lora")
+    use_dora: bool = option(False, description="Weight-decomposed LoRA (DoRA).", only="lora", section="lora")
+    pissa_init: bool = option(False, description="Initialise LoRA from the principal singular vectors (PiSSA).", only="lora", section="lora")
+    pissa_iter: int = option(16, ge=-1, description="Fast-SVD iterations for PiSSA (-1 = exact SVD).", only="lora", section="lora")
+    pissa_convert: bool = option(False, description="Save the PiSSA adapter converted to a plain LoRA adapter.", only="lora", section="lora")
+    loraplus_lr_ratio: Optional[float] = option(None, gt=0, description="LoRA+: learning-rate ratio of B over A.", only="lora", section="lora")
+    create_new_adapter: bool = option(False, description="Start a new adapter on top of adapter_name_or_path instead of training the last one.", only="lora", section="lora")
 
     # Freeze
-    freeze_trainable_layers: int = Field(2, description="Freeze: train the last N layers (negative: the first -N).")
-    freeze_trainable_modules: str = Field("all", description="Freeze: modules trained inside those layers, comma-separated (all = every module).")
-    freeze_extra_modules: Optional[str] = Field(None, description="Freeze: extra modules outside the layers to train (e.g. embed_tokens,norm).")
+    freeze_trainable_layers: int = option(2, description="Freeze: train the last N layers (negative: the first -N).", only="freeze", section="freeze")
+    freeze_trainable_modules: str = option("all", description="Freeze: modules trained inside those layers, comma-separated (all = every module).", only="freeze", section="freeze")
+    freeze_extra_modules: Optional[str] = option(None, description="Freeze: extra modules outside the layers to train (e.g. embed_tokens,norm).", only="freeze", section="freeze")

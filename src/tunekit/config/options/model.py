@@ -7,6 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from .base import OptionGroup
+from .facts import option
 
 
 class ModelOptions(OptionGroup):
@@ -26,22 +27,26 @@ class ModelOptions(OptionGroup):
         "auto", description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32; "
         "float64 is for numerical reference runs (parity checks against a float32 run; CPU, slow)."
     )
-    flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = Field(
-        "auto", description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention."
-    )
-    rope_scaling: Optional[Literal["linear", "dynamic", "yarn", "llama3"]] = Field(
-        None, description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or cutoff_len)."
-    )
-    rope_scaling_target_len: Optional[int] = Field(None, ge=1, description="Context length to reach with rope_scaling (default: cutoff_len).")
-    gradient_checkpointing: Literal["auto", True, False] = Field(
+    flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = option(
+        "auto", description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention.",
+        section="acceleration")
+    rope_scaling: Optional[Literal["linear", "dynamic", "yarn", "llama3"]] = option(
+        None, description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or cutoff_len).",
+        section="acceleration")
+    rope_scaling_target_len: Optional[int] = option(None, ge=1, description="Context length to reach with rope_scaling (default: cutoff_len).", section="acceleration")
+    gradient_checkpointing: Literal["auto", True, False] = option(
         "auto", description="Recompute activations in the backward pass to save memory (about 25 % slower); auto = on unless "
-        "the memory plan shows the run fits without it with a wide margin (the decision is printed).")
-    disable_gradient_checkpointing: bool = Field(False, description="LLaMA-Factory's spelling of gradient_checkpointing: false.")
-    enable_liger_kernel: bool = Field(False, description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.")
-    use_unsloth: bool = Field(False, description="Use Unsloth's patched model (needs unsloth and a GPU).")
-    quantization_bit: Optional[Literal[4, 8]] = Field(None, description="Load the base model quantized to 4 or 8 bits (QLoRA; needs finetuning_type lora).")
-    quantization_method: Literal["bnb", "hqq", "eetq"] = Field("bnb", description="Quantization library for quantization_bit.")
-    quantization_type: Literal["nf4", "fp4"] = Field("nf4", description="4-bit data type for bitsandbytes.")
-    double_quantization: bool = Field(True, description="Quantize the 4-bit scales too (bitsandbytes).")
+        "the memory plan shows the run fits without it with a wide margin (the decision is printed).", section="acceleration")
+    gradient_checkpointing_layers: Optional[int] = option(
+        None, ge=1, description="With gradient checkpointing: recompute only this many decoder layers (the lowest ones); "
+        "the others keep their activations and are not recomputed. Empty = all layers; auto sets it to the fewest that fit.",
+        section="acceleration")
+    disable_gradient_checkpointing: bool = option(False, description="LLaMA-Factory's spelling of gradient_checkpointing: false.", section="acceleration")
+    enable_liger_kernel: bool = option(False, description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.", section="acceleration")
+    use_unsloth: bool = option(False, description="Use Unsloth's patched model (needs unsloth and a GPU).", section="acceleration")
+    quantization_bit: Optional[Literal[4, 8]] = option(None, description="Load the base model quantized to 4 or 8 bits (QLoRA; needs finetuning_type lora).", section="quantization")
+    quantization_method: Literal["bnb", "hqq", "eetq"] = option("bnb", description="Quantization library for quantization_bit.", section="quantization")
+    quantization_type: Literal["nf4", "fp4"] = option("nf4", description="4-bit data type for bitsandbytes.", section="quantization")
+    double_quantization: bool = option(True, description="Quantize the 4-bit scales too (bitsandbytes).", section="quantization")
     low_cpu_mem_usage: bool = Field(True, description="Load weights without a random-init copy in memory.")
     print_param_status: bool = Field(False, description="Print every parameter's name, shape, dtype and trainable flag after set-up.")

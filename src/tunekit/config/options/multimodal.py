@@ -10,6 +10,7 @@ from typing import Iterator, Optional
 
 from pydantic import Field
 
+from ..problems import Problem
 from .base import OptionGroup
 
 
@@ -31,13 +32,15 @@ class MultimodalOptions(OptionGroup):
     freeze_language_model: bool = Field(False, description="Keep the language model frozen (train only the unfrozen vision parts).")
 
 
-def multimodal_problems(cfg) -> Iterator[str]:
+def multimodal_problems(cfg) -> Iterator[Problem]:
     """Cross-field rules of this group (``Config._check_combinations`` calls it)."""
     for kind in ("image", "video"):
         lo, hi = getattr(cfg, f"{kind}_min_pixels"), getattr(cfg, f"{kind}_max_pixels")
         if lo > hi:
-            yield f"{kind}_min_pixels {lo} is larger than {kind}_max_pixels {hi}: lower {kind}_min_pixels or raise {kind}_max_pixels."
+            yield Problem(f"{kind}_min_pixels {lo} is larger than {kind}_max_pixels {hi}: lower {kind}_min_pixels or raise {kind}_max_pixels.",
+                          (f"{kind}_min_pixels", f"{kind}_max_pixels"))
     frozen = (cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model)
     if all(frozen) and cfg.finetuning_type in ("full", "lora"):
-        yield ("freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model are all true: nothing would be "
-               "trained. Set freeze_language_model: false (the usual choice), or unfreeze the vision tower or projector.")
+        yield Problem("freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model are all true: nothing would be "
+                      "trained. Set freeze_language_model: false (the usual choice), or unfreeze the vision tower or projector.",
+                      ("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model"))

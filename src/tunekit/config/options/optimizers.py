@@ -13,6 +13,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from .base import OptionGroup
+from .facts import option
 
 # Options that only make sense with their switch on (used by the cross-field validator in config/schema.py).
 SWITCHED = {
@@ -25,7 +26,6 @@ SWITCHED = {
     "use_asft_loss": ("asft_alpha",),
     "fp8": ("fp8_backend", "fp8_enable_fsdp_float8_all_gather"),
 }
-OFT_ONLY = ("oft_rank", "oft_block_size", "oft_target", "module_dropout")
 
 
 class OptimizerOptions(OptionGroup):
@@ -68,10 +68,10 @@ class OptimizerOptions(OptionGroup):
     use_adam_mini: bool = Field(False, description="Adam-mini (adam-mini): one second-moment value per block (head, neuron) instead of per weight; full or freeze fine-tuning.")
 
     # OFT / QOFT (peft's OFTConfig)
-    oft_rank: int = Field(0, ge=0, description="OFT: number of orthogonal blocks per weight (0 = derived from oft_block_size; set one of the two).")
-    oft_block_size: int = Field(32, ge=0, description="OFT: size of each orthogonal block (0 = derived from oft_rank).")
-    oft_target: str = Field("all", description="OFT: linear modules that get an orthogonal adapter (all = every linear layer but the LM head), comma-separated.")
-    module_dropout: float = Field(0.0, ge=0, lt=1, description="OFT: multiplicative dropout of whole blocks during training.")
+    oft_rank: int = option(0, ge=0, description="OFT: number of orthogonal blocks per weight (0 = derived from oft_block_size; set one of the two).", only="oft")
+    oft_block_size: int = option(32, ge=0, description="OFT: size of each orthogonal block (0 = derived from oft_rank).", only="oft")
+    oft_target: str = option("all", description="OFT: linear modules that get an orthogonal adapter (all = every linear layer but the LM head), comma-separated.", only="oft")
+    module_dropout: float = option(0.0, ge=0, lt=1, description="OFT: multiplicative dropout of whole blocks during training.", only="oft")
 
     # LLaMA Pro
     use_llama_pro: bool = Field(False, description="LLaMA Pro: train only the expanded blocks of a model made by `tunekit expand-blocks` (finetuning_type: freeze, freeze_trainable_layers = how many were added).")

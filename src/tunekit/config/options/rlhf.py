@@ -7,6 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from .base import OptionGroup
+from .facts import option
 
 
 class RLHFOptions(OptionGroup):
@@ -29,7 +30,7 @@ class RLHFOptions(OptionGroup):
     reward_funcs: Optional[str] = Field(None, description="Reward function(s) for grpo/ppo as dotted paths (package.module:function), comma-separated, summed; called as fn(prompts=[...], completions=[...], reference=[...]) -> list of floats.")
     num_generations: int = Field(4, ge=2, description="GRPO: completions sampled per prompt.")
     ppo_epochs: int = Field(4, ge=1, description="PPO: optimisation epochs per batch of rollouts.")
-    ppo_buffer_size: int = Field(1, ge=1, description="PPO: accepted for LLaMA-Factory configs and ignored (tunekit rolls out each micro-batch and reuses it ppo_epochs times).")
+    ppo_buffer_size: int = option(1, ge=1, description="PPO: LLaMA-Factory's rollout buffer; tunekit rolls out each micro-batch and reuses it ppo_epochs times.", status="ignored")
     ppo_target: float = Field(6.0, description="PPO: target KL of the adaptive KL controller.")
     ppo_score_norm: bool = Field(False, description="PPO: normalise scores.")
     ppo_whiten_rewards: bool = Field(False, description="PPO: whiten rewards before computing advantages.")

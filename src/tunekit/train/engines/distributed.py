@@ -151,7 +151,7 @@ def fsdp_settings(cfg) -> FSDPSettings | None:
         return None
     problems = list(engine_problems(cfg))  # the schema refuses these too; a config built without validation does not
     if problems:
-        raise ConfigError(problems[0])
+        raise ConfigError(problems[0].message, problems[:1])
     parts = fsdp_words(cfg.fsdp)
     values: dict = {"reshard_after_forward": strategy == "full_shard", "offload": "offload" in parts, "wrap_classes": ()}
     if cfg.fsdp_config:
