@@ -70,7 +70,10 @@ def lora_targets(model, cfg, plugin) -> list[str]:
 
 
 def model_class(config) -> Any:
-    """The transformers auto class for ``config``: image-text-to-text for VLMs, causal LM otherwise."""
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    """The transformers auto class for ``config``: image-text-to-text for VLMs, the multimodal LM class for audio-text
+    models (Qwen2-Audio is not an image-text-to-text model), causal LM otherwise."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForMultimodalLM
 
+    if getattr(config, "vision_config", None) is None and getattr(config, "audio_config", None) is not None:
+        return AutoModelForMultimodalLM
     return AutoModelForImageTextToText if is_multimodal_config(config) else AutoModelForCausalLM

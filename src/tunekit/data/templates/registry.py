@@ -146,6 +146,16 @@ SPECS: list[TemplateSpec] = [
         source="Qwen/Qwen3-VL-8B-Instruct chat_template; LLaMA-Factory 'qwen3_vl_nothink'",
     ),
     TemplateSpec(
+        name="qwen2_audio",
+        description="Qwen2-Audio-Instruct (ChatML; <audio> expanded into 'Audio k: <|audio_bos|>...<|audio_eos|>', data/mm_plugins).",
+        **_CHATML,
+        default_system="You are a helpful assistant.",
+        replace_eos=True,
+        eos="<|im_end|>",
+        document_end="<|endoftext|>",
+        source="Qwen/Qwen2-Audio-7B-Instruct chat_template (Qwen2AudioProcessor.default_chat_template); LLaMA-Factory 'qwen2_audio'",
+    ),
+    TemplateSpec(
         name="llama3",
         description="Llama 3 / 3.1 / 3.2 instruct (header tokens, <|eot_id|>).",
         prefix="{bos}",

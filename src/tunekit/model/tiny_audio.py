@@ -1,0 +1,88 @@
+"""Tiny random-weight Qwen2-Audio (``Qwen2AudioForConditionalGeneration``), built locally in a few seconds.
+
+The real transformers class with tiny sizes (a 2-layer Whisper-style audio encoder of width 32 over the full
+30-second window of 128 mel bins, a 2-layer Qwen2 language model), random weights from a fixed seed, the
+byte-level BPE tokenizer of ``tiny.py`` with Qwen2-Audio's special tokens (``<|AUDIO|>``, ``<|audio_bos|>``,
+``<|audio_eos|>``), the official chat template (``Qwen2AudioProcessor.default_chat_template``, which
+Qwen/Qwen2-Audio-7B-Instruct ships) and the ``WhisperFeatureExtractor`` of the real checkpoint (128 mel bins,
+16 kHz; no torchvision or torchaudio needed). Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .tiny import DEFAULT_MAX_POSITIONS, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, _set_tokenizer_class, \
+    build_tokenizer, check_tokenizer_roundtrip
+
+QWEN2_AUDIO_TOKENS = TokenizerFamily(
+    name="qwen2_audio",
+    template="qwen2_audio",
+    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"),
+    eos="<|im_end|>",
+    pad="<|endoftext|>",
+    tokenizer_class="Qwen2Tokenizer",
+    generation_eos=("<|im_end|>", "<|endoftext|>"),
+)
+TOKENIZERS.setdefault(QWEN2_AUDIO_TOKENS.name, QWEN2_AUDIO_TOKENS)  # tiny.py trains a family's BPE by its name
+
+
+def chat_template() -> str:
+    """Qwen2-Audio-Instruct's chat template, as transformers' processor carries it."""
+    from transformers.models.qwen2_audio.processing_qwen2_audio import Qwen2AudioProcessor
+
+    return Qwen2AudioProcessor.default_chat_template.fget(None)
+
+
+def _config(hidden_size: int, num_layers: int, num_heads: int, num_kv_heads: int, vocab_size: int, ids: dict[str, int],
+            max_positions: int):
+    from transformers import AutoConfig
+
+    text = dict(model_type="qwen2", hidden_size=hidden_size, intermediate_size=4 * hidden_size,
+                num_hidden_layers=num_layers, num_attention_heads=num_heads, num_key_value_heads=num_kv_heads,
+                vocab_size=vocab_size, max_position_embeddings=max_positions, rms_norm_eps=1e-6, hidden_act="silu",
+                bos_token_id=None, eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+                initializer_range=0.02, tie_word_embeddings=False)
+    audio = dict(num_mel_bins=128, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=64, d_model=32,
+                 max_source_positions=1500, activation_function="gelu", initializer_range=0.02)
+    return AutoConfig.for_model("qwen2_audio", text_config=text, audio_config=audio, audio_token_index=ids["<|AUDIO|>"],
+                                tie_word_embeddings=False)
+
+
+def build_tiny_qwen2_audio(
+    out_dir: str | os.PathLike,
+    like: str = "qwen2-audio",
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    vocab_size: int | None = None,
+    max_position_embeddings: int = DEFAULT_MAX_POSITIONS,
+) -> Path:
+    """Write a tiny random Qwen2-Audio (weights, tokenizer, chat template, feature extractor) into ``out_dir``."""
+    import torch
+    from transformers import AutoModelForMultimodalLM, GenerationConfig, WhisperFeatureExtractor
+
+    fam = QWEN2_AUDIO_TOKENS
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(fam, vocab_size or DEFAULT_VOCAB_SIZE, chat_template(), max_position_embeddings)
+    n_tok = len(tokenizer)
+    model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
+    config = _config(hidden_size, num_layers, num_heads, num_kv_heads, model_vocab, ids, max_position_embeddings)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForMultimodalLM.from_config(config, dtype=torch.float32)
+    model.config.architectures = [type(model).__name__]
+    model.generation_config = GenerationConfig(eos_token_id=[ids[t] for t in fam.generation_eos],
+                                               pad_token_id=ids["<|endoftext|>"], do_sample=False)
+    model.save_pretrained(out)
+    WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, hop_length=160, chunk_length=30, n_fft=400,
+                            padding_value=0.0, return_attention_mask=True).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    _set_tokenizer_class(out, fam.tokenizer_class)
+    check_tokenizer_roundtrip(out, tokenizer)
+    return out
