@@ -36,6 +36,8 @@ PINNED = {
     "Hello!<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nFine.<|im_end|>",
     "qwen3_vl_nothink": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
     "<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",  # Qwen3-VL-Instruct's official template, text only
+    "qwen2_audio": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+    "<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",  # Qwen2-Audio-Instruct's official template, text only
     "llama3": "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
     "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
     "How are you?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nFine.<|eot_id|>",
@@ -51,6 +53,11 @@ PINNED = {
     "Hello!<|im_end|><|im_start|>user<|im_sep|>How are you?<|im_end|><|im_start|>assistant<|im_sep|>Fine.<|im_end|>",
     "yi": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
     "<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>",
+    # LLaVA-1.5 / LLaVA-NeXT: the llava-hf format with </s> after each reply; Gemma 3: Gemma's turns (vlm_specs.py)
+    "llava": "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: How are you? ASSISTANT: Fine.</s>",
+    "llava_next": "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: How are you? ASSISTANT: Fine.</s>",
+    "gemma3": "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+    "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\nFine.<end_of_turn>",
     "baichuan2": "Be brief.<reserved_106>Hi<reserved_107>Hello!<reserved_106>How are you?<reserved_107>Fine.</s>",
 }
 
@@ -250,4 +257,4 @@ def test_bad_conversations_are_data_errors():
 def test_public_api_types():
     tpl = get_template("llama3")
     assert isinstance(tpl, Template) and tpl.name == "llama3"
-    assert list_templates()[-1] == "jinja" and len(list_templates()) == 19
+    assert list_templates()[-1] == "jinja" and len(list_templates()) == len(PINNED) + 1  # every named one is pinned

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text; vision-language: qwen2-vl, qwen2.5-vl"
+FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text; vision-language: qwen2-vl, qwen2.5-vl, llava, llava-next, gemma3"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     from tunekit.model.tiny import build_tiny_model, describe
-    from tunekit.model.tiny_vlm import build_tiny_vlm, describe_vlm, is_vlm_family
+    from tunekit.model.tiny_vlm_families import build_tiny_vlm, describe_vlm, is_vlm_family  # every VLM family
 
     if is_vlm_family(args.like):  # weights + tokenizer with the family's vision tokens + image processor
         if args.intermediate_size is not None:

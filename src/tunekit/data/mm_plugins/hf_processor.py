@@ -1,0 +1,100 @@
+"""Families whose processor transformers can build without torchvision (LLaVA-1.5, LLaVA-NeXT, Gemma 3).
+
+The family's own processor is loaded from the model folder (``AutoProcessor``: ``LlavaProcessor`` ... on
+transformers' PIL/numpy image processor) and used for everything the token layout depends on:
+
+- each image goes through ``processor.image_processor`` (after LLaMA-Factory's resize to ``image_min_pixels`` ..
+  ``image_max_pixels``, :func:`fit_pixels`);
+- how many tokens an image becomes is what the processor's own ``replace_image_token`` writes for it (the
+  function ``processor(text=..., images=...)`` calls at inference): LLaVA's fixed ``(crop / patch)²`` (minus
+  CLS), LLaVA-NeXT's anyres tiles from ``image_grid_pinpoints`` (``_get_number_of_features``), Gemma 3's
+  ``image_seq_length`` (= the model's ``mm_tokens_per_image``);
+- the batch's model inputs are the image processor's outputs (``pixel_values``, ``image_sizes`` ...).
+
+A subclass says how a placeholder is written out (``expand``) and which processor it expects.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from ...errors import DataError
+from . import MediaPlugin, open_image
+
+
+def fit_pixels(image, min_pixels: int, max_pixels: int):
+    """LLaMA-Factory's resize before the processor: scale down to ``max_pixels`` / up to ``min_pixels`` (area)."""
+    area = image.width * image.height
+    for limit, outside in ((max_pixels, area > max_pixels), (min_pixels, area < min_pixels)):
+        if outside:
+            factor = math.sqrt(limit / area)
+            image = image.resize((max(1, int(image.width * factor)), max(1, int(image.height * factor))))
+            area = image.width * image.height
+    return image
+
+
+class ProcessorPlugin(MediaPlugin):
+    """A family served by its transformers processor class (``PROCESSOR``); see the module docstring."""
+
+    PROCESSOR: ClassVar[str] = ""
+    #: image-processor outputs the model takes (the rest, e.g. Gemma 3's ``num_crops``, are dropped)
+    MODEL_INPUTS: ClassVar[tuple[str, ...]] = ("pixel_values",)
+
+    def __init__(self, processor, min_pixels: int, max_pixels: int):
+        self.processor = processor
+        self.min_pixels, self.max_pixels = min_pixels, max_pixels
+        tok = processor.tokenizer
+        self.image_token = tok.image_token  # the token a placeholder is repeated as
+        self.image_token_id = tok.convert_tokens_to_ids(self.image_token)
+
+    @classmethod
+    def load(cls, cfg, path: str) -> "ProcessorPlugin":
+        from transformers import AutoProcessor
+
+        try:
+            processor = AutoProcessor.from_pretrained(path)
+        except (OSError, ValueError, ImportError) as exc:
+            raise DataError(f"{path}: the {cls.NAME} processor cannot be loaded (processor_config.json / "
+                            f"preprocessor_config.json + tokenizer): {str(exc)[:240]}") from None
+        if type(processor).__name__ != cls.PROCESSOR:
+            raise DataError(f"{path} has the processor {type(processor).__name__}, but template '{cfg.template}' "
+                            f"is for {cls.PROCESSOR} models: choose the template of this model (`tunekit templates`).")
+        if getattr(processor.tokenizer, "image_token", None) is None:
+            raise DataError(f"the tokenizer of {path} declares no image_token: is it a {cls.NAME} model?")
+        plugin = cls(processor, cfg.image_min_pixels, cfg.image_max_pixels)
+        plugin.check(path)
+        return plugin
+
+    def check(self, path: str) -> None:
+        """Family-specific checks of the loaded processor (override)."""
+
+    def images(self, paths: list[str], where: str) -> dict[str, Any]:
+        imgs = [fit_pixels(open_image(p, where), self.min_pixels, self.max_pixels) for p in paths]
+        return self.processor.image_processor(images=imgs, return_tensors="pt")
+
+    def image_token_counts(self, paths: list[str], where: str) -> list[int]:
+        if not paths:
+            return []
+        inputs = self.images(paths, where)
+        return [self.processor.replace_image_token(inputs, i).count(self.image_token) for i in range(len(paths))]
+
+    def image_block(self, n: int) -> str:
+        """What one image's placeholder becomes, given its token count (override)."""
+        raise NotImplementedError
+
+    def expand(self, text: str, counts: list[int], start: int) -> tuple[str, int]:
+        parts = text.split("<image>")
+        out = [parts[0]]
+        for k, rest in enumerate(parts[1:]):
+            out.append(self.image_block(counts[start + k]) + rest)
+        return "".join(out), start + len(parts) - 1
+
+    def media_token_ids(self) -> set[int]:
+        return {self.image_token_id}
+
+    def collate(self, paths: list[str], input_ids) -> dict[str, Any]:
+        if not paths:
+            return {}
+        data = self.images(paths, "batch")
+        return {k: data[k] for k in self.MODEL_INPUTS}

@@ -1,0 +1,65 @@
+"""Chat templates of the LLaVA-1.5, LLaVA-NeXT and Gemma 3 vision-language families (listed by the registry).
+
+Each follows the family's official HF chat template (the llava-hf conversions, google/gemma-3-4b-it) where a
+training format needs one; where that differs from LLaMA-Factory's template of the same name, docs/data.md says
+how (the family's own template wins):
+
+- ``llava`` / ``llava_next``: the llava-hf template renders ``USER: <image>\\n{text} ASSISTANT:`` with no default
+  system (LLaMA-Factory's copy of Vicuna adds Vicuna's system prompt). A system text comes first, followed by a
+  space, as there. The llava-hf template ends a reply with a space and no ``</s>``; tunekit ends each reply with
+  ``</s>`` (trained), as LLaVA-1.5 was trained (``conv_llava_v1``) and LLaMA-Factory does, so the model learns to
+  stop; prompts are the official template's up to the reply.
+- ``gemma3``: Gemma 3's turns (as ``gemma``). The official template trims each text part; a multimodal dataset's
+  messages are trimmed piece by piece by the Gemma 3 plugin around its images, so the template does not trim
+  whole user messages (which would cut the ``"\\n\\n"`` before a leading image).
+"""
+
+from __future__ import annotations
+
+from .spec import TemplateSpec
+
+_VICUNA_LIKE = dict(
+    prefix="{bos}",
+    auto_bos=True,
+    bos="<s>",
+    system="{content} ",
+    user="USER: {content} ASSISTANT:",
+    header=" ASSISTANT:",
+    assistant=" {content}{eos}",
+)
+
+VLM_SPECS: list[TemplateSpec] = [
+    TemplateSpec(
+        name="llava",
+        description="LLaVA-1.5 (llava-hf): 'USER: <image>\\n... ASSISTANT:'; <image> expanded into the model's image tokens.",
+        **_VICUNA_LIKE,
+        source="llava-hf/llava-1.5-7b-hf chat_template (replies end with </s> as LLaVA-1.5's conv_llava_v1); "
+        "LLaMA-Factory 'llava' without Vicuna's default system",
+    ),
+    TemplateSpec(
+        name="llava_next",
+        description="LLaVA-NeXT / LLaVA-1.6 on Vicuna (llava-hf): as llava, <image> expanded into anyres tile tokens.",
+        **_VICUNA_LIKE,
+        source="llava-hf llava-1.5 chat_template (the llava-hf Vicuna format, also used for llava-v1.6-vicuna); "
+        "LLaMA-Factory 'llava_next' without Vicuna's default system",
+    ),
+    TemplateSpec(
+        name="gemma3",
+        description="Gemma 3 instruct with images (<start_of_turn>; <image> becomes <start_of_image> + soft tokens).",
+        prefix="{bos}",
+        bos="<bos>",
+        eos="<eos>",
+        system="{content}\n\n",
+        system_in="first_user",
+        user="<start_of_turn>user\n{content}<end_of_turn>\n<start_of_turn>model\n",
+        header="<start_of_turn>model\n",
+        assistant="{content}<end_of_turn>",
+        observation="<start_of_turn>tool\n{content}<end_of_turn>\n<start_of_turn>model\n",
+        sep="\n",
+        trim=frozenset({"assistant", "observation"}),
+        stop_words=("<end_of_turn>",),
+        replace_eos=True,
+        document_end="<eos>",
+        source="google/gemma-3-4b-it chat_template; LLaMA-Factory 'gemma3' (text parts trimmed by the Gemma 3 plugin)",
+    ),
+]
