@@ -10,6 +10,7 @@ without restarting positions), so the tests can fail.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -223,8 +224,8 @@ def test_trainer_hook_is_the_public_one():
     assert TunekitTrainer.get_train_dataloader is TokenBudgetMixin.get_train_dataloader
 
 
-@pytest.mark.parametrize("padding_free", [False, True])
-def test_budget_run_takes_exactly_the_planned_steps(tiny_qwen, tmp_path, padding_free):
+def test_budget_run_takes_exactly_the_planned_steps(tiny_qwen, tmp_path, padding_free=False):
+    """Padded token-budget batches (the padding-free ones: the resume test below, against the plan too)."""
     from tunekit.flow import run_train
     from tunekit.plan.planner import make_plan
 
@@ -253,3 +254,69 @@ def test_schema_rules():
     with pytest.raises(ConfigError, match="remove group_by_length"):
         load_config(None, {"max_tokens_per_batch": 4096, "group_by_length": True})
     load_config(None, {"stage": "pt", "packing": False, "padding_free": True, "max_tokens_per_batch": 4096})
+
+
+def _loader(plan, seed=0):
+    from torch.utils.data import DataLoader
+
+    return DataLoader(list(range(sum(len(b) for b in plan.batches))), batch_sampler=TokenBudgetBatchSampler(plan, seed=seed),
+                      collate_fn=lambda rows: rows)
+
+
+def test_resume_skips_exactly_the_trained_batches():
+    """The Trainer resumes mid-epoch with accelerate's skip_first_batches over the same (epoch-seeded) order."""
+    from accelerate import skip_first_batches
+    from accelerate.data_loader import DataLoaderShard
+
+    plan = budget_batches([(7 * i) % 23 + 1 for i in range(40)], 48, padding_free=True, seed=3)
+    full = DataLoaderShard(_loader(plan).dataset, batch_sampler=TokenBudgetBatchSampler(plan, seed=3), collate_fn=lambda r: r)
+    full.set_epoch(1)
+    order = list(full)
+    resumed = DataLoaderShard(full.dataset, batch_sampler=TokenBudgetBatchSampler(plan, seed=3), collate_fn=lambda r: r)
+    resumed.set_epoch(1)
+    assert list(skip_first_batches(resumed, 5)) == order[5:]
+
+
+def test_ranks_get_whole_batches_as_plan_steps_counts():
+    """accelerate's BatchSamplerShard deals whole batches round-robin, cycling to even out: ceil(batches / world) each."""
+    from accelerate.data_loader import BatchSamplerShard
+
+    from tunekit.train.steps import plan_steps
+
+    plan = budget_batches([(5 * i) % 17 + 2 for i in range(31)], 44, padding_free=True, seed=0)
+    n = len(plan.batches)
+    assert n % 2 == 1  # an odd count: rank 1 gets the first batch again
+    sampler = TokenBudgetBatchSampler(plan, seed=0)
+    order = list(sampler)
+    ranks = [list(BatchSamplerShard(sampler, num_processes=2, process_index=r)) for r in (0, 1)]
+    assert ranks[0] == order[0::2] and ranks[1] == order[1::2] + [order[0]]
+    planned = plan_steps(31, 4, 2, world_size=2, num_train_epochs=1, num_batches=n)
+    assert len(ranks[0]) == len(ranks[1]) == planned.micro_batches_per_device == -(-n // 2)
+
+
+def test_budget_run_resumes_to_the_same_weights(tiny_qwen, tmp_path):
+    """A token-budget run (2 epochs) resumed from its checkpoint-2: the same remaining batches, so
+    the final weights equal the uninterrupted run's bit for bit (same machine, same operations) and the steps add up."""
+    from safetensors.torch import load_file
+
+    from tunekit.flow import run_train
+
+    write_dataset(tmp_path / "d", "toy", varied_records(24, seed=8))
+    opts = dict(cutoff_len=96, max_steps=-1, num_train_epochs=2, gradient_accumulation_steps=2, max_tokens_per_batch=200,
+                padding_free=True, gradient_checkpointing=False, save_strategy="steps", save_steps=2)
+    full = tmp_path / "full"
+    run_train(load_config(None, base_config(tiny_qwen, tmp_path / "d", full, **opts)))
+    total = max(json.loads(line)["step"] for line in (full / "trainer_log.jsonl").read_text().splitlines())
+    from tunekit.plan.planner import make_plan
+
+    assert make_plan(load_config(None, base_config(tiny_qwen, tmp_path / "d", full, **opts)))["total_steps"] == total
+    assert total > 4  # checkpoint-2 is mid-run (and, with 2 epochs, the resumed part crosses the epoch boundary)
+    resumed = tmp_path / "resumed"  # the state of a run killed after its checkpoint-2: that checkpoint alone
+    resumed.mkdir()
+    shutil.copytree(full / "checkpoint-2", resumed / "checkpoint-2")
+    run_train(load_config(None, base_config(tiny_qwen, tmp_path / "d", resumed, **opts,
+                                            resume_from_checkpoint=str(resumed / "checkpoint-2"))))
+    steps = [json.loads(line)["step"] for line in (resumed / "trainer_log.jsonl").read_text().splitlines()]
+    assert max(steps) == total and min(s for s in steps if s) == 3
+    a, b = load_file(full / "adapter_model.safetensors"), load_file(resumed / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
