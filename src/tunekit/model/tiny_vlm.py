@@ -178,13 +178,23 @@ def describe_vlm(folder: str | os.PathLike) -> str:
     text, vision = cfg.get("text_config", {}), cfg.get("vision_config", {})
     pre = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
     size = pre.get("size", {})
+    template = {"qwen3_vl": "qwen3_vl_nothink (Instruct) / qwen3_vl (Thinking)", "qwen2_audio": "qwen2_audio"}.get(
+        cfg.get("model_type"), "qwen2_vl")
+    if "audio_config" in cfg:
+        audio = cfg["audio_config"]
+        media = [f"  audio         layers {audio.get('encoder_layers')}, width {audio.get('d_model')}, mel bins "
+                 f"{audio.get('num_mel_bins')}",
+                 f"  processor     {pre.get('feature_extractor_type')} at {pre.get('sampling_rate')} Hz; audio token "
+                 f"<|AUDIO|> = {cfg.get('audio_token_index')}; template {template}"]
+    else:
+        media = [f"  vision        depth {vision.get('depth')}, patch {vision.get('patch_size')}, merge {vision.get('spatial_merge_size')}",
+                 f"  processor     {pre.get('image_processor_type')} (PIL path), pixels {size.get('shortest_edge')}.."
+                 f"{size.get('longest_edge')}; image token <|image_pad|> = {cfg.get('image_token_id')}; template {template}"]
     return "\n".join([
         f"wrote {folder}",
         f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
         f"  language      hidden {text.get('hidden_size')}, layers {text.get('num_hidden_layers')}, heads "
         f"{text.get('num_attention_heads')}/{text.get('num_key_value_heads')}, vocab {text.get('vocab_size')}",
-        f"  vision        depth {vision.get('depth')}, patch {vision.get('patch_size')}, merge {vision.get('spatial_merge_size')}",
-        f"  processor     {pre.get('image_processor_type')} (PIL path), pixels {size.get('shortest_edge')}..{size.get('longest_edge')}; "
-        f"image token <|image_pad|> = {cfg.get('image_token_id')}; template qwen2_vl",
+        *media,
         f"  weights       {(folder / 'model.safetensors').stat().st_size / 2**20:.2f} MiB",
     ])

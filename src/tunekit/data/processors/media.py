@@ -43,6 +43,10 @@ def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
         raise DataError(f"stage {stage} with a multimodal model is not supported by tunekit yet (supported: "
                         f"{', '.join(SUPPORTED_STAGES)}); see docs/multimodal.md.")
     unsupported = [k for k in kinds if k not in ctx.mm.MEDIA]
+    if stage != "sft" and any(k in kinds for k in ("videos", "audios")):
+        raise RecordError(f"{where}: has {' and '.join(k for k in kinds if k != 'images')}; tunekit trains on videos and "
+                          f"audio with stage sft only so far ({stage}: images only, see docs/multimodal.md). Remove the "
+                          f"record, or train it with stage: sft.")
     if unsupported:
         raise RecordError(f"{where}: has {', '.join(unsupported)}; the {ctx.mm.NAME} family in tunekit trains on "
                           f"{', '.join(ctx.mm.MEDIA)} only so far (see docs/multimodal.md). Remove the record, or the "
