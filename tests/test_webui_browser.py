@@ -272,3 +272,32 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_function("() => document.querySelector('#tk-tabs')?.innerText.includes('训练')")
     pg.locator("#tk-tabs button[role=tab]", has_text="训练").click()
     shot(pg, "6-train-zh")
+
+
+def test_a_broken_rule_shows_next_to_its_fields(server, page):
+    """A cross-field rule broken in the form: its message is shown at each option the rule names (the rule's
+    Problem.fields, config/problems.py), and at no other; fsdp with stage rm is a rule training alone had before."""
+    url, _ = server
+    pg = page
+    pg.goto(url)
+    pg.wait_for_selector("#tk-start")
+    step('a broken cross-field rule is shown at the fields it names')
+    pick(pg, "finetuning_type", "full")
+    fill_text(pg, "lora_rank", "16")
+    pg.wait_for_selector("#tk-field-lora_rank.tk-invalid")
+    pg.wait_for_selector("#tk-field-finetuning_type.tk-invalid")
+    lora = "lora_rank is a LoRA option but finetuning_type is 'full'"
+    assert lora in field(pg, "lora_rank").inner_text() and lora in field(pg, "finetuning_type").inner_text()
+    assert pg.locator(".tk-invalid").count() == 2
+    fill_text(pg, "lora_rank", "8")
+    pg.wait_for_selector("#tk-field-finetuning_type:not(.tk-invalid)")
+    assert pg.locator(".tk-invalid").count() == 0
+    pick(pg, "stage", "rm")
+    pg.locator("#tk-advanced button.label-wrap").first.click()
+    open_section(pg, "distributed")
+    fill_text(pg, "fsdp", "full_shard")
+    pg.wait_for_selector("#tk-field-fsdp.tk-invalid")
+    pg.wait_for_selector("#tk-field-stage.tk-invalid")
+    assert "fsdp: full_shard is not supported for stage rm" in field(pg, "fsdp").inner_text()
+    assert pg.locator(".tk-invalid").count() == 2
+    shot(pg, "7-rule-at-its-fields")
