@@ -80,6 +80,7 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"pure_bf16": True, "fp16": True}, [("pure_bf16", "fp16")]),
     ({"pure_bf16": True, "dtype": "float16"}, [("pure_bf16", "dtype")]),
     ({"pure_bf16": True, "deepspeed": "z3"}, [("pure_bf16", "deepspeed")]),
+    ({"fp8": True, "fp8_backend": "msamp"}, [("fp8_backend",)]),
     ({"fp8": True, "quantization_bit": 4}, [("fp8", "quantization_bit")]),
     ({"fp8": True, "fp8_enable_fsdp_float8_all_gather": True}, [("fp8_enable_fsdp_float8_all_gather", "fsdp")]),
     ({"use_dft_loss": True, "use_eaft_loss": True}, [("use_dft_loss", "use_eaft_loss")]),

@@ -250,6 +250,8 @@ def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
     if cfg.pure_bf16 and str(cfg.deepspeed or "").startswith("z3"):
         yield Problem("pure_bf16 does not run under DeepSpeed ZeRO-3 (it keeps its own fp32 master weights): use bf16: true, or a ZeRO-2 preset.",
                       ("pure_bf16", "deepspeed"))
+    if cfg.fp8 and cfg.fp8_backend == "msamp":  # LLaMA-Factory's third backend; accelerate's MS-AMP path is not wired
+        yield Problem("fp8_backend msamp is not supported: use fp8_backend: torchao (or auto) or te.", ("fp8_backend",))
     if cfg.fp8 and cfg.quantization_bit is not None:
         yield Problem("fp8 and quantization_bit cannot be combined (FP8 training computes in 8 bits; QLoRA stores a 4/8-bit base): remove one.",
                       ("fp8", "quantization_bit"))
