@@ -9,7 +9,7 @@ from .logging import LoggingOptions
 from .method import MethodOptions
 from .model import ModelOptions
 from .multimodal import MultimodalOptions
-from .optimizers import SWITCHED, OptimizerOptions
+from .optimizers import OptimizerOptions
 from .rlhf import RLHFOptions
 from .training import TrainingOptions
 
@@ -29,5 +29,18 @@ def options_only_for(method: str) -> tuple[str, ...]:
 LORA_ONLY = options_only_for("lora")
 FREEZE_ONLY = options_only_for("freeze")
 OFT_ONLY = options_only_for("oft")
+
+
+def _switched() -> dict[str, tuple[str, ...]]:
+    switched: dict[str, list[str]] = {}
+    for group in GROUPS:
+        for name, info in group.model_fields.items():
+            if (switch := option_facts(info).needs) is not None:
+                switched.setdefault(switch, []).append(name)
+    return {switch: tuple(names) for switch, names in switched.items()}
+
+
+# switch → the options that only take effect with it on (declared needs="switch"), for the schema's rule.
+SWITCHED = _switched()
 
 __all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY", "OFT_ONLY", "SWITCHED", "options_only_for"] + [g.__name__ for g in GROUPS]

@@ -5,6 +5,8 @@ Declare an option with :func:`option` (``Field`` plus these facts, kept in the f
 - ``section``: the web board's section for it when that is not its group's (``quantization``, ``lora``, ...);
 - ``only``: the ``finetuning_type`` it belongs to (``lora``, ``freeze``, ``oft``): the schema refuses it when it is
   set with another method (``LORA_ONLY`` & co. in ``config/options/__init__.py`` are read from here);
+- ``needs``: the true/false option that switches it on (``galore_rank`` needs ``use_galore``): the schema refuses it
+  set while its switch is off (``SWITCHED`` in ``config/options/__init__.py`` is read from here);
 - ``status="ignored"``: accepted so LLaMA-Factory configs load unchanged, and without effect in tunekit.
 
 The CLI help, the board's help lines and ``docs/options.md`` all write an option's default and these facts with
@@ -23,7 +25,7 @@ from pydantic_core import PydanticUndefined
 
 METHODS = ("lora", "freeze", "oft")  # values of ``only``
 STATUSES = ("ignored",)  # values of ``status``
-_FACTS = ("section", "only", "status")
+_FACTS = ("section", "only", "needs", "status")
 
 # The facts as a short note in each language of the board (English: CLI help and docs too).
 NOTES: dict[str, dict[str, str]] = {
@@ -32,23 +34,25 @@ NOTES: dict[str, dict[str, str]] = {
     "oft": {"en": "OFT only", "zh": "仅用于 OFT"},
     "ignored": {"en": "accepted for LLaMA-Factory configs, ignored", "zh": "为兼容 LLaMA-Factory 配置而接受，不起作用"},
 }
+NEEDS = {"en": "needs {switch}: true", "zh": "需要 {switch}: true"}
 
 
 @dataclass(frozen=True)
 class OptionFacts:
     section: str | None = None
     only: str | None = None
+    needs: str | None = None
     status: str | None = None
 
 
 def option(default: Any = PydanticUndefined, *, description: str, section: str | None = None, only: str | None = None,
-           status: str | None = None, **constraints: Any) -> Any:
+           needs: str | None = None, status: str | None = None, **constraints: Any) -> Any:
     """``Field(default, description=..., **constraints)`` carrying the option's facts (see the module's docstring)."""
     if only is not None and only not in METHODS:
         raise ValueError(f"option(only={only!r}): use one of {', '.join(METHODS)}")
     if status is not None and status not in STATUSES:
         raise ValueError(f"option(status={status!r}): use one of {', '.join(STATUSES)}")
-    facts = {k: v for k, v in (("section", section), ("only", only), ("status", status)) if v is not None}
+    facts = {k: v for k, v in (("section", section), ("only", only), ("needs", needs), ("status", status)) if v is not None}
     return Field(default, description=description, json_schema_extra=facts or None, **constraints)
 
 
@@ -72,9 +76,11 @@ def format_default(value: Any) -> str:
 
 
 def option_note(facts: OptionFacts, lang: str = "en") -> str:
-    """``LoRA only``, ``accepted for LLaMA-Factory configs, ignored``, ... (``""`` without such facts)."""
-    words = [NOTES[key][lang] if lang in NOTES[key] else NOTES[key]["en"]
-             for key in (facts.only, facts.status) if key is not None]
+    """``LoRA only``, ``needs use_galore: true``, ``accepted for LLaMA-Factory configs, ignored``, ... (``""`` without
+    such facts)."""
+    words = [NOTES[key].get(lang, NOTES[key]["en"]) for key in (facts.only, facts.status) if key is not None]
+    if facts.needs:
+        words.insert(len(words) - (facts.status is not None), NEEDS.get(lang, NEEDS["en"]).format(switch=facts.needs))
     return "; ".join(words)
 
 
