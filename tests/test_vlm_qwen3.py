@@ -241,3 +241,33 @@ def test_sft_lora_on_images_and_video_trains_and_reloads_in_plain_peft(tiny_qwen
         model = PeftModel.from_pretrained(base, out)
         after = model(**batch).loss.item()
     assert {n for n, _ in model.named_parameters() if "lora_A" in n} and after < before - 0.5, (before, after)
+
+
+def test_chat_with_an_image_generates_what_plain_transformers_generates(tiny_qwen3_vl, demo_dir, tmp_path):
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from tunekit.config import load_config
+    from tunekit.infer.engine import ChatEngine
+
+    image = str(demo_dir / "mllm_demo_data" / "1.jpg")
+    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen3_vl), "template": "qwen3_vl_nothink", "max_new_tokens": 6,
+                             "do_sample": False, **OPTS})
+    engine = ChatEngine(cfg)
+    ids, media = engine.render_media([{"role": "user", "content": "Who is this?"}], [image])
+    record = {"messages": [{"role": "user", "content": "<image>Who is this?"}], "images": ["mllm_demo_data/1.jpg"]}
+    want = official_ids(tiny_qwen3_vl, record, demo_dir, cfg)
+    assert ids == want + engine.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    (reply,) = engine.chat([{"role": "user", "content": "Who is this?"}], images=[image])
+    model = AutoModelForImageTextToText.from_pretrained(tiny_qwen3_vl).eval()
+    pixels = Qwen2VLImageProcessorPil.from_pretrained(tiny_qwen3_vl)(
+        images=[Image.open(image).convert("RGB")], size={"shortest_edge": cfg.image_min_pixels,
+                                                         "longest_edge": cfg.image_max_pixels}, return_tensors="pt")
+    inputs = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), pixel_values=pixels["pixel_values"],
+                             image_grid_thw=pixels["image_grid_thw"], mm_token_type_ids=media["mm_token_type_ids"],
+                             max_new_tokens=6, do_sample=False, eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)
+    assert reply.text == engine.decode(out[0, inputs.shape[1]:].tolist()) and reply.completion_tokens > 0

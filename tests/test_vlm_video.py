@@ -247,3 +247,13 @@ def test_videos_with_a_preference_stage_are_refused_by_name(tiny_qwen2_vl, demo_
     assert str(err.value).startswith(
         f"{data / 'p.json'}, record 0: has videos; tunekit trains on videos and audio with stage sft only so far (dpo: "
         f"images only, see docs/multimodal.md). Remove the record, or train it with stage: sft.")
+
+
+def test_use_audio_in_video_without_an_audio_visual_family_is_an_error(tiny_qwen2_vl, demo_dir, tmp_path):
+    from tunekit.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        prepare(tiny_qwen2_vl, video_data(tmp_path, demo_dir), tmp_path, media_dir=demo_dir, use_audio_in_video=True)
+    assert str(err.value) == ("use_audio_in_video is true, but the qwen2_vl family reads no audio track from videos (its "
+                              "videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
+                              "such as Qwen2.5-Omni yet).")

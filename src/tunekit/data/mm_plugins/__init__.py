@@ -40,6 +40,7 @@ class MediaPlugin:
     PROJECTOR: ClassVar[tuple[str, ...]] = ()
     LANGUAGE_MODEL: ClassVar[tuple[str, ...]] = ()
     MEDIA: ClassVar[tuple[str, ...]] = ("images",)  # kinds this family can train on
+    AUDIO_IN_VIDEO: ClassVar[bool] = False  # whether the family reads a video's audio track (use_audio_in_video)
 
     def image_token_counts(self, paths: list[str], where: str) -> list[int]:
         """How many tokens each image becomes (from the family's processor at the configured resolution)."""
@@ -92,6 +93,10 @@ def load_plugin(cfg, template_name: Optional[str]) -> Optional[MediaPlugin]:
     if model_type is not None and model_type not in plugin_cls.MODEL_TYPES:
         raise ConfigError(f"template '{template_name}' is for {', '.join(plugin_cls.MODEL_TYPES)} models, but {path} "
                           f"has model_type '{model_type}': choose the template of this model (`tunekit templates`).")
+    if getattr(cfg, "use_audio_in_video", False) and not plugin_cls.AUDIO_IN_VIDEO:
+        raise ConfigError(f"use_audio_in_video is true, but the {plugin_cls.NAME} family reads no audio track from videos "
+                          f"(its videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
+                          f"such as Qwen2.5-Omni yet).")
     return plugin_cls.load(cfg, path)
 
 
