@@ -244,16 +244,16 @@ def test_images_with_a_text_only_template_or_model_are_refused(tiny_qwen2_vl, ti
         f"template of this model (`tunekit templates`).")
 
 
-def test_videos_and_audios_are_refused_by_name_for_qwen2_vl(tiny_qwen2_vl, demo_dir, tmp_path):
-    (attr_file,) = [demo_dir / "mllm_video_demo.json"]
+def test_audios_are_refused_by_name_for_qwen2_vl(tiny_qwen2_vl, demo_dir, tmp_path):
+    (attr_file,) = [demo_dir / "mllm_audio_demo.json"]  # videos train since tests/test_vlm_video.py
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     shutil.copy(attr_file, data_dir / "v.json")
-    info = {"toy": {"file_name": "v.json", **SHAREGPT_OPENAI, "columns": {"messages": "messages", "videos": "videos"}}}
+    info = {"toy": {"file_name": "v.json", **SHAREGPT_OPENAI, "columns": {"messages": "messages", "audios": "audios"}}}
     (data_dir / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     assert _error(tiny_qwen2_vl, data_dir, tmp_path).startswith(
-        f"{data_dir / 'v.json'}, record 0: has videos; the qwen2_vl family in tunekit trains on images only so far "
-        f"(see docs/multimodal.md).")
+        f"{data_dir / 'v.json'}, record 0: has audios; the qwen2_vl family in tunekit trains on images, videos only so "
+        f"far (see docs/multimodal.md).")
 
 
 def test_option_rules():
@@ -324,7 +324,7 @@ def test_sft_on_images_lowers_the_loss_and_the_result_reloads_in_plain_transform
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
                 "images": ["mllm_demo_data/1.jpg"]},
@@ -358,7 +358,7 @@ def test_qwen2_5_vl_from_the_cli_tokenizes_like_inference_and_trains_with_lora(d
     from transformers import AutoModelForImageTextToText
 
     from tunekit.cli.tiny_model_cmd import main as tiny_model
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     model = tmp_path / "qwen25vl"
     assert tiny_model([str(model), "--like", "qwen2.5-vl"]) == 0
@@ -397,7 +397,7 @@ def test_gradient_accumulation_equals_the_larger_batch(tiny_qwen2_vl, demo_dir, 
     import torch
     from safetensors.torch import load_file
 
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
                 "images": ["mllm_demo_data/1.jpg"]},
@@ -428,7 +428,7 @@ def test_dpo_on_images_starts_at_ln2_and_both_answers_see_the_image(precompute, 
     import math
 
     from tunekit.train.batching import MultimodalPairCollator
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     entry = {"formatting": "sharegpt", "ranking": True,
              "columns": {"messages": "messages", "images": "images", "chosen": "chosen", "rejected": "rejected"},
