@@ -242,3 +242,65 @@ def test_sft_on_images_lowers_the_loss_and_reloads_in_plain_transformers(templat
         changed = {k for k in before if not torch.equal(before[k], after[k])}
         # Gemma 3's state dict lists its tied LM head (the embedding) as lm_head.weight too
         assert changed and all(k.startswith(PARTS[template][2] + ("lm_head.",)) for k in changed)
+
+
+# --- after training: chat, tiny-model CLI -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("template", sorted(FAMILIES))
+def test_chat_with_an_image_equals_the_processors_inference(template, tiny_vlms, demo_dir):
+    """`tunekit chat --image` path: prompt ids and greedy reply equal processor + model.generate in plain transformers."""
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from tunekit.config import load_config
+    from tunekit.infer.engine import ChatEngine
+
+    model_dir, image = tiny_vlms[template], str(demo_dir / "mllm_demo_data" / "2.jpg")
+    engine = ChatEngine(load_config(None, {"model_name_or_path": str(model_dir), "template": template,
+                                           "max_new_tokens": 6, "do_sample": False}))
+    messages = [{"role": "user", "content": "Who is this?"}]
+    ids, _ = engine.render_media(messages, [image])
+    (reply,) = engine.chat(messages, images=[image])
+    processor = AutoProcessor.from_pretrained(model_dir)
+    inputs = processor.apply_chat_template(_parts([{"role": "user", "content": "<image>Who is this?"}],
+                                                  [Image.open(image).convert("RGB")]),
+                                           add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
+    assert ids == inputs["input_ids"][0].tolist()
+    model = AutoModelForImageTextToText.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=6, do_sample=False, eos_token_id=engine.stop_ids,
+                             pad_token_id=engine.pad_id)
+    assert reply.text == engine.decode(out[0, len(ids):].tolist()) and reply.completion_tokens > 0
+
+
+def test_tiny_model_cli_builds_each_family_with_its_processor(tmp_path, capsys):
+    from transformers import AutoConfig, AutoProcessor
+
+    from tunekit.cli.tiny_model_cmd import main as tiny_model
+
+    assert tiny_model([str(tmp_path / "m"), "--like", "llava-next"]) == 0
+    printed = capsys.readouterr().out
+    assert "LlavaNextForConditionalGeneration (model_type llava_next)" in printed
+    assert "LlavaNextProcessor + LlavaNextImageProcessor (PIL path)" in printed
+    processor = AutoProcessor.from_pretrained(tmp_path / "m")
+    assert type(processor.image_processor).__name__ == "LlavaNextImageProcessorPil"
+    assert AutoConfig.from_pretrained(tmp_path / "m").image_grid_pinpoints == [[56, 112], [112, 56], [112, 112]]
+    assert processor.tokenizer.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                                                   tokenize=False, add_generation_prompt=True) == "USER: Hi ASSISTANT:"
+
+
+def test_gemma3_pan_and_scan_is_refused_by_name(tiny_vlms, tmp_path):
+    from tunekit.data.mm_plugins import load_plugin
+    from tunekit.errors import DataError
+
+    folder = tmp_path / "g3"
+    shutil.copytree(tiny_vlms["gemma3"], folder)
+    config = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
+    config["image_processor"]["do_pan_and_scan"] = True
+    (folder / "processor_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(DataError) as exc:
+        load_plugin(_cfg(folder, "gemma3", tmp_path, tmp_path), "gemma3")
+    assert str(exc.value) == (f"{folder}: the image processor has do_pan_and_scan: true; tunekit trains Gemma 3 without "
+                              f"pan-and-scan crops so far: set it to false in the folder's processor config.")
