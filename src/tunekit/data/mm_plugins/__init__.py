@@ -84,7 +84,9 @@ def load_plugin(cfg, template_name: Optional[str]) -> Optional[MediaPlugin]:
     module = FAMILIES.get(template_name or "")
     if module is None:
         if multimodal_model:
-            known = ", ".join(sorted(FAMILIES))
+            serving = [t for t, m in FAMILIES.items()
+                       if model_type in importlib.import_module(f"{__name__}.{m}").PLUGIN.MODEL_TYPES]
+            known = ", ".join(sorted(serving or FAMILIES))  # the templates of this model_type, else every one
             raise ConfigError(f"template '{template_name}' is text-only, but {path} is a vision-language model "
                               f"(model_type '{model_type}'): use its multimodal template ({known}), so images are "
                               f"expanded into the model's image tokens.")
