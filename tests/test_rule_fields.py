@@ -41,6 +41,11 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"load_best_model_at_end": True, "save_strategy": "no"}, [("load_best_model_at_end", "eval_strategy")]),
     ({**EVAL, "load_best_model_at_end": True, "save_strategy": "epoch"},
      [("load_best_model_at_end", "save_strategy", "eval_strategy")]),
+    ({"logging_steps": 2.5}, [("logging_steps",)]),
+    ({**EVAL, "eval_steps": 10.5, "save_steps": 10.5}, [("eval_steps",), ("save_steps",)]),
+    ({**EVAL, "load_best_model_at_end": True, "save_steps": 25}, [("load_best_model_at_end", "save_steps", "eval_steps")]),
+    ({**EVAL, "load_best_model_at_end": True, "save_steps": 0.5, "eval_steps": 3}, [("load_best_model_at_end", "save_steps", "eval_steps")]),
+    ({"lr_scheduler_type": "reduce_lr_on_plateau"}, [("lr_scheduler_type", "eval_strategy")]),
     ({"deepspeed": "z2", "fsdp": "full_shard"}, [("deepspeed", "fsdp")]),
     ({"mask_history": True, "train_on_prompt": True}, [("mask_history", "train_on_prompt")]),
     ({"gradient_checkpointing": True, "disable_gradient_checkpointing": True},
@@ -189,3 +194,27 @@ def test_the_board_shows_each_problem_at_its_fields():
     assert set(check.by_field) == {"per_device_train_batch_size"}  # field errors first: pydantic stops there
     check = validate({"fsdp": "full_shard", "stage": "rm"})
     assert set(check.by_field) == {"fsdp", "stage"} and check.message.startswith("fsdp: full_shard is not supported for stage rm")
+
+
+def test_step_rules_accept_what_hugging_face_accepts():
+    """The step rules mirror TrainingArguments: these build, and TrainingArguments takes them (checked with it)."""
+    from transformers import TrainingArguments
+
+    from tunekit.train.arguments import training_arguments_kwargs
+
+    accepted = [
+        {"save_strategy": "epoch", "save_steps": 10.5},  # save_steps unused
+        {**EVAL, "load_best_model_at_end": True, "save_steps": 0.5, "eval_steps": 0.25},
+        {**EVAL, "load_best_model_at_end": True, "save_steps": 100, "eval_steps": 20.0},
+        {**EVAL, "load_best_model_at_end": True, "save_steps": 30},  # eval_steps from logging_steps 10
+        {"logging_steps": 0.05, "lr_scheduler_type": "reduce_lr_on_plateau", **EVAL},
+    ]
+    for values in accepted:
+        cfg = build_config({"output_dir": "out", **values})
+        TrainingArguments(**training_arguments_kwargs(cfg, []))
+    for values in ({"logging_steps": 2.5}, {**EVAL, "load_best_model_at_end": True, "save_steps": 25},
+                   {**EVAL, "load_best_model_at_end": True, "save_steps": 0.5, "eval_steps": 3},
+                   {"lr_scheduler_type": "reduce_lr_on_plateau"}):
+        cfg = Config.model_construct(**{**Config().model_dump(), "output_dir": "out", **values})  # unvalidated
+        with pytest.raises(ValueError):
+            TrainingArguments(**training_arguments_kwargs(cfg, []))

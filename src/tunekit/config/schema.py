@@ -150,6 +150,7 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
     if cfg.load_best_model_at_end and cfg.eval_strategy != cfg.save_strategy:
         yield Problem(f"load_best_model_at_end needs save_strategy equal to eval_strategy (now {cfg.save_strategy} vs {cfg.eval_strategy}).",
                       ("load_best_model_at_end", "save_strategy", "eval_strategy"))
+    yield from _step_problems(cfg)
     if cfg.deepspeed and cfg.fsdp:
         yield Problem("deepspeed and fsdp are both set: choose one distributed engine.", ("deepspeed", "fsdp"))
     if cfg.mask_history and cfg.train_on_prompt:
@@ -262,6 +263,37 @@ def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
         yield Problem(f"{' and '.join(losses)} are alternative SFT losses: choose one.", tuple(losses))
     if losses and cfg.stage != "sft":
         yield Problem(f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}.", (losses[0], "stage"))
+
+
+def _step_problems(cfg: Config) -> Iterator[Problem]:
+    """The rules Hugging Face's TrainingArguments applies to the step options when training starts, here so that the
+    board (and `tunekit plan`) refuse them too."""
+    for name, counted in (("logging_steps", True), ("eval_steps", cfg.eval_strategy == "steps"),
+                          ("save_steps", cfg.save_strategy == "steps")):
+        value = getattr(cfg, name)
+        if counted and value is not None and value > 1 and value != int(value):
+            yield Problem(f"{name} {value:g} is neither a fraction below 1 (a share of the training steps) nor a whole step "
+                          f"count: use e.g. {int(value)} or 0.1.", (name,))
+    every = cfg.eval_steps or cfg.logging_steps  # Hugging Face evaluates every logging_steps without eval_steps
+    if (cfg.load_best_model_at_end and cfg.eval_strategy == cfg.save_strategy == "steps"
+            and not _saves_at_evaluations(cfg.save_steps, every)):
+        yield Problem(f"load_best_model_at_end needs a checkpoint at evaluations: save_steps {cfg.save_steps:g} must be a "
+                      f"multiple of eval_steps {every:g}{'' if cfg.eval_steps else ' (logging_steps, eval_steps not set)'} "
+                      f"(both whole step counts or both fractions below 1): set save_steps or eval_steps.",
+                      ("load_best_model_at_end", "save_steps", "eval_steps"))
+    if cfg.lr_scheduler_type == "reduce_lr_on_plateau" and cfg.eval_strategy == "no":
+        yield Problem("lr_scheduler_type reduce_lr_on_plateau lowers the learning rate when the evaluation loss stops "
+                      "improving, so it needs evaluation: set eval_strategy: steps (and val_size or eval_dataset), or "
+                      "choose another lr_scheduler_type.", ("lr_scheduler_type", "eval_strategy"))
+
+
+def _saves_at_evaluations(save_steps: float, eval_steps: float) -> bool:
+    """Hugging Face's test (TrainingArguments.__post_init__), fractions and mixed kinds included."""
+    if save_steps % eval_steps == 0:
+        return True
+    if save_steps < 1 and eval_steps < 1:
+        return (save_steps * 1_000_000) % (eval_steps * 1_000_000) == 0
+    return False
 
 
 def _optimizer_pairing_problems(cfg: Config) -> Iterator[Problem]:
