@@ -320,3 +320,31 @@ def test_budget_run_resumes_to_the_same_weights(tiny_qwen, tmp_path):
     assert max(steps) == total and min(s for s in steps if s) == 3
     a, b = load_file(full / "adapter_model.safetensors"), load_file(resumed / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_memory_plan_uses_the_batches_tokens(tiny_qwen):
+    """gradient_checkpointing: auto and auto-fit plan the largest micro-batch: the budget when set (padded or not), the
+    row of micro_batch x cutoff_len tokens when padding-free (eager's scores span the whole row); FlashAttention-2
+    runs padding-free rows without a mask, sdpa gets transformers' block mask (and repeats k/v heads for it)."""
+    from dataclasses import replace
+
+    from tunekit.plan.activations import layer_saved_per_token, layer_kinds
+    from tunekit.plan.architectures import load_shape
+    from tunekit.plan.checkpointing import decide_for
+    from tunekit.plan.params import count_params
+    from tunekit.plan.training_setup import resolve_setup
+
+    base = {"model_name_or_path": str(tiny_qwen), "cutoff_len": 1024, "per_device_train_batch_size": 2}
+    plain = resolve_setup(load_config(None, base))
+    budget = resolve_setup(load_config(None, {**base, "max_tokens_per_batch": 4096}))
+    free = resolve_setup(load_config(None, {**base, "padding_free": True}))
+    free_fa2 = resolve_setup(load_config(None, {**base, "padding_free": True, "flash_attn": "fa2"}))
+    assert (plain.tokens, budget.tokens, free.tokens) == (2048, 4096, 2048)
+    assert (plain.row_len, budget.row_len, free.row_len) == (1024, 1024, 2048)
+    assert (plain.padded, free.padded, free_fa2.padded) == (True, True, False)
+    shape = load_shape(None, str(tiny_qwen))
+    assert decide_for(shape, budget).peak_without_bytes > decide_for(shape, plain).peak_without_bytes
+    eager = replace(free, attn="eager")
+    kind = layer_kinds(shape, eager, count_params(shape, eager))[-1]
+    per_token = layer_saved_per_token(shape, eager, kind) - layer_saved_per_token(shape, replace(plain, attn="eager"), kind)
+    assert per_token == 4 * shape.heads * 1024  # the fp32 softmax over 1,024 more key positions per query

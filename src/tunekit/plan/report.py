@@ -52,7 +52,12 @@ def print_plan(plan: dict, console=None) -> None:
     steps.add_column(justify="right")
     steps.add_row("train / eval samples", f"{_fmt_int(plan.get('train_samples'))} / {_fmt_int(plan.get('eval_samples'))}")
     steps.add_row("world size (data parallel)", f"{plan['world_size']} ({plan['nodes']} node(s))")
-    steps.add_row("samples per optimizer step", f"{plan['effective_batch_size']:,}  (= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan['world_size']})")
+    budget = (plan.get("batching") or {}).get("max_tokens_per_batch")
+    if budget:  # token-budget batches: the sample count per step varies
+        steps.add_row("tokens per optimizer step (at most)", f"{budget * s['gradient_accumulation_steps'] * plan['world_size']:,}  "
+                      f"(= max_tokens_per_batch {budget:,} x {s['gradient_accumulation_steps']} x {plan['world_size']})")
+    else:
+        steps.add_row("samples per optimizer step", f"{plan['effective_batch_size']:,}  (= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan['world_size']})")
     steps.add_row("steps per epoch", _fmt_int(plan.get("steps_per_epoch")))
     steps.add_row("total steps", _fmt_int(plan.get("total_steps")))
     steps.add_row("warmup steps", _fmt_int(plan.get("warmup_steps")))
@@ -61,7 +66,9 @@ def print_plan(plan: dict, console=None) -> None:
     if plan.get("batching"):
         print_batching(plan["batching"], console)
 
-    mem = Table(title=f"Memory per device (peak, {plan['seq_len']} tokens x micro-batch {s['micro_batch']}; seq from {plan['seq_len_source']})",
+    shape = (f"{plan['tokens_per_micro_batch']:,} tokens per micro-batch (max_tokens_per_batch)" if budget
+             else f"{plan['seq_len']} tokens x micro-batch {s['micro_batch']}")
+    mem = Table(title=f"Memory per device (peak, {shape}; seq from {plan['seq_len_source']})",
                 title_justify="left")
     mem.add_column("component")
     mem.add_column("GiB", justify="right")
@@ -150,11 +157,14 @@ def print_batching(batching: dict, console=None) -> None:
     console = console or Console()
     table = Table(title=f"Batching (batch {batching['batch_size']} x accumulation {batching['gradient_accumulation_steps']}, "
                         f"per device, one epoch)", title_justify="left")
-    for col in ("mode", "micro-batches", "steps", "pad share", "tokens / step (model)", "tokens / step (real)", "largest micro-batch"):
-        table.add_column(col, justify="left" if col == "mode" else "right")
+    # micro-batches per epoch, optimizer steps, pad share, tokens through the model and real tokens per step, largest micro-batch
+    for col in ("mode", "batches", "steps", "pad", "tok/step", "real/step", "max batch"):
+        table.add_column(col, justify="left" if col == "mode" else "right", no_wrap=col != "mode")
     for name, m in batching["modes"].items():
         mark = name == batching["configured"]
-        table.add_row(("[bold]" if mark else "") + name + (" (configured)[/]" if mark else ""), f"{m['micro_batches']:,}",
+        table.add_row(("[bold]* " if mark else "") + name + ("[/]" if mark else ""), f"{m['micro_batches']:,}",
                       f"{m['steps_per_epoch']:,}", f"{100 * m['padding_share']:.1f} %", f"{m['model_tokens_per_step']:,.0f}",
                       f"{m['real_tokens_per_step']:,.0f}", f"{m['largest_micro_batch_tokens']:,}")
     console.print(table)
+    console.print("[dim]* = the configured mode; tok/step = tokens through the model per optimizer step (pads included), "
+                  "real/step = sample tokens per step; fixed-size batches simulated in a seeded random order[/]")

@@ -324,5 +324,5 @@ def batching_stats(table, cfg) -> dict[str, Any]:
         configured = "padded + group_within_step"
     if cfg.max_tokens_per_batch:
         configured = f"max_tokens_per_batch {cfg.max_tokens_per_batch}" + (" + padding_free" if cfg.padding_free else "")
-    return {"configured": configured, "batch_size": cfg.per_device_train_batch_size,
+    return {"configured": configured, "max_tokens_per_batch": cfg.max_tokens_per_batch, "batch_size": cfg.per_device_train_batch_size,
             "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "modes": modes}
