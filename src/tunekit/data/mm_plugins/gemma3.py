@@ -36,6 +36,10 @@ class Gemma3Plugin(ProcessorPlugin):
     LANGUAGE_MODEL = ("model.language_model",)
     MEDIA = ("images",)
 
+    @staticmethod
+    def media_token(processor) -> str:
+        return processor.tokenizer.image_token  # <image_soft_token> (processor.image_token is <start_of_image>)
+
     def check(self, path: str) -> None:
         if getattr(self.processor.image_processor, "do_pan_and_scan", False):
             raise DataError(f"{path}: the image processor has do_pan_and_scan: true; tunekit trains Gemma 3 without "

@@ -44,9 +44,13 @@ class ProcessorPlugin(MediaPlugin):
     def __init__(self, processor, min_pixels: int, max_pixels: int):
         self.processor = processor
         self.min_pixels, self.max_pixels = min_pixels, max_pixels
-        tok = processor.tokenizer
-        self.image_token = tok.image_token  # the token a placeholder is repeated as
-        self.image_token_id = tok.convert_tokens_to_ids(self.image_token)
+        self.image_token = self.media_token(processor)  # the token a placeholder is repeated as
+        self.image_token_id = processor.tokenizer.convert_tokens_to_ids(self.image_token)
+
+    @staticmethod
+    def media_token(processor) -> str:
+        """The image token the processor repeats (LLaVA: ``processor.image_token``, ``<image>`` unless configured)."""
+        return processor.image_token
 
     @classmethod
     def load(cls, cfg, path: str) -> "ProcessorPlugin":
@@ -60,9 +64,9 @@ class ProcessorPlugin(MediaPlugin):
         if type(processor).__name__ != cls.PROCESSOR:
             raise DataError(f"{path} has the processor {type(processor).__name__}, but template '{cfg.template}' "
                             f"is for {cls.PROCESSOR} models: choose the template of this model (`tunekit templates`).")
-        if getattr(processor.tokenizer, "image_token", None) is None:
-            raise DataError(f"the tokenizer of {path} declares no image_token: is it a {cls.NAME} model?")
         plugin = cls(processor, cfg.image_min_pixels, cfg.image_max_pixels)
+        if plugin.image_token_id in (None, processor.tokenizer.unk_token_id):
+            raise DataError(f"the tokenizer of {path} has no token {plugin.image_token}: is it a {cls.NAME} model?")
         plugin.check(path)
         return plugin
 
