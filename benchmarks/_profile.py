@@ -98,6 +98,7 @@ class ProfileCallback(TrainerCallback):
         self.forwards = 0
         self.vocab = 0
         self.result: dict = {}
+        self.c0 = 0.0
 
     def _count(self, module, args, kwargs):
         ids = kwargs.get("input_ids")
@@ -130,6 +131,7 @@ class ProfileCallback(TrainerCallback):
             self.prof = profile(activities=acts, record_shapes=True)
             self.prof.__enter__()
             self.t0 = time.perf_counter()
+            self.c0 = time.process_time()
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.prof is not None and not self.result:
@@ -138,8 +140,10 @@ class ProfileCallback(TrainerCallback):
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             wall = time.perf_counter() - self.t0
+            cpu = time.process_time() - self.c0  # the process's CPU time: what a shared host's contention leaves out
             self.prof.__exit__(None, None, None)
             self.result = summarize(self.prof, self.vocab, wall)
+            self.result["step_process_cpu_s"] = cpu
             self.result["profiled_step"] = state.global_step
 
     def on_train_end(self, args, state, control, **kwargs):

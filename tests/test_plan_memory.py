@@ -49,7 +49,8 @@ def _build(arch: str, cfg, tmp_path):
 
 
 def _cfg(**over):
-    base = dict(cutoff_len=32, per_device_train_batch_size=1, gradient_checkpointing=False)
+    # chunked_lm_loss off: the measurements below run HF's own loss (labels=), the plain LM head
+    base = dict(cutoff_len=32, per_device_train_batch_size=1, gradient_checkpointing=False, chunked_lm_loss=False)
     base.update(over)
     return load_config(None, base)
 
@@ -150,7 +151,8 @@ def _qwen7b():
 
 def _reference(b: int, s: int, liger: bool) -> float:
     cfg = load_config(None, dict(finetuning_type="lora", lora_rank=8, lora_target="all", bf16=True, flash_attn="fa2",
-                                 enable_liger_kernel=liger, per_device_train_batch_size=b, cutoff_len=s))
+                                 enable_liger_kernel=liger, per_device_train_batch_size=b, cutoff_len=s,
+                                 chunked_lm_loss=False))  # the published runs computed the whole logits
     return estimate_memory(_qwen7b(), resolve_setup(cfg)).total
 
 

@@ -312,6 +312,22 @@ def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> Non
                                      f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU).")
 
 
+def limit_checkpointed_layers(model, count: int) -> int:
+    """Keep gradient checkpointing on the lowest ``count`` decoder layers only; the layers above keep their activations.
+
+    Each decoder layer is a ``GradientCheckpointingLayer`` whose ``gradient_checkpointing`` flag says whether its call
+    goes through ``torch.utils.checkpoint`` (the flag ``activation_checkpointing_enable(every_n_layers=...)`` sets
+    too); other checkpointed towers (a vision encoder) stay as they are. Returns how many layers stay checkpointed."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    get_decoder = getattr(model, "get_decoder", None)
+    decoder = get_decoder() if callable(get_decoder) else None
+    layers = [m for m in (decoder or model).modules() if isinstance(m, GradientCheckpointingLayer)]
+    for index, layer in enumerate(layers):
+        layer.gradient_checkpointing = index < count
+    return min(count, len(layers))
+
+
 def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
 
@@ -352,6 +368,8 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
         model.config.use_cache = False
         if cfg.use_gradient_checkpointing:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            if cfg.gradient_checkpointing_layers is not None:
+                limit_checkpointed_layers(model, cfg.gradient_checkpointing_layers)
     else:
         model.eval()
     model = apply_finetuning(model, cfg, is_trainable=is_trainable)

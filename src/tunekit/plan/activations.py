@@ -145,10 +145,25 @@ def layer_saved_const(shape: ModelShape, setup: Setup, kind: LayerKind) -> float
     return total
 
 
+def checkpointed_layers(shape: ModelShape, setup: Setup) -> int:
+    """Decoder layers that keep only their input and recompute in backward (the lowest ``ckpt_layers``, or all)."""
+    if not setup.grad_ckpt:
+        return 0
+    return shape.layers if setup.ckpt_layers is None else max(0, min(shape.layers, setup.ckpt_layers))
+
+
+def chunked_head(shape: ModelShape, setup: Setup) -> bool:
+    """Whether the LM head + loss run in chunks (train/chunked_head.py): not for soft-capped logits or a PEFT-wrapped head."""
+    wrapped = any(n in ("lm_head", "embed_tokens") for n in setup.additional_target)
+    return setup.chunked_loss and not setup.liger and not shape.logit_softcap and not wrapped
+
+
 def head_saved_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, lm_head_trainable: bool,
                          final_norm_trainable: bool, embed_trainable: bool, rd: int) -> float:
     h, V, c = shape.hidden, shape.vocab, setup.compute_bytes
     total = 4 * h + 4 + (rd * h if final_norm_trainable else 0)
+    if chunked_head(shape, setup):  # only d loss / d hidden of the trained rows is held (d W is a constant, see saved_bytes)
+        return total + rd * h + 8 + (8 if embed_trainable else 0)
     if lm_head_trainable:
         total += c * h if (setup.autocast and rd != c) else rd * h
     if setup.liger:
@@ -197,12 +212,14 @@ def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bo
     kinds = layer_kinds(shape, setup, counts)
     lm_tr, norm_tr, emb_tr = _head_flags(shape, setup)
     rd_last = stream_bytes(setup)
-    if setup.grad_ckpt:  # every layer is checkpointed and keeps only its input (cos/sin travel as kwargs)
-        layers = float(rd_last * shape.hidden * T * shape.layers)
-    else:
-        layers = sum(layer_saved_per_token(shape, setup, k, padded) * T + layer_saved_const(shape, setup, k) for k in kinds)
+    ck = checkpointed_layers(shape, setup)
+    layers = float(rd_last * shape.hidden * T * ck)  # a checkpointed layer keeps only its input (cos/sin travel as kwargs)
+    if ck < shape.layers:  # the layers above keep everything their backward needs
+        layers += sum(layer_saved_per_token(shape, setup, k, padded) * T + layer_saved_const(shape, setup, k) for k in kinds[ck:])
         layers += 2 * rd_last * shape.head_dim * T
     head = head_saved_per_token(shape, setup, counts, lm_tr, norm_tr, emb_tr, rd_last) * T
+    if lm_tr and chunked_head(shape, setup):
+        head += 4 * shape.hidden * shape.vocab  # the chunked head's fp32 d W, computed in the forward pass
     if lm_tr and setup.autocast and setup.trainable_bytes != setup.compute_bytes:
         head += setup.compute_bytes * shape.hidden * shape.vocab  # autocast's 16-bit copy of the fp32 lm_head
     return {"layers": layers, "head": head, "total": layers + head}
@@ -219,14 +236,23 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     if setup.liger:
         chunk_rows = min(T, 1 << max(0, (max(1, -(-T // max(1, -(-V // h)))) - 1).bit_length()))
         vocab = c * h * T + chunk_rows * V * 10  # grad_input + one chunk of logits (16-bit, fp32, grad)
+    elif chunked_head(shape, setup):  # one chunk of fp32 logits (turned into its gradient in place) + its compute-dtype copies
+        from ..train.chunked_head import GPU_CHUNK_BYTES
+
+        rows = min(T, max(1, GPU_CHUNK_BYTES // (4 * V)))  # the GPU's chunk, the larger one (a CPU's holds 24 MiB)
+        vocab = rows * V * (4 + (2 * c if c != 4 else 0)) + 4 * h * rows
     else:
         vocab = (VOCAB_PEAK_PER_TOKEN * V + (c * V if shape.logit_softcap else 0)) * T
     eps = 6 * h * T  # final-norm input, embedding-grad leftovers
-    if setup.grad_ckpt:
-        layer_phase = RECOMPUTE_PEAK_FACTOR * (a_layer * T + layer_saved_const(shape, setup, typical))
-    else:
-        layer_phase = NOGC_BACKWARD_EXTRA * a_layer * T
     base = saved["layers"]
+    ck = checkpointed_layers(shape, setup)
+    phases = []
+    if ck < shape.layers:  # back-propagating a layer that kept its activations
+        phases.append(NOGC_BACKWARD_EXTRA * a_layer * T)
+    if ck:  # recomputing one of the lowest ck layers: the layers above have freed theirs by then
+        above = base - stream_bytes(setup) * h * T * ck
+        phases.append(RECOMPUTE_PEAK_FACTOR * (a_layer * T + layer_saved_const(shape, setup, typical)) - above)
+    layer_phase = max(phases)
     if vocab + eps >= layer_phase:
         return {"activations": base + eps, "logits": vocab, "saved": saved["total"]}
     return {"activations": base + layer_phase, "logits": 0.0, "saved": saved["total"]}

@@ -11,6 +11,13 @@ to ``cutoff_len``), and turns checkpointing off only when that peak leaves a wid
 - on a CPU: at most :data:`CPU_SHARE` of the machine's RAM divided by the processes on this node (the
   host also holds the data, the Python heap and the other ranks).
 
+When the run does not fit without it, checkpointing is not all-or-nothing: it is turned on for the fewest of the
+lowest decoder layers that bring the planned peak within the budget (``gradient_checkpointing_layers``); the layers
+above keep their activations and are not recomputed, so the step pays only that share of the recompute. A
+checkpointed layer holds only its input (``hidden x tokens`` of the residual stream), the others everything their
+backward needs (plan/activations.py counts both), so the planned peak falls linearly with each layer checkpointed.
+That holds on a GPU as on a CPU: recompute is FLOPs, and memory left unused buys nothing.
+
 Everything else (a model the planner cannot read, no model path yet, an error while planning) keeps
 checkpointing on: the safe choice. ``gradient_checkpointing: true/false`` (or LLaMA-Factory's
 ``disable_gradient_checkpointing: true``) skip the decision. The decision is a pure function of the
@@ -35,9 +42,13 @@ class CheckpointingDecision:
     budget_bytes: float | None
     device: str  # what the budget is: "80% of the H100-SXM's 80 GiB" / "50% of 24 GiB RAM / 2 processes"
     reason: str
+    layers: int | None = None  # when on: checkpoint only the lowest ``layers`` decoder layers (None: all of them)
+    of_layers: int | None = None  # the model's decoder layers
 
     def message(self) -> str:
         state = "on" if self.enabled else "off"
+        if self.enabled and self.layers is not None:
+            state = f"on for the lowest {self.layers} of {self.of_layers} layers"
         return f"gradient checkpointing: {state} (auto: {self.reason})"
 
 
@@ -53,16 +64,47 @@ def decide(peak_without: float, budget: float, device: str) -> CheckpointingDeci
                                  f"({device})")
 
 
+def fewest_layers(shape, setup, budget: float) -> tuple[int, float] | None:
+    """``(k, planned peak)`` for the smallest k < layers whose peak with the lowest k layers checkpointed fits ``budget``
+    (the peak falls as k grows: binary search), or None when nothing does. k stops below the layer count: the top
+    layer's recompute would run first thing in backward, rebuilding what it saved, so checkpointing it saves nothing."""
+    from .memory import estimate_memory
+
+    def peak(k: int) -> float:
+        return estimate_memory(shape, replace(setup, grad_ckpt=True, ckpt_layers=k)).total
+
+    lo, hi = 1, shape.layers - 1
+    if hi < lo or peak(hi) > budget:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if peak(mid) <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, peak(lo)
+
+
 def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> CheckpointingDecision:
     """The decision for ``setup`` (its own ``grad_ckpt`` is ignored) on ``gpu``, or on this host's RAM without one."""
     from .memory import estimate_memory
 
-    peak = estimate_memory(shape, replace(setup, grad_ckpt=False)).total
+    peak = estimate_memory(shape, replace(setup, grad_ckpt=False, ckpt_layers=None)).total
     if gpu is not None:
-        return decide(peak, gpu.memory_gib * GiB * GPU_SHARE, f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB")
-    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    where = f"{CPU_SHARE:.0%} of {ram / GiB:.0f} GiB RAM" + (f" / {local_processes} processes" if local_processes > 1 else "")
-    return decide(peak, ram * CPU_SHARE / max(1, local_processes), where)
+        budget, where = gpu.memory_gib * GiB * GPU_SHARE, f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB"
+    else:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        where = f"{CPU_SHARE:.0%} of {ram / GiB:.0f} GiB RAM" + (f" / {local_processes} processes" if local_processes > 1 else "")
+        budget = ram * CPU_SHARE / max(1, local_processes)
+    decision = decide(peak, budget, where)
+    if not decision.enabled:
+        return decision
+    partial = fewest_layers(shape, setup, budget)
+    if partial is None:
+        return replace(decision, of_layers=shape.layers)
+    k, with_k = partial
+    return replace(decision, layers=k, of_layers=shape.layers,
+                   reason=f"{decision.reason}; with the lowest {k} layers checkpointed it needs {with_k / GiB:.2f} GiB")
 
 
 def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None):
@@ -78,6 +120,8 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None)
 
     values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
     values["gradient_checkpointing"] = decision.enabled
+    if decision.layers is not None and cfg.gradient_checkpointing_layers is None:
+        values["gradient_checkpointing_layers"] = decision.layers
     return build_config(values), decision
 
 

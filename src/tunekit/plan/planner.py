@@ -185,7 +185,7 @@ def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, not
 
     decision = decide_for(shape, setup, device)
     notes.append(decision.message())
-    return replace(setup, grad_ckpt=decision.enabled)
+    return replace(setup, grad_ckpt=decision.enabled, ckpt_layers=decision.layers)
 
 
 def _describe(setup: Setup) -> dict:

@@ -50,6 +50,8 @@ class Setup:
     oft: tuple = ()  # finetuning_type oft: (oft_rank, oft_block_size, targets or None for all)
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no autocast
     llama_pro: bool = False  # freeze: the trainable layers are the expanded blocks (model/expand.py)
+    ckpt_layers: int | None = None  # with grad_ckpt: how many decoder layers (the lowest) are checkpointed; None = all
+    chunked_loss: bool = False  # the LM head + loss run in chunks of tokens (train/chunked_head.py): no whole logits
 
     @property
     def gpus_per_node(self) -> int:
@@ -124,6 +126,12 @@ def _dtype_bytes(name: str) -> int:
     return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[name]
 
 
+def chunked_loss(cfg) -> bool:
+    """Whether tunekit train computes the LM head + loss in chunks (``TrainedTokensLossMixin``: sft/pt, the plain loss)."""
+    return bool(cfg.stage in ("sft", "pt") and cfg.trained_tokens_loss and cfg.chunked_lm_loss and not cfg.enable_liger_kernel
+                and not cfg.torch_compile and not (cfg.use_dft_loss or cfg.use_eaft_loss or cfg.use_asft_loss))
+
+
 def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None = None) -> Setup:
     if cfg.dtype != "auto":
         base = _dtype_bytes(cfg.dtype)
@@ -169,5 +177,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
         pure_bf16=cfg.pure_bf16,
         llama_pro=cfg.use_llama_pro,
+        ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
+        chunked_loss=chunked_loss(cfg),
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
     )

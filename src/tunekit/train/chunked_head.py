@@ -1,0 +1,149 @@
+"""LM head + cross-entropy in chunks of tokens: the ``[tokens x vocab]`` logits are never held whole.
+
+The plain path (even on trained tokens only, ``token_loss.py``) computes ``N x V`` fp32 logits, keeps the
+``log_softmax`` output for backward and then builds two more ``N x V`` tensors in backward (the gradient of the
+NLL and of the log-softmax input). With Qwen2.5's 151,936-word vocabulary that is 0.6 MB per token and per
+tensor: 2.4 GiB per 1,000 trained tokens at the backward peak, on a GPU as on a CPU.
+
+Here one autograd function does the head and the loss together, ``rows`` tokens at a time, and computes the
+gradients in the same pass (the way Liger's fused linear cross-entropy does, without its Triton kernels):
+
+    for each chunk x_c (rows x hidden):
+        z   = (x_c @ W^T + b).float()                  the chunk's logits, fp32 as HF's loss upcasts them
+        lse = logsumexp(z)                             loss_c = sum(lse - z[target])
+        g   = softmax(z) - onehot(target)              d loss_c / d z, in place of z
+        dx_c = g @ W ;  dW += g^T @ x_c ;  db += sum(g)   (g cast to W's dtype, as autograd's .float() backward does)
+
+Backward only multiplies the stored ``dx`` / ``dW`` by the incoming scalar gradient (``1 / num_items_in_batch``
+times the loss scale), because the loss is a plain sum over tokens. The FLOPs are those of the plain path (one
+forward and two backward matmuls of the head); the memory is one chunk of logits plus ``dx`` (``N x hidden``),
+and ``dW`` when the head trains (the gradient autograd would have allocated anyway). The chunk is sized so that
+its fp32 logits stay under :data:`CPU_CHUNK_BYTES` on a CPU (below glibc's largest mmap threshold, so the block is
+reused from the heap instead of being page-faulted and zero-filled again each time, see ``host_malloc.py``)
+and :data:`GPU_CHUNK_BYTES` on a GPU (large enough for full-speed matmuls).
+
+Equal to the plain path up to summation order (``tests/test_chunked_lm_head.py`` holds the loss and every
+gradient to a derived fp32 bound). Used by ``TrainedTokensLossMixin`` for the plain token-mean loss only (the
+DFT/EAFT/ASFT variants need the per-token probabilities and take the plain path), and only for a head that is a
+plain ``nn.Linear`` whose output the model returns unchanged (checked on the model itself, see token_loss.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+CPU_CHUNK_BYTES = 24 << 20  # fp32 logits per chunk on a CPU: under glibc's 32 MiB mmap ceiling (host_malloc.py)
+GPU_CHUNK_BYTES = 512 << 20  # on a GPU: 864 rows of a 152k vocabulary; matmuls of that size run at full speed
+
+
+def chunk_rows(vocab: int, device: torch.device) -> int:
+    """Tokens per chunk: as many fp32 logit rows as fit the device's chunk budget (at least 1)."""
+    budget = GPU_CHUNK_BYTES if device.type != "cpu" else CPU_CHUNK_BYTES
+    return max(1, budget // (4 * max(1, vocab)))
+
+
+class _ChunkedLinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, rows: int, need_x: bool, need_w: bool, need_b: bool):
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        grad_x = torch.empty_like(hidden) if need_x else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
+        for start in range(0, hidden.shape[0], rows):
+            x = hidden[start:start + rows]
+            t = targets[start:start + rows]
+            z = F.linear(x, weight, bias).float()
+            lse = torch.logsumexp(z, dim=-1)
+            total += (lse - z.gather(1, t[:, None]).squeeze(1)).sum()
+            if not (need_x or need_w or need_b):
+                continue
+            g = z.sub_(lse[:, None]).exp_()  # softmax, in the logits' storage
+            g[torch.arange(t.shape[0], device=t.device), t] -= 1.0
+            if need_b:
+                grad_b += g.sum(dim=0)
+            g = g.to(weight.dtype)
+            if need_x:
+                grad_x[start:start + rows] = g @ weight
+            if need_w:
+                grad_w.addmm_(g.t().float(), x.float())
+            del z, g
+        ctx.save_for_backward(grad_x, grad_w, grad_b)
+        ctx.dtypes = (weight.dtype, bias.dtype if bias is not None else None)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_x, grad_w, grad_b = ctx.saved_tensors
+        w_dtype, b_dtype = ctx.dtypes
+        dx = grad_x * grad_out.to(grad_x.dtype) if grad_x is not None else None
+        dw = (grad_w * grad_out).to(w_dtype) if grad_w is not None else None
+        db = (grad_b * grad_out).to(b_dtype) if grad_b is not None else None
+        return dx, dw, db, None, None, None, None, None
+
+
+def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                                 targets: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """``sum`` over tokens of ``cross_entropy((hidden @ weight.T + bias).float(), targets)``, ``rows`` tokens at a time.
+
+    ``hidden`` is ``[N, hidden]`` (the trained positions only), ``targets`` ``[N]`` (no ignore index: every row is
+    trained). Gradients flow to ``hidden``, ``weight`` and ``bias`` where they require grad and grad mode is on."""
+    if hidden.shape[0] == 0:
+        return hidden.sum() * 0.0 + weight.sum() * 0.0
+    rows = rows or chunk_rows(weight.shape[0], hidden.device)
+    grad = torch.is_grad_enabled()
+    need_x = grad and hidden.requires_grad
+    need_w = grad and weight.requires_grad
+    need_b = grad and bias is not None and bias.requires_grad
+    return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, rows, need_x, need_w, need_b)
+
+
+class _Capture:
+    """What the head saw and returned during one forward (see :func:`fused_forward`)."""
+
+    def __init__(self):
+        self.hidden = None
+        self.output = None
+
+
+def usable(head) -> bool:
+    """A plain ``nn.Linear`` head with its whole weight at hand: not PEFT-wrapped (``modules_to_save`` / LoRA on the head),
+    not sharded (an FSDP2 DTensor, a ZeRO-3 partition: the weight is whole only inside the head's own forward)."""
+    if type(head) is not torch.nn.Linear:
+        return False
+    weight = head.weight
+    return type(weight.data) is torch.Tensor and weight.numel() == head.in_features * head.out_features
+
+
+def fused_forward(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, targets: torch.Tensor,
+                  rows: int | None = None):
+    """Run ``model(**inputs)`` with the head fed no rows and compute the summed loss of the ``keep`` rows here.
+
+    Returns ``(outputs, loss_sum)``, or ``None`` when the model changed the head's output before returning it
+    (Gemma 2's soft-capping, Cohere's logit scale, ...): the loss needs those logits, so the caller takes the plain
+    path. The check is on the model itself: the ``logits`` it returns must be the very tensor its head produced."""
+    cap = _Capture()
+
+    def select(module, args, kwargs):
+        hidden = args[0]
+        if hidden.dim() != 3 or hidden.shape[:2] != keep.shape:
+            raise RuntimeError(f"the LM head received hidden states of shape {tuple(hidden.shape)}, expected "
+                               f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set trained_tokens_loss: false for this model")
+        cap.hidden = hidden[keep]
+        return (cap.hidden[:0].unsqueeze(0), *args[1:]), kwargs
+
+    def record(module, args, output):
+        cap.output = output
+
+    handles = [head.register_forward_pre_hook(select, with_kwargs=True), head.register_forward_hook(record)]
+    try:
+        outputs = model(**inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    if cap.hidden is None:
+        raise RuntimeError("the model never called its output embedding (get_output_embeddings()): "
+                           "set trained_tokens_loss: false for this model")
+    if getattr(outputs, "logits", None) is not cap.output:
+        return None
+    return outputs, chunked_linear_cross_entropy(cap.hidden, head.weight, head.bias, targets, rows)
