@@ -14,7 +14,7 @@ import yaml
 from tests.helpers import base_config
 from tunekit.config import load_config
 from tunekit.train.engines.launcher import free_port
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

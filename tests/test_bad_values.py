@@ -234,7 +234,7 @@ def _strict_rows(path: Path) -> list[dict]:
 
 
 def test_non_finite_training_stops_at_the_step_and_keeps_the_last_good_checkpoint(tiny_qwen, tmp_path):
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(16))

@@ -27,7 +27,7 @@ from tests.helpers import alpaca_records, base_config, write_dataset
 from tunekit.config import load_config
 from tunekit.errors import ConfigError, DataError
 from tunekit.train.checkpoints import MARKER, checkpoint_problem, list_checkpoints, training_differences
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 
 # A LoRA run with a checkpoint every 2 steps and only one kept: the shape that lost runs (issue 14 §2).
 RUN = dict(max_steps=6, save_strategy="steps", save_steps=2, save_total_limit=1, learning_rate=5e-3,

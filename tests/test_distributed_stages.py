@@ -49,7 +49,7 @@ from tests.tolerances import loss_tolerance, sum_order_bound
 from tests.stage_helpers import write_kto, write_preference
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 

@@ -50,7 +50,7 @@ def test_use_llama_pro_trains_only_the_new_blocks(tiny_qwen, tmp_path):
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(8))
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     run_train(load_config(None, base_config(out, data, tmp_path / "run", finetuning_type="freeze", use_llama_pro=True,
                                             freeze_trainable_layers=2, max_steps=2)))

@@ -17,7 +17,7 @@ def test_oft_trains_and_the_adapter_loads_in_plain_peft(tiny_qwen, tmp_path):
     from transformers import AutoModelForCausalLM
 
     from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(8))

@@ -229,7 +229,7 @@ def _losses(out):
 
 @pytest.mark.parametrize("method", list(METHODS))
 def test_short_run_learns(method, tiny_qwen, toy, tmp_path):
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     out = tmp_path / method
     run_train(load_config(None, base_config(tiny_qwen, toy, out, finetuning_type="full", max_steps=6, **METHODS[method])))
@@ -244,7 +244,7 @@ def test_resume_after_a_checkpoint_gives_the_same_weights(method, tiny_qwen, toy
     projection there (interval 2), BAdam trains its second block (it switched after step 1)."""
     from safetensors.torch import load_file
 
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     opts = dict(finetuning_type="full", max_steps=4, save_strategy="steps", save_steps=2, **METHODS[method])
     full = tmp_path / "full"

@@ -19,7 +19,7 @@ from tests.tolerances import sum_order_bound
 from tunekit.config import load_config
 from tunekit.data.collator import PaddingCollator
 from tunekit.errors import ConfigError
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 
 # The packed and unpacked forwards run in float64: they differ only in matmul blocking and padding shapes, so each
 # logit (|logit| < 10 through 2 layers of width 64) carries a relative error of at most a few times 64 * 2**-53 per layer

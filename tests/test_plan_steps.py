@@ -80,7 +80,7 @@ def test_plan_equals_tunekit_train(tiny_qwen, tmp_path):
     from tests.helpers import alpaca_records, base_config, write_dataset
     from tunekit.config import load_config
     from tunekit.plan import make_plan
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     write_dataset(tmp_path / "data", "toy", alpaca_records(23, seed=3))
     cfg = load_config(None, base_config(tiny_qwen, tmp_path / "data", tmp_path / "out", max_steps=-1, num_train_epochs=2,

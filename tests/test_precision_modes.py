@@ -60,7 +60,7 @@ def test_pure_bf16_trains_in_bf16_and_is_planned_so(tiny_qwen, tmp_path):
 def test_fp8_is_refused_on_cpu_before_the_model_loads(tiny_qwen, tmp_path, monkeypatch):
     from tunekit.errors import ConfigError
     from tunekit.model import loader
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")

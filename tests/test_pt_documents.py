@@ -82,7 +82,7 @@ def test_no_template_says_which_token(tiny_llama, tmp_path, monkeypatch, caplog)
 
 def test_pt_trains_without_a_template(tiny_llama, reference_data, tmp_path):
     """LLaMA-Factory's pretraining example (c4_demo, no template) runs as it is."""
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     out = tmp_path / "out"
     cfg = base_config(tiny_llama, reference_data, out, stage="pt", dataset="c4_demo", max_samples=4, max_steps=2,

@@ -7,7 +7,7 @@ import pytest
 from tests.helpers import base_config, write_dataset
 from tests.stage_helpers import train_rows
 from tunekit.config import load_config
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 
 
 def test_pt_trains_on_wiki_demo_blocks_and_reloads(tiny_qwen, reference_data, tmp_path):

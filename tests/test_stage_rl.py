@@ -9,7 +9,7 @@ from tests.helpers import alpaca_records, base_config, write_dataset
 from tests.stage_helpers import train_rows
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 
 REWARD = "tests.stage_helpers:ascii_share"
 

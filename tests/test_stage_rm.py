@@ -8,7 +8,7 @@ import torch
 from tests.helpers import base_config
 from tests.stage_helpers import train_rows, write_preference
 from tunekit.config import load_config
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 
 
 @pytest.fixture(scope="module")

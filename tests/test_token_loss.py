@@ -21,7 +21,7 @@ import torch
 from tests.helpers import alpaca_records, base_config, write_dataset
 from tests.tolerances import loss_tolerance, sum_order_bound
 from tunekit.config import load_config
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 from tunekit.train.token_loss import causal_lm_loss, head_on, trained_positions
 
 

@@ -12,7 +12,7 @@ from tests.helpers import base_config, write_dataset
 from tests.tolerances import FLOAT64_WEIGHT_TOL, sum_order_bound
 from tunekit.config import load_config
 from tunekit.data.collator import PaddingCollator
-from tunekit.train.run import run_train
+from tunekit.flow import run_train
 from tunekit.train.window_grouping import regroup
 
 
