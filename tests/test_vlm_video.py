@@ -257,3 +257,22 @@ def test_use_audio_in_video_without_an_audio_visual_family_is_an_error(tiny_qwen
     assert str(err.value) == ("use_audio_in_video is true, but the qwen2_vl family reads no audio track from videos (its "
                               "videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
                               "such as Qwen2.5-Omni yet).")
+
+
+def test_the_video_spec_reads_the_checkpoints_own_config(tmp_path):
+    from tunekit.data.mm_plugins.qwen2_vl import VIDEO_DEFAULTS as QWEN2
+    from tunekit.data.mm_plugins.qwen3_vl import VIDEO_DEFAULTS as QWEN3
+    from tunekit.data.mm_plugins.video import VideoSpec
+
+    assert VideoSpec.load(str(tmp_path), QWEN2) == VideoSpec(**QWEN2)  # no config: Qwen2VLVideoProcessor's defaults
+    # Qwen/Qwen2-VL-7B-Instruct's preprocessor_config.json (the video processor falls back to it)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
+         "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}))
+    assert (VideoSpec.load(str(tmp_path), QWEN2).min_pixels, VideoSpec.load(str(tmp_path), QWEN2).max_pixels) == (3136, 12845056)
+    # Qwen/Qwen3-VL-8B-Instruct's video_preprocessor_config.json wins over preprocessor_config.json
+    (tmp_path / "video_preprocessor_config.json").write_text(json.dumps(
+        {"size": {"longest_edge": 25165824, "shortest_edge": 4096}, "patch_size": 16, "temporal_patch_size": 2,
+         "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}))
+    spec = VideoSpec.load(str(tmp_path), QWEN3)
+    assert (spec.min_pixels, spec.max_pixels, spec.patch_size, spec.image_mean) == (4096, 25165824, 16, (0.5, 0.5, 0.5))

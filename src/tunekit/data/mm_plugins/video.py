@@ -131,8 +131,9 @@ class VideoSpec:
                 break
         size = saved.get("size") or {}
         values = {**defaults, **{k: saved[k] for k in defaults if k in saved}}
-        values["min_pixels"] = saved.get("min_pixels", size.get("shortest_edge", defaults["min_pixels"]))
-        values["max_pixels"] = saved.get("max_pixels", size.get("longest_edge", defaults["max_pixels"]))
+        # Qwen2-VL checkpoints write min_pixels / max_pixels (top level, or in an old-style size dict), newer ones size
+        values["min_pixels"] = saved.get("min_pixels", size.get("shortest_edge", size.get("min_pixels", defaults["min_pixels"])))
+        values["max_pixels"] = saved.get("max_pixels", size.get("longest_edge", size.get("max_pixels", defaults["max_pixels"])))
         values["image_mean"], values["image_std"] = tuple(values["image_mean"]), tuple(values["image_std"])
         return cls(**values)
 
