@@ -32,8 +32,7 @@ from tests.helpers import base_config, write_dataset
 from tests.stage_helpers import KTO_ENTRY, PREF_COLUMNS, WORDS
 from tests.tolerances import FLOAT64_WEIGHT_TOL, FP32_U, FP64_U
 from tunekit.config import load_config
-from tunekit.train.batching import (IGNORE_INDEX, KTOCollator, PaddingFreeKTOCollator, PaddingFreePairCollator,
-                                    PairCollator, packed_row, segment_of_tokens)
+from tunekit.train.batching import KTOCollator, PaddingFreeKTOCollator, PaddingFreePairCollator, PairCollator, segment_of_tokens
 
 LOSSES = [("sigmoid", {}), ("sigmoid", {"dpo_label_smoothing": 0.1, "pref_ftx": 0.5}), ("hinge", {}), ("ipo", {}),
           ("orpo", {}), ("simpo", {"pref_beta": 2.0})]
@@ -316,7 +315,7 @@ def _final_weights(out):
     return {**weights, **(load_file(head) if head.is_file() else {})}
 
 
-@pytest.mark.parametrize("stage, extra", [("dpo", {"pref_loss": "sigmoid", "pref_ftx": 0.2}), ("dpo", {"pref_loss": "simpo"}),
+@pytest.mark.parametrize("stage, extra", [("dpo", {"pref_loss": "sigmoid", "pref_ftx": 0.2}),
                                           ("dpo", {"precompute_ref_log_probs": True}), ("kto", {}), ("rm", {})])
 def test_a_short_padding_free_run_trains_to_the_padded_runs_weights(tiny_qwen, data_dir, tmp_path, stage, extra):
     from tests.stage_helpers import train_rows
