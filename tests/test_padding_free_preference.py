@@ -222,6 +222,30 @@ def test_dpo_loss_metrics_and_gradients_match_the_padded_batch(dpo_lora, kind, e
         assert "loss/sft" in metrics
 
 
+def test_tokens_seen_count_the_same_real_tokens_in_both_layouts(dpo_lora):
+    _, trainer, features = dpo_lora
+    padded, packed = trainer.data_collator(features), PaddingFreePairCollator()(features)
+    old = trainer.args.include_num_input_tokens_seen
+    trainer.args.include_num_input_tokens_seen, trainer.state.num_input_tokens_seen = "non_padding", 0
+    try:
+        trainer._track_num_input_tokens(padded)
+        seen_padded = trainer.state.num_input_tokens_seen
+        trainer._track_num_input_tokens(packed)
+    finally:
+        trainer.args.include_num_input_tokens_seen = old
+    assert seen_padded == int(padded["attention_mask"].sum()) == packed["input_ids"].numel()
+    assert trainer.state.num_input_tokens_seen == 2 * seen_padded
+
+
+def test_dpo_with_a_vision_language_model_refuses_padding_free(tiny_qwen, data_dir, tmp_path):
+    from tunekit.errors import ConfigError
+    from tunekit.train.stages.dpo import pair_collator
+
+    cfg = _cfg(tiny_qwen, data_dir, tmp_path / "o", "dpo", padding_free=True)
+    with pytest.raises(ConfigError, match="padding_free is not supported for stage dpo with a vision-language model"):
+        pair_collator(cfg, tokenizer=None, mm=object())  # any family plugin: refused before it is used
+
+
 def test_dpo_with_a_separate_reference_model_matches_the_padded_batch(tiny_qwen, data_dir, tmp_path):
     cfg = _cfg(tiny_qwen, data_dir, tmp_path / "o", "dpo", finetuning_type="full")
     trainer, data = _build(cfg)
