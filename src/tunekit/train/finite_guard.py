@@ -33,6 +33,7 @@ def _all_finite(tensors) -> bool:
     import torch
 
     tensors = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]  # FSDP2 DTensors: the local shard
+    tensors = [t.coalesce().values() if t.is_sparse else t for t in tensors]  # BAdam ratio mode: its stored entries
     tensors = [t.detach() for t in tensors if t is not None and t.numel()]
     if not tensors:
         return True

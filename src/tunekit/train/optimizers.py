@@ -298,6 +298,23 @@ def badam_callbacks(cfg) -> list:
     return [_require("badam", "badam").BAdamCallback]
 
 
+def grad_norm_with_sparse(parameters) -> torch.Tensor:
+    """The 2-norm of all gradients together, sparse ones (BAdam's ratio mode) by their stored values."""
+    norms = [(g.coalesce().values() if g.is_sparse else g).norm(2) for g in (p.grad for p in parameters) if g is not None]
+    return torch.linalg.vector_norm(torch.stack(norms), 2) if norms else torch.tensor(0.0)
+
+
+class SparseGradNormMixin:
+    """``Trainer._get_grad_norm`` (the logged ``grad_norm``) for BAdam's ratio mode, whose gradients are sparse:
+    torch's ``clip_grad_norm_``, which the Trainer calls with an infinite bound to measure it, has no sparse kernel.
+    (badam documents replacing ``accelerator.clip_grad_norm_`` instead; ratio mode requires ``max_grad_norm: 0``.)"""
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        if grad_norm is None and any(p.grad is not None and p.grad.is_sparse for p in model.parameters()):
+            grad_norm = grad_norm_with_sparse(model.parameters())
+        return super()._get_grad_norm(model, grad_norm=grad_norm)
+
+
 # ------------------------------------------------------------------ the one entry point
 def _adam_kwargs(args) -> dict:
     return dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
@@ -386,9 +403,13 @@ def _badam(cfg, args, model, decay_names, wd):
     if args.max_grad_norm:
         raise ConfigError("badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
                           "set max_grad_norm: 0 (or use badam_mode: layer).")
-    return BlockOptimizerRatio(param_groups=groups, named_parameters_list=list(model.named_parameters()),
+    named = list(model.named_parameters())
+    # badam freezes the parameter named lm_head (include_lm_head=False, LLaMA-Factory's setting) and fails when there is
+    # none: with tied embeddings the head is the embedding, already frozen by include_embedding=False
+    tied = not any("lm_head" in n for n, _ in named)
+    return BlockOptimizerRatio(param_groups=groups, named_parameters_list=named,
                                update_ratio=cfg.badam_update_ratio, mask_mode=cfg.badam_mask_mode,
-                               verbose=cfg.badam_verbose, include_embedding=False, **_adam_kwargs(args))
+                               verbose=cfg.badam_verbose, include_embedding=False, include_lm_head=tied, **_adam_kwargs(args))
 
 
 def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:

@@ -8,12 +8,14 @@ from transformers import Trainer
 
 from .engines.fsdp import FSDPTrainerMixin, reshard
 from .fp8 import Fp8AcceleratorMixin
+from .optimizers import SparseGradNormMixin
 from .token_budget import TokenBudgetMixin
 from .token_loss import TrainedTokensLossMixin
 from .window_grouping import WindowGroupingMixin
 
 
-class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Fp8AcceleratorMixin, Trainer):
+class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Fp8AcceleratorMixin, SparseGradNormMixin,
+                     Trainer):
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
     recipe, :mod:`tunekit.train.fp8`)."""
