@@ -100,6 +100,9 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
      [("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model")]),
 ]
 
+# Configs that build but that no training run takes (config.schema.run_problems).
+RUN_BROKEN = [{"stage": "grpo"}]
+
 CONFIG_DIR = Path(problems_module.__file__).parent
 # Where the cross-field rules live: config/schema.py and the ``*_problems`` functions it calls (engines.py, groups).
 RULE_FILES = sorted(p.relative_to(CONFIG_DIR).as_posix() for p in CONFIG_DIR.rglob("*.py") if "_problems(" in p.read_text("utf-8"))
@@ -155,6 +158,10 @@ def test_every_rule_is_reached_by_a_broken_config(monkeypatch):
             monkeypatch.setattr(module, "Problem", Recording)
     for values, _ in BROKEN:
         _refused(values)
+    from tunekit.config.schema import run_problems
+
+    for values in RUN_BROKEN:  # the rules of a training run (the board's validation and the trainers apply them)
+        assert list(run_problems(build_config(values)))
     missed = [f"config/{name}:{node.lineno}" for name, node in _rule_yields()
               if _is_problem(node) and not any(f == name and node.lineno <= line <= node.end_lineno for f, line in hit)]
     assert not missed, f"no broken config in tests/test_rule_fields.py reaches the rule(s) at {missed}: add one"
@@ -218,3 +225,23 @@ def test_step_rules_accept_what_hugging_face_accepts():
         cfg = Config.model_construct(**{**Config().model_dump(), "output_dir": "out", **values})  # unvalidated
         with pytest.raises(ValueError):
             TrainingArguments(**training_arguments_kwargs(cfg, []))
+
+
+def test_run_rules_are_the_boards_and_the_trainers():
+    """A ppo/grpo run needs a reward: a Config without one still builds (plan, data stats), the board refuses it at
+    its fields, and the trainer's check raises the same problem."""
+    from tunekit.config.schema import run_problems
+    from tunekit.train.stages.rollout import check_rewards
+    from tunekit.webui.validation import validate
+
+    message = "stage grpo needs a reward: set reward_funcs (package.module:function) or reward_model (a folder saved by stage rm)."
+    cfg = build_config({"stage": "grpo"})
+    assert [(p.message, p.fields) for p in run_problems(cfg)] == [(message, ("reward_funcs", "reward_model", "stage"))]
+    check = validate({"stage": "grpo"})
+    assert not check.ok and check.message == message and set(check.by_field) == {"reward_funcs", "reward_model", "stage"}
+    with pytest.raises(ConfigError) as caught:
+        check_rewards(cfg, [], None)
+    assert str(caught.value) == message and caught.value.problems[0].fields == ("reward_funcs", "reward_model", "stage")
+    assert validate({"stage": "grpo", "reward_funcs": "tests.stage_helpers:ascii_share"}).ok
+    assert validate({"stage": "ppo", "reward_model": "saves/rm"}).ok and validate({"stage": "grpo", "do_predict": True}).ok
+    assert list(run_problems(build_config({"stage": "sft"}))) == []

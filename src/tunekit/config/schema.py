@@ -93,6 +93,14 @@ class Config(
         return self
 
 
+def run_problems(cfg: Config) -> Iterator[Problem]:
+    """Rules of a training run that a config for ``tunekit plan``, ``data stats`` or ``chat`` does not need, so building
+    a Config does not apply them: the board's validation (which starts runs) and the stages' trainers do."""
+    if cfg.do_train and STAGES[cfg.stage].generation and not _split(cfg.reward_funcs) and not cfg.reward_model:
+        yield Problem(f"stage {cfg.stage} needs a reward: set reward_funcs (package.module:function) or reward_model "
+                      f"(a folder saved by stage rm).", ("reward_funcs", "reward_model", "stage"))
+
+
 def _split(value: str | None) -> list[str]:
     if not value:
         return []

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from tunekit.config import Config, build_config
+from tunekit.config.problems import problems_text
+from tunekit.config.schema import run_problems
 from tunekit.errors import ConfigError
 
 
@@ -35,9 +37,13 @@ def problems_by_field(problems: Iterable) -> dict[str, list[str]]:
 
 
 def validate(values: Mapping[str, Any]) -> Validation:
-    """Build the config the form stands for; on failure, each problem goes to the fields it names."""
+    """Build the config the form stands for, then apply the rules of a training run (the board starts runs); on
+    failure, each problem goes to the fields it names."""
     try:
         cfg = build_config(dict(values), {k: "in the form" for k in values})
     except ConfigError as exc:
         return Validation(None, str(exc), problems_by_field(exc.problems))
+    problems = list(run_problems(cfg))
+    if problems:
+        return Validation(None, problems_text(problems), problems_by_field(problems))
     return Validation(cfg)

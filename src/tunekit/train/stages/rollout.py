@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 from torch.utils.data import Sampler
 
+from ...config.schema import run_problems  # the reward rule's one home (the board applies it too)
 from ...errors import ConfigError
 
 
@@ -79,8 +80,8 @@ def load_reward_model(cfg):
 
 def check_rewards(cfg, fns, reward_model) -> None:
     if not fns and reward_model is None:
-        raise ConfigError(f"stage {cfg.stage} needs a reward: set reward_funcs (package.module:function) or reward_model "
-                          f"(a folder saved by stage rm).")
+        problems = list(run_problems(cfg))
+        raise ConfigError("\n".join(p.message for p in problems), problems)
 
 
 def stop_token_ids(tokenizer, template) -> list[int]:
