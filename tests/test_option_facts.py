@@ -39,9 +39,9 @@ def test_board_sections_come_from_the_fields():
     from tunekit.webui.fields import field_specs
 
     by = {s.name: s for s in field_specs()}
-    assert [by[n].section for n in ("lora_rank", "freeze_extra_modules", "quantization_bit", "flash_attn", "oft_rank",
-                                    "learning_rate")] == ["lora", "freeze", "quantization", "acceleration", "optimizers",
-                                                          "training"]
+    assert [by[n].section for n in ("lora_rank", "freeze_extra_modules", "quantization_bit", "flash_attn", "torch_compile",
+                                    "oft_rank", "learning_rate")] == ["lora", "freeze", "quantization", "acceleration",
+                                                                      "acceleration", "optimizers", "training"]
 
 
 def test_one_help_line_and_default_format_for_cli_board_and_docs():

@@ -174,7 +174,7 @@ HELP_ZH: dict[str, str] = {
     "reward_funcs": "grpo/ppo 的奖励函数，点号路径（package.module:function），逗号分隔，结果相加。",
     "num_generations": "GRPO：每个提示采样的回答数。",
     "ppo_epochs": "PPO：每批 rollout 的优化轮数。",
-    "ppo_buffer_size": "PPO：为兼容 LLaMA-Factory 配置而接受，但被忽略（每个微批 rollout 后复用 ppo_epochs 次）。",
+    "ppo_buffer_size": "PPO：LLaMA-Factory 的 rollout 缓冲区；tunekit 每个微批 rollout 后复用 ppo_epochs 次。",
     "ppo_target": "PPO：自适应 KL 控制器的目标 KL。",
     "ppo_score_norm": "PPO：归一化得分。",
     "ppo_whiten_rewards": "PPO：计算优势前白化奖励。",
