@@ -131,13 +131,13 @@ def test_image_token_counts_follow_each_familys_rule(tiny_vlms, demo_dir, tmp_pa
     """LLaVA: (56/14)^2 = 16 per image (CLS dropped); LLaVA-NeXT: anyres tiles by image size; Gemma 3: 4."""
     from tunekit.data.mm_plugins import load_plugin
 
-    paths = [str(demo_dir / "mllm_demo_data" / f) for f in ("1.jpg", "2.jpg", "3.jpg")]  # 300x168, 256x192, 400x225
+    paths = [str(demo_dir / "mllm_demo_data" / f) for f in ("1.jpg", "2.jpg", "3.jpg")]  # 300x168, 300x199, 300x166
     got = {tpl: load_plugin(_cfg(m, tpl, tmp_path, tmp_path), tpl).image_token_counts(paths, "r") for tpl, m in tiny_vlms.items()}
     # LLaVA-NeXT (select_best_resolution, then _get_unpadded_features), 1.jpg (w 300, h 168): of the pinpoints
     # (h, w) 56x112 / 112x56 / 112x112 the last keeps most pixels (scale min(112/300, 112/168): 112x62), so 2x2
     # tiles of 4x4 patches = an 8x8 grid; the padding rows go (new height int(168 * 8/300) = 4, pad 2 + 2): 4 rows
     # x 8 = 32 features + 4 row newlines + 16 base patches + 1 CLS - 1 (default strategy drops CLS) = 52.
-    # 2.jpg (256x192): 8x8, new height int(192 * 8/256) = 6 -> 48 + 6 + 16 = 70; 3.jpg (400x225): 4 rows -> 52
+    # 2.jpg (300x199): 8x8, new height int(199 * 8/300) = 5, pad 1 + 1 -> 6 rows: 48 + 6 + 16 = 70; 3.jpg (300x166): 52
     assert got == {"llava": [16, 16, 16], "llava_next": [52, 70, 52], "gemma3": [4, 4, 4]}
 
 
@@ -304,3 +304,38 @@ def test_gemma3_pan_and_scan_is_refused_by_name(tiny_vlms, tmp_path):
         load_plugin(_cfg(folder, "gemma3", tmp_path, tmp_path), "gemma3")
     assert str(exc.value) == (f"{folder}: the image processor has do_pan_and_scan: true; tunekit trains Gemma 3 without "
                               f"pan-and-scan crops so far: set it to false in the folder's processor config.")
+
+
+@pytest.mark.parametrize("template", ["llava_next", "gemma3"])
+def test_dpo_on_images_starts_at_ln2_with_the_familys_extra_inputs(template, tiny_vlms, demo_dir, tmp_path):
+    """Both answers follow the same image; LLaVA-NeXT's image_sizes and Gemma 3's token_type_ids reach the model."""
+    import math
+
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+    from tunekit.train.batching import MultimodalPairCollator
+    from tunekit.train.run import run_train
+    from tunekit.train.stages.reference_policy import media_inputs
+
+    entry = {**SHAREGPT, "ranking": True, "columns": {**SHAREGPT["columns"], "chosen": "chosen", "rejected": "rejected"}}
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}], "images": [f"mllm_demo_data/{f}"],
+                "chosen": {"role": "assistant", "content": good}, "rejected": {"role": "assistant", "content": bad}}
+               for f, good, bad in (("1.jpg", "Kane.", "Nobody."), ("3.jpg", "A speech.", "Rain."))]
+    data_dir = tmp_path / "data"
+    shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
+    write_dataset(data_dir, "toy", records, entry)
+    cfg = _cfg(tiny_vlms[template], template, data_dir, tmp_path, stage="dpo", do_train=True, finetuning_type="lora",
+               per_device_train_batch_size=2, max_steps=1, learning_rate=1e-2, logging_steps=1, save_strategy="no",
+               disable_tqdm=True, seed=0, gradient_checkpointing=False)
+    tok = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tok, "dpo")
+    batch = MultimodalPairCollator(pad_token_id=tok.pad_token_id, mm=data.mm)([data.train[0], data.train[1]])
+    extra = {"llava_next": "image_sizes", "gemma3": "token_type_ids"}[template]
+    assert extra in media_inputs(batch) and len(batch["pixel_values"]) == 4  # rows: chosen 0, 1, rejected 0, 1
+    if template == "gemma3":
+        assert batch["token_type_ids"].sum(dim=1).tolist() == [4, 4, 4, 4]
+    else:  # the original (height, width) of 1.jpg and 3.jpg, which choose the tile grid
+        assert batch["image_sizes"].tolist() == [[168, 300], [166, 300], [168, 300], [166, 300]]
+    run_train(cfg)
+    # step 0: the policy is the reference (LoRA's B = 0), so the sigmoid loss is -log sigmoid(0) = ln 2 (fp32 rounding)
+    assert abs(_losses(tmp_path / "out")[0] - math.log(2)) < 1e-6

@@ -134,7 +134,8 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
 
 
 #: batch keys a vision-language model takes besides the text (``data/mm_plugins``: the family plugin's collate)
-MEDIA_INPUTS = ("pixel_values", "image_grid_thw", "mm_token_type_ids")
+MEDIA_INPUTS = ("pixel_values", "image_grid_thw", "mm_token_type_ids",
+                "image_sizes", "token_type_ids")  # LLaVA-NeXT's tile layout, Gemma 3's image-token mask
 
 
 def media_inputs(batch) -> dict:
