@@ -129,3 +129,25 @@ def test_layer_mode_runs_under_zero3(tiny_qwen, tmp_path):
     start, trained = load_file(tiny_qwen / "model.safetensors"), load_file(z3 / "model.safetensors")
     moved = {k for k in start if not torch.equal(start[k], trained[k])}
     assert {k.split(".")[2] for k in moved} == {"0", "1"} and all(k.startswith("model.layers.") for k in moved)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_planner_counts_only_the_active_blocks_gradients(arch, tmp_path):
+    """BAdam layer mode: after backward only the active decoder layer holds gradients; the planner's ``gradients``
+    term equals their bytes (and layer-wise GaLore's is one tensor's, the largest, below the full count)."""
+    from tunekit.plan.architectures import load_shape
+    from tunekit.plan.memory import estimate_memory
+    from tunekit.plan.training_setup import resolve_setup
+
+    cfg = _cfg(use_badam=True, badam_switch_interval=50)
+    model = _model(arch)
+    build_optimizer(cfg, _args(cfg), model, _decay_names(model))
+    _backward(model)
+    held = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    model.config.save_pretrained(tmp_path / arch)
+    shape = load_shape(str(tmp_path / arch), None)
+    assert estimate_memory(shape, resolve_setup(cfg)).components["gradients"] == held
+    full = 4 * sum(p.numel() for p in model.parameters())
+    layerwise = _cfg(use_galore=True, galore_layerwise=True)
+    largest = 4 * max(p.numel() for p in model.parameters())
+    assert estimate_memory(shape, resolve_setup(layerwise)).components["gradients"] == largest < full

@@ -91,6 +91,11 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     else:
         opt = optimizer_state_bytes(setup, counts, shape, tb)
         weights, grads = tb * P_t, tb * P_t
+        if setup.custom_optim and setup.finetuning_type == "full":  # BAdam / layer-wise: fewer live gradients
+            from .optimizer_states import custom_gradient_bytes
+
+            live = custom_gradient_bytes(setup.custom_optim, setup.custom_optim_settings, shape, tb)
+            grads = grads if live is None else min(grads, live)
         if setup.fsdp == "full_shard":
             frozen, weights, grads, opt = frozen / N, weights / N, grads / N, opt / N
         elif setup.fsdp == "shard_grad_op":

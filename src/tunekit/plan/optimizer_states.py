@@ -34,10 +34,11 @@ def _split(value: str | None) -> tuple[str, ...]:
 def optimizer_method(cfg) -> tuple[str | None, tuple]:
     """``(name, settings)`` of the custom optimizer a config uses, as the planner's ``Setup`` carries it (hashable)."""
     if getattr(cfg, "use_galore", False):
-        return "galore", (("rank", cfg.galore_rank), ("proj_type", cfg.galore_proj_type), ("target", _split(cfg.galore_target)))
+        return "galore", (("rank", cfg.galore_rank), ("proj_type", cfg.galore_proj_type), ("target", _split(cfg.galore_target)),
+                          ("layerwise", cfg.galore_layerwise))
     if getattr(cfg, "use_apollo", False):
         return "apollo", (("rank", cfg.apollo_rank), ("proj_type", cfg.apollo_proj_type), ("target", _split(cfg.apollo_target)),
-                          ("proj", cfg.apollo_proj))
+                          ("proj", cfg.apollo_proj), ("layerwise", cfg.apollo_layerwise))
     if getattr(cfg, "use_badam", False):
         return "badam", (("mode", cfg.badam_mode), ("ratio", cfg.badam_update_ratio))
     if getattr(cfg, "use_adam_mini", False):
@@ -119,3 +120,20 @@ def custom_state_bytes(method: str, settings: tuple, shape: ModelShape, b: float
                 total += 2 * b * m * max(n, 1) + 4
         return total
     raise ValueError(f"unknown optimizer method {method}")
+
+
+def custom_gradient_bytes(method: str, settings: tuple, shape: ModelShape, b: float) -> float | None:
+    """Gradient bytes alive after backward for full fine-tuning with ``method``; ``None``: every weight holds one.
+
+    * BAdam, layer mode: only the active block requires a gradient: ``b`` x the largest decoder layer (its
+      ``param_idx2hp`` copy takes the fp32 gradient without a copy for fp32 weights; counted under the states).
+    * layer-wise GaLore / APOLLO: each gradient is stepped and freed by its hook as soon as it is accumulated, so at
+      most about one parameter's gradient is alive: ``b`` x the largest tensor (the embedding / LM head).
+    BAdam's ratio mode keeps a sparse gradient per matrix (not modelled: the dense count is an upper bound).
+    """
+    opts = dict(settings)
+    if method == "badam" and opts.get("mode") == "layer":
+        return b * shape.layer_params
+    if method in ("galore", "apollo") and opts.get("layerwise"):
+        return b * max(m * max(n, 1) for _, _, m, n in _tensors(shape))
+    return None
