@@ -111,7 +111,7 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
     # attention core
     repeat = padded and setup.attn == "sdpa" and shape.kv_heads != shape.heads  # masked SDPA repeats k/v heads
     if setup.attn == "eager":
-        s = setup.seq_len
+        s = setup.row_len  # scores span the row: the whole micro-batch when padding-free
         total += c * q * 3 + c * q  # q, repeated k and v, contiguous output
         total += (4 + (c if c != 4 else 0)) * a * s  # fp32 softmax + probabilities in the compute dtype
         if shape.attn_softcap:

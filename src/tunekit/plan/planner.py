@@ -94,8 +94,9 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
         s_mem = min(cfg.cutoff_len, int(math.ceil(longest / pad) * pad))
         from .stats import padded_tokens_per_sample
 
-        s_time = padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length)
-        s_source = "measured (longest sample, padded)"
+        s_time = (float(clipped.mean()) if cfg.padding_free else
+                  padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length))
+        s_source = "measured (longest sample" + (", padding-free rows)" if cfg.padding_free else ", padded)")
     else:
         s_mem, s_time, s_source = cfg.cutoff_len, float(cfg.cutoff_len), "cutoff_len"
     if cfg.use_packing and measured is not None and num_samples is None:
@@ -116,8 +117,10 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
         if train_n < 1:
             raise ConfigError(f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size.")
         warm, ratio = cfg.warmup
+        budget = _budget_batches(cfg, lengths, notes) if num_samples is None else None
         steps = plan_steps(train_n, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world,
-                           cfg.num_train_epochs, cfg.max_steps, warm, ratio, cfg.save_strategy, cfg.save_steps)
+                           cfg.num_train_epochs, cfg.max_steps, warm, ratio, cfg.save_strategy, cfg.save_steps,
+                           num_batches=budget)
         legacy = max(steps.micro_batches_per_device // cfg.gradient_accumulation_steps, 1)
         result.update(num_samples=samples, train_samples=train_n, eval_samples=eval_n, **{
             k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")})
@@ -128,6 +131,10 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
         result.update(num_samples=None, train_samples=None, eval_samples=None, steps_per_epoch=None, total_steps=None,
                       warmup_steps=None, num_checkpoints=None)
     result["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * world
+    if lengths is not None and num_samples is None:  # pad share and tokens per optimizer step of every batching mode
+        from .stats import batching_stats
+
+        result["batching"] = batching_stats(lengths, cfg)
 
     # ---- memory
     setup = resolve_setup(cfg, world, n_nodes, s_mem)
@@ -171,6 +178,29 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
                          f"more than the {device.memory_gib:g} GiB x {1 - SAFETY_MARGIN:.2f} usable{more}.")
     result["notes"] = notes
     return result
+
+
+def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
+    """``max_tokens_per_batch``: the micro-batches of an epoch, formed from the measured rows as the trainer forms them."""
+    if not cfg.max_tokens_per_batch:
+        return None
+    if lengths is None:
+        notes.append("max_tokens_per_batch: data not measured, so steps are planned as per_device_train_batch_size "
+                     "batches; measure the data (dataset on disk) to plan the token-budget batches.")
+        return None
+    from ..train.token_budget import budget_batches
+    from .stats import training_rows
+
+    rows = training_rows(lengths, cfg.stage, cfg.cutoff_len, cfg.use_packing, cfg.preprocessing_batch_size,
+                         0.0 if cfg.eval_dataset else cfg.val_size, cfg.seed)
+    plan = budget_batches(rows, cfg.max_tokens_per_batch, cfg.padding_free, 1 if cfg.padding_free else cfg.pad_to_multiple_of,
+                          cfg.data_seed or cfg.seed)
+    notes.append(f"max_tokens_per_batch {cfg.max_tokens_per_batch}: {len(rows):,} training rows make {len(plan):,} "
+                 f"micro-batches per epoch (samples per optimizer step vary; per_device_train_batch_size is not used).")
+    if plan.oversized:
+        notes.append(f"max_tokens_per_batch: {len(plan.oversized)} sample(s) alone exceed it once padded to a multiple of "
+                     f"{cfg.pad_to_multiple_of}; each is its own micro-batch.")
+    return len(plan)
 
 
 def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, notes: list[str]) -> Setup:

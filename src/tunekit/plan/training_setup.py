@@ -41,7 +41,9 @@ class Setup:
     grad_accum: int
     seq_len: int
     stage: str
-    padded: bool = True  # batches carry an attention mask (dynamic padding)
+    padded: bool = True  # batches carry an attention mask (dynamic padding, or the block mask packed rows get on sdpa/eager)
+    padding_free: bool = False  # the micro-batch is one row of micro_batch x seq_len tokens (data/padding_free.py)
+    token_budget: int | None = None  # max_tokens_per_batch: a micro-batch holds at most this many tokens (padding included)
     ds_reduce_bucket: float | None = None  # elements; None = HF "auto" (hidden^2)
     ds_overlap_comm: bool = False
     ds_max_live: float = 1e9
@@ -50,6 +52,7 @@ class Setup:
     oft: tuple = ()  # finetuning_type oft: (oft_rank, oft_block_size, targets or None for all)
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no autocast
     llama_pro: bool = False  # freeze: the trainable layers are the expanded blocks (model/expand.py)
+    reference_copy: bool = False  # use_asft_loss with a frozen copy of the model as reference (not LoRA's disabled adapter)
     ckpt_layers: int | None = None  # with grad_ckpt: how many decoder layers (the lowest) are checkpointed; None = all
     chunked_loss: bool = False  # the LM head + loss run in chunks of tokens (train/chunked_head.py): no whole logits
 
@@ -59,7 +62,13 @@ class Setup:
 
     @property
     def tokens(self) -> int:
-        return self.micro_batch * self.seq_len
+        """Tokens of the largest micro-batch: the token budget when one is set, else micro_batch x seq_len."""
+        return self.token_budget if self.token_budget else self.micro_batch * self.seq_len
+
+    @property
+    def row_len(self) -> int:
+        """Length of one row (what eager attention's score matrix spans): the whole micro-batch when padding-free."""
+        return self.tokens if self.padding_free else min(self.seq_len, self.tokens)
 
     @property
     def trainable_bytes(self) -> int:
@@ -170,13 +179,18 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         grad_accum=cfg.gradient_accumulation_steps,
         seq_len=seq_len or cfg.cutoff_len,
         stage=cfg.stage,
-        padded=not cfg.use_packing or not cfg.neat_packing,
+        # FlashAttention-2 runs neat-packed / padding-free rows as varlen sequences without a mask; sdpa and eager get the
+        # block-diagonal mask transformers builds from the restarting position ids (data/padding_free.py)
+        padded=not (cfg.padding_free or (cfg.use_packing and cfg.neat_packing)) or attn != "fa2",
+        padding_free=cfg.padding_free,
+        token_budget=cfg.max_tokens_per_batch,
         ds_reduce_bucket=bucket,
         ds_overlap_comm=overlap,
         ds_max_live=max_live,
         **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
         pure_bf16=cfg.pure_bf16,
         llama_pro=cfg.use_llama_pro,
+        reference_copy=bool(cfg.use_asft_loss and (cfg.ref_model or cfg.finetuning_type != "lora")),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
         chunked_loss=chunked_loss(cfg),
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
