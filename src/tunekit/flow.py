@@ -42,8 +42,10 @@ def predict(cfg, trainer, tokenizer, data) -> dict:
 
 def run_train(cfg, config_path: str | None = None) -> dict:
     """Train ``cfg`` in this process (already relaunched if it needed to be): decide, build, execute, predict."""
+    from .train.quiet import quiet_library_notices
     from .train.run import run_train as build_and_execute
 
+    quiet_library_notices(cfg)  # before the planner's imports too (train/quiet.py)
     return build_and_execute(decide(cfg), config_path=config_path, predict=predict)
 
 

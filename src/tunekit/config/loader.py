@@ -389,6 +389,29 @@ def config_to_dict(cfg: Config, only_set: bool = False) -> dict[str, Any]:
 
 
 def save_config(cfg: Config, output_dir: str | Path, name: str = RESOLVED_CONFIG_NAME) -> Path:
-    """Write every option (defaults included) so the run can be reproduced from the file alone."""
+    """Write every option (defaults included) so the run can be reproduced from the file alone: first the options
+    the run was given (set by the user, or decided by auto_fit / gradient_checkpointing: auto), then the rest as
+    resolved, each part grouped as docs/options.md groups them (a ``# <group>`` comment before each group)."""
+    data, comments = ordered_options(cfg)
     # secrets become ${ENV_VAR} references, and a file holding one gets mode 0600 (config/secrets.py)
-    return write_options(config_to_dict(cfg), Path(output_dir) / name)
+    return write_options(data, Path(output_dir) / name, comments=comments)
+
+
+def ordered_options(cfg: Config) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(options, {first option of a group: heading})``: the set options first, then the rest, by option group."""
+    from .options import GROUPS
+
+    values = config_to_dict(cfg)
+    given = cfg.model_fields_set
+    grouped = [(group.TITLE, list(group.model_fields)) for group in GROUPS]
+    known = {k for _, keys in grouped for k in keys}
+    grouped.append(("Other", [k for k in values if k not in known]))
+    data: dict[str, Any] = {}
+    comments: dict[str, str] = {}
+    for part, wanted in (("set for this run", True), ("defaults and resolved values", False)):
+        for title, keys in grouped:
+            keys = [k for k in keys if k in values and (k in given) == wanted]
+            if keys:
+                comments[keys[0]] = f"{title}: {part}"
+                data.update((k, values[k]) for k in keys)
+    return data, comments

@@ -81,17 +81,23 @@ def resolve_secrets(values: Mapping[str, Any], environ: Mapping[str, str] | None
     return out
 
 
-def write_options(data: Mapping[str, Any], path: str | Path, fmt: str = "yaml") -> Path:
+def write_options(data: Mapping[str, Any], path: str | Path, fmt: str = "yaml",
+                  comments: Mapping[str, str] | None = None) -> Path:
     """Write ``data`` (options) as YAML or JSON with secrets masked, atomically; mode 0600 when it
-    holds any secret reference, else the usual mode (0644 under the common umask)."""
+    holds any secret reference, else the usual mode (0644 under the common umask). ``comments`` (YAML only):
+    ``{option: text}`` writes ``# text`` on the line before that option (section headings)."""
     import json
 
     import yaml
 
     path = Path(path)
     masked = mask_secrets(data)
-    text = (json.dumps(masked, indent=2, ensure_ascii=False) + "\n" if fmt == "json"
-            else yaml.safe_dump(masked, sort_keys=False, allow_unicode=True) if masked else "{}\n")
+    if fmt == "json":
+        text = json.dumps(masked, indent=2, ensure_ascii=False) + "\n"
+    elif not masked:
+        text = "{}\n"
+    else:
+        text = _yaml_with_comments(masked, comments or {})
     private = has_secrets(masked)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -103,6 +109,20 @@ def write_options(data: Mapping[str, Any], path: str | Path, fmt: str = "yaml") 
         fh.write(text)
     os.replace(tmp, path)
     return path
+
+
+def _yaml_with_comments(data: Mapping[str, Any], comments: Mapping[str, str]) -> str:
+    """``data`` as YAML in its order, each run of keys that starts at a ``comments`` key dumped under ``# text``."""
+    import yaml
+
+    chunks: list[tuple[str | None, dict]] = [(None, {})]
+    for key, value in data.items():
+        if key in comments:
+            chunks.append((comments[key], {}))
+        chunks[-1][1][key] = value
+    parts = [(f"\n# {note}\n" if note else "") + yaml.safe_dump(chunk, sort_keys=False, allow_unicode=True)
+             for note, chunk in chunks if chunk]
+    return "".join(parts).lstrip("\n")
 
 
 __all__ = ["ENV_VARS", "SECRET_SUFFIXES", "env_var", "has_secrets", "is_secret", "mask_secrets", "reference",

@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 import resource
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..config.stages import StageModule
 from ..errors import ConfigError
@@ -93,16 +95,49 @@ def _raise_if_disk_full(exc: Exception, trainer, cfg, final: bool = False) -> No
         raise error from exc
 
 
+@dataclass
+class BuiltRun:
+    """What :func:`build_run` set up: the trainer and what it was built from."""
+
+    trainer: Any
+    tokenizer: Any
+    data: Any
+    stopper: Any
+
+
 def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
     """Build and execute a run whose options are decided (``tunekit.flow.run_train`` decides ``auto_fit`` and
     ``gradient_checkpointing: auto`` first; call that). ``predict(cfg, trainer, tokenizer, data) -> dict`` runs
     ``do_predict`` (the flow passes generation through ``tunekit.infer``, a layer above this one)."""
-    from .. import startup_gc
-    from ..config import config_to_dict, save_config
-    from .checkpoints import ResumePlan, apply_clear, plan_resume, purge_trash
-    from .trackers import check_trackers, tracker_callbacks
+    plan = start_run(cfg)
+    if plan.finished is not None:
+        return dict(plan.finished)  # resuming a finished run: nothing to do (plan_resume said so)
+    built = build_run(cfg)
+    write_run_files(cfg, plan, built.data)
+    results: dict = {}
+    if cfg.do_train:
+        results.update(train_and_save(cfg, built, plan))
+    trainer, data = built.trainer, built.data
+    if (cfg.do_eval or cfg.eval_strategy != "no") and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
+        metrics = evaluation_of_final_weights(trainer, cfg) or trainer.evaluate(metric_key_prefix="eval")
+        if trainer.is_world_process_zero():
+            trainer.save_metrics("eval", metrics)
+        results.update(metrics)
+    if cfg.do_predict and _REGISTRY[cfg.stage].predict:  # generation is scored for sft runs (LLaMA-Factory's predict)
+        if predict is None:
+            raise TypeError("do_predict needs a predict function: call tunekit.flow.run_train, which passes one.")
+        results.update(predict(cfg, trainer, built.tokenizer, data) or {})
+    if cfg.do_train:
+        log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
+            f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")
+    return results
 
+
+def start_run(cfg):
+    """The checks that need nothing loaded (model path, output_dir) and the resume plan (train/checkpoints.py)."""
+    from ..config import config_to_dict
     from ..model.loader import model_path
+    from .checkpoints import ResumePlan, plan_resume
 
     model_path(cfg)  # a wrong path fails here, in milliseconds
     check_output_dir(cfg)
@@ -114,25 +149,26 @@ def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
                        distributed.world_size(cfg), cfg.overwrite_output_dir) if cfg.do_train else ResumePlan()
     for note in plan.notes:
         log(note)
-    if plan.finished is not None:
-        return dict(plan.finished)  # resuming a finished run: nothing to do (plan_resume said so)
-    resume = plan.checkpoint
+    return plan
+
+
+def build_run(cfg) -> BuiltRun:
+    """Trackers, TrainingArguments, tokenizer, datasets (tokenized once, cached), model + method, the stage's trainer."""
+    from .. import startup_gc
+    from .quiet import quiet_library_notices
+    from .trackers import check_trackers, tracker_callbacks
+
     report_to = check_trackers(cfg)
     stage = get_stage(cfg.stage)
-
-    import warnings
+    quiet_library_notices(cfg)
 
     import transformers
 
-    # transformers 5 renamed gradient_checkpointing -> activation_checkpointing; peft still calls the old name.
-    warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)
-
     from ..data.pipeline import prepare_datasets
-    from ..data.report import print_reports, write_reports
+    from ..data.report import print_reports
     from ..model.finetuning import count_parameters
     from ..model.loader import load_model, load_tokenizer
     from .arguments import build_training_arguments
-    from .callbacks import CompleteCheckpointCallback, GracefulStopCallback, JsonlLogCallback, RichProgressCallback
 
     transformers.logging.set_verbosity_warning()
     transformers.set_seed(cfg.seed)
@@ -157,79 +193,88 @@ def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
         f"({100 * trainable / max(total, 1):.4f}%) | train samples: {len(data.train) if data.train is not None else 0}"
         f" | eval samples: {len(data.eval) if data.eval is not None else 0}")
 
-    stopper = GracefulStopCallback()
-    callbacks = [JsonlLogCallback(cfg.output_dir), CompleteCheckpointCallback(cfg.save_total_limit), stopper]
+    callbacks, stopper = run_callbacks(cfg)
+    trainer = stage.build_trainer(cfg, args, model, tokenizer, data, callbacks + tracker_callbacks(cfg))
+    for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
+        trainer.remove_callback(cb)
+    startup_gc.settle()  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
+    return BuiltRun(trainer=trainer, tokenizer=tokenizer, data=data, stopper=stopper)
+
+
+def run_callbacks(cfg) -> tuple[list, Any]:
+    """tunekit's callbacks (jsonl log, complete checkpoints, graceful stop, finite guard, progress) and the stopper."""
+    from .callbacks import CompleteCheckpointCallback, GracefulStopCallback, JsonlLogCallback, RichProgressCallback
     from .finite_guard import FiniteGuardCallback
 
+    stopper = GracefulStopCallback()
+    callbacks = [JsonlLogCallback(cfg.output_dir), CompleteCheckpointCallback(cfg.save_total_limit), stopper]
     callbacks.append(FiniteGuardCallback(cfg.output_dir))  # after the stopper: it sees every should_save of the step
     if not cfg.disable_tqdm:
         callbacks.append(RichProgressCallback())
-    callbacks += tracker_callbacks(cfg)
-    trainer = stage.build_trainer(cfg, args, model, tokenizer, data, callbacks)
-    for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
-        trainer.remove_callback(cb)
+    return callbacks, stopper
 
-    startup_gc.settle()  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
-    if is_main_process():  # the inputs are validated: now the run's files may replace what output_dir holds
-        if plan.clear:
-            log(plan.clear_note)
-            apply_clear(plan.clear)
-        purge_trash(cfg.output_dir)
-        save_config(cfg, cfg.output_dir)
-        write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
-    results: dict = {}
-    if cfg.do_train:
-        if resume:
-            log(f"resuming from {Path(resume).name} at step {plan.step}")
-        stopper.install()
-        try:
-            train_result = trainer.train(resume_from_checkpoint=resume)
-        except Exception as exc:
-            _raise_if_disk_full(exc, trainer, cfg)
-            raise
-        finally:
-            stopper.uninstall()
-        metrics = dict(train_result.metrics)
-        runtime = metrics.get("train_runtime") or 0.0
-        tokens = trainer.state.num_input_tokens_seen or 0
-        metrics.update(num_input_tokens_seen=tokens, train_tokens_per_second=round(tokens / runtime, 2) if runtime else None,
-                       total_steps=trainer.state.global_step, **peak_memory_mb())
-        metrics["stopped_early"] = stopper.requested is not None  # all_results.json merges: always say which
-        if stopper.requested is not None:
-            log(f"stopped at step {trainer.state.global_step}: the last checkpoint is in {cfg.output_dir}; "
-                f"continue with resume_from_checkpoint: true")
-        else:
-            try:
-                trainer.save_model()
-                if cfg.pissa_convert and trainer.is_world_process_zero():  # output_dir: plain LoRA on the original base
-                    from ..model.finetuning import save_pissa_converted
 
-                    save_pissa_converted(trainer.model, cfg.output_dir)
-                    log(f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) for the original base")
-            except Exception as exc:
-                _raise_if_disk_full(exc, trainer, cfg, final=True)
-                raise
-        trainer.save_state()
-        if trainer.is_world_process_zero():
-            trainer.save_metrics("train", metrics)
-        results.update(metrics)
-        if cfg.plot_loss and trainer.is_world_process_zero():
-            from .plotting import plot_loss
+def write_run_files(cfg, plan, data) -> None:
+    """The inputs are validated: now the run's files may replace what output_dir holds (main process)."""
+    if not is_main_process():
+        return
+    from ..config import save_config
+    from ..data.report import write_reports
+    from .checkpoints import apply_clear, purge_trash
 
-            for path in plot_loss(cfg.output_dir):
-                log(f"loss plot: {path}")
-        if stopper.requested is not None:
-            sys.exit(128 + int(stopper.requested))
-    if (cfg.do_eval or cfg.eval_strategy != "no") and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
-        metrics = evaluation_of_final_weights(trainer, cfg) or trainer.evaluate(metric_key_prefix="eval")
-        if trainer.is_world_process_zero():
-            trainer.save_metrics("eval", metrics)
-        results.update(metrics)
-    if cfg.do_predict and _REGISTRY[cfg.stage].predict:  # generation is scored for sft runs (LLaMA-Factory's predict)
-        if predict is None:
-            raise TypeError("do_predict needs a predict function: call tunekit.flow.run_train, which passes one.")
-        results.update(predict(cfg, trainer, tokenizer, data) or {})
-    if cfg.do_train:
-        log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
-            f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")
-    return results
+    if plan.clear:
+        log(plan.clear_note)
+        apply_clear(plan.clear)
+    purge_trash(cfg.output_dir)
+    save_config(cfg, cfg.output_dir)  # the options set for this run first, then the rest, grouped (config/loader.py)
+    write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
+
+
+def train_and_save(cfg, built: BuiltRun, plan) -> dict:
+    """Train (resuming ``plan.checkpoint``), save the model, state, metrics and plots; the train metrics."""
+    trainer, stopper, resume = built.trainer, built.stopper, plan.checkpoint
+    if resume:
+        log(f"resuming from {Path(resume).name} at step {plan.step}")
+    stopper.install()
+    try:
+        train_result = trainer.train(resume_from_checkpoint=resume)
+    except Exception as exc:
+        _raise_if_disk_full(exc, trainer, cfg)
+        raise
+    finally:
+        stopper.uninstall()
+    metrics = dict(train_result.metrics)
+    runtime = metrics.get("train_runtime") or 0.0
+    tokens = trainer.state.num_input_tokens_seen or 0
+    metrics.update(num_input_tokens_seen=tokens, train_tokens_per_second=round(tokens / runtime, 2) if runtime else None,
+                   total_steps=trainer.state.global_step, **peak_memory_mb())
+    metrics["stopped_early"] = stopper.requested is not None  # all_results.json merges: always say which
+    if stopper.requested is not None:
+        log(f"stopped at step {trainer.state.global_step}: the last checkpoint is in {cfg.output_dir}; "
+            f"continue with resume_from_checkpoint: true")
+    else:
+        save_final_model(cfg, trainer)
+    trainer.save_state()
+    if trainer.is_world_process_zero():
+        trainer.save_metrics("train", metrics)
+    if cfg.plot_loss and trainer.is_world_process_zero():
+        from .plotting import plot_loss
+
+        for path in plot_loss(cfg.output_dir):
+            log(f"loss plot: {path}")
+    if stopper.requested is not None:
+        sys.exit(128 + int(stopper.requested))
+    return metrics
+
+
+def save_final_model(cfg, trainer) -> None:
+    try:
+        trainer.save_model()
+        if cfg.pissa_convert and trainer.is_world_process_zero():  # output_dir: plain LoRA on the original base
+            from ..model.finetuning import save_pissa_converted
+
+            save_pissa_converted(trainer.model, cfg.output_dir)
+            log(f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) for the original base")
+    except Exception as exc:
+        _raise_if_disk_full(exc, trainer, cfg, final=True)
+        raise
