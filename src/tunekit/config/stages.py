@@ -36,8 +36,9 @@ class StageModule(Protocol):
 
 
 _ALL = (
-    Stage("pt", "pretrain", "pt", "tunekit.train.stages.pt", packing=True),
-    Stage("sft", "supervised fine-tuning", "sft", "tunekit.train.stages.sft", packing=True, predict=True),
+    Stage("pt", "pretrain", "pt", "tunekit.train.stages.pt", packing=True, padding_free=True),
+    Stage("sft", "supervised fine-tuning", "sft", "tunekit.train.stages.sft", packing=True, padding_free=True,
+          predict=True),
     Stage("rm", "reward model", "pairwise", "tunekit.train.stages.rm", fsdp=False, value_head=True, own_model=True,
           padding_free=True),
     Stage("ppo", "PPO", "prompt", "tunekit.train.stages.ppo", fsdp=False, reference_model=True, value_head=True,
