@@ -15,7 +15,13 @@ Everything runs in float64 (``dtype: float64``) so that the two layouts can be c
   up to rounding); the backward pass doubles ``D``.
 * The logged metrics pass through float32 (``StageTrainer.store_metrics``): one float32 rounding each, so they agree
   to ``2 * FP32_U`` relative on top of the float64 bound.
-* Weights trained a few steps: ``FLOAT64_WEIGHT_TOL`` (``tests/tolerances.py``).
+* Weights trained a few steps: ``FLOAT64_WEIGHT_TOL`` (``tests/tolerances.py``). The reward model's bias is the one
+  element whose gradient is rounding noise (~1e-16, see above); Adam's ``eps`` = 1e-8 caps the step that noise drives
+  at ``lr * 1e-16 / eps`` ~ 1e-10, still below the bound.
+
+Measured (tiny Qwen2, 6 pairs / examples, bounds ~1e-11 / 2e-11): loss 0 to 1.5e-15 relative and gradients 3.5e-16
+to 7.5e-16 of the largest element, for each dpo loss, kto and rm; weights after 3 steps 3.6e-16 (dpo), 1.0e-15 (kto),
+4.1e-12 (rm, the bias above).
 
 What the bounds guard: a token attending across a sequence, a label shifted onto the next sequence's first token, the
 reference computed on the wrong sequence, or a score read at the wrong position all move these values by >= 1e-3.
