@@ -97,3 +97,19 @@ def test_asft_trains_against_its_reference(finetuning_type, trained_tokens_loss,
     # later steps: the KL term is active, and it anchors the weights: they train, but stay nearer the reference than DFT's
     assert logs["asft"][1:] != pytest.approx(logs["dft"][1:], rel=1e-6)
     assert 0 < moved["asft"] < moved["dft"]
+
+
+def test_planner_counts_the_reference_copy(tiny_qwen):
+    """Full fine-tuning with ASFT holds a frozen copy of the model (fp32 here: 4 bytes a parameter); LoRA none."""
+    from tunekit.plan.architectures import load_shape
+    from tunekit.plan.memory import estimate_memory
+    from tunekit.plan.training_setup import resolve_setup
+
+    shape = load_shape(str(tiny_qwen), None)
+
+    def base(**options):
+        cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "stage": "sft", **options})
+        return estimate_memory(shape, resolve_setup(cfg)).components["base_weights"]
+
+    assert base(finetuning_type="full", use_asft_loss=True) - base(finetuning_type="full", use_dft_loss=True) == 4 * shape.total_params
+    assert base(finetuning_type="lora", use_asft_loss=True) == base(finetuning_type="lora", use_dft_loss=True)

@@ -144,6 +144,10 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
     }
     if shape.num_experts:
         notes.append(f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate.")
+    if setup.reference_copy:  # ASFT's reference: the starting model once more, frozen, in the load dtype
+        comps["base_weights"] += shape.total_params * setup.base_bytes / (N if (setup.zero_stage or 0) >= 3 else 1)
+        notes.append("use_asft_loss: a frozen copy of the model is the reference (counted in base_weights; with LoRA the "
+                     "policy without its adapter serves instead, no copy).")
     if setup.stage in ("dpo", "kto"):
         notes.append(f"stage {setup.stage}: chosen and rejected run together; activations doubled, a reference model is not counted.")
         comps["activations"] *= 2
