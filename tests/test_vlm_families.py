@@ -339,3 +339,19 @@ def test_dpo_on_images_starts_at_ln2_with_the_familys_extra_inputs(template, tin
     run_train(cfg)
     # step 0: the policy is the reference (LoRA's B = 0), so the sigmoid loss is -log sigmoid(0) = ln 2 (fp32 rounding)
     assert abs(_losses(tmp_path / "out")[0] - math.log(2)) < 1e-6
+
+
+def test_a_folder_without_its_processor_files_is_a_named_error(tiny_vlms, tmp_path):
+    from tunekit.data.mm_plugins import load_plugin
+    from tunekit.errors import DataError
+
+    folder = tmp_path / "no-processor"
+    shutil.copytree(tiny_vlms["llava"], folder)
+    (folder / "processor_config.json").unlink()
+    with pytest.raises(DataError) as exc:
+        load_plugin(_cfg(folder, "llava", tmp_path, tmp_path), "llava")
+    assert str(exc.value) == (
+        f"{folder} has no image processor (processor_config.json or preprocessor_config.json), which the llava family "
+        f"needs: copy the files of the base model's processor into the folder "
+        f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)).")
+

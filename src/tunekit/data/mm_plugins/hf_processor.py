@@ -54,8 +54,15 @@ class ProcessorPlugin(MediaPlugin):
 
     @classmethod
     def load(cls, cfg, path: str) -> "ProcessorPlugin":
+        from pathlib import Path
+
         from transformers import AutoProcessor
 
+        folder = Path(path)
+        if folder.is_dir() and not any((folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")):
+            raise DataError(f"{path} has no image processor (processor_config.json or preprocessor_config.json), which "
+                            f"the {cls.NAME} family needs: copy the files of the base model's processor into the folder "
+                            f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)).")
         try:
             processor = AutoProcessor.from_pretrained(path)
         except (OSError, ValueError, ImportError) as exc:
