@@ -53,7 +53,6 @@ class Setup:
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no autocast
     llama_pro: bool = False  # freeze: the trainable layers are the expanded blocks (model/expand.py)
     reference_copy: bool = False  # use_asft_loss with a frozen copy of the model as reference (not LoRA's disabled adapter)
-    reference_copy: bool = False  # use_asft_loss with a frozen copy of the model as reference (not LoRA's disabled adapter)
     ckpt_layers: int | None = None  # with grad_ckpt: how many decoder layers (the lowest) are checkpointed; None = all
     chunked_loss: bool = False  # the LM head + loss run in chunks of tokens (train/chunked_head.py): no whole logits
 
@@ -191,7 +190,6 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
         pure_bf16=cfg.pure_bf16,
         llama_pro=cfg.use_llama_pro,
-        reference_copy=bool(cfg.use_asft_loss and (cfg.ref_model or cfg.finetuning_type != "lora")),
         reference_copy=bool(cfg.use_asft_loss and (cfg.ref_model or cfg.finetuning_type != "lora")),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
         chunked_loss=chunked_loss(cfg),
