@@ -117,48 +117,12 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
     given = {k for k in cfg.model_fields_set if getattr(cfg, k) != type(cfg).model_fields[k].default}
     if cfg.bf16 and cfg.fp16:
         yield Problem("bf16 and fp16 are both true: choose one mixed-precision mode (bf16 on Ampere or newer GPUs, else fp16).", ("bf16", "fp16"))
-    if cfg.finetuning_type != "lora":
-        lora_given = [k for k in LORA_ONLY if k in given]
-        if lora_given:
-            yield Problem(f"{', '.join(lora_given)} {'is a LoRA option' if len(lora_given) == 1 else 'are LoRA options'} but "
-                          f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(lora_given) == 1 else 'them'} or set finetuning_type: lora.",
-                          (*lora_given, "finetuning_type"))
-    if cfg.finetuning_type != "freeze":
-        freeze_given = [k for k in FREEZE_ONLY if k in given]
-        if freeze_given:
-            yield Problem(f"{', '.join(freeze_given)} {'is a freeze option' if len(freeze_given) == 1 else 'are freeze options'} but "
-                          f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(freeze_given) == 1 else 'them'} or set finetuning_type: freeze.",
-                          (*freeze_given, "finetuning_type"))
-    if cfg.quantization_bit is not None and cfg.finetuning_type not in ("lora", "oft"):
-        yield Problem(f"quantization_bit {cfg.quantization_bit} trains a quantized base, which only works with LoRA (QLoRA) or OFT (QOFT): set finetuning_type: lora or oft, or remove quantization_bit.",
-                      ("quantization_bit", "finetuning_type"))
-    if cfg.use_dora and cfg.pissa_init:
-        yield Problem("use_dora and pissa_init cannot be combined: choose one LoRA variant.", ("use_dora", "pissa_init"))
-    if cfg.pissa_convert and not cfg.pissa_init:
-        yield Problem("pissa_convert converts a PiSSA adapter to plain LoRA: set pissa_init: true, or remove pissa_convert.", ("pissa_convert", "pissa_init"))
-    if cfg.pissa_convert and cfg.additional_target:
-        yield Problem("pissa_convert with additional_target: peft's conversion keeps only the LoRA matrices, so the trained "
-                      f"{cfg.additional_target} would be lost from the saved adapter; remove additional_target or pissa_convert.",
-                      ("pissa_convert", "additional_target"))
+    yield from _method_problems(cfg, given)
     if cfg.export_quantization_method == "bnb" and cfg.export_quantization_dataset:
         yield Problem("export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb (data-free, it "
                       "would not be used): remove export_quantization_dataset, or set export_quantization_method: gptq.",
                       ("export_quantization_dataset", "export_quantization_method"))
-    if cfg.val_size >= 1 and cfg.val_size != int(cfg.val_size):
-        yield Problem(f"val_size {cfg.val_size} is neither a fraction below 1 nor a whole sample count: use e.g. 0.1 or 100.", ("val_size",))
-    if cfg.val_size > 0 and cfg.eval_dataset:
-        yield Problem("val_size and eval_dataset are both set: evaluate on a held-out share (val_size) or on eval_dataset, not both.",
-                      ("val_size", "eval_dataset"))
-    if cfg.eval_strategy != "no" and cfg.val_size == 0 and not cfg.eval_dataset and cfg.do_train:
-        yield Problem(f"eval_strategy '{cfg.eval_strategy}' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset, or set eval_strategy: no.",
-                      ("eval_strategy", "val_size", "eval_dataset"))
-    if cfg.load_best_model_at_end and cfg.eval_strategy == "no":
-        yield Problem("load_best_model_at_end needs evaluation: set eval_strategy: steps (and val_size or eval_dataset).",
-                      ("load_best_model_at_end", "eval_strategy"))
-    if cfg.load_best_model_at_end and cfg.eval_strategy != cfg.save_strategy:
-        yield Problem(f"load_best_model_at_end needs save_strategy equal to eval_strategy (now {cfg.save_strategy} vs {cfg.eval_strategy}).",
-                      ("load_best_model_at_end", "save_strategy", "eval_strategy"))
-    yield from _step_problems(cfg)
+    yield from _evaluation_problems(cfg)
     if cfg.deepspeed and cfg.fsdp:
         yield Problem("deepspeed and fsdp are both set: choose one distributed engine.", ("deepspeed", "fsdp"))
     if cfg.mask_history and cfg.train_on_prompt:
@@ -271,6 +235,52 @@ def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
         yield Problem(f"{' and '.join(losses)} are alternative SFT losses: choose one.", tuple(losses))
     if losses and cfg.stage != "sft":
         yield Problem(f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}.", (losses[0], "stage"))
+
+
+def _method_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
+    """Options of one finetuning_type set with another (their ``only=`` fact), and the LoRA variants' rules."""
+    if cfg.finetuning_type != "lora":
+        lora_given = [k for k in LORA_ONLY if k in given]
+        if lora_given:
+            yield Problem(f"{', '.join(lora_given)} {'is a LoRA option' if len(lora_given) == 1 else 'are LoRA options'} but "
+                          f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(lora_given) == 1 else 'them'} or set finetuning_type: lora.",
+                          (*lora_given, "finetuning_type"))
+    if cfg.finetuning_type != "freeze":
+        freeze_given = [k for k in FREEZE_ONLY if k in given]
+        if freeze_given:
+            yield Problem(f"{', '.join(freeze_given)} {'is a freeze option' if len(freeze_given) == 1 else 'are freeze options'} but "
+                          f"finetuning_type is '{cfg.finetuning_type}': remove {'it' if len(freeze_given) == 1 else 'them'} or set finetuning_type: freeze.",
+                          (*freeze_given, "finetuning_type"))
+    if cfg.quantization_bit is not None and cfg.finetuning_type not in ("lora", "oft"):
+        yield Problem(f"quantization_bit {cfg.quantization_bit} trains a quantized base, which only works with LoRA (QLoRA) or OFT (QOFT): set finetuning_type: lora or oft, or remove quantization_bit.",
+                      ("quantization_bit", "finetuning_type"))
+    if cfg.use_dora and cfg.pissa_init:
+        yield Problem("use_dora and pissa_init cannot be combined: choose one LoRA variant.", ("use_dora", "pissa_init"))
+    if cfg.pissa_convert and not cfg.pissa_init:
+        yield Problem("pissa_convert converts a PiSSA adapter to plain LoRA: set pissa_init: true, or remove pissa_convert.", ("pissa_convert", "pissa_init"))
+    if cfg.pissa_convert and cfg.additional_target:
+        yield Problem("pissa_convert with additional_target: peft's conversion keeps only the LoRA matrices, so the trained "
+                      f"{cfg.additional_target} would be lost from the saved adapter; remove additional_target or pissa_convert.",
+                      ("pissa_convert", "additional_target"))
+
+
+def _evaluation_problems(cfg: Config) -> Iterator[Problem]:
+    """Held-out data, evaluation and the best checkpoint."""
+    if cfg.val_size >= 1 and cfg.val_size != int(cfg.val_size):
+        yield Problem(f"val_size {cfg.val_size} is neither a fraction below 1 nor a whole sample count: use e.g. 0.1 or 100.", ("val_size",))
+    if cfg.val_size > 0 and cfg.eval_dataset:
+        yield Problem("val_size and eval_dataset are both set: evaluate on a held-out share (val_size) or on eval_dataset, not both.",
+                      ("val_size", "eval_dataset"))
+    if cfg.eval_strategy != "no" and cfg.val_size == 0 and not cfg.eval_dataset and cfg.do_train:
+        yield Problem(f"eval_strategy '{cfg.eval_strategy}' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset, or set eval_strategy: no.",
+                      ("eval_strategy", "val_size", "eval_dataset"))
+    if cfg.load_best_model_at_end and cfg.eval_strategy == "no":
+        yield Problem("load_best_model_at_end needs evaluation: set eval_strategy: steps (and val_size or eval_dataset).",
+                      ("load_best_model_at_end", "eval_strategy"))
+    if cfg.load_best_model_at_end and cfg.eval_strategy != cfg.save_strategy:
+        yield Problem(f"load_best_model_at_end needs save_strategy equal to eval_strategy (now {cfg.save_strategy} vs {cfg.eval_strategy}).",
+                      ("load_best_model_at_end", "save_strategy", "eval_strategy"))
+    yield from _step_problems(cfg)
 
 
 def _step_problems(cfg: Config) -> Iterator[Problem]:
