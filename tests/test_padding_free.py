@@ -349,3 +349,15 @@ def test_memory_plan_uses_the_batches_tokens(tiny_qwen):
     kind = layer_kinds(shape, eager, count_params(shape, eager))[-1]
     per_token = layer_saved_per_token(shape, eager, kind) - layer_saved_per_token(shape, replace(plain, attn="eager"), kind)
     assert per_token == 4 * shape.heads * 1024  # the fp32 softmax over 1,024 more key positions per query
+
+
+def test_llamafactory_batching_strategy_is_read_as_the_options():
+    """LLaMA-Factory v1's batching_strategy; its dynamic batching budget is cutoff_len x micro-batch size."""
+    free = load_config(None, {"batching_strategy": "padding_free"})
+    assert (free.padding_free, free.max_tokens_per_batch) == (True, None)
+    both = load_config(None, {"batching_strategy": "dynamic_padding_free", "cutoff_len": 512, "per_device_train_batch_size": 2})
+    assert (both.padding_free, both.max_tokens_per_batch) == (True, 1024)
+    dynamic = load_config(None, {"batching_strategy": "dynamic_batching"})
+    assert (dynamic.padding_free, dynamic.max_tokens_per_batch) == (False, 2048 * 8)
+    with pytest.raises(ConfigError, match="batching_strategy padding_free .LLaMA-Factory's name. disagrees with padding_free false"):
+        load_config(None, {"batching_strategy": "padding_free", "padding_free": False})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..problems import Problem
 from .base import OptionGroup
@@ -33,6 +33,7 @@ class DataOptions(OptionGroup):
     neat_packing: bool = Field(False, description="Packing without cross-attention between packed samples: position ids restart per sample and each sample attends only to itself (sft; sdpa, eager or fa2).")
     padding_free: bool = Field(False, description="Padding-free batches (LLaMA-Factory v1: batching_strategy: padding_free): the sequences of a micro-batch concatenated into one row without pad tokens or attention mask, position ids restarting per sequence, attention never crossing a sequence (FlashAttention-2 varlen on GPU, a block-diagonal causal mask with sdpa/eager). sft and pt (docs/data.md); dpo, kto, rm keep both answers of a pair in the row (docs/padding-free.md). Not with packing.")
     max_tokens_per_batch: Optional[int] = Field(None, ge=1, description="Form micro-batches by token count instead of per_device_train_batch_size samples (dynamic batching): samples are grouped until the next would exceed this many tokens, counting real tokens with padding_free, else rows x the longest row (padded). At least cutoff_len. Steps per epoch follow from the data (tunekit plan shows them).")
+    batching_strategy: Optional[Literal["normal", "padding_free", "dynamic_batching", "dynamic_padding_free"]] = Field(None, description="LLaMA-Factory v1's name for the batching mode, read as tunekit's options: padding_free = padding_free: true; dynamic_batching = max_tokens_per_batch: cutoff_len x per_device_train_batch_size (its budget); dynamic_padding_free = both; normal = neither.")
     default_system: Optional[str] = Field(None, description="System prompt used when a sample has none (overrides the template's default).")
     enable_thinking: bool = Field(True, description="For reasoning templates (qwen3, ...): keep thinking on; false renders an empty <think></think> block.")
     tool_format: Optional[str] = Field(None, description="Tool-call format for function calling (default: the template's).")
@@ -42,6 +43,27 @@ class DataOptions(OptionGroup):
     pad_to_multiple_of: int = Field(8, ge=1, description="Pad each batch to a multiple of this many tokens.")
     group_by_length: bool = Field(False, description="Batch samples of similar length together to cut padding.")
     group_within_step: bool = Field(True, description="Within each optimizer step, re-form its micro-batches from samples of similar length: same samples, same gradient, less padding (sft, pt).")
+
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_batching_strategy(cls, values):
+        """``batching_strategy`` (LLaMA-Factory v1) fills ``padding_free`` / ``max_tokens_per_batch`` when they are not given;
+        given ones that disagree are reported by :func:`batching_problems`."""
+        if not isinstance(values, dict) or values.get("batching_strategy") in (None, "normal"):
+            return values
+        strategy = values["batching_strategy"]
+        values = dict(values)
+        if strategy in ("padding_free", "dynamic_padding_free"):
+            values.setdefault("padding_free", True)
+        if strategy in ("dynamic_batching", "dynamic_padding_free") and "max_tokens_per_batch" not in values:
+            try:  # LLaMA-Factory's budget: cutoff_len x micro-batch size (bad values are reported by their own fields)
+                fields = cls.model_fields
+                values["max_tokens_per_batch"] = (int(values.get("cutoff_len", fields["cutoff_len"].default))
+                                                  * int(values.get("per_device_train_batch_size", fields["per_device_train_batch_size"].default)))
+            except (TypeError, ValueError):
+                pass
+        return values
 
 
 MAX_BUDGET_TOKENS = 2**31 - 1  # kernels index a micro-batch's elements with 32-bit integers (the schema's micro-batch rule)
@@ -54,6 +76,12 @@ def batching_problems(cfg) -> Iterator[Problem]:
         yield Problem(f"padding_free and packing{default} are two ways to remove padding: choose one (padding_free: "
                       f"concatenate each micro-batch's samples, set packing: false; or packing, remove padding_free).",
                       ("padding_free", "packing"))
+    strategy = cfg.batching_strategy
+    if strategy is not None and (cfg.padding_free != (strategy in ("padding_free", "dynamic_padding_free"))
+                                 or (cfg.max_tokens_per_batch is not None) != (strategy in ("dynamic_batching", "dynamic_padding_free"))):
+        yield Problem(f"batching_strategy {strategy} (LLaMA-Factory's name) disagrees with padding_free {str(cfg.padding_free).lower()} / "
+                      f"max_tokens_per_batch {cfg.max_tokens_per_batch}: keep batching_strategy alone, or use only tunekit's "
+                      f"padding_free and max_tokens_per_batch.", ("batching_strategy", "padding_free", "max_tokens_per_batch"))
     budget = cfg.max_tokens_per_batch
     if budget is None:
         return
