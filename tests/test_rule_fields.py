@@ -61,6 +61,7 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"max_tokens_per_batch": 1024}, [("max_tokens_per_batch", "cutoff_len")]),
     ({"max_tokens_per_batch": 4096, "group_by_length": True}, [("max_tokens_per_batch", "group_by_length")]),
     ({"max_tokens_per_batch": 2**31}, [("max_tokens_per_batch",)]),
+    ({"batching_strategy": "normal", "padding_free": True}, [("batching_strategy", "padding_free", "max_tokens_per_batch")]),
     ({"per_device_eval_batch_size": 2**21, "cutoff_len": 2**11}, [("per_device_eval_batch_size", "cutoff_len")]),
     ({"lr_scheduler_type": "constant", "lr_scheduler_kwargs": {"min_lr": 0.1}}, [("lr_scheduler_kwargs", "lr_scheduler_type")]),
     ({"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"min_lr": 0.1}}, [("lr_scheduler_kwargs", "lr_scheduler_type")]),
@@ -245,3 +246,16 @@ def test_run_rules_are_the_boards_and_the_trainers():
     assert validate({"stage": "grpo", "reward_funcs": "tests.stage_helpers:ascii_share"}).ok
     assert validate({"stage": "ppo", "reward_model": "saves/rm"}).ok and validate({"stage": "grpo", "do_predict": True}).ok
     assert list(run_problems(build_config({"stage": "sft"}))) == []
+
+
+
+def test_the_board_reads_the_deepspeed_presets_from_config(tmp_path):
+    """The board's path policy takes a preset as a preset, not a path, from config/engines.py's one list (it had a
+    copy without z1)."""
+    from tunekit.config import engines
+    from tunekit.webui import paths
+
+    assert paths.DEEPSPEED_PRESETS is engines.DEEPSPEED_PRESETS
+    policy = paths.PathPolicy(tmp_path)
+    assert all(policy.problems({"deepspeed": preset}) == [] for preset in engines.DEEPSPEED_PRESETS)
+    assert [option for option, _ in policy.problems({"deepspeed": "/etc/ds.json"})] == ["deepspeed"]

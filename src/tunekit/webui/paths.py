@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from tunekit.config.engines import DEEPSPEED_PRESETS  # presets are not paths (declared once: z1 was missing here)
 from tunekit.errors import ConfigError
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
@@ -33,7 +34,6 @@ READ_OPTIONS = ("model_name_or_path", "adapter_name_or_path", "ref_model", "ref_
                 "resume_from_checkpoint", "export_quantization_dataset")
 WRITE_OPTIONS = ("output_dir", "export_dir", "cache_dir", "swanlab_logdir")
 LIST_OPTIONS = ("adapter_name_or_path", "ref_model_adapters", "reward_model_adapters")  # comma-separated
-DEEPSPEED_PRESETS = ("z0", "z2", "z2_offload", "z3", "z3_offload")
 CODE_OPTIONS = ("trust_remote_code", "reward_funcs")
 
 
