@@ -361,3 +361,25 @@ def test_llamafactory_batching_strategy_is_read_as_the_options():
     assert (dynamic.padding_free, dynamic.max_tokens_per_batch) == (False, 2048 * 8)
     with pytest.raises(ConfigError, match="batching_strategy padding_free .LLaMA-Factory's name. disagrees with padding_free false"):
         load_config(None, {"batching_strategy": "padding_free", "padding_free": False})
+
+
+def test_neat_rows_go_to_flash_attention_as_one_row():
+    """transformers' FA2 path finds varlen boundaries in position ids only for batch dimension 1: several neat-packed
+    rows would each run as one causal sequence, so with FA2 the collator sends them as one row; the cu_seqlens FA2
+    derives from it are exactly the samples' boundaries."""
+    from transformers.modeling_flash_attention_utils import _is_packed_sequence, prepare_fa_kwargs_from_position_ids
+
+    rows = [{"input_ids": [5, 6, 7, 8, 9], "labels": [5, 6, 7, -100, 9], "position_ids": [0, 1, 2, 0, 1]},
+            {"input_ids": [3, 4], "labels": [3, 4], "position_ids": [0, 1]}]
+    padded = PaddingCollator(pad_token_id=0, pad_to_multiple_of=4)(rows)
+    assert not _is_packed_sequence(padded["position_ids"], batch_size=2)  # what FA2 would do without flattening
+    flat = PaddingCollator(pad_token_id=0, pad_to_multiple_of=4, flatten_packed=True)(rows)
+    assert flat["input_ids"].tolist() == [[5, 6, 7, 8, 9, 3, 4]]
+    assert flat["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1]]
+    assert flat["labels"].tolist() == [[-100, 6, 7, -100, 9, -100, 4]]
+    assert _is_packed_sequence(flat["position_ids"], batch_size=1)
+    (cu_q, cu_k), (max_q, _) = prepare_fa_kwargs_from_position_ids(flat["position_ids"])
+    assert cu_q.tolist() == cu_k.tolist() == [0, 3, 5, 7] and int(max_q) == 3
+    # and the padding-free row of plain samples alike
+    free = PaddingFreeCollator()([{"input_ids": [1, 2, 3]}, {"input_ids": [4]}, {"input_ids": [5, 6]}])
+    assert prepare_fa_kwargs_from_position_ids(free["position_ids"])[0][0].tolist() == [0, 3, 4, 6]

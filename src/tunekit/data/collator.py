@@ -16,15 +16,24 @@ class PaddingCollator:
     instead of an attention mask: the padding continues as one more block (0, 1, 2 ...) and the model
     derives the block-diagonal causal mask from where positions restart. Extra columns (``length``,
     ``_source`` ...) are ignored, so the trainer can keep them for length-grouped sampling.
+
+    ``flatten_packed`` (set for FlashAttention-2): packed rows are sent as ONE row of batch dimension 1, without
+    their padding. transformers 5 derives FlashAttention-2's varlen boundaries from ``position_ids`` only when the
+    batch dimension is 1 (``modeling_flash_attention_utils._is_packed_sequence``); with several rows and no mask it
+    runs one plain causal sequence per row, and the samples packed in a row would attend to each other.
     """
 
     pad_token_id: int
     pad_to_multiple_of: int = 8
     label_pad_id: int = IGNORE_INDEX
     padding_side: str = "right"
+    flatten_packed: bool = False
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
+
+        if self.flatten_packed and "position_ids" in features[0]:
+            return _one_row(features)
 
         longest = max(len(f["input_ids"]) for f in features)
         m = self.pad_to_multiple_of
@@ -48,6 +57,19 @@ class PaddingCollator:
         if positions is not None:
             return {"input_ids": ids, "position_ids": positions, "labels": labels}
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def _one_row(features: list[dict[str, Any]]) -> dict[str, Any]:
+    """Packed rows (restarting ``position_ids``) concatenated into one row; each row's first label -100 (data/padding_free.py)."""
+    import torch
+
+    ids, positions, labels = [], [], []
+    for f in features:
+        ids += list(f["input_ids"])
+        positions += list(f["position_ids"])
+        labels += [IGNORE_INDEX, *list(f.get("labels", f["input_ids"]))[1:]]
+    as_row = lambda values: torch.tensor(values, dtype=torch.long).unsqueeze(0)  # noqa: E731
+    return {"input_ids": as_row(ids), "position_ids": as_row(positions), "labels": as_row(labels)}
 
 
 @dataclass

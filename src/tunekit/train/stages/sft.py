@@ -25,6 +25,9 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
         from ...data.padding_free import padding_free_collator
 
         collator = padding_free_collator(tokenizer, getattr(data, "mm", None))
+    elif (cfg.use_packing and cfg.neat_packing and getattr(data, "mm", None) is None
+          and getattr(model.config, "_attn_implementation", None) == "flash_attention_2"):
+        collator.flatten_packed = True  # FA2 finds the packed samples from position ids only in one row (data/collator.py)
     trainer = TunekitTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
