@@ -35,6 +35,7 @@ from ..errors import TunekitError
 from ..infer.engine import choice_seed
 from .protocol import MAX_DEPTH, ChatCompletionRequest, ChatMessage
 from .request_checks import APIError, authorized, parse_json
+from .streaming import GuardedStream, drain, drain_watching
 from .toolcalls import extract_tool_calls
 
 DEFAULT_MAX_BODY = 4 * 2**20
@@ -161,31 +162,47 @@ class _Slot:
         return err
 
 
+@dataclass
+class _Served:
+    """What the routes share: the engine, the model's name, the limits, the generation slot and what is in flight."""
+
+    engine: Any
+    model_name: str
+    limits: Limits
+    slot: _Slot
+    created: int
+    tool_format: Any
+    inflight: set
+    state: dict
+
+
 def create_app(engine, model_name: str, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY,
                limits: Limits | None = None):
-    import anyio
     from fastapi import FastAPI
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, StreamingResponse
-    from pydantic import ValidationError
-    from starlette.exceptions import HTTPException
 
     limits = limits or Limits.from_config(engine.cfg)
     app = FastAPI(title="tunekit OpenAI-compatible API", docs_url=None, redoc_url=None)
-    created = int(time.time())
-    tool_format = getattr(engine.template, "tool_format", None)
-    slot = _Slot(limits)
-    inflight: set = set()
-    state = {"stopping": False}
+    served = _Served(engine=engine, model_name=model_name, limits=limits, slot=_Slot(limits), created=int(time.time()),
+                     tool_format=getattr(engine.template, "tool_format", None), inflight=set(), state={"stopping": False})
 
     def stop_generations() -> None:
         """Cancel every running generation and refuse new ones (the server is stopping); safe in a signal handler."""
-        state["stopping"] = True
-        for g in list(inflight):
+        served.state["stopping"] = True
+        for g in list(served.inflight):
             g.cancel()
 
     app.state.stop_generations = stop_generations
-    app.state.inflight = inflight
+    app.state.inflight = served.inflight
+    _install_error_handlers(app)
+    app.add_middleware(_auth_middleware(api_key))
+    _install_model_routes(app, served)
+    _install_chat_route(app, served, max_body_bytes)
+    return app
+
+
+def _install_error_handlers(app) -> None:
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
@@ -205,6 +222,8 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
         return APIError(500, f"Internal server error ({type(exc).__name__}); the server log has the details.",
                         type_="server_error", code="internal_error").response()
 
+
+def _auth_middleware(api_key: str | None):
     class _Auth:
         """Every route needs the key (``/openapi.json`` as much as ``/v1/models``)."""
 
@@ -221,10 +240,14 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
                     return
             await self.app(scope, receive, send)
 
-    app.add_middleware(_Auth)
+    return _Auth
+
+
+def _install_model_routes(app, served: _Served) -> None:
+    model_name = served.model_name
 
     def model_card() -> dict:
-        return {"id": model_name, "object": "model", "created": created, "owned_by": "tunekit"}
+        return {"id": model_name, "object": "model", "created": served.created, "owned_by": "tunekit"}
 
     @app.get("/v1/models")
     async def list_models(request: Request):
@@ -237,49 +260,63 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
                            param="model", code="model_not_found")
         return model_card()
 
-    async def read_request(request: Request) -> ChatCompletionRequest:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > max_body_bytes:
-            raise APIError(413, f"Request body of {int(length):,} bytes is larger than the limit of {max_body_bytes:,} bytes.",
-                           code="request_too_large")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > max_body_bytes:
-                raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes.", code="request_too_large")
-        data = parse_json(body)
-        if not isinstance(data, dict):
-            raise APIError(400, "The body must be a JSON object.")
-        try:
-            return ChatCompletionRequest.model_validate(data)
-        except ValidationError as exc:
-            raise APIError(422, _describe(exc.errors()), param=_first_loc(exc.errors())) from None
-        except RecursionError:  # MAX_DEPTH keeps this from happening; never a plain 500
-            raise APIError(400, f"The body is nested too deeply (more than {MAX_DEPTH} levels).") from None
 
-    def budget(prompt_tokens: int, requested: int | None) -> int:
-        """max_new_tokens for this request: requested (checked) or the configured default, within the context."""
-        ctx = engine.context_length
-        if ctx is not None and prompt_tokens >= ctx:
-            raise APIError(400, f"The prompt is {prompt_tokens} tokens but the model's context is {ctx} tokens: shorten "
-                                f"the messages.", param="messages", code="context_length_exceeded")
-        room = ctx - prompt_tokens if ctx is not None else None
-        if requested is not None:
-            if requested > limits.max_tokens:
-                raise APIError(400, f"max_tokens {requested} is larger than this server's limit of {limits.max_tokens} "
-                                    f"(option api_max_tokens).", param="max_tokens")
-            if room is not None and requested > room:
-                raise APIError(400, f"The prompt ({prompt_tokens} tokens) plus max_tokens ({requested}) exceeds the model's "
-                                    f"context of {ctx} tokens: ask for at most {room}.", param="max_tokens",
-                               code="context_length_exceeded")
-            return requested
-        return min(int(engine.cfg.max_new_tokens), limits.max_tokens, *([room] if room is not None else []))
+async def _read_request(request: Request, max_body_bytes: int) -> ChatCompletionRequest:
+    from pydantic import ValidationError
+
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > max_body_bytes:
+        raise APIError(413, f"Request body of {int(length):,} bytes is larger than the limit of {max_body_bytes:,} bytes.",
+                       code="request_too_large")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_body_bytes:
+            raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes.", code="request_too_large")
+    data = parse_json(body)
+    if not isinstance(data, dict):
+        raise APIError(400, "The body must be a JSON object.")
+    try:
+        return ChatCompletionRequest.model_validate(data)
+    except ValidationError as exc:
+        raise APIError(422, _describe(exc.errors()), param=_first_loc(exc.errors())) from None
+    except RecursionError:  # MAX_DEPTH keeps this from happening; never a plain 500
+        raise APIError(400, f"The body is nested too deeply (more than {MAX_DEPTH} levels).") from None
+
+
+def _budget(engine, limits: Limits, prompt_tokens: int, requested: int | None) -> int:
+    """max_new_tokens for this request: requested (checked) or the configured default, within the context."""
+    ctx = engine.context_length
+    if ctx is not None and prompt_tokens >= ctx:
+        raise APIError(400, f"The prompt is {prompt_tokens} tokens but the model's context is {ctx} tokens: shorten "
+                            f"the messages.", param="messages", code="context_length_exceeded")
+    room = ctx - prompt_tokens if ctx is not None else None
+    if requested is not None:
+        if requested > limits.max_tokens:
+            raise APIError(400, f"max_tokens {requested} is larger than this server's limit of {limits.max_tokens} "
+                                f"(option api_max_tokens).", param="max_tokens")
+        if room is not None and requested > room:
+            raise APIError(400, f"The prompt ({prompt_tokens} tokens) plus max_tokens ({requested}) exceeds the model's "
+                                f"context of {ctx} tokens: ask for at most {room}.", param="max_tokens",
+                           code="context_length_exceeded")
+        return requested
+    return min(int(engine.cfg.max_new_tokens), limits.max_tokens, *([room] if room is not None else []))
+
+
+def _shutting_down(what: str = "The server is shutting down.") -> APIError:
+    return APIError(503, what, type_="server_error", code="shutting_down")
+
+
+def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
+    from fastapi.responses import JSONResponse
+
+    engine, model_name, limits, state = served.engine, served.model_name, served.limits, served.state
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         if state["stopping"]:
-            raise APIError(503, "The server is shutting down.", type_="server_error", code="shutting_down")
-        req = await read_request(request)
+            raise _shutting_down()
+        req = await _read_request(request, max_body_bytes)
         if req.model != model_name:
             raise APIError(404, f"The model '{req.model}' does not exist; this server serves '{model_name}'.",
                            param="model", code="model_not_found")
@@ -289,12 +326,12 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
         base_seed = req.seed if req.seed is not None else engine.cfg.generation_seed
         try:  # render + option checks now, so mistakes are 400s before any streaming starts
             ids = engine.render(turns, system=system, tools=tools, parse_special_tokens=limits.parse_special_tokens)
-            gen["max_new_tokens"] = budget(len(ids), gen["max_new_tokens"])
+            gen["max_new_tokens"] = _budget(engine, limits, len(ids), gen["max_new_tokens"])
             generations = [engine.start_ids(ids, **{**gen, "seed": choice_seed(base_seed, i)}) for i in range(req.n)]
         except TunekitError as exc:
             raise APIError(400, str(exc), param="messages") from None
-        await slot.acquire()
-        inflight.update(generations)
+        await served.slot.acquire()
+        served.inflight.update(generations)
         released = False
 
         def finish() -> None:
@@ -303,136 +340,88 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
                 released = True
                 for g in generations:
                     g.cancel()
-                    inflight.discard(g)
-                slot.release()
+                    served.inflight.discard(g)
+                served.slot.release()
 
         if state["stopping"]:
             finish()
-            raise APIError(503, "The server is shutting down.", type_="server_error", code="shutting_down")
+            raise _shutting_down()
         rid, now = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return _GuardedStream(_sse(generations, rid, now, bool(tools), include_usage), finish, limits.stream_timeout,
-                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+            return GuardedStream(_sse(served, generations, rid, now, bool(tools), include_usage), finish,
+                                  limits.stream_timeout, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         try:
             choices = []
             for i, g in enumerate(generations):
-                await _drain_watching(g, request)
+                await drain_watching(g, request)
                 if await request.is_disconnected():
                     return JSONResponse({}, status_code=499)  # nobody reads it
                 if state["stopping"]:
-                    raise APIError(503, "The server is shutting down; the generation was stopped.", type_="server_error",
-                                   code="shutting_down")
-                choices.append({"index": i, "message": _message(g, bool(tools)), "finish_reason": _finish(g, bool(tools)),
-                                "logprobs": None})
+                    raise _shutting_down("The server is shutting down; the generation was stopped.")
+                choices.append({"index": i, "message": _message(g, bool(tools), served.tool_format),
+                                "finish_reason": _finish(g, bool(tools), served.tool_format), "logprobs": None})
         finally:
             finish()
         return JSONResponse({"id": rid, "object": "chat.completion", "created": now, "model": model_name,
                              "choices": choices, "usage": _usage(generations)})
 
-    async def _drain_watching(g, request: Request) -> None:
-        """Run ``g`` to its end in a worker thread; cancel it when the client disconnects."""
-        async with anyio.create_task_group() as tg:
-            async def watch() -> None:
-                while True:
-                    if await request.is_disconnected():
-                        g.cancel()
-                        return
-                    await anyio.sleep(0.2)
 
-            tg.start_soon(watch)
-            await anyio.to_thread.run_sync(_drain, g)
-            tg.cancel_scope.cancel()
+def _message(g, with_tools: bool, tool_format) -> dict:
+    content, calls = extract_tool_calls(g.text, tool_format) if with_tools else (g.text, [])
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = _tool_calls(calls)
+    return msg
 
-    class _GuardedStream(StreamingResponse):
-        """A stream that gives the slot back however it ends, and drops a client that stops reading."""
 
-        def __init__(self, content, finish, write_timeout: float, **kw):
-            super().__init__(content, **kw)
-            self._finish, self._write_timeout = finish, write_timeout
+def _finish(g, with_tools: bool, tool_format) -> str:
+    if with_tools and extract_tool_calls(g.text, tool_format)[1]:
+        return "tool_calls"
+    return g.finish_reason
 
-        async def stream_response(self, send) -> None:
-            async def timed_send(message) -> None:
-                with anyio.move_on_after(self._write_timeout) as scope:
-                    await send(message)
-                if scope.cancelled_caught:  # the client does not read: stop (the connection is closed by the server)
-                    raise _StalledClient()
 
-            try:
-                await super().stream_response(timed_send)
-            except _StalledClient:
-                pass
+async def _sse(served: _Served, generations, rid: str, now: int, with_tools: bool, include_usage: bool) -> AsyncIterator[str]:
+    import anyio
 
-        async def __call__(self, scope, receive, send) -> None:
-            try:
-                await super().__call__(scope, receive, send)
-            finally:
-                self._finish()
-                with anyio.CancelScope(shield=True):
-                    await self.body_iterator.aclose()
-
-    def _message(g, with_tools: bool) -> dict:
-        content, calls = extract_tool_calls(g.text, tool_format) if with_tools else (g.text, [])
-        msg: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            msg["tool_calls"] = _tool_calls(calls)
-        return msg
-
-    def _finish(g, with_tools: bool) -> str:
-        if with_tools and extract_tool_calls(g.text, tool_format)[1]:
-            return "tool_calls"
-        return g.finish_reason
-
-    async def _sse(generations, rid: str, now: int, with_tools: bool, include_usage: bool) -> AsyncIterator[str]:
-        def chunk(choices: list, usage: dict | None = None) -> str:
-            body = {"id": rid, "object": "chat.completion.chunk", "created": now, "model": model_name, "choices": choices}
-            if include_usage:
-                body["usage"] = usage
-            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
-
-        for i, g in enumerate(generations):
-            yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}])
-            if with_tools:  # calls are known only at the end: send the whole reply as one delta
-                try:
-                    await anyio.to_thread.run_sync(_drain, g, abandon_on_cancel=True)
-                finally:  # client gone: the worker thread stops at its next token
-                    g.cancel()
-                msg = _message(g, True)
-                delta = {"content": msg["content"]} if "tool_calls" not in msg else {
-                    "tool_calls": [{"index": k, **c} for k, c in enumerate(msg["tool_calls"])]}
-                yield chunk([{"index": i, "delta": delta, "finish_reason": None, "logprobs": None}])
-            else:
-                iterator = iter(g)
-                try:
-                    while True:
-                        delta = await anyio.to_thread.run_sync(next, iterator, None)
-                        if delta is None:
-                            break
-                        yield chunk([{"index": i, "delta": {"content": delta}, "finish_reason": None, "logprobs": None}])
-                finally:  # client gone or done: stop generating and release the engine's lock
-                    g.cancel()
-                    with anyio.CancelScope(shield=True):
-                        await anyio.to_thread.run_sync(iterator.close)
-            if state["stopping"]:
-                error = {"message": "The server is shutting down; the generation was stopped.", "type": "server_error",
-                         "param": None, "code": "shutting_down"}
-                yield f"data: {json.dumps({'error': error})}\n\n"
-                return
-            yield chunk([{"index": i, "delta": {}, "finish_reason": _finish(g, with_tools), "logprobs": None}])
+    def chunk(choices: list, usage: dict | None = None) -> str:
+        body = {"id": rid, "object": "chat.completion.chunk", "created": now, "model": served.model_name, "choices": choices}
         if include_usage:
-            yield chunk([], _usage(generations))
-        yield "data: [DONE]\n\n"
+            body["usage"] = usage
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
-    return app
-
-
-class _StalledClient(Exception):
-    pass
-
-
-def _drain(generation) -> None:
-    for _ in generation:
-        pass
+    for i, g in enumerate(generations):
+        yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}])
+        if with_tools:  # calls are known only at the end: send the whole reply as one delta
+            try:
+                await anyio.to_thread.run_sync(drain, g, abandon_on_cancel=True)
+            finally:  # client gone: the worker thread stops at its next token
+                g.cancel()
+            msg = _message(g, True, served.tool_format)
+            delta = {"content": msg["content"]} if "tool_calls" not in msg else {
+                "tool_calls": [{"index": k, **c} for k, c in enumerate(msg["tool_calls"])]}
+            yield chunk([{"index": i, "delta": delta, "finish_reason": None, "logprobs": None}])
+        else:
+            iterator = iter(g)
+            try:
+                while True:
+                    delta = await anyio.to_thread.run_sync(next, iterator, None)
+                    if delta is None:
+                        break
+                    yield chunk([{"index": i, "delta": {"content": delta}, "finish_reason": None, "logprobs": None}])
+            finally:  # client gone or done: stop generating and release the engine's lock
+                g.cancel()
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(iterator.close)
+        if served.state["stopping"]:
+            error = {"message": "The server is shutting down; the generation was stopped.", "type": "server_error",
+                     "param": None, "code": "shutting_down"}
+            yield f"data: {json.dumps({'error': error})}\n\n"
+            return
+        yield chunk([{"index": i, "delta": {}, "finish_reason": _finish(g, with_tools, served.tool_format), "logprobs": None}])
+    if include_usage:
+        yield chunk([], _usage(generations))
+    yield "data: [DONE]\n\n"
 
 
 def _usage(generations) -> dict:
