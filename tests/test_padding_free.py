@@ -383,3 +383,19 @@ def test_neat_rows_go_to_flash_attention_as_one_row():
     # and the padding-free row of plain samples alike
     free = PaddingFreeCollator()([{"input_ids": [1, 2, 3]}, {"input_ids": [4]}, {"input_ids": [5, 6]}])
     assert prepare_fa_kwargs_from_position_ids(free["position_ids"])[0][0].tolist() == [0, 3, 4, 6]
+
+
+def test_padding_share_and_tokens_per_step_by_hand():
+    from tunekit.plan.stats import batching_summary, training_rows
+
+    lengths = [10, 3, 7, 12, 5, 5, 2, 9]
+    # the budget batches pinned above: {12, 10} {9, 7} {5, 5, 3} {2} cost 24 + 24 + 24 + 4 = 76 tokens for 53 real
+    s = batching_summary(lengths, 2, accum=2, pad_to=4, budget=24)
+    assert (s["micro_batches"], s["steps_per_epoch"], s["model_tokens"], s["real_tokens"]) == (4, 2, 76, 53)
+    assert (s["padding_share"], s["model_tokens_per_step"], s["real_tokens_per_step"]) == (round(1 - 53 / 76, 6), 38.0, 26.5)
+    free = batching_summary(lengths, 2, accum=2, padding_free=True)
+    assert (free["padding_share"], free["model_tokens"], free["steps_per_epoch"]) == (0.0, 53, 2)
+    # rows the trainer gets: cut to cutoff_len, or best-fit packed (sft) per dataset
+    table = {"dataset": ["a"] * 4 + ["b"] * 2, "total_len": [30, 5, 20, 12, 40, 8]}
+    assert training_rows(table, "sft", 24, False).tolist() == [24, 5, 20, 12, 24, 8]
+    assert sorted(training_rows(table, "sft", 24, True).tolist()) == [8, 17, 20, 24, 24]  # a: {24} {20} {12 5}; b: {24} {8}
