@@ -75,35 +75,7 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     notes: list[str] = []
 
     # ---- data: sample count and tokens per sample
-    if lengths is None and num_samples is None:
-        lengths, why = measure_data(cfg)
-        if lengths is None:
-            notes.append(f"Data not measured ({why}); pass --num-samples N to plan the steps.")
-    measured = None
-    if lengths is not None:
-        import numpy as np
-
-        measured = np.asarray(lengths["total_len"], dtype=np.int64)
-    samples = num_samples if num_samples is not None else (len(measured) if measured is not None else None)
-    pad = max(1, cfg.pad_to_multiple_of)
-    if seq_len is not None:
-        s_mem, s_time, s_source = seq_len, float(seq_len), "--seq-len"
-    elif measured is not None and len(measured) and not cfg.use_packing:
-        clipped = np.minimum(measured, cfg.cutoff_len)
-        longest = int(clipped.max())
-        s_mem = min(cfg.cutoff_len, int(math.ceil(longest / pad) * pad))
-        from .stats import padded_tokens_per_sample
-
-        s_time = (float(clipped.mean()) if cfg.padding_free else
-                  padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length))
-        s_source = "measured (longest sample" + (", padding-free rows)" if cfg.padding_free else ", padded)")
-    else:
-        s_mem, s_time, s_source = cfg.cutoff_len, float(cfg.cutoff_len), "cutoff_len"
-    if cfg.use_packing and measured is not None and num_samples is None:
-        from .stats import packed_rows
-
-        samples = max(1, packed_rows(measured, cfg.cutoff_len, cfg.preprocessing_batch_size))
-        notes.append(f"packing: {len(measured)} samples make about {samples} sequences of {cfg.cutoff_len} tokens.")
+    lengths, samples, s_mem, s_time, s_source = _data_section(cfg, lengths, num_samples, seq_len, notes)
 
     # ---- steps (the trainer's own arithmetic)
     result: dict[str, Any] = {"model": shape.to_dict(), "world_size": world, "nodes": n_nodes, "gpus_per_node": world // n_nodes}
@@ -158,6 +130,47 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
                                        device.peak_flops if device and device.bf16_tflops else None)
 
     # ---- fit
+    _fit_section(cfg, shape, setup, mem, device, auto_fit, result, notes)
+    result["notes"] = notes
+    return result
+
+
+def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
+    """``(lengths, samples, seq_len for memory, tokens per sample for time, where the seq came from)`` of ``make_plan``."""
+    if lengths is None and num_samples is None:
+        lengths, why = measure_data(cfg)
+        if lengths is None:
+            notes.append(f"Data not measured ({why}); pass --num-samples N to plan the steps.")
+    measured = None
+    if lengths is not None:
+        import numpy as np
+
+        measured = np.asarray(lengths["total_len"], dtype=np.int64)
+    samples = num_samples if num_samples is not None else (len(measured) if measured is not None else None)
+    pad = max(1, cfg.pad_to_multiple_of)
+    if seq_len is not None:
+        s_mem, s_time, s_source = seq_len, float(seq_len), "--seq-len"
+    elif measured is not None and len(measured) and not cfg.use_packing:
+        clipped = np.minimum(measured, cfg.cutoff_len)
+        longest = int(clipped.max())
+        s_mem = min(cfg.cutoff_len, int(math.ceil(longest / pad) * pad))
+        from .stats import padded_tokens_per_sample
+
+        s_time = (float(clipped.mean()) if cfg.padding_free else
+                  padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length))
+        s_source = "measured (longest sample" + (", padding-free rows)" if cfg.padding_free else ", padded)")
+    else:
+        s_mem, s_time, s_source = cfg.cutoff_len, float(cfg.cutoff_len), "cutoff_len"
+    if cfg.use_packing and measured is not None and num_samples is None:
+        from .stats import packed_rows
+
+        samples = max(1, packed_rows(measured, cfg.cutoff_len, cfg.preprocessing_batch_size))
+        notes.append(f"packing: {len(measured)} samples make about {samples} sequences of {cfg.cutoff_len} tokens.")
+    return lengths, samples, s_mem, s_time, s_source
+
+
+def _fit_section(cfg, shape, setup, mem, device, auto_fit: bool, result: dict, notes: list[str]) -> None:
+    """Whether the plan fits the GPU, and ``--auto-fit``'s overrides, into ``result``."""
     if device is not None:
         result["gpu"] = {"name": device.name, "memory_gib": device.memory_gib, "bf16_tflops": device.bf16_tflops or None}
         result["fits"] = bool(mem.total <= usable_bytes(device))
@@ -176,8 +189,6 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
             more = f" or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
             notes.append(f"Nothing fits on {device.name}: the smallest set-up ({fit.rung}) needs {fit.missing_gib:.1f} GiB "
                          f"more than the {device.memory_gib:g} GiB x {1 - SAFETY_MARGIN:.2f} usable{more}.")
-    result["notes"] = notes
-    return result
 
 
 def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
