@@ -20,7 +20,7 @@ from tests.helpers import alpaca_records, base_config, write_dataset
 from tests.tolerances import loss_tolerance, sum_order_bound
 from tunekit.config import load_config
 from tunekit.flow import run_train
-from tunekit.train.chunked_head import CPU_CHUNK_BYTES, chunk_rows, chunked_linear_cross_entropy, fused_forward, usable
+from tunekit.train.chunked_head import CHUNK_BYTES, chunk_rows, chunked_linear_cross_entropy, fused_forward, usable
 from tunekit.train.token_loss import head_on, trained_positions
 
 
@@ -70,10 +70,10 @@ def test_frozen_weight_gets_no_gradient_and_no_grad_mode_computes_none():
     assert empty.item() == 0.0
 
 
-def test_chunk_size_keeps_a_cpu_chunk_under_glibcs_mmap_ceiling():
+def test_chunk_size_is_512_mib_of_fp32_logits():
     rows = chunk_rows(151_936, torch.device("cpu"))
-    assert rows == CPU_CHUNK_BYTES // (4 * 151_936) == 41 and rows * 151_936 * 4 < 32 << 20
-    assert chunk_rows(10**9, torch.device("cpu")) == 1
+    assert rows == CHUNK_BYTES // (4 * 151_936) == 883 and rows == chunk_rows(151_936, torch.device("cuda"))
+    assert chunk_rows(10**9) == 1
 
 
 def _batch(vocab: int):
@@ -154,7 +154,12 @@ def test_a_model_that_changes_its_head_output_gets_none(tmp_path):
         assert model(input_ids=ids, attention_mask=mask).logits.shape == (1, targets.numel(), model.config.vocab_size)
 
 
-def test_training_with_and_without_chunks_gives_the_same_losses(tiny_qwen, tmp_path):
+def test_training_with_and_without_chunks_gives_the_same_losses(tiny_qwen, tmp_path, monkeypatch):
+    import tunekit.train.chunked_head as chunked_head
+
+    calls = []
+    real = chunked_head.fused_forward
+    monkeypatch.setattr(chunked_head, "fused_forward", lambda *a, **k: calls.append(1) or real(*a, **k))  # our own module
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(16, seed=3))
     losses = {}
@@ -166,6 +171,8 @@ def test_training_with_and_without_chunks_gives_the_same_losses(tiny_qwen, tmp_p
         run_train(load_config(None, cfg))
         rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
         losses[flag] = [r["loss"] for r in rows if "loss" in r]
+        assert len(calls) == (3 * 2 if flag else 0)  # every micro-batch of the chunked run took the chunked path
+        calls.clear()
     assert len(losses[True]) == 3
     # float64 weights: the logged losses differ only by the float32 cross-entropy over <= 2 x 2 x 64 tokens per step
     assert all(abs(a - b) <= loss_tolerance(256, b) for a, b in zip(losses[True], losses[False])), losses

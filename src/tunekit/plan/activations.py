@@ -237,9 +237,9 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
         chunk_rows = min(T, 1 << max(0, (max(1, -(-T // max(1, -(-V // h)))) - 1).bit_length()))
         vocab = c * h * T + chunk_rows * V * 10  # grad_input + one chunk of logits (16-bit, fp32, grad)
     elif chunked_head(shape, setup):  # one chunk of fp32 logits (turned into its gradient in place) + its compute-dtype copies
-        from ..train.chunked_head import GPU_CHUNK_BYTES
+        from ..train.chunked_head import chunk_rows
 
-        rows = min(T, max(1, GPU_CHUNK_BYTES // (4 * V)))  # the GPU's chunk, the larger one (a CPU's holds 24 MiB)
+        rows = min(T, chunk_rows(V))
         vocab = rows * V * (4 + (2 * c if c != 4 else 0)) + 4 * h * rows
     else:
         vocab = (VOCAB_PEAK_PER_TOKEN * V + (c * V if shape.logit_softcap else 0)) * T
