@@ -47,7 +47,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     def forward(ctx, hidden, weight, bias, targets, rows: int, need_x: bool, need_w: bool, need_b: bool):
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         grad_x = torch.empty_like(hidden) if need_x else None
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        grad_w = None  # fp32 d W: the first chunk's product, the others added in place (no zero-filled V x h buffer)
         grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
         for start in range(0, hidden.shape[0], rows):
             x = hidden[start:start + rows]
@@ -65,19 +65,24 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if need_x:
                 grad_x[start:start + rows] = g @ weight
             if need_w:
-                grad_w.addmm_(g.t().float(), x.float())
+                grad_w = torch.mm(g.t().float(), x.float()) if grad_w is None else grad_w.addmm_(g.t().float(), x.float())
             del z, g
-        ctx.save_for_backward(grad_x, grad_w, grad_b)
+        # kept on ctx, not save_for_backward: these are this function's own buffers, scaled in place in backward
+        ctx.grads = (grad_x, grad_w, grad_b)
         ctx.dtypes = (weight.dtype, bias.dtype if bias is not None else None)
         return total
 
     @staticmethod
     def backward(ctx, grad_out):
-        grad_x, grad_w, grad_b = ctx.saved_tensors
+        if ctx.grads is None:  # the buffers became the gradients the first time
+            raise RuntimeError("the chunked LM head's backward ran twice over one forward (retain_graph): set "
+                               "chunked_lm_loss: false for this")
+        grad_x, grad_w, grad_b = ctx.grads
+        ctx.grads = None
         w_dtype, b_dtype = ctx.dtypes
-        dx = grad_x * grad_out.to(grad_x.dtype) if grad_x is not None else None
-        dw = (grad_w * grad_out).to(w_dtype) if grad_w is not None else None
-        db = (grad_b * grad_out).to(b_dtype) if grad_b is not None else None
+        dx = grad_x.mul_(grad_out.to(grad_x.dtype)) if grad_x is not None else None
+        dw = grad_w.mul_(grad_out).to(w_dtype) if grad_w is not None else None
+        db = grad_b.mul_(grad_out).to(b_dtype) if grad_b is not None else None
         return dx, dw, db, None, None, None, None, None
 
 
