@@ -45,14 +45,15 @@ def chunk_rows(vocab: int, device: torch.device | None = None) -> int:
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets, rows: int, need_x: bool, need_w: bool, need_b: bool):
-        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        acc = torch.promote_types(weight.dtype, torch.float32)  # fp32 as HF's loss upcasts; float64 stays float64
+        total = torch.zeros((), dtype=acc, device=hidden.device)
         grad_x = torch.empty_like(hidden) if need_x else None
         grad_w = None  # fp32 d W: the first chunk's product, the others added in place (no zero-filled V x h buffer)
-        grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
+        grad_b = torch.zeros(bias.shape, dtype=acc, device=bias.device) if need_b else None
         for start in range(0, hidden.shape[0], rows):
             x = hidden[start:start + rows]
             t = targets[start:start + rows]
-            z = F.linear(x, weight, bias).float()
+            z = F.linear(x, weight, bias).to(acc)
             lse = torch.logsumexp(z, dim=-1)
             total += (lse - z.gather(1, t[:, None]).squeeze(1)).sum()
             if not (need_x or need_w or need_b):
@@ -65,7 +66,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if need_x:
                 grad_x[start:start + rows] = g @ weight
             if need_w:
-                grad_w = torch.mm(g.t().float(), x.float()) if grad_w is None else grad_w.addmm_(g.t().float(), x.float())
+                grad_w = torch.mm(g.t().to(acc), x.to(acc)) if grad_w is None else grad_w.addmm_(g.t().to(acc), x.to(acc))
             del z, g
         # kept on ctx, not save_for_backward: these are this function's own buffers, scaled in place in backward
         ctx.grads = (grad_x, grad_w, grad_b)
