@@ -78,11 +78,16 @@ def test_ratio_short_run_learns(tiny_qwen, tmp_path):
     assert len(losses) == 6 and losses[-1] < losses[0] - 0.3, losses
 
 
+# Layer mode under ZeRO-3 was run on 2 CPU ranks over gloo (LLaMA-Factory's badam/llama3_full_sft_ds3.yaml): it trained the
+# blocks in turn, but from step 2 its losses left the one-process run's by ~2e-3 (AdamW under ZeRO-3: <= 2e-6), so
+# tunekit refuses BAdam under every DeepSpeed stage rather than run an update that is not BAdam's.
+REFUSED = "use_badam does not run under DeepSpeed in tunekit: under ZeRO-3 badam's update was found to differ from its one-device update"
+
+
 @pytest.mark.parametrize("options, message", [
-    ({"badam_mode": "ratio", "deepspeed": "z3"},
-     "badam_mode: ratio does not run under DeepSpeed: use badam_mode: layer with deepspeed z3, or remove deepspeed."),
-    ({"badam_mode": "layer", "deepspeed": "z2"},
-     "use_badam in layer mode runs under DeepSpeed ZeRO-3 only (deepspeed z2 is not): set deepspeed: z3 or remove deepspeed."),
+    ({"badam_mode": "ratio", "max_grad_norm": 0, "deepspeed": "z3"}, REFUSED),
+    ({"badam_mode": "layer", "deepspeed": "z3"}, REFUSED),
+    ({"badam_mode": "layer", "deepspeed": "z2"}, REFUSED),
     ({"fsdp": "full_shard"}, "use_badam does not run under FSDP: remove fsdp"),
 ])
 def test_badam_engine_combinations_are_refused(options, message):
@@ -99,36 +104,6 @@ def test_grad_norm_counts_sparse_gradients_by_their_entries():
     params[0].grad = dense.to_sparse()
     params[1].grad = torch.tensor([4.0, 0.0])
     assert grad_norm_with_sparse(params).item() == 5.0  # sqrt(3² + 4²), exact in float32
-
-
-@pytest.mark.slow
-@pytest.mark.distributed
-def test_layer_mode_runs_under_zero3(tiny_qwen, tmp_path):
-    """LLaMA-Factory's badam/llama3_full_sft_ds3.yaml setting (layer mode, deepspeed z3) on 2 CPU ranks over gloo, batch
-    1 each: badam detects ZeRO-3 itself and its BAdamCallback links it to DeepSpeed's optimizer. It trains the decoder
-    blocks one after the other (block 0 for steps 1-2, block 1 for steps 3-4) and nothing else, and step 1 (the same
-    weights) has one process's loss at batch 2. Found on the way: from step 2 on the losses differ from one process's
-    by ~2e-3 (with or without clipping), more than the ZeRO-3 engine tests allow (1.8e-4): BAdam's ZeRO-3 update is
-    not the single-device one to float32 precision, so no equality is claimed here."""
-    from safetensors.torch import load_file
-
-    from tests.distributed_helpers import launch, series
-    from tests.tolerances import loss_tolerance
-    from tunekit.flow import run_train
-
-    write_dataset(tmp_path / "data", "toy", alpaca_records(8))
-    common = dict(finetuning_type="full", max_steps=4, use_badam=True, badam_mode="layer", badam_switch_interval=2)
-    one = tmp_path / "one"
-    run_train(load_config(None, base_config(tiny_qwen, tmp_path / "data", one, per_device_train_batch_size=2, **common)))
-    z3 = tmp_path / "z3"
-    launch("reexec", base_config(tiny_qwen, tmp_path / "data", z3, per_device_train_batch_size=1, deepspeed="z3", **common),
-           tmp_path / "z3.yaml")
-    a, b = series(one), series(z3)
-    assert sorted(b) == [1, 2, 3, 4] and abs(a[1] - b[1]) <= loss_tolerance(128, 12.0)
-    assert b[4] < b[1]
-    start, trained = load_file(tiny_qwen / "model.safetensors"), load_file(z3 / "model.safetensors")
-    moved = {k for k in start if not torch.equal(start[k], trained[k])}
-    assert {k.split(".")[2] for k in moved} == {"0", "1"} and all(k.startswith("model.layers.") for k in moved)
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])

@@ -80,7 +80,7 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({**FULL, "use_apollo": True, "optim": "adafactor"}, [("use_apollo", "optim")]),
     ({**FULL, "use_badam": True, "badam_mode": "ratio"}, [("badam_mode", "max_grad_norm")]),
     ({**FULL, "use_badam": True, "fsdp": "full_shard"}, [("use_badam", "fsdp")]),
-    ({**FULL, "use_badam": True, "badam_mode": "ratio", "max_grad_norm": 0, "deepspeed": "z3"}, [("badam_mode", "deepspeed")]),
+    ({**FULL, "use_badam": True, "badam_mode": "ratio", "max_grad_norm": 0, "deepspeed": "z3"}, [("use_badam", "deepspeed")]),
     ({**FULL, "use_badam": True, "deepspeed": "z2"}, [("use_badam", "deepspeed")]),
     ({"use_llama_pro": True}, [("use_llama_pro", "finetuning_type")]),
     ({"pure_bf16": True, "fp16": True}, [("pure_bf16", "fp16")]),
