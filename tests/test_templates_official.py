@@ -157,6 +157,9 @@ def test_qwen_tool_calls_match_official(name, system):
 def test_exported_chat_template_matches_tunekit(name):
     tpl = get_template(name)
     jinja = tpl.chat_template_jinja()
+    if tpl.spec.reasoning and not tpl.spec.official_jinja:  # qwen3_vl: the model folder keeps its own template
+        assert jinja is None
+        return
     assert isinstance(jinja, str) and jinja
     kw = {"strip_history_thoughts": True} if name == "qwen3" else {}
     for system, msgs in CONVERSATIONS:

@@ -24,7 +24,7 @@ FAMILIES = {"llava": "llava", "llava_next": "llava-next", "gemma3": "gemma3"}  #
 
 @pytest.fixture(scope="session")
 def tiny_vlms(tmp_path_factory) -> dict[str, Path]:
-    from tunekit.model.tiny_vlm_families import build_tiny_vlm
+    from tunekit.model.tiny_vlm import build_tiny_vlm
 
     root = tmp_path_factory.mktemp("tiny-vlm-families")
     return {tpl: build_tiny_vlm(root / tpl, like=like, seed=0) for tpl, like in FAMILIES.items()}

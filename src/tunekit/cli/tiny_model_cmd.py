@@ -32,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     from tunekit.model.tiny import build_tiny_model, describe
-    from tunekit.model.tiny_vlm_families import build_tiny_vlm, describe_vlm, is_vlm_family  # every VLM family
+    from tunekit.model.tiny_vlm import build_tiny_vlm, is_vlm_family  # every vision-language family
+    from tunekit.model.tiny_vlm_families import describe_vlm
 
     if is_vlm_family(args.like):  # weights + tokenizer with the family's vision tokens + image processor
         if args.intermediate_size is not None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .tiny import DEFAULT_MAX_POSITIONS, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, _set_tokenizer_class, \
-    build_tokenizer, check_tokenizer_roundtrip
+from .tiny import TOKENIZERS, TokenizerFamily
+from .tiny_vlm import TinySizes, new_folder, random_model, save_tokenizer
 
 QWEN2_AUDIO_TOKENS = TokenizerFamily(
     name="qwen2_audio",
@@ -50,39 +50,19 @@ def _config(hidden_size: int, num_layers: int, num_heads: int, num_kv_heads: int
                                 tie_word_embeddings=False)
 
 
-def build_tiny_qwen2_audio(
-    out_dir: str | os.PathLike,
-    like: str = "qwen2-audio",
-    seed: int = 0,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    num_kv_heads: int = 2,
-    vocab_size: int | None = None,
-    max_position_embeddings: int = DEFAULT_MAX_POSITIONS,
-) -> Path:
+def build_tiny_qwen2_audio(out_dir: str | os.PathLike, like: str = "qwen2-audio", seed: int = 0,
+                           sizes: TinySizes = TinySizes()) -> Path:
     """Write a tiny random Qwen2-Audio (weights, tokenizer, chat template, feature extractor) into ``out_dir``."""
-    import torch
-    from transformers import AutoModelForMultimodalLM, GenerationConfig, WhisperFeatureExtractor
+    from transformers import AutoModelForMultimodalLM, WhisperFeatureExtractor
 
     fam = QWEN2_AUDIO_TOKENS
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(fam, vocab_size or DEFAULT_VOCAB_SIZE, chat_template(), max_position_embeddings)
-    n_tok = len(tokenizer)
-    model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
+    out, tokenizer, model_vocab = new_folder(out_dir, fam, chat_template(), sizes)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
-    config = _config(hidden_size, num_layers, num_heads, num_kv_heads, model_vocab, ids, max_position_embeddings)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForMultimodalLM.from_config(config, dtype=torch.float32)
-    model.config.architectures = [type(model).__name__]
-    model.generation_config = GenerationConfig(eos_token_id=[ids[t] for t in fam.generation_eos],
-                                               pad_token_id=ids["<|endoftext|>"], do_sample=False)
+    config = _config(sizes.hidden_size, sizes.num_layers, sizes.num_heads, sizes.num_kv_heads, model_vocab, ids,
+                     sizes.max_position_embeddings)
+    model = random_model(AutoModelForMultimodalLM, config, seed, fam, ids)
     model.save_pretrained(out)
     WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, hop_length=160, chunk_length=30, n_fft=400,
                             padding_value=0.0, return_attention_mask=True).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    _set_tokenizer_class(out, fam.tokenizer_class)
-    check_tokenizer_roundtrip(out, tokenizer)
+    save_tokenizer(out, tokenizer, fam)
     return out

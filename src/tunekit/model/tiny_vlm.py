@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from tunekit.errors import ModelError
@@ -64,12 +65,67 @@ VLM_FAMILIES = {
     "qwen3_vl": "qwen3_vl",
     "qwen2-audio": "qwen2_audio",
     "qwen2_audio": "qwen2_audio",
+    "llava": "llava",
+    "llava-1.5": "llava",
+    "llava1.5": "llava",
+    "llava-next": "llava_next",
+    "llava_next": "llava_next",
+    "llava-1.6": "llava_next",
+    "gemma3": "gemma3",
+    "gemma-3-vl": "gemma3",
 }
-#: model_type -> "module:builder" of a family built by its own module (same keyword arguments as build_tiny_vlm)
-BUILDERS = {"qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl", "qwen2_audio": "tiny_audio:build_tiny_qwen2_audio"}
+#: model_type -> "module:builder" of a family built by its own module, called as ``builder(out_dir, like, seed, sizes)``
+BUILDERS = {"qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl", "qwen2_audio": "tiny_audio:build_tiny_qwen2_audio",
+            "llava": "tiny_vlm_families:build_tiny_llava_or_gemma3", "llava_next": "tiny_vlm_families:build_tiny_llava_or_gemma3",
+            "gemma3": "tiny_vlm_families:build_tiny_llava_or_gemma3"}
 #: the tiny image processor's pixel budget: a 224x224 image gives (224/28)^2 = 64 image tokens at most
 TINY_MAX_PIXELS = 224 * 224
 TINY_MIN_PIXELS = 28 * 28
+
+
+@dataclass(frozen=True)
+class TinySizes:
+    """The sizes every tiny multimodal builder takes (``tunekit tiny-model``'s --hidden-size ... options)."""
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    vocab_size: int | None = None
+    max_position_embeddings: int = DEFAULT_MAX_POSITIONS
+
+
+def new_folder(out_dir, fam: TokenizerFamily, chat_template: str, sizes: TinySizes, tokenizer=None):
+    """The output folder, the family's tokenizer (trained BPE) and the model's vocabulary: the tokenizer's size rounded
+    up to 64 (as real checkpoints pad it), or ``sizes.vocab_size`` when larger."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if tokenizer is None:
+        tokenizer = build_tokenizer(fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, chat_template, sizes.max_position_embeddings)
+    n_tok = len(tokenizer)
+    return out, tokenizer, (max(sizes.vocab_size, n_tok) if sizes.vocab_size else -(-n_tok // 64) * 64)
+
+
+def random_model(auto_class, config, seed: int, fam: TokenizerFamily, ids: dict[str, int], **generation):
+    """``auto_class.from_config(config)`` with fp32 weights drawn from ``seed`` (the global RNG left as it was), its
+    ``architectures`` and a greedy generation config that stops at the family's end tokens."""
+    import torch
+    from transformers import GenerationConfig
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = auto_class.from_config(config, dtype=torch.float32)
+    model.config.architectures = [type(model).__name__]
+    model.generation_config = GenerationConfig(eos_token_id=[ids[t] for t in fam.generation_eos],
+                                               pad_token_id=ids[fam.pad], do_sample=False, **generation)
+    return model
+
+
+def save_tokenizer(out: Path, tokenizer, fam: TokenizerFamily) -> None:
+    """Save the tokenizer under the family's class name and check that it reloads to the same ids."""
+    tokenizer.save_pretrained(out)
+    _set_tokenizer_class(out, fam.tokenizer_class)
+    check_tokenizer_roundtrip(out, tokenizer)
 
 
 def is_vlm_family(like) -> bool:
@@ -117,43 +173,35 @@ def build_tiny_vlm(
     vocab_size: int | None = None,
     max_position_embeddings: int = DEFAULT_MAX_POSITIONS,
 ) -> Path:
-    """Write a tiny random Qwen2-VL / Qwen2.5-VL (weights, tokenizer, chat template, processor) into ``out_dir``."""
-    import torch
-    from transformers import AutoModelForImageTextToText, GenerationConfig
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    """Write a tiny random vision-language (or audio-language) model of family ``like`` (weights, tokenizer, chat
+    template, processor) into ``out_dir``: Qwen2-VL / Qwen2.5-VL here, the other families by their module (BUILDERS)."""
+    import importlib
 
     key = like.strip().lower()
     if key not in VLM_FAMILIES:
         raise ModelError(f"tiny-model: unknown vision-language family '{like}'; known: {', '.join(sorted(VLM_FAMILIES))}.")
     model_type = VLM_FAMILIES[key]
+    sizes = TinySizes(hidden_size, num_layers, num_heads, num_kv_heads, vocab_size, max_position_embeddings)
     if model_type in BUILDERS:
-        import importlib
-
         module, builder = BUILDERS[model_type].split(":")
-        return getattr(importlib.import_module(f"{__package__}.{module}"), builder)(
-            out_dir, like=like, seed=seed, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
-            num_kv_heads=num_kv_heads, vocab_size=vocab_size, max_position_embeddings=max_position_embeddings)
+        return getattr(importlib.import_module(f"{__package__}.{module}"), builder)(out_dir, key, seed, sizes)
+    return _build_qwen2_vl(out_dir, model_type, seed, sizes)
+
+
+def _build_qwen2_vl(out_dir, model_type: str, seed: int, sizes: TinySizes) -> Path:
+    from transformers import AutoModelForImageTextToText
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
     fam = QWEN2_VL_TOKENS
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(fam, vocab_size or DEFAULT_VOCAB_SIZE, QWEN2_VL_CHAT_TEMPLATE, max_position_embeddings)
-    n_tok = len(tokenizer)
-    model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
+    out, tokenizer, model_vocab = new_folder(out_dir, fam, QWEN2_VL_CHAT_TEMPLATE, sizes)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (*fam.special, *fam.extra)}
-    config = _config(model_type, hidden_size, num_layers, num_heads, num_kv_heads, model_vocab, ids,
-                     max_position_embeddings)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
-    model.config.architectures = [type(model).__name__]
-    model.generation_config = GenerationConfig(eos_token_id=[ids[t] for t in fam.generation_eos],
-                                               pad_token_id=ids["<|endoftext|>"], do_sample=False)
+    config = _config(model_type, sizes.hidden_size, sizes.num_layers, sizes.num_heads, sizes.num_kv_heads, model_vocab, ids,
+                     sizes.max_position_embeddings)
+    model = random_model(AutoModelForImageTextToText, config, seed, fam, ids)
     model.save_pretrained(out)
     image_processor = Qwen2VLImageProcessorPil(size={"shortest_edge": TINY_MIN_PIXELS, "longest_edge": TINY_MAX_PIXELS})
     image_processor.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    _set_tokenizer_class(out, fam.tokenizer_class)
-    check_tokenizer_roundtrip(out, tokenizer)
+    save_tokenizer(out, tokenizer, fam)
     _check_processor(out)
     return out
 

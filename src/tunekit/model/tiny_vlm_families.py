@@ -15,8 +15,8 @@ image (CLS dropped, ``vision_feature_select_strategy: default``), LLaVA-NeXT 16 
 anyres tiles (``image_grid_pinpoints`` up to 112 x 112) and row newlines, Gemma 3 ``mm_tokens_per_image`` = 4
 (the 4 x 4 patches average-pooled 2 x 2).
 
-:func:`build_tiny_vlm` / :func:`describe_vlm` / :func:`is_vlm_family` also cover the Qwen2-VL families of
-``tiny_vlm`` (``tunekit tiny-model --like`` looks every vision-language family up here).
+``tiny_vlm.build_tiny_vlm`` is the one entry for every family (``tunekit tiny-model --like``) and calls
+:func:`build_tiny_llava_or_gemma3` for these; :func:`describe_vlm` describes every family's folder.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from tunekit.errors import ModelError
 
 from . import tiny_vlm
-from .tiny import DEFAULT_MAX_POSITIONS, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, check_tokenizer_roundtrip
+from .tiny import DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, check_tokenizer_roundtrip
 
 LLAVA_TOKENS = TokenizerFamily(
     name="llava", template="llava", special=("<unk>", "<s>", "</s>", "<pad>", "<image>"),
@@ -80,12 +80,8 @@ IMAGE_SIZE, PATCH = 56, 14  # 4 x 4 patches per image (tile)
 PINPOINTS = [[56, 112], [112, 56], [112, 112]]  # LLaVA-NeXT anyres grid (real: multiples of 336)
 
 #: --like name -> family key
-FAMILIES = {"llava": "llava", "llava-1.5": "llava", "llava1.5": "llava", "llava-next": "llava_next",
-            "llava_next": "llava_next", "llava-1.6": "llava_next", "gemma3": "gemma3", "gemma-3-vl": "gemma3"}
-
-
-def is_vlm_family(like) -> bool:
-    return tiny_vlm.is_vlm_family(like) or (isinstance(like, str) and like.strip().lower() in FAMILIES)
+#: --like name -> model_type of the families built here (the names are declared once, in tiny_vlm.VLM_FAMILIES)
+FAMILIES = {like: family for like, family in tiny_vlm.VLM_FAMILIES.items() if family in ("llava", "llava_next", "gemma3")}
 
 
 def _tokenizer(fam: TokenizerFamily, vocab_size: int, chat_template: str, max_length: int, **named: str):
@@ -169,49 +165,25 @@ def _processor(family: str, tokenizer, chat_template: str):
     return LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, **common)
 
 
-def build_tiny_vlm(
-    out_dir: str | os.PathLike,
-    like: str = "llava",
-    seed: int = 0,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    num_kv_heads: int = 2,
-    vocab_size: int | None = None,
-    max_position_embeddings: int = DEFAULT_MAX_POSITIONS,
-) -> Path:
-    """Write a tiny random vision-language model of ``like`` (weights, tokenizer, chat template, processor)."""
-    import torch
-    from transformers import AutoModelForImageTextToText, GenerationConfig
+def build_tiny_llava_or_gemma3(out_dir: str | os.PathLike, like: str = "llava", seed: int = 0,
+                              sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes()) -> Path:
+    """Write a tiny random LLaVA-1.5 / LLaVA-NeXT / Gemma 3 (weights, tokenizer, chat template, processor)."""
+    from transformers import AutoModelForImageTextToText
 
     key = like.strip().lower()
-    if tiny_vlm.is_vlm_family(key):
-        return tiny_vlm.build_tiny_vlm(out_dir, like=key, seed=seed, hidden_size=hidden_size, num_layers=num_layers,
-                                       num_heads=num_heads, num_kv_heads=num_kv_heads, vocab_size=vocab_size,
-                                       max_position_embeddings=max_position_embeddings)
-    if key not in FAMILIES:
-        known = sorted({*FAMILIES, *tiny_vlm.VLM_FAMILIES})
-        raise ModelError(f"tiny-model: unknown vision-language family '{like}'; known: {', '.join(known)}.")
     family = FAMILIES[key]
     gemma = family == "gemma3"
     fam, template = (GEMMA3_TOKENS, GEMMA3_CHAT_TEMPLATE) if gemma else (LLAVA_TOKENS, LLAVA_CHAT_TEMPLATE)
     named = dict(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>") if gemma \
         else dict(image_token="<image>")
-    tokenizer = _tokenizer(fam, vocab_size or DEFAULT_VOCAB_SIZE, template, max_position_embeddings, **named)
-    n_tok = len(tokenizer)
-    model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
+    tokenizer = _tokenizer(fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, template, sizes.max_position_embeddings, **named)
+    out, tokenizer, model_vocab = tiny_vlm.new_folder(out_dir, fam, template, sizes, tokenizer=tokenizer)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
-    sizes = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_kv_heads)
-    text = _text_config("gemma3_text" if gemma else "llama", sizes, model_vocab, ids, fam, max_position_embeddings)
+    shape = dict(hidden_size=sizes.hidden_size, num_layers=sizes.num_layers, num_heads=sizes.num_heads,
+                 num_kv_heads=sizes.num_kv_heads)
+    text = _text_config("gemma3_text" if gemma else "llama", shape, model_vocab, ids, fam, sizes.max_position_embeddings)
     config = _config(family, text, ids)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
-    model.config.architectures = [type(model).__name__]
-    model.generation_config = GenerationConfig(bos_token_id=ids[fam.bos], eos_token_id=[ids[t] for t in fam.generation_eos],
-                                               pad_token_id=ids[fam.pad], do_sample=False)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    model = tiny_vlm.random_model(AutoModelForImageTextToText, config, seed, fam, ids, bos_token_id=ids[fam.bos])
     model.save_pretrained(out)
     _processor(family, tokenizer, template).save_pretrained(out)  # processor_config.json + tokenizer + template
     check_tokenizer_roundtrip(out, tokenizer)

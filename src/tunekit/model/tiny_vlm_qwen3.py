@@ -16,8 +16,8 @@ import json
 import os
 from pathlib import Path
 
-from .tiny import DEFAULT_MAX_POSITIONS, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, _set_tokenizer_class, \
-    build_tokenizer, check_tokenizer_roundtrip
+from .tiny import TOKENIZERS, TokenizerFamily
+from .tiny_vlm import TinySizes, new_folder, random_model, save_tokenizer
 
 QWEN3_VL_TOKENS = TokenizerFamily(
     name="qwen3_vl",
@@ -82,38 +82,18 @@ def _save_processors(out: Path) -> None:
     (out / "video_preprocessor_config.json").write_text(json.dumps(video, indent=2) + "\n", encoding="utf-8")
 
 
-def build_tiny_qwen3_vl(
-    out_dir: str | os.PathLike,
-    like: str = "qwen3-vl",
-    seed: int = 0,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    num_kv_heads: int = 2,
-    vocab_size: int | None = None,
-    max_position_embeddings: int = DEFAULT_MAX_POSITIONS,
-) -> Path:
+def build_tiny_qwen3_vl(out_dir: str | os.PathLike, like: str = "qwen3-vl", seed: int = 0,
+                        sizes: TinySizes = TinySizes()) -> Path:
     """Write a tiny random Qwen3-VL (weights, tokenizer, chat template, image + video processor configs) into ``out_dir``."""
-    import torch
-    from transformers import AutoModelForImageTextToText, GenerationConfig
+    from transformers import AutoModelForImageTextToText
 
     fam = QWEN3_VL_TOKENS
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(fam, vocab_size or DEFAULT_VOCAB_SIZE, QWEN3_VL_CHAT_TEMPLATE, max_position_embeddings)
-    n_tok = len(tokenizer)
-    model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
+    out, tokenizer, model_vocab = new_folder(out_dir, fam, QWEN3_VL_CHAT_TEMPLATE, sizes)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (*fam.special, *fam.extra)}
-    config = _config(hidden_size, num_layers, num_heads, num_kv_heads, model_vocab, ids, max_position_embeddings)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
-    model.config.architectures = [type(model).__name__]
-    model.generation_config = GenerationConfig(eos_token_id=[ids[t] for t in fam.generation_eos],
-                                               pad_token_id=ids["<|endoftext|>"], do_sample=False)
+    config = _config(sizes.hidden_size, sizes.num_layers, sizes.num_heads, sizes.num_kv_heads, model_vocab, ids,
+                     sizes.max_position_embeddings)
+    model = random_model(AutoModelForImageTextToText, config, seed, fam, ids)
     model.save_pretrained(out)
     _save_processors(out)
-    tokenizer.save_pretrained(out)
-    _set_tokenizer_class(out, fam.tokenizer_class)
-    check_tokenizer_roundtrip(out, tokenizer)
+    save_tokenizer(out, tokenizer, fam)
     return out

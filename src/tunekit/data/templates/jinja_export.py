@@ -32,8 +32,13 @@ def _parts(tpl: "Template", fmt: str) -> tuple[str, str]:
     return tpl._sub(pre), tpl._sub(post)
 
 
-def chat_template_for(tpl: "Template", enable_thinking: bool = True) -> str:
-    """The Jinja text; ``enable_thinking=False`` makes thinking off the default (reasoning templates)."""
+def chat_template_for(tpl: "Template", enable_thinking: bool = True) -> str | None:
+    """The Jinja text; ``enable_thinking=False`` makes thinking off the default (reasoning templates).
+
+    ``None`` for a reasoning template without an official Jinja text (qwen3_vl): the generated template does not
+    render ``<think>`` blocks as training does, so the model folder keeps its own (official) chat template."""
+    if tpl.spec.reasoning and not tpl.spec.official_jinja:
+        return None
     head = ""
     if tpl.spec.reasoning and not enable_thinking:
         head += "{%- if enable_thinking is not defined -%}{%- set enable_thinking = false -%}{%- endif -%}"
