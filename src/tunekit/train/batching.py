@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..data.padding_free import concatenate
 from .losses import IGNORE_INDEX
 
 
@@ -40,18 +41,17 @@ def pad(rows: list[list[int]], value: int, multiple: int = 1, left: bool = False
 
 def packed_row(rows: list[list[int]], labels: list[list[int]] | None = None) -> dict[str, torch.Tensor]:
     """``rows`` concatenated into one row: ``input_ids``/``position_ids`` ``[1, T]``, ``cu_seqlens`` ``[len(rows) + 1]``
-    and, with ``labels``, ``token_labels`` ``[1, T]`` (each sequence's first label -100, see the module doc)."""
+    and, with ``labels``, ``token_labels`` ``[1, T]`` (each sequence's first label -100, see the module doc).
+    The row itself is SFT's padding-free row (``data.padding_free.concatenate``); ``cu_seqlens`` marks the sequences."""
     if any(not r for r in rows):
         raise ValueError("padding-free batch with an empty sequence")
-    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    ids, positions, flat = concatenate(rows, labels)
     cu = torch.zeros(len(rows) + 1, dtype=torch.long)
-    cu[1:] = torch.cumsum(lengths, 0)
-    batch = {"input_ids": torch.tensor([t for r in rows for t in r], dtype=torch.long)[None],
-             "position_ids": torch.cat([torch.arange(n) for n in lengths.tolist()])[None], "cu_seqlens": cu}
+    cu[1:] = torch.cumsum(torch.tensor([len(r) for r in rows], dtype=torch.long), 0)
+    batch = {"input_ids": torch.tensor(ids, dtype=torch.long)[None],
+             "position_ids": torch.tensor(positions, dtype=torch.long)[None], "cu_seqlens": cu}
     if labels is not None:
-        flat = torch.tensor([t for r in labels for t in r], dtype=torch.long)
-        flat[cu[:-1]] = IGNORE_INDEX
-        batch["token_labels"] = flat[None]
+        batch["token_labels"] = torch.tensor(flat, dtype=torch.long)[None]
     return batch
 
 
