@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant,trackers,optimizers,vision
 PYTEST_ARGS ?=
+# tests run in 2 processes (pytest-xdist; each test is one-threaded, see tests/conftest.py); TEST_WORKERS=0 runs them in one
+TEST_WORKERS ?= 2
 
 .PHONY: install install-test demo test bench clean-venv
 
@@ -32,7 +34,7 @@ demo: install
 
 test: install-test
 	bash scripts/test-system-deps.sh
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 bench: install-test
 	$(BIN)/python benchmarks/run_all.py
