@@ -30,15 +30,11 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         sys.stdout.write(HELP)
         return 0
-    from tunekit.config import load_config
     from tunekit.errors import ConfigError
 
-    from .chat_cmd import pop_flags
-    from .train_cmd import split_config_path
+    from .chat_cmd import config_and_flags
 
-    flags, argv = pop_flags(argv, FLAGS)
-    path, rest = split_config_path(argv)
-    cfg = load_config(path, rest)
+    flags, cfg = config_and_flags(argv, FLAGS)
     port = flags.get("--port")
     if port is not None and not port.isdigit():
         raise ConfigError(f"--port must be a number, got {port!r}.")

@@ -49,6 +49,17 @@ def pop_flags(argv: list[str], names: Iterable[str]) -> tuple[dict[str, str], li
     return found, rest
 
 
+def config_and_flags(argv: list[str], names: Iterable[str]):
+    """The verb's own ``--flags`` and the config the rest of argv names (``CONFIG.yaml key=value ...``)."""
+    from tunekit.config import load_config
+
+    from .train_cmd import split_config_path
+
+    flags, argv = pop_flags(argv, names)
+    path, rest = split_config_path(argv)
+    return flags, load_config(path, rest)
+
+
 def _interactive_lines(out: TextIO) -> Iterator[str]:
     try:
         import readline  # noqa: F401  (line editing and history for input())
@@ -109,13 +120,7 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         sys.stdout.write(HELP)
         return 0
-    from tunekit.config import load_config
-
-    from .train_cmd import split_config_path
-
-    flags, argv = pop_flags(argv, FLAGS)
-    path, rest = split_config_path(argv)
-    cfg = load_config(path, rest)
+    flags, cfg = config_and_flags(argv, FLAGS)
     from tunekit.infer.engine import ChatEngine
 
     engine = ChatEngine(cfg)
