@@ -249,6 +249,8 @@ HELP_ZH: dict[str, str] = {
     "api_max_queue": "API：可同时等待槽位的请求数；更多请求立即返回 429。",
     "api_stream_timeout": "API：流式数据块等待客户端读取的秒数；停止读取的客户端会被断开。",
     "api_parse_special_tokens": "API：把请求消息中写出的控制 token（如 <|im_end|>）解析为控制 token；关闭时按普通文本处理。",
+    "api_media_dir": "API：客户端可在 image_url / video_url / audio_url 中引用的文件夹（file:// 或路径；解析符号链接和 ..，其外的文件一律拒绝）。未设置时不读取任何文件，媒体只能以 base64 data: URL 内联发送；未设置时读取 LLaMA-Factory 的 SAFE_MEDIA_PATH 环境变量。",
+    "api_max_media_mb": "API：单个图像、视频或音频解码后的最大大小（MB，10^6 字节）；超过则返回 413。",
     # ---- multimodal
     "image_max_pixels": "交给图像处理器的最大图像面积（高 × 宽，像素）；更大的图像会缩小。",
     "image_min_pixels": "最小图像面积（像素）；更小的图像会放大。",

@@ -264,15 +264,16 @@ class ChatEngine:
         ``parse_special_tokens=False`` (the API's default): control-token text written *in* the messages or the
         system text (``<|im_end|>``) is encoded as ordinary text, never as the control token, so a client cannot
         forge role boundaries; see :func:`tunekit.infer.untrusted.encode_untrusted`. Messages without such text
-        give exactly the ids of the default path.
+        give exactly the ids of the default path. A message's content may be a list of pieces
+        (:class:`tunekit.infer.untrusted.Trusted` ones are tunekit's own text: media token runs).
         """
+        from .untrusted import encode_untrusted, plain_messages
+
         system = system or self.cfg.default_system or None
         args = (list(messages), system, tools or None, self.cfg.enable_thinking)
         if not parse_special_tokens:
-            from .untrusted import encode_untrusted
-
             return encode_untrusted(self.template, self.tokenizer, *args)
-        text = self.template.render_prompt(*args)
+        text = self.template.render_prompt(plain_messages(args[0]), *args[1:])
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @property
@@ -322,9 +323,10 @@ class ChatEngine:
             return Generation(self, ids, gen, media)
         return Generation(self, self.render(messages, system, tools), gen)
 
-    def start_ids(self, prompt_ids: list[int], **gen: Any) -> Generation:
-        """A :class:`Generation` for prompt ids rendered already (:meth:`render`)."""
-        return Generation(self, list(prompt_ids), gen)
+    def start_ids(self, prompt_ids: list[int], media: dict | None = None, **gen: Any) -> Generation:
+        """A :class:`Generation` for prompt ids rendered already (:meth:`render`, or ``infer.media_prompt`` with its
+        ``media`` inputs)."""
+        return Generation(self, list(prompt_ids), gen, media)
 
     def stream_chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,
                     images: Sequence[str] | None = None, **gen: Any) -> Iterator[str]:
@@ -341,8 +343,10 @@ class ChatEngine:
         return out
 
     # ------------------------------------------------------------------ batches (predict)
-    def generate_batch(self, prompts: list[list[int]], **gen: Any) -> list[Response]:
-        """Greedy/sampled generation for several prompts at once (left padding); same stops as streaming."""
+    def generate_batch(self, prompts: list[list[int]], media: dict | None = None, **gen: Any) -> list[Response]:
+        """Greedy/sampled generation for several prompts at once (left padding); same stops as streaming.
+        ``media``: a vision-language model's inputs for these prompts (``infer.media_prompt``; predict passes one
+        prompt with its media at a time)."""
         import torch
 
         kwargs, user_stops, seed = generation_options(self.cfg, gen)
@@ -350,13 +354,14 @@ class ChatEngine:
         width = max(len(p) for p in prompts)
         input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        inputs = {k: v.to(self.device) for k, v in (media or {}).items()}
         with self.lock, torch.inference_mode():
             _apply_seed(seed)
             was_training = self.model.training
             self.model.eval()
             try:
                 out = self.model.generate(input_ids=input_ids, attention_mask=mask, eos_token_id=self.stop_ids,
-                                          pad_token_id=self.pad_id, use_cache=True, **kwargs)
+                                          pad_token_id=self.pad_id, use_cache=True, **inputs, **kwargs)
             finally:
                 self.model.train(was_training)
         results = []

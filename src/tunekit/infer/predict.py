@@ -6,6 +6,12 @@ the outputs go back to dataset order. Writes ``generated_predictions.jsonl`` (``
 ``label``: LLaMA-Factory's field names) and ``predict_results.json`` (``predict_bleu-4``,
 ``predict_rouge-1/2/l``, ``predict_exact_match``, runtime and generated tokens/s). Sampled predictions are
 seeded with the training ``seed`` (as LLaMA-Factory's do_predict is), so a rerun predicts the same.
+
+Multimodal eval sets (``images`` / ``videos`` / ``audios`` columns, as for training): each sample's media are
+resolved against ``media_dir`` (else ``dataset_dir``) and its placeholders expanded as in training
+(:func:`tunekit.infer.media_prompt.render_sample`); such samples are generated one at a time with their media
+inputs (text-only samples keep the batches). A multimodal prompt longer than ``cutoff_len`` is an error naming
+the record (cutting it would cut through an image's tokens).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ RESULTS = "predict_results.json"
 
 
 def load_samples(cfg) -> list[dict[str, Any]]:
-    """``{"messages", "system", "tools", "label"}`` per record of eval_dataset (else dataset); the last reply is the label."""
+    """``{"messages", "system", "tools", "label", "media", "where"}`` per record of eval_dataset (else dataset); the
+    last reply is the label, ``media`` the record's resolved media paths per kind (empty for text)."""
     from ..data.dataset_info import resolve_datasets
     from ..data.formats import RecordError, convert_record
+    from ..data.mm_plugins import PLACEHOLDERS, media_root, resolve_media
     from ..data.readers import read_records
 
     names = cfg.eval_dataset_names or cfg.dataset_names
@@ -38,13 +46,15 @@ def load_samples(cfg) -> list[dict[str, Any]]:
         for raw in raws:
             try:
                 sample = convert_record(raw, attr, "sft")
-            except RecordError as exc:
+                media = {k: resolve_media(sample.get(k) or [], k, media_root(cfg), sample["_source"]) for k in PLACEHOLDERS}
+            except (RecordError, DataError) as exc:
                 if cfg.bad_records == "error":
                     raise DataError(f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records)") from None
                 continue
             messages = sample["messages"]
             samples.append({"messages": messages[:-1], "system": sample.get("system") or None,
-                            "tools": sample.get("tools") or None, "label": messages[-1]["content"]})
+                            "tools": sample.get("tools") or None, "label": messages[-1]["content"], "media": media,
+                            "where": sample["_source"]})
     if not samples:
         raise DataError(f"no usable samples in {', '.join(names)} to predict on.")
     return samples
@@ -61,23 +71,18 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
         from .engine import ChatEngine
 
         engine = ChatEngine(cfg)
-    prompts, truncated = [], 0
-    for s in samples:
-        ids = engine.render(s["messages"], s["system"], s["tools"])
-        if len(ids) > cfg.cutoff_len:
-            ids, truncated = ids[-cfg.cutoff_len:], truncated + 1
-        prompts.append(ids)
-    if truncated:
-        print(f"predict: {truncated} prompt(s) longer than cutoff_len {cfg.cutoff_len} were cut to their last {cfg.cutoff_len} tokens")
-
-    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    prompts, media = _render_prompts(cfg, engine, samples)
+    text_only = [i for i in range(len(prompts)) if not media[i]]
+    order = sorted(text_only, key=lambda i: -len(prompts[i]))
     size = cfg.per_device_eval_batch_size
     batches = [order[i:i + size] for i in range(0, len(order), size)]
+    batches += [[i] for i in range(len(prompts)) if media[i]]  # with their media inputs: one at a time
     results: list[Any] = [None] * len(prompts)
     progress = _progress(len(prompts), cfg.disable_tqdm)
     start = time.perf_counter()
     for batch in batches:
-        for i, response in zip(batch, engine.generate_batch([prompts[i] for i in batch], seed=cfg.seed)):
+        with_media = media[batch[0]] or None
+        for i, response in zip(batch, engine.generate_batch([prompts[i] for i in batch], media=with_media, seed=cfg.seed)):
             results[i] = response
         progress.update(len(batch))
     seconds = time.perf_counter() - start
@@ -100,6 +105,29 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
     print(f"predict: {len(samples)} samples in {seconds:.1f} s ({metrics['predict_tokens_per_second']} generated tokens/s) | "
           + " | ".join(f"{k} {v}" for k, v in scores.items()) + f" -> {out / PREDICTIONS}")
     return metrics
+
+
+def _render_prompts(cfg, engine, samples: list[dict[str, Any]]) -> tuple[list[list[int]], list[dict]]:
+    """Every sample's prompt ids (text prompts over ``cutoff_len`` keep their last tokens) and media inputs."""
+    from .media_prompt import render_sample
+
+    prompts, media, truncated = [], [], 0
+    for s in samples:
+        if any(s["media"].values()):
+            ids, inputs = render_sample(engine, s["messages"], s["system"], s["tools"], s["media"], s["where"])
+            if len(ids) > cfg.cutoff_len:
+                raise DataError(f"{s['where']}: the prompt with its media is {len(ids)} tokens, longer than cutoff_len "
+                                f"{cfg.cutoff_len}, and cutting it would cut through its media tokens: raise cutoff_len, "
+                                f"or lower image_max_pixels / video_max_pixels.")
+        else:
+            ids, inputs = engine.render(s["messages"], s["system"], s["tools"]), {}
+            if len(ids) > cfg.cutoff_len:
+                ids, truncated = ids[-cfg.cutoff_len:], truncated + 1
+        prompts.append(ids)
+        media.append(inputs)
+    if truncated:
+        print(f"predict: {truncated} prompt(s) longer than cutoff_len {cfg.cutoff_len} were cut to their last {cfg.cutoff_len} tokens")
+    return prompts, media
 
 
 class _NoProgress:

@@ -7,6 +7,10 @@ private sentinels (inside their surrounding whitespace, so templates that trim c
 rendered string is cut at the sentinels, the template's own text is tokenized as always and the messages'
 text with ``split_special_tokens=True`` (its ``<|im_end|>`` becomes the ordinary pieces ``<``, ``|``, ``im``, ...).
 Messages without special-token text take the ordinary path unchanged (same ids as training and chat).
+
+A message's content may also be a list of pieces (the API's content parts): :class:`Trusted` pieces are the
+server's own text (an image's token run, ``infer/media_prompt.py``) and are encoded as control tokens; every
+other piece is the client's and is kept apart as above.
 """
 
 from __future__ import annotations
@@ -16,6 +20,20 @@ import secrets
 from typing import Any, Sequence
 
 from ..errors import ConfigError
+
+
+class Trusted(str):
+    """A piece of message text written by tunekit, not the client (media token runs): its control tokens are real."""
+
+
+def plain_messages(messages: Sequence[dict]) -> list[dict]:
+    """``messages`` with list contents (pieces) joined into one string, as the template renders them."""
+    return [{**m, "content": "".join(m["content"])} if isinstance(m.get("content"), list) else m for m in messages]
+
+
+def _pieces(message: dict) -> list[str]:
+    content = message.get("content")
+    return list(content) if isinstance(content, list) else [content] if isinstance(content, str) else []
 
 
 def special_strings(tokenizer: Any) -> list[str]:
@@ -32,6 +50,8 @@ def first_special(text: str, specials: Sequence[str]) -> str | None:
 def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system: str | None, tools: Any,
                      enable_thinking: bool) -> list[int]:
     """Prompt ids of ``template.render_prompt(...)`` where no text from ``messages``/``system`` is a control token."""
+    pieces = [_pieces(m) for m in messages]
+    messages = plain_messages(messages)
     plain = template.render_prompt(messages, system, tools, enable_thinking)
     specials = special_strings(tokenizer)
     if tools:
@@ -41,7 +61,8 @@ def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system
         if token:
             raise ConfigError(f"the tool definitions contain the control token {token!r}; remove it (tool names, "
                               f"descriptions and schemas cannot carry control tokens).")
-    hits = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str) and first_special(m["content"], specials)]
+    hits = [i for i, ps in enumerate(pieces)
+            if any(not isinstance(p, Trusted) and first_special(p, specials) for p in ps)]
     system_hit = bool(system and first_special(system, specials))
     if not hits and not system_hit:
         return tokenizer(plain, add_special_tokens=False)["input_ids"]
@@ -59,11 +80,13 @@ def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system
             token = first_special(wrapped[i]["content"], specials)
             raise ConfigError(f"messages[{i}]: a tool call contains the control token {token!r}; remove it "
                               f"(tool-call arguments cannot carry control tokens).")
-        wrapped[i]["content"] = wrap(wrapped[i]["content"])
+        wrapped[i]["content"] = "".join(wrap(p) if not isinstance(p, Trusted) and first_special(p, specials) else p
+                                        for p in pieces[i])
     text = template.render_prompt(wrapped, wrap(system) if system_hit else system, tools, enable_thinking)
     pattern = re.compile(re.escape(open_) + "(.*?)" + re.escape(close), re.DOTALL)
     if pattern.sub(lambda m: m.group(1), text) != plain or open_ in pattern.sub("", text) or close in pattern.sub("", text):
-        token = first_special(system or "", specials) if system_hit else first_special(messages[hits[0]]["content"], specials)
+        client_text = (system or "") if system_hit else "".join(p for p in pieces[hits[0]] if not isinstance(p, Trusted))
+        token = first_special(client_text, specials)
         raise ConfigError(f"the text of messages[{hits[0] if hits else 'system'}] holds the control token {token!r} and "
                           f"template '{getattr(template, 'name', '?')}' rewrites that text, so it cannot be encoded as "
                           f"ordinary text; remove the control token from the message.")

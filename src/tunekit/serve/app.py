@@ -3,10 +3,10 @@
 Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``, on every route and for every
 failure: 401 missing/wrong bearer key (every route, ``/openapi.json`` too; the ``Bearer`` scheme in any case,
 the key compared in constant time), 400 malformed JSON (also: nested deeper than ``MAX_DEPTH``, NaN/Infinity,
-lone UTF-16 surrogates in a string) or an unusable conversation (empty, wrong role order, non-text content,
-options the template cannot honour, a prompt that does not fit the model's context, ``max_tokens`` above
+lone UTF-16 surrogates in a string) or an unusable conversation (empty, wrong role order, media the model cannot
+read or that cannot be decoded (:mod:`tunekit.serve.media`), options the template cannot honour, a prompt that does not fit the model's context, ``max_tokens`` above
 ``api_max_tokens`` or the room the context leaves), 404 unknown model or route, 413 body larger than
-``max_body_bytes``, 422 a body that does not match the request schema (wrong types, out-of-range integers,
+``max_body_bytes`` or a media item larger than ``api_max_media_mb``, 422 a body that does not match the request schema (wrong types, out-of-range integers,
 ``"stream": "yes"``, ...), 429 (with ``Retry-After``) when the generation slot stays busy, 503 while the server
 stops, 500 (still JSON) for a bug.
 
@@ -33,6 +33,7 @@ from fastapi import Request  # module level: FastAPI resolves the string annotat
 
 from ..errors import TunekitError
 from ..infer.engine import choice_seed
+from .media import MediaPolicy, is_media_part, media_source, render_with_media, sources_of
 from .protocol import MAX_DEPTH, ChatCompletionRequest, ChatMessage
 from .request_checks import APIError, authorized, parse_json
 from .streaming import GuardedStream, drain, drain_watching
@@ -50,26 +51,33 @@ class Limits:
     max_queue: int = 16
     stream_timeout: float = 30.0
     parse_special_tokens: bool = False
+    media: MediaPolicy = MediaPolicy()
 
     @classmethod
     def from_config(cls, cfg) -> "Limits":
         return cls(max_tokens=cfg.api_max_tokens, queue_timeout=cfg.api_queue_timeout, max_queue=cfg.api_max_queue,
-                   stream_timeout=cfg.api_stream_timeout, parse_special_tokens=cfg.api_parse_special_tokens)
+                   stream_timeout=cfg.api_stream_timeout, parse_special_tokens=cfg.api_parse_special_tokens,
+                   media=MediaPolicy.from_config(cfg))
 
 
 # ------------------------------------------------------------------------------------ request -> engine
-def _text(msg: ChatMessage, i: int) -> str:
+def _text(msg: ChatMessage, i: int, media: bool = False) -> str | list:
+    """A message's text; with ``media`` (user messages) a list of text and media parts when it has media parts."""
     if msg.content is None:
         return ""
     if isinstance(msg.content, str):
         return msg.content
-    parts = []
-    for part in msg.content:
-        if part.type != "text" or part.text is None:
-            raise APIError(400, f"messages[{i}]: content part of type '{part.type}' is not supported (text only).",
-                           param=f"messages.{i}.content")
-        parts.append(part.text)
-    return "".join(parts)
+    parts: list = []
+    for j, part in enumerate(msg.content):
+        if media and is_media_part(part.type):
+            parts.append(media_source(part, f"messages[{i}].content[{j}]"))
+        elif part.type != "text" or part.text is None:
+            where = "user messages only" if is_media_part(part.type) else "text, image_url, video_url, input_audio"
+            raise APIError(400, f"messages[{i}]: content part of type '{part.type}' is not supported here ({where}; "
+                                f"a text part needs 'text').", param=f"messages.{i}.content")
+        else:
+            parts.append(part.text)
+    return parts if any(not isinstance(p, str) for p in parts) else "".join(parts)
 
 
 def to_conversation(messages: list[ChatMessage]) -> tuple[list[dict], str | None]:
@@ -84,7 +92,7 @@ def to_conversation(messages: list[ChatMessage]) -> tuple[list[dict], str | None
                 raise APIError(400, f"messages[{i}]: a {msg.role} message must come before the conversation.", param="messages")
             system.append(_text(msg, i))
         elif msg.role == "user":
-            turns.append({"role": "user", "content": _text(msg, i)})
+            turns.append({"role": "user", "content": _text(msg, i, media=True)})
         elif msg.role == "assistant" and msg.tool_calls:
             calls = []
             for call in msg.tool_calls:
@@ -261,18 +269,19 @@ def _install_model_routes(app, served: _Served) -> None:
         return model_card()
 
 
-async def _read_request(request: Request, max_body_bytes: int) -> ChatCompletionRequest:
+async def _read_request(request: Request, max_body_bytes: int, note: str = "") -> ChatCompletionRequest:
     from pydantic import ValidationError
 
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > max_body_bytes:
-        raise APIError(413, f"Request body of {int(length):,} bytes is larger than the limit of {max_body_bytes:,} bytes.",
-                       code="request_too_large")
+        raise APIError(413, f"Request body of {int(length):,} bytes is larger than the limit of {max_body_bytes:,} bytes"
+                            f"{note}.", code="request_too_large")
     body = b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > max_body_bytes:
-            raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes.", code="request_too_large")
+            raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes{note}.",
+                           code="request_too_large")
     data = parse_json(body)
     if not isinstance(data, dict):
         raise APIError(400, "The body must be a JSON object.")
@@ -311,12 +320,15 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
     from fastapi.responses import JSONResponse
 
     engine, model_name, limits, state = served.engine, served.model_name, served.limits, served.state
+    note = "" if getattr(engine, "mm", None) is None else (
+        f" (base64 media count in it: each image, video or audio may be up to {limits.media.max_bytes / 1e6:g} MB "
+        f"decoded, option api_max_media_mb)")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         if state["stopping"]:
             raise _shutting_down()
-        req = await _read_request(request, max_body_bytes)
+        req = await _read_request(request, max_body_bytes, note)
         if req.model != model_name:
             raise APIError(404, f"The model '{req.model}' does not exist; this server serves '{model_name}'.",
                            param="model", code="model_not_found")
@@ -324,10 +336,17 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
         tools = req.tools if req.tools and req.tool_choice != "none" else None
         gen = generation_args(req)
         base_seed = req.seed if req.seed is not None else engine.cfg.generation_seed
+        ids, media = None, {}
+        if sources_of(turns):  # decoding and image processing are CPU work: off the event loop (400s as APIError)
+            import anyio
+
+            ids, media = await anyio.to_thread.run_sync(render_with_media, engine, limits.media, turns, system, tools,
+                                                        limits.parse_special_tokens)
         try:  # render + option checks now, so mistakes are 400s before any streaming starts
-            ids = engine.render(turns, system=system, tools=tools, parse_special_tokens=limits.parse_special_tokens)
+            if ids is None:
+                ids = engine.render(turns, system=system, tools=tools, parse_special_tokens=limits.parse_special_tokens)
             gen["max_new_tokens"] = _budget(engine, limits, len(ids), gen["max_new_tokens"])
-            generations = [engine.start_ids(ids, **{**gen, "seed": choice_seed(base_seed, i)}) for i in range(req.n)]
+            generations = [engine.start_ids(ids, media, **{**gen, "seed": choice_seed(base_seed, i)}) for i in range(req.n)]
         except TunekitError as exc:
             raise APIError(400, str(exc), param="messages") from None
         await served.slot.acquire()

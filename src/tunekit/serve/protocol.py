@@ -35,9 +35,27 @@ class ToolCall(_Lenient):
     function: FunctionCall
 
 
+class MediaURL(_Lenient):
+    """``image_url`` / ``video_url`` / ``audio_url``: a ``data:`` URL (base64) or a file under ``api_media_dir``."""
+
+    url: str
+    detail: Optional[str] = None  # OpenAI's image detail; ignored (the resolution is the image_*_pixels options)
+
+
+class InputAudio(_Lenient):
+    """OpenAI's ``input_audio``: base64 audio bytes and their format (``wav``, ``mp3``, ...)."""
+
+    data: str
+    format: Optional[str] = None
+
+
 class ContentPart(_Lenient):
     type: str
     text: Optional[str] = None
+    image_url: Union[MediaURL, str, None] = None
+    video_url: Union[MediaURL, str, None] = None
+    audio_url: Union[MediaURL, str, None] = None
+    input_audio: Optional[InputAudio] = None
 
 
 class ChatMessage(_Lenient):

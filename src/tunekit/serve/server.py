@@ -44,8 +44,14 @@ def serve(cfg, settings: ServeSettings) -> None:
 
     engine = ChatEngine(cfg)
     name = settings.model_name or default_model_name(cfg)
-    app = create_app(engine, name, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes,
-                     limits=Limits.from_config(cfg))
+    limits = Limits.from_config(cfg)
+    body = settings.max_body_bytes if engine.mm is None else limits.media.body_bytes(settings.max_body_bytes)
+    app = create_app(engine, name, api_key=settings.api_key, max_body_bytes=body, limits=limits)
+    if engine.mm is not None:
+        folder = limits.media.folder
+        files = f"files under {folder}" if folder else "no local files (api_media_dir is unset)"
+        print(f"media: {', '.join(engine.mm.MEDIA)} as base64 data: URLs up to {limits.media.max_bytes / 1e6:g} MB each "
+              f"(api_max_media_mb); {files}", flush=True)
     print(f"serving '{name}' on http://{settings.host}:{settings.port}/v1 (OpenAI-compatible; "
           f"{'API key required' if settings.api_key else 'no API key'}); Ctrl+C stops", flush=True)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=5)

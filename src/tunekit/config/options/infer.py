@@ -42,3 +42,10 @@ class InferOptions(OptionGroup):
                                                               "request messages as control tokens. Off: such text is "
                                                               "encoded as ordinary text, so a client cannot forge role "
                                                               "boundaries. Training data is unaffected.")
+    api_media_dir: Optional[str] = Field(
+        None, description="API: the folder whose files clients may name in image_url / video_url / audio_url parts "
+                          "(file:// URLs or paths; symlinks and .. are resolved, anything outside is refused). Unset: no "
+                          "file is read and media come inline as base64 data: URLs only. LLaMA-Factory's SAFE_MEDIA_PATH "
+                          "environment variable is read when this is unset.")
+    api_max_media_mb: float = Field(20.0, gt=0, description="API: the largest image, video or audio a request may send, "
+                                                             "in MB (10^6 bytes) decoded (413 above it).")

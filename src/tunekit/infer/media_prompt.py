@@ -1,0 +1,113 @@
+"""Prompts with images, videos and audio for ``tunekit api`` and ``tunekit predict``: ids + the model's media inputs.
+
+Both entry points end in what a :class:`~tunekit.infer.engine.Generation` takes (``engine.start_ids(ids, media)``,
+``engine.generate_batch([ids], media)``), with every media item expanded by the model family's plugin
+(``data/mm_plugins``) exactly as training expands it:
+
+- :func:`render_sample` (predict / do_predict): a dataset sample's messages with ``<image>`` / ``<video>`` /
+  ``<audio>`` placeholders and its resolved media lists, expanded by training's own
+  ``data.processors.media.expand_messages``, so the prompt ids equal the training prompt's;
+- :func:`render_parts` (the API): messages whose content is a list of text pieces and :class:`MediaFile` pieces
+  (OpenAI content parts, in order). The client's text is never searched for placeholders (an ``<image>`` it types
+  stays text); each media piece becomes its family's token run, a
+  :class:`~tunekit.infer.untrusted.Trusted` piece, so with ``api_parse_special_tokens`` off the client's text is
+  still encoded as ordinary text and only the runs are control tokens.
+
+After rendering, the number of media tokens in the ids is checked against the expansions (text that spells a media
+token, with special-token parsing on, would otherwise make the model fail mid-generation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+from .untrusted import Trusted
+
+#: media kind -> what one item of it is called, and several
+ITEM = {"images": "image", "videos": "video", "audios": "audio"}
+PLURAL = {"images": "images", "videos": "videos", "audios": "audio"}
+
+
+@dataclass(frozen=True)
+class MediaFile:
+    """One media item of a prompt: its kind (``images`` / ``videos`` / ``audios``), a local file, and how errors
+    name it (``messages[0].content[1]``)."""
+
+    kind: str
+    path: str
+    where: str
+
+
+def check_kinds(engine, kinds: dict[str, str]) -> None:
+    """ConfigError unless the engine's model reads every media kind in ``kinds`` (kind -> where it was sent)."""
+    template = engine.cfg.template
+    for kind, where in kinds.items():
+        if engine.mm is None:
+            raise ConfigError(f"{where}: this model (template '{template}') is text only and cannot read {PLURAL[kind]}: "
+                              f"serve a vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, "
+                              f"llava_next, gemma3; qwen2_audio for audio), or send text only.")
+        if kind not in engine.mm.MEDIA:
+            readable = " and ".join(PLURAL[k] for k in engine.mm.MEDIA)
+            raise ConfigError(f"{where}: the {engine.mm.NAME} family reads {readable} only, not {PLURAL[kind]}. "
+                              f"Remove the {ITEM[kind]}, or serve a model of a family that reads {PLURAL[kind]}.")
+
+
+def _expansions(mm, media: dict[str, list[str]], where: str) -> tuple[dict[str, list[str]], list[int]]:
+    """The text each item becomes (the family's token run), per kind in order; and each image's token count."""
+    images, videos, audios = media["images"], media["videos"], media["audios"]
+    counts = mm.image_token_counts(images, where) if images else []
+    return {"images": [mm.expand("<image>", counts, k)[0] for k in range(len(images))],
+            "videos": mm.video_expansions(videos, where) if videos else [],
+            "audios": mm.audio_expansions(audios, where) if audios else []}, counts
+
+
+def _inputs(engine, ids: list[int], media: dict[str, list[str]], runs: dict[str, list[str]]) -> dict[str, Any]:
+    """The model's media inputs for ``ids``, after checking that the ids hold exactly the runs' media tokens."""
+    import torch
+
+    media_ids = engine.mm.media_token_ids()
+    want = sum(t in media_ids for t in engine.tokenizer("".join(r for rs in runs.values() for r in rs),
+                                                        add_special_tokens=False)["input_ids"])
+    got = sum(t in media_ids for t in ids)
+    if got != want:
+        raise ConfigError(f"the prompt holds {got} media tokens but its media need {want}: the text spells media "
+                          f"tokens (e.g. <|image_pad|>); remove them from the messages.")
+    extra = {k: media[k] for k in ("videos", "audios") if media[k]}
+    return engine.mm.collate(media["images"], torch.tensor([ids]), **extra)
+
+
+def render_sample(engine, messages: Sequence[dict], system: str | None, tools: Any, media: dict[str, list[str]],
+                  where: str) -> tuple[list[int], dict[str, Any]]:
+    """A dataset sample's prompt ids and media inputs (placeholders expanded as in training; ``media``: kind -> paths)."""
+    from ..data.processors.media import expand_messages
+
+    media = {k: list(media.get(k) or []) for k in ITEM}
+    check_kinds(engine, {k: where for k, v in media.items() if v})
+    runs, counts = _expansions(engine.mm, media, where)
+    expanded = expand_messages(list(messages), counts, engine.mm, runs["videos"], runs["audios"])
+    ids = engine.render(expanded, system, tools)
+    return ids, _inputs(engine, ids, media, runs)
+
+
+def render_parts(engine, messages: Sequence[dict], system: str | None = None, tools: Any = None,
+                 parse_special_tokens: bool = False) -> tuple[list[int], dict[str, Any]]:
+    """Prompt ids and media inputs of messages whose contents may be lists of ``str`` and :class:`MediaFile` pieces."""
+    items = [p for m in messages if isinstance(m.get("content"), list) for p in m["content"] if isinstance(p, MediaFile)]
+    if not items:
+        return engine.render(messages, system, tools, parse_special_tokens=parse_special_tokens), {}
+    first: dict[str, str] = {}
+    for item in items:
+        first.setdefault(item.kind, item.where)
+    check_kinds(engine, first)
+    media = {k: [i.path for i in items if i.kind == k] for k in ITEM}
+    runs, _ = _expansions(engine.mm, media, items[0].where)
+    taken = {k: iter(v) for k, v in runs.items()}
+    out = []
+    for m in messages:
+        if isinstance(m.get("content"), list):
+            m = {**m, "content": [Trusted(next(taken[p.kind])) if isinstance(p, MediaFile) else p for p in m["content"]]}
+        out.append(m)
+    ids = engine.render(out, system, tools, parse_special_tokens=parse_special_tokens)
+    return ids, _inputs(engine, ids, media, runs)
