@@ -80,13 +80,37 @@ class MultimodalCollator(PaddingCollator):
     image processor at the configured resolution: for Qwen2-VL ``pixel_values`` (every image's patches,
     concatenated in row order), ``image_grid_thw`` and M-RoPE's ``mm_token_type_ids``; videos and audio
     likewise (``pixel_values_videos`` / ``video_grid_thw``, ``input_features`` / ``feature_attention_mask``).
+
+    Packed rows carry the media of their samples in sample order (``data/processors/packing.py``). Neat-packed rows
+    (restarting ``position_ids``) of a model with M-RoPE (``rope_index``: its ``get_rope_index``) get ``position_ids``
+    ``[4, B, W]``: row 0 the restarting text positions (the block-diagonal mask), rows 1-3 each packed sample's 3-D
+    positions as it has them alone (``data/padding_free.py``); without it Qwen2-VL would rotate image tokens as text.
     """
 
     mm: Any = None
+    rope_index: Any = None
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(features)
         paths = [p for f in features for p in (f.get("images") or [])]
         media = {k: [p for f in features for p in (f.get(k) or [])] for k in ("videos", "audios")}
         batch.update(self.mm.collate(paths, batch["input_ids"], **{k: v for k, v in media.items() if v}))
+        if self.rope_index is not None and "position_ids" in batch and "mm_token_type_ids" in batch:
+            batch["position_ids"] = _packed_rope_positions(self.rope_index, batch)
         return batch
+
+
+def _packed_rope_positions(rope_index, batch: dict[str, Any]):
+    """``[4, B, W]`` positions of neat-packed rows: the text positions, then each packed sample's (and the padding block's)
+    M-RoPE positions computed for it alone (``padding_free.sample_rope_positions`` over the rows laid end to end)."""
+    import torch
+
+    from .padding_free import sample_rope_positions, segment_ids
+
+    text = batch["position_ids"]
+    rows, width = text.shape
+    flat = text.reshape(1, -1)
+    lengths = torch.bincount(segment_ids(flat)[0]).tolist()
+    media = {**batch, "mm_token_type_ids": batch["mm_token_type_ids"].reshape(1, -1)}
+    rope = sample_rope_positions(rope_index, batch["input_ids"].reshape(1, -1), lengths, media)
+    return torch.cat([text[None], rope.reshape(3, rows, width).to(text.dtype)], dim=0)

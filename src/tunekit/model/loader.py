@@ -366,6 +366,9 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
             model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64 if len(tokenizer) > embeddings else None)
     if is_trainable:
         model.config.use_cache = False
+        # a vision-language model's language model reads its own config; with a KV cache it would build no mask from
+        # packed position ids (padding_free / neat_packing rows would attend across samples)
+        model.config.get_text_config().use_cache = False
         if cfg.use_gradient_checkpointing:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             if cfg.gradient_checkpointing_layers is not None:

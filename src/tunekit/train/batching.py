@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..data.padding_free import concatenate
+from ..data.padding_free import concatenate, media_of, refuse_family, rope_index_of, with_media
 from .losses import IGNORE_INDEX
 
 
@@ -131,23 +131,45 @@ def with_pair_references(batch: dict[str, Any], features: list[dict[str, Any]]) 
 @dataclass
 class PaddingFreePairCollator:
     """The pairs of the micro-batch in one padding-free row (module doc): chosen 0..B-1, then rejected 0..B-1, so
-    both answers of a pair always share a micro-batch and sequence ``i`` is row ``i`` of :class:`PairCollator`'s batch."""
+    both answers of a pair always share a micro-batch and sequence ``i`` is row ``i`` of :class:`PairCollator`'s batch.
+
+    With ``mm`` (a vision-language model's plugin) the pair's images go with its chosen and again with its rejected
+    sequence, in the row's sequence order, and a model with M-RoPE (``rope_index``) gets each sequence's 3-D positions
+    as it has them alone (``data.padding_free.with_media``): the same per-sequence inputs as :class:`MultimodalPairCollator`."""
+
+    mm: Any = None
+    rope_index: Any = None
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        return with_pair_references(packed_row(*pair_rows(features)), features)
+        rows, labels = pair_rows(features)
+        batch = packed_row(rows, labels)
+        if self.mm is not None:
+            paths = media_of(features)
+            batch = with_media(batch, self.mm, self.rope_index, paths + paths, [len(r) for r in rows])
+        return with_pair_references(batch, features)
+
+
+def padding_free_pair_collator(mm=None, model=None) -> PaddingFreePairCollator:
+    """:class:`PaddingFreePairCollator` for dpo / rm; with ``mm`` refused for the families of
+    ``data.padding_free.REFUSED_FAMILIES``, and the M-RoPE function taken from ``model``."""
+    if mm is None:
+        return PaddingFreePairCollator()
+    refuse_family(mm, "padding_free")
+    return PaddingFreePairCollator(mm=mm, rope_index=rope_index_of(model))
 
 
 @dataclass
 class MultimodalPairCollator(PairCollator):
-    """:class:`PairCollator` for a vision-language model: the pair's images go with its chosen row and again with its
+    """:class:`PairCollator` for a vision-language model: the pair's images (videos, audio) go with its chosen row and again with its
     rejected row (rows are chosen 0..B-1, then rejected 0..B-1), as the family plugin builds them (``data/mm_plugins``)."""
 
     mm: Any = None
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(features)
-        paths = [p for f in features for p in (f.get("images") or [])]
-        batch.update(self.mm.collate(paths + paths, batch["input_ids"]))
+        media = {k: [p for f in features for p in (f.get(k) or [])] for k in ("images", "videos", "audios")}
+        extra = {k: v + v for k, v in media.items() if k != "images" and v}  # videos / audio: the same rule as images
+        batch.update(self.mm.collate(media["images"] + media["images"], batch["input_ids"], **extra))
         return batch
 
 

@@ -52,14 +52,19 @@ def plan_bins(lengths: list[int], capacity: int) -> list[list[int]]:
 
 
 def pack_dataset(dataset, cutoff_len: int, neat: bool = False):
-    """A new ``datasets.Dataset`` of packed rows (input_ids, labels, length, _status, _source; + position_ids when neat)."""
+    """A new ``datasets.Dataset`` of packed rows (input_ids, labels, length, _status, _source; + position_ids when neat;
+    + the samples' images / videos / audios, concatenated in sample order, for a multimodal dataset)."""
     import datasets
 
     ids, labels, status, sources = dataset["input_ids"], dataset["labels"], dataset["_status"], dataset["_source"]
     rows = {"input_ids": [], "labels": [], "length": [], "_status": [], "_source": []}
     if neat:
         rows["position_ids"] = []
+    media = {k: dataset[k] for k in ("images", "videos", "audios") if k in dataset.column_names}  # a row's media, in sample order
+    rows.update({k: [] for k in media})
     for group in plan_bins([len(x) for x in ids], cutoff_len):
+        for k, col in media.items():
+            rows[k].append([p for i in group for p in (col[i] or [])])
         rows["input_ids"].append([t for i in group for t in ids[i]])
         row_labels: list[int] = []
         for k, i in enumerate(group):

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ...errors import ConfigError
-from ..batching import MultimodalPairCollator, PaddingFreePairCollator, PairCollator, sequence_view
+from ..batching import MultimodalPairCollator, PairCollator, padding_free_pair_collator, sequence_view
 from ..losses import preference_loss
 from .reference_policy import forward_logps, iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
@@ -81,21 +80,18 @@ def precompute_reference(dataset, collator, model, ref_model, batch_size: int, c
     return dataset.add_column(columns[0], chosen).add_column(columns[1], rejected)
 
 
-def pair_collator(cfg, tokenizer, mm=None):
-    """The batches of dpo and rm: padded, padding-free, or padded with the pair's images (``mm``: a vision-language
-    model's plugin, dpo only)."""
-    if cfg.padding_free and mm is not None:
-        raise ConfigError(f"padding_free is not supported for stage {cfg.stage} with a vision-language model (its image inputs "
-                          "and rotary positions are built per padded row): remove padding_free.")
+def pair_collator(cfg, tokenizer, mm=None, model=None):
+    """The batches of dpo and rm: padded or padding-free, with the pair's images (``mm``: a vision-language model's
+    plugin, dpo only; ``model`` gives the padding-free row its M-RoPE positions, ``train/batching.py``)."""
     if cfg.padding_free:
-        return PaddingFreePairCollator()
+        return padding_free_pair_collator(mm, model)
     if mm is not None:  # both answers see the pair's images
         return MultimodalPairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm)
     return PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    collator = pair_collator(cfg, tokenizer, getattr(data, "mm", None))
+    collator = pair_collator(cfg, tokenizer, getattr(data, "mm", None), model)
     ref_model = load_reference(cfg, tokenizer) if cfg.pref_loss not in REFERENCE_FREE else None
     trainer = DPOTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,

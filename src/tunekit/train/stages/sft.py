@@ -19,13 +19,17 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     if getattr(data, "mm", None) is not None:  # a vision-language model: the batch's images become model inputs
         from ...data.collator import MultimodalCollator
 
+        from ...data.padding_free import refuse_family, rope_index_of
+
+        if cfg.use_packing and cfg.neat_packing:
+            refuse_family(data.mm, "neat_packing")
         collator = MultimodalCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                                      label_pad_id=-100, mm=data.mm)
+                                      label_pad_id=-100, mm=data.mm, rope_index=rope_index_of(model))
     if cfg.padding_free:  # one row per micro-batch, restarting position ids (data/padding_free.py)
         from ...data.padding_free import padding_free_collator
 
-        collator = padding_free_collator(tokenizer, getattr(data, "mm", None))
-    elif (cfg.use_packing and cfg.neat_packing and getattr(data, "mm", None) is None
+        collator = padding_free_collator(tokenizer, getattr(data, "mm", None), model)
+    elif (cfg.use_packing and cfg.neat_packing
           and getattr(model.config, "_attn_implementation", None) == "flash_attention_2"):
         collator.flatten_packed = True  # FA2 finds the packed samples from position ids only in one row (data/collator.py)
     trainer = TunekitTrainer(

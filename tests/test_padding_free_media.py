@@ -1,0 +1,378 @@
+"""Padding-free batches and packing with media (issue 17 §2, multimodal): tiny Qwen2-VL in float64.
+
+A padding-free row of image samples must give every sample exactly the logits, loss and gradients the padded batch
+gives it: the media tensors are the samples' own, concatenated in sample order; the 3-D rotary positions (M-RoPE)
+are each sample's ``get_rope_index`` as if it were alone; attention never crosses a sample (the sdpa mask and the
+positions FlashAttention-2 reads). Each equivalence is paired with a variant that must differ, so the tests can fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import types
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import write_dataset
+from tests.tolerances import FP32_U, FP64_U, loss_tolerance, sum_order_bound
+from tunekit.data.collator import MultimodalCollator
+from tunekit.data.padding_free import PaddingFreeCollator, padding_free_collator, rope_index_of
+from tunekit.errors import ConfigError
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
+SMALL = 28 * 28 * 16  # image_max_pixels: the demo images become 1 x 4 x 10 .. grids, i.e. ~10 image tokens each
+SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
+            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+# float64 forwards of the same samples, padded vs one row: they differ only in matmul blocking and the mask's shape,
+# so each logit (|logit| < 2 in this tiny model, 2 text + 2 vision layers of width <= 256) carries a relative error of
+# a few times 256 * 2**-53 per layer (~1e-13 in all); 1e-10 leaves a thousandfold margin and is eight orders below
+# the effect guarded (image tokens rotated as text, or a token attending across samples, moves logits by > 1e-3).
+LOGIT_TOL = 1e-10
+
+
+@pytest.fixture(scope="module")
+def demo_dir() -> Path:
+    if not (DEMO_DIR / "mllm_demo.json").is_file():
+        pytest.skip(f"reference data not found at {DEMO_DIR}")
+    return DEMO_DIR
+
+
+@pytest.fixture(scope="module")
+def vl(tmp_path_factory, demo_dir):
+    """Tiny Qwen2-VL, the six mllm_demo samples (1-2 images each), its plugin and a float64 sdpa model."""
+    from transformers import AutoModelForImageTextToText
+
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    root = tmp_path_factory.mktemp("pf-media")
+    model_dir = build_tiny_vlm(root / "model", like="qwen2-vl", seed=0)
+    cfg = load_config(None, {"model_name_or_path": str(model_dir), "template": "qwen2_vl", "dataset": "mllm_demo",
+                             "dataset_dir": str(demo_dir), "output_dir": str(root / "o"), "stage": "sft",
+                             "cutoff_len": 1024, "image_max_pixels": SMALL, "report_to": "none"})
+    tok = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tok, "sft")
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float64, attn_implementation="sdpa")
+    model.config.use_cache = False  # as in training (model/loader.py): with a KV cache transformers does not look for
+    model.config.get_text_config().use_cache = False  # packed positions, and the language model reads its own config
+    feats = [data.train[i] for i in range(4)]
+    return types.SimpleNamespace(cfg=cfg, tok=tok, mm=data.mm, model=model, feats=feats, dir=model_dir, data=data)
+
+
+def _free(vl, feats=None):
+    return PaddingFreeCollator(pad_token_id=vl.tok.pad_token_id, mm=vl.mm, rope_index=rope_index_of(vl.model))(feats or vl.feats)
+
+
+def _padded(vl, feats=None):
+    return MultimodalCollator(pad_token_id=vl.tok.pad_token_id, pad_to_multiple_of=8, mm=vl.mm)(feats or vl.feats)
+
+
+def test_the_row_carries_each_samples_media_and_its_own_3d_positions(vl):
+    feats = vl.feats
+    batch = _free(vl)
+    lengths = [len(f["input_ids"]) for f in feats]
+    total = sum(lengths)
+    assert set(batch) == {"input_ids", "position_ids", "labels", "pixel_values", "image_grid_thw", "mm_token_type_ids"}
+    assert batch["position_ids"].shape == (4, 1, total) and batch["input_ids"].shape == (1, total)
+    assert batch["position_ids"][0, 0].tolist() == [p for n in lengths for p in range(n)]  # text positions restart
+    # media: every sample's own patches and grids, in sample order (what the plugin gives each sample alone)
+    alone = [vl.mm.collate(f["images"], torch.tensor([f["input_ids"]])) for f in feats]
+    assert torch.equal(batch["pixel_values"], torch.cat([a["pixel_values"] for a in alone]))
+    assert torch.equal(batch["image_grid_thw"], torch.cat([a["image_grid_thw"] for a in alone]))
+    assert batch["image_grid_thw"].shape[0] == sum(len(f["images"]) for f in feats) == 6
+    # M-RoPE: each sample's slice is the model's get_rope_index of that sample alone (offsets restart at 0)
+    start = 0
+    for f, a, n in zip(feats, alone, lengths):
+        ids = torch.tensor([f["input_ids"]])
+        own, _ = vl.model.model.get_rope_index(ids, mm_token_type_ids=a["mm_token_type_ids"], image_grid_thw=a["image_grid_thw"])
+        assert torch.equal(batch["position_ids"][1:, :, start:start + n], own), start
+        assert batch["position_ids"][:, 0, start].tolist() == [0, 0, 0, 0]
+        start += n
+    # the rule itself, on sample 0's first image (grid t x h x w, merged 2 x 2): the k-th image token at
+    # (s, s + row, s + column), s = the image's first index; the text after it resumes at s + max(h, w) / 2
+    pad = vl.tok.convert_tokens_to_ids("<|image_pad|>")
+    ids0 = feats[0]["input_ids"]
+    s = ids0.index(pad)
+    t, h, w = batch["image_grid_thw"][0].tolist()
+    hh, ww = h // 2, w // 2
+    rope = batch["position_ids"][1:, 0]
+    assert t == 1 and rope[:, s:s + hh * ww].tolist() == [[s] * (hh * ww), [s + r for r in range(hh) for _ in range(ww)],
+                                                          [s + c for _ in range(hh) for c in range(ww)]]
+    assert rope[:, s + hh * ww].tolist() == [s + max(hh, ww)] * 3
+
+
+def _capture_attention(model, batch):
+    """The attention mask and the position ids the first decoder layer's attention receives."""
+    seen = {}
+
+    def grab(_module, _args, kwargs):
+        seen.update(mask=kwargs.get("attention_mask"), positions=kwargs.get("position_ids"))
+
+    handle = model.model.language_model.layers[0].self_attn.register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(**{k: v for k, v in batch.items() if k != "labels"})
+    finally:
+        handle.remove()
+    return seen
+
+
+def test_attention_never_crosses_a_sample_sdpa_mask_and_varlen_boundaries(vl):
+    from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
+
+    batch = _free(vl)
+    lengths = [len(f["input_ids"]) for f in vl.feats]
+    seg = torch.tensor([k for k, n in enumerate(lengths) for _ in range(n)])
+    seen = _capture_attention(vl.model, batch)
+    causal = torch.ones(len(seg), len(seg), dtype=torch.bool).tril()
+    expected = causal & (seg[:, None] == seg[None, :])
+    assert seen["mask"].shape == (1, 1, len(seg), len(seg)) and torch.equal(seen["mask"][0, 0], expected)
+    # FlashAttention-2 (GPU) gets no mask and takes its varlen boundaries from these positions
+    (cu_q, cu_k), _ = prepare_fa_kwargs_from_position_ids(seen["positions"])
+    bounds = [0]
+    for n in lengths:
+        bounds.append(bounds[-1] + n)
+    assert cu_q.tolist() == cu_k.tolist() == bounds
+
+
+def _f64_loss(logits, labels):
+    targets = F.pad(labels[:, 1:], (0, 1), value=-100)
+    keep = targets != -100
+    return F.cross_entropy(logits[keep], targets[keep], reduction="sum") / keep.sum()
+
+
+def _grads(model, batch):
+    model.zero_grad()
+    out = model(**{k: v for k, v in batch.items() if k != "labels"})
+    loss = _f64_loss(out.logits, batch["labels"])
+    loss.backward()
+    return loss.detach(), out.logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
+                                                if p.grad is not None}
+
+
+def _max_logit_gap(free_logits, padded_logits, feats) -> float:
+    worst, start = 0.0, 0
+    for row, f in enumerate(feats):
+        k = len(f["input_ids"])
+        worst = max(worst, (free_logits[0, start:start + k] - padded_logits[row, :k]).abs().max().item())
+        start += k
+    return worst
+
+
+def test_loss_logits_and_gradients_equal_the_padded_batch(vl):
+    model, feats = vl.model, vl.feats
+    padded, free = _padded(vl), _free(vl)
+    loss_p, logits_p, grads_p = _grads(model, padded)
+    loss_f, logits_f, grads_f = _grads(model, free)
+    n = int((padded["labels"][:, 1:] != -100).sum())
+    assert int((free["labels"][:, 1:] != -100).sum()) == n
+    assert _max_logit_gap(logits_f, logits_p, feats) <= LOGIT_TOL
+    # loss: log-softmax is 2-Lipschitz in max-norm, plus two float64 summation orders of the mean over n tokens
+    assert abs(loss_f.item() - loss_p.item()) <= 2 * LOGIT_TOL + loss_tolerance(n, loss_p.item(), FP64_U)
+    # gradients (vision tower included: it sees the same pixel_values in both layouts): each element is a sum over the
+    # n trained tokens' paths of products through the widest contraction (the vocabulary, 1,856; the 248 image
+    # patches are fewer) and the 4 layers, i.e. at most m = n * V * 4 terms; two orders differ by at most
+    # sum_order_bound(m, sum|terms|, FP64_U). With sum|terms| <= 1e3 x the tensor's largest element (terms cancelling
+    # to a thousandth) that is ~1e-6 of the element for m ~ 1e6: four orders under the > 1e-2 change of the guards.
+    terms = n * max(model.config.text_config.vocab_size, model.config.text_config.intermediate_size) * 4
+    assert set(grads_f) == set(grads_p) and any(k.startswith("model.visual") for k in grads_p)
+    for name, g in grads_p.items():
+        bound = sum_order_bound(terms, g.abs().max().item() * 1e3, FP64_U) + 1e-300
+        assert (grads_f[name] - g).abs().max().item() <= bound, name
+
+    def worst_change(batch):
+        grads = _grads(model, batch)[2]
+        return max(((grads[k] - g).abs().max() / g.abs().max().clamp_min(1e-30)).item() for k, g in grads_p.items())
+
+    # guard 1: image tokens rotated as text (the 3 M-RoPE rows = the text positions), the mask still block-diagonal
+    as_text = dict(free, position_ids=free["position_ids"][:1].expand(4, -1, -1).clone())
+    assert worst_change(as_text) > 1e-2
+    # guard 2: the row as one sequence (no positions: the model numbers the whole row, no packed mask)
+    assert worst_change({k: v for k, v in free.items() if k != "position_ids"}) > 1e-2
+
+
+def test_trainer_loss_of_the_row_equals_the_padded_batch(vl, tmp_path):
+    """TunekitTrainer.compute_loss (trained-token LM head, token-normalised) takes the [4, 1, T] positions."""
+    from tunekit.config import load_config
+    from tunekit.train.arguments import build_training_arguments
+    from tunekit.train.trainer import TunekitTrainer
+
+    cfg = load_config(None, {**{k: getattr(vl.cfg, k) for k in ("model_name_or_path", "template", "dataset", "dataset_dir",
+                                                               "image_max_pixels")},
+                             "output_dir": str(tmp_path / "o"), "stage": "sft", "dtype": "float64", "report_to": "none"})
+    trainer = TunekitTrainer(model=vl.model, args=build_training_arguments(cfg, []), processing_class=vl.tok,
+                             tunekit_config=cfg)
+    padded, free = _padded(vl), _free(vl)
+    n = int((padded["labels"][:, 1:] != -100).sum())
+    with torch.no_grad():
+        lp = trainer.compute_loss(vl.model, padded, num_items_in_batch=torch.tensor(n)).item()
+        lf = trainer.compute_loss(vl.model, free, num_items_in_batch=torch.tensor(n)).item()
+    # tunekit's loss (like HF's) takes the cross-entropy in float32: two float32 sums of n terms
+    assert abs(lf - lp) <= loss_tolerance(n, lp, FP32_U), (lf, lp)
+
+
+def test_neat_packed_rows_carry_their_media_and_per_sample_3d_positions(vl):
+    """packing keeps each sample's images (in sample order); neat-packed rows get [4, B, W] positions, each packed
+    sample's own, so its logits equal the unpacked sample's (before: 1-D rotary positions and no mask at all)."""
+    from tunekit.data.processors.packing import pack_dataset
+
+    sample = vl.data.train.select(range(4))
+    packed = pack_dataset(sample, 2 * max(len(x) for x in sample["input_ids"]), neat=True)
+    by_source = {s: list(im) for s, im in zip(sample["_source"], sample["images"])}
+    for row in packed:
+        assert row["images"] == [p for s in row["_source"].split("; ") for p in by_source[s]]
+    feats = [packed[i] for i in range(len(packed))]
+    assert len(feats) < 4  # some row holds more than one sample
+    collate = MultimodalCollator(pad_token_id=vl.tok.pad_token_id, mm=vl.mm, rope_index=rope_index_of(vl.model))
+    batch = collate(feats)
+    assert batch["position_ids"].shape == (4, *batch["input_ids"].shape) and "attention_mask" not in batch
+    with torch.no_grad():
+        logits = vl.model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+    order = {s: i for i, s in enumerate(sample["_source"])}
+    worst = 0.0
+    for r, row in enumerate(feats):
+        start = 0
+        for src in row["_source"].split("; "):
+            one = sample[order[src]]
+            alone = PaddingFreeCollator(mm=vl.mm, rope_index=rope_index_of(vl.model))([one])
+            with torch.no_grad():
+                ref = vl.model(**{k: v for k, v in alone.items() if k != "labels"}).logits[0]
+            k = len(one["input_ids"])
+            worst = max(worst, (logits[r, start:start + k] - ref).abs().max().item())
+            start += k
+    assert worst <= LOGIT_TOL
+    # the guard: without the model's M-RoPE function the rows keep their 2-D positions (the old behaviour), and differ
+    plain = MultimodalCollator(pad_token_id=vl.tok.pad_token_id, mm=vl.mm)(feats)
+    with torch.no_grad():
+        wrong = vl.model(**{k: v for k, v in plain.items() if k != "labels"}).logits
+    assert (wrong - logits).abs().max().item() > 1e-3
+
+
+def test_dpo_padding_free_with_images_equals_the_padded_pairs(vl, demo_dir, tmp_path):
+    """Chosen and rejected of each pair share the row, each with the pair's images; per-sequence log-probs, the DPO
+    loss and its gradients equal MultimodalPairCollator's padded batch."""
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.train.batching import MultimodalPairCollator, sequence_view
+    from tunekit.train.losses import preference_loss
+    from tunekit.train.stages.dpo import pair_collator
+    from tunekit.train.stages.reference_policy import forward_logps, media_inputs
+
+    entry = {"formatting": "sharegpt", "ranking": True,
+             "columns": {"messages": "messages", "images": "images", "chosen": "chosen", "rejected": "rejected"},
+             "tags": SHAREGPT["tags"]}
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}],
+                "chosen": {"role": "assistant", "content": "Kane."}, "rejected": {"role": "assistant", "content": "Nobody at all."},
+                "images": ["mllm_demo_data/1.jpg"]},
+               {"messages": [{"role": "user", "content": "Compare <image> and <image>."}],
+                "chosen": {"role": "assistant", "content": "Two speeches."}, "rejected": {"role": "assistant", "content": "Rain."},
+                "images": ["mllm_demo_data/2.jpg", "mllm_demo_data/3.jpg"]}]
+    data_dir = tmp_path / "data"
+    shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
+    write_dataset(data_dir, "toy", records, entry)
+    cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "toy",
+                             "dataset_dir": str(data_dir), "output_dir": str(tmp_path / "o"), "stage": "dpo",
+                             "image_max_pixels": SMALL, "padding_free": True, "report_to": "none"})
+    data = prepare_datasets(cfg, vl.tok, "dpo")
+    feats = [data.train[0], data.train[1]]
+    free = pair_collator(cfg, vl.tok, data.mm, vl.model)(feats)
+    padded = MultimodalPairCollator(pad_token_id=vl.tok.pad_token_id, mm=data.mm)(feats)
+    lengths = [len(f[k]) for k in ("chosen_input_ids", "rejected_input_ids") for f in feats]
+    assert free["cu_seqlens"].tolist() == [0, *torch.tensor(lengths).cumsum(0).tolist()]
+    assert free["position_ids"].shape == (4, 1, sum(lengths))
+    assert torch.equal(free["image_grid_thw"], padded["image_grid_thw"]) and free["image_grid_thw"].shape[0] == 6
+
+    def loss_and_grads(batch):
+        vl.model.zero_grad()
+        logps, counts = forward_logps(vl.model, **sequence_view(batch), **media_inputs(batch))
+        ref = torch.full_like(logps, -20.0)  # a fixed reference: the loss depends on the policy's log-probs only
+        loss = preference_loss("sigmoid", 0.1, logps[:2], logps[2:], ref[:2], ref[2:], counts[:2], counts[2:]).losses.mean()
+        loss.backward()
+        return logps.detach(), counts, {n: p.grad.clone() for n, p in vl.model.named_parameters() if p.grad is not None}
+
+    logps_p, counts_p, grads_p = loss_and_grads(padded)
+    logps_f, counts_f, grads_f = loss_and_grads(free)
+    assert counts_f.tolist() == counts_p.tolist()
+    # each log-prob sum: <= counts tokens of 2 * LOGIT_TOL each (log-softmax 2-Lipschitz) plus a float64 sum order
+    bounds = [k * 2 * LOGIT_TOL + sum_order_bound(k, abs(b), FP64_U) for b, k in zip(logps_p.tolist(), counts_p.tolist())]
+    for a, b, bound in zip(logps_f.tolist(), logps_p.tolist(), bounds):
+        assert abs(a - b) <= bound, (a, b)
+    terms = int(counts_p.sum()) * vl.model.config.text_config.vocab_size * 4  # as in the sft test
+    for name, g in grads_p.items():
+        assert (grads_f[name] - g).abs().max().item() <= sum_order_bound(terms, g.abs().max().item() * 1e3, FP64_U) + 1e-300, name
+    # the guard: the row without its M-RoPE rows (image tokens rotated as text) gives other log-probs
+    with torch.no_grad():
+        as_text = dict(free, position_ids=free["position_ids"][:1].expand(4, -1, -1).clone())
+        other = forward_logps(vl.model, **sequence_view(as_text), **media_inputs(as_text))[0]
+    assert (other - logps_p).abs().max().item() > 1e3 * max(bounds)  # measured 7e-4 against bounds of ~1e-8
+
+
+def test_a_1d_family_llava_gets_its_media_and_plain_positions(tmp_path, demo_dir):
+    """LLaVA has 1-D positions: the row gets the samples' pixel_values in order and restarting [1, T] positions."""
+    from transformers import AutoModelForImageTextToText
+
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    model_dir = build_tiny_vlm(tmp_path / "llava", like="llava", seed=0)
+    cfg = load_config(None, {"model_name_or_path": str(model_dir), "template": "llava", "dataset": "mllm_demo",
+                             "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "o"), "stage": "sft",
+                             "cutoff_len": 1024, "report_to": "none"})
+    tok = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tok, "sft")
+    feats = [data.train[i] for i in range(3)]
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float64, attn_implementation="sdpa")
+    model.config.get_text_config().use_cache = False
+    free = padding_free_collator(tok, data.mm, model)(feats)
+    assert free["position_ids"].shape == free["input_ids"].shape  # no M-RoPE function: plain positions
+    padded = MultimodalCollator(pad_token_id=tok.pad_token_id, mm=data.mm)(feats)
+    assert torch.equal(free["pixel_values"], padded["pixel_values"])
+    with torch.no_grad():
+        lf = model(**{k: v for k, v in free.items() if k != "labels"}).logits
+        lp = model(**{k: v for k, v in padded.items() if k != "labels"}).logits
+    assert _max_logit_gap(lf, lp, feats) <= LOGIT_TOL
+
+
+def test_gemma3_is_refused_by_name():
+    gemma = types.SimpleNamespace(NAME="gemma3")
+    with pytest.raises(ConfigError, match="padding_free is not supported for the gemma3 family: transformers 5.24 builds "
+                                          "Gemma 3's sliding-window mask"):
+        padding_free_collator(types.SimpleNamespace(pad_token_id=0), gemma)
+
+
+
+def test_tunekit_train_padding_free_on_images_ends_on_the_padded_runs_weights(vl, demo_dir, tmp_path):
+    """``padding_free: true`` through ``tunekit train`` (loader, collator, trainer): 2 SGD steps of full fine-tuning in
+    float64 end on the weights of the padded run (the loader turns the language model's own KV cache off: with it,
+    transformers builds no mask from packed positions and the samples would attend to each other)."""
+    from safetensors.torch import load_file
+
+    from tests.tolerances import FLOAT64_WEIGHT_TOL
+    from tunekit.config import load_config
+    from tunekit.flow import run_train
+
+    weights = {}
+    for free in (False, True):
+        out = tmp_path / f"out-{free}"
+        cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "mllm_demo",
+                                 "dataset_dir": str(demo_dir), "output_dir": str(out), "stage": "sft", "do_train": True,
+                                 "image_max_pixels": SMALL, "finetuning_type": "full", "dtype": "float64",
+                                 "per_device_train_batch_size": 3, "max_steps": 2, "learning_rate": 1e-2, "optim": "sgd",
+                                 "padding_free": free, "save_strategy": "no", "disable_tqdm": True, "seed": 0,
+                                 "gradient_checkpointing": False, "report_to": "none"})
+        run_train(cfg)
+        weights[free] = load_file(str(out / "model.safetensors"))
+    base = load_file(str(vl.dir / "model.safetensors"))
+    moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)
+    diff = max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)
+    # SGD moves each weight by lr x its gradient; the two runs' float64 gradients differ by summation order only
+    # (the bound of test_loss_logits_and_gradients_equal_the_padded_batch), far under FLOAT64_WEIGHT_TOL (tolerances.py)
+    assert moved > 1e-4
+    assert diff <= FLOAT64_WEIGHT_TOL, (diff, moved)
