@@ -46,8 +46,8 @@ def check_kinds(engine, kinds: dict[str, str]) -> None:
     for kind, where in kinds.items():
         if engine.mm is None:
             raise ConfigError(f"{where}: this model (template '{template}') is text only and cannot read {PLURAL[kind]}: "
-                              f"serve a vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, "
-                              f"llava_next, gemma3; qwen2_audio for audio), or send text only.")
+                              f"use a vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, "
+                              f"llava_next, gemma3; qwen2_audio for audio), or remove the {PLURAL[kind]}.")
         if kind not in engine.mm.MEDIA:
             readable = " and ".join(PLURAL[k] for k in engine.mm.MEDIA)
             raise ConfigError(f"{where}: the {engine.mm.NAME} family reads {readable} only, not {PLURAL[kind]}. "

@@ -1,0 +1,130 @@
+"""`tunekit predict` on multimodal eval sets (issue 18 §7): LLaMA-Factory's demo data through its dataset_info.json.
+
+Each prediction must equal plain transformers' greedy ``generate`` for the same record: the model's own chat
+template with the record's media parts (Qwen2-VL: each ``<|image_pad|>`` repeated as the image processor's grid
+says; Qwen2-Audio: transformers' own ``Qwen2AudioProcessor``), the processor's pixels / features, no tunekit code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+DEMO = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
+SMALL = 28 * 28 * 16  # image_max_pixels: 1.jpg (300x168) -> 10 image tokens, 2.jpg -> 12
+NEW = 5
+
+
+@pytest.fixture(scope="module")
+def demo() -> Path:
+    if not (DEMO / "dataset_info.json").is_file():
+        pytest.skip(f"reference data not found at {DEMO}")
+    return DEMO
+
+
+def _predict(tmp_path: Path, **opts) -> list[dict]:
+    from tunekit.cli.predict_cmd import main
+
+    args = dict(dataset_dir=str(DEMO), max_samples=2, do_sample="false", max_new_tokens=NEW, output_dir=str(tmp_path / "out"),
+                cutoff_len=2048, disable_tqdm="true", per_device_eval_batch_size=2, **opts)
+    assert main([f"{k}={v}" for k, v in args.items()]) == 0
+    return [json.loads(line) for line in (tmp_path / "out" / "generated_predictions.jsonl").read_text().splitlines()]
+
+
+def _parts(text: str, tag: str, kind: str) -> list[dict]:
+    """``"<image>Who?"`` -> ``[{"type": "image"}, {"type": "text", "text": "Who?"}]`` (the official template's parts)."""
+    out = []
+    for k, piece in enumerate(text.split(tag)):
+        if k:
+            out.append({"type": kind})
+        if piece:
+            out.append({"type": "text", "text": piece})
+    return out
+
+
+def _greedy(model, tok, ids: list[int], **inputs) -> str:
+    import torch
+
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=NEW, do_sample=False,
+                             eos_token_id=[tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id],
+                             pad_token_id=tok.pad_token_id, **inputs)
+    return tok.decode(out[0, x.shape[1]:].tolist(), skip_special_tokens=True)
+
+
+def test_predict_on_mllm_demo_equals_plain_transformers(demo, tmp_path):
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    model_dir = build_tiny_vlm(tmp_path / "model", like="qwen2-vl", seed=0)
+    rows = _predict(tmp_path, model_name_or_path=model_dir, template="qwen2_vl", eval_dataset="mllm_demo",
+                    image_max_pixels=SMALL)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    processor = Qwen2VLImageProcessorPil.from_pretrained(model_dir)
+    model = AutoModelForImageTextToText.from_pretrained(model_dir).eval()
+    pad = "<|image_pad|>"
+    records = json.loads((demo / "mllm_demo.json").read_text(encoding="utf-8"))[:2]
+    counts_seen = []
+    for row, record in zip(rows, records):
+        prompt = record["messages"][:-1]
+        conversation = [{"role": m["role"], "content": _parts(m["content"], "<image>", "image") if m["role"] == "user"
+                         else m["content"]} for m in prompt]
+        text = tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+        images = [Image.open(demo / p).convert("RGB") for p in record["images"]]
+        pixels = processor(images=images, size={"shortest_edge": 32 * 32, "longest_edge": SMALL}, return_tensors="pt")
+        counts = [int(g.prod()) // processor.merge_size ** 2 for g in pixels["image_grid_thw"]]
+        pieces = text.split(pad)
+        assert len(pieces) == len(counts) + 1
+        text = pieces[0] + "".join(pad * n + rest for n, rest in zip(counts, pieces[1:]))
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        want = _greedy(model, tok, ids, pixel_values=pixels["pixel_values"], image_grid_thw=pixels["image_grid_thw"],
+                       mm_token_type_ids=(torch.tensor([ids]) == tok.convert_tokens_to_ids(pad)).long())
+        assert (row["prompt"], row["predict"], row["label"]) == (tok.decode(ids), want, record["messages"][-1]["content"])
+        counts_seen.append(counts)
+    assert counts_seen == [[10, 10], [12]]  # record 0 has two images (two turns), record 1 one
+    assert rows[0]["predict"] != rows[1]["predict"]
+
+
+def test_predict_on_the_audio_demo_equals_qwen2_audio_processor(demo, tmp_path):
+    av = pytest.importorskip("av")
+    import numpy as np
+    from transformers import AutoTokenizer, Qwen2AudioForConditionalGeneration, Qwen2AudioProcessor, WhisperFeatureExtractor
+
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    model_dir = build_tiny_vlm(tmp_path / "model", like="qwen2-audio", seed=0)
+    rows = _predict(tmp_path, model_name_or_path=model_dir, template="qwen2_audio", eval_dataset="mllm_audio_demo")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    processor = Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor.from_pretrained(model_dir), tokenizer=tok)
+    model = Qwen2AudioForConditionalGeneration.from_pretrained(model_dir).eval()
+    for row, record in zip(rows, json.loads((demo / "mllm_audio_demo.json").read_text(encoding="utf-8"))[:2]):
+        with av.open(str(demo / record["audios"][0])) as c:  # mono 16 kHz floats, as the processor expects
+            resampler = av.AudioResampler(format="fltp", rate=16000)
+            chunks = [g.to_ndarray() for f in c.decode(c.streams.audio[0]) for g in resampler.resample(f)]
+            chunks += [g.to_ndarray() for g in resampler.resample(None)]
+        audio = np.concatenate(chunks, axis=1).mean(axis=0)
+        conversation = [{"role": "user", "content": [{"type": "audio", "audio_url": "x"},
+                                                     {"type": "text", "text": record["messages"][0]["content"][7:]}]}]
+        text = processor.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+        inputs = processor(text=[text], audio=[audio], sampling_rate=16000, return_tensors="pt")
+        want = _greedy(model, tok, inputs["input_ids"][0].tolist(), input_features=inputs["input_features"],
+                       feature_attention_mask=inputs["feature_attention_mask"])
+        assert (row["prompt"], row["predict"]) == (tok.decode(inputs["input_ids"][0]), want)
+
+
+def test_a_text_model_refuses_a_multimodal_eval_set_naming_the_record(demo, tiny_qwen, tmp_path):
+    from tunekit.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        _predict(tmp_path, model_name_or_path=tiny_qwen, template="qwen", eval_dataset="mllm_demo")
+    assert str(err.value) == (
+        f"{demo / 'mllm_demo.json'}, record 0: this model (template 'qwen') is text only and cannot read images: use a "
+        f"vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, llava_next, gemma3; "
+        f"qwen2_audio for audio), or remove the images.")
