@@ -227,28 +227,6 @@ def test_qwen2_5_vl_gets_seconds_per_grid_from_the_sampled_rate(demo_dir, tmp_pa
     assert torch.isfinite(out.loss)
 
 
-def test_videos_with_a_preference_stage_are_refused_by_name(tiny_qwen2_vl, demo_dir, tmp_path):
-    from tunekit.data.pipeline import prepare_datasets
-    from tunekit.errors import DataError
-    from tunekit.model.loader import load_tokenizer
-
-    data = tmp_path / "data"
-    data.mkdir()
-    record = {"messages": [{"role": "user", "content": "<video>What is she doing?"}],
-              "chosen": {"role": "assistant", "content": "Cooking."}, "rejected": {"role": "assistant", "content": "Sleeping."},
-              "videos": ["mllm_demo_data/2.avi"]}
-    (data / "p.json").write_text(json.dumps([record]), encoding="utf-8")
-    info = {"toy": {"file_name": "p.json", "formatting": "sharegpt", "ranking": True, "tags": TAGS,
-                    "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected", "videos": "videos"}}}
-    (data / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
-    cfg = cfg_for(tiny_qwen2_vl, data, tmp_path, media_dir=demo_dir, stage="dpo")
-    with pytest.raises(DataError) as err:
-        prepare_datasets(cfg, load_tokenizer(cfg), "dpo")
-    assert str(err.value).startswith(
-        f"{data / 'p.json'}, record 0: has videos; tunekit trains on videos and audio with stage sft only so far (dpo: "
-        f"images only, see docs/multimodal.md). Remove the record, or train it with stage: sft.")
-
-
 def test_use_audio_in_video_without_an_audio_visual_family_is_an_error(tiny_qwen2_vl, demo_dir, tmp_path):
     from tunekit.errors import ConfigError
 

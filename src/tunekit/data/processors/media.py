@@ -20,13 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 from . import DROPPED, TRUNCATED
-from . import pairwise, sft
+from . import kto, pairwise, sft
 from ..formats import RecordError
 from ..mm_plugins import PLACEHOLDERS, resolve_media
 from ...errors import DataError
 
 OUTPUT_COLUMNS = sft.OUTPUT_COLUMNS + ("images", "videos", "audios")
-SUPPORTED_STAGES = ("sft", "dpo")
+SUPPORTED_STAGES = ("sft", "dpo", "kto", "rm")
 
 
 def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
@@ -43,10 +43,6 @@ def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
         raise DataError(f"stage {stage} with a multimodal model is not supported by tunekit yet (supported: "
                         f"{', '.join(SUPPORTED_STAGES)}); see docs/multimodal.md.")
     unsupported = [k for k in kinds if k not in ctx.mm.MEDIA]
-    if stage != "sft" and any(k in kinds for k in ("videos", "audios")):
-        raise RecordError(f"{where}: has {' and '.join(k for k in kinds if k != 'images')}; tunekit trains on videos and "
-                          f"audio with stage sft only so far ({stage}: images only, see docs/multimodal.md). Remove the "
-                          f"record, or train it with stage: sft.")
     if unsupported:
         raise RecordError(f"{where}: has {', '.join(unsupported)}; the {ctx.mm.NAME} family in tunekit trains on "
                           f"{', '.join(ctx.mm.MEDIA)} only so far (see docs/multimodal.md). Remove the record, or the "
@@ -97,7 +93,7 @@ def processor_for(stage: str):
     """The module-like processor of a multimodal dataset for ``stage`` (``process(batch, ctx)``)."""
     import types
 
-    return types.SimpleNamespace(process=process if stage == "sft" else process_pairs)
+    return types.SimpleNamespace(process={"sft": process, "kto": process_kto}.get(stage, process_pairs))
 
 
 def _finish(out: dict[str, list], batch: dict[str, list], n: int) -> dict[str, list]:
@@ -113,6 +109,13 @@ def process_pairs(batch: dict[str, list], ctx) -> dict[str, list]:
     """dpo: the prompt's placeholders expanded, then the pairwise processor (only answers are labelled)."""
     n = len(batch["messages"])
     return _finish(pairwise.process(_expanded(batch, ctx, n), ctx), batch, n)
+
+
+def process_kto(batch: dict[str, list], ctx) -> dict[str, list]:
+    """kto: the placeholders expanded, then the kto processor (only the last reply is labelled; its mismatched pair
+    for the KL estimate is this prompt, with this sample's media, and another sample's answer: ``train/stages/kto.py``)."""
+    n = len(batch["messages"])
+    return _finish(kto.process(_expanded(batch, ctx, n), ctx), batch, n)
 
 
 def process(batch: dict[str, list], ctx) -> dict[str, list]:

@@ -10,19 +10,43 @@ Reference as in dpo (:mod:`tunekit.train.stages.reference_policy`); ``pref_ftx``
 ``padding_free``: the examples of a micro-batch in one row without padding, their mismatched pairs in a second
 (:class:`~tunekit.train.batching.PaddingFreeKTOCollator`); log-probs are gathered per sequence as unpacked.
 
+Vision-language / audio models (:class:`MultimodalKTOCollator`): an example's images (videos, audio) are in its prompt,
+so they go with its row and with its mismatched pair's row (same prompt, another example's answer); padded only.
+
 Logged: rewards/chosen, rewards/rejected (β r means over desirable / undesirable examples of the log
 window), rewards/accuracies (share of examples whose reward has the label's sign: > 0 desirable, < 0 undesirable), rewards/margins, kto/kl (the KL estimate).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
+from ...errors import ConfigError
 from ..batching import KTOCollator, PaddingFreeKTOCollator, sequence_view
 from .dpo import forward_logps
 from ..losses import kto_loss
-from .reference_policy import iter_reference_logps, load_reference, prepare_frozen, reference_forward
+from .reference_policy import iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
+
+
+@dataclass
+class MultimodalKTOCollator(KTOCollator):
+    """:class:`KTOCollator` for a vision-language / audio model: each example's media go with its row, and again with
+    its mismatched pair's row (``kl_`` keys), whose prompt is the example's own (the media sit in the prompt), as the
+    family plugin builds them (``data/mm_plugins``)."""
+
+    mm: Any = None
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = super().__call__(features)
+        media = {k: [p for f in features for p in (f.get(k) or [])] for k in ("images", "videos", "audios")}
+        extra = {k: v for k, v in media.items() if k != "images" and v}
+        batch.update(self.mm.collate(media["images"], batch["input_ids"], **extra))
+        batch.update({f"kl_{k}": v for k, v in self.mm.collate(media["images"], batch["kl_input_ids"], **extra).items()})
+        return batch
 
 
 class KTOTrainer(StageTrainer):
@@ -32,15 +56,15 @@ class KTOTrainer(StageTrainer):
 
     def reference_logps(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
-            main = forward_logps(ref, **sequence_view(inputs))[0]
-            kl = forward_logps(ref, **sequence_view(inputs, "kl_"))[0]
+            main = forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs))[0]
+            kl = forward_logps(ref, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"))[0]
         return main, kl
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        logps, lengths = forward_logps(model, **sequence_view(inputs))
+        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs))
         with torch.no_grad():
-            kl_logps = forward_logps(model, **sequence_view(inputs, "kl_"))[0]
+            kl_logps = forward_logps(model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"))[0]
         if "ref_logps" in inputs:
             ref, ref_kl = inputs["ref_logps"].to(logps), inputs["ref_kl_logps"].to(logps)
         else:
@@ -82,9 +106,20 @@ def with_kl_pairs(dataset):
     return dataset.add_column("kl_response_ids", answers[1:] + answers[:1] if len(answers) > 1 else answers)
 
 
+def kto_collator(cfg, tokenizer, mm=None):
+    """Padded or padding-free batches; with ``mm`` (a vision-language / audio model's plugin) padded, with the media."""
+    if mm is not None:
+        if cfg.padding_free:
+            raise ConfigError(f"padding_free is not supported for stage kto with a vision-language model ({mm.NAME} family): "
+                              "its media inputs are built per padded row. Remove padding_free.")
+        return MultimodalKTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm)
+    if cfg.padding_free:
+        return PaddingFreeKTOCollator()
+    return KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
+
+
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    collator = (PaddingFreeKTOCollator() if cfg.padding_free else
-                KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of))
+    collator = kto_collator(cfg, tokenizer, getattr(data, "mm", None))
     trainer = KTOTrainer(model=model, args=args, train_dataset=with_kl_pairs(data.train), eval_dataset=with_kl_pairs(data.eval),
                          data_collator=collator, processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
                          ref_model=load_reference(cfg, tokenizer))

@@ -126,21 +126,23 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
             rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
             batch = {k: v.to(device) for k, v in collator(rows).items()}
             with torch.no_grad(), reference_forward(model, ref_model) as ref:
-                media = media_inputs(batch) if len(fields) == 1 else {}  # the media belong to the batch's one field (dpo)
-                out = [forward_logps(ref, **sequence_view(batch, prefix), **media)[0] for prefix in fields]
+                out = [forward_logps(ref, **sequence_view(batch, prefix), **media_inputs(batch, prefix))[0] for prefix in fields]
             yield len(rows), out
     finally:
         model.train(was_training)
 
 
-#: batch keys a vision-language model takes besides the text (``data/mm_plugins``: the family plugin's collate)
+#: batch keys a vision-language / audio model takes besides the text (``data/mm_plugins``: the family plugin's collate)
 MEDIA_INPUTS = ("pixel_values", "image_grid_thw", "mm_token_type_ids",
-                "image_sizes", "token_type_ids")  # LLaVA-NeXT's tile layout, Gemma 3's image-token mask
+                "image_sizes", "token_type_ids",  # LLaVA-NeXT's tile layout, Gemma 3's image-token mask
+                "pixel_values_videos", "video_grid_thw", "second_per_grid_ts",  # Qwen2-VL / Qwen2.5-VL / Qwen3-VL videos
+                "input_features", "feature_attention_mask")  # Qwen2-Audio
 
 
-def media_inputs(batch) -> dict:
-    """The media inputs of a collated batch (empty for text models)."""
-    return {k: batch[k] for k in MEDIA_INPUTS if k in batch}
+def media_inputs(batch, prefix: str = "") -> dict:
+    """The media inputs of a collated batch for one set of its sequences (``prefix`` as :func:`~tunekit.train.batching.
+    sequence_view`: ``kl_`` for KTO's mismatched pairs), under the model's own names; empty for text models."""
+    return {k: batch[prefix + k] for k in MEDIA_INPUTS if prefix + k in batch}
 
 
 def forward_logps(model, input_ids, attention_mask, labels, position_ids=None, cu_seqlens=None, **media):

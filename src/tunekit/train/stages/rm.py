@@ -6,6 +6,9 @@ Eval metric ``accuracy`` = share of pairs with ``r(x, y_w) > r(x, y_l)``. The ou
 (or LoRA adapter) plus ``value_head.safetensors``; :func:`tunekit.train.stages.value_head.load_value_head_model`
 reloads it.
 
+Vision-language / audio models: the value head sits on the language model's last hidden state; both answers of a pair
+see the pair's images (videos, audio), as in dpo. ``padding_free`` is text-only here.
+
 ``padding_free``: the pairs of a micro-batch in one row without padding (as dpo); a score is the value head at
 each sequence's last token of that row (:func:`~tunekit.train.batching.segment_last`).
 
@@ -15,9 +18,11 @@ tunekit keeps the causal LM + value head so the same folder serves as PPO critic
 
 from __future__ import annotations
 
+from ...errors import ConfigError
 from ..batching import sequence_view
 from ..losses import pairwise_reward_loss
 from .dpo import pair_collator
+from .reference_policy import media_inputs
 from .stage_trainer import StageTrainer
 from .value_head import ValueHeadSaveMixin, sequence_scores, with_value_head
 
@@ -31,7 +36,8 @@ def load_model(cfg, tokenizer):
 class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         view = sequence_view(inputs)
-        _, values = model(view["input_ids"], attention_mask=view["attention_mask"], position_ids=view["position_ids"])
+        _, values = model(view["input_ids"], attention_mask=view["attention_mask"], position_ids=view["position_ids"],
+                          **media_inputs(inputs))
         scores = sequence_scores(values, view)
         b = scores.shape[0] // 2
         chosen, rejected = scores[:b], scores[b:]
@@ -44,6 +50,10 @@ class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+    mm = getattr(data, "mm", None)
+    if mm is not None and cfg.padding_free:
+        raise ConfigError(f"padding_free is not supported for stage rm with a vision-language model ({mm.NAME} family): its "
+                          "media inputs are built per padded row. Remove padding_free.")
     return RewardTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval,
-                         data_collator=pair_collator(cfg, tokenizer),
+                         data_collator=pair_collator(cfg, tokenizer, mm),
                          processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg)

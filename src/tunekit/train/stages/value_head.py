@@ -46,9 +46,10 @@ class ValueHeadModel(nn.Module):
         values = self.v_head(hidden.to(self.v_head.weight.dtype)).squeeze(-1)
         return out.logits, values
 
-    def score(self, input_ids, attention_mask) -> torch.Tensor:
-        """One score per sequence: the value at its last non-padding token (right padding)."""
-        _, values = self(input_ids, attention_mask=attention_mask)
+    def score(self, input_ids, attention_mask, **media) -> torch.Tensor:
+        """One score per sequence: the value at its last non-padding token (right padding); ``media``: a vision-language
+        model's media inputs for these rows (``reference_policy.MEDIA_INPUTS``)."""
+        _, values = self(input_ids, attention_mask=attention_mask, **media)
         return last_token_values(values, attention_mask)
 
     def gradient_checkpointing_enable(self, **kwargs):
@@ -106,10 +107,12 @@ def sequence_scores(values: torch.Tensor, view: dict) -> torch.Tensor:
 
 def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtype=torch.float32) -> ValueHeadModel:
     """Reload a saved reward model / critic: a full model folder, or a LoRA adapter folder (merged into ``base``,
-    default: the adapter's ``base_model_name_or_path``); both with ``value_head.safetensors``."""
-    from transformers import AutoModelForCausalLM
+    default: the adapter's ``base_model_name_or_path``); both with ``value_head.safetensors``. A vision-language model
+    loads with its own class (``model.multimodal.model_class``)."""
+    from transformers import AutoConfig
 
     from ...errors import ModelError
+    from ...model.multimodal import model_class
 
     folder = Path(path)
     if not (folder / VALUE_HEAD_FILE).is_file():
@@ -120,11 +123,12 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
         from transformers.integrations import is_deepspeed_zero3_enabled
 
         base = base or json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
-        lm = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), str(folder))
+        lm = PeftModel.from_pretrained(model_class(AutoConfig.from_pretrained(base)).from_pretrained(base, dtype=dtype),
+                                       str(folder))
         if not is_deepspeed_zero3_enabled():  # ZeRO-3 loaded the base partitioned: keep the adapter beside it, unmerged
             lm = lm.merge_and_unload()
     else:
-        lm = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+        lm = model_class(AutoConfig.from_pretrained(str(folder))).from_pretrained(str(folder), dtype=dtype)
     model = ValueHeadModel(lm)
     model.load_value_head(folder)
     model.eval()
