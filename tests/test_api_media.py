@@ -258,3 +258,67 @@ def test_media_options_and_llamafactory_safe_media_path(tmp_path, monkeypatch):
     assert MediaPolicy.from_config(cfg).folder == Path(os.path.realpath(tmp_path))
     with pytest.raises(ConfigError, match=r"api_media_dir '.*nowhere' is not a folder: create it, or unset api_media_dir"):
         MediaPolicy.from_config(cfg.model_copy(update={"api_media_dir": str(tmp_path / "nowhere")}))
+
+
+def test_a_video_part_answers_as_the_training_expansion(server, engine):
+    """``video_url`` (base64 mp4) on Qwen2-VL: the prompt is the training/predict rendering of ``<video>`` + text."""
+    pytest.importorskip("av")
+    from openai import OpenAI
+
+    from tunekit.infer.media_prompt import render_sample
+
+    video = DEMO / "4.mp4"
+    client = OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0, timeout=120)
+    messages = [{"role": "user", "content": [{"type": "text", "text": PROMPT},
+                                             {"type": "video_url", "video_url": {"url": _data_url(video, "video/mp4")}}]}]
+    resp = client.chat.completions.create(model=MODEL, messages=messages, temperature=0)
+    ids, inputs = render_sample(engine, [{"role": "user", "content": PROMPT + "<video>"}], None, None,
+                                {"videos": [str(video)]}, "record")
+    assert inputs["video_grid_thw"].shape[0] == 1 and resp.usage.prompt_tokens == len(ids) > 100
+    (want,) = engine.generate_batch([ids], media=inputs)
+    assert resp.choices[0].message.content == want.text
+
+
+def test_an_input_audio_part_answers_as_qwen2_audio_processor(tmp_path):
+    """OpenAI's ``input_audio`` (base64 wav) on Qwen2-Audio: reply = transformers' own processor + generate."""
+    av = pytest.importorskip("av")
+    import numpy as np
+    import torch
+    from openai import OpenAI
+    from transformers import AutoTokenizer, Qwen2AudioForConditionalGeneration, Qwen2AudioProcessor, WhisperFeatureExtractor
+
+    from tunekit.config import load_config
+    from tunekit.infer.engine import ChatEngine
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+    from tunekit.serve.app import create_app
+
+    wav = DEMO / "2.wav"
+    if not wav.is_file():
+        pytest.skip(f"reference data not found at {DEMO}")
+    model_dir = build_tiny_vlm(tmp_path / "model", like="qwen2-audio", seed=0)
+    engine = ChatEngine(load_config(None, dict(model_name_or_path=str(model_dir), template="qwen2_audio",
+                                               max_new_tokens=5, do_sample=False)))
+    server = serve_in_thread(create_app(engine, MODEL, max_body_bytes=2_000_000))
+    url = next(server)
+    try:
+        client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=120)
+        data = base64.b64encode(wav.read_bytes()).decode()
+        messages = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": data, "format": "wav"}},
+                                                 {"type": "text", "text": "What can you hear?"}]}]
+        resp = client.chat.completions.create(model=MODEL, messages=messages, temperature=0)
+    finally:
+        server.close()
+    with av.open(str(wav)) as c:  # 2.wav is mono 16 kHz s16: the samples / 32768
+        audio = np.concatenate([f.to_ndarray() for f in c.decode(c.streams.audio[0])], axis=1)[0] / 32768.0
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    processor = Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor.from_pretrained(model_dir), tokenizer=tok)
+    text = processor.apply_chat_template([{"role": "user", "content": [{"type": "audio", "audio_url": "x"},
+                                                                       {"type": "text", "text": "What can you hear?"}]}],
+                                         tokenize=False, add_generation_prompt=True)
+    inputs = processor(text=[text], audio=[audio], sampling_rate=16000, return_tensors="pt")
+    model = Qwen2AudioForConditionalGeneration.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=5, do_sample=False, pad_token_id=tok.pad_token_id,
+                             eos_token_id=[tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id])
+    assert resp.usage.prompt_tokens == inputs["input_ids"].shape[1] > 70
+    assert resp.choices[0].message.content == tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
