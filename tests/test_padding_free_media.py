@@ -312,32 +312,66 @@ def test_dpo_padding_free_with_images_equals_the_padded_pairs(vl, demo_dir, tmp_
     assert (other - logps_p).abs().max().item() > 1e3 * max(bounds)  # measured 7e-4 against bounds of ~1e-8
 
 
-def test_a_1d_family_llava_gets_its_media_and_plain_positions(tmp_path, demo_dir):
-    """LLaVA has 1-D positions: the row gets the samples' pixel_values in order and restarting [1, T] positions."""
-    from transformers import AutoModelForImageTextToText
+FAMILIES = [("llava", "llava", "mllm_demo", False), ("llava-next", "llava_next", "mllm_demo", False),
+            ("qwen2.5-vl", "qwen2_vl", "mllm_demo", True), ("qwen3-vl", "qwen3_vl_nothink", "mllm_demo", True),
+            ("qwen2-audio", "qwen2_audio", "mllm_audio_demo", False)]
+
+
+@pytest.mark.parametrize("like,template,dataset,mrope", FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_the_other_families_give_each_sample_its_padded_logits(like, template, dataset, mrope, tmp_path, demo_dir):
+    """LLaVA, LLaVA-NeXT and Qwen2-Audio (1-D positions: the row's plain restarting [1, T]), Qwen2.5-VL and Qwen3-VL
+    (M-RoPE [4, 1, T]): the samples' media in order, and every sample's logits those of the padded batch."""
+    import transformers
 
     from tunekit.config import load_config
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_tokenizer
     from tunekit.model.tiny_vlm import build_tiny_vlm
 
-    model_dir = build_tiny_vlm(tmp_path / "llava", like="llava", seed=0)
-    cfg = load_config(None, {"model_name_or_path": str(model_dir), "template": "llava", "dataset": "mllm_demo",
+    model_dir = build_tiny_vlm(tmp_path / "model", like=like, seed=0)
+    cfg = load_config(None, {"model_name_or_path": str(model_dir), "template": template, "dataset": dataset,
                              "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "o"), "stage": "sft",
-                             "cutoff_len": 1024, "report_to": "none"})
+                             "cutoff_len": 2048, "image_max_pixels": SMALL, "report_to": "none"})
     tok = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tok, "sft")
     feats = [data.train[i] for i in range(3)]
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float64, attn_implementation="sdpa")
+    auto = (transformers.Qwen2AudioForConditionalGeneration if like == "qwen2-audio"
+            else transformers.AutoModelForImageTextToText)
+    model = auto.from_pretrained(model_dir, dtype=torch.float64, attn_implementation="sdpa")
     model.config.get_text_config().use_cache = False
     free = padding_free_collator(tok, data.mm, model)(feats)
-    assert free["position_ids"].shape == free["input_ids"].shape  # no M-RoPE function: plain positions
+    total = sum(len(f["input_ids"]) for f in feats)
+    assert free["position_ids"].shape == ((4, 1, total) if mrope else (1, total))
     padded = MultimodalCollator(pad_token_id=tok.pad_token_id, mm=data.mm)(feats)
-    assert torch.equal(free["pixel_values"], padded["pixel_values"])
+    media = [k for k in padded if k not in ("input_ids", "attention_mask", "labels", "mm_token_type_ids", "token_type_ids")]
+    assert media and all(torch.equal(free[k], padded[k]) for k in media)  # the same tensors, in sample order
     with torch.no_grad():
         lf = model(**{k: v for k, v in free.items() if k != "labels"}).logits
         lp = model(**{k: v for k, v in padded.items() if k != "labels"}).logits
     assert _max_logit_gap(lf, lp, feats) <= LOGIT_TOL
+
+
+def test_the_gemma3_refusal_still_holds(tmp_path):
+    """Why Gemma 3 is refused, in transformers itself: for a packed row its sliding-window mask looks the image blocks up
+    by the restarted positions, so the second sample's image tokens lose their bidirectional block (the full mask is
+    right). When transformers fixes this the test fails, and the refusal can go."""
+    from transformers import AutoConfig
+    from transformers.models.gemma3.modeling_gemma3 import create_masks_for_vision_model, get_block_sequence_ids_for_mask
+
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    config = AutoConfig.from_pretrained(build_tiny_vlm(tmp_path / "gemma3", like="gemma3", seed=0)).get_text_config()
+    config._attn_implementation = "sdpa"
+    types_ = torch.tensor([[0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0]])  # sample A: 2 text, 3 image, 2 text; B: 1, 2 image, 1
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3]])
+    assert config.sliding_window > positions.shape[1]  # the window itself cuts nothing here
+    blocks = get_block_sequence_ids_for_mask(types_)
+    masks = create_masks_for_vision_model(config, torch.zeros(1, 11, config.hidden_size), None, None, positions, blocks)
+    seg, blk = [0] * 7 + [1] * 4, blocks[0].tolist()
+    expected = torch.tensor([[seg[i] == seg[j] and (j <= i or blk[i] == blk[j] >= 0) for j in range(11)] for i in range(11)])
+    assert torch.equal(masks["full_attention"][0, 0], expected)
+    sliding = masks["sliding_attention"][0, 0]
+    assert not sliding[8, 9] and sliding[8, 8]  # B's first image token does not see B's second: its block is lost
 
 
 def test_gemma3_is_refused_by_name():
