@@ -19,6 +19,8 @@ e.g. api_max_tokens=1024): api_max_tokens (4096; also prompt + max_tokens must f
 api_queue_timeout (30 s waiting for the slot, then 429 + Retry-After), api_max_queue (16 waiting),
 api_stream_timeout (30 s for a client to read a chunk), api_parse_special_tokens (false: control-token text in
 messages stays text), generation_seed (unset: sampled replies are random unless the request sets seed).
+A vision-language / audio model takes image_url, video_url, input_audio parts: base64 data: URLs up to
+api_max_media_mb (20) MB each; files only under api_media_dir (unset: none); http(s) URLs are refused.
 A disconnected client's generation stops; SIGTERM/Ctrl+C cancels running generations and exits.
 infer_backend: vllm is not served by tunekit: export the model and run `vllm serve EXPORT_DIR`.
 """
