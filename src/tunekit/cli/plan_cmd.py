@@ -7,6 +7,7 @@ import sys
 
 HELP = """usage: tunekit plan CONFIG.yaml [key=value ...] [--gpu NAME | --gpu-memory GiB] [--gpus N] [--nodes N]
                     [--num-samples N] [--seq-len S] [--model-config NAME|PATH] [--auto-fit] [--json]
+                    [--images N] [--image-size WxH] [--videos N]
 
 Know before you train: steps (exactly as tunekit train counts them), peak memory per device by
 component, FLOPs and time, and whether it fits. Reads config.json only, never the weights.
@@ -20,10 +21,27 @@ component, FLOPs and time, and whether it fits. Reads config.json only, never th
   --model-config X     built-in architecture (qwen2.5-7b, llama-3.1-8b, ...) or a config.json / model folder
   --auto-fit           choose batch size, accumulation, checkpointing, Liger and ZeRO to fit the GPU
   --json               print one JSON object
+
+Vision-language models (config.json with a vision_config): the vision tower and projector are counted
+(weights; gradients and optimizer states of what freeze_vision_tower / freeze_multi_modal_projector /
+lora_target train; their activations for the patches of a micro-batch). Media per sample: the measured
+data, else these assumptions (image tokens from image_min_pixels .. image_max_pixels):
+  --images N           images per sample (default 1)
+  --image-size WxH     their size in pixels (default: a square of image_max_pixels)
+  --videos N           videos per sample (default 0; video_maxlen frames at video_max_pixels)
 """
 
+def image_size(text: str) -> tuple[int, int]:
+    """``WxH`` -> ``(height, width)``."""
+    w, sep, h = text.lower().partition("x")
+    if not sep or not w.isdigit() or not h.isdigit() or not int(w) or not int(h):
+        raise ValueError(text)
+    return int(h), int(w)
+
+
+image_size.__name__ = "size WxH (e.g. 1024x1024)"
 VALUE_FLAGS = {"--gpu": str, "--gpu-memory": float, "--gpus": int, "--nodes": int, "--num-samples": int, "--seq-len": int,
-               "--model-config": str}
+               "--model-config": str, "--images": int, "--image-size": image_size, "--videos": int}
 BOOL_FLAGS = ("--auto-fit", "--json")
 DEST = {"--gpu-memory": "gpu_memory_gib"}
 

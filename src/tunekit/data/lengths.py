@@ -10,6 +10,11 @@ Columns for every stage: ``dataset``, ``total_len`` (what ``cutoff_len`` is comp
 * pt: ``document_len`` (BOS + text + document end, one row per document: packing is what ``data stats``
   simulates from these);
 * ppo / grpo: ``prompt_len`` (the generation prompt).
+
+Multimodal data (a family template) adds, per sample, ``images`` / ``videos`` / ``audios`` (how many) and
+``image_tokens`` / ``video_tokens`` / ``audio_tokens`` (the family's media tokens in the ids: each placeholder's
+expansion, part of ``total_len``), and ``source`` (file and record), so ``data stats`` can name the samples whose
+media alone exceed ``cutoff_len``.
 """
 
 from __future__ import annotations
@@ -66,5 +71,34 @@ def measure_lengths(cfg, tokenizer, stage: str | None = None):
     parts = []
     for attr in resolve_datasets(cfg.dataset_names, cfg.dataset_dir):
         ds, _ = load_one(attr, uncut, ctx, stage)
-        parts.append(datasets.Dataset.from_dict({"dataset": [attr.name] * len(ds), **_columns(ds, stage)}))
+        media = _media_columns(ds, ctx.mm) if ctx.mm is not None else {}
+        parts.append(datasets.Dataset.from_dict({"dataset": [attr.name] * len(ds), **_columns(ds, stage), **media}))
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+
+
+MEDIA_KINDS = ("image", "video", "audio")
+
+
+def media_token_kinds(mm) -> dict[str, set[int]]:
+    """The family's media token ids by kind: video pads (Qwen-VL's ``<|video_pad|>``) apart from the image (or audio) ones."""
+    ids = set(mm.media_token_ids())
+    named = getattr(mm, "token_ids", {}) or {}
+    video = {i for t, i in named.items() if t == "<|video_pad|>"}
+    kind = "audio" if tuple(mm.MEDIA) == ("audios",) else "image"
+    return {kind: ids - video, "video": video}
+
+
+def _media_columns(ds, mm) -> dict[str, list]:
+    """Per sample: how many media of each kind and how many tokens they became (counted in the ids)."""
+    kinds = media_token_kinds(mm)
+    out: dict[str, list] = {f"{k}_tokens": [] for k in MEDIA_KINDS}
+    column = "input_ids" if "input_ids" in ds.column_names else "chosen_input_ids"  # dpo: the prompt (and its media) once
+    for ids in ds[column]:
+        for k in MEDIA_KINDS:
+            wanted = kinds.get(k, set())
+            out[f"{k}_tokens"].append(sum(1 for t in ids if t in wanted) if wanted else 0)
+    for k in MEDIA_KINDS:
+        col = f"{k}s"
+        out[col] = [len(x or []) for x in ds[col]] if col in ds.column_names else [0] * len(ds)
+    out["source"] = list(ds["_source"]) if "_source" in ds.column_names else [""] * len(ds)
+    return out

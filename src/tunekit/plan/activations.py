@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .architectures import ModelShape
-from .params import ParamCounts
+from .params import ParamCounts, lm_frozen
 from .training_setup import Setup
 
 ATTN_OUT = ("o_proj", "dense", "out_proj", "wo")
@@ -39,14 +39,14 @@ class LayerKind:
     input_requires_grad: bool = True
 
 
-def stream_bytes(setup: Setup) -> int:
+def stream_bytes(setup: Setup, shape: ModelShape | None = None) -> int:
     """Bytes per element of the residual stream: the dtype of the embedding output.
 
     Full fine-tuning upcasts the embeddings to fp32; LoRA, QLoRA (model/finetuning.py keeps the
     unquantized weights in the load dtype) and freeze keep the load dtype (a trainable norm's fp32
     output only feeds Linears, whose autocast output is 16-bit again).
     """
-    if setup.finetuning_type == "full":
+    if setup.finetuning_type == "full" and not (shape is not None and lm_frozen(shape, setup)):
         return setup.trainable_bytes
     if "embed_tokens" in setup.freeze_extra or "embed_tokens" in setup.additional_target:
         return 4
@@ -65,7 +65,7 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
     """Bytes per token one decoder layer keeps for backward (no checkpointing)."""
     h, q, kv, I, a = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate, shape.heads
     c = setup.compute_bytes
-    rd = stream_bytes(setup)
+    rd = stream_bytes(setup, shape)
     la = 4  # PEFT keeps adapters in fp32 (autocast_adapter_dtype)
     r = setup.lora_rank
     padded = setup.padded if padded is None else padded
@@ -180,11 +180,13 @@ def head_saved_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, l
 
 def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[LayerKind]:
     paths = frozenset(lin.path for lin in shape.linears)
+    if lm_frozen(shape, setup):  # only the vision side trains: gradients flow through every frozen layer to the images
+        return [LayerKind(frozenset(), frozenset(), False) for _ in range(shape.layers)]
     if setup.finetuning_type == "full":
         return [LayerKind(paths, frozenset(), True) for _ in range(shape.layers)]
     if setup.finetuning_type == "lora":
         adapted = frozenset(counts.adapted_per_layer)
-        first = LayerKind(frozenset(), adapted, False, input_requires_grad=setup.grad_ckpt)
+        first = LayerKind(frozenset(), adapted, False, input_requires_grad=setup.grad_ckpt or counts.media_grad)
         return [first] + [LayerKind(frozenset(), adapted, False) for _ in range(shape.layers - 1)]
     ids = set(counts.trainable_layer_ids)
     lowest = min(ids)
@@ -200,6 +202,8 @@ def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[La
 
 
 def _head_flags(shape: ModelShape, setup: Setup) -> tuple[bool, bool, bool]:
+    if lm_frozen(shape, setup):
+        return False, False, False
     if setup.finetuning_type == "full":
         return True, True, True
     names = set(setup.additional_target) | set(setup.freeze_extra)
@@ -211,7 +215,7 @@ def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bo
     T = setup.tokens
     kinds = layer_kinds(shape, setup, counts)
     lm_tr, norm_tr, emb_tr = _head_flags(shape, setup)
-    rd_last = stream_bytes(setup)
+    rd_last = stream_bytes(setup, shape)
     ck = checkpointed_layers(shape, setup)
     layers = float(rd_last * shape.hidden * T * ck)  # a checkpointed layer keeps only its input (cos/sin travel as kwargs)
     if ck < shape.layers:  # the layers above keep everything their backward needs
@@ -250,7 +254,7 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     if ck < shape.layers:  # back-propagating a layer that kept its activations
         phases.append(NOGC_BACKWARD_EXTRA * a_layer * T)
     if ck:  # recomputing one of the lowest ck layers: the layers above have freed theirs by then
-        above = base - stream_bytes(setup) * h * T * ck
+        above = base - stream_bytes(setup, shape) * h * T * ck
         phases.append(RECOMPUTE_PEAK_FACTOR * (a_layer * T + layer_saved_const(shape, setup, typical)) - above)
     layer_phase = max(phases)
     if vocab + eps >= layer_phase:

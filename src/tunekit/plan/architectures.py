@@ -75,9 +75,46 @@ BUILTIN: dict[str, dict[str, Any]] = {
                    "tie_word_embeddings": True, "max_position_embeddings": 32768},
 }
 
+# vision-language models: the official config.json fields (Qwen/Qwen2-VL-2B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct,
+# Qwen/Qwen3-VL-4B-Instruct, Qwen/Qwen3-VL-8B-Instruct); token ids as published
+_QWEN_VL_IDS = dict(vision_start_token_id=151652, vision_end_token_id=151653, image_token_id=151655, video_token_id=151656)
+_Q3VL_TEXT = dict(model_type="qwen3_vl_text", head_dim=128, hidden_act="silu", rms_norm_eps=1e-6, rope_theta=5_000_000,
+                  vocab_size=151936, max_position_embeddings=262144, attention_bias=False,
+                  rope_scaling={"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"})
+_Q3VL_VISION = dict(hidden_act="gelu_pytorch_tanh", num_heads=16, in_channels=3, patch_size=16, spatial_merge_size=2,
+                    temporal_patch_size=2, num_position_embeddings=2304)
+BUILTIN.update({
+    "qwen2-vl-2b": {**_QWEN25, **_QWEN_VL_IDS, "model_type": "qwen2_vl", "hidden_size": 1536, "intermediate_size": 8960,
+                    "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
+                    "tie_word_embeddings": True, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+                    "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3,
+                                      "hidden_size": 1536, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14,
+                                      "temporal_patch_size": 2}},
+    "qwen2.5-vl-7b": {**_QWEN25, **_QWEN_VL_IDS, "model_type": "qwen2_5_vl", "hidden_size": 3584, "intermediate_size": 18944,
+                      "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+                      "tie_word_embeddings": False, "max_position_embeddings": 128000,
+                      "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+                      "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
+                                        "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14,
+                                        "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
+                                        "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2,
+                                        "temporal_patch_size": 2}},
+    "qwen3-vl-4b": {**_QWEN_VL_IDS, "model_type": "qwen3_vl", "tie_word_embeddings": True,
+                    "text_config": {**_Q3VL_TEXT, "hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
+                                    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": True},
+                    "vision_config": {**_Q3VL_VISION, "depth": 24, "hidden_size": 1024, "intermediate_size": 4096,
+                                      "out_hidden_size": 2560, "deepstack_visual_indexes": [5, 11, 17]}},
+    "qwen3-vl-8b": {**_QWEN_VL_IDS, "model_type": "qwen3_vl", "tie_word_embeddings": False,
+                    "text_config": {**_Q3VL_TEXT, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                                    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": False},
+                    "vision_config": {**_Q3VL_VISION, "depth": 27, "hidden_size": 1152, "intermediate_size": 4304,
+                                      "out_hidden_size": 4096, "deepstack_visual_indexes": [8, 16, 24]}},
+})
+
 ALIASES = {
     "qwen2-7b": "qwen2.5-7b", "llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b",
     "llama-3.3-70b": "llama-3.1-70b", "glm4-9b": "glm-4-9b", "mistral-7b-v0.3": "mistral-7b",
+    "qwen2_5-vl-7b": "qwen2.5-vl-7b", "qwen2.5vl-7b": "qwen2.5-vl-7b",
 }
 
 
@@ -126,6 +163,7 @@ class ModelShape:
     logit_softcap: bool = False
     attn_softcap: bool = False
     layers_path: str = "model.layers"
+    vision: Any = None  # plan.vision.VisionShape of a vision-language model (its tower and projector), else None
 
     @property
     def q_dim(self) -> int:
@@ -147,7 +185,8 @@ class ModelShape:
             "name": self.name, "model_type": self.model_type, "hidden_size": self.hidden, "num_layers": self.layers,
             "num_heads": self.heads, "num_kv_heads": self.kv_heads, "head_dim": self.head_dim,
             "intermediate_size": self.intermediate, "vocab_size": self.vocab, "tied_embeddings": self.tied,
-            "total_params": self.total_params,
+            "total_params": self.total_params + (self.vision.total_params if self.vision else 0),
+            **({"language_model_params": self.total_params, "vision": self.vision.to_dict()} if self.vision else {}),
         }
 
 
@@ -207,6 +246,16 @@ def _load_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelError(f"{path} is not a readable config.json: {exc}") from None
+    return text_only(data)
+
+
+def text_only(data: dict[str, Any]) -> dict[str, Any]:
+    """The language model's fields of a multimodal config.json that tunekit has no family for (planned as text only);
+    a VLM tunekit trains keeps its vision_config (``plan/vision.py``)."""
+    from .vision import plugin_for
+
+    if any(k in data for k in ("vision_config", "audio_config")) and plugin_for(str(data.get("model_type"))) is not None:
+        return data
     if "text_config" in data and "hidden_size" not in data:  # multimodal wrapper: plan the language model
         data = {**data["text_config"], "tie_word_embeddings": data.get("tie_word_embeddings", data["text_config"].get("tie_word_embeddings", False))}
     return data
@@ -228,33 +277,62 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
     except (ValueError, KeyError) as exc:
         raise ModelError(f"transformers does not know model_type {model_type!r} ({name}): {exc}") from None
     hf_cfg.use_cache = False
+    from ..model.multimodal import is_multimodal_config, model_class
+    from .vision import plugin_for, vision_shape_from_model
+
+    plugin = plugin_for(model_type) if is_multimodal_config(hf_cfg) else None
+    auto = model_class(hf_cfg) if plugin is not None else AutoModelForCausalLM
     try:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(hf_cfg, dtype=torch.bfloat16)
+            model = auto.from_config(hf_cfg, dtype=torch.bfloat16)
     except Exception as exc:  # an architecture without a causal-LM head, remote code, ...
         raise ModelError(f"Cannot build {name} ({model_type}) as a causal LM on the meta device: {exc}") from None
-    return shape_from_model(name, model)
+    if plugin is None:
+        return shape_from_model(name, model)
+    from dataclasses import replace
+
+    lm = shape_from_model(name, model, within=plugin.LANGUAGE_MODEL + ("lm_head",))
+    return replace(lm, model_type=model_type, vision=vision_shape_from_model(model, plugin))
 
 
-def _decoder_layers(model):
+def _under(name: str, within) -> bool:
+    return within is None or any(name == p or name.startswith(p + ".") for p in within)
+
+
+def _decoder_layers(model, within=None):
     import torch
 
     best = None
-    for _, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) > 0:
+    for n, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) > 0 and _under(n, within):
             if best is None or len(module) > len(best):
                 best = module
     return best
 
 
-def shape_from_model(name: str, model) -> ModelShape:
-    """Read a (meta or real) causal LM's parameter layout; LoRA wrappers are looked through."""
+def _outside_layers(base, layers_path: str, within) -> tuple[list[tuple[str, int]], int]:
+    """``(parameters outside the decoder layers, the largest module's direct parameter count)`` of the language model."""
+    others = []
+    for n, p in base.named_parameters(remove_duplicate=True):
+        if "lora_" in n or n.startswith(layers_path + ".") or not _under(n.replace(".base_layer", ""), within):
+            continue
+        others.append((n, p.numel()))
+    largest = 0
+    for mod_name, module in base.named_modules():
+        if _under(mod_name, within):
+            largest = max(largest, sum(p.numel() for n, p in module.named_parameters(recurse=False) if "lora_" not in n))
+    return others, largest
+
+
+def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) -> ModelShape:
+    """Read a (meta or real) causal LM's parameter layout; LoRA wrappers are looked through. ``within``: module-name
+    prefixes of the language model inside a multimodal model (the rest is ``plan/vision.py``'s)."""
     import torch
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     cfg = base.config
     cfg = getattr(cfg, "text_config", None) or cfg
-    layers = _decoder_layers(base)
+    layers = _decoder_layers(base, within)
     if layers is None:
         raise ModelError(f"{name}: no decoder layers found.")
     layer0 = layers[0]
@@ -278,7 +356,7 @@ def shape_from_model(name: str, model) -> ModelShape:
     total = 0
     tensors = 0
     for n, p in base.named_parameters(remove_duplicate=True):
-        if "lora_" in n or id(p) in seen:
+        if "lora_" in n or id(p) in seen or not _under(n.replace(".base_layer", ""), within):
             continue
         seen.add(id(p))
         total += p.numel()
@@ -286,15 +364,7 @@ def shape_from_model(name: str, model) -> ModelShape:
     layer_total = layer_params * len(layers)
     final_norm = total - layer_total - embed_params - lm_head_params
     layers_path = next(n for n, m in base.named_modules() if m is layers)
-    others = []
-    for n, p in base.named_parameters(remove_duplicate=True):
-        if "lora_" in n or n.startswith(layers_path + "."):
-            continue
-        others.append((n, p.numel()))
-    largest = 0
-    for module in base.modules():
-        direct = sum(p.numel() for n, p in module.named_parameters(recurse=False) if "lora_" not in n)
-        largest = max(largest, direct)
+    others, largest = _outside_layers(base, layers_path, within)
     heads = int(cfg.num_attention_heads)
     hidden = int(cfg.hidden_size)
     head_dim = int(getattr(cfg, "head_dim", None) or hidden // heads)

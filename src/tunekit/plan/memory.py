@@ -142,6 +142,8 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
         "fragmentation": FRAGMENTATION * (dyn["activations"] + dyn["logits"]),
         "overhead": overhead,
     }
+    if shape.vision is not None:
+        vision_memory(shape, setup, comps, notes)
     if shape.num_experts:
         notes.append(f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate.")
     if setup.reference_copy:  # ASFT's reference: the starting model once more, frozen, in the load dtype
@@ -154,3 +156,23 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
         comps["logits"] *= 2
         comps["fragmentation"] *= 2
     return MemoryEstimate(components=comps, cpu_bytes=cpu, counts=counts, notes=notes)
+
+
+def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], notes: list[str]) -> None:
+    """A VLM's vision side on top of the language model (``plan/vision_memory.py``): what the tower and projector keep
+    for backward for the micro-batch's patches (held while the LM runs), and the tower's own forward peak when it
+    exceeds the LM's token-dependent peak (it runs first, before the LM holds anything)."""
+    from .vision_memory import count_vision, vision_forward_peak, vision_saved_bytes
+
+    v = shape.vision
+    if not v.patch_size:
+        notes.append(f"{v.family}: the vision tower's activations are not modelled for this family (fixed "
+                     f"{v.fixed_tokens} tokens per image are counted in the sequence).")
+        return
+    counts = count_vision(v, setup)
+    saved = vision_saved_bytes(v, setup, counts, setup.media_patches)
+    peak = vision_forward_peak(v, setup, setup.media_patches, setup.largest_image_patches)
+    lm = comps["activations"] + comps["logits"]
+    extra = saved + max(0.0, peak - lm)
+    comps["activations"] += extra
+    comps["fragmentation"] += FRAGMENTATION * extra

@@ -27,6 +27,7 @@ class ParamCounts:
     adapted_per_layer: tuple[str, ...]  # paths of the adapted Linear modules in one layer
     trainable_layer_ids: tuple[int, ...]  # layers with trainable weights (all for full/LoRA)
     largest_trainable_tensor: int
+    media_grad: bool = False  # a VLM's vision side trains: the image embeddings entering the LM need a gradient
 
     @property
     def frozen(self) -> int:
@@ -36,7 +37,8 @@ class ParamCounts:
 def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
     if setup.lora_targets is None:
         return tuple(lin.path for lin in shape.linears)
-    missing = [t for t in setup.lora_targets if not any(lin.name == t for lin in shape.linears)]
+    vision = {n.split(".")[-1] for _, n, _, _ in shape.vision.linears + shape.vision.convs} if shape.vision is not None else set()
+    missing = [t for t in setup.lora_targets if not any(lin.name == t for lin in shape.linears) and t not in vision]
     if missing:
         raise ConfigError(
             f"lora_target names {', '.join(missing)}, which are not linear layers of {shape.name}; "
@@ -51,7 +53,35 @@ def freeze_layer_ids(n_layers: int, k: int) -> tuple[int, ...]:
     return tuple(range(max(0, n_layers - k), n_layers)) if k > 0 else tuple(range(min(-k, n_layers)))
 
 
+def lm_frozen(shape: ModelShape, setup: Setup) -> bool:
+    """Full fine-tuning of a VLM with ``freeze_language_model``: only vision parts train."""
+    return shape.vision is not None and setup.vision_freeze[2] and setup.finetuning_type == "full"
+
+
 def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
+    """Trainable and frozen parameters of the language model, plus a VLM's vision tower and projector."""
+    if shape.vision is None:
+        return _count_lm(shape, setup)
+    from dataclasses import replace
+
+    from .vision_memory import count_vision
+
+    L = shape.layers
+    if lm_frozen(shape, setup):
+        linear = shape.linear_params_per_layer * L
+        lm = ParamCounts(0, 0, linear, sum(lin.out_features for lin in shape.linears) * L, shape.total_params - linear,
+                         0, (), (), 0)
+    elif setup.vision_freeze[2] and setup.finetuning_type == "lora" and setup.lora_targets is None:
+        lm = _count_lm(shape, setup.with_(lora_targets=()))  # lora_target all: no adapter on a frozen language model
+    else:
+        lm = _count_lm(shape, setup)
+    v = count_vision(shape.vision, setup)
+    return replace(lm, trainable=lm.trainable + v.trainable, trainable_tensors=lm.trainable_tensors + v.tensors,
+                   frozen_other=lm.frozen_other + v.frozen, lora=lm.lora + v.lora,
+                   largest_trainable_tensor=max(lm.largest_trainable_tensor, v.largest), media_grad=v.trainable > 0)
+
+
+def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
     L = shape.layers
     linear_weight = {f"{lin.path}.weight": lin for lin in shape.linears}
     if setup.finetuning_type == "lora":

@@ -63,7 +63,8 @@ def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
 
 def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, gpus: int | None = None,
               nodes: int | None = None, num_samples: int | None = None, seq_len: int | None = None,
-              model_config: str | None = None, auto_fit: bool = False, lengths=None) -> dict:
+              model_config: str | None = None, auto_fit: bool = False, lengths=None, images: int | None = None,
+              image_size: tuple[int, int] | None = None, videos: int | None = None) -> dict:
     """Plan a run of ``cfg``: the dict that ``tunekit plan --json`` prints (keys in docs/memory-model.md)."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--num-samples", num_samples), ("--seq-len", seq_len)):
         _positive(name, value)
@@ -110,6 +111,8 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
 
     # ---- memory
     setup = resolve_setup(cfg, world, n_nodes, s_mem)
+    if shape.vision is not None:
+        setup = _media(shape, cfg, setup, lengths if num_samples is None else None, (images, image_size, videos), result, notes)
     if cfg.gradient_checkpointing == "auto" and not cfg.disable_gradient_checkpointing:
         setup = _auto_checkpointing(shape, setup, device, notes)
     counts = count_params(shape, setup)
@@ -117,8 +120,9 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     mem = estimate_memory(shape, setup, counts)
     notes.extend(mem.notes)
     result.update(seq_len=s_mem, seq_len_source=s_source, tokens_per_micro_batch=setup.tokens)
-    result["params"] = {"total": shape.total_params, "trainable": counts.trainable, "lora": counts.lora,
-                        "trainable_share": round(counts.trainable / max(1, shape.total_params), 6)}
+    total = shape.total_params + (shape.vision.total_params if shape.vision is not None else 0)
+    result["params"] = {"total": total, "trainable": counts.trainable, "lora": counts.lora,
+                        "trainable_share": round(counts.trainable / max(1, total), 6)}
     result["memory"] = mem.gib()
     result["cpu_memory_gib"] = round(mem.cpu_bytes / GiB, 2)
     result["setup"] = _describe(setup)
@@ -167,6 +171,18 @@ def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
         samples = max(1, packed_rows(measured, cfg.cutoff_len, cfg.preprocessing_batch_size))
         notes.append(f"packing: {len(measured)} samples make about {samples} sequences of {cfg.cutoff_len} tokens.")
     return lengths, samples, s_mem, s_time, s_source
+
+
+def _media(shape: ModelShape, cfg, setup: Setup, lengths, assumed, result: dict, notes: list[str]) -> Setup:
+    """A VLM's media per sample (measured, else assumed from the resolution options) into the plan and the set-up."""
+    from .vision import assumed_media, media_section, measured_media
+
+    v = shape.vision
+    media = (measured_media(v, lengths) if assumed == (None, None, None) else None) or assumed_media(v, cfg, *assumed)
+    result["media"], more = media_section(v, cfg, media, setup.micro_batch)
+    notes.extend(more)
+    return setup.with_(media_patches=setup.micro_batch * media.patches,
+                       largest_image_patches=max(media.image_patches, media.video_patches))
 
 
 def _fit_section(cfg, shape, setup, mem, device, auto_fit: bool, result: dict, notes: list[str]) -> None:

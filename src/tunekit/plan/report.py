@@ -109,6 +109,27 @@ def _yaml(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
+def print_media(media: dict, cutoff: int, console) -> None:
+    """``data stats`` of multimodal data: media tokens per sample by kind, and the samples they alone push past cutoff_len."""
+    for kind in ("image", "video", "audio"):
+        if kind in media:
+            d, t = media[kind], media[kind]["tokens"]
+            console.print(f"{kind} tokens per sample ({d['samples']:,} samples with {d['media']:,} {kind}s): min {t['min']:,}, "
+                          f"mean {t['mean']:,.1f}, max {t['max']:,} (per {kind}: mean {d['tokens_per_item']['mean']:,.1f}, "
+                          f"max {d['tokens_per_item']['max']:,})")
+    over = media["over_cutoff"]
+    if over["samples"]:
+        console.print(f"[red]{over['samples']:,} sample(s) whose media tokens alone exceed cutoff_len {cutoff}[/] (training drops "
+                      f"them, an image is never cut; raise cutoff_len to at least {media['recommended_cutoff_len']}, or lower "
+                      f"image_max_pixels):", highlight=False)
+        for row in over["listed"]:
+            console.print(f"  {row['dataset']}: {row['source']}: {row['media_tokens']:,} media tokens ({row['total_len']:,} in all)",
+                          highlight=False)
+    if media["dropped_in_training"]:
+        console.print(f"multimodal samples longer than cutoff_len {cutoff}: {media['dropped_in_training']:,}; training drops them "
+                      f"whole (never truncated) and names them in its preprocessing report.", highlight=False)
+
+
 def print_stats(stats: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -136,6 +157,8 @@ def print_stats(stats: dict, console=None) -> None:
     pw = o["padding_waste"]
     console.print(f"padding waste at batch {stats['batch_size']}: random {100 * pw['random']:.1f} %, group_by_length "
                   f"{100 * pw['group_by_length']:.1f} %, packing {100 * pw['packing']:.1f} %")
+    if "media" in stats:
+        print_media(stats["media"], stats["cutoff_len"], console)
     if "labels" in o:  # kto
         console.print(f"labels: {o['labels']['desirable']:,} desirable, {o['labels']['undesirable']:,} undesirable")
     if "blocks" in o:  # pt

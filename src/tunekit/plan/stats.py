@@ -172,8 +172,39 @@ def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 
     if stage == "pt" and len(per) > 1:  # each dataset is packed on its own: the blocks add up
         overall["blocks"] = {k: (sum(b["blocks"][k] for b in per.values()) if k not in ("packing", "block_len") else v)
                              for k, v in overall["blocks"].items()}
-    return {"stage": stage, "parts": list(parts), "cutoff_len": cutoff, "batch_size": batch, "datasets": per,
-            "overall": overall, "recommended_cutoff_len": overall["recommended_cutoff_len"]}
+    out = {"stage": stage, "parts": list(parts), "cutoff_len": cutoff, "batch_size": batch, "datasets": per,
+           "overall": overall, "recommended_cutoff_len": overall["recommended_cutoff_len"]}
+    if "image_tokens" in (table.column_names if hasattr(table, "column_names") else table):
+        out["media"] = media_stats(table, cutoff)
+    return out
+
+
+MEDIA_LISTED = 20  # samples named in the "media alone exceed cutoff_len" list
+
+
+def media_stats(table, cutoff: int) -> dict[str, Any]:
+    """Media tokens per sample of multimodal data (``data/lengths.py`` columns), per kind over the samples that carry
+    that kind; the samples whose media tokens alone exceed ``cutoff``, named (training drops them: a sample with
+    media is never cut, so any multimodal sample over ``cutoff_len`` is dropped and listed in the report)."""
+    kinds = {k: np.asarray(table[f"{k}_tokens"], dtype=np.int64) for k in ("image", "video", "audio")}
+    counts = {k: np.asarray(table[f"{k}s"], dtype=np.int64) for k in kinds}
+    media = sum(kinds.values())
+    total = np.asarray(table["total_len"], dtype=np.int64)
+    out: dict[str, Any] = {}
+    for k, tokens in kinds.items():
+        has = counts[k] > 0
+        if has.any():
+            out[k] = {"samples": int(has.sum()), "media": int(counts[k].sum()), "tokens": describe(tokens[has]),
+                      "tokens_per_item": describe((tokens[has] / counts[k][has]).round().astype(np.int64))}
+    over = np.flatnonzero(media > cutoff)
+    names, sources = table["dataset"], table["source"]
+    out["over_cutoff"] = {"samples": int(len(over)), "listed": [
+        {"dataset": names[int(i)], "source": sources[int(i)], "media_tokens": int(media[i]), "total_len": int(total[i])}
+        for i in over[:MEDIA_LISTED]]}
+    dropped = (media > 0) & (total > cutoff)
+    out["dropped_in_training"] = int(dropped.sum())  # multimodal samples longer than cutoff_len: dropped whole, never cut
+    out["recommended_cutoff_len"] = round_up(int(media.max())) if len(media) else 0
+    return out
 
 
 def plot_cdf(table, path: str, cutoff: int, recommended: int) -> str:

@@ -55,6 +55,9 @@ class Setup:
     reference_copy: bool = False  # use_asft_loss with a frozen copy of the model as reference (not LoRA's disabled adapter)
     ckpt_layers: int | None = None  # with grad_ckpt: how many decoder layers (the lowest) are checkpointed; None = all
     chunked_loss: bool = False  # the LM head + loss run in chunks of tokens (train/chunked_head.py): no whole logits
+    vision_freeze: tuple[bool, bool, bool] = (True, True, False)  # freeze_vision_tower, _multi_modal_projector, _language_model
+    media_patches: int = 0  # image/video patches of the largest micro-batch (the vision tower's tokens)
+    largest_image_patches: int = 0  # patches of the largest single image or clip (eager attention's score matrix)
 
     @property
     def gpus_per_node(self) -> int:
@@ -193,5 +196,6 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         reference_copy=bool(cfg.use_asft_loss and (cfg.ref_model or cfg.finetuning_type != "lora")),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
         chunked_loss=chunked_loss(cfg),
+        vision_freeze=(cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model),
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
     )

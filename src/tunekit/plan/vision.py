@@ -1,0 +1,222 @@
+"""The vision (or audio) side of a multimodal model for the planner: parameters, media tokens, activations.
+
+A :class:`VisionShape` is read off the real transformers model built on the ``meta`` device, split into the
+parts the family plugin declares (``tunekit.data.mm_plugins``: ``VISION_TOWER``, ``PROJECTOR``), so weights
+and trainable counts are exact. Which parameters train mirrors ``tunekit.model.multimodal``:
+
+- full: every parameter of an unfrozen part (``freeze_vision_tower`` / ``freeze_multi_modal_projector``);
+- LoRA ``lora_target: all``: adapters on the ``nn.Linear`` layers of the unfrozen parts (the LM head never);
+  an explicit ``lora_target`` list reaches every Linear of that name, the vision ones included (PEFT matches
+  the last name component);
+- freeze: the vision parts stay frozen.
+
+Media tokens: Qwen-VL families resize each image with the processor's ``smart_resize`` (factor = patch x merge)
+into ``image_min_pixels`` .. ``image_max_pixels``; a patch is ``patch_size``² pixels, a token ``merge_size``²
+patches. Activations of the tower are counted per patch (docs/memory-model.md, "Vision tower").
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+PARTS = ("tower", "projector")
+#: bytes per patch x c kept by the MLP activation (its input and what the next Linear reads, see the docs)
+ACT_SAVED = {"gated": 4, "quick_gelu": 3, "gelu_pytorch_tanh": 2, "gelu": 2}
+
+
+@dataclass(frozen=True)
+class VisionShape:
+    family: str  # the plugin's NAME (qwen2_vl, qwen3_vl, llava, ...)
+    model_type: str
+    params: tuple[tuple[str, str, int], ...]  # (part, full parameter name, numel)
+    linears: tuple[tuple[str, str, int, int], ...]  # (part, full module name, in_features, out_features)
+    convs: tuple[tuple[str, str, int, int], ...] = ()  # patch convolutions (part, name, in x kernel, out): PEFT adapts a
+    # Conv named in an explicit lora_target (Qwen-VL's patch_embed.proj for "proj"), lora_target all does not
+    hidden: int = 0  # width of the tower blocks
+    depth: int = 0
+    heads: int = 0
+    intermediate: int = 0
+    act: str = "gated"  # MLP kind (ACT_SAVED)
+    layer_norm: bool = False  # LayerNorm (mean + rstd) instead of RMSNorm
+    patch_size: int = 0  # 0: not a patch-grid family (fixed tokens per image)
+    temporal_patch: int = 1
+    merge: int = 1
+    in_channels: int = 3
+    deepstack: int = 0  # Qwen3-VL's extra mergers
+    fixed_tokens: int = 0  # tokens per image of a fixed-grid family (LLaVA, Gemma 3)
+
+    def part_params(self, part: str) -> int:
+        return sum(k for p, _, k in self.params if p == part)
+
+    @property
+    def total_params(self) -> int:
+        return sum(k for _, _, k in self.params)
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "tower_params": self.part_params("tower"), "projector_params": self.part_params("projector"),
+                "depth": self.depth, "hidden_size": self.hidden, "patch_size": self.patch_size, "merge_size": self.merge}
+
+
+def plugin_for(model_type: str):
+    """The family plugin class serving ``model_type``, or None."""
+    from ..data.mm_plugins import FAMILIES
+
+    for module in dict.fromkeys(FAMILIES.values()):
+        cls = importlib.import_module(f"tunekit.data.mm_plugins.{module}").PLUGIN
+        if model_type in cls.MODEL_TYPES:
+            return cls
+    return None
+
+
+def _in(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _part_of(name: str, plugin) -> str | None:
+    if _in(name, plugin.VISION_TOWER):
+        return "tower"
+    if _in(name, plugin.PROJECTOR):
+        return "projector"
+    return None
+
+
+def vision_shape_from_model(model, plugin) -> VisionShape:
+    """Read the vision parts of a (meta or real) VLM; parameters outside every declared part count with the tower."""
+    import torch
+
+    lm = plugin.LANGUAGE_MODEL + (("lm_head",) if "lm_head" not in plugin.LANGUAGE_MODEL else ())
+    params, linears = [], []
+    seen: set[int] = set()
+    for n, p in model.named_parameters(remove_duplicate=True):
+        if id(p) in seen or _in(n, lm) or "lora_" in n:
+            continue
+        seen.add(id(p))
+        params.append((_part_of(n, plugin) or "tower", n.replace(".base_layer", ""), p.numel()))
+    convs = []
+    for n, m in model.named_modules():
+        if _in(n, lm) or "lora_" in n:
+            continue
+        entry = (_part_of(n, plugin) or "tower", n.replace(".base_layer", ""))
+        if isinstance(m, torch.nn.Linear):
+            linears.append((*entry, m.in_features, m.out_features))
+        elif isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d)):
+            convs.append((*entry, m.in_channels // m.groups * math.prod(m.kernel_size), m.out_channels))
+    cfg = model.config
+    vc = getattr(cfg, "vision_config", None) or getattr(cfg, "audio_config", None)
+    dims = _tower_dims(model, plugin, vc)
+    fixed = int(getattr(cfg, "mm_tokens_per_image", 0) or getattr(cfg, "image_seq_length", 0) or 0)
+    return VisionShape(family=plugin.NAME, model_type=str(cfg.model_type), params=tuple(params), linears=tuple(linears),
+                       convs=tuple(convs),
+                       fixed_tokens=fixed if not dims.get("patch_size") else 0, **dims)
+
+
+def _tower_dims(model, plugin, vc) -> dict:
+    """Block sizes of a Qwen-VL style tower (patch grid + merger); other families get only the parameter split."""
+    import torch
+
+    if plugin.NAME not in ("qwen2_vl", "qwen3_vl") or vc is None:
+        return {}
+    blocks = next(m for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and n.endswith("visual.blocks"))
+    block = blocks[0]
+    mlp = [m for n, m in block.named_modules() if isinstance(m, torch.nn.Linear) and n.startswith("mlp.")]
+    act = "gated" if len(mlp) == 3 else str(getattr(vc, "hidden_act", "gelu"))
+    hidden = block.attn.qkv.in_features
+    return dict(hidden=hidden, depth=len(blocks), heads=int(vc.num_heads), intermediate=max(m.out_features for m in mlp),
+                act=act if act in ACT_SAVED else "gelu", layer_norm=isinstance(block.norm1, torch.nn.LayerNorm),
+                patch_size=int(vc.patch_size), temporal_patch=int(vc.temporal_patch_size), merge=int(vc.spatial_merge_size),
+                in_channels=int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3))),
+                deepstack=len(getattr(vc, "deepstack_visual_indexes", None) or ()))
+
+
+# ------------------------------------------------------------------------------------------------- media tokens
+def image_grid(v: VisionShape, height: int, width: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """``(patches, tokens)`` of one image of ``height`` x ``width`` pixels, as the family's image processor makes them."""
+    if not v.patch_size:
+        return v.fixed_tokens, v.fixed_tokens
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    h, w = smart_resize(height, width, factor=v.patch_size * v.merge, min_pixels=min_pixels, max_pixels=max_pixels)
+    patches = (h // v.patch_size) * (w // v.patch_size)
+    return patches, patches // v.merge ** 2
+
+
+def video_grid(v: VisionShape, frames: int, side: int) -> tuple[int, int]:
+    """``(patches, tokens)`` of a clip of ``frames`` square frames of ``side`` pixels (the video processor's resize)."""
+    if not v.patch_size:
+        raise ConfigError(f"the {v.family} family has no video input: plan without --videos.")
+    from ..data.mm_plugins.video import VideoSpec, qwen2_resize, qwen3_resize
+
+    plugin = plugin_for(v.model_type)
+    spec = VideoSpec(**{**plugin.VIDEO_DEFAULTS, "image_mean": (0.5,) * 3, "image_std": (0.5,) * 3})
+    frames += frames % 2  # an odd count gets its last frame repeated (mm_plugins.video.read_clip)
+    rule = qwen3_resize if v.family == "qwen3_vl" else qwen2_resize
+    h, w = rule(frames, side, side, spec)
+    patches = -(-frames // spec.temporal_patch_size) * (h // spec.patch_size) * (w // spec.patch_size)
+    return patches, patches // spec.merge_size ** 2
+
+
+@dataclass(frozen=True)
+class Media:
+    """What one sample carries, for the plan: images and videos and the tokens/patches they become."""
+
+    images: int = 0
+    image_tokens: int = 0  # per image
+    image_patches: int = 0
+    videos: int = 0
+    video_tokens: int = 0  # per video
+    video_patches: int = 0
+    source: str = ""  # how the numbers were obtained
+
+    @property
+    def tokens(self) -> int:
+        return self.images * self.image_tokens + self.videos * self.video_tokens
+
+    @property
+    def patches(self) -> int:
+        return self.images * self.image_patches + self.videos * self.video_patches
+
+
+def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int, int] | None, videos: int | None) -> Media:
+    """Media per sample when the data is not measured: ``images`` images of ``image_size`` (default: a square of
+    ``image_max_pixels``), ``videos`` clips of ``video_maxlen`` frames at ``video_max_pixels``."""
+    n_img = 1 if images is None else images
+    if image_size is None:
+        side = int(math.isqrt(cfg.image_max_pixels))
+        image_size = (side, side)
+    ip, it = image_grid(v, image_size[0], image_size[1], cfg.image_min_pixels, cfg.image_max_pixels) if n_img else (0, 0)
+    n_vid = videos or 0
+    vp, vt = video_grid(v, cfg.video_maxlen, int(math.isqrt(cfg.video_max_pixels))) if n_vid else (0, 0)
+    what = f"{n_img} image(s) of {image_size[0]}x{image_size[1]}" + (f", {n_vid} video(s) of {cfg.video_maxlen} frames" if n_vid else "")
+    return Media(n_img, it, ip, n_vid, vt, vp, source=f"assumed per sample: {what}")
+
+
+def measured_media(v: VisionShape, lengths) -> Media | None:
+    """The sample with the most media tokens in the measured data (``data/lengths.py`` columns), or None."""
+    if lengths is None or "image_tokens" not in (lengths.column_names if hasattr(lengths, "column_names") else lengths):
+        return None
+    import numpy as np
+
+    img, vid = (np.asarray(lengths[c], dtype=np.int64) for c in ("image_tokens", "video_tokens"))
+    if not len(img):
+        return None
+    i = int(np.argmax(img + vid))
+    m2 = v.merge ** 2 if v.patch_size else 1
+    return Media(1 if img[i] else 0, int(img[i]), int(img[i]) * m2, 1 if vid[i] else 0, int(vid[i]), int(vid[i]) * m2,
+                 source=f"measured: the sample with the most media tokens ({lengths['source'][i]})")
+
+
+def media_section(v: VisionShape, cfg, media: Media, micro_batch: int) -> tuple[dict, list[str]]:
+    """The plan's ``media`` entry and its notes."""
+    notes = []
+    if media.tokens > cfg.cutoff_len:
+        notes.append(f"media: {media.tokens} media tokens per sample alone exceed cutoff_len {cfg.cutoff_len}: tunekit train "
+                     f"drops such samples (an image is never cut) and names them; raise cutoff_len or lower image_max_pixels.")
+    entry = {"source": media.source, "images_per_sample": media.images, "tokens_per_image": media.image_tokens,
+             "patches_per_image": media.image_patches, "videos_per_sample": media.videos, "tokens_per_video": media.video_tokens,
+             "patches_per_video": media.video_patches, "media_tokens_per_sample": media.tokens,
+             "patches_per_micro_batch": micro_batch * media.patches}
+    return entry, notes
