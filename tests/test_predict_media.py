@@ -128,3 +128,27 @@ def test_a_text_model_refuses_a_multimodal_eval_set_naming_the_record(demo, tiny
         f"{demo / 'mllm_demo.json'}, record 0: this model (template 'qwen') is text only and cannot read images: use a "
         f"vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, llava_next, gemma3; "
         f"qwen2_audio for audio), or remove the images.")
+
+
+def test_do_predict_after_training_predicts_with_the_images(demo, tmp_path):
+    """`tunekit train` with do_predict on mllm_demo: the trained model's predictions equal `tunekit predict` with the
+    saved adapter (both with the images; without them Qwen2-VL could not run the prompt at all)."""
+    from tunekit.config import load_config
+    from tunekit.flow import run_train
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    model_dir = build_tiny_vlm(tmp_path / "model", like="qwen2-vl", seed=0)
+    cfg = dict(model_name_or_path=str(model_dir), template="qwen2_vl", dataset_dir=str(demo), image_max_pixels=SMALL,
+               max_samples=2, do_sample=False, max_new_tokens=NEW, cutoff_len=2048, disable_tqdm=True, report_to="none")
+    run_train(load_config(None, dict(cfg, stage="sft", do_train=True, do_predict=True, dataset="mllm_demo",
+                                     eval_dataset="mllm_demo", output_dir=str(tmp_path / "run"), finetuning_type="lora",
+                                     lora_target="all", learning_rate=0.05, max_steps=2, save_strategy="no",
+                                     per_device_train_batch_size=1)))
+    trained = [json.loads(line) for line in (tmp_path / "run" / "generated_predictions.jsonl").read_text().splitlines()]
+    again = _predict(tmp_path, model_name_or_path=model_dir, template="qwen2_vl", eval_dataset="mllm_demo",
+                     image_max_pixels=SMALL, adapter_name_or_path=tmp_path / "run")
+    assert [r["predict"] for r in trained] == [r["predict"] for r in again]
+    base = _predict(tmp_path / "base", model_name_or_path=model_dir, template="qwen2_vl", eval_dataset="mllm_demo",
+                    image_max_pixels=SMALL)
+    assert [r["predict"] for r in base] != [r["predict"] for r in trained]  # the adapter is what predicted
+    assert [r["prompt"].count("<|image_pad|>") for r in trained] == [20, 12]
