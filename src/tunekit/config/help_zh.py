@@ -123,7 +123,7 @@ HELP_ZH: dict[str, str] = {
     "torch_compile": "用 torch.compile 编译模型。",
     "gradient_checkpointing_layers": "开启梯度检查点时只对这么多个（最底层的）解码层重算，其余层保留激活、不再重算。留空 = 全部层；auto 会设为放得下所需的最少层数。",
     "trained_tokens_loss": "只对参与训练（有标签）的 token 计算 LM 头和交叉熵：损失相同，计算更少。",
-    "chunked_lm_loss": "配合 trained_tokens_loss：LM 头和交叉熵按 token 分块计算，梯度同步求出，从不完整保存 token × 词表的 logits（损失相同；对会改动 LM 头输出的模型，如 logit 软截断，自动退回普通路径）。",
+    "chunked_lm_loss": "配合 trained_tokens_loss：LM 头和交叉熵按 token 分块计算，梯度同步求出，从不完整保存 token × 词表的 logits（损失相同；对会改动 LM 头输出的模型，如 logit 软截断，自动退回普通路径）。在 dpo 和 kto 中：回答的对数概率（策略与参考模型）同样分块计算。",
     "auto_fit": "训练前由显存规划选择批大小、梯度累积、重算和 ZeRO，使其放得进 GPU。",
     "use_dft_loss": "DFT 损失（Wu 等，2025）：每个训练 token 的交叉熵乘以其（不求导的）概率。",
     "use_eaft_loss": "EAFT 损失：每个训练 token 的交叉熵乘以模型（top-20）熵 / 3 的 eaft_alpha 次方。",

@@ -139,7 +139,10 @@ def _dtype_bytes(name: str) -> int:
 
 
 def chunked_loss(cfg) -> bool:
-    """Whether tunekit train computes the LM head + loss in chunks (``TrainedTokensLossMixin``: sft/pt, the plain loss)."""
+    """Whether tunekit train computes the LM head + loss in chunks (``TrainedTokensLossMixin``: sft/pt, the plain loss;
+    dpo/kto: the log-probs, ``chunked_head.forward_sequence_logps``)."""
+    if cfg.stage in ("dpo", "kto"):
+        return bool(cfg.chunked_lm_loss and not cfg.enable_liger_kernel and not cfg.torch_compile)
     return bool(cfg.stage in ("sft", "pt") and cfg.trained_tokens_loss and cfg.chunked_lm_loss and not cfg.enable_liger_kernel
                 and not cfg.torch_compile and not (cfg.use_dft_loss or cfg.use_eaft_loss or cfg.use_asft_loss))
 

@@ -31,6 +31,8 @@ plain ``nn.Linear`` whose output the model returns unchanged (checked on the mod
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.nn.functional as F
 
@@ -104,11 +106,12 @@ def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bia
 
 
 class _Capture:
-    """What the head saw and returned during one forward (see :func:`fused_forward`)."""
+    """What the head saw and returned during one forward (see :func:`head_input`)."""
 
     def __init__(self):
         self.hidden = None
         self.output = None
+        self.mismatch = False
 
 
 def usable(head) -> bool:
@@ -120,20 +123,24 @@ def usable(head) -> bool:
     return type(weight.data) is torch.Tensor and weight.numel() == head.in_features * head.out_features
 
 
-def fused_forward(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, targets: torch.Tensor,
-                  rows: int | None = None):
-    """Run ``model(**inputs)`` with the head fed no rows and compute the summed loss of the ``keep`` rows here.
+def head_input(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, strict: bool = True, option: str = "trained_tokens_loss"):
+    """Run ``model(**inputs)`` with the head fed no rows; returns ``(outputs, hidden[keep])`` (the head's input rows).
 
-    Returns ``(outputs, loss_sum)``, or ``None`` when the model changed the head's output before returning it
-    (Gemma 2's soft-capping, Cohere's logit scale, ...): the loss needs those logits, so the caller takes the plain
-    path. The check is on the model itself: the ``logits`` it returns must be the very tensor its head produced."""
+    ``None`` when the model changed the head's output before returning it (Gemma 2's soft-capping, Cohere's logit
+    scale, ...: the loss needs those logits, so the caller takes the plain path; the check is on the model itself: the
+    ``logits`` it returns must be the very tensor its head produced) or, with ``strict=False``, when the head received
+    hidden states of another shape than ``keep`` (they then pass through unchanged). With ``strict`` that shape is an
+    error naming ``option``."""
     cap = _Capture()
 
     def select(module, args, kwargs):
         hidden = args[0]
         if hidden.dim() != 3 or hidden.shape[:2] != keep.shape:
+            if not strict:
+                cap.mismatch = True
+                return None
             raise RuntimeError(f"the LM head received hidden states of shape {tuple(hidden.shape)}, expected "
-                               f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set trained_tokens_loss: false for this model")
+                               f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set {option}: false for this model")
         cap.hidden = hidden[keep]
         return (cap.hidden[:0].unsqueeze(0), *args[1:]), kwargs
 
@@ -146,9 +153,153 @@ def fused_forward(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor
     finally:
         for handle in handles:
             handle.remove()
+    if cap.mismatch:
+        return None
     if cap.hidden is None:
-        raise RuntimeError("the model never called its output embedding (get_output_embeddings()): "
-                           "set trained_tokens_loss: false for this model")
+        raise RuntimeError(f"the model never called its output embedding (get_output_embeddings()): "
+                           f"set {option}: false for this model")
     if getattr(outputs, "logits", None) is not cap.output:
         return None
-    return outputs, chunked_linear_cross_entropy(cap.hidden, head.weight, head.bias, targets, rows)
+    return outputs, cap.hidden
+
+
+def fused_forward(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, targets: torch.Tensor,
+                  rows: int | None = None):
+    """Run ``model(**inputs)`` with the head fed no rows and compute the summed loss of the ``keep`` rows here.
+
+    Returns ``(outputs, loss_sum)``, or ``None`` when the model changed the head's output (:func:`head_input`)."""
+    captured = head_input(model, head, inputs, keep)
+    if captured is None:
+        return None
+    outputs, hidden = captured
+    return outputs, chunked_linear_cross_entropy(hidden, head.weight, head.bias, targets, rows)
+
+
+# ---- per-token log-probs (dpo / kto): log p(target) = z[target] - logsumexp(z), a chunk of tokens at a time ----------
+
+
+class _ChunkedTokenLogps(torch.autograd.Function):
+    """``log_softmax(hidden @ W^T + b)[target]`` per row. Its gradient with respect to the chunk's logits is
+    ``grad_out[:, None] * (onehot(target) - softmax(z))``, the log-softmax gather's backward.
+
+    The upstream gradient is per token here (a sequence's sum feeds a per-pair loss), so ``d W`` cannot be formed in
+    the forward pass as for the cross-entropy: when the head trains, backward recomputes each chunk's logits (one more
+    head matmul). When only ``hidden`` needs a gradient (LoRA: the tied head is frozen), ``d hidden`` is formed in the
+    forward pass per row, ``(onehot - softmax) @ W``, and backward scales each row by its ``grad_out``: exact, since
+    that gradient is linear in ``grad_out`` row by row, and no recompute."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, rows: int, need_x: bool, need_w: bool, need_b: bool):
+        acc = torch.promote_types(weight.dtype, torch.float32)
+        out = torch.empty(hidden.shape[0], dtype=acc, device=hidden.device)
+        early = need_x and not (need_w or need_b)
+        grad_x = torch.empty_like(hidden) if early else None
+        lses = torch.empty_like(out) if (need_w or need_b) else None
+        for start in range(0, hidden.shape[0], rows):
+            x, t = hidden[start:start + rows], targets[start:start + rows]
+            z = F.linear(x, weight, bias).to(acc)
+            lse = torch.logsumexp(z, dim=-1)
+            out[start:start + rows] = z.gather(1, t[:, None]).squeeze(1) - lse
+            if lses is not None:
+                lses[start:start + rows] = lse
+            if early:
+                g = z.sub_(lse[:, None]).exp_().neg_()  # - softmax, in the logits' storage
+                g[torch.arange(t.shape[0], device=t.device), t] += 1.0
+                grad_x[start:start + rows] = g.to(weight.dtype) @ weight
+            del z
+        ctx.rows, ctx.needs, ctx.early = rows, (need_x, need_w, need_b), early
+        ctx.grad_x = grad_x
+        if not early and (need_x or need_w or need_b):
+            ctx.save_for_backward(hidden, weight, bias, targets, lses)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        need_x, need_w, need_b = ctx.needs
+        if ctx.early:
+            if ctx.grad_x is None:  # the buffer became the gradient the first time
+                raise RuntimeError("the chunked log-probs' backward ran twice over one forward (retain_graph): set "
+                                   "chunked_lm_loss: false for this")
+            grad_x, ctx.grad_x = ctx.grad_x, None
+            return grad_x.mul_(grad_out[:, None].to(grad_x.dtype)), None, None, None, None, None, None, None
+        hidden, weight, bias, targets, lses = ctx.saved_tensors
+        acc = lses.dtype
+        dx = torch.empty_like(hidden) if need_x else None
+        dw = None
+        db = torch.zeros(bias.shape, dtype=acc, device=bias.device) if need_b else None
+        for start in range(0, hidden.shape[0], ctx.rows):
+            x, t = hidden[start:start + ctx.rows], targets[start:start + ctx.rows]
+            z = F.linear(x, weight, bias).to(acc)
+            g = z.sub_(lses[start:start + ctx.rows, None]).exp_().neg_()
+            g[torch.arange(t.shape[0], device=t.device), t] += 1.0
+            g.mul_(grad_out[start:start + ctx.rows, None].to(acc))
+            if need_b:
+                db += g.sum(dim=0)
+            g = g.to(weight.dtype)
+            if need_x:
+                dx[start:start + ctx.rows] = g @ weight
+            if need_w:
+                dw = torch.mm(g.t().to(acc), x.to(acc)) if dw is None else dw.addmm_(g.t().to(acc), x.to(acc))
+            del z, g
+        dw = dw.to(weight.dtype) if dw is not None else None
+        if need_w and dw is None:  # no rows
+            dw = torch.zeros_like(weight)
+        db = db.to(bias.dtype) if db is not None else None
+        return dx, dw, db, None, None, None, None, None
+
+
+def chunked_token_logps(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor,
+                        rows: int | None = None) -> torch.Tensor:
+    """``log_softmax((hidden @ weight.T + bias).float())[i, targets[i]]`` for every row ``i`` of ``hidden`` (``[N, hidden]``),
+    ``rows`` tokens at a time (fp32, float64 for float64 weights, as :func:`tunekit.train.losses.sequence_logps`)."""
+    rows = rows or chunk_rows(weight.shape[0], hidden.device)
+    grad = torch.is_grad_enabled()
+    need_x = grad and hidden.requires_grad
+    need_w = grad and weight.requires_grad
+    need_b = grad and bias is not None and bias.requires_grad
+    return _ChunkedTokenLogps.apply(hidden, weight, bias, targets, rows, need_x, need_w, need_b)
+
+
+def output_head(model):
+    """The output embedding of ``model`` through its DDP / DeepSpeed / PEFT wrappers, or None."""
+    for _ in range(4):
+        get = getattr(model, "get_output_embeddings", None)
+        if callable(get):
+            return get()
+        model = getattr(model, "module", None)
+        if model is None:
+            return None
+    return None
+
+
+_PLAIN_HEADS = weakref.WeakSet()  # heads whose model changes their output (soft-capping) or feeds them other shapes
+
+
+def forward_sequence_logps(model, inputs: dict, labels: torch.Tensor, cu_seqlens: torch.Tensor | None = None,
+                           rows: int | None = None):
+    """``(Σ log p, n)`` over the labelled tokens per row of a padded batch (``labels [B, T]``) or, with ``cu_seqlens``,
+    per sequence of a padding-free row: what ``losses.sequence_logps`` / ``batching.packed_sequence_logps`` give
+    from whole logits, with the head and the log-softmax run on the labelled positions only, a chunk at a time.
+
+    ``None`` where this does not apply (a wrapped or sharded head, a model that changes its head's output or feeds it
+    other shapes: remembered per head); the caller then computes the logits whole."""
+    from .token_loss import trained_positions
+
+    head = output_head(model)
+    if head is None or not usable(head) or head in _PLAIN_HEADS:
+        return None
+    keep, targets = trained_positions(labels)
+    captured = head_input(model, head, inputs, keep, strict=False)
+    if captured is None:
+        _PLAIN_HEADS.add(head)
+        return None
+    token = chunked_token_logps(captured[1], head.weight, head.bias, targets, rows)
+    if cu_seqlens is None:
+        owner, n = keep.nonzero(as_tuple=True)[0], labels.shape[0]
+    else:
+        from .batching import segment_of_tokens
+
+        owner, n = segment_of_tokens(cu_seqlens)[1:][keep[0, :-1]], cu_seqlens.numel() - 1
+    sums = torch.zeros(n, dtype=token.dtype, device=token.device).index_add(0, owner, token)
+    counts = torch.zeros(n, dtype=torch.long, device=labels.device).index_add(0, owner, torch.ones_like(owner))
+    return sums, counts

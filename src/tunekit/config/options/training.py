@@ -64,5 +64,5 @@ class TrainingOptions(OptionGroup):
     # speed
     torch_compile: bool = option(False, description="Compile the model with torch.compile.", section="acceleration")
     trained_tokens_loss: bool = Field(True, description="Run the LM head and cross-entropy only on trained (labelled) tokens: same loss, less compute and no full-vocabulary logits for prompt and padding (sft, pt).")
-    chunked_lm_loss: bool = Field(True, description="With trained_tokens_loss: run the LM head and cross-entropy a chunk of tokens at a time, gradients in the same pass, so the tokens x vocabulary logits are never held whole (same loss; falls back to the plain path for models that change the head's output, e.g. logit soft-capping).")
+    chunked_lm_loss: bool = Field(True, description="With trained_tokens_loss: run the LM head and cross-entropy a chunk of tokens at a time, gradients in the same pass, so the tokens x vocabulary logits are never held whole (same loss; falls back to the plain path for models that change the head's output, e.g. logit soft-capping). In dpo and kto: the answers' log-probs (policy and reference), the same way.")
     auto_fit: bool = Field(False, description="Before training, let the planner choose batch size, accumulation, checkpointing and ZeRO to fit the GPU.")

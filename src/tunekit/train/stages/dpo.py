@@ -2,7 +2,9 @@
 
 Losses and their formulas: :func:`tunekit.train.losses.preference_loss` (sigmoid = DPO, hinge, ipo,
 orpo, simpo; ``dpo_label_smoothing`` = cDPO), plus ``pref_ftx`` x the chosen answer's per-token NLL.
-Chosen and rejected go through the model in one concatenated forward. The reference (see
+Chosen and rejected go through the model in one concatenated forward; with ``chunked_lm_loss`` (default) the LM
+head and log-softmax run on the answers' labelled positions only, a chunk of tokens at a time
+(:func:`tunekit.train.chunked_head.forward_sequence_logps`, exact gradients; tests/test_chunked_logprobs.py). The reference (see
 :mod:`tunekit.train.stages.reference_policy`) is the frozen base — with LoRA the policy with its adapter disabled,
 no second copy — or ``ref_model``; ``precompute_ref_log_probs`` computes it once before training.
 
@@ -39,13 +41,18 @@ class DPOTrainer(StageTrainer):
     def needs_reference(self) -> bool:
         return self.tunekit_config.pref_loss not in REFERENCE_FREE
 
+    @property
+    def chunked_logps(self) -> bool:
+        """``chunked_lm_loss``: log-probs from the head a chunk of tokens at a time (not under torch_compile: data-dependent rows)."""
+        return bool(self.tunekit_config.chunked_lm_loss and not self.args.torch_compile)
+
     def reference_logps(self, model, inputs) -> torch.Tensor:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
-            return forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs))[0]
+            return forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)[0]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs))
+        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)
         b = logps.shape[0] // 2
         ref = None
         if self.needs_reference:

@@ -145,15 +145,22 @@ def media_inputs(batch, prefix: str = "") -> dict:
     return {k: batch[prefix + k] for k in MEDIA_INPUTS if prefix + k in batch}
 
 
-def forward_logps(model, input_ids, attention_mask, labels, position_ids=None, cu_seqlens=None, **media):
+def forward_logps(model, input_ids, attention_mask, labels, position_ids=None, cu_seqlens=None, chunked=True, **media):
     """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`); per sequence
     of a padding-free row when ``cu_seqlens`` is given (no mask, restarting ``position_ids``: ``train/batching.py``).
 
+    ``chunked`` (``chunked_lm_loss``): the LM head and log-softmax on the labelled positions only, a chunk of tokens at a
+    time (``train/chunked_head.py``: the tokens x vocabulary logits are never held whole), where the head allows it.
     ``media``: a vision-language model's image inputs for these rows (:data:`MEDIA_INPUTS`)."""
     from ..batching import packed_sequence_logps
+    from ..chunked_head import forward_sequence_logps
     from ..losses import sequence_logps
 
     if position_ids is not None:
         media["position_ids"] = position_ids
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **media).logits
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False, **media}
+    out = forward_sequence_logps(model, inputs, labels, cu_seqlens) if chunked else None
+    if out is not None:
+        return out
+    logits = model(**inputs).logits
     return sequence_logps(logits, labels) if cu_seqlens is None else packed_sequence_logps(logits, labels, cu_seqlens)
