@@ -19,6 +19,9 @@ Every stage: sft (prompt, response), rm/dpo (prompt, chosen, rejected and the lo
 decides truncation), kto (prompt, response, desirable/undesirable counts), pt (document lengths, the
 blocks packing makes at cutoff_len, tokens kept in the tail blocks or dropped without packing),
 ppo/grpo (prompt).
+Multimodal data (a vision/audio family template): media tokens per sample (min/mean/max, images, videos
+and audio apart; they are part of the total length), and the samples whose media tokens alone exceed
+cutoff_len, named by file and record (training drops them: a sample with media is never cut).
 
   --plot [PATH]   write a CDF plot (PNG; default token_lengths.png)
   --json          print one JSON object

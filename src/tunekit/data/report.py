@@ -49,9 +49,11 @@ def print_reports(reports: list[DatasetReport], cutoff_len: int, console=None) -
             console.print(f"  [yellow]{r.name}: {r.truncated} sample(s) truncated to {cutoff_len} tokens[/], e.g. "
                           f"{'; '.join(r.truncated_sources[:3])}. Raise cutoff_len to keep them whole "
                           f"(`tunekit data stats` recommends one).", highlight=False)
-        if r.dropped:
-            console.print(f"  [red]{r.name}: {r.dropped} sample(s) dropped (no trainable tokens)[/], e.g. "
-                          f"{'; '.join(r.dropped_sources[:3])}.", highlight=False)
+        if r.dropped:  # media samples are never cut (data/processors/media.py): one over cutoff_len is dropped whole
+            console.print(f"  [red]{r.name}: {r.dropped} sample(s) dropped (no trainable tokens left, or longer than cutoff_len "
+                          f"{cutoff_len} with media: images, videos and audio are never cut)[/], e.g. "
+                          f"{'; '.join(r.dropped_sources[:3])}. `tunekit data stats` lists the samples whose media "
+                          f"alone exceed cutoff_len.", highlight=False)
 
 
 def write_reports(reports: list[DatasetReport], path: str | Path) -> None:
