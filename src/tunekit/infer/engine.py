@@ -220,6 +220,9 @@ class ChatEngine:
         from ..model.loader import load_model, load_tokenizer
 
         self.lock = threading.Lock()
+        # held while the tokenizer encodes: a fast tokenizer's split_special_tokens is shared state, and the API renders
+        # media prompts in worker threads while the event loop renders text ones
+        self.encode_lock = threading.RLock()
         if tokenizer is None:
             tokenizer = load_tokenizer(cfg, padding_side="left")
         if not cfg.template:
@@ -271,10 +274,11 @@ class ChatEngine:
 
         system = system or self.cfg.default_system or None
         args = (list(messages), system, tools or None, self.cfg.enable_thinking)
-        if not parse_special_tokens:
-            return encode_untrusted(self.template, self.tokenizer, *args)
-        text = self.template.render_prompt(plain_messages(args[0]), *args[1:])
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        with self.encode_lock:
+            if not parse_special_tokens:
+                return encode_untrusted(self.template, self.tokenizer, *args)
+            text = self.template.render_prompt(plain_messages(args[0]), *args[1:])
+            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @property
     def context_length(self) -> int | None:

@@ -68,8 +68,9 @@ def _inputs(engine, ids: list[int], media: dict[str, list[str]], runs: dict[str,
     import torch
 
     media_ids = engine.mm.media_token_ids()
-    want = sum(t in media_ids for t in engine.tokenizer("".join(r for rs in runs.values() for r in rs),
-                                                        add_special_tokens=False)["input_ids"])
+    with engine.encode_lock:
+        run_ids = engine.tokenizer("".join(r for rs in runs.values() for r in rs), add_special_tokens=False)["input_ids"]
+    want = sum(t in media_ids for t in run_ids)
     got = sum(t in media_ids for t in ids)
     if got != want:
         raise ConfigError(f"the prompt holds {got} media tokens but its media need {want}: the text spells media "
