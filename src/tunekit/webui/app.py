@@ -177,9 +177,10 @@ def _wire_language(page: Page, forms: list) -> None:
 
 
 def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None, lang: str = "en",
-           cwd: str | Path | None = None, block: bool = True, policy=None):
-    """Serve the board. Gradio may serve only :attr:`Board.served_dir` (copies of the plots), and ``/login``
-    is rate-limited (:mod:`tunekit.webui.ratelimit`)."""
+           cwd: str | Path | None = None, block: bool = True, policy=None, max_upload_bytes: int | None = None):
+    """Serve the board. Gradio may serve only :attr:`Board.served_dir` (copies of the plots, chat images and
+    sample thumbnails), uploads are refused over ``max_upload_bytes`` (default
+    :data:`tunekit.webui.chat.MAX_UPLOAD_BYTES`), and ``/login`` is rate-limited (:mod:`tunekit.webui.ratelimit`)."""
     import importlib
     import shutil
     import threading
@@ -195,7 +196,9 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
     threading.Thread(target=importlib.import_module, args=("transformers",), daemon=True).start()
     import atexit
 
-    board = Board(cwd, policy=policy)
+    from .chat import MAX_UPLOAD_BYTES
+
+    board = Board(cwd, policy=policy, max_upload_bytes=max_upload_bytes or MAX_UPLOAD_BYTES)
     atexit.register(board.runner.shutdown)  # a job does not outlive its board
     atexit.register(shutil.rmtree, board.served_dir, True)  # the plot copies go with it
     demo = create_app(board, lang)
@@ -203,6 +206,7 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
     try:
         demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,
                     ssr_mode=False, prevent_thread_lock=not block, quiet=True, footer_links=["settings"],
+                    max_file_size=board.chat.max_upload_bytes,
                     allowed_paths=[str(board.served_dir)], app_kwargs={"middleware": [Middleware(LoginRateLimit)]})
     except OSError as exc:
         if "port" in str(exc).lower():  # Gradio: "Cannot find empty port in range: 7860-7860 ..."

@@ -35,16 +35,16 @@ def template_names() -> list[str]:
     return sorted(list_templates())
 
 
-def render_samples(cfg, n: int) -> list[list[tuple[str, bool]]]:
-    """A few samples rendered with cfg's template: ``[(text, trained), ...]`` per sample.
+def preview_samples(cfg, n: int) -> list:
+    """A few samples rendered with cfg's template (``data.preview.SamplePreview``: pieces and media).
 
     The tokenizer comes from tunekit's own loader with the config, so the preview honours every
     tokenizer option training honours (revision, cache_dir, split_special_tokens, ...).
     """
-    from tunekit.data.preview import render_samples as _render
+    from tunekit.data.preview import preview_samples as _preview
     from tunekit.model.loader import load_tokenizer
 
-    return _render(cfg, load_tokenizer(cfg), n)
+    return _preview(cfg, load_tokenizer(cfg), n)
 
 
 def model_has_chat_template(model_dir: str | None) -> bool:

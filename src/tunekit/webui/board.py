@@ -19,7 +19,7 @@ from tunekit.config.secrets import mask_secrets, secret_env, write_options
 from tunekit.errors import ConfigError, TunekitError
 
 from . import backend as adapters
-from .chat import ChatSession
+from .chat import MAX_UPLOAD_BYTES, ChatSession
 from .command import command_line, override_args, yaml_text
 from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_to_values
 from .i18n import t
@@ -34,15 +34,17 @@ from .validation import Validation, validate
 
 class Board:
     def __init__(self, cwd: str | Path | None = None, specs: list[FieldSpec] | None = None,
-                 policy: PathPolicy | None = None, served_dir: str | Path | None = None):
+                 policy: PathPolicy | None = None, served_dir: str | Path | None = None,
+                 max_upload_bytes: int = MAX_UPLOAD_BYTES):
         """``cwd``: the workspace (jobs run there, relative paths resolve there); ``policy``: which paths the
         board may use (default: the workspace and the caches); ``served_dir``: the only folder the board
-        hands to Gradio to serve (copies of the loss plots), a fresh private temporary folder by default."""
+        hands to Gradio to serve (copies of the loss plots, chat images, sample thumbnails), a fresh private
+        temporary folder by default; ``max_upload_bytes``: the largest image the Chat tab accepts."""
         self.specs = specs if specs is not None else field_specs()
         self.by_name = {s.name: s for s in self.specs}
         self.runner = JobRunner(cwd)
         self.policy = policy or PathPolicy(self.runner.cwd)
-        self.chat = ChatSession()
+        self.chat = ChatSession(upload_dir=lambda: self.served_dir, max_upload_bytes=max_upload_bytes)
         self.secrets: dict[str, str] = {}  # ENV_VAR -> value of secrets typed into the form (jobs get them)
         self._served_dir = Path(served_dir) if served_dir else None
 
@@ -168,25 +170,37 @@ class Board:
         return self.validate(values), command_line(shown, verb), yaml_text(shown)
 
     def sample_preview(self, form: Mapping[str, Any], n: int = 2) -> tuple[Validation, list[tuple[str, str | None]], str]:
-        """The first ``n`` samples of the form's first dataset as ``(text, "trained" | None)`` pieces, after the
-        path policy (a file outside the allowed roots is never opened); a note when there is nothing to show."""
+        """The first ``n`` samples of the form's first dataset as ``(text, "trained" | "media" | None)`` pieces,
+        after the path policy (a file outside the allowed roots is never opened); a note when there is nothing to
+        show. A run of media tokens is one ``"<image> × N tokens"`` piece labelled ``"media"``."""
+        check, pieces, _samples, note = self.sample_preview_media(form, n)
+        return check, pieces, note
+
+    def sample_preview_media(self, form: Mapping[str, Any], n: int = 2) -> tuple[Validation, list, list, str]:
+        """:meth:`sample_preview` and the samples themselves (``data.preview.SamplePreview``: their media)."""
         check = self.validate(self.values(form))
         if not check.ok:
-            return check, [], ""
+            return check, [], [], ""
         if not check.config.model_name_or_path or not check.config.dataset:
-            return check, [], "⚠ set model_name_or_path, template and dataset to preview samples"
+            return check, [], [], "⚠ set model_name_or_path, template and dataset to preview samples"
         try:
-            rendered = adapters.render_samples(check.config, n)
+            samples = adapters.preview_samples(check.config, n)
         except ImportError as exc:
-            return check, [], f"⚠ sample preview is not available in this build ({exc})"
+            return check, [], [], f"⚠ sample preview is not available in this build ({exc})"
         except TunekitError as exc:
-            return check, [], f"⚠ {safe_message(str(exc))}"
+            return check, [], [], f"⚠ {safe_message(str(exc))}"
         pieces: list[tuple[str, str | None]] = []
-        for i, sample in enumerate(rendered):
+        for i, sample in enumerate(samples):
             if i:
                 pieces.append(("\n\n────────\n\n", None))
-            pieces += [(text, "trained" if trained else None) for text, trained in sample]
-        return check, pieces, ""
+            pieces += [(text, "media" if media else "trained" if trained else None) for text, trained, media in sample.pieces]
+        return check, pieces, samples, ""
+
+    def sample_media(self, samples: list, lang: str = "en") -> tuple[list[tuple[str, str]], str]:
+        """The previewed samples' image thumbnails ``(file, caption)`` and their media list (Markdown)."""
+        from .media import gallery, media_markdown
+
+        return gallery(samples, self.policy, self.served_dir), media_markdown(samples, self.policy, lang)
 
     def start_job(self, verb: str, values: Mapping[str, Any], output_dir: str | Path, *, form: Mapping | None = None,
                   kind: str = "train") -> Job:

@@ -1,8 +1,8 @@
-"""The Chat tab: load a model (and adapter) once, then stream replies with the generation options."""
+"""The Chat tab: load a model (and adapter) once, then stream replies with the generation options; an uploaded
+image goes with the next message (a vision-language model; :meth:`tunekit.webui.chat.ChatSession.turn`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +11,7 @@ import gradio as gr
 from tunekit.errors import TunekitError
 from tunekit.infer.engine import GEN_OPTIONS
 
+from ..chat import new_conversation
 from ..form import FormView
 from ..i18n import t
 from . import Page, model_values, template_dropdown
@@ -33,6 +34,8 @@ class ChatTab:
     system: Any
     chatbot: Any
     message: Any
+    image: Any  # an image file for the next message
+    conversation: Any  # gr.State: ChatSession.turn's conversation (kept on the server)
     send_btn: Any
     clear_btn: Any
 
@@ -61,8 +64,11 @@ def build(page: Page) -> ChatTab:
             send_btn = L(gr.Button(t("chat_send", lang), variant="primary", scale=1, elem_id="tk-chat-send"),
                          "chat_send", "value")
             clear_btn = L(gr.Button(t("chat_clear", lang), scale=1, elem_id="tk-chat-clear"), "chat_clear", "value")
+        image = L(gr.File(label=t("chat_image", lang), file_types=["image"], type="filepath", height=120,
+                          elem_id="tk-chat-image"), "chat_image")
+        conversation = gr.State(new_conversation())
     return ChatTab(model, adapter, template, use_trained, load_btn, unload_btn, info, form, system, chatbot,
-                   message, send_btn, clear_btn)
+                   message, image, conversation, send_btn, clear_btn)
 
 
 def wire(page: Page, tab: ChatTab) -> None:
@@ -89,36 +95,16 @@ def wire(page: Page, tab: ChatTab) -> None:
     tab.unload_btn.click(lambda: (board.chat.unload(), "unloaded")[1], outputs=tab.info, api_visibility="private")
 
     def on_send(data):
-        message, history = data[tab.message], list(data[tab.chatbot] or [])
-        if not message:
-            yield {tab.chatbot: history, tab.message: ""}
-            return
-        if not board.chat.loaded:
-            history += [{"role": "user", "content": message}, {"role": "assistant", "content": "⚠ load a model first"}]
-            yield {tab.chatbot: history, tab.message: ""}
-            return
         gen = {k: v for k, v in board.values(tab.form.read_map(data)).items() if k in CHAT_GEN_KEYS}
-        messages = [{"role": m["role"], "content": _text(m["content"])} for m in history] + [
-            {"role": "user", "content": message}]
-        history += [{"role": "user", "content": message}, {"role": "assistant", "content": ""}]
-        yield {tab.chatbot: history, tab.message: ""}
-        reply = ""
-        for piece in board.chat.stream(messages, data[tab.system] or None, **gen):
-            reply += piece
-            history[-1] = {"role": "assistant", "content": reply}
-            yield {tab.chatbot: history, tab.message: ""}
+        text, image = data[tab.message], data[tab.image]
+        for convo in board.chat.turn(data[tab.conversation], text, image, data[tab.system] or None,
+                                     data[page.lang_radio], **gen):
+            cleared = {tab.message: "", tab.image: None} if text else {}
+            yield {tab.chatbot: convo["shown"], tab.conversation: convo, **cleared}
 
-    inputs = {tab.message, tab.chatbot, tab.system, *tab.form.inputs}
+    inputs = {tab.message, tab.image, tab.conversation, tab.system, page.lang_radio, *tab.form.inputs}
+    outputs = [tab.chatbot, tab.conversation, tab.message, tab.image]
     for event in (tab.send_btn.click, tab.message.submit):
-        event(on_send, inputs=inputs, outputs=[tab.chatbot, tab.message], api_visibility="private")
-    tab.clear_btn.click(lambda: [], outputs=tab.chatbot, api_visibility="private")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
-    if isinstance(content, dict):
-        return str(content.get("text", ""))
-    return json.dumps(content)
+        event(on_send, inputs=inputs, outputs=outputs, api_visibility="private")
+    tab.clear_btn.click(lambda: ([], new_conversation()), outputs=[tab.chatbot, tab.conversation],
+                        api_visibility="private")

@@ -27,6 +27,8 @@ class TrainTab:
     samples_n: Any
     samples_btn: Any
     samples_out: Any
+    samples_gallery: Any  # thumbnails of the previewed samples' images
+    samples_media: Any  # their images / videos / audios and media token counts
     config_path: Any
     overwrite: Any
     save_btn: Any
@@ -74,8 +76,11 @@ def _form_column(page: Page) -> dict[str, Any]:
             ds_refresh = L(gr.Button(t("datasets_refresh", lang), size="sm", elem_id="tk-ds-refresh"), "datasets_refresh", "value")
             samples_n = L(gr.Number(value=2, precision=0, label=t("samples_n", lang), elem_id="tk-samples-n"), "samples_n")
             samples_btn = L(gr.Button(t("samples_btn", lang), size="sm", elem_id="tk-samples-btn"), "samples_btn", "value")
-        samples_out = gr.HighlightedText(color_map={"trained": "green"}, show_legend=True, combine_adjacent=True,
-                                         elem_id="tk-samples-out", show_label=False)
+        samples_out = gr.HighlightedText(color_map={"trained": "green", "media": "blue"}, show_legend=True,
+                                         combine_adjacent=True, elem_id="tk-samples-out", show_label=False)
+        samples_media = gr.Markdown(elem_id="tk-samples-media")
+        samples_gallery = L(gr.Gallery(label=t("samples_media", lang), columns=6, height="auto", visible=False,
+                                       elem_id="tk-samples-gallery", buttons=["fullscreen"], interactive=False), "samples_media")
     with gr.Row():
         config_path = L(gr.Textbox(value="saves/webui_config.yaml", label=t("config_path", lang), scale=3,
                                    elem_id="tk-config-path"), "config_path")
@@ -85,6 +90,7 @@ def _form_column(page: Page) -> dict[str, Any]:
         load_btn = L(gr.Button(t("load_btn", lang), elem_id="tk-load", scale=1), "load_btn", "value")
     flagged = gr.State([])  # inside the column: a State as a direct child of a gr.Tab makes Gradio 6 duplicate tab labels
     return dict(flagged=flagged, form=form, ds_refresh=ds_refresh, samples_n=samples_n, samples_btn=samples_btn, samples_out=samples_out,
+                samples_gallery=samples_gallery, samples_media=samples_media,
                 config_path=config_path, overwrite=overwrite, save_btn=save_btn, load_btn=load_btn)
 
 
@@ -254,11 +260,14 @@ def _wire_data(page: Page, tab: TrainTab) -> None:
 
     def on_samples(data):
         lang = data[page.lang_radio]
-        check, pieces, note = board.sample_preview(form.read_map(data), int(data[tab.samples_n] or 2))
-        return pieces, (errors_md(check, lang) if not check.ok else note)
+        check, pieces, samples, note = board.sample_preview_media(form.read_map(data), int(data[tab.samples_n] or 2))
+        thumbs, media = board.sample_media(samples, lang) if samples else ([], "")
+        return {tab.samples_out: pieces, tab.errors: errors_md(check, lang) if not check.ok else note,
+                tab.samples_gallery: gr.Gallery(value=thumbs or None, visible=bool(thumbs)), tab.samples_media: media}
 
     tab.samples_btn.click(on_samples, inputs={*form.inputs, tab.samples_n, page.lang_radio},
-                          outputs=[tab.samples_out, tab.errors], api_visibility="private")
+                          outputs=[tab.samples_out, tab.errors, tab.samples_gallery, tab.samples_media],
+                          api_visibility="private")
 
     if "model_name_or_path" in form.comps and "template" in form.comps:
         def on_model(model, template):
