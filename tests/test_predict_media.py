@@ -24,6 +24,13 @@ def demo() -> Path:
     return DEMO
 
 
+@pytest.fixture(scope="module")
+def tiny_vl(tmp_path_factory) -> Path:
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2-vl") / "model", like="qwen2-vl", seed=0)
+
+
 def _predict(tmp_path: Path, **opts) -> list[dict]:
     from tunekit.cli.predict_cmd import main
 
@@ -55,15 +62,13 @@ def _greedy(model, tok, ids: list[int], **inputs) -> str:
     return tok.decode(out[0, x.shape[1]:].tolist(), skip_special_tokens=True)
 
 
-def test_predict_on_mllm_demo_equals_plain_transformers(demo, tmp_path):
+def test_predict_on_mllm_demo_equals_plain_transformers(demo, tiny_vl, tmp_path):
     import torch
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoTokenizer
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from tunekit.model.tiny_vlm import build_tiny_vlm
-
-    model_dir = build_tiny_vlm(tmp_path / "model", like="qwen2-vl", seed=0)
+    model_dir = tiny_vl
     rows = _predict(tmp_path, model_name_or_path=model_dir, template="qwen2_vl", eval_dataset="mllm_demo",
                     image_max_pixels=SMALL)
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -130,14 +135,12 @@ def test_a_text_model_refuses_a_multimodal_eval_set_naming_the_record(demo, tiny
         f"qwen2_audio for audio), or remove the images.")
 
 
-def test_do_predict_after_training_predicts_with_the_images(demo, tmp_path):
+def test_do_predict_after_training_predicts_with_the_images(demo, tiny_vl, tmp_path):
     """`tunekit train` with do_predict on mllm_demo: the trained model's predictions equal `tunekit predict` with the
     saved adapter (both with the images; without them Qwen2-VL could not run the prompt at all)."""
     from tunekit.config import load_config
     from tunekit.flow import run_train
-    from tunekit.model.tiny_vlm import build_tiny_vlm
-
-    model_dir = build_tiny_vlm(tmp_path / "model", like="qwen2-vl", seed=0)
+    model_dir = tiny_vl
     cfg = dict(model_name_or_path=str(model_dir), template="qwen2_vl", dataset_dir=str(demo), image_max_pixels=SMALL,
                max_samples=2, do_sample=False, max_new_tokens=NEW, cutoff_len=2048, disable_tqdm=True, report_to="none")
     run_train(load_config(None, dict(cfg, stage="sft", do_train=True, do_predict=True, dataset="mllm_demo",
