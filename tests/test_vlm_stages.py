@@ -251,3 +251,87 @@ def test_videos_and_audio_train_in_dpo_and_kto_and_every_sequence_gets_its_media
     losses = _losses(tmp_path / "out")
     # step 0: policy == reference (LoRA's B = 0): dpo's sigmoid loss is -log σ(0) = ln 2, kto's is 1 - σ(0) = 0.5
     assert len(losses) == 2 and abs(losses[0] - (math.log(2) if stage == "dpo" else 0.5)) < 1e-6, losses
+
+
+# --- resume and QLoRA ---------------------------------------------------------------------------------------------------
+
+SFT_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"}, "tags": TAGS}
+SFT_RECORDS = [
+    {"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+     "images": ["mllm_demo_data/1.jpg"]},
+    {"messages": [{"role": "user", "content": "Describe <image> please"}, {"role": "assistant", "content": "A speech."}],
+     "images": ["mllm_demo_data/2.jpg"]},
+    {"messages": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there."}]},
+    {"messages": [{"role": "user", "content": "What is in <image>?"}, {"role": "assistant", "content": "Players."}],
+     "images": ["mllm_demo_data/3.jpg"]},
+]
+
+
+def test_resume_on_images_ends_with_the_weights_of_the_uninterrupted_run(tiny_qwen2_vl, demo_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from tolerances import FLOAT64_WEIGHT_TOL
+    from tunekit.flow import run_train
+
+    data_dir = _data(tmp_path, demo_dir, SFT_RECORDS, SFT_ENTRY)
+    common = dict(stage="sft", finetuning_type="full", dtype="float64", max_steps=4, save_strategy="steps", save_steps=2,
+                  learning_rate=5e-3, lr_scheduler_type="cosine", warmup_steps=1, freeze_multi_modal_projector=False)
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    run_train(_cfg(tiny_qwen2_vl, data_dir, full, **common))
+    resumed.mkdir()  # the run "died" after its checkpoint at step 2: only that checkpoint survives
+    shutil.copytree(full / "checkpoint-2", resumed / "checkpoint-2")
+    run_train(_cfg(tiny_qwen2_vl, data_dir, resumed, resume_from_checkpoint=True, **common))
+    assert [r["step"] for r in _log(resumed) if "loss" in r] == [3, 4]
+    # float64: the resumed run restores weights, optimizer, scheduler and RNG and replays the same image batches
+    # (tests/tolerances.py: FLOAT64_WEIGHT_TOL); a skipped or repeated batch moves weights by ~lr = 5e-3
+    assert _losses(resumed) == pytest.approx(_losses(full)[2:], abs=FLOAT64_WEIGHT_TOL)
+    wa, wb, base = (load_file(str(p / "model.safetensors")) for p in (full, resumed, tiny_qwen2_vl))
+    assert wa.keys() == wb.keys()
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < FLOAT64_WEIGHT_TOL
+    # the files keep transformers' original layout (model.layers.*, visual.*): the projector and the language model
+    # trained, the frozen vision tower did not
+    moved = {k for k in wa if not wa[k].equal(base[k].to(wa[k].dtype))}
+    assert any(k.startswith("visual.merger.") for k in moved) and any(k.startswith("model.layers.") for k in moved)
+    assert not any(k.startswith(("visual.blocks.", "visual.patch_embed.")) for k in moved)
+
+
+def test_qlora_on_a_vlm_quantizes_only_the_language_model_trains_and_the_adapter_reloads(tiny_qwen2_vl, demo_dir, tmp_path):
+    pytest.importorskip("bitsandbytes")
+    import torch
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForImageTextToText, BitsAndBytesConfig
+
+    from tunekit.flow import run_train
+    from tunekit.model.loader import load_model, load_tokenizer
+
+    out = tmp_path / "out"
+    cfg = _cfg(tiny_qwen2_vl, _data(tmp_path, demo_dir, SFT_RECORDS, SFT_ENTRY), out, stage="sft", finetuning_type="lora",
+               quantization_bit=4, max_steps=2, learning_rate=2e-2, lora_rank=8)
+
+    def linear_kinds(model):
+        kinds = {}
+        for name, module in model.named_modules():
+            if type(module).__name__ in ("Linear", "Linear4bit") and ".lora_" not in name and not name.endswith("base_layer"):
+                part = "visual" if ".visual." in name else "lm_head" if name.endswith("lm_head") else "language_model"
+                kinds.setdefault(part, set()).add(type(module).__name__)
+        return kinds
+
+    model = load_model(cfg, load_tokenizer(cfg))
+    kinds = linear_kinds(model)
+    assert kinds == {"visual": {"Linear"}, "lm_head": {"Linear"}, "language_model": {"Linear4bit"}}, kinds
+    del model
+    run_train(cfg)
+    assert len(_losses(out)) == 2
+    saved = load_file(str(out / "adapter_model.safetensors"))
+    assert saved and all(".language_model." in k for k in saved)
+    # plain transformers + peft: the base quantized the same way, the adapter on top, its weights as saved (trained)
+    bnb = BitsAndBytesConfig(load_in_4bit=True, llm_int8_skip_modules=["lm_head", "model.visual"],
+                             bnb_4bit_compute_dtype=torch.float32, bnb_4bit_quant_storage=torch.float32)
+    reloaded = PeftModel.from_pretrained(AutoModelForImageTextToText.from_pretrained(tiny_qwen2_vl, quantization_config=bnb),
+                                         str(out))
+    state = reloaded.state_dict()
+    for key, value in saved.items():
+        want = key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight")
+        assert state[want].equal(value), key
+    assert max(v.abs().max().item() for k, v in saved.items() if "lora_B" in k) > 0  # B starts at 0: it trained

@@ -230,10 +230,14 @@ def quantization_config(cfg, dtype):
             raise EnvironmentProblem("quantization_bit needs bitsandbytes: pip install bitsandbytes (or `pip install tunekit[quant]`).")
         from transformers import BitsAndBytesConfig
 
+        from .multimodal import quantization_skip_modules  # a VLM's vision tower and projector stay unquantized
+
+        skip = quantization_skip_modules(cfg)
         if cfg.quantization_bit == 8:
-            return BitsAndBytesConfig(load_in_8bit=True)
+            return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
         return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type=cfg.quantization_type,
-                                  bnb_4bit_use_double_quant=cfg.double_quantization, bnb_4bit_quant_storage=dtype)
+                                  bnb_4bit_use_double_quant=cfg.double_quantization, bnb_4bit_quant_storage=dtype,
+                                  llm_int8_skip_modules=skip)
     if method == "hqq":
         if importlib.util.find_spec("hqq") is None:
             raise EnvironmentProblem("quantization_method: hqq needs the hqq package (pip install hqq).")

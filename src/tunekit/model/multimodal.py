@@ -6,7 +6,8 @@ The parts of each family (vision tower, projector, language model) are declared 
 - full fine-tuning: every parameter of an unfrozen part trains, none of a frozen part (defaults:
   vision tower and projector frozen, language model trained, as LLaMA-Factory);
 - LoRA with ``lora_target: all``: adapters on the linear layers of the unfrozen parts only (by default
-  the language model's, never the LM head); an explicit ``lora_target`` list is used as given.
+  the language model's, never the LM head); an explicit ``lora_target`` list is used as given;
+- QLoRA (``quantization_bit``): only the language model is quantized (:func:`quantization_skip_modules`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,17 @@ def lora_targets(model, cfg, plugin) -> list[str]:
         raise ConfigError("lora_target: all finds no linear layer to adapt: every part is frozen. Set "
                           "freeze_language_model: false (or unfreeze the vision tower / projector).")
     return names
+
+
+def quantization_skip_modules(cfg) -> Optional[list[str]]:
+    """Modules bitsandbytes leaves unquantized (``llm_int8_skip_modules``) for QLoRA on a VLM: the vision tower and the
+    projector (small next to the language model, and what the image features depend on; LLaMA-Factory 0.9.5 quantizes
+    them too) and ``lm_head`` (transformers' own default, which a given list replaces). ``None`` (transformers'
+    defaults) for a text model."""
+    plugin = plugin_class(cfg)
+    if plugin is None:
+        return None
+    return ["lm_head", *plugin.VISION_TOWER, *plugin.PROJECTOR]
 
 
 def model_class(config) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from transformers import Trainer
 
+from .checkpoint_weights import ConvertedCheckpointMixin
 from .engines.fsdp import FSDPTrainerMixin, reshard
 from .fp8 import Fp8AcceleratorMixin
 from .optimizers import SparseGradNormMixin
@@ -14,11 +15,12 @@ from .token_loss import TrainedTokensLossMixin
 from .window_grouping import WindowGroupingMixin
 
 
-class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, Fp8AcceleratorMixin, SparseGradNormMixin,
-                     Trainer):
+class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, ConvertedCheckpointMixin,
+                     Fp8AcceleratorMixin, SparseGradNormMixin, Trainer):
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
-    recipe, :mod:`tunekit.train.fp8`)."""
+    recipe, :mod:`tunekit.train.fp8`) + resume of a full checkpoint saved in the original weight layout
+    (:mod:`tunekit.train.checkpoint_weights`)."""
 
     def __init__(self, *args, tunekit_config=None, **kwargs):
         self.tunekit_config = tunekit_config
