@@ -64,12 +64,12 @@ def vl(tmp_path_factory, demo_dir):
     return types.SimpleNamespace(cfg=cfg, tok=tok, mm=data.mm, model=model, feats=feats, dir=model_dir, data=data)
 
 
-def _free(vl, feats=None):
-    return PaddingFreeCollator(pad_token_id=vl.tok.pad_token_id, mm=vl.mm, rope_index=rope_index_of(vl.model))(feats or vl.feats)
+def _free(vl, feats=None, mm=None):
+    return PaddingFreeCollator(pad_token_id=vl.tok.pad_token_id, mm=mm or vl.mm, rope_index=rope_index_of(vl.model))(feats or vl.feats)
 
 
-def _padded(vl, feats=None):
-    return MultimodalCollator(pad_token_id=vl.tok.pad_token_id, pad_to_multiple_of=8, mm=vl.mm)(feats or vl.feats)
+def _padded(vl, feats=None, mm=None):
+    return MultimodalCollator(pad_token_id=vl.tok.pad_token_id, pad_to_multiple_of=8, mm=mm or vl.mm)(feats or vl.feats)
 
 
 def test_the_row_carries_each_samples_media_and_its_own_3d_positions(vl):
@@ -196,6 +196,28 @@ def test_loss_logits_and_gradients_equal_the_padded_batch(vl):
     assert worst_change({k: v for k, v in free.items() if k != "position_ids"}) > 1e-2
 
 
+def test_videos_in_the_row_get_their_own_grids_and_3d_positions(vl, demo_dir, tmp_path):
+    """mllm_video_demo (one clip per sample): the row's pixel_values_videos / video_grid_thw are the samples' own in
+    order, and every sample's logits equal the padded batch's (video M-RoPE: t, h, w per frame group)."""
+    pytest.importorskip("av")
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+
+    cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "mllm_video_demo",
+                             "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "o"), "stage": "sft",
+                             "video_max_pixels": SMALL, "video_maxlen": 4, "report_to": "none"})
+    data = prepare_datasets(cfg, vl.tok, "sft")
+    feats = [data.train[i] for i in range(3)]
+    free, padded = _free(vl, feats, data.mm), _padded(vl, feats, data.mm)  # the plugin of the video options
+    assert free["video_grid_thw"].shape[0] == 3 and free["video_grid_thw"][:, 0].gt(1).all()  # several frame groups
+    assert torch.equal(free["pixel_values_videos"], padded["pixel_values_videos"])
+    assert torch.equal(free["video_grid_thw"], padded["video_grid_thw"])
+    with torch.no_grad():
+        lf = vl.model(**{k: v for k, v in free.items() if k != "labels"}).logits
+        lp = vl.model(**{k: v for k, v in padded.items() if k != "labels"}).logits
+    assert _max_logit_gap(lf, lp, feats) <= LOGIT_TOL
+
+
 def test_trainer_loss_of_the_row_equals_the_padded_batch(vl, tmp_path):
     """TunekitTrainer.compute_loss (trained-token LM head, token-normalised) takes the [4, 1, T] positions."""
     from tunekit.config import load_config
@@ -246,8 +268,9 @@ def test_neat_packed_rows_carry_their_media_and_per_sample_3d_positions(vl):
             worst = max(worst, (logits[r, start:start + k] - ref).abs().max().item())
             start += k
     assert worst <= LOGIT_TOL
-    # the guard: without the model's M-RoPE function the rows keep their 2-D positions (the old behaviour), and differ
-    plain = MultimodalCollator(pad_token_id=vl.tok.pad_token_id, mm=vl.mm)(feats)
+    # the guard: the rows with their 2-D text positions only (what the model got before: image tokens rotated as text,
+    # and no packed mask) give other logits
+    plain = dict(batch, position_ids=batch["position_ids"][0])
     with torch.no_grad():
         wrong = vl.model(**{k: v for k, v in plain.items() if k != "labels"}).logits
     assert (wrong - logits).abs().max().item() > 1e-3
@@ -410,3 +433,22 @@ def test_tunekit_train_padding_free_on_images_ends_on_the_padded_runs_weights(vl
     # (the bound of test_loss_logits_and_gradients_equal_the_padded_batch), far under FLOAT64_WEIGHT_TOL (tolerances.py)
     assert moved > 1e-4
     assert diff <= FLOAT64_WEIGHT_TOL, (diff, moved)
+
+
+def test_the_dataset_cache_keys_on_the_video_options(vl, demo_dir, tmp_path):
+    """A second run with other video options must re-tokenize (the cache reused the first run's video token counts,
+    which then disagreed with the grids the collator computes: a crash in get_rope_index, or wrong rows)."""
+    pytest.importorskip("av")
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+
+    lengths = {}
+    for pixels in (SMALL, 4 * SMALL):
+        cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "mllm_video_demo",
+                                 "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "o"), "stage": "sft",
+                                 "video_max_pixels": pixels, "video_maxlen": 4, "report_to": "none"})
+        data = prepare_datasets(cfg, vl.tok, "sft")
+        lengths[pixels] = [len(r) for r in data.train["input_ids"]]
+        feats = [data.train[i] for i in range(len(data.train))]
+        assert _free(vl, feats, data.mm)["video_grid_thw"].shape[0] == len(feats)  # grids agree with the cached tokens
+    assert all(big > small for small, big in zip(lengths[SMALL], lengths[4 * SMALL])), lengths

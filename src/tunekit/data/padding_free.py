@@ -143,7 +143,10 @@ def with_media(batch: dict[str, Any], mm, rope_index, images: list[str], lengths
     import torch
 
     batch.update(mm.collate(images, batch["input_ids"], **{k: v for k, v in media.items() if v}))
-    if rope_index is not None and "mm_token_type_ids" in batch:
+    if "mm_token_type_ids" in batch:  # an M-RoPE family (the plugin marks its media tokens for get_rope_index)
+        if rope_index is None:
+            raise ValueError(f"a padding-free row of the {mm.NAME} family needs the model's get_rope_index (rope_index) "
+                             "for its 3-D positions")
         rope = sample_rope_positions(rope_index, batch["input_ids"], lengths, batch)
         batch["position_ids"] = torch.cat([batch["position_ids"][None], rope.to(batch["position_ids"].dtype)], dim=0)
     return batch

@@ -140,7 +140,8 @@ def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str
         "tokenizer": tokenizer_signature(ctx.tokenizer),
         "options": [cfg.cutoff_len, cfg.train_on_prompt, cfg.mask_history, cfg.enable_thinking, cfg.default_system,
                     cfg.max_samples, cfg.bad_records, cfg.tool_format, cfg.use_packing, cfg.neat_packing],
-        "media": [cfg.media_dir, cfg.image_min_pixels, cfg.image_max_pixels] if ctx.mm is not None else None,
+        "media": [cfg.media_dir, cfg.image_min_pixels, cfg.image_max_pixels, cfg.video_min_pixels, cfg.video_max_pixels,
+                  cfg.video_fps, cfg.video_maxlen, cfg.audio_sampling_rate, cfg.use_audio_in_video] if ctx.mm is not None else None,
     })
 
 

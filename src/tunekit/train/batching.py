@@ -133,8 +133,8 @@ class PaddingFreePairCollator:
     """The pairs of the micro-batch in one padding-free row (module doc): chosen 0..B-1, then rejected 0..B-1, so
     both answers of a pair always share a micro-batch and sequence ``i`` is row ``i`` of :class:`PairCollator`'s batch.
 
-    With ``mm`` (a vision-language model's plugin) the pair's images go with its chosen and again with its rejected
-    sequence, in the row's sequence order, and a model with M-RoPE (``rope_index``) gets each sequence's 3-D positions
+    With ``mm`` (a vision-language model's plugin) the pair's images (videos, audio) go with its chosen and again with
+    its rejected sequence, in the row's sequence order, and a model with M-RoPE (``rope_index``) gets each sequence's 3-D positions
     as it has them alone (``data.padding_free.with_media``): the same per-sequence inputs as :class:`MultimodalPairCollator`."""
 
     mm: Any = None
@@ -143,9 +143,10 @@ class PaddingFreePairCollator:
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         rows, labels = pair_rows(features)
         batch = packed_row(rows, labels)
-        if self.mm is not None:
-            paths = media_of(features)
-            batch = with_media(batch, self.mm, self.rope_index, paths + paths, [len(r) for r in rows])
+        if self.mm is not None:  # every kind of media twice: with the chosen sequences, then with the rejected ones
+            media = {k: media_of(features, k) for k in ("images", "videos", "audios")}
+            batch = with_media(batch, self.mm, self.rope_index, media["images"] * 2, [len(r) for r in rows],
+                               videos=media["videos"] * 2, audios=media["audios"] * 2)
         return with_pair_references(batch, features)
 
 
