@@ -225,3 +225,14 @@ def test_the_preview_of_a_video_record_names_the_video_and_its_tokens(vlm_board,
     assert (f"<video> × {count} tokens", "media") in pieces
     thumbs, media = vlm_board.sample_media(samples, "en")
     assert thumbs == [] and media == f"- **#1** videos: `mllm_demo_data/1.mp4` · media tokens: `<video> × {count}`"
+
+
+def test_the_upload_limit_is_a_webui_flag(tmp_path):
+    from tunekit.cli.webui_cmd import build_parser, main
+    from tunekit.errors import ConfigError
+
+    assert build_parser().parse_args([]).max_upload_mb == 20.0
+    assert build_parser().parse_args(["--max-upload-mb", "2.5"]).max_upload_mb == 2.5
+    with pytest.raises(ConfigError) as err:
+        main(["--max-upload-mb", "0", "--workspace", str(tmp_path)])
+    assert str(err.value) == "--max-upload-mb must be above 0 (MB), got 0.0: e.g. --max-upload-mb 20."

@@ -223,7 +223,7 @@ def test_the_server_serves_only_the_board_folder_and_rate_limits_login(ws, monke
     (root / "notes.txt").write_text("notes\n")
     port = _free_port()
     demo = launch("127.0.0.1", port, auth=("admin", "s3cret"), cwd=root, block=False,
-                  policy=PathPolicy(root, caches=[]))
+                  policy=PathPolicy(root, caches=[]), max_upload_bytes=10_000)
     try:
         board = demo.tk_board
         plot = root / "saves" / "training_loss.png"
@@ -251,8 +251,21 @@ def test_the_server_serves_only_the_board_folder_and_rate_limits_login(ws, monke
             except urllib.error.HTTPError as exc:
                 return exc.code
 
+        def upload(data: bytes) -> tuple[int, bytes]:
+            body = (b'--tk\r\nContent-Disposition: form-data; name="files"; filename="a.png"\r\n'
+                    b"Content-Type: image/png\r\n\r\n" + data + b"\r\n--tk--\r\n")
+            req = urllib.request.Request(f"{base}/gradio_api/upload", data=body,
+                                         headers={"Content-Type": "multipart/form-data; boundary=tk"})
+            try:
+                with opener.open(req, timeout=30) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read()
+
         assert login("s3cret")[0] == 200
         assert get(copy) == 200  # the route serves the board's own folder...
+        assert upload(b"x" * 10_001) == (413, b"File size exceeded maximum allowed size of 10000 bytes.")
+        assert upload(b"x" * 10_000)[0] == 200  # uploads (the Chat tab's images) up to --max-upload-mb
         for path in (root / ".ssh" / "id_rsa", root / ".env", root / "notes.txt", plot):
             assert get(path) == 403, path  # ...and nothing else under the start folder
         # 5 wrong passwords a minute per client, then 429 (even for the right one) with Retry-After

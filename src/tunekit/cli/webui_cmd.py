@@ -1,4 +1,4 @@
-"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--workspace DIR] [--allow-path DIR]``."""
+"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--workspace DIR] [--allow-path DIR] [--max-upload-mb MB]``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-remote-code", action="store_true",
                    help="Let the form set trust_remote_code and reward_funcs (they run code named in the form).")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="Initial language of the board.")
+    p.add_argument("--max-upload-mb", type=float, default=20.0, metavar="MB",
+                   help="The largest file the board accepts as an upload (the Chat tab's images), in MB (default: 20).")
     return p
 
 
@@ -68,6 +70,8 @@ def main(argv: list[str]) -> int:
     for extra in args.allow_path:
         if not os.path.isdir(os.path.expanduser(extra)):
             raise ConfigError(f"--allow-path {extra} is not a folder: pass an existing folder.")
+    if not args.max_upload_mb > 0:
+        raise ConfigError(f"--max-upload-mb must be above 0 (MB), got {args.max_upload_mb}: e.g. --max-upload-mb 20.")
     check_port(host, port)
     started_in = os.getcwd()
     os.chdir(workspace)  # the board's previews, its jobs and relative paths all resolve in the workspace
@@ -91,5 +95,6 @@ def main(argv: list[str]) -> int:
     from tunekit.webui.paths import PathPolicy
 
     policy = PathPolicy(workspace, args.allow_path, allow_remote_code=args.allow_remote_code)
-    launch(host, port, share=args.share, auth=auth, lang=args.lang, cwd=workspace, policy=policy)
+    launch(host, port, share=args.share, auth=auth, lang=args.lang, cwd=workspace, policy=policy,
+           max_upload_bytes=int(args.max_upload_mb * 1_000_000))
     return 0
