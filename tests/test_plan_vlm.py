@@ -115,6 +115,7 @@ ACT_CASES = [
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True),
     dict(finetuning_type="full", freeze_multi_modal_projector=False, bf16=True),
     dict(finetuning_type="lora", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True),
+    dict(finetuning_type="lora", freeze_vision_tower=False, freeze_multi_modal_projector=False),
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True,
          gradient_checkpointing=True),
 ]
@@ -125,7 +126,7 @@ def test_vision_activations_against_autograd(family, tmp_path):
     """Planned vision saved bytes vs the storages autograd keeps (two image sizes). The tolerance is the text
     layers' 10 % (tests/test_plan_memory.py), except bf16 for the LayerNorm families (Qwen2-VL, Qwen3-VL): CPU
     autocast runs layer_norm in bf16, CUDA autocast (what the planner follows) in fp32 with fp32 statistics, so
-    on CPU their norms keep less than on the GPU: 20 % there."""
+    on CPU their norms keep less than on the GPU (measured +10.7 % at most, LoRA): 15 % there."""
     errors = []
     for opts in ACT_CASES:
         cfg = _cfg(family, **opts)
@@ -133,7 +134,7 @@ def test_vision_activations_against_autograd(family, tmp_path):
         shape = load_shape(str(folder), None)
         setup = resolve_setup(cfg)
         counts = count_vision(shape.vision, setup)
-        tol = 0.20 if (cfg.bf16 and family != "qwen2_5_vl") else 0.10
+        tol = 0.15 if (cfg.bf16 and family != "qwen2_5_vl") else 0.10
         for grid in ((1, 8, 8), (1, 16, 16)):
             measured, patches = _measure_vision(model, cfg, grid)
             est = vision_saved_bytes(shape.vision, setup, counts, patches)

@@ -138,7 +138,13 @@ def _decision(cfg, gpu, world_size) -> CheckpointingDecision:
     nodes = int(os.environ.get("NNODES", "1") or 1)
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, world // max(1, nodes))
     try:
-        return decide_for(load_shape(None, cfg.model_name_or_path), resolve_setup(cfg, world, nodes), gpu, local)
+        shape, setup = load_shape(None, cfg.model_name_or_path), resolve_setup(cfg, world, nodes)
+        if shape.vision is not None:  # a VLM: one image of image_max_pixels per sample (`tunekit plan` reads the data)
+            from .vision import assumed_media
+
+            media = assumed_media(shape.vision, cfg, None, None, None)
+            setup = setup.with_(media_patches=setup.micro_batch * media.patches, largest_image_patches=media.image_patches)
+        return decide_for(shape, setup, gpu, local)
     except (TunekitError, OSError, ValueError, KeyError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return CheckpointingDecision(True, None, None, "", f"the memory plan could not be made ({first}), so it stays on")

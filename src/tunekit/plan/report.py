@@ -46,6 +46,8 @@ def print_plan(plan: dict, console=None) -> None:
                   f"{', Liger' if s['liger'] else ''}")
     p = plan["params"]
     console.print(f"trainable parameters: {p['trainable']:,} ({100 * p['trainable_share']:.3f} %)")
+    if plan.get("media"):
+        print_vision(m, plan["media"], console)
 
     steps = Table(title="Steps", show_header=False, title_justify="left")
     steps.add_column(style="bold")
@@ -107,6 +109,18 @@ def print_plan(plan: dict, console=None) -> None:
 
 def _yaml(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def print_vision(model: dict, media: dict, console) -> None:
+    """The vision side of a VLM plan: its parameters and the media tokens / patches the plan assumed or measured."""
+    v = model["vision"]
+    parts = [f"{media['images_per_sample']} image(s) x {media['tokens_per_image']:,}"]
+    if media["videos_per_sample"]:
+        parts.append(f"{media['videos_per_sample']} video(s) x {media['tokens_per_video']:,}")
+    console.print(f"vision ({v['family']}): tower {v['tower_params']:,} + projector {v['projector_params']:,} parameters, "
+                  f"{v['depth']} blocks, patch {v['patch_size']}, merge {v['merge_size']}  ·  media per sample: "
+                  f"{media['media_tokens_per_sample']:,} tokens ({', '.join(parts)}), {media['patches_per_micro_batch']:,} "
+                  f"patches per micro-batch; {media['source']}", highlight=False)
 
 
 def print_media(media: dict, cutoff: int, console) -> None:

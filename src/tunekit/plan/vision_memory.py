@@ -85,8 +85,9 @@ class _Block:
                 extra += (c if s.autocast else 4) * s.lora_rank  # lora_A output, kept for lora_B
         return extra + (xd * width if shared and not already else 0)
 
-    def block(self, prefix: str) -> float:
-        """One tower block (``prefix`` = its module name): norms, attention, MLP."""
+    def block(self, prefix: str, input_grad: bool = True) -> float:
+        """One tower block (``prefix`` = its module name): norms, attention, MLP. ``input_grad`` false for the lowest
+        block when the patch embedding does not train: its first norm's input needs no gradient (nor its statistics)."""
         v, c, s = self.v, self.c, self.setup
         h, I, a = v.hidden, v.intermediate, v.heads
         lin = [n for p, n, _, _ in v.linears if n.startswith(prefix + ".")]
@@ -98,6 +99,8 @@ class _Block:
         norm_trains = any(n.startswith(prefix + ".norm") for n in self.counts.trained)
         per, out = _norm(v, c, norm_trains, s.autocast)
         total = 2 * (per * h + (8 if v.layer_norm else 4))
+        if not input_grad:
+            total -= 4 * h + (8 if v.layer_norm else 4)
         total += self.consumers(h, out, attn_in)
         total += 3 * c * h + 2 * c * h + c * h + 4 * a  # qkv output (holds v), rotated q and k, attention output, lse
         total += self.consumers(h, c, attn_out)
@@ -136,11 +139,12 @@ def vision_saved_bytes(v: VisionShape, setup: Setup, counts: VisionCounts, patch
     per += sum(b.merger(m, v.hidden, tower) for m in main)
     if tower:
         blocks = sorted({n.split(".blocks.")[0] + ".blocks." + n.split(".blocks.")[1].split(".")[0]
-                         for _, n, _, _ in v.linears if ".blocks." in n})
+                         for _, n, _, _ in v.linears if ".blocks." in n}, key=lambda k: int(k.rsplit(".", 1)[1]))
         if setup.grad_ckpt:  # a checkpointed block keeps only its input
             per += len(blocks) * c * v.hidden
         else:
-            per += sum(b.block(k) for k in blocks)
+            embed = any(".patch_embed." in n for n in counts.trained)
+            per += sum(b.block(k, input_grad=embed or i > 0) for i, k in enumerate(blocks))
             per += 2 * 4 * (v.hidden // max(v.heads, 1))  # rotary cos / sin (fp32), shared by the blocks
         per += sum(b.merger(m, v.hidden, True) for m in mergers if "deepstack" in m)
         if any(".patch_embed." in n for n in counts.trained):
