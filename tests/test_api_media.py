@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 from pathlib import Path
 
@@ -220,6 +221,14 @@ def test_every_refusal_is_named(server, strict_server, media):
     r = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=60)
     assert (r.status_code, r.json()["error"]["message"]) == (400, "messages[0]: content part of type 'image_url' is not "
                                                                   "supported here (user messages only; a text part needs 'text').")
+    # a body over the limit is refused before it is parsed; the message says media count in it
+    big = {"model": MODEL, "messages": _image_message("data:image/png;base64," + "A" * 2_000_000)}
+    r = httpx.post(f"{server}/v1/chat/completions", content=json.dumps(big), timeout=60,
+                   headers={"content-type": "application/json"})
+    length = int(r.request.headers["content-length"])
+    assert (r.status_code, r.json()["error"]["message"]) == (413, (
+        f"Request body of {length:,} bytes is larger than the limit of 2,000,000 bytes (base64 media count in it: each "
+        f"image, video or audio may be up to 20 MB decoded, option api_max_media_mb)."))
     assert list(media["scratch"].iterdir()) == []
 
 
