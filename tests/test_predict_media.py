@@ -34,8 +34,8 @@ def tiny_vl(tmp_path_factory) -> Path:
 def _predict(tmp_path: Path, **opts) -> list[dict]:
     from tunekit.cli.predict_cmd import main
 
-    args = dict(dataset_dir=str(DEMO), max_samples=2, do_sample="false", max_new_tokens=NEW, output_dir=str(tmp_path / "out"),
-                cutoff_len=2048, disable_tqdm="true", per_device_eval_batch_size=2, **opts)
+    args = {**dict(dataset_dir=str(DEMO), max_samples=2, do_sample="false", max_new_tokens=NEW, cutoff_len=2048,
+                   output_dir=str(tmp_path / "out"), disable_tqdm="true", per_device_eval_batch_size=2), **opts}
     assert main([f"{k}={v}" for k, v in args.items()]) == 0
     return [json.loads(line) for line in (tmp_path / "out" / "generated_predictions.jsonl").read_text().splitlines()]
 
@@ -155,3 +155,22 @@ def test_do_predict_after_training_predicts_with_the_images(demo, tiny_vl, tmp_p
                     image_max_pixels=SMALL)
     assert [r["predict"] for r in base] != [r["predict"] for r in trained]  # the adapter is what predicted
     assert [r["prompt"].count("<|image_pad|>") for r in trained] == [20, 12]
+
+
+def test_a_missing_image_in_the_eval_set_is_named_before_the_model_loads(tmp_path):
+    from helpers import write_dataset
+
+    from tunekit.errors import DataError
+
+    entry = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
+             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+    records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Me."}],
+                "images": ["missing.jpg"]}]
+    write_dataset(tmp_path / "data", "toy", records, entry)
+    with pytest.raises(DataError) as err:  # the model folder does not even exist: data mistakes come first
+        _predict(tmp_path, model_name_or_path=tmp_path / "no-model", template="qwen2_vl", eval_dataset="toy",
+                 dataset_dir=tmp_path / "data")
+    assert str(err.value) == (
+        f"{tmp_path / 'data' / 'toy.json'}, record 0: images[0] 'missing.jpg' not found (looked for "
+        f"{tmp_path / 'data' / 'missing.jpg'}). Fix the path, or set media_dir to the folder the paths are relative to. "
+        f"(dataset 'toy'; set bad_records: skip to skip invalid records)")
