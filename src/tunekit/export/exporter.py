@@ -3,7 +3,8 @@
 The folder holds safetensors shards no larger than ``export_size`` GB and ``model.safetensors.index.json``,
 config.json, generation_config.json (eos = the template's stop tokens, pad from the tokenizer), the
 tokenizer with the template written into ``chat_template`` (so plain ``apply_chat_template`` renders what
-tunekit renders), and ``tunekit_export.json`` (where it came from; ``tunekit verify`` reads it).
+tunekit renders), and ``tunekit_export.json`` (where it came from; ``tunekit verify`` reads it). A vision-language
+or audio model is exported whole, with its processor files and its official chat template (``export/media.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ def export_model(cfg, verify: bool | None = None) -> Path:
     out = check_export_dir(cfg)
     source = model_path(cfg)
     if cfg.export_quantization_bit is not None:  # a missing quantization package stops here, before anything is written
+        from .media import is_multimodal, refuse_quantization
         from .quantize import check_available
+
+        if is_multimodal(cfg):
+            refuse_quantization(cfg)
 
         check_available(cfg)
     with tempfile.TemporaryDirectory(prefix="tunekit-export-", dir=out.parent if out.parent.exists() else None) as tmp:
@@ -131,12 +136,15 @@ def clear_weights(out: Path) -> None:
 
 
 def write_merged(cfg, out: Path) -> Path:
+    from .media import media_export
+
     model, tokenizer, template, cfg = load_for_export(cfg)
-    save_folder(model, tokenizer, template, cfg, out, quantization=None)
+    save_folder(model, tokenizer, template, cfg, out, quantization=None, media=media_export(cfg, model, tokenizer))
     return out
 
 
-def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict | None) -> None:
+def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict | None, media: dict | None = None) -> None:
+    """``media``: a multimodal model's processor files and official chat template (``media.media_export``)."""
     out.mkdir(parents=True, exist_ok=True)
     clear_weights(out)
     stops = stop_token_ids(tokenizer, template)
@@ -145,7 +153,11 @@ def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict |
     gen.pad_token_id = tokenizer.pad_token_id
     model.config.use_cache = True
     model.save_pretrained(out, max_shard_size=shard_bytes(cfg.export_size))
-    save_tokenizer(tokenizer, template, out, cfg.enable_thinking)
+    save_tokenizer(tokenizer, template, out, cfg.enable_thinking, official=media["chat_template"] if media else None)
+    if media:
+        from .media import write_processor
+
+        write_processor(media, out)
     ensure_index(out)
     if cfg.export_legacy_format and quantization is None:
         to_legacy_bin(out)
@@ -165,6 +177,10 @@ def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict |
         "export_size_gb": cfg.export_size, "quantization": quantization,
         "stop_token_ids": stops, "torch": torch.__version__,
     }
+    if media:
+        from .media import provenance_entry
+
+        provenance["multimodal"] = provenance_entry(media)
     (out / PROVENANCE).write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -185,9 +201,11 @@ def _relative_to(path: str | None, out: Path) -> str | None:
         return None
 
 
-def save_tokenizer(tokenizer, template, out: Path, enable_thinking: bool = True) -> None:
-    """The tokenizer with the template as its ``chat_template``: plain ``apply_chat_template`` renders what tunekit renders."""
-    jinja = template.chat_template_jinja(enable_thinking)
+def save_tokenizer(tokenizer, template, out: Path, enable_thinking: bool = True, official: str | None = None) -> None:
+    """The tokenizer with the template as its ``chat_template``: plain ``apply_chat_template`` renders what tunekit renders.
+
+    ``official``: a multimodal model's own chat template, kept instead (it renders image/audio content parts)."""
+    jinja = official or template.chat_template_jinja(enable_thinking)
     if jinja:
         tokenizer.chat_template = jinja
     tokenizer.padding_side = "left"  # what batched generation with the exported model wants

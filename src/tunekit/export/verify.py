@@ -4,7 +4,8 @@ Checks: the weight index matches the shard files (every key once, every file pre
 ``export_size``), transformers loads it without missing/unexpected/mismatched keys, saved shapes equal
 the model's and every floating tensor has the config's dtype, the saved ``chat_template`` renders what
 tunekit's template renders, a few tokens generate, and for a merged LoRA the logits equal base + adapter
-(unmerged, in tunekit) within 1e-4 in fp32.
+(unmerged, in tunekit) within 1e-4 in fp32. A vision-language or audio export is loaded as its whole class and
+checked with its processor on an image (or audio) prompt instead of the text checks (``verify_media``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from .checks import LOGIT_TOLERANCE, problem as _problem, reference_model, skip as _skip  # noqa: F401
 from .files import BIN_INDEX, SAFE_INDEX
 
 PROMPT = "Hello! What can you do?"
-#: enforced bound on the merged-vs-adapter logit difference, per export dtype (fp32 is the contract)
-LOGIT_TOLERANCE = {"float32": 1e-4}
 _FLOAT_CODES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
 
 
@@ -44,10 +44,13 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
     if not report["ok"]:  # missing or inconsistent weight files: loading would only fail less clearly
         return report
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
+
+    from ..model.multimodal import is_multimodal_config, model_class
 
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(path, dtype="auto", output_loading_info=True)
+        config = AutoConfig.from_pretrained(path)
+        model, info = model_class(config).from_pretrained(path, dtype="auto", output_loading_info=True)
     except (OSError, ValueError, RuntimeError) as exc:
         _problem(report, f"plain transformers cannot load {path}: {str(exc).splitlines()[0][:300]}")
         return report
@@ -59,33 +62,36 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
     if not quantized:
         _check_shapes(path, model, report)
     tokenizer = AutoTokenizer.from_pretrained(path)
+    if is_multimodal_config(config):
+        from .verify_media import verify_media
+
+        verify_media(path, model, tokenizer, provenance, _adapters_cfg(provenance, base_cfg, path, quantized, report),
+                     report, max_new_tokens)
+        return report
     _check_template(tokenizer, provenance, report)
     _generate(model, tokenizer, report, max_new_tokens)
-    if provenance.get("adapters") or base_cfg is not None:  # a merged adapter: the export must equal base + adapter
-        adapters_cfg, reason = (base_cfg, None) if base_cfg is not None else _base_cfg_from(provenance, path)
-        if quantized:
-            _skip(report, "merged_logits", "a quantized export differs from base + adapter by its quantization error by "
-                                           "design; verify the export without export_quantization_bit for this check")
-        elif adapters_cfg is None:
-            _skip(report, "merged_logits", reason)
-        else:
-            _compare_logits(path, model, tokenizer, adapters_cfg, report)
+    adapters_cfg = _adapters_cfg(provenance, base_cfg, path, quantized, report)
+    if adapters_cfg is not None:
+        _compare_logits(path, model, tokenizer, adapters_cfg, report)
     del model
     return report
 
 
+def _adapters_cfg(provenance: dict, base_cfg, path: Path, quantized: bool, report: dict):
+    """The config of base + adapters a merged export must equal, or None (not merged, or the check is skipped)."""
+    if not provenance.get("adapters") and base_cfg is None:
+        return None
+    adapters_cfg, reason = (base_cfg, None) if base_cfg is not None else _base_cfg_from(provenance, path)
+    if quantized:
+        _skip(report, "merged_logits", "a quantized export differs from base + adapter by its quantization error by "
+                                       "design; verify the export without export_quantization_bit for this check")
+        return None
+    if adapters_cfg is None:
+        _skip(report, "merged_logits", reason)
+    return adapters_cfg
+
+
 # ---------------------------------------------------------------------------------------------- checks
-def _problem(report: dict, text: str) -> None:
-    report["ok"] = False
-    report["problems"].append(text)
-
-
-def _skip(report: dict, name: str, reason: str) -> None:
-    """A check that could not run: listed as ``skipped: reason``, never counted as passed."""
-    report.setdefault("skipped", {})[name] = reason
-    report["checks"][name] = f"skipped: {reason}"
-
-
 def _read_json(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
@@ -132,22 +138,39 @@ def _check_shapes(path: Path, model, report: dict) -> None:
 
     declared = str(getattr(model.config, "dtype", "") or "").replace("torch.", "")
     state = model.state_dict()
-    checked, wrong, dtypes = 0, [], set()
+    saved, dtypes = {}, set()
     for f in sorted(path.glob("*.safetensors")):
         with safe_open(str(f), framework="pt") as handle:
             for k in handle.keys():
                 sl = handle.get_slice(k)
                 if sl.get_dtype() in _FLOAT_CODES:
                     dtypes.add(_FLOAT_CODES[sl.get_dtype()])
-                if k in state:
-                    checked += 1
-                    if tuple(sl.get_shape()) != tuple(state[k].shape):
-                        wrong.append(f"{k}: saved {tuple(sl.get_shape())}, model {tuple(state[k].shape)}")
+                saved[k] = tuple(sl.get_shape())
+    wrong = [f"{k}: saved {shape}, model {tuple(state[k].shape)}" for k, shape in saved.items()
+             if k in state and shape != tuple(state[k].shape)]
+    renamed = sorted(shape for k, shape in saved.items() if k not in state)
+    if renamed and renamed != _other_shapes(state, set(saved)):
+        wrong.append(f"the {len(renamed)} tensors saved under other names than the model's do not have the shapes of "
+                     f"its remaining tensors")
     if wrong:
         _problem(report, "shape mismatch: " + "; ".join(wrong[:5]))
     if declared and dtypes and dtypes != {declared}:
         _problem(report, f"config.json declares dtype {declared} but the shards hold {sorted(dtypes)}")
-    report["checks"]["shapes"] = f"{checked} tensors match the model's shapes; dtype {', '.join(sorted(dtypes)) or '?'}"
+    # transformers saves some classes (Qwen2-VL ...) in their original checkpoint layout, under other names than the
+    # model's: those are compared by shape as a whole (loading already reported no missing/unexpected/mismatched key)
+    note = f" ({len(renamed)} under the checkpoint layout's names, compared by shape)" if renamed else ""
+    report["checks"]["shapes"] = f"{len(saved)} tensors match the model's shapes{note}; dtype {', '.join(sorted(dtypes)) or '?'}"
+
+
+def _other_shapes(state: dict, saved: set[str]) -> list[tuple]:
+    """Sorted shapes of the model's tensors not saved under their own name, each storage once (tied weights)."""
+    taken = {state[k].data_ptr() for k in saved if k in state}
+    out = []
+    for k, v in state.items():
+        if k not in saved and v.data_ptr() not in taken:
+            taken.add(v.data_ptr())
+            out.append(tuple(v.shape))
+    return sorted(out)
 
 
 def _check_template(tokenizer, provenance: dict, report: dict) -> None:
@@ -252,25 +275,6 @@ def _base_cfg_from(provenance: dict, export_dir: Path):
 
     return load_config(None, {"model_name_or_path": str(base), "adapter_name_or_path": ",".join(str(f) for _, f in adapters),
                               "template": provenance.get("template")}), None
-
-
-def reference_model(base_cfg):
-    """Base + adapters in fp32 with the last adapter left unmerged (PEFT computes W x + B A x on the fly)."""
-    from peft import PeftModel
-
-    from ..data.pipeline import load_template
-    from ..model.loader import load_model, load_tokenizer
-
-    tokenizer = load_tokenizer(base_cfg)
-    if base_cfg.template:
-        load_template(base_cfg, tokenizer)  # same tokenizer fixes (added tokens) as the export
-    model = load_model(base_cfg.model_copy(update={"adapter_name_or_path": None, "dtype": "float32"}), tokenizer, is_trainable=False)
-    adapters = base_cfg.adapter_paths
-    for i, adapter in enumerate(adapters):
-        model = PeftModel.from_pretrained(model, adapter)
-        if i < len(adapters) - 1:
-            model = model.merge_and_unload()
-    return model.eval()
 
 
 def _compare_logits(path: Path, model, tokenizer, base_cfg, report: dict) -> None:

@@ -1,0 +1,147 @@
+"""Exporting vision-language and audio-language models: the processor files and the official chat template.
+
+A multimodal model (``vision_config`` / ``audio_config`` in its config) is loaded, merged and saved as the whole
+class training loaded (``tunekit.model.multimodal.model_class``: ``AutoModelForImageTextToText``, or
+``AutoModelForMultimodalLM`` for Qwen2-Audio), so the folder holds the vision/audio tower and projector next to
+the language model. What plain ``AutoProcessor.from_pretrained(export)`` needs besides the tokenizer comes from
+the model's own folder, unchanged:
+
+- the processor files that folder has of :data:`PROCESSOR_FILES` (``preprocessor_config.json``: the image
+  processor or audio feature extractor; ``video_preprocessor_config.json`` for Qwen2-VL/Qwen3-VL video;
+  ``processor_config.json``: the processor class and its settings, LLaVA's image processor too);
+- its chat template: the family's official one, which renders typed image/audio content parts. tunekit's
+  generated template renders text only (an ``<image>`` placeholder stays text), so it is not written for a
+  multimodal model; training ids equal the official template's rendering (tests/test_vlm_*.py).
+
+A tunekit run folder (full or freeze fine-tuning) holds weights, config and tokenizer but no processor files; they,
+and the official template, then come from the base model its run started from (``model_name_or_path`` in the
+folder's ``tunekit_config.yaml``, or in its parent's for a ``checkpoint-N``). Quantized export of these models
+is refused by name (:func:`refuse_quantization`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ModelError
+
+#: processor files copied from the model folder (transformers' IMAGE_PROCESSOR_NAME, VIDEO_PROCESSOR_NAME, PROCESSOR_NAME)
+PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
+#: the files that make AutoProcessor find an image processor / feature extractor (one of them is needed)
+PROCESSOR_CORE = ("preprocessor_config.json", "processor_config.json")
+
+
+def is_multimodal(cfg) -> bool:
+    """Whether ``cfg``'s model has a vision or audio part (its config.json; nothing is loaded)."""
+    from ..model.loader import load_model_config
+    from ..model.multimodal import is_multimodal_config
+
+    return is_multimodal_config(load_model_config(cfg))
+
+
+def refuse_quantization(cfg) -> None:
+    """``export_quantization_bit`` with a vision-language/audio model: refused before anything is loaded or written."""
+    from .quantize import quantization_method
+
+    config = _model_type(cfg)
+    raise ConfigError(
+        f"export_quantization_bit {cfg.export_quantization_bit} ({quantization_method(cfg)}) is not supported for "
+        f"{config} models, which have a vision or audio part: tunekit quantizes text models only (GPTQ calibrates on "
+        f"text, and its bitsandbytes path loads AutoModelForCausalLM, which drops the vision/audio tower). Remove "
+        f"export_quantization_bit to export the merged model unquantized. Nothing was written.",
+        problems=_problems(cfg))
+
+
+def _model_type(cfg) -> str:
+    from ..model.loader import load_model_config
+
+    return f"'{getattr(load_model_config(cfg), 'model_type', '?')}'"
+
+
+def _problems(cfg) -> tuple:
+    from ..config.problems import Problem
+
+    return (Problem("export_quantization_bit is not supported for vision-language/audio models",
+                    ("export_quantization_bit",)),)
+
+
+def _found(source: str, cfg) -> dict[str, str]:
+    """``{file name: local path}`` of the processor files ``source`` (a local folder or a hub id) has."""
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        return {name: str(folder / name) for name in PROCESSOR_FILES if (folder / name).is_file()}
+    from transformers.utils import cached_file
+
+    out = {}
+    for name in PROCESSOR_FILES:
+        path = cached_file(source, name, cache_dir=cfg.cache_dir, revision=cfg.model_revision,
+                           _raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False)
+        if path:
+            out[name] = path
+    return out
+
+
+def recorded_base(folder: Path) -> str | None:
+    """The ``model_name_or_path`` a tunekit run folder (or its ``checkpoint-N``) was trained from, else None."""
+    from ..train.checkpoints import saved_run_config
+
+    saved, _ = saved_run_config(folder)
+    base = (saved or {}).get("model_name_or_path")
+    return str(base) if base and Path(str(base)).expanduser().resolve() != folder.resolve() else None
+
+
+def processor_source(cfg) -> tuple[str, dict[str, str]]:
+    """(the folder or hub id the processor files and chat template come from, ``{name: local path}``); see the
+    module docstring. A :class:`ModelError` naming the files and the fix when none is found."""
+    from ..model.loader import model_path
+
+    source = model_path(cfg)
+    files = _found(source, cfg)
+    tried = [source]
+    base = recorded_base(Path(source)) if not files and Path(source).is_dir() else None
+    if base:
+        files, tried = _found(base, cfg), tried + [base]
+        source = base
+    if not any(name in files for name in PROCESSOR_CORE):
+        raise ModelError(f"{' nor '.join(tried)} has no {' or '.join(PROCESSOR_CORE)}: the exported vision-language/audio "
+                         f"model would have no image processor (feature extractor), so AutoProcessor could not load it. "
+                         f"Copy the base model's processor files into {tried[0]} "
+                         f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)), then export again.")
+    return source, files
+
+
+def official_chat_template(source: str, cfg, tokenizer) -> str | None:
+    """The chat template of ``source``'s tokenizer (the model folder's own, official one)."""
+    from ..model.loader import model_path
+
+    if source == model_path(cfg):
+        return getattr(tokenizer, "chat_template", None)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source, trust_remote_code=cfg.trust_remote_code, cache_dir=cfg.cache_dir,
+                                         revision=cfg.model_revision).chat_template
+
+
+def media_export(cfg, model, tokenizer) -> dict[str, Any] | None:
+    """For a multimodal model: what :func:`write_processor` needs (and provenance records); None for a text model."""
+    from ..model.multimodal import is_multimodal_config
+
+    if not is_multimodal_config(model.config):
+        return None
+    source, files = processor_source(cfg)
+    return {"model_class": type(model).__name__, "processor_source": source, "processor_files": sorted(files),
+            "paths": files, "chat_template": official_chat_template(source, cfg, tokenizer)}
+
+
+def write_processor(media: dict[str, Any], out: Path) -> None:
+    """Copy the processor files into ``out`` (the tokenizer, with the official template, is saved by the caller)."""
+    for name, path in media["paths"].items():
+        shutil.copyfile(path, out / name)
+
+
+def provenance_entry(media: dict[str, Any] | None) -> dict[str, Any] | None:
+    if media is None:
+        return None
+    return {k: media[k] for k in ("model_class", "processor_source", "processor_files")}
