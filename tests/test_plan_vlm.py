@@ -249,3 +249,15 @@ def test_media_over_cutoff_is_noted_and_cli_flags(tmp_path, capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["media"]["media_tokens_per_sample"] == 2 * 1296
     assert any("2592 media tokens per sample alone exceed cutoff_len 1024" in n for n in plan["notes"])
+
+
+def test_freeze_method_is_refused_as_training_refuses_it(tmp_path):
+    """finetuning_type freeze on a VLM: tunekit train stops (no top-level layer count), so the plan does too, naming the fix."""
+    from tunekit.errors import ConfigError, ModelError
+
+    cfg = _cfg("qwen2_5_vl", finetuning_type="freeze", freeze_trainable_layers=1)
+    with pytest.raises(ModelError, match="Cannot tell how many layers"):
+        _build("qwen2_5_vl", cfg, tmp_path)
+    shape = load_shape(str(tmp_path / "qwen2_5_vl"), None)
+    with pytest.raises(ConfigError, match="use finetuning_type lora or full with freeze_vision_tower"):
+        count_params(shape, resolve_setup(cfg))
