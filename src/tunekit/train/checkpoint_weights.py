@@ -8,11 +8,18 @@ that file with ``model.load_state_dict(state, strict=False)`` and only warns abo
 would continue from the weights it started with, not the checkpoint's. :class:`ConvertedCheckpointMixin` loads such a
 checkpoint the way ``from_pretrained`` does (its conversion mapping), then copies it into the model with every key
 checked (``strict``). A checkpoint whose names match (text models, adapters, sharded engines) takes the Trainer's path.
+
+Saving under DeepSpeed ZeRO-3: a model loaded partitioned (``zero.Init``) records every conversion of its family,
+the legacy ones included, and reverting them all renames Qwen2-VL's ``model.language_model.layers.*`` to
+``model.model.layers.*``, names that ``from_pretrained`` does not map back (the saved folder would load as random
+weights). A vision-language model under ZeRO-3 is therefore saved with the names it has in memory
+(``save_original_format=False``, the layout transformers 4.52-4.57 wrote), which ``from_pretrained`` loads unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
@@ -51,8 +58,36 @@ def load_converted(model, folder: Path) -> None:
     del loaded
 
 
+def keeps_memory_layout(model) -> bool:
+    """A vision-language model under ZeRO-3: saved with its in-memory names (see the module docstring)."""
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    from ..model.multimodal import is_multimodal_config
+
+    return is_deepspeed_zero3_enabled() and is_multimodal_config(getattr(model, "config", None))
+
+
 class ConvertedCheckpointMixin:
-    """Trainer override: resume a full checkpoint saved in the original layout with its weights (module docstring)."""
+    """Trainer overrides: resume a full checkpoint saved in the original layout with its weights; save a VLM under ZeRO-3
+    with its in-memory names (module docstring)."""
+
+    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        from transformers import PreTrainedModel
+        from transformers.trainer import TRAINING_ARGS_NAME
+
+        model = self.accelerator.unwrap_model(self.model)
+        if not isinstance(model, PreTrainedModel) or not keeps_memory_layout(model):
+            return super()._save(output_dir, state_dict)
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        if not self.args.should_save:  # the Trainer gathered the ZeRO-3 state dict on every rank already
+            return
+        os.makedirs(output_dir, exist_ok=True)
+        model.save_pretrained(output_dir, state_dict=state_dict, save_original_format=False)
+        if self.processing_class is not None:
+            self.processing_class.save_pretrained(output_dir)
+        import torch
+
+        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         target = model if model is not None else self.model

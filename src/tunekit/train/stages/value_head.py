@@ -146,7 +146,13 @@ class ValueHeadSaveMixin:
             return
         os.makedirs(output_dir, exist_ok=True)
         model = self.accelerator.unwrap_model(self.model)
-        model.save_pretrained(output_dir, state_dict=state_dict, safe_serialization=True)
+        from transformers import PreTrainedModel
+
+        from ..checkpoint_weights import keeps_memory_layout  # a VLM under ZeRO-3: its in-memory names
+
+        lm = model.pretrained_model
+        layout = {"save_original_format": False} if isinstance(lm, PreTrainedModel) and keeps_memory_layout(lm) else {}
+        model.save_pretrained(output_dir, state_dict=state_dict, safe_serialization=True, **layout)
         if self.processing_class is not None:
             self.processing_class.save_pretrained(output_dir)
         torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
