@@ -502,3 +502,41 @@ def test_tunekit_train_dpo_padding_free_on_images_ends_on_the_padded_runs_weight
     diff = max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)
     assert moved > 1e-5
     assert diff <= FLOAT64_WEIGHT_TOL, (diff, moved)  # measured: 6.9e-18 (weights moved by up to 1.1e-2)
+
+
+def test_kto_padding_free_rows_with_images_give_the_padded_log_probs(vl, demo_dir, tmp_path):
+    """The examples' row and their mismatched pairs' row each carry every example's images (a pair has the example's
+    prompt); per-sequence log-probs of both equal MultimodalKTOCollator's padded rows. (The kto stage itself still
+    refuses padding_free with media: stages/kto.py.)"""
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.train.batching import PaddingFreeKTOCollator, sequence_view
+    from tunekit.train.stages.kto import MultimodalKTOCollator, with_kl_pairs
+    from tunekit.train.stages.reference_policy import forward_logps, media_inputs
+
+    entry = {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "label", "images": "images"},
+             "tags": SHAREGPT["tags"]}
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Harry Kane."}],
+                "label": True, "images": ["mllm_demo_data/1.jpg"]},
+               {"messages": [{"role": "user", "content": "Compare <image> with <image>."},
+                             {"role": "assistant", "content": "It rains in both."}],
+                "label": False, "images": ["mllm_demo_data/2.jpg", "mllm_demo_data/3.jpg"]}]
+    data_dir = tmp_path / "data"
+    shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
+    write_dataset(data_dir, "toy", records, entry)
+    cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "toy",
+                             "dataset_dir": str(data_dir), "output_dir": str(tmp_path / "o"), "stage": "kto",
+                             "image_max_pixels": SMALL, "report_to": "none"})
+    data = prepare_datasets(cfg, vl.tok, "kto")
+    feats = [with_kl_pairs(data.train)[i] for i in range(2)]
+    free = PaddingFreeKTOCollator(mm=data.mm, rope_index=rope_index_of(vl.model))(feats)
+    padded = MultimodalKTOCollator(pad_token_id=vl.tok.pad_token_id, mm=data.mm)(feats)
+    assert free["position_ids"].shape[0] == free["kl_position_ids"].shape[0] == 4
+    assert torch.equal(free["kl_image_grid_thw"], free["image_grid_thw"]) and free["image_grid_thw"].shape[0] == 3
+    with torch.no_grad():
+        for prefix in ("", "kl_"):
+            got, n = forward_logps(vl.model, **sequence_view(free, prefix), **media_inputs(free, prefix))
+            want, m = forward_logps(vl.model, **sequence_view(padded, prefix), **media_inputs(padded, prefix))
+            assert n.tolist() == m.tolist()
+            bounds = [k * 2 * LOGIT_TOL + sum_order_bound(k, abs(b), FP64_U) for b, k in zip(want.tolist(), m.tolist())]
+            assert all(abs(a - b) <= bound for a, b, bound in zip(got.tolist(), want.tolist(), bounds)), (prefix, got, want)

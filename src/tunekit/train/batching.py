@@ -217,11 +217,23 @@ def with_kto_fields(batch: dict[str, Any], features: list[dict[str, Any]]) -> di
 
 @dataclass
 class PaddingFreeKTOCollator:
-    """:class:`KTOCollator` padding-free: the examples in one row, their mismatched pairs in a second (``kl_`` keys)."""
+    """:class:`KTOCollator` padding-free: the examples in one row, their mismatched pairs in a second (``kl_`` keys).
+
+    With ``mm`` each example's media go with its sequence in both rows (a mismatched pair has the example's own prompt,
+    where the media sit), as ``MultimodalKTOCollator`` (``stages/kto.py``) does for the padded rows; ``rope_index``
+    gives the Qwen-VL families per-sequence 3-D positions (``data.padding_free.with_media``)."""
+
+    mm: Any = None
+    rope_index: Any = None
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        batch = packed_row([f["input_ids"] for f in features], [f["labels"] for f in features])
-        kl = packed_row(*kl_rows(features))
+        rows, kl_ids = [f["input_ids"] for f in features], kl_rows(features)
+        batch, kl = packed_row(rows, [f["labels"] for f in features]), packed_row(*kl_ids)
+        if self.mm is not None:
+            media = {k: media_of(features, k) for k in ("images", "videos", "audios")}
+            for row, ids in ((batch, rows), (kl, kl_ids[0])):
+                with_media(row, self.mm, self.rope_index, media["images"], [len(r) for r in ids],
+                           videos=media["videos"], audios=media["audios"])
         batch.update({f"kl_{k}": v for k, v in kl.items()})
         return with_kto_fields(batch, features)
 
