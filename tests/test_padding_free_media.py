@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from helpers import write_dataset
 from tests.tolerances import FP32_U, FP64_U, loss_tolerance, sum_order_bound
 from tunekit.data.collator import MultimodalCollator
-from tunekit.data.padding_free import PaddingFreeCollator, padding_free_collator, rope_index_of
+from tunekit.data.padding_free import PaddingFreeCollator, padding_free_collator, refuse_family, rope_index_of
 from tunekit.errors import ConfigError
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
@@ -424,6 +424,10 @@ def test_gemma3_is_refused_by_name():
     with pytest.raises(ConfigError, match="padding_free is not supported for the gemma3 family: transformers 5.24 builds "
                                           "Gemma 3's sliding-window mask"):
         padding_free_collator(types.SimpleNamespace(pad_token_id=0), gemma)
+    with pytest.raises(ConfigError, match="neat_packing is not supported for the gemma3 family: .* Remove neat_packing for "
+                                          r"this model \(the padded batches are exact\)\."):
+        refuse_family(gemma, "neat_packing")  # what stages/sft.py calls for neat-packed rows of a media family
+    refuse_family(types.SimpleNamespace(NAME="qwen2_vl"), "padding_free")  # every other family passes
 
 
 
