@@ -122,7 +122,9 @@ def test_videos_are_reported_apart(tiny_qwen2_vl, tmp_path):
     from tunekit.data.lengths import measure_lengths
     from tunekit.data.mm_plugins import load_plugin
     from tunekit.model.loader import load_tokenizer
+    from tunekit.plan.architectures import load_shape
     from tunekit.plan.stats import dataset_stats
+    from tunekit.plan.vision import video_grid
 
     data = tmp_path / "data"
     shutil.copytree(DEMO_DIR / "mllm_demo_data", data / "mllm_demo_data")
@@ -131,8 +133,12 @@ def test_videos_are_reported_apart(tiny_qwen2_vl, tmp_path):
     cfg = _cfg(tiny_qwen2_vl, data, tmp_path, cutoff_len=4096, video_maxlen=8)
     table = measure_lengths(cfg, load_tokenizer(cfg))
     plugin = load_plugin(cfg, cfg.template)
-    expected = [plugin.video_text(plugin.clip(str(data / r["videos"][0]), "demo")).count("<|video_pad|>") for r in records]
+    clips = [plugin.clip(str(data / r["videos"][0]), "demo") for r in records]
+    expected = [plugin.video_text(c).count("<|video_pad|>") for c in clips]
     assert table["video_tokens"] == expected and table["image_tokens"] == [0] * len(records)
+    shape = load_shape(str(tiny_qwen2_vl), None)  # the planner's video arithmetic gives the same tokens per clip
+    assert [video_grid(shape.vision, len(c.indices), c.frames[0].height, c.frames[0].width, cfg.video_max_pixels,
+                       cfg.video_min_pixels, str(tiny_qwen2_vl))[1] for c in clips] == expected
     stats = dataset_stats(table, cfg.cutoff_len, 1, stage="sft")["media"]
     assert "image" not in stats and stats["video"]["samples"] == len(records)
     assert stats["video"]["tokens"]["max"] == max(expected) and stats["over_cutoff"]["samples"] == 0

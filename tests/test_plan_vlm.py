@@ -261,3 +261,14 @@ def test_freeze_method_is_refused_as_training_refuses_it(tmp_path):
     shape = load_shape(str(tmp_path / "qwen2_5_vl"), None)
     with pytest.raises(ConfigError, match="use finetuning_type lora or full with freeze_vision_tower"):
         count_params(shape, resolve_setup(cfg))
+
+
+def test_video_tokens_from_the_video_options():
+    """--videos 1 --video-seconds 3 at video_fps 2: 6 frames of 256x256 (video_max_pixels 256²), scaled up to the video
+    processor's 128·28² minimum: 336x336, so 3 temporal patches x 24 x 24 = 1728 patches, 432 tokens."""
+    cfg = load_config(None, dict(model_name_or_path="Qwen/Qwen2.5-VL-7B-Instruct", template="qwen2_vl", finetuning_type="lora",
+                                 bf16=True, cutoff_len=4096, per_device_train_batch_size=2))
+    plan = make_plan(cfg, model_config="qwen2.5-vl-7b", num_samples=10, images=0, videos=1, video_seconds=3)
+    media = plan["media"]
+    assert (media["patches_per_video"], media["tokens_per_video"], media["media_tokens_per_sample"]) == (1728, 432, 432)
+    assert media["patches_per_micro_batch"] == 2 * 1728

@@ -7,7 +7,7 @@ import sys
 
 HELP = """usage: tunekit plan CONFIG.yaml [key=value ...] [--gpu NAME | --gpu-memory GiB] [--gpus N] [--nodes N]
                     [--num-samples N] [--seq-len S] [--model-config NAME|PATH] [--auto-fit] [--json]
-                    [--images N] [--image-size WxH] [--videos N]
+                    [--images N] [--image-size WxH] [--videos N] [--video-seconds S]
 
 Know before you train: steps (exactly as tunekit train counts them), peak memory per device by
 component, FLOPs and time, and whether it fits. Reads config.json only, never the weights.
@@ -28,7 +28,8 @@ lora_target train; their activations for the patches of a micro-batch). Media pe
 data, else these assumptions (image tokens from image_min_pixels .. image_max_pixels):
   --images N           images per sample (default 1)
   --image-size WxH     their size in pixels (default: a square of image_max_pixels)
-  --videos N           videos per sample (default 0; video_maxlen frames at video_max_pixels)
+  --videos N           videos per sample (default 0), square frames at video_max_pixels
+  --video-seconds S    their length: video_fps frames a second up to video_maxlen (default video_maxlen frames)
 """
 
 def image_size(text: str) -> tuple[int, int]:
@@ -41,7 +42,8 @@ def image_size(text: str) -> tuple[int, int]:
 
 image_size.__name__ = "size WxH (e.g. 1024x1024)"
 VALUE_FLAGS = {"--gpu": str, "--gpu-memory": float, "--gpus": int, "--nodes": int, "--num-samples": int, "--seq-len": int,
-               "--model-config": str, "--images": int, "--image-size": image_size, "--videos": int}
+               "--model-config": str, "--images": int, "--image-size": image_size, "--videos": int,
+               "--video-seconds": float}
 BOOL_FLAGS = ("--auto-fit", "--json")
 DEST = {"--gpu-memory": "gpu_memory_gib"}
 

@@ -64,7 +64,8 @@ def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
 def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, gpus: int | None = None,
               nodes: int | None = None, num_samples: int | None = None, seq_len: int | None = None,
               model_config: str | None = None, auto_fit: bool = False, lengths=None, images: int | None = None,
-              image_size: tuple[int, int] | None = None, videos: int | None = None) -> dict:
+              image_size: tuple[int, int] | None = None, videos: int | None = None,
+              video_seconds: float | None = None) -> dict:
     """Plan a run of ``cfg``: the dict that ``tunekit plan --json`` prints (keys in docs/memory-model.md)."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--num-samples", num_samples), ("--seq-len", seq_len)):
         _positive(name, value)
@@ -112,7 +113,8 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     # ---- memory
     setup = resolve_setup(cfg, world, n_nodes, s_mem)
     if shape.vision is not None:
-        setup = _media(shape, cfg, setup, lengths if num_samples is None else None, (images, image_size, videos), result, notes)
+        setup = _media(shape, cfg, setup, lengths if num_samples is None else None, (images, image_size, videos, video_seconds),
+                       result, notes)
     if cfg.gradient_checkpointing == "auto" and not cfg.disable_gradient_checkpointing:
         setup = _auto_checkpointing(shape, setup, device, notes)
     counts = count_params(shape, setup)
@@ -178,7 +180,7 @@ def _media(shape: ModelShape, cfg, setup: Setup, lengths, assumed, result: dict,
     from .vision import assumed_media, media_section, measured_media
 
     v = shape.vision
-    media = (measured_media(v, lengths) if assumed == (None, None, None) else None) or assumed_media(v, cfg, *assumed)
+    media = (measured_media(v, lengths) if assumed == (None,) * 4 else None) or assumed_media(v, cfg, *assumed)
     result["media"], more = media_section(v, cfg, media, setup.micro_batch)
     notes.extend(more)
     return setup.with_(media_patches=setup.micro_batch * media.patches,

@@ -144,17 +144,23 @@ def image_grid(v: VisionShape, height: int, width: int, min_pixels: int, max_pix
     return patches, patches // v.merge ** 2
 
 
-def video_grid(v: VisionShape, frames: int, side: int) -> tuple[int, int]:
-    """``(patches, tokens)`` of a clip of ``frames`` square frames of ``side`` pixels (the video processor's resize)."""
+def video_grid(v: VisionShape, frames: int, height: int, width: int, max_pixels: int, min_pixels: int,
+               folder: str | None = None) -> tuple[int, int]:
+    """``(patches, tokens)`` of a clip of ``frames`` sampled frames of ``height`` x ``width``: each frame regularised into
+    ``video_min_pixels`` .. ``video_max_pixels`` (``mm_plugins.video.regularize_frame``), an odd count padded, then the
+    family's video resize with the video processor saved in ``folder`` (else the family's defaults)."""
     if not v.patch_size:
         raise ConfigError(f"the {v.family} family has no video input: plan without --videos.")
-    from ..data.mm_plugins.video import VideoSpec, qwen2_resize, qwen3_resize
+    from PIL import Image
+
+    from ..data.mm_plugins.video import VideoSpec, qwen2_resize, qwen3_resize, regularize_frame
 
     plugin = plugin_for(v.model_type)
-    spec = VideoSpec(**{**plugin.VIDEO_DEFAULTS, "image_mean": (0.5,) * 3, "image_std": (0.5,) * 3})
+    spec = VideoSpec.load(folder, plugin.VIDEO_DEFAULTS) if folder else VideoSpec(**plugin.VIDEO_DEFAULTS)
+    frame = regularize_frame(Image.new("RGB", (width, height)), max_pixels, min_pixels)
     frames += frames % 2  # an odd count gets its last frame repeated (mm_plugins.video.read_clip)
     rule = qwen3_resize if v.family == "qwen3_vl" else qwen2_resize
-    h, w = rule(frames, side, side, spec)
+    h, w = rule(frames, frame.height, frame.width, spec)
     patches = -(-frames // spec.temporal_patch_size) * (h // spec.patch_size) * (w // spec.patch_size)
     return patches, patches // spec.merge_size ** 2
 
@@ -180,17 +186,24 @@ class Media:
         return self.images * self.image_patches + self.videos * self.video_patches
 
 
-def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int, int] | None, videos: int | None) -> Media:
+def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int, int] | None, videos: int | None,
+                  video_seconds: float | None = None) -> Media:
     """Media per sample when the data is not measured: ``images`` images of ``image_size`` (default: a square of
-    ``image_max_pixels``), ``videos`` clips of ``video_maxlen`` frames at ``video_max_pixels``."""
+    ``image_max_pixels``), ``videos`` clips of ``video_seconds`` (``video_fps`` frames a second up to ``video_maxlen``;
+    default: ``video_maxlen`` frames) of square frames at ``video_max_pixels``."""
     n_img = 1 if images is None else images
     if image_size is None:
         side = int(math.isqrt(cfg.image_max_pixels))
         image_size = (side, side)
     ip, it = image_grid(v, image_size[0], image_size[1], cfg.image_min_pixels, cfg.image_max_pixels) if n_img else (0, 0)
     n_vid = videos or 0
-    vp, vt = video_grid(v, cfg.video_maxlen, int(math.isqrt(cfg.video_max_pixels))) if n_vid else (0, 0)
-    what = f"{n_img} image(s) of {image_size[0]}x{image_size[1]}" + (f", {n_vid} video(s) of {cfg.video_maxlen} frames" if n_vid else "")
+    frames = cfg.video_maxlen if video_seconds is None else max(1, min(cfg.video_maxlen, math.floor(video_seconds * cfg.video_fps)))
+    side = int(math.isqrt(cfg.video_max_pixels))
+    from pathlib import Path
+
+    folder = cfg.model_name_or_path if cfg.model_name_or_path and Path(cfg.model_name_or_path).is_dir() else None
+    vp, vt = video_grid(v, frames, side, side, cfg.video_max_pixels, cfg.video_min_pixels, folder) if n_vid else (0, 0)
+    what = f"{n_img} image(s) of {image_size[1]}x{image_size[0]}" + (f", {n_vid} video(s) of {frames} frames" if n_vid else "")
     return Media(n_img, it, ip, n_vid, vt, vp, source=f"assumed per sample: {what}")
 
 
