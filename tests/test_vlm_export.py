@@ -255,3 +255,79 @@ def test_a_model_folder_without_processor_files_is_a_named_error(lora_exports, t
         f"{bare} has no preprocessor_config.json or processor_config.json: the exported vision-language/audio model "
         f"would have no image processor (feature extractor), so AutoProcessor could not load it. Copy the base model's "
         f"processor files into {bare} (AutoProcessor.from_pretrained(base).save_pretrained(folder)), then export again.")
+
+
+def _seeded_adapter(base: Path, out: Path) -> Path:
+    """A LoRA on the language model with non-zero B (peft's ``init_lora_weights=False``, seed 0): no training needed."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig
+
+    from tunekit.model.multimodal import model_class
+
+    model = model_class(AutoConfig.from_pretrained(base)).from_pretrained(base)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        lora = LoraConfig(r=4, lora_alpha=8, target_modules=r".*language_model.*\.(q_proj|v_proj|down_proj)",
+                          init_lora_weights=False)
+        get_peft_model(model, lora).save_pretrained(out)
+    return out
+
+
+def _decode_16k(path: Path):
+    """Mono float32 at 16 kHz through PyAV (the file's own rate is 16 kHz mono: passed through)."""
+    import av
+    import numpy as np
+
+    with av.open(str(path)) as c:
+        resampler = av.AudioResampler(format="fltp", rate=16000)
+        chunks = [g.to_ndarray() for f in c.decode(c.streams.audio[0]) for g in resampler.resample(f)]
+        chunks += [g.to_ndarray() for g in resampler.resample(None)]
+    return np.concatenate(chunks, axis=1).mean(axis=0).astype(np.float32)
+
+
+def test_merged_qwen2_audio_generates_the_adapter_models_tokens_from_an_audio(tmp_path, demo_dir):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+    from tunekit.export.verify import verify_export
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    base = build_tiny_vlm(tmp_path / "base", like="qwen2-audio", seed=0)
+    adapter = _seeded_adapter(base, tmp_path / "lora")
+    export = _export(tmp_path / "merged", "qwen2_audio", base, adapter)
+    assert filecmp.cmp(base / "preprocessor_config.json", export / "preprocessor_config.json", shallow=False)
+    conversation = [{"role": "user", "content": [{"type": "audio", "audio": _decode_16k(demo_dir / "mllm_demo_data" / "2.wav")},
+                                                 {"type": "text", "text": "What is said?"}]}]
+    inputs = AutoProcessor.from_pretrained(export).apply_chat_template(
+        conversation, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
+    merged = Qwen2AudioForConditionalGeneration.from_pretrained(export).eval()
+    reference = PeftModel.from_pretrained(Qwen2AudioForConditionalGeneration.from_pretrained(base), adapter).eval()
+    with torch.no_grad():
+        got, want = merged(**inputs).logits, reference(**inputs).logits
+    assert float((got - want).abs().max()) < FP32_LOGITS
+    stops = _stops(export)
+    ids = _greedy(merged, inputs, stops)
+    assert len(ids) > 0 and ids == _greedy(reference, inputs, stops)
+    report = verify_export(export)
+    assert report["ok"] and not report.get("skipped") and report["checks"]["processor"] == "Qwen2AudioProcessor"
+    assert report["checks"]["media_prompt"].startswith(
+        "Qwen2AudioProcessor.apply_chat_template == tunekit 'qwen2_audio' on an audio conversation (")
+
+
+def test_qwen3_vl_export_keeps_its_video_processor_and_official_template(tmp_path):
+    from transformers import AutoTokenizer
+
+    from tunekit.export.verify import verify_export
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    base = build_tiny_vlm(tmp_path / "base", like="qwen3-vl", seed=0)
+    export = _export(tmp_path / "merged", "qwen3_vl_nothink", base, _seeded_adapter(base, tmp_path / "lora"))
+    for name in ("preprocessor_config.json", "video_preprocessor_config.json"):
+        assert filecmp.cmp(base / name, export / name, shallow=False)
+    assert AutoTokenizer.from_pretrained(export).chat_template == AutoTokenizer.from_pretrained(base).chat_template
+    report = verify_export(export)
+    assert report["ok"] and not report.get("skipped"), report["problems"]
+    assert report["checks"]["processor_files"] == "preprocessor_config.json, video_preprocessor_config.json"
+    assert report["merged_generated_ids"] == report["adapter_generated_ids"]
