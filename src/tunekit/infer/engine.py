@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from ..errors import ConfigError, EnvironmentProblem
+from .media_prompt import family_template
 from .stops import StopText
 
 #: per-call generation options (None = the config's value)
@@ -225,6 +226,8 @@ class ChatEngine:
         self.encode_lock = threading.RLock()
         if tokenizer is None:
             tokenizer = load_tokenizer(cfg, padding_side="left")
+        if not cfg.template and family_template(cfg):  # a vision-language folder: its family's multimodal template
+            cfg = cfg.model_copy(update={"template": family_template(cfg)})
         if not cfg.template:
             if not getattr(tokenizer, "chat_template", None):
                 raise ConfigError("template is not set and the tokenizer has no chat_template: set template "
@@ -234,7 +237,7 @@ class ChatEngine:
         self.template = template if template is not None else load_template(cfg, tokenizer)
         from ..data.mm_plugins import load_plugin
 
-        # a vision-language model's family plugin (images in chat); "jinja" (an exported folder) has none yet
+        # a vision-language model's family plugin (images in chat); "jinja" renders text only (media_prompt.jinja_hint)
         self.mm = load_plugin(cfg, cfg.template) if cfg.template != "jinja" else None
         if model is None:
             model = load_model(cfg.model_copy(update={"dtype": inference_dtype(cfg)}), tokenizer, is_trainable=False)
@@ -246,7 +249,9 @@ class ChatEngine:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
 
     def _stops(self) -> tuple[list[int], list[str]]:
-        """Stop words that are one token end ``generate``; longer ones are cut from the text."""
+        """Stop words that are one token end ``generate``; longer ones are cut from the text. The model's own end
+        tokens (``generation_config.eos_token_id``: Qwen's ``<|endoftext|>`` next to ``<|im_end|>``) end it too, as
+        in plain ``model.generate``."""
         ids: list[int] = []
         texts: list[str] = []
         vocab = self.tokenizer.get_vocab()
@@ -257,6 +262,8 @@ class ChatEngine:
                 texts.append(word)
         if self.tokenizer.eos_token_id is not None:
             ids.append(self.tokenizer.eos_token_id)
+        model_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids.extend([model_eos] if isinstance(model_eos, int) else [t for t in model_eos or [] if isinstance(t, int)])
         return list(dict.fromkeys(ids)), texts
 
     # ------------------------------------------------------------------ the one path
@@ -301,8 +308,11 @@ class ChatEngine:
         from ..errors import DataError
 
         if self.mm is None:
-            raise ConfigError(f"images need a vision-language model with its multimodal template (qwen2_vl for Qwen2-VL "
-                              f"/ Qwen2.5-VL); template '{self.cfg.template}' is text-only.")
+            from .media_prompt import jinja_hint
+
+            raise ConfigError(jinja_hint(self.cfg, "images") or (
+                f"images need a vision-language model with its multimodal template (qwen2_vl for Qwen2-VL / Qwen2.5-VL); "
+                f"template '{self.cfg.template}' is text-only."))
         from pathlib import Path
 
         paths = resolve_media(list(images), "images", Path.cwd(), "chat")

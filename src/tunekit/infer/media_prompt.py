@@ -40,10 +40,57 @@ class MediaFile:
     where: str
 
 
+def family_templates(model_type: str | None) -> list[str]:
+    """The multimodal templates whose family plugin serves ``model_type`` (``llava_next`` -> ``["llava_next", ...]``)."""
+    import importlib
+
+    from ..data.mm_plugins import FAMILIES
+
+    return [t for t, m in FAMILIES.items()
+            if model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES]
+
+
+def family_template(cfg) -> str | None:
+    """The one multimodal template of the vision-language folder ``cfg.model_name_or_path`` (an exported VLM served
+    without ``template``: ``llava_next`` for model_type ``llava_next``), or None (a text model, or several templates
+    serve the family, as Qwen3-VL's thinking and no-thinking ones)."""
+    from ..data.mm_plugins import model_type_of
+
+    if not cfg.model_name_or_path:
+        return None
+    model_type, multimodal = model_type_of(cfg.model_name_or_path)
+    names = family_templates(model_type) if multimodal else []
+    return names[0] if len(names) == 1 else None
+
+
+def jinja_hint(cfg, kind: str) -> str | None:
+    """Why ``template: jinja`` refuses media of a vision-language folder, naming the template to set; None otherwise.
+
+    ``jinja`` renders the folder's own chat template with string contents, and the official VLM templates need typed
+    content parts (LLaVA's drops string text; Gemma 3's trims the newlines its processor writes around an image), so
+    the media layout would not be the processor's: the family's named template is (tests/test_vlm_serving_families.py).
+    """
+    from ..data.mm_plugins import model_type_of
+
+    if cfg.template != "jinja" or not cfg.model_name_or_path:
+        return None
+    model_type, multimodal = model_type_of(cfg.model_name_or_path)
+    names = family_templates(model_type) if multimodal else []
+    if not names:
+        return None
+    choice = " or ".join(f"template: {t}" for t in names)
+    return (f"template 'jinja' (the folder's own chat template) renders text only and does not expand {PLURAL[kind]}; "
+            f"{cfg.model_name_or_path} is a vision-language model (model_type '{model_type}'): set {choice}, whose "
+            f"prompts are the official chat template's with each {ITEM[kind]} expanded as the model's processor does.")
+
+
 def check_kinds(engine, kinds: dict[str, str]) -> None:
     """ConfigError unless the engine's model reads every media kind in ``kinds`` (kind -> where it was sent)."""
     template = engine.cfg.template
     for kind, where in kinds.items():
+        hint = jinja_hint(engine.cfg, kind) if engine.mm is None else None
+        if hint:
+            raise ConfigError(f"{where}: {hint}")
         if engine.mm is None:
             raise ConfigError(f"{where}: this model (template '{template}') is text only and cannot read {PLURAL[kind]}: "
                               f"use a vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, "
