@@ -58,6 +58,11 @@ PINNED = {
     "llava_next": "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: How are you? ASSISTANT: Fine.</s>",
     "gemma3": "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
     "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\nFine.<end_of_turn>",
+    # SmolVLM / Idefics3: transformers' SmolVLM template (vlm_specs.py), text only
+    "smolvlm": "<|im_start|>System: Be brief.<end_of_utterance>\nUser: Hi<end_of_utterance>\nAssistant: Hello!<end_of_utterance>\n"
+    "User: How are you?<end_of_utterance>\nAssistant: Fine.<end_of_utterance>",
+    "idefics3": "<|begin_of_text|>System: Be brief.<end_of_utterance>\nUser: Hi<end_of_utterance>\nAssistant: Hello!"
+    "<end_of_utterance>\nUser: How are you?<end_of_utterance>\nAssistant: Fine.<end_of_utterance>",
     "baichuan2": "Be brief.<reserved_106>Hi<reserved_107>Hello!<reserved_106>How are you?<reserved_107>Fine.</s>",
 }
 

@@ -73,11 +73,16 @@ VLM_FAMILIES = {
     "llava-1.6": "llava_next",
     "gemma3": "gemma3",
     "gemma-3-vl": "gemma3",
+    "smolvlm": "smolvlm",
+    "smolvlm2": "smolvlm",
+    "idefics3": "idefics3",
+    "smolvlm1": "idefics3",
 }
 #: model_type -> "module:builder" of a family built by its own module, called as ``builder(out_dir, like, seed, sizes)``
 BUILDERS = {"qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl", "qwen2_audio": "tiny_audio:build_tiny_qwen2_audio",
             "llava": "tiny_vlm_families:build_tiny_llava_or_gemma3", "llava_next": "tiny_vlm_families:build_tiny_llava_or_gemma3",
-            "gemma3": "tiny_vlm_families:build_tiny_llava_or_gemma3"}
+            "gemma3": "tiny_vlm_families:build_tiny_llava_or_gemma3",
+            "idefics3": "tiny_vlm_idefics3:build_tiny_idefics3", "smolvlm": "tiny_vlm_idefics3:build_tiny_idefics3"}
 #: the tiny image processor's pixel budget: a 224x224 image gives (224/28)^2 = 64 image tokens at most
 TINY_MAX_PIXELS = 224 * 224
 TINY_MIN_PIXELS = 28 * 28

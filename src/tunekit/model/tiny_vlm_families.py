@@ -211,12 +211,12 @@ def describe_vlm(folder: str | os.PathLike) -> str:
     """A few lines about a built VLM folder, for the CLI."""
     folder = Path(folder)
     cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    if cfg.get("model_type") not in FAMILIES.values():  # the Qwen families of tiny_vlm
+    if cfg.get("model_type") not in (*FAMILIES.values(), "idefics3", "smolvlm"):  # the Qwen families of tiny_vlm
         return tiny_vlm.describe_vlm(folder)
     text, vision = cfg.get("text_config", {}), cfg.get("vision_config", {})
     proc = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
-    image = proc.get("image_processor", {})
-    per_image = cfg.get("mm_tokens_per_image") or cfg.get("image_seq_length")
+    image = proc.get("image_processor") or json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
+    per_image = cfg.get("mm_tokens_per_image") or cfg.get("image_seq_length") or proc.get("image_seq_len")
     return "\n".join([
         f"wrote {folder}",
         f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
@@ -225,6 +225,6 @@ def describe_vlm(folder: str | os.PathLike) -> str:
         f"  vision        {vision.get('model_type')}: layers {vision.get('num_hidden_layers')}, image "
         f"{vision.get('image_size')} px, patch {vision.get('patch_size')}",
         f"  processor     {proc.get('processor_class')} + {image.get('image_processor_type')} (PIL path); "
-        f"{per_image} image tokens per image (tile); template {cfg['model_type']}",
+        f"{per_image} image tokens per image (tile); template {'smolvlm' if proc.get('image_seq_len') else cfg['model_type']}",
         f"  weights       {(folder / 'model.safetensors').stat().st_size / 2**20:.2f} MiB",
     ])

@@ -140,7 +140,10 @@ class Template:
 
     def _fill(self, fmt: str, content: str) -> str:
         pre, _, post = fmt.partition("{content}")
-        return self._sub(pre) + content + self._sub(post)
+        pre = self._sub(pre)
+        if self.spec.tight_before and content.startswith(self.spec.tight_before) and pre.endswith(" "):
+            pre = pre[:-1]
+        return pre + content + self._sub(post)
 
     def _system_text(self, system: str | None, tools: str | list | None) -> str:
         # the system message is trimmed where the family trims it (llama3), the tool text never: Llama 3.1's

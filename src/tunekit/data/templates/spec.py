@@ -35,6 +35,9 @@ class TemplateSpec:
     default_system: str | None = None
     #: extra stop strings besides EOS (the first one is the end-of-turn marker)
     stop_words: tuple[str, ...] = ()
+    #: a content starting with one of these drops the space that ends the text before it (Idefics3 / SmolVLM:
+    #: ``User: text`` but ``User:<image>...``, the official template's rule for a message whose first part is an image)
+    tight_before: tuple[str, ...] = ()
     #: which roles' contents the official template strips (``| trim``)
     trim: frozenset[str] = field(default_factory=frozenset)
     #: llama2: the system is merged into the first user message and then the whole thing is stripped

@@ -9,6 +9,11 @@ how (the family's own template wins):
   space, as there. The llava-hf template ends a reply with a space and no ``</s>``; tunekit ends each reply with
   ``</s>`` (trained), as LLaVA-1.5 was trained (``conv_llava_v1``) and LLaMA-Factory does, so the model learns to
   stop; prompts are the official template's up to the reply.
+- ``smolvlm`` / ``idefics3`` (LLaMA-Factory 0.9.5 has neither): the SmolVLM chat template transformers ships
+  (``processing_smolvlm.DEFAULT_CHAT_TEMPLATE``, which renders image/text parts as SmolVLM-Instruct's own template):
+  ``<|im_start|>User: {text}<end_of_utterance>\nAssistant: {reply}<end_of_utterance>\n``, with no space after
+  ``User:`` when the message starts with an image (``tight_before``); ``idefics3`` starts with ``<|begin_of_text|>``
+  (Idefics3-8B-Llama3) instead of ``<|im_start|>``.
 - ``gemma3``: Gemma 3's turns (as ``gemma``). The official template trims each text part; a multimodal dataset's
   messages are trimmed piece by piece by the Gemma 3 plugin around its images, so the template does not trim
   whole user messages (which would cut the ``"\\n\\n"`` before a leading image).
@@ -28,7 +33,42 @@ _VICUNA_LIKE = dict(
     assistant=" {content}{eos}",
 )
 
+_SMOLVLM = dict(
+    system="System: {content}<end_of_utterance>\n",
+    user="User: {content}<end_of_utterance>\nAssistant:",
+    header="Assistant:",
+    assistant=" {content}<end_of_utterance>",
+    observation="Tool: {content}<end_of_utterance>\nAssistant:",
+    sep="\n",
+    eos="<end_of_utterance>",
+    stop_words=("<end_of_utterance>",),
+    replace_eos=True,
+    tool_format=None,
+    tight_before=("<image>", "<fake_token_around_image>"),
+)
+
 VLM_SPECS: list[TemplateSpec] = [
+    TemplateSpec(
+        name="smolvlm",
+        description="SmolVLM / SmolVLM2 (Idefics3 architecture): 'User: ...<end_of_utterance>\\nAssistant:'; <image> "
+        "expanded into tile tokens.",
+        prefix="<|im_start|>",
+        bos="<|im_start|>",
+        **_SMOLVLM,
+        official_jinja="smolvlm",
+        source="transformers processing_smolvlm.DEFAULT_CHAT_TEMPLATE (HuggingFaceTB/SmolVLM-Instruct's format); "
+        "not in LLaMA-Factory 0.9.5",
+    ),
+    TemplateSpec(
+        name="idefics3",
+        description="Idefics3-8B-Llama3: as smolvlm, starting with <|begin_of_text|>.",
+        prefix="<|begin_of_text|>",
+        bos="<|begin_of_text|>",
+        **_SMOLVLM,
+        official_jinja="idefics3",
+        source="HuggingFaceM4/Idefics3-8B-Llama3's format (the SmolVLM template with <|begin_of_text|>); "
+        "not in LLaMA-Factory 0.9.5",
+    ),
     TemplateSpec(
         name="llava",
         description="LLaVA-1.5 (llava-hf): 'USER: <image>\\n... ASSISTANT:'; <image> expanded into the model's image tokens.",
