@@ -272,3 +272,25 @@ def test_video_tokens_from_the_video_options():
     media = plan["media"]
     assert (media["patches_per_video"], media["tokens_per_video"], media["media_tokens_per_sample"]) == (1728, 432, 432)
     assert media["patches_per_micro_batch"] == 2 * 1728
+
+
+@pytest.mark.parametrize("like, template", [("llava", "llava"), ("gemma3", "gemma3"), ("qwen2-audio", "qwen2_audio")])
+def test_other_families_weights_and_trainable_are_exact(like, template, tmp_path):
+    """LLaVA, Gemma 3, Qwen2-Audio: the tower/projector split and trainable counts are exact (their activations are
+    not modelled, and the plan says so)."""
+    from transformers import AutoConfig
+
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+
+    folder = build_tiny_vlm(tmp_path / like, like=like, seed=0)
+    shape = load_shape(str(folder), None)
+    for opts in (dict(finetuning_type="full"), dict(finetuning_type="full", freeze_vision_tower=False),
+                 dict(finetuning_type="lora"), dict(finetuning_type="lora", freeze_vision_tower=False,
+                                                     freeze_multi_modal_projector=False)):
+        cfg = load_config(None, dict(model_name_or_path=str(folder), template=template, **opts))
+        model = apply_finetuning(model_class(AutoConfig.from_pretrained(folder)).from_pretrained(folder), cfg)
+        counts = count_params(shape, resolve_setup(cfg))
+        assert counts.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad), opts
+        assert shape.total_params + shape.vision.total_params + counts.lora == sum(p.numel() for p in model.parameters())
+    plan = make_plan(load_config(None, dict(model_name_or_path=str(folder), template=template)), num_samples=4)
+    assert any("are not modelled" in n for n in plan["notes"])

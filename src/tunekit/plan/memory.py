@@ -166,8 +166,9 @@ def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], note
 
     v = shape.vision
     if not v.patch_size:
-        notes.append(f"{v.family}: the vision tower's activations are not modelled for this family (fixed "
-                     f"{v.fixed_tokens} tokens per image are counted in the sequence).")
+        notes.append(f"{v.family}: the activations of its {'vision' if v.fixed_tokens else 'audio'} tower are not modelled "
+                     f"(its weights and trainable parameters are; its media tokens are part of the sequence"
+                     + (f", {v.fixed_tokens} per image without measured data" if v.fixed_tokens else "") + ").")
         return
     counts = count_vision(v, setup)
     saved = vision_saved_bytes(v, setup, counts, setup.media_patches)

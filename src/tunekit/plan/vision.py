@@ -191,6 +191,8 @@ def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int
     """Media per sample when the data is not measured: ``images`` images of ``image_size`` (default: a square of
     ``image_max_pixels``), ``videos`` clips of ``video_seconds`` (``video_fps`` frames a second up to ``video_maxlen``;
     default: ``video_maxlen`` frames) of square frames at ``video_max_pixels``."""
+    if not v.patch_size and not v.fixed_tokens:  # an audio family: its tokens come from the measured data only
+        return Media(source=f"{v.family}: media tokens not assumed without data (measure the data for them)")
     n_img = 1 if images is None else images
     if image_size is None:
         side = int(math.isqrt(cfg.image_max_pixels))
