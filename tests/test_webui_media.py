@@ -125,14 +125,36 @@ def test_bad_uploads_are_named_in_the_chat_and_leave_the_conversation(vlm_board,
     assert convo["messages"][0] == {"role": "user", "content": "Who?"} and len(convo["shown"]) == 4
 
 
-def test_the_chat_tab_has_an_image_upload_and_the_server_an_upload_limit():
+def _handler(demo, button, event: str = "click"):
+    (fn,) = [f for f in demo.fns.values() if (button._id, event) in f.targets]
+    return fn
+
+
+def test_the_chat_tab_sends_its_upload_with_the_message(vlm_board, demo_dir):
+    """The tab's own Send handler (its inputs as Gradio passes them) answers like Board.chat.turn, and the
+    Chatbot accepts the history with the image bubble."""
     from tunekit.webui.app import create_app
     from tunekit.webui.chat import MAX_UPLOAD_BYTES
 
-    demo = create_app()
-    (upload,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "tk-chat-image"]
-    assert type(upload).__name__ == "File" and upload.file_types == ["image"] and upload.type == "filepath"
-    assert demo.tk_board.chat.max_upload_bytes == MAX_UPLOAD_BYTES == 20_000_000
+    demo = create_app(vlm_board)
+    chat = demo.tk_tabs["chat"]
+    assert type(chat.image).__name__ == "File" and chat.image.file_types == ["image"] and chat.image.type == "filepath"
+    assert vlm_board.chat.max_upload_bytes == MAX_UPLOAD_BYTES == 20_000_000
+    send = _handler(demo, chat.send_btn)
+    assert _handler(demo, chat.message, "submit").fn is send.fn
+    image = str(demo_dir / "mllm_demo_data" / "1.jpg")
+    data = {c: getattr(c, "value", None) for c in send.inputs}
+    max_new = chat.form["max_new_tokens"]
+    data.update({chat.message: "Who is this?", chat.image: image, chat.conversation: None, chat.system: "",
+                 max_new: 6, chat.form["do_sample"]: False})
+    *_, out = send.fn(data)
+    want = _last_turn(vlm_board.chat.turn(None, "Who is this?", image, lang="en", **GREEDY))
+    assert out == {chat.chatbot: want["shown"], chat.conversation: want, chat.message: "", chat.image: None}
+    shown = chat.chatbot.postprocess(out[chat.chatbot]).model_dump()
+    assert [m["role"] for m in shown] == ["user", "user", "assistant"]
+    assert shown[0]["content"][0]["file"]["path"] == want["images"][0] and shown[0]["content"][0]["type"] == "file"
+    cleared = _handler(demo, chat.clear_btn).fn()
+    assert cleared == ([], {"messages": [], "images": [], "shown": []})
 
 
 # ------------------------------------------------------------------ data preview

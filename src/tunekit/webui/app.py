@@ -58,6 +58,7 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
         _ = title
     demo.tk_board = page.board  # type: ignore[attr-defined]
     demo.tk_forms = {"train": train.form, "chat": chat.form, "export": export.form}  # type: ignore[attr-defined]
+    demo.tk_tabs = {"train": train, "chat": chat}  # type: ignore[attr-defined]  # the tabs' widgets, for tests
     return demo
 
 
