@@ -242,6 +242,19 @@ def test_quantized_vlm_export_is_refused_by_name(lora_exports, tmp_path):
     assert not (tmp_path / "q").exists()
 
 
+def test_a_text_template_for_a_vlm_export_is_refused_by_name(lora_exports, tmp_path):
+    from tunekit.errors import ConfigError
+
+    paths = lora_exports["qwen2_vl"]
+    with pytest.raises(ConfigError) as err:
+        _export(tmp_path / "t", "qwen", paths["base"], paths["adapter"])
+    assert str(err.value) == (
+        f"template 'qwen' is not a multimodal template, but {paths['base']} is a vision-language/audio model (model_type "
+        f"'qwen2_vl'): set template to the one it was trained with (qwen2_vl), so the export's stop tokens and "
+        f"`tunekit verify` follow it. Nothing was written.")
+    assert not (tmp_path / "t").exists()
+
+
 def test_a_model_folder_without_processor_files_is_a_named_error(lora_exports, tmp_path):
     from tunekit.errors import ModelError
 

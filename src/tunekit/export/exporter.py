@@ -41,14 +41,13 @@ def check_export_dir(cfg) -> Path:
 def export_model(cfg, verify: bool | None = None) -> Path:
     from ..model.loader import model_path
 
+    from .media import check_multimodal_export
+
     out = check_export_dir(cfg)
     source = model_path(cfg)
+    check_multimodal_export(cfg)
     if cfg.export_quantization_bit is not None:  # a missing quantization package stops here, before anything is written
-        from .media import is_multimodal, refuse_quantization
         from .quantize import check_available
-
-        if is_multimodal(cfg):
-            refuse_quantization(cfg)
 
         check_available(cfg)
     with tempfile.TemporaryDirectory(prefix="tunekit-export-", dir=out.parent if out.parent.exists() else None) as tmp:

@@ -16,7 +16,7 @@ the model's own folder, unchanged:
 A tunekit run folder (full or freeze fine-tuning) holds weights, config and tokenizer but no processor files; they,
 and the official template, then come from the base model its run started from (``model_name_or_path`` in the
 folder's ``tunekit_config.yaml``, or in its parent's for a ``checkpoint-N``). Quantized export of these models
-is refused by name (:func:`refuse_quantization`).
+is refused by name, and the family's multimodal template is required (:func:`check_multimodal_export`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Problem
 from ..errors import ConfigError, ModelError
 
 #: processor files copied from the model folder (transformers' IMAGE_PROCESSOR_NAME, VIDEO_PROCESSOR_NAME, PROCESSOR_NAME)
@@ -33,38 +34,42 @@ PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json",
 PROCESSOR_CORE = ("preprocessor_config.json", "processor_config.json")
 
 
-def is_multimodal(cfg) -> bool:
-    """Whether ``cfg``'s model has a vision or audio part (its config.json; nothing is loaded)."""
+def check_multimodal_export(cfg) -> None:
+    """Before anything is loaded or written: for a model with a vision or audio part (its config.json), the family's
+    multimodal template must be set, and ``export_quantization_bit`` is refused (:func:`refuse_quantization`)."""
     from ..model.loader import load_model_config
     from ..model.multimodal import is_multimodal_config
 
-    return is_multimodal_config(load_model_config(cfg))
+    config = load_model_config(cfg)
+    if not is_multimodal_config(config):
+        return
+    if cfg.export_quantization_bit is not None:
+        refuse_quantization(cfg, config.model_type)
+    from ..data.mm_plugins import FAMILIES
+
+    if cfg.template not in FAMILIES:
+        import importlib
+
+        serving = sorted(t for t, m in FAMILIES.items()
+                         if config.model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES)
+        raise ConfigError(f"template '{cfg.template}' is not a multimodal template, but {cfg.model_name_or_path} is a "
+                          f"vision-language/audio model (model_type '{config.model_type}'): set template to the one it was "
+                          f"trained with ({', '.join(serving or sorted(FAMILIES))}), so the export's stop tokens and "
+                          f"`tunekit verify` follow it. Nothing was written.",
+                          problems=(Problem("the template of a vision-language/audio model", ("template",)),))
 
 
-def refuse_quantization(cfg) -> None:
-    """``export_quantization_bit`` with a vision-language/audio model: refused before anything is loaded or written."""
+def refuse_quantization(cfg, model_type: str) -> None:
+    """``export_quantization_bit`` with a vision-language/audio model, refused by name."""
     from .quantize import quantization_method
 
-    config = _model_type(cfg)
     raise ConfigError(
         f"export_quantization_bit {cfg.export_quantization_bit} ({quantization_method(cfg)}) is not supported for "
-        f"{config} models, which have a vision or audio part: tunekit quantizes text models only (GPTQ calibrates on "
-        f"text, and its bitsandbytes path loads AutoModelForCausalLM, which drops the vision/audio tower). Remove "
+        f"'{model_type}' models, which have a vision or audio part: tunekit quantizes text models only (GPTQ calibrates "
+        f"on text, and its bitsandbytes path loads AutoModelForCausalLM, which drops the vision/audio tower). Remove "
         f"export_quantization_bit to export the merged model unquantized. Nothing was written.",
-        problems=_problems(cfg))
-
-
-def _model_type(cfg) -> str:
-    from ..model.loader import load_model_config
-
-    return f"'{getattr(load_model_config(cfg), 'model_type', '?')}'"
-
-
-def _problems(cfg) -> tuple:
-    from ..config.problems import Problem
-
-    return (Problem("export_quantization_bit is not supported for vision-language/audio models",
-                    ("export_quantization_bit",)),)
+        problems=(Problem("export_quantization_bit is not supported for vision-language/audio models",
+                          ("export_quantization_bit",)),))
 
 
 def _found(source: str, cfg) -> dict[str, str]:
