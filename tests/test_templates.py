@@ -56,6 +56,8 @@ PINNED = {
     # LLaVA-1.5 / LLaVA-NeXT: the llava-hf format with </s> after each reply; Gemma 3: Gemma's turns (vlm_specs.py)
     "llava": "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: How are you? ASSISTANT: Fine.</s>",
     "llava_next": "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: How are you? ASSISTANT: Fine.</s>",
+    # LLaVA-NeXT on Mistral: transformers' chat_mistral with </s> after each reply, the system in the first user turn
+    "llava_next_mistral": "[INST] Be brief.\n\nHi [/INST] Hello!</s>[INST] How are you? [/INST] Fine.</s>",
     "gemma3": "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
     "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\nFine.<end_of_turn>",
     # SmolVLM / Idefics3: transformers' SmolVLM template (vlm_specs.py), text only

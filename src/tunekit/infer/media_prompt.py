@@ -19,7 +19,9 @@ token, with special-token parsing on, would otherwise make the model fail mid-ge
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError
@@ -60,6 +62,17 @@ def family_template(cfg) -> str | None:
         return None
     model_type, multimodal = model_type_of(cfg.model_name_or_path)
     names = family_templates(model_type) if multimodal else []
+    if len(names) > 1:  # variants on several language models (LLaVA-NeXT): the folder's text_config.model_type decides
+        import importlib
+
+        from ..data.mm_plugins import FAMILIES
+
+        plugin = importlib.import_module(f"tunekit.data.mm_plugins.{FAMILIES[names[0]]}").PLUGIN
+        by_text = getattr(plugin, "TEXT_MODEL_TYPES", None)
+        if by_text:
+            text_type = json.loads((Path(cfg.model_name_or_path) / "config.json").read_text(encoding="utf-8")).get(
+                "text_config", {}).get("model_type")
+            names = [n for n in names if text_type in by_text.get(n, ())]
     return names[0] if len(names) == 1 else None
 
 

@@ -84,6 +84,21 @@ VLM_SPECS: list[TemplateSpec] = [
         "LLaMA-Factory 'llava_next' without Vicuna's default system",
     ),
     TemplateSpec(
+        name="llava_next_mistral",
+        description="LLaVA-NeXT / LLaVA-1.6 on Mistral (llava-hf/llava-v1.6-mistral-7b-hf): '[INST] <image>\\n... [/INST]'.",
+        prefix="{bos}",
+        auto_bos=True,
+        bos="<s>",
+        system="{content}\n\n",
+        system_in="first_user",
+        user="[INST] {content} [/INST]",
+        header=" [/INST]",
+        assistant=" {content}{eos}",
+        tool_format=None,
+        source="transformers' LLaVA-NeXT conversion chat_mistral (llava-v1.6-mistral-7b-hf; replies end with </s>, not its "
+        "literal '<\\s> '); LLaMA-Factory 'llava_next_mistral' (its '[/INST]' has no space before it)",
+    ),
+    TemplateSpec(
         name="gemma3",
         description="Gemma 3 instruct with images (<start_of_turn>; <image> becomes <start_of_image> + soft tokens).",
         prefix="{bos}",

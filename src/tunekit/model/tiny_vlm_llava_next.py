@@ -1,0 +1,53 @@
+"""Tiny LLaVA-NeXT variants on other language models (``tunekit tiny-model --like llava-next-mistral``).
+
+LLaVA-NeXT (``LlavaNextForConditionalGeneration``) was released on several language models; each llava-hf
+conversion carries that model's chat format. Built here: the Mistral variant (llava-hf/llava-v1.6-mistral-7b-hf:
+a ``mistral`` text config, ``[INST] <image>\\n... [/INST]``), with everything else as the tiny Vicuna LLaVA-NeXT of
+:mod:`tunekit.model.tiny_vlm_families` (anyres pinpoints, 56-pixel tiles, the same BPE with ``<image>``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import tiny_vlm, tiny_vlm_families as fams
+from .tiny import DEFAULT_VOCAB_SIZE, check_tokenizer_roundtrip
+
+#: the Mistral chat_template of transformers' LLaVA-NeXT conversion (``chat_mistral``: images first as
+#: "<image>\n", then the text parts; replies end with the literal text "<\s> " as in that template), verbatim
+LLAVA_NEXT_MISTRAL_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' }}{# Render all images first #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\n' }}{% endfor %}"
+    "{# Render all text next #}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ content['text'] }}{% endfor %}{{' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ ' ' + message['content'][0]['text'] + '<\\s> '}}{% else %}"
+    "{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}"
+)
+
+#: like name -> (text model_type, chat template, tunekit template)
+VARIANTS = {"llava_next_mistral": ("mistral", LLAVA_NEXT_MISTRAL_CHAT_TEMPLATE, "llava_next_mistral")}
+
+
+def build_tiny_llava_next_variant(out_dir: str | os.PathLike, like: str = "llava-next-mistral", seed: int = 0,
+                                  sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes()) -> Path:
+    """Write a tiny random LLaVA-NeXT on the variant's language model (weights, tokenizer, template, processor)."""
+    from transformers import AutoModelForImageTextToText
+
+    text_type, template, _ = VARIANTS[tiny_vlm.VLM_FAMILIES[like.strip().lower()]]
+    fam = fams.LLAVA_TOKENS
+    tokenizer = fams._tokenizer(fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, template, sizes.max_position_embeddings,
+                                image_token="<image>")
+    out, tokenizer, model_vocab = tiny_vlm.new_folder(out_dir, fam, template, sizes, tokenizer=tokenizer)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
+    shape = dict(hidden_size=sizes.hidden_size, num_layers=sizes.num_layers, num_heads=sizes.num_heads,
+                 num_kv_heads=sizes.num_kv_heads)
+    text = fams._text_config("llama", shape, model_vocab, ids, fam, sizes.max_position_embeddings)
+    text.update(model_type=text_type, sliding_window=None)  # Mistral-7B-Instruct-v0.2: full attention
+    config = fams._config("llava_next", text, ids)
+    model = tiny_vlm.random_model(AutoModelForImageTextToText, config, seed, fam, ids, bos_token_id=ids[fam.bos])
+    model.save_pretrained(out)
+    fams._processor("llava_next", tokenizer, template).save_pretrained(out)
+    check_tokenizer_roundtrip(out, tokenizer)
+    fams._check_processor(out, "llava_next")
+    return out

@@ -1,0 +1,152 @@
+"""LLaVA-NeXT on Mistral (template ``llava_next_mistral``, issue 18): token layout, labels, chat, template choice.
+
+The reference is the tiny model's own ``LlavaNextProcessor`` (``AutoProcessor`` from the folder, PIL image processor)
+with the chat template of transformers' LLaVA-NeXT conversion for llava-v1.6-mistral-7b-hf saved there, through
+``processor.apply_chat_template(..., tokenize=True)``: what the model sees at inference.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
+TEMPLATE = "llava_next_mistral"
+
+
+@pytest.fixture(scope="module")
+def demo_dir() -> Path:
+    if not (DEMO_DIR / "mllm_demo.json").is_file():
+        pytest.skip(f"reference data not found at {DEMO_DIR}")
+    return DEMO_DIR
+
+
+@pytest.fixture(scope="module")
+def tiny_mistral(tmp_path_factory) -> Path:
+    from tunekit.cli.tiny_model_cmd import main as tiny_model
+
+    out = tmp_path_factory.mktemp("tiny-llava-next-mistral") / "model"
+    assert tiny_model([str(out), "--like", "llava-next-mistral"]) == 0
+    return out
+
+
+def _parts(messages, images):
+    """LLaMA-Factory messages with <image> placeholders -> typed content parts (images in order)."""
+    it, out = iter(images), []
+    for m in messages:
+        parts = []
+        for k, piece in enumerate(m["content"].split("<image>")):
+            if k:
+                parts.append({"type": "image", "image": next(it)})
+            if piece:
+                parts.append({"type": "text", "text": piece})
+        out.append({"role": m["role"], "content": parts})
+    return out
+
+
+def _official(processor, messages, images) -> list[int]:
+    inputs = processor.apply_chat_template(_parts(messages, images), add_generation_prompt=True, tokenize=True,
+                                           return_dict=True, return_tensors="pt")
+    return inputs["input_ids"][0].tolist()
+
+
+def test_the_tiny_model_is_llava_next_on_mistral_with_its_chat_format(tiny_mistral):
+    from transformers import AutoConfig, AutoProcessor
+
+    config = AutoConfig.from_pretrained(tiny_mistral)
+    assert (config.model_type, config.text_config.model_type) == ("llava_next", "mistral")
+    assert config.architectures == ["LlavaNextForConditionalGeneration"]
+    processor = AutoProcessor.from_pretrained(tiny_mistral)
+    assert type(processor).__name__ == "LlavaNextProcessor"
+    conversation = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "Yo"}]},
+                    {"role": "user", "content": [{"type": "text", "text": "Why?"}]}]
+    assert processor.apply_chat_template(conversation, tokenize=False) == \
+        "[INST] <image>\nHi [/INST] Yo<\\s> [INST] Why? [/INST]"
+
+
+def test_mllm_demo_ids_equal_the_processors_rendering_and_labels_cover_the_replies(tiny_mistral, demo_dir, tmp_path):
+    """Every mllm_demo record (LLaMA-Factory's file, unchanged), turn by turn: the official generation prompt of the
+    user message (BOS only in the first), then " reply</s>" (the official template writes the literal "<\\s> ")."""
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+
+    cfg = load_config(None, {"model_name_or_path": str(tiny_mistral), "template": TEMPLATE, "dataset": "mllm_demo",
+                             "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "out"), "stage": "sft",
+                             "cutoff_len": 2048, "report_to": "none"})
+    tok = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tok, "sft")
+    assert len(data.train) == 6 and data.reports[0].invalid == 0 and data.reports[0].dropped == 0
+    processor = AutoProcessor.from_pretrained(tiny_mistral)
+    image_id = tok.convert_tokens_to_ids("<image>")
+    for record, row in zip(json.loads((demo_dir / "mllm_demo.json").read_text(encoding="utf-8")), data.train):
+        images = [Image.open(demo_dir / p).convert("RGB") for p in record["images"]]
+        ids, labels, msgs = row["input_ids"], row["labels"], record["messages"]
+        trained = tok([" " + m["content"] + "</s>" for m in msgs if m["role"] == "assistant"],
+                      add_special_tokens=False)["input_ids"]
+        want, used = [], 0
+        for k, user in enumerate(msgs[0::2]):
+            n = user["content"].count("<image>")
+            prompt = _official(processor, [user], images[used:used + n])
+            assert prompt[0] == tok.bos_token_id
+            want += (prompt if k == 0 else prompt[1:]) + trained[k]
+            used += n
+        assert ids == want
+        assert [t for t, l in zip(ids, labels) if l != -100] == [t for r in trained for t in r]
+        assert image_id not in labels and ids.count(image_id) > 0
+
+
+def test_two_text_pieces_around_an_image_join_as_the_official_template_does(tiny_mistral, demo_dir):
+    """Mistral's template writes a message's text parts back to back (Vicuna's puts a space after each)."""
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from tunekit.config import load_config
+    from tunekit.infer.engine import ChatEngine
+
+    image = str(demo_dir / "mllm_demo_data" / "1.jpg")
+    engine = ChatEngine(load_config(None, {"model_name_or_path": str(tiny_mistral), "template": TEMPLATE}))
+    messages = [{"role": "user", "content": "Look: <image>who is this?"}]
+    ids, _ = engine.render_media(messages, [image])
+    assert ids == _official(AutoProcessor.from_pretrained(tiny_mistral), messages, [Image.open(image).convert("RGB")])
+    assert engine.tokenizer.decode(ids).endswith("<image>\nLook: who is this? [/INST]")
+
+
+def test_chat_with_an_image_equals_generate_and_the_template_follows_the_folder(tiny_mistral, demo_dir, tmp_path):
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from tunekit.config import load_config
+    from tunekit.errors import ConfigError
+    from tunekit.infer.engine import ChatEngine
+
+    image = str(demo_dir / "mllm_demo_data" / "2.jpg")
+    # served without a template (an exported folder): the folder's language model picks llava_next_mistral
+    engine = ChatEngine(load_config(None, {"model_name_or_path": str(tiny_mistral), "max_new_tokens": 6,
+                                           "do_sample": False}))
+    assert engine.cfg.template == TEMPLATE
+    messages = [{"role": "user", "content": "Who is this?"}]
+    (reply,) = engine.chat(messages, images=[image])
+    processor = AutoProcessor.from_pretrained(tiny_mistral)
+    inputs = processor.apply_chat_template(_parts([{"role": "user", "content": "<image>Who is this?"}],
+                                                  [Image.open(image).convert("RGB")]),
+                                           add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
+    assert engine.render_media(messages, [image])[0] == inputs["input_ids"][0].tolist()
+    model = AutoModelForImageTextToText.from_pretrained(tiny_mistral).eval()
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=6, do_sample=False)  # the folder's generation_config
+    new = out[0, inputs["input_ids"].shape[1]:].tolist()
+    assert reply.text == engine.decode(new[:next((i for i, t in enumerate(new) if t in engine.stop_ids), len(new))])
+    assert reply.completion_tokens > 0
+    # the Vicuna template on this folder is refused, naming the template of its language model
+    with pytest.raises(ConfigError) as err:
+        ChatEngine(load_config(None, {"model_name_or_path": str(tiny_mistral), "template": "llava_next"}))
+    assert str(err.value) == (f"template 'llava_next' is the chat format of LLaVA-NeXT on llama, but {tiny_mistral} is "
+                              f"LLaVA-NeXT on mistral (text_config.model_type): set template: llava_next_mistral.")
