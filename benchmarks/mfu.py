@@ -46,7 +46,8 @@ a tunekit tiny model (``tunekit.model.tiny.build_tiny_model``, llama family by d
 
 ``--shape qwen2.5-0.5b``: Qwen2.5-0.5B's exact architecture with random weights (benchmarks/_shapes.py; 494M
 parameters, 151,936-row tied embedding), full fine-tuning, fp32, no checkpointing, sequence 1024 (batch 1 x
-accumulation 4 by default: ~14 GB of RAM; do not run it beside other work). Its headline uses the standard count:
+accumulation 1 by default, 4 optimizer steps of which the first 2 are warm-up: ~11 GB of RAM, ~4 minutes eager on
+2 cores; do not run it beside other work). Its headline uses the standard count:
 
   FLOPs per token = 6 x N_matmul + 12 x L x h x s
   N_matmul     the weights every token is multiplied by: every nn.Linear incl. the LM head (tied to the
@@ -86,6 +87,7 @@ class MatmulPeak:
         self.a = torch.randn(n, n, dtype=torch.float32)
         self.b = torch.randn(n, n, dtype=torch.float32)
         self.c = torch.empty(n, n, dtype=torch.float32)
+        self.cpu_rates: list[float] = []
         self.block()
 
     def block(self, reps: int = 3) -> float:
@@ -93,10 +95,12 @@ class MatmulPeak:
         import torch
 
         torch.matmul(self.a, self.b, out=self.c)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(reps):
             torch.matmul(self.a, self.b, out=self.c)
-        return 2 * self.n**3 * reps / (time.perf_counter() - t0)
+        flops = 2 * self.n**3 * reps
+        self.cpu_rates.append(flops / max(1e-9, time.process_time() - c0))  # FLOPs per CPU-second of this process
+        return flops / (time.perf_counter() - t0)
 
     def sustained(self, seconds: float = 2.0) -> float:
         """Best of the blocks run during ``seconds``."""
@@ -137,21 +141,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=None, help="per-device batch (default 16; 1 for --shape qwen2.5-0.5b)")
     ap.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 256; 1024 for qwen2.5-0.5b)")
     ap.add_argument("--grad-accum", type=int, default=None,
-                    help="gradient_accumulation_steps (micro-batches per optimizer step; default 1, 4 for qwen2.5-0.5b)")
+                    help="gradient_accumulation_steps (micro-batches per optimizer step; default 1)")
     ap.add_argument("--profile", action="store_true", help="profile one extra step (left out of the timings)")
     ap.add_argument("--compile", action="store_true", help="torch_compile: true (inductor)")
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"],
                     help="flash_attn option: sdpa (torch's CPU flash kernel) or eager (matmul + softmax, which inductor "
                          "can fuse under --compile)")
-    ap.add_argument("--steps", type=int, default=None, help="optimizer steps in all (default 14; 5 for qwen2.5-0.5b)")
-    ap.add_argument("--warmup", type=int, default=None, help="first steps left out of tokens/s (default 4; 2 for qwen2.5-0.5b)")
+    ap.add_argument("--steps", type=int, default=None, help="optimizer steps in all (default 14; 4 for qwen2.5-0.5b)")
+    ap.add_argument("--warmup", type=int, default=None, help="first steps left out of tokens/s (default 4; 2 for qwen2.5-0.5b: "
+                    "the first compiles under --compile, the second is the first at speed)")
     ap.add_argument("--peak-n", type=int, default=2048, help="matrix size of the peak matmul")
     args = ap.parse_args(argv)
     real = args.shape != "custom"
     args.batch = args.batch or (1 if real else 16)
     args.seq = args.seq or (1024 if real else 256)
-    args.grad_accum = args.grad_accum or (4 if real else 1)
-    args.steps = args.steps or (5 if args.shape == "qwen2.5-0.5b" else 14)  # a 0.5B step is ~1-2 min on 2 cores
+    args.grad_accum = args.grad_accum or 1
+    # a 0.5B step of 1,024 tokens is ~3.3 TFLOP, ~40-60 s on 2 cores: at accumulation 4 and 5 + 1 steps (the first
+    # version) the run needed ~25 minutes and was stopped after 19
+    args.steps = args.steps or (4 if args.shape == "qwen2.5-0.5b" else 14)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.shape == "qwen2.5-0.5b" else 4)
     if args.steps <= args.warmup:
         ap.error("--steps must exceed --warmup")
@@ -209,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     data = PreparedData(train=datasets.Dataset.from_dict({"input_ids": ids, "labels": ids}))
     times: list[float] = []  # end of each optimizer step
+    cpu_at: list[tuple[float, float]] = []  # process CPU time at each step end and after its peak blocks
     resumed: list[float] = []  # end of the peak block after it: the next step's start
     peaks: list[float] = []  # the peak block after each step
     losses: list[float] = []
@@ -218,10 +226,17 @@ def main(argv: list[str] | None = None) -> int:
     class StepTimer(transformers.TrainerCallback):
         def on_step_end(self, a, state, control, **kw):
             times.append(time.perf_counter())
+            c_end = time.process_time()
             use = resource.getrusage(resource.RUSAGE_SELF)
             usage.append((use.ru_minflt, use.ru_stime))
             peaks.append(max(meter.block(), meter.block()))
             resumed.append(time.perf_counter())
+            cpu_at.append((c_end, time.process_time()))
+            began = resumed[-2] if len(resumed) >= 2 else t_train
+            first = " (with start-up, and compilation under --compile)" if len(times) == 1 else ""
+            print(f"[mfu] step {state.global_step}: {times[-1] - began:.1f} s, {c_end - (cpu_at[-2][1] if len(cpu_at) >= 2 else 0):.1f} "
+                  f"CPU-s{first} | peak RSS {use.ru_maxrss / 2**20:.2f} GiB | peak block {peaks[-1] / 1e9:.0f} GFLOP/s | "
+                  f"load {loadavg()}", flush=True)
 
         def on_log(self, a, state, control, logs=None, **kw):
             if logs and "loss" in logs:
@@ -285,6 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  standard count (6 x N_matmul {n_matmul / 1e6:.1f}M incl. LM head + attention 12*L*h*s = "
           f"{attn_std / 1e6:.1f} MFLOP/token; {per_token_std / 1e6:.1f} MFLOP/token): MFU {100 * mfu_std:.1f} %"
           f"{' (headline for --shape)' if real else ''}")
+    # the same count over process CPU time: each step's FLOPs per CPU-second against the matmul's FLOPs per CPU-second
+    # (a shared host's contention slows both in wall time but leaves CPU time nearly alone; run with OMP_NUM_THREADS=1
+    # there, since idle intra-op threads spin and count as CPU time)
+    step_cpu = [cpu_at[i][0] - cpu_at[i - 1][1] for i in measured]
+    cpu_peak = statistics.median(meter.cpu_rates)
+    mfu_cpu = per_token_std * tokens_per_step / statistics.median(step_cpu) / cpu_peak
+    print(f"  standard count over process CPU time: step {statistics.median(step_cpu):.2f} CPU-s (median), matmul "
+          f"{cpu_peak / 1e9:.1f} GFLOP per CPU-s (median of {len(meter.cpu_rates)} blocks): MFU {100 * mfu_cpu:.1f} %")
     if args.profile:
         import json
 

@@ -207,9 +207,16 @@ def _loss_and_grads(trainer, batch):
 
 
 def _counting(monkeypatch):
+    """Records each call of the chunked path: True where it computed the log-probs (not None: the fallback)."""
     calls = []
     real = chunked_head.forward_sequence_logps
-    monkeypatch.setattr(chunked_head, "forward_sequence_logps", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def counted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(chunked_head, "forward_sequence_logps", counted)  # our own module
     return calls
 
 
@@ -231,7 +238,7 @@ def test_every_dpo_variant_equals_the_whole_logits_path(tiny_qwen, tmp_path, mon
         trainer.tunekit_config = cfg.model_copy(update={**update, "chunked_lm_loss": True})
         loss, grads = _loss_and_grads(trainer, batch)
         # the policy, and the reference (LoRA: the disabled adapter; full: the frozen copy) where the loss has one
-        assert len(calls) == (2 if update["pref_loss"] not in ("orpo", "simpo") else 1), update
+        assert calls == [True] * (2 if update["pref_loss"] not in ("orpo", "simpo") else 1), update
         calls.clear()
         # the loss is a smooth function of the log-prob sums with slopes <= ~beta-scaled 1 (ipo: 1/beta^2 x margin)
         assert abs(loss.item() - want_loss.item()) <= sum_order_bound(vocab + n, 100 * max(1.0, abs(want_loss.item()))), update
@@ -244,7 +251,7 @@ def test_kto_equals_the_whole_logits_path(tiny_qwen, tmp_path, monkeypatch):
                                          pref_ftx=0.3)
     calls = _counting(monkeypatch)
     loss, grads = _loss_and_grads(trainer, batch)
-    assert len(calls) == 4  # policy and its KL pairs, reference and its KL pairs
+    assert calls == [True] * 4  # policy and its KL pairs, reference and its KL pairs
     monkeypatch.setattr(chunked_head, "forward_sequence_logps", lambda *a, **k: None)  # the whole-logits path
     want_loss, want = _loss_and_grads(trainer, batch)
     vocab = trainer.model.config.vocab_size
