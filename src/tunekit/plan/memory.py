@@ -166,7 +166,7 @@ def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], note
 
     v = shape.vision
     if not v.patch_size:
-        notes.append(f"{v.family}: the activations of its {'vision' if v.fixed_tokens else 'audio'} tower are not modelled "
+        notes.append(f"{v.family}: the activations of its {'audio' if v.media == ('audios',) else 'vision'} tower are not modelled "
                      f"(its weights and trainable parameters are; its media tokens are part of the sequence"
                      + (f", {v.fixed_tokens} per image without measured data" if v.fixed_tokens else "") + ").")
         return

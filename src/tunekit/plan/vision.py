@@ -48,6 +48,7 @@ class VisionShape:
     in_channels: int = 3
     deepstack: int = 0  # Qwen3-VL's extra mergers
     fixed_tokens: int = 0  # tokens per image of a fixed-grid family (LLaVA, Gemma 3)
+    media: tuple[str, ...] = ("images",)  # the kinds the family trains on (its plugin's MEDIA)
 
     def part_params(self, part: str) -> int:
         return sum(k for p, _, k in self.params if p == part)
@@ -110,7 +111,7 @@ def vision_shape_from_model(model, plugin) -> VisionShape:
     dims = _tower_dims(model, plugin, vc)
     fixed = int(getattr(cfg, "mm_tokens_per_image", 0) or getattr(cfg, "image_seq_length", 0) or 0)
     return VisionShape(family=plugin.NAME, model_type=str(cfg.model_type), params=tuple(params), linears=tuple(linears),
-                       convs=tuple(convs),
+                       convs=tuple(convs), media=tuple(plugin.MEDIA),
                        fixed_tokens=fixed if not dims.get("patch_size") else 0, **dims)
 
 
@@ -191,7 +192,7 @@ def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int
     """Media per sample when the data is not measured: ``images`` images of ``image_size`` (default: a square of
     ``image_max_pixels``), ``videos`` clips of ``video_seconds`` (``video_fps`` frames a second up to ``video_maxlen``;
     default: ``video_maxlen`` frames) of square frames at ``video_max_pixels``."""
-    if not v.patch_size and not v.fixed_tokens:  # an audio family: its tokens come from the measured data only
+    if not v.patch_size and not v.fixed_tokens:  # audio, image tiles: their tokens come from the measured data only
         return Media(source=f"{v.family}: media tokens not assumed without data (measure the data for them)")
     n_img = 1 if images is None else images
     if image_size is None:
