@@ -55,8 +55,9 @@ def count_vision(v: VisionShape, setup: Setup) -> VisionCounts:
 
 
 def _norm(v: VisionShape, c: int, trains: bool, autocast: bool) -> tuple[float, int]:
-    """(bytes per element-row kept by one norm over a width-1 row, dtype bytes of its output), per unit width: the fp32
-    input copy (the input itself in fp32), its statistics and, for a trained RMSNorm weight, the normalized value."""
+    """``(bytes kept per unit of width, bytes per element of the output)`` of one norm: the fp32 input copy (the input
+    itself when fp32) and, for a trained RMSNorm weight, the normalized value; the statistics (4 or 8 bytes a row)
+    are added by the caller."""
     if v.layer_norm:  # native layer_norm: input (fp32 under autocast) + mean + rstd; fp32 output under autocast
         return 4.0, (4 if autocast else c)
     return 4.0 + (c if trains else 0), (4 if (trains and c != 4) else c)
