@@ -79,3 +79,48 @@ def test_a_vlm_trains_under_a_sharding_engine_as_in_one_process(runs, tiny_vlm, 
     assert "tunekit: starting 2 processes with torchrun" in proc.stderr
     assert_close(series(single), series(out), LOSS_TOL, f"{name} losses")
     _trained_alike(single, out, tiny_vlm)
+
+
+@pytest.mark.parametrize("engine, words", [({"deepspeed": "z3"}, "deepspeed z3"), ({"fsdp": "full_shard"}, "fsdp full_shard")])
+def test_text_only_samples_under_zero3_or_fsdp_are_refused_by_name(tiny_vlm, tmp_path, monkeypatch, engine, words):
+    """A text-only micro-batch on one rank and an image on another crashed ZeRO-3 (train/engines/media_ranks.py)."""
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.errors import ConfigError
+    from tunekit.model.loader import load_tokenizer
+    from tunekit.train.engines.distributed import world_size
+    from tunekit.train.engines.media_ranks import check_media_on_every_rank
+
+    if not (DEMO_DIR / "mllm_demo_data").is_dir():
+        pytest.skip(f"reference data not found at {DEMO_DIR}")
+    data_dir = tmp_path / "data"
+    shutil.copytree(DEMO_DIR / "mllm_demo_data", data_dir / "mllm_demo_data")
+    text = {"messages": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there."}]}
+    write_dataset(data_dir, "toy", [RECORDS[0], text, RECORDS[1]], ENTRY)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NPROC_PER_NODE", "2")
+    monkeypatch.setenv("FORCE_TORCHRUN", "1")
+    opts = {k: v for k, v in COMMON.items() if k != "overwrite_output_dir"}
+    cfg = load_config(None, {"model_name_or_path": str(tiny_vlm), "dataset": "toy", "dataset_dir": str(data_dir),
+                             "output_dir": str(tmp_path / "out"), **opts, **engine})
+    assert world_size(cfg) == 2
+    data = prepare_datasets(cfg, load_tokenizer(cfg), "sft")
+    with pytest.raises(ConfigError) as err:
+        check_media_on_every_rank(cfg, data)
+    assert str(err.value) == (
+        f"{words} with a vision-language model on 2 ranks: 1 of 3 training samples have no image, video or audio. These "
+        f"engines gather the vision tower's weights only on the ranks whose micro-batch has media, so the ranks would "
+        f"wait on each other. Give every sample its media, train the text-only samples in a separate run, or use "
+        f"deepspeed: z2 with the vision tower and projector frozen (or DDP / one process), which keep whole weights on "
+        f"every rank.")
+    z2 = cfg.model_copy(update={"deepspeed": "z2", "fsdp": None})  # COMMON trains the projector
+    with pytest.raises(ConfigError) as err:
+        check_media_on_every_rank(z2, data)
+    assert str(err.value) == (
+        "deepspeed z2 with a vision-language model on 2 ranks: 1 of 3 training samples have no image, video or audio, and "
+        "the vision tower or projector trains: a rank without media has no gradient for them and the ranks' gradient "
+        "reductions would not match. Give every sample its media, set freeze_vision_tower and "
+        "freeze_multi_modal_projector to true, or train without deepspeed (DDP).")
+    check_media_on_every_rank(z2.model_copy(update={"freeze_multi_modal_projector": True}), data)  # frozen: no refusal
+    check_media_on_every_rank(cfg.model_copy(update={"deepspeed": None, "fsdp": None}), data)  # DDP: no refusal

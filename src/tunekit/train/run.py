@@ -182,6 +182,9 @@ def build_run(cfg) -> BuiltRun:
         data = prepare_datasets(cfg, tokenizer, cfg.stage)
     if is_main_process():
         print_reports(data.reports, cfg.cutoff_len)
+    from .engines.media_ranks import check_media_on_every_rank
+
+    check_media_on_every_rank(cfg, data)  # ZeRO-3 / FSDP2 with a VLM: no micro-batch without media
     if data.template is not None and cfg.template != "jinja":
         jinja = data.template.chat_template_jinja()
         if jinja:
