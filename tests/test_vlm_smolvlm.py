@@ -243,3 +243,37 @@ def test_tiny_model_cli_builds_both_families(tmp_path, capsys):
     added = {t["content"] for t in tok["added_tokens"]}
     assert {"<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>", "<row_1_col_1>",
             "<row_6_col_6>"} <= added
+
+
+def test_dpo_on_images_trains_the_spaced_replies_and_starts_at_ln2(tiny, demo_dir, tmp_path):
+    """Both answers follow the same image prompt ('User:<image>...Assistant:'); each answer is ' text<end_of_utterance>'."""
+    import math
+
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+    from tunekit.train.batching import MultimodalPairCollator
+    from tunekit.train.run import run_train
+
+    entry = {**SHAREGPT, "ranking": True, "columns": {**SHAREGPT["columns"], "chosen": "chosen", "rejected": "rejected"}}
+    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}], "images": [f"mllm_demo_data/{f}"],
+                "chosen": {"role": "assistant", "content": good}, "rejected": {"role": "assistant", "content": bad}}
+               for f, good, bad in (("1.jpg", "Kane.", "Nobody."), ("3.jpg", "A speech.", "Rain."))]
+    data_dir = tmp_path / "data"
+    shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
+    write_dataset(data_dir, "toy", records, entry)
+    cfg = _cfg(tiny["smolvlm"], data_dir, tmp_path, stage="dpo", do_train=True, finetuning_type="lora",
+               per_device_train_batch_size=2, max_steps=1, learning_rate=1e-2, logging_steps=1, save_strategy="no",
+               disable_tqdm=True, seed=0, gradient_checkpointing=False)
+    tok = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tok, "dpo")
+    row = data.train[0]
+    assert [t for t in row["chosen_labels"] if t != -100] == tok(" Kane.<end_of_utterance>", add_special_tokens=False)["input_ids"]
+    assert tok.decode(row["chosen_input_ids"]).startswith("<|im_start|>User:<fake_token_around_image><row_1_col_1>")
+    batch = MultimodalPairCollator(pad_token_id=tok.pad_token_id, mm=data.mm)([data.train[0], data.train[1]])
+    # the batch's images (rows chosen 0, 1, rejected 0, 1) as one list of tiles, in order: each image 2 x 2 tiles + the
+    # global one, 56 x 56 pixels, none padded
+    assert tuple(batch["pixel_values"].shape) == (1, 4 * 5, 3, 56, 56)
+    assert tuple(batch["pixel_attention_mask"].shape) == (1, 4 * 5, 56, 56) and bool(batch["pixel_attention_mask"].all())
+    run_train(cfg)
+    # step 0: the policy is the reference (LoRA's B = 0), so the sigmoid loss is -log sigmoid(0) = ln 2 (fp32 rounding)
+    assert abs(_losses(tmp_path / "out")[0] - math.log(2)) < 1e-6
