@@ -191,6 +191,15 @@ def test_verify_names_a_missing_processor_file(lora_exports, tmp_path):
         f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)), or export again with tunekit export."]
 
 
+def test_verify_of_a_folder_tunekit_did_not_export_generates_from_the_processors_prompt(lora_exports):
+    from tunekit.export.verify import verify_export
+
+    report = verify_export(lora_exports["llava"]["base"])
+    assert report["ok"] and report["skipped"] == {"media_prompt": "tunekit_export.json records no tunekit multimodal "
+                                                                  "template to compare the processor's rendering with"}
+    assert report["checks"]["processor"] == "LlavaProcessor" and report["generated_tokens"] > 0
+
+
 def test_verify_fails_an_export_that_is_not_the_adapter_model(lora_exports, tmp_path):
     """The base's weights under the export's files: the adapter was not merged."""
     from tunekit.export.verify import verify_export

@@ -44,15 +44,22 @@ def verify_media(path: Path, model, tokenizer, provenance: dict, adapters_cfg, r
 
     if not _check_files(path, provenance, report):
         return
+    from ..data.mm_plugins import FAMILIES
+
     processor = _load_processor(path, report)
     with tempfile.TemporaryDirectory(prefix="tunekit-verify-") as tmp:
-        try:
-            prompt = _tunekit_prompt(path, tokenizer, provenance, Path(tmp))
-        except Exception as exc:  # the family plugin cannot read the export: what `tunekit chat` on it would hit
-            _problem(report, f"tunekit cannot render an image/audio prompt for {path} ({type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0][:300]})")
-            return
-        _check_prompt(processor, tokenizer, prompt, provenance, report)
+        if provenance.get("template") not in FAMILIES:  # a folder tunekit did not export: the processor's prompt alone
+            prompt = _processor_prompt(processor, Path(tmp), report)
+            if prompt is None:
+                return
+        else:
+            try:
+                prompt = _tunekit_prompt(path, tokenizer, provenance, Path(tmp))
+            except Exception as exc:  # the family plugin cannot read the export: what `tunekit chat` on it would hit
+                _problem(report, f"tunekit cannot render an image/audio prompt for {path} ({type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0][:300]})")
+                return
+            _check_prompt(processor, tokenizer, prompt, provenance, report)
         inputs = prompt["inputs"]
         start = time.perf_counter()
         generated = _greedy(model, inputs, provenance, tokenizer, max_new_tokens)
@@ -168,6 +175,25 @@ def _tunekit_prompt(path: Path, tokenizer, provenance: dict, tmp: Path) -> dict[
     return {"kind": "audio" if audio else "image", "file": media, "text": text, "ids": ids, "inputs": inputs,
             "one_token_text": None if audio else render(messages, [1]), "text_ids": text_ids,
             "rate": cfg.audio_sampling_rate, "system": system, "thinking": thinking}
+
+
+def _processor_prompt(processor, tmp: Path, report: dict) -> dict[str, Any] | None:
+    """Without a tunekit multimodal template recorded: the processor's official rendering is the prompt."""
+    from .checks import skip as _skip
+
+    reason = "tunekit_export.json records no tunekit multimodal template to compare the processor's rendering with"
+    if processor is None:
+        for name in ("media_prompt", "generate"):
+            _skip(report, name, reason + ", and AutoProcessor cannot load here")
+        return None
+    audio = getattr(processor, "feature_extractor", None) is not None and getattr(processor, "image_processor", None) is None
+    rate = processor.feature_extractor.sampling_rate if audio else 16000
+    prompt = {"kind": "audio" if audio else "image", "file": _synthetic_audio(tmp, rate) if audio else _synthetic_image(tmp),
+              "text": AUDIO_PROMPT if audio else IMAGE_PROMPT, "rate": rate, "system": None}
+    prompt["inputs"] = dict(processor.apply_chat_template(_parts(prompt, True), add_generation_prompt=True, tokenize=True,
+                                                          return_dict=True, return_tensors="pt"))
+    _skip(report, "media_prompt", reason)
+    return prompt
 
 
 def _parts(prompt: dict, with_data: bool) -> list[dict]:
