@@ -64,7 +64,7 @@ def _parts(messages, images):
     return out
 
 
-def _reference(model: Path, messages, images) -> list[int]:
+def _reference(model: Path, messages, images, gen: bool = False) -> list[int]:
     """The ids transformers' processing gives the whole conversation at inference (see the module docstring)."""
     cfg = json.loads((model / "config.json").read_text(encoding="utf-8"))
     if cfg["model_type"] == "idefics3":
@@ -72,7 +72,8 @@ def _reference(model: Path, messages, images) -> list[int]:
 
         processor = AutoProcessor.from_pretrained(model)
         assert type(processor).__name__ == "Idefics3Processor"
-        out = processor.apply_chat_template(_parts(messages, images), tokenize=True, return_dict=True, return_tensors="pt")
+        out = processor.apply_chat_template(_parts(messages, images), add_generation_prompt=gen, tokenize=True,
+                                            return_dict=True, return_tensors="pt")
         return out["input_ids"][0].tolist()
     from transformers import AutoTokenizer
     from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
@@ -80,7 +81,7 @@ def _reference(model: Path, messages, images) -> list[int]:
 
     tok = AutoTokenizer.from_pretrained(model)
     seq_len = json.loads((model / "processor_config.json").read_text(encoding="utf-8"))["image_seq_len"]
-    text = tok.apply_chat_template(_parts(messages, images), tokenize=False)
+    text = tok.apply_chat_template(_parts(messages, images), add_generation_prompt=gen, tokenize=False)
     grid = SmolVLMImageProcessorPil.from_pretrained(model)(images=[[im] for im in images], return_row_col_info=True)
     pieces = text.split("<image>")
     blocks = [get_image_prompt_string(r[0], c[0], seq_len, "<fake_token_around_image>", "<image>", "<global-img>")
@@ -277,3 +278,34 @@ def test_dpo_on_images_trains_the_spaced_replies_and_starts_at_ln2(tiny, demo_di
     run_train(cfg)
     # step 0: the policy is the reference (LoRA's B = 0), so the sigmoid loss is -log sigmoid(0) = ln 2 (fp32 rounding)
     assert abs(_losses(tmp_path / "out")[0] - math.log(2)) < 1e-6
+
+
+@pytest.mark.parametrize("like", LIKES)
+def test_chat_with_an_image_equals_transformers_inference(like, tiny, demo_dir):
+    """`tunekit chat --image` path: prompt ids = transformers' processing; the greedy reply = model.generate on them."""
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText
+
+    from tunekit.config import load_config
+    from tunekit.infer.engine import ChatEngine
+
+    model_dir, image = tiny[like], str(demo_dir / "mllm_demo_data" / "2.jpg")
+    engine = ChatEngine(load_config(None, {"model_name_or_path": str(model_dir), "template": "smolvlm",
+                                           "max_new_tokens": 6, "do_sample": False}))
+    messages = [{"role": "user", "content": "Who is this?"}]
+    ids, media = engine.render_media(messages, [image])
+    (reply,) = engine.chat(messages, images=[image])
+    assert ids == _reference(model_dir, [{"role": "user", "content": "<image>Who is this?"}],
+                             [Image.open(image).convert("RGB")], gen=True)
+    from transformers import AutoImageProcessor
+
+    pixels = AutoImageProcessor.from_pretrained(model_dir)(images=[[Image.open(image).convert("RGB")]], return_tensors="pt")
+    assert torch.equal(media["pixel_values"], pixels["pixel_values"])  # the family's own image processor, 5 tiles
+    assert tuple(pixels["pixel_values"].shape) == (1, 5, 3, 56, 56)
+    model = AutoModelForImageTextToText.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        out = model.generate(input_ids=torch.tensor([ids]), pixel_values=media["pixel_values"],
+                             pixel_attention_mask=media["pixel_attention_mask"], max_new_tokens=6, do_sample=False,
+                             eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)
+    assert reply.text == engine.decode(out[0, len(ids):].tolist()) and reply.completion_tokens > 0
