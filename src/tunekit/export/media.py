@@ -52,24 +52,22 @@ def check_multimodal_export(cfg) -> None:
 
         serving = sorted(t for t, m in FAMILIES.items()
                          if config.model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES)
-        raise ConfigError(f"template '{cfg.template}' is not a multimodal template, but {cfg.model_name_or_path} is a "
-                          f"vision-language/audio model (model_type '{config.model_type}'): set template to the one it was "
-                          f"trained with ({', '.join(serving or sorted(FAMILIES))}), so the export's stop tokens and "
-                          f"`tunekit verify` follow it. Nothing was written.",
-                          problems=(Problem("the template of a vision-language/audio model", ("template",)),))
+        message = (f"template '{cfg.template}' is not a multimodal template, but {cfg.model_name_or_path} is a "
+                   f"vision-language/audio model (model_type '{config.model_type}'): set template to the one it was "
+                   f"trained with ({', '.join(serving or sorted(FAMILIES))}), so the export's stop tokens and "
+                   f"`tunekit verify` follow it. Nothing was written.")
+        raise ConfigError(message, problems=(Problem(message, ("template",)),))
 
 
 def refuse_quantization(cfg, model_type: str) -> None:
     """``export_quantization_bit`` with a vision-language/audio model, refused by name."""
     from .quantize import quantization_method
 
-    raise ConfigError(
-        f"export_quantization_bit {cfg.export_quantization_bit} ({quantization_method(cfg)}) is not supported for "
-        f"'{model_type}' models, which have a vision or audio part: tunekit quantizes text models only (GPTQ calibrates "
-        f"on text, and its bitsandbytes path loads AutoModelForCausalLM, which drops the vision/audio tower). Remove "
-        f"export_quantization_bit to export the merged model unquantized. Nothing was written.",
-        problems=(Problem("export_quantization_bit is not supported for vision-language/audio models",
-                          ("export_quantization_bit",)),))
+    message = (f"export_quantization_bit {cfg.export_quantization_bit} ({quantization_method(cfg)}) is not supported for "
+               f"'{model_type}' models, which have a vision or audio part: tunekit quantizes text models only (GPTQ "
+               f"calibrates on text, and its bitsandbytes path loads AutoModelForCausalLM, which drops the vision/audio "
+               f"tower). Remove export_quantization_bit to export the merged model unquantized. Nothing was written.")
+    raise ConfigError(message, problems=(Problem(message, ("export_quantization_bit",)),))
 
 
 def _found(source: str, cfg) -> dict[str, str]:
