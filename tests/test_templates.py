@@ -58,6 +58,11 @@ PINNED = {
     "llava_next": "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: How are you? ASSISTANT: Fine.</s>",
     # LLaVA-NeXT on Mistral: transformers' chat_mistral with </s> after each reply, the system in the first user turn
     "llava_next_mistral": "[INST] Be brief.\n\nHi [/INST] Hello!</s>[INST] How are you? [/INST] Fine.</s>",
+    # LLaVA-NeXT on Llama 3: Llama 3's turns (no BOS here: the tokenizer adds it), contents not trimmed
+    "llava_next_llama3": "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user"
+    "<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+    "<|start_header_id|>user<|end_header_id|>\n\nHow are you?<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
+    "\n\nFine.<|eot_id|>",
     "gemma3": "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
     "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\nFine.<end_of_turn>",
     # SmolVLM / Idefics3: transformers' SmolVLM template (vlm_specs.py), text only

@@ -226,8 +226,9 @@ class ChatEngine:
         self.encode_lock = threading.RLock()
         if tokenizer is None:
             tokenizer = load_tokenizer(cfg, padding_side="left")
-        if not cfg.template and family_template(cfg):  # a vision-language folder: its family's multimodal template
-            cfg = cfg.model_copy(update={"template": family_template(cfg)})
+        folder_template = getattr(tokenizer, "chat_template", None)
+        if not cfg.template and family_template(cfg, folder_template):  # a vision-language folder: its family's template
+            cfg = cfg.model_copy(update={"template": family_template(cfg, folder_template)})
         if not cfg.template:
             if not getattr(tokenizer, "chat_template", None):
                 raise ConfigError("template is not set and the tokenizer has no chat_template: set template "

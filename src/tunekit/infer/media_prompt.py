@@ -52,9 +52,9 @@ def family_templates(model_type: str | None) -> list[str]:
             if model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES]
 
 
-def family_template(cfg) -> str | None:
+def family_template(cfg, chat_template: str | None = None) -> str | None:
     """The one multimodal template of the vision-language folder ``cfg.model_name_or_path`` (an exported VLM served
-    without ``template``: ``llava_next`` for model_type ``llava_next``), or None (a text model, or several templates
+    without ``template``: ``llava_next_mistral`` for a LLaVA-NeXT on Mistral), or None (a text model, or several templates
     serve the family, as Qwen3-VL's thinking and no-thinking ones)."""
     from ..data.mm_plugins import model_type_of
 
@@ -68,11 +68,10 @@ def family_template(cfg) -> str | None:
         from ..data.mm_plugins import FAMILIES
 
         plugin = importlib.import_module(f"tunekit.data.mm_plugins.{FAMILIES[names[0]]}").PLUGIN
-        by_text = getattr(plugin, "TEXT_MODEL_TYPES", None)
-        if by_text:
+        if hasattr(plugin, "fits"):  # the folder's language model and chat template (``chat_template``) decide
             text_type = json.loads((Path(cfg.model_name_or_path) / "config.json").read_text(encoding="utf-8")).get(
                 "text_config", {}).get("model_type")
-            names = [n for n in names if text_type in by_text.get(n, ())]
+            names = [n for n in names if plugin.fits(n, text_type, chat_template)]
     return names[0] if len(names) == 1 else None
 
 

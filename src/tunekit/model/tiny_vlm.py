@@ -73,6 +73,8 @@ VLM_FAMILIES = {
     "llava-1.6": "llava_next",
     "llava-next-mistral": "llava_next_mistral",  # LLaVA-NeXT on Mistral (tiny_vlm_llava_next)
     "llava_next_mistral": "llava_next_mistral",
+    "llava-next-llama3": "llava_next_llama3",
+    "llava_next_llama3": "llava_next_llama3",
     "gemma3": "gemma3",
     "gemma-3-vl": "gemma3",
     "smolvlm": "smolvlm",
@@ -85,6 +87,7 @@ BUILDERS = {"qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl", "qwen2_audio": "ti
             "llava": "tiny_vlm_families:build_tiny_llava_or_gemma3", "llava_next": "tiny_vlm_families:build_tiny_llava_or_gemma3",
             "gemma3": "tiny_vlm_families:build_tiny_llava_or_gemma3",
             "llava_next_mistral": "tiny_vlm_llava_next:build_tiny_llava_next_variant",
+            "llava_next_llama3": "tiny_vlm_llava_next:build_tiny_llava_next_variant",
             "idefics3": "tiny_vlm_idefics3:build_tiny_idefics3", "smolvlm": "tiny_vlm_idefics3:build_tiny_idefics3"}
 #: the tiny image processor's pixel budget: a 224x224 image gives (224/28)^2 = 64 image tokens at most
 TINY_MAX_PIXELS = 224 * 224

@@ -2,7 +2,8 @@
 
 LLaVA-NeXT (``LlavaNextForConditionalGeneration``) was released on several language models; each llava-hf
 conversion carries that model's chat format. Built here: the Mistral variant (llava-hf/llava-v1.6-mistral-7b-hf:
-a ``mistral`` text config, ``[INST] <image>\\n... [/INST]``), with everything else as the tiny Vicuna LLaVA-NeXT of
+a ``mistral`` text config, ``[INST] <image>\\n... [/INST]``) and the Llama 3 one (llava-hf/llama3-llava-next-8b-hf:
+Llama 3's header tokens and ``<|eot_id|>``), with everything else as the tiny Vicuna LLaVA-NeXT of
 :mod:`tunekit.model.tiny_vlm_families` (anyres pinpoints, 56-pixel tiles, the same BPE with ``<image>``).
 """
 
@@ -12,7 +13,7 @@ import os
 from pathlib import Path
 
 from . import tiny_vlm, tiny_vlm_families as fams
-from .tiny import DEFAULT_VOCAB_SIZE, check_tokenizer_roundtrip
+from .tiny import DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, check_tokenizer_roundtrip
 
 #: the Mistral chat_template of transformers' LLaVA-NeXT conversion (``chat_mistral``: images first as
 #: "<image>\n", then the text parts; replies end with the literal text "<\s> " as in that template), verbatim
@@ -25,8 +26,30 @@ LLAVA_NEXT_MISTRAL_CHAT_TEMPLATE = (
     "{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}"
 )
 
-#: like name -> (text model_type, chat template, tunekit template)
-VARIANTS = {"llava_next_mistral": ("mistral", LLAVA_NEXT_MISTRAL_CHAT_TEMPLATE, "llava_next_mistral")}
+#: llava-hf/llama3-llava-next-8b-hf's chat_template (530 bytes on the hub; this text is the processor copy of a
+#: fine-tune of it, threefruits/llama3-llava-next-8b-SCAND): images as "<image>", each text part as "\n" + text +
+#: "<|eot_id|>", for every role
+LLAVA_NEXT_LLAMA3_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'}}"
+    "{# Render all images first #}{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+    "{{ '<image>' }}{% endfor %}{# Render all text next #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ '\n' + content['text'] + '<|eot_id|>' }}{% endfor %}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
+
+#: Llama 3's special tokens + <image> and a pad (as the llava-hf conversion adds them)
+LLAMA3_LLAVA_TOKENS = TokenizerFamily(
+    name="llava_next_llama3", template="llava_next_llama3",
+    special=("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<pad>",
+             "<image>"),
+    bos="<|begin_of_text|>", eos="<|eot_id|>", pad="<pad>", add_bos=True, generation_eos=("<|eot_id|>", "<|end_of_text|>"),
+)
+TOKENIZERS.setdefault(LLAMA3_LLAVA_TOKENS.name, LLAMA3_LLAVA_TOKENS)  # tiny.py trains a family's BPE by its name
+
+#: like name -> (text model_type, chat template, tokenizer family)
+VARIANTS = {"llava_next_mistral": ("mistral", LLAVA_NEXT_MISTRAL_CHAT_TEMPLATE, fams.LLAVA_TOKENS),
+            "llava_next_llama3": ("llama", LLAVA_NEXT_LLAMA3_CHAT_TEMPLATE, LLAMA3_LLAVA_TOKENS)}
 
 
 def build_tiny_llava_next_variant(out_dir: str | os.PathLike, like: str = "llava-next-mistral", seed: int = 0,
@@ -34,8 +57,7 @@ def build_tiny_llava_next_variant(out_dir: str | os.PathLike, like: str = "llava
     """Write a tiny random LLaVA-NeXT on the variant's language model (weights, tokenizer, template, processor)."""
     from transformers import AutoModelForImageTextToText
 
-    text_type, template, _ = VARIANTS[tiny_vlm.VLM_FAMILIES[like.strip().lower()]]
-    fam = fams.LLAVA_TOKENS
+    text_type, template, fam = VARIANTS[tiny_vlm.VLM_FAMILIES[like.strip().lower()]]
     tokenizer = fams._tokenizer(fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, template, sizes.max_position_embeddings,
                                 image_token="<image>")
     out, tokenizer, model_vocab = tiny_vlm.new_folder(out_dir, fam, template, sizes, tokenizer=tokenizer)
@@ -43,7 +65,8 @@ def build_tiny_llava_next_variant(out_dir: str | os.PathLike, like: str = "llava
     shape = dict(hidden_size=sizes.hidden_size, num_layers=sizes.num_layers, num_heads=sizes.num_heads,
                  num_kv_heads=sizes.num_kv_heads)
     text = fams._text_config("llama", shape, model_vocab, ids, fam, sizes.max_position_embeddings)
-    text.update(model_type=text_type, sliding_window=None)  # Mistral-7B-Instruct-v0.2: full attention
+    if text_type == "mistral":
+        text.update(model_type=text_type, sliding_window=None)  # Mistral-7B-Instruct-v0.2: full attention
     config = fams._config("llava_next", text, ids)
     model = tiny_vlm.random_model(AutoModelForImageTextToText, config, seed, fam, ids, bos_token_id=ids[fam.bos])
     model.save_pretrained(out)

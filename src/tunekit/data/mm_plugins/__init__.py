@@ -26,7 +26,8 @@ from ...errors import ConfigError, DataError
 
 #: template name -> family module (under tunekit.data.mm_plugins)
 FAMILIES = {"qwen2_vl": "qwen2_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_nothink": "qwen3_vl", "qwen2_audio": "qwen2_audio"}
-FAMILIES.update({"llava": "llava", "llava_next": "llava_next", "llava_next_mistral": "llava_next", "gemma3": "gemma3"})
+FAMILIES.update({"llava": "llava", "llava_next": "llava_next", "llava_next_mistral": "llava_next",
+                 "llava_next_llama3": "llava_next", "gemma3": "gemma3"})
 FAMILIES.update({"smolvlm": "idefics3", "idefics3": "idefics3"})
 PLACEHOLDERS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
 

@@ -8,10 +8,11 @@ image's original size), minus one with ``vision_feature_select_strategy: default
 ``pixel_values`` (tiles per image, padded to the batch's most) and ``image_sizes``.
 
 Variants: LLaVA-NeXT was released on several language models, each with its own chat format; the template says
-which (``llava_next``: Vicuna, text ``llama``; ``llava_next_mistral``: Mistral, text ``mistral``), and a template
-whose language model is not the folder's (``text_config.model_type``) is an error naming the right one. As the
-official llava-hf templates render a message, its images come first (each ``<image>\n``), then its text pieces:
-joined by a space (Vicuna: each text part + ``' '``) or directly (Mistral: ``content['text']`` only).
+which (``llava_next``: Vicuna; ``llava_next_mistral``: Mistral; ``llava_next_llama3``: Llama 3), and a template that
+is not the folder's (its ``text_config.model_type`` and its chat template) is an error naming the right one. As the
+official llava-hf templates render a message, its images come first, then its text pieces: Vicuna ``<image>\n``
+per image, text parts each followed by ``' '``; Mistral ``<image>\n`` per image, text parts back to back; Llama 3
+``<image>`` per image, then ``"\n"`` + the text.
 
 Modules (transformers 5 ``LlavaNextForConditionalGeneration``): vision tower ``model.vision_tower``, projector
 ``model.multi_modal_projector`` + ``model.image_newline`` (the learned row-end embedding, trained with the
@@ -29,29 +30,41 @@ from .llava import LlavaPlugin
 
 class LlavaNextPlugin(LlavaPlugin):
     NAME = "llava_next"
-    TEMPLATES = ("llava_next", "llava_next_mistral")
+    TEMPLATES = ("llava_next", "llava_next_mistral", "llava_next_llama3")
     MODEL_TYPES = ("llava_next",)
     PROCESSOR = "LlavaNextProcessor"
     PROJECTOR = ("model.multi_modal_projector", "model.image_newline")
     MODEL_INPUTS = ("pixel_values", "image_sizes")
     #: template -> the language models (``text_config.model_type``) it is the chat format of
-    TEXT_MODEL_TYPES = {"llava_next": ("llama",), "llava_next_mistral": ("mistral",)}
-    #: template -> how a message's text pieces are joined after its images (the official template's rule)
-    TEXT_JOIN = {"llava_next": " ", "llava_next_mistral": ""}
-    text_join = " "
+    TEXT_MODEL_TYPES = {"llava_next": ("llama",), "llava_next_mistral": ("mistral",), "llava_next_llama3": ("llama",)}
+    #: template -> text its official chat template holds (tells Vicuna's from Llama 3's, both on ``llama``)
+    CHAT_MARKERS = {"llava_next": "ASSISTANT:", "llava_next_mistral": "[INST]", "llava_next_llama3": "<|start_header_id|>"}
+    #: template -> (after each image's tokens, before the text, between text pieces): the official template's rule
+    LAYOUT = {"llava_next": ("\n", "", " "), "llava_next_mistral": ("\n", "", ""), "llava_next_llama3": ("", "\n", "")}
+    layout = ("\n", "", " ")
+
+    @classmethod
+    def fits(cls, template: str, text_type: str | None, chat_template: str | None) -> bool:
+        """Whether ``template`` is the chat format of a LLaVA-NeXT folder with this language model / chat template."""
+        types = cls.TEXT_MODEL_TYPES.get(template, ())
+        marker = cls.CHAT_MARKERS.get(template)
+        return (text_type is None or text_type in types) and (not chat_template or marker in chat_template)
 
     @classmethod
     def load(cls, cfg, path: str) -> "LlavaNextPlugin":
-        text_type = text_model_type(path)
-        wanted = cls.TEXT_MODEL_TYPES.get(cfg.template, ())
-        if text_type is not None and wanted and text_type not in wanted:
-            fits = [t for t, types in cls.TEXT_MODEL_TYPES.items() if text_type in types]
-            fix = f"set template: {fits[0]}" if fits else "no tunekit template has its chat format yet"
-            raise ConfigError(f"template '{cfg.template}' is the chat format of LLaVA-NeXT on {', '.join(wanted)}, but "
-                              f"{path} is LLaVA-NeXT on {text_type} (text_config.model_type): {fix}.")
         plugin = super().load(cfg, path)
-        plugin.text_join = cls.TEXT_JOIN.get(cfg.template, " ")
+        text_type, chat_template = text_model_type(path), getattr(plugin.processor, "chat_template", None)
+        if not cls.fits(cfg.template, text_type, chat_template):
+            fits = [t for t in cls.TEMPLATES if cls.fits(t, text_type, chat_template)]
+            fix = f"set template: {fits[0]}" if fits else "no tunekit template has its chat format yet"
+            raise ConfigError(f"template '{cfg.template}' is the chat format of LLaVA-NeXT on "
+                              f"{'/'.join(cls.TEXT_MODEL_TYPES[cfg.template])} ({VARIANT[cfg.template]}), but {path} is "
+                              f"LLaVA-NeXT on {text_type} whose chat template is not that one: {fix}.")
+        plugin.layout = cls.LAYOUT[cfg.template]
         return plugin
+
+    def image_block(self, n: int) -> str:
+        return self.image_token * n + self.layout[0]
 
     def expand(self, text: str, counts: list[int], start: int) -> tuple[str, int]:
         pieces = text.split("<image>")
@@ -59,7 +72,10 @@ class LlavaNextPlugin(LlavaPlugin):
         if n == 0:
             return text, start
         blocks = "".join(self.image_block(counts[start + k]) for k in range(n))
-        return blocks + self.text_join.join(p for p in pieces if p), start + n
+        return blocks + self.layout[1] + self.layout[2].join(p for p in pieces if p), start + n
+
+
+VARIANT = {"llava_next": "Vicuna", "llava_next_mistral": "Mistral", "llava_next_llama3": "Llama 3"}
 
 
 def text_model_type(path: str) -> str | None:
