@@ -309,3 +309,17 @@ def test_chat_with_an_image_equals_transformers_inference(like, tiny, demo_dir):
                              pixel_attention_mask=media["pixel_attention_mask"], max_new_tokens=6, do_sample=False,
                              eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)
     assert reply.text == engine.decode(out[0, len(ids):].tolist()) and reply.completion_tokens > 0
+
+
+def test_a_folder_served_without_template_takes_its_familys(tiny, tmp_path):
+    from transformers import AutoTokenizer
+
+    from tunekit.config import load_config
+    from tunekit.infer.media_prompt import family_template
+
+    folder = tiny["idefics3"]
+    cfg = load_config(None, {"model_name_or_path": str(folder)})
+    assert family_template(cfg, AutoTokenizer.from_pretrained(folder).chat_template) == "smolvlm"
+    from tunekit.data.templates.jinja_export import official_jinja
+
+    assert family_template(cfg, official_jinja("idefics3")) == "idefics3"  # Idefics3-8B-Llama3's template starts with <|begin_of_text|>

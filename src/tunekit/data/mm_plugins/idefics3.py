@@ -73,6 +73,13 @@ class Idefics3Plugin(ProcessorPlugin):
     MODEL_INPUTS = ("pixel_values", "pixel_attention_mask")
 
     @classmethod
+    def fits(cls, template: str, text_type: str | None, chat_template: str | None) -> bool:
+        """Whether ``template`` is the chat format of a folder with this chat template (a folder served without
+        ``template``): Idefics3-8B-Llama3's starts with ``<|begin_of_text|>`` (``idefics3``), SmolVLM's otherwise."""
+        idefics3 = bool(chat_template) and chat_template.lstrip().startswith("<|begin_of_text|>")
+        return (template == "idefics3") == idefics3
+
+    @classmethod
     def load(cls, cfg, path: str) -> "Idefics3Plugin":
         folder = Path(path)
         model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
