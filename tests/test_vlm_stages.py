@@ -335,3 +335,25 @@ def test_qlora_on_a_vlm_quantizes_only_the_language_model_trains_and_the_adapter
         want = key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight")
         assert state[want].equal(value), key
     assert max(v.abs().max().item() for k, v in saved.items() if "lora_B" in k) > 0  # B starts at 0: it trained
+
+
+@pytest.mark.parametrize("like, template", [("gemma3", "gemma3"), ("llava-next", "llava_next")])
+def test_kto_and_the_reward_model_run_on_other_families_with_their_own_media_inputs(like, template, demo_dir, tmp_path):
+    """Gemma 3 (its image-token mask ``token_type_ids``) and LLaVA-NeXT (its tile layout ``image_sizes``): the KL pairs
+    get the family's own media inputs too; KTO starts at 0.5, the reward model trains (2 steps each)."""
+    from tunekit.flow import run_train
+    from tunekit.model.tiny_vlm import build_tiny_vlm
+    from tunekit.train.stages.kto import MultimodalKTOCollator, with_kl_pairs
+
+    model = build_tiny_vlm(tmp_path / "model", like=like, seed=0)
+    cfg = _cfg(model, _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY), tmp_path / "kto", stage="kto", template=template,
+               finetuning_type="lora", max_steps=2, cutoff_len=2048)
+    data, tok = _prepared(cfg, "kto")
+    batch = MultimodalKTOCollator(pad_token_id=tok.pad_token_id, mm=data.mm)([with_kl_pairs(data.train)[i] for i in range(2)])
+    own = {"gemma3": "token_type_ids", "llava-next": "image_sizes"}[like]
+    assert own in batch and f"kl_{own}" in batch and f"kl_pixel_values" in batch
+    run_train(cfg)
+    assert abs(_losses(tmp_path / "kto")[0] - 0.5) < 1e-6
+    write_dataset(tmp_path / "data", "toy", PAIR_RECORDS, PAIR_ENTRY)
+    run_train(cfg.model_copy(update={"stage": "rm", "output_dir": str(tmp_path / "rm"), "overwrite_cache": True}))
+    assert len(_losses(tmp_path / "rm")) == 2 and (tmp_path / "rm" / "value_head.safetensors").is_file()
