@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text; vision-language: qwen2-vl, qwen2.5-vl, qwen3-vl, llava, llava-next, gemma3, smolvlm, idefics3; audio: qwen2-audio"
+FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text; vision-language: qwen2-vl, qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, gemma3, smolvlm, idefics3; audio: qwen2-audio"
 
 
 def parser() -> argparse.ArgumentParser:
