@@ -20,7 +20,9 @@ from ..errors import EnvironmentProblem, ModelError
 
 #: files copied next to the consolidated weights (whatever the checkpoint has of them)
 SIDE_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-              "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
+              "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json",
+              # a vision-language / audio model's processor files, where the checkpoint has them
+              "preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
 
 #: the non-torch types DeepSpeed pickles into ZeRO checkpoints (optimizer states: the stage enum, the loss scaler
 #: object, the fp32 fragment addresses); plain data classes and enums, built without running code
@@ -156,12 +158,16 @@ def consolidate_zero(checkpoint_dir: str | Path, out_dir: str | Path, max_shard_
     except ImportError:
         raise EnvironmentProblem("consolidating a ZeRO checkpoint needs deepspeed: pip install 'tunekit[deepspeed]'.") from None
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
+
+    from ..model.multimodal import model_class
 
     state = read_zero_state(checkpoint_dir / tag, trust_pickle)
     # Through the model (not DeepSpeed's own safetensors writer, which refuses tied embeddings): transformers
     # saves tied weights once, shards, and writes the index.
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint_dir), dtype=torch.float32)
+    # the class training used (image-text-to-text for a VLM, whose states carry its in-memory names)
+    config = AutoConfig.from_pretrained(checkpoint_dir)
+    model = model_class(config).from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(state, strict=False)
     model.tie_weights()
     params = dict(model.named_parameters(remove_duplicate=False))
