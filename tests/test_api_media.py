@@ -248,7 +248,7 @@ def test_images_to_a_text_only_model_are_refused_before_decoding(tiny_qwen, tmp_
         r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60)
         assert (r.status_code, r.json()["error"]["message"]) == (400, (
             "messages[0].content[1]: this model (template 'qwen') is text only and cannot read images: use a "
-            "vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, llava_next, gemma3; "
+            "vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, llava_next, gemma3, smolvlm; "
             "qwen2_audio for audio), or remove the images."))
     finally:
         server.close()

@@ -131,7 +131,7 @@ def test_a_text_model_refuses_a_multimodal_eval_set_naming_the_record(demo, tiny
         _predict(tmp_path, model_name_or_path=tiny_qwen, template="qwen", eval_dataset="mllm_demo")
     assert str(err.value) == (
         f"{demo / 'mllm_demo.json'}, record 0: this model (template 'qwen') is text only and cannot read images: use a "
-        f"vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, llava_next, gemma3; "
+        f"vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, llava_next, gemma3, smolvlm; "
         f"qwen2_audio for audio), or remove the images.")
 
 

@@ -52,6 +52,18 @@ def family_templates(model_type: str | None) -> list[str]:
             if model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES]
 
 
+def family_examples() -> tuple[list[str], list[str]]:
+    """One template per family (its first in ``FAMILIES``): those that read images, and the audio-only ones."""
+    import importlib
+
+    from ..data.mm_plugins import FAMILIES
+
+    first = {m: t for t, m in reversed(FAMILIES.items())}
+    ordered = sorted(first, key=list(FAMILIES.values()).index)
+    reads = {m: importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MEDIA for m in ordered}
+    return ([first[m] for m in ordered if "images" in reads[m]], [first[m] for m in ordered if "images" not in reads[m]])
+
+
 def family_template(cfg, chat_template: str | None = None) -> str | None:
     """The one multimodal template of the vision-language folder ``cfg.model_name_or_path`` (an exported VLM served
     without ``template``: ``llava_next_mistral`` for a LLaVA-NeXT on Mistral), or None (a text model, or several templates
@@ -104,9 +116,10 @@ def check_kinds(engine, kinds: dict[str, str]) -> None:
         if hint:
             raise ConfigError(f"{where}: {hint}")
         if engine.mm is None:
+            vision, audio = family_examples()
             raise ConfigError(f"{where}: this model (template '{template}') is text only and cannot read {PLURAL[kind]}: "
-                              f"use a vision-language model with its multimodal template (qwen2_vl, qwen3_vl, llava, "
-                              f"llava_next, gemma3; qwen2_audio for audio), or remove the {PLURAL[kind]}.")
+                              f"use a vision-language model with its multimodal template ({', '.join(vision)}; "
+                              f"{', '.join(audio)} for audio), or remove the {PLURAL[kind]}.")
         if kind not in engine.mm.MEDIA:
             readable = " and ".join(PLURAL[k] for k in engine.mm.MEDIA)
             raise ConfigError(f"{where}: the {engine.mm.NAME} family reads {readable} only, not {PLURAL[kind]}. "
