@@ -143,16 +143,27 @@ def test_kto_on_images_starts_at_half_and_the_reference_sees_each_halfs_image(ti
             assert (seen - blind).abs().min() > 1e-6, (seen, blind)
 
 
-def test_kto_with_images_padding_free_is_refused_by_name(tiny_qwen2_vl, demo_dir, tmp_path):
-    from tunekit.errors import ConfigError
+def test_kto_with_images_padding_free_ends_on_the_padded_runs_weights(tiny_qwen2_vl, demo_dir, tmp_path):
+    """``padding_free`` with images in stage kto (examples in one row, their mismatched pairs in another, each with the
+    example's image): 2 SGD steps of full fine-tuning in float64 end on the padded run's weights."""
+    from safetensors.torch import load_file
+
+    from tests.tolerances import FLOAT64_WEIGHT_TOL
     from tunekit.flow import run_train
 
-    cfg = _cfg(tiny_qwen2_vl, _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY), tmp_path / "out", stage="kto",
-               finetuning_type="lora", max_steps=1, padding_free=True)
-    with pytest.raises(ConfigError) as err:
-        run_train(cfg)
-    assert str(err.value) == ("padding_free is not supported for stage kto with a vision-language model (qwen2_vl family): "
-                              "its media inputs are built per padded row. Remove padding_free.")
+    data_dir, weights = _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY), {}
+    for free in (False, True):
+        out = tmp_path / f"out-{free}"
+        run_train(_cfg(tiny_qwen2_vl, data_dir, out, stage="kto", finetuning_type="full", dtype="float64", max_steps=2,
+                       learning_rate=1e-1, optim="sgd", padding_free=free))
+        weights[free] = load_file(str(out / "model.safetensors"))
+    base = load_file(str(tiny_qwen2_vl / "model.safetensors"))
+    moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)
+    diff = max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)
+    # the two runs' float64 gradients differ by summation order only (tests/test_padding_free_media.py derives the
+    # bound), far under FLOAT64_WEIGHT_TOL; a row whose samples attended to each other moves them by ~1e-4 or more
+    assert moved > 1e-5
+    assert diff <= FLOAT64_WEIGHT_TOL, (diff, moved)
 
 
 # --- reward model -----------------------------------------------------------------------------------------------------

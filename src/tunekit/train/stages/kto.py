@@ -106,20 +106,23 @@ def with_kl_pairs(dataset):
     return dataset.add_column("kl_response_ids", answers[1:] + answers[:1] if len(answers) > 1 else answers)
 
 
-def kto_collator(cfg, tokenizer, mm=None):
-    """Padded or padding-free batches; with ``mm`` (a vision-language / audio model's plugin) padded, with the media."""
-    if mm is not None:
-        if cfg.padding_free:
-            raise ConfigError(f"padding_free is not supported for stage kto with a vision-language model ({mm.NAME} family): "
-                              "its media inputs are built per padded row. Remove padding_free.")
-        return MultimodalKTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm)
+def kto_collator(cfg, tokenizer, mm=None, model=None):
+    """Padded or padding-free batches; with ``mm`` (a vision-language / audio model's plugin) each sequence carries its
+    example's media (padding-free: per-sequence 3-D positions from ``model``'s rope index for the Qwen-VL families)."""
     if cfg.padding_free:
+        if mm is not None:
+            from ...data.padding_free import refuse_family, rope_index_of
+
+            refuse_family(mm, "padding_free")
+            return PaddingFreeKTOCollator(mm=mm, rope_index=rope_index_of(model))
         return PaddingFreeKTOCollator()
+    if mm is not None:
+        return MultimodalKTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm)
     return KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    collator = kto_collator(cfg, tokenizer, getattr(data, "mm", None))
+    collator = kto_collator(cfg, tokenizer, getattr(data, "mm", None), model)
     trainer = KTOTrainer(model=model, args=args, train_dataset=with_kl_pairs(data.train), eval_dataset=with_kl_pairs(data.eval),
                          data_collator=collator, processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
                          ref_model=load_reference(cfg, tokenizer))
