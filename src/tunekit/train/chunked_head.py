@@ -275,6 +275,13 @@ def output_head(model):
 _PLAIN_HEADS = weakref.WeakSet()  # heads whose model changes their output (soft-capping) or feeds them other shapes
 
 
+def trained_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``keep`` mask over ``[batch, seq]`` hidden states, their target ids): position t predicts label t+1."""
+    targets = F.pad(labels[:, 1:], (0, 1), value=-100)
+    keep = targets != -100
+    return keep, targets[keep]
+
+
 def forward_sequence_logps(model, inputs: dict, labels: torch.Tensor, cu_seqlens: torch.Tensor | None = None,
                            rows: int | None = None):
     """``(Σ log p, n)`` over the labelled tokens per row of a padded batch (``labels [B, T]``) or, with ``cu_seqlens``,
@@ -283,8 +290,6 @@ def forward_sequence_logps(model, inputs: dict, labels: torch.Tensor, cu_seqlens
 
     ``None`` where this does not apply (a wrapped or sharded head, a model that changes its head's output or feeds it
     other shapes: remembered per head); the caller then computes the logits whole."""
-    from .token_loss import trained_positions
-
     head = output_head(model)
     if head is None or not usable(head) or head in _PLAIN_HEADS:
         return None

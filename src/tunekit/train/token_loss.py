@@ -24,14 +24,9 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from .chunked_head import trained_positions  # which hidden states the LM head sees (re-exported)
+
 IGNORE_INDEX = -100
-
-
-def trained_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(``keep`` mask over ``[batch, seq]`` hidden states, their target ids): position t predicts label t+1."""
-    targets = F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
-    keep = targets != IGNORE_INDEX
-    return keep, targets[keep]
 
 
 @contextmanager
