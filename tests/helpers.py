@@ -68,3 +68,17 @@ def serve_in_thread(app):
     finally:
         srv.should_exit = True
         thread.join(timeout=10)
+
+
+def content_parts(messages, images):
+    """LLaMA-Factory messages with <image> placeholders -> typed content parts (images in order)."""
+    it, out = iter(images), []
+    for m in messages:
+        parts = []
+        for k, piece in enumerate(m["content"].split("<image>")):
+            if k:
+                parts.append({"type": "image", "image": next(it)})
+            if piece:
+                parts.append({"type": "text", "text": piece})
+        out.append({"role": m["role"], "content": parts})
+    return out

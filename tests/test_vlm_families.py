@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_dataset
+from helpers import content_parts, write_dataset
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
@@ -61,23 +61,9 @@ def _media_data(tmp_path, demo_dir, records) -> Path:
     return data
 
 
-def _parts(messages, images):
-    """LLaMA-Factory messages with <image> placeholders -> typed content parts (images in order)."""
-    it, out = iter(images), []
-    for m in messages:
-        parts = []
-        for k, piece in enumerate(m["content"].split("<image>")):
-            if k:
-                parts.append({"type": "image", "image": next(it)})
-            if piece:
-                parts.append({"type": "text", "text": piece})
-        out.append({"role": m["role"], "content": parts})
-    return out
-
-
 def _official(processor, messages, images, gen: bool) -> list[int]:
     """What the family's processor gives the conversation at inference (official template, tokenize=True)."""
-    inputs = processor.apply_chat_template(_parts(messages, images), add_generation_prompt=gen, tokenize=True,
+    inputs = processor.apply_chat_template(content_parts(messages, images), add_generation_prompt=gen, tokenize=True,
                                            return_dict=True, return_tensors="pt")
     return inputs["input_ids"][0].tolist()
 
@@ -264,7 +250,7 @@ def test_chat_with_an_image_equals_the_processors_inference(template, tiny_vlms,
     ids, _ = engine.render_media(messages, [image])
     (reply,) = engine.chat(messages, images=[image])
     processor = AutoProcessor.from_pretrained(model_dir)
-    inputs = processor.apply_chat_template(_parts([{"role": "user", "content": "<image>Who is this?"}],
+    inputs = processor.apply_chat_template(content_parts([{"role": "user", "content": "<image>Who is this?"}],
                                                   [Image.open(image).convert("RGB")]),
                                            add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
     assert ids == inputs["input_ids"][0].tolist()

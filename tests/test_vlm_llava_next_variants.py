@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import content_parts
+
 DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 TEMPLATE = "llava_next_mistral"
 VARIANTS = {"llava_next_mistral": "llava-next-mistral", "llava_next_llama3": "llava-next-llama3"}  # template -> --like
@@ -48,22 +50,8 @@ def tiny_mistral(tiny) -> Path:
     return tiny(TEMPLATE)
 
 
-def _parts(messages, images):
-    """LLaMA-Factory messages with <image> placeholders -> typed content parts (images in order)."""
-    it, out = iter(images), []
-    for m in messages:
-        parts = []
-        for k, piece in enumerate(m["content"].split("<image>")):
-            if k:
-                parts.append({"type": "image", "image": next(it)})
-            if piece:
-                parts.append({"type": "text", "text": piece})
-        out.append({"role": m["role"], "content": parts})
-    return out
-
-
 def _official(processor, messages, images) -> list[int]:
-    inputs = processor.apply_chat_template(_parts(messages, images), add_generation_prompt=True, tokenize=True,
+    inputs = processor.apply_chat_template(content_parts(messages, images), add_generation_prompt=True, tokenize=True,
                                            return_dict=True, return_tensors="pt")
     return inputs["input_ids"][0].tolist()
 
@@ -161,7 +149,7 @@ def test_chat_with_an_image_equals_generate_and_the_template_follows_the_folder(
     messages = [{"role": "user", "content": "Who is this?"}]
     (reply,) = engine.chat(messages, images=[image])
     processor = AutoProcessor.from_pretrained(tiny_mistral)
-    inputs = processor.apply_chat_template(_parts([{"role": "user", "content": "<image>Who is this?"}],
+    inputs = processor.apply_chat_template(content_parts([{"role": "user", "content": "<image>Who is this?"}],
                                                   [Image.open(image).convert("RGB")]),
                                            add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
     assert engine.render_media(messages, [image])[0] == inputs["input_ids"][0].tolist()

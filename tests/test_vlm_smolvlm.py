@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_dataset
+from helpers import content_parts, write_dataset
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
@@ -50,20 +50,6 @@ def _cfg(model, data_dir, tmp_path, **opts):
     return load_config(None, {**base, **opts})
 
 
-def _parts(messages, images):
-    """LLaMA-Factory messages with <image> placeholders -> typed content parts (images in order)."""
-    it, out = iter(images), []
-    for m in messages:
-        parts = []
-        for k, piece in enumerate(m["content"].split("<image>")):
-            if k:
-                parts.append({"type": "image", "image": next(it)})
-            if piece:
-                parts.append({"type": "text", "text": piece})
-        out.append({"role": m["role"], "content": parts})
-    return out
-
-
 def _reference(model: Path, messages, images, gen: bool = False) -> list[int]:
     """The ids transformers' processing gives the whole conversation at inference (see the module docstring)."""
     cfg = json.loads((model / "config.json").read_text(encoding="utf-8"))
@@ -72,7 +58,7 @@ def _reference(model: Path, messages, images, gen: bool = False) -> list[int]:
 
         processor = AutoProcessor.from_pretrained(model)
         assert type(processor).__name__ == "Idefics3Processor"
-        out = processor.apply_chat_template(_parts(messages, images), add_generation_prompt=gen, tokenize=True,
+        out = processor.apply_chat_template(content_parts(messages, images), add_generation_prompt=gen, tokenize=True,
                                             return_dict=True, return_tensors="pt")
         return out["input_ids"][0].tolist()
     from transformers import AutoTokenizer
@@ -81,7 +67,7 @@ def _reference(model: Path, messages, images, gen: bool = False) -> list[int]:
 
     tok = AutoTokenizer.from_pretrained(model)
     seq_len = json.loads((model / "processor_config.json").read_text(encoding="utf-8"))["image_seq_len"]
-    text = tok.apply_chat_template(_parts(messages, images), add_generation_prompt=gen, tokenize=False)
+    text = tok.apply_chat_template(content_parts(messages, images), add_generation_prompt=gen, tokenize=False)
     grid = SmolVLMImageProcessorPil.from_pretrained(model)(images=[[im] for im in images], return_row_col_info=True)
     pieces = text.split("<image>")
     blocks = [get_image_prompt_string(r[0], c[0], seq_len, "<fake_token_around_image>", "<image>", "<global-img>")
