@@ -82,3 +82,22 @@ def content_parts(messages, images):
                 parts.append({"type": "text", "text": piece})
         out.append({"role": m["role"], "content": parts})
     return out
+
+
+def padded_and_padding_free_weights(model_dir: Path, options: dict, root: Path) -> tuple[float, float]:
+    """Train ``options`` through ``tunekit train`` twice, padded and ``padding_free``; return (how far the padded run
+    moved any weight from ``model_dir``'s, the largest difference between the two runs' weights)."""
+    from safetensors.torch import load_file
+
+    from tunekit.config import load_config
+    from tunekit.flow import run_train
+
+    weights = {}
+    for free in (False, True):
+        out = root / f"out-{free}"
+        run_train(load_config(None, {**options, "model_name_or_path": str(model_dir), "output_dir": str(out),
+                                     "padding_free": free}))
+        weights[free] = load_file(str(out / "model.safetensors"))
+    base = load_file(str(Path(model_dir) / "model.safetensors"))
+    moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)
+    return moved, max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)

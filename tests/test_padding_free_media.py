@@ -435,26 +435,14 @@ def test_tunekit_train_padding_free_on_images_ends_on_the_padded_runs_weights(vl
     """``padding_free: true`` through ``tunekit train`` (loader, collator, trainer): 2 SGD steps of full fine-tuning in
     float64 end on the weights of the padded run (the loader turns the language model's own KV cache off: with it,
     transformers builds no mask from packed positions and the samples would attend to each other)."""
-    from safetensors.torch import load_file
-
+    from helpers import padded_and_padding_free_weights
     from tests.tolerances import FLOAT64_WEIGHT_TOL
-    from tunekit.config import load_config
-    from tunekit.flow import run_train
 
-    weights = {}
-    for free in (False, True):
-        out = tmp_path / f"out-{free}"
-        cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "mllm_demo",
-                                 "dataset_dir": str(demo_dir), "output_dir": str(out), "stage": "sft", "do_train": True,
-                                 "image_max_pixels": SMALL, "finetuning_type": "full", "dtype": "float64",
-                                 "per_device_train_batch_size": 3, "max_steps": 2, "learning_rate": 1e-2, "optim": "sgd",
-                                 "padding_free": free, "save_strategy": "no", "disable_tqdm": True, "seed": 0,
-                                 "gradient_checkpointing": False, "report_to": "none"})
-        run_train(cfg)
-        weights[free] = load_file(str(out / "model.safetensors"))
-    base = load_file(str(vl.dir / "model.safetensors"))
-    moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)
-    diff = max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)
+    moved, diff = padded_and_padding_free_weights(vl.dir, {
+        "template": "qwen2_vl", "dataset": "mllm_demo", "dataset_dir": str(demo_dir), "stage": "sft", "do_train": True,
+        "image_max_pixels": SMALL, "finetuning_type": "full", "dtype": "float64", "per_device_train_batch_size": 3,
+        "max_steps": 2, "learning_rate": 1e-2, "optim": "sgd", "save_strategy": "no", "disable_tqdm": True, "seed": 0,
+        "gradient_checkpointing": False, "report_to": "none"}, tmp_path)
     # SGD moves each weight by lr x its gradient; the two runs' float64 gradients differ by summation order only
     # (the bound of test_loss_logits_and_gradients_equal_the_padded_batch), far under FLOAT64_WEIGHT_TOL (tolerances.py)
     assert moved > 1e-4
@@ -483,27 +471,14 @@ def test_the_dataset_cache_keys_on_the_video_options(vl, demo_dir, tmp_path):
 def test_tunekit_train_dpo_padding_free_on_images_ends_on_the_padded_runs_weights(vl, demo_dir, tmp_path):
     """dpo with images through ``tunekit train`` (full fine-tuning: a frozen reference copy gets the same row), float64,
     2 SGD steps: padding-free ends on the padded run's weights (bound as in the sft run above)."""
-    from safetensors.torch import load_file
-
+    from helpers import padded_and_padding_free_weights
     from tests.tolerances import FLOAT64_WEIGHT_TOL
-    from tunekit.config import load_config
-    from tunekit.flow import run_train
 
-    data_dir = _pair_data(tmp_path, demo_dir)
-    weights = {}
-    for free in (False, True):
-        out = tmp_path / f"out-{free}"
-        cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "toy",
-                                 "dataset_dir": str(data_dir), "output_dir": str(out), "stage": "dpo", "do_train": True,
-                                 "image_max_pixels": SMALL, "finetuning_type": "full", "dtype": "float64",
-                                 "per_device_train_batch_size": 2, "max_steps": 2, "learning_rate": 1e-1, "optim": "sgd",
-                                 "padding_free": free, "save_strategy": "no", "disable_tqdm": True, "seed": 0,
-                                 "gradient_checkpointing": False, "report_to": "none"})
-        run_train(cfg)
-        weights[free] = load_file(str(out / "model.safetensors"))
-    base = load_file(str(vl.dir / "model.safetensors"))
-    moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)
-    diff = max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)
+    moved, diff = padded_and_padding_free_weights(vl.dir, {
+        "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(_pair_data(tmp_path, demo_dir)), "stage": "dpo",
+        "do_train": True, "image_max_pixels": SMALL, "finetuning_type": "full", "dtype": "float64",
+        "per_device_train_batch_size": 2, "max_steps": 2, "learning_rate": 1e-1, "optim": "sgd", "save_strategy": "no",
+        "disable_tqdm": True, "seed": 0, "gradient_checkpointing": False, "report_to": "none"}, tmp_path)
     assert moved > 1e-5
     assert diff <= FLOAT64_WEIGHT_TOL, (diff, moved)  # measured: 6.9e-18 (weights moved by up to 1.1e-2)
 

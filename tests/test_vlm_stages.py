@@ -146,20 +146,15 @@ def test_kto_on_images_starts_at_half_and_the_reference_sees_each_halfs_image(ti
 def test_kto_with_images_padding_free_ends_on_the_padded_runs_weights(tiny_qwen2_vl, demo_dir, tmp_path):
     """``padding_free`` with images in stage kto (examples in one row, their mismatched pairs in another, each with the
     example's image): 2 SGD steps of full fine-tuning in float64 end on the padded run's weights."""
-    from safetensors.torch import load_file
-
+    from helpers import padded_and_padding_free_weights
     from tests.tolerances import FLOAT64_WEIGHT_TOL
-    from tunekit.flow import run_train
 
-    data_dir, weights = _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY), {}
-    for free in (False, True):
-        out = tmp_path / f"out-{free}"
-        run_train(_cfg(tiny_qwen2_vl, data_dir, out, stage="kto", finetuning_type="full", dtype="float64", max_steps=2,
-                       learning_rate=1e-1, optim="sgd", padding_free=free))
-        weights[free] = load_file(str(out / "model.safetensors"))
-    base = load_file(str(tiny_qwen2_vl / "model.safetensors"))
-    moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)
-    diff = max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)
+    data_dir = _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY)
+    moved, diff = padded_and_padding_free_weights(tiny_qwen2_vl, {
+        "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data_dir), "cutoff_len": 1024,
+        "image_max_pixels": SMALL, "report_to": "none", "do_train": True, "per_device_train_batch_size": 2,
+        "save_strategy": "no", "disable_tqdm": True, "seed": 0, "gradient_checkpointing": False, "stage": "kto",
+        "finetuning_type": "full", "dtype": "float64", "max_steps": 2, "learning_rate": 1e-1, "optim": "sgd"}, tmp_path)
     # the two runs' float64 gradients differ by summation order only (tests/test_padding_free_media.py derives the
     # bound), far under FLOAT64_WEIGHT_TOL; a row whose samples attended to each other moves them by ~1e-4 or more
     assert moved > 1e-5
