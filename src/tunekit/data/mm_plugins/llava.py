@@ -29,9 +29,12 @@ class LlavaPlugin(ProcessorPlugin):
     PROJECTOR = ("model.multi_modal_projector",)
     LANGUAGE_MODEL = ("model.language_model", "lm_head")
     MEDIA = ("images",)
+    #: how a message with images is laid out, as the official template does: (after each image block, before the
+    #: text, between text pieces); LLaVA-1.5: images first, each followed by "\n", the text pieces joined by " "
+    layout = ("\n", "", " ")
 
     def image_block(self, n: int) -> str:
-        return self.image_token * n + "\n"
+        return self.image_token * n + self.layout[0]
 
     def expand(self, text: str, counts: list[int], start: int) -> tuple[str, int]:
         pieces = text.split("<image>")
@@ -39,7 +42,7 @@ class LlavaPlugin(ProcessorPlugin):
         if n == 0:
             return text, start
         blocks = "".join(self.image_block(counts[start + k]) for k in range(n))
-        return blocks + " ".join(p for p in pieces if p), start + n
+        return blocks + self.layout[1] + self.layout[2].join(p for p in pieces if p), start + n
 
 
 PLUGIN = LlavaPlugin

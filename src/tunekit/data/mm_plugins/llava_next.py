@@ -41,7 +41,6 @@ class LlavaNextPlugin(LlavaPlugin):
     CHAT_MARKERS = {"llava_next": "ASSISTANT:", "llava_next_mistral": "[INST]", "llava_next_llama3": "<|start_header_id|>"}
     #: template -> (after each image's tokens, before the text, between text pieces): the official template's rule
     LAYOUT = {"llava_next": ("\n", "", " "), "llava_next_mistral": ("\n", "", ""), "llava_next_llama3": ("", "\n", "")}
-    layout = ("\n", "", " ")
 
     @classmethod
     def fits(cls, template: str, text_type: str | None, chat_template: str | None) -> bool:
@@ -62,17 +61,6 @@ class LlavaNextPlugin(LlavaPlugin):
                               f"LLaVA-NeXT on {text_type} whose chat template is not that one: {fix}.")
         plugin.layout = cls.LAYOUT[cfg.template]
         return plugin
-
-    def image_block(self, n: int) -> str:
-        return self.image_token * n + self.layout[0]
-
-    def expand(self, text: str, counts: list[int], start: int) -> tuple[str, int]:
-        pieces = text.split("<image>")
-        n = len(pieces) - 1
-        if n == 0:
-            return text, start
-        blocks = "".join(self.image_block(counts[start + k]) for k in range(n))
-        return blocks + self.layout[1] + self.layout[2].join(p for p in pieces if p), start + n
 
 
 VARIANT = {"llava_next": "Vicuna", "llava_next_mistral": "Mistral", "llava_next_llama3": "Llama 3"}
