@@ -146,12 +146,13 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
         vision_memory(shape, setup, comps, notes)
     if shape.num_experts:
         notes.append(f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate.")
-    if setup.reference_copy:  # ASFT's reference: the starting model once more, frozen, in the load dtype
+    if setup.reference_copy:  # the reference: the starting model (or ref_model, planned at its size) frozen, load dtype
         comps["base_weights"] += shape.total_params * setup.base_bytes / (N if (setup.zero_stage or 0) >= 3 else 1)
-        notes.append("use_asft_loss: a frozen copy of the model is the reference (counted in base_weights; with LoRA the "
-                     "policy without its adapter serves instead, no copy).")
+        notes.append(f"stage {setup.stage}: a frozen reference model is held (counted in base_weights at this model's size; "
+                     f"with LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it "
+                     f"before training).")
     if setup.stage in ("dpo", "kto"):
-        notes.append(f"stage {setup.stage}: chosen and rejected run together; activations doubled, a reference model is not counted.")
+        notes.append(f"stage {setup.stage}: chosen and rejected run together; activations doubled.")
         comps["activations"] *= 2
         comps["logits"] *= 2
         comps["fragmentation"] *= 2

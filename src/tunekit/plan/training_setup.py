@@ -52,7 +52,7 @@ class Setup:
     oft: tuple = ()  # finetuning_type oft: (oft_rank, oft_block_size, targets or None for all)
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no autocast
     llama_pro: bool = False  # freeze: the trainable layers are the expanded blocks (model/expand.py)
-    reference_copy: bool = False  # use_asft_loss with a frozen copy of the model as reference (not LoRA's disabled adapter)
+    reference_copy: bool = False  # a frozen reference model is held while training (holds_reference_copy)
     ckpt_layers: int | None = None  # with grad_ckpt: how many decoder layers (the lowest) are checkpointed; None = all
     chunked_loss: bool = False  # the LM head + loss run in chunks of tokens (train/chunked_head.py): no whole logits
     vision_freeze: tuple[bool, bool, bool] = (True, True, False)  # freeze_vision_tower, _multi_modal_projector, _language_model
@@ -147,6 +147,18 @@ def chunked_loss(cfg) -> bool:
                 and not cfg.torch_compile and not (cfg.use_dft_loss or cfg.use_eaft_loss or cfg.use_asft_loss))
 
 
+def holds_reference_copy(cfg) -> bool:
+    """Whether training holds a frozen second model as reference (``stages/reference_policy.load_reference``): a
+    ``ref_model``, or the starting model again when the policy is not LoRA (whose disabled adapter serves instead) —
+    for the stages that use one: dpo (not orpo/simpo), kto, ppo, grpo with ``grpo_beta > 0``, sft with ASFT. A
+    precomputed reference (dpo/kto ``precompute_ref_log_probs``) is freed before training starts."""
+    uses = {"sft": bool(cfg.use_asft_loss), "dpo": cfg.pref_loss not in ("orpo", "simpo"), "kto": True, "ppo": True,
+            "grpo": cfg.grpo_beta > 0}.get(cfg.stage, False)
+    if cfg.stage in ("dpo", "kto") and cfg.precompute_ref_log_probs:
+        uses = False
+    return bool(uses and (cfg.ref_model or cfg.finetuning_type != "lora"))
+
+
 def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None = None) -> Setup:
     if cfg.dtype != "auto":
         base = _dtype_bytes(cfg.dtype)
@@ -196,7 +208,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         **dict(zip(("custom_optim", "custom_optim_settings"), optimizer_method(cfg))),
         pure_bf16=cfg.pure_bf16,
         llama_pro=cfg.use_llama_pro,
-        reference_copy=bool(cfg.use_asft_loss and (cfg.ref_model or cfg.finetuning_type != "lora")),
+        reference_copy=holds_reference_copy(cfg),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
         chunked_loss=chunked_loss(cfg),
         vision_freeze=(cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model),
