@@ -41,11 +41,6 @@ class DPOTrainer(StageTrainer):
     def needs_reference(self) -> bool:
         return self.tunekit_config.pref_loss not in REFERENCE_FREE
 
-    @property
-    def chunked_logps(self) -> bool:
-        """``chunked_lm_loss``: log-probs from the head a chunk of tokens at a time (not under torch_compile: data-dependent rows)."""
-        return bool(self.tunekit_config.chunked_lm_loss and not self.args.torch_compile)
-
     def reference_logps(self, model, inputs) -> torch.Tensor:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
             return forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)[0]

@@ -56,15 +56,15 @@ class KTOTrainer(StageTrainer):
 
     def reference_logps(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
-            main = forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs))[0]
-            kl = forward_logps(ref, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"))[0]
+            main = forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)[0]
+            kl = forward_logps(ref, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
         return main, kl
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs))
+        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)
         with torch.no_grad():
-            kl_logps = forward_logps(model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"))[0]
+            kl_logps = forward_logps(model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
         if "ref_logps" in inputs:
             ref, ref_kl = inputs["ref_logps"].to(logps), inputs["ref_kl_logps"].to(logps)
         else:

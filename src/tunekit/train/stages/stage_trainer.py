@@ -20,6 +20,12 @@ class StageTrainer(TunekitTrainer):
         super().__init__(*args, **kwargs)
         self._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
 
+    @property
+    def chunked_logps(self) -> bool:
+        """``chunked_lm_loss``: dpo/kto log-probs from the head a chunk of tokens at a time (``reference_policy.forward_logps``;
+        not under torch_compile: data-dependent rows)."""
+        return bool(self.tunekit_config.chunked_lm_loss and not self.args.torch_compile)
+
     # ---- metrics -------------------------------------------------------------------------------
     def store_metrics(self, metrics: dict[str, float | torch.Tensor]) -> None:
         mode = "train" if self.model.training else "eval"
