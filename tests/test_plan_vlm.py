@@ -251,16 +251,23 @@ def test_media_over_cutoff_is_noted_and_cli_flags(tmp_path, capsys):
     assert any("2592 media tokens per sample alone exceed cutoff_len 1024" in n for n in plan["notes"])
 
 
-def test_freeze_method_is_refused_as_training_refuses_it(tmp_path):
-    """finetuning_type freeze on a VLM: tunekit train stops (no top-level layer count), so the plan does too, naming the fix."""
-    from tunekit.errors import ConfigError, ModelError
+def test_freeze_tuning_a_vlm_trains_the_last_lm_layers_and_the_unfrozen_parts(tmp_path):
+    """finetuning_type freeze on a VLM (as in LLaMA-Factory): the language model's last freeze_trainable_layers layers
+    train, the vision tower / projector as their freeze_* options say; the plan counts exactly what trains."""
+    from tunekit.errors import ConfigError
 
-    cfg = _cfg("qwen2_5_vl", finetuning_type="freeze", freeze_trainable_layers=1)
-    with pytest.raises(ModelError, match="Cannot tell how many layers"):
-        _build("qwen2_5_vl", cfg, tmp_path)
-    shape = load_shape(str(tmp_path / "qwen2_5_vl"), None)
-    with pytest.raises(ConfigError, match="use finetuning_type lora or full with freeze_vision_tower"):
-        count_params(shape, resolve_setup(cfg))
+    for opts in ({}, {"freeze_multi_modal_projector": False}, {"freeze_vision_tower": False}):
+        cfg = _cfg("qwen2_5_vl", finetuning_type="freeze", freeze_trainable_layers=1, bf16=True, **opts)
+        model, folder = _build("qwen2_5_vl", cfg, tmp_path)
+        trained = {n for n, p in model.named_parameters() if p.requires_grad}
+        last = f"model.language_model.layers.{TEXT['num_hidden_layers'] - 1}."
+        media = {"freeze_multi_modal_projector": ("model.visual.merger.",),
+                 "freeze_vision_tower": ("model.visual.patch_embed.", "model.visual.blocks.")}.get(next(iter(opts), ""), ())
+        assert trained == {n for n, _ in model.named_parameters() if n.startswith((last, *media))}, opts
+        counts = count_params(load_shape(str(folder), None), resolve_setup(cfg))
+        assert counts.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad), opts
+    with pytest.raises(ConfigError, match="set freeze_language_model: false, or use finetuning_type full"):
+        _build("qwen2_5_vl", _cfg("qwen2_5_vl", finetuning_type="freeze", freeze_language_model=True), tmp_path)
 
 
 def test_video_tokens_from_the_video_options():

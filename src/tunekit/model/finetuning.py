@@ -77,7 +77,14 @@ def trainable_layer_ids(n_layers: int, k: int) -> list[int]:
 
 
 def _apply_freeze(model, cfg) -> None:
-    n = num_layers(model.config)
+    """Freeze-tuning: the last (or first) ``freeze_trainable_layers`` layers train. In a vision-language model these
+    are the language model's layers; its vision tower and projector train as ``freeze_vision_tower`` /
+    ``freeze_multi_modal_projector`` say (as in full fine-tuning)."""
+    from .multimodal import freeze_scope
+
+    lm_parts, media_trained = freeze_scope(model, cfg)
+    config = model.config.get_text_config() if lm_parts else model.config
+    n = num_layers(config)
     if cfg.freeze_trainable_layers == 0 or abs(cfg.freeze_trainable_layers) > n:
         raise ConfigError(f"freeze_trainable_layers {cfg.freeze_trainable_layers} must be between -{n} and {n} (not 0): "
                           f"the model has {n} layers.")
@@ -109,6 +116,9 @@ def _apply_freeze(model, cfg) -> None:
                           f"(e.g. embed_tokens, norm, lm_head).")
     for name, p in model.named_parameters():
         parts = name.split(".")
+        if lm_parts and not any(name == q or name.startswith(q + ".") for q in lm_parts):
+            p.requires_grad_(any(name == q or name.startswith(q + ".") for q in media_trained))
+            continue
         m = _LAYER_INDEX.search(name)
         train = False
         if m and int(m.group(1)) in ids:

@@ -56,6 +56,20 @@ def apply_freeze(model, cfg, plugin) -> None:
         p.requires_grad_(not _in(name, frozen))
 
 
+def freeze_scope(model, cfg) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Freeze-tuning of a VLM: (the language model's module prefixes, whose layers freeze_trainable_layers counts;
+    the vision tower / projector prefixes that train by the freeze_* options). ``((), ())`` for a text model."""
+    plugin = plugin_class(cfg) if is_multimodal_config(model.config) else None
+    if plugin is None:
+        return (), ()
+    if cfg.freeze_language_model:
+        raise ConfigError("finetuning_type freeze trains the language model's last layers, but freeze_language_model is "
+                          "true: set freeze_language_model: false, or use finetuning_type full to train only the vision "
+                          "tower / projector.")
+    trained = (() if cfg.freeze_vision_tower else plugin.VISION_TOWER) + (() if cfg.freeze_multi_modal_projector else plugin.PROJECTOR)
+    return tuple(plugin.LANGUAGE_MODEL), tuple(trained)
+
+
 def lora_targets(model, cfg, plugin) -> list[str]:
     """Full names of the linear layers that get LoRA under ``lora_target: all`` (see the module docstring)."""
     import torch

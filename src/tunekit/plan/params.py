@@ -66,11 +66,10 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
 
     from .vision_memory import count_vision
 
-    if setup.finetuning_type in ("freeze", "oft"):  # as tunekit train: freeze finds no top-level layer count in a VLM
-        raise ConfigError(f"finetuning_type {setup.finetuning_type} is not planned for the vision-language model {shape.name}"
-                          + (" (tunekit train cannot apply it either: its config.json has no top-level num_hidden_layers)"
-                             if setup.finetuning_type == "freeze" else "") + ": use finetuning_type lora or full with "
-                          "freeze_vision_tower / freeze_multi_modal_projector / freeze_language_model.")
+    if setup.finetuning_type == "oft":
+        raise ConfigError(f"finetuning_type oft is not planned for the vision-language model {shape.name}: use "
+                          "finetuning_type lora, freeze or full with freeze_vision_tower / freeze_multi_modal_projector / "
+                          "freeze_language_model.")
     L = shape.layers
     if lm_frozen(shape, setup):
         linear = shape.linear_params_per_layer * L

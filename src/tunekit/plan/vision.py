@@ -8,7 +8,7 @@ and trainable counts are exact. Which parameters train mirrors ``tunekit.model.m
 - LoRA ``lora_target: all``: adapters on the ``nn.Linear`` layers of the unfrozen parts (the LM head never);
   an explicit ``lora_target`` list reaches every Linear of that name, the vision ones included (PEFT matches
   the last name component);
-- freeze: the vision parts stay frozen.
+- freeze: the language model's last ``freeze_trainable_layers`` layers, plus every parameter of an unfrozen part.
 
 Media tokens: Qwen-VL families resize each image with the processor's ``smart_resize`` (factor = patch x merge)
 into ``image_min_pixels`` .. ``image_max_pixels``; a patch is ``patch_size``² pixels, a token ``merge_size``²

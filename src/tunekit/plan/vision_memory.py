@@ -36,7 +36,7 @@ def count_vision(v: VisionShape, setup: Setup) -> VisionCounts:
     trained: set[str] = set()
     adapted: set[str] = set()
     lora = tensors = largest = 0
-    if setup.finetuning_type == "full":
+    if setup.finetuning_type in ("full", "freeze"):  # freeze-tuning: the LM's last layers + the unfrozen media parts
         trained = {n for p, n, _ in v.params if p not in frozen}
     elif setup.finetuning_type == "lora":
         layers = v.linears if setup.lora_targets is None else v.linears + v.convs
