@@ -116,6 +116,14 @@ class RichProgressCallback(TrainerCallback):
             self.progress = None
 
 
+def wait_for_every_rank() -> None:
+    """A barrier over the process group when one is running (a no-op in a single process)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
 class CompleteCheckpointCallback(TrainerCallback):
     """Marks ``checkpoint-N`` complete once every file is written (with the run's ``tunekit_config.yaml`` copied
     in, so resume can compare options), then rotates: ``save_total_limit`` is applied here, after the marker, and
@@ -126,6 +134,9 @@ class CompleteCheckpointCallback(TrainerCallback):
         self.save_total_limit = save_total_limit
 
     def on_save(self, args, state, control, **kwargs):
+        # Every rank writes its own files (rng_state_N.pth, FSDP/ZeRO shards) and may still be writing them when
+        # rank 0 gets here: wait for all of them before rank 0 records sizes and checksums.
+        wait_for_every_rank()
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if folder.is_dir():
