@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Padding share of the preference stages (dpo, rm: dpo_en_demo; kto: kto_en_demo), padded vs ``padding_free``.
+"""Padding share of the preference stages (dpo, rm: dpo_en_demo; kto: kto_en_demo): padded, padded + group_within_step, ``padding_free``.
 
 The batches are the ones training sees: the stage's own trainer (``build_trainer``) and its training DataLoader
 (the HF Trainer's shuffled sampler, seed 42), ``cutoff_len`` 1024, ``per_device_train_batch_size`` 2, tunekit's
@@ -7,9 +7,12 @@ default ``pad_to_multiple_of`` 8, template ``qwen``, on the Qwen2.5-family model
 ("tiny" shape: the tokenizer is the locally trained Qwen-style BPE, the model size does not change the counts).
 For each micro-batch: ``batch tokens`` = the elements of every ``*input_ids`` tensor the model is given (KTO: its
 examples and its KL pairs), ``real`` = the tokens of the sequences; share = 1 - real / batch tokens.
+``padded + group_within_step``: the same DataLoader read one accumulation window (``--accum`` micro-batches) at a time
+through the trainer's ``get_batch_samples``, which re-deals each window's pairs by length (``train/pair_grouping.py``;
+kto passes through, so its two padded columns agree).
 ``--time N``: also the seconds of N training steps (forward + backward + AdamW) of each layout, alternating.
 
-    .venv/bin/python benchmarks/padding_share_preference.py [--stages dpo,kto,rm] [--cutoff 1024] [--batch 2] [--time 20]
+    .venv/bin/python benchmarks/padding_share_preference.py [--stages dpo,kto,rm] [--cutoff 1024] [--batch 2] [--accum 2] [--time 20]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ def build(stage: str, padding_free: bool, args, model_dir: Path):
 
     cfg = load_config(None, dict(
         model_name_or_path=str(model_dir), stage=stage, template="qwen", dataset=DATASET[stage], dataset_dir=str(LF_DATA),
-        cutoff_len=args.cutoff, per_device_train_batch_size=args.batch, output_dir=str(WORK / f"pad-share-{stage}"),
+        cutoff_len=args.cutoff, per_device_train_batch_size=args.batch, gradient_accumulation_steps=args.accum, output_dir=str(WORK / f"pad-share-{stage}"),
         padding_free=padding_free, report_to="none", save_strategy="no", seed=42, learning_rate=1e-4, max_steps=max(1, args.time),
         logging_steps=1000, disable_tqdm=True, gradient_checkpointing=False))
     module = {"dpo": dpo, "kto": kto, "rm": rm}[stage]
@@ -45,9 +48,19 @@ def build(stage: str, padding_free: bool, args, model_dir: Path):
     return module.build_trainer(cfg, build_training_arguments(cfg, []), model, tokenizer, data, [])
 
 
-def count(trainer) -> dict:
+def windows(trainer):
+    """The training DataLoader's micro-batches, one accumulation window at a time through ``get_batch_samples``."""
+    loader = iter(trainer.get_train_dataloader())
+    while True:
+        window, _ = trainer.get_batch_samples(loader, trainer.args.gradient_accumulation_steps, trainer.args.device)
+        if not window:
+            return
+        yield from window
+
+
+def count(trainer, regrouped: bool = False) -> dict:
     batch_tokens = real = steps = 0
-    for batch in trainer.get_train_dataloader():
+    for batch in (windows(trainer) if regrouped else trainer.get_train_dataloader()):
         steps += 1
         for key, value in batch.items():
             if key.endswith("input_ids"):
@@ -77,6 +90,7 @@ def main(argv=None) -> int:
     parser.add_argument("--stages", default="dpo,kto,rm")
     parser.add_argument("--cutoff", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--accum", type=int, default=2, help="gradient_accumulation_steps (the group_within_step window)")
     parser.add_argument("--time", type=int, default=0, help="also time this many training steps per layout")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -89,6 +103,7 @@ def main(argv=None) -> int:
         row = {"stage": stage, "dataset": DATASET[stage]}
         for free, trainer in trainers.items():
             row["padding_free" if free else "padded"] = count(trainer)
+        row["padded + group_within_step"] = count(trainers[False], regrouped=True)
         if args.time:
             seconds = {False: [], True: []}
             for _ in range(2):  # A B A B
@@ -96,9 +111,11 @@ def main(argv=None) -> int:
                     seconds[free].append(timed_steps(trainers[free], args.time))
             row["seconds"] = {("padding_free" if k else "padded"): [round(s, 2) for s in v] for k, v in seconds.items()}
         rows.append(row)
-        a, b = row["padded"], row["padding_free"]
-        print(f"{stage} ({DATASET[stage]}, cutoff {args.cutoff}, batch {args.batch}): padded {a['batch_tokens']:,} batch tokens for "
-              f"{a['real_tokens']:,} real = padding share {a['padding_share']:.1%}; padding-free {b['batch_tokens']:,} for "
+        a, b, g = row["padded"], row["padding_free"], row["padded + group_within_step"]
+        print(f"{stage} ({DATASET[stage]}, cutoff {args.cutoff}, batch {args.batch} x accumulation {args.accum}): padded "
+              f"{a['batch_tokens']:,} batch tokens for {a['real_tokens']:,} real = padding share {a['padding_share']:.1%}; "
+              f"padded + group_within_step {g['batch_tokens']:,} for {g['real_tokens']:,} = {g['padding_share']:.1%}; "
+              f"padding-free {b['batch_tokens']:,} for "
               f"{b['real_tokens']:,} = {b['padding_share']:.1%}; {a['micro_batches']} micro-batches"
               + (f"; {args.time} steps: padded {row['seconds']['padded']} s, padding-free {row['seconds']['padding_free']} s"
                  if args.time else ""), flush=True)

@@ -237,6 +237,8 @@ def plot_cdf(table, path: str, cutoff: int, recommended: int) -> str:
 # ---- padding share and tokens per optimizer step of each batching mode -------------------------------------------
 #: the batching modes ``data stats`` compares (``batching_mode`` names the configured one)
 MODES = ("padded", "padded + group_within_step", "group_by_length", "packing", "padding_free")
+#: the stages whose padded batches the trainer regroups within a step (window_grouping.py; kto's KL term is per micro-batch)
+REGROUPED_STAGES = ("sft", "pt", "dpo", "rm")
 
 
 def batching_mode(packing: bool, neat_packing: bool, padding_free: bool) -> str:
@@ -351,7 +353,7 @@ def batching_stats(table, cfg) -> dict[str, Any]:
     configured = "packing" if mode == "neat_packing" else mode
     if mode == "padded" and cfg.group_by_length:
         configured = "group_by_length"
-    elif mode == "padded" and cfg.group_within_step:
+    elif mode == "padded" and cfg.group_within_step and cfg.stage in REGROUPED_STAGES:
         configured = "padded + group_within_step"
     if cfg.max_tokens_per_batch:
         configured = f"max_tokens_per_batch {cfg.max_tokens_per_batch}" + (" + padding_free" if cfg.padding_free else "")

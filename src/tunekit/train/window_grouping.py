@@ -16,12 +16,16 @@ share falls from 29 % to 14 % (17 % fewer tokens through the model). ``group_by_
 different tool: it changes which samples share an optimizer step.
 
 Applied to the padded causal-LM batches of sft/pt (``input_ids``/``attention_mask``/``labels``, right
-padded); batches of other shapes (preference pairs, neat packing's ``position_ids``) pass through as they are.
+padded) and to the padded pair batches of dpo/rm (``input_ids``/``attention_mask``/``token_labels`` [+ ``ref_logps``]:
+whole pairs re-dealt, :mod:`tunekit.train.pair_grouping`); batches of other shapes (padding-free ``cu_seqlens``, neat
+packing's ``position_ids``, media inputs, KTO's ``kl_`` pairs) pass through as they are.
 """
 
 from __future__ import annotations
 
 import torch
+
+from .pair_grouping import is_pair_batch, regroup_pairs
 
 KEYS = {"input_ids", "attention_mask", "labels"}
 
@@ -66,7 +70,10 @@ class WindowGroupingMixin:
         if cfg is not None and getattr(cfg, "group_within_step", False) and not cfg.group_by_length \
                 and not getattr(cfg, "max_tokens_per_batch", None):
             pad_id = getattr(self.data_collator, "pad_token_id", None)
-            if pad_id is not None:
+            if pad_id is not None and batches and all(is_pair_batch(b) for b in batches):  # dpo / rm
+                batches = regroup_pairs(batches, pad_id, getattr(self.data_collator, "pad_to_multiple_of", 8),
+                                        getattr(self.data_collator, "label_pad_id", -100))
+            elif pad_id is not None:
                 batches = regroup(batches, pad_id, getattr(self.data_collator, "pad_to_multiple_of", 8),
                                   getattr(self.data_collator, "label_pad_id", -100))
         return batches, num_items

@@ -42,7 +42,7 @@ class DataOptions(OptionGroup):
     ignore_pad_token_for_loss: bool = Field(True, description="Pad tokens get label -100 (not trained).")
     pad_to_multiple_of: int = Field(8, ge=1, description="Pad each batch to a multiple of this many tokens.")
     group_by_length: bool = Field(False, description="Batch samples of similar length together to cut padding.")
-    group_within_step: bool = Field(True, description="Within each optimizer step, re-form its micro-batches from samples of similar length: same samples, same gradient, less padding (sft, pt).")
+    group_within_step: bool = Field(True, description="Within each optimizer step, re-form its micro-batches from samples of similar length: same samples, same gradient, less padding (sft, pt, dpo, rm; dpo/rm move whole pairs, padded batches of equal size only). Not kto: its KL estimate is per micro-batch.")
 
 
     @model_validator(mode="before")
