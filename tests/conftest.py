@@ -58,3 +58,11 @@ def reference_data() -> Path:
     if not REFERENCE_DATA.is_dir():
         pytest.skip(f"reference data not found at {REFERENCE_DATA}")
     return REFERENCE_DATA
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    """LLaMA-Factory's demo data folder (mllm_demo.json and its mllm_demo_data/ images, videos, audios)."""
+    if not (REFERENCE_DATA / "mllm_demo.json").is_file():
+        pytest.skip(f"reference data not found at {REFERENCE_DATA}")
+    return REFERENCE_DATA

@@ -20,11 +20,12 @@ TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assis
 
 
 @pytest.fixture(scope="module")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_audio_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
+def demo_dir(demo_dir) -> Path:
+    """conftest's demo folder, with its audio demo and PyAV to decode it."""
+    if not (demo_dir / "mllm_audio_demo.json").is_file():
+        pytest.skip(f"reference data not found at {demo_dir}")
     pytest.importorskip("av")
-    return DEMO_DIR
+    return demo_dir
 
 
 @pytest.fixture(scope="module")

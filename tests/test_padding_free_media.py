@@ -22,7 +22,6 @@ from tunekit.data.collator import MultimodalCollator
 from tunekit.data.padding_free import PaddingFreeCollator, padding_free_collator, refuse_family, rope_index_of
 from tunekit.errors import ConfigError
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 SMALL = 28 * 28 * 16  # image_max_pixels: the demo images become 1 x 4 x 10 .. grids, i.e. ~10 image tokens each
 SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
@@ -31,13 +30,6 @@ SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "image
 # a few times 256 * 2**-53 per layer (~1e-13 in all); 1e-10 leaves a thousandfold margin and is eight orders below
 # the effect guarded (image tokens rotated as text, or a token attending across samples, moves logits by > 1e-3).
 LOGIT_TOL = 1e-10
-
-
-@pytest.fixture(scope="module")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
-    return DEMO_DIR
 
 
 @pytest.fixture(scope="module")

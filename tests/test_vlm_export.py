@@ -19,7 +19,6 @@ import pytest
 
 from helpers import write_dataset
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
 RECORDS = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
@@ -30,13 +29,6 @@ LIKE = {"qwen2_vl": "qwen2-vl", "llava": "llava"}  # template -> tiny-model --li
 #: merged vs unmerged logits in fp32: the bound `tunekit verify` enforces (verify.LOGIT_TOLERANCE); measured 2.7e-7..4.6e-7
 FP32_LOGITS = 1e-4
 NEW_TOKENS = 6
-
-
-@pytest.fixture(scope="module")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
-    return DEMO_DIR
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import pytest
 
 from helpers import content_parts, write_dataset
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
 FAMILIES = {"llava": "llava", "llava_next": "llava-next", "gemma3": "gemma3"}  # template -> tiny-model --like
@@ -28,13 +27,6 @@ def tiny_vlms(tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("tiny-vlm-families")
     return {tpl: build_tiny_vlm(root / tpl, like=like, seed=0) for tpl, like in FAMILIES.items()}
-
-
-@pytest.fixture(scope="session")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
-    return DEMO_DIR
 
 
 def _cfg(model, template, data_dir, tmp_path, **opts):

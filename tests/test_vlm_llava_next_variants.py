@@ -16,16 +16,8 @@ import pytest
 
 from helpers import content_parts
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 TEMPLATE = "llava_next_mistral"
 VARIANTS = {"llava_next_mistral": "llava-next-mistral", "llava_next_llama3": "llava-next-llama3"}  # template -> --like
-
-
-@pytest.fixture(scope="module")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
-    return DEMO_DIR
 
 
 @pytest.fixture(scope="module")

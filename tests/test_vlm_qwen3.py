@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
 OPTS = {"image_max_pixels": 64 * 64, "video_max_pixels": 64 * 64, "video_maxlen": 4}
 IMAGE_RECORD = {"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
@@ -28,11 +27,10 @@ VIDEO_RECORD = {"messages": [{"role": "user", "content": "<video>What is she doi
 
 
 @pytest.fixture(scope="module")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
+def demo_dir(demo_dir) -> Path:
+    """conftest's demo folder, and PyAV to decode its videos."""
     pytest.importorskip("av")
-    return DEMO_DIR
+    return demo_dir
 
 
 @pytest.fixture(scope="module")

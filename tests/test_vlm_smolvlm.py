@@ -21,7 +21,6 @@ import pytest
 
 from helpers import content_parts, write_dataset
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
 LIKES = ("smolvlm", "idefics3")  # tiny-model --like -> model_type smolvlm / idefics3; both use template smolvlm
@@ -33,13 +32,6 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("tiny-smolvlm")
     return {like: build_tiny_vlm(root / like, like=like, seed=0) for like in LIKES}
-
-
-@pytest.fixture(scope="module")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
-    return DEMO_DIR
 
 
 def _cfg(model, data_dir, tmp_path, **opts):

@@ -12,7 +12,6 @@ import pytest
 
 from helpers import write_dataset
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
 SMALL = 28 * 28 * 16  # image_max_pixels: 1.jpg (300x168) -> grid 1x4x10 -> 10 image tokens; 3.jpg -> 10 too
 
@@ -22,13 +21,6 @@ def tiny_qwen2_vl(tmp_path_factory) -> Path:
     from tunekit.model.tiny_vlm import build_tiny_vlm
 
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2-vl-stages") / "model", like="qwen2-vl", seed=0)
-
-
-@pytest.fixture(scope="session")
-def demo_dir() -> Path:
-    if not (DEMO_DIR / "mllm_demo.json").is_file():
-        pytest.skip(f"reference data not found at {DEMO_DIR}")
-    return DEMO_DIR
 
 
 def _cfg(model, data_dir, out, **opts):
