@@ -7,6 +7,7 @@ them equal on several conversations); the ``source`` line of each entry says wha
 from __future__ import annotations
 
 from .spec import TemplateSpec
+from .turns import GEMMA_TURNS, LLAMA3_HEADER, LLAMA3_TURNS, VICUNA_TURNS
 from .vlm_specs import VLM_SPECS
 
 _ALL = frozenset({"system", "user", "assistant", "observation"})
@@ -20,7 +21,28 @@ _CHATML = dict(
     sep="\n",
     stop_words=("<|im_end|>",),
 )
-_LLAMA3_HEADER = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+#: Qwen's ChatML: <|im_end|> becomes the EOS, <|endoftext|> ends a document; _QWEN_TOOLS adds its tool results
+_QWEN = dict(**_CHATML, replace_eos=True, eos="<|im_end|>", document_end="<|endoftext|>")
+_QWEN_TOOLS = dict(**_QWEN, observation=_QWEN_OBS)
+
+
+def _glm_turns(pad: str) -> dict:
+    """GLM-4 (pad "") / ChatGLM3 (pad " ": a space after each role line) turns, e.g. '<|user|>\\n{pad}{content}'.
+
+    They have no end-of-turn token: the next role token ends a reply (``role_handoff``).
+    """
+    return dict(
+        system=f"<|system|>\n{pad}{{content}}",
+        user=f"<|user|>\n{pad}{{content}}<|assistant|>",
+        header="<|assistant|>",
+        assistant=f"\n{pad}{{content}}",
+        function="{content}",
+        observation=f"<|observation|>\n{pad}{{content}}<|assistant|>",
+        stop_words=("<|user|>", "<|observation|>"),
+        role_handoff=("<|user|>", "<|observation|>"),
+        tool_format="glm4",
+    )
+
 
 SPECS: list[TemplateSpec] = [
     TemplateSpec(
@@ -61,13 +83,7 @@ SPECS: list[TemplateSpec] = [
     TemplateSpec(
         name="vicuna",
         description="Vicuna v1.1/v1.5 'USER: ... ASSISTANT:' format (FastChat).",
-        prefix="{bos}",
-        auto_bos=True,
-        bos="<s>",
-        system="{content} ",
-        user="USER: {content} ASSISTANT:",
-        header=" ASSISTANT:",
-        assistant=" {content}{eos}",
+        **VICUNA_TURNS,
         default_system="A chat between a curious user and an artificial intelligence assistant. "
         "The assistant gives helpful, detailed, and polite answers to the user's questions.",
         source="FastChat conversation 'vicuna_v1.1' (Vicuna ships no HF chat_template)",
@@ -75,37 +91,25 @@ SPECS: list[TemplateSpec] = [
     TemplateSpec(
         name="qwen",
         description="Qwen2 / Qwen2.5 instruct (ChatML, Hermes <tool_call> tools).",
-        **_CHATML,
-        observation=_QWEN_OBS,
+        **_QWEN_TOOLS,
         default_system="You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
         tool_format="qwen",
-        replace_eos=True,
-        eos="<|im_end|>",
-        document_end="<|endoftext|>",
         official_jinja="qwen2_5",
         source="Qwen/Qwen2.5-7B-Instruct chat_template",
     ),
     TemplateSpec(
         name="qwen2_vl",
         description="Qwen2-VL / Qwen2.5-VL (ChatML; <image> expanded into the model's image tokens, data/mm_plugins).",
-        **_CHATML,
-        observation=_QWEN_OBS,
+        **_QWEN_TOOLS,
         default_system="You are a helpful assistant.",
         tool_format="qwen",
-        replace_eos=True,
-        eos="<|im_end|>",
-        document_end="<|endoftext|>",
         source="Qwen/Qwen2-VL-7B-Instruct chat_template; LLaMA-Factory 'qwen2_vl'",
     ),
     TemplateSpec(
         name="qwen3",
         description="Qwen3 hybrid-reasoning models: <think> blocks, enable_thinking on/off.",
-        **_CHATML,
-        observation=_QWEN_OBS,
+        **_QWEN_TOOLS,
         tool_format="qwen3",
-        replace_eos=True,
-        eos="<|im_end|>",
-        document_end="<|endoftext|>",
         reasoning=True,
         official_jinja="qwen3",
         source="Qwen/Qwen3-8B chat_template; LLaMA-Factory 'qwen3' reasoning semantics",
@@ -113,64 +117,41 @@ SPECS: list[TemplateSpec] = [
     TemplateSpec(
         name="qwen3_nothink",
         description="Qwen3 non-reasoning models (Qwen3-*-Instruct-2507): ChatML without <think> handling.",
-        **_CHATML,
-        observation=_QWEN_OBS,
+        **_QWEN_TOOLS,
         tool_format="qwen3",
-        replace_eos=True,
-        eos="<|im_end|>",
-        document_end="<|endoftext|>",
         official_jinja="qwen3_nothink",
         source="Qwen/Qwen3-4B-Instruct-2507 chat_template",
     ),
     TemplateSpec(
         name="qwen3_vl",
         description="Qwen3-VL Thinking models (<think> blocks; <image>/<video> expanded into the model's tokens, data/mm_plugins).",
-        **_CHATML,
-        observation=_QWEN_OBS,
+        **_QWEN_TOOLS,
         tool_format="qwen",
-        replace_eos=True,
-        eos="<|im_end|>",
-        document_end="<|endoftext|>",
         reasoning=True,
         source="Qwen/Qwen3-VL-8B-Thinking chat_template; LLaMA-Factory 'qwen3_vl' (ReasoningTemplate)",
     ),
     TemplateSpec(
         name="qwen3_vl_nothink",
         description="Qwen3-VL Instruct models (ChatML, no default system; <image>/<video> expanded, data/mm_plugins).",
-        **_CHATML,
-        observation=_QWEN_OBS,
+        **_QWEN_TOOLS,
         tool_format="qwen",
-        replace_eos=True,
-        eos="<|im_end|>",
-        document_end="<|endoftext|>",
         source="Qwen/Qwen3-VL-8B-Instruct chat_template; LLaMA-Factory 'qwen3_vl_nothink'",
     ),
     TemplateSpec(
         name="qwen2_audio",
         description="Qwen2-Audio-Instruct (ChatML; <audio> expanded into 'Audio k: <|audio_bos|>...<|audio_eos|>', data/mm_plugins).",
-        **_CHATML,
+        **_QWEN,
         default_system="You are a helpful assistant.",
-        replace_eos=True,
-        eos="<|im_end|>",
-        document_end="<|endoftext|>",
         source="Qwen/Qwen2-Audio-7B-Instruct chat_template (Qwen2AudioProcessor.default_chat_template); LLaMA-Factory 'qwen2_audio'",
     ),
     TemplateSpec(
         name="llama3",
         description="Llama 3 / 3.1 / 3.2 instruct (header tokens, <|eot_id|>).",
-        prefix="{bos}",
-        bos="<|begin_of_text|>",
-        eos="<|eot_id|>",
-        system="<|start_header_id|>system<|end_header_id|>\n\n{content}<|eot_id|>",
-        user="<|start_header_id|>user<|end_header_id|>\n\n{content}<|eot_id|>" + _LLAMA3_HEADER,
-        header=_LLAMA3_HEADER,
-        assistant="{content}<|eot_id|>",
-        observation="<|start_header_id|>ipython<|end_header_id|>\n\n{content}<|eot_id|>" + _LLAMA3_HEADER,
+        **LLAMA3_TURNS,
+        observation="<|start_header_id|>ipython<|end_header_id|>\n\n{content}<|eot_id|>" + LLAMA3_HEADER,
         trim=_ALL,
         stop_words=("<|eot_id|>", "<|eom_id|>"),
         tool_format="llama3",
-        replace_eos=True,
-        document_end="<|end_of_text|>",
         source="meta-llama/Meta-Llama-3-8B-Instruct chat_template (contents are trimmed, as there)",
     ),
     TemplateSpec(
@@ -203,20 +184,8 @@ SPECS: list[TemplateSpec] = [
     TemplateSpec(
         name="gemma",
         description="Gemma / Gemma 2 instruct (<start_of_turn>, system glued to the first user turn).",
-        prefix="{bos}",
-        bos="<bos>",
-        eos="<eos>",
-        system="{content}\n\n",
-        system_in="first_user",
-        user="<start_of_turn>user\n{content}<end_of_turn>\n<start_of_turn>model\n",
-        header="<start_of_turn>model\n",
-        assistant="{content}<end_of_turn>",
-        observation="<start_of_turn>tool\n{content}<end_of_turn>\n<start_of_turn>model\n",
-        sep="\n",
-        trim=frozenset({"user", "assistant", "observation"}),
-        stop_words=("<end_of_turn>",),
-        replace_eos=True,
-        document_end="<eos>",
+        **GEMMA_TURNS,
+        trim=frozenset({"user", "assistant", "observation"}),  # gemma3 does not trim "user" (its plugin does)
         source="google/gemma-2-9b-it chat_template (system as in Gemma 3: '<system>\\n\\n' before the first user text)",
     ),
     TemplateSpec(
@@ -224,16 +193,8 @@ SPECS: list[TemplateSpec] = [
         description="GLM-4 chat (glm-4-9b-chat): [gMASK]<sop>, replies end at the next <|user|>.",
         prefix="[gMASK]<sop>",
         eos="<|endoftext|>",
-        system="<|system|>\n{content}",
-        user="<|user|>\n{content}<|assistant|>",
-        header="<|assistant|>",
-        assistant="\n{content}",
-        function="{content}",
-        observation="<|observation|>\n{content}<|assistant|>",
-        stop_words=("<|user|>", "<|observation|>"),
-        role_handoff=("<|user|>", "<|observation|>"),
+        **_glm_turns(""),
         final_stop="<|user|>",
-        tool_format="glm4",
         source="THUDM/glm-4-9b-chat chat_template; final <|user|> as in THUDM's finetune demo",
     ),
     TemplateSpec(
@@ -241,16 +202,8 @@ SPECS: list[TemplateSpec] = [
         description="ChatGLM3-6B: [gMASK]sop, replies end at the next <|user|>.",
         prefix="[gMASK]sop",
         eos="</s>",
-        system="<|system|>\n {content}",
-        user="<|user|>\n {content}<|assistant|>",
-        header="<|assistant|>",
-        assistant="\n {content}",
-        function="{content}",
-        observation="<|observation|>\n {content}<|assistant|>",
-        stop_words=("<|user|>", "<|observation|>"),
-        role_handoff=("<|user|>", "<|observation|>"),
+        **_glm_turns(" "),
         final_stop="{eos}",
-        tool_format="glm4",
         source="THUDM/chatglm3-6b chat_template; the last reply ends with </s> (EOS) as in THUDM's ChatGLM3 finetune demo",
     ),
     TemplateSpec(

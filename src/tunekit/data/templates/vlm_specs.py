@@ -22,16 +22,7 @@ how (the family's own template wins):
 from __future__ import annotations
 
 from .spec import TemplateSpec
-
-_VICUNA_LIKE = dict(
-    prefix="{bos}",
-    auto_bos=True,
-    bos="<s>",
-    system="{content} ",
-    user="USER: {content} ASSISTANT:",
-    header=" ASSISTANT:",
-    assistant=" {content}{eos}",
-)
+from .turns import GEMMA_TURNS, LLAMA3_TURNS, VICUNA_TURNS
 
 _SMOLVLM = dict(
     system="System: {content}<end_of_utterance>\n",
@@ -72,14 +63,14 @@ VLM_SPECS: list[TemplateSpec] = [
     TemplateSpec(
         name="llava",
         description="LLaVA-1.5 (llava-hf): 'USER: <image>\\n... ASSISTANT:'; <image> expanded into the model's image tokens.",
-        **_VICUNA_LIKE,
+        **VICUNA_TURNS,
         source="llava-hf/llava-1.5-7b-hf chat_template (replies end with </s> as LLaVA-1.5's conv_llava_v1); "
         "LLaMA-Factory 'llava' without Vicuna's default system",
     ),
     TemplateSpec(
         name="llava_next",
         description="LLaVA-NeXT / LLaVA-1.6 on Vicuna (llava-hf): as llava, <image> expanded into anyres tile tokens.",
-        **_VICUNA_LIKE,
+        **VICUNA_TURNS,
         source="llava-hf llava-1.5 chat_template (the llava-hf Vicuna format, also used for llava-v1.6-vicuna); "
         "LLaMA-Factory 'llava_next' without Vicuna's default system",
     ),
@@ -101,38 +92,18 @@ VLM_SPECS: list[TemplateSpec] = [
     TemplateSpec(
         name="llava_next_llama3",
         description="LLaVA-NeXT on Llama 3 (llava-hf/llama3-llava-next-8b-hf): Llama 3 turns, '<image>…\\n' + text.",
-        prefix="{bos}",
+        **LLAMA3_TURNS,
         auto_bos=True,
-        bos="<|begin_of_text|>",
-        eos="<|eot_id|>",
-        system="<|start_header_id|>system<|end_header_id|>\n\n{content}<|eot_id|>",
-        user="<|start_header_id|>user<|end_header_id|>\n\n{content}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-        header="<|start_header_id|>assistant<|end_header_id|>\n\n",
-        assistant="{content}<|eot_id|>",
         stop_words=("<|eot_id|>",),
-        replace_eos=True,
         tool_format=None,
-        document_end="<|end_of_text|>",
         source="llava-hf/llama3-llava-next-8b-hf chat_template (as in a fine-tune's copy of its processor; text-only "
         "messages and replies without its extra leading '\\n'); LLaMA-Factory 'llava_next_llama3'",
     ),
     TemplateSpec(
         name="gemma3",
         description="Gemma 3 instruct with images (<start_of_turn>; <image> becomes <start_of_image> + soft tokens).",
-        prefix="{bos}",
-        bos="<bos>",
-        eos="<eos>",
-        system="{content}\n\n",
-        system_in="first_user",
-        user="<start_of_turn>user\n{content}<end_of_turn>\n<start_of_turn>model\n",
-        header="<start_of_turn>model\n",
-        assistant="{content}<end_of_turn>",
-        observation="<start_of_turn>tool\n{content}<end_of_turn>\n<start_of_turn>model\n",
-        sep="\n",
-        trim=frozenset({"assistant", "observation"}),
-        stop_words=("<end_of_turn>",),
-        replace_eos=True,
-        document_end="<eos>",
+        **GEMMA_TURNS,
+        trim=frozenset({"assistant", "observation"}),  # not "user", unlike gemma: the Gemma 3 plugin trims its pieces
         source="google/gemma-3-4b-it chat_template; LLaMA-Factory 'gemma3' (text parts trimmed by the Gemma 3 plugin)",
     ),
 ]
