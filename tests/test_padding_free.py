@@ -250,7 +250,7 @@ def test_schema_rules():
         load_config(None, {"stage": "pt", "padding_free": True})
     with pytest.raises(ConfigError, match="padding_free and packing are two ways to remove padding: choose one"):
         load_config(None, {"padding_free": True, "packing": True})
-    with pytest.raises(ConfigError, match="max_tokens_per_batch is for stages sft and pt"):
+    with pytest.raises(ConfigError, match="max_tokens_per_batch is for stages sft, pt, dpo and rm"):
         load_config(None, {"stage": "ppo", "max_tokens_per_batch": 4096})
     with pytest.raises(ConfigError, match="remove group_by_length"):
         load_config(None, {"max_tokens_per_batch": 4096, "group_by_length": True})

@@ -51,7 +51,7 @@ HELP_ZH: dict[str, str] = {
     "neat_packing": "拼接样本之间互不注意：每个样本的位置编号重新开始，只注意自身。",
     "padding_free": "无填充批次：一个微批的所有序列拼成一行、不加填充、不传注意力掩码，每个序列的位置编号重新开始，注意力不跨序列（sft、pt；dpo/kto/rm 的一对回答在同一行；不可与 packing 同用）。",
     "batching_strategy": "LLaMA-Factory v1 的批次方式名称，读作 tunekit 的选项：padding_free = padding_free: true；dynamic_batching = max_tokens_per_batch: cutoff_len × per_device_train_batch_size；dynamic_padding_free = 两者；normal = 都不用。",
-    "max_tokens_per_batch": "按词元数而非样本数组成微批次（动态批次）：padding_free 时计真实词元，否则计 行数 × 最长行；不小于 cutoff_len。",
+    "max_tokens_per_batch": "按词元数而非样本数组成微批次（动态批次）：padding_free 时计真实词元，否则计 行数 × 最长行；不小于 cutoff_len。dpo 和 rm 以一对为单位，计两条序列（不小于 2 × cutoff_len）；不支持 kto。",
     "default_system": "样本没有系统提示词时使用的系统提示词（覆盖模板默认值）。",
     "enable_thinking": "推理模板（qwen3 等）：保留思考过程；false 时渲染空的 <think></think>。",
     "tool_format": "函数调用的工具调用格式（默认：模板自带的格式）。",

@@ -221,7 +221,7 @@ def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
     from .stats import training_rows
 
     rows = training_rows(lengths, cfg.stage, cfg.cutoff_len, cfg.use_packing, cfg.preprocessing_batch_size,
-                         0.0 if cfg.eval_dataset else cfg.val_size, cfg.seed)
+                         0.0 if cfg.eval_dataset else cfg.val_size, cfg.seed, pairs=True)
     plan = budget_batches(rows, cfg.max_tokens_per_batch, cfg.padding_free, 1 if cfg.padding_free else cfg.pad_to_multiple_of,
                           cfg.data_seed or cfg.seed)
     notes.append(f"max_tokens_per_batch {cfg.max_tokens_per_batch}: {len(rows):,} training rows make {len(plan):,} "

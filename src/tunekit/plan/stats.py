@@ -250,19 +250,30 @@ def batching_mode(packing: bool, neat_packing: bool, padding_free: bool) -> str:
 
 
 def training_rows(table, stage: str, cutoff: int, packing: bool, chunk: int = 1000, val_size: float = 0.0,
-                  seed: int = 0) -> np.ndarray:
+                  seed: int = 0, pairs: bool = False) -> np.ndarray:
     """Token length of every row the trainer gets, from the measured (uncut) lengths: cut to ``cutoff``; with packing
     the rows packing makes (sft: best-fit bins of ``data/processors/packing.py``; pt: ``chunk``-document blocks), each
-    dataset on its own as the pipeline does; then ``val_size`` held out with the pipeline's seeded permutation."""
+    dataset on its own as the pipeline does; then ``val_size`` held out with the pipeline's seeded permutation.
+
+    ``pairs`` (dpo, rm): ``[N, 2]``, each pair's chosen and rejected sequence (prompt + answer, each cut to ``cutoff``;
+    a truncated pair's shorter sequence is an upper bound: the shared prompt cut is not replayed), the lengths
+    ``train/token_budget.budget_batches`` takes for pairs."""
     from ..data.processors.packing import plan_bins
     from ..data.split import split_sizes
 
     names = np.asarray(table["dataset"])
     total = np.asarray(table["total_len"], dtype=np.int64)
+    if pairs and stage in ("dpo", "rm"):
+        prompt = np.asarray(table["prompt_len"], dtype=np.int64)
+        total = np.minimum(np.stack([prompt + np.asarray(table[k], dtype=np.int64) for k in ("chosen_len", "rejected_len")],
+                                    axis=1), cutoff)
+        packing = False
     parts = []
     for name in dict.fromkeys(names.tolist()):
         lengths = total[names == name]
-        if packing and stage == "pt":
+        if lengths.ndim == 2:
+            parts.append(lengths)
+        elif packing and stage == "pt":
             rows = []
             for i in range(0, len(lengths), chunk):
                 t = int(lengths[i:i + chunk].sum())
@@ -273,7 +284,7 @@ def training_rows(table, stage: str, cutoff: int, packing: bool, chunk: int = 10
             parts.append(np.asarray([int(clipped[b].sum()) for b in plan_bins(clipped.tolist(), cutoff)], dtype=np.int64))
         else:
             parts.append(np.minimum(lengths, cutoff))
-    rows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    rows = np.concatenate(parts) if parts else np.zeros((0,) + total.shape[1:], dtype=np.int64)
     if val_size > 0:
         _, n_eval = split_sizes(len(rows), val_size)
         perm = np.random.default_rng(seed).permutation(len(rows))
@@ -336,8 +347,9 @@ def mode_comparison(table, stage: str, cutoff: int, batch: int, accum: int = 1, 
         "packing": batching_summary(packed, batch, accum, pad_to=pad_to, seed=seed),
         "padding_free": batching_summary(plain, batch, accum, padding_free=True, seed=seed),
     }
-    if budget:  # over the rows the run has: packed rows when packing is on
-        rows = packed if packing else plain
+    if budget:  # over the rows the run has: packed rows when packing is on; dpo / rm: [chosen, rejected] per pair
+        rows = training_rows(table, stage, cutoff, False, chunk, pairs=True) if stage in ("dpo", "rm") else (
+            packed if packing else plain)
         out[f"max_tokens_per_batch {budget}"] = batching_summary(rows, batch, accum, pad_to=pad_to, budget=budget, seed=seed)
         out[f"max_tokens_per_batch {budget} + padding_free"] = batching_summary(rows, batch, accum, padding_free=True,
                                                                                  budget=budget, seed=seed)

@@ -9,6 +9,15 @@ row, no pads), otherwise ``rows x the longest row`` rounded up to ``pad_to_multi
 - padded: samples sorted by length (longest first, ties by index), filled the same way, so each batch holds
   samples of similar length and little padding (fairseq's ``max_tokens`` batching).
 
+Preference pairs (dpo, rm) are the unit: ``lengths`` is then an ``[N, 2]`` array (the chosen and the rejected
+sequence of each pair, :func:`dataset_lengths`), so both answers of a pair always share a micro-batch. A pair costs
+both its sequences: padding-free ``len(chosen) + len(rejected)``; padded, a batch of pairs is ``2 x pairs x`` its
+longest row rounded up (``PairCollator`` pads all ``2B`` rows to one width), and the pairs are sorted by their longer
+row. One sequence per sample (sft, pt) is the ``[N]`` case of the same algorithm. (KTO is refused by the schema:
+its KL estimate is a micro-batch-level quantity, and budget batches of unequal sizes would change it.) The dpo/rm
+loss stays the mean over the micro-batch's pairs, so a pair weighs ``1 / (k x pairs in its micro-batch)`` in a step
+of ``k`` micro-batches (docs/padding-free.md).
+
 A sample whose cost alone is over the budget (the padded width rounded up past it) becomes a batch of its own
 and is counted in :attr:`BudgetBatches.oversized` (the run says so). Every epoch then visits the same batches in
 an order shuffled by ``seed + epoch``: the batch count per epoch is fixed, so ``train/steps.py`` computes the steps
@@ -30,15 +39,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-def batch_cost(lengths: list[int], padding_free: bool, pad_to: int = 1) -> int:
-    """Tokens a micro-batch of samples of these lengths puts through the model."""
-    if not lengths:
+def batch_cost(lengths: list, padding_free: bool, pad_to: int = 1) -> int:
+    """Tokens a micro-batch of samples of these lengths puts through the model (a sample: a length, or the lengths of
+    its sequences, e.g. a pair's ``(chosen, rejected)``)."""
+    if not len(lengths):
         return 0
+    rows = [list(x) if hasattr(x, "__len__") else [x] for x in lengths]
     if padding_free:
-        return int(sum(lengths))
-    longest = max(lengths)
+        return int(sum(sum(r) for r in rows))
+    longest = max(max(r) for r in rows)
     width = -(-longest // pad_to) * pad_to if pad_to > 1 else longest
-    return int(width * len(lengths))
+    return int(width * sum(len(r) for r in rows))
 
 
 @dataclass
@@ -51,12 +62,17 @@ class BudgetBatches:
 
 
 def budget_batches(lengths, budget: int, padding_free: bool, pad_to: int = 1, seed: int = 0) -> BudgetBatches:
-    """Micro-batches of dataset indices, each costing at most ``budget`` tokens (module docstring)."""
+    """Micro-batches of dataset indices, each costing at most ``budget`` tokens (module docstring). ``lengths``: ``[N]``
+    (one sequence per sample) or ``[N, k]`` (``k`` sequences per sample: a pair's chosen and rejected)."""
     import numpy as np
 
     if budget < 1:
         raise ValueError("max_tokens_per_batch must be >= 1")
     arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
+    if arr.ndim == 2:  # k rows per sample: padding-free a sample costs their sum; padded k rows of the batch's width
+        rows, arr = arr.shape[1], (arr.sum(axis=1) if padding_free else arr.max(axis=1, initial=0))
+    else:
+        rows = 1
     if padding_free:
         order = np.random.default_rng(seed).permutation(len(arr))
     else:
@@ -72,11 +88,11 @@ def budget_batches(lengths, budget: int, padding_free: bool, pad_to: int = 1, se
             cost = total + n
         else:
             width = -(-max(longest, n) // m) * m
-            cost = width * (len(current) + 1)
+            cost = rows * width * (len(current) + 1)
         if current and cost > budget:
             batches.append(current)
             current, total, longest = [], 0, 0
-            cost = n if padding_free else -(-n // m) * m
+            cost = n if padding_free else rows * (-(-n // m) * m)
         if cost > budget:  # alone over the budget: its own batch
             oversized.append(i)
             batches.append([i])
@@ -119,8 +135,11 @@ class TokenBudgetBatchSampler:
             yield list(self.plan.batches[b])
 
 
-def dataset_lengths(dataset) -> list[int]:
-    """Token length of every row: the ``length`` column the processors write, else ``len(input_ids)``."""
+def dataset_lengths(dataset) -> list:
+    """Token length of every row: the ``length`` column the processors write, else ``len(input_ids)``; for preference
+    pairs (dpo, rm) the lengths of each pair's two sequences, ``[len(chosen), len(rejected)]``."""
+    if "chosen_input_ids" in dataset.column_names:
+        return [[len(c), len(r)] for c, r in zip(dataset["chosen_input_ids"], dataset["rejected_input_ids"])]
     if "length" in dataset.column_names:
         return [int(n) for n in dataset["length"]]
     return [len(x) for x in dataset["input_ids"]]

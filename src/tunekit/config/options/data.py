@@ -32,7 +32,7 @@ class DataOptions(OptionGroup):
     packing: Optional[bool] = Field(None, description="Pack several samples into one sequence (default: on for pt, off otherwise).")
     neat_packing: bool = Field(False, description="Packing without cross-attention between packed samples: position ids restart per sample and each sample attends only to itself (sft; sdpa, eager or fa2).")
     padding_free: bool = Field(False, description="Padding-free batches (LLaMA-Factory v1: batching_strategy: padding_free): the sequences of a micro-batch concatenated into one row without pad tokens or attention mask, position ids restarting per sequence, attention never crossing a sequence (FlashAttention-2 varlen on GPU, a block-diagonal causal mask with sdpa/eager). sft and pt (docs/data.md); dpo, kto, rm keep both answers of a pair in the row (docs/padding-free.md). Not with packing.")
-    max_tokens_per_batch: Optional[int] = Field(None, ge=1, description="Form micro-batches by token count instead of per_device_train_batch_size samples (dynamic batching): samples are grouped until the next would exceed this many tokens, counting real tokens with padding_free, else rows x the longest row (padded). At least cutoff_len. Steps per epoch follow from the data (tunekit plan shows them).")
+    max_tokens_per_batch: Optional[int] = Field(None, ge=1, description="Form micro-batches by token count instead of per_device_train_batch_size samples (dynamic batching): samples are grouped until the next would exceed this many tokens, counting real tokens with padding_free, else rows x the longest row (padded). At least cutoff_len. dpo and rm: a pair is the unit and costs both its sequences (at least 2 x cutoff_len); not kto. Steps per epoch follow from the data (tunekit plan shows them).")
     batching_strategy: Optional[Literal["normal", "padding_free", "dynamic_batching", "dynamic_padding_free"]] = Field(None, description="LLaMA-Factory v1's name for the batching mode, read as tunekit's options: padding_free = padding_free: true; dynamic_batching = max_tokens_per_batch: cutoff_len x per_device_train_batch_size (its budget); dynamic_padding_free = both; normal = neither.")
     default_system: Optional[str] = Field(None, description="System prompt used when a sample has none (overrides the template's default).")
     enable_thinking: bool = Field(True, description="For reasoning templates (qwen3, ...): keep thinking on; false renders an empty <think></think> block.")
@@ -66,6 +66,7 @@ class DataOptions(OptionGroup):
         return values
 
 
+BUDGET_STAGES = ("sft", "pt", "dpo", "rm")  # dpo / rm: a pair is the unit (train/token_budget.py)
 MAX_BUDGET_TOKENS = 2**31 - 1  # kernels index a micro-batch's elements with 32-bit integers (the schema's micro-batch rule)
 
 
@@ -85,9 +86,18 @@ def batching_problems(cfg) -> Iterator[Problem]:
     budget = cfg.max_tokens_per_batch
     if budget is None:
         return
-    if cfg.stage not in ("sft", "pt"):
-        yield Problem(f"max_tokens_per_batch is for stages sft and pt (stage is {cfg.stage}): remove max_tokens_per_batch.",
-                      ("max_tokens_per_batch", "stage"))
+    if cfg.stage == "kto":
+        yield Problem("max_tokens_per_batch is not supported for stage kto: its KL estimate is taken over each micro-batch, "
+                      "so batches of varying size would change the loss; remove max_tokens_per_batch (padding_free cuts "
+                      "kto's padding).", ("max_tokens_per_batch", "stage"))
+    elif cfg.stage not in BUDGET_STAGES:
+        yield Problem(f"max_tokens_per_batch is for stages sft, pt, dpo and rm (stage is {cfg.stage}): remove "
+                      f"max_tokens_per_batch.", ("max_tokens_per_batch", "stage"))
+    elif cfg.stage in ("dpo", "rm") and budget < 2 * cfg.cutoff_len:
+        yield Problem(f"max_tokens_per_batch {budget} is below 2 x cutoff_len {cfg.cutoff_len}: a {cfg.stage} pair is two "
+                      f"sequences of up to cutoff_len tokens each and must fit one micro-batch; set max_tokens_per_batch "
+                      f"to at least {2 * cfg.cutoff_len} (e.g. {2 * cfg.cutoff_len * cfg.per_device_train_batch_size}) or "
+                      f"lower cutoff_len.", ("max_tokens_per_batch", "cutoff_len", "stage"))
     if budget < cfg.cutoff_len:
         yield Problem(f"max_tokens_per_batch {budget} is below cutoff_len {cfg.cutoff_len}: a sample of cutoff_len tokens "
                       f"could never fit a micro-batch; set max_tokens_per_batch to at least {cfg.cutoff_len} (e.g. "
