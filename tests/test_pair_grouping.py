@@ -144,7 +144,7 @@ def _run(cfg):
     return [r["loss"] for r in train_rows(out)], weights
 
 
-@pytest.mark.parametrize("stage, extra", [("dpo", {"pref_ftx": 0.3}), ("rm", {})])
+@pytest.mark.parametrize("stage, extra", [("dpo", {"pref_ftx": 0.3}), ("dpo", {"precompute_ref_log_probs": True}), ("rm", {})])
 def test_regrouped_training_is_the_same_with_less_padding(tiny_qwen, pair_data, tmp_path, stage, extra):
     results, slots = {}, {}
     for flag in (True, False):
