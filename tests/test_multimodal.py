@@ -195,6 +195,32 @@ def test_placeholder_count_mismatch_names_file_record_and_counts(tiny_qwen2_vl, 
         f"bad_records: skip to skip invalid records and count them)")
 
 
+@pytest.mark.parametrize("family, processor, what, tokens", [
+    ("qwen2_vl", "Qwen2VLImageProcessorPil", "image processor", "<|vision_start|>, <|vision_end|>, <|image_pad|>, <|video_pad|>"),
+    ("qwen2_audio", "WhisperFeatureExtractor", "feature extractor", "<|AUDIO|>, <|audio_bos|>, <|audio_eos|>"),
+])
+def test_a_text_models_folder_is_named_with_what_the_family_lacks(family, processor, what, tokens, tiny_qwen, tmp_path):
+    """Without the family's processor config, then with it but without its media tokens: each error names what is missing."""
+    import importlib
+
+    import transformers
+
+    from tunekit.errors import DataError
+
+    plugin = importlib.import_module(f"tunekit.data.mm_plugins.{family}").PLUGIN
+    name = {"qwen2_vl": "Qwen2-VL", "qwen2_audio": "Qwen2-Audio"}[family]
+    folder = tmp_path / "text-model"
+    shutil.copytree(tiny_qwen, folder)
+    cfg = _cfg(folder, tmp_path, tmp_path, template=family)
+    with pytest.raises(DataError) as err:
+        plugin.load(cfg, str(folder))
+    assert str(err.value).startswith(f"{folder} has no {what} (preprocessor_config.json) for {name}: ")
+    getattr(transformers, processor)().save_pretrained(folder)
+    with pytest.raises(DataError) as err:
+        plugin.load(cfg, str(folder))
+    assert str(err.value) == f"the tokenizer of {folder} lacks {name}'s {tokens}: is it a {name} model?"
+
+
 def test_missing_and_corrupt_images_are_named(tiny_qwen2_vl, demo_dir, tmp_path):
     records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
                 "images": ["mllm_demo_data/nope.jpg"]}]

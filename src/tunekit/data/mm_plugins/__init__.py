@@ -75,6 +75,26 @@ def model_type_of(path: str) -> tuple[Optional[str], bool]:
     return cfg.get("model_type"), any(k in cfg for k in ("vision_config", "audio_config", "vision_tower"))
 
 
+def from_preprocessor_config(loader, path: str, what: str, family: str):
+    """``loader.from_pretrained(path)``; a folder without the family's ``what`` is a DataError naming it."""
+    try:
+        return loader.from_pretrained(path)
+    except OSError as exc:
+        raise DataError(f"{path} has no {what} (preprocessor_config.json) for {family}: {str(exc)[:200]}") from None
+
+
+def special_token_ids(path: str, tokens: tuple[str, ...], family: str) -> dict[str, int]:
+    """The ids of the family's media ``tokens`` in the tokenizer at ``path``; a DataError names any it lacks."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in tokens}
+    missing = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
+    if missing:
+        raise DataError(f"the tokenizer of {path} lacks {family}'s {', '.join(missing)}: is it a {family} model?")
+    return ids
+
+
 def load_plugin(cfg, template_name: Optional[str]) -> Optional[MediaPlugin]:
     """The family plugin for ``template_name`` loaded for ``cfg``'s model, or None for a text-only template.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import DataError
-from . import MediaPlugin
+from . import MediaPlugin, from_preprocessor_config, special_token_ids
 from .audio import read_audio
 
 AUDIO, AUDIO_BOS, AUDIO_EOS = "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"
@@ -46,20 +46,13 @@ class Qwen2AudioPlugin(MediaPlugin):
 
     @classmethod
     def load(cls, cfg, path: str) -> "Qwen2AudioPlugin":
-        from transformers import AutoTokenizer, WhisperFeatureExtractor
+        from transformers import WhisperFeatureExtractor
 
-        try:
-            feature_extractor = WhisperFeatureExtractor.from_pretrained(path)
-        except OSError as exc:
-            raise DataError(f"{path} has no feature extractor (preprocessor_config.json) for Qwen2-Audio: {str(exc)[:200]}") from None
+        feature_extractor = from_preprocessor_config(WhisperFeatureExtractor, path, "feature extractor", "Qwen2-Audio")
         if feature_extractor.sampling_rate != cfg.audio_sampling_rate:
             raise DataError(f"audio_sampling_rate is {cfg.audio_sampling_rate} Hz but the feature extractor of {path} works "
                             f"at {feature_extractor.sampling_rate} Hz: set audio_sampling_rate: {feature_extractor.sampling_rate}.")
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (AUDIO, AUDIO_BOS, AUDIO_EOS)}
-        missing = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
-        if missing:
-            raise DataError(f"the tokenizer of {path} lacks Qwen2-Audio's {', '.join(missing)}: is it a Qwen2-Audio model?")
+        ids = special_token_ids(path, (AUDIO, AUDIO_BOS, AUDIO_EOS), "Qwen2-Audio")
         return cls(feature_extractor, ids, cfg.audio_sampling_rate)
 
     def features(self, paths: list[str], where: str = "") -> dict[str, Any]:

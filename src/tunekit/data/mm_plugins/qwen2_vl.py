@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import DataError
-from . import MediaPlugin, open_image
+from . import MediaPlugin, from_preprocessor_config, open_image, special_token_ids
 from .video import VideoClip, VideoSpec, batch_videos, qwen2_resize, read_clip, video_grid
 
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"
@@ -52,18 +51,10 @@ class Qwen2VLPlugin(MediaPlugin):
 
     @classmethod
     def load(cls, cfg, path: str) -> "Qwen2VLPlugin":
-        from transformers import AutoTokenizer
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-        try:
-            image_processor = Qwen2VLImageProcessorPil.from_pretrained(path)
-        except OSError as exc:
-            raise DataError(f"{path} has no image processor (preprocessor_config.json) for Qwen2-VL: {str(exc)[:200]}") from None
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD)}
-        missing = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
-        if missing:
-            raise DataError(f"the tokenizer of {path} lacks Qwen2-VL's {', '.join(missing)}: is it a Qwen2-VL model?")
+        image_processor = from_preprocessor_config(Qwen2VLImageProcessorPil, path, "image processor", "Qwen2-VL")
+        ids = special_token_ids(path, (VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD), "Qwen2-VL")
         from . import model_type_of
 
         video = dict(fps=cfg.video_fps, maxlen=cfg.video_maxlen, max_pixels=cfg.video_max_pixels,
