@@ -23,7 +23,7 @@ import contextlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -60,27 +60,22 @@ class TokenizerFamily:
     generation_eos: tuple[str, ...] = ()  # generation_config.eos_token_id (all stop tokens)
 
 
+#: Qwen's ChatML tokenizer (Qwen2 / Qwen2.5); qwen3 and the Qwen VL / audio families are it with more tokens
+_QWEN = TokenizerFamily(
+    name="qwen",
+    template="qwen",
+    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+    extra=("<tool_call>", "</tool_call>"),
+    eos="<|im_end|>",
+    pad="<|endoftext|>",
+    tokenizer_class="Qwen2Tokenizer",
+    generation_eos=("<|im_end|>", "<|endoftext|>"),
+)
+
 TOKENIZERS: dict[str, TokenizerFamily] = {
-    "qwen": TokenizerFamily(
-        name="qwen",
-        template="qwen",
-        special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
-        extra=("<tool_call>", "</tool_call>"),
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        tokenizer_class="Qwen2Tokenizer",
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-    ),
-    "qwen3": TokenizerFamily(
-        name="qwen3",
-        template="qwen3",
-        special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
-        extra=("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"),
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        tokenizer_class="Qwen2Tokenizer",
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-    ),
+    "qwen": _QWEN,
+    "qwen3": replace(_QWEN, name="qwen3", template="qwen3",
+                     extra=_QWEN.extra + ("<tool_response>", "</tool_response>", "<think>", "</think>")),
     "llama3": TokenizerFamily(
         name="llama3",
         template="llama3",

@@ -11,20 +11,14 @@ Qwen/Qwen2-Audio-7B-Instruct ships) and the ``WhisperFeatureExtractor`` of the r
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
-from .tiny import TOKENIZERS, TokenizerFamily
+from .tiny import TOKENIZERS
 from .tiny_vlm import TinySizes, new_folder, random_model, save_tokenizer
 
-QWEN2_AUDIO_TOKENS = TokenizerFamily(
-    name="qwen2_audio",
-    template="qwen2_audio",
-    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"),
-    eos="<|im_end|>",
-    pad="<|endoftext|>",
-    tokenizer_class="Qwen2Tokenizer",
-    generation_eos=("<|im_end|>", "<|endoftext|>"),
-)
+QWEN2_AUDIO_TOKENS = replace(TOKENIZERS["qwen"], name="qwen2_audio", template="qwen2_audio", extra=(),  # no tool tags
+                             special=TOKENIZERS["qwen"].special + ("<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"))
 TOKENIZERS.setdefault(QWEN2_AUDIO_TOKENS.name, QWEN2_AUDIO_TOKENS)  # tiny.py trains a family's BPE by its name
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tunekit.errors import ModelError
@@ -27,18 +27,11 @@ from tunekit.errors import ModelError
 from .tiny import (DEFAULT_MAX_POSITIONS, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, _set_tokenizer_class,
                    build_tokenizer, check_tokenizer_roundtrip)
 
-QWEN2_VL_TOKENS = TokenizerFamily(
-    name="qwen2_vl",
-    template="qwen2_vl",
-    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-             "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-             "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"),
-    extra=("<tool_call>", "</tool_call>"),
-    eos="<|im_end|>",
-    pad="<|endoftext|>",
-    tokenizer_class="Qwen2Tokenizer",
-    generation_eos=("<|im_end|>", "<|endoftext|>"),
-)
+#: the special tokens of the Qwen VL tokenizers (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): Qwen's, then the vision ones
+QWEN_VL_SPECIAL = TOKENIZERS["qwen"].special + (
+    "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
+    "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+QWEN2_VL_TOKENS = replace(TOKENIZERS["qwen"], name="qwen2_vl", template="qwen2_vl", special=QWEN_VL_SPECIAL)
 TOKENIZERS.setdefault(QWEN2_VL_TOKENS.name, QWEN2_VL_TOKENS)  # tiny.py trains a family's BPE by its name
 
 #: Qwen/Qwen2-VL-7B-Instruct's chat_template (Qwen2.5-VL-7B-Instruct ships the same one), verbatim.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,10 @@ LLAVA_TOKENS = TokenizerFamily(
     name="llava", template="llava", special=("<unk>", "<s>", "</s>", "<pad>", "<image>"),
     bos="<s>", eos="</s>", pad="<pad>", unk="<unk>", add_bos=True, generation_eos=("</s>",),
 )
-GEMMA3_TOKENS = TokenizerFamily(
-    name="gemma3_vl", template="gemma3",
+GEMMA3_TOKENS = replace(  # Gemma's bos/eos/pad/unk; its special tokens in Gemma 3's id order (<mask>, the image ones)
+    TOKENIZERS["gemma"], name="gemma3_vl", template="gemma3",
     special=("<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
              "<end_of_image>", "<image_soft_token>"),
-    bos="<bos>", eos="<eos>", pad="<pad>", unk="<unk>", add_bos=True, generation_eos=("<eos>", "<end_of_turn>"),
 )
 for _fam in (LLAVA_TOKENS, GEMMA3_TOKENS):
     TOKENIZERS.setdefault(_fam.name, _fam)  # tiny.py trains a family's BPE by its name

@@ -14,23 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
-from .tiny import TOKENIZERS, TokenizerFamily
-from .tiny_vlm import TinySizes, new_folder, random_model, save_tokenizer
+from .tiny import TOKENIZERS
+from .tiny_vlm import QWEN_VL_SPECIAL, TinySizes, new_folder, random_model, save_tokenizer
 
-QWEN3_VL_TOKENS = TokenizerFamily(
-    name="qwen3_vl",
-    template="qwen3_vl_nothink",
-    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-             "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-             "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"),
-    extra=("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"),
-    eos="<|im_end|>",
-    pad="<|endoftext|>",
-    tokenizer_class="Qwen2Tokenizer",
-    generation_eos=("<|im_end|>", "<|endoftext|>"),
-)
+QWEN3_VL_TOKENS = replace(TOKENIZERS["qwen3"], name="qwen3_vl", template="qwen3_vl_nothink", special=QWEN_VL_SPECIAL)
 TOKENIZERS.setdefault(QWEN3_VL_TOKENS.name, QWEN3_VL_TOKENS)  # tiny.py trains a family's BPE by its name
 
 #: Qwen/Qwen3-VL-8B-Instruct's chat_template, verbatim (5292 bytes)
