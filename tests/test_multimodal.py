@@ -518,20 +518,36 @@ def test_chat_with_an_image_generates_what_plain_transformers_generates(tiny_qwe
     assert buf.getvalue() == reply.text + "\n"
 
 
-def test_demo_videos_decode_with_pyav_and_sample_by_fps_and_maxlen(demo_dir, tmp_path):
-    pytest.importorskip("av")
-    from tunekit.data.mm_plugins import open_video, video_frame_indices
+def test_videos_and_audio_without_pyav_say_how_to_install_it(monkeypatch):
+    import sys
+
+    from tunekit.data.mm_plugins.audio import read_audio
+    from tunekit.data.mm_plugins.video import read_clip
     from tunekit.errors import DataError
 
-    d = demo_dir / "mllm_demo_data"
+    monkeypatch.setitem(sys.modules, "av", None)  # `import av` raises ImportError
+    fix = 'needs PyAV: pip install -e ".[vision]" (or pip install av).'
+    with pytest.raises(DataError) as err:
+        read_clip("v.mp4", "x.json, record 3", 2.0, 128, max_pixels=256 * 256, min_pixels=16 * 16)
+    assert str(err.value) == f"x.json, record 3: reading videos {fix}"
+    with pytest.raises(DataError) as err:
+        read_audio("a.wav", "x.json, record 4", 16000)
+    assert str(err.value) == f"x.json, record 4: reading audio {fix}"
+
+
+def test_demo_videos_decode_with_pyav_and_sample_by_fps_and_maxlen(demo_dir, tmp_path):
+    pytest.importorskip("av")
+    from tunekit.data.mm_plugins.video import read_clip, sample_indices
+    from tunekit.errors import DataError
+
+    d, size = demo_dir / "mllm_demo_data", dict(max_pixels=256 * 256, min_pixels=16 * 16)
     # 1.mp4: 243 frames over 9.72 s -> floor(9.72 x 2) = 19 frames at video_fps 2; 2.avi: 270 frames, 9.03 s -> 18
-    got = {name: (len(frames := open_video(str(d / name), "r", 2.0, 128)), frames[0].size)
-           for name in ("1.mp4", "2.avi", "3.mp4", "4.mp4")}
-    assert got == {"1.mp4": (19, (640, 360)), "2.avi": (18, (320, 240)), "3.mp4": (12, (640, 360)), "4.mp4": (10, (224, 224))}
-    assert len(open_video(str(d / "1.mp4"), "r", 2.0, 8)) == 8  # video_maxlen caps it
-    assert video_frame_indices(243, 9.72, 2.0, 4) == [0, 80, 161, 242]
+    got = {name: len(read_clip(str(d / name), "r", 2.0, 128, **size).indices) for name in ("1.mp4", "2.avi", "3.mp4", "4.mp4")}
+    assert got == {"1.mp4": 19, "2.avi": 18, "3.mp4": 12, "4.mp4": 10}
+    assert len(read_clip(str(d / "1.mp4"), "r", 2.0, 8, **size).indices) == 8  # video_maxlen caps it
+    assert sample_indices(243, 9.72, 2.0, 4) == [0, 80, 161, 242]
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"garbage" * 100)
     with pytest.raises(DataError, match=r"^x.json, record 3: video .*bad.mp4 cannot be read \(InvalidDataError: .*\); the file "
                                         r"is corrupt or not a video. Replace it, or remove the record.$"):
-        open_video(str(bad), "x.json, record 3", 2.0, 128)
+        read_clip(str(bad), "x.json, record 3", 2.0, 128, **size)

@@ -147,6 +147,15 @@ def resolve_media(paths: list[Any], kind: str, root: Path, where: str) -> list[s
     return out
 
 
+def require_av(where: str, what: str):
+    """PyAV (the ``vision`` extra), which decodes videos and audio; without it a DataError says how to install it."""
+    try:
+        import av
+    except ImportError:
+        raise DataError(f"{where}: reading {what} needs PyAV: pip install -e \".[vision]\" (or pip install av).") from None
+    return av
+
+
 def open_image(path: str, where: str):
     """The image at ``path`` as RGB (fully decoded, so a truncated file fails here, naming file and record)."""
     from PIL import Image, UnidentifiedImageError
@@ -158,36 +167,3 @@ def open_image(path: str, where: str):
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
         raise DataError(f"{where}: image {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
                         f"corrupt or not an image. Replace it, or remove the record.") from None
-
-
-def video_frame_indices(total_frames: int, duration_s: float, fps: float, maxlen: int) -> list[int]:
-    """Which frames of a video are sampled: ``min(total, maxlen, floor(duration x fps))`` (at least 1), evenly
-    spaced from the first to the last frame (LLaMA-Factory's rule, ``video_fps`` / ``video_maxlen``)."""
-    import math
-
-    import numpy as np
-
-    n = max(1, min(total_frames, maxlen, math.floor(duration_s * fps)))
-    return [int(i) for i in np.linspace(0, total_frames - 1, n).astype(np.int64)]
-
-
-def open_video(path: str, where: str, fps: float, maxlen: int) -> list:
-    """The sampled frames (RGB PIL images) of a video, decoded with PyAV (the ``vision`` extra; no torchvision)."""
-    try:
-        import av
-    except ImportError:
-        raise DataError(f"{where}: reading videos needs PyAV: pip install -e \".[vision]\" (or pip install av).") from None
-    try:
-        with av.open(path) as container:
-            stream = container.streams.video[0]
-            frames = [f.to_image() for f in container.decode(stream)]
-            if stream.duration is not None and stream.time_base is not None:
-                duration = float(stream.duration * stream.time_base)
-            else:
-                duration = (container.duration or 0) / av.time_base
-    except (av.error.FFmpegError, IndexError, OSError, ValueError) as exc:
-        raise DataError(f"{where}: video {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
-                        f"corrupt or not a video. Replace it, or remove the record.") from None
-    if not frames:
-        raise DataError(f"{where}: video {path} has no frames.")
-    return [frames[i].convert("RGB") for i in video_frame_indices(len(frames), duration, fps, maxlen)]

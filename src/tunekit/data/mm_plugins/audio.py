@@ -8,16 +8,14 @@ averaged the same way, so a mono 16 kHz file is passed through unchanged.
 from __future__ import annotations
 
 from ...errors import DataError
+from . import require_av
 
 
 def read_audio(path: str, where: str, sampling_rate: int):
     """The audio at ``path`` as a mono float32 numpy array at ``sampling_rate`` Hz; a corrupt file names file and record."""
     import numpy as np
 
-    try:
-        import av
-    except ImportError:
-        raise DataError(f"{where}: reading audio needs PyAV: pip install -e \".[vision]\" (or pip install av).") from None
+    av = require_av(where, "audio")
     try:
         with av.open(path) as container:
             stream = container.streams.audio[0]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ...errors import DataError
+from . import require_av
 
 
 @dataclasses.dataclass
@@ -77,10 +78,7 @@ def regularize_frame(image, max_pixels: int, min_pixels: int):
 
 def read_clip(path: str, where: str, fps: float, maxlen: int, max_pixels: int, min_pixels: int) -> VideoClip:
     """Decode ``path`` with PyAV (the ``vision`` extra), sample and regularise its frames (see the module docstring)."""
-    try:
-        import av
-    except ImportError:
-        raise DataError(f"{where}: reading videos needs PyAV: pip install -e \".[vision]\" (or pip install av).") from None
+    av = require_av(where, "videos")
     try:
         with av.open(path) as container:
             stream = container.streams.video[0]
