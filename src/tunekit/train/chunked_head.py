@@ -198,14 +198,19 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         for start in range(0, hidden.shape[0], rows):
             x, t = hidden[start:start + rows], targets[start:start + rows]
             z = F.linear(x, weight, bias).to(acc)
-            lse = torch.logsumexp(z, dim=-1)
-            out[start:start + rows] = z.gather(1, t[:, None]).squeeze(1) - lse
+            # logsumexp in the logits' own storage: torch.logsumexp allocates a second chunk-sized temporary
+            m = z.amax(dim=-1)
+            picked = z.gather(1, t[:, None]).squeeze(1)
+            s = z.sub_(m[:, None]).exp_().sum(dim=-1)  # z now holds exp(z - m)
+            lse = m + s.log()
+            out[start:start + rows] = picked - lse
             if lses is not None:
                 lses[start:start + rows] = lse
             if early:
-                g = z.sub_(lse[:, None]).exp_().neg_()  # - softmax, in the logits' storage
+                g = z.div_(s[:, None]).neg_()  # - softmax, in the logits' storage
                 g[torch.arange(t.shape[0], device=t.device), t] += 1.0
                 grad_x[start:start + rows] = g.to(weight.dtype) @ weight
+                del g  # g is z: holding it would keep this chunk alive while the next one is computed
             del z
         ctx.rows, ctx.needs, ctx.early = rows, (need_x, need_w, need_b), early
         ctx.grad_x = grad_x
