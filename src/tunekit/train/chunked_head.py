@@ -178,6 +178,19 @@ def fused_forward(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor
 # ---- per-token log-probs (dpo / kto): log p(target) = z[target] - logsumexp(z), a chunk of tokens at a time ----------
 
 
+def _logits_into(buf: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The chunk's logits ``x @ W^T + b`` in ``buf[:len(x)]`` (the accumulation dtype): every chunk of one call reuses the
+    one buffer. A fresh chunk-sized tensor per chunk (512 MiB at V = 151,936) made glibc's heap grow by a chunk each
+    time on CPU — the small tensors allocated between two chunks are carved from the freed block — so the process
+    kept ~3 chunks of freed memory resident per forward pass (benchmarks/dpo_memory.py, docs/memory-model.md 3.7)."""
+    z = buf[:x.shape[0]]
+    if x.dtype != buf.dtype or weight.dtype != buf.dtype or torch.is_autocast_enabled(x.device.type):
+        return z.copy_(F.linear(x, weight, bias))  # a 16-bit or autocast matmul as before, upcast into the buffer
+    if bias is None:
+        return torch.mm(x, weight.t(), out=z)
+    return torch.addmm(bias, x, weight.t(), out=z)
+
+
 class _ChunkedTokenLogps(torch.autograd.Function):
     """``log_softmax(hidden @ W^T + b)[target]`` per row. Its gradient with respect to the chunk's logits is
     ``grad_out[:, None] * (onehot(target) - softmax(z))``, the log-softmax gather's backward.
@@ -195,9 +208,10 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         early = need_x and not (need_w or need_b)
         grad_x = torch.empty_like(hidden) if early else None
         lses = torch.empty_like(out) if (need_w or need_b) else None
+        buf = hidden.new_empty((min(rows, hidden.shape[0]), weight.shape[0]), dtype=acc)
         for start in range(0, hidden.shape[0], rows):
             x, t = hidden[start:start + rows], targets[start:start + rows]
-            z = F.linear(x, weight, bias).to(acc)
+            z = _logits_into(buf, x, weight, bias)
             # logsumexp in the logits' own storage: torch.logsumexp allocates a second chunk-sized temporary
             m = z.amax(dim=-1)
             picked = z.gather(1, t[:, None]).squeeze(1)
@@ -232,9 +246,10 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         dx = torch.empty_like(hidden) if need_x else None
         dw = None
         db = torch.zeros(bias.shape, dtype=acc, device=bias.device) if need_b else None
+        buf = hidden.new_empty((min(ctx.rows, hidden.shape[0]), weight.shape[0]), dtype=acc)
         for start in range(0, hidden.shape[0], ctx.rows):
             x, t = hidden[start:start + ctx.rows], targets[start:start + ctx.rows]
-            z = F.linear(x, weight, bias).to(acc)
+            z = _logits_into(buf, x, weight, bias)
             g = z.sub_(lses[start:start + ctx.rows, None]).exp_().neg_()
             g[torch.arange(t.shape[0], device=t.device), t] += 1.0
             g.mul_(grad_out[start:start + ctx.rows, None].to(acc))
