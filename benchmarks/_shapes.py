@@ -93,11 +93,13 @@ def build_qwen_tokenizer(texts: list[str], vocab_size: int = BPE_VOCAB, max_leng
 
 
 def build_random_model(out_dir: Path, shape: str, *, data_dir: Path | None = None, dtype: str = "float32",
-                       device: str = "cpu", seed: int = 0) -> Path:
+                       device: str = "cpu", seed: int = 0, layers: int | None = None) -> Path:
     """Write ``shape``'s architecture with random weights + a local tokenizer into ``out_dir`` (skipped if done).
 
     ``dtype`` is the dtype of the saved weights (float32 for the CPU benchmarks, bfloat16 for the GPU kit);
     ``device`` is where the weights are initialised (cuda: seconds for a 7B model instead of minutes).
+    ``layers``: that many decoder layers instead of the published count (every other field unchanged), for
+    measurements that separate per-layer from per-model memory at a fraction of the cost.
     """
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
@@ -106,13 +108,15 @@ def build_random_model(out_dir: Path, shape: str, *, data_dir: Path | None = Non
 
     out = Path(out_dir)
     marker = out / ".built.json"
-    want = {"shape": shape, "config": REAL_SHAPES[shape], "dtype": dtype, "seed": seed,
+    fields = dict(REAL_SHAPES[shape])
+    if layers is not None:
+        fields.update(num_hidden_layers=layers, max_window_layers=min(layers, fields["max_window_layers"]))
+    want = {"shape": shape, "config": fields, "dtype": dtype, "seed": seed,
             "data_dir": str(data_dir) if data_dir else None}
     if marker.is_file() and json.loads(marker.read_text()) == want:
         return out
     out.mkdir(parents=True, exist_ok=True)
     texts, _source = corpus(data_dir)
-    fields = dict(REAL_SHAPES[shape])
     tokenizer, fam = build_qwen_tokenizer(texts, max_length=min(fields["max_position_embeddings"], 32768))
     if len(tokenizer) > fields["vocab_size"]:
         raise ValueError(f"{shape}: the tokenizer has {len(tokenizer)} tokens, more than vocab_size {fields['vocab_size']}")

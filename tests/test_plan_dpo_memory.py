@@ -75,3 +75,89 @@ def test_chunked_logps_allocate_the_logits_buffer_once(head_trains):
         out = chunked_token_logps(x, w, None, t, rows)
         backward = _allocations(lambda: out.sum().backward())
         assert sum(1 for b in backward if b >= chunk) == 1, [b for b in backward if b >= chunk]
+
+
+def _dpo_trainer(model_path, data_dir, out, **overrides):
+    from tests.helpers import base_config
+    from tests.stage_helpers import write_preference
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_model, load_tokenizer
+    from tunekit.train.arguments import build_training_arguments
+    from tunekit.train.stages import dpo
+
+    write_preference(data_dir, "toy", n=8, seed=0)
+    cfg = load_config(None, base_config(model_path, data_dir, out, stage="dpo", finetuning_type="lora", dtype="float32",
+                                        per_device_train_batch_size=4, gradient_checkpointing=False, **overrides))
+    tokenizer = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tokenizer, "dpo")
+    trainer = dpo.build_trainer(cfg, build_training_arguments(cfg, []), load_model(cfg, tokenizer), tokenizer, data, [])
+    return cfg, trainer, trainer.data_collator([data.train[i] for i in range(4)])
+
+
+def test_dpo_plan_holds_both_sequence_sets_and_one_chunk(tiny_qwen, tmp_path):
+    """A LoRA DPO step of 4 pairs: the bytes the policy's forward pass saves for backward are the planner's for the 8
+    sequences (within the 10 % of the activation model, tests/test_plan_memory.py), and the step's allocator peak
+    (policy forward, reference forward, backward; relative to its start) stays within the planned dynamic memory."""
+    from tunekit.plan.activations import saved_bytes
+    from tunekit.plan.architectures import load_shape
+    from tunekit.plan.memory import estimate_memory, sequences_setup
+    from tunekit.plan.params import count_params
+    from tunekit.plan.training_setup import resolve_setup
+    from tunekit.train.chunked_head import chunk_rows
+
+    cfg, trainer, batch = _dpo_trainer(tiny_qwen, tmp_path / "data", tmp_path / "o")
+    model = trainer.model.train()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            saved.setdefault(st.data_ptr(), st.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = trainer.compute_loss(model, batch)
+    del loss
+    width = batch["input_ids"].shape[1]
+    shape = load_shape(str(tiny_qwen), None)
+    setup = resolve_setup(cfg, seq_len=width)  # per_device_train_batch_size pairs of `width`-token sequences
+    seqs = sequences_setup(setup)
+    assert seqs.tokens == batch["input_ids"].numel() == 2 * setup.tokens
+    planned_saved = saved_bytes(shape, seqs, count_params(shape, seqs))["total"]
+    assert abs(sum(saved.values()) - planned_saved) <= 0.10 * planned_saved, (sum(saved.values()), planned_saved)
+
+    est = estimate_memory(shape, setup).components
+    rows = min(seqs.tokens, chunk_rows(shape.vocab))
+    assert est["logits"] == rows * shape.vocab * 4 + 4 * shape.hidden * rows  # one chunk over both sets, fp32
+    peak = _allocator_peak(lambda: trainer.compute_loss(model, batch).backward())
+    dynamic = est["activations"] + est["logits"] + est["fragmentation"]
+    assert peak <= dynamic, (peak, dynamic)
+
+
+def test_dpo_reference_forward_runs_before_the_policy_holds_activations(tiny_qwen, tmp_path):
+    """The reference log-probs (LoRA: the policy with its adapter disabled, no grad) are computed before the policy's
+    forward pass, so its transients never sit on top of the policy's saved activations: at its start the step holds no
+    more than the batch's few per-sequence tensors (counted: under 5 % of the bytes the policy's forward saves)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    cfg, trainer, batch = _dpo_trainer(tiny_qwen, tmp_path / "data", tmp_path / "o")
+    model = trainer.model.train()
+    plain = trainer.reference_logps
+
+    def marked(*args, **kwargs):
+        with record_function("reference"):
+            return plain(*args, **kwargs)
+
+    trainer.reference_logps = marked  # our own trainer's method, on this instance
+    saved = []
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.untyped_storage().nbytes()) or t, lambda t: t):
+            loss = trainer.compute_loss(model, batch)
+    del loss
+    events = prof.profiler.kineto_results.events()
+    start = next(e.start_ns() for e in events if e.name() == "reference")
+    held = sum(e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start)
+    assert sum(saved) > 0
+    assert held < 0.05 * sum(saved), (held, sum(saved))

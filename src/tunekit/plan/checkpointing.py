@@ -89,6 +89,8 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
     """The decision for ``setup`` (its own ``grad_ckpt`` is ignored) on ``gpu``, or on this host's RAM without one."""
     from .memory import estimate_memory
 
+    if gpu is None:  # the run trains on this host's CPU: glibc's heap, not the CUDA allocator (plan/memory.py)
+        setup = replace(setup, host=True)
     peak = estimate_memory(shape, replace(setup, grad_ckpt=False, ckpt_layers=None)).total
     if gpu is not None:
         budget, where = gpu.memory_gib * GiB * GPU_SHARE, f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB"

@@ -18,6 +18,12 @@ GiB = 1024**3
 CUDA_OVERHEAD = 0.9 * GiB  # context, cuBLAS workspaces, allocator slack (one process)
 NCCL_OVERHEAD = 0.3 * GiB  # communicator buffers per rank when world > 1
 FRAGMENTATION = 0.10  # reserved / allocated - 1 on the token-dependent part
+# On the CPU (glibc malloc): resident / live - 1 on the token-dependent part. Freed transients stay in the heap, split
+# by the small tensors allocated between them, and the heap grows around them. Measured at Qwen2.5-0.5B's shape (LoRA,
+# fp32, 4 x 960 tokens; benchmarks/dpo_memory.py --rss, docs/memory-model.md section 3.7): heap kept over the live
+# dynamic bytes 0.27 / 0.31 for dpo at 4 / 6 layers, 0.42 for each added layer (what dominates at real layer counts),
+# sft 0.19 at 4 layers; + 0.05 for the live bytes measured above the plan's.
+HOST_FRAGMENTATION = 0.45
 DS_ABF = 1.5  # DeepSpeed's additional_buffer_factor for CPU memory of offloaded states
 
 COMPONENTS = (
@@ -127,7 +133,8 @@ def distributed_buffer_bytes(shape: ModelShape, setup: Setup, counts: ParamCount
 def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None = None) -> MemoryEstimate:
     counts = counts or count_params(shape, setup)
     states, cpu, notes = model_state_bytes(shape, setup, counts)
-    dyn = dynamic_peak_bytes(shape, setup, counts)
+    seqs = sequences_setup(setup)
+    dyn = dynamic_peak_bytes(shape, seqs, counts)
     N = max(1, setup.shards)
     step = optimizer_step_temp_bytes(setup, counts, setup.trainable_bytes)
     if setup.fsdp in ("full_shard", "shard_grad_op"):
@@ -139,11 +146,11 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
         "logits": dyn["logits"],
         "optimizer_step": step,
         "distributed_buffers": distributed_buffer_bytes(shape, setup, counts),
-        "fragmentation": FRAGMENTATION * (dyn["activations"] + dyn["logits"]),
+        "fragmentation": fragmentation_share(setup) * (dyn["activations"] + dyn["logits"]),
         "overhead": overhead,
     }
     if shape.vision is not None:
-        vision_memory(shape, setup, comps, notes)
+        vision_memory(shape, seqs, comps, notes)
     if shape.num_experts:
         notes.append(f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate.")
     if setup.reference_copy:  # the reference: the starting model (or ref_model, planned at its size) frozen, load dtype
@@ -151,12 +158,33 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
         notes.append(f"stage {setup.stage}: a frozen reference model is held (counted in base_weights at this model's size; "
                      f"with LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it "
                      f"before training).")
-    if setup.stage in ("dpo", "kto"):
-        notes.append(f"stage {setup.stage}: chosen and rejected run together; activations doubled.")
-        comps["activations"] *= 2
-        comps["logits"] *= 2
-        comps["fragmentation"] *= 2
+    if setup.host:
+        notes.append(f"on the CPU: fragmentation is {fragmentation_share(setup):.0%} of the token-dependent memory (freed "
+                     f"tensors stay in glibc's heap: resident memory, measured, docs/memory-model.md section 3.7).")
+    if seqs is not setup:
+        notes.append(f"stage {setup.stage}: chosen and rejected run together: the activations are those of "
+                     f"{seqs.micro_batch} sequences per micro-batch of {setup.micro_batch}.")
     return MemoryEstimate(components=comps, cpu_bytes=cpu, counts=counts, notes=notes)
+
+
+def fragmentation_share(setup: Setup) -> float:
+    """Memory held beyond the live bytes, as a share of the token-dependent part: the CUDA caching allocator's, or on
+    the CPU glibc's heap (:data:`HOST_FRAGMENTATION`)."""
+    return HOST_FRAGMENTATION if setup.host else FRAGMENTATION
+
+
+def sequences_setup(setup: Setup) -> Setup:
+    """The set-up as the model's layers see it. dpo runs a micro-batch's chosen and rejected sequences in one forward
+    pass with gradients (``stages/dpo.py``), so its layers hold twice the sequences (and twice the images of a VLM's
+    pairs); ``max_tokens_per_batch`` already counts both sequences of a pair (``train/token_budget.py``). The chunked
+    head (``chunked_head.forward_sequence_logps``) then runs once over all of them, one chunk of rows at a time: one
+    chunk alive, capped at ``chunk_rows``, where doubling the planned figures afterwards counted two. kto keeps its
+    micro-batch: only its examples' forward pass keeps activations, its mismatched KL pairs run under no_grad
+    (``stages/kto.py``), like the reference forward of both stages, whose transients (one layer, one chunk) are below
+    those of the backward pass that follows (``benchmarks/dpo_memory.py`` measures the phases)."""
+    if setup.stage != "dpo":
+        return setup
+    return setup.with_(micro_batch=2 * setup.micro_batch, media_patches=2 * setup.media_patches)
 
 
 def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], notes: list[str]) -> None:
@@ -177,4 +205,4 @@ def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], note
     lm = comps["activations"] + comps["logits"]
     extra = saved + max(0.0, peak - lm)
     comps["activations"] += extra
-    comps["fragmentation"] += FRAGMENTATION * extra
+    comps["fragmentation"] += fragmentation_share(setup) * extra

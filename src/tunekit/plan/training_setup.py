@@ -58,6 +58,7 @@ class Setup:
     vision_freeze: tuple[bool, bool, bool] = (True, True, False)  # freeze_vision_tower, _multi_modal_projector, _language_model
     media_patches: int = 0  # image/video patches of the largest micro-batch (the vision tower's tokens)
     largest_image_patches: int = 0  # patches of the largest single image or clip (eager attention's score matrix)
+    host: bool = False  # trains on the CPU (use_cpu): host memory from glibc's malloc, not a CUDA caching allocator
 
     @property
     def gpus_per_node(self) -> int:
@@ -211,6 +212,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         reference_copy=holds_reference_copy(cfg),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
         chunked_loss=chunked_loss(cfg),
+        host=bool(cfg.use_cpu),
         vision_freeze=(cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model),
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
     )
