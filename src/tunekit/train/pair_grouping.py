@@ -8,11 +8,9 @@ padding, width rounded up to ``pad_to_multiple_of``). A pair never splits: its c
 ``ref_logps`` (``precompute_ref_log_probs``: ``[2B]``, chosen part then rejected part) move together, and each batch
 keeps the layout "chosen 0..B-1, then rejected 0..B-1".
 
-Why the step's gradient is unchanged (exactness): every dpo/rm loss is a per-pair loss averaged over the
-micro-batch's pairs (``losses.mean()``), and the HF Trainer divides each micro-batch's loss by the accumulation count
-``k`` (pair batches carry no ``labels``, so no token count: ``stage_trainer.py``). With ``k`` micro-batches of ``B``
-pairs each the step's loss is ``Σ_batches (1/k)(1/B) Σ_pairs ℓ = (1/kB) Σ_window ℓ``: the mean over the window's
-pairs, whatever the dealing. Each pair's ``ℓ`` depends on that pair alone:
+Why the step's gradient is unchanged (exactness): every dpo/rm micro-batch loss is the sum of its per-pair losses
+divided by the window's pair count (``StageTrainer.pair_loss``; the Trainer does not divide by the accumulation count
+again), so the step's loss is ``(1/N) Σ_window ℓ``: the mean over the window's pairs, whatever the dealing. Each pair's ``ℓ`` depends on that pair alone:
 
 * ``pref_loss`` sigmoid (with ``dpo_label_smoothing``), hinge, ipo, orpo, simpo: functions of the pair's log-prob
   sums, its lengths and (sigmoid / hinge / ipo) its reference log-probs (``losses.preference_loss``);
@@ -21,9 +19,9 @@ pairs, whatever the dealing. Each pair's ``ℓ`` depends on that pair alone:
 
 None of them normalises over the micro-batch's tokens, so regrouping is exact up to floating-point summation order
 (tests/test_pair_grouping.py: float64 runs, same losses and weights). The logged metrics are micro-batch means
-averaged over the micro-batches: with equal sizes also the window's mean. With UNEQUAL micro-batch sizes (the last
-window of an epoch) the weights ``1/(kB_i)`` would move with the pairs, so such a window passes through unchanged,
-as do left-padded batches. KTO is excluded: its KL estimate is a micro-batch-level quantity (the mean over the
+averaged over the micro-batches: with equal sizes also the window's mean, which is why a window of UNEQUAL
+micro-batch sizes (the last of an epoch) passes through unchanged (its loss would be exact, its logged ``rewards/*``
+means would move), as do left-padded batches. KTO is excluded: its KL estimate is a micro-batch-level quantity (the mean over the
 micro-batch's mismatched pairs), so which examples share a micro-batch changes the loss; its batches (``kl_`` keys)
 never reach this function (``window_grouping.WindowGroupingMixin``).
 """

@@ -14,9 +14,9 @@ sequence of each pair, :func:`dataset_lengths`), so both answers of a pair alway
 both its sequences: padding-free ``len(chosen) + len(rejected)``; padded, a batch of pairs is ``2 x pairs x`` its
 longest row rounded up (``PairCollator`` pads all ``2B`` rows to one width), and the pairs are sorted by their longer
 row. One sequence per sample (sft, pt) is the ``[N]`` case of the same algorithm. (KTO is refused by the schema:
-its KL estimate is a micro-batch-level quantity, and budget batches of unequal sizes would change it.) The dpo/rm
-loss stays the mean over the micro-batch's pairs, so a pair weighs ``1 / (k x pairs in its micro-batch)`` in a step
-of ``k`` micro-batches (docs/padding-free.md).
+its KL estimate is a micro-batch-level quantity, and budget batches of unequal sizes would change it.) Every pair of
+an optimizer step weighs ``1 / (pairs in the step)`` whatever the micro-batch sizes: dpo/rm divide the sum of the
+micro-batch's pair losses by the step's pair count (``stages/stage_trainer.py``; docs/padding-free.md).
 
 A sample whose cost alone is over the budget (the padded width rounded up past it) becomes a batch of its own
 and is counted in :attr:`BudgetBatches.oversized` (the run says so). Every epoch then visits the same batches in

@@ -33,6 +33,8 @@ REFERENCE_FREE = ("orpo", "simpo")
 
 
 class DPOTrainer(StageTrainer):
+    pair_weighted = True  # every pair of a step weighs the same (stage_trainer.py)
+
     def __init__(self, *args, ref_model=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.ref_model = prepare_frozen(ref_model, self)
@@ -71,7 +73,7 @@ class DPOTrainer(StageTrainer):
             "logps/chosen": logps[:b].detach().mean(), "logps/rejected": logps[b:].detach().mean(),
         })
         self.store_metrics(metrics)
-        loss = losses.mean()
+        loss = self.pair_loss(losses, num_items_in_batch)
         return (loss, {"losses": losses}) if return_outputs else loss
 
 

@@ -34,6 +34,8 @@ def load_model(cfg, tokenizer):
 
 
 class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
+    pair_weighted = True  # every pair of a step weighs the same (stage_trainer.py)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         view = sequence_view(inputs)
         _, values = model(view["input_ids"], attention_mask=view["attention_mask"], position_ids=view["position_ids"],
@@ -41,7 +43,7 @@ class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
         scores = sequence_scores(values, view)
         b = scores.shape[0] // 2
         chosen, rejected = scores[:b], scores[b:]
-        loss = pairwise_reward_loss(chosen, rejected).mean()
+        loss = self.pair_loss(pairwise_reward_loss(chosen, rejected), num_items_in_batch)
         correct = (chosen > rejected).float().mean()
         self.store_metrics({"rewards/chosen": chosen.detach().mean(), "rewards/rejected": rejected.detach().mean(),
                             "rewards/accuracies": correct, "rewards/margins": (chosen - rejected).detach().mean(),
