@@ -53,3 +53,37 @@ def ascii_share(prompts, completions, reference, **kwargs):
     """Reward for the RL tests: the share of lowercase ASCII letters in the completion (about 0.4 for the
     untrained tiny model, whose vocabulary mixes Latin and CJK pieces)."""
     return [sum("a" <= c <= "z" for c in text) / max(1, len(text)) for text in completions]
+
+
+def random_words(rng: random.Random, lo: int, hi: int | None = None) -> str:
+    """``lo``..``hi`` words of :data:`WORDS` (exactly ``lo`` when ``hi`` is None), drawn from ``rng``."""
+    n = lo if hi is None else rng.randint(lo, hi)
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def pair_stage_trainer(cfg):
+    """The dpo/rm trainer a run of ``cfg`` would train with (its DataLoader and ``get_batch_samples``), not trained."""
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_model, load_tokenizer
+    from tunekit.train.arguments import build_training_arguments
+    from tunekit.train.stages import dpo, rm
+
+    module = {"dpo": dpo, "rm": rm}[cfg.stage]
+    tokenizer = load_tokenizer(cfg)
+    data = prepare_datasets(cfg, tokenizer, cfg.stage, verbose=False)
+    model = module.load_model(cfg, tokenizer) if cfg.stage == "rm" else load_model(cfg, tokenizer)
+    return module.build_trainer(cfg, build_training_arguments(cfg, []), model, tokenizer, data, [])
+
+
+def run_losses_and_weights(cfg) -> tuple[list[float], dict]:
+    """Train ``cfg``; the logged loss of every step and the final LoRA (+ value head) weights."""
+    from safetensors.torch import load_file
+
+    from tunekit.flow import run_train
+
+    run_train(cfg)
+    out = Path(cfg.output_dir)
+    weights = load_file(out / "adapter_model.safetensors")
+    if (out / "value_head.safetensors").is_file():
+        weights.update(load_file(out / "value_head.safetensors"))
+    return [r["loss"] for r in train_rows(out)], weights

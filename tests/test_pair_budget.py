@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tests.helpers import base_config, write_dataset
-from tests.stage_helpers import PREF_COLUMNS, WORDS, train_rows
+from tests.stage_helpers import PREF_COLUMNS, random_words, train_rows
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
 from tunekit.train.batching import PaddingFreePairCollator, PairCollator
@@ -77,16 +77,12 @@ def test_rules():
         assert load_config(None, {"stage": stage, "max_tokens_per_batch": 4096}).max_tokens_per_batch == 4096
 
 
-def _words(rng, lo, hi):
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
-
-
 @pytest.fixture(scope="module")
 def pair_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pairs")
     rng = random.Random(11)
-    pairs = [{"instruction": "Describe " + _words(rng, 1, 3), "input": "", "chosen": _words(rng, 1, 20) + " 7 7",
-              "rejected": _words(rng, 1, 20) + " 3 3"} for _ in range(20)]
+    pairs = [{"instruction": "Describe " + random_words(rng, 1, 3), "input": "", "chosen": random_words(rng, 1, 20) + " 7 7",
+              "rejected": random_words(rng, 1, 20) + " 3 3"} for _ in range(20)]
     write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
     return folder
 

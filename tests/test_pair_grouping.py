@@ -10,14 +10,12 @@ micro-batches of a step: two orders of 2 terms of at most ``max loss`` differ by
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from tests.helpers import base_config, write_dataset
-from tests.stage_helpers import PREF_COLUMNS, WORDS, train_rows
+from tests.stage_helpers import PREF_COLUMNS, pair_stage_trainer, random_words, run_losses_and_weights
 from tests.tolerances import FLOAT64_WEIGHT_TOL, sum_order_bound
 from tunekit.config import load_config
 from tunekit.train.batching import PairCollator
@@ -87,10 +85,6 @@ def test_unequal_sizes_and_other_batches_pass_through():
 
 
 # ---- training runs --------------------------------------------------------------------------------------------------
-def _words(rng, lo, hi):
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
-
-
 @pytest.fixture(scope="module")
 def pair_data(tmp_path_factory):
     """Pairs whose answers are 1-2 or 30-40 words long, so a sampler's window mixes short and long pairs."""
@@ -99,8 +93,8 @@ def pair_data(tmp_path_factory):
     pairs = []
     for i in range(16):
         lo, hi = (1, 2) if i % 2 else (30, 40)
-        pairs.append({"instruction": "Describe " + _words(rng, 1, 3), "input": "", "chosen": _words(rng, lo, hi) + " 7 7",
-                      "rejected": _words(rng, lo, hi) + " 3 3"})
+        pairs.append({"instruction": "Describe " + random_words(rng, 1, 3), "input": "", "chosen": random_words(rng, lo, hi) + " 7 7",
+                      "rejected": random_words(rng, lo, hi) + " 3 3"})
     write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
     return folder
 
@@ -113,16 +107,7 @@ def _cfg(model, data_dir, out, stage, **overrides):
 
 def _padded_slots(cfg) -> tuple[int, int]:
     """Model input slots of the first 2 windows as the trainer forms them (its DataLoader + get_batch_samples)."""
-    from tunekit.data.pipeline import prepare_datasets
-    from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.train.arguments import build_training_arguments
-    from tunekit.train.stages import dpo, rm
-
-    module = {"dpo": dpo, "rm": rm}[cfg.stage]
-    tokenizer = load_tokenizer(cfg)
-    data = prepare_datasets(cfg, tokenizer, cfg.stage, verbose=False)
-    model = module.load_model(cfg, tokenizer) if cfg.stage == "rm" else load_model(cfg, tokenizer)
-    trainer = module.build_trainer(cfg, build_training_arguments(cfg, []), model, tokenizer, data, [])
+    trainer = pair_stage_trainer(cfg)
     batches = iter(trainer.get_train_dataloader())
     slots = real = 0
     for _ in range(2):
@@ -132,25 +117,13 @@ def _padded_slots(cfg) -> tuple[int, int]:
     return slots, real
 
 
-def _run(cfg):
-    """The logged loss of every step and the final LoRA (+ value head) weights of a run."""
-    from tunekit.flow import run_train
-
-    run_train(cfg)
-    out = Path(cfg.output_dir)
-    weights = load_file(out / "adapter_model.safetensors")
-    if (out / "value_head.safetensors").is_file():
-        weights.update(load_file(out / "value_head.safetensors"))
-    return [r["loss"] for r in train_rows(out)], weights
-
-
 @pytest.mark.parametrize("stage, extra", [("dpo", {"pref_ftx": 0.3}), ("dpo", {"precompute_ref_log_probs": True}), ("rm", {})])
 def test_regrouped_training_is_the_same_with_less_padding(tiny_qwen, pair_data, tmp_path, stage, extra):
     results, slots = {}, {}
     for flag in (True, False):
         cfg = _cfg(tiny_qwen, pair_data, tmp_path / f"{stage}-{flag}", stage, group_within_step=flag, **extra)
         slots[flag] = _padded_slots(cfg)
-        results[flag] = _run(cfg)
+        results[flag] = run_losses_and_weights(cfg)
     (l_on, w_on), (l_off, w_off) = results[True], results[False]
     assert slots[True][1] == slots[False][1]  # the same real tokens in the two steps
     assert slots[True][0] < slots[False][0], slots  # and fewer padded slots

@@ -23,32 +23,26 @@ at 1/2, each short one at 1/6, instead of 1/4 each) differs by 9e-3 (padding-fre
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from tests.helpers import base_config, write_dataset
-from tests.stage_helpers import PREF_COLUMNS, WORDS, train_rows
+from tests.stage_helpers import PREF_COLUMNS, pair_stage_trainer, random_words, run_losses_and_weights
 from tests.tolerances import FP64_U, sum_order_bound
 from tunekit.config import load_config
 
 LR = 0.5
 
 
-def _words(rng, n):
-    return " ".join(rng.choice(WORDS) for _ in range(n))
-
-
 @pytest.fixture(scope="module")
 def pair_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pairs")
     rng = random.Random(3)
-    pairs = [{"instruction": "Describe " + _words(rng, 2), "input": "", "chosen": _words(rng, 90) + " 7 7",
-              "rejected": _words(rng, 90) + " 3 3"}]
-    pairs += [{"instruction": "Describe " + _words(rng, 1), "input": "", "chosen": _words(rng, 1 + i) + " 7",
-               "rejected": _words(rng, 3 - i) + " 3"} for i in range(3)]
+    pairs = [{"instruction": "Describe " + random_words(rng, 2), "input": "", "chosen": random_words(rng, 90) + " 7 7",
+              "rejected": random_words(rng, 90) + " 3 3"}]
+    pairs += [{"instruction": "Describe " + random_words(rng, 1), "input": "", "chosen": random_words(rng, 1 + i) + " 7",
+               "rejected": random_words(rng, 3 - i) + " 3"} for i in range(3)]
     write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
     return folder
 
@@ -62,29 +56,10 @@ def _cfg(model, data_dir, out, stage, **overrides):
 
 def _batch_pairs(cfg) -> list[int]:
     """Pairs per micro-batch of one epoch, as the trainer's DataLoader forms them."""
-    from tunekit.data.pipeline import prepare_datasets
-    from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.train.arguments import build_training_arguments
-    from tunekit.train.stages import dpo, rm
     from tunekit.train.stages.stage_trainer import pair_count
 
-    module = {"dpo": dpo, "rm": rm}[cfg.stage]
-    tokenizer = load_tokenizer(cfg)
-    data = prepare_datasets(cfg, tokenizer, cfg.stage, verbose=False)
-    model = module.load_model(cfg, tokenizer) if cfg.stage == "rm" else load_model(cfg, tokenizer)
-    trainer = module.build_trainer(cfg, build_training_arguments(cfg, []), model, tokenizer, data, [])
+    trainer = pair_stage_trainer(cfg)
     return [pair_count(b) for b in trainer.get_train_dataloader()]
-
-
-def _run(cfg):
-    from tunekit.flow import run_train
-
-    run_train(cfg)
-    out = Path(cfg.output_dir)
-    weights = load_file(out / "adapter_model.safetensors")
-    if (out / "value_head.safetensors").is_file():
-        weights.update(load_file(out / "value_head.safetensors"))
-    return [r["loss"] for r in train_rows(out)], weights
 
 
 def _bound(weights: dict) -> float:
@@ -111,7 +86,7 @@ def test_unequal_budget_micro_batches_weigh_every_pair_the_same(tiny_qwen, pair_
     budget = budget.model_copy(update={"gradient_accumulation_steps": len(sizes)})  # all 4 pairs in the one step
     one = _cfg(tiny_qwen, pair_data, str(tmp_path / "one"), stage, padding_free=padding_free,
                per_device_train_batch_size=4, gradient_accumulation_steps=1, **extra)
-    (l_budget, w_budget), (l_one, w_one) = _run(budget), _run(one)
+    (l_budget, w_budget), (l_one, w_one) = run_losses_and_weights(budget), run_losses_and_weights(one)
     assert w_budget.keys() == w_one.keys() and all(t.dtype == torch.float64 for t in w_one.values())
     bound = _bound(w_one)
     assert bound < 1e-9 and _step(w_one) > 1e-3  # the step moved the weights
@@ -127,7 +102,7 @@ def test_equal_micro_batches_are_unchanged_batch_2_x_2_equals_batch_4(tiny_qwen,
     same permutation of the 4 pairs for batch 2 x 2 and batch 4 x 1, so both steps hold the same pairs."""
     runs = {}
     for b, k in ((2, 2), (4, 1)):
-        runs[b] = _run(_cfg(tiny_qwen, pair_data, str(tmp_path / f"b{b}"), "dpo", per_device_train_batch_size=b,
+        runs[b] = run_losses_and_weights(_cfg(tiny_qwen, pair_data, str(tmp_path / f"b{b}"), "dpo", per_device_train_batch_size=b,
                             gradient_accumulation_steps=k))
     (l2, w2), (l4, w4) = runs[2], runs[4]
     diff = max((w2[k] - w4[k]).abs().max().item() for k in w4)
