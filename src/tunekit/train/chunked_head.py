@@ -14,6 +14,10 @@ gradients in the same pass (the way Liger's fused linear cross-entropy does, wit
         g   = softmax(z) - onehot(target)              d loss_c / d z, in place of z
         dx_c = g @ W ;  dW += g^T @ x_c ;  db += sum(g)   (g cast to W's dtype, as autograd's .float() backward does)
 
+Every chunk of a pass reuses one ``rows x V`` buffer (:func:`_logits_into`), and the logsumexp, softmax and gradient
+run in its storage: one chunk alive, one chunk-sized allocation per pass (issue 17: ``torch.logsumexp``'s temporary
+and a fresh block per chunk held two chunks and grew glibc's heap; docs/memory-model.md 3.7).
+
 Backward only multiplies the stored ``dx`` / ``dW`` by the incoming scalar gradient (``1 / num_items_in_batch``
 times the loss scale), because the loss is a plain sum over tokens. The FLOPs are those of the plain path (one
 forward and two backward matmuls of the head); the memory is one chunk of logits plus ``dx`` (``N x hidden``),
@@ -44,6 +48,26 @@ def chunk_rows(vocab: int, device: torch.device | None = None) -> int:
     return max(1, CHUNK_BYTES // (4 * max(1, vocab)))
 
 
+def _logits_into(buf: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The chunk's logits ``x @ W^T + b`` in ``buf[:len(x)]`` (the accumulation dtype): every chunk of one call reuses the
+    one buffer. A fresh chunk-sized tensor per chunk (512 MiB at V = 151,936) made glibc's heap grow by a chunk each
+    time on CPU — the small tensors allocated between two chunks are carved from the freed block — so the process
+    kept ~3 chunks of freed memory resident per forward pass (benchmarks/dpo_memory.py, docs/memory-model.md 3.7)."""
+    z = buf[:x.shape[0]]
+    if x.dtype != buf.dtype or weight.dtype != buf.dtype or torch.is_autocast_enabled(x.device.type):
+        return z.copy_(F.linear(x, weight, bias))  # a 16-bit or autocast matmul as before, upcast into the buffer
+    if bias is None:
+        return torch.mm(x, weight.t(), out=z)
+    return torch.addmm(bias, x, weight.t(), out=z)
+
+
+def _needs(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[bool, bool, bool]:
+    """Which of ``d hidden``, ``d W``, ``d b`` the backward pass will ask for (grad mode on and the tensor requires it)."""
+    grad = torch.is_grad_enabled()
+    return (grad and hidden.requires_grad, grad and weight.requires_grad,
+            grad and bias is not None and bias.requires_grad)
+
+
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets, rows: int, need_x: bool, need_w: bool, need_b: bool):
@@ -52,24 +76,31 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_x = torch.empty_like(hidden) if need_x else None
         grad_w = None  # fp32 d W: the first chunk's product, the others added in place (no zero-filled V x h buffer)
         grad_b = torch.zeros(bias.shape, dtype=acc, device=bias.device) if need_b else None
+        buf = hidden.new_empty((min(rows, hidden.shape[0]), weight.shape[0]), dtype=acc)  # every chunk's logits
         for start in range(0, hidden.shape[0], rows):
             x = hidden[start:start + rows]
             t = targets[start:start + rows]
-            z = F.linear(x, weight, bias).to(acc)
-            lse = torch.logsumexp(z, dim=-1)
-            total += (lse - z.gather(1, t[:, None]).squeeze(1)).sum()
+            z = _logits_into(buf, x, weight, bias)
+            # logsumexp in the logits' own storage: torch.logsumexp allocates a second chunk-sized temporary
+            m = z.amax(dim=-1)
+            picked = z.gather(1, t[:, None]).squeeze(1)
+            s = z.sub_(m[:, None]).exp_().sum(dim=-1)  # z now holds exp(z - m)
+            total += (m + s.log() - picked).sum()
             if not (need_x or need_w or need_b):
                 continue
-            g = z.sub_(lse[:, None]).exp_()  # softmax, in the logits' storage
+            g = z.div_(s[:, None])  # softmax, in the logits' storage
             g[torch.arange(t.shape[0], device=t.device), t] -= 1.0
             if need_b:
                 grad_b += g.sum(dim=0)
-            g = g.to(weight.dtype)
+            low = g.to(weight.dtype)  # g itself when the head is fp32 / float64; a 16-bit copy for the 16-bit matmul
             if need_x:
-                grad_x[start:start + rows] = g @ weight
+                grad_x[start:start + rows] = low @ weight
             if need_w:
-                grad_w = torch.mm(g.t().to(acc), x.to(acc)) if grad_w is None else grad_w.addmm_(g.t().to(acc), x.to(acc))
-            del z, g
+                if low is not g:  # the 16-bit gradient upcast into g's own storage, not into a second fp32 chunk
+                    g.copy_(low)
+                low = None
+                grad_w = torch.mm(g.t(), x.to(acc)) if grad_w is None else grad_w.addmm_(g.t(), x.to(acc))
+            del z, g, low
         # kept on ctx, not save_for_backward: these are this function's own buffers, scaled in place in backward
         ctx.grads = (grad_x, grad_w, grad_b)
         ctx.dtypes = (weight.dtype, bias.dtype if bias is not None else None)
@@ -98,11 +129,7 @@ def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bia
     if hidden.shape[0] == 0:
         return hidden.sum() * 0.0 + weight.sum() * 0.0
     rows = rows or chunk_rows(weight.shape[0], hidden.device)
-    grad = torch.is_grad_enabled()
-    need_x = grad and hidden.requires_grad
-    need_w = grad and weight.requires_grad
-    need_b = grad and bias is not None and bias.requires_grad
-    return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, rows, need_x, need_w, need_b)
+    return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, rows, *_needs(hidden, weight, bias))
 
 
 class _Capture:
@@ -176,19 +203,6 @@ def fused_forward(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor
 
 
 # ---- per-token log-probs (dpo / kto): log p(target) = z[target] - logsumexp(z), a chunk of tokens at a time ----------
-
-
-def _logits_into(buf: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """The chunk's logits ``x @ W^T + b`` in ``buf[:len(x)]`` (the accumulation dtype): every chunk of one call reuses the
-    one buffer. A fresh chunk-sized tensor per chunk (512 MiB at V = 151,936) made glibc's heap grow by a chunk each
-    time on CPU — the small tensors allocated between two chunks are carved from the freed block — so the process
-    kept ~3 chunks of freed memory resident per forward pass (benchmarks/dpo_memory.py, docs/memory-model.md 3.7)."""
-    z = buf[:x.shape[0]]
-    if x.dtype != buf.dtype or weight.dtype != buf.dtype or torch.is_autocast_enabled(x.device.type):
-        return z.copy_(F.linear(x, weight, bias))  # a 16-bit or autocast matmul as before, upcast into the buffer
-    if bias is None:
-        return torch.mm(x, weight.t(), out=z)
-    return torch.addmm(bias, x, weight.t(), out=z)
 
 
 class _ChunkedTokenLogps(torch.autograd.Function):
@@ -273,11 +287,7 @@ def chunked_token_logps(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.
     """``log_softmax((hidden @ weight.T + bias).float())[i, targets[i]]`` for every row ``i`` of ``hidden`` (``[N, hidden]``),
     ``rows`` tokens at a time (fp32, float64 for float64 weights, as :func:`tunekit.train.losses.sequence_logps`)."""
     rows = rows or chunk_rows(weight.shape[0], hidden.device)
-    grad = torch.is_grad_enabled()
-    need_x = grad and hidden.requires_grad
-    need_w = grad and weight.requires_grad
-    need_b = grad and bias is not None and bias.requires_grad
-    return _ChunkedTokenLogps.apply(hidden, weight, bias, targets, rows, need_x, need_w, need_b)
+    return _ChunkedTokenLogps.apply(hidden, weight, bias, targets, rows, *_needs(hidden, weight, bias))
 
 
 def output_head(model):
