@@ -12,26 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.memory_helpers import allocations, peak_of
 from tunekit.train.chunked_head import chunked_linear_cross_entropy
-
-
-def _allocations(fn) -> list[int]:
-    """The CPU allocator's events inside ``fn`` in order: bytes allocated (> 0) or freed (< 0)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn()
-    del out
-    return [b for _, b in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                                 if e.name() == "[memory]" and e.device_type().name == "CPU")]
-
-
-def _peak(events: list[int]) -> int:
-    live = peak = 0
-    for nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
 
 
 def _head(n: int, h: int, V: int, head_trains: bool, dtype=torch.float32):
@@ -61,7 +43,7 @@ def test_chunked_cross_entropy_holds_one_chunk_of_logits(head_trains, dtype):
     others = (rows * V * 2 + (1 << 20) if s == 2 else 0) + n * h * s + rows * h * s + 12 * rows * 8
     if head_trains:
         others += V * h * 4 + rows * h * 4
-    peak = _peak(_allocations(lambda: chunked_linear_cross_entropy(x, w, None, t, rows)))
+    peak = peak_of(allocations(lambda: chunked_linear_cross_entropy(x, w, None, t, rows)))
     assert chunk <= peak <= chunk + others, (peak, chunk, others)
 
 
@@ -73,10 +55,10 @@ def test_chunked_cross_entropy_allocates_the_logits_buffer_once(head_trains):
     n, h, V, rows = 144, 32, 8192, 48  # 3 chunks of 1.5 MiB; d W is 1 MiB
     x, w, t = _head(n, h, V, head_trains)
     chunk = rows * V * 4
-    forward = _allocations(lambda: chunked_linear_cross_entropy(x, w, None, t, rows))
+    forward = allocations(lambda: chunked_linear_cross_entropy(x, w, None, t, rows))
     assert sum(1 for b in forward if b >= chunk) == 1, [b for b in forward if b >= chunk]
     loss = chunked_linear_cross_entropy(x, w, None, t, rows)
-    backward = _allocations(lambda: loss.backward())
+    backward = allocations(lambda: loss.backward())
     assert [b for b in backward if b >= chunk] == []
 
 
@@ -87,6 +69,6 @@ def test_chunked_cross_entropy_without_grad_holds_one_chunk(head_trains):
     x, w, t = _head(n, h, V, head_trains)
     chunk = rows * V * 4
     with torch.no_grad():
-        events = _allocations(lambda: chunked_linear_cross_entropy(x, w, None, t, rows))
+        events = allocations(lambda: chunked_linear_cross_entropy(x, w, None, t, rows))
     assert sum(1 for b in events if b >= chunk) == 1, [b for b in events if b >= chunk]
-    assert _peak(events) <= chunk + 12 * rows * 8, _peak(events)
+    assert peak_of(events) <= chunk + 12 * rows * 8, peak_of(events)

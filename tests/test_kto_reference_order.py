@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from tests.memory_helpers import held_at_reference_start
+
 
 def _kto_trainer(model_path, data_dir, out, **overrides):
     from tests.helpers import base_config
@@ -32,31 +34,10 @@ def _kto_trainer(model_path, data_dir, out, **overrides):
 def test_kto_reference_forward_runs_before_the_policy_holds_activations(tiny_qwen, tmp_path):
     """At the reference forward's start the step holds no more than the batch's few per-example tensors (counted: under
     5 % of the bytes the policy's forward saves for backward); after the policy's forward it would hold all of those."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     trainer, batch = _kto_trainer(tiny_qwen, tmp_path / "data", tmp_path / "o")
-    model = trainer.model.train()
-    plain = trainer.reference_logps
-    calls = []
-
-    def marked(*args, **kwargs):
-        calls.append(1)
-        with record_function("reference"):
-            return plain(*args, **kwargs)
-
-    trainer.reference_logps = marked  # our own trainer's method, on this instance
-    saved = []
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.untyped_storage().nbytes()) or t, lambda t: t):
-            loss = trainer.compute_loss(model, batch)
-    assert torch.isfinite(loss)
-    del loss
-    assert calls == [1]
-    events = prof.profiler.kineto_results.events()
-    start = next(e.start_ns() for e in events if e.name() == "reference")
-    held = sum(e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start)
-    assert sum(saved) > 0
-    assert held < 0.05 * sum(saved), (held, sum(saved))
+    held, saved, calls = held_at_reference_start(trainer, trainer.model.train(), batch)
+    assert saved > 0 and calls == 1
+    assert held < 0.05 * saved, (held, saved)
 
 
 def test_kto_loss_unchanged_by_the_reference_order(tiny_qwen, tmp_path):

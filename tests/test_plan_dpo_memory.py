@@ -12,28 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.memory_helpers import allocations, held_at_reference_start, peak_of
 from tunekit.train.chunked_head import chunked_token_logps
-
-
-def _allocations(fn) -> list[int]:
-    """The CPU allocator's events inside ``fn`` in order: bytes allocated (> 0) or freed (< 0)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn()
-    del out
-    return [b for _, b in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                                 if e.name() == "[memory]" and e.device_type().name == "CPU")]
-
-
-def _allocator_peak(fn) -> int:
-    """Peak of the live CPU tensor bytes allocated inside ``fn`` (relative to its start)."""
-    events = _allocations(fn)
-    live = peak = 0
-    for nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
 
 
 @pytest.mark.parametrize("head_trains", [False, True], ids=["frozen-head", "trained-head"])
@@ -53,7 +33,7 @@ def test_chunked_logps_hold_one_chunk_of_logits(head_trains):
     t = torch.randint(0, V, (n,), generator=g)
     chunk = rows * V * 4
     others = 2 * n * 4 + n * h * 4 + rows * h * 4 + 8 * rows * 8
-    peak = _allocator_peak(lambda: chunked_token_logps(x, w, None, t, rows))
+    peak = peak_of(allocations(lambda: chunked_token_logps(x, w, None, t, rows)))
     assert chunk <= peak <= chunk + others, (peak, chunk, others)
 
 
@@ -69,11 +49,11 @@ def test_chunked_logps_allocate_the_logits_buffer_once(head_trains):
     w = (torch.randn(V, h, generator=g) * 0.1).requires_grad_(head_trains)
     t = torch.randint(0, V, (n,), generator=g)
     chunk = rows * V * 4
-    forward = _allocations(lambda: chunked_token_logps(x, w, None, t, rows))
+    forward = allocations(lambda: chunked_token_logps(x, w, None, t, rows))
     assert sum(1 for b in forward if b >= chunk) == 1, [b for b in forward if b >= chunk]
     if head_trains:
         out = chunked_token_logps(x, w, None, t, rows)
-        backward = _allocations(lambda: out.sum().backward())
+        backward = allocations(lambda: out.sum().backward())
         assert sum(1 for b in backward if b >= chunk) == 1, [b for b in backward if b >= chunk]
 
 
@@ -131,7 +111,7 @@ def test_dpo_plan_holds_both_sequence_sets_and_one_chunk(tiny_qwen, tmp_path):
     est = estimate_memory(shape, setup).components
     rows = min(seqs.tokens, chunk_rows(shape.vocab))
     assert est["logits"] == rows * shape.vocab * 4 + 4 * shape.hidden * rows  # one chunk over both sets, fp32
-    peak = _allocator_peak(lambda: trainer.compute_loss(model, batch).backward())
+    peak = peak_of(allocations(lambda: trainer.compute_loss(model, batch).backward()))
     dynamic = est["activations"] + est["logits"] + est["fragmentation"]
     assert peak <= dynamic, (peak, dynamic)
 
@@ -140,24 +120,7 @@ def test_dpo_reference_forward_runs_before_the_policy_holds_activations(tiny_qwe
     """The reference log-probs (LoRA: the policy with its adapter disabled, no grad) are computed before the policy's
     forward pass, so its transients never sit on top of the policy's saved activations: at its start the step holds no
     more than the batch's few per-sequence tensors (counted: under 5 % of the bytes the policy's forward saves)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     cfg, trainer, batch = _dpo_trainer(tiny_qwen, tmp_path / "data", tmp_path / "o")
-    model = trainer.model.train()
-    plain = trainer.reference_logps
-
-    def marked(*args, **kwargs):
-        with record_function("reference"):
-            return plain(*args, **kwargs)
-
-    trainer.reference_logps = marked  # our own trainer's method, on this instance
-    saved = []
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.untyped_storage().nbytes()) or t, lambda t: t):
-            loss = trainer.compute_loss(model, batch)
-    del loss
-    events = prof.profiler.kineto_results.events()
-    start = next(e.start_ns() for e in events if e.name() == "reference")
-    held = sum(e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start)
-    assert sum(saved) > 0
-    assert held < 0.05 * sum(saved), (held, sum(saved))
+    held, saved, calls = held_at_reference_start(trainer, trainer.model.train(), batch)
+    assert saved > 0 and calls == 1
+    assert held < 0.05 * saved, (held, saved)

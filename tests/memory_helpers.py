@@ -1,0 +1,55 @@
+"""Counting CPU tensor memory in tests: the allocator's events under torch.profiler (exact bytes, not RSS noise)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def allocations(fn) -> list[int]:
+    """The CPU allocator's events inside ``fn`` in order: bytes allocated (> 0) or freed (< 0)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    del out
+    return [b for _, b in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                                 if e.name() == "[memory]" and e.device_type().name == "CPU")]
+
+
+def peak_of(events: list[int]) -> int:
+    """Peak of the live bytes over a sequence of allocator events (relative to its start)."""
+    live = peak = 0
+    for nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak
+
+
+def held_at_reference_start(trainer, model, batch) -> tuple[int, int, int]:
+    """One ``compute_loss`` of a dpo/kto trainer: ``(bytes allocated before its reference_logps began, bytes the
+    step's forward saved for backward, reference calls)``. Wraps the trainer instance's own method (not a library's)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    plain = trainer.reference_logps
+    calls = []
+
+    def marked(*args, **kwargs):
+        calls.append(1)
+        with record_function("reference"):
+            return plain(*args, **kwargs)
+
+    trainer.reference_logps = marked
+    saved = []
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.untyped_storage().nbytes()) or t,
+                                                          lambda t: t):
+                loss = trainer.compute_loss(model, batch)
+        assert torch.isfinite(loss)
+        del loss
+    finally:
+        trainer.reference_logps = plain
+    events = prof.profiler.kineto_results.events()
+    start = next(e.start_ns() for e in events if e.name() == "reference")
+    held = sum(e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start)
+    return held, sum(saved), len(calls)
