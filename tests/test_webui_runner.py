@@ -65,8 +65,12 @@ def test_runner_runs_one_job_and_records_its_log(tmp_path):
 
 def test_stop_interrupts_the_job_and_a_second_job_waits(tmp_path):
     runner = JobRunner(tmp_path)
-    # `tunekit env` imports torch (> 1 s even on a quiet machine): stopped right away, it cannot finish first
-    job = runner.start("env", [], "out")
+    # A job that cannot finish before the stop: the child's sitecustomize (run at interpreter start-up, from
+    # PYTHONPATH) waits 60 s. `tunekit env` alone once finished in 1.4 s, before the stop reached it (CI, quiet host).
+    slow = tmp_path / "slow_start"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n")
+    job = runner.start("env", [], "out", env={"PYTHONPATH": str(slow)})
     with pytest.raises(RuntimeError, match="already running"):
         runner.start("env", [], "out2")
     runner.stop()
