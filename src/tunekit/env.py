@@ -12,6 +12,20 @@ from pathlib import Path
 FALSE = ("0", "false", "no", "off")
 
 
+# Set by the web board for its jobs: their ``tunekit`` restores Python's Ctrl+C handler, because a board started in
+# the background (``nohup tunekit webui &`` from a script) hands its children SIGINT ignored, and the board's Stop
+# button (a SIGINT to the job's process group) would then do nothing.
+RESET_SIGINT_ENV = "TUNEKIT_RESET_SIGINT"
+
+
+def restore_sigint_if_asked() -> None:
+    """Python installs its KeyboardInterrupt handler only when SIGINT was not ignored at start-up: install it."""
+    if env_flag(RESET_SIGINT_ENV, False):
+        import signal
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def env_flag(name: str, default: bool) -> bool:
     """A switch such as ``TUNEKIT_GC_PAUSE=0``: unset or empty gives ``default``; 0/false/no/off (any case) is off,
     anything else on."""

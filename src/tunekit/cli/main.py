@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tunekit.env import env_flag
+from tunekit.env import env_flag, restore_sigint_if_asked
 
 from .verbs import USAGE, VERBS, dispatch, finish_process, print_usage, run_verb  # noqa: F401 - the program's names
 
@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     """The ``tunekit`` program when ``argv`` is None (it may then end the process, see :func:`exit_now`);
     called with a list, a plain function that returns the exit code."""
     if argv is None:
+        restore_sigint_if_asked()
         return exit_now(dispatch(sys.argv[1:]))
     return dispatch(list(argv))
 

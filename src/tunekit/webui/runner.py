@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..env import RESET_SIGINT_ENV
 from .command import verb_argv
 
 JOBS_DIR = ".tunekit_cache/webui_jobs"  # under the board's working folder (git-ignored)
@@ -92,7 +93,7 @@ class JobRunner:
         while log_path.exists():
             n += 1
             log_path = log_dir / f"{stem}-{n}.log"
-        env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
+        env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", RESET_SIGINT_ENV: "1"}
         env.pop("GRADIO_SERVER_NAME", None)
         with self._lock:
             log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
