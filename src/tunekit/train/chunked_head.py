@@ -61,6 +61,14 @@ def _logits_into(buf: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias:
     return torch.addmm(bias, x, weight.t(), out=z)
 
 
+def _exp_shifted(z: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(row max m, sum exp(z - m), z[i, t_i])`` with ``z`` overwritten by ``exp(z - m)``: the logsumexp is then
+    ``m + log(sum)``, computed in the logits' own storage (``torch.logsumexp`` allocates a second chunk-sized tensor)."""
+    m = z.amax(dim=-1)
+    picked = z.gather(1, t[:, None]).squeeze(1)
+    return m, z.sub_(m[:, None]).exp_().sum(dim=-1), picked
+
+
 def _needs(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[bool, bool, bool]:
     """Which of ``d hidden``, ``d W``, ``d b`` the backward pass will ask for (grad mode on and the tensor requires it)."""
     grad = torch.is_grad_enabled()
@@ -81,10 +89,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             x = hidden[start:start + rows]
             t = targets[start:start + rows]
             z = _logits_into(buf, x, weight, bias)
-            # logsumexp in the logits' own storage: torch.logsumexp allocates a second chunk-sized temporary
-            m = z.amax(dim=-1)
-            picked = z.gather(1, t[:, None]).squeeze(1)
-            s = z.sub_(m[:, None]).exp_().sum(dim=-1)  # z now holds exp(z - m)
+            m, s, picked = _exp_shifted(z, t)  # z now holds exp(z - m)
             total += (m + s.log() - picked).sum()
             if not (need_x or need_w or need_b):
                 continue
@@ -226,10 +231,7 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         for start in range(0, hidden.shape[0], rows):
             x, t = hidden[start:start + rows], targets[start:start + rows]
             z = _logits_into(buf, x, weight, bias)
-            # logsumexp in the logits' own storage: torch.logsumexp allocates a second chunk-sized temporary
-            m = z.amax(dim=-1)
-            picked = z.gather(1, t[:, None]).squeeze(1)
-            s = z.sub_(m[:, None]).exp_().sum(dim=-1)  # z now holds exp(z - m)
+            m, s, picked = _exp_shifted(z, t)  # z now holds exp(z - m)
             lse = m + s.log()
             out[start:start + rows] = picked - lse
             if lses is not None:

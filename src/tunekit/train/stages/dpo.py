@@ -50,14 +50,14 @@ class DPOTrainer(StageTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
         ref = None
-        if self.needs_reference and "ref_logps" not in inputs:
-            # before the policy's forward pass: its no-grad transients then come and go while nothing is held, instead
-            # of on top of the policy's activations (and, on the CPU, splitting the heap around them)
-            ref = self.reference_logps(model, inputs)
+        if self.needs_reference:
+            # before the policy's forward pass: the reference's no-grad transients then come and go while nothing is
+            # held, instead of on top of the policy's activations (and, on the CPU, splitting the heap around them)
+            ref = inputs["ref_logps"] if "ref_logps" in inputs else self.reference_logps(model, inputs)
         logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)
         b = logps.shape[0] // 2
-        if self.needs_reference:
-            ref = inputs["ref_logps"].to(logps) if "ref_logps" in inputs else ref
+        if ref is not None:
+            ref = ref.to(logps)
         out = preference_loss(cfg.pref_loss, cfg.pref_beta, logps[:b], logps[b:], None if ref is None else ref[:b],
                               None if ref is None else ref[b:], lengths[:b], lengths[b:], cfg.dpo_label_smoothing, cfg.simpo_gamma)
         losses = out.losses

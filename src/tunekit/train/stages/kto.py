@@ -62,15 +62,16 @@ class KTOTrainer(StageTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
-        if "ref_logps" not in inputs:
-            # before the policy's forward pass (as in dpo): the reference's no-grad transients then come and go while
-            # nothing is held, instead of on top of the policy's activations (and, on the CPU, splitting the heap)
+        # the reference before the policy's forward pass (as in dpo): its no-grad transients then come and go while
+        # nothing is held, instead of on top of the policy's activations (and, on the CPU, splitting the heap)
+        if "ref_logps" in inputs:
+            ref, ref_kl = inputs["ref_logps"], inputs["ref_kl_logps"]
+        else:
             ref, ref_kl = self.reference_logps(model, inputs)
         logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)
         with torch.no_grad():
             kl_logps = forward_logps(model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
-        if "ref_logps" in inputs:
-            ref, ref_kl = inputs["ref_logps"].to(logps), inputs["ref_kl_logps"].to(logps)
+        ref, ref_kl = ref.to(logps), ref_kl.to(logps)
         kl = self.accelerator.reduce((kl_logps - ref_kl).mean(), reduction="mean")  # one estimate for the global batch
         desirable = inputs["desirable"].bool()
         losses, rewards = kto_loss(logps, ref, desirable, kl, cfg.pref_beta, cfg.kto_chosen_weight, cfg.kto_rejected_weight)
