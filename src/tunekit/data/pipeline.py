@@ -3,7 +3,8 @@
 ``prepare_datasets(cfg, tokenizer, stage)`` resolves the dataset names, reads and validates every
 record, converts it to the canonical form, tokenizes with the stage's processor through
 ``datasets.map`` (batched, ``preprocessing_num_workers``, cached by fingerprint), drops samples with no
-trainable tokens, mixes datasets, and splits off ``val_size`` with a seeded permutation.
+trainable tokens, mixes datasets, and splits off ``val_size`` with a seeded permutation. With
+``tokenized_path`` the result is saved, and reused only by a config it was made for (``tokenized_cache``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ConfigError, DataError
+from . import tokenized_cache
 from .cache import cache_root, fingerprint, source_signature, tokenizer_signature
 from .dataset_info import DatasetAttr, resolve_datasets
 from .formats import RecordError, convert_record
@@ -67,9 +69,8 @@ def make_context(cfg, tokenizer, template) -> ProcessContext:
 
 def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool = True) -> PreparedData:
     stage = stage or cfg.stage
-    if cfg.tokenized_path and Path(cfg.tokenized_path, "tunekit_tokenized.json").is_file() and not cfg.overwrite_cache:
-        return _load_tokenized(cfg)
-    if not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names):  # evaluating/predicting only: eval_dataset suffices
+    reuse = cfg.tokenized_path and Path(cfg.tokenized_path, tokenized_cache.META).is_file() and not cfg.overwrite_cache
+    if not reuse and not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names):  # evaluating/predicting only: eval_dataset suffices
         raise ConfigError("dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path.")
     template = load_template(cfg, tokenizer, stage)
     ctx = make_context(cfg, tokenizer, template)
@@ -77,6 +78,12 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
         from .processors.pt import announce_document_end
 
         announce_document_end(tokenizer, template)
+    if reuse:  # template and media plugin rebuilt as above: the collator and the saved tokenizer need them
+        train, evaluation, reports = tokenized_cache.load(Path(cfg.tokenized_path), _depends(cfg, ctx, stage))
+        return PreparedData(train=train, eval=evaluation, reports=[DatasetReport.from_dict(r) for r in reports],
+                            template=template, mm=ctx.mm)
+    if cfg.tokenized_path and not cfg.overwrite_cache:
+        tokenized_cache.refuse_foreign(Path(cfg.tokenized_path))
     train, train_reports = _load_many(cfg.dataset_names, cfg, ctx, stage) if cfg.dataset_names else (None, [])
     reports = list(train_reports)
     evaluation = None
@@ -87,8 +94,13 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
         train, evaluation = split_train_eval(train, cfg.val_size, cfg.seed)
     data = PreparedData(train=train, eval=evaluation, reports=reports, template=template, mm=ctx.mm)
     if cfg.tokenized_path:
-        _save_tokenized(cfg, data)
+        tokenized_cache.save(Path(cfg.tokenized_path), data.train, data.eval, [r.to_dict() for r in data.reports],
+                             _depends(cfg, ctx, stage))
     return data
+
+
+def _depends(cfg, ctx: ProcessContext, stage: str) -> dict:
+    return tokenized_cache.depends_on(cfg, ctx.tokenizer, ctx.template, ctx.mm, stage)
 
 
 def split_train_eval(dataset, val_size: float, seed: int):
@@ -218,22 +230,3 @@ def _store(entry: Path, dataset, report: DatasetReport) -> None:
         tmp.rename(entry)
     except OSError:  # another process stored the same entry first
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _save_tokenized(cfg, data: PreparedData) -> None:
-    path = Path(cfg.tokenized_path)
-    path.mkdir(parents=True, exist_ok=True)
-    data.train.save_to_disk(str(path / "train"))
-    if data.eval is not None:
-        data.eval.save_to_disk(str(path / "eval"))
-    (path / "tunekit_tokenized.json").write_text(json.dumps({"reports": [r.to_dict() for r in data.reports]}), encoding="utf-8")
-
-
-def _load_tokenized(cfg) -> PreparedData:
-    import datasets
-
-    path = Path(cfg.tokenized_path)
-    meta = json.loads((path / "tunekit_tokenized.json").read_text(encoding="utf-8"))
-    evaluation = datasets.load_from_disk(str(path / "eval")) if (path / "eval").is_dir() else None
-    return PreparedData(train=datasets.load_from_disk(str(path / "train")), eval=evaluation,
-                        reports=[DatasetReport.from_dict(r) for r in meta["reports"]])
