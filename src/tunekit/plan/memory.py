@@ -188,20 +188,22 @@ def sequences_setup(setup: Setup) -> Setup:
 
 
 def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], notes: list[str]) -> None:
-    """A VLM's vision side on top of the language model (``plan/vision_memory.py``): what the tower and projector keep
-    for backward for the micro-batch's patches (held while the LM runs), and the tower's own forward peak when it
-    exceeds the LM's token-dependent peak (it runs first, before the LM holds anything)."""
-    from .vision_memory import count_vision, vision_forward_peak, vision_saved_bytes
+    """A VLM's vision (audio) side on top of the language model (``plan/vision_memory.py``, encoder towers
+    ``plan/vision_towers.py``): what the tower and projector keep for backward for the micro-batch's patches (encoder
+    positions) while the LM runs, and the tower's own forward peak when it exceeds the LM's token-dependent peak (it
+    runs first, before the LM holds anything)."""
+    from .vision_memory import count_vision
+    from .vision_towers import tower_forward_peak, tower_saved_bytes
 
     v = shape.vision
-    if not v.patch_size:
+    if not v.patch_size and not v.tower:
         notes.append(f"{v.family}: the activations of its {'audio' if v.media == ('audios',) else 'vision'} tower are not modelled "
                      f"(its weights and trainable parameters are; its media tokens are part of the sequence"
                      + (f", {v.fixed_tokens} per image without measured data" if v.fixed_tokens else "") + ").")
         return
     counts = count_vision(v, setup)
-    saved = vision_saved_bytes(v, setup, counts, setup.media_patches)
-    peak = vision_forward_peak(v, setup, setup.media_patches, setup.largest_image_patches)
+    saved = tower_saved_bytes(v, setup, counts, setup.media_patches)
+    peak = tower_forward_peak(v, setup, setup.media_patches, setup.largest_image_patches)
     lm = comps["activations"] + comps["logits"]
     extra = saved + max(0.0, peak - lm)
     comps["activations"] += extra

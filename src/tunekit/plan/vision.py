@@ -12,7 +12,9 @@ and trainable counts are exact. Which parameters train mirrors ``tunekit.model.m
 
 Media tokens: Qwen-VL families resize each image with the processor's ``smart_resize`` (factor = patch x merge)
 into ``image_min_pixels`` .. ``image_max_pixels``; a patch is ``patch_size``² pixels, a token ``merge_size``²
-patches. Activations of the tower are counted per patch (docs/memory-model.md, "Vision tower").
+patches. Activations of the tower are counted per patch (docs/memory-model.md, "Vision tower"). The other families'
+encoders (CLIP, SigLIP, Whisper: ``plan/vision_encoders.py``) count per tower *position*: their media's "patches" are
+the positions their crops, tiles or audios put through the encoder.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ class VisionShape:
     deepstack: int = 0  # Qwen3-VL's extra mergers
     fixed_tokens: int = 0  # tokens per image of a fixed-grid family (LLaVA, Gemma 3)
     media: tuple[str, ...] = ("images",)  # the kinds the family trains on (its plugin's MEDIA)
+    tower: str = ""  # an encoder tower (plan/vision_encoders.py): clip | siglip | whisper; "" for Qwen-VL's
+    crops: str = ""  # how an image becomes crops: one | anyres (LLaVA-NeXT) | split (Idefics3 tiles) | audio
+    positions: int = 0  # encoder positions per crop / tile / audio
+    feature_tokens: int = 0  # LM tokens one crop (tile) gives
+    image_size: int = 0  # the encoder's crop side in pixels
+    pinpoints: tuple[tuple[int, int], ...] = ()  # LLaVA-NeXT's image_grid_pinpoints
 
     def part_params(self, part: str) -> int:
         return sum(k for p, _, k in self.params if p == part)
@@ -108,7 +116,9 @@ def vision_shape_from_model(model, plugin) -> VisionShape:
             convs.append((*entry, m.in_channels // m.groups * math.prod(m.kernel_size), m.out_channels))
     cfg = model.config
     vc = getattr(cfg, "vision_config", None) or getattr(cfg, "audio_config", None)
-    dims = _tower_dims(model, plugin, vc)
+    from .vision_encoders import encoder_dims
+
+    dims = _tower_dims(model, plugin, vc) or encoder_dims(model, plugin, cfg)
     fixed = int(getattr(cfg, "mm_tokens_per_image", 0) or getattr(cfg, "image_seq_length", 0) or 0)
     return VisionShape(family=plugin.NAME, model_type=str(cfg.model_type), params=tuple(params), linears=tuple(linears),
                        convs=tuple(convs), media=tuple(plugin.MEDIA),
@@ -134,8 +144,14 @@ def _tower_dims(model, plugin, vc) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------- media tokens
-def image_grid(v: VisionShape, height: int, width: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """``(patches, tokens)`` of one image of ``height`` x ``width`` pixels, as the family's image processor makes them."""
+def image_grid(v: VisionShape, height: int, width: int, min_pixels: int, max_pixels: int,
+               folder: str | None = None) -> tuple[int, int]:
+    """``(patches, tokens)`` of one image of ``height`` x ``width`` pixels, as the family's image processor makes them
+    (an encoder family: tower positions of its crops / tiles, after LLaMA-Factory's resize into the pixel limits)."""
+    if v.tower:
+        from .vision_encoders import encoder_image, fitted_size
+
+        return encoder_image(v, *fitted_size(height, width, min_pixels, max_pixels), folder)
     if not v.patch_size:
         return v.fixed_tokens, v.fixed_tokens
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
@@ -177,14 +193,17 @@ class Media:
     video_tokens: int = 0  # per video
     video_patches: int = 0
     source: str = ""  # how the numbers were obtained
+    audios: int = 0
+    audio_tokens: int = 0  # per audio
+    audio_patches: int = 0  # encoder positions per audio
 
     @property
     def tokens(self) -> int:
-        return self.images * self.image_tokens + self.videos * self.video_tokens
+        return self.images * self.image_tokens + self.videos * self.video_tokens + self.audios * self.audio_tokens
 
     @property
     def patches(self) -> int:
-        return self.images * self.image_patches + self.videos * self.video_patches
+        return self.images * self.image_patches + self.videos * self.video_patches + self.audios * self.audio_patches
 
 
 def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int, int] | None, videos: int | None,
@@ -192,19 +211,23 @@ def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int
     """Media per sample when the data is not measured: ``images`` images of ``image_size`` (default: a square of
     ``image_max_pixels``), ``videos`` clips of ``video_seconds`` (``video_fps`` frames a second up to ``video_maxlen``;
     default: ``video_maxlen`` frames) of square frames at ``video_max_pixels``."""
-    if not v.patch_size and not v.fixed_tokens:  # audio, image tiles: their tokens come from the measured data only
+    from pathlib import Path
+
+    folder = cfg.model_name_or_path if cfg.model_name_or_path and Path(cfg.model_name_or_path).is_dir() else None
+    if v.crops == "audio":  # one audio per sample, padded to 30 s by the processor: the longest one's tokens
+        return Media(audios=1, audio_tokens=v.positions // 2, audio_patches=v.positions,
+                     source="assumed per sample: 1 audio of 30 s (the encoder's padded length)")
+    if not v.patch_size and not v.fixed_tokens and not v.tower:
         return Media(source=f"{v.family}: media tokens not assumed without data (measure the data for them)")
     n_img = 1 if images is None else images
     if image_size is None:
         side = int(math.isqrt(cfg.image_max_pixels))
         image_size = (side, side)
-    ip, it = image_grid(v, image_size[0], image_size[1], cfg.image_min_pixels, cfg.image_max_pixels) if n_img else (0, 0)
+    grid = (image_size[0], image_size[1], cfg.image_min_pixels, cfg.image_max_pixels)
+    ip, it = image_grid(v, *grid, folder) if n_img else (0, 0)
     n_vid = videos or 0
     frames = cfg.video_maxlen if video_seconds is None else max(1, min(cfg.video_maxlen, math.floor(video_seconds * cfg.video_fps)))
     side = int(math.isqrt(cfg.video_max_pixels))
-    from pathlib import Path
-
-    folder = cfg.model_name_or_path if cfg.model_name_or_path and Path(cfg.model_name_or_path).is_dir() else None
     vp, vt = video_grid(v, frames, side, side, cfg.video_max_pixels, cfg.video_min_pixels, folder) if n_vid else (0, 0)
     what = f"{n_img} image(s) of {image_size[1]}x{image_size[0]}" + (f", {n_vid} video(s) of {frames} frames" if n_vid else "")
     return Media(n_img, it, ip, n_vid, vt, vp, source=f"assumed per sample: {what}")
@@ -219,10 +242,31 @@ def measured_media(v: VisionShape, lengths) -> Media | None:
     img, vid = (np.asarray(lengths[c], dtype=np.int64) for c in ("image_tokens", "video_tokens"))
     if not len(img):
         return None
+    if v.tower:
+        return _measured_encoder_media(v, lengths)
     i = int(np.argmax(img + vid))
     m2 = v.merge ** 2 if v.patch_size else 1
     return Media(1 if img[i] else 0, int(img[i]), int(img[i]) * m2, 1 if vid[i] else 0, int(vid[i]), int(vid[i]) * m2,
                  source=f"measured: the sample with the most media tokens ({lengths['source'][i]})")
+
+
+def _measured_encoder_media(v: VisionShape, lengths) -> Media:
+    """An encoder family's sample with the most media tokens: its encoder positions from its tokens and media count."""
+    import numpy as np
+
+    from .vision_encoders import positions_from_tokens
+
+    kind = "audio" if v.crops == "audio" else "image"
+    cols = lengths.column_names if hasattr(lengths, "column_names") else lengths
+    tokens = np.asarray(lengths[f"{kind}_tokens"] if f"{kind}_tokens" in cols else lengths["image_tokens"], dtype=np.int64)
+    count = np.asarray(lengths[f"{kind}s"], dtype=np.int64) if f"{kind}s" in cols else (tokens > 0).astype(np.int64)
+    i = int(np.argmax(tokens))
+    n, t = int(count[i]) or (1 if tokens[i] else 0), int(tokens[i])
+    per = positions_from_tokens(v, t, n) // max(1, n)
+    source = f"measured: the sample with the most media tokens ({lengths['source'][i]})"
+    if kind == "audio":
+        return Media(audios=n, audio_tokens=t // max(1, n), audio_patches=per, source=source)
+    return Media(images=n, image_tokens=t // max(1, n), image_patches=per, source=source)
 
 
 def media_section(v: VisionShape, cfg, media: Media, micro_batch: int) -> tuple[dict, list[str]]:
@@ -234,5 +278,7 @@ def media_section(v: VisionShape, cfg, media: Media, micro_batch: int) -> tuple[
     entry = {"source": media.source, "images_per_sample": media.images, "tokens_per_image": media.image_tokens,
              "patches_per_image": media.image_patches, "videos_per_sample": media.videos, "tokens_per_video": media.video_tokens,
              "patches_per_video": media.video_patches, "media_tokens_per_sample": media.tokens,
+             **({"audios_per_sample": media.audios, "tokens_per_audio": media.audio_tokens,
+                 "patches_per_audio": media.audio_patches} if media.audios else {}),
              "patches_per_micro_batch": micro_batch * media.patches}
     return entry, notes
