@@ -22,7 +22,7 @@ TEMPLATE = {"llava": "llava", "llava-next": "llava_next", "gemma3": "gemma3", "i
 #: two sizes per family: images per micro-batch (one crop each), an image's (height, width) for the tiled families
 #: (their tiles, from the processor's rule), audios per micro-batch
 SIZES = {"llava": (1, 2), "gemma3": (1, 2), "qwen2-audio": (1, 2), "llava-next": ((56, 56), (112, 100)),
-         "idefics3": ((56, 56), (112, 100))}
+         "idefics3": ((40, 112), (112, 100))}
 CASES = [
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False),
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True),
@@ -175,3 +175,19 @@ def test_tiles_per_image_equal_the_processor(like, folders, tmp_path):
             count = sum(1 for i in ids if i in plugin.media_token_ids())
         assert tokens == count, (like, w, h)
     assert crops_per_image(v, 56, 56, str(folder)) >= 1
+
+
+def test_measured_media_become_encoder_positions(folders):
+    """With measured data the sample with the most media tokens gives the encoder positions: LLaVA 2 images of 16
+    tokens = 2 crops of 17 positions (CLS), an Idefics3 image of 5 tiles (31 media ids) = 5 tiles of 16, a
+    Qwen2-Audio audio of 300 tokens = the padded 1,500 positions."""
+    from tunekit.plan.vision import measured_media
+
+    def lengths(kind, tokens, count):
+        cols = {f"{k}_tokens": [0, 0] for k in ("image", "video", "audio")} | {f"{k}s": [0, 0] for k in ("image", "video", "audio")}
+        return cols | {f"{kind}_tokens": [0, tokens], f"{kind}s": [0, count], "source": ["a.json#0", "a.json#1"]}
+
+    for like, kind, tokens, count, patches in (("llava", "image", 32, 2, 2 * 17), ("idefics3", "image", 31, 1, 5 * 16),
+                                               ("qwen2-audio", "audio", 300, 1, 1500)):
+        media = measured_media(load_shape(str(folders[like]), None).vision, lengths(kind, tokens, count))
+        assert (media.patches, media.tokens) == (patches, tokens), (like, media)
