@@ -17,16 +17,18 @@ from tunekit.plan.vision_encoders import crops_per_image
 from tunekit.plan.vision_memory import count_vision
 from tunekit.plan.vision_towers import tower_saved_bytes
 
-TEMPLATE = {"llava": "llava", "llava-next": "llava_next", "gemma3": "gemma3", "idefics3": "smolvlm",
+TEMPLATE = {"llava": "llava", "llava-next": "llava_next", "gemma3": "gemma3", "idefics3": "smolvlm", "smolvlm": "smolvlm",
             "qwen2-audio": "qwen2_audio"}
 #: two sizes per family: images per micro-batch (one crop each), an image's (height, width) for the tiled families
 #: (their tiles, from the processor's rule), audios per micro-batch
 SIZES = {"llava": (1, 2), "gemma3": (1, 2), "qwen2-audio": (1, 2), "llava-next": ((56, 56), (112, 100)),
-         "idefics3": ((40, 112), (112, 100))}
+         "idefics3": ((40, 112), (112, 100)), "smolvlm": ((40, 112), (112, 100))}
 CASES = [
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False),
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True),
     dict(finetuning_type="full", freeze_multi_modal_projector=False, bf16=True),
+    dict(finetuning_type="full", freeze_vision_tower=False, bf16=True),
+    dict(finetuning_type="freeze", freeze_trainable_layers=1, freeze_vision_tower=False, bf16=True),
     dict(finetuning_type="lora", freeze_vision_tower=False, freeze_multi_modal_projector=False),
     dict(finetuning_type="lora", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True),
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True,
@@ -83,7 +85,7 @@ def _features(base, like: str, size, v, folder) -> tuple:
         return lambda: base.model.get_image_features(pixel_values=x).pooler_output, size
     tiles = crops_per_image(v, *size, str(folder))
     x = torch.randn(1, tiles, 3, s, s)
-    if like == "idefics3":
+    if like in ("idefics3", "smolvlm"):
         return lambda: base.model.get_image_features(pixel_values=x).pooler_output, tiles
     return lambda: base.model.get_image_features(pixel_values=x, image_sizes=torch.tensor([size])).pooler_output, tiles
 
@@ -110,7 +112,8 @@ def _measure(model, cfg, like: str, size, v, folder) -> tuple[int, int]:
 @pytest.mark.parametrize("like", sorted(TEMPLATE))
 def test_tower_activations_against_autograd(like, folders):
     """Planned saved bytes of the tower and projector vs the storages autograd keeps: full and LoRA with the tower
-    unfrozen, fp32 and bf16, the projector alone, checkpointed layers; two sizes. The tolerance is the text layers'
+    unfrozen, fp32 and bf16, the projector alone, the tower alone, freeze-tuning with the tower unfrozen, checkpointed
+    layers; two sizes. The tolerance is the text layers'
     10 % (tests/test_plan_memory.py), except LoRA in bf16: there the tower is loaded in bf16, so its residual stream
     is bf16, and CPU autocast runs layer_norm in bf16 where CUDA autocast (what the planner follows) runs it in fp32
     (an fp32 input copy and fp32 output per norm). On CPU each norm keeps half its planned input and output, which
@@ -151,7 +154,7 @@ def test_frozen_tower_keeps_nothing(like, folders):
     assert plan["media"]["patches_per_micro_batch"] > 0, plan["media"]
 
 
-@pytest.mark.parametrize("like", ["llava-next", "idefics3"])
+@pytest.mark.parametrize("like", ["llava-next", "idefics3", "smolvlm"])
 def test_tiles_per_image_equal_the_processor(like, folders, tmp_path):
     """The planner's tiles per image (the encoder's crops) equal the processor's pixel_values for images that are
     kept, tiled and scaled down, and so do the media tokens an image becomes (the ids ``data/lengths.py`` counts)."""
@@ -170,7 +173,7 @@ def test_tiles_per_image_equal_the_processor(like, folders, tmp_path):
         positions, tokens = image_grid(v, h, w, cfg.image_min_pixels, cfg.image_max_pixels, str(folder))
         assert positions == pixels.shape[1] * v.positions, (like, w, h, pixels.shape)
         count = plugin.image_token_counts([str(path)], "test")[0]
-        if like == "idefics3":  # its count is the tile grid (rows x GRID + cols); the media ids of the block it writes
+        if like != "llava-next":  # its count is the tile grid (rows x GRID + cols); the media ids of the block it writes
             ids = plugin.processor.tokenizer(plugin.image_block(count), add_special_tokens=False)["input_ids"]
             count = sum(1 for i in ids if i in plugin.media_token_ids())
         assert tokens == count, (like, w, h)
