@@ -53,3 +53,29 @@ def held_at_reference_start(trainer, model, batch) -> tuple[int, int, int]:
     start = next(e.start_ns() for e in events if e.name() == "reference")
     held = sum(e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start)
     return held, sum(saved), len(calls)
+
+
+def saved_storage_bytes(model, forward, params=None) -> int:
+    """Bytes of the unique non-parameter storages autograd keeps for backward after ``forward()``, as tunekit train
+    saves them: with ``elementwise_recompute`` on ``model`` its hooks are the innermost inside the decoder layers, so
+    what they save as is (``kept``) joins what this outer hook sees; their recipes hold no storage of their own."""
+    from tunekit.model.elementwise_recompute import state_of
+
+    params = params if params is not None else {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+    state = state_of(model)
+    if state is not None:
+        state.kept = seen
+
+    def pack(t):
+        seen.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        return t
+
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = forward()
+        del out  # what is saved is known after the forward pass; dropping the graph frees it
+    finally:
+        if state is not None:
+            state.kept = None
+    return sum(n for ptr, n in seen.items() if ptr not in params)

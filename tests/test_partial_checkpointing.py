@@ -17,9 +17,11 @@ import pytest
 import torch
 
 from tests.helpers import alpaca_records, base_config, write_dataset
+from tests.memory_helpers import saved_storage_bytes
 from tests.tolerances import FP64_U, loss_tolerance, sum_order_bound
 from tunekit.config import load_config
 from tunekit.flow import run_train
+from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.loader import limit_checkpointed_layers
 from tunekit.plan.activations import saved_bytes
@@ -57,6 +59,7 @@ def _model(folder, cfg, k: int | None, dtype=torch.float32):
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         assert limit_checkpointed_layers(model, k) == k
     model = apply_finetuning(model, cfg)
+    enable_for_training(cfg, model)  # as tunekit train
     return model.train()
 
 
@@ -92,19 +95,7 @@ def test_gradients_equal_no_checkpointing(folder, method):
 
 
 def _measure_saved(model, ids) -> int:
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        st = t.untyped_storage()
-        if st.data_ptr() not in params:
-            seen.setdefault(st.data_ptr(), st.nbytes())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(input_ids=ids, labels=ids).loss
-    del loss
-    return sum(seen.values())
+    return saved_storage_bytes(model, lambda: model(input_ids=ids, labels=ids).loss)
 
 
 @pytest.mark.parametrize("method", ["full", "lora"])

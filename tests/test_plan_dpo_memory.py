@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.memory_helpers import allocations, held_at_reference_start, peak_of
+from tests.memory_helpers import allocations, held_at_reference_start, peak_of, saved_storage_bytes
 from tunekit.train.chunked_head import chunked_token_logps
 
 
@@ -88,25 +88,14 @@ def test_dpo_plan_holds_both_sequence_sets_and_one_chunk(tiny_qwen, tmp_path):
 
     cfg, trainer, batch = _dpo_trainer(tiny_qwen, tmp_path / "data", tmp_path / "o")
     model = trainer.model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, int] = {}
-
-    def pack(t):
-        st = t.untyped_storage()
-        if st.data_ptr() not in params:
-            saved.setdefault(st.data_ptr(), st.nbytes())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = trainer.compute_loss(model, batch)
-    del loss
+    saved_total = saved_storage_bytes(model, lambda: trainer.compute_loss(model, batch))
     width = batch["input_ids"].shape[1]
     shape = load_shape(str(tiny_qwen), None)
     setup = resolve_setup(cfg, seq_len=width)  # per_device_train_batch_size pairs of `width`-token sequences
     seqs = sequences_setup(setup)
     assert seqs.tokens == batch["input_ids"].numel() == 2 * setup.tokens
     planned_saved = saved_bytes(shape, seqs, count_params(shape, seqs))["total"]
-    assert abs(sum(saved.values()) - planned_saved) <= 0.10 * planned_saved, (sum(saved.values()), planned_saved)
+    assert abs(saved_total - planned_saved) <= 0.10 * planned_saved, (saved_total, planned_saved)
 
     est = estimate_memory(shape, setup).components
     rows = min(seqs.tokens, chunk_rows(shape.vocab))

@@ -9,12 +9,15 @@ import pytest
 import torch
 
 from tunekit.config import load_config
+from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.plan.activations import saved_bytes
 from tunekit.plan.architectures import load_shape
 from tunekit.plan.memory import GiB, estimate_memory
 from tunekit.plan.params import count_params
 from tunekit.plan.training_setup import resolve_setup
+
+from tests.memory_helpers import saved_storage_bytes
 
 ARCHS = {
     "llama": dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
@@ -44,6 +47,7 @@ def _build(arch: str, cfg, tmp_path):
     if cfg.use_gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model = apply_finetuning(model, cfg)
+    enable_for_training(cfg, model)  # as tunekit train: recipes for the MLP's element-wise outputs and the norm outputs
     model.train()
     return model, folder
 
@@ -106,20 +110,12 @@ def test_model_state_bytes_are_exact(arch, opts, tmp_path):
 
 
 def _measure_saved(model, ids, autocast: bool) -> int:
-    """Bytes of unique non-parameter storages that autograd keeps for backward."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
+    """Bytes of unique non-parameter storages that autograd keeps for backward (elementwise_recompute's too)."""
+    def forward():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return model(input_ids=ids, labels=ids).loss
 
-    def pack(t):
-        st = t.untyped_storage()
-        if st.data_ptr() not in params:
-            seen.setdefault(st.data_ptr(), st.nbytes())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        loss = model(input_ids=ids, labels=ids).loss
-    del loss  # what is saved is known after the forward pass; dropping the graph frees it
-    return sum(seen.values())
+    return saved_storage_bytes(model, forward)
 
 
 @pytest.mark.parametrize("gc", [False, True], ids=["no-gc", "gc"])

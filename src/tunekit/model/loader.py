@@ -380,6 +380,10 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     else:
         model.eval()
     model = apply_finetuning(model, cfg, is_trainable=is_trainable)
+    if is_trainable:
+        from .elementwise_recompute import enable_for_training
+
+        enable_for_training(cfg, model)  # recipes, not the MLP's element-wise outputs and the norm outputs
     if cfg.print_param_status and is_trainable:
         for name, p in model.named_parameters():
             print(f"{name:<80} {str(tuple(p.shape)):<20} {str(p.dtype):<16} trainable={p.requires_grad}")

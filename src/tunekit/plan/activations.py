@@ -14,7 +14,7 @@ V vocabulary, c = bytes of the compute dtype, rd = bytes of the residual stream.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .architectures import ModelShape
 from .params import ParamCounts, lm_frozen
@@ -79,6 +79,8 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
     if not kind.input_requires_grad:
         total -= 4 * h + 4  # the first norm's input needs no gradient: only its weight's input is kept
 
+    mlp_rc, norm_rc = recomputed_parts(shape, setup)
+
     def consumers(width: int, xd: int, paths: list[str], already_saved: bool) -> float:
         shared = False
         extra = 0.0
@@ -107,7 +109,7 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
     mlp_out = [lin.path for lin in shape.linears if "attn" not in lin.path and lin.name in MLP_OUT]
     # the norm returns weight * normalized.to(input dtype): promoted to fp32 when its weight is an fp32 trainable
     norm_out = max(rd, setup.trainable_bytes) if kind.norms_trainable else rd
-    total += consumers(h, norm_out, attn_in, False)
+    total += consumers(h, norm_out, attn_in, norm_rc)  # elementwise_recompute: the norm output is a recipe
     # attention core
     repeat = padded and setup.attn == "sdpa" and shape.kv_heads != shape.heads  # masked SDPA repeats k/v heads
     if setup.attn == "eager":
@@ -125,10 +127,21 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
     total += consumers(q, c, attn_out, True)
     # gated MLP: act(gate) input, act output and up output
     gated = len(mlp_in) >= 2 or any(lin.out_features == 2 * I for lin in shape.linears if lin.path in mlp_in)
-    total += (3 if gated else 1) * c * I
-    total += consumers(h, norm_out, mlp_in, False)
-    total += consumers(I, c, mlp_out, False)
+    total += (2 if mlp_rc else 3 if gated else 1) * c * I  # elementwise_recompute: act(gate) is a recipe
+    total += consumers(h, norm_out, mlp_in, norm_rc)
+    total += consumers(I, c, mlp_out, mlp_rc)  # ... and so is act(gate) * up
     return total
+
+
+def recomputed_parts(shape: ModelShape, setup: Setup) -> tuple[bool, bool]:
+    """What ``elementwise_recompute`` (model/elementwise_recompute.py) saves as recipes in a layer that is not
+    checkpointed: ``(the gated MLP's act output and product, the RMSNorm outputs)``. The MLP needs gate/up/down
+    Linears; the norms are RMSNorms (no bias). Only tensors saved as they are (not a cast copy) become recipes:
+    ``consumers`` counts copies apart."""
+    mlp_on, norms_on = setup.recompute
+    names = {lin.name for lin in shape.linears if "attn" not in lin.path}
+    rms = not any(n.endswith("layernorm.bias") for n, _ in shape.layer_param_names)
+    return mlp_on and {"gate_proj", "up_proj", "down_proj"} <= names, norms_on and rms
 
 
 def layer_saved_const(shape: ModelShape, setup: Setup, kind: LayerKind) -> float:
@@ -234,7 +247,8 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     T = setup.tokens
     kinds = layer_kinds(shape, setup, counts)
     typical = kinds[-1]
-    a_layer = layer_saved_per_token(shape, setup, typical)
+    # the transients of one layer's backward (or its recompute) hold what recipes rebuild too
+    a_layer = layer_saved_per_token(shape, replace(setup, recompute=(False, False)), typical)
     saved = saved_bytes(shape, setup, counts)
     h, V, c = shape.hidden, shape.vocab, setup.compute_bytes
     if setup.liger:
