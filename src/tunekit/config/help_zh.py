@@ -46,7 +46,7 @@ HELP_ZH: dict[str, str] = {
     "preprocessing_num_workers": "分词使用的进程数（默认一个）。",
     "preprocessing_batch_size": "每个分词批次的样本数。",
     "overwrite_cache": "即使存在指纹相同的缓存结果也重新分词。",
-    "tokenized_path": "把分词后的数据集保存到此处；若已存在则直接读取（跳过分词）。",
+    "tokenized_path": "把分词后的数据集保存到此处；若已存在则直接读取（跳过分词）。保存的目录记录了数据行所依赖的设置（阶段、模板、分词器、cutoff_len、掩码、打包、媒体设置与文件、数据集）；为其他配置生成的目录会被拒绝并指明原因（overwrite_cache: true 重新分词）。",
     "packing": "把多个样本拼接成一个序列（pt 默认开启，其他阶段默认关闭）。",
     "neat_packing": "拼接样本之间互不注意：每个样本的位置编号重新开始，只注意自身。",
     "padding_free": "无填充批次：一个微批的所有序列拼成一行、不加填充、不传注意力掩码，每个序列的位置编号重新开始，注意力不跨序列（sft、pt；dpo/kto/rm 的一对回答在同一行；不可与 packing 同用）。",

@@ -28,7 +28,7 @@ class DataOptions(OptionGroup):
     preprocessing_num_workers: Optional[int] = Field(None, ge=1, description="Processes for tokenization (default: one).")
     preprocessing_batch_size: int = Field(1000, ge=1, description="Samples per tokenization batch.")
     overwrite_cache: bool = Field(False, description="Re-tokenize even if a cached result with the same fingerprint exists.")
-    tokenized_path: Optional[str] = Field(None, description="Save the tokenized dataset here, or load it from here if it exists (skips tokenization).")
+    tokenized_path: Optional[str] = Field(None, description="Save the tokenized dataset here, or load it from here if it exists (skips tokenization). A saved folder records what its rows depend on (stage, template, tokenizer, cutoff_len, masking, packing, media settings and files, datasets); a folder made for another config is refused by name (overwrite_cache: true re-tokenizes).")
     packing: Optional[bool] = Field(None, description="Pack several samples into one sequence (default: on for pt, off otherwise).")
     neat_packing: bool = Field(False, description="Packing without cross-attention between packed samples: position ids restart per sample and each sample attends only to itself (sft; sdpa, eager or fa2).")
     padding_free: bool = Field(False, description="Padding-free batches (LLaMA-Factory v1: batching_strategy: padding_free): the sequences of a micro-batch concatenated into one row without pad tokens or attention mask, position ids restarting per sequence, attention never crossing a sequence (FlashAttention-2 varlen on GPU, a block-diagonal causal mask with sdpa/eager). sft and pt (docs/data.md); dpo, kto, rm keep both answers of a pair in the row (docs/padding-free.md). Not with packing.")
