@@ -13,7 +13,7 @@ from tunekit.model.multimodal import model_class
 from tunekit.plan.architectures import load_shape
 from tunekit.plan.training_setup import resolve_setup
 from tunekit.plan.vision import image_grid
-from tunekit.plan.vision_encoders import crops_per_image
+from tunekit.plan.vision_encoders import crops_per_image, positions_from_tokens
 from tunekit.plan.vision_memory import count_vision
 from tunekit.plan.vision_towers import tower_saved_bytes
 
@@ -157,7 +157,9 @@ def test_frozen_tower_keeps_nothing(like, folders):
 @pytest.mark.parametrize("like", ["llava-next", "idefics3", "smolvlm"])
 def test_tiles_per_image_equal_the_processor(like, folders, tmp_path):
     """The planner's tiles per image (the encoder's crops) equal the processor's pixel_values for images that are
-    kept, tiled and scaled down, and so do the media tokens an image becomes (the ids ``data/lengths.py`` counts)."""
+    kept, tiled and scaled down, and so do the media tokens an image becomes (the ids ``data/lengths.py`` counts); from
+    those tokens (measured data) the tiles come back (LLaVA-NeXT: its largest pinpoint grid, 4 tiles + the base, an
+    upper bound: unpadding hides the grid in the token count)."""
     from PIL import Image
 
     from tunekit.data.mm_plugins import load_plugin
@@ -177,6 +179,8 @@ def test_tiles_per_image_equal_the_processor(like, folders, tmp_path):
             ids = plugin.processor.tokenizer(plugin.image_block(count), add_special_tokens=False)["input_ids"]
             count = sum(1 for i in ids if i in plugin.media_token_ids())
         assert tokens == count, (like, w, h)
+        back = positions_from_tokens(v, tokens, 1)  # measured data: the tiles from the tokens (LLaVA-NeXT: at most)
+        assert back == positions if like != "llava-next" else positions <= back == 5 * v.positions, (like, w, h, back)
     assert crops_per_image(v, 56, 56, str(folder)) >= 1
 
 

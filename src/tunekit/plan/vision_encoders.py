@@ -120,15 +120,25 @@ def encoder_image(v, height: int, width: int, folder: str | None = None) -> tupl
 
 def positions_from_tokens(v, tokens: int, items: int) -> int:
     """Tower positions of a measured sample from its media tokens (``data/lengths.py`` counts them in the ids) and its
-    number of media: exact for one crop per image and for audio, the nearest tile count for tiled images (LLaVA-NeXT's
-    unpadding and newlines, Idefics3's markers make the tokens per tile vary a little)."""
+    number of media: exact for one crop per image, for audio and for Idefics3's tiles (up to its markers' rounding);
+    LLaVA-NeXT's at most (:func:`_anyres_crops`)."""
     if not tokens:
         return 0
+    items = max(1, items)
     if v.crops == "audio":
-        return max(1, items) * v.positions
+        return items * v.positions
     if v.crops == "split":
         return max(items, round((tokens - items) / (v.feature_tokens + 2))) * v.positions
-    if v.crops == "anyres":  # the base crop of each image + its tiles, each about feature_tokens (+ newlines)
-        grid = v.feature_tokens
-        return max(items, items + math.ceil((tokens - items * grid) / (grid + math.isqrt(grid)))) * v.positions
+    if v.crops == "anyres":
+        return items * _anyres_crops(v, tokens / items) * v.positions
     return max(items, tokens // v.feature_tokens) * v.positions
+
+
+def _anyres_crops(v, tokens: float) -> int:
+    """Crops (base + tiles) of one measured LLaVA-NeXT image: the most tiles any ``image_grid_pinpoints`` resolution
+    gives whose grid holds ``tokens``. Unpadding hides the grid in the token count (a 4-tile image can have fewer
+    tokens than a full 2-tile one), so this is an upper bound, off by one or two tiles for elongated images."""
+    side = math.isqrt(v.positions - 1)
+    grids = [(h // v.image_size) * (w // v.image_size) for h, w in v.pinpoints] or [0]
+    fits = [g for g in grids if v.feature_tokens + g * side * side + g * side >= tokens]
+    return 1 + max(fits or grids)
