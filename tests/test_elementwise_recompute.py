@@ -145,3 +145,28 @@ def test_tunekit_train_gives_the_same_losses_and_weights_with_and_without(tiny_q
     (l1, w1), (l0, w0) = runs[True], runs[False]
     assert l1 == l0 and len(l1) == 3
     assert w1.keys() == w0.keys() and all(torch.equal(w1[k], w0[k]) for k in w1)
+
+
+def test_nothing_outlives_the_step_with_the_garbage_collector_off():
+    """A layer's window and its hooks object point at each other; if the window kept its entries, the layer's tensors
+    would wait for the cyclic collector (tunekit train keeps long-lived objects out of it) and pile up step by step."""
+    import gc
+
+    def live_tensor_bytes():
+        return sum(o.untyped_storage().nbytes() for o in gc.get_objects()
+                   if isinstance(o, torch.Tensor) and not isinstance(o, torch.nn.Parameter))
+
+    ids = torch.randint(0, VOCAB, (2, 33), generator=torch.Generator().manual_seed(5))
+    model = _model("qwen2", "lora")
+    state = enable(model)
+    gc.collect()
+    gc.disable()
+    try:
+        before = live_tensor_bytes()
+        for _ in range(3):
+            model(input_ids=ids, labels=ids).loss.backward()
+        after = live_tensor_bytes()
+    finally:
+        gc.enable()
+    assert state.packed == 3 * 7 * LAYERS
+    assert after - before <= sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad), (before, after)

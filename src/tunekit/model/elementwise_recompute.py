@@ -71,6 +71,14 @@ class _LayerWindow:
         self.mlp: dict[str, torch.Tensor] = {}
         self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, _unpack)
 
+    def close(self) -> None:
+        """Leave the hooks and drop every reference: the window and its hooks object point at each other, and a cycle
+        waits for the garbage collector (which training may keep off) while holding the layer's tensors."""
+        self.hooks.__exit__(None, None, None)
+        self.entries.clear()
+        self.mlp.clear()
+        self.hooks = None
+
     def note(self, out: torch.Tensor, build: Callable[[], torch.Tensor]) -> None:
         if hasattr(out, "untyped_storage") and _owns_storage(out):
             self.entries[out.untyped_storage().data_ptr()] = (weakref.ref(out), build)
@@ -147,7 +155,7 @@ class ElementwiseRecompute:
         def leave(module, args, output):
             if hasattr(module, "_tunekit_outer_window"):
                 window, self.window = self.window, module.__dict__.pop("_tunekit_outer_window")
-                window.hooks.__exit__(None, None, None)
+                window.close()
 
         self.handles += [layer.register_forward_pre_hook(enter), layer.register_forward_hook(leave, always_call=True)]
         self.handles += [norm.register_forward_hook(self._norm_hook) for norm in norms]
