@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from tunekit.config import load_config
+from tests.memory_helpers import saved_storage_bytes
+from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.multimodal import model_class
 from tunekit.plan import make_plan
@@ -56,6 +58,7 @@ def _build(family: str, cfg, tmp_path):
     if cfg.use_gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model = apply_finetuning(model, cfg)
+    enable_for_training(cfg, model)  # as tunekit train (the language model's layers)
     model.train()
     return model, folder
 
@@ -93,21 +96,15 @@ def _measure_vision(model, cfg, grid) -> tuple[int, int]:
     """Bytes of unique non-parameter storages the vision side keeps for backward, for one image of ``grid``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     vis, vc = base.model.visual, base.config.vision_config
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in params:
-            seen.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        return t
-
     n = grid[0] * grid[1] * grid[2]
     torch.manual_seed(1)
     pixels = torch.randn(n, 3 * vc.temporal_patch_size * vc.patch_size ** 2)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-        out = vis(pixels, grid_thw=torch.tensor([grid]))
-    del out
-    return sum(seen.values()), n
+
+    def forward():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            return vis(pixels, grid_thw=torch.tensor([grid]))
+
+    return saved_storage_bytes(model, forward), n
 
 
 ACT_CASES = [
@@ -167,20 +164,15 @@ def test_whole_vlm_forward_within_10_percent(tmp_path):
     setup = resolve_setup(cfg, seq_len=seq).with_(padded=False, media_patches=64)
     counts = count_params(shape, setup)
     est = saved_bytes(shape, setup, counts)["total"] + vision_saved_bytes(shape.vision, setup, count_vision(shape.vision, setup), 64)
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in params:
-            seen.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        return t
-
     torch.manual_seed(2)
     pixels = torch.randn(64, 3 * 2 * 14 * 14)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = model(input_ids=ids, labels=ids, pixel_values=pixels, image_grid_thw=torch.tensor([grid])).loss
-    del loss
-    assert abs(est / sum(seen.values()) - 1) < 0.10, (est, sum(seen.values()))
+
+    def forward():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(input_ids=ids, labels=ids, pixel_values=pixels, image_grid_thw=torch.tensor([grid])).loss
+
+    measured = saved_storage_bytes(model, forward)
+    assert abs(est / measured - 1) < 0.10, (est, measured)
 
 
 def test_image_tokens_equal_the_processor(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.memory_helpers import saved_storage_bytes
 from tunekit.config import load_config
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.multimodal import model_class
@@ -93,20 +94,13 @@ def _features(base, like: str, size, v, folder) -> tuple:
 def _measure(model, cfg, like: str, size, v, folder) -> tuple[int, int]:
     """Bytes of the unique non-parameter storages the media path saves for backward, and the crops / audios."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in params:
-            seen.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        return t
-
     run, items = _features(base, like, size, v, folder)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16,
-                                                                                       enabled=cfg.bf16):
-        out = run()
-    del out
-    return sum(seen.values()), items
+
+    def forward():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            return run()
+
+    return saved_storage_bytes(model, forward), items
 
 
 @pytest.mark.parametrize("like", sorted(TEMPLATE))
