@@ -19,7 +19,7 @@ from tests.helpers import alpaca_records, base_config, write_dataset
 from tests.memory_helpers import saved_storage_bytes
 from tests.stage_helpers import run_losses_and_weights
 from tunekit.config import load_config
-from tunekit.model.elementwise_recompute import configured, enable
+from tunekit.model.elementwise_recompute import enable
 
 H, I, LAYERS, VOCAB = 32, 88, 3, 128
 
@@ -123,13 +123,13 @@ def test_no_recipes_without_gradients_or_in_eval_mode():
     assert state.packed == 0 and state.window is None
 
 
-def test_configured_follows_the_options():
+def test_recompute_parts_follow_the_options():
     base = dict(model_name_or_path="x", stage="sft")
-    assert configured(load_config(None, base)) == (True, True)
-    assert configured(load_config(None, {**base, "elementwise_recompute": False})) == (False, False)
-    assert configured(load_config(None, {**base, "torch_compile": True})) == (False, False)
-    assert configured(load_config(None, {**base, "deepspeed": "z3"})) == (True, False)  # norm weights are sharded
-    assert configured(load_config(None, {**base, "fsdp": "full_shard"})) == (True, False)
+    assert load_config(None, base).recompute_parts == (True, True)
+    assert load_config(None, {**base, "elementwise_recompute": False}).recompute_parts == (False, False)
+    assert load_config(None, {**base, "torch_compile": True}).recompute_parts == (False, False)
+    assert load_config(None, {**base, "deepspeed": "z3"}).recompute_parts == (True, False)  # norm weights are sharded
+    assert load_config(None, {**base, "fsdp": "full_shard"}).recompute_parts == (True, False)
 
 
 def test_tunekit_train_gives_the_same_losses_and_weights_with_and_without(tiny_qwen, tmp_path):

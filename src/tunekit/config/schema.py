@@ -59,6 +59,15 @@ class Config(
         return self.gradient_checkpointing is not False and not self.disable_gradient_checkpointing
 
     @property
+    def recompute_parts(self) -> tuple[bool, bool]:
+        """What ``elementwise_recompute`` saves as recipes: ``(the MLP's element-wise outputs, the norm outputs)``.
+        Off under torch_compile (the hooks would break its graphs) and Liger (its fused SwiGLU keeps gate and up only
+        already); the norms stay out under ZeRO-3 / FSDP (their weights are gathered for their own forward only).
+        ``model/elementwise_recompute.py`` attaches what this says, ``plan/activations.py`` counts it."""
+        on = bool(self.elementwise_recompute and not self.torch_compile and not self.enable_liger_kernel)
+        return on, on and not (self.fsdp or self.deepspeed)
+
+    @property
     def trackers(self) -> list[str]:
         names = [t for t in _split(self.report_to) if t != "none"]
         if self.use_swanlab and "swanlab" not in names:

@@ -41,6 +41,23 @@ def tokenizer_signature(tokenizer) -> str:
     return h.hexdigest()
 
 
+#: the options that change what a dataset tokenizes to (the dataset cache's key and tokenized_path's check read them)
+TOKENIZATION_OPTIONS = ("cutoff_len", "train_on_prompt", "mask_history", "enable_thinking", "default_system", "tool_format",
+                        "empty_template_eos", "max_samples", "bad_records")
+#: the media plugin's options that change the token counts or the media inputs (data/mm_plugins)
+MEDIA_OPTIONS = ("image_min_pixels", "image_max_pixels", "video_min_pixels", "video_max_pixels", "video_fps",
+                 "video_maxlen", "audio_sampling_rate", "use_audio_in_video")
+
+
+def tokenization_options(cfg) -> dict[str, Any]:
+    packing = ("neat" if cfg.neat_packing else "packed") if cfg.use_packing else "off"
+    return {**{k: getattr(cfg, k) for k in TOKENIZATION_OPTIONS}, "packing": packing}
+
+
+def media_options(cfg) -> dict[str, Any]:
+    return {k: getattr(cfg, k) for k in MEDIA_OPTIONS}
+
+
 def fingerprint(parts: dict[str, Any]) -> str:
     from tunekit import __version__
 

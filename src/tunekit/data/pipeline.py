@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from ..errors import ConfigError, DataError
 from . import tokenized_cache
-from .cache import cache_root, fingerprint, source_signature, tokenizer_signature
+from .cache import cache_root, fingerprint, media_options, source_signature, tokenization_options, tokenizer_signature
 from .dataset_info import DatasetAttr, resolve_datasets
 from .formats import RecordError, convert_record
 from .processors import DROPPED, TRUNCATED, get_processor
@@ -150,10 +150,8 @@ def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str
         "attr": {k: v for k, v in attr.__dict__.items() if k != "info_file"},
         "stage": stage, "template": [cfg.template, repr(template_sig)],
         "tokenizer": tokenizer_signature(ctx.tokenizer),
-        "options": [cfg.cutoff_len, cfg.train_on_prompt, cfg.mask_history, cfg.enable_thinking, cfg.default_system,
-                    cfg.max_samples, cfg.bad_records, cfg.tool_format, cfg.use_packing, cfg.neat_packing],
-        "media": [cfg.media_dir, cfg.image_min_pixels, cfg.image_max_pixels, cfg.video_min_pixels, cfg.video_max_pixels,
-                  cfg.video_fps, cfg.video_maxlen, cfg.audio_sampling_rate, cfg.use_audio_in_video] if ctx.mm is not None else None,
+        "options": tokenization_options(cfg),
+        "media": [cfg.media_dir, media_options(cfg)] if ctx.mm is not None else None,
     })
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import DataError
-from .cache import PROCESSOR_VERSION, tokenizer_signature
+from .cache import PROCESSOR_VERSION, media_options, tokenization_options, tokenizer_signature
 
 META = "tunekit_tokenized.json"
 MEDIA = "tunekit_media.json"
@@ -25,9 +25,6 @@ FORMAT = 2  # 1: reports only (tunekit before the checks); 2: the "depends" keys
 FIX = "set overwrite_cache: true to tokenize again (it replaces the saved data), or point tokenized_path to another folder"
 MEDIA_COLUMNS = ("images", "videos", "audios")
 PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
-#: the options of the media plugin that change the token counts or the media inputs (see data/mm_plugins)
-MEDIA_OPTIONS = ("image_min_pixels", "image_max_pixels", "video_min_pixels", "video_max_pixels", "video_fps",
-                 "video_maxlen", "audio_sampling_rate", "use_audio_in_video")
 
 
 def _sha(text: Optional[str]) -> Optional[str]:
@@ -43,26 +40,20 @@ def _processor_signature(model: Optional[str]) -> Optional[str]:
     return _sha("\n".join(parts))
 
 
-def _packing(cfg) -> str:
-    return ("neat" if cfg.neat_packing else "packed") if cfg.use_packing else "off"
-
-
 def depends_on(cfg, tokenizer, template, mm, stage: str) -> dict[str, Any]:
     """What the tokenized rows of ``cfg`` depend on; ``template``/``mm`` as :func:`pipeline.prepare_datasets` builds them."""
     jinja = template.chat_template_jinja() if hasattr(template, "chat_template_jinja") else None
     split_seed = (cfg.val_size > 0 and not cfg.eval_dataset_names) or cfg.mix_strategy != "concat"
     return {
         "processor_version": PROCESSOR_VERSION, "stage": stage,
-        "template": cfg.template, "template_rendering": _sha(jinja), "empty_template_eos": cfg.empty_template_eos,
+        "template": cfg.template, "template_rendering": _sha(jinja),
         "vocab_size": len(tokenizer), "tokenizer": tokenizer_signature(tokenizer)[:16],
-        "cutoff_len": cfg.cutoff_len, "train_on_prompt": cfg.train_on_prompt, "mask_history": cfg.mask_history,
-        "enable_thinking": cfg.enable_thinking, "default_system": cfg.default_system, "tool_format": cfg.tool_format,
-        "packing": _packing(cfg),
+        **tokenization_options(cfg),
         "media_plugin": getattr(mm, "NAME", None),
-        "media_options": {k: getattr(cfg, k) for k in MEDIA_OPTIONS} if mm is not None else None,
+        "media_options": media_options(cfg) if mm is not None else None,
         "media_processor": _processor_signature(cfg.model_name_or_path) if mm is not None else None,
-        "dataset": cfg.dataset_names, "eval_dataset": cfg.eval_dataset_names, "max_samples": cfg.max_samples,
-        "bad_records": cfg.bad_records, "mix_strategy": cfg.mix_strategy, "interleave_probs": cfg.interleave_probs,
+        "dataset": cfg.dataset_names, "eval_dataset": cfg.eval_dataset_names,
+        "mix_strategy": cfg.mix_strategy, "interleave_probs": cfg.interleave_probs,
         "val_size": cfg.val_size, "split_seed": cfg.seed if split_seed else None,
     }
 

@@ -6,7 +6,7 @@ MLP's: the gate output ``g``, the activation's output ``s = act(g)``, the up out
 a token). ``s`` and ``h`` are one element-wise op away from ``g`` and ``u``, which backward keeps anyway, and the
 RMSNorm outputs that the attention and MLP projections keep are one norm away from the norm input, which the
 norm's own backward keeps. So this module lets autograd save *recipes* for those four tensors instead of the
-tensors, and re-runs the recipe (the very module, on the very inputs) when backward unpacks them: 45 % less
+tensors, and re-runs the recipe (the very module, on the very inputs) when backward unpacks them: about half the
 activation memory per layer for a few element-wise ops, with the same bits (the same kernels on the same inputs;
 each recipe kind is checked once per module class against the forward's own output, and a class whose recompute
 differs keeps its tensors).
@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:  # torch is imported where hooks are made: the planner reads configured() without it
-    import torch
+import torch
+
+from .layers import decoder_layers
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,6 @@ class _Recipe:
         self.build, self.size, self.stride, self.offset = build, view.size(), view.stride(), view.storage_offset()
 
     def tensor(self) -> torch.Tensor:
-        import torch
-
         with torch.no_grad():
             whole = self.build()
         return whole.as_strided(self.size, self.stride, self.offset)
@@ -64,8 +63,6 @@ class _LayerWindow:
     """The recomputable storages of one decoder layer's forward call, while that call runs."""
 
     def __init__(self, owner: "ElementwiseRecompute"):
-        import torch
-
         self.owner = owner
         self.entries: dict[int, tuple[weakref.ref, Callable[[], torch.Tensor]]] = {}
         self.mlp: dict[str, torch.Tensor] = {}
@@ -80,12 +77,10 @@ class _LayerWindow:
         self.hooks = None
 
     def note(self, out: torch.Tensor, build: Callable[[], torch.Tensor]) -> None:
-        if hasattr(out, "untyped_storage") and _owns_storage(out):
+        if isinstance(out, torch.Tensor) and _owns_storage(out):
             self.entries[out.untyped_storage().data_ptr()] = (weakref.ref(out), build)
 
     def pack(self, t: torch.Tensor) -> Any:
-        import torch
-
         recipe = self._recipe(t) if self.entries and t.layout == torch.strided else None
         if recipe is not None:
             self.owner.packed += 1
@@ -110,25 +105,17 @@ def _unpack(saved: Any) -> torch.Tensor:
 
 
 class ElementwiseRecompute:
-    """The hooks on one model's decoder layers (:func:`enable`); ``remove()`` takes them all off again."""
+    """The hooks on one model's decoder layers (:func:`enable`) and what they did (``packed``, ``kept``)."""
 
     def __init__(self, norms: bool = True):
         self.norms = norms
-        self.handles: list[Any] = []
         self.checked: dict[tuple[type, str], bool] = {}  # (module class, recipe kind) -> recompute gives the same bits
         self.window: _LayerWindow | None = None
         self.packed = 0  # tensors saved as recipes so far
         self.layers = 0
         self.kept: dict[int, int] | None = None  # when a dict: storage -> bytes of what was saved as is (tests, benchmarks)
 
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
-
     def _exact(self, module: torch.nn.Module, kind: str, got: torch.Tensor, build: Callable[[], torch.Tensor]) -> bool:
-        import torch
-
         key = (type(module), kind)
         if key not in self.checked:
             with torch.no_grad():
@@ -140,8 +127,6 @@ class ElementwiseRecompute:
         return self.checked[key]
 
     def attach(self, layer: torch.nn.Module) -> None:
-        import torch
-
         mlp = _gated_mlp(layer)
         norms = _norms(layer) if self.norms else []
         if mlp is None and not norms:
@@ -157,17 +142,18 @@ class ElementwiseRecompute:
                 window, self.window = self.window, module.__dict__.pop("_tunekit_outer_window")
                 window.close()
 
-        self.handles += [layer.register_forward_pre_hook(enter), layer.register_forward_hook(leave, always_call=True)]
-        self.handles += [norm.register_forward_hook(self._norm_hook) for norm in norms]
+        layer.register_forward_pre_hook(enter)
+        layer.register_forward_hook(leave, always_call=True)
+        for norm in norms:
+            norm.register_forward_hook(self._norm_hook)
         if mlp is not None:
-            self.handles += [getattr(mlp, part).register_forward_hook(self._keep(part)) for part in ("gate_proj", "up_proj")]
-            self.handles.append(mlp.act_fn.register_forward_hook(self._act_hook))
-            self.handles.append(mlp.down_proj.register_forward_pre_hook(self._down_hook(mlp.act_fn)))
+            for part in ("gate_proj", "up_proj"):
+                getattr(mlp, part).register_forward_hook(self._keep(part))
+            mlp.act_fn.register_forward_hook(self._act_hook)
+            mlp.down_proj.register_forward_pre_hook(self._down_hook(mlp.act_fn))
         self.layers += 1
 
     def _norm_hook(self, module, args, output):
-        import torch
-
         window = self.window
         if window is None or len(args) != 1 or not isinstance(args[0], torch.Tensor):
             return
@@ -193,8 +179,6 @@ class ElementwiseRecompute:
             window.note(output, build)
 
     def _down_hook(self, act: torch.nn.Module):
-        import torch
-
         def hook(module, args):
             window = self.window
             if window is None or not args or not {"act", "up_proj", "gate_proj"} <= window.mlp.keys():
@@ -205,23 +189,11 @@ class ElementwiseRecompute:
         return hook
 
 
-def _decoder_layers(model) -> list[torch.nn.Module]:
-    """The language model's decoder layers (as ``model.loader.limit_checkpointed_layers``; a vision tower's blocks are
-    left alone: the planner counts them without recipes)."""
-    from transformers.modeling_layers import GradientCheckpointingLayer
-
-    get_decoder = getattr(model, "get_decoder", None)
-    decoder = get_decoder() if callable(get_decoder) else None
-    return [m for m in (decoder or model).modules() if isinstance(m, GradientCheckpointingLayer)]
-
-
 def _norms(layer: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for _, m in layer.named_children() if type(m).__name__.endswith("RMSNorm")]
 
 
 def _gated_mlp(layer: torch.nn.Module) -> torch.nn.Module | None:
-    import torch
-
     mlp = getattr(layer, "mlp", None)
     return mlp if mlp is not None and all(isinstance(getattr(mlp, p, None), torch.nn.Module) for p in MLP_PARTS) else None
 
@@ -231,7 +203,7 @@ def enable(model, norms: bool = True) -> ElementwiseRecompute | None:
     recompute. ``norms=False`` leaves the norms out (their weights are sharded under ZeRO-3 / FSDP outside their
     forward)."""
     state = ElementwiseRecompute(norms)
-    for layer in _decoder_layers(model):
+    for layer in decoder_layers(model):  # the language model's (a vision tower's blocks: the planner counts them as is)
         state.attach(layer)
     if not state.layers:
         return None
@@ -247,14 +219,7 @@ def state_of(model) -> ElementwiseRecompute | None:
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def configured(cfg) -> tuple[bool, bool]:
-    """``(on, norms too)`` for ``cfg``: off under torch.compile (the hooks would break its graphs) and Liger (its fused
-    SwiGLU keeps g and u only already); the norms stay out under ZeRO-3 / FSDP. The planner reads the same answer."""
-    on = bool(cfg.elementwise_recompute and not cfg.torch_compile and not cfg.enable_liger_kernel)
-    return on, on and not (cfg.fsdp or cfg.deepspeed)
-
-
 def enable_for_training(cfg, model) -> ElementwiseRecompute | None:
-    """``elementwise_recompute`` as configured (:func:`configured`), for a model that trains."""
-    on, norms = configured(cfg)
+    """``elementwise_recompute`` as the config resolves it (``Config.recompute_parts``), for a model that trains."""
+    on, norms = cfg.recompute_parts
     return enable(model, norms=norms) if on else None

@@ -322,11 +322,9 @@ def limit_checkpointed_layers(model, count: int) -> int:
     Each decoder layer is a ``GradientCheckpointingLayer`` whose ``gradient_checkpointing`` flag says whether its call
     goes through ``torch.utils.checkpoint`` (the flag ``activation_checkpointing_enable(every_n_layers=...)`` sets
     too); other checkpointed towers (a vision encoder) stay as they are. Returns how many layers stay checkpointed."""
-    from transformers.modeling_layers import GradientCheckpointingLayer
+    from .layers import decoder_layers
 
-    get_decoder = getattr(model, "get_decoder", None)
-    decoder = get_decoder() if callable(get_decoder) else None
-    layers = [m for m in (decoder or model).modules() if isinstance(m, GradientCheckpointingLayer)]
+    layers = decoder_layers(model)
     for index, layer in enumerate(layers):
         layer.gradient_checkpointing = index < count
     return min(count, len(layers))

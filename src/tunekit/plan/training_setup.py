@@ -140,12 +140,6 @@ def _dtype_bytes(name: str) -> int:
     return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[name]
 
 
-def configured_recompute(cfg) -> tuple[bool, bool]:
-    from ..model.elementwise_recompute import configured
-
-    return configured(cfg)
-
-
 def chunked_loss(cfg) -> bool:
     """Whether tunekit train computes the LM head + loss in chunks (``TrainedTokensLossMixin``: sft/pt, the plain loss;
     dpo/kto: the log-probs, ``chunked_head.forward_sequence_logps``)."""
@@ -219,7 +213,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         reference_copy=holds_reference_copy(cfg),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
         chunked_loss=chunked_loss(cfg),
-        recompute=configured_recompute(cfg),
+        recompute=cfg.recompute_parts,
         host=bool(cfg.use_cpu),
         vision_freeze=(cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model),
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
