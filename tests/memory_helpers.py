@@ -25,20 +25,20 @@ def peak_of(events: list[int]) -> int:
     return peak
 
 
-def held_at_reference_start(trainer, model, batch) -> tuple[int, int, int]:
-    """One ``compute_loss`` of a dpo/kto trainer: ``(bytes allocated before its reference_logps began, bytes the
-    step's forward saved for backward, reference calls)``. Wraps the trainer instance's own method (not a library's)."""
+def held_at_reference_start(trainer, model, batch, method: str = "reference_logps") -> tuple[int, int, int]:
+    """One ``compute_loss`` of a dpo/kto trainer: ``(bytes allocated before its ``method`` (reference_logps) began, bytes
+    the step's forward saved for backward, calls)``. Wraps the trainer instance's own method (not a library's)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    plain = trainer.reference_logps
+    plain = getattr(trainer, method)
     calls = []
 
     def marked(*args, **kwargs):
         calls.append(1)
-        with record_function("reference"):
+        with record_function(method):
             return plain(*args, **kwargs)
 
-    trainer.reference_logps = marked
+    setattr(trainer, method, marked)
     saved = []
     try:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -48,9 +48,9 @@ def held_at_reference_start(trainer, model, batch) -> tuple[int, int, int]:
         assert torch.isfinite(loss)
         del loss
     finally:
-        trainer.reference_logps = plain
+        setattr(trainer, method, plain)
     events = prof.profiler.kineto_results.events()
-    start = next(e.start_ns() for e in events if e.name() == "reference")
+    start = next(e.start_ns() for e in events if e.name() == method)
     held = sum(e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start)
     return held, sum(saved), len(calls)
 

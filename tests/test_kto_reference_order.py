@@ -1,4 +1,5 @@
-"""KTO computes its reference log-probs before the policy's forward pass (issue 17, as dpo does since d080660).
+"""KTO computes its reference log-probs, and the policy's no-grad KL-pair log-probs, before the policy's forward pass
+(issue 17, as dpo does since d080660).
 
 The reference forward (LoRA: the policy with its adapter disabled; no grad; the examples and their KL pairs) then comes
 and goes while the step holds nothing, instead of putting its transients on top of the policy's saved activations (and,
@@ -36,6 +37,15 @@ def test_kto_reference_forward_runs_before_the_policy_holds_activations(tiny_qwe
     5 % of the bytes the policy's forward saves for backward); after the policy's forward it would hold all of those."""
     trainer, batch = _kto_trainer(tiny_qwen, tmp_path / "data", tmp_path / "o")
     held, saved, calls = held_at_reference_start(trainer, trainer.model.train(), batch)
+    assert saved > 0 and calls == 1
+    assert held < 0.05 * saved, (held, saved)
+
+
+def test_kto_kl_forward_runs_before_the_policy_holds_activations(tiny_qwen, tmp_path):
+    """The same for the policy's KL-pair forward (no grad): it used to run after the policy's forward, on top of all
+    the activations that forward saved for backward (held would then exceed ``saved``)."""
+    trainer, batch = _kto_trainer(tiny_qwen, tmp_path / "data", tmp_path / "o")
+    held, saved, calls = held_at_reference_start(trainer, trainer.model.train(), batch, "policy_kl_logps")
     assert saved > 0 and calls == 1
     assert held < 0.05 * saved, (held, saved)
 

@@ -179,7 +179,7 @@ def sequences_setup(setup: Setup) -> Setup:
     pairs); ``max_tokens_per_batch`` already counts both sequences of a pair (``train/token_budget.py``). The chunked
     head (``chunked_head.forward_sequence_logps``) then runs once over all of them, one chunk of rows at a time: one
     chunk alive, capped at ``chunk_rows``, where doubling the planned figures afterwards counted two. kto keeps its
-    micro-batch: only its examples' forward pass keeps activations, its mismatched KL pairs run under no_grad
+    micro-batch: only its examples' forward pass keeps activations, its mismatched KL pairs run under no_grad before it
     (``stages/kto.py``), like the reference forward of both stages, whose transients (one layer, one chunk) are below
     those of the backward pass that follows (``benchmarks/dpo_memory.py`` measures the phases)."""
     if setup.stage != "dpo":

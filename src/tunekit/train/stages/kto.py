@@ -60,6 +60,12 @@ class KTOTrainer(StageTrainer):
             kl = forward_logps(ref, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
         return main, kl
 
+    def policy_kl_logps(self, model, inputs) -> torch.Tensor:
+        """The policy's log-probs of the KL pairs, without gradient: the estimate ``z0`` is a detached baseline (as in
+        the KTO paper and TRL)."""
+        with torch.no_grad():
+            return forward_logps(model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
         # the reference before the policy's forward pass (as in dpo): its no-grad transients then come and go while
@@ -68,9 +74,8 @@ class KTOTrainer(StageTrainer):
             ref, ref_kl = inputs["ref_logps"], inputs["ref_kl_logps"]
         else:
             ref, ref_kl = self.reference_logps(model, inputs)
+        kl_logps = self.policy_kl_logps(model, inputs)  # also before the policy's forward, for the same reason
         logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)
-        with torch.no_grad():
-            kl_logps = forward_logps(model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
         ref, ref_kl = ref.to(logps), ref_kl.to(logps)
         kl = self.accelerator.reduce((kl_logps - ref_kl).mean(), reduction="mean")  # one estimate for the global batch
         desirable = inputs["desirable"].bool()
