@@ -22,13 +22,15 @@ run's page faults fall from 480-650k to 170-180k. Blocks over 32 MiB (full-vocab
 get their own mapping: glibc allows no higher threshold.
 
 ``tunekit train`` calls it at start-up, as does ``benchmarks/mfu.py``. ``TUNEKIT_MALLOC_TUNE=0`` keeps
-glibc's defaults. It does nothing where the C library is not glibc (musl, macOS), and it does not touch
+glibc's defaults (and turns :func:`unused_resident_bytes` / :func:`release_free_heap` off, see train/host_heap.py).
+It does nothing where the C library is not glibc (musl, macOS), and it does not touch
 GPU memory, which PyTorch's CUDA caching allocator already reuses.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import sys
 
@@ -57,3 +59,59 @@ def tune() -> bool:
     mallopt.restype = ctypes.c_int
     accepted = [mallopt(param, value) == 1 for param, value in SETTINGS.items()]  # each one, even after a refusal
     return all(accepted)
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+_LIBC = {}
+
+
+def _libc():
+    """glibc's ``mallinfo2`` and ``malloc_trim`` (glibc >= 2.33 for mallinfo2), or None where tuning is off or absent."""
+    if not enabled():
+        return None
+    if "fns" not in _LIBC:
+        fns = None
+        if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+            try:
+                libc = ctypes.CDLL(None)
+                info, trim = libc.mallinfo2, libc.malloc_trim
+                info.restype = _Mallinfo2
+                trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
+                fns = (info, trim)
+            except (OSError, AttributeError):
+                fns = None
+        _LIBC["fns"] = fns
+    return _LIBC["fns"]
+
+
+def available() -> bool:
+    return _libc() is not None
+
+
+def unused_resident_bytes() -> int | None:
+    """Anonymous resident memory not held by a live malloc block: the process's anonymous RSS (``/proc/self/statm``
+    resident - shared) minus glibc's bytes in use (``mallinfo2``: heap blocks + mmapped blocks). Freed heap memory
+    that is still resident is part of it, and so is a constant share of memory that malloc does not manage (the
+    interpreter's own arenas, libraries' data): compare two readings, not one with zero."""
+    fns = _libc()
+    if fns is None:
+        return None
+    with open("/proc/self/statm") as f:
+        fields = f.read().split()
+    anon = (int(fields[1]) - int(fields[2])) * _PAGE
+    info = fns[0]()
+    return anon - (info.uordblks + info.hblkhd)
+
+
+def release_free_heap() -> bool:
+    """Return the free pages inside glibc's heaps to the kernel (``malloc_trim(0)``: ``madvise(MADV_DONTNEED)`` on every
+    free chunk's whole pages, which the trim threshold never does for free memory below the heap's top)."""
+    fns = _libc()
+    return fns is not None and fns[1](0) == 1
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -20,13 +20,18 @@ class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMix
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
     recipe, :mod:`tunekit.train.fp8`) + resume of a full checkpoint saved in the original weight layout
-    (:mod:`tunekit.train.checkpoint_weights`)."""
+    (:mod:`tunekit.train.checkpoint_weights`) + on the CPU, freed heap memory returned when a forward pass strands it
+(:mod:`tunekit.train.host_heap`)."""
 
     def __init__(self, *args, tunekit_config=None, **kwargs):
         self.tunekit_config = tunekit_config
         super().__init__(*args, **kwargs)
         if tunekit_config is not None:
+            from ..model.layers import decoder_layers
+            from . import host_heap
             from .optimizers import badam_callbacks
+
+            self.heap_guard = host_heap.attach(self.model, decoder_layers(self.model))  # CPU: stranded heap (host_heap.py)
 
             for callback in badam_callbacks(tunekit_config):
                 self.add_callback(callback)
