@@ -77,6 +77,7 @@ def test_wrong_type_names_key_value_and_type():
     (["finetuning_type=full", "quantization_bit=4"], "quantization_bit 4 trains a quantized base, which only works with LoRA (QLoRA)"),
     (["eval_strategy=steps"], "eval_strategy 'steps' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset"),
     (["val_size=2.5"], "val_size 2.5 is neither a fraction below 1 nor a whole sample count"),
+    (["max_steps=0"], "max_steps 0 is not a step count: use a positive number of optimizer steps, or -1 (the default)"),
     (["mask_history=true", "train_on_prompt=true"], "mask_history and train_on_prompt contradict each other"),
     (["report_to=tensorbord"], "report_to names unknown tracker(s) tensorbord"),
 ])

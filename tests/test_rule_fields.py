@@ -24,6 +24,7 @@ EVAL = {"eval_strategy": "steps", "val_size": 0.1}
 
 # (values, the fields of each problem the ConfigError carries, in order)
 BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
+    ({"max_steps": 0}, [("max_steps",)]),
     ({"warmup_steps": 2.5}, [("warmup_steps",)]),
     ({"warmup_steps": 0.1, "warmup_ratio": 0.1}, [("warmup_steps", "warmup_ratio")]),
     ({"bf16": True, "fp16": True}, [("bf16", "fp16")]),

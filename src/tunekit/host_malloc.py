@@ -100,11 +100,16 @@ def unused_resident_bytes() -> int | None:
     fns = _libc()
     if fns is None:
         return None
-    with open("/proc/self/statm") as f:
-        fields = f.read().split()
-    anon = (int(fields[1]) - int(fields[2])) * _PAGE
+    anon = anonymous_resident_bytes()
     info = fns[0]()
     return anon - (info.uordblks + info.hblkhd)
+
+
+def anonymous_resident_bytes() -> int:
+    """The process's resident memory that is not a file's pages (``/proc/self/statm``: resident - shared)."""
+    with open("/proc/self/statm") as f:
+        fields = f.read().split()
+    return (int(fields[1]) - int(fields[2])) * _PAGE
 
 
 def release_free_heap() -> bool:

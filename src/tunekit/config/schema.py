@@ -117,6 +117,9 @@ def _split(value: str | None) -> list[str]:
 
 
 def _combination_problems(cfg: Config) -> Iterator[Problem]:
+    if cfg.max_steps == 0 or cfg.max_steps < -1:  # the Trainer would run one step for 0 and show "1/0"
+        yield Problem(f"max_steps {cfg.max_steps} is not a step count: use a positive number of optimizer steps, or -1 "
+                      "(the default) to train for num_train_epochs.", ("max_steps",))
     if cfg.warmup_steps >= 1 and cfg.warmup_steps != int(cfg.warmup_steps):
         yield Problem(f"warmup_steps {cfg.warmup_steps} is neither a fraction below 1 (a share of the steps) nor a whole step count: use e.g. 0.1 or 100.",
                       ("warmup_steps",))

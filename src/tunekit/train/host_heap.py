@@ -12,13 +12,14 @@ end of the longest micro-batch's forward pass, glibc held 1.5 GiB of live blocks
 6.5 GB for the same work.
 
 :class:`HeapGuard` bounds that. It reads how much anonymous resident memory is not held by a live block
-(``host_malloc.unused_resident_bytes``): when the model's forward pass starts, after each decoder layer, and after the
-whole forward pass (the LM head and backward follow). When that has grown by more than :data:`SLACK` over its lowest
-reading since the pass began, it calls ``malloc_trim``, which returns the whole pages of free chunks with ``madvise``
-in milliseconds. The memory the previous backward pass freed is not touched: the pass reuses it (the reading falls
-while it does), and returning it would only make every step page-fault it in again. Page faults are the one cost,
-and only where a later allocation reuses a returned page, which by the growth was not being reused. Only for
-training forward passes with gradients on a CPU model; ``TUNEKIT_MALLOC_TUNE=0`` turns it off (``host_malloc``).
+(``host_malloc.unused_resident_bytes``) when the model's forward pass starts, after each decoder layer, and after the
+whole pass (the LM head and backward follow); not while backward recomputes a checkpointed layer. When that has
+grown by more than :data:`SLACK` over its lowest reading since the pass began, it calls ``malloc_trim``, which
+returns the whole pages of free chunks with ``madvise`` in milliseconds. The memory the previous backward pass freed
+is not touched: the pass reuses it (the reading falls while it does), and returning it would only make every step
+page-fault it in again. Page faults are the one cost, and only where a later allocation reuses a returned page,
+which by the growth was not being reused. Only for training forward passes with gradients, in a run on the CPU;
+``TUNEKIT_MALLOC_TUNE=0`` turns it off (``host_malloc``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class HeapGuard:
         self.slack = slack
         self.floor = None  # the lowest reading since the pass began (or since the last trim)
         self.trims = 0
+        self.backward_mark = None  # the lowest anonymous RSS since backward began (or since the last trim there)
+        self.in_pass = False  # inside a training forward pass of the model (not a no-grad one, not backward)
 
     def check(self) -> bool:
         unused = host_malloc.unused_resident_bytes()
@@ -53,29 +56,45 @@ class HeapGuard:
         self.floor = host_malloc.unused_resident_bytes()
         return True
 
-    def _training(self, module) -> bool:
-        return module.training and torch.is_grad_enabled()
-
     def before_pass(self, module, args) -> None:
-        if self._training(module):
-            self.floor = None
+        self.in_pass = module.training and torch.is_grad_enabled()
+        if self.in_pass:
+            self.floor = self.backward_mark = None
             self.check()
 
-    def after_forward(self, module, args, output) -> None:
-        if self._training(module):
+    def after_layer(self, module, args, output) -> None:
+        if self.in_pass:  # not a checkpointed layer's recompute in backward: that reuses what backward frees
             self.check()
+            hidden = output[0] if isinstance(output, tuple) else output
+            if torch.is_tensor(hidden) and hidden.requires_grad:
+                hidden.register_hook(self.in_backward)  # runs as backward reaches this layer; the gradient is unchanged
+
+    def in_backward(self, grad) -> None:
+        """Backward frees more than it allocates, so its resident memory should not grow: when it grows by more than
+        ``slack`` over its first reading (the top layer's backward, after the LM head), the growth is stranded."""
+        anon = host_malloc.anonymous_resident_bytes()
+        if self.backward_mark is None or anon < self.backward_mark:
+            self.backward_mark = anon
+        elif anon - self.backward_mark > self.slack:
+            host_malloc.release_free_heap()
+            self.trims += 1
+            self.backward_mark = host_malloc.anonymous_resident_bytes()
+
+    def after_pass(self, module, args, output) -> None:
+        if self.in_pass:
+            self.check()
+        self.in_pass = False
 
 
-def attach(model, layers) -> HeapGuard | None:
+def attach(model, layers, device) -> HeapGuard | None:
     """A :class:`HeapGuard` on ``model`` (the module the trainer calls) and on each of its decoder ``layers``, when the
-    model trains on the CPU and glibc's functions are at hand; None otherwise."""
-    if not host_malloc.available():
-        return None
-    first = next(iter(model.parameters()), None)
-    if first is None or first.device.type != "cpu":
+    run trains on the CPU (``device``: the Trainer's; a GPU run's model may still be on the CPU while it is built)
+    and glibc's functions are at hand; None otherwise."""
+    if torch.device(device).type != "cpu" or not host_malloc.available():
         return None
     guard = HeapGuard()
     model.register_forward_pre_hook(guard.before_pass)
-    for module in [*layers, model]:
-        module.register_forward_hook(guard.after_forward)
+    for layer in layers:
+        layer.register_forward_hook(guard.after_layer)
+    model.register_forward_hook(guard.after_pass)
     return guard

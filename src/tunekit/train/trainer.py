@@ -31,7 +31,8 @@ class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMix
             from . import host_heap
             from .optimizers import badam_callbacks
 
-            self.heap_guard = host_heap.attach(self.model, decoder_layers(self.model))  # CPU: stranded heap (host_heap.py)
+            # CPU: freed heap memory a forward pass strands goes back to the kernel (host_heap.py)
+            self.heap_guard = host_heap.attach(self.model, decoder_layers(self.model), self.args.device)
 
             for callback in badam_callbacks(tunekit_config):
                 self.add_callback(callback)
