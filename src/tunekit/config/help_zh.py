@@ -91,7 +91,7 @@ HELP_ZH: dict[str, str] = {
     # ---- hyper-parameters
     "learning_rate": "峰值学习率。",
     "num_train_epochs": "训练轮数（可为小数）。",
-    "max_steps": "最多训练步数（大于 0 时覆盖 num_train_epochs）。",
+    "max_steps": "最多训练步数（覆盖 num_train_epochs）；-1 表示按 num_train_epochs 训练。",
     "per_device_train_batch_size": "每个设备的微批大小。",
     "per_device_eval_batch_size": "每个设备的评估批大小。",
     "gradient_accumulation_steps": "每次优化器更新累积的微批数。",

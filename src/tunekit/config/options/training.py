@@ -16,7 +16,7 @@ class TrainingOptions(OptionGroup):
 
     learning_rate: float = Field(5e-5, gt=0, description="Peak learning rate.")
     num_train_epochs: float = Field(3.0, gt=0, description="Epochs over the training data (fractions allowed).")
-    max_steps: int = Field(-1, description="Stop after this many optimizer steps (overrides num_train_epochs when > 0).")
+    max_steps: int = Field(-1, description="Stop after this many optimizer steps (overrides num_train_epochs); -1: train for num_train_epochs.")
     per_device_train_batch_size: int = Field(8, ge=1, description="Micro-batch size per device.")
     per_device_eval_batch_size: int = Field(8, ge=1, description="Evaluation batch size per device.")
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches accumulated per optimizer step.")
