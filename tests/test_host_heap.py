@@ -15,10 +15,11 @@ from tunekit.model.layers import decoder_layers
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
                                 reason="malloc_trim / mallinfo2 are glibc's")
 
-# Strands 384 MiB in glibc's heap (MODE: as a forward pass's check sees it, or as backward's): 48 blocks of 8 MiB (below the 32 MiB mmap threshold host_malloc sets, so from the
+# Strands 384 MiB in glibc's heap: 48 blocks of 8 MiB (below the 32 MiB mmap threshold host_malloc sets, so from the
 # heap), each followed by a small block that stays allocated, then the big ones freed. None of it is at the heap's top,
-# so no trim threshold returns it: it stays resident until malloc_trim. Prints the unused resident MiB after stranding
-# and after the guard's check, and whether the guard trimmed.
+# so no trim threshold returns it: it stays resident until malloc_trim. MODE: as a forward pass's check sees it
+# (unused resident bytes over the pass's floor) or as backward's (anonymous RSS over its first reading). Prints that
+# figure in MiB after stranding and after the guard's check, whether the guard trimmed, and its trim count.
 STRAND = """
 import ctypes
 from tunekit import host_malloc
@@ -55,8 +56,8 @@ else:  # backward: the first reading is the mark; growth over it is stranded
 
 
 def _strand(mode: str = "forward", **env) -> list[str]:
-    proc = subprocess.run([sys.executable, "-c", f"MODE = {mode!r}\n" + STRAND], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
+    proc = subprocess.run([sys.executable, "-c", f"MODE = {mode!r}\n" + STRAND], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 
@@ -65,7 +66,7 @@ def _strand(mode: str = "forward", **env) -> list[str]:
 def test_the_guard_returns_stranded_heap_memory(mode):
     stranded, after, trimmed, trims = _strand(mode)
     # 384 MiB were stranded; the small blocks between them keep one page each (48 x 4 KiB) and the trim returns the rest
-    assert int(stranded) >= 380, stranded
+    assert int(stranded) >= 380, stranded  # forward: stranded alone; backward: the whole anonymous RSS, at least that
     assert trimmed == "True" and trims == "1"
     assert int(stranded) - int(after) >= 370, (stranded, after)
 
