@@ -111,7 +111,7 @@ def _sft_trainer(model_path, tmp_path, **overrides):
 
 
 def test_tunekit_train_attaches_it_to_the_model_and_each_decoder_layer(tiny_qwen, tmp_path):
-    """The trainer ``tunekit train`` builds has the guard; the model's forward pass and each layer's run its check, a
+    """The trainer ``tunekit train`` builds has the guard; each layer's forward pass and the model's run its check, a
     no-grad forward (a reference, evaluation) does not; trimming at every growth leaves the loss the same, bit for bit."""
     trainer, batch = _sft_trainer(tiny_qwen, tmp_path)
     guard = trainer.heap_guard
@@ -122,10 +122,10 @@ def test_tunekit_train_attaches_it_to_the_model_and_each_decoder_layer(tiny_qwen
     guard.check = lambda: checks.append(1) or plain_check()
     try:
         with_hooks = trainer.compute_loss(model, batch)
-        assert len(checks) == len(decoder_layers(model)) + 2  # the pass's start, each layer, the pass's end
+        assert len(checks) == len(decoder_layers(model)) + 1  # each layer, the pass's end
         with torch.no_grad():
             model(**{k: v for k, v in batch.items() if k != "labels"})
-        assert len(checks) == len(decoder_layers(model)) + 2
+        assert len(checks) == len(decoder_layers(model)) + 1
     finally:
         guard.check = plain_check
     guard.slack = 0  # every growth trims: the math must not notice
@@ -147,7 +147,7 @@ def test_no_check_while_backward_recomputes_checkpointed_layers(tiny_qwen, tmp_p
         loss.backward()
     finally:
         guard.check = plain_check
-    assert in_forward == len(decoder_layers(model)) + 2
+    assert in_forward == len(decoder_layers(model)) + 1
     assert len(checks) == in_forward
 
 

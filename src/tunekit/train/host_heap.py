@@ -11,13 +11,15 @@ end of the longest micro-batch's forward pass, glibc held 1.5 GiB of live blocks
 3.2 GiB of freed memory resident beside them, varying from run to run with the same seeds. Peak RSS was 4.4 to
 6.5 GB for the same work.
 
-:class:`HeapGuard` bounds that. It reads how much anonymous resident memory is not held by a live block
-(``host_malloc.unused_resident_bytes``) when the model's forward pass starts, after each decoder layer, and after the
-whole pass (the LM head and backward follow); not while backward recomputes a checkpointed layer. When that has
-grown by more than :data:`SLACK` over its lowest reading since the pass began, it calls ``malloc_trim``, which
-returns the whole pages of free chunks with ``madvise`` in milliseconds. The memory the previous backward pass freed
-is not touched: the pass reuses it (the reading falls while it does), and returning it would only make every step
-page-fault it in again. Page faults are the one cost, and only where a later allocation reuses a returned page,
+:class:`HeapGuard` bounds that. After each decoder layer and after the whole forward pass (the LM head and
+backward follow), it reads the anonymous RSS, a page count. Each time that has grown by :data:`SLACK`, it also reads
+how much of it no live block holds (``host_malloc.unused_resident_bytes``: glibc's ``mallinfo2``, which walks every
+free chunk). When that has grown by more than :data:`SLACK` over its lowest reading in the pass, it calls
+``malloc_trim``, which returns the whole pages of free chunks with ``madvise`` in milliseconds. In backward, a
+gradient hook on each layer's output does the same with the anonymous RSS alone: backward frees more than it
+allocates, so growth there is stranded. Neither runs while backward recomputes a checkpointed layer. The memory the
+previous backward pass freed is not touched: the forward pass reuses it (the reading falls while it does), and
+returning it would only make every step page-fault it in again. Page faults are the one cost, and only where a later allocation reuses a returned page,
 which by the growth was not being reused. Only for training forward passes with gradients, in a run on the CPU;
 ``TUNEKIT_MALLOC_TUNE=0`` turns it off (``host_malloc``).
 """
@@ -38,11 +40,19 @@ class HeapGuard:
     def __init__(self, slack: int = SLACK):
         self.slack = slack
         self.floor = None  # the lowest reading since the pass began (or since the last trim)
+        self.read_at = None  # the anonymous RSS at the last full reading
         self.trims = 0
         self.backward_mark = None  # the lowest anonymous RSS since backward began (or since the last trim there)
         self.in_pass = False  # inside a training forward pass of the model (not a no-grad one, not backward)
 
     def check(self) -> bool:
+        """One reading. glibc's bytes in use (``mallinfo2``) cost a walk over every free chunk, 90 ms in a process with
+        100k of them, so they are read only once the anonymous RSS (a page-count read) has grown by ``slack`` since
+        the last such reading: stranded memory is resident, so it shows there first. At most ``2 x slack`` strands."""
+        anon = host_malloc.anonymous_resident_bytes()
+        if self.read_at is not None and anon - self.read_at <= self.slack:
+            return False
+        self.read_at = anon
         unused = host_malloc.unused_resident_bytes()
         if unused is None:
             return False
@@ -54,13 +64,14 @@ class HeapGuard:
         host_malloc.release_free_heap()
         self.trims += 1
         self.floor = host_malloc.unused_resident_bytes()
+        self.read_at = host_malloc.anonymous_resident_bytes()
         return True
 
     def before_pass(self, module, args) -> None:
         self.in_pass = module.training and torch.is_grad_enabled()
         if self.in_pass:
             self.floor = self.backward_mark = None
-            self.check()
+            self.read_at = host_malloc.anonymous_resident_bytes()  # the first full reading comes with growth
 
     def after_layer(self, module, args, output) -> None:
         if self.in_pass:  # not a checkpointed layer's recompute in backward: that reuses what backward frees
