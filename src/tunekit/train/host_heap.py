@@ -43,7 +43,15 @@ class HeapGuard:
         self.read_at = None  # the anonymous RSS at the last full reading
         self.trims = 0
         self.backward_mark = None  # the lowest anonymous RSS since backward began (or since the last trim there)
+        self.handles = []  # the module hooks attach() registered
         self.in_pass = False  # inside a training forward pass of the model (not a no-grad one, not backward)
+
+    def detach(self) -> None:
+        """Remove the module hooks :func:`attach` registered (the gradient hooks of a pass already run go with it)."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        self.in_pass = False
 
     def check(self) -> bool:
         """One reading. glibc's bytes in use (``mallinfo2``) cost a walk over every free chunk, 90 ms in a process with
@@ -104,8 +112,7 @@ def attach(model, layers, device) -> HeapGuard | None:
     if torch.device(device).type != "cpu" or not host_malloc.available():
         return None
     guard = HeapGuard()
-    model.register_forward_pre_hook(guard.before_pass)
-    for layer in layers:
-        layer.register_forward_hook(guard.after_layer)
-    model.register_forward_hook(guard.after_pass)
+    guard.handles = [model.register_forward_pre_hook(guard.before_pass),
+                     *(layer.register_forward_hook(guard.after_layer) for layer in layers),
+                     model.register_forward_hook(guard.after_pass)]
     return guard
