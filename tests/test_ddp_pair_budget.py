@@ -60,8 +60,9 @@ def recording(folder: Path):
         batches, num_items = original(self, epoch_iterator, num_batches, device)
         if batches:
             rows = []
-            for batch in batches:
-                n, mask = pair_count(batch), batch["attention_mask"].sum(dim=1).tolist()
+            for batch in batches:  # sequence lengths: padded rows' masks, or a padding-free row's cu_seqlens
+                cu = batch.get("cu_seqlens")
+                n, mask = pair_count(batch), (cu.diff() if cu is not None else batch["attention_mask"].sum(dim=1)).tolist()
                 rows.append([[mask[i], mask[n + i]] for i in range(n)])
             line = {"micro_batches": rows, "num_items": None if num_items is None else int(num_items)}
             with open(folder / f"rank{self.args.process_index}.jsonl", "a") as f:
@@ -75,15 +76,16 @@ def _windows(folder: Path) -> dict[int, list[dict]]:
     return {int(p.stem[4:]): [json.loads(x) for x in p.read_text().splitlines()] for p in sorted(folder.glob("rank*.jsonl"))}
 
 
-def _ddp_run(model: Path, data_dir: Path, root: Path, stage: str) -> tuple[Path, dict]:
-    """``tunekit train`` on 2 gloo processes under torchrun, each recording its pairs (this module's ``__main__``)."""
+def _ddp_run(model: Path, data_dir: Path, root: Path, stage: str, **options) -> tuple[Path, dict]:
+    """``tunekit train`` on 2 gloo processes under torchrun, each recording its pairs (this module's ``__main__``);
+    ``options`` replace this module's."""
     from tunekit.train.engines.launcher import free_port
 
     out, record = root / "ddp", root / "record"
     record.mkdir(parents=True)
     cfg_path = root / "ddp.yaml"
-    cfg_path.write_text(yaml.safe_dump(base_config(model, data_dir, out, stage=stage, max_tokens_per_batch=BUDGET,
-                                                   per_device_train_batch_size=1, **OPTIONS)))
+    options = {**OPTIONS, "max_tokens_per_batch": BUDGET, "per_device_train_batch_size": 1, **options}
+    cfg_path.write_text(yaml.safe_dump(base_config(model, data_dir, out, stage=stage, **options)))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
            "-m", "tests.test_ddp_pair_budget", str(cfg_path), str(record)]
     proc = subprocess.run(cmd, env=launch_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)

@@ -26,7 +26,9 @@ exactly the batches it had trained (the Trainer's ``skip_first_batches`` over th
 
 Data parallelism: the DataLoader gets the batch sampler, and accelerate's ``BatchSamplerShard`` (``batch_size is
 None``: dynamic batches) deals WHOLE batches to the ranks in turn (batch ``i`` to rank ``i % world``), cycling back
-to the first batches so every rank gets ``ceil(batches / world)``: the same rule ``plan_steps`` applies.
+to the first batches so every rank gets ``ceil(batches / world)``: the same rule ``plan_steps`` applies. The batches
+dealt again are trained again (3 batches on 2 ranks: the epoch's first batch twice), and dpo/rm count their pairs again
+in that step's pair count (tests/test_ddp_pair_budget_padding_free.py).
 
 The Trainer hook: transformers 5's ``Trainer._get_dataloader`` passes a sampler as ``batch_sampler`` only for its
 own ``BatchRebalanceSampler``, so :class:`TokenBudgetMixin` overrides the public ``get_train_dataloader`` (no private
