@@ -129,3 +129,17 @@ def test_help_is_fast_and_does_not_import_torch():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "--auto-fit" in res.stdout and "recommended cutoff_len" in res.stdout
+
+
+def test_cpu_plan_names_the_cpu_and_plans_float64(tmp_path, capsys):
+    """A ``use_cpu`` run is described as one (engine "CPU", the heap's rows named as such, not CUDA's), and a float64
+    run plans instead of failing on its 8-byte compute dtype (it raised KeyError: 8)."""
+    path = tmp_path / "cpu.yaml"
+    path.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nfinetuning_type: lora\nuse_cpu: true\ndtype: float64\n"
+                    "per_device_train_batch_size: 2\ncutoff_len: 1024\n")
+    rc, out, _ = _run(capsys, "plan", str(path), "--num-samples", "100", "--model-config", "qwen2.5-0.5b", "--json")
+    assert rc == 0
+    plan = json.loads(out)
+    assert plan["setup"]["engine"] == "CPU" and plan["setup"]["precision"] == "fp64" and plan["setup"]["host"] is True
+    rc, out, _ = _run(capsys, "plan", str(path), "--num-samples", "100", "--model-config", "qwen2.5-0.5b")
+    assert rc == 0 and "Heap fragmentation" in out and "CUDA context" not in out

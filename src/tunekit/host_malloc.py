@@ -41,6 +41,9 @@ M_TOP_PAD = -2
 M_MMAP_THRESHOLD = -3
 
 SETTINGS = {M_MMAP_THRESHOLD: 32 << 20, M_TRIM_THRESHOLD: 1 << 30, M_TOP_PAD: 64 << 20}
+# train/host_heap.py's HeapGuard trims once freed memory left resident in a training pass has grown by this much (a
+# few layers' transients at 1k tokens); plan/memory.py bounds the CPU's fragmentation with it.
+GUARD_SLACK = 256 << 20
 
 
 def enabled() -> bool:
@@ -49,16 +52,24 @@ def enabled() -> bool:
 
 def tune() -> bool:
     """Apply :data:`SETTINGS` with glibc's ``mallopt``; True if every one was accepted."""
-    if not enabled() or not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+    libc = _glibc()
+    if libc is None:
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
+    mallopt = libc.mallopt
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     accepted = [mallopt(param, value) == 1 for param, value in SETTINGS.items()]  # each one, even after a refusal
     return all(accepted)
+
+
+def _glibc():
+    """The process's C library when it is glibc on Linux and tuning is on (``TUNEKIT_MALLOC_TUNE``), else None."""
+    if not enabled() or not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -74,21 +85,21 @@ def _libc():
     if not enabled():
         return None
     if "fns" not in _LIBC:
-        fns = None
-        if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
-            try:
-                libc = ctypes.CDLL(None)
+        libc, fns = _glibc(), None
+        try:
+            if libc is not None:
                 info, trim = libc.mallinfo2, libc.malloc_trim
                 info.restype = _Mallinfo2
                 trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
                 fns = (info, trim)
-            except (OSError, AttributeError):
-                fns = None
+        except AttributeError:
+            fns = None
         _LIBC["fns"] = fns
     return _LIBC["fns"]
 
 
 def available() -> bool:
+    """glibc's heap can be read and trimmed here: what train/host_heap.py's guard needs."""
     return _libc() is not None
 
 

@@ -248,17 +248,17 @@ def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, not
 
 
 def _describe(setup: Setup) -> dict:
-    engine = "single GPU" if setup.world_size == 1 else "DDP"
+    engine = ("CPU" if setup.host else "single GPU") if setup.world_size == 1 else "DDP" + (" (CPU)" if setup.host else "")
     if setup.zero_stage is not None:
         engine = f"DeepSpeed ZeRO-{setup.zero_stage}" + (" + optimizer offload" if setup.offload_optimizer else "") + (
             " + param offload" if setup.offload_params else "")
     elif setup.fsdp:
         engine = f"FSDP {setup.fsdp}" + (" + offload" if setup.offload_params else "")
-    precision = {2: "bf16/fp16", 4: "fp32"}[setup.compute_bytes] + (" autocast" if setup.autocast else "")
+    precision = {2: "bf16/fp16", 4: "fp32", 8: "fp64"}[setup.compute_bytes] + (" autocast" if setup.autocast else "")
     return {"method": setup.finetuning_type + (f" (QLoRA {setup.quant_bits}-bit)" if setup.quant_bits else ""),
             "engine": engine, "precision": precision, "gradient_checkpointing": setup.grad_ckpt, "liger": setup.liger,
             "attention": setup.attn, "optimizer": setup.optim, "micro_batch": setup.micro_batch,
-            "gradient_accumulation_steps": setup.grad_accum}
+            "gradient_accumulation_steps": setup.grad_accum, "host": setup.host}
 
 
 def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):

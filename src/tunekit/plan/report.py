@@ -17,6 +17,10 @@ LABELS = {
     "fragmentation": ("Allocator fragmentation", "of the token-dependent memory: 10 % on a GPU, 45 % on the CPU (glibc heap)"),
     "overhead": ("CUDA context + runtime", "context, workspaces, NCCL"),
 }
+HOST_LABELS = {  # the two rows whose meaning differs on the CPU (use_cpu)
+    "fragmentation": ("Heap fragmentation", "freed tensors glibc keeps resident (the note says how much)"),
+    "overhead": ("Runtime", "interpreter, libraries, their heaps"),
+}
 
 
 def _fmt_int(v: Any) -> str:
@@ -78,7 +82,7 @@ def print_plan(plan: dict, console=None) -> None:
     for key, value in plan["memory"].items():
         if key == "total_gib" or (value == 0 and key in ("master_weights", "distributed_buffers", "optimizer_step")):
             continue
-        label, what = LABELS.get(key, (key, ""))
+        label, what = (s.get("host") and HOST_LABELS.get(key)) or LABELS.get(key, (key, ""))
         mem.add_row(label, f"{value:.2f}", what)
     mem.add_row("[bold]total (predicted peak)[/]", f"[bold]{plan['memory']['total_gib']:.2f}[/]", "")
     console.print(mem)

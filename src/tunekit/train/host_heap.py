@@ -14,14 +14,19 @@ end of the longest micro-batch's forward pass, glibc held 1.5 GiB of live blocks
 :class:`HeapGuard` bounds that. After each decoder layer and after the whole forward pass (the LM head and
 backward follow), it reads the anonymous RSS, a page count. Each time that has grown by :data:`SLACK`, it also reads
 how much of it no live block holds (``host_malloc.unused_resident_bytes``: glibc's ``mallinfo2``, which walks every
-free chunk). When that has grown by more than :data:`SLACK` over its lowest reading in the pass, it calls
+free chunk). When that exceeds its lowest reading of the run by more than :data:`SLACK`, it calls
 ``malloc_trim``, which returns the whole pages of free chunks with ``madvise`` in milliseconds. In backward, a
 gradient hook on each layer's output does the same with the anonymous RSS alone: backward frees more than it
-allocates, so growth there is stranded. Neither runs while backward recomputes a checkpointed layer. The memory the
-previous backward pass freed is not touched: the forward pass reuses it (the reading falls while it does), and
-returning it would only make every step page-fault it in again. Page faults are the one cost, and only where a later allocation reuses a returned page,
-which by the growth was not being reused. Only for training forward passes with gradients, in a run on the CPU;
-``TUNEKIT_MALLOC_TUNE=0`` turns it off (``host_malloc``).
+allocates, so growth there is stranded. Neither runs while backward recomputes a checkpointed layer.
+
+The forward readings come only once the heap has grown, that is once what the previous backward pass freed no longer
+serves the pass's requests: free memory still resident then sits in holes the pass did not use. The floor is the
+run's lowest reading (re-read after each trim), not the pass's: a per-pass floor took what earlier passes had
+stranded within the slack as its base, and a whole epoch crept up by as much as a slack a pass (6.25 GB against 5.5
+with the same job, docs/memory-model.md 3.8). Readings come only above the run's highest resident memory: the passes
+after a trim grow back into the returned pages, which raises no peak, and trimming them again at every pass made
+every step page-fault them in. Page faults are the one cost. Only for training forward passes with gradients, in a
+run on the CPU; ``TUNEKIT_MALLOC_TUNE=0`` turns it off (``host_malloc``).
 """
 
 from __future__ import annotations
@@ -30,17 +35,19 @@ import torch
 
 from .. import host_malloc
 
-SLACK = 256 << 20  # stranded freed memory allowed to accumulate before a trim (a few layers' transients at 1k tokens)
+SLACK = host_malloc.GUARD_SLACK  # stranded freed memory allowed to accumulate before a trim
 
 
 class HeapGuard:
-    """Trims glibc's heaps when the resident memory no live block holds grows by more than ``slack`` bytes within one
-    forward pass."""
+    """Trims glibc's heaps when the process is about to reach a new peak of resident memory and the part of it no live
+    block holds exceeds its lowest reading of the run by more than ``slack`` bytes (a forward pass's check), or
+    backward's resident memory has grown by more than ``slack``."""
 
     def __init__(self, slack: int = SLACK):
         self.slack = slack
-        self.floor = None  # the lowest reading since the pass began (or since the last trim)
-        self.read_at = None  # the anonymous RSS at the last full reading
+        self.floor = None  # the lowest reading of the run (or the one after the last trim): the heap's baseline
+        self.read_at = None  # the lowest anonymous RSS since the last full reading
+        self.high = 0  # the highest anonymous RSS seen: below it, stranded memory raises no peak, so nothing is read
         self.trims = 0
         self.backward_mark = None  # the lowest anonymous RSS since backward began (or since the last trim there)
         self.handles = []  # the module hooks attach() registered
@@ -55,10 +62,15 @@ class HeapGuard:
 
     def check(self) -> bool:
         """One reading. glibc's bytes in use (``mallinfo2``) cost a walk over every free chunk, 90 ms in a process with
-        100k of them, so they are read only once the anonymous RSS (a page-count read) has grown by ``slack`` since
-        the last such reading: stranded memory is resident, so it shows there first. At most ``2 x slack`` strands."""
+        100k of them, so they are read only once the anonymous RSS (a page-count read) has grown by ``slack`` over its
+        lowest reading since the last full one: stranded memory is resident, so it shows there first. Both marks are
+        the run's, not the pass's: growth within the slack in each of many passes adds up to a reading. And only above
+        the run's highest RSS: after a trim, the next passes grow back into the returned pages, which raises no peak,
+        and trimming there again would only make every step page-fault them in."""
         anon = host_malloc.anonymous_resident_bytes()
-        if self.read_at is not None and anon - self.read_at <= self.slack:
+        below_peak, self.high = anon <= self.high, max(self.high, anon)
+        if self.read_at is not None and (below_peak or anon - self.read_at <= self.slack):
+            self.read_at = min(self.read_at, anon)
             return False
         self.read_at = anon
         unused = host_malloc.unused_resident_bytes()
@@ -78,8 +90,10 @@ class HeapGuard:
     def before_pass(self, module, args) -> None:
         self.in_pass = module.training and torch.is_grad_enabled()
         if self.in_pass:
-            self.floor = self.backward_mark = None
-            self.read_at = host_malloc.anonymous_resident_bytes()  # the first full reading comes with growth
+            self.backward_mark = None
+            if self.floor is None:  # the run's first pass: its base, before anything could be stranded
+                self.floor = host_malloc.unused_resident_bytes()
+                self.read_at = self.high = host_malloc.anonymous_resident_bytes()
 
     def after_layer(self, module, args, output) -> None:
         if self.in_pass:  # not a checkpointed layer's recompute in backward: that reuses what backward frees
@@ -90,11 +104,13 @@ class HeapGuard:
 
     def in_backward(self, grad) -> None:
         """Backward frees more than it allocates, so its resident memory should not grow: when it grows by more than
-        ``slack`` over its first reading (the top layer's backward, after the LM head), the growth is stranded."""
+        ``slack`` over its first reading (the top layer's backward, after the LM head), the growth is stranded; it is
+        returned when it would make a new peak."""
         anon = host_malloc.anonymous_resident_bytes()
+        below_peak, self.high = anon <= self.high, max(self.high, anon)
         if self.backward_mark is None or anon < self.backward_mark:
             self.backward_mark = anon
-        elif anon - self.backward_mark > self.slack:
+        elif anon - self.backward_mark > self.slack and not below_peak:
             host_malloc.release_free_heap()
             self.trims += 1
             self.backward_mark = host_malloc.anonymous_resident_bytes()
