@@ -138,10 +138,13 @@ def test_data_stats_names_the_regrouped_mode_for_dpo_and_rm_but_not_kto(tiny_qwe
     from tunekit.plan.stats import batching_stats
 
     table = {"dataset": ["pairs"] * 8, "total_len": [30, 200, 40, 180, 35, 190, 45, 170]}
-    configured = {}
+    configured, offered = {}, {}
     for stage in ("dpo", "rm", "kto"):
         for flag in (True, False):
             cfg = _cfg(tiny_qwen, pair_data, tmp_path / stage, stage, group_within_step=flag)
-            configured[stage, flag] = batching_stats(table, cfg)["configured"]
+            stats = batching_stats(table, cfg)
+            configured[stage, flag] = stats["configured"]
+            offered[stage] = "padded + group_within_step" in stats["modes"]
+    assert offered == {"dpo": True, "rm": True, "kto": False}  # a mode kto cannot run is not shown for it
     assert configured == {("dpo", True): "padded + group_within_step", ("rm", True): "padded + group_within_step",
                           ("kto", True): "padded", ("dpo", False): "padded", ("rm", False): "padded", ("kto", False): "padded"}

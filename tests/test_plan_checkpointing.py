@@ -73,3 +73,71 @@ def test_a_model_the_planner_cannot_read_keeps_it_on(tmp_path):
     cfg = load_config(None, {"model_name_or_path": str(tmp_path), "use_cpu": True})
     resolved, decision = resolve_gradient_checkpointing(cfg)
     assert resolved.gradient_checkpointing is True and "could not be made" in decision.reason
+
+
+def test_the_data_s_longest_row_decides_not_cutoff_len():
+    """7B LoRA bf16, cutoff 4096 on a 40 GiB A100: at cutoff_len it checkpoints 12 layers; when the data's longest row
+    is 997 tokens (padded to 1000) the run fits without it, and the peak is the planner's at --seq-len 1000."""
+    cfg = load_config(None, {**QWEN7B_LORA, "bf16": True})
+    a100 = find_gpu("A100-40GB")
+    at_cutoff, d_cutoff = resolve_gradient_checkpointing(cfg, gpu=a100)
+    assert (at_cutoff.gradient_checkpointing, at_cutoff.gradient_checkpointing_layers) == (True, 12)
+    assert d_cutoff.message().endswith("planned at 4096 tokens per row, from cutoff_len)")
+    measured, d_measured = resolve_gradient_checkpointing(cfg, gpu=a100, longest_row=997)
+    assert measured.gradient_checkpointing is False and measured.gradient_checkpointing_layers is None
+    assert d_measured.message().endswith("planned at 1000 tokens per row, from measured (longest row, padded))")
+    plan = make_plan(load_config(None, {**QWEN7B_LORA, "bf16": True, "gradient_checkpointing": False}), gpu="A100-40GB",
+                     num_samples=10, seq_len=1000)
+    assert d_measured.peak_without_bytes / GiB == pytest.approx(plan["memory"]["total_gib"], abs=0.01)
+    # a row longer than cutoff_len is cut to it: planned as cutoff_len
+    _, d_long = resolve_gradient_checkpointing(cfg, gpu=a100, longest_row=9000)
+    assert d_long.peak_without_bytes == d_cutoff.peak_without_bytes
+
+
+def test_memory_seq_len_pads_cuts_and_adds_the_rollout():
+    from tunekit.plan.training_setup import memory_seq_len
+
+    cfg = load_config(None, {**QWEN7B_LORA, "cutoff_len": 1024, "pad_to_multiple_of": 64})
+    assert memory_seq_len(cfg) == (1024, "cutoff_len")
+    assert memory_seq_len(cfg, 65) == (128, "measured (longest row, padded)")
+    assert memory_seq_len(cfg, 1000)[0] == 1024 and memory_seq_len(cfg, 5000)[0] == 1024
+    ppo = load_config(None, {**QWEN7B_LORA, "cutoff_len": 1024, "stage": "ppo", "generation_max_new_tokens": 100,
+                             "reward_model": "rm"})
+    assert memory_seq_len(ppo) == (1124, "cutoff_len + generation_max_new_tokens")
+
+
+def test_train_decides_at_the_tokenized_data_s_longest_row(tiny_qwen, tmp_path, capsys):
+    """``tunekit train`` decides once the data is tokenized: cutoff_len 4096, the data's rows are far shorter, and the
+    decision (printed, and saved in the run's config) names the longest row rounded up to pad_to_multiple_of."""
+    import yaml
+
+    from tests.helpers import alpaca_records, base_config, write_dataset
+    from tunekit.data.lengths import measure_lengths
+    from tunekit.flow import run_train
+    from tunekit.model.loader import load_tokenizer
+
+    write_dataset(tmp_path / "data", "toy", alpaca_records(6))
+    options = base_config(tiny_qwen, tmp_path / "data", tmp_path / "out", cutoff_len=4096, max_steps=1, use_cpu=True)
+    cfg = load_config(None, options)
+    longest = max(measure_lengths(cfg, load_tokenizer(cfg))["total_len"])
+    expected = -(-longest // cfg.pad_to_multiple_of) * cfg.pad_to_multiple_of
+    assert expected < 100
+    run_train(cfg)
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("gradient checkpointing:")]
+    assert len(said) == 1 and said[0].startswith("gradient checkpointing: off (auto:")
+    assert said[0].endswith(f"planned at {expected} tokens per row, from measured (longest row, padded))")
+    saved = yaml.safe_load((tmp_path / "out" / "tunekit_config.yaml").read_text())
+    assert saved["gradient_checkpointing"] is False
+
+
+def test_plan_of_a_cpu_run_decides_for_this_host_s_ram(tiny_qwen):
+    """``tunekit plan`` of a ``use_cpu`` config takes the decision ``tunekit train`` takes (the host's RAM), not "planned
+    on, give --gpu"; its time section says no wall time is estimated for a CPU run."""
+    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "cutoff_len": 512, "use_cpu": True})
+    plan = make_plan(cfg, num_samples=10)
+    _, decision = resolve_gradient_checkpointing(cfg)
+    assert plan["setup"]["gradient_checkpointing"] is False and decision.enabled is False
+    assert decision.message() in plan["notes"]
+    assert not any("give --gpu" in n for n in plan["notes"])
+    assert plan["time"]["assumptions"].endswith("a CPU run: no wall time is estimated (benchmarks/real_shape.py measures one)")
+    assert "seconds" not in plan["time"]

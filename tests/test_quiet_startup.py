@@ -93,10 +93,13 @@ def test_written_config_lists_the_set_options_first_by_group(cli_run):
 
 def test_written_config_reloads_to_the_same_config(cli_run):
     from tunekit.config import config_to_dict, load_config
-    from tunekit.flow import decide
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.flow import decide, decide_with_data
+    from tunekit.model.loader import load_tokenizer
 
     _, options, out = cli_run
     written = load_config(str(out / "tunekit_config.yaml"))
-    ran = decide(load_config(None, options))  # what the flow trained: gradient_checkpointing decided
+    cfg = decide(load_config(None, options))
+    ran = decide_with_data(cfg, prepare_datasets(cfg, load_tokenizer(cfg), cfg.stage))  # gradient_checkpointing decided
     assert config_to_dict(written) == config_to_dict(ran)
     assert written.gradient_checkpointing is False

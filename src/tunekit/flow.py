@@ -3,8 +3,10 @@ tests and benchmarks all call.
 
 config (:func:`tunekit.config.load_config`) → relaunch under torchrun when several processes are needed
 (:func:`tunekit.train.engines.distributed.maybe_relaunch`) → ``auto_fit`` (:func:`tunekit.plan.apply_auto_fit`) →
-``gradient_checkpointing: auto`` decided (:func:`tunekit.plan.checkpointing.resolve_gradient_checkpointing`) →
-build and execute (:func:`tunekit.train.run.run_train`) → ``do_predict`` through :mod:`tunekit.infer`.
+build and execute (:func:`tunekit.train.run.run_train`), which tokenizes the data and then asks
+:func:`decide_with_data` for ``gradient_checkpointing: auto`` (:func:`tunekit.plan.checkpointing.
+resolve_gradient_checkpointing`, at the data's longest training row) before it loads the model → ``do_predict``
+through :mod:`tunekit.infer`.
 
 It sits above ``train``, ``plan`` and ``infer`` (it needs all three) and below ``serve``/``webui``/``cli``;
 nothing below imports it (``tests/test_import_graph.py``).
@@ -14,18 +16,26 @@ from __future__ import annotations
 
 
 def decide(cfg):
-    """``cfg`` with ``auto_fit`` applied and ``gradient_checkpointing: auto`` decided, as training runs it."""
+    """``cfg`` with ``auto_fit`` applied, as training runs it (before the data is read)."""
     if cfg.auto_fit:
         from .plan import apply_auto_fit
 
         cfg = apply_auto_fit(cfg)
-    if cfg.do_train:
-        from .plan.checkpointing import resolve_gradient_checkpointing
-        from .train.engines.distributed import is_main_process
+    return cfg
 
-        cfg, decision = resolve_gradient_checkpointing(cfg)
-        if decision is not None and is_main_process():
-            print(decision.message(), flush=True)
+
+def decide_with_data(cfg, data):
+    """``cfg`` with ``gradient_checkpointing: auto`` decided for the tokenized training rows of ``data`` (the longest
+    row: a padded batch is as long as its longest row; packed rows are the packs)."""
+    if not cfg.do_train:
+        return cfg
+    from .plan.checkpointing import resolve_gradient_checkpointing
+    from .train.engines.distributed import is_main_process
+
+    rows = data.train["length"] if data is not None and data.train is not None and len(data.train) else None
+    cfg, decision = resolve_gradient_checkpointing(cfg, longest_row=max(rows) if rows is not None else None)
+    if decision is not None and is_main_process():
+        print(decision.message(), flush=True)
     return cfg
 
 
@@ -46,7 +56,7 @@ def run_train(cfg, config_path: str | None = None) -> dict:
     from .train.run import run_train as build_and_execute
 
     quiet_library_notices(cfg)  # before the planner's imports too (train/quiet.py)
-    return build_and_execute(decide(cfg), config_path=config_path, predict=predict)
+    return build_and_execute(decide(cfg), config_path=config_path, predict=predict, decide_with_data=decide_with_data)
 
 
 def train_command(argv: list[str], path: str | None, overrides: list[str]) -> int:

@@ -21,7 +21,7 @@ HELP_ZH: dict[str, str] = {
     "flash_attn": "注意力实现：auto = sdpa；fa2 = FlashAttention-2（需要 flash-attn 包和 GPU）；disabled/eager = 普通实现。",
     "rope_scaling": "RoPE 缩放以扩展上下文长度；缩放系数由 rope_scaling_target_len（或 cutoff_len）决定。",
     "rope_scaling_target_len": "rope_scaling 要达到的上下文长度（默认：cutoff_len）。",
-    "gradient_checkpointing": "反向传播时重算激活以节省显存（约慢 25%）；auto = 显存规划认为放不下时开启。",
+    "gradient_checkpointing": "反向传播时重算激活以节省显存（约慢 25%）；auto = 数据分词后按最长训练样本做显存规划，放不下时开启（决定会打印出来）。",
     "disable_gradient_checkpointing": "LLaMA-Factory 的写法，等同于 gradient_checkpointing: false。",
     "enable_liger_kernel": "使用 Liger 融合算子（RMSNorm、SwiGLU、融合线性交叉熵）；需要 liger-kernel 和 GPU。",
     "use_unsloth": "使用 Unsloth 改写的模型（需要 unsloth 和 GPU）。",

@@ -3,8 +3,11 @@
 Checkpointing trades compute for memory: every decoder layer runs its forward twice, which costs
 about a quarter of the step time, and buys nothing when the activations fit anyway (small models, short
 cutoffs, big devices). So the default asks the memory model (:mod:`tunekit.plan.memory`) for the peak of
-this very run *without* checkpointing, at the worst case the data can produce (every micro-batch padded
-to ``cutoff_len``), and turns checkpointing off only when that peak leaves a wide margin:
+this very run *without* checkpointing, at the largest micro-batch the data can produce, and turns checkpointing
+off only when that peak leaves a wide margin. ``tunekit train`` decides once the data is tokenized, so the rows
+are the data's own (the longest training row, padded, or a packed row; ``plan/training_setup.py:
+memory_seq_len``); without data (``resolve_gradient_checkpointing`` called alone) every row is taken to reach
+``cutoff_len``. The budget:
 
 - on a GPU: at most :data:`GPU_SHARE` of the device's memory (the planner's own fit rule keeps 5 % free;
   this is stricter, so a run that would only just fit keeps checkpointing);
@@ -21,7 +24,8 @@ That holds on a GPU as on a CPU: recompute is FLOPs, and memory left unused buys
 Everything else (a model the planner cannot read, no model path yet, an error while planning) keeps
 checkpointing on: the safe choice. ``gradient_checkpointing: true/false`` (or LLaMA-Factory's
 ``disable_gradient_checkpointing: true``) skip the decision. The decision is a pure function of the
-config, the model's config.json and the device model, so every rank of a job takes the same one.
+config, the model's config.json, the device model and the tokenized rows (the same on every rank), so every rank
+of a job takes the same one.
 """
 
 from __future__ import annotations
@@ -109,15 +113,21 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
                    reason=f"{decision.reason}; with the lowest {k} layers checkpointed it needs {with_k / GiB:.2f} GiB")
 
 
-def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None):
+def planned_at(decision: CheckpointingDecision, setup, source: str) -> CheckpointingDecision:
+    """``decision`` whose reason ends with the rows it was planned at (``source``: where ``setup.seq_len`` came from)."""
+    rows = f"{setup.seq_len} tokens per row, from {source}" if not setup.token_budget else f"max_tokens_per_batch {setup.token_budget}"
+    return replace(decision, reason=f"{decision.reason}; planned at {rows}")
+
+
+def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None, longest_row: int | None = None):
     """Return ``cfg`` with ``gradient_checkpointing`` decided (True/False) when it is ``auto``, and the decision.
 
     ``gpu`` (a :class:`~tunekit.plan.gpus.GPU`) defaults to the first visible CUDA device; without one the
-    budget is the host's RAM.
+    budget is the host's RAM. ``longest_row``: the longest tokenized training row (None: ``cutoff_len``).
     """
     if cfg.gradient_checkpointing != "auto" or cfg.disable_gradient_checkpointing:
         return cfg, None
-    decision = _decision(cfg, gpu, world_size)
+    decision = _decision(cfg, gpu, world_size, longest_row)
     from ..config import build_config
 
     values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
@@ -127,12 +137,12 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None)
     return build_config(values), decision
 
 
-def _decision(cfg, gpu, world_size) -> CheckpointingDecision:
+def _decision(cfg, gpu, world_size, longest_row) -> CheckpointingDecision:
     from ..errors import TunekitError
     from ..env import env_world_size
     from .architectures import load_shape
     from .gpus import detect_gpu
-    from .training_setup import resolve_setup
+    from .training_setup import memory_seq_len, resolve_setup
 
     if gpu is None and not cfg.use_cpu:
         gpu = detect_gpu()
@@ -140,13 +150,14 @@ def _decision(cfg, gpu, world_size) -> CheckpointingDecision:
     nodes = int(os.environ.get("NNODES", "1") or 1)
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, world // max(1, nodes))
     try:
-        shape, setup = load_shape(None, cfg.model_name_or_path), resolve_setup(cfg, world, nodes)
+        seq, source = memory_seq_len(cfg, longest_row)
+        shape, setup = load_shape(None, cfg.model_name_or_path), resolve_setup(cfg, world, nodes, seq)
         if shape.vision is not None:  # a VLM: one image of image_max_pixels per sample (`tunekit plan` reads the data)
             from .vision import assumed_media
 
             media = assumed_media(shape.vision, cfg, None, None, None)
             setup = setup.with_(media_patches=setup.micro_batch * media.patches, largest_image_patches=media.image_patches)
-        return decide_for(shape, setup, gpu, local)
+        return planned_at(decide_for(shape, setup, gpu, local), setup, source)
     except (TunekitError, OSError, ValueError, KeyError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return CheckpointingDecision(True, None, None, "", f"the memory plan could not be made ({first}), so it stays on")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -14,7 +13,7 @@ from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, estimate_memory
 from .params import count_params
-from .training_setup import Setup, resolve_setup
+from .training_setup import Setup, memory_seq_len, resolve_setup
 from .time import estimate_time
 
 TUTORIAL_NOTE = ("Older transformers rounded steps per epoch down (the published tutorial's 456 steps for 2876 samples); "
@@ -116,7 +115,7 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
         setup = _media(shape, cfg, setup, lengths if num_samples is None else None, (images, image_size, videos, video_seconds),
                        result, notes)
     if cfg.gradient_checkpointing == "auto" and not cfg.disable_gradient_checkpointing:
-        setup = _auto_checkpointing(shape, setup, device, notes)
+        setup = _auto_checkpointing(shape, setup, device, notes, s_source)
     counts = count_params(shape, setup)
     _check_sharding(shape, setup, counts.trainable)
     mem = estimate_memory(shape, setup, counts)
@@ -156,17 +155,16 @@ def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
     pad = max(1, cfg.pad_to_multiple_of)
     if seq_len is not None:
         s_mem, s_time, s_source = seq_len, float(seq_len), "--seq-len"
-    elif measured is not None and len(measured) and not cfg.use_packing:
+    elif measured is not None and len(measured) and not cfg.use_packing:  # packed rows are cutoff_len long
         clipped = np.minimum(measured, cfg.cutoff_len)
-        longest = int(clipped.max())
-        s_mem = min(cfg.cutoff_len, int(math.ceil(longest / pad) * pad))
+        s_mem, s_source = memory_seq_len(cfg, int(clipped.max()))
         from .stats import padded_tokens_per_sample
 
         s_time = (float(clipped.mean()) if cfg.padding_free else
                   padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length))
-        s_source = "measured (longest sample" + (", padding-free rows)" if cfg.padding_free else ", padded)")
     else:
-        s_mem, s_time, s_source = cfg.cutoff_len, float(cfg.cutoff_len), "cutoff_len"
+        s_mem, s_source = memory_seq_len(cfg)
+        s_time = float(cfg.cutoff_len)
     if cfg.use_packing and measured is not None and num_samples is None:
         from .stats import packed_rows
 
@@ -232,17 +230,18 @@ def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
     return len(plan)
 
 
-def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, notes: list[str]) -> Setup:
-    """``gradient_checkpointing: auto`` as ``tunekit train`` decides it (plan/checkpointing.py), for the planned GPU."""
-    if device is None:
+def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, notes: list[str], source: str) -> Setup:
+    """``gradient_checkpointing: auto`` as ``tunekit train`` decides it (plan/checkpointing.py), for the planned GPU,
+    or for this host's RAM when the run trains on the CPU (``use_cpu``)."""
+    if device is None and not setup.host:
         notes.append("gradient_checkpointing auto: planned on; tunekit train turns it off when the run fits the device "
                      "without it (give --gpu to see that decision).")
         return setup
     from dataclasses import replace
 
-    from .checkpointing import decide_for
+    from .checkpointing import decide_for, planned_at
 
-    decision = decide_for(shape, setup, device)
+    decision = planned_at(decide_for(shape, setup, device, setup.gpus_per_node), setup, source)  # host: RAM per process
     notes.append(decision.message())
     return replace(setup, grad_ckpt=decision.enabled, ckpt_layers=decision.layers)
 

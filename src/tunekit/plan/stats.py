@@ -347,6 +347,8 @@ def mode_comparison(table, stage: str, cutoff: int, batch: int, accum: int = 1, 
         "packing": batching_summary(packed, batch, accum, pad_to=pad_to, seed=seed),
         "padding_free": batching_summary(plain, batch, accum, padding_free=True, seed=seed),
     }
+    if stage not in REGROUPED_STAGES:  # kto's KL estimate is per micro-batch: its batches are never regrouped
+        del out["padded + group_within_step"]
     if budget:  # over the rows the run has: packed rows when packing is on; dpo / rm: [chosen, rejected] per pair
         rows = training_rows(table, stage, cutoff, False, chunk, pairs=True) if stage in ("dpo", "rm") else (
             packed if packing else plain)

@@ -13,6 +13,8 @@ MFU = {"full": 0.40, "freeze": 0.40, "lora": 0.35, "qlora": 0.25}
 def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_len: int) -> dict[str, float]:
     """Training FLOPs per token: forward, backward, recomputation (2 FLOPs per multiply-add)."""
     L = shape.layers
+    checkpointed = min(setup.ckpt_layers, L) if setup.ckpt_layers is not None else L  # gradient_checkpointing_layers
+    recomputed = checkpointed / L
     n_layer = shape.linear_params_per_layer
     N_L = n_layer * L
     N_H = shape.hidden * shape.vocab
@@ -21,17 +23,18 @@ def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_le
     forward = 2 * N_L + 2 * N_H + F_att
     if setup.finetuning_type == "full":
         backward = 2 * forward
-        recompute = (2 * N_L + F_att) if setup.grad_ckpt else 0.0
+        recompute = recomputed * (2 * N_L + F_att) if setup.grad_ckpt else 0.0
     elif setup.finetuning_type == "lora":
         backward = 2 * N_L + 2 * N_H + 2 * F_att + 6 * counts.lora / 1  # input grads everywhere, weight grads for adapters
-        recompute = (2 * N_L + F_att) if setup.grad_ckpt else 0.0
+        recompute = recomputed * (2 * N_L + F_att) if setup.grad_ckpt else 0.0
         forward += 2 * counts.lora
     else:  # freeze: backward reaches down to the lowest trainable layer
         lowest = min(counts.trainable_layer_ids)
         through = L - lowest
         k = len(counts.trainable_layer_ids)
         backward = 2 * N_H + through * (2 * n_layer + 2 * att_layer) + k * 2 * n_layer
-        recompute = (through * (2 * n_layer + att_layer)) if setup.grad_ckpt else 0.0
+        # checkpointed are the lowest ckpt_layers; backward recomputes those it reaches (lowest and above)
+        recompute = max(0, checkpointed - lowest) * (2 * n_layer + att_layer) if setup.grad_ckpt else 0.0
     return {"forward": float(forward), "backward": float(backward), "recompute": float(recompute),
             "total": float(forward + backward + recompute)}
 
@@ -45,10 +48,14 @@ def estimate_time(shape: ModelShape, setup: Setup, counts: ParamCounts, tokens_p
     mfu = mfu if mfu is not None else MFU[method]
     if setup.offload_optimizer or setup.offload_params:
         mfu *= 0.5  # PCIe transfers every step; a rough factor
+    ckpt = "no checkpointing"
+    if setup.grad_ckpt:
+        ckpt = "gradient checkpointing" + (f" of the lowest {setup.ckpt_layers} layers" if setup.ckpt_layers is not None else "")
+    speed = ("a CPU run: no wall time is estimated (benchmarks/real_shape.py measures one)" if setup.host else
+             f"MFU {mfu:.2f} of dense bf16 peak")
     out = {
         "flops_per_token": fpt["total"], "flops_per_token_breakdown": fpt, "tokens": tokens, "total_flops": total,
-        "mfu": mfu, "assumptions": (f"{method}, {'gradient checkpointing' if setup.grad_ckpt else 'no checkpointing'}, "
-                                    f"{tokens_per_sample:.0f} tokens per sample, MFU {mfu:.2f} of dense bf16 peak"),
+        "mfu": mfu, "assumptions": f"{method}, {ckpt}, {tokens_per_sample:.0f} tokens per sample, {speed}",
     }
     if peak_flops:
         seconds = total / (peak_flops * mfu * setup.world_size)

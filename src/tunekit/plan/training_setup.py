@@ -149,6 +149,24 @@ def chunked_loss(cfg) -> bool:
                 and not cfg.torch_compile and not (cfg.use_dft_loss or cfg.use_eaft_loss or cfg.use_asft_loss))
 
 
+def memory_seq_len(cfg, longest_row: int | None = None) -> tuple[int, str]:
+    """``(tokens per row of the largest micro-batch, where that came from)``, the row length the memory plan uses.
+
+    ``longest_row`` is the longest training row in tokens (cut to ``cutoff_len``): the data's, measured by ``tunekit
+    plan`` or read from the tokenized rows by ``tunekit train``. Batches are padded to their longest row, rounded up to
+    ``pad_to_multiple_of``; without a measurement every row may reach ``cutoff_len``. PPO/GRPO rows are the prompt
+    plus up to ``generation_max_new_tokens`` generated tokens (``cutoff_len`` cuts only the prompt)."""
+    if longest_row is None:
+        seq, source = cfg.cutoff_len, "cutoff_len"
+    else:
+        pad = max(1, cfg.pad_to_multiple_of)
+        seq = min(cfg.cutoff_len, -(-min(longest_row, cfg.cutoff_len) // pad) * pad)
+        source = "measured (longest row" + (", padding-free rows)" if cfg.padding_free else ", padded)")
+    if cfg.stage in ("ppo", "grpo"):
+        seq, source = seq + cfg.generation_max_new_tokens, source + " + generation_max_new_tokens"
+    return seq, source
+
+
 def holds_reference_copy(cfg) -> bool:
     """Whether training holds a frozen second model as reference (``stages/reference_policy.load_reference``): a
     ``ref_model``, or the starting model again when the policy is not LoRA (whose disabled adapter serves instead) —

@@ -103,16 +103,19 @@ class BuiltRun:
     tokenizer: Any
     data: Any
     stopper: Any
+    cfg: Any = None  # the config the model and trainer were built with (decide_with_data's, when one was given)
 
 
-def run_train(cfg, config_path: str | None = None, predict=None) -> dict:
-    """Build and execute a run whose options are decided (``tunekit.flow.run_train`` decides ``auto_fit`` and
-    ``gradient_checkpointing: auto`` first; call that). ``predict(cfg, trainer, tokenizer, data) -> dict`` runs
+def run_train(cfg, config_path: str | None = None, predict=None, decide_with_data=None) -> dict:
+    """Build and execute a run (``tunekit.flow.run_train`` decides ``auto_fit`` first and passes the rest of the
+    decisions; call that). ``decide_with_data(cfg, data) -> cfg`` decides what needs the tokenized rows
+    (``gradient_checkpointing: auto``) before the model loads; ``predict(cfg, trainer, tokenizer, data) -> dict`` runs
     ``do_predict`` (the flow passes generation through ``tunekit.infer``, a layer above this one)."""
     plan = start_run(cfg)
     if plan.finished is not None:
         return dict(plan.finished)  # resuming a finished run: nothing to do (plan_resume said so)
-    built = build_run(cfg)
+    built = build_run(cfg, decide_with_data)
+    cfg = built.cfg
     write_run_files(cfg, plan, built.data)
     results: dict = {}
     if cfg.do_train:
@@ -152,8 +155,9 @@ def start_run(cfg):
     return plan
 
 
-def build_run(cfg) -> BuiltRun:
-    """Trackers, TrainingArguments, tokenizer, datasets (tokenized once, cached), model + method, the stage's trainer."""
+def build_run(cfg, decide_with_data=None) -> BuiltRun:
+    """Trackers, TrainingArguments, tokenizer, datasets (tokenized once, cached), ``decide_with_data(cfg, data)``
+    when given (its config builds the rest), model + method, the stage's trainer."""
     from .. import startup_gc
     from .quiet import quiet_library_notices
     from .trackers import check_trackers, tracker_callbacks
@@ -189,6 +193,8 @@ def build_run(cfg) -> BuiltRun:
         jinja = data.template.chat_template_jinja()
         if jinja:
             tokenizer.chat_template = jinja  # saved with the tokenizer: inference renders what training rendered
+    if decide_with_data is not None:  # the same rows on every rank, so the same decision
+        cfg = decide_with_data(cfg, data)
 
     model = stage.load_model(cfg, tokenizer) if _REGISTRY[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
     trainable, total = count_parameters(model)
@@ -201,7 +207,7 @@ def build_run(cfg) -> BuiltRun:
     for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
         trainer.remove_callback(cb)
     startup_gc.settle()  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
-    return BuiltRun(trainer=trainer, tokenizer=tokenizer, data=data, stopper=stopper)
+    return BuiltRun(trainer=trainer, tokenizer=tokenizer, data=data, stopper=stopper, cfg=cfg)
 
 
 def run_callbacks(cfg) -> tuple[list, Any]:

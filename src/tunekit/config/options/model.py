@@ -36,7 +36,8 @@ class ModelOptions(OptionGroup):
     rope_scaling_target_len: Optional[int] = option(None, ge=1, description="Context length to reach with rope_scaling (default: cutoff_len).", section="acceleration")
     gradient_checkpointing: Literal["auto", True, False] = option(
         "auto", description="Recompute activations in the backward pass to save memory (about 25 % slower); auto = on unless "
-        "the memory plan shows the run fits without it with a wide margin (the decision is printed).", section="acceleration")
+        "the memory plan, made once the data is tokenized (at its longest training row), shows the run fits without it "
+        "with a wide margin (the decision is printed).", section="acceleration")
     gradient_checkpointing_layers: Optional[int] = option(
         None, ge=1, description="With gradient checkpointing: recompute only this many decoder layers (the lowest ones); "
         "the others keep their activations and are not recomputed. Empty = all layers; auto sets it to the fewest that fit.",
