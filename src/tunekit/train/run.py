@@ -196,6 +196,9 @@ def build_run(cfg, decide_with_data=None) -> BuiltRun:
     if decide_with_data is not None:  # the same rows on every rank, so the same decision
         cfg = decide_with_data(cfg, data)
 
+    # the random init (adapters, value head) from the seed alone: data preparation consumes different draws on the main
+    # rank (it tokenizes, the others read its cache), and ZeRO-3 keeps each rank's own shard of the init (no broadcast)
+    transformers.set_seed(cfg.seed)
     model = stage.load_model(cfg, tokenizer) if _REGISTRY[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
     trainable, total = count_parameters(model)
     log(f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
