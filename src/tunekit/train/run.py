@@ -103,7 +103,7 @@ class BuiltRun:
     tokenizer: Any
     data: Any
     stopper: Any
-    cfg: Any = None  # the config the model and trainer were built with (decide_with_data's, when one was given)
+    cfg: Any  # the config the model and trainer were built with (decide_with_data's, when one was given)
 
 
 def run_train(cfg, config_path: str | None = None, predict=None, decide_with_data=None) -> dict:
@@ -196,8 +196,8 @@ def build_run(cfg, decide_with_data=None) -> BuiltRun:
     if decide_with_data is not None:  # the same rows on every rank, so the same decision
         cfg = decide_with_data(cfg, data)
 
-    # the random init (adapters, value head) from the seed alone: data preparation consumes different draws on the main
-    # rank (it tokenizes, the others read its cache), and ZeRO-3 keeps each rank's own shard of the init (no broadcast)
+    # the random init (adapters, value head) from the seed alone, not from what data preparation drew: the ranks of a
+    # ZeRO-3 run reached this point with different RNG states, and ZeRO-3 keeps each rank's own shard of the init
     transformers.set_seed(cfg.seed)
     model = stage.load_model(cfg, tokenizer) if _REGISTRY[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
     trainable, total = count_parameters(model)
