@@ -83,18 +83,36 @@ def test_an_abandoned_stream_frees_the_slot(server):
     assert _post(url, {"model": MODEL, "messages": HI, "max_tokens": 2}).status_code == 200
 
 
-def test_a_busy_slot_answers_429_with_retry_after(server):
+def test_a_short_request_is_served_while_a_long_stream_runs(server):
+    """Generations take turns every few tokens: the 3-token reply comes while the 2,000-token stream is still open
+    (before, the slot was held for the whole stream and the request waited 1 s for a 429)."""
     url, app = server
     body = {"model": MODEL, "messages": HI, "max_tokens": 2000, "stream": True}
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=AUTH, timeout=30) as resp:
         lines = resp.iter_lines()  # kept: a dropped iterator closes the stream
-        next(lines)  # the slot is taken
+        next(lines)  # the long generation runs
+        short = _post(url, {"model": MODEL, "messages": HI, "max_tokens": 3})
+        assert short.status_code == 200, short.text
+        assert short.json()["usage"]["completion_tokens"] == 3 and short.json()["choices"][0]["finish_reason"] == "length"
+        assert len(app.state.inflight) == 1  # the long one, still generating
+    _idle(app, within=5)
+
+
+def test_a_busy_server_answers_429_with_retry_after(server):
+    url, app = server
+    body = {"model": MODEL, "messages": HI, "max_tokens": 2000, "stream": True}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=AUTH, timeout=30) as first, \
+            httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=AUTH, timeout=30) as second:
+        lines = [first.iter_lines(), second.iter_lines()]  # kept: a dropped iterator closes the stream
+        for it in lines:
+            next(it)  # both places (1 + api_max_queue) are taken
         start = time.time()
         busy = _post(url, {"model": MODEL, "messages": HI, "max_tokens": 2})  # waits api_queue_timeout (1 s)
         assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
         assert 0.9 < time.time() - start < 10
         assert busy.json()["error"]["type"] == "rate_limit_error" and busy.json()["error"]["code"] == "server_busy"
-        assert "api_queue_timeout" in busy.json()["error"]["message"]
+        assert busy.json()["error"]["message"] == ("The server is busy: it serves 2 requests at once (1 + api_max_queue) "
+                                                   "and no place came free for 1 s (api_queue_timeout); retry later.")
     _idle(app, within=5)
 
 
@@ -217,9 +235,9 @@ def test_sigterm_ends_a_server_that_is_generating(tiny_qwen, tmp_path):
             except httpx.TransportError as exc:
                 events.append(exc)
 
-        def queued() -> None:  # waits for the slot meanwhile
+        def queued() -> None:  # a second long generation, taking turns with the stream meanwhile
             try:
-                answers.append(httpx.post(url, json={"model": "model", "messages": HI, "max_tokens": 5}, timeout=120))
+                answers.append(httpx.post(url, json={"model": "model", "messages": HI, "max_tokens": 2000}, timeout=120))
             except httpx.TransportError as exc:
                 answers.append(exc)
 

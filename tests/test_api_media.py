@@ -55,7 +55,8 @@ def engine(tiny_vl, media):
     from tunekit.infer.engine import ChatEngine
 
     return ChatEngine(load_config(None, dict(model_name_or_path=str(tiny_vl), template="qwen2_vl", image_max_pixels=SMALL,
-                                             max_new_tokens=6, do_sample=False, api_media_dir=str(media["allowed"]))))
+                                             image_min_pixels=32 * 32, max_new_tokens=6, do_sample=False,
+                                             api_media_dir=str(media["allowed"]))))
 
 
 def _limits(engine, media, **options):
@@ -228,7 +229,8 @@ def test_every_refusal_is_named(server, strict_server, media):
     length = int(r.request.headers["content-length"])
     assert (r.status_code, r.json()["error"]["message"]) == (413, (
         f"Request body of {length:,} bytes is larger than the limit of 2,000,000 bytes (base64 media count in it: each "
-        f"image, video or audio may be up to 20 MB decoded, option api_max_media_mb)."))
+        f"image, video or audio may be up to 20 MB decoded, option api_max_media_mb); send less, or start the server "
+        f"with a larger --max-body-mb."))
     assert list(media["scratch"].iterdir()) == []
 
 

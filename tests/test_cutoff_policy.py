@@ -224,3 +224,32 @@ def test_prompt_only_stages_keep_bos_and_system_too(tiny_llama, tmp_path):
     history_cut, middle_cut = data.train["input_ids"]
     assert history_cut == from_1  # turn 0 dropped, turn 1 rendered as the start (BOS + system)
     assert middle_cut == lead_ids + user_ids[:room - room // 2] + user_ids[len(user_ids) - room // 2:] + tail_ids
+
+
+def test_sft_keeps_a_system_prompt_that_lives_in_the_last_user_message():
+    """Mistral writes the system prompt into the *last* [INST] block: a cut conversation is rendered as the
+    shorter conversation it is, so the system moves into its last kept user message instead of being dropped
+    with the later turns (it was lost in every cut sample)."""
+    from tunekit.data.processors import sft
+    from tunekit.data.processors.context import ProcessContext
+    from tunekit.data.templates import get_template
+    from tunekit.model.tiny import DEFAULT_VOCAB_SIZE, TOKENIZERS, build_tokenizer
+
+    tok = build_tokenizer(TOKENIZERS["mistral"], DEFAULT_VOCAB_SIZE, "", 4096)
+    ctx = ProcessContext(tokenizer=tok, template=get_template("mistral", tok), cutoff_len=0)
+    (u0, a0), (u1, a1), _ = TURNS
+    p0, r0 = _ids(tok, f"<s>[INST] {u0}[/INST]"), _ids(tok, f" {a0}</s>")
+    p1_sys, r1 = _ids(tok, f"[INST] {SYSTEM}\n\n{u1}[/INST]"), _ids(tok, f" {a1}</s>")
+    p0_sys = _ids(tok, f"<s>[INST] {SYSTEM}\n\n{u0}[/INST]")
+    assert p0[0] == p0_sys[0] == tok.bos_token_id
+    batch = {"messages": [_msgs(TURNS)], "system": [SYSTEM], "tools": [None], "_source": ["r0"]}
+    # turns 0-1 as a conversation of their own: the system before the last kept user message
+    ctx.cutoff_len = len(p0 + r0 + p1_sys + r1)
+    out = sft.process(batch, ctx)
+    assert out["input_ids"][0] == p0 + r0 + p1_sys + r1
+    assert out["labels"][0] == [IGNORE] * len(p0) + r0 + [IGNORE] * len(p1_sys) + r1
+    # one token less: turn 0 alone, which then holds the system prompt
+    ctx.cutoff_len -= 1
+    out = sft.process(batch, ctx)
+    assert out["input_ids"][0] == p0_sys + r0 and out["labels"][0] == [IGNORE] * len(p0_sys) + r0
+    assert out["_status"][0] == 1  # truncated

@@ -144,9 +144,9 @@ def test_tool_call_parts_render_in_the_templates_tool_format(tiny_qwen, tmp_path
         ("<think>\n\n</think>\n\n3 and 7.<|im_end|>", True)])
     row = data.train[0]
     assert row["input_ids"] == ids and row["labels"] == labels
-    # the canonical sample: one function_call message holding both calls, its thought in front
+    # the canonical sample: one function_call message holding both calls, its thought kept apart (never joined)
     (sample,) = _convert([_tool_record()])
-    assert sample["messages"][1] == {"role": "function_call", "content": '<think>\nTwo calls.\n</think>\n\n'
+    assert sample["messages"][1] == {"role": "function_call", "reasoning": "Two calls.", "content":
                                      '[{"name": "add", "arguments": {"a": 1, "b": 2}}, {"name": "add", "arguments": {"a": 3, "b": 4}}]'}
     assert sample["messages"][2] == {"role": "observation", "content": "[3, 7]"} and sample["system"] == "Use tools."
 

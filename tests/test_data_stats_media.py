@@ -49,7 +49,8 @@ def _cfg(model: Path, data: Path, tmp_path: Path, **over):
     from tunekit.config import load_config
 
     base = {"model_name_or_path": str(model), "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data),
-            "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 300, "report_to": "none"}
+            "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 300, "report_to": "none",
+            "image_max_pixels": 768 * 768, "image_min_pixels": 32 * 32}  # above the tiny folder's own 224² limit
     return load_config(None, {**base, **over})
 
 
@@ -87,7 +88,7 @@ def test_media_tokens_per_sample_and_samples_over_cutoff(tiny_qwen2_vl, tmp_path
     assert stats["recommended_cutoff_len"] == 640
 
     assert main(["stats", "model_name_or_path=" + str(tiny_qwen2_vl), "template=qwen2_vl", "dataset=toy",
-                 f"dataset_dir={data}", "cutoff_len=300"]) == 0
+                 f"dataset_dir={data}", "cutoff_len=300", "image_max_pixels=589824", "image_min_pixels=1024"]) == 0
     text = capsys.readouterr().out
     assert "image tokens per sample (3 samples with 4 images): min 4, mean 225.7, max 625" in " ".join(text.split())
     assert "1 sample(s) whose media tokens alone exceed cutoff_len 300" in " ".join(text.split())

@@ -103,9 +103,12 @@ def test_busy_master_port_is_named_in_the_error():
             launcher.check_port_free(port)
 
 
-def test_cli_reports_busy_port_once_before_starting_ranks(tmp_path):
+def test_cli_reports_busy_port_once_before_starting_ranks(tmp_path, tiny_qwen):
+    from tests.helpers import alpaca_records, base_config, write_dataset
+
+    write_dataset(tmp_path, "toy", alpaca_records(4, seed=1))
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"model_name_or_path: {tmp_path}\noutput_dir: {tmp_path / 'out'}\n")
+    cfg.write_text(json.dumps(base_config(tiny_qwen, tmp_path, tmp_path / "out")))  # passes preflight: the port is the problem
     with socket.socket() as busy:
         busy.bind(("", 0))
         busy.listen(1)
@@ -139,6 +142,48 @@ def test_summary_names_the_killed_rank_not_the_peer_that_lost_it():
     text = launcher.failure_summary(1, TORCHRUN_TAIL, errors)
     assert text.startswith("error: distributed training failed: rank 1 (local rank 1) was killed by SIGKILL")
     assert "out-of-memory killer" in text and "local rank(s) 0" in text
+
+
+# A busy machine: torchrun polled after rank 0 had already written its error (the lost connection to the killed rank 1),
+# so its table puts the survivor under "Root Cause" and the killed rank among the other failures.
+SURVIVOR_FIRST_TAIL = """
+============================================================
+tunekit.cli.main FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-30_09:32:15
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 26305)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 26305
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-30_09:32:14
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 26304)
+  error_file: /tmp/tunekit-torchrun-x/run/attempt_0/0/error.json
+  traceback : RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer.
+============================================================
+"""
+
+
+@pytest.mark.parametrize("errors", [{0: "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer."},
+                                    {}])
+def test_summary_names_the_killed_rank_whichever_exit_torchrun_saw_first(errors):
+    failures = launcher.rank_failures(SURVIVOR_FIRST_TAIL)
+    assert [(f.rank, f.exitcode, f.signal, f.root) for f in failures] == [(1, -9, "SIGKILL", False), (0, 1, None, True)]
+    text = launcher.failure_summary(1, SURVIVOR_FIRST_TAIL, errors)
+    assert text.startswith("error: distributed training failed: rank 1 (local rank 1) was killed by SIGKILL; "), text
+    assert text.endswith(" The other ranks stopped because of it (local rank(s) 0)."), text
+    # without a signal, the rank whose error is its own (not a lost peer) is the cause, though torchrun saw the other first
+    own = SURVIVOR_FIRST_TAIL.replace("-9 (pid: 26305)  (SIGKILL)", "2 (pid: 26305)")
+    text = launcher.failure_summary(1, own, {**errors, 1: "ConfigError: dataset 'toy' has no records."})
+    assert text.startswith("error: distributed training failed: rank 1 (local rank 1) stopped first with: dataset 'toy' "
+                           "has no records."), text
 
 
 def test_summary_shows_the_failing_ranks_own_error_and_timeout_hints(tmp_path, monkeypatch):
@@ -210,12 +255,13 @@ def test_numeric_batch_fields_must_match_world_size(tmp_path):
     path.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_batch_size": 16}))
     settings = read_deepspeed(str(path))
     check_batch_fields(settings, micro_batch=2, accumulation=2, world=4)
-    with pytest.raises(ConfigError, match=r"train_batch_size 16 .* = 2 x 2 x 3 = 12\. .*divisible by per_device_train_batch_size x world size \(2 x 3\)"):
+    with pytest.raises(ConfigError, match=r"train_batch_size 16 .* = 2 x 2 x 3 = 12 \(or use a train_batch_size divisible by "
+                                          r"per_device_train_batch_size x world size \(2 x 3\)\)"):
         check_batch_fields(settings, micro_batch=2, accumulation=2, world=3)
-    with pytest.raises(ConfigError, match=r"Set train_batch_size to \"auto\" \(recommended\) or use gradient_accumulation_steps: 4"):
+    with pytest.raises(ConfigError, match=r"\(or use gradient_accumulation_steps: 4\)\. Set each of these fields to \"auto\""):
         check_batch_fields(settings, micro_batch=2, accumulation=1, world=2)
     path.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_micro_batch_size_per_gpu": 8}))
-    with pytest.raises(ConfigError, match="train_micro_batch_size_per_gpu is 8 .* but per_device_train_batch_size is 2"):
+    with pytest.raises(ConfigError, match=r"in 1 place\(s\): \(1\) train_micro_batch_size_per_gpu is 8 but per_device_train_batch_size is 2\."):
         check_batch_fields(read_deepspeed(str(path)), micro_batch=2, accumulation=1, world=2)
     total16 = tmp_path / "ds16.json"
     total16.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_batch_size": 16}))
@@ -223,6 +269,71 @@ def test_numeric_batch_fields_must_match_world_size(tmp_path):
     distributed.check_divisibility(cfg, 4)
     with pytest.raises(ConfigError, match="train_batch_size 16"):
         distributed.check_divisibility(cfg, 3)
+
+
+OPTIMIZER_BLOCKS = {
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                                                       "warmup_num_steps": "auto", "total_num_steps": "auto"}},
+}
+
+
+def test_every_field_contradicting_an_option_is_listed(tmp_path):
+    from tunekit.train.engines.deepspeed_config import option_conflicts
+
+    path = tmp_path / "ds.json"
+    blocks = json.loads(json.dumps(OPTIMIZER_BLOCKS))
+    blocks["optimizer"]["params"].update(lr=5e-4, betas=[0.9, 0.95])
+    blocks["scheduler"]["params"]["warmup_max_lr"] = 5e-4
+    path.write_text(json.dumps({**LLAMAFACTORY_Z3, **blocks, "bf16": {"enabled": True}, "train_batch_size": 6}))
+    cfg = _cfg(deepspeed=str(path), learning_rate=1e-3, per_device_train_batch_size=2, use_adam_mini=True)
+    assert option_conflicts(read_deepspeed(str(path)), cfg, world=2) == [
+        "train_batch_size 6 is not per_device_train_batch_size x gradient_accumulation_steps x world size = 2 x 1 x 2 = 4 "
+        "(or use a train_batch_size divisible by per_device_train_batch_size x world size (2 x 2))",
+        "optimizer.params.lr is 0.0005 but learning_rate is 0.001",
+        "optimizer.params.betas is [0.9, 0.95] but adam_beta1, adam_beta2 is [0.9, 0.999]",
+        "scheduler.params.warmup_max_lr is 0.0005 but learning_rate is 0.001",
+        "bf16.enabled is true but bf16 is false",
+        "its optimizer block would run instead of use_adam_mini (remove the block to use use_adam_mini)",
+    ]
+    auto = tmp_path / "auto.json"
+    auto.write_text(json.dumps({**LLAMAFACTORY_Z3, **OPTIMIZER_BLOCKS}))
+    assert option_conflicts(read_deepspeed(str(auto)), _cfg(deepspeed=str(auto), bf16=True, fp16=False), world=3) == []
+
+
+def test_custom_optimizer_options_are_the_ones_tunekit_builds():
+    from types import SimpleNamespace
+
+    from tunekit.train.engines.deepspeed_config import CUSTOM_OPTIMIZERS
+    from tunekit.train.optimizers import uses_custom_optimizer
+
+    assert all(uses_custom_optimizer(SimpleNamespace(**{name: True})) for name in CUSTOM_OPTIMIZERS)
+    assert not uses_custom_optimizer(SimpleNamespace(**{name: False for name in CUSTOM_OPTIMIZERS}))
+
+
+def test_optimizer_and_scheduler_blocks_are_said_at_start_and_noted_in_the_saved_config(tmp_path, monkeypatch, capsys):
+    from tunekit.config.loader import save_config
+
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "FORCE_TORCHRUN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({**LLAMAFACTORY_Z3, **OPTIMIZER_BLOCKS}))
+    cfg = _cfg(deepspeed=str(path), learning_rate=1e-3, output_dir=str(tmp_path / "out"))
+    optimizer = (f"not used: the optimizer block of {path} runs DeepSpeed's AdamW (lr=0.001, betas=[0.9, 0.999], "
+                 "eps=1e-08, weight_decay=0.0) as the optimizer")
+    schedule = (f"not used: the scheduler block of {path} runs DeepSpeed's WarmupDecayLR (warmup_min_lr=0, "
+                "warmup_max_lr=0.001, warmup_num_steps=the run's warm-up steps, total_num_steps=the run's steps) as the "
+                "learning-rate schedule")
+    distributed.training_args_kwargs(cfg, tmp_path / "out")
+    assert capsys.readouterr().out.splitlines() == [f"deepspeed: optim: adamw_torch_fused is {optimizer}",
+                                                    f"deepspeed: lr_scheduler_type: linear is {schedule}"]
+    saved = save_config(cfg, tmp_path / "out", notes=distributed.option_notes(cfg))
+    text = saved.read_text()
+    assert f"# {optimizer}\noptim: adamw_torch_fused\n" in text and f"# {schedule}\nlr_scheduler_type: linear\n" in text
+    assert load_config(saved, []) == cfg  # the notes are comments: the file still reloads as the same run
+    assert distributed.option_notes(_cfg(deepspeed="z3")) == {}  # presets leave optimizer and schedule to the options
 
 
 def test_missing_deepspeed_package_is_a_clear_message():
@@ -430,3 +541,25 @@ def test_resume_refuses_a_zero_checkpoint_of_another_world_size_or_another_engin
     check_resume_setup(ddp, deepspeed=False)  # DDP checkpoints: any world size
     with pytest.raises(ConfigError, match="written by DeepSpeed .* this run has no deepspeed: transformers would restart"):
         check_resume_setup(zero, deepspeed=False)
+
+
+def test_a_long_silent_step_says_what_it_is_doing(monkeypatch):
+    import threading
+
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    lines, said = [], threading.Event()
+
+    def out(line):
+        lines.append(line)
+        said.set()
+
+    with distributed.saying("starting the process group (waiting for every rank)", every_s=0.01, out=out):
+        assert said.wait(60)  # the block lasts until the first notice: no sleep of a guessed length
+    count = len(lines)
+    assert lines[0].startswith("tunekit: still starting the process group (waiting for every rank), ")
+    assert lines[0].endswith(" s so far")
+    monkeypatch.setenv("RANK", "1")
+    with distributed.saying("x", every_s=0.0, out=out):
+        pass
+    assert len(lines) == count  # only the main process speaks

@@ -280,7 +280,7 @@ def test_option_rules():
 
     cfg = load_config(None, {"model_name_or_path": "m"})
     assert (cfg.image_max_pixels, cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector,
-            cfg.freeze_language_model) == (768 * 768, True, True, False)
+            cfg.freeze_language_model) == (None, True, True, False)  # None: the processor folder's
     with pytest.raises(TunekitError, match="freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model "
                                            "are all true: nothing would be trained"):
         load_config(None, {"model_name_or_path": "m", "freeze_language_model": True})

@@ -68,3 +68,26 @@ def test_oft_options_need_finetuning_type_oft():
 
     with pytest.raises(ConfigError, match="oft_block_size is an OFT option but finetuning_type is 'lora': set finetuning_type: oft"):
         load_config(None, {"oft_block_size": 16})
+
+
+@pytest.mark.parametrize(("opts", "message"), [
+    (dict(oft_block_size=48), "oft_block_size 48 does not divide the input width of every adapted layer (widths 64, 256; "
+                              "not 64, 256): peft would change it layer by layer. Set oft_block_size to a divisor of all of "
+                              "them (1, 2, 4, 8, 16, 32, 64), or narrow oft_target."),
+    (dict(oft_block_size=0, oft_rank=3, oft_target="down_proj"),
+     "oft_rank 3 does not divide the input width of every adapted layer (widths 256; not 256): peft would change it layer "
+     "by layer. Set oft_rank to a divisor of all of them (1, 2, 4, 8, 16, 32, 64, 128, 256), or narrow oft_target."),
+])
+def test_a_block_size_that_does_not_divide_the_layers_is_refused_before_training(opts, message, tiny_qwen, tmp_path):
+    """peft used to replace it by another size per layer with a warning (48 -> 64 on the 64-wide layers, 32 on the
+    256-wide ones) and train that."""
+    from tunekit.errors import ConfigError
+    from tunekit.flow import run_train
+
+    data = tmp_path / "data"
+    write_dataset(data, "toy", alpaca_records(4))
+    out = tmp_path / "oft"
+    with pytest.raises(ConfigError) as err:
+        run_train(load_config(None, base_config(tiny_qwen, data, out, finetuning_type="oft", max_steps=1, **opts)))
+    assert str(err.value) == message
+    assert not out.exists() or not any(out.iterdir())  # nothing written

@@ -68,11 +68,40 @@ def test_cpu_budget_is_a_share_of_ram_per_process(tiny_qwen, monkeypatch):
     assert resolved.gradient_checkpointing is False and "/ 2 processes" in two.message()
 
 
-def test_a_model_the_planner_cannot_read_keeps_it_on(tmp_path):
+def test_a_plan_that_cannot_be_made_is_an_error_naming_why(tmp_path):
+    """No silent fallback to checkpointing on: the error names the option, the model, the cause and the fix."""
+    from tunekit.errors import ConfigError
+
     (tmp_path / "config.json").write_text("{not json")
     cfg = load_config(None, {"model_name_or_path": str(tmp_path), "use_cpu": True})
-    resolved, decision = resolve_gradient_checkpointing(cfg)
-    assert resolved.gradient_checkpointing is True and "could not be made" in decision.reason
+    with pytest.raises(ConfigError) as err:
+        resolve_gradient_checkpointing(cfg)
+    message = str(err.value)
+    assert message.startswith(f"gradient_checkpointing: auto decides from the memory plan of {tmp_path}, which could "
+                              "not be made (") and message.endswith("): set gradient_checkpointing: true or false.")
+    assert "config.json" in message and "\n" not in message
+
+
+def test_the_plan_is_made_while_a_zero3_config_is_live(tiny_qwen):
+    """tunekit train decides gradient_checkpointing: auto after TrainingArguments made its DeepSpeed config live in the
+    process; under ZeRO-3 transformers then builds every model under deepspeed.zero.Init, which cannot partition the
+    planner's meta-device model. The plan is the same as without the live config."""
+    from transformers.integrations import HfDeepSpeedConfig, is_deepspeed_zero3_enabled
+
+    from tunekit.train.engines.deepspeed_config import read_deepspeed
+
+    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "cutoff_len": 64, "use_cpu": True,
+                             "finetuning_type": "full", "deepspeed": "z3"})
+    _, plain = resolve_gradient_checkpointing(cfg, world_size=2)
+    live = HfDeepSpeedConfig(read_deepspeed("z3").config)  # what TrainingArguments(deepspeed=...) sets up
+    try:
+        assert is_deepspeed_zero3_enabled()
+        resolved, decision = resolve_gradient_checkpointing(cfg, world_size=2)
+    finally:
+        del live
+    assert not is_deepspeed_zero3_enabled()
+    assert decision == plain and decision.peak_without_bytes is not None
+    assert resolved.gradient_checkpointing is False  # a tiny model fits half the RAM without it
 
 
 def test_the_data_s_longest_row_decides_not_cutoff_len():
@@ -141,3 +170,30 @@ def test_plan_of_a_cpu_run_decides_for_this_host_s_ram(tiny_qwen):
     assert not any("give --gpu" in n for n in plan["notes"])
     assert plan["time"]["assumptions"].endswith("a CPU run: no wall time is estimated (benchmarks/real_shape.py measures one)")
     assert "seconds" not in plan["time"]
+
+
+def test_a_hub_model_is_planned_from_the_config_training_fetches(tmp_path):
+    """A hub id that is not a built-in architecture: the plan reads the config.json tunekit train fetches next (here
+    from ``cache_dir``, offline, in a fresh process: the hub's offline switch is read at import)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = tmp_path / "cache" / "models--someorg--tiny-thing"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    (snapshot / "config.json").write_text(json.dumps(dict(model_type="qwen2", hidden_size=64, intermediate_size=128,
+                                                          num_hidden_layers=2, num_attention_heads=4,
+                                                          num_key_value_heads=2, vocab_size=384)))
+    code = ("from tunekit.config import load_config\n"
+            "from tunekit.plan.checkpointing import resolve_gradient_checkpointing\n"
+            f"cfg = load_config(None, dict(model_name_or_path='someorg/tiny-thing', cache_dir={str(tmp_path / 'cache')!r}, "
+            "use_cpu=True, cutoff_len=64))\n"
+            "print(resolve_gradient_checkpointing(cfg)[1].message())\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1].startswith("gradient checkpointing: off (auto: without it this run needs")

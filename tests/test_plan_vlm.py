@@ -70,7 +70,8 @@ def _storage_bytes(tensors) -> int:
 FREEZE = [dict(freeze_vision_tower=t, freeze_multi_modal_projector=p, freeze_language_model=lm)
           for t in (True, False) for p in (True, False) for lm in (True, False) if not (t and p and lm)]
 STATE_CASES = [("full", f) for f in FREEZE] + [("lora", f) for f in FREEZE]
-#: explicit targets that PEFT also finds in the vision tower and projector (it matches the last name component)
+#: explicit targets that PEFT also finds in the vision tower and projector (it matches the last name component), which
+#: reach them only when they are unfrozen (tunekit.model.trainable)
 TARGETS = {"qwen2_5_vl": "gate_proj,up_proj,qkv", "qwen2_vl": "q_proj,fc1,qkv", "qwen3_vl": "q_proj,linear_fc1,proj"}
 
 
@@ -78,7 +79,8 @@ TARGETS = {"qwen2_5_vl": "gate_proj,up_proj,qkv", "qwen2_vl": "q_proj,fc1,qkv", 
 def test_weights_and_trainable_parameters_are_exact(family, tmp_path):
     """Every freeze combination (full and LoRA ``all``) and explicit LoRA targets that reach into the vision tower:
     planned bytes = the real model's storages, trainable count = the requires_grad count."""
-    for method, opts in STATE_CASES + [("lora", dict(lora_target=TARGETS[family]))]:
+    unfrozen = dict(freeze_vision_tower=False, freeze_multi_modal_projector=False)
+    for method, opts in STATE_CASES + [("lora", dict(lora_target=TARGETS[family], **unfrozen))]:
         cfg = _cfg(family, finetuning_type=method, bf16=True, **opts)
         model, folder = _build(family, cfg, tmp_path)
         shape = load_shape(str(folder), None)

@@ -99,7 +99,7 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"fsdp": "full_shard", "stage": "rm"}, [("fsdp", "stage")]),
     ({"fsdp": "shard_grad_op", "fp16": True}, [("fsdp", "fp16")]),
     ({"fsdp": "full_shard", "do_predict": True, "eval_dataset": "held_out"}, [("do_predict", "fsdp")]),
-    ({"video_min_pixels": 512 * 512}, [("video_min_pixels", "video_max_pixels")]),
+    ({"video_min_pixels": 512 * 512, "video_max_pixels": 256 * 256}, [("video_min_pixels", "video_max_pixels")]),
     ({**FULL, "freeze_language_model": True},
      [("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model")]),
 ]

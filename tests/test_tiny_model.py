@@ -138,7 +138,7 @@ def test_model_names_map_to_families(name, model_type):
 
 
 def test_unknown_family_is_a_clear_error():
-    with pytest.raises(ModelError, match=r"unknown family 'gpt-neo'.*qwen2.*config\.json"):
+    with pytest.raises(ModelError, match=r"cannot build 'gpt-neo' \(an unknown family\).*qwen2.*config\.json"):
         resolve_like("gpt-neo")
     with pytest.raises(ModelError, match="divisible by num_heads"):
         build_tiny_model("/nonexistent/never-written", like="qwen2", hidden_size=66, num_heads=4)
@@ -216,3 +216,67 @@ def test_like_llama31_config_keeps_rope_scaling_consistent(tmp_path, caplog):
     assert rope["original_max_position_embeddings"] == 2048 // 8  # below the shrunk max_position_embeddings
     model = AutoModelForCausalLM.from_pretrained(out)
     assert type(model).__name__ == "LlamaForCausalLM" and model.lm_head.weight.shape[0] >= 1800
+
+
+# --- a stand-in is never silent (issue 28.8, 29.5) --------------------------------------------------------------------
+
+
+def _tiny_cli(argv: list[str], capsys) -> tuple[int, str]:
+    from tunekit.cli.verbs import run_verb
+
+    code = run_verb("tunekit.cli.tiny_model_cmd", argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "what"), [
+    ("qwen3-vl-30b-a3b", "qwen3-vl-30b-a3b is a vision-language model and a mixture-of-experts model"),
+    ("qwen3.5-4b", "an unknown family"),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-7b-instruct is a vision-language model"),
+    ("qwen3-next-80b-a3b", "qwen3-next-80b-a3b is a hybrid-attention model (Qwen3-Next) and a mixture-of-experts model"),
+    ("gemma3n-e4b", "'n-e4b' is not a gemma3_text variant tunekit knows"),
+    ("gemma-2-27b-a4b", "a mixture-of-experts gemma2 model ('a4b'), which tunekit does not build"),
+])
+def test_a_model_tunekit_cannot_build_is_refused_by_name_and_nothing_is_written(name, what, tmp_path, capsys):
+    """These used to write a dense text-only Qwen3 / Qwen2 / Gemma 3 without a word."""
+    builds = ("it builds text: gemma, gemma2, gemma3_text, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe (and names "
+              "such as qwen2.5-7b, llama-3.1-8b, qwen3-30b-a3b); vision-language / audio: gemma-3-vl, gemma3, idefics3, "
+              "llava, llava-1.5, llava-1.6, llava-next, llava-next-llama3, llava-next-mistral, llava1.5, qwen2-audio, "
+              "qwen2-vl, qwen2.5-vl, qwen3-vl, smolvlm, smolvlm1, smolvlm2; or a path to a config.json / model folder.")
+    with pytest.raises(ModelError) as err:
+        build_tiny_model(tmp_path / "lib", like=name)
+    assert str(err.value) == f"tiny-model: tunekit cannot build '{name}' ({what}); {builds}"
+    code, stderr = _tiny_cli([str(tmp_path / "cli"), "--like", name], capsys)
+    assert code != 0 and stderr == f"error: {err.value}\n"
+    assert not (tmp_path / "lib").exists() and not (tmp_path / "cli").exists()
+
+
+def test_a_mixture_of_experts_name_builds_the_real_moe_architecture(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    for name, arch, tokenizer in (("qwen3-30b-a3b", "Qwen3MoeForCausalLM", "qwen3"), ("qwen2-57b-a14b", "Qwen2MoeForCausalLM", "qwen")):
+        assert resolve_like(name).tokenizer.name == tokenizer
+        out = build_tiny_model(tmp_path / name, like=name, seed=0)
+        model, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+        assert type(model).__name__ == arch and not info["missing_keys"] and not info["unexpected_keys"]
+        assert (model.config.num_experts, model.config.num_experts_per_tok) == (4, 2)  # shrunk like --like mixtral
+
+
+def test_an_existing_folder_is_replaced_only_with_overwrite(tmp_path, capsys, built):
+    import shutil
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    code, stderr = _tiny_cli([str(folder), "--like", "qwen2"], capsys)
+    assert code != 0 and stderr == (f"error: tiny-model: {folder} exists and is not empty (1 entries, e.g. notes.txt): "
+                                    f"choose a new or empty folder, or pass --overwrite to replace the model in it.\n")
+    code, stderr = _tiny_cli([str(folder), "--like", "qwen2", "--overwrite"], capsys)
+    assert code != 0 and "--overwrite replaces a model folder (one with config.json)" in stderr
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]  # nothing written, nothing lost
+    shutil.rmtree(folder)
+    shutil.copytree(built["llama"], folder)
+    (folder / "preprocessor_config.json").write_text("{}")  # a file of another model must not stay next to the new one
+    assert _tiny_cli([str(folder), "--like", "qwen2", "--overwrite"], capsys)[0] == 0
+    assert _digest(folder) == _digest(built["qwen2"])
+    code, stderr = _tiny_cli([str(folder), "--like", "qwen2"], capsys)
+    assert code != 0 and "exists and is not empty" in stderr and _digest(folder) == _digest(built["qwen2"])

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
-OPTS = {"image_max_pixels": 64 * 64, "video_max_pixels": 64 * 64, "video_maxlen": 4}
+OPTS = {"image_max_pixels": 64 * 64, "image_min_pixels": 32 * 32, "video_max_pixels": 64 * 64, "video_maxlen": 4,
+        "video_fps": 2.0}
 IMAGE_RECORD = {"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
                 "images": ["mllm_demo_data/1.jpg"]}
 VIDEO_RECORD = {"messages": [{"role": "user", "content": "<video>What is she doing?"},

@@ -18,7 +18,7 @@ import pytest
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
-VIDEO_OPTS = {"video_max_pixels": 64 * 64, "video_maxlen": 4}  # small clips: 4 frames of at most 64x64 pixels
+VIDEO_OPTS = {"video_max_pixels": 64 * 64, "video_min_pixels": 16 * 16, "video_maxlen": 4, "video_fps": 2.0}  # small clips: 4 frames of at most 64x64 pixels
 
 
 @pytest.fixture(scope="module")

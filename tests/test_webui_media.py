@@ -177,7 +177,9 @@ def test_the_preview_of_mllm_demo_shows_its_images_and_placeholder_counts(vlm_bo
             "dataset_dir": str(demo_dir), "image_max_pixels": str(SMALL), "cutoff_len": "1024"}
     check, pieces, samples, note = vlm_board.sample_preview_media(form, 2)
     assert check.ok and note == ""
-    one, two = demo_dir / "mllm_demo_data" / "1.jpg", demo_dir / "mllm_demo_data" / "2.jpg"
+    # the data layer lists media by resolved path (mm_plugins.resolve_media), as training reads them and the
+    # board's path policy checks them: the same whether the data folder is given through a symbolic link or not
+    one, two = (demo_dir / "mllm_demo_data" / "1.jpg").resolve(), (demo_dir / "mllm_demo_data" / "2.jpg").resolve()
     records = json.loads((demo_dir / "mllm_demo.json").read_text(encoding="utf-8"))
     assert records[0]["images"] == ["mllm_demo_data/1.jpg", "mllm_demo_data/1.jpg"]
     assert samples[0].images == [str(one), str(one)] and samples[1].images == [str(two)]
@@ -210,8 +212,28 @@ def test_the_preview_of_mllm_demo_shows_its_images_and_placeholder_counts(vlm_bo
     assert vlm_board.sample_media(samples, "zh")[1].startswith("- **#1** 图像: `mllm_demo_data/1.jpg`")
 
 
-def test_media_outside_the_allowed_folders_get_no_thumbnail(tiny_qwen2_vl, demo_dir, tmp_path):
-    """A record may name any path: the preview lists only its file name, and never copies it to be served."""
+def test_the_preview_through_a_symlinked_data_folder_is_the_same(vlm_board, tiny_qwen2_vl, demo_dir, tmp_path):
+    """A data folder given through a symbolic link (as ``../shared`` may be) previews exactly as the folder itself:
+    the same resolved media paths, media list and thumbnails (the board's path policy resolves links)."""
+    link = tmp_path / "linked-data"
+    link.symlink_to(demo_dir.resolve(), target_is_directory=True)
+    results = []
+    for folder in (demo_dir, link):
+        form = {"model_name_or_path": str(tiny_qwen2_vl), "template": "qwen2_vl", "dataset": "mllm_demo",
+                "dataset_dir": str(folder), "image_max_pixels": str(SMALL), "cutoff_len": "1024"}
+        check, pieces, samples, note = vlm_board.sample_preview_media(form, 1)
+        assert check.ok and note == "", note
+        results.append((pieces, [s.images for s in samples], vlm_board.sample_media(samples, "en")))
+    (pieces, images, (thumbs, media)), through_link = results
+    assert through_link == results[0]
+    assert images == [[str((demo_dir / "mllm_demo_data" / "1.jpg").resolve())] * 2]
+    assert [caption for _, caption in thumbs] == ["#1 · 1: 1.jpg", "#1 · 2: 1.jpg"]
+    assert media == "- **#1** images: `mllm_demo_data/1.jpg`, `mllm_demo_data/1.jpg` · media tokens: `<image> × 10`, `<image> × 10`"
+
+
+def test_media_outside_the_allowed_folders_are_refused_and_never_served(tiny_qwen2_vl, demo_dir, tmp_path):
+    """A record may name any path: the board's preview (like its jobs) refuses one outside its folders, naming the
+    record, and never reads or copies the file."""
     root = tmp_path / "ws"
     data = root / "data"
     data.mkdir(parents=True)
@@ -227,11 +249,9 @@ def test_media_outside_the_allowed_folders_get_no_thumbnail(tiny_qwen2_vl, demo_
     form = {"model_name_or_path": str(tiny_qwen2_vl), "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data),
             "image_max_pixels": str(SMALL), "cutoff_len": "1024"}
     check, _pieces, samples, note = board.sample_preview_media(form, 1)
-    assert check.ok and note == "" and samples[0].media_tokens == [("<image>", 10)]
-    thumbs, media = board.sample_media(samples, "en")
-    assert thumbs == [] and not list(board.served_dir.iterdir())
-    assert media == ("- **#1** images: `secret.jpg` (outside the folders this board may use: not shown) · media tokens: "
-                     "`<image> × 10`")
+    assert check.ok and samples == []
+    assert note.startswith(f"⚠ {data / 'toy.json'}, record 0: images[0] '") and "is outside the folders this job may read" in note
+    assert not list(board.served_dir.iterdir())
 
 
 def test_the_preview_of_a_video_record_names_the_video_and_its_tokens(vlm_board, tiny_qwen2_vl, demo_dir):
@@ -241,7 +261,7 @@ def test_the_preview_of_a_video_record_names_the_video_and_its_tokens(vlm_board,
     check, pieces, samples, note = vlm_board.sample_preview_media(form, 1)
     assert check.ok and note == "", note
     (sample,) = samples
-    assert sample.videos == [str(demo_dir / "mllm_demo_data" / "1.mp4")] and sample.images == []
+    assert sample.videos == [str((demo_dir / "mllm_demo_data" / "1.mp4").resolve())] and sample.images == []
     ((kind, count),) = sample.media_tokens
     assert kind == "<video>" and count > 0
     assert (f"<video> × {count} tokens", "media") in pieces

@@ -64,8 +64,10 @@ def train_command(argv: list[str], path: str | None, overrides: list[str]) -> in
     torchrun when needed, then :func:`run_train`."""
     from .config import load_config
     from .train.engines import distributed
+    from .train.preflight import preflight
 
     cfg = load_config(path, overrides)
+    preflight(cfg)  # every refusal that needs only the config and the machine, before any process starts
     code = distributed.maybe_relaunch(argv, cfg)
     if code is not None:
         return code

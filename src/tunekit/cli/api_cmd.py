@@ -1,22 +1,27 @@
-"""``tunekit api CONFIG.yaml [key=value ...] [--host H] [--port P] [--api-key K] [--model-name NAME]``."""
+"""``tunekit api CONFIG.yaml [key=value ...] [--host H] [--port P] [--api-key K] [--model-name NAME] [--max-body-mb MB]``."""
 
 from __future__ import annotations
 
 import sys
 
 HELP = """usage: tunekit api [CONFIG.yaml] [key=value ...] [--host H] [--port P] [--api-key KEY] [--model-name NAME]
+                  [--max-body-mb MB]
 
 Serve the model behind an OpenAI-compatible API: GET /v1/models, POST /v1/chat/completions (streaming
 and not, n, max_tokens, temperature, top_p, stop, usage, tools for templates with a tool format).
 
   --host        address to listen on  [env API_HOST, default 127.0.0.1]
-  --port        port                  [env API_PORT, default 8000]
+  --port        port, 1-65535         [env API_PORT, default 8000]
   --api-key     require 'Authorization: Bearer KEY' (401 otherwise)  [env API_KEY]
   --model-name  the model id clients send [env API_MODEL_NAME, default: the model/adapter folder name]
+  --max-body-mb larger request bodies are refused (413) before they are read whole [env API_MAX_BODY_MB,
+                default: 32 bytes per context token, at least 1 MB; a media model adds one media item]
 
-Requests are generated one at a time, so concurrent requests queue and never mix. Limits (ordinary options,
-e.g. api_max_tokens=1024): api_max_tokens (4096; also prompt + max_tokens must fit the context),
-api_queue_timeout (30 s waiting for the slot, then 429 + Retry-After), api_max_queue (16 waiting),
+Requests never block each other: 1 + api_max_queue requests are served at once and their generations take
+turns on the model every few tokens (a long reply or many choices only slow the others down; a vision-language
+model serves one request at a time). Limits (ordinary
+options, e.g. api_max_tokens=1024): api_max_tokens (4096; also prompt + max_tokens must fit the context),
+api_queue_timeout (30 s waiting for a place when all are taken, then 429 + Retry-After), api_max_queue (16),
 api_stream_timeout (30 s for a client to read a chunk), api_parse_special_tokens (false: control-token text in
 messages stays text), generation_seed (unset: sampled replies are random unless the request sets seed).
 A vision-language / audio model takes image_url, video_url, input_audio parts: base64 data: URLs up to
@@ -25,24 +30,21 @@ A disconnected client's generation stops; SIGTERM/Ctrl+C cancels running generat
 infer_backend: vllm is not served by tunekit: export the model and run `vllm serve EXPORT_DIR`.
 """
 
-FLAGS = ("--host", "--port", "--api-key", "--model-name")
+FLAGS = ("--host", "--port", "--api-key", "--model-name", "--max-body-mb")
 
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         sys.stdout.write(HELP)
         return 0
-    from tunekit.errors import ConfigError
-
     from .chat_cmd import config_and_flags
 
     flags, cfg = config_and_flags(argv, FLAGS)
-    port = flags.get("--port")
-    if port is not None and not port.isdigit():
-        raise ConfigError(f"--port must be a number, got {port!r}.")
-    from tunekit.serve.server import serve, settings_from_env
+    from tunekit.serve.server import body_bytes, port_number, serve, settings_from_env
 
-    settings = settings_from_env(host=flags.get("--host"), port=int(port) if port else None,
-                                 api_key=flags.get("--api-key"), model_name=flags.get("--model-name"))
+    port = flags.get("--port")
+    settings = settings_from_env(host=flags.get("--host"), port=port_number(port, "--port") if port is not None else None,
+                                 api_key=flags.get("--api-key"), model_name=flags.get("--model-name"),
+                                 max_body_bytes=body_bytes(flags.get("--max-body-mb"), "--max-body-mb"))
     serve(cfg, settings)
     return 0

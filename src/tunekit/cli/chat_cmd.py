@@ -68,9 +68,41 @@ def _interactive_lines(out: TextIO) -> Iterator[str]:
     while True:
         try:
             yield input("\nUser: ")
+        except UnicodeDecodeError:
+            out.write(NOT_UTF8_AGAIN)
         except EOFError:
             out.write("\n")
             return
+
+
+NOT_UTF8_AGAIN = "That line is not UTF-8 text (check the terminal's encoding); type it again.\n"
+
+
+def not_utf8(text: str) -> str | None:
+    """Where ``text`` (decoded with ``surrogateescape``: argv, a piped stdin) holds bytes that are not UTF-8."""
+    for col, ch in enumerate(text, 1):
+        if "\udc80" <= ch <= "\udcff":
+            return f"byte 0x{ord(ch) - 0xdc00:02x} at column {col}"
+    return None
+
+
+def check_utf8(text: str | None, what: str) -> None:
+    where = not_utf8(text or "")
+    if where:
+        from tunekit.errors import DataError
+
+        raise DataError(f"chat: {what} is not UTF-8 text ({where}); send UTF-8 (convert it with e.g. iconv -t UTF-8).")
+
+
+def _stdin_lines(stream) -> Iterator[str]:
+    """A piped stdin's lines, each decoded as UTF-8 on its own (bytes that are not UTF-8 stay visible to repl)."""
+    raw = getattr(stream, "buffer", None)
+    if raw is None:  # already text
+        yield from stream
+        return
+    for n, line in enumerate(raw, 1):
+        text = line.decode("utf-8", "surrogateescape")
+        yield text.removeprefix("\ufeff") if n == 1 else text
 
 
 def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, interactive: bool = False,
@@ -83,7 +115,7 @@ def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, i
     pending: list[str] = list(images or [])
     shown: list[str] = []
     replies = 0
-    for line in lines:
+    for n, line in enumerate(lines, 1):
         text = line.strip()
         if not text:
             continue
@@ -99,6 +131,10 @@ def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, i
             if interactive:
                 out.write("History cleared.\n")
             continue
+        if interactive and not_utf8(text):
+            out.write(NOT_UTF8_AGAIN)
+            continue
+        check_utf8(line.rstrip("\r\n"), f"input line {n}")  # (an /image path may be any bytes: a file name)
         history.append({"role": "user", "content": "<image>" * len(pending) + text})
         shown += pending
         pending = []
@@ -121,6 +157,8 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(HELP)
         return 0
     flags, cfg = config_and_flags(argv, FLAGS)
+    for name in ("--prompt", "--system"):
+        check_utf8(flags.get(name), name)
     from tunekit.infer.engine import ChatEngine
 
     engine = ChatEngine(cfg)
@@ -136,5 +174,5 @@ def main(argv: list[str]) -> int:
                          + f" (template {engine.cfg.template}). Type `clear` to reset the history, `exit` to quit.\n")
         repl(engine, _interactive_lines(sys.stdout), sys.stdout, system, interactive=True, images=images, **gen)
     else:
-        repl(engine, sys.stdin, sys.stdout, system, images=images, **gen)
+        repl(engine, _stdin_lines(sys.stdin), sys.stdout, system, images=images, **gen)
     return 0

@@ -14,7 +14,8 @@ and padding waste at the current batch size with and without group_by_length / p
 Batching: for each mode (padded, padded + group_within_step, group_by_length, packing, padding_free, and
 max_tokens_per_batch when set) the share of pad tokens and the tokens per optimizer step (per device, with
 per_device_train_batch_size x gradient_accumulation_steps), from the real token lengths; the configured mode
-is marked.
+is marked. Steps count the rows that train, as tunekit train does: val_size held out with its seeded split,
+the micro-batches dealt to torchrun's NPROC_PER_NODE x NNODES ranks (1 without them).
 Every stage: sft (prompt, response), rm/dpo (prompt, chosen, rejected and the longer answer, which
 decides truncation), kto (prompt, response, desirable/undesirable counts), pt (document lengths, the
 blocks packing makes at cutoff_len, tokens kept in the tail blocks or dropped without packing),
@@ -56,6 +57,7 @@ def main(argv: list[str]) -> int:
     from tunekit.config import load_config
     from tunekit.data.lengths import measure_lengths
     from tunekit.model.loader import load_tokenizer
+    from tunekit.plan.planner import world_from
     from tunekit.plan.stats import batching_stats, dataset_stats, plot_cdf
 
     cfg = load_config(path, rest)
@@ -64,7 +66,7 @@ def main(argv: list[str]) -> int:
     table = measure_lengths(cfg, load_tokenizer(cfg))
     stats = dataset_stats(table, cfg.cutoff_len, cfg.per_device_train_batch_size, cfg.pad_to_multiple_of,
                           cfg.preprocessing_batch_size, stage=cfg.stage, packing=cfg.use_packing)
-    stats["batching"] = batching_stats(table, cfg)
+    stats["batching"] = batching_stats(table, cfg, world_from(None, None)[0])  # torchrun's NPROC_PER_NODE x NNODES
     if plot:
         stats["plot"] = plot_cdf(table, plot, cfg.cutoff_len, stats["recommended_cutoff_len"])
     if as_json:

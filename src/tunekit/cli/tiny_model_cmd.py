@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text; vision-language: qwen2-vl, qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, gemma3, smolvlm, idefics3; audio: qwen2-audio"
+from tunekit.errors import ModelError
+
+FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text, qwen3_moe, qwen2_moe; vision-language: qwen2-vl, qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, gemma3, smolvlm, idefics3; audio: qwen2-audio"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -13,9 +16,12 @@ def parser() -> argparse.ArgumentParser:
         description="Write a small random-weight model with a trained byte-level BPE tokenizer and the family's "
         "chat template. The same arguments give identical files on every run. Nothing is downloaded.",
     )
-    p.add_argument("out_dir", help="folder to write (created if missing)")
+    p.add_argument("out_dir", help="folder to write (created if missing; an existing non-empty one only with --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the contents of OUT_DIR when it already holds a model (config.json)")
     p.add_argument("--like", default="qwen2",
-                   help=f"family ({FAMILY_HELP}), a model name such as qwen2.5-7b / llama-3.1-8b, or a path to a "
+                   help=f"family ({FAMILY_HELP}), a model name such as qwen2.5-7b / llama-3.1-8b / qwen3-30b-a3b (a "
+                        "name whose architecture tunekit cannot build is refused, never replaced), or a path to a "
                         "config.json or model folder whose architecture is kept and shrunk (default: qwen2)")
     p.add_argument("--seed", type=int, default=0, help="weight init seed (default: 0)")
     p.add_argument("--hidden-size", type=int, default=64)
@@ -31,10 +37,17 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    from tunekit.model.tiny import build_tiny_model, describe
+    from tunekit.model.tiny import build_tiny_model, describe, prepare_out_dir, resolve_like
     from tunekit.model.tiny_vlm import build_tiny_vlm, is_vlm_family  # every vision-language family
     from tunekit.model.tiny_vlm_families import describe_vlm
 
+    if not is_vlm_family(args.like):
+        resolve_like(args.like)  # a name tunekit cannot build is refused before the folder is touched
+        source, out = Path(args.like).expanduser().resolve(), Path(args.out_dir).expanduser().resolve()
+        if args.overwrite and (source == out or out in source.parents):
+            raise ModelError(f"tiny-model: --like {args.like} is inside {args.out_dir}, which --overwrite would empty "
+                             f"first: write the tiny model into another folder.")
+    prepare_out_dir(args.out_dir, args.overwrite)
     if is_vlm_family(args.like):  # weights + tokenizer with the family's vision tokens + image processor
         if args.intermediate_size is not None:
             print("tiny-model: --intermediate-size is ignored for vision-language families (4 x hidden size)")

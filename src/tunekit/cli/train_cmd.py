@@ -17,6 +17,14 @@ def main(argv: list[str]) -> int:
 
         sys.stdout.write(HELP + format_options_help())
         return 0
+    if not argv:
+        sys.stderr.write("error: tunekit train needs a config file or options, e.g. `tunekit train examples/quickstart.yaml` "
+                         "or `tunekit train --model_name_or_path DIR --dataset NAME ...`; `tunekit train --help` lists every "
+                         "option.\n")
+        return 2
+    from tunekit.train.engines.launcher import die_with_parent
+
+    die_with_parent()  # a rank of tunekit's own torchrun ends with it, even when torchrun is SIGKILLed
     from tunekit import host_malloc, startup_gc
 
     startup_gc.pause()  # until run_train settles it: see tunekit/startup_gc.py

@@ -1,4 +1,4 @@
-"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--workspace DIR] [--allow-path DIR] [--max-upload-mb MB]``."""
+"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--workspace DIR] [--allow-path DIR] [--max-upload-mb MB] [--trusted-proxy IP]``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Also let the board read and write under DIR (models, data elsewhere); repeatable.")
     p.add_argument("--allow-remote-code", action="store_true",
                    help="Let the form set trust_remote_code and reward_funcs (they run code named in the form).")
+    p.add_argument("--trusted-proxy", action="append", default=[], metavar="IP",
+                   help="A reverse proxy (IP or network) whose X-Forwarded-For names the client the login limit "
+                        "counts; repeatable. Without it, clients are counted by their connection's address.")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="Initial language of the board.")
     p.add_argument("--max-upload-mb", type=float, default=20.0, metavar="MB",
                    help="The largest file the board accepts as an upload (the Chat tab's images), in MB (default: 20).")
@@ -58,12 +61,13 @@ def parse_auth(text: str | None) -> tuple[str, str] | None:
 
 def main(argv: list[str]) -> int:
     from tunekit.errors import ConfigError
-    from tunekit.webui.bind import check_exposure, check_port
+    from tunekit.webui.bind import check_exposure, check_port, check_trusted_proxies
 
     args = build_parser().parse_args(argv)
     host, port = resolve_bind(args.host, args.port)
     auth = parse_auth(args.auth)
     check_exposure(host, args.share, auth, args.accept_no_auth)
+    proxies = check_trusted_proxies(args.trusted_proxy)
     workspace = os.path.abspath(os.path.expanduser(args.workspace or os.getcwd()))
     if not os.path.isdir(workspace):
         raise ConfigError(f"--workspace {workspace} is not a folder: create it or pass an existing one.")
@@ -96,5 +100,5 @@ def main(argv: list[str]) -> int:
 
     policy = PathPolicy(workspace, args.allow_path, allow_remote_code=args.allow_remote_code)
     launch(host, port, share=args.share, auth=auth, lang=args.lang, cwd=workspace, policy=policy,
-           max_upload_bytes=int(args.max_upload_mb * 1_000_000))
+           max_upload_bytes=int(args.max_upload_mb * 1_000_000), trusted_proxies=proxies)
     return 0

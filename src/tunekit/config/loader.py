@@ -61,6 +61,8 @@ def parse_overrides(args: Iterable[str]) -> dict[str, Any]:
         arg = args[i]
         if arg.startswith("--"):
             key = arg[2:]
+            if not key.split("=", 1)[0].strip():
+                raise ConfigError(f"Argument {excerpt(arg)} has no option name; write it as --option value.")
             if "=" in key:
                 key, raw = key.split("=", 1)
             elif i + 1 < len(args) and not args[i + 1].startswith("--") and "=" not in args[i + 1].split("/")[0][:1]:
@@ -71,6 +73,9 @@ def parse_overrides(args: Iterable[str]) -> dict[str, Any]:
             out[key.replace("-", "_")] = parse_scalar(raw.strip())
         elif "=" in arg:
             key, raw = arg.split("=", 1)
+            if not key.strip():
+                raise ConfigError(f"Argument {excerpt(arg)} has no option name before '='; write it as option=value "
+                                  f"(e.g. learning_rate=1e-4).")
             out[key.strip()] = parse_scalar(raw.strip())
         else:
             raise ConfigError(
@@ -168,7 +173,13 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"Config file {path} does not exist.")
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path} is not UTF-8: byte {exc.start} (line {line}: {raw[exc.start:exc.start + 4].hex(' ')}) "
+                          f"cannot be decoded. Save the config as UTF-8, e.g. `iconv -f <ENCODING> -t UTF-8`.") from None
     try:
         data = json.loads(text, object_pairs_hook=_json_pairs(path)) if path.suffix == ".json" else load_yaml_text(text, path)
     except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as exc:
@@ -388,11 +399,16 @@ def config_to_dict(cfg: Config, only_set: bool = False) -> dict[str, Any]:
     return data
 
 
-def save_config(cfg: Config, output_dir: str | Path, name: str = RESOLVED_CONFIG_NAME) -> Path:
+def save_config(cfg: Config, output_dir: str | Path, name: str = RESOLVED_CONFIG_NAME,
+                notes: dict[str, str] | None = None) -> Path:
     """Write every option (defaults included) so the run can be reproduced from the file alone: first the options
     the run was given (set by the user, or decided by auto_fit / gradient_checkpointing: auto), then the rest as
-    resolved, each part grouped as docs/options.md groups them (a ``# <group>`` comment before each group)."""
+    resolved, each part grouped as docs/options.md groups them (a ``# <group>`` comment before each group).
+    ``notes``: ``{option: text}`` written as a comment above that option (e.g. a DeepSpeed file's optimizer ran instead)."""
     data, comments = ordered_options(cfg)
+    for key, text in (notes or {}).items():
+        if key in data:
+            comments[key] = f"{comments[key]}\n# {text}" if key in comments else text
     # secrets become ${ENV_VAR} references, and a file holding one gets mode 0600 (config/secrets.py)
     return write_options(data, Path(output_dir) / name, comments=comments)
 

@@ -7,12 +7,19 @@ them through :func:`mask_secrets`, which replaces a secret's value with a *refer
 variable, ``${SWANLAB_API_KEY}``. Reading a config (:func:`resolve_secrets`, called by the loader) turns a
 reference back into the variable's value (``None`` when the variable is unset, so the option's own
 "set X or $VAR" message applies). A file that holds a reference is written with mode 0600.
+
+Two limits serve the web board, whose user must not learn the server's environment: within
+:func:`references_kept` a reference stays as written (what the board reads is sent to the browser), and
+when ``$TUNEKIT_SECRET_VARS`` is set (the board sets it for its jobs: the variables the user set through the
+board) only the variables it lists are expanded; a reference to any other is ``None``, as if unset.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,6 +35,8 @@ ENV_VARS = {
     "om_hub_token": "MODELERS_API_TOKEN",
 }
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+SECRET_VARS_ENV = "TUNEKIT_SECRET_VARS"  # comma-separated: the only variables references may be expanded from
+_KEEP_REFERENCES: ContextVar[bool] = ContextVar("tunekit_keep_secret_references", default=False)
 
 
 def is_secret(name: str) -> bool:
@@ -71,14 +80,35 @@ def has_secrets(values: Mapping[str, Any]) -> bool:
 
 
 def resolve_secrets(values: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``${ENV_VAR}`` values of secret options replaced by the variable's value (``None`` when unset)."""
+    """``${ENV_VAR}`` values of secret options replaced by the variable's value (``None`` when unset, or when
+    ``$TUNEKIT_SECRET_VARS`` is set and does not list it); unchanged within :func:`references_kept`."""
+    if _KEEP_REFERENCES.get():
+        return dict(values)
     environ = os.environ if environ is None else environ
+    listed = environ.get(SECRET_VARS_ENV)
+    allowed = None if listed is None else {v.strip() for v in listed.split(",") if v.strip()}
     out = dict(values)
     for k, v in values.items():
         var = referenced_var(v) if is_secret(k) else None
         if var is not None:
-            out[k] = environ.get(var) or None
+            out[k] = (environ.get(var) or None) if allowed is None or var in allowed else None
     return out
+
+
+@contextmanager
+def references_kept():
+    """Within: configs read keep ``${ENV_VAR}`` references as written (never the server's values)."""
+    token = _KEEP_REFERENCES.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_REFERENCES.reset(token)
+
+
+def job_secret_env(secrets: Mapping[str, str]) -> dict[str, str]:
+    """The environment a job gets for ``secrets`` (``{ENV_VAR: value}``): them, and ``$TUNEKIT_SECRET_VARS``
+    naming them, so the job expands references to those variables only."""
+    return {**secrets, SECRET_VARS_ENV: ",".join(sorted(secrets))}
 
 
 def write_options(data: Mapping[str, Any], path: str | Path, fmt: str = "yaml",
@@ -125,5 +155,6 @@ def _yaml_with_comments(data: Mapping[str, Any], comments: Mapping[str, str]) ->
     return "".join(parts).lstrip("\n")
 
 
-__all__ = ["ENV_VARS", "SECRET_SUFFIXES", "env_var", "has_secrets", "is_secret", "mask_secrets", "reference",
-           "referenced_var", "resolve_secrets", "secret_env", "write_options"]
+__all__ = ["ENV_VARS", "SECRET_SUFFIXES", "SECRET_VARS_ENV", "env_var", "has_secrets", "is_secret", "job_secret_env",
+           "mask_secrets", "reference", "referenced_var", "references_kept", "resolve_secrets", "secret_env",
+           "write_options"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..env import cache_dir
 
-PROCESSOR_VERSION = "2"  # 2: pt documents end with the document token; typed content parts
+PROCESSOR_VERSION = "3"  # 2: pt documents end with the document token; typed content parts; 3: reasoning kept apart
 
 
 def cache_root() -> Path:

@@ -4,12 +4,20 @@ Each entry names a local file (``file_name``) or a hub dataset (``hf_hub_url`` /
 ``om_hub_url``), a ``formatting`` (alpaca, sharegpt, openai), optional ``columns`` and sharegpt ``tags``,
 ``ranking`` for preference data, ``split``, ``subset``, ``folder``, ``num_samples``. A name in
 ``dataset:`` that is not registered but is a path to a file is used directly (format guessed).
+
+*Confined* reading (the web board's jobs and previews: ``$TUNEKIT_DATA_ROOTS`` or :func:`confined_to`): every
+local place a dataset names (``file_name``, ``script_url``, a direct path) must resolve inside the given roots
+with no hidden part below them, hub fields must hold hub ids (``namespace/name``, no local path of that name),
+and ``cloud_file_name`` is refused (docs/webui.md, "Security model").
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -76,6 +84,7 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
     unknown = set(entry) - KNOWN_KEYS
     if unknown:
         raise DataError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; valid keys: {', '.join(sorted(KNOWN_KEYS))}.")
+    _check_value_kinds(where, entry)
     formatting = entry.get("formatting", "alpaca")
     if formatting not in ("alpaca", "sharegpt", "openai"):
         raise DataError(f"{where}: formatting '{formatting}' is not one of alpaca, sharegpt, openai.")
@@ -121,6 +130,31 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
     )
 
 
+_TEXT_KEYS = ("file_name", "hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name", "formatting",
+              "split", "subset", "folder", "load_from")
+
+
+def _check_value_kinds(where: str, entry: dict[str, Any]) -> None:
+    """Each key's value is of the kind it means (``"ranking": "false"`` would read as true, a number as a column
+    name would read no column): anything else is a :class:`DataError` naming the key, instead of a silent reading."""
+    def kind(value: Any) -> str:
+        return "null" if value is None else type(value).__name__
+
+    for key in _TEXT_KEYS:
+        if key in entry and not isinstance(entry[key], str) and not (key in ("subset", "folder") and entry[key] is None):
+            raise DataError(f"{where}: \"{key}\" must be text, found {entry[key]!r} ({kind(entry[key])}).")
+    if "ranking" in entry and not isinstance(entry["ranking"], bool):
+        raise DataError(f"{where}: \"ranking\" must be true or false (JSON booleans, no quotes), found {entry['ranking']!r}.")
+    samples = entry.get("num_samples")
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
+        raise DataError(f"{where}: \"num_samples\" must be a whole number of at least 1, found {samples!r}.")
+    for group in ("columns", "tags"):
+        for key, value in (entry.get(group) or {}).items() if isinstance(entry.get(group), dict) else ():
+            if not isinstance(value, str) and not (group == "columns" and value is None):
+                what = "a column name (text) or null" if group == "columns" else "text"
+                raise DataError(f"{where}: {group}.{key} must be {what}, found {value!r} ({kind(value)}).")
+
+
 def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetAttr]:
     """Look up each name in ``dataset_dir/dataset_info.json``, or accept a direct file path."""
     info = read_dataset_info(dataset_dir)
@@ -128,10 +162,12 @@ def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetA
     attrs = []
     for name in names:
         if name in info:
+            _check_confined(f"{info_path}, entry '{name}'", info[name], dataset_dir)
             attrs.append(parse_entry(name, info[name], dataset_dir, info_path))
             continue
         direct = Path(name) if Path(name).exists() else Path(dataset_dir) / name
         if direct.exists():
+            _check_confined(f"Dataset '{name}'", {"file_name": str(direct)}, ".")
             attrs.append(DatasetAttr(name=name, load_from="file", path=str(direct), formatting="auto",
                                      columns=dict(ALPACA_COLUMNS), tags=dict(SHAREGPT_TAGS)))
             continue
@@ -144,3 +180,84 @@ def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetA
             hint = f"Did you mean: {', '.join(close)}?" if close else f"registered names: {', '.join(list(info)[:12])}{' ...' if len(info) > 12 else ''}"
         raise ConfigError(f"Dataset '{name}' is not in {info_path} and is not a file. {hint}")
     return attrs
+
+
+# ---------------------------------------------------------------- confined reading (the web board)
+ROOTS_ENV = "TUNEKIT_DATA_ROOTS"  # os.pathsep-separated folders a board's job may read datasets from
+PATH_KEYS = ("file_name", "script_url")  # local places, relative to dataset_dir
+HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url")
+_HUB_PART = r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9_])?"
+_HUB_ID = re.compile(rf"{_HUB_PART}/{_HUB_PART}")  # the hub's grammar, with a namespace
+_ROOTS: ContextVar[tuple[Path, ...] | None] = ContextVar("tunekit_data_roots", default=None)
+
+
+def hub_id_problem(value: Any, *folders: str | Path) -> str | None:
+    """Why ``value`` is not a hub id: ``namespace/name`` in the hub's grammar (at most 96 characters, no ``--``,
+    ``..`` or ``.git`` ending) that names no existing path in the working folder or ``folders``; None if it is."""
+    text = str(value)
+    if (not _HUB_ID.fullmatch(text) or len(text) > 96 or ".." in text or "--" in text
+            or text.endswith(".git")):
+        return "is not a hub id (namespace/name)"
+    for base in (Path.cwd(), *map(Path, folders)):
+        if os.path.lexists(base / text):
+            return f"is not a hub id: it names the local path {base / text}"
+    return None
+
+
+def entry_locations(entry: Any, dataset_dir: str | Path) -> list[tuple[str, str, str]]:
+    """``(key, kind, value)`` for every place a dataset_info.json entry names, whichever one is read: kind
+    ``"path"`` (resolved against ``dataset_dir``, as the readers do), ``"hub"`` or ``"cloud"``."""
+    if not isinstance(entry, dict):
+        return []
+    out = [(key, "path", str(Path(dataset_dir) / str(entry[key]))) for key in PATH_KEYS if key in entry]
+    out += [(key, "hub", str(entry[key])) for key in HUB_KEYS if key in entry]
+    return out + ([("cloud_file_name", "cloud", str(entry["cloud_file_name"]))] if "cloud_file_name" in entry else [])
+
+
+@contextmanager
+def confined_to(roots):
+    """Within: datasets are read confined to ``roots`` (the board's in-process sample preview)."""
+    token = _ROOTS.set(tuple(Path(r).expanduser().resolve() for r in roots))
+    try:
+        yield
+    finally:
+        _ROOTS.reset(token)
+
+
+def data_roots() -> tuple[Path, ...] | None:
+    """The roots reading is confined to (:func:`confined_to`, else ``$TUNEKIT_DATA_ROOTS``); None: not confined."""
+    roots = _ROOTS.get()
+    if roots is None and ROOTS_ENV in os.environ:
+        roots = tuple(Path(p).resolve() for p in os.environ[ROOTS_ENV].split(os.pathsep) if p)
+    return roots
+
+
+def outside_data_roots(path: str | Path) -> tuple[Path, ...] | None:
+    """The roots ``path`` is outside of (or hidden inside) when reading is confined (:func:`data_roots`), else None."""
+    roots = data_roots()
+    return roots if roots is not None and _outside(str(path), roots) else None
+
+
+def _outside(path: str, roots: tuple[Path, ...]) -> bool:
+    full = Path(path).expanduser().resolve()
+    inside = [r for r in roots if full == r or r in full.parents]
+    return not any(not any(p.startswith(".") for p in full.relative_to(r).parts) for r in inside)
+
+
+def _check_confined(where: str, entry: Any, dataset_dir: str | Path) -> None:
+    roots = data_roots()
+    if roots is None:
+        return
+    for key, kind, value in entry_locations(entry, dataset_dir):
+        if kind == "path" and _outside(value, roots):
+            problem = (f"'{value}' is outside the folders this job may read ({', '.join(map(str, roots))}) or "
+                       f"hidden: use a file inside them")
+        elif kind == "hub":
+            problem = hub_id_problem(value)
+            problem = problem and f"'{value}' {problem}: give a hub dataset id, or register a local file with file_name"
+        elif kind == "cloud":
+            problem = "is not read here: download the file into the workspace and register it with file_name"
+        else:
+            problem = None
+        if problem:
+            raise DataError(f"{where}: {key} {problem}.")

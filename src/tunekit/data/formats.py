@@ -2,9 +2,10 @@
 
 Canonical sample (what every stage's processor reads)::
 
-    {"messages": [{"role": "user"|"assistant"|"function_call"|"observation", "content": str}, ...],
+    {"messages": [{"role": "user"|"assistant"|"function_call"|"observation", "content": str,
+                   "reasoning": str}, ...],              # "reasoning" only on replies whose data separates it
      "system": str, "tools": str,                      # "" when absent
-     "chosen": {"role", "content"} | None,             # preference data (rm, dpo)
+     "chosen": {"role", "content"[, "reasoning"]} | None,  # preference data (rm, dpo)
      "rejected": {"role", "content"} | None,
      "kto_tag": bool | None,                           # kto
      "text": str | None,                               # pt
@@ -18,9 +19,11 @@ A message ``content`` may be a string or a list of typed parts (:func:`_parts`):
 
 - ``{"type": "text", "text": ...}`` (OpenAI) or ``{"type": "text", "value": ...}`` (LLaMA-Factory v1): text,
   joined without separator;
-- ``{"type": "reasoning", "value": ...}`` (assistant only): the reply's thought, written as the canonical
-  ``<think>\\n...\\n</think>\\n\\n`` block in front of the reply, which reasoning templates (qwen3) render as
-  their thinking block; a template without one keeps it as text in the reply, as LLaMA-Factory does;
+- ``{"type": "reasoning", "value": ...}`` (assistant only): the reply's thought, kept apart from its text in the
+  message's ``reasoning`` key (as ``reasoning_content`` is), never joined into the text and parsed back: reasoning
+  templates (qwen3) render it as their thinking block and keep the text whole, whatever ``<think>`` / ``</think>``
+  it quotes (the official template's rule for ``reasoning_content``); a template without a thinking block writes
+  it as a ``<think>\\n...\\n</think>\\n\\n`` block in front of the reply, as LLaMA-Factory does;
 - ``{"type": "tool_call", "value": '{"name": ..., "arguments": ...}'}`` (assistant only): the reply becomes
   a ``function_call`` message (several calls: a JSON list), rendered in the template's tool-call format.
 
@@ -51,6 +54,9 @@ PART_TYPES = ("text", "reasoning", "tool_call")
 V1_PAIR_KEYS = ("chosen_messages", "rejected_messages")
 #: optional columns a file given by path (no dataset_info.json entry) is read with when its records have them
 AUTO_COLUMNS = ("system", "tools", "history", "chosen", "rejected", "images", "videos", "audios")
+#: characters one record may hold: 4 million is about a million tokens, beyond any model's context, and tokenizing
+#: much more in one piece takes minutes and gigabytes (30 MB: 56 s, 5 GB with a tiny BPE) for a sample that is cut
+MAX_RECORD_CHARS = 4_000_000
 
 
 def guess_formatting(rec: dict[str, Any]) -> str:
@@ -92,9 +98,27 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
     else:
         sample = _from_sharegpt(raw, attr, stage)
     sample["_source"] = raw.where
+    _check_size(sample, raw)
     sample.update(media)
     check_placeholders(sample, raw, stage)
     return _check_for_stage(sample, raw, attr, stage)
+
+
+def _check_size(sample: dict[str, Any], raw: RawRecord) -> None:
+    """Refuse a record too large to be one sample (see ``MAX_RECORD_CHARS``) before it reaches the tokenizer."""
+    def chars(value: Any) -> int:
+        if isinstance(value, str):
+            return len(value)
+        if isinstance(value, dict):
+            return sum(chars(v) for k, v in value.items() if k != "role")
+        if isinstance(value, list):
+            return sum(chars(v) for v in value)
+        return 0
+
+    size = chars({k: v for k, v in sample.items() if k != "_source"})
+    if size > MAX_RECORD_CHARS:
+        raise RecordError(f"{raw.where}: the record holds {size:,} characters of text, more than one sample can use "
+                          f"(limit {MAX_RECORD_CHARS:,}, about a million tokens); split it into several records.")
 
 
 def _is_v1_pair(rec: dict[str, Any]) -> bool:
@@ -162,23 +186,40 @@ def _tool_call(body: Any, where: str) -> dict[str, Any]:
     return {"name": body["name"], "arguments": body["arguments"]}
 
 
-def _reply_content(value: Any, raw: RawRecord, what: str, extra_calls: list[Any] | None = None,
-                   extra_reasoning: str | None = None) -> tuple[str, str]:
-    """(role, canonical content) of an assistant message whose content may hold reasoning / tool_call parts."""
+def _reply_message(value: Any, raw: RawRecord, what: str, extra_calls: list[Any] | None = None,
+                   extra_reasoning: str | None = None) -> dict[str, str]:
+    """The canonical message of an assistant reply whose content may hold reasoning / tool_call parts.
+
+    The reasoning the data separates (``reasoning`` parts, ``reasoning_content``) stays in its own ``reasoning``
+    key and the text stays whole: the template renders the two (``templates/base.py``), nothing re-parses text.
+    """
     if isinstance(value, list):
         text, reasoning, calls = _parts(value, raw, what)
     else:
         text, reasoning, calls = _text(value, raw, what), None, []
     calls = calls + list(extra_calls or [])
-    if extra_reasoning:
+    if extra_reasoning is not None:
         reasoning = (reasoning or "") + extra_reasoning
-    thought = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" if reasoning and reasoning.strip() else ""
+    thought = {} if reasoning is None else {"reasoning": reasoning}
     if not calls:
-        return "assistant", thought + text
+        return {"role": "assistant", "content": text, **thought}
     if text.strip():
         raise RecordError(f"{raw.where}: {what} has both text and tool calls; tunekit renders a tool-call reply as the "
                           f"calls alone (and its reasoning). Move the text into its own assistant message, or drop it.")
-    return "function_call", thought + json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+    return {"role": "function_call", "content": json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False),
+            **thought}
+
+
+def reply_text(message: dict[str, Any]) -> str:
+    """A reply as one plain text (stage pt): its separated reasoning as a ``<think>`` block in front of its text."""
+    reasoning = message.get("reasoning")
+    thought = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" if reasoning and reasoning.strip() else ""
+    return thought + message["content"]
+
+
+def is_empty_reply(message: dict[str, Any]) -> bool:
+    """No text and no reasoning (a reply with only a thought still trains its thinking block)."""
+    return not message["content"].strip() and not (message.get("reasoning") or "").strip()
 
 
 def _openai_extras(msg: dict[str, Any], raw: RawRecord, what: str) -> tuple[list[Any], str | None]:
@@ -307,10 +348,12 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
                               f"(set 'tags' in dataset_info.json entry '{attr.name}' to map other names).")
         role = role_map[tag]
         what = f"message {i} content"
+        thought: dict[str, str] = {}
         if role in REPLY_ROLES:
             calls, reasoning = _openai_extras(msg, raw, f"message {i}") if tags["role_tag"] == "role" else ([], None)
-            parsed_role, content = _reply_content(msg[tags["content_tag"]], raw, what, calls, reasoning)
-            role = "function_call" if role == "function_call" else parsed_role
+            reply = _reply_message(msg[tags["content_tag"]], raw, what, calls, reasoning)
+            role = "function_call" if role == "function_call" else reply["role"]
+            content, thought = reply["content"], ({"reasoning": reply["reasoning"]} if "reasoning" in reply else {})
         else:
             content = _text(msg[tags["content_tag"]], raw, what)
         _check_loss_weight(msg, role, raw, i)
@@ -328,7 +371,7 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
                         "as LLaMA-Factory's tool-use data does.")
             raise RecordError(f"{raw.where}: message {i} has role '{tag}' where {want} is expected; "
                               f"conversations must alternate user → assistant.{hint}")
-        messages.append({"role": role, "content": content})
+        messages.append({"role": role, "content": content, **thought})
     return system, messages
 
 
@@ -372,7 +415,7 @@ def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
     if kto is not None:
         sample["kto_tag"] = _as_bool(kto, raw)
     if stage == "pt":
-        sample["text"] = "\n".join(m["content"] for m in messages)
+        sample["text"] = "\n".join(reply_text(m) for m in messages)
     return sample
 
 
@@ -392,7 +435,7 @@ def _from_v1_pair(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, An
     sample: dict[str, Any] = {"messages": chosen[:-1], "system": system, "tools": _tools(_get(raw, attr, "tools")),
                               "chosen": chosen[-1], "rejected": rejected[-1], "kto_tag": None, "text": None}
     if stage == "pt":
-        sample["text"] = "\n".join(m["content"] for m in chosen)
+        sample["text"] = "\n".join(reply_text(m) for m in chosen)
     return sample
 
 
@@ -403,10 +446,10 @@ def _reply(value: Any, raw: RawRecord, attr: DatasetAttr, what: str) -> dict[str
         role = {tags["assistant_tag"]: "assistant", tags["function_tag"]: "function_call"}.get(tag)
         if role is None:
             raise RecordError(f"{raw.where}: {what} must be an assistant or function_call message, found role '{tag}'.")
-        content_role, content = _reply_content(value.get(tags["content_tag"]), raw, what)
-        return {"role": "function_call" if role == "function_call" else content_role, "content": content}
-    content_role, content = _reply_content(value, raw, what)
-    return {"role": content_role, "content": content}
+        calls, reasoning = _openai_extras(value, raw, what) if tags["role_tag"] == "role" else ([], None)
+        reply = _reply_message(value.get(tags["content_tag"]), raw, what, calls, reasoning)
+        return {**reply, "role": "function_call" if role == "function_call" else reply["role"]}
+    return _reply_message(value, raw, what)
 
 
 def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
@@ -435,7 +478,7 @@ def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, 
         raise RecordError(f"{raw.where}: the conversation ends with a {msgs[-1]['role']} message; "
                           f"{stage} needs it to end with the assistant's reply.")
     for i, m in enumerate(msgs):
-        if m["role"] in REPLY_ROLES and not m["content"].strip():
+        if m["role"] in REPLY_ROLES and is_empty_reply(m):
             raise RecordError(f"{raw.where}: assistant turn {i // 2} is empty; remove the record or fill in the answer.")
     if stage == "kto" and sample["kto_tag"] is None:
         raise RecordError(f"{raw.where}: kto needs a desirable/undesirable label; map it with columns.kto_tag in '{attr.name}'.")

@@ -121,12 +121,27 @@ def split_train_eval(dataset, val_size: float, seed: int):
 
 def _load_many(names: list[str], cfg, ctx: ProcessContext, stage: str):
     attrs = resolve_datasets(names, cfg.dataset_dir)
+    for attr in attrs:  # every dataset's kind before the first is read
+        check_kind_fits_stage(attr, stage)
     parts, reports = [], []
     for attr in attrs:
         ds, report = load_one(attr, cfg, ctx, stage)
         parts.append(ds)
         reports.append(report)
     return _mix(parts, cfg), reports
+
+
+#: stages that train on one reply per sample, which preference data (a chosen and a rejected reply) does not have
+_SINGLE_REPLY_STAGES = ("pt", "sft", "kto")
+
+
+def check_kind_fits_stage(attr: DatasetAttr, stage: str) -> None:
+    """Preference data (``ranking: true``) given to a stage that trains on single replies is refused by dataset
+    before a record is read, instead of a per-record error that does not say what is wrong."""
+    if attr.ranking and stage in _SINGLE_REPLY_STAGES:
+        raise DataError(f"Dataset '{attr.name}' is preference data (\"ranking\": true in dataset_info.json: chosen and "
+                        f"rejected replies), which stage {stage} does not train on; use it with stage: dpo or rm, or "
+                        f"choose a dataset of {'texts' if stage == 'pt' else 'conversations'} for {stage}.")
 
 
 def _mix(parts, cfg):
@@ -144,6 +159,8 @@ def _mix(parts, cfg):
 
 
 def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str:
+    from .mm_plugins.settings import set_options
+
     template_sig = ctx.template.chat_template_jinja() if hasattr(ctx.template, "chat_template_jinja") else None
     return fingerprint({
         "source": source_signature(attr.path) if attr.load_from == "file" else [attr.path, attr.split, attr.subset],
@@ -151,7 +168,8 @@ def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str
         "stage": stage, "template": [cfg.template, repr(template_sig)],
         "tokenizer": tokenizer_signature(ctx.tokenizer),
         "options": tokenization_options(cfg),
-        "media": [cfg.media_dir, media_options(cfg)] if ctx.mm is not None else None,
+        "media": [cfg.media_dir, media_options(cfg), set_options(cfg), tokenized_cache._processor_signature(
+            cfg.model_name_or_path)] if ctx.mm is not None else None,  # the folder's settings apply unless set
     })
 
 
@@ -159,6 +177,7 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
     """Tokenize one dataset (or load it from the cache); returns ``(dataset, report)``."""
     import datasets
 
+    check_kind_fits_stage(attr, stage)
     key = _fingerprint(attr, cfg, ctx, stage)
     entry = cache_root() / key
     if (entry / "report.json").is_file() and not cfg.overwrite_cache:

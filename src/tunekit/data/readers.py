@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -52,9 +53,26 @@ def read_records(attr: DatasetAttr, cache_dir: str | None = None, bad_records: s
     raise DataError(f"{attr.describe()}: loading from '{attr.load_from}' is not supported; download the file and use file_name.")
 
 
-def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
+def _check_readable(path: Path) -> None:
+    """A missing file, a symlink loop or a file that is not a regular file (a named pipe, a device, a socket would
+    block or never end) is a :class:`DataError` naming the file, before anything opens it."""
+    if path.is_symlink():
+        try:
+            path.resolve(strict=True)
+        except RuntimeError:  # Python 3.10-3.12 report a loop this way, 3.13 as OSError(ELOOP)
+            raise DataError(f"Data file {path} is a symbolic link that loops back on itself; point it at a real file.") from None
+        except OSError as exc:
+            why = "loops back on itself" if exc.errno == 40 else f"points at {os.readlink(path)!r}, which does not exist"
+            raise DataError(f"Data file {path} is a symbolic link that {why}; point it at a real file.") from None
     if not path.exists():
         raise DataError(f"Data file {path} does not exist (check file_name in dataset_info.json and dataset_dir).")
+    if not (path.is_dir() or path.is_file()):
+        raise DataError(f"Data file {path} is not a regular file (a named pipe, device or socket); "
+                        f"tunekit reads data only from files and folders: save the data to a file.")
+
+
+def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
+    _check_readable(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
         if not files:
@@ -181,6 +199,9 @@ def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     text = path.read_text(encoding=ENCODING)
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise DataError(f"Data file {path} nests its lists or objects too deeply to be records "
+                        f"(more than {sys.getrecursionlimit()} levels); a record is a flat object of fields.") from None
     except json.JSONDecodeError as exc:
         # A .json file holding one object per line is common: accept it as jsonl.
         if exc.msg.startswith("Extra data") and text.lstrip().startswith("{"):
@@ -208,8 +229,9 @@ def _read_jsonl(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
                 continue
             try:
                 rec = json.loads(line.rstrip("\r\n"))  # (so an error's column counts within the line)
-            except json.JSONDecodeError as exc:
-                problem = f"Data file {path}, line {i + 1} is not valid JSON: {exc.msg} (column {exc.colno})"
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                problem = f"Data file {path}, line {i + 1} is not valid JSON: {why}"
                 if bad_records != "skip":
                     raise DataError(f"{problem}. Fix the line, or set bad_records: skip to skip it (it is then "
                                     f"listed in preprocessing_report.json).") from None

@@ -13,6 +13,12 @@ the model's own folder, unchanged:
   generated template renders text only (an ``<image>`` placeholder stays text), so it is not written for a
   multimodal model; training ids equal the official template's rendering (tests/test_vlm_*.py).
 
+The media settings training used go with them (:func:`trained_media_settings`): a media option set for the run
+(``image_min_pixels`` ..., in the export config or recorded in the adapter's / run folder's ``tunekit_config.yaml``)
+is written into the copied Qwen-VL processor files (image ``size``, video ``fps`` / ``max_frames``), so the exported
+folder's processor, ``tunekit chat`` and plain transformers expand media as training did; options left unset (the
+folder's own settings, ``data.mm_plugins.settings``) leave the files unchanged.
+
 A tunekit run folder (full or freeze fine-tuning) holds weights, config and tokenizer but no processor files; they,
 and the official template, then come from the base model its run started from (``model_name_or_path`` in the
 folder's ``tunekit_config.yaml``, or in its parent's for a ``checkpoint-N``). Quantized export of these models
@@ -127,6 +133,44 @@ def official_chat_template(source: str, cfg, tokenizer) -> str | None:
                                          revision=cfg.model_revision).chat_template
 
 
+def trained_media_settings(cfg) -> dict[str, Any]:
+    """The media options set for the model being exported: the export config's, else those recorded (not null) in the
+    ``tunekit_config.yaml`` of its adapters (the last first) or of the model folder (a full fine-tuning run)."""
+    from ..data.mm_plugins.settings import set_options
+
+    return set_options(cfg, model_folder=True)
+
+
+def processor_edits(cfg, files: dict[str, str], settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{file name: {key: value}}`` written over the copied processor files so they hold ``settings``: Qwen-VL's image
+    ``size`` and video ``fps`` / ``max_frames`` (the other families' processors have no such keys: a pixel option of
+    theirs resizes images before the processor, which the exported folder cannot say, and the export warns)."""
+    import json
+    import logging
+
+    from ..data.mm_plugins import FAMILIES
+
+    edits: dict[str, dict[str, Any]] = {}
+    image = {k: settings[o] for k, o in (("shortest_edge", "image_min_pixels"), ("longest_edge", "image_max_pixels"))
+             if o in settings}
+    video = {k: settings[o] for k, o in (("fps", "video_fps"), ("max_frames", "video_maxlen")) if o in settings}
+    if FAMILIES.get(cfg.template or "") not in ("qwen2_vl", "qwen3_vl"):
+        if image:
+            logging.getLogger(__name__).warning(
+                "image_min_pixels / image_max_pixels resized images before the %s processor in training; the exported "
+                "folder's processor does not (it has no such setting): resize images the same way at inference.",
+                cfg.template)
+        return edits
+    if image and "preprocessor_config.json" in files:
+        saved = json.loads(Path(files["preprocessor_config.json"]).read_text(encoding="utf-8"))
+        size = {**(saved.get("size") or {}), **image}
+        edits["preprocessor_config.json"] = {"size": size, **{old: size[new] for old, new in (
+            ("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")) if old in saved and new in size}}
+    if video and "video_preprocessor_config.json" in files:
+        edits["video_preprocessor_config.json"] = video
+    return edits
+
+
 def media_export(cfg, model, tokenizer) -> dict[str, Any] | None:
     """For a multimodal model: what :func:`write_processor` needs (and provenance records); None for a text model."""
     from ..model.multimodal import is_multimodal_config
@@ -134,17 +178,28 @@ def media_export(cfg, model, tokenizer) -> dict[str, Any] | None:
     if not is_multimodal_config(model.config):
         return None
     source, files = processor_source(cfg)
+    settings = trained_media_settings(cfg)
     return {"model_class": type(model).__name__, "processor_source": source, "processor_files": sorted(files),
-            "paths": files, "chat_template": official_chat_template(source, cfg, tokenizer)}
+            "paths": files, "chat_template": official_chat_template(source, cfg, tokenizer),
+            "media_settings": settings, "edits": processor_edits(cfg, files, settings)}
 
 
 def write_processor(media: dict[str, Any], out: Path) -> None:
-    """Copy the processor files into ``out`` (the tokenizer, with the official template, is saved by the caller)."""
+    """Copy the processor files into ``out`` with the settings training used written over them (``media["edits"]``);
+    the tokenizer, with the official template, is saved by the caller."""
+    import json
+
     for name, path in media["paths"].items():
         shutil.copyfile(path, out / name)
+        if media.get("edits", {}).get(name):
+            data = json.loads((out / name).read_text(encoding="utf-8"))
+            (out / name).write_text(json.dumps({**data, **media["edits"][name]}, indent=2) + "\n", encoding="utf-8")
 
 
 def provenance_entry(media: dict[str, Any] | None) -> dict[str, Any] | None:
     if media is None:
         return None
-    return {k: media[k] for k in ("model_class", "processor_source", "processor_files")}
+    entry = {k: media[k] for k in ("model_class", "processor_source", "processor_files")}
+    if media.get("media_settings"):  # the media options training set (written into the processor files)
+        entry["media_settings"] = media["media_settings"]
+    return entry

@@ -155,7 +155,7 @@ def _tunekit_prompt(path: Path, tokenizer, provenance: dict, tmp: Path) -> dict[
     template = load_template(cfg, tokenizer)
     plugin = load_plugin(cfg, cfg.template)
     audio = "images" not in plugin.MEDIA and "audios" in plugin.MEDIA
-    media = _synthetic_audio(tmp, cfg.audio_sampling_rate) if audio else _synthetic_image(tmp)
+    media = _synthetic_audio(tmp, plugin.sampling_rate) if audio else _synthetic_image(tmp)
     tag, text = ("<audio>", AUDIO_PROMPT) if audio else ("<image>", IMAGE_PROMPT)
     images = [] if audio else [str(media)]
     audio_texts = plugin.audio_expansions([str(media)], "verify") if audio else []
@@ -174,7 +174,7 @@ def _tunekit_prompt(path: Path, tokenizer, provenance: dict, tmp: Path) -> dict[
     text_ids = tokenizer(render(turns, []), add_special_tokens=False)["input_ids"]
     return {"kind": "audio" if audio else "image", "file": media, "text": text, "ids": ids, "inputs": inputs,
             "one_token_text": None if audio else render(messages, [1]), "text_ids": text_ids,
-            "rate": cfg.audio_sampling_rate, "system": system, "thinking": thinking}
+            "rate": plugin.sampling_rate if audio else None, "system": system, "thinking": thinking}
 
 
 def _processor_prompt(processor, tmp: Path, report: dict) -> dict[str, Any] | None:

@@ -3,11 +3,15 @@
 ``tunekit chat``, ``tunekit api``, ``tunekit predict`` and the web board's Chat tab all go through
 :class:`ChatEngine`, so a model answers the same everywhere (same prompt text, same stop tokens).
 
-Concurrency: a ``ChatEngine`` holds one model; generation is **serialized** by ``ChatEngine.lock``
-(a ``threading.Lock`` held from the first token to the last, released when a stream ends or is closed).
-Concurrent API requests therefore queue and never mix outputs; batching happens only inside
-:meth:`ChatEngine.generate_batch` (predict), which takes the same lock. :meth:`Generation.cancel` (any thread)
-ends a generation at its next token: the API calls it when a client goes away or the server stops.
+Concurrency: a ``ChatEngine`` holds one model; generations **take turns** on it (``ChatEngine.lock``, a
+:class:`tunekit.infer.turns.Turns`): one runs at a time, first come first served, and a running one hands its turn
+on every few tokens while others wait, so concurrent API requests interleave (a short reply is never stuck
+behind a long one) and never mix outputs (each keeps its own cache and random state). Batching happens only
+inside :meth:`ChatEngine.generate_batch` (predict), which holds one whole turn. A composite model (vision-language,
+omni: ``config.sub_configs``) keeps generation state on its modules between steps (Qwen2-VL's ``rope_deltas``),
+so there a generation holds its turn from its first token to its last (``ChatEngine.interleaves`` is False).
+:meth:`Generation.cancel` (any thread) ends a generation at its next token, or while it waits for its turn: the
+API calls it when a client goes away or the server stops.
 
 Randomness: a reply is sampled from fresh randomness unless a seed is given (the call's ``seed``, else the
 ``generation_seed`` option); reply ``i`` of ``n`` uses :func:`choice_seed` (seed + i), so the ``n`` replies are
@@ -26,6 +30,7 @@ from typing import Any, Iterator, Sequence
 from ..errors import ConfigError, EnvironmentProblem
 from .media_prompt import family_template
 from .stops import StopText
+from .turns import QUANTUM, RandomState, Turns
 
 #: per-call generation options (None = the config's value)
 GEN_OPTIONS = ("max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty", "do_sample", "num_beams",
@@ -95,17 +100,25 @@ class _IdStreamer:
         self.queue.put(None)
 
 
-def _cancel_criteria(event: threading.Event):
+def _turn_criteria(event: threading.Event, turns: Turns, who: Any, interleave: bool = True):
     import torch
     from transformers import StoppingCriteria
 
-    class Cancel(StoppingCriteria):
-        """Stops ``generate`` when the consumer is done (stop string found, client gone)."""
+    class TakeTurns(StoppingCriteria):
+        """Stops ``generate`` when the consumer is done (stop string found, client gone); every ``QUANTUM`` tokens
+        hands the turn on to the generations that wait (keeping this one's random state for its next turn)."""
+
+        steps = 0
 
         def __call__(self, input_ids, scores, **kwargs):
+            self.steps += 1
+            if interleave and self.steps % QUANTUM == 0 and turns.waiting() and not event.is_set():
+                state = RandomState()
+                if turns.share(who, event.is_set):
+                    state.restore()
             return torch.full((input_ids.shape[0],), event.is_set(), dtype=torch.bool, device=input_ids.device)
 
-    return Cancel()
+    return TakeTurns()
 
 
 class Generation:
@@ -144,8 +157,7 @@ class Generation:
         return Response(self.text, self.prompt_tokens, self.completion_tokens, self.finish_reason)
 
     def __iter__(self) -> Iterator[str]:
-        with self.engine.lock:
-            yield from self._run()
+        yield from self._run()
 
     def _run(self) -> Iterator[str]:
         import torch
@@ -153,7 +165,6 @@ class Generation:
         eng = self.engine
         if self._cancel.is_set():
             return
-        self.seed_used = _apply_seed(self.seed)
         streamer, cancel = _IdStreamer(), self._cancel
         errors: list[BaseException] = []
         inputs = torch.tensor([self.prompt_ids], device=eng.device)
@@ -162,17 +173,21 @@ class Generation:
 
         def work() -> None:
             try:
+                if not eng.lock.acquire(self, cancel.is_set):  # cancelled while waiting for the first turn
+                    return
+                self.seed_used = _apply_seed(self.seed)
                 with torch.inference_mode():
                     out = eng.model.generate(
                         input_ids=inputs, attention_mask=torch.ones_like(inputs), eos_token_id=eng.stop_ids,
                         pad_token_id=eng.pad_id, use_cache=True, streamer=None if beams else streamer,
-                        stopping_criteria=[_cancel_criteria(cancel)], **media, **self.kwargs,
+                        stopping_criteria=[_turn_criteria(cancel, eng.lock, self, eng.interleaves)], **media, **self.kwargs,
                     )
                 if beams:
                     streamer.queue.put(out[0, inputs.shape[1]:].tolist())
             except BaseException as exc:  # re-raised in the consumer thread
                 errors.append(exc)
-            finally:
+            finally:  # the model is free as soon as generate returns, however slowly the consumer reads
+                eng.lock.release(self)
                 streamer.end()
 
         stop = StopText(self.stops)
@@ -220,9 +235,9 @@ class ChatEngine:
         from ..data.pipeline import load_template
         from ..model.loader import load_model, load_tokenizer
 
-        self.lock = threading.Lock()
+        self.lock = Turns()  # generations take turns on the model (module docstring)
         # held while the tokenizer encodes: a fast tokenizer's split_special_tokens is shared state, and the API renders
-        # media prompts in worker threads while the event loop renders text ones
+        # prompts in worker threads
         self.encode_lock = threading.RLock()
         if tokenizer is None:
             tokenizer = load_tokenizer(cfg, padding_side="left")
@@ -245,6 +260,8 @@ class ChatEngine:
             if _cuda() and next(model.parameters()).device.type == "cpu" and getattr(model, "hf_quantizer", None) is None:
                 model.to("cuda")
         self.model, self.tokenizer = model, tokenizer
+        # generations interleave token by token unless the model keeps generation state on its modules (docstring)
+        self.interleaves = not getattr(getattr(model, "config", None), "sub_configs", None)
         self.device = next(model.parameters()).device
         self.stop_ids, self.text_stops = self._stops()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
@@ -294,6 +311,14 @@ class ChatEngine:
         config = getattr(self.model, "config", None)
         value = getattr(config, "max_position_embeddings", None) if config is not None else None
         return int(value) if isinstance(value, int) and value > 0 else None
+
+    @property
+    def most_chars_per_token(self) -> int:
+        """The characters of the tokenizer's longest token (a byte-level token: its bytes), so a prompt of more than
+        ``context_length × this`` characters cannot fit, whatever its text (the API refuses it without tokenizing)."""
+        if getattr(self, "_most_chars", None) is None:
+            self._most_chars = max((len(t) for t in self.tokenizer.get_vocab()), default=0)
+        return self._most_chars
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

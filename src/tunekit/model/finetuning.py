@@ -1,4 +1,8 @@
-"""Apply the fine-tuning method: full, freeze (train the last layers), or LoRA and its variants through PEFT.
+"""Apply the fine-tuning method: full, freeze (train the last layers), or LoRA and its variants and OFT through PEFT.
+
+What may train is one selection for every method (``model/trainable.py``): a vision-language model's frozen parts
+(``freeze_*``) get no adapter and no gradient, and :func:`~tunekit.model.trainable.check_frozen` refuses any method
+that would train one.
 
 ``apply_finetuning(model, cfg)`` returns the model to train (a ``PeftModel`` for LoRA); for inference
 (``is_trainable=False``) every adapter in ``adapter_name_or_path`` is loaded and merged.
@@ -10,12 +14,10 @@ import re
 from typing import Any
 
 from ..errors import ConfigError, ModelError
+from .trainable import (adapted_layers, adapter_targets, check_frozen, freeze_by_parts, freeze_tuning_scope, modules_to_save,
+                        split_names)
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
-
-
-def _split(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
 def apply_finetuning(model, cfg, is_trainable: bool = True):
@@ -27,18 +29,16 @@ def apply_finetuning(model, cfg, is_trainable: bool = True):
             p.requires_grad_(False)
         return model
     if cfg.finetuning_type in ("lora", "oft"):
-        return _apply_lora(model, cfg, adapters)
+        model = _apply_lora(model, cfg, adapters)
+        check_frozen(model, cfg)  # every method, whatever it did: nothing of a frozen part trains (model/trainable.py)
+        return model
     for path in adapters:  # full/freeze on top of an adapter: merge it first
         model = _merge_adapter(model, path)
-    from .multimodal import apply_freeze, is_multimodal_config, plugin_class
-
-    if cfg.finetuning_type == "full" and is_multimodal_config(model.config) and plugin_class(cfg) is not None:
-        apply_freeze(model, cfg, plugin_class(cfg))  # freeze_vision_tower / _multi_modal_projector / _language_model
-    elif cfg.finetuning_type == "full":
-        for p in model.parameters():
-            p.requires_grad_(True)
+    if cfg.finetuning_type == "full":
+        freeze_by_parts(model, cfg)  # a VLM's freeze_vision_tower / _multi_modal_projector / _language_model
     else:
         _apply_freeze(model, cfg)
+    check_frozen(model, cfg)
     if not getattr(cfg, "pure_bf16", False):  # pure_bf16: no fp32 master weights
         _upcast_trainable(model)
     return model
@@ -47,6 +47,9 @@ def apply_finetuning(model, cfg, is_trainable: bool = True):
 def _merge_adapter(model, path: str):
     from peft import PeftModel
 
+    from .pickles import check_adapter_folder
+
+    check_adapter_folder(path)  # a crafted adapter_model.bin: a one-line error naming it
     try:
         return PeftModel.from_pretrained(model, path).merge_and_unload()
     except (OSError, ValueError) as exc:
@@ -80,9 +83,7 @@ def _apply_freeze(model, cfg) -> None:
     """Freeze-tuning: the last (or first) ``freeze_trainable_layers`` layers train. In a vision-language model these
     are the language model's layers; its vision tower and projector train as ``freeze_vision_tower`` /
     ``freeze_multi_modal_projector`` say (as in full fine-tuning)."""
-    from .multimodal import freeze_scope
-
-    lm_parts, media_trained = freeze_scope(model, cfg)
+    lm_parts, media_trained = freeze_tuning_scope(model, cfg)
     config = model.config.get_text_config() if lm_parts else model.config
     n = num_layers(config)
     if cfg.freeze_trainable_layers == 0 or abs(cfg.freeze_trainable_layers) > n:
@@ -94,8 +95,8 @@ def _apply_freeze(model, cfg) -> None:
         ids = set(llama_pro_layer_ids(n, cfg.freeze_trainable_layers))
     else:
         ids = set(trainable_layer_ids(n, cfg.freeze_trainable_layers))
-    modules = _split(cfg.freeze_trainable_modules)
-    extras = _split(cfg.freeze_extra_modules)
+    modules = split_names(cfg.freeze_trainable_modules)
+    extras = split_names(cfg.freeze_extra_modules)
     layer_children: set[str] = set()
     all_names: set[str] = set()
     for name, _ in model.named_parameters():
@@ -128,47 +129,17 @@ def _apply_freeze(model, cfg) -> None:
         p.requires_grad_(train)
 
 
-def linear_module_names(model) -> list[str]:
-    import torch
-
-    names = set()
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) or type(module).__name__ in ("Linear4bit", "Linear8bitLt", *PREQUANTIZED_LINEAR):
-            names.add(name.split(".")[-1])
-    return sorted(names)
-
-
-# Linear layers of pre-quantized bases that are not torch.nn.Linear (peft's "all-linear" does not see them): aqlm.
-PREQUANTIZED_LINEAR = ("QuantizedLinear",)
-
-
-def _prequantized_linear_names(model) -> list[str]:
-    """For lora_target: all on a pre-quantized base: every quantized linear layer's name (the LM head is never one)."""
-    return sorted({name.split(".")[-1] for name, module in model.named_modules() if type(module).__name__ in PREQUANTIZED_LINEAR})
-
-
 def lora_config(cfg, model) -> Any:
     from peft import LoraConfig, TaskType
 
-    from .multimodal import is_multimodal_config, lora_targets, plugin_class
-
-    if cfg.lora_target.strip() == "all" and is_multimodal_config(model.config) and plugin_class(cfg) is not None:
-        targets: Any = lora_targets(model, cfg, plugin_class(cfg))  # the unfrozen parts' linear layers only
-    elif cfg.lora_target.strip() == "all":
-        targets = _prequantized_linear_names(model) or "all-linear"
-    else:
-        targets = _split(cfg.lora_target)
-        available = linear_module_names(model)
-        missing = [t for t in targets if t not in available]
-        if missing:
-            raise ConfigError(f"lora_target names {', '.join(missing)}, which are not linear layers of this model; "
-                              f"available: {', '.join(available)} (or lora_target: all).")
+    targets = adapter_targets(model, cfg, "lora_target")  # the one selection: nothing inside a frozen part
+    check_lora_rank(cfg.lora_rank, adapted_layers(model, targets))
     init: Any = True
     if cfg.pissa_init:
         init = "pissa" if cfg.pissa_iter == -1 else f"pissa_niter_{cfg.pissa_iter}"
     return LoraConfig(
         task_type=TaskType.CAUSAL_LM, r=cfg.lora_rank, lora_alpha=cfg.resolved_lora_alpha, lora_dropout=cfg.lora_dropout,
-        target_modules=targets, modules_to_save=_split(cfg.additional_target) or None, use_rslora=cfg.use_rslora,
+        target_modules=targets, modules_to_save=modules_to_save(model, cfg), use_rslora=cfg.use_rslora,
         use_dora=cfg.use_dora, init_lora_weights=init,
     )
 
@@ -178,15 +149,42 @@ def oft_config(cfg, model) -> Any:
     orthogonal matrix on its input (``oft_rank`` blocks, or blocks of ``oft_block_size``), identity at the start."""
     from peft import OFTConfig, TaskType
 
-    targets: Any = "all-linear"
-    if cfg.oft_target.strip() != "all":
-        targets, available = _split(cfg.oft_target), linear_module_names(model)
-        missing = [t for t in targets if t not in available]
-        if missing:
-            raise ConfigError(f"oft_target names {', '.join(missing)}, which are not linear layers of this model; "
-                              f"available: {', '.join(available)} (or oft_target: all).")
+    targets = adapter_targets(model, cfg, "oft_target")  # the one selection: nothing inside a frozen part
+    check_oft_blocks(cfg, adapted_layers(model, targets))
     return OFTConfig(task_type=TaskType.CAUSAL_LM, r=cfg.oft_rank, oft_block_size=cfg.oft_block_size, target_modules=targets,
-                     module_dropout=cfg.module_dropout, modules_to_save=_split(cfg.additional_target) or None)
+                     module_dropout=cfg.module_dropout, modules_to_save=modules_to_save(model, cfg))
+
+
+def _widths(layers: dict[str, tuple[int, int]]) -> str:
+    shapes = sorted(set(layers.values()))
+    return ", ".join(f"{i}x{o}" for i, o in shapes[:8]) + (f" and {len(shapes) - 8} more" if len(shapes) > 8 else "")
+
+
+def check_lora_rank(rank: int, layers: dict[str, tuple[int, int]]) -> None:
+    """A LoRA update B A of a d_in x d_out layer has rank at most min(d_in, d_out): a lora_rank above that for every
+    adapted layer only adds parameters (and memory) that cannot learn anything more; refused before any is created."""
+    usable = max((min(shape) for shape in layers.values()), default=rank)
+    if rank > usable:
+        raise ConfigError(f"lora_rank {rank} is larger than any adapted layer can use: a LoRA update of a d_in x d_out layer "
+                          f"has rank at most min(d_in, d_out), and the adapted layers are {_widths(layers)} (in x out); "
+                          f"set lora_rank to at most {usable}.")
+
+
+def check_oft_blocks(cfg, layers: dict[str, tuple[int, int]]) -> None:
+    """OFT splits each adapted layer's input into blocks: oft_block_size (or oft_rank, the number of blocks) must divide
+    every input width, or peft silently picks another size per layer (a warning, and not the run that was asked for)."""
+    option, value = ("oft_block_size", cfg.oft_block_size) if cfg.oft_rank == 0 else ("oft_rank", cfg.oft_rank)
+    widths = sorted({shape[0] for shape in layers.values()})
+    bad = [w for w in widths if w % value or value > w]
+    if bad:
+        import math
+
+        common = math.gcd(*widths)
+        fits = [d for d in range(1, common + 1) if common % d == 0]
+        raise ConfigError(f"{option} {value} does not divide the input width of every adapted layer (widths "
+                          f"{', '.join(map(str, widths))}; not {', '.join(map(str, bad))}): peft would change it layer by "
+                          f"layer. Set {option} to a divisor of all of them ({', '.join(map(str, fits))}), or narrow "
+                          f"oft_target.")
 
 
 def _apply_lora(model, cfg, adapters: list[str]):
@@ -202,6 +200,9 @@ def _apply_lora(model, cfg, adapters: list[str]):
     if cfg.use_gradient_checkpointing:
         model.enable_input_require_grads()
     if resume:
+        from .pickles import check_adapter_folder
+
+        check_adapter_folder(resume)  # a crafted adapter_model.bin: a one-line error naming it
         try:
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:

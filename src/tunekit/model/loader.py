@@ -330,6 +330,22 @@ def limit_checkpointed_layers(model, count: int) -> int:
     return min(count, len(layers))
 
 
+def check_loaded_weights(info: dict, path: str, architecture: str, allowed: bool) -> None:
+    """The weights in ``path`` must be those of its config's architecture: weights the architecture has and the folder
+    lacks would start random (``missing_keys``), the folder's weights it has no place for would be dropped
+    (``unexpected_keys``), both with only transformers' load report as a notice. Refused, naming the counts and a few
+    keys, unless ``allow_new_weights`` says the difference is intended (a model extended by a new part, on purpose)."""
+    missing, unexpected = sorted(map(str, info.get("missing_keys") or ())), sorted(map(str, info.get("unexpected_keys") or ()))
+    if allowed or not (missing or unexpected):
+        return
+    parts = [f"{len(keys)} {what} (e.g. {', '.join(keys[:3])})" for keys, what in
+             ((missing, "weights it needs are missing and would start random"),
+              (unexpected, "weights in the folder have no place in it and would be dropped")) if keys]
+    raise ModelError(f"the weights in {path} do not belong to its config.json's architecture ({architecture}): "
+                     f"{'; '.join(parts)}. Check that config.json and the weight files come from the same model, or set "
+                     f"allow_new_weights: true if the difference is intended.")
+
+
 def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
 
@@ -346,22 +362,29 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     try:
         from .multimodal import model_class  # AutoModelForImageTextToText for vision-language models
 
-        model = model_class(config).from_pretrained(
+        model, info = model_class(config).from_pretrained(
             path, config=config, dtype=dtype, attn_implementation=attention_implementation(cfg),
             quantization_config=quantization_config(cfg, dtype), trust_remote_code=cfg.trust_remote_code,
             revision=cfg.model_revision, cache_dir=cfg.cache_dir, low_cpu_mem_usage=cfg.low_cpu_mem_usage,
+            output_loading_info=True,
         )
     except OSError as exc:
         if is_local_path(path):
             raise ModelError(f"Could not load the weights in {path} ({str(exc).splitlines()[0][:300]}).") from None
         raise ModelError(_hub_hint(path, exc)) from None
     except (pickle.UnpicklingError, EOFError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and "ignore_mismatched_sizes" in str(exc):  # shapes other than config.json's
+            raise ModelError(f"the weights in {path} do not belong to its config.json's architecture "
+                             f"({', '.join(config.architectures or [config.model_type])}): some have other shapes than "
+                             f"the config gives them (transformers' load report above lists them). Check that config.json "
+                             f"and the weight files come from the same model.") from None
         pickles = sorted(f.name for f in Path(path).glob("*.bin")) if is_local_path(path) else []
         if not pickles or (isinstance(exc, RuntimeError) and not re.search(r"PytorchStreamReader|torch\.load|pickle|zip archive", str(exc))):
             raise
         raise ModelError(f"{', '.join(pickles)} in {path} cannot be read as weights ({type(exc).__name__}): truncated, "
                          f"corrupted, or a pickle that needs code to run, which tunekit never does (weights-only loading). "
                          f"Re-download it, or re-save the model as safetensors where it was made.") from None
+    check_loaded_weights(info, path, type(model).__name__, getattr(cfg, "allow_new_weights", False))
     embeddings = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 under ZeRO-3 (partitioned)
     if cfg.resize_vocab or cfg.add_special_tokens or len(tokenizer) > embeddings:
         if len(tokenizer) > embeddings or cfg.resize_vocab:

@@ -31,6 +31,7 @@ from typing import Any
 from tunekit.errors import ModelError
 
 from .tiny_config import DEFAULT_MAX_POSITIONS, _make_config, shrink_config  # noqa: F401 (re-exported)
+from .tiny_names import family_of_name
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "resources" / "corpus"
 
@@ -156,18 +157,17 @@ FAMILIES: dict[str, Family] = {
                                          "attn_logit_softcapping": 50.0}),
     "gemma3_text": Family("gemma3_text", "gemma", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6,
                                                    "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 128}),
+    # mixture of experts (a name's "a3b" word): Qwen3-30B-A3B / -235B-A22B, Qwen1.5-MoE-A2.7B / Qwen2-57B-A14B
+    "qwen3_moe": Family("qwen3_moe", "qwen3", {"tie_word_embeddings": False, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+                                               "attention_bias": False, "rope_theta": 1000000.0, "num_experts": 128,
+                                               "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+                                               "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []}),
+    "qwen2_moe": Family("qwen2_moe", "qwen", {"tie_word_embeddings": False, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+                                              "rope_theta": 1000000.0, "num_experts": 64, "num_experts_per_tok": 8,
+                                              "moe_intermediate_size": 2560, "shared_expert_intermediate_size": 20480,
+                                              "norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                                              "use_sliding_window": False}),
 }
-
-# Names people write for a model -> family key. Checked in order, on the lower-cased name.
-_ALIASES: list[tuple[str, str]] = [
-    (r"qwen3", "qwen3"),
-    (r"qwen(2|1\.5|-?1\.5|2\.5)?", "qwen2"),
-    (r"gemma-?3", "gemma3_text"),
-    (r"gemma-?2", "gemma2"),
-    (r"gemma", "gemma"),
-    (r"mistral|ministral", "mistral"),
-    (r"llama|yi-|deepseek-r1-distill-llama", "llama"),
-]
 
 # model_type (from a config.json) -> tokenizer family, for model types not in FAMILIES.
 _TOKENIZER_OF_TYPE: list[tuple[str, str]] = [
@@ -199,17 +199,7 @@ def resolve_like(like: str | os.PathLike | None) -> Resolved:
     path = Path(like)
     if path.is_dir() or path.suffix == ".json" or os.sep in str(like) and path.exists():
         return _resolve_config_path(path)
-    key = str(like).strip().lower()
-    if key in FAMILIES:
-        fam = FAMILIES[key]
-    else:
-        name = key.rsplit("/", 1)[-1]
-        fam = next((FAMILIES[f] for pat, f in _ALIASES if re.match(pat, name)), None)
-        if fam is None:
-            raise ModelError(
-                f"tiny-model: unknown family '{like}'. Use one of {', '.join(family_names())}, a model name "
-                "such as 'qwen2.5-7b' or 'llama-3.1-8b', or a path to a config.json / model folder."
-            )
+    fam = FAMILIES[family_of_name(like, FAMILIES)]  # read strictly: a variant tunekit cannot build is refused
     return Resolved({"model_type": fam.model_type, **fam.config}, TOKENIZERS[fam.tokenizer], str(like))
 
 
@@ -396,6 +386,30 @@ def build_tiny_model(
     model.save_pretrained(out)
     check_tokenizer_roundtrip(out, tokenizer)
     return out
+
+
+def prepare_out_dir(out_dir: str | os.PathLike, overwrite: bool) -> None:
+    """``tunekit tiny-model``'s output folder: missing or empty, or (``overwrite``) a model folder whose contents are
+    removed first, so no file of another model stays next to the new one. Anything else is refused, nothing touched."""
+    import shutil
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ModelError(f"tiny-model: {out} is a file, not a folder: choose a folder to write the model into.")
+    entries = sorted(out.iterdir()) if out.is_dir() else []
+    if not entries:
+        return
+    if not overwrite:
+        raise ModelError(f"tiny-model: {out} exists and is not empty ({len(entries)} entries, e.g. {entries[0].name}): "
+                         f"choose a new or empty folder, or pass --overwrite to replace the model in it.")
+    if not (out / "config.json").is_file():
+        raise ModelError(f"tiny-model: --overwrite replaces a model folder (one with config.json), and {out} has none: "
+                         f"choose a new or empty folder; nothing was removed.")
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def describe(folder: str | os.PathLike) -> str:

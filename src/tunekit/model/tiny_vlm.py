@@ -24,7 +24,8 @@ from pathlib import Path
 
 from tunekit.errors import ModelError
 
-from .tiny import (DEFAULT_MAX_POSITIONS, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, _set_tokenizer_class,
+from . import tiny_names
+from .tiny import (DEFAULT_MAX_POSITIONS, FAMILIES, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, _set_tokenizer_class,
                    build_tokenizer, check_tokenizer_roundtrip)
 
 #: the special tokens of the Qwen VL tokenizers (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): Qwen's, then the vision ones
@@ -48,33 +49,8 @@ QWEN2_VL_CHAT_TEMPLATE = (
     "<|im_start|>assistant\n{% endif %}"
 )
 
-#: --like name -> (model_type, vision config of the tiny model)
-VLM_FAMILIES = {
-    "qwen2-vl": "qwen2_vl",
-    "qwen2_vl": "qwen2_vl",
-    "qwen2.5-vl": "qwen2_5_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3-vl": "qwen3_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen2-audio": "qwen2_audio",
-    "qwen2_audio": "qwen2_audio",
-    "llava": "llava",
-    "llava-1.5": "llava",
-    "llava1.5": "llava",
-    "llava-next": "llava_next",
-    "llava_next": "llava_next",
-    "llava-1.6": "llava_next",
-    "llava-next-mistral": "llava_next_mistral",  # LLaVA-NeXT on Mistral (tiny_vlm_llava_next)
-    "llava_next_mistral": "llava_next_mistral",
-    "llava-next-llama3": "llava_next_llama3",
-    "llava_next_llama3": "llava_next_llama3",
-    "gemma3": "gemma3",
-    "gemma-3-vl": "gemma3",
-    "smolvlm": "smolvlm",
-    "smolvlm2": "smolvlm",
-    "idefics3": "idefics3",
-    "smolvlm1": "idefics3",
-}
+#: --like name -> model_type (one table, shared with the text builder's name check: tiny_names)
+VLM_FAMILIES = tiny_names.VLM_FAMILIES
 #: model_type -> "module:builder" of a family built by its own module, called as ``builder(out_dir, like, seed, sizes)``
 BUILDERS = {"qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl", "qwen2_audio": "tiny_audio:build_tiny_qwen2_audio",
             "llava": "tiny_vlm_families:build_tiny_llava_or_gemma3", "llava_next": "tiny_vlm_families:build_tiny_llava_or_gemma3",
@@ -183,7 +159,7 @@ def build_tiny_vlm(
 
     key = like.strip().lower()
     if key not in VLM_FAMILIES:
-        raise ModelError(f"tiny-model: unknown vision-language family '{like}'; known: {', '.join(sorted(VLM_FAMILIES))}.")
+        raise tiny_names.refuse(like, "not a vision-language family tunekit builds", FAMILIES)
     model_type = VLM_FAMILIES[key]
     sizes = TinySizes(hidden_size, num_layers, num_heads, num_kv_heads, vocab_size, max_position_embeddings)
     if model_type in BUILDERS:

@@ -184,11 +184,25 @@ def build_tiny_llava_or_gemma3(out_dir: str | os.PathLike, like: str = "llava", 
     text = _text_config("gemma3_text" if gemma else "llama", shape, model_vocab, ids, fam, sizes.max_position_embeddings)
     config = _config(family, text, ids)
     model = tiny_vlm.random_model(AutoModelForImageTextToText, config, seed, fam, ids, bos_token_id=ids[fam.bos])
+    if gemma:
+        _draw_gemma3_projection(model, seed)
     model.save_pretrained(out)
     _processor(family, tokenizer, template).save_pretrained(out)  # processor_config.json + tokenizer + template
     check_tokenizer_roundtrip(out, tokenizer)
     _check_processor(out, family)
     return out
+
+
+def _draw_gemma3_projection(model, seed: int) -> None:
+    """transformers initialises Gemma 3's ``mm_input_projection_weight`` to zeros (a pretrained checkpoint overwrites
+    it), which would make every image embedding 0: the images would change nothing and no gradient would reach the
+    vision tower. The tiny model draws it like its other weights (normal, std 0.02, from ``seed``)."""
+    import torch
+
+    weight = model.model.multi_modal_projector.mm_input_projection_weight
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        weight.copy_(torch.randn(weight.shape, generator=generator) * 0.02)
 
 
 def _check_processor(out: Path, family: str) -> None:

@@ -283,7 +283,7 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
     plugin = plugin_for(model_type) if is_multimodal_config(hf_cfg) else None
     auto = model_class(hf_cfg) if plugin is not None else AutoModelForCausalLM
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), outside_zero3_init():
             model = auto.from_config(hf_cfg, dtype=torch.bfloat16)
     except Exception as exc:  # an architecture without a causal-LM head, remote code, ...
         raise ModelError(f"Cannot build {name} ({model_type}) as a causal LM on the meta device: {exc}") from None
@@ -293,6 +293,23 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
 
     lm = shape_from_model(name, model, within=plugin.LANGUAGE_MODEL + ("lm_head",))
     return replace(lm, model_type=model_type, vision=vision_shape_from_model(model, plugin))
+
+
+def outside_zero3_init():
+    """A context in which ``from_config`` builds the model as it is: not under ``deepspeed.zero.Init``. Once a ZeRO-3
+    config is live in the process (``TrainingArguments`` with ``deepspeed``, as when ``tunekit train`` decides
+    ``gradient_checkpointing: auto``), transformers builds every model under it, and partitioning meta tensors fails
+    ("Cannot copy out of meta tensor"). The planner's model is a meta-device layout that never trains: it is built with
+    transformers' own switch (``modeling_utils.set_zero3_state``, which marks zero.Init as already entered)."""
+    import contextlib
+
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    if not is_deepspeed_zero3_enabled():
+        return contextlib.nullcontext()
+    from transformers.modeling_utils import set_zero3_state
+
+    return set_zero3_state()
 
 
 def _under(name: str, within) -> bool:
@@ -402,3 +419,15 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
 def load_shape(model_config: str | None, model_name_or_path: str | None) -> ModelShape:
     name, config = read_config_json(model_config, model_name_or_path)
     return shape_from_config(name, config)
+
+
+def training_shape(cfg) -> ModelShape:
+    """The shape of the model ``tunekit train`` is about to load: a folder or built-in name as :func:`load_shape` reads
+    it, a hub id of another model from the config.json training fetches next (the hub or its cache, ``revision`` and
+    ``cache_dir`` included: ``model.loader.load_model_config``)."""
+    from ..model.loader import is_local_path, load_model_config
+
+    path = cfg.model_name_or_path
+    if not path or is_local_path(path) or find_builtin(path) is not None:
+        return load_shape(None, path)
+    return shape_from_config(_norm_name(path), text_only(load_model_config(cfg).to_dict()))

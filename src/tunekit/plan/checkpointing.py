@@ -21,8 +21,9 @@ checkpointed layer holds only its input (``hidden x tokens`` of the residual str
 backward needs (plan/activations.py counts both), so the planned peak falls linearly with each layer checkpointed.
 That holds on a GPU as on a CPU: recompute is FLOPs, and memory left unused buys nothing.
 
-Everything else (a model the planner cannot read, no model path yet, an error while planning) keeps
-checkpointing on: the safe choice. ``gradient_checkpointing: true/false`` (or LLaMA-Factory's
+A plan that cannot be made (a model the planner cannot read, no model path yet, an error while planning) is a
+ConfigError naming why, never a silent choice: the planner works under every engine (a live ZeRO-3 config included,
+``architectures.outside_zero3_init``), and the user settles what it cannot. ``gradient_checkpointing: true/false`` (or LLaMA-Factory's
 ``disable_gradient_checkpointing: true``) skip the decision. The decision is a pure function of the
 config, the model's config.json, the device model and the tokenized rows (the same on every rank), so every rank
 of a job takes the same one.
@@ -138,9 +139,9 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None,
 
 
 def _decision(cfg, gpu, world_size, longest_row) -> CheckpointingDecision:
-    from ..errors import TunekitError
     from ..env import env_world_size
-    from .architectures import load_shape
+    from ..errors import ConfigError, TunekitError
+    from .architectures import training_shape
     from .gpus import detect_gpu
     from .training_setup import memory_seq_len, resolve_setup
 
@@ -151,7 +152,7 @@ def _decision(cfg, gpu, world_size, longest_row) -> CheckpointingDecision:
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, world // max(1, nodes))
     try:
         seq, source = memory_seq_len(cfg, longest_row)
-        shape, setup = load_shape(None, cfg.model_name_or_path), resolve_setup(cfg, world, nodes, seq)
+        shape, setup = training_shape(cfg), resolve_setup(cfg, world, nodes, seq)
         if shape.vision is not None:  # a VLM: one image of image_max_pixels per sample (`tunekit plan` reads the data)
             from .vision import assumed_media
 
@@ -160,4 +161,5 @@ def _decision(cfg, gpu, world_size, longest_row) -> CheckpointingDecision:
         return planned_at(decide_for(shape, setup, gpu, local), setup, source)
     except (TunekitError, OSError, ValueError, KeyError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return CheckpointingDecision(True, None, None, "", f"the memory plan could not be made ({first}), so it stays on")
+        raise ConfigError(f"gradient_checkpointing: auto decides from the memory plan of {cfg.model_name_or_path}, which "
+                          f"could not be made ({first}): set gradient_checkpointing: true or false.") from None

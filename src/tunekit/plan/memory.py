@@ -76,29 +76,7 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     c: dict[str, float] = {k: 0.0 for k in ("base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights")}
     cpu = 0.0
     if setup.zero_stage is not None:
-        s = setup.zero_stage
-        mixed = setup.compute_bytes == 2
-        w16 = (2 if mixed else 4) * P_t
-        master = 4 * P_t if mixed else 0.0
-        opt = optimizer_state_bytes(setup, counts, shape, 4)
-        grads_lp = (2 if mixed else 4) * P_t
-        grads_fp32 = 4 * P_t if mixed else 0.0
-        if s >= 3:
-            frozen /= N
-            w16 /= N
-        if s >= 1:
-            master /= N
-            opt /= N
-            grads_fp32 /= N
-        if s >= 2:
-            grads_lp /= N
-        if setup.offload_optimizer and s >= 1:
-            cpu += (master + opt + grads_fp32) * N / setup.nodes * DS_ABF
-            master = opt = grads_fp32 = 0.0
-        if setup.offload_params and s >= 3:
-            cpu += (frozen + w16) * N / setup.nodes * DS_ABF
-            frozen = w16 = 0.0
-        c.update(base_weights=frozen, trainable_params=w16, gradients=grads_lp + grads_fp32, optimizer_states=opt, master_weights=master)
+        c, cpu = zero_state_bytes(shape, setup, counts, frozen)
     else:
         opt = optimizer_state_bytes(setup, counts, shape, tb)
         weights, grads = tb * P_t, tb * P_t
@@ -118,15 +96,63 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     return c, cpu, notes
 
 
+def zero_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, frozen: float) -> tuple[dict[str, float], float]:
+    """DeepSpeed's model states per device and on the host (per node), placed where DeepSpeed 0.19.8 allocates them
+    (docs/memory-model.md section 2, "Sharding"; ``tests/test_plan_zero_offload.py`` checks them against DeepSpeed's
+    own estimators). 16-bit gradients: ZeRO-1 keeps each parameter's whole ``.grad`` until the boundary reduction;
+    ZeRO-2 copies its partition into ``grads_in_partition`` on the GPU, or straight into the fp32 gradients on the host
+    under optimizer offload (``stage_1_and_2.copy_grads_in_partition``); ZeRO-3 reduces into
+    ``grad_partitions_flat_buffer`` on ``self.device``: the host under optimizer offload (``stage3.py
+    _setup_for_real_optimizer``). Optimizer offload also keeps on the host ZeRO-1/2's 16-bit copy of the partition
+    (``param_buffer_of_bit16_for_cpu_offload_groups``) and, with gradient accumulation, its 16-bit accumulated
+    gradients (``accumulated_grads_in_cpu``)."""
+    s, N, P_t = setup.zero_stage, max(1, setup.shards), counts.trainable
+    mixed = setup.compute_bytes == 2
+    b16 = 2 if mixed else 4
+    w16, grads_lp = b16 * P_t, b16 * P_t
+    master, grads_fp32 = (4 * P_t, 4 * P_t) if mixed else (0.0, 0.0)
+    if s >= 1 and not mixed:  # fp32 weights: ZeRO-1/2 still clone the fp32 partition and flatten its gradients into a
+        # new fp32 tensor at the step; ZeRO-3 shares its partition (copies it only to the host) but keeps the fp32
+        # gradient buffer (stage_1_and_2.py __init__ / step, stage3.py _create_fp32_partitions / initialize_optimizer_states)
+        grads_fp32 = 4 * P_t
+        master = 4 * P_t if s <= 2 or setup.offload_optimizer else 0.0
+    opt = optimizer_state_bytes(setup, counts, shape, 4)
+    if s >= 3:
+        frozen, w16 = frozen / N, w16 / N
+    if s >= 1:
+        master, opt, grads_fp32 = master / N, opt / N, grads_fp32 / N
+    if s >= 2:
+        grads_lp /= N
+    host = 0.0  # per rank
+    if setup.offload_optimizer and s >= 1:
+        host += master + opt + grads_fp32
+        master = opt = grads_fp32 = 0.0
+        if s >= 2:  # ZeRO-2: no 16-bit partition at all (into the fp32 gradients); ZeRO-3: the 16-bit one on the host
+            host, grads_lp = host + (grads_lp if s >= 3 else 0.0), 0.0
+        if s <= 2:
+            host += b16 * P_t / N * (2 if setup.grad_accum > 1 else 1)
+    if setup.offload_params and s >= 3:
+        host += frozen + w16
+        frozen = w16 = 0.0
+    c = dict(base_weights=frozen, trainable_params=w16, gradients=grads_lp + grads_fp32, optimizer_states=opt,
+             master_weights=master)
+    return c, host * N / setup.nodes * DS_ABF
+
+
 def distributed_buffer_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> float:
     h = shape.hidden
     if setup.zero_stage is not None:
         bucket = setup.ds_reduce_bucket if setup.ds_reduce_bucket is not None else h * h  # HF "auto": hidden^2
         if setup.zero_stage in (1, 2):
-            return bucket * 2 * (2 if setup.ds_overlap_comm else 1)  # 16-bit IPG bucket(s), allocated even for LoRA
+            ipg = bucket * 2 * (2 if setup.ds_overlap_comm else 1)  # 16-bit IPG bucket(s), allocated even for LoRA
+            # optimizer offload: temp_grad_buffer_for_gpu_offload, the largest trainable parameter in 16 bits
+            staging = 2 * counts.largest_trainable_tensor if setup.offload_optimizer else 0.0
+            return ipg + staging
         if setup.zero_stage >= 3:
             live = min(setup.ds_max_live, max(shape.largest_module_params, shape.layer_params + 0.9 * h * h))
-            return 2 * live + 2 * shape.hidden * shape.vocab  # gathered params + lm_head gathered at the loss
+            # gathered params + lm_head gathered at the loss + the 16-bit IPG bucket (contiguous_gradients, on the GPU
+            # with or without offload: stage3.py _setup_for_real_optimizer)
+            return 2 * live + 2 * shape.hidden * shape.vocab + 2 * bucket
         return 0.0
     if setup.fsdp in ("full_shard", "shard_grad_op"):
         return 3 * 2 * shape.layer_params + 2 * max(shape.embed_params, shape.lm_head_params)

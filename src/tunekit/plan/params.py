@@ -66,17 +66,17 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
 
     from .vision_memory import count_vision
 
-    if setup.finetuning_type == "oft":
-        raise ConfigError(f"finetuning_type oft is not planned for the vision-language model {shape.name}: use "
-                          "finetuning_type lora, freeze or full with freeze_vision_tower / freeze_multi_modal_projector / "
-                          "freeze_language_model.")
+    if setup.finetuning_type == "oft" and not (setup.vision_freeze[0] and setup.vision_freeze[1]):
+        raise ConfigError(f"finetuning_type oft is planned for the language model of the vision-language model "
+                          f"{shape.name} only (its vision tower and projector frozen): set freeze_vision_tower and "
+                          "freeze_multi_modal_projector to true, or use finetuning_type lora, freeze or full.")
     L = shape.layers
     if lm_frozen(shape, setup):
         linear = shape.linear_params_per_layer * L
         lm = ParamCounts(0, 0, linear, sum(lin.out_features for lin in shape.linears) * L, shape.total_params - linear,
                          0, (), (), 0)
-    elif setup.vision_freeze[2] and setup.finetuning_type == "lora" and setup.lora_targets is None:
-        lm = _count_lm(shape, setup.with_(lora_targets=()))  # lora_target all: no adapter on a frozen language model
+    elif setup.vision_freeze[2] and setup.finetuning_type == "lora":
+        lm = _count_lm(shape, setup.with_(lora_targets=()))  # no adapter on a frozen language model (model/trainable.py)
     else:
         lm = _count_lm(shape, setup)
     v = count_vision(shape.vision, setup)

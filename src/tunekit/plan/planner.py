@@ -107,7 +107,7 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     if lengths is not None and num_samples is None:  # pad share and tokens per optimizer step of every batching mode
         from .stats import batching_stats
 
-        result["batching"] = batching_stats(lengths, cfg)
+        result["batching"] = batching_stats(lengths, cfg, world)
 
     # ---- memory
     setup = resolve_setup(cfg, world, n_nodes, s_mem)

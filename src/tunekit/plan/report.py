@@ -196,8 +196,10 @@ def print_batching(batching: dict, console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
+    held = f", val_size {batching['val_size']:g} held out" if batching.get("val_size") else ""
+    ranks = f", {batching['world_size']} ranks" if batching.get("world_size", 1) > 1 else ""
     table = Table(title=f"Batching (batch {batching['batch_size']} x accumulation {batching['gradient_accumulation_steps']}, "
-                        f"per device, one epoch)", title_justify="left")
+                        f"per device{ranks}, one epoch of the training split{held})", title_justify="left")
     # micro-batches per epoch, optimizer steps, pad share, tokens through the model and real tokens per step, largest micro-batch
     for col in ("mode", "batches", "steps", "pad", "tok/step", "real/step", "max batch"):
         table.add_column(col, justify="left" if col == "mode" else "right", no_wrap=col != "mode")

@@ -325,7 +325,7 @@ def batching_summary(rows, batch: int, accum: int = 1, world: int = 1, padding_f
     through = sum(batch_cost(b.tolist(), padding_free, pad_to) for b in micro)
     per_device = math.ceil(len(micro) / max(1, world))
     steps = max(1, per_device // accum + int(per_device % accum > 0))
-    out = {"micro_batches": len(micro), "steps_per_epoch": steps, "real_tokens": real, "model_tokens": int(through),
+    out = {"rows": int(len(arr)), "micro_batches": len(micro), "steps_per_epoch": steps, "real_tokens": real, "model_tokens": int(through),
            "padding_share": round(1 - real / through, 6) if through else 0.0,
            "model_tokens_per_step": round(through / max(1, world) / steps, 1),
            "real_tokens_per_step": round(real / max(1, world) / steps, 1),
@@ -336,34 +336,41 @@ def batching_summary(rows, batch: int, accum: int = 1, world: int = 1, padding_f
 
 
 def mode_comparison(table, stage: str, cutoff: int, batch: int, accum: int = 1, pad_to: int = 8, chunk: int = 1000,
-                    budget: int | None = None, seed: int = 0, packing: bool = False) -> dict[str, dict]:
-    """:func:`batching_summary` of every mode on the same data (``tunekit data stats``; docs/data.md has the figures)."""
-    plain = training_rows(table, stage, cutoff, False, chunk)
-    packed = training_rows(table, stage, cutoff, True, chunk)
+                    budget: int | None = None, seed: int = 0, packing: bool = False, val_size: float = 0.0,
+                    split_seed: int = 0, world: int = 1) -> dict[str, dict]:
+    """:func:`batching_summary` of every mode on the same data (``tunekit data stats``; docs/data.md has the figures),
+    over the rows that train: ``val_size`` held out with the pipeline's split (``split_seed``: the run's ``seed``), the
+    micro-batches dealt to ``world`` ranks, so the steps are those ``tunekit train`` counts."""
+    def rows(packed: bool, pairs: bool = False) -> np.ndarray:
+        return training_rows(table, stage, cutoff, packed, chunk, val_size, split_seed, pairs=pairs)
+
+    plain, packed = rows(False), rows(True)
+    kw = dict(world=world, pad_to=pad_to, seed=seed)
     out = {
-        "padded": batching_summary(plain, batch, accum, pad_to=pad_to, seed=seed),
-        "padded + group_within_step": batching_summary(plain, batch, accum, pad_to=pad_to, regroup=True, seed=seed),
-        "group_by_length": batching_summary(plain, batch, accum, pad_to=pad_to, group=True, seed=seed),
-        "packing": batching_summary(packed, batch, accum, pad_to=pad_to, seed=seed),
-        "padding_free": batching_summary(plain, batch, accum, padding_free=True, seed=seed),
+        "padded": batching_summary(plain, batch, accum, **kw),
+        "padded + group_within_step": batching_summary(plain, batch, accum, regroup=True, **kw),
+        "group_by_length": batching_summary(plain, batch, accum, group=True, **kw),
+        "packing": batching_summary(packed, batch, accum, **kw),
+        "padding_free": batching_summary(plain, batch, accum, world=world, padding_free=True, seed=seed),
     }
     if stage not in REGROUPED_STAGES:  # kto's KL estimate is per micro-batch: its batches are never regrouped
         del out["padded + group_within_step"]
     if budget:  # over the rows the run has: packed rows when packing is on; dpo / rm: [chosen, rejected] per pair
-        rows = training_rows(table, stage, cutoff, False, chunk, pairs=True) if stage in ("dpo", "rm") else (
-            packed if packing else plain)
-        out[f"max_tokens_per_batch {budget}"] = batching_summary(rows, batch, accum, pad_to=pad_to, budget=budget, seed=seed)
-        out[f"max_tokens_per_batch {budget} + padding_free"] = batching_summary(rows, batch, accum, padding_free=True,
-                                                                                 budget=budget, seed=seed)
+        rows_b = rows(False, pairs=True) if stage in ("dpo", "rm") else (packed if packing else plain)
+        out[f"max_tokens_per_batch {budget}"] = batching_summary(rows_b, batch, accum, budget=budget, **kw)
+        out[f"max_tokens_per_batch {budget} + padding_free"] = batching_summary(rows_b, batch, accum, world=world,
+                                                                                 padding_free=True, budget=budget, seed=seed)
     return out
 
 
-def batching_stats(table, cfg) -> dict[str, Any]:
-    """The ``batching`` block of ``data stats`` / ``plan``: every mode compared, and which one ``cfg`` configures."""
+def batching_stats(table, cfg, world: int = 1) -> dict[str, Any]:
+    """The ``batching`` block of ``data stats`` / ``plan``: every mode compared, and which one ``cfg`` configures, on
+    the split that trains (``val_size`` held out unless ``eval_dataset`` is separate) over ``world`` ranks."""
     mode = batching_mode(cfg.use_packing, cfg.neat_packing, cfg.padding_free)
+    val_size = 0.0 if cfg.eval_dataset else cfg.val_size
     modes = mode_comparison(table, cfg.stage, cfg.cutoff_len, cfg.per_device_train_batch_size,
                             cfg.gradient_accumulation_steps, cfg.pad_to_multiple_of, cfg.preprocessing_batch_size,
-                            cfg.max_tokens_per_batch, cfg.data_seed or cfg.seed, cfg.use_packing)
+                            cfg.max_tokens_per_batch, cfg.data_seed or cfg.seed, cfg.use_packing, val_size, cfg.seed, world)
     configured = "packing" if mode == "neat_packing" else mode
     if mode == "padded" and cfg.group_by_length:
         configured = "group_by_length"
@@ -372,4 +379,5 @@ def batching_stats(table, cfg) -> dict[str, Any]:
     if cfg.max_tokens_per_batch:
         configured = f"max_tokens_per_batch {cfg.max_tokens_per_batch}" + (" + padding_free" if cfg.padding_free else "")
     return {"configured": configured, "max_tokens_per_batch": cfg.max_tokens_per_batch, "batch_size": cfg.per_device_train_batch_size,
-            "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "modes": modes}
+            "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "world_size": world, "val_size": val_size,
+            "modes": modes}

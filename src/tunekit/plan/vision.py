@@ -2,7 +2,7 @@
 
 A :class:`VisionShape` is read off the real transformers model built on the ``meta`` device, split into the
 parts the family plugin declares (``tunekit.data.mm_plugins``: ``VISION_TOWER``, ``PROJECTOR``), so weights
-and trainable counts are exact. Which parameters train mirrors ``tunekit.model.multimodal``:
+and trainable counts are exact. Which parameters train mirrors ``tunekit.model.trainable``:
 
 - full: every parameter of an unfrozen part (``freeze_vision_tower`` / ``freeze_multi_modal_projector``);
 - LoRA ``lora_target: all``: adapters on the ``nn.Linear`` layers of the unfrozen parts (the LM head never);
@@ -219,16 +219,20 @@ def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int
                      source="assumed per sample: 1 audio of 30 s (the encoder's padded length)")
     if not v.patch_size and not v.fixed_tokens and not v.tower:
         return Media(source=f"{v.family}: media tokens not assumed without data (measure the data for them)")
+    from ..data.mm_plugins.settings import used_settings
+
+    used = used_settings(cfg, folder, qwen=bool(v.patch_size and not v.tower))  # the folder's, unless options are set
     n_img = 1 if images is None else images
-    if image_size is None:
-        side = int(math.isqrt(cfg.image_max_pixels))
+    if image_size is None:  # unset image_max_pixels without the processor's own limit: LLaMA-Factory's 768²
+        side = int(math.isqrt(used["image_max_pixels"] or 768 * 768))
         image_size = (side, side)
-    grid = (image_size[0], image_size[1], cfg.image_min_pixels, cfg.image_max_pixels)
+    grid = (image_size[0], image_size[1], used["image_min_pixels"], used["image_max_pixels"])
     ip, it = image_grid(v, *grid, folder) if n_img else (0, 0)
     n_vid = videos or 0
-    frames = cfg.video_maxlen if video_seconds is None else max(1, min(cfg.video_maxlen, math.floor(video_seconds * cfg.video_fps)))
-    side = int(math.isqrt(cfg.video_max_pixels))
-    vp, vt = video_grid(v, frames, side, side, cfg.video_max_pixels, cfg.video_min_pixels, folder) if n_vid else (0, 0)
+    maxlen = used["video_maxlen"]
+    frames = maxlen if video_seconds is None else max(1, min(maxlen, math.floor(video_seconds * used["video_fps"])))
+    side = int(math.isqrt(used["video_max_pixels"] or 256 * 256))  # unset: frames assumed 256x256
+    vp, vt = video_grid(v, frames, side, side, used["video_max_pixels"], used["video_min_pixels"], folder) if n_vid else (0, 0)
     what = f"{n_img} image(s) of {image_size[1]}x{image_size[0]}" + (f", {n_vid} video(s) of {frames} frames" if n_vid else "")
     return Media(n_img, it, ip, n_vid, vt, vp, source=f"assumed per sample: {what}")
 

@@ -56,7 +56,8 @@ def encoder_dims(model, plugin, cfg) -> dict:
 def fitted_size(height: int, width: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """``(height, width)`` after LLaMA-Factory's resize into the pixel limits (``mm_plugins.hf_processor.fit_pixels``:
     the area scaled down to ``max_pixels`` or up to ``min_pixels``), without making the image."""
-    for limit, outside in ((max_pixels, height * width > max_pixels), (min_pixels, height * width < min_pixels)):
+    for limit, outside in ((max_pixels, max_pixels is not None and height * width > max_pixels),
+                           (min_pixels, min_pixels is not None and height * width < min_pixels)):  # None: unset
         if outside:
             factor = math.sqrt(limit / (height * width))
             height, width = max(1, int(height * factor)), max(1, int(width * factor))

@@ -1,5 +1,5 @@
 """Trainable parameters and activation bytes of a VLM's vision tower and projector (derivation: docs/memory-model.md,
-section "Vision tower"). Parameters as ``tunekit.model.multimodal`` trains them (module docstring of ``plan/vision.py``);
+section "Vision tower"). Parameters as ``tunekit.model.trainable`` trains them (module docstring of ``plan/vision.py``);
 activations per image patch, checked on CPU against what autograd saves (``tests/test_plan_vlm.py``)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def count_vision(v: VisionShape, setup: Setup) -> VisionCounts:
     elif setup.finetuning_type == "lora":
         layers = v.linears if setup.lora_targets is None else v.linears + v.convs
         for part, name, fin, fout in layers:
-            hit = part not in frozen if setup.lora_targets is None else name.split(".")[-1] in setup.lora_targets
+            hit = part not in frozen and (setup.lora_targets is None or name.split(".")[-1] in setup.lora_targets)
             if hit:
                 adapted.add(name)
                 lora += setup.lora_rank * (fin + fout) + (fout if setup.use_dora else 0)

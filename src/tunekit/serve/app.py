@@ -7,14 +7,19 @@ lone UTF-16 surrogates in a string) or an unusable conversation (empty, wrong ro
 read or that cannot be decoded (:mod:`tunekit.serve.media`), options the template cannot honour, a prompt that does not fit the model's context, ``max_tokens`` above
 ``api_max_tokens`` or the room the context leaves), 404 unknown model or route, 413 body larger than
 ``max_body_bytes`` or a media item larger than ``api_max_media_mb``, 422 a body that does not match the request schema (wrong types, out-of-range integers,
-``"stream": "yes"``, ...), 429 (with ``Retry-After``) when the generation slot stays busy, 503 while the server
+``"stream": "yes"``, ...), 429 (with ``Retry-After``) when the server stays busy, 503 while the server
 stops, 500 (still JSON) for a bug.
 
-Concurrency: one request generates at a time (the *slot*; the engine's lock serializes generation too), so
-concurrent requests never mix outputs. A request waits for the slot at most ``api_queue_timeout`` seconds
-and at most ``api_max_queue`` requests wait; otherwise 429. A generation stops at its next token when its
-client disconnects (streaming or not), when a streamed chunk waits longer than ``api_stream_timeout`` for the
-client to read it, or when the server is stopped (SIGTERM/SIGINT: :func:`stop_generations`).
+Concurrency (:mod:`tunekit.serve.admission`): ``1 + api_max_queue`` requests are served at once and their
+generations take turns on the model every few tokens (:mod:`tunekit.infer.turns`), so no request (a long reply,
+``n`` choices, a huge prompt, a client that stops reading) holds the model while others wait, and outputs never
+mix (a vision-language model, whose generations cannot interleave, serves one request at a time). A request that
+finds every place taken waits for one at most ``api_queue_timeout`` seconds and at most ``api_max_queue``
+requests wait; otherwise 429. Bodies are refused by size before they are parsed, text that cannot fit the context
+before it is tokenized; bodies are parsed and prompts tokenized in worker threads, never on the event loop. A
+generation stops at its next token when its client disconnects (streaming or not), when a streamed chunk waits
+longer than ``api_stream_timeout`` for the client to read it, or when the server is stopped (SIGTERM/SIGINT:
+:func:`stop_generations`).
 
 Request text is encoded with special-token parsing off unless ``api_parse_special_tokens`` (see
 :mod:`tunekit.infer.untrusted`).
@@ -23,7 +28,6 @@ Request text is encoded with special-token parsing off unless ``api_parse_specia
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,13 +37,13 @@ from fastapi import Request  # module level: FastAPI resolves the string annotat
 
 from ..errors import TunekitError
 from ..infer.engine import choice_seed
-from .media import MediaPolicy, is_media_part, media_source, render_with_media, sources_of
+from .admission import Places, check_prompt_size, default_body_bytes, render_prompt
+from .media import MediaPolicy, is_media_part, media_source
 from .protocol import MAX_DEPTH, ChatCompletionRequest, ChatMessage
 from .request_checks import APIError, authorized, parse_json
 from .streaming import GuardedStream, drain, drain_watching
 from .toolcalls import extract_tool_calls
 
-DEFAULT_MAX_BODY = 4 * 2**20
 
 
 @dataclass
@@ -131,66 +135,30 @@ def _tool_calls(calls: list[tuple[str, str]]) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------ the app
-class _Slot:
-    """One generation at a time; waiting requests are bounded in number and in time (then 429)."""
-
-    def __init__(self, limits: Limits):
-        self.limits = limits
-        self.waiting = 0
-        self._lock = None
-
-    async def acquire(self) -> None:
-        import anyio
-
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        try:  # free: take it without a checkpoint (with api_queue_timeout 0 a timed wait would never get it)
-            self._lock.acquire_nowait()
-            return
-        except anyio.WouldBlock:
-            pass
-        if self.waiting >= self.limits.max_queue:
-            raise self._busy(f"{self.waiting} request(s) are already waiting (api_max_queue: {self.limits.max_queue})")
-        self.waiting += 1
-        try:
-            with anyio.move_on_after(self.limits.queue_timeout):
-                await self._lock.acquire()
-                return
-        finally:
-            self.waiting -= 1
-        raise self._busy(f"it stayed busy for {self.limits.queue_timeout:g} s (api_queue_timeout)")
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def _busy(self, why: str) -> APIError:
-        err = APIError(429, f"The server is busy generating for another request and {why}; retry later.",
-                       type_="rate_limit_error", code="server_busy")
-        err.headers = {"Retry-After": str(max(1, math.ceil(self.limits.queue_timeout)))}
-        return err
-
-
 @dataclass
 class _Served:
-    """What the routes share: the engine, the model's name, the limits, the generation slot and what is in flight."""
+    """What the routes share: the engine, the model's name, the limits, the places and what is in flight."""
 
     engine: Any
     model_name: str
     limits: Limits
-    slot: _Slot
+    slot: Places
     created: int
     tool_format: Any
     inflight: set
     state: dict
 
 
-def create_app(engine, model_name: str, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY,
+def create_app(engine, model_name: str, api_key: str | None = None, max_body_bytes: int | None = None,
                limits: Limits | None = None):
     from fastapi import FastAPI
 
     limits = limits or Limits.from_config(engine.cfg)
+    if max_body_bytes is None:
+        max_body_bytes = default_body_bytes(engine.context_length)
     app = FastAPI(title="tunekit OpenAI-compatible API", docs_url=None, redoc_url=None)
-    served = _Served(engine=engine, model_name=model_name, limits=limits, slot=_Slot(limits), created=int(time.time()),
+    places = Places(limits, interleaved=getattr(engine, "interleaves", True))
+    served = _Served(engine=engine, model_name=model_name, limits=limits, slot=places, created=int(time.time()),
                      tool_format=getattr(engine.template, "tool_format", None), inflight=set(), state={"stopping": False})
 
     def stop_generations() -> None:
@@ -270,18 +238,26 @@ def _install_model_routes(app, served: _Served) -> None:
 
 
 async def _read_request(request: Request, max_body_bytes: int, note: str = "") -> ChatCompletionRequest:
-    from pydantic import ValidationError
+    """The body, refused by size before it is read whole (413), then parsed and checked in a worker thread."""
+    import anyio
 
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > max_body_bytes:
         raise APIError(413, f"Request body of {int(length):,} bytes is larger than the limit of {max_body_bytes:,} bytes"
-                            f"{note}.", code="request_too_large")
-    body = b""
+                            f"{note}; send less, or start the server with a larger --max-body-mb.", code="request_too_large")
+    body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > max_body_bytes:
-            raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes{note}.",
+            raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes{note}; send less, or start "
+                                f"the server with a larger --max-body-mb.",
                            code="request_too_large")
+    return await anyio.to_thread.run_sync(_parse_request, bytes(body))
+
+
+def _parse_request(body: bytes) -> ChatCompletionRequest:
+    from pydantic import ValidationError
+
     data = parse_json(body)
     if not isinstance(data, dict):
         raise APIError(400, "The body must be a JSON object.")
@@ -326,6 +302,8 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
+        import anyio
+
         if state["stopping"]:
             raise _shutting_down()
         req = await _read_request(request, max_body_bytes, note)
@@ -336,20 +314,19 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
         tools = req.tools if req.tools and req.tool_choice != "none" else None
         gen = generation_args(req)
         base_seed = req.seed if req.seed is not None else engine.cfg.generation_seed
-        ids, media = None, {}
-        if sources_of(turns):  # decoding and image processing are CPU work: off the event loop (400s as APIError)
-            import anyio
-
-            ids, media = await anyio.to_thread.run_sync(render_with_media, engine, limits.media, turns, system, tools,
-                                                        limits.parse_special_tokens)
-        try:  # render + option checks now, so mistakes are 400s before any streaming starts
-            if ids is None:
-                ids = engine.render(turns, system=system, tools=tools, parse_special_tokens=limits.parse_special_tokens)
+        check_prompt_size(engine, turns, system)  # before any tokenizing, and before a place is taken
+        await served.slot.acquire()
+        try:  # render + option checks now, so mistakes are 400s before any streaming starts; tokenizing (and media
+            # decoding) is CPU work: in a worker thread, inside the request's place
+            ids, media = await anyio.to_thread.run_sync(render_prompt, engine, limits, turns, system, tools)
             gen["max_new_tokens"] = _budget(engine, limits, len(ids), gen["max_new_tokens"])
             generations = [engine.start_ids(ids, media, **{**gen, "seed": choice_seed(base_seed, i)}) for i in range(req.n)]
         except TunekitError as exc:
+            served.slot.release()
             raise APIError(400, str(exc), param="messages") from None
-        await served.slot.acquire()
+        except BaseException:
+            served.slot.release()
+            raise
         served.inflight.update(generations)
         released = False
 

@@ -1,4 +1,5 @@
-"""Run the API with uvicorn: host/port/key/model name from flags, else API_HOST/API_PORT/API_KEY/API_MODEL_NAME."""
+"""Run the API with uvicorn: host/port/key/model name/body limit from flags, else API_HOST/API_PORT/API_KEY/
+API_MODEL_NAME/API_MAX_BODY_MB."""
 
 from __future__ import annotations
 
@@ -13,20 +14,47 @@ class ServeSettings:
     port: int = 8000
     api_key: str | None = None
     model_name: str | None = None
-    max_body_bytes: int = 4 * 2**20
+    max_body_bytes: int | None = None  # None: admission.default_body_bytes (from the model's context)
 
 
 def settings_from_env(**flags) -> ServeSettings:
-    s = ServeSettings(
-        host=os.environ.get("API_HOST") or "127.0.0.1",
-        port=int(os.environ.get("API_PORT") or 8000),
-        api_key=os.environ.get("API_KEY") or None,
-        model_name=os.environ.get("API_MODEL_NAME") or None,
-    )
+    """Settings from the flags given (not None), else from the environment (each checked only when used)."""
+    env = os.environ.get
+    s = ServeSettings(host=env("API_HOST") or "127.0.0.1", api_key=env("API_KEY") or None,
+                      model_name=env("API_MODEL_NAME") or None)
+    if flags.get("port") is None:
+        s.port = port_number(env("API_PORT") or "8000", "API_PORT")
+    if flags.get("max_body_bytes") is None:
+        s.max_body_bytes = body_bytes(env("API_MAX_BODY_MB"), "API_MAX_BODY_MB")
     for key, value in flags.items():
         if value is not None:
             setattr(s, key, value)
     return s
+
+
+def port_number(text: str, where: str) -> int:
+    """A TCP port (1-65535) from ``--port`` / ``API_PORT``; anything else is a named error."""
+    from ..errors import ConfigError
+
+    text = str(text).strip()
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise ConfigError(f"{where} must be a port number from 1 to 65535, got {text!r}.")
+    return int(text)
+
+
+def body_bytes(megabytes: str | None, where: str) -> int | None:
+    """The request body limit in bytes from a number of MB (``--max-body-mb`` / ``API_MAX_BODY_MB``); None: unset."""
+    if not megabytes:
+        return None
+    from ..errors import ConfigError
+
+    try:
+        value = float(megabytes)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{where} must be a positive number of megabytes (e.g. 4), got {megabytes!r}.")
+    return max(1, int(value * 1e6))
 
 
 def default_model_name(cfg) -> str:
@@ -44,8 +72,11 @@ def serve(cfg, settings: ServeSettings) -> None:
 
     engine = ChatEngine(cfg)
     name = settings.model_name or default_model_name(cfg)
+    from .admission import default_body_bytes
+
     limits = Limits.from_config(cfg)
-    body = settings.max_body_bytes if engine.mm is None else limits.media.body_bytes(settings.max_body_bytes)
+    body = settings.max_body_bytes or default_body_bytes(engine.context_length)
+    body = body if engine.mm is None else limits.media.body_bytes(body)
     app = create_app(engine, name, api_key=settings.api_key, max_body_bytes=body, limits=limits)
     if engine.mm is not None:
         folder = limits.media.folder
@@ -53,7 +84,8 @@ def serve(cfg, settings: ServeSettings) -> None:
         print(f"media: {', '.join(engine.mm.MEDIA)} as base64 data: URLs up to {limits.media.max_bytes / 1e6:g} MB each "
               f"(api_max_media_mb); {files}", flush=True)
     print(f"serving '{name}' on http://{settings.host}:{settings.port}/v1 (OpenAI-compatible; "
-          f"{'API key required' if settings.api_key else 'no API key'}); Ctrl+C stops", flush=True)
+          f"{'API key required' if settings.api_key else 'no API key'}; request bodies up to {body / 1e6:g} MB); "
+          f"Ctrl+C stops", flush=True)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=5)
     StoppingServer(config, app.state.stop_generations).run()
 

@@ -52,20 +52,21 @@ def build_training_arguments(cfg, report_to: list[str], **overrides):
 
     from ..errors import ConfigError
 
-    kwargs = training_arguments_kwargs(cfg, report_to)
-    if getattr(cfg, "fp8", False):  # before the model loads: the device, then the backend's package (train/fp8.py)
-        from .fp8 import accelerate_handlers, check_fp8_device, fp8_recipe
+    from .machine import check_machine
 
-        check_fp8_device()
+    check_machine(cfg)  # tunekit train ran all of preflight already; a caller of flow.run_train may not have
+    kwargs = training_arguments_kwargs(cfg, report_to)
+    if getattr(cfg, "fp8", False):  # before the model loads: the backend's package (train/fp8.py)
+        from .fp8 import accelerate_handlers, fp8_recipe
+
         accelerate_handlers(fp8_recipe(cfg))
     if not _accelerator_available():
-        if cfg.fp16:
-            raise ConfigError("fp16 mixed precision needs a GPU and none is visible; on CPU use fp32 (the default) or bf16.")
         if cfg.bf16:
             print("note: bf16 on a CPU without AMX is several times slower than fp32; remove bf16 for CPU runs.", flush=True)
         kwargs["use_cpu"] = True
     kwargs.update(overrides)
     try:
-        return TrainingArguments(**kwargs)
+        with distributed.saying("setting up the engine (on GPUs: waiting for every rank to join)"):
+            return TrainingArguments(**kwargs)
     except ValueError as exc:  # transformers' own validation of the combination
         raise ConfigError(f"Invalid training settings: {exc}") from None

@@ -23,9 +23,11 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..env import env_world_size
 from ..errors import ConfigError, EnvironmentProblem
+from ..model.pickles import check_resume_pickles
 
 MARKER = "tunekit_complete.json"
 RUN_CONFIG = "tunekit_config.yaml"  # = tunekit.config.RESOLVED_CONFIG_NAME (not imported: this module stays light)
@@ -229,7 +231,7 @@ def training_differences(saved: dict, current: dict, saved_world: int | None = N
     if batch_known:
         ignore |= set(_BATCH)
     out = [f"{key}: {saved[key]!r} there, {current[key]!r} here" for key in current
-           if key in saved and key not in ignore and saved[key] != current[key]]
+           if key in saved and key not in ignore and not same_value(saved[key], current[key])]
     if batch_known:
         there = saved[_BATCH[0]] * saved[_BATCH[1]] * saved_world
         here = current[_BATCH[0]] * current[_BATCH[1]] * current_world
@@ -238,6 +240,23 @@ def training_differences(saved: dict, current: dict, saved_world: int | None = N
                        f"{saved[_BATCH[0]]} x {saved[_BATCH[1]]} x {saved_world} = {there} there, "
                        f"{current[_BATCH[0]]} x {current[_BATCH[1]]} x {current_world} = {here} here")
     return out
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal, or text naming the same local files or folders (``tiny`` and ``/work/tiny``, a link and its
+    target; comma-separated lists item by item): a path is compared as a path, a hub id as text."""
+    if a == b:
+        return True
+    if not (isinstance(a, str) and isinstance(b, str)):
+        return False
+    items_a, items_b = [x.strip() for x in a.split(",")], [x.strip() for x in b.split(",")]
+    if len(items_a) != len(items_b):
+        return False
+    try:
+        return all(x == y or (os.path.exists(x) and os.path.exists(y) and os.path.samefile(x, y))
+                   for x, y in zip(items_a, items_b))
+    except OSError:
+        return False
 
 
 def check_same_training(folder: Path, current: dict | None, current_world: int = 1, what: str | None = None) -> None:
@@ -367,6 +386,7 @@ def plan_resume(output_dir: str | Path, resume, deepspeed: bool | None = None, c
         plan = ResumePlan(checkpoint=str(path), step=_trained_step(path),
                           clear=_superseded(out, checkpoint_step(path)) if same_dir else [])
     check_resume_setup(Path(plan.checkpoint), deepspeed)
+    check_resume_pickles(Path(plan.checkpoint))  # a crafted optimizer.pt ...: one line naming it
     check_same_training(Path(plan.checkpoint), current, world_size)
     if plan.clear:
         plan.clear_note = (f"resume: deleting {', '.join(p.name for p in plan.clear)} (after {Path(plan.checkpoint).name}, "

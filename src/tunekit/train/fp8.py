@@ -16,8 +16,8 @@ handler (``kwargs_handlers``):
 
 :func:`fp8_recipe` is the pure decision (tested on CPU); :func:`accelerate_handlers` builds accelerate's objects from
 it and names the extra to install when the backend's package is missing; :class:`Fp8AcceleratorMixin` hands them to
-the Trainer's ``Accelerator``. GPU only: ``train/arguments.py`` refuses fp8 without a CUDA device of compute
-capability 8.9 or newer (Ada, Hopper) before the model loads.
+the Trainer's ``Accelerator``. GPU only: ``train/machine.py`` refuses fp8 without a CUDA device of compute
+capability 8.9 or newer (Ada, Hopper), in ``tunekit train``'s preflight before any process starts.
 """
 
 from __future__ import annotations
@@ -66,23 +66,37 @@ def fp8_module_filter(module, name: str) -> bool:
     return in_features % 16 == 0 and out_features % 16 == 0
 
 
-def accelerate_handlers(recipe: Fp8Recipe) -> list:
-    """accelerate's recipe handler for ``recipe``; a clear error naming what to install when its package is missing."""
+def require_backend(recipe: Fp8Recipe, installed=None) -> None:
+    """A clear error naming what to install when the backend's package is missing (no import: tunekit train's preflight
+    calls it before any process starts); ``installed(module) -> bool`` defaults to "importable"."""
     from ..errors import EnvironmentProblem
 
+    if installed is None:
+        from importlib.util import find_spec
+
+        installed = lambda module: find_spec(module) is not None  # noqa: E731
+    if recipe.backend == "TE" and not installed("transformer_engine"):
+        raise EnvironmentProblem("fp8_backend te needs NVIDIA Transformer Engine (pip install transformer-engine[pytorch], "
+                                 "on a CUDA machine), which is not installed: install it, or use fp8_backend: torchao.")
+    if recipe.backend == "AO" and not installed("torchao"):
+        raise EnvironmentProblem(f"fp8 with fp8_backend torchao (or auto) needs torchao, which is not installed: {INSTALL} "
+                                 f"(the fp8 extra), or use fp8_backend: te, or remove fp8.")
+
+
+def accelerate_handlers(recipe: Fp8Recipe) -> list:
+    """accelerate's recipe handler for ``recipe``; a clear error naming what to install when its package is missing."""
     if recipe.backend == "TE":
         from accelerate.utils import TERecipeKwargs, is_transformer_engine_available
 
-        if not is_transformer_engine_available():
-            raise EnvironmentProblem("fp8_backend te needs NVIDIA Transformer Engine (pip install transformer-engine[pytorch], "
-                                     "on a CUDA machine), which is not installed: install it, or use fp8_backend: torchao.")
+        require_backend(recipe, lambda module: is_transformer_engine_available())
         return [TERecipeKwargs(fp8_format=recipe.fp8_format, amax_history_len=recipe.amax_history_len,
                                amax_compute_algo=recipe.amax_compute_algo)]
     try:
         from torchao.float8 import Float8LinearConfig
     except ImportError:
-        raise EnvironmentProblem(f"fp8 with fp8_backend torchao (or auto) needs torchao, which is not installed: {INSTALL} "
-                                 f"(the fp8 extra), or use fp8_backend: te, or remove fp8.") from None
+        Float8LinearConfig = None
+    if Float8LinearConfig is None:
+        require_backend(recipe, lambda module: False)
     import dataclasses
 
     from accelerate.utils import AORecipeKwargs
@@ -91,21 +105,6 @@ def accelerate_handlers(recipe: Fp8Recipe) -> list:
     if recipe.enable_fsdp_float8_all_gather:
         config = dataclasses.replace(config, enable_fsdp_float8_all_gather=True)
     return [AORecipeKwargs(config=config, module_filter_func=fp8_module_filter)]
-
-
-def check_fp8_device() -> None:
-    """Refuse fp8 without a CUDA GPU that computes in float8 (called before the model loads)."""
-    import torch
-
-    from ..errors import ConfigError
-
-    if not torch.cuda.is_available():
-        raise ConfigError("fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and none is visible; "
-                          "remove fp8 (on CPU train in fp32, the default).")
-    capability = torch.cuda.get_device_capability()
-    if capability < MIN_CAPABILITY:
-        raise ConfigError(f"fp8 training needs a GPU of compute capability 8.9 or newer (Ada, Hopper); this one "
-                          f"({torch.cuda.get_device_name()}) is {capability[0]}.{capability[1]}: remove fp8 and use bf16: true.")
 
 
 class Fp8AcceleratorMixin:

@@ -199,7 +199,8 @@ def build_run(cfg, decide_with_data=None) -> BuiltRun:
     # the random init (adapters, value head) from the seed alone, not from what data preparation drew: the ranks of a
     # ZeRO-3 run reached this point with different RNG states, and ZeRO-3 keeps each rank's own shard of the init
     transformers.set_seed(cfg.seed)
-    model = stage.load_model(cfg, tokenizer) if _REGISTRY[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
+    with distributed.saying(f"loading the model {cfg.model_name_or_path}"):  # a long load says so every minute
+        model = stage.load_model(cfg, tokenizer) if _REGISTRY[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
     trainable, total = count_parameters(model)
     log(f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
         f"({100 * trainable / max(total, 1):.4f}%) | train samples: {len(data.train) if data.train is not None else 0}"
@@ -238,7 +239,9 @@ def write_run_files(cfg, plan, data) -> None:
         log(plan.clear_note)
         apply_clear(plan.clear)
     purge_trash(cfg.output_dir)
-    save_config(cfg, cfg.output_dir)  # the options set for this run first, then the rest, grouped (config/loader.py)
+    # the options set for this run first, then the rest, grouped (config/loader.py); an option the engine's config
+    # replaced (a DeepSpeed optimizer/scheduler block) gets a note saying what ran instead
+    save_config(cfg, cfg.output_dir, notes=distributed.option_notes(cfg))
     write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
 
 

@@ -7,6 +7,8 @@ Widgets only: what they do lives in :class:`tunekit.webui.board.Board`; each tab
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -178,10 +180,12 @@ def _wire_language(page: Page, forms: list) -> None:
 
 
 def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None, lang: str = "en",
-           cwd: str | Path | None = None, block: bool = True, policy=None, max_upload_bytes: int | None = None):
+           cwd: str | Path | None = None, block: bool = True, policy=None, max_upload_bytes: int | None = None,
+           trusted_proxies: list[str] | tuple[str, ...] = ()):
     """Serve the board. Gradio may serve only :attr:`Board.served_dir` (copies of the plots, chat images and
     sample thumbnails), uploads are refused over ``max_upload_bytes`` (default
-    :data:`tunekit.webui.chat.MAX_UPLOAD_BYTES`), and ``/login`` is rate-limited (:mod:`tunekit.webui.ratelimit`)."""
+    :data:`tunekit.webui.chat.MAX_UPLOAD_BYTES`), and ``/login`` is rate-limited (:mod:`tunekit.webui.ratelimit`)
+    by the connection's address: ``X-Forwarded-For`` is believed only from ``trusted_proxies``."""
     import importlib
     import shutil
     import threading
@@ -190,7 +194,7 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
 
     from tunekit.errors import EnvironmentProblem
 
-    from .bind import port_taken_message
+    from .bind import check_trusted_proxies, port_taken_message
     from .ratelimit import LoginRateLimit
 
     # Warm the ML imports while the page loads: the first plan / sample preview / chat is then quick.
@@ -204,14 +208,32 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
     atexit.register(shutil.rmtree, board.served_dir, True)  # the plot copies go with it
     demo = create_app(board, lang)
     demo.queue(default_concurrency_limit=4)
+    proxies = check_trusted_proxies(trusted_proxies)
     try:
-        demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,
-                    ssr_mode=False, prevent_thread_lock=not block, quiet=True, footer_links=["settings"],
-                    max_file_size=board.chat.max_upload_bytes,
-                    allowed_paths=[str(board.served_dir)], app_kwargs={"middleware": [Middleware(LoginRateLimit)]})
+        with _forwarded_allow_ips(proxies):
+            demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,
+                        ssr_mode=False, prevent_thread_lock=not block, quiet=True, footer_links=["settings"],
+                        max_file_size=board.chat.max_upload_bytes, allowed_paths=[str(board.served_dir)],
+                        app_kwargs={"middleware": [Middleware(LoginRateLimit)]})
     except OSError as exc:
         if "port" in str(exc).lower():  # Gradio: "Cannot find empty port in range: 7860-7860 ..."
             raise EnvironmentProblem(port_taken_message(host, port)) from None
         raise
     return demo
 
+
+
+@contextlib.contextmanager
+def _forwarded_allow_ips(proxies: list[str]):
+    """While Gradio builds its server: uvicorn rewrites a request's client from ``X-Forwarded-For`` only for a
+    connection from these addresses (its ``FORWARDED_ALLOW_IPS``, which defaults to loopback: any local
+    process could then pick the address the login limit counts). Empty: no header is believed."""
+    old = os.environ.get("FORWARDED_ALLOW_IPS")
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(proxies)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("FORWARDED_ALLOW_IPS", None)
+        else:
+            os.environ["FORWARDED_ALLOW_IPS"] = old

@@ -50,3 +50,22 @@ def check_exposure(host: str, share: bool, auth, accepted: bool) -> None:
         raise ConfigError(
             f"refusing to serve the board on {where} without a password: anyone who reaches it can start "
             f"jobs. Pass --auth USER:PASSWORD, bind to 127.0.0.1, or pass {ACCEPT_NO_AUTH_FLAG} to accept it.")
+
+
+def check_trusted_proxies(values) -> list[str]:
+    """The ``--trusted-proxy`` addresses (IPs or networks) as given; ConfigError for one that is neither.
+
+    Only a connection from one of them may name the client it forwards (``X-Forwarded-For``): the login
+    limit then counts that client. With none, every client is counted by its connection's address."""
+    import ipaddress
+
+    out = []
+    for value in values or ():
+        text = str(value).strip()
+        try:
+            ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            raise ConfigError(f"--trusted-proxy {value!r} is not an IP address or network: give the reverse proxy's "
+                              f"address, e.g. --trusted-proxy 127.0.0.1 or 10.0.0.0/24.") from None
+        out.append(text)
+    return out

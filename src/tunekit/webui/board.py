@@ -8,6 +8,7 @@ behaviour here is testable without a browser.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any, Mapping
 
 from tunekit.config import Config, build_config
 from tunekit.config.loader import load_yaml_text
-from tunekit.config.secrets import mask_secrets, secret_env, write_options
+from tunekit.config.secrets import (
+    is_secret, job_secret_env, mask_secrets, referenced_var, references_kept, secret_env, write_options,
+)
 from tunekit.errors import ConfigError, TunekitError
 
 from . import backend as adapters
@@ -58,8 +61,10 @@ class Board:
         return self._served_dir
 
     def validate(self, values: Mapping[str, Any]) -> Validation:
-        """The schema's check, then the path policy: a path outside the allowed roots is an error at its field."""
-        check = validate(values)
+        """The schema's check, then the path policy: a path outside the allowed roots is an error at its field.
+        A secret's ``${ENV_VAR}`` stays a reference in the config (the board never expands one)."""
+        with references_kept():
+            check = validate(values)
         if not check.ok:
             return check
         problems = self.policy.problems(check.config.model_dump())
@@ -130,7 +135,8 @@ class Board:
             raise ConfigError(f"{target}: {len(unknown)} unknown option(s): {shown}. "
                               f"See `tunekit train --help` for the options.")
         try:
-            cfg = build_config(data, {k: f"in {target.name}" for k in data})
+            with references_kept():  # the form goes to the browser: a ${VAR} stays a reference
+                cfg = build_config(data, {k: f"in {target.name}" for k in data})
         except ConfigError as exc:
             message = str(exc)
             pieces = {s for k, v in data.items() for s in (str(k), str(v), repr(v))}
@@ -183,8 +189,13 @@ class Board:
             return check, [], [], ""
         if not check.config.model_name_or_path or not check.config.dataset:
             return check, [], [], "⚠ set model_name_or_path, template and dataset to preview samples"
+        from tunekit.data.dataset_info import confined_to
+
+        cfg = check.config.model_copy(update={k: None for k, v in check.config.model_dump().items()
+                                              if is_secret(k) and referenced_var(v)})  # unexpanded: as unset
         try:
-            samples = adapters.preview_samples(check.config, n)
+            with confined_to(self.policy.roots):  # a dataset_info.json changed since the check is held to it too
+                samples = adapters.preview_samples(cfg, n)
         except ImportError as exc:
             return check, [], [], f"⚠ sample preview is not available in this build ({exc})"
         except TunekitError as exc:
@@ -209,7 +220,14 @@ class Board:
         self.secrets.update(secret_env(values))
         masked_form = mask_secrets(dict(form)) if form else None
         return self.runner.start(verb, override_args(mask_secrets(values)), output_dir, form=masked_form, kind=kind,
-                                 env=dict(self.secrets))
+                                 env=self.job_env())
+
+    def job_env(self) -> dict[str, str]:
+        """What a job's environment gets: the secrets typed into the board (and only those may be expanded
+        from a ${VAR} reference: ``$TUNEKIT_SECRET_VARS``), and the roots its data reading is confined to."""
+        from tunekit.data.dataset_info import ROOTS_ENV
+
+        return {**job_secret_env(self.secrets), ROOTS_ENV: os.pathsep.join(str(r) for r in self.policy.roots)}
 
     def start_train(self, form: Mapping[str, Any], kind: str = "train") -> tuple[Validation, Job | None]:
         """Validate, then run ``tunekit train`` with the previewed arguments (one job at a time)."""

@@ -7,6 +7,11 @@ files or to plant code. The rules (see docs/webui.md, "Security model"):
   following symlinks — inside an *allowed root*: the workspace (the folder the board works in), the
   Hugging Face hub cache, and each ``--allow-path DIR`` the person who started the board gave.
   Below a root, no folder or file may start with ``.`` (``~/.ssh``, ``.git``, ``.env``).
+- Every place a dataset names (``dataset_info.json``'s ``file_name`` / ``script_url``, the name as a path) obeys
+  the same rule; its hub fields (``hf_hub_url``, ``ms_hub_url``, ``om_hub_url``) must be hub ids, never local
+  paths, and ``cloud_file_name`` is refused. The board's jobs and its sample preview read data *confined* to
+  the roots (``tunekit.data.dataset_info.confined_to`` / ``$TUNEKIT_DATA_ROOTS``), so a ``dataset_info.json``
+  changed after the check is held to the same rule.
 - "Save config" writes only ``.yaml`` / ``.yml`` / ``.json`` files, only inside the workspace, and
   replaces an existing file only when asked to.
 - Options that run code named by the user (``trust_remote_code``, ``reward_funcs``) are refused unless the
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tunekit.config.engines import DEEPSPEED_PRESETS  # presets are not paths (declared once: z1 was missing here)
-from tunekit.errors import ConfigError
+from tunekit.errors import ConfigError, TunekitError
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_CONFIG_BYTES = 1_000_000
@@ -30,8 +35,9 @@ EXCERPT_CHARS = 24  # the most of a file's text a message quotes
 
 # option -> what it names; "read" paths are opened by the board or its jobs, "write" folders are created
 READ_OPTIONS = ("model_name_or_path", "adapter_name_or_path", "ref_model", "ref_model_adapters", "reward_model",
-                "reward_model_adapters", "dataset_dir", "deepspeed", "fsdp_config", "tokenized_path",
+                "reward_model_adapters", "dataset_dir", "media_dir", "deepspeed", "fsdp_config", "tokenized_path",
                 "resume_from_checkpoint", "export_quantization_dataset")
+DATASET_OPTIONS = ("dataset", "eval_dataset", "export_quantization_dataset")  # names in dataset_info.json, or paths
 WRITE_OPTIONS = ("output_dir", "export_dir", "cache_dir", "swanlab_logdir")
 LIST_OPTIONS = ("adapter_name_or_path", "ref_model_adapters", "reward_model_adapters")  # comma-separated
 CODE_OPTIONS = ("trust_remote_code", "reward_funcs")
@@ -162,37 +168,46 @@ class PathPolicy:
                                         f"`tunekit train` from a shell."))
         dataset_dir = values.get("dataset_dir") or "data"
         if not any(o == "dataset_dir" for o, _ in out):
-            for option in ("dataset", "eval_dataset"):
+            for option in DATASET_OPTIONS:
                 for name in _names(values.get(option)):
-                    for path in _dataset_files(name, dataset_dir, self.workspace):
-                        if not check(option, path, f"Option '{option}': dataset '{excerpt(name, 40)}' file"):
-                            break
+                    problem = self.dataset_problem(option, name, dataset_dir)
+                    if problem:
+                        out.append((option, problem))
         return out
+
+    def dataset_problem(self, option: str, name: str, dataset_dir: str) -> str | None:
+        """Why dataset ``name`` (a dataset_info.json entry, else a path) names a place the board may not read."""
+        from tunekit.data.dataset_info import entry_locations, hub_id_problem, read_dataset_info
+
+        what = f"Option '{option}': dataset '{excerpt(name, 40)}'"
+        ddir = self._resolve(dataset_dir)
+        try:
+            info = read_dataset_info(ddir)
+        except (TunekitError, OSError) as exc:  # nothing is checked, so nothing may be read: refused
+            return f"{what}: {safe_message(str(exc), 1)}"
+        if name in info:
+            places = entry_locations(info[name], ddir)
+        else:  # the name as a path, as resolve_datasets reads it: as given (relative to the workspace), else in dataset_dir
+            p = Path(name).expanduser()
+            places = [("file", "path", str(p))] + ([("file", "path", str(ddir / name))] if not p.is_absolute() else [])
+        for key, kind, value in places:
+            try:
+                if kind == "path":
+                    self.check(value, f"{what} {key}")
+                elif kind == "hub":
+                    problem = hub_id_problem(value, self.workspace)
+                    if problem:
+                        return (f"{what} {key} '{excerpt(value, 80)}' {problem}: the board reads hub datasets by id "
+                                f"only. Register a local file with file_name, inside the workspace.")
+                else:
+                    return (f"{what} {key} is refused: the board does not read cloud files. Download the file into "
+                            f"the workspace and register it with file_name.")
+            except PathRefused as exc:
+                return str(exc)
+        return None
 
 
 def _names(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v).strip() for v in value if str(v).strip()]
     return [n.strip() for n in str(value or "").split(",") if n.strip()]
-
-
-def _dataset_files(name: str, dataset_dir: str, workspace: Path) -> list[str]:
-    """The local files a dataset name stands for: its dataset_info.json entry, or the name as a path."""
-    ddir = Path(dataset_dir).expanduser()
-    ddir = ddir if ddir.is_absolute() else workspace / ddir
-    try:
-        from tunekit.data.dataset_info import read_dataset_info, parse_entry
-
-        info = read_dataset_info(ddir)
-        if name in info:
-            attr = parse_entry(name, info[name], ddir)
-            if attr.load_from == "file":
-                return [attr.path]
-            if attr.load_from == "script" and not re.match(r"^[\w.-]+/[\w.-]+$", attr.path):
-                return [str(ddir / attr.path)]
-            return []
-    except Exception:  # noqa: BLE001 - a broken dataset_info.json: the run words its error; nothing is read here
-        return []
-    p = Path(name).expanduser()
-    # the name as a path, as resolve_datasets reads it: as given (relative to the workspace), else in dataset_dir
-    return [str(p), str(ddir / name)] if not p.is_absolute() else [str(p)]

@@ -54,4 +54,5 @@ class ModelOptions(OptionGroup):
     quantization_type: Literal["nf4", "fp4"] = option("nf4", description="4-bit data type for bitsandbytes.", section="quantization")
     double_quantization: bool = option(True, description="Quantize the 4-bit scales too (bitsandbytes).", section="quantization")
     low_cpu_mem_usage: bool = Field(True, description="Load weights without a random-init copy in memory.")
+    allow_new_weights: bool = Field(False, description="Load a model folder whose weights do not all match its config.json's architecture: weights the folder lacks start random, weights it has no place for are dropped (for a model extended on purpose). Off: such a folder is refused, naming the keys.")
     print_param_status: bool = Field(False, description="Print every parameter's name, shape, dtype and trainable flag after set-up.")

@@ -1,6 +1,8 @@
 """Multimodal options (vision-language models): media resolution, where media files are, what is frozen.
 
-LLaMA-Factory's names and defaults. Which modules are the vision tower, the projector and the language
+LLaMA-Factory's names. The media options (``image_*_pixels``, ``video_*``, ``audio_sampling_rate``) default to None:
+the model folder's processor settings apply, as at inference (``tunekit.data.mm_plugins.settings`` resolves them);
+a value set here overrides the folder's, and the run says so. Which modules are the vision tower, the projector and the language
 model is declared per model family in ``tunekit.data.mm_plugins`` (docs/multimodal.md).
 """
 
@@ -18,13 +20,13 @@ class MultimodalOptions(OptionGroup):
     GROUP = "multimodal"
     TITLE = "Multimodal"
 
-    image_max_pixels: int = Field(768 * 768, ge=1, description="Largest image area (height x width, pixels) given to the image processor; larger images are scaled down (fewer image tokens). Qwen2-VL: one token per 28x28 pixels.")
-    image_min_pixels: int = Field(32 * 32, ge=1, description="Smallest image area (pixels); smaller images are scaled up.")
-    video_max_pixels: int = Field(256 * 256, ge=1, description="Largest area of a video frame (pixels).")
-    video_min_pixels: int = Field(16 * 16, ge=1, description="Smallest area of a video frame (pixels).")
-    video_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
-    video_maxlen: int = Field(128, ge=1, description="Most frames sampled from one video.")
-    audio_sampling_rate: int = Field(16000, ge=1, description="Sampling rate audio is resampled to (Hz).")
+    image_max_pixels: Optional[int] = Field(None, ge=1, description="Largest image area (height x width, pixels) given to the image processor; larger images are scaled down (fewer image tokens). Default: the model folder's processor setting (Qwen2-VL: its max_pixels; families without one: images as they are). Qwen2-VL: one token per 28x28 pixels.")
+    image_min_pixels: Optional[int] = Field(None, ge=1, description="Smallest image area (pixels); smaller images are scaled up. Default: the model folder's processor setting (Qwen2-VL: its min_pixels).")
+    video_max_pixels: Optional[int] = Field(None, ge=1, description="Largest area of a video frame (pixels), each frame scaled down before the video processor. Default: none (the video processor's own limits).")
+    video_min_pixels: Optional[int] = Field(None, ge=1, description="Smallest area of a video frame (pixels), each frame scaled up before the video processor. Default: none (the video processor's own limits).")
+    video_fps: Optional[float] = Field(None, gt=0, description="Frames sampled per second of video. Default: the model folder's video processor fps (else 2, Qwen-VL's).")
+    video_maxlen: Optional[int] = Field(None, ge=1, description="Most frames sampled from one video. Default: the model folder's video processor max_frames (Qwen-VL's class default: 768).")
+    audio_sampling_rate: Optional[int] = Field(None, ge=1, description="Sampling rate audio is resampled to (Hz). Default: the model folder's feature extractor's.")
     use_audio_in_video: bool = Field(False, description="Also use the audio track of each video (audio-visual families).")
     media_dir: Optional[str] = Field(None, description="Folder that relative image/video/audio paths in the data are resolved against (default: dataset_dir).")
     freeze_vision_tower: bool = Field(True, description="Keep the vision tower frozen. With LoRA, false also puts adapters on its linear layers.")
@@ -36,7 +38,7 @@ def multimodal_problems(cfg) -> Iterator[Problem]:
     """Cross-field rules of this group (``Config._check_combinations`` calls it)."""
     for kind in ("image", "video"):
         lo, hi = getattr(cfg, f"{kind}_min_pixels"), getattr(cfg, f"{kind}_max_pixels")
-        if lo > hi:
+        if lo is not None and hi is not None and lo > hi:
             yield Problem(f"{kind}_min_pixels {lo} is larger than {kind}_max_pixels {hi}: lower {kind}_min_pixels or raise {kind}_max_pixels.",
                           (f"{kind}_min_pixels", f"{kind}_max_pixels"))
     frozen = (cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model)

@@ -3,10 +3,11 @@
 A family module defines a :class:`MediaPlugin` subclass that says, for its model family,
 
 - which templates and ``model_type`` values it serves (``TEMPLATES``, ``MODEL_TYPES``);
-- which options become processor kwargs (``image_max_pixels`` → the image processor's size limits ...);
+- which processor settings the media options override (``image_max_pixels`` → Qwen-VL's image processor size
+  limits ...); an option left unset (None) is the model folder's own setting (``settings``);
 - how each ``<image>`` / ``<video>`` / ``<audio>`` placeholder expands into the model's own media tokens.
-  The number of tokens comes from the model's own image processor at the configured resolution, so a
-  training sample's ids equal what the processor gives the same conversation at inference;
+  The number of tokens comes from the model's own image processor with the folder's settings (unless an option
+  overrides one), so a training sample's ids equal what the processor gives the same conversation at inference;
 - which modules are the vision tower, the projector and the language model (``VISION_TOWER``,
   ``PROJECTOR``, ``LANGUAGE_MODEL``: prefixes of ``named_modules()`` names, read by
   ``tunekit.model.multimodal`` for the freeze options and LoRA targets; plain strings, so the data layer
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from ...errors import ConfigError, DataError
+from ..dataset_info import outside_data_roots
 
 #: template name -> family module (under tunekit.data.mm_plugins)
 FAMILIES = {"qwen2_vl": "qwen2_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_nothink": "qwen3_vl", "qwen2_audio": "qwen2_audio"}
@@ -143,6 +145,10 @@ def resolve_media(paths: list[Any], kind: str, root: Path, where: str) -> list[s
         if not full.is_file():
             raise DataError(f"{where}: {kind}[{j}] '{value}' not found (looked for {full}). Fix the path, or set "
                             f"media_dir to the folder the paths are relative to.")
+        roots = outside_data_roots(full)
+        if roots is not None:  # a job of the web board: media as confined as the data files that name them
+            raise DataError(f"{where}: {kind}[{j}] '{value}' is outside the folders this job may read "
+                            f"({', '.join(map(str, roots))}) or hidden: keep media files inside them.")
         out.append(str(full.resolve()))
     return out
 

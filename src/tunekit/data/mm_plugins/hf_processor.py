@@ -3,8 +3,9 @@
 The family's own processor is loaded from the model folder (``AutoProcessor``: ``LlavaProcessor`` ... on
 transformers' PIL/numpy image processor) and used for everything the token layout depends on:
 
-- each image goes through ``processor.image_processor`` (after LLaMA-Factory's resize to ``image_min_pixels`` ..
-  ``image_max_pixels``, :func:`fit_pixels`);
+- each image goes through ``processor.image_processor`` as it is, as at inference (these processors have no pixel
+  limits of their own); only where ``image_min_pixels`` / ``image_max_pixels`` are set is it first resized into
+  them, as LLaMA-Factory does (:func:`fit_pixels`; the run says so once, ``mm_plugins.settings``);
 - how many tokens an image becomes is what the processor's own ``replace_image_token`` writes for it (the
   function ``processor(text=..., images=...)`` calls at inference): LLaVA's fixed ``(crop / patch)²`` (minus
   CLS), LLaVA-NeXT's anyres tiles from ``image_grid_pinpoints`` (``_get_number_of_features``), Gemma 3's
@@ -17,21 +18,32 @@ A subclass says how a placeholder is written out (``expand``) and which processo
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from ...errors import DataError
 from . import MediaPlugin, open_image
 
 
-def fit_pixels(image, min_pixels: int, max_pixels: int):
-    """LLaMA-Factory's resize before the processor: scale down to ``max_pixels`` / up to ``min_pixels`` (area)."""
+def fit_pixels(image, min_pixels: Optional[int], max_pixels: Optional[int]):
+    """LLaMA-Factory's resize before the processor: scale down to ``max_pixels`` / up to ``min_pixels`` (area); a
+    limit that is None (the option unset: the processor's own rule alone, as at inference) is not applied."""
     area = image.width * image.height
-    for limit, outside in ((max_pixels, area > max_pixels), (min_pixels, area < min_pixels)):
+    for limit, outside in ((max_pixels, max_pixels is not None and area > max_pixels),
+                           (min_pixels, min_pixels is not None and area < min_pixels)):
         if outside:
             factor = math.sqrt(limit / area)
             image = image.resize((max(1, int(image.width * factor)), max(1, int(image.height * factor))))
             area = image.width * image.height
     return image
+
+
+def pixel_limits(cfg, path: str) -> tuple[Optional[int], Optional[int]]:
+    """``(image_min_pixels, image_max_pixels)`` of a family whose processor has no pixel limits: None unless set (an
+    option that is set resizes images before the processor, which the run says once)."""
+    from .settings import choose
+
+    return (choose(cfg, "image_min_pixels", None, path, "pixel limit (none: images as they are)"),
+            choose(cfg, "image_max_pixels", None, path, "pixel limit (none: images as they are)"))
 
 
 class ProcessorPlugin(MediaPlugin):
@@ -41,7 +53,7 @@ class ProcessorPlugin(MediaPlugin):
     #: image-processor outputs the model takes (the rest, e.g. Gemma 3's ``num_crops``, are dropped)
     MODEL_INPUTS: ClassVar[tuple[str, ...]] = ("pixel_values",)
 
-    def __init__(self, processor, min_pixels: int, max_pixels: int):
+    def __init__(self, processor, min_pixels: Optional[int], max_pixels: Optional[int]):
         self.processor = processor
         self.min_pixels, self.max_pixels = min_pixels, max_pixels
         self.image_token = self.media_token(processor)  # the token a placeholder is repeated as
@@ -71,7 +83,7 @@ class ProcessorPlugin(MediaPlugin):
         if type(processor).__name__ != cls.PROCESSOR:
             raise DataError(f"{path} has the processor {type(processor).__name__}, but template '{cfg.template}' "
                             f"is for {cls.PROCESSOR} models: choose the template of this model (`tunekit templates`).")
-        plugin = cls(processor, cfg.image_min_pixels, cfg.image_max_pixels)
+        plugin = cls(processor, *pixel_limits(cfg, path))
         if plugin.image_token_id in (None, processor.tokenizer.unk_token_id):
             raise DataError(f"the tokenizer of {path} has no token {plugin.image_token}: is it a {cls.NAME} model?")
         plugin.check(path)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
-from .hf_processor import ProcessorPlugin, fit_pixels
+from .hf_processor import ProcessorPlugin, fit_pixels, pixel_limits
 from . import open_image
 
 GRID = 1000  # image_token_counts' code: rows * GRID + cols
@@ -94,7 +94,7 @@ class Idefics3Plugin(ProcessorPlugin):
                             f"needs (image_seq_len, the image processor): copy them from the base model's folder.")
         seq_len = json.loads(proc_file.read_text(encoding="utf-8")).get("image_seq_len", 169)  # SmolVLMProcessor's default
         layout = SmolVLMLayout(AutoTokenizer.from_pretrained(path), SmolVLMImageProcessorPil.from_pretrained(path), seq_len)
-        plugin = cls(layout, cfg.image_min_pixels, cfg.image_max_pixels)
+        plugin = cls(layout, *pixel_limits(cfg, path))
         if plugin.image_token_id in (None, layout.tokenizer.unk_token_id):
             raise DataError(f"the tokenizer of {path} has no token <image>: is it a SmolVLM model?")
         return plugin

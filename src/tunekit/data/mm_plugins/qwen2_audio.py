@@ -7,7 +7,8 @@ features, n = ((L - 1) // 2 + 1 - 2) // 2 + 1 (the encoder's stride-2 conv, then
 LLaMA-Factory writes only ``<|audio_bos|>`` + n × ``<|AUDIO|>`` + ``<|audio_eos|>``; tunekit follows the chat
 template, so training ids equal the inference rendering (tests/test_audio.py).
 
-Audio is decoded with PyAV and resampled to ``audio_sampling_rate`` (``mm_plugins.audio``); the feature extractor
+Audio is decoded with PyAV and resampled to the feature extractor's ``sampling_rate`` (``audio_sampling_rate``, which
+must equal it where set; ``mm_plugins.audio``); the feature extractor
 pads every clip to its 30-second window (``padding="max_length"``, as the processor does).
 
 Modules: audio tower ``model.audio_tower`` (what ``freeze_vision_tower`` freezes, LLaMA-Factory's keys), projector
@@ -49,11 +50,15 @@ class Qwen2AudioPlugin(MediaPlugin):
         from transformers import WhisperFeatureExtractor
 
         feature_extractor = from_preprocessor_config(WhisperFeatureExtractor, path, "feature extractor", "Qwen2-Audio")
-        if feature_extractor.sampling_rate != cfg.audio_sampling_rate:
-            raise DataError(f"audio_sampling_rate is {cfg.audio_sampling_rate} Hz but the feature extractor of {path} works "
-                            f"at {feature_extractor.sampling_rate} Hz: set audio_sampling_rate: {feature_extractor.sampling_rate}.")
+        from .settings import set_options
+
+        rate = set_options(cfg).get("audio_sampling_rate") or feature_extractor.sampling_rate  # unset: the extractor's
+        if feature_extractor.sampling_rate != rate:
+            raise DataError(f"audio_sampling_rate is {rate} Hz but the feature extractor of {path} works at "
+                            f"{feature_extractor.sampling_rate} Hz: remove audio_sampling_rate (the feature extractor's "
+                            f"rate is the default) or set it to {feature_extractor.sampling_rate}.")
         ids = special_token_ids(path, (AUDIO, AUDIO_BOS, AUDIO_EOS), "Qwen2-Audio")
-        return cls(feature_extractor, ids, cfg.audio_sampling_rate)
+        return cls(feature_extractor, ids, rate)
 
     def features(self, paths: list[str], where: str = "") -> dict[str, Any]:
         """``input_features`` and ``feature_attention_mask`` of the audio files, as ``Qwen2AudioProcessor`` makes them."""

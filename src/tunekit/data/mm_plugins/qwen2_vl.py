@@ -1,15 +1,15 @@
 """Qwen2-VL and Qwen2.5-VL: ``<image>`` → ``<|vision_start|>`` + n × ``<|image_pad|>`` + ``<|vision_end|>``.
 
-n = the image's patch grid (t·h·w from the model's own image processor at ``image_min_pixels`` ..
-``image_max_pixels``) divided by ``merge_size²``: the rule of ``Qwen2VLProcessor.replace_image_token``.
+n = the image's patch grid (t·h·w from the model's own image processor at its own ``min_pixels`` .. ``max_pixels``,
+or ``image_min_pixels`` .. ``image_max_pixels`` where set: ``mm_plugins.settings``) divided by ``merge_size²``: the rule of ``Qwen2VLProcessor.replace_image_token``.
 transformers 5.24 cannot build ``Qwen2VLProcessor`` without torchvision (its video processor needs it),
 so the image processor is loaded explicitly as the PIL/numpy ``Qwen2VLImageProcessorPil`` and the
 tokenizer is used directly.
 
 ``<video>`` → ``<|vision_start|>`` + n × ``<|video_pad|>`` + ``<|vision_end|>``, n = the clip's grid t·h·w /
 ``merge_size²`` from the video processor's math (``mm_plugins.video``: PyAV frames at ``video_fps`` up to
-``video_maxlen``, scaled into ``video_min_pixels`` .. ``video_max_pixels`` as LLaMA-Factory does, then the
-video processor's own size limits). Qwen2.5-VL also gets ``second_per_grid_ts`` (temporal patch / sampled fps).
+``video_maxlen`` (default: the video processor's ``fps`` / ``max_frames``), scaled into ``video_min_pixels`` ..
+``video_max_pixels`` as LLaMA-Factory does where set, then the video processor's own size limits). Qwen2.5-VL also gets ``second_per_grid_ts`` (temporal patch / sampled fps).
 
 Modules (transformers 5 ``Qwen2VLForConditionalGeneration``): vision tower ``model.visual.patch_embed`` +
 ``model.visual.blocks``, projector ``model.visual.merger``, language model ``model.language_model`` + ``lm_head``.
@@ -40,11 +40,11 @@ class Qwen2VLPlugin(MediaPlugin):
     VIDEO_DEFAULTS = VIDEO_DEFAULTS
     resize_rule = staticmethod(qwen2_resize)
 
-    def __init__(self, image_processor, token_ids: dict[str, int], min_pixels: int, max_pixels: int,
+    def __init__(self, image_processor, token_ids: dict[str, int], size: dict[str, int],
                  video_spec: VideoSpec = None, video_options: dict[str, Any] = None, model_type: str = ""):
         self.image_processor = image_processor
         self.token_ids = token_ids
-        self.size = {"shortest_edge": min_pixels, "longest_edge": max_pixels}
+        self.size = size  # {"shortest_edge": min pixels, "longest_edge": max pixels} (mm_plugins.settings)
         self.video_spec = video_spec
         self.video_options = video_options or {}
         self.model_type = model_type
@@ -53,14 +53,14 @@ class Qwen2VLPlugin(MediaPlugin):
     def load(cls, cfg, path: str) -> "Qwen2VLPlugin":
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
+        from . import model_type_of
+        from .settings import image_limits, video_options
+
         image_processor = from_preprocessor_config(Qwen2VLImageProcessorPil, path, "image processor", "Qwen2-VL")
         ids = special_token_ids(path, (VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD), "Qwen2-VL")
-        from . import model_type_of
-
-        video = dict(fps=cfg.video_fps, maxlen=cfg.video_maxlen, max_pixels=cfg.video_max_pixels,
-                     min_pixels=cfg.video_min_pixels)
-        return cls(image_processor, ids, cfg.image_min_pixels, cfg.image_max_pixels,
-                   VideoSpec.load(path, cls.VIDEO_DEFAULTS), video, model_type_of(path)[0] or "")
+        size = image_limits(cfg, dict(image_processor.size), path)  # the folder's, unless image_*_pixels are set
+        return cls(image_processor, ids, size, VideoSpec.load(path, cls.VIDEO_DEFAULTS), video_options(cfg, path),
+                   model_type_of(path)[0] or "")
 
     def process_images(self, images: list[Any]) -> dict[str, Any]:
         return self.image_processor(images=images, size=self.size, return_tensors="pt")

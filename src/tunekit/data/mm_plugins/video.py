@@ -5,8 +5,8 @@ transformers 5.24's ``Qwen2VLVideoProcessor`` / ``Qwen3VLVideoProcessor`` need t
 break imports here, so :func:`video_patches` reproduces their ``_preprocess`` in one function:
 
 1. frames sampled at ``video_fps`` up to ``video_maxlen`` (LLaMA-Factory's ``_get_video_sample_indices``),
-   each frame scaled into ``video_min_pixels`` .. ``video_max_pixels`` (LLaMA-Factory's ``_preprocess_image`` and
-   Qwen2-VL's 28-pixel / aspect-ratio guards), an odd count padded by repeating the last frame
+   each frame scaled into ``video_min_pixels`` .. ``video_max_pixels`` where set (LLaMA-Factory's ``_preprocess_image``;
+   default: the frames as decoded, ``mm_plugins.settings``) and Qwen2-VL's 28-pixel / aspect-ratio guards, an odd count padded by repeating the last frame
    (:func:`read_clip`);
 2. one target size for the whole clip from the family's ``smart_resize`` (Qwen2-VL: per frame; Qwen3-VL: the
    frame count is part of the pixel budget), bicubic resize, ``x * rescale_factor``, ``(x - mean) / std``;
@@ -58,13 +58,14 @@ def sample_indices(total_frames: int, duration_s: float, fps: float, maxlen: int
     return [int(i) for i in np.linspace(0, total_frames - 1, n).astype(np.int32)]
 
 
-def regularize_frame(image, max_pixels: int, min_pixels: int):
-    """One frame scaled into ``min_pixels`` .. ``max_pixels`` (LLaMA-Factory's ``_preprocess_image``), then Qwen2-VL's
-    guards: both sides at least 28 pixels, aspect ratio at most 200 (``Qwen2VLPlugin._preprocess_image``)."""
-    if image.width * image.height > max_pixels:
+def regularize_frame(image, max_pixels: Optional[int], min_pixels: Optional[int]):
+    """One frame scaled into ``min_pixels`` .. ``max_pixels`` (LLaMA-Factory's ``_preprocess_image``; a limit that is
+    None, ``video_*_pixels`` unset, leaves the frame as it is), then Qwen2-VL's guards: both sides at least 28 pixels,
+    aspect ratio at most 200 (``Qwen2VLPlugin._preprocess_image``)."""
+    if max_pixels is not None and image.width * image.height > max_pixels:
         f = math.sqrt(max_pixels / (image.width * image.height))
         image = image.resize((int(image.width * f), int(image.height * f)))
-    if image.width * image.height < min_pixels:
+    if min_pixels is not None and image.width * image.height < min_pixels:
         f = math.sqrt(min_pixels / (image.width * image.height))
         image = image.resize((int(image.width * f), int(image.height * f)))
     if min(image.width, image.height) < 28:
@@ -76,7 +77,8 @@ def regularize_frame(image, max_pixels: int, min_pixels: int):
     return image.convert("RGB") if image.mode != "RGB" else image
 
 
-def read_clip(path: str, where: str, fps: float, maxlen: int, max_pixels: int, min_pixels: int) -> VideoClip:
+def read_clip(path: str, where: str, fps: float, maxlen: int, max_pixels: Optional[int] = None,
+              min_pixels: Optional[int] = None) -> VideoClip:
     """Decode ``path`` with PyAV (the ``vision`` extra), sample and regularise its frames (see the module docstring)."""
     av = require_av(where, "videos")
     try:

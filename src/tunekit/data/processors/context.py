@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from .cutoff import Head
+from .cutoff import Head, Spans, Turn
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -68,6 +68,13 @@ class ProcessContext:
         prompt = self.render_turns(sub, system, tools, history_trained=history_trained)[0][0]
         return self.head_of_text(prompt, sub[0]["content"])
 
+    def spans(self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, *, history_trained: bool,
+              known: Sequence[tuple[tuple[str, str], Turn]] = ()) -> "RenderedSpans":
+        """The conversation's runs of turns rendered on their own, for the cutoff policy (``cutoff.py``).
+
+        ``known``: ``(texts, ids)`` of turns already tokenized (the whole conversation's), not tokenized again."""
+        return RenderedSpans(self, list(messages), system, tools, history_trained, known)
+
     def head_of_text(self, prompt: str, user_text: str) -> Head:
         """:class:`Head` of a rendered first prompt whose (first) user message is ``user_text``."""
         lead, tail = split_first_prompt(prompt, user_text)
@@ -80,3 +87,26 @@ class ProcessContext:
         if bos is not None and ids and ids[0] == bos:
             keep = max(keep, 1)
         return Head(ids, lead=n_lead, tail=min(n_tail, len(ids) - n_lead), keep=keep)
+
+
+class RenderedSpans(Spans):
+    """Turns ``start..stop`` of one conversation as the template renders those messages alone (ids memoized by text)."""
+
+    def __init__(self, ctx: ProcessContext, messages: list[dict[str, Any]], system: str | None, tools: Any,
+                 history_trained: bool, known: Sequence[tuple[tuple[str, str], Turn]] = ()):
+        self.ctx, self.messages, self.system, self.tools = ctx, messages, system, tools
+        self.history_trained = history_trained
+        self._ids: dict[str, list[int]] = {text: ids for texts, turn in known for text, ids in zip(texts, turn)}
+
+    def _texts(self, start: int, stop: int) -> list[tuple[str, str]]:
+        return self.ctx.render_turns(self.messages[2 * start:2 * stop + 2], self.system, self.tools,
+                                     history_trained=self.history_trained)
+
+    def head(self, start: int, stop: int) -> Head:
+        return self.ctx.head_of_text(self._texts(start, stop)[0][0], self.messages[2 * start]["content"])
+
+    def turns(self, start: int, stop: int) -> list[Turn]:
+        texts = self._texts(start, stop)
+        new = [t for t in dict.fromkeys(t for pair in texts for t in pair) if t not in self._ids]
+        self._ids.update(zip(new, self.ctx.encode_pieces(new)))
+        return [(self._ids[p], self._ids[r]) for p, r in texts]

@@ -13,7 +13,9 @@ What is cut, in this order:
      template's rendering of the messages from turn ``j`` on), so BOS, the system prompt and the tools
      stay in front of it and the ids are those of the shorter conversation, not a mangled one.
    * SFT, which trains every reply: the first turn onwards; a later turn that does not fit is dropped
-     with everything after it (the first turn, which holds BOS and the system prompt, always stays).
+     with everything after it (the first turn, which holds BOS, always stays). The kept turns are the
+     template's rendering of the kept messages (``Spans.turns(0, i)``), so a system prompt the family
+     places in the *last* user message (Mistral's ``[INST]``) moves into the last kept one and survives.
 
    Kept history is never cut inside: only the one turn described next may be.
 2. **The middle of the user text.** If the top-priority turn alone (rendered as the start) does not fit
@@ -32,14 +34,19 @@ truncation never leaves a sample with zero trainable tokens; the caller drops a 
 none (e.g. an empty answer) and counts it. Every cut or dropped turn marks the sample truncated, and
 ``preprocessing_report.json`` names it.
 
-Without ``first_prompt`` (a plain list of turns, no template), nothing is known about the lead: the
-first prompt keeps its end, as the assistant header must stay next to the answer.
+In one sentence: what is kept is always the template's rendering of a contiguous run of turns (``Spans``,
+rendered by ``ProcessContext.spans`` for a template), at most one of them cut inside by steps 2-3; so
+wherever a family writes its system prompt (its own block, the first user message as Gemma and Llama 2
+do, the last user message as Mistral does), it is part of the lead of the turn that may be cut.
+
+Without a template (a plain list of turns), nothing is known about the lead: the first prompt keeps its
+end, as the assistant header must stay next to the answer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 Turn = tuple[list[int], list[int]]
 
@@ -57,8 +64,28 @@ class Head:
     keep: int = 0
 
 
-def _plain_head(turns: list[Turn]) -> Callable[[int], Head]:
-    return lambda j: Head(turns[j][0], lead=0, tail=len(turns[j][0]), keep=0)
+class Spans:
+    """The turns ``start..stop`` of a conversation rendered as a conversation of their own: what a cut keeps.
+
+    This base splices the given ``turns``: the first prompt is ``first_prompt(start)`` (the rendering from
+    ``start`` on), the others as given; without ``first_prompt`` nothing is known about the lead.
+    ``ProcessContext.spans`` renders the kept messages with the template instead, which differs where a
+    family writes the system prompt into the last user message or ends the last reply with its own stop.
+    """
+
+    def __init__(self, turns: list[Turn], first_prompt: Optional[Callable[[int], Head]] = None):
+        self._turns = turns
+        self._first = first_prompt or (lambda j: Head(turns[j][0], lead=0, tail=len(turns[j][0]), keep=0))
+
+    def head(self, start: int, stop: int) -> Head:
+        """The first prompt of turns ``start..stop`` (BOS, system, tools, the first user message)."""
+        return self._first(start)
+
+    def turns(self, start: int, stop: int) -> list[Turn]:
+        """``(prompt_ids, response_ids)`` of turns ``start..stop``."""
+        if start == 0:
+            return self._turns[:stop + 1]
+        return [(self.head(start, stop).ids, self._turns[start][1])] + self._turns[start + 1:stop + 1]
 
 
 def cut_turn(head: Head, response: list[int], budget: int) -> Turn:
@@ -82,39 +109,43 @@ def cut_turn(head: Head, response: list[int], budget: int) -> Turn:
 
 
 def fit_turns(turns: list[Turn], cutoff_len: int, last_first: bool = False,
-              first_prompt: Optional[Callable[[int], Head]] = None) -> tuple[list[tuple[int, Turn]], bool]:
+              first_prompt: Union[Spans, Callable[[int], Head], None] = None) -> tuple[list[tuple[int, Turn]], bool]:
     """Return the kept ``(turn_index, (prompt_ids, response_ids))`` in conversation order, and whether anything was cut.
 
-    ``first_prompt(j)``: the :class:`Head` of the conversation rendered from turn ``j`` on (``j == 0``: the
-    first prompt as it is). The first kept turn's prompt in the result is that head's ids.
+    ``first_prompt``: the :class:`Spans` of the conversation, or ``first_prompt(j)``, the :class:`Head` of the
+    conversation rendered from turn ``j`` on (``j == 0``: the first prompt as it is).
     """
     n = len(turns)
     if sum(len(p) + len(r) for p, r in turns) <= cutoff_len:
         return list(enumerate(turns)), False
-    head_of = first_prompt or _plain_head(turns)
+    spans = first_prompt if isinstance(first_prompt, Spans) else Spans(turns, first_prompt)
     if not last_first:
-        prompt, response = turns[0]
-        if len(prompt) + len(response) > cutoff_len:
-            return [(0, cut_turn(head_of(0), response, cutoff_len))], True
-        kept = [(0, turns[0])]
-        budget = cutoff_len - len(prompt) - len(response)
-        for i in range(1, n):
-            need = len(turns[i][0]) + len(turns[i][1])
-            if need > budget:
-                break
-            kept.append((i, turns[i]))
-            budget -= need
-        return kept, True
+        return _fit_from_start(turns, cutoff_len, spans), True
     last = n - 1
-    head = head_of(last)
+    head = spans.head(last, last)
     if len(head.ids) + len(turns[last][1]) > cutoff_len:
         return [(last, cut_turn(head, turns[last][1], cutoff_len))], True
+    # the later turns of a rendering from turn j on are those of the whole conversation: only the head changes
     first, first_head, rest = last, head, 0  # rest: the whole turns after ``first``
     for j in range(last - 1, -1, -1):
         rest_j = rest + len(turns[j + 1][0]) + len(turns[j + 1][1])  # turn j+1 is no longer the start
-        head_j = head_of(j)
+        head_j = spans.head(j, last)
         if len(head_j.ids) + len(turns[j][1]) + rest_j > cutoff_len:
             break
         first, first_head, rest = j, head_j, rest_j
     kept = [(first, (first_head.ids, turns[first][1]))] + [(k, turns[k]) for k in range(first + 1, n)]
     return kept, True
+
+
+def _fit_from_start(turns: list[Turn], cutoff_len: int, spans: Spans) -> list[tuple[int, Turn]]:
+    """SFT order: the longest run of turns ``0..i`` whose own rendering fits, else the first turn alone, cut."""
+    kept: list[Turn] = []
+    for i in range(len(turns)):  # stops at the first run that does not fit: len(kept) + 1 renderings
+        run = spans.turns(0, i)
+        if sum(len(p) + len(r) for p, r in run) > cutoff_len:
+            break
+        kept = run
+    if not kept:
+        (_, response), = spans.turns(0, 0)
+        return [(0, cut_turn(spans.head(0, 0), response, cutoff_len))]
+    return list(enumerate(kept))

@@ -5,7 +5,8 @@ Two steps, so that every problem is named with its file and record and follows `
 1. :func:`prepare_media` (per record, in the pipeline's record loop): refuse media for a text-only
    template/model, refuse media kinds the family cannot train on yet, resolve each path against
    ``media_dir`` (else ``dataset_dir``), open and fully decode each image, and store how many tokens each
-   becomes (``_image_tokens``, from the family's own image processor at the configured resolution); each
+   becomes (``_image_tokens``, from the family's own image processor with the model folder's settings, or the
+   media options where set: ``mm_plugins.settings``); each
    video / audio is decoded too and the text its placeholder becomes is stored (``_video_text`` /
    ``_audio_text``, from the family plugin's ``video_expansions`` / ``audio_expansions``).
 2. :func:`process` (``datasets.map``): each ``<image>`` / ``<video>`` / ``<audio>`` in the messages becomes the

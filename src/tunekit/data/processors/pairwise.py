@@ -17,6 +17,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable, Optional
 
+from ..formats import is_empty_reply
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
 from .cutoff import Head, fit_turns
@@ -76,9 +77,9 @@ def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
         ids = ctx.encode_pieces(pieces)
         history = [(ids[2 * i], ids[2 * i + 1]) for i in range(len(turns_c) - 1)]
         prompt, chosen, rejected = ids[-3], ids[-2], ids[-1]
-        if not sample["chosen"]["content"].strip():
+        if is_empty_reply(sample["chosen"]):
             chosen = []
-        if not sample["rejected"]["content"].strip():
+        if is_empty_reply(sample["rejected"]):
             rejected = []
         example = build_pair(history, prompt, chosen, rejected, ctx, ctx.ignore_index, head_for(sample, ctx, sample["chosen"]))
         example["_source"] = sample["_source"]

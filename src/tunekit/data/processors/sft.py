@@ -9,12 +9,11 @@ decided by ``ProcessContext.render_turns`` (the same rule as dpo/rm/kto); cuts f
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
-from .cutoff import Head, fit_turns
+from .cutoff import Spans, fit_turns
 
 OUTPUT_COLUMNS = ("input_ids", "labels", "length", "_status", "_source", "_prompt_len", "_response_len", "_trainable")
 
@@ -23,14 +22,14 @@ def encode_conversation(sample: dict[str, Any], ctx: ProcessContext) -> list[tup
     return ctx.render_turns(sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history)
 
 
-def head_for(sample: dict[str, Any], ctx: ProcessContext) -> Callable[[int], Head]:
-    """The conversation's first prompt when it starts at turn j (for the cutoff policy)."""
-    return partial(ctx.head_of, sample["messages"], sample.get("system"), sample.get("tools"),
-                   history_trained=not ctx.mask_history)
+def head_for(sample: dict[str, Any], ctx: ProcessContext, known=()) -> Spans:
+    """The conversation's runs of turns rendered on their own (what the cutoff policy keeps)."""
+    return ctx.spans(sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history,
+                     known=known)
 
 
 def build_example(turn_ids: list[tuple[list[int], list[int]]], ctx: ProcessContext,
-                  first_prompt: Optional[Callable[[int], Head]] = None) -> dict[str, Any]:
+                  first_prompt: Optional[Spans] = None) -> dict[str, Any]:
     """Cut and label one tokenized conversation."""
     kept, truncated = fit_turns(turn_ids, ctx.cutoff_len, last_first=ctx.mask_history, first_prompt=first_prompt)
     last = len(turn_ids) - 1
@@ -63,7 +62,7 @@ def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
         for _ in turns:
             turn_ids.append((ids[pos], ids[pos + 1]))
             pos += 2
-        example = build_example(turn_ids, ctx, head_for(sample, ctx))
+        example = build_example(turn_ids, ctx, head_for(sample, ctx, zip(turns, turn_ids)))
         example["_source"] = sample["_source"]
         for key in OUTPUT_COLUMNS:
             out[key].append(example[key])

@@ -24,11 +24,25 @@ EMPTY_THOUGHT = "<think>\n\n</think>\n\n"
 
 
 def split_thought(content: str) -> tuple[str | None, str]:
-    """(reasoning or None, answer), parsed the way the official Qwen3 template does."""
+    """(reasoning or None, answer) of a plain-text reply, parsed the way the official Qwen3 template does.
+
+    Only for text whose data did not separate the reasoning: a message's own ``reasoning`` (the canonical key
+    for ``reasoning`` parts and ``reasoning_content``) is used as it is, and its text is never split
+    (:func:`reply_parts`), as the official template never splits ``content`` when ``reasoning_content`` is given.
+    """
     if THINK_CLOSE not in content:
         return None, content
     reasoning = content.split(THINK_CLOSE)[0].rstrip("\n").split(THINK_OPEN)[-1].lstrip("\n")
     return reasoning, content.split(THINK_CLOSE)[-1].lstrip("\n")
+
+
+def reply_parts(msg: dict[str, Any], split: bool) -> tuple[str | None, str]:
+    """(reasoning or None, text) of a reply: its ``reasoning`` key when the data separated it (the text whole),
+    else, with ``split`` (reasoning templates), the official template's parse of its plain text."""
+    reasoning = msg.get("reasoning")
+    if reasoning is not None:
+        return reasoning, msg["content"]
+    return split_thought(msg["content"]) if split else (None, msg["content"])
 
 
 def think_block(reasoning: str | None) -> str:
@@ -42,6 +56,9 @@ def check_messages(messages: Sequence[dict[str, Any]], *, for_prompt: bool) -> N
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg or not isinstance(msg.get("content"), str):
             raise DataError(f"message {i} must be a dict with a 'role' and a string 'content', got {str(msg)[:200]!r}")
+        if not isinstance(msg.get("reasoning"), (str, type(None))):
+            raise DataError(f"message {i}: 'reasoning' must be a string (the reply's thought) or absent, "
+                            f"got {type(msg['reasoning']).__name__}")
         want = USER_SIDE if i % 2 == 0 else ASSISTANT_SIDE
         if msg["role"] not in want:
             raise DataError(
@@ -182,21 +199,24 @@ class Template:
         return self._fill(spec.user, content)
 
     def _reply_body(self, msg: dict) -> tuple[str | None, str]:
-        """(reasoning, body text) of an assistant-side message, function calls formatted."""
-        content = msg["content"]
-        reasoning = None
-        if self.spec.reasoning:
-            reasoning, content = split_thought(content)
+        """(reasoning, body text) of an assistant-side message, function calls formatted.
+
+        A template without a thinking block writes a separated reasoning as a ``<think>`` block in front of the
+        reply (LLaMA-Factory's rendering of reasoning data); a plain-text thought is kept verbatim.
+        """
+        reasoning, content = reply_parts(msg, split=self.spec.reasoning)
+        thought = ""
+        if not self.spec.reasoning and reasoning is not None:
+            thought, reasoning = (think_block(reasoning) if reasoning.strip() else ""), None
         if msg["role"] == "function_call":
             if self.tool_format is None:
                 raise ConfigError(f"template '{self.name}' cannot express function calls")
-            thought = ""
-            if not self.spec.reasoning and THINK_CLOSE in content:  # kept verbatim, as LLaMA-Factory does
+            plain = msg.get("reasoning") is None  # a thought written in the text is kept verbatim, as LLaMA-Factory does
+            if not self.spec.reasoning and plain and THINK_CLOSE in content:
                 cut = content.index(THINK_CLOSE) + len(THINK_CLOSE)
-                thought, content = content[:cut], content[cut:].lstrip("\n")
-                thought += "\n\n"
-            content = thought + TOOL_FORMATS[self.tool_format][1](parse_calls(content))
-        return reasoning, self._trim("assistant", content)
+                thought, content = content[:cut] + "\n\n", content[cut:].lstrip("\n")
+            content = TOOL_FORMATS[self.tool_format][1](parse_calls(content))
+        return reasoning, self._trim("assistant", thought + content)
 
     def _turns(self, messages, system, tools, enable_thinking, strip_history, generation) -> list[tuple[str, str]]:
         spec = self.spec

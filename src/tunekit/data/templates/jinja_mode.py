@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from tunekit.errors import ConfigError
 
-from .base import check_messages, split_thought
+from .base import check_messages, reply_parts, think_block
 from .tokenizer_fix import fix_tokenizer
 from .tools import openai_tool, parse_calls, parse_tools
 
@@ -71,24 +71,31 @@ class JinjaTemplate:
         )
         return tail if tail and tail in special else None
 
-    @staticmethod
-    def _hf_messages(messages: Sequence[dict], system: str | None) -> list[dict]:
+    def _hf_messages(self, messages: Sequence[dict], system: str | None) -> list[dict]:
+        """The OpenAI form the chat_template reads. A reply's separated reasoning goes in ``reasoning_content`` (its
+        text whole) when the chat_template reads that key, else in front of the text as a ``<think>`` block (as
+        named templates without a thinking block write it); a plain-text reply goes as it is."""
+        reads_reasoning = "reasoning_content" in self.tokenizer.chat_template
         out: list[dict] = [{"role": "system", "content": system}] if system else []
         for msg in messages:
             role, content = msg["role"], msg["content"]
             if role == "observation":
                 out.append({"role": "tool", "content": content})
-            elif role == "function_call":
-                reasoning, rest = split_thought(content)
+                continue
+            reasoning = msg.get("reasoning")
+            if role == "function_call":
+                reasoning, rest = reply_parts(msg, split=True)
                 calls = [
                     {"type": "function", "function": {"name": n, "arguments": json.loads(a)}} for n, a in parse_calls(rest)
                 ]
                 item: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": calls}
-                if reasoning is not None:
-                    item["reasoning_content"] = reasoning
-                out.append(item)
             else:
-                out.append({"role": role, "content": content})
+                item = {"role": role, "content": content}
+            if reasoning is not None and reads_reasoning:
+                item["reasoning_content"] = reasoning
+            elif reasoning is not None and reasoning.strip():
+                item["content"] = think_block(reasoning) + item["content"]
+            out.append(item)
         return out
 
     # --- Template API -----------------------------------------------------------------------------

@@ -104,41 +104,100 @@ def resolve_deepspeed(value: str, output_dir: str | os.PathLike) -> str:
 
 
 def check_batch_fields(settings: DeepSpeedSettings, micro_batch: int, accumulation: int, world: int) -> None:
-    """Numbers written in a DeepSpeed file must agree with tunekit's options and the world size.
+    """The batch numbers written in a DeepSpeed file must agree with tunekit's options and the world size (DeepSpeed
+    asserts ``train_batch_size == micro * accumulation * world`` deep in its engine); see :func:`option_conflicts`."""
+    _raise_conflicts(settings, batch_conflicts(settings, micro_batch, accumulation, world))
 
-    DeepSpeed asserts ``train_batch_size == micro * accumulation * world``; an assertion deep in its
-    engine is a poor message, so the same rule is checked here, before any process starts.
-    """
+
+def check_options(settings: DeepSpeedSettings, cfg, world: int) -> None:
+    """Every field of the file that contradicts ``cfg`` (and ``world``), in one error: see :func:`option_conflicts`."""
+    _raise_conflicts(settings, option_conflicts(settings, cfg, world))
+
+
+def _raise_conflicts(settings: DeepSpeedSettings, conflicts: list[str]) -> None:
+    if conflicts:
+        raise ConfigError(
+            f"deepspeed: {settings.source} contradicts tunekit's options in {len(conflicts)} place(s): "
+            f"{'; '.join(f'({i}) {text}' for i, text in enumerate(conflicts, 1))}. Set each of these fields to \"auto\" "
+            f"(recommended: tunekit's options fill them) or make both agree."
+        )
+
+
+def batch_conflicts(settings: DeepSpeedSettings, micro_batch: int, accumulation: int, world: int) -> list[str]:
+    """The batch fields of the file that are numbers and differ from the options (``train_batch_size`` must be
+    ``micro x accumulation x world``); a field that is not a positive whole number or ``"auto"`` is an error."""
     cfg = settings.config
     given = {k: cfg.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")}
     numeric = {k: v for k, v in given.items() if v not in (None, "auto")}
-    if not numeric:
-        return
     for key, value in numeric.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"deepspeed: {key} in {settings.source} must be a positive whole number or \"auto\", got {value!r}.")
+    out = []
     micro = numeric.get("train_micro_batch_size_per_gpu", micro_batch)
     accum = numeric.get("gradient_accumulation_steps", accumulation)
     if micro != micro_batch:
-        raise ConfigError(
-            f"deepspeed: train_micro_batch_size_per_gpu is {micro} in {settings.source} but per_device_train_batch_size is "
-            f"{micro_batch}: set it to \"auto\" (recommended) or make both equal."
-        )
+        out.append(f"train_micro_batch_size_per_gpu is {micro} but per_device_train_batch_size is {micro_batch}")
     if accum != accumulation:
-        raise ConfigError(
-            f"deepspeed: gradient_accumulation_steps is {accum} in {settings.source} but gradient_accumulation_steps is "
-            f"{accumulation} in tunekit's options: set it to \"auto\" (recommended) or make both equal."
-        )
+        out.append(f"gradient_accumulation_steps is {accum} but tunekit's gradient_accumulation_steps is {accumulation}")
     total = numeric.get("train_batch_size")
     if total is not None and total != micro * accum * world:
         per_rank, rest = divmod(total, micro * world)
         fix = (f"gradient_accumulation_steps: {per_rank}" if rest == 0 and per_rank >= 1
                else f"a train_batch_size divisible by per_device_train_batch_size x world size ({micro} x {world})")
-        raise ConfigError(
-            f"deepspeed: train_batch_size {total} in {settings.source} is not per_device_train_batch_size x "
-            f"gradient_accumulation_steps x world size = {micro} x {accum} x {world} = {micro * accum * world}. "
-            f"Set train_batch_size to \"auto\" (recommended) or use {fix}."
-        )
+        out.append(f"train_batch_size {total} is not per_device_train_batch_size x gradient_accumulation_steps x world size "
+                   f"= {micro} x {accum} x {world} = {micro * accum * world} (or use {fix})")
+    return out
+
+
+# (field of the DeepSpeed file, tunekit option(s), the option's value): what transformers' HfTrainerDeepSpeedConfig
+# fills where the file says "auto" and otherwise compares (it reports a mismatch only after the model has loaded).
+def _matched_fields(cfg) -> list[tuple[str, str, Any]]:
+    return [
+        ("gradient_clipping", "max_grad_norm", cfg.max_grad_norm),
+        ("optimizer.params.lr", "learning_rate", cfg.learning_rate),
+        ("optimizer.params.betas", "adam_beta1, adam_beta2", [cfg.adam_beta1, cfg.adam_beta2]),
+        ("optimizer.params.eps", "adam_epsilon", cfg.adam_epsilon),
+        ("optimizer.params.weight_decay", "weight_decay", cfg.weight_decay),
+        ("scheduler.params.warmup_max_lr", "learning_rate", cfg.learning_rate),
+        ("fp16.enabled", "fp16", bool(cfg.fp16)),
+        ("bf16.enabled", "bf16", bool(cfg.bf16)),
+    ]
+
+
+def field(config: dict, dotted: str) -> Any:
+    """``config["a"]["b"]`` for ``"a.b"``; None where a level is missing."""
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def option_conflicts(settings: DeepSpeedSettings, cfg, world: int) -> list[str]:
+    """Each field of the file that is not ``"auto"`` and differs from the option it stands for (the batch numbers,
+    clipping, optimizer and scheduler parameters, fp16/bf16), as one phrase each."""
+    out = batch_conflicts(settings, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world)
+    for key, option, value in _matched_fields(cfg):
+        given = field(settings.config, key)
+        if given is None or given == "auto":
+            continue
+        if isinstance(value, list) and isinstance(given, (list, tuple)):
+            same = list(given) == value
+        else:
+            same = given == value
+        if not same:
+            shown = json.dumps(given) if not isinstance(given, str) else repr(given)
+            mine = json.dumps(value) if isinstance(value, (bool, list)) else value
+            out.append(f"{key} is {shown} but {option} is {mine}")
+    custom = [name for name in CUSTOM_OPTIMIZERS if getattr(cfg, name, False)]
+    if custom and isinstance(settings.config.get("optimizer"), dict):
+        out.append(f"its optimizer block would run instead of {', '.join(custom)} (remove the block to use {custom[0]})")
+    return out
+
+
+# the options that build tunekit's own optimizer (train/optimizers.py: uses_custom_optimizer; a test holds them equal)
+CUSTOM_OPTIMIZERS = ("use_galore", "use_apollo", "use_badam", "use_adam_mini", "use_muon")
 
 
 def require_deepspeed(settings: DeepSpeedSettings, on_gpu: bool) -> None:
@@ -188,3 +247,37 @@ def _ops_prebuilt() -> bool:
         return False
     ops = Path(list(spec.submodule_search_locations)[0]) / "ops"
     return any(ops.rglob("cpu_adam*.so"))
+
+
+# ------------------------------------------------------------------ what a DeepSpeed file runs instead of the options
+_AUTO_PARAMS = {  # what transformers fills for "auto" (HfTrainerDeepSpeedConfig), as the options say it
+    "optimizer": lambda cfg: {"lr": cfg.learning_rate, "betas": [cfg.adam_beta1, cfg.adam_beta2], "eps": cfg.adam_epsilon,
+                              "weight_decay": cfg.weight_decay},
+    "scheduler": lambda cfg: {"warmup_min_lr": 0, "warmup_max_lr": cfg.learning_rate,
+                              "warmup_num_steps": "the run's warm-up steps", "total_num_steps": "the run's steps"},
+}
+# the option each block replaces: transformers hands the step to DeepSpeed's optimizer / schedule and never builds these
+_REPLACED = {"optimizer": ("optim", "optimizer"), "scheduler": ("lr_scheduler_type", "learning-rate schedule")}
+
+
+def takeovers(settings: DeepSpeedSettings, cfg) -> dict[str, str]:
+    """``{option: what runs instead}`` for each block of the file that replaces an option (``optimizer`` replaces
+    ``optim``, ``scheduler`` replaces ``lr_scheduler_type`` and ``lr_scheduler_kwargs``), with the block's type and
+    parameters as they run ("auto" filled from the options, as transformers fills it)."""
+    out = {}
+    for block, (option, what) in _REPLACED.items():
+        section = settings.config.get(block)
+        if not isinstance(section, dict):
+            continue
+        params = dict(section.get("params") or {})
+        filled = _AUTO_PARAMS[block](cfg)
+        params = {k: (filled.get(k, v) if v == "auto" else v) for k, v in params.items()}
+        shown = ", ".join(f"{k}={v}" for k, v in params.items())
+        out[option] = (f"not used: the {block} block of {settings.source} runs DeepSpeed's {section.get('type', '?')} "
+                       f"({shown or 'its defaults'}) as the {what}")
+    return out
+
+
+def takeover_lines(settings: DeepSpeedSettings, cfg) -> list[str]:
+    """One line per replaced option, for the start of a run."""
+    return [f"deepspeed: {option}: {getattr(cfg, option)} is {note}" for option, note in takeovers(settings, cfg).items()]

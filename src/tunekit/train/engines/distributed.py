@@ -2,8 +2,9 @@
 
 What the runner calls, in order:
 
-1. :func:`maybe_relaunch` (first thing in ``tunekit train``): re-execute under torchrun when several devices,
-   ``FORCE_TORCHRUN=1``, ``NNODES>1`` or a DeepSpeed/FSDP config ask for it.
+1. :func:`maybe_relaunch` (first thing in ``tunekit train``, after :func:`tunekit.train.preflight.preflight` checked
+   the config and the machine): re-execute under torchrun when several devices, ``FORCE_TORCHRUN=1``, ``NNODES>1``
+   or a DeepSpeed/FSDP config ask for it.
 2. :func:`training_args_kwargs` (last update of the TrainingArguments kwargs): engine, backend, timeout.
    On a CPU-only machine it also starts the process group itself (see :func:`_start_cpu_process_group`).
 3. :func:`before_model_load`: ZeRO-3 must be known to transformers before ``from_pretrained`` so the
@@ -21,6 +22,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,13 +30,13 @@ from ...config.jsonfile import read_json_object
 from ...env import env_local_rank, env_rank, env_world_size
 from ...config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
 from ...errors import ConfigError
-from .deepspeed_config import check_batch_fields, read_deepspeed, require_deepspeed, resolve_deepspeed
+from .deepspeed_config import check_options, read_deepspeed, require_deepspeed, resolve_deepspeed, takeover_lines, takeovers
 from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
 
 __all__ = [
     "maybe_relaunch", "training_args_kwargs", "before_model_load", "world_size", "rank", "local_rank",
     "is_main_process", "is_local_main_process", "check_divisibility", "engine_plan", "EnginePlan",
-    "record_rank_error", "shutdown", "fsdp_settings", "FSDPSettings",
+    "record_rank_error", "shutdown", "fsdp_settings", "FSDPSettings", "option_notes", "saying",
 ]
 
 
@@ -90,10 +92,7 @@ def maybe_relaunch(argv: list[str], cfg) -> int | None:
     plan = _plan(cfg)
     if not plan.launch:
         return None
-    check_divisibility(cfg, plan.world_size)
-    if cfg.deepspeed:
-        require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=_has_gpu(cfg))
-    fsdp_settings(cfg)  # a wrong fsdp / fsdp_config is reported once, before any rank starts
+    # the config, the DeepSpeed file, the devices and packages were checked before this (train/preflight.py)
     return relaunch(plan, list(argv))
 
 
@@ -110,15 +109,16 @@ def _has_gpu(cfg) -> bool:
 
 # ------------------------------------------------------------------ checks
 def check_divisibility(cfg, world: int) -> None:
-    """Batch settings that must divide by the world size, checked before any rank starts.
+    """The numbers of a DeepSpeed file against the options and the world size, checked before any rank starts.
 
     The HF Trainer never needs it (global batch = per-device x accumulation x world), but numbers written
-    in a DeepSpeed file do: DeepSpeed asserts ``train_batch_size == micro x accumulation x world``.
+    in a DeepSpeed file do: DeepSpeed asserts ``train_batch_size == micro x accumulation x world``, and transformers
+    refuses any other field that contradicts an option only after the model has loaded (``option_conflicts``).
     """
     if world < 1:
         raise ConfigError(f"world size {world} must be at least 1.")
     if cfg.deepspeed:
-        check_batch_fields(read_deepspeed(cfg.deepspeed), cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world)
+        check_options(read_deepspeed(cfg.deepspeed), cfg, world)
 
 
 def _fsdp_strategy(cfg) -> str | None:
@@ -216,10 +216,12 @@ def training_args_kwargs(cfg, output_dir) -> dict:
     check_divisibility(cfg, world)
 
     if cfg.deepspeed:
-        if cfg.use_cpu and _cuda_visible():
-            raise ConfigError("deepspeed with use_cpu: true is not supported on a GPU machine: remove use_cpu, or hide the "
-                              "GPUs (CUDA_VISIBLE_DEVICES=) to run DeepSpeed on its CPU accelerator.")
-        require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=gpu)
+        check_deepspeed_machine(cfg)
+        settings = read_deepspeed(cfg.deepspeed)
+        require_deepspeed(settings, on_gpu=gpu)
+        if is_main_process():  # which optimizer / schedule really run, said at the start (tunekit_config.yaml notes it too)
+            for line in takeover_lines(settings, cfg):
+                print(line, flush=True)
         kwargs["deepspeed"] = resolve_deepspeed(cfg.deepspeed, output_dir)
         if not gpu:
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -235,6 +237,13 @@ def training_args_kwargs(cfg, output_dir) -> dict:
         _start_cpu_process_group(backend or "gloo", cfg.ddp_timeout, deepspeed=False)
         kwargs["accelerator_config"] = {"use_configured_state": True}
     return kwargs
+
+
+def check_deepspeed_machine(cfg) -> None:
+    """DeepSpeed runs on the GPUs, or on its CPU accelerator when none is visible; not on the CPU of a GPU machine."""
+    if cfg.deepspeed and cfg.use_cpu and _cuda_visible():
+        raise ConfigError("deepspeed with use_cpu: true is not supported on a GPU machine: remove use_cpu, or hide the "
+                          "GPUs (CUDA_VISIBLE_DEVICES=) to run DeepSpeed on its CPU accelerator.")
 
 
 def _cuda_visible() -> bool:
@@ -261,13 +270,43 @@ def _start_cpu_process_group(backend: str, timeout_s: int, deepspeed: bool) -> N
     previous = os.environ.get("ACCELERATE_USE_DEEPSPEED")
     if deepspeed:
         os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
+    what = "starting the process group (waiting for every rank" + (
+        "; DeepSpeed compiles its CPU communication op on first use)" if deepspeed else ")")
     try:
-        PartialState(cpu=not deepspeed, backend=backend, timeout=timedelta(seconds=timeout_s))
+        with saying(what):
+            PartialState(cpu=not deepspeed, backend=backend, timeout=timedelta(seconds=timeout_s))
     finally:
         if previous is None:
             os.environ.pop("ACCELERATE_USE_DEEPSPEED", None)
         else:
             os.environ["ACCELERATE_USE_DEEPSPEED"] = previous
+
+
+@contextmanager
+def saying(what: str, every_s: float = 60.0, out=None):
+    """While the block runs, say on the main process every ``every_s`` seconds that it is still ``what``, so a step
+    that takes minutes without output (a rendezvous, an op compiled on first use) does not look like a hang.
+    ``out(line)`` defaults to printing the line."""
+    if not is_main_process():
+        yield
+        return
+    import threading
+
+    done = threading.Event()
+    start = time.monotonic()
+    say = out or (lambda line: print(line, flush=True))
+
+    def tell() -> None:
+        while not done.wait(every_s):
+            say(f"tunekit: still {what}, {time.monotonic() - start:.0f} s so far")
+
+    thread = threading.Thread(target=tell, name="tunekit-saying", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def before_model_load(cfg) -> None:
@@ -285,6 +324,12 @@ def before_model_load(cfg) -> None:
         if not is_deepspeed_zero3_enabled():
             raise RuntimeError("ZeRO-3 is configured but transformers does not know it: build TrainingArguments "
                                "(with training_args_kwargs) before loading the model.")
+
+
+def option_notes(cfg) -> dict[str, str]:
+    """``{option: note}`` for the options the engine's own config replaces (a DeepSpeed file's ``optimizer`` /
+    ``scheduler`` block): ``tunekit_config.yaml`` writes each note above its option."""
+    return takeovers(read_deepspeed(cfg.deepspeed), cfg) if cfg.deepspeed else {}
 
 
 # ------------------------------------------------------------------ planner

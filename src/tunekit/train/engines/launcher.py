@@ -2,9 +2,10 @@
 
 LLaMA-Factory users know the switches: ``FORCE_TORCHRUN=1``, ``NPROC_PER_NODE``, ``NNODES``, ``NODE_RANK``,
 ``MASTER_ADDR``, ``MASTER_PORT``. The parent stays alive while torchrun runs, forwards its output as it
-comes, and when a rank fails prints one summary line that names the failing rank, its error and, on a
-communication timeout, the ``NCCL_*``/``GLOO_*`` settings that usually fix it. No torch import here:
-this runs before anything heavy.
+comes, and when a rank fails prints one summary line that names the failing rank (the one that caused the failure,
+whatever order torchrun noticed the exits in: :func:`cause_of`), its error and, on a communication timeout, the
+``NCCL_*``/``GLOO_*`` settings that usually fix it. torchrun and its ranks die with their launcher, even a SIGKILLed
+one (:func:`die_with_parent`). No torch import here: this runs before anything heavy.
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def relaunch(plan: LaunchPlan, argv: list[str], env: Mapping[str, str] | None = 
     elif plan.node_rank == 0:
         check_port_free(port)
     env["MASTER_PORT"] = str(port)
+    env[PARENT_PID_ENV] = str(os.getpid())  # torchrun ends when this process does, even killed (die_with_parent)
     env.pop("FORCE_TORCHRUN", None)  # the ranks see RANK/WORLD_SIZE and never relaunch anyway
     where = f"{plan.master_addr}:{port}"
     nodes = f" on node {plan.node_rank} of {plan.nnodes}" if plan.nnodes > 1 else ""
@@ -214,27 +216,78 @@ def read_error_files(log_dir: str) -> dict[int, str]:
     return {rank: text for rank, (_, text) in sorted(found.items(), key=lambda kv: (kv[1][0], kv[0]))}
 
 
-_ROOT_CAUSE = re.compile(
-    r"Root Cause.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\).*?exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*\d+\))?(?:\s*\((\w+)\))?",
-    re.DOTALL,
+_FAILURE = re.compile(
+    r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*\d+\))?[ \t]*(?:\((\w+)\))?"
 )
+# A rank that lost its peer says so in its own error (gloo, NCCL, sockets): it stopped because of another rank.
+_PEER_LOST = re.compile(r"Connection (reset|closed) by peer|Broken pipe|ECONNRESET|remote process exited|"
+                        r"NCCL communicator was aborted|peer .{0,40}(closed|exited|died)", re.IGNORECASE)
+# Signals a rank gets because of the others (torchrun stops the survivors with SIGTERM; a collective library aborts
+# a rank whose peer vanished with SIGABRT): a rank killed by any other signal is the cause.
+_FOLLOWER_SIGNALS = ("SIGTERM", "SIGABRT")
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """One entry of torchrun's failure table."""
+
+    rank: int
+    local_rank: int
+    exitcode: int
+    signal: str | None  # e.g. SIGKILL, when the exit code is a signal
+    root: bool  # torchrun's "Root Cause (first observed failure)": the first it saw, not always the first to fail
+
+
+def rank_failures(tail: str) -> list[RankFailure]:
+    """Every failed rank in the last failure table torchrun printed in ``tail`` (root cause included)."""
+    start = tail.rfind("Failures:")
+    table = tail[start:] if start >= 0 else tail[max(tail.rfind("Root Cause"), 0):]
+    root_at = table.find("Root Cause")
+    out = []
+    for match in _FAILURE.finditer(table):
+        code = int(match.group(3))
+        name = match.group(4) or (f"signal {-code}" if code < 0 else None)
+        out.append(RankFailure(int(match.group(1)), int(match.group(2)), code, name, 0 <= root_at < match.start()))
+    return out
+
+
+def cause_of(failures: list[RankFailure], errors: Mapping[int, str]) -> RankFailure | None:
+    """The rank that made the job fail, whatever order torchrun noticed the exits in: a rank killed by a signal of
+    its own (SIGKILL, SIGSEGV ...) first, then one that wrote an error other than a lost peer, then one that did not
+    lose a peer, then torchrun's root cause."""
+    def signalled(f: RankFailure) -> bool:
+        return f.exitcode < 0 and f.signal not in _FOLLOWER_SIGNALS
+
+    def lost_peer(f: RankFailure) -> bool:
+        return bool(_PEER_LOST.search(errors.get(f.local_rank, ""))) or f.signal in _FOLLOWER_SIGNALS
+
+    def own_error(f: RankFailure) -> bool:
+        return f.local_rank in errors and not lost_peer(f)
+
+    ordered = sorted(failures, key=lambda f: not f.root)  # torchrun's root cause first among equals
+    for wanted in (signalled, own_error, lambda f: not lost_peer(f), lambda f: True):
+        for failure in ordered:
+            if wanted(failure):
+                return failure
+    return None
 
 
 def failure_summary(rc: int, tail: str, errors: Mapping[int, str]) -> str:
-    """One ``error:`` paragraph: which rank failed first (torchrun's root cause), with what, and hints on a timeout."""
-    match = _ROOT_CAUSE.search(tail)
-    if match:
-        rank, local, code, signal_name = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
-        who = f"rank {rank} (local rank {local})"
-        if local in errors:
+    """One ``error:`` paragraph: which rank failed first (:func:`cause_of`), with what, and hints on a timeout."""
+    failures = rank_failures(tail)
+    cause = cause_of(failures, errors)
+    if cause is not None:
+        local, code, signal_name = cause.local_rank, cause.exitcode, cause.signal
+        who = f"rank {cause.rank} (local rank {local})"
+        if local in errors and code >= 0:
             text = f"error: distributed training failed: {who} stopped first with: {_strip_class(errors[local])}"
         else:
-            how = f"was killed by {signal_name or f'signal {-code}'}" if code < 0 else f"exited with code {code}"
+            how = f"was killed by {signal_name}" if code < 0 else f"exited with code {code}"
             text = f"error: distributed training failed: {who} {how}; its output above shows why."
             if signal_name == "SIGKILL" or code == -9:
                 text += (" A SIGKILL without a Python error is usually the out-of-memory killer: lower the batch size "
                          "or cutoff_len, or shard with deepspeed (z2/z3, offload).")
-        followers = sorted(r for r in errors if r != local)
+        followers = sorted({r for r in errors if r != local} | {f.local_rank for f in failures if f.local_rank != local})
         if followers:
             text += f" The other ranks stopped because of it (local rank(s) {', '.join(map(str, followers))})."
     elif errors:
@@ -255,10 +308,40 @@ def _strip_class(message: str) -> str:
     return message.strip()
 
 
+PARENT_PID_ENV = "TUNEKIT_PARENT_PID"  # set by tunekit's launch for its child: the pid it must not outlive
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(env: dict | None = None) -> bool:
+    """When tunekit started this process (``TUNEKIT_PARENT_PID``: tunekit train for torchrun, torchrun for a rank),
+    ask Linux to SIGKILL it when that parent dies (``prctl(PR_SET_PDEATHSIG)``), so killing a run's launcher, even
+    with SIGKILL, ends its ranks instead of leaving them running as orphans. A parent that died before this call
+    ends this process now. The variable is removed (a process started from here is not tunekit's rank). True when
+    armed; a no-op off Linux or without the variable."""
+    env = os.environ if env is None else env
+    raw = env.pop(PARENT_PID_ENV, "")
+    if not raw.strip().isdigit() or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != int(raw):  # the parent is gone already (this process was re-parented)
+        os._exit(128 + int(signal.SIGKILL))
+    return True
+
+
 def torchrun_main() -> int:
     """``python -m tunekit.train.engines.launcher ARGS`` = ``torchrun ARGS`` without torchrun's own Python traceback when a
     rank fails: its failure table (which rank failed first, with what) is still printed, and :func:`failure_summary`
     reads it; the traceback of the launcher itself would only bury the rank's error."""
+    die_with_parent()  # tunekit train was killed: so is torchrun, and (below) so are its ranks
+    os.environ[PARENT_PID_ENV] = str(os.getpid())  # each rank arms die_with_parent for this process (cli/train_cmd.py)
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main
 

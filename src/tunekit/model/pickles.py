@@ -1,0 +1,85 @@
+"""Pickle files that others may have written (a ``.bin`` adapter, a resumed checkpoint's ``optimizer.pt``,
+``scheduler.pt``, ``rng_state.pth``) are checked before transformers/PEFT load them.
+
+Those libraries load them with ``torch.load(weights_only=True)``, which never runs code from a file but refuses a
+crafted one with a long traceback that names no file and suggests ``weights_only=False`` (which would run the
+code). Here such a file is a one-line :class:`~tunekit.errors.ModelError` that names it, says it could not be
+loaded safely, and how to go on without it. The check reads only the file's pickle (``torch.save`` files: not
+their tensors), with the same allow-list as the loader that will read it; DeepSpeed ZeRO files have their own
+reader (``export/zero.py``, ``tunekit zero-to-fp32 --trust-pickle`` the explicit way out).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _numpy_globals() -> list:
+    """What transformers allows in ``rng_state.pth`` (``trainer_pt_utils.safe_globals``: numpy's random state)."""
+    import numpy as np
+
+    core = np._core if hasattr(np, "_core") else np.core
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def unsafe_globals(path: Path, allow_numpy: bool = False) -> list[str] | None:
+    """The names in ``path``'s pickle that a ``weights_only`` load refuses (empty: safe); None: not a zip-format
+    ``torch.save`` file (legacy format, plain pickle, damaged), which only a ``weights_only`` load can judge."""
+    import torch
+
+    allowed = _numpy_globals() if allow_numpy else []
+    try:
+        with torch.serialization.safe_globals(allowed):
+            return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except (ValueError, RuntimeError, OSError, EOFError):
+        return None
+
+
+def check_pickle_file(path: Path, what: str, fix: str, allow_numpy: bool = False) -> None:
+    """Raise a one-line :class:`ModelError` when loading ``path`` (``what`` it is) would need to run code from it."""
+    import pickle
+    import warnings
+
+    import torch
+
+    from ..errors import ModelError
+
+    path = Path(path)
+    names = unsafe_globals(path, allow_numpy)
+    if names is None:  # not a zip-format torch file: let the weights_only loader judge it, keeping only its verdict
+        try:
+            with torch.serialization.safe_globals(_numpy_globals() if allow_numpy else []), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+                torch.load(path, map_location="cpu", weights_only=True)
+            return
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError) as exc:
+            first = str(exc).splitlines()[0][:120] if str(exc) else ""
+            why = "its pickle holds more than tensors and plain data" if (
+                isinstance(exc, pickle.UnpicklingError) or "weights_only" in first) else f"{type(exc).__name__}: {first}"
+            raise ModelError(f"{path} could not be loaded safely ({why}); tunekit never runs code from a pickle. "
+                             f"{fix}") from None
+    if names:
+        raise ModelError(f"{path} could not be loaded safely: its pickle names {', '.join(names[:6])}, which {what} "
+                         f"never holds (loading it would run code from the file). {fix}")
+
+
+def check_adapter_folder(folder: str | Path) -> None:
+    """A PEFT adapter saved as ``adapter_model.bin`` (no ``.safetensors`` beside it, which PEFT would read instead)."""
+    folder = Path(folder)
+    path = folder / "adapter_model.bin"
+    if folder.is_dir() and path.is_file() and not (folder / "adapter_model.safetensors").is_file():
+        check_pickle_file(path, "a PEFT adapter", "Use a copy of the adapter saved as adapter_model.safetensors (PEFT's "
+                                                  "default), or convert this one only where you trust its source.")
+
+
+#: the pickles transformers loads when it resumes a checkpoint (besides rng_state*.pth); it never loads training_args.bin
+RESUME_PICKLES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "pytorch_model.bin", "adapter_model.bin")
+
+
+def check_resume_pickles(folder: str | Path) -> None:
+    """The pickles of a checkpoint about to be resumed (``train/checkpoints.plan_resume``)."""
+    fix = "Resume from another checkpoint (resume_from_checkpoint: PATH), or train afresh without resume_from_checkpoint."
+    for path in sorted(Path(folder).iterdir()):
+        rng = path.name.startswith("rng_state") and path.suffix == ".pth"
+        if path.is_file() and (path.name in RESUME_PICKLES or rng):
+            check_pickle_file(path, "a training checkpoint", fix, allow_numpy=rng)

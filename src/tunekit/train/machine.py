@@ -1,0 +1,82 @@
+"""What the precision options need from this machine: fp16 an accelerator, bf16 a GPU of compute capability 8.0 or
+newer (or the CPU), fp8 a GPU of 8.9 or newer. :func:`check_machine` is the one home of these rules:
+``train/preflight.py`` applies it before any process starts, ``train/arguments.py`` before TrainingArguments.
+torch is imported only on a machine with NVIDIA devices, or to look for MPS/XPU when fp16 asks for them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+BF16_CAPABILITY = (8, 0)  # Ampere and newer compute in bfloat16
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the precision options need to know about this machine."""
+
+    gpus: tuple[tuple[int, int], ...] = ()  # the compute capability of each visible CUDA device
+    names: tuple[str, ...] = ()  # their names, for messages
+    other_accelerator: bool = False  # Apple MPS or Intel XPU
+
+
+def this_machine(use_cpu: bool = False, need_other: bool = False) -> Machine:
+    """The visible CUDA devices (none with ``use_cpu``); ``need_other``: also look for MPS/XPU (imports torch)."""
+    from .engines.launcher import visible_device_count
+
+    count = 0 if use_cpu else visible_device_count()
+    if count:
+        import torch  # visible_device_count imported it already on a GPU machine
+
+        caps = tuple(tuple(torch.cuda.get_device_capability(i)) for i in range(count))
+        return Machine(gpus=caps, names=tuple(torch.cuda.get_device_name(i) for i in range(count)))
+    other = False
+    if need_other and not use_cpu and (sys.platform == "darwin" or os.path.exists("/dev/dri")):
+        import torch
+
+        other = torch.backends.mps.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    return Machine(other_accelerator=other)
+
+
+def _deepspeed_enables(cfg, key: str) -> bool:
+    if not cfg.deepspeed:
+        return False
+    from .engines.deepspeed_config import field, read_deepspeed
+
+    return field(read_deepspeed(cfg.deepspeed).config, f"{key}.enabled") is True
+
+
+def check_machine(cfg, machine: Machine | None = None) -> None:
+    """fp16, bf16 (the option or an enabled block of the DeepSpeed file) and fp8 on this machine's devices."""
+    fp16 = cfg.fp16 or _deepspeed_enables(cfg, "fp16")
+    bf16 = cfg.bf16 or _deepspeed_enables(cfg, "bf16")
+    if not (fp16 or bf16 or cfg.fp8):
+        return
+    machine = machine or this_machine(cfg.use_cpu, need_other=fp16)
+    where = "use_cpu is set" if cfg.use_cpu else "none is visible"
+    if fp16 and not machine.gpus and not machine.other_accelerator:
+        raise ConfigError(f"fp16 mixed precision needs a GPU and {where}; on CPU use fp32 (the default) or bf16.")
+    if cfg.fp8:
+        if not machine.gpus:
+            raise ConfigError(f"fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and {where}; "
+                              "remove fp8 (on CPU train in fp32, the default).")
+        from .fp8 import MIN_CAPABILITY
+
+        _refuse_older(machine, MIN_CAPABILITY, "fp8 training", "Ada, Hopper", "remove fp8 and use bf16: true")
+    if bf16 and machine.gpus:
+        _refuse_older(machine, BF16_CAPABILITY, "bf16", "Ampere or newer", "use fp16: true instead (with a DeepSpeed file, "
+                      "its bf16 block disabled or \"auto\")")
+
+
+def _refuse_older(machine: Machine, minimum: tuple[int, int], what: str, family: str, fix: str) -> None:
+    for i, capability in enumerate(machine.gpus):
+        if tuple(capability) < minimum:
+            name = machine.names[i] if i < len(machine.names) else f"GPU {i}"
+            raise ConfigError(f"{what} needs a GPU of compute capability {minimum[0]}.{minimum[1]} or newer ({family}); "
+                              f"{name} is {capability[0]}.{capability[1]}: {fix}.")
+
+

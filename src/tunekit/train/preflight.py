@@ -1,0 +1,103 @@
+"""Every refusal of ``tunekit train`` that needs only the config and the machine, before any process starts.
+
+:func:`preflight` runs first in ``tunekit train`` (``tunekit.flow.train_command``), in the parent before it
+relaunches under torchrun and in a single process before anything loads, so a run that cannot work ends in
+seconds with one ``error:`` line (exit 2) instead of after torchrun started its ranks, DeepSpeed built its ops or
+the model loaded. Under a launcher the ranks run it too (it is cheap), which covers runs started by an external
+``torchrun``/``deepspeed``. In order:
+
+1. the config's rules of a training run (``config.schema.run_problems``), the DeepSpeed file against the options
+   (every contradiction in one error: ``deepspeed_config.option_conflicts``), FSDP settings, the fp8 recipe;
+2. the files the config names: model folder, ``output_dir`` (never overwritten silently), every dataset name in
+   ``dataset_info.json`` (or a file);
+3. the machine (:func:`check_machine`): fp16 needs an accelerator, bf16 a GPU of compute capability 8.0 or newer
+   (or the CPU), fp8 a GPU of 8.9 or newer; ``train/arguments.py`` applies the same function;
+4. packages: DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels.
+
+Nothing heavy is imported: torch only on a machine with NVIDIA devices (to read their compute capability) or
+when a precision option needs to know about a non-CUDA accelerator; never transformers or the model.
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .machine import Machine, check_machine, this_machine  # noqa: F401 - preflight's names too
+
+def preflight(cfg, machine: Machine | None = None) -> None:
+    """Raise the first :class:`~tunekit.errors.TunekitError` that ``cfg`` meets on this machine (see the module doc);
+    ``machine`` defaults to :func:`this_machine`."""
+    check_config(cfg)
+    check_paths(cfg)
+    check_machine(cfg, machine)
+    check_packages(cfg)
+
+
+def check_config(cfg) -> None:
+    """The rules of a training run, the DeepSpeed file against the options, FSDP settings, the fp8 recipe."""
+    from ..config.schema import run_problems
+    from .engines import distributed
+
+    problems = list(run_problems(cfg))
+    if problems:
+        raise ConfigError("\n".join(p.message for p in problems), problems)
+    if cfg.deepspeed:
+        from .engines.deepspeed_config import check_options, read_deepspeed
+
+        check_options(read_deepspeed(cfg.deepspeed), cfg, distributed.world_size(cfg))
+    distributed.fsdp_settings(cfg)
+    if cfg.fp8:
+        from .fp8 import fp8_recipe
+
+        fp8_recipe(cfg)
+
+
+def check_paths(cfg) -> None:
+    """The model folder, ``output_dir`` and every dataset name the run reads."""
+    from ..model.loader import model_path
+    from .run import check_output_dir
+
+    model_path(cfg)
+    check_output_dir(cfg)
+    check_datasets(cfg)
+
+
+def check_datasets(cfg) -> None:
+    """Each name of ``dataset`` and ``eval_dataset`` is in ``dataset_info.json`` or a file (records are read later);
+    nothing to check when the tokenized data is reused from ``tokenized_path``."""
+    from pathlib import Path
+
+    from ..data.dataset_info import resolve_datasets
+    from ..data.tokenized_cache import META
+
+    if cfg.tokenized_path and Path(cfg.tokenized_path, META).is_file() and not cfg.overwrite_cache:
+        return
+    if not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names):
+        raise ConfigError("dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path.")
+    for names in (cfg.dataset_names, cfg.eval_dataset_names):
+        if names:
+            resolve_datasets(names, cfg.dataset_dir)
+
+
+def check_packages(cfg) -> None:
+    """DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels."""
+    if cfg.deepspeed:
+        from .engines.deepspeed_config import read_deepspeed, require_deepspeed
+        from .engines.distributed import _has_gpu, check_deepspeed_machine
+
+        check_deepspeed_machine(cfg)
+        require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=_has_gpu(cfg))
+    if cfg.fp8:
+        from .fp8 import fp8_recipe, require_backend
+
+        require_backend(fp8_recipe(cfg))
+    from .trackers import check_trackers
+
+    check_trackers(cfg)
+    if cfg.enable_liger_kernel or cfg.use_unsloth:
+        from ..model.loader import check_accelerators
+
+        check_accelerators(cfg)
+    if cfg.flash_attn == "fa2":  # the package, then a GPU (model/loader.py)
+        from ..model.loader import attention_implementation
+
+        attention_implementation(cfg)
