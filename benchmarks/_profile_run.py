@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def run_tunekit(job: Path, overrides: list[str], callback) -> None:
-    from tunekit import host_malloc
+    from tunekit.host import malloc as host_malloc
 
     host_malloc.tune()
     import transformers

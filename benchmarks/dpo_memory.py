@@ -76,7 +76,7 @@ def run(args) -> dict:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from _shapes import build_random_model
-    from tunekit import host_malloc
+    from tunekit.host import malloc as host_malloc
 
     host_malloc.tune()  # as tunekit train (TUNEKIT_MALLOC_TUNE=0: glibc's defaults)
     from tunekit.config import load_config

@@ -24,7 +24,7 @@ def one(variant: str, tokens: int, hidden: int, vocab: int, trainable: bool, dev
     import torch
     import torch.nn.functional as F
 
-    from tunekit import host_malloc
+    from tunekit.host import malloc as host_malloc
 
     host_malloc.tune()
     from tunekit.train.chunked_head import chunked_linear_cross_entropy

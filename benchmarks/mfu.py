@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps <= args.warmup:
         ap.error("--steps must exceed --warmup")
 
-    from tunekit import host_malloc
+    from tunekit.host import malloc as host_malloc
 
     host_malloc.tune()  # as `tunekit train` does at start-up (TUNEKIT_MALLOC_TUNE=0: glibc's defaults)
     import numpy as np

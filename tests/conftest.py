@@ -17,6 +17,9 @@ REFERENCE_DATA = SHARED / "reference-data" / "llamafactory"
 # Tiny models gain nothing from intra-op threads, and on a shared 2-core machine torch's spinning
 # threads slow small ops down several times: one thread per process (subprocesses inherit it).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The suite describes its CPU as without native bf16, so a run that leaves precision to the device computes in fp32 on
+# every host (train/precision.py); tests of the bf16 default describe their machine themselves.
+os.environ.setdefault("TUNEKIT_CPU_BF16", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

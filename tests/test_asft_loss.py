@@ -108,7 +108,7 @@ def test_planner_counts_the_reference_copy(tiny_qwen):
     shape = load_shape(str(tiny_qwen), None)
 
     def base(**options):
-        cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "stage": "sft", **options})
+        cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "stage": "sft", "use_cpu": True, **options})
         return estimate_memory(shape, resolve_setup(cfg)).components["base_weights"]
 
     assert base(finetuning_type="full", use_asft_loss=True) - base(finetuning_type="full", use_dft_loss=True) == 4 * shape.total_params

@@ -132,3 +132,38 @@ def test_a_record_too_large_to_be_one_sample_is_refused_before_tokenizing(tmp_pa
 def test_train_without_a_config_says_what_to_give():
     proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("error: tunekit train needs a config file or options")
+
+
+# ------------------------------------------------------------------ model folders
+def _edited_model(tiny_qwen, tmp_path, **fields):
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_qwen, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(fields)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_a_config_json_transformers_rejects_is_named_when_loading_and_planning(tiny_qwen, tmp_path):
+    from tunekit.errors import ModelError
+    from tunekit.model.loader import load_model_config, load_tokenizer
+    from tunekit.plan.architectures import load_shape
+
+    folder = _edited_model(tiny_qwen, tmp_path, layer_types=["full_attention"])  # 1 entry for its 2 layers
+    cfg = load_config(None, {"model_name_or_path": str(folder)})
+    for load in (load_model_config, load_tokenizer):
+        with pytest.raises(ModelError, match=rf"^{folder}/config\.json is not a valid configuration \(.*layer_types"):
+            load(cfg)
+    with pytest.raises(ModelError, match=r"^config\.json of .* is not a valid qwen2 configuration"):
+        load_shape(None, str(folder))
+
+
+def test_a_hidden_size_that_does_not_split_into_heads_is_named_by_the_planner(tiny_qwen, tmp_path):
+    from tunekit.errors import ModelError
+    from tunekit.plan.architectures import load_shape
+
+    folder = _edited_model(tiny_qwen, tmp_path, num_attention_heads=3, head_dim=None)
+    with pytest.raises(ModelError, match="hidden_size 64 does not split into num_attention_heads 3 heads"):
+        load_shape(None, str(folder))

@@ -232,10 +232,10 @@ def test_every_dpo_variant_equals_the_whole_logits_path(tiny_qwen, tmp_path, mon
     variants = [{"pref_loss": k} for k in ("sigmoid", "hinge", "ipo", "orpo", "simpo")]
     variants += [{"pref_loss": "sigmoid", "dpo_label_smoothing": 0.1, "pref_ftx": 0.5}]
     for update in variants:
-        trainer.tunekit_config = cfg.model_copy(update={**update, "chunked_lm_loss": False})
+        _configure(trainer, cfg.model_copy(update={**update, "chunked_lm_loss": False}))
         want_loss, want = _loss_and_grads(trainer, batch)
         assert not calls
-        trainer.tunekit_config = cfg.model_copy(update={**update, "chunked_lm_loss": True})
+        _configure(trainer, cfg.model_copy(update={**update, "chunked_lm_loss": True}))
         loss, grads = _loss_and_grads(trainer, batch)
         # the policy, and the reference (LoRA: the disabled adapter; full: the frozen copy) where the loss has one
         assert calls == [True] * (2 if update["pref_loss"] not in ("orpo", "simpo") else 1), update
@@ -243,6 +243,14 @@ def test_every_dpo_variant_equals_the_whole_logits_path(tiny_qwen, tmp_path, mon
         # the loss is a smooth function of the log-prob sums with slopes <= ~beta-scaled 1 (ipo: 1/beta^2 x margin)
         assert abs(loss.item() - want_loss.item()) <= sum_order_bound(vocab + n, 100 * max(1.0, abs(want_loss.item()))), update
         _close(grads, want, n, vocab)
+
+
+def _configure(trainer, cfg) -> None:
+    """The trainer runs ``cfg`` as a run decides it: its options and the decisions made from them (train/decisions)."""
+    from tunekit.train.decisions import decide_features
+
+    trainer.tunekit_config = cfg
+    trainer.run_decisions = decide_features(cfg, trainer.run_decisions.machine)
 
 
 def test_kto_equals_the_whole_logits_path(tiny_qwen, tmp_path, monkeypatch):
@@ -253,7 +261,7 @@ def test_kto_equals_the_whole_logits_path(tiny_qwen, tmp_path, monkeypatch):
     loss, grads = _loss_and_grads(trainer, batch)
     assert calls == [True] * 4  # policy and its KL pairs, reference and its KL pairs
     calls.clear()
-    trainer.tunekit_config = cfg.model_copy(update={"chunked_lm_loss": False})  # the whole-logits path
+    _configure(trainer, cfg.model_copy(update={"chunked_lm_loss": False}))  # the whole-logits path
     want_loss, want = _loss_and_grads(trainer, batch)
     assert not calls
     vocab = trainer.model.config.vocab_size

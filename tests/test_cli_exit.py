@@ -46,7 +46,7 @@ def test_the_program_exits_with_the_verbs_code(tiny_qwen, tmp_path):
 def test_the_collector_is_paused_and_frozen_only_in_the_program_that_paused_it():
     proc = _run(
         "import gc\n"
-        "from tunekit import startup_gc\n"
+        "from tunekit.host import gc_pause as startup_gc\n"
         "startup_gc.settle()\n"
         "print(gc.isenabled(), gc.get_freeze_count() == 0)\n"  # a function caller (tests, scripts): untouched
         "startup_gc.pause()\n"
@@ -56,5 +56,5 @@ def test_the_collector_is_paused_and_frozen_only_in_the_program_that_paused_it()
         "print(gc.isenabled(), gc.get_freeze_count() > 0)\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "True", "False", "True", "True"]
-    off = _run("import gc\nfrom tunekit import startup_gc\nstartup_gc.pause()\nprint(gc.isenabled())", TUNEKIT_GC_PAUSE="0")
+    off = _run("import gc\nfrom tunekit.host import gc_pause as startup_gc\nstartup_gc.pause()\nprint(gc.isenabled())", TUNEKIT_GC_PAUSE="0")
     assert off.stdout.split() == ["True"]

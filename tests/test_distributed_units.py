@@ -301,6 +301,20 @@ def test_every_field_contradicting_an_option_is_listed(tmp_path):
     assert option_conflicts(read_deepspeed(str(auto)), _cfg(deepspeed=str(auto), bf16=True, fp16=False), world=3) == []
 
 
+def test_an_autotp_size_the_process_count_cannot_split_is_a_conflict(tmp_path):
+    """LLaMA-Factory's ds_z2_autotp_config.json (autotp_size 2) run as one process failed after the model loaded
+    ("Mesh should not be bigger than default world size 1")."""
+    from tunekit.train.engines.deepspeed_config import option_conflicts
+
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({**LLAMAFACTORY_Z3, "tensor_parallel": {"autotp_size": 2}}))
+    message = ("tensor_parallel.autotp_size is 2 but the run has {} process(es): AutoTP splits each layer over 2 ranks "
+               "(set NPROC_PER_NODE to a multiple of 2, or remove the tensor_parallel block)")
+    for world in (1, 3):
+        assert option_conflicts(read_deepspeed(str(path)), _cfg(deepspeed=str(path)), world=world) == [message.format(world)]
+    assert option_conflicts(read_deepspeed(str(path)), _cfg(deepspeed=str(path)), world=4) == []
+
+
 def test_custom_optimizer_options_are_the_ones_tunekit_builds():
     from types import SimpleNamespace
 
@@ -563,3 +577,25 @@ def test_a_long_silent_step_says_what_it_is_doing(monkeypatch):
     with distributed.saying("x", every_s=0.0, out=out):
         pass
     assert len(lines) == count  # only the main process speaks
+
+
+def _stop_flag_rank(rank: int, store_path: str, out: str) -> None:
+    import torch.distributed as dist
+
+    from tunekit.train.callbacks import any_rank
+
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
+    try:
+        seen = [any_rank(rank == 1, "cpu"), any_rank(False, "cpu")]  # a signal reached rank 1 only; then nobody's
+        Path(out, str(rank)).write_text(json.dumps(seen))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_stop_requested_on_one_rank_stops_every_rank_after_the_same_step(tmp_path):
+    """GracefulStopCallback: ranks that got SIGTERM either side of a step boundary used to stop after different
+    steps and wait for each other in the checkpoint's collectives until torchrun killed them."""
+    import torch.multiprocessing as mp
+
+    mp.start_processes(_stop_flag_rank, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=2, start_method="spawn")
+    assert [json.loads((tmp_path / r).read_text()) for r in ("0", "1")] == [[True, False], [True, False]]

@@ -123,17 +123,27 @@ def test_no_recipes_without_gradients_or_in_eval_mode():
     assert state.packed == 0 and state.window is None
 
 
-def test_recompute_parts_follow_the_options():
-    base = dict(model_name_or_path="x", stage="sft")
-    assert load_config(None, base).recompute_parts == (True, True)
-    assert load_config(None, {**base, "elementwise_recompute": False}).recompute_parts == (False, False)
-    assert load_config(None, {**base, "torch_compile": True}).recompute_parts == (False, False)
-    assert load_config(None, {**base, "deepspeed": "z3"}).recompute_parts == (True, False)  # norm weights are sharded
-    assert load_config(None, {**base, "fsdp": "full_shard"}).recompute_parts == (True, False)
+def test_recompute_parts_follow_the_options_and_the_device():
+    """What the run decides (train/decisions): on the CPU on by default, as measured; on a GPU off unless asked for
+    (never measured there), an explicit ``elementwise_recompute: true`` honoured; the norms out under sharding."""
+    from tunekit.train.decisions.features import elementwise_recompute
+    from tunekit.train.machine import Machine
+
+    def parts(machine=Machine.cpu(), **options):
+        return elementwise_recompute(load_config(None, {"model_name_or_path": "x", "stage": "sft", **options}), machine).detail
+
+    assert parts() == (True, True)
+    assert parts(elementwise_recompute=False) == (False, False)
+    assert parts(torch_compile=True) == (False, False)
+    assert parts(deepspeed="z3") == (True, False)  # norm weights are sharded
+    assert parts(fsdp="full_shard") == (True, False)
+    assert parts(Machine.cuda()) == (False, False)
+    assert parts(Machine.cuda(), elementwise_recompute=True) == (True, True)
+    assert parts(Machine.cuda(4), elementwise_recompute=True, deepspeed="z3") == (True, False)
 
 
 def test_tunekit_train_gives_the_same_losses_and_weights_with_and_without(tiny_qwen, tmp_path):
-    """The whole run (``load_model`` attaches the hooks): 3 fp32 LoRA steps, bitwise the same."""
+    """The whole run (``train/run.build_model`` attaches the hooks): 3 fp32 LoRA steps, bitwise the same."""
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(12))
     runs = {}

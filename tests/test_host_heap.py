@@ -22,8 +22,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or platform
 # figure in MiB after stranding and after the guard's check, whether the guard trimmed, and its trim count.
 STRAND = """
 import ctypes
-from tunekit import host_malloc
-from tunekit.train.host_heap import HeapGuard
+from tunekit.host import malloc as host_malloc
+from tunekit.host.heap import HeapGuard
 assert host_malloc.tune()
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
@@ -115,7 +115,7 @@ def test_growing_back_below_the_peak_is_left_alone():
 
 
 def test_growth_within_the_slack_is_left_alone():
-    from tunekit.train.host_heap import HeapGuard
+    from tunekit.host.heap import HeapGuard
 
     guard = HeapGuard(slack=1 << 40)
     assert not guard.check() and not guard.check()
@@ -125,7 +125,7 @@ def test_growth_within_the_slack_is_left_alone():
 def test_the_off_switch_turns_the_guard_off():
     with pytest.raises(AssertionError):  # tune() refuses, so the script stops at its first assert
         _strand(TUNEKIT_MALLOC_TUNE="0")
-    from tunekit.train import host_heap
+    from tunekit.host import heap as host_heap
 
     os.environ["TUNEKIT_MALLOC_TUNE"] = "0"
     try:

@@ -1,4 +1,4 @@
-"""``tunekit.host_malloc``: freed blocks stay in the heap, so a step's allocations do not page-fault again."""
+"""``tunekit.host.malloc``: freed blocks stay in the heap, so a step's allocations do not page-fault again."""
 
 from __future__ import annotations
 
@@ -42,18 +42,21 @@ def _faults(prelude: str, **env) -> int:
 
 def test_tuned_heap_reuses_freed_blocks_where_glibcs_defaults_fault_them_in_again():
     default = _faults("")
-    tuned = _faults("from tunekit import host_malloc\nassert host_malloc.tune()\n")
+    tuned = _faults("from tunekit.host import malloc as host_malloc\nassert host_malloc.tune()\n")
     # 7 rounds x 72 MiB: with the defaults the heap top (72 MiB) is above the trim threshold (2 x 24 MiB) and goes back
     # to the kernel each round, ~18,000 faults per round in 4 KiB pages
     assert default > 7 * 1000, default
     assert tuned * 10 < default, (tuned, default)
 
 
-def test_off_switch_and_the_train_program_applies_it():
-    off = _faults("from tunekit import host_malloc\nassert not host_malloc.tune()\n", TUNEKIT_MALLOC_TUNE="0")
-    program = _faults(  # the `tunekit train` program tunes before it reads the config (here a bad one)
+def test_off_switch_and_the_train_program_applies_it_for_a_cpu_run():
+    off = _faults("from tunekit.host import malloc as host_malloc\nassert not host_malloc.tune()\n", TUNEKIT_MALLOC_TUNE="0")
+    # the `tunekit train` program tunes once the config says the run trains on the CPU, before the checks that refuse
+    # it (here a model folder that does not exist)
+    program = _faults(
         "from tunekit.cli import train_cmd\n"
-        "try:\n    train_cmd.main(['no_such_option=1'])\nexcept Exception:\n    pass\n"
-        "else:\n    raise SystemExit('expected a config error')\n")
+        "try:\n    train_cmd.main(['use_cpu=true', 'model_name_or_path=/no/such/model', 'dataset=x'])\n"
+        "except Exception as exc:\n    assert 'does not exist' in str(exc), exc\n"
+        "else:\n    raise SystemExit('expected a model error')\n")
     assert off > 7 * 1000, off
     assert program * 10 < off, (program, off)

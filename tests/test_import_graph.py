@@ -8,7 +8,8 @@ The order, lowest first (docs/architecture.md draws the same picture)::
 
 ``flow`` is ``tunekit/flow.py``, the one train flow: it needs ``plan`` (auto-fit, the checkpointing decision),
 ``train`` and ``infer`` (do_predict), and only the CLI (and so the board, which runs the CLI) calls it. The
-top-level helpers ``errors``, ``env``, ``startup_gc``, ``host_malloc`` (and the package ``tunekit`` itself) may be
+top-level helpers ``errors``, ``env`` and the package ``host`` (CPU-host machinery: malloc tuning, the collector pause,
+the heap guard; a run decides whether to import it, ``train/decisions``) (and the package ``tunekit`` itself) may be
 imported by every layer and import only each other.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 ORDER = {"config": 0, "data": 1, "model": 2, "train": 3, "plan": 4, "export": 5, "infer": 6, "flow": 7,
          "serve": 8, "webui": 8, "cli": 9}
-HELPERS = {"errors", "env", "startup_gc", "host_malloc"}
+HELPERS = {"errors", "env", "host"}
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

@@ -335,7 +335,8 @@ def test_memory_plan_uses_the_batches_tokens(tiny_qwen):
     from tunekit.plan.params import count_params
     from tunekit.plan.training_setup import resolve_setup
 
-    base = {"model_name_or_path": str(tiny_qwen), "cutoff_len": 1024, "per_device_train_batch_size": 2}
+    base = {"model_name_or_path": str(tiny_qwen), "cutoff_len": 1024, "per_device_train_batch_size": 2,
+            "use_cpu": True}  # fp32, as the CPU suite runs (a GPU plan is bf16)
     plain = resolve_setup(load_config(None, base))
     budget = resolve_setup(load_config(None, {**base, "max_tokens_per_batch": 4096}))
     free = resolve_setup(load_config(None, {**base, "padding_free": True}))

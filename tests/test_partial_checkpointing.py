@@ -22,6 +22,8 @@ from tests.tolerances import FP64_U, loss_tolerance, sum_order_bound
 from tunekit.config import load_config
 from tunekit.flow import run_train
 from tunekit.model.elementwise_recompute import enable_for_training
+from tunekit.plan.training_setup import planned_machine
+from tunekit.train.decisions import decide_features
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.loader import limit_checkpointed_layers
 from tunekit.plan.activations import saved_bytes
@@ -59,13 +61,14 @@ def _model(folder, cfg, k: int | None, dtype=torch.float32):
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         assert limit_checkpointed_layers(model, k) == k
     model = apply_finetuning(model, cfg)
-    enable_for_training(cfg, model)  # as tunekit train
+    enable_for_training(model, decide_features(cfg, planned_machine(cfg)).elementwise_recompute.detail)  # as the run decides
     return model.train()
 
 
 def _cfg(**over):
     # HF's own loss (labels=) below, so the planner is asked about the plain LM head, not the chunked one
-    base = dict(cutoff_len=64, per_device_train_batch_size=2, gradient_checkpointing=False, chunked_lm_loss=False)
+    base = dict(cutoff_len=64, per_device_train_batch_size=2, gradient_checkpointing=False, chunked_lm_loss=False,
+                elementwise_recompute=True, use_cpu=True)  # planned for the CPU it is measured on
     base.update(over)
     return load_config(None, base)
 

@@ -105,12 +105,15 @@ def test_the_plan_is_made_while_a_zero3_config_is_live(tiny_qwen):
 
 
 def test_the_data_s_longest_row_decides_not_cutoff_len():
-    """7B LoRA bf16, cutoff 4096 on a 40 GiB A100: at cutoff_len it checkpoints 12 layers; when the data's longest row
-    is 997 tokens (padded to 1000) the run fits without it, and the peak is the planner's at --seq-len 1000."""
+    """7B LoRA bf16, cutoff 4096 on a 40 GiB A100: at cutoff_len it checkpoints 14 layers (12 with
+    ``elementwise_recompute: true``, which a GPU run leaves off unless asked for: train/decisions); when the data's
+    longest row is 997 tokens (padded to 1000) the run fits without it, and the peak is the planner's at --seq-len 1000."""
     cfg = load_config(None, {**QWEN7B_LORA, "bf16": True})
     a100 = find_gpu("A100-40GB")
     at_cutoff, d_cutoff = resolve_gradient_checkpointing(cfg, gpu=a100)
-    assert (at_cutoff.gradient_checkpointing, at_cutoff.gradient_checkpointing_layers) == (True, 12)
+    assert (at_cutoff.gradient_checkpointing, at_cutoff.gradient_checkpointing_layers) == (True, 14)
+    asked, _ = resolve_gradient_checkpointing(cfg.model_copy(update={"elementwise_recompute": True}), gpu=a100)
+    assert asked.gradient_checkpointing_layers == 12  # fewer layers: the recipes save activation memory
     assert d_cutoff.message().endswith("planned at 4096 tokens per row, from cutoff_len)")
     measured, d_measured = resolve_gradient_checkpointing(cfg, gpu=a100, longest_row=997)
     assert measured.gradient_checkpointing is False and measured.gradient_checkpointing_layers is None

@@ -10,6 +10,8 @@ import torch
 
 from tunekit.config import load_config
 from tunekit.model.elementwise_recompute import enable_for_training
+from tunekit.plan.training_setup import planned_machine
+from tunekit.train.decisions import decide_features
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.plan.activations import saved_bytes
 from tunekit.plan.architectures import load_shape
@@ -47,14 +49,15 @@ def _build(arch: str, cfg, tmp_path):
     if cfg.use_gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model = apply_finetuning(model, cfg)
-    enable_for_training(cfg, model)  # as tunekit train: recipes for the MLP's element-wise outputs and the norm outputs
+    enable_for_training(model, decide_features(cfg, planned_machine(cfg)).elementwise_recompute.detail)  # as the run decides
     model.train()
     return model, folder
 
 
 def _cfg(**over):
     # chunked_lm_loss off: the measurements below run HF's own loss (labels=), the plain LM head
-    base = dict(cutoff_len=32, per_device_train_batch_size=1, gradient_checkpointing=False, chunked_lm_loss=False)
+    base = dict(cutoff_len=32, per_device_train_batch_size=1, gradient_checkpointing=False, chunked_lm_loss=False,
+                elementwise_recompute=True, use_cpu=True)  # planned for the device it is measured on
     base.update(over)
     return load_config(None, base)
 
@@ -189,11 +192,11 @@ def test_zero_sharding_and_offload_arithmetic():
 
 @pytest.mark.parametrize("seq_len", [1024, 64])
 def test_cpu_fragmentation_is_bounded_by_the_heap_guard(monkeypatch, seq_len):
-    """On the CPU the heap keeps freed memory resident: 45 % of the token-dependent bytes without train/host_heap.py's
+    """On the CPU the heap keeps freed memory resident: 45 % of the token-dependent bytes without host/heap.py's
     guard (measured, docs/memory-model.md 3.7); with it (glibc, TUNEKIT_MALLOC_TUNE on) never more than twice its
     slack, whichever is smaller. Qwen2.5-0.5B at 2 x 1,024 tokens (~2 GiB of activations + logits) hits the bound,
     2 x 64 tokens stays under it; TUNEKIT_MALLOC_TUNE=0 (no guard) plans the 45 %."""
-    from tunekit import host_malloc
+    from tunekit.host import malloc as host_malloc
     from tunekit.plan.memory import HOST_FRAGMENTATION, HOST_GUARD_BOUND
 
     if not host_malloc.available():
@@ -207,5 +210,8 @@ def test_cpu_fragmentation_is_bounded_by_the_heap_guard(monkeypatch, seq_len):
     assert est.components["fragmentation"] == min(HOST_FRAGMENTATION * tokens, HOST_GUARD_BOUND)
     assert (HOST_FRAGMENTATION * tokens > HOST_GUARD_BOUND) == (seq_len == 1024), tokens
     assert any(("heap guard" in n) == (seq_len == 1024) and "on the CPU" in n for n in est.notes), est.notes
-    monkeypatch.setenv("TUNEKIT_MALLOC_TUNE", "0")
+    assert setup.heap_guard  # read from the run's decisions (train/decisions: heap_guard)
+    monkeypatch.setenv("TUNEKIT_MALLOC_TUNE", "0")  # decided again: no guard
+    setup = resolve_setup(cfg, seq_len=seq_len)
+    assert not setup.heap_guard
     assert estimate_memory(shape, setup).components["fragmentation"] == HOST_FRAGMENTATION * tokens

@@ -12,6 +12,8 @@ import torch
 from tunekit.config import load_config
 from tests.memory_helpers import saved_storage_bytes
 from tunekit.model.elementwise_recompute import enable_for_training
+from tunekit.train.decisions import decide_features
+from tunekit.train.machine import Machine
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.multimodal import model_class
 from tunekit.plan import make_plan
@@ -39,7 +41,7 @@ IDS = dict(image_token_id=299, video_token_id=298, vision_start_token_id=297, vi
 
 def _cfg(family: str, **over):
     base = dict(template=TEMPLATE[family], cutoff_len=64, per_device_train_batch_size=1, gradient_checkpointing=False,
-                chunked_lm_loss=False)
+                chunked_lm_loss=False, use_cpu=True)  # planned for the device it is measured on
     return load_config(None, {**base, **over})
 
 
@@ -58,7 +60,7 @@ def _build(family: str, cfg, tmp_path):
     if cfg.use_gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model = apply_finetuning(model, cfg)
-    enable_for_training(cfg, model)  # as tunekit train (the language model's layers)
+    enable_for_training(model, decide_features(cfg, Machine.cpu()).elementwise_recompute.detail)  # as tunekit train
     model.train()
     return model, folder
 

@@ -47,7 +47,7 @@ def folders(tmp_path_factory):
 
 def _cfg(like: str, folder, **over):
     base = dict(model_name_or_path=str(folder), template=TEMPLATE[like], gradient_checkpointing=False,
-                per_device_train_batch_size=1)
+                per_device_train_batch_size=1, use_cpu=True)  # planned for the device it is measured on
     return load_config(None, {**base, **over})
 
 

@@ -107,7 +107,7 @@ def test_fp32_weights_under_deepspeed_follow_the_source(stage, offload, master):
     """Without bf16/fp16, ZeRO-1/2 still clone the fp32 partition as the optimizer's own copy (stage_1_and_2.py:
     ``detach().clone()``); ZeRO-3 shares it (stage3.py ``_create_fp32_partitions``: same dtype and device) unless it
     goes to the host. Both keep an fp32 gradient partition beside the weights' own-dtype one."""
-    cfg = load_config(None, dict(finetuning_type="full", deepspeed=f"z{stage}"))
+    cfg = load_config(None, dict(finetuning_type="full", deepspeed=f"z{stage}", bf16=False))  # fp32 chosen
     setup = resolve_setup(cfg, world_size=N).with_(offload_optimizer=offload)
     est = estimate_memory(load_shape("qwen2.5-0.5b", None), setup)
     P = est.counts.trainable

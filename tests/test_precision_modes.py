@@ -19,6 +19,7 @@ def test_pure_bf16_trains_in_bf16_and_is_planned_so(tiny_qwen, tmp_path):
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.memory import estimate_memory
     from tunekit.plan.training_setup import resolve_setup
+    from tunekit.flow import run_train
     from tunekit.train import run as run_module
 
     data = tmp_path / "data"
@@ -46,7 +47,7 @@ def test_pure_bf16_trains_in_bf16_and_is_planned_so(tiny_qwen, tmp_path):
     stage = run_module.get_stage("sft")
     stage.build_trainer, original = with_probe, stage.build_trainer
     try:
-        run_module.run_train(cfg)
+        run_train(cfg)
     finally:
         stage.build_trainer = original
     assert seen["params"] == {torch.bfloat16} and seen["moments"] == {torch.bfloat16}

@@ -145,3 +145,41 @@ def test_flash_attention_2_without_its_package_is_refused(tiny_qwen, data_dir, t
     cfg = load_config(None, base_config(tiny_qwen, data_dir, tmp_path / "out", flash_attn="fa2"))
     with pytest.raises(EnvironmentProblem, match=r"^flash_attn: fa2 needs the flash-attn package"):
         preflight(cfg, Machine())
+
+
+# ------------------------------------------------------------------ quantization libraries (model/loader.py's checks)
+def test_a_missing_quantization_library_is_refused_before_launch(tiny_qwen, data_dir, tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("hqq") is not None:
+        pytest.skip("hqq is installed here")
+    cfg = base_config(tiny_qwen, data_dir, tmp_path / "out", finetuning_type="lora", quantization_bit=4,
+                      quantization_method="hqq")
+    assert _train_refused(cfg, tmp_path) == "error: quantization_method: hqq needs the hqq package (pip install hqq)."
+
+
+def test_quantization_decisions_are_the_loaders_before_any_process(tiny_qwen, data_dir, tmp_path):
+    """eetq needs its package and a GPU; bitsandbytes, where installed, runs on CPU (the loader's decision, unchanged);
+    a model folder saved as GPTQ needs gptqmodel and optimum, and is refused with quantization_bit on top."""
+    import importlib.util
+    import shutil
+
+    from tunekit.errors import EnvironmentProblem
+
+    def cfg(model=tiny_qwen, **values):
+        return load_config(None, base_config(model, data_dir, tmp_path / "out", finetuning_type="lora", **values))
+
+    with pytest.raises(EnvironmentProblem, match=r"^quantization_method: eetq needs the eetq package and an NVIDIA GPU"):
+        preflight(cfg(quantization_bit=8, quantization_method="eetq"), Machine())
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        preflight(cfg(quantization_bit=4), Machine())
+    gptq = tmp_path / "gptq"
+    shutil.copytree(tiny_qwen, gptq)
+    config = json.loads((gptq / "config.json").read_text())
+    (gptq / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "gptq", "bits": 4}}))
+    with pytest.raises(ConfigError, match=rf"^{gptq} is already quantized \(gptq\): remove quantization_bit"):
+        preflight(cfg(gptq, quantization_bit=4), Machine())
+    if importlib.util.find_spec("gptqmodel") is None:
+        with pytest.raises(EnvironmentProblem, match=rf"^{gptq} is a pre-quantized GPTQ model \(quantization_config in "
+                                                     rf"config\.json\); loading it needs gptqmodel and optimum"):
+            preflight(cfg(gptq), Machine())

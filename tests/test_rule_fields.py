@@ -92,6 +92,7 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"fp8": True, "fp8_backend": "msamp"}, [("fp8_backend",)]),
     ({"fp8": True, "quantization_bit": 4}, [("fp8", "quantization_bit")]),
     ({"fp8": True, "fp8_enable_fsdp_float8_all_gather": True}, [("fp8_enable_fsdp_float8_all_gather", "fsdp")]),
+    ({"fsdp_config": "fsdp.json"}, [("fsdp_config", "fsdp")]),
     ({"use_dft_loss": True, "use_eaft_loss": True}, [("use_dft_loss", "use_eaft_loss")]),
     ({"use_dft_loss": True, "stage": "pt"}, [("use_dft_loss", "stage")]),
     ({"fsdp": "full_shard fast"}, [("fsdp",)]),
@@ -100,6 +101,8 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"fsdp": "shard_grad_op", "fp16": True}, [("fsdp", "fp16")]),
     ({"fsdp": "full_shard", "do_predict": True, "eval_dataset": "held_out"}, [("do_predict", "fsdp")]),
     ({"video_min_pixels": 512 * 512, "video_max_pixels": 256 * 256}, [("video_min_pixels", "video_max_pixels")]),
+    ({"output_dir": ".", "model_name_or_path": "./"}, [("output_dir", "model_name_or_path")]),  # the same folder
+    ({"output_dir": "./", "adapter_name_or_path": "x, ."}, [("output_dir", "adapter_name_or_path")]),
     ({**FULL, "freeze_language_model": True},
      [("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model")]),
 ]

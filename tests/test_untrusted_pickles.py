@@ -105,3 +105,100 @@ def test_a_crafted_bin_adapter_is_one_named_error(trained, tiny_qwen, tmp_path):
         f"{adapter / 'adapter_model.bin'} could not be loaded safely: its pickle names io.open, which a PEFT adapter "
         f"never holds (loading it would run code from the file). Use a copy of the adapter saved as "
         f"adapter_model.safetensors (PEFT's default), or convert this one only where you trust its source.")
+
+
+class _RunsACommand:
+    def __init__(self, command: str):
+        self.command = command
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (self.command,))
+
+
+def _crafted_zero_checkpoint(trained, tmp_path: Path, protocol: int) -> tuple[Path, Path, Path, dict]:
+    """The run's checkpoint turned into a ZeRO one of 1 process whose ``mp_rank_00_model_states.pt`` runs a
+    command when DeepSpeed loads it (``weights_only=False``); the other DeepSpeed file is plain data."""
+    from tunekit.train.checkpoints import write_complete_marker
+
+    ckpt, _, marker, cfg = _crafted_run(trained, tmp_path, "optimizer.pt")
+    torch.save({"state": {}, "param_groups": []}, ckpt / "optimizer.pt")  # genuine again: only DeepSpeed's file is crafted
+    step = ckpt / "global_step2"
+    step.mkdir()
+    (ckpt / "latest").write_text("global_step2")
+    target = step / "mp_rank_00_model_states.pt"
+    torch.save({"module": {}, "buffer_names": [], "ds_version": "0.19.8", "lr_scheduler": _RunsACommand(f"touch {marker}")},
+               target, pickle_protocol=protocol)
+    torch.save({"optimizer_state_dict": {"zero_stage": 2, "partition_count": 1}},
+               step / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    write_complete_marker(ckpt, 2)  # as whoever crafted it would
+    return ckpt, target, marker, cfg
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_resuming_a_zero_checkpoint_with_a_crafted_model_states_file_is_one_named_error(trained, tmp_path, protocol):
+    """DeepSpeed loads ``global_step*/*.pt`` with ``weights_only=False``: resume reads them first with its
+    allow-list. Protocol 4 names ``os.system`` on the pickle's stack (STACK_GLOBAL), which the scan of named
+    globals does not see: the full restricted load refuses it."""
+    import os
+
+    from tunekit.train.checkpoints import plan_resume
+
+    ckpt, target, marker, cfg = _crafted_zero_checkpoint(trained, tmp_path, protocol)
+    with pytest.raises(ModelError) as err:
+        plan_resume(cfg["output_dir"], str(ckpt), True, check_finished=False)
+    assert not marker.exists()
+    if protocol == 2:
+        expected = (f"{target} could not be loaded safely: its pickle names {os.system.__module__}.system, which a "
+                    f"DeepSpeed checkpoint never holds (loading it would run code from the file). {RESUME_FIX}")
+    else:
+        expected = (f"{target} could not be loaded safely (its pickle holds more than tensors and plain data); tunekit "
+                    f"never runs code from a pickle. {RESUME_FIX}")
+    assert str(err.value) == expected
+    assert "\n" not in str(err.value) and "weights_only" not in str(err.value)
+    torch.load(target, weights_only=False)  # what DeepSpeed's loader does with it: the command runs
+    assert marker.exists()
+
+
+def _crafted_adapter_folder(tiny_qwen: Path, folder: Path, marker: Path) -> Path:
+    """A LoRA adapter folder for the tiny model whose ``adapter_model.bin`` opens ``marker`` when unpickled."""
+    from peft import LoraConfig
+
+    LoraConfig(r=2, target_modules=["q_proj"], base_model_name_or_path=str(tiny_qwen)).save_pretrained(folder)
+    torch.save({"base_model.model.lm_head.weight": _OpensAFile(marker)}, folder / "adapter_model.bin")
+    return folder / "adapter_model.bin"
+
+
+ADAPTER_FIX = ("Use a copy of the adapter saved as adapter_model.safetensors (PEFT's default), or convert this one only "
+               "where you trust its source.")
+
+
+def test_a_reward_model_adapter_with_a_crafted_bin_is_one_named_error(tiny_qwen, tmp_path):
+    """Reloading a reward model / critic saved as a LoRA adapter (ppo's reward_model) goes through the same check."""
+    from safetensors.torch import save_file
+
+    from tunekit.train.stages.value_head import VALUE_HEAD_FILE, load_value_head_model
+
+    marker = tmp_path / "pwned"
+    bad = _crafted_adapter_folder(tiny_qwen, tmp_path / "rm", marker)
+    save_file({"v_head.summary.weight": torch.zeros(1, 64), "v_head.summary.bias": torch.zeros(1)},
+              str(tmp_path / "rm" / VALUE_HEAD_FILE))
+    with pytest.raises(ModelError) as err:
+        load_value_head_model(tmp_path / "rm")
+    assert not marker.exists()
+    assert str(err.value) == (f"{bad} could not be loaded safely: its pickle names io.open, which a PEFT adapter never "
+                              f"holds (loading it would run code from the file). {ADAPTER_FIX}")
+
+
+def test_the_export_checks_reference_model_refuses_a_crafted_bin_adapter(tiny_qwen, tmp_path):
+    """export's verification builds its own base + adapter reference (export/checks.reference_model)."""
+    from tunekit.export.checks import reference_model
+
+    marker = tmp_path / "pwned"
+    bad = _crafted_adapter_folder(tiny_qwen, tmp_path / "adapter", marker)
+    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(bad.parent), template="qwen"))
+    with pytest.raises(ModelError) as err:
+        reference_model(cfg)
+    assert not marker.exists()
+    assert str(err.value).startswith(f"{bad} could not be loaded safely: its pickle names io.open, which a PEFT adapter")

@@ -41,7 +41,7 @@ def image_data(tmp_path_factory, demo_dir) -> Path:
 
 def _train(model: Path, template: str, data: Path, out: Path, method: str) -> Path:
     from tunekit.config import load_config
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     run_train(load_config(None, {
         "model_name_or_path": str(model), "template": template, "dataset": "toy", "dataset_dir": str(data),
@@ -253,6 +253,9 @@ def test_a_text_template_for_a_vlm_export_is_refused_by_name(lora_exports, tmp_p
         f"template 'qwen' is not a multimodal template, but {paths['base']} is a vision-language/audio model (model_type "
         f"'qwen2_vl'): set template to the one it was trained with (qwen2_vl), so the export's stop tokens and "
         f"`tunekit verify` follow it. Nothing was written.")
+    assert not (tmp_path / "t").exists()
+    with pytest.raises(ConfigError, match=r"^unknown template 'moss_vl'\."):  # LLaMA-Factory's mossvl merge example
+        _export(tmp_path / "t", "moss_vl", paths["base"], paths["adapter"])
     assert not (tmp_path / "t").exists()
 
 

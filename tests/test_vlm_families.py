@@ -193,7 +193,7 @@ def test_sft_on_images_lowers_the_loss_and_reloads_in_plain_transformers(templat
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
                 "images": ["mllm_demo_data/1.jpg"]},
@@ -292,7 +292,7 @@ def test_dpo_on_images_starts_at_ln2_with_the_familys_extra_inputs(template, tin
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_tokenizer
     from tunekit.train.batching import MultimodalPairCollator
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
     from tunekit.train.stages.reference_policy import media_inputs
 
     entry = {**SHAREGPT, "ranking": True, "columns": {**SHAREGPT["columns"], "chosen": "chosen", "rejected": "rejected"}}

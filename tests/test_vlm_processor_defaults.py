@@ -238,7 +238,7 @@ def test_a_set_option_is_said_once_recorded_exported_and_used_by_chat(folders, d
     from tunekit.config import load_config
     from tunekit.export import export_model
     from tunekit.infer.engine import ChatEngine
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     model, image = folders("qwen2_vl"), demo_dir / "mllm_demo_data" / "1.jpg"
     data = tmp_path / "data"

@@ -185,7 +185,7 @@ def test_lora_sft_on_images_lowers_the_loss_and_reloads_in_plain_peft(like, tiny
     from peft import PeftModel
     from transformers import AutoModelForImageTextToText
 
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
                 "images": ["mllm_demo_data/1.jpg"]},
@@ -231,7 +231,7 @@ def test_dpo_on_images_trains_the_spaced_replies_and_starts_at_ln2(tiny, demo_di
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_tokenizer
     from tunekit.train.batching import MultimodalPairCollator
-    from tunekit.train.run import run_train
+    from tunekit.flow import run_train
 
     entry = {**SHAREGPT, "ranking": True, "columns": {**SHAREGPT["columns"], "chosen": "chosen", "rejected": "rejected"}}
     records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}], "images": [f"mllm_demo_data/{f}"],

@@ -214,3 +214,25 @@ def test_a_new_option_group_appears_without_board_code():
         view.render("en", "train")
     assert list(view.comps) == [s.name for s in specs]
     assert view.accordions[0][0].label == "Brand-new options"
+
+
+def test_a_deepspeed_file_contradicting_the_options_is_an_error_at_its_field(tmp_path):
+    """The board applies the check ``tunekit train`` makes before launch (train/preflight.py): every contradiction
+    between the DeepSpeed file (relative paths read in the workspace, where the job runs) and the options."""
+    import json
+
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_clipping": 0.5,
+                                                  "zero_optimization": {"stage": 2}}))
+    board = Board(cwd=tmp_path)
+    form = board.defaults()
+    form.update({"model_name_or_path": "Qwen/Qwen2.5-0.5B", "dataset": "alpaca_en_demo", "deepspeed": "ds.json",
+                 "per_device_train_batch_size": "1"})
+    check = board.validate(board.values(form))
+    expected = ("deepspeed: ds.json contradicts tunekit's options in 2 place(s): (1) train_micro_batch_size_per_gpu is 2 "
+                "but per_device_train_batch_size is 1; (2) gradient_clipping is 0.5 but max_grad_norm is 1.0. Set each "
+                "of these fields to \"auto\" (recommended: tunekit's options fill them) or make both agree.")
+    assert not check.ok and check.by_field == {"deepspeed": [expected]} and check.message == expected
+    form.update({"per_device_train_batch_size": "2", "max_grad_norm": "0.5"})
+    assert board.validate(board.values(form)).ok
+    form["deepspeed"] = "z3"  # a preset: "auto" everywhere
+    assert board.validate(board.values(form)).ok

@@ -88,7 +88,8 @@ def test_real_zero2_checkpoint_reads_safely_and_equals_deepspeeds_merge(tiny_qwe
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
     from tests.distributed_helpers import zero_checkpoint_run
-    from tunekit.export.zero import DEEPSPEED_SAFE_GLOBALS, read_zero_state
+    from tunekit.export.zero import read_zero_state
+    from tunekit.model.pickles import DEEPSPEED_SAFE_GLOBALS
 
     out = zero_checkpoint_run(tiny_qwen, tmp_path, "z2")
     step = out / "checkpoint-2" / "global_step2"

@@ -51,16 +51,14 @@ def train(spec_path: str, result_path: str) -> int:
     result: dict = {"cell": spec.get("name"), "ok": False}
     t0 = time.time()
     try:
-        from tunekit import host_malloc, startup_gc
-
-        startup_gc.pause()
-        host_malloc.tune()
-        import torch
-
         from tunekit.config import load_config
-        from tunekit.flow import run_train  # decides auto_fit and gradient_checkpointing: auto as tunekit train does
+        from tunekit.flow import run_train, start_host  # decides the run as tunekit train does
+        from tunekit.train.machine import run_machine
 
         cfg = load_config(None, dict(spec["config"]))
+        start_host(cfg, run_machine(cfg))  # the CPU-host machinery only for a CPU run, as tunekit train
+        import torch
+
         cuda = torch.cuda.is_available() and not cfg.use_cpu
         if cuda:
             torch.cuda.reset_peak_memory_stats()

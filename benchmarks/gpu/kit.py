@@ -3,6 +3,7 @@
 
     python benchmarks/gpu/kit.py OUT_DIR [--device cuda|cpu] [--tiny] [--budget-s 540] [--cell-timeout 240]
                                  [--models qwen2.5-1.5b,qwen2.5-7b] [--max-cells N] [--steps 4] [--inject-failure]
+                                 [--ab-steps 8] [--ab-cell-timeout 120] [--no-ab]
 
 (``benchmarks/gpu/run.sh OUT_DIR ...`` installs what is missing first, then runs this.)
 
@@ -14,6 +15,11 @@ copied to ``OUT_DIR/runs/CELL/``). ``--tiny``: the few-M-parameter model of the 
 Data: a fixed-length SFT set written to ``OUT_DIR/data`` (alpaca records of random words, each longer than the
 largest cutoff, so every sample is cut to exactly ``cutoff_len`` tokens): the planner's ``--seq-len`` is then
 the real sequence length, and tokens/s counts no padding.
+
+A/B matrix first (benchmarks/gpu/ab.py; ``--no-ab`` leaves it out): on one job (the first model, LoRA, the first
+cutoff, micro-batch 4 x accumulation 2, ``--ab-steps`` steps) plain transformers (every tunekit trick off), each
+trick switched on alone, tunekit's defaults on this device and LLaMA-Factory; a second table states per trick the
+loss difference against a derived bound, the memory and speed ratios and the suggested CUDA default.
 
 Grid (each cell in its own subprocess, benchmarks/gpu/cell.py, with a timeout; one failure does not stop
 the rest): method LoRA (r8, all linear) / full / QLoRA (4-bit NF4) x cutoff 1K / 4K x gradient checkpointing
@@ -47,6 +53,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import ab  # noqa: E402  (benchmarks/gpu/ab.py: the A/B matrix and its table)
+from lf import LF_LAUNCHER, lf_config, lf_device_ok, lf_python  # noqa: E402, F401  (LLaMA-Factory's side)
 
 GiB = 2**30
 TINY_CUTOFFS = (128, 256)
@@ -168,13 +178,6 @@ def cell_config(c: dict, model_dir: Path, data_dir: Path, out_dir: Path, device:
     return cfg
 
 
-def lf_config(cfg: dict) -> dict:
-    """The same job in LLaMA-Factory's spelling (it has no gradient_checkpointing switch, only the disable flag)."""
-    out = {k: v for k, v in cfg.items() if k not in ("gradient_checkpointing", "disable_tqdm")}
-    out["disable_gradient_checkpointing"] = not cfg["gradient_checkpointing"]
-    return out
-
-
 def unsupported(c: dict, env: dict, device: str) -> str | None:
     pk = env["packages"]
     if c["method"] == "qlora" and (device != "cuda" or not pk["bitsandbytes"]):
@@ -187,14 +190,9 @@ def unsupported(c: dict, env: dict, device: str) -> str | None:
         return "no bf16 on this device"
     if c.get("tool") == "lf" and not lf_python():
         return "LLaMA-Factory not installed (import llamafactory failed; set LF_PYTHON to an interpreter that has it)"
+    if c.get("tool") == "lf" and not lf_device_ok(device):
+        return f"LLaMA-Factory's interpreter {lf_python()} has no CUDA torch (LF_PYTHON: a venv over the image's torch)"
     return None
-
-
-def lf_python() -> str | None:
-    py = os.environ.get("LF_PYTHON")
-    if py:
-        return py if Path(py).exists() else None
-    return sys.executable if importlib.util.find_spec("llamafactory") is not None else None
 
 
 def plan_cell(cfg: dict, memory_gib: float) -> dict:
@@ -234,16 +232,19 @@ def run_lf(cfg: dict, out_dir: Path, log: Path, timeout: float, env: dict, cwd: 
     job = out_dir.parent / f"{out_dir.name}.lf.yaml"
     job.write_text(yaml.safe_dump(lf_config(cfg), sort_keys=False))
     py = lf_python()
-    launcher = "import sys; from llamafactory.cli import main; sys.argv = ['llamafactory-cli', 'train', sys.argv[1]]; main()"
-    rc, wall = run_subprocess([py, "-c", launcher, str(job)], log, timeout, env, cwd)
+    peaks = out_dir.parent / f"{out_dir.name}.lf-peaks.json"
+    peaks.unlink(missing_ok=True)
+    rc, wall = run_subprocess([py, "-c", LF_LAUNCHER, str(job), str(peaks)], log, timeout, env, cwd)
     res = {"ok": rc == 0, "rc": rc, "cell_wall_s": wall}
+    if peaks.is_file():  # the same peaks cell.py records, read in LLaMA-Factory's process as it exits
+        res.update(json.loads(peaks.read_text()))
     path = out_dir / "all_results.json"
     if rc == 0 and path.is_file():
         r = json.loads(path.read_text())
         tokens = cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"] * cfg["max_steps"] * cfg["cutoff_len"]
         res.update(train_runtime=r.get("train_runtime"), train_loss=r.get("train_loss"), steps=cfg["max_steps"],
                    runtime_tokens_per_s=tokens / r["train_runtime"] if r.get("train_runtime") else None,
-                   measured_kind="lf_not_measured")
+                   measured_kind=res.get("measured_kind", "lf_not_measured"))
     elif rc is None:
         res["error"] = f"timeout after {timeout:.0f} s"
     else:
@@ -292,6 +293,14 @@ def markdown(env: dict, cells: list[dict], budget: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def intermediate_size(model_dir: Path | None) -> int:
+    """The longest reduction of the model's forward (the MLP's intermediate size), for ab.loss_bound."""
+    try:
+        return int(json.loads((model_dir / "config.json").read_text())["intermediate_size"])
+    except (TypeError, OSError, KeyError, ValueError):
+        return 1
+
+
 # ---------------------------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cell-timeout", type=float, default=240.0, help="one cell's limit (default 240 s)")
     ap.add_argument("--max-cells", type=int, default=0, help="run at most N cells (0: no limit)")
     ap.add_argument("--steps", type=int, default=0, help="optimizer steps per cell (default 4; --tiny 2)")
+    ap.add_argument("--ab-steps", type=int, default=0, help="optimizer steps of each A/B cell (default 8; --tiny 2)")
+    ap.add_argument("--ab-cell-timeout", type=float, default=120.0, help="one A/B cell's limit (default 120 s)")
+    ap.add_argument("--no-ab", action="store_true", help="leave out the A/B matrix (benchmarks/gpu/ab.py)")
     ap.add_argument("--inject-failure", action="store_true",
                     help="add a cell whose config names a dataset that does not exist (checks failure handling)")
     args = ap.parse_args(argv)
@@ -321,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     models = ["tiny"] if args.tiny else [m.strip() for m in args.models.split(",") if m.strip()]
     cutoffs = TINY_CUTOFFS if args.tiny else REAL_CUTOFFS
     steps = args.steps or (2 if args.tiny else 4)
+    ab_steps = args.ab_steps or (2 if args.tiny else 8)
     precision = "bf16" if device == "cuda" and env.get("bf16") else "fp32"
     # models, run folders (a full fine-tune saves the whole model) and the dataset cache live outside OUT_DIR, so
     # that OUT_DIR holds only results and logs (it may be a folder that is copied back from the GPU machine)
@@ -353,11 +366,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model_notes[m] = f"model build failed (exit {rc}, {wall:.0f} s): see {logs / f'build-{m}.log'}"
             print(f"[kit] {model_notes[m]}", flush=True)
-    data_dir = write_data(out / "data", next(iter(model_dirs.values())), max(cutoffs), 16) if model_dirs else out / "data"
+    samples = max(16, ab.MICRO * ab.ACCUM * ab_steps)
+    data_dir = write_data(out / "data", next(iter(model_dirs.values())), max(cutoffs), samples) if model_dirs else out / "data"
 
-    cells = grid(models, cutoffs, precision)
+    plain = grid(models, cutoffs, precision)
+    cells = ([] if args.no_ab else ab.cells(models[0], cutoffs[0], precision)) + plain
     if args.inject_failure:
-        cells.insert(1, dict(cells[0], tag="injected-failure", **{"break": True}))
+        cells.insert(1, dict(plain[0], tag="injected-failure", **{"break": True}))
     records: list[dict] = []
     run_count = 0
     for c in cells:
@@ -372,7 +387,16 @@ def main(argv: list[str] | None = None) -> int:
             rec.update(status="skipped", reason=why)
             continue
         cell_out = scratch / "runs" / name
-        cfg = cell_config(c, model_dirs[c["model"]], data_dir, cell_out, device, steps)
+        cfg = cell_config(c, model_dirs[c["model"]], data_dir, cell_out, device, ab_steps if c.get("ab") else steps)
+        cell_env = dict(child_env)
+        if c.get("ab"):
+            cfg, changes = ab.apply(c, cfg)
+            rec["env"] = changes
+            for key, value in changes.items():
+                if value is None:
+                    cell_env.pop(key, None)
+                else:
+                    cell_env[key] = value
         rec["config"] = cfg
         try:
             rec["plan"] = plan_cell(cfg, env["gpu_memory_gib"])
@@ -389,19 +413,19 @@ def main(argv: list[str] | None = None) -> int:
             rec.update(status="not run", reason="time budget")
             continue
         run_count += 1
-        timeout = min(args.cell_timeout, remaining() - 5)
+        timeout = min(args.ab_cell_timeout if c.get("ab") else args.cell_timeout, remaining() - 5)
         shutil.rmtree(cell_out, ignore_errors=True)
         cell_out.parent.mkdir(parents=True, exist_ok=True)
         log = logs / f"{name}.log"
         if c.get("tool") == "lf":
-            res = run_lf(cfg, cell_out, log, timeout, child_env, out)
+            res = run_lf(cfg, cell_out, log, timeout, cell_env, out)
         else:
             (out / "runs").mkdir(parents=True, exist_ok=True)
             spec_path, res_path = out / "runs" / f"{name}.spec.json", out / "runs" / f"{name}.result.json"
             spec_path.write_text(json.dumps({"name": name, "config": cfg}, indent=1))
             res_path.unlink(missing_ok=True)
             rc, wall = run_subprocess([sys.executable, str(HERE / "cell.py"), "train", str(spec_path), str(res_path)],
-                                      log, timeout, child_env, out)
+                                      log, timeout, cell_env, out)
             res = json.loads(res_path.read_text()) if res_path.is_file() else {"ok": False}
             res.update(rc=rc, cell_wall_s=wall)
             if rc is None:
@@ -414,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
                       if cell_out.is_dir() else []):
             shutil.copy2(small, keep / small.name)
         shutil.rmtree(cell_out, ignore_errors=True)
+        res["losses"] = ab.step_losses(keep)
         rec["result"] = {k: v for k, v in res.items() if k != "traceback"}
         rec["status"] = "ok" if res.get("ok") else ("timeout" if res.get("rc", 0) is None else "failed")
         rec["log"] = str(log)
@@ -425,9 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     budget = {"budget_s": args.budget_s, "used_s": used, "run": run_count,
               "ok": sum(r["status"] == "ok" for r in records), "failed": sum(r["status"] in ("failed", "timeout") for r in records),
               "skipped": sum(r["status"] == "skipped" for r in records), "not_run": sum(r["status"] == "not run" for r in records)}
+    reduction = intermediate_size(model_dirs.get(models[0]))
+    ab_rows, ab_md = ab.summary(records, env, ab_steps, reduction) if not args.no_ab else ([], "")
     (out / "results.json").write_text(json.dumps({"environment": env, "budget": budget, "models": {k: str(v) for k, v in model_dirs.items()},
-                                                  "cells": records}, indent=1, default=str))
-    (out / "results.md").write_text(markdown(env, records, budget))
+                                                  "cells": records, "ab": ab_rows}, indent=1, default=str))
+    (out / "results.md").write_text(markdown(env, records, budget) + ("\n" + ab_md if ab_md else ""))
     print(f"[kit] wrote {out / 'results.json'} and {out / 'results.md'} ({used:.0f} s of {args.budget_s:.0f})", flush=True)
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 FALSE = ("0", "false", "no", "off")
 
@@ -26,10 +27,10 @@ def restore_sigint_if_asked() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def env_flag(name: str, default: bool) -> bool:
-    """A switch such as ``TUNEKIT_GC_PAUSE=0``: unset or empty gives ``default``; 0/false/no/off (any case) is off,
-    anything else on."""
-    value = os.environ.get(name, "").strip().lower()
+def env_flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """A switch such as ``TUNEKIT_GC_PAUSE=0``, ``FORCE_TORCHRUN=1`` or ``HF_HUB_OFFLINE=1``: unset or empty gives
+    ``default``; 0/false/no/off (any case) is off, anything else on. ``environ``: a launcher's mapping (os.environ)."""
+    value = (os.environ if environ is None else environ).get(name, "").strip().lower()
     if not value:
         return default
     return value not in FALSE
@@ -71,3 +72,22 @@ def env_local_rank() -> int:
 def env_world_size() -> int | None:
     """Processes in the job from ``WORLD_SIZE``; None without a launcher."""
     return launcher_int("WORLD_SIZE")
+
+
+def env_nodes(environ: Mapping[str, str] | None = None) -> int:
+    """Machines in the job from ``NNODES`` (torchrun's and LLaMA-Factory's), 1 when unset or empty.
+
+    A value that is not a whole number of at least 1 raises :class:`~tunekit.errors.ConfigError` naming it.
+    """
+    raw = (os.environ if environ is None else environ).get("NNODES", "").strip()
+    if not raw:
+        return 1
+    from .errors import ConfigError
+
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"NNODES={raw!r} is not a whole number.") from None
+    if value < 1:
+        raise ConfigError(f"NNODES={value} must be at least 1.")
+    return value

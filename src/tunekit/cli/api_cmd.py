@@ -46,5 +46,28 @@ def main(argv: list[str]) -> int:
     settings = settings_from_env(host=flags.get("--host"), port=port_number(port, "--port") if port is not None else None,
                                  api_key=flags.get("--api-key"), model_name=flags.get("--model-name"),
                                  max_body_bytes=body_bytes(flags.get("--max-body-mb"), "--max-body-mb"))
+    check_listen_address(settings.host, settings.port, "--host" if flags.get("--host") else "API_HOST")
     serve(cfg, settings)
     return 0
+
+
+def check_listen_address(host: str, port: int, where: str) -> None:
+    """Bind ``host:port`` once before the model loads: a name that does not resolve, an address not on this machine
+    or a port in use is a named error now, not a server that starts, logs the OS error and exits after the load."""
+    import socket
+
+    from tunekit.errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"{where} {host!r} is not an address this machine can listen on ({exc.strerror}): use an IP "
+                          f"address or host name such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network).") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a TIME_WAIT port is free
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose a free port with --port "
+                              f"(or API_PORT), or another --host.") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 HELP = """usage: tunekit data stats CONFIG.yaml [key=value ...] [--plot [PATH]] [--json]
 
@@ -61,6 +62,10 @@ def main(argv: list[str]) -> int:
     from tunekit.plan.stats import batching_stats, dataset_stats, plot_cdf
 
     cfg = load_config(path, rest)
+    if plot:  # before the data is read: a folder that cannot be written fails now, a missing one is created
+        from tunekit.config.loader import check_writable_folder
+
+        check_writable_folder(Path(plot).expanduser().parent, "--plot")
     if not cfg.dataset:
         raise ConfigError("No dataset configured: set dataset (names from dataset_info.json or file paths).")
     table = measure_lengths(cfg, load_tokenizer(cfg))
@@ -68,6 +73,7 @@ def main(argv: list[str]) -> int:
                           cfg.preprocessing_batch_size, stage=cfg.stage, packing=cfg.use_packing)
     stats["batching"] = batching_stats(table, cfg, world_from(None, None)[0])  # torchrun's NPROC_PER_NODE x NNODES
     if plot:
+        Path(plot).expanduser().parent.mkdir(parents=True, exist_ok=True)
         stats["plot"] = plot_cdf(table, plot, cfg.cutoff_len, stats["recommended_cutoff_len"])
     if as_json:
         sys.stdout.write(json.dumps(stats, indent=2) + "\n")

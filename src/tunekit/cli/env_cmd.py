@@ -13,6 +13,14 @@ PACKAGES = ("torch", "transformers", "peft", "trl", "datasets", "accelerate", "d
 def main(argv: list[str]) -> int:
     from importlib import metadata
 
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: tunekit env\n\nPrint versions of python, torch and the HF stack, and the devices seen.")
+        return 0
+    if argv:
+        from tunekit.errors import ConfigError
+
+        raise ConfigError(f"tunekit env takes no arguments, got {argv[0]!r}: run `tunekit env` alone.")
+
     import tunekit
 
     rows = [("tunekit", tunekit.__version__), ("python", sys.version.split()[0]), ("platform", platform.platform())]

@@ -19,9 +19,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    from tunekit.model.expand import expand_blocks
+    from types import SimpleNamespace
 
-    out = expand_blocks(args.model, args.out_dir, args.num_expand)
+    from tunekit.model.expand import expand_blocks
+    from tunekit.model.loader import model_path
+
+    # a folder that is not there (or holds no model) is named now, not handed to the hub client as a repo id
+    out = expand_blocks(model_path(SimpleNamespace(model=args.model), "model"), args.out_dir, args.num_expand)
     print(f"expanded model written to {out} ({args.num_expand} blocks added); train it with use_llama_pro: true, "
           f"finetuning_type: freeze, freeze_trainable_layers: {args.num_expand}")
     return 0

@@ -69,7 +69,8 @@ def parse(argv: list[str]) -> tuple[str | None, list[str], dict]:
             try:
                 opts[DEST.get(key, key[2:].replace("-", "_"))] = VALUE_FLAGS[key](raw)
             except ValueError:
-                raise ConfigError(f"{key} expects a {VALUE_FLAGS[key].__name__}, got {raw!r}.") from None
+                kind = {int: "a whole number", float: "a number"}.get(VALUE_FLAGS[key], VALUE_FLAGS[key].__name__)
+                raise ConfigError(f"{key} expects {kind}, got {raw!r}.") from None
         elif key in BOOL_FLAGS:
             opts[key[2:].replace("-", "_")] = True
         elif path is None and not rest and not arg.startswith("-") and "=" not in arg:

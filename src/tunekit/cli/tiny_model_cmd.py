@@ -10,6 +10,17 @@ from tunekit.errors import ModelError
 FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text, qwen3_moe, qwen2_moe; vision-language: qwen2-vl, qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, gemma3, smolvlm, idefics3; audio: qwen2-audio"
 
 
+def _count(text: str) -> int:
+    """A size of the model: a whole number >= 1 (0 or less built a broken model or failed deep in transformers)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tunekit tiny-model",
@@ -24,12 +35,12 @@ def parser() -> argparse.ArgumentParser:
                         "name whose architecture tunekit cannot build is refused, never replaced), or a path to a "
                         "config.json or model folder whose architecture is kept and shrunk (default: qwen2)")
     p.add_argument("--seed", type=int, default=0, help="weight init seed (default: 0)")
-    p.add_argument("--hidden-size", type=int, default=64)
-    p.add_argument("--num-layers", type=int, default=2)
-    p.add_argument("--intermediate-size", type=int, default=None, help="default: 4 x hidden size")
-    p.add_argument("--num-heads", type=int, default=4)
-    p.add_argument("--num-kv-heads", type=int, default=2)
-    p.add_argument("--vocab-size", type=int, default=None,
+    p.add_argument("--hidden-size", type=_count, default=64)
+    p.add_argument("--num-layers", type=_count, default=2)
+    p.add_argument("--intermediate-size", type=_count, default=None, help="default: 4 x hidden size")
+    p.add_argument("--num-heads", type=_count, default=4)
+    p.add_argument("--num-kv-heads", type=_count, default=2)
+    p.add_argument("--vocab-size", type=_count, default=None,
                    help="BPE vocabulary target and embedding rows (default: what the corpus gives, ~1.8k, "
                         "rounded up to 64)")
     return p

@@ -25,11 +25,7 @@ def main(argv: list[str]) -> int:
     from tunekit.train.engines.launcher import die_with_parent
 
     die_with_parent()  # a rank of tunekit's own torchrun ends with it, even when torchrun is SIGKILLed
-    from tunekit import host_malloc, startup_gc
-
-    startup_gc.pause()  # until run_train settles it: see tunekit/startup_gc.py
-    host_malloc.tune()  # freed tensors stay in the heap for the next step: see tunekit/host_malloc.py
-    from tunekit.flow import train_command
+    from tunekit.flow import train_command  # the CPU-host machinery starts there, once the run's device is known
 
     path, rest = split_config_path(argv)
     return train_command(argv, path, rest)  # the one flow: tunekit/flow.py

@@ -167,10 +167,24 @@ def _json_pairs(path):
     return hook
 
 
+def _yaml_problem(exc: Exception) -> str:
+    """One line for a YAML error (PyYAML's own text spans four lines, with a caret under the text): where and what."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return " ".join(str(exc).split())
+    if "could not determine a constructor for the tag" in problem:
+        problem += " (a Python or custom tag: config files hold plain values only; remove the tag)"
+    elif "tab character" in problem or ("cannot start any token" in problem and "\\t" in problem):
+        problem += " (YAML indents with spaces, never tabs)"
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     import yaml
 
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"Config file {path} is a folder, not a file: give the YAML or JSON file inside it.")
     if not path.is_file():
         raise ConfigError(f"Config file {path} does not exist.")
     raw = path.read_bytes()
@@ -183,11 +197,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(text, object_pairs_hook=_json_pairs(path)) if path.suffix == ".json" else load_yaml_text(text, path)
     except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        why = "nested too deeply" if isinstance(exc, RecursionError) else _yaml_problem(exc)
         why = why if len(why) <= 500 else why[:500] + " ..."
         raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {why}") from None
     if data is None:
-        return {}
+        raise ConfigError(f"{path} holds no options (it is empty or only comments): write the run's options into it "
+                          f"as `option: value` lines (see `tunekit train --help`).")
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of option: value, found {type(data).__name__}.")
     return data
@@ -265,7 +280,7 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
                 (str(key),)))
         raise ConfigError(problems_text(lines), lines)
     _check_bools(values, sources)
-    values = {k: _yaml_bool_words(k, _none_words(k, v)) for k, v in resolve_secrets(values).items()}
+    values = {k: _yaml_bool_words(k, _none_words(k, _comma_list(k, v))) for k, v in resolve_secrets(values).items()}
     try:
         return Config(**values)
     except ValidationError as exc:
@@ -314,6 +329,18 @@ def _yaml_bool_words(key: str, value: Any) -> Any:
         return value
     words = ("yes", "on", "true") if value else ("no", "off", "false")
     return next((w for w in words if w in choices), value)
+
+
+def _comma_list(key: str, value: Any) -> Any:
+    """A YAML/JSON list for a comma-separated text option (``dataset: [a, b]``) is that text (``a,b``), as
+    LLaMA-Factory reads it (its ``split_arg`` keeps a list as the list)."""
+    import typing
+
+    field = Config.model_fields[key]
+    if (isinstance(value, list) and value and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
+            and field.annotation in (str, typing.Optional[str]) and "comma-separated" in (field.description or "").lower()):
+        return ",".join(str(v).strip() for v in value)
+    return value
 
 
 def _none_words(key: str, value: Any) -> Any:

@@ -16,9 +16,11 @@ from .options import (
     LoggingOptions, MethodOptions, ModelOptions, OptimizerOptions, RLHFOptions, TrainingOptions,
 )
 from .engines import engine_problems
+from .lists import split_list
 from .problems import Problem, ProblemsError, as_problem
 from .stages import STAGES, spoken_list, stages_with
 from .options.data import batching_problems
+from .options.training import output_problems
 from .options.multimodal import MultimodalOptions, multimodal_problems
 
 KNOWN_TRACKERS = ("none", "tensorboard", "wandb", "swanlab", "mlflow")
@@ -38,16 +40,16 @@ class Config(
     # ---------------------------------------------------------------- derived values
     @property
     def dataset_names(self) -> list[str]:
-        return _split(self.dataset)
+        return split_list(self.dataset)
 
     @property
     def eval_dataset_names(self) -> list[str]:
-        return _split(self.eval_dataset)
+        return split_list(self.eval_dataset)
 
     @property
     def adapter_paths(self) -> list[str]:
         """``adapter_name_or_path`` split at commas, blanks dropped: the adapters applied in this order."""
-        return _split(self.adapter_name_or_path)
+        return split_list(self.adapter_name_or_path)
 
     @property
     def resolved_lora_alpha(self) -> int:
@@ -59,17 +61,8 @@ class Config(
         return self.gradient_checkpointing is not False and not self.disable_gradient_checkpointing
 
     @property
-    def recompute_parts(self) -> tuple[bool, bool]:
-        """What ``elementwise_recompute`` saves as recipes: ``(the MLP's element-wise outputs, the norm outputs)``.
-        Off under torch_compile (the hooks would break its graphs) and Liger (its fused SwiGLU keeps gate and up only
-        already); the norms stay out under ZeRO-3 / FSDP (their weights are gathered for their own forward only).
-        ``model/elementwise_recompute.py`` attaches what this says, ``plan/activations.py`` counts it."""
-        on = bool(self.elementwise_recompute and not self.torch_compile and not self.enable_liger_kernel)
-        return on, on and not (self.fsdp or self.deepspeed)
-
-    @property
     def trackers(self) -> list[str]:
-        names = [t for t in _split(self.report_to) if t != "none"]
+        names = [t for t in split_list(self.report_to) if t != "none"]
         if self.use_swanlab and "swanlab" not in names:
             names.append("swanlab")
         return names
@@ -105,15 +98,9 @@ class Config(
 def run_problems(cfg: Config) -> Iterator[Problem]:
     """Rules of a training run that a config for ``tunekit plan``, ``data stats`` or ``chat`` does not need, so building
     a Config does not apply them: the board's validation (which starts runs) and the stages' trainers do."""
-    if cfg.do_train and STAGES[cfg.stage].generation and not _split(cfg.reward_funcs) and not cfg.reward_model:
+    if cfg.do_train and STAGES[cfg.stage].generation and not split_list(cfg.reward_funcs) and not cfg.reward_model:
         yield Problem(f"stage {cfg.stage} needs a reward: set reward_funcs (package.module:function) or reward_model "
                       f"(a folder saved by stage rm).", ("reward_funcs", "reward_model", "stage"))
-
-
-def _split(value: str | None) -> list[str]:
-    if not value:
-        return []
-    return [part.strip() for part in str(value).split(",") if part.strip()]
 
 
 def _combination_problems(cfg: Config) -> Iterator[Problem]:
@@ -143,7 +130,7 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
     if "gradient_checkpointing" in given and "disable_gradient_checkpointing" in given and cfg.gradient_checkpointing is cfg.disable_gradient_checkpointing:
         yield Problem("gradient_checkpointing and disable_gradient_checkpointing disagree: set only one of them.",
                       ("gradient_checkpointing", "disable_gradient_checkpointing"))
-    unknown_trackers = [t for t in _split(cfg.report_to) if t not in KNOWN_TRACKERS]
+    unknown_trackers = [t for t in split_list(cfg.report_to) if t not in KNOWN_TRACKERS]
     if unknown_trackers:
         yield Problem(f"report_to names unknown tracker(s) {', '.join(unknown_trackers)}: use {', '.join(KNOWN_TRACKERS)}.", ("report_to",))
     if cfg.neat_packing and not cfg.use_packing:
@@ -161,6 +148,7 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
         yield Problem(f"padding_free is not supported for stage {cfg.stage}: remove padding_free (it is only for {spoken_list(stages_with('padding_free'))}).",
                       ("padding_free", "stage"))
     yield from batching_problems(cfg)  # padding_free with packing, max_tokens_per_batch (config/options/data.py)
+    yield from output_problems(cfg)  # output_dir is not the model's or an adapter's folder (config/options/training.py)
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
         tokens = getattr(cfg, name) * cfg.cutoff_len
         if tokens > MAX_MICRO_BATCH_TOKENS:
@@ -241,6 +229,9 @@ def _optimizer_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
                       ("fp8", "quantization_bit"))
     if cfg.fp8 and cfg.fp8_enable_fsdp_float8_all_gather and not cfg.fsdp:
         yield Problem("fp8_enable_fsdp_float8_all_gather needs fsdp: set fsdp: full_shard or remove it.", ("fp8_enable_fsdp_float8_all_gather", "fsdp"))
+    if cfg.fsdp_config and not cfg.fsdp:  # read only under fsdp: alone it would be ignored
+        yield Problem("fsdp_config is read only when FSDP runs: set fsdp (e.g. fsdp: full_shard) or remove fsdp_config.",
+                      ("fsdp_config", "fsdp"))
     losses = [k for k in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(cfg, k)]
     if len(losses) > 1:
         yield Problem(f"{' and '.join(losses)} are alternative SFT losses: choose one.", tuple(losses))

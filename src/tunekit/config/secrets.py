@@ -23,6 +23,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Mapping
 
+from .lists import split_list
+
 SECRET_SUFFIXES = ("_key", "_token", "_secret", "password")
 # Options whose environment variable is the one their library reads itself; any other secret option
 # uses its upper-cased name (``my_service_token`` -> ``MY_SERVICE_TOKEN``).
@@ -86,7 +88,7 @@ def resolve_secrets(values: Mapping[str, Any], environ: Mapping[str, str] | None
         return dict(values)
     environ = os.environ if environ is None else environ
     listed = environ.get(SECRET_VARS_ENV)
-    allowed = None if listed is None else {v.strip() for v in listed.split(",") if v.strip()}
+    allowed = None if listed is None else set(split_list(listed))
     out = dict(values)
     for k, v in values.items():
         var = referenced_var(v) if is_secret(k) else None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,23 @@ def cache_root() -> Path:
 
 
 def source_signature(path: str) -> list:
+    """The data files' sizes and times, and of a dataset folder every file below it (media in subfolders too). A folder
+    the reader finds no data files in (``file_name: /`` names the whole disk) is left to the reader to refuse."""
+    from .readers import data_files
+
     p = Path(path)
-    if not p.exists():
+    if not p.exists() or (p.is_dir() and not data_files(p)):
         return [path]
-    files = sorted(p.rglob("*")) if p.is_dir() else [p]
-    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files if f.is_file()]
+    files = sorted(Path(top) / f for top, _, names in os.walk(p) for f in names) if p.is_dir() else [p]
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:  # gone meanwhile, or unreadable: the reader names it if it reads it
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append([str(f), st.st_size, st.st_mtime_ns])
+    return out
 
 
 def tokenizer_signature(tokenizer) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-IGNORE_INDEX = -100
+from .labels import IGNORE_INDEX
 
 
 @dataclass

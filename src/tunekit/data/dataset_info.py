@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ..env import env_flag
 from ..errors import ConfigError, DataError
 
 INFO_FILE = "dataset_info.json"
@@ -35,7 +36,7 @@ SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human"
 OPENAI_TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
                "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}
 KNOWN_KEYS = {"file_name", "hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name", "formatting",
-              "ranking", "columns", "tags", "split", "subset", "folder", "num_samples", "load_from"}
+              "ranking", "columns", "tags", "split", "subset", "folder", "num_samples"}
 
 
 @dataclass
@@ -88,8 +89,15 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
     formatting = entry.get("formatting", "alpaca")
     if formatting not in ("alpaca", "sharegpt", "openai"):
         raise DataError(f"{where}: formatting '{formatting}' is not one of alpaca, sharegpt, openai.")
-    use_ms = os.environ.get("USE_MODELSCOPE_HUB", "0").lower() in ("1", "true")
-    use_om = os.environ.get("USE_OPENMIND_HUB", "0").lower() in ("1", "true")
+    use_ms, use_om = env_flag("USE_MODELSCOPE_HUB", False), env_flag("USE_OPENMIND_HUB", False)
+    sources = [k for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name") if k in entry]
+    if "file_name" in entry and sources:  # LLaMA-Factory reads the hub one, a local-first reader the file: say which
+        raise DataError(f"{where}: gives both file_name (a local file) and {sources[0]} (a remote dataset); keep the "
+                        f"one to read (LLaMA-Factory would read {sources[0]}).")
+    if "file_name" in entry and entry.get("split", "train") != "train":
+        raise DataError(f"{where}: split '{entry['split']}' names a split of a hub dataset, but file_name is a local "
+                        f"file, which is read whole (its one split is train): remove split, or give each split its own "
+                        f"file and entry.")
     if "file_name" in entry:
         load_from, path = "file", str(Path(dataset_dir) / entry["file_name"])
     elif use_ms and "ms_hub_url" in entry:
@@ -131,7 +139,7 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
 
 
 _TEXT_KEYS = ("file_name", "hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name", "formatting",
-              "split", "subset", "folder", "load_from")
+              "split", "subset", "folder")
 
 
 def _check_value_kinds(where: str, entry: dict[str, Any]) -> None:

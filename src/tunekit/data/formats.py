@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import RecordError
+from ..errors import DataError, RecordError
 from .dataset_info import DatasetAttr
 from .media_columns import MEDIA_PARTS, check_placeholders, media_columns, media_parts
 from .readers import RawRecord
@@ -105,9 +105,17 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
 
 
 def _check_size(sample: dict[str, Any], raw: RawRecord) -> None:
-    """Refuse a record too large to be one sample (see ``MAX_RECORD_CHARS``) before it reaches the tokenizer."""
+    """Refuse a record too large to be one sample (see ``MAX_RECORD_CHARS``), or holding text that is not Unicode (a
+    lone surrogate such as JSON's ``"\\ud800"``: no tokenizer can encode it), before it reaches the tokenizer."""
     def chars(value: Any) -> int:
         if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise RecordError(f"{raw.where}: after {value[max(exc.start - 20, 0):exc.start]!r} the text holds "
+                                      f"U+{ord(value[exc.start]):04X}, half of a UTF-16 surrogate pair (a lone '\\u"
+                                      f"{ord(value[exc.start]):04x}' escape), no character: fix or remove it.") from None
             return len(value)
         if isinstance(value, dict):
             return sum(chars(v) for k, v in value.items() if k != "role")
@@ -238,10 +246,15 @@ def _openai_extras(msg: dict[str, Any], raw: RawRecord, what: str) -> tuple[list
     return calls, reasoning
 
 
-def _tools(value: Any) -> str:
-    if value is None or value == "":
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+def _tools(value: Any, raw: RawRecord) -> str:
+    """The record's tool list as JSON text, checked here where the record is known (the template parses it later)."""
+    from .templates.tools import parse_tools
+
+    try:
+        parse_tools(value)
+    except DataError as exc:
+        raise RecordError(f"{raw.where}: {exc}; the tools column holds a JSON list of function definitions.") from None
+    return "" if value is None or value == "" else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _get(raw: RawRecord, attr: DatasetAttr, key: str, required: bool = False) -> Any:
@@ -271,7 +284,7 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
     query = _text(_get(raw, attr, "query"), raw, f"'{attr.column('query')}'")
     content = "\n".join(p for p in (prompt, query) if p)
     messages.append({"role": "user", "content": content})
-    sample: dict[str, Any] = {"system": _text(_get(raw, attr, "system"), raw, "system"), "tools": _tools(_get(raw, attr, "tools")),
+    sample: dict[str, Any] = {"system": _text(_get(raw, attr, "system"), raw, "system"), "tools": _tools(_get(raw, attr, "tools"), raw),
                               "chosen": None, "rejected": None, "kto_tag": None, "text": None}
     if stage == "pt":
         sample["text"] = content
@@ -402,7 +415,7 @@ def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
     system, messages = _messages(_get(raw, attr, "messages", required=True), raw, attr, attr.column("messages"))
     if system is None:
         system = _text(_get(raw, attr, "system"), raw, "system")
-    sample: dict[str, Any] = {"messages": messages, "system": system, "tools": _tools(_get(raw, attr, "tools")),
+    sample: dict[str, Any] = {"messages": messages, "system": system, "tools": _tools(_get(raw, attr, "tools"), raw),
                               "chosen": None, "rejected": None, "kto_tag": None, "text": None}
     chosen, rejected = _get(raw, attr, "chosen"), _get(raw, attr, "rejected")
     if attr.ranking or chosen is not None:
@@ -432,7 +445,7 @@ def _from_v1_pair(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, An
         raise RecordError(f"{raw.where}: chosen_messages and rejected_messages must share the conversation before the "
                           f"last reply; they differ at {where}.")
     system = sys_c if sys_c is not None else _text(_get(raw, attr, "system"), raw, "system")
-    sample: dict[str, Any] = {"messages": chosen[:-1], "system": system, "tools": _tools(_get(raw, attr, "tools")),
+    sample: dict[str, Any] = {"messages": chosen[:-1], "system": system, "tools": _tools(_get(raw, attr, "tools"), raw),
                               "chosen": chosen[-1], "rejected": rejected[-1], "kto_tag": None, "text": None}
     if stage == "pt":
         sample["text"] = "\n".join(reply_text(m) for m in chosen)

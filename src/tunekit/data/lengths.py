@@ -21,17 +21,6 @@ from __future__ import annotations
 
 UNLIMITED = 10**9
 
-#: the length columns of each stage besides total_len / trainable_len
-STAGE_COLUMNS = {
-    "sft": ("prompt_len", "response_len"),
-    "rm": ("prompt_len", "chosen_len", "rejected_len", "longest_len"),
-    "dpo": ("prompt_len", "chosen_len", "rejected_len", "longest_len"),
-    "kto": ("prompt_len", "response_len"),
-    "pt": ("document_len",),
-    "ppo": ("prompt_len",),
-    "grpo": ("prompt_len",),
-}
-
 
 def _columns(ds, stage: str) -> dict[str, list]:
     """The length columns of one tokenized (uncut) dataset of ``stage``."""

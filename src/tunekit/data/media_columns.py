@@ -16,6 +16,11 @@ MEDIA_PARTS = {"image_url": "images", "image": "images", "input_image": "images"
                "video_url": "videos", "audio": "audios", "audio_url": "audios", "input_audio": "audios"}
 
 MEDIA_KINDS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
+MEDIA_COLUMNS = tuple(MEDIA_KINDS)  # ("images", "videos", "audios"): a record's and a tokenized row's media columns
+
+#: A multimodal model folder's processor files (whatever it has of them): the image processor or audio feature
+#: extractor, Qwen2-VL/Qwen3-VL's video processor, and the processor's own settings.
+PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
 
 
 def media_columns(raw: RawRecord, attr: DatasetAttr) -> dict[str, list[str]]:

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-IGNORE_INDEX = -100
+from .labels import IGNORE_INDEX
 
 
 def concatenate(rows: list[list[int]], labels: list[list[int]] | None = None) -> tuple[list[int], list[int], list[int]]:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .labels import IGNORE_INDEX
+from .media_columns import MEDIA_COLUMNS
+
 
 @dataclass
 class SamplePreview:
@@ -49,7 +52,7 @@ def _pieces(ids: list[int], labels: list[int], tokenizer, kinds: dict[int, str])
             sample.media_tokens.append((kinds[media], len(run)))
 
     for tok, lab in zip(ids, labels):
-        now = (lab != -100, tok if tok in kinds else None)
+        now = (lab != IGNORE_INDEX, tok if tok in kinds else None)
         if key is not None and now != key:
             flush()
             run = []
@@ -73,7 +76,7 @@ def preview_samples(cfg, tokenizer, n: int = 3) -> list[SamplePreview]:
     out = []
     for row in ds.select(range(min(n, len(ds)))):
         sample = _pieces(row["input_ids"], row["labels"], tokenizer, kinds)
-        sample.images, sample.videos, sample.audios = (list(row.get(k) or []) for k in ("images", "videos", "audios"))
+        sample.images, sample.videos, sample.audios = (list(row.get(k) or []) for k in MEDIA_COLUMNS)
         out.append(sample)
     return out
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..env import env_flag
 from ..errors import DataError
 
 if TYPE_CHECKING:  # annotations only: dataset_info.py reads its files with read_text below
@@ -74,7 +75,7 @@ def _check_readable(path: Path) -> None:
 def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     _check_readable(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
+        files = data_files(path)
         if not files:
             raise DataError(f"Data folder {path} holds no .json/.jsonl/.csv/.parquet/.txt files.")
         kinds = {SUFFIXES[p.suffix] for p in files}
@@ -84,6 +85,11 @@ def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
             yield from _read_file(p, bad_records)
     else:
         yield from _read_file(path, bad_records)
+
+
+def data_files(folder: Path) -> list[Path]:
+    """The data files a dataset folder is read from: its own files with a data suffix (subfolders are not read)."""
+    return sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file())
 
 
 def _read_file(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
@@ -198,7 +204,7 @@ def _parse_file(path: Path, bad_records: str) -> Iterator[RawRecord]:
 def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     text = path.read_text(encoding=ENCODING)
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_json(path))
     except RecursionError:
         raise DataError(f"Data file {path} nests its lists or objects too deeply to be records "
                         f"(more than {sys.getrecursionlimit()} levels); a record is a flat object of fields.") from None
@@ -222,13 +228,23 @@ def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
         yield RawRecord(rec, str(path), i)
 
 
+def _not_json(path: Path, line: int | None = None):
+    """``parse_constant`` for :func:`json.loads`: NaN, Infinity and -Infinity are not JSON (Python's reader accepts
+    them, and a NaN in a text field would train as the text 'nan'): a :class:`DataError` naming the file."""
+    def refuse(word: str):
+        where = f"Data file {path}" + (f", line {line + 1}" if line is not None else "")
+        raise DataError(f"{where} holds {word}, which is not JSON (nor text): write the value as a quoted string, a "
+                        f"number, or null.")
+    return refuse
+
+
 def _read_jsonl(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     with open(path, encoding=ENCODING) as f:
         for i, line in enumerate(f):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line.rstrip("\r\n"))  # (so an error's column counts within the line)
+                rec = json.loads(line.rstrip("\r\n"), parse_constant=_not_json(path, i))  # (columns count in the line)
             except (json.JSONDecodeError, RecursionError) as exc:
                 why = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
                 problem = f"Data file {path}, line {i + 1} is not valid JSON: {why}"
@@ -266,7 +282,7 @@ def _read_tabular(path: Path, kind: str) -> Iterator[RawRecord]:
 def _read_hub(attr: DatasetAttr, cache_dir: str | None) -> list[RawRecord]:
     import datasets
 
-    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true") or os.environ.get("HF_DATASETS_OFFLINE", "0").lower() in ("1", "true")
+    offline = env_flag("HF_HUB_OFFLINE", False) or env_flag("HF_DATASETS_OFFLINE", False)
     hint = (f"Download it while online (it is then cached), or save it locally and register it with file_name in "
             f"dataset_info.json.")
     if attr.load_from != "hf_hub":

@@ -18,13 +18,12 @@ from typing import Any, Optional
 
 from ..errors import DataError
 from .cache import PROCESSOR_VERSION, media_options, tokenization_options, tokenizer_signature
+from .media_columns import MEDIA_COLUMNS, PROCESSOR_FILES
 
 META = "tunekit_tokenized.json"
 MEDIA = "tunekit_media.json"
 FORMAT = 2  # 1: reports only (tunekit before the checks); 2: the "depends" keys and the media listing
 FIX = "set overwrite_cache: true to tokenize again (it replaces the saved data), or point tokenized_path to another folder"
-MEDIA_COLUMNS = ("images", "videos", "audios")
-PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
 
 
 def _sha(text: Optional[str]) -> Optional[str]:

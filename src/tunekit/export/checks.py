@@ -23,6 +23,7 @@ def reference_model(base_cfg):
 
     from ..data.pipeline import load_template
     from ..model.loader import load_model, load_tokenizer
+    from ..model.pickles import check_adapter_folder
 
     tokenizer = load_tokenizer(base_cfg)
     if base_cfg.template:
@@ -30,6 +31,7 @@ def reference_model(base_cfg):
     model = load_model(base_cfg.model_copy(update={"adapter_name_or_path": None, "dtype": "float32"}), tokenizer, is_trainable=False)
     adapters = base_cfg.adapter_paths
     for i, adapter in enumerate(adapters):
+        check_adapter_folder(adapter)  # a crafted adapter_model.bin: a one-line error naming it, before PEFT loads it
         model = PeftModel.from_pretrained(model, adapter)
         if i < len(adapters) - 1:
             model = model.merge_and_unload()

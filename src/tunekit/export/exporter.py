@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError, ModelError
+from ..model.stops import stop_token_ids
 from .files import BIN_INDEX, SAFE_INDEX, ensure_index, shard_bytes, to_legacy_bin
 from .zero import consolidate_zero, zero_tag
 
@@ -35,6 +36,11 @@ def check_export_dir(cfg) -> Path:
         raise ConfigError(f"export_dir {cfg.export_dir} is the model or adapter folder itself: choose a new folder.")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"export_dir {cfg.export_dir} is a file, not a folder.")
+    weights = sorted(p.name for pattern in _WEIGHT_PATTERNS for p in out.glob(pattern)) if out.is_dir() else []
+    if weights and not (out / PROVENANCE).is_file():  # an export is re-exported in place; another model is not replaced
+        raise ConfigError(f"export_dir {cfg.export_dir} holds weights that tunekit did not export ({', '.join(weights[:3])}"
+                          f"{' ...' if len(weights) > 3 else ''}; no {PROVENANCE}): exporting would delete them. Choose "
+                          f"a new or empty folder, or remove those files first.")
     return out
 
 
@@ -118,14 +124,6 @@ def load_for_export(cfg):
     return model, tokenizer, template, cfg
 
 
-def stop_token_ids(tokenizer, template) -> list[int]:
-    vocab = tokenizer.get_vocab()
-    ids = [vocab[w] for w in template.stop_words if w in vocab]
-    if tokenizer.eos_token_id is not None:
-        ids.append(tokenizer.eos_token_id)
-    return list(dict.fromkeys(ids))
-
-
 def clear_weights(out: Path) -> None:
     """Old shards would be mixed with new ones (different names or counts): remove weight files first."""
     if out.is_dir():
@@ -146,7 +144,7 @@ def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict |
     """``media``: a multimodal model's processor files and official chat template (``media.media_export``)."""
     out.mkdir(parents=True, exist_ok=True)
     clear_weights(out)
-    stops = stop_token_ids(tokenizer, template)
+    stops = stop_token_ids(tokenizer, template, model.generation_config)  # what chat and predict stop on
     gen = model.generation_config
     gen.eos_token_id = stops[0] if len(stops) == 1 else stops
     gen.pad_token_id = tokenizer.pad_token_id

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config.problems import Problem
+from ..data.media_columns import PROCESSOR_FILES
 from ..errors import ConfigError, ModelError
 
 #: processor files copied from the model folder (transformers' IMAGE_PROCESSOR_NAME, VIDEO_PROCESSOR_NAME, PROCESSOR_NAME)
-PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
 #: the files that make AutoProcessor find an image processor / feature extractor (one of them is needed)
 PROCESSOR_CORE = ("preprocessor_config.json", "processor_config.json")
 
@@ -55,6 +55,11 @@ def check_multimodal_export(cfg) -> None:
 
     if cfg.template not in FAMILIES:
         import importlib
+
+        from ..data.templates import get_template, list_templates
+
+        if cfg.template and cfg.template not in list_templates():
+            get_template(cfg.template)  # an unknown name is that error (with its suggestions), not "not multimodal"
 
         serving = sorted(t for t, m in FAMILIES.items()
                          if config.model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES)

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..data.media_columns import PROCESSOR_FILES
 from .media import PROCESSOR_CORE
 
 IMAGE_PROMPT, AUDIO_PROMPT = "Describe the picture.", "What do you hear?"
@@ -86,8 +87,7 @@ def _check_files(path: Path, provenance: dict, report: dict) -> bool:
                          f"of this model. Copy the base model's processor files into it (AutoProcessor.from_pretrained("
                          f"base).save_pretrained(folder)), or export again with tunekit export.")
         return False
-    present = [f for f in ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
-               if (path / f).is_file()]
+    present = [f for f in PROCESSOR_FILES if (path / f).is_file()]
     report["checks"]["processor_files"] = ", ".join(present)
     return True
 

@@ -5,7 +5,7 @@ ships); tunekit adds detection, the config/tokenizer files next to the weights, 
 and **reads the files without running their pickles**. DeepSpeed's loaders call ``torch.load(weights_only=False)``,
 which runs whatever code a crafted ``*_model_states.pt`` names. tunekit reads every file itself with
 ``torch.load(weights_only=True)`` and an allow-list of the few DeepSpeed types a real ZeRO-1/2/3 checkpoint holds
-(:data:`DEEPSPEED_SAFE_GLOBALS`, found in checkpoints written by deepspeed 0.19.8), then hands the parsed states
+(:data:`tunekit.model.pickles.DEEPSPEED_SAFE_GLOBALS`, which resume checks too), then hands the parsed states
 to DeepSpeed's merge functions (which do no I/O). A file that names any other type is refused before it is
 unpickled, naming the file and the types; ``trust_pickle=True`` (``tunekit zero-to-fp32 --trust-pickle``) reads
 such a file with a full unpickler, for checkpoints whose source you trust.
@@ -16,22 +16,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ..data.media_columns import PROCESSOR_FILES
 from ..errors import EnvironmentProblem, ModelError
+from ..model.pickles import DEEPSPEED_SAFE_GLOBALS, deepspeed_safe_classes
 
 #: files copied next to the consolidated weights (whatever the checkpoint has of them)
 SIDE_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-              "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json",
-              # a vision-language / audio model's processor files, where the checkpoint has them
-              "preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
-
-#: the non-torch types DeepSpeed pickles into ZeRO checkpoints (optimizer states: the stage enum, the loss scaler
-#: object, the fp32 fragment addresses); plain data classes and enums, built without running code
-DEEPSPEED_SAFE_GLOBALS = (
-    "deepspeed.runtime.zero.config.ZeroStageEnum",
-    "deepspeed.utils.tensor_fragment.fragment_address",
-    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
-    "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
-)
+              "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json") \
+    + PROCESSOR_FILES  # a vision-language / audio model's processor files, where the checkpoint has them
 
 
 def zero_tag(folder: str | Path) -> str | None:
@@ -45,19 +37,6 @@ def zero_tag(folder: str | Path) -> str | None:
         if any((folder / tag).glob("*model_states.pt")):
             return tag
     return None
-
-
-def _allowed_classes() -> list:
-    import importlib
-
-    out = []
-    for name in DEEPSPEED_SAFE_GLOBALS:
-        module, _, attr = name.rpartition(".")
-        try:
-            out.append(getattr(importlib.import_module(module), attr))
-        except (ImportError, AttributeError):  # another deepspeed version: that type cannot be in its files
-            pass
-    return out
 
 
 def safe_load(path: Path, trust_pickle: bool = False, mmap: bool = False):
@@ -81,7 +60,7 @@ def safe_load(path: Path, trust_pickle: bool = False, mmap: bool = False):
             f"explicitly with `tunekit zero-to-fp32 {path.parent.parent} OUT_DIR --trust-pickle` (runs that code) "
             f"and use OUT_DIR as model_name_or_path.")
     try:
-        with torch.serialization.safe_globals(_allowed_classes()):
+        with torch.serialization.safe_globals(deepspeed_safe_classes()):
             return torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
         raise ModelError(f"{path} could not be read safely ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "

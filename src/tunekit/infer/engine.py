@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from ..errors import ConfigError, EnvironmentProblem
+from ..model.stops import generation_stops
 from .media_prompt import family_template
 from .stops import StopText
 from .turns import QUANTUM, RandomState, Turns
@@ -269,20 +270,8 @@ class ChatEngine:
     def _stops(self) -> tuple[list[int], list[str]]:
         """Stop words that are one token end ``generate``; longer ones are cut from the text. The model's own end
         tokens (``generation_config.eos_token_id``: Qwen's ``<|endoftext|>`` next to ``<|im_end|>``) end it too, as
-        in plain ``model.generate``."""
-        ids: list[int] = []
-        texts: list[str] = []
-        vocab = self.tokenizer.get_vocab()
-        for word in self.template.stop_words:
-            if word in vocab:
-                ids.append(vocab[word])
-            else:
-                texts.append(word)
-        if self.tokenizer.eos_token_id is not None:
-            ids.append(self.tokenizer.eos_token_id)
-        model_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-        ids.extend([model_eos] if isinstance(model_eos, int) else [t for t in model_eos or [] if isinstance(t, int)])
-        return list(dict.fromkeys(ids)), texts
+        in plain ``model.generate`` (:func:`tunekit.model.stops.generation_stops`, shared with the rollouts)."""
+        return generation_stops(self.tokenizer, self.template, getattr(self.model, "generation_config", None))
 
     # ------------------------------------------------------------------ the one path
     def render(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,

@@ -219,7 +219,8 @@ def state_of(model) -> ElementwiseRecompute | None:
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def enable_for_training(cfg, model) -> ElementwiseRecompute | None:
-    """``elementwise_recompute`` as the config resolves it (``Config.recompute_parts``), for a model that trains."""
-    on, norms = cfg.recompute_parts
+def enable_for_training(model, parts: tuple[bool, bool]) -> ElementwiseRecompute | None:
+    """``elementwise_recompute`` as the run decided it: ``parts`` = ``(MLP outputs, norm outputs)``, the detail of
+    ``RunDecisions.elementwise_recompute`` (train/decisions/features.py), for a model that trains."""
+    on, norms = parts
     return enable(model, norms=norms) if on else None

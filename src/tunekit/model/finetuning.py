@@ -14,8 +14,9 @@ import re
 from typing import Any
 
 from ..errors import ConfigError, ModelError
-from .trainable import (adapted_layers, adapter_targets, check_frozen, freeze_by_parts, freeze_tuning_scope, modules_to_save,
-                        split_names)
+from ..config.lists import split_list
+from .trainable import (adapted_layers, adapter_targets, check_frozen, freeze_by_parts, freeze_tuning_scope,
+                        modules_to_save)
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
@@ -95,8 +96,8 @@ def _apply_freeze(model, cfg) -> None:
         ids = set(llama_pro_layer_ids(n, cfg.freeze_trainable_layers))
     else:
         ids = set(trainable_layer_ids(n, cfg.freeze_trainable_layers))
-    modules = split_names(cfg.freeze_trainable_modules)
-    extras = split_names(cfg.freeze_extra_modules)
+    modules = split_list(cfg.freeze_trainable_modules)
+    extras = split_list(cfg.freeze_extra_modules)
     layer_children: set[str] = set()
     all_names: set[str] = set()
     for name, _ in model.named_parameters():

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..config.lists import split_list
+from ..env import env_flag
 from ..errors import ConfigError, EnvironmentProblem, ModelError
 
 
@@ -105,14 +107,24 @@ def check_weight_files(folder: Path) -> None:
 
 
 def _hub_hint(path: str, exc: Exception) -> str:
-    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true")
+    offline = env_flag("HF_HUB_OFFLINE", False)
     why = "HF_HUB_OFFLINE is set and it is not in the local cache" if offline else str(exc).splitlines()[0][:300]
     return (f"Could not load '{path}' ({why}). Download it while online (huggingface-cli download {path}) or point "
             f"model_name_or_path at a local folder.")
 
 
+def invalid_config(path: str, exc: Exception) -> ModelError:
+    """A config.json whose fields contradict each other (transformers' validation: layer_types vs num_hidden_layers,
+    a negative size), named with the first line of what transformers found."""
+    where = Path(path) / "config.json" if is_local_path(path) else f"the config.json of {path}"
+    why = " ".join(str(exc).split())[:300]
+    return ModelError(f"{where} is not a valid configuration ({why}); fix that field or re-download the model's config.json.")
+
+
 def load_tokenizer(cfg, padding_side: str = "right"):
     from transformers import AutoTokenizer
+
+    from huggingface_hub.errors import StrictDataclassError
 
     path = model_path(cfg)
     try:
@@ -120,6 +132,8 @@ def load_tokenizer(cfg, padding_side: str = "right"):
             path, trust_remote_code=cfg.trust_remote_code, use_fast=cfg.use_fast_tokenizer, revision=cfg.model_revision,
             cache_dir=cfg.cache_dir, split_special_tokens=cfg.split_special_tokens, padding_side=padding_side,
         )
+    except StrictDataclassError as exc:  # transformers validates config.json's fields while it reads the tokenizer
+        raise invalid_config(path, exc) from None
     except (OSError, ValueError) as exc:
         if "trust_remote_code" in str(exc):
             raise ModelError(f"{path} ships its own tokenizer code; set trust_remote_code: true if you trust it.") from None
@@ -129,7 +143,7 @@ def load_tokenizer(cfg, padding_side: str = "right"):
         raise ModelError(_hub_hint(path, exc)) from None
     _check_vocabulary(path, tokenizer)
     if cfg.add_special_tokens:
-        new = [t.strip() for t in cfg.add_special_tokens.split(",") if t.strip()]
+        new = split_list(cfg.add_special_tokens)
         tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
     return tokenizer
 
@@ -158,8 +172,12 @@ def load_model_config(cfg):
         if "model_type" not in data and not cfg.trust_remote_code:
             raise ModelError(f"{Path(path) / 'config.json'} has no model_type: transformers cannot tell the architecture; "
                              f"re-download the model's config.json.")
+    from huggingface_hub.errors import StrictDataclassError
+
     try:
         return AutoConfig.from_pretrained(path, trust_remote_code=cfg.trust_remote_code, revision=cfg.model_revision, cache_dir=cfg.cache_dir)
+    except StrictDataclassError as exc:
+        raise invalid_config(path, exc) from None
     except (OSError, ValueError, KeyError) as exc:
         if "trust_remote_code" in str(exc):
             raise ModelError(f"{path} needs its own modelling code; set trust_remote_code: true if you trust it.") from None
@@ -169,17 +187,22 @@ def load_model_config(cfg):
         raise ModelError(_hub_hint(path, exc)) from None
 
 
+def load_dtype_name(cfg) -> str:
+    """The dtype the weights load in for the precision options: ``dtype`` when set, else bfloat16 with ``bf16`` or
+    ``pure_bf16`` (the weights themselves train in bf16), float16 with ``fp16``, else float32. A training run's options
+    carry its precision decision (``train/precision.py`` writes ``bf16``/``fp16`` where the config chose nothing), so
+    this mapping is all the loader decides; the decision reads it too for options written by hand."""
+    if cfg.dtype != "auto":
+        return cfg.dtype
+    if cfg.bf16 or getattr(cfg, "pure_bf16", False):
+        return "bfloat16"
+    return "float16" if cfg.fp16 else "float32"
+
+
 def compute_dtype(cfg):
     import torch
 
-    names = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
-    if cfg.dtype != "auto":
-        return names[cfg.dtype]
-    if cfg.bf16 or getattr(cfg, "pure_bf16", False):  # pure_bf16: the weights themselves are trained in bf16
-        return torch.bfloat16
-    if cfg.fp16:
-        return torch.float16
-    return torch.float32
+    return getattr(torch, load_dtype_name(cfg))
 
 
 def attention_implementation(cfg) -> str:
@@ -221,13 +244,31 @@ def apply_rope_scaling(config, cfg) -> None:
     config.max_position_embeddings = int(current * factor)
 
 
+def check_quantization_packages(cfg) -> None:
+    """The package (and machine) ``quantization_bit`` / ``quantization_method`` need: refused before any process
+    starts (``train/preflight.py``) and again before the weights load. bitsandbytes runs on CPU too."""
+    if cfg.quantization_bit is None:
+        return
+    method = cfg.quantization_method
+    if method == "bnb" and importlib.util.find_spec("bitsandbytes") is None:
+        raise EnvironmentProblem("quantization_bit needs bitsandbytes: pip install bitsandbytes (or `pip install tunekit[quant]`).")
+    if method == "hqq" and importlib.util.find_spec("hqq") is None:
+        raise EnvironmentProblem("quantization_method: hqq needs the hqq package (pip install hqq).")
+    if method == "eetq":
+        if importlib.util.find_spec("eetq") is not None:
+            import torch  # only with eetq installed: the parent's preflight imports no torch otherwise
+
+            if torch.cuda.is_available():
+                return
+        raise EnvironmentProblem("quantization_method: eetq needs the eetq package and an NVIDIA GPU; use bnb on this machine.")
+
+
 def quantization_config(cfg, dtype):
     if cfg.quantization_bit is None:
         return None
+    check_quantization_packages(cfg)
     method = cfg.quantization_method
     if method == "bnb":
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise EnvironmentProblem("quantization_bit needs bitsandbytes: pip install bitsandbytes (or `pip install tunekit[quant]`).")
         from transformers import BitsAndBytesConfig
 
         from .multimodal import quantization_skip_modules  # a VLM's vision tower and projector stay unquantized
@@ -239,17 +280,10 @@ def quantization_config(cfg, dtype):
                                   bnb_4bit_use_double_quant=cfg.double_quantization, bnb_4bit_quant_storage=dtype,
                                   llm_int8_skip_modules=skip)
     if method == "hqq":
-        if importlib.util.find_spec("hqq") is None:
-            raise EnvironmentProblem("quantization_method: hqq needs the hqq package (pip install hqq).")
         from transformers import HqqConfig
 
         return HqqConfig(nbits=cfg.quantization_bit, group_size=64)
-    # eetq
-    import torch
-
-    if importlib.util.find_spec("eetq") is None or not torch.cuda.is_available():
-        raise EnvironmentProblem("quantization_method: eetq needs the eetq package and an NVIDIA GPU; use bnb on this machine.")
-    from transformers import EetqConfig
+    from transformers import EetqConfig  # eetq
 
     return EetqConfig("int8")
 
@@ -401,10 +435,7 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     else:
         model.eval()
     model = apply_finetuning(model, cfg, is_trainable=is_trainable)
-    if is_trainable:
-        from .elementwise_recompute import enable_for_training
-
-        enable_for_training(cfg, model)  # recipes, not the MLP's element-wise outputs and the norm outputs
+    # elementwise_recompute is attached by train/run.build_model, as the run decided it (train/decisions)
     if cfg.print_param_status and is_trainable:
         for name, p in model.named_parameters():
             print(f"{name:<80} {str(tuple(p.shape)):<20} {str(p.dtype):<16} trainable={p.requires_grad}")

@@ -5,13 +5,44 @@ Those libraries load them with ``torch.load(weights_only=True)``, which never ru
 crafted one with a long traceback that names no file and suggests ``weights_only=False`` (which would run the
 code). Here such a file is a one-line :class:`~tunekit.errors.ModelError` that names it, says it could not be
 loaded safely, and how to go on without it. The check reads only the file's pickle (``torch.save`` files: not
-their tensors), with the same allow-list as the loader that will read it; DeepSpeed ZeRO files have their own
-reader (``export/zero.py``, ``tunekit zero-to-fp32 --trust-pickle`` the explicit way out).
+their tensors), with the same allow-list as the loader that will read it.
+
+DeepSpeed loads its ``global_step*/*.pt`` files (model and optimizer states) with ``weights_only=False``, which runs
+whatever a crafted file names. Before a resume hands them to DeepSpeed, each is read here as transformers would read
+a checkpoint: ``weights_only=True`` with the few DeepSpeed types a real ZeRO checkpoint holds
+(:data:`DEEPSPEED_SAFE_GLOBALS`, also the allow-list of ``export/zero.py``), memory-mapped so that no tensor is read.
+That full restricted load (not only the scan of the named globals, which misses names built on the pickle's stack)
+is what makes DeepSpeed's own load of the same bytes safe.
 """
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
+
+#: the non-torch types DeepSpeed pickles into ZeRO checkpoints (optimizer states: the stage enum, the loss scaler
+#: object, the fp32 fragment addresses); plain data classes and enums, built without running code. Found in
+#: checkpoints written by deepspeed 0.19.8 (tests/test_zero_untrusted.py checks a real one).
+DEEPSPEED_SAFE_GLOBALS = (
+    "deepspeed.runtime.zero.config.ZeroStageEnum",
+    "deepspeed.utils.tensor_fragment.fragment_address",
+    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+)
+
+
+def deepspeed_safe_classes() -> list:
+    """The classes of :data:`DEEPSPEED_SAFE_GLOBALS` that this DeepSpeed has (another version: not in its files)."""
+    import importlib
+
+    out = []
+    for name in DEEPSPEED_SAFE_GLOBALS:
+        module, _, attr = name.rpartition(".")
+        try:
+            out.append(getattr(importlib.import_module(module), attr))
+        except (ImportError, AttributeError):
+            pass
+    return out
 
 
 def _numpy_globals() -> list:
@@ -22,35 +53,44 @@ def _numpy_globals() -> list:
     return [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
 
 
-def unsafe_globals(path: Path, allow_numpy: bool = False) -> list[str] | None:
-    """The names in ``path``'s pickle that a ``weights_only`` load refuses (empty: safe); None: not a zip-format
-    ``torch.save`` file (legacy format, plain pickle, damaged), which only a ``weights_only`` load can judge."""
+def unsafe_globals(path: Path, allow_numpy: bool = False, allow: tuple[str, ...] = ()) -> list[str] | None:
+    """The names in ``path``'s pickle that a ``weights_only`` load refuses (empty: safe), besides those in ``allow``;
+    None: not a zip-format ``torch.save`` file (legacy format, plain pickle, damaged) or a pickle the scan cannot
+    follow (protocol 4's names built on the stack), which only a ``weights_only`` load can judge."""
     import torch
 
     allowed = _numpy_globals() if allow_numpy else []
     try:
         with torch.serialization.safe_globals(allowed):
-            return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
-    except (ValueError, RuntimeError, OSError, EOFError):
+            names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except (ValueError, RuntimeError, OSError, EOFError, pickle.UnpicklingError):
         return None
+    return sorted(name for name in names if name not in allow)
 
 
-def check_pickle_file(path: Path, what: str, fix: str, allow_numpy: bool = False) -> None:
-    """Raise a one-line :class:`ModelError` when loading ``path`` (``what`` it is) would need to run code from it."""
-    import pickle
+def _restricted_load(path: Path, allowed: list, mmap: bool) -> None:
+    """``torch.load(weights_only=True)`` of ``path``, the result dropped (``mmap``: its tensors are not read)."""
     import warnings
 
     import torch
 
+    with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+
+
+def check_pickle_file(path: Path, what: str, fix: str, allow_numpy: bool = False, deepspeed: bool = False) -> None:
+    """Raise a one-line :class:`ModelError` when loading ``path`` (``what`` it is) would need to run code from it.
+    ``deepspeed``: a file DeepSpeed will load with ``weights_only=False``: its allow-list, and always the full
+    restricted load (the scan alone judges only what a ``weights_only`` loader reads next)."""
     from ..errors import ModelError
 
     path = Path(path)
-    names = unsafe_globals(path, allow_numpy)
-    if names is None:  # not a zip-format torch file: let the weights_only loader judge it, keeping only its verdict
+    names = unsafe_globals(path, allow_numpy, DEEPSPEED_SAFE_GLOBALS if deepspeed else ())
+    if names is None or (deepspeed and not names):  # let the weights_only loader judge it, keeping only its verdict
+        allowed = (_numpy_globals() if allow_numpy else []) + (deepspeed_safe_classes() if deepspeed else [])
         try:
-            with torch.serialization.safe_globals(_numpy_globals() if allow_numpy else []), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-                torch.load(path, map_location="cpu", weights_only=True)
+            _restricted_load(path, allowed, mmap=names is not None)
             return
         except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError) as exc:
             first = str(exc).splitlines()[0][:120] if str(exc) else ""
@@ -77,9 +117,14 @@ RESUME_PICKLES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "pytorch_model.bi
 
 
 def check_resume_pickles(folder: str | Path) -> None:
-    """The pickles of a checkpoint about to be resumed (``train/checkpoints.plan_resume``)."""
+    """The pickles of a checkpoint about to be resumed (``train/checkpoints.plan_resume``), DeepSpeed's
+    ``global_step*/*.pt`` (model and optimizer states) included."""
     fix = "Resume from another checkpoint (resume_from_checkpoint: PATH), or train afresh without resume_from_checkpoint."
-    for path in sorted(Path(folder).iterdir()):
+    folder = Path(folder)
+    for path in sorted(folder.iterdir()):
         rng = path.name.startswith("rng_state") and path.suffix == ".pth"
         if path.is_file() and (path.name in RESUME_PICKLES or rng):
             check_pickle_file(path, "a training checkpoint", fix, allow_numpy=rng)
+    for path in sorted(folder.glob("global_step*/*.pt")):
+        if path.is_file():
+            check_pickle_file(path, "a DeepSpeed checkpoint", fix, deepspeed=True)

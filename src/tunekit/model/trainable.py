@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Optional
 
+from ..config.lists import split_list
 from ..errors import ConfigError, ModelError
 
 #: the freeze options, in the order of the parts they freeze
@@ -28,10 +29,6 @@ FREEZE_OPTIONS = ("freeze_vision_tower", "freeze_multi_modal_projector", "freeze
 #: Linear layers of pre-quantized bases that are not torch.nn.Linear (peft's "all-linear" does not see them): aqlm.
 PREQUANTIZED_LINEAR = ("QuantizedLinear",)
 _PEFT_PREFIX = "base_model.model."
-
-
-def split_names(value: Optional[str]) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
 def base_name(name: str) -> str:
@@ -116,7 +113,7 @@ def adapter_targets(model, cfg, option: str) -> Any:
             raise ConfigError(f"{option}: all finds no linear layer to adapt: every part is frozen. Set freeze_language_model: "
                               f"false (or unfreeze the vision tower / projector).")
         return names
-    wanted = split_names(requested)
+    wanted = split_list(requested)
     available = sorted({n.split(".")[-1] for n in linears})
     missing = [t for t in wanted if t not in available]
     if missing:
@@ -153,7 +150,7 @@ def adapted_layers(model, targets) -> dict[str, tuple[int, int]]:
 
 def modules_to_save(model, cfg) -> Optional[list[str]]:
     """``additional_target`` (peft's modules_to_save: trained in full); a module inside a frozen part is refused."""
-    wanted = split_names(cfg.additional_target)
+    wanted = split_list(cfg.additional_target)
     frozen = frozen_parts(model, cfg)
     inside = [n for n, _ in model.named_modules() if n and n.split(".")[-1] in wanted and under(n, frozen)]
     if inside:

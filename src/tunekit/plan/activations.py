@@ -166,9 +166,10 @@ def checkpointed_layers(shape: ModelShape, setup: Setup) -> int:
 
 
 def chunked_head(shape: ModelShape, setup: Setup) -> bool:
-    """Whether the LM head + loss run in chunks (train/chunked_head.py): not for soft-capped logits or a PEFT-wrapped head."""
+    """Whether the LM head + loss run in chunks (train/chunked_head.py): as the run decided (``setup.chunked_loss``,
+    ``RunDecisions.chunked_lm_head``), where the head allows it: not soft-capped logits or a PEFT-wrapped head."""
     wrapped = any(n in ("lm_head", "embed_tokens") for n in setup.additional_target)
-    return setup.chunked_loss and not setup.liger and not shape.logit_softcap and not wrapped
+    return setup.chunked_loss and not shape.logit_softcap and not wrapped
 
 
 def head_saved_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, lm_head_trainable: bool,
@@ -179,7 +180,7 @@ def head_saved_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, l
         return total + rd * h + 8 + (8 if embed_trainable else 0)
     if lm_head_trainable:
         total += c * h if (setup.autocast and rd != c) else rd * h
-    if setup.liger:
+    if setup.liger_loss:
         total += c * h  # fused linear cross-entropy keeps only the input gradient
     else:
         total += 4 * V  # fp32 log_softmax output
@@ -251,7 +252,7 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     a_layer = layer_saved_per_token(shape, replace(setup, recompute=(False, False)), typical)
     saved = saved_bytes(shape, setup, counts)
     h, V, c = shape.hidden, shape.vocab, setup.compute_bytes
-    if setup.liger:
+    if setup.liger_loss:
         chunk_rows = min(T, 1 << max(0, (max(1, -(-T // max(1, -(-V // h)))) - 1).bit_length()))
         vocab = c * h * T + chunk_rows * V * 10  # grad_input + one chunk of logits (16-bit, fp32, grad)
     elif chunked_head(shape, setup):  # one chunk of fp32 logits (turned into its gradient in place) + its compute-dtype copies

@@ -272,10 +272,16 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
         raise ModelError(f"config.json of {name} has no model_type: it is not a Hugging Face model config.")
     for key in ("architectures", "auto_map", "transformers_version", "torch_dtype", "dtype", "quantization_config"):
         data.pop(key, None)
+    from huggingface_hub.errors import StrictDataclassError
+
     try:
         hf_cfg = AutoConfig.for_model(model_type, **data)
+    except StrictDataclassError as exc:  # transformers' own validation of the fields
+        raise ModelError(f"config.json of {name} is not a valid {model_type} configuration "
+                         f"({' '.join(str(exc).split())[:300]}); fix that field.") from None
     except (ValueError, KeyError) as exc:
         raise ModelError(f"transformers does not know model_type {model_type!r} ({name}): {exc}") from None
+    _check_head_split(name, hf_cfg)
     hf_cfg.use_cache = False
     from ..model.multimodal import is_multimodal_config, model_class
     from .vision import plugin_for, vision_shape_from_model
@@ -293,6 +299,17 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
 
     lm = shape_from_model(name, model, within=plugin.LANGUAGE_MODEL + ("lm_head",))
     return replace(lm, model_type=model_type, vision=vision_shape_from_model(model, plugin))
+
+
+def _check_head_split(name: str, hf_cfg) -> None:
+    """``hidden_size`` must split into ``num_attention_heads`` heads when no ``head_dim`` says otherwise: the meta build
+    rounds the head size down and would plan a model that cannot run."""
+    text = getattr(hf_cfg, "text_config", None) or hf_cfg
+    hidden, heads = getattr(text, "hidden_size", None), getattr(text, "num_attention_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and getattr(text, "head_dim", None) is None \
+            and hidden % heads:
+        raise ModelError(f"config.json of {name}: hidden_size {hidden} does not split into num_attention_heads {heads} "
+                         f"heads (and no head_dim is given); fix one of them.")
 
 
 def outside_zero3_init():

@@ -120,15 +120,20 @@ def planned_at(decision: CheckpointingDecision, setup, source: str) -> Checkpoin
     return replace(decision, reason=f"{decision.reason}; planned at {rows}")
 
 
-def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None, longest_row: int | None = None):
+def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None, longest_row: int | None = None,
+                                   machine=None):
     """Return ``cfg`` with ``gradient_checkpointing`` decided (True/False) when it is ``auto``, and the decision.
 
     ``gpu`` (a :class:`~tunekit.plan.gpus.GPU`) defaults to the first visible CUDA device; without one the
     budget is the host's RAM. ``longest_row``: the longest tokenized training row (None: ``cutoff_len``).
+    ``machine``: the device the run trains on (``train/machine.run_machine``; None: the plan's, from ``use_cpu``),
+    whose feature decisions the memory plan counts. ``plan/decide.decide_run`` is the caller.
     """
-    if cfg.gradient_checkpointing != "auto" or cfg.disable_gradient_checkpointing:
+    from ..train.decisions.features import checkpointing_is_auto
+
+    if not checkpointing_is_auto(cfg):
         return cfg, None
-    decision = _decision(cfg, gpu, world_size, longest_row)
+    decision = _decision(cfg, gpu, world_size, longest_row, machine)
     from ..config import build_config
 
     values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
@@ -138,21 +143,24 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None,
     return build_config(values), decision
 
 
-def _decision(cfg, gpu, world_size, longest_row) -> CheckpointingDecision:
-    from ..env import env_world_size
+def _decision(cfg, gpu, world_size, longest_row, machine=None) -> CheckpointingDecision:
+    from ..env import env_nodes, env_world_size
     from ..errors import ConfigError, TunekitError
     from .architectures import training_shape
     from .gpus import detect_gpu
+    from ..train.decisions import decide_features
+    from .training_setup import planned_machine
     from .training_setup import memory_seq_len, resolve_setup
 
-    if gpu is None and not cfg.use_cpu:
-        gpu = detect_gpu()
     world = world_size or env_world_size() or 1
-    nodes = int(os.environ.get("NNODES", "1") or 1)
+    machine = machine or planned_machine(cfg, world)
+    if gpu is None and machine.kind != "cpu":
+        gpu = detect_gpu()
+    nodes = env_nodes()
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, world // max(1, nodes))
     try:
         seq, source = memory_seq_len(cfg, longest_row)
-        shape, setup = training_shape(cfg), resolve_setup(cfg, world, nodes, seq)
+        shape, setup = training_shape(cfg), resolve_setup(cfg, world, nodes, seq, decide_features(cfg, machine))
         if shape.vision is not None:  # a VLM: one image of image_max_pixels per sample (`tunekit plan` reads the data)
             from .vision import assumed_media
 

@@ -14,7 +14,7 @@ from .architectures import ModelShape
 from .gpus import GPU
 from .memory import GiB, MemoryEstimate, estimate_memory
 from .params import count_params
-from .training_setup import DS_PRESETS, Setup, deepspeed_buffers, deepspeed_settings
+from .training_setup import DS_PRESETS, Setup, deepspeed_buffers
 
 SAFETY_MARGIN = 0.05  # keep 5 % of the GPU free for unusually long batches and allocator spikes
 
@@ -83,8 +83,11 @@ def auto_fit_overrides(cfg, shape: ModelShape, setup: Setup, gpu: GPU) -> FitRes
     per_device = setup.micro_batch * setup.grad_accum
     limit = usable_bytes(gpu)
     best: tuple[float, Setup, MemoryEstimate, str, dict] | None = None
+    liger = _liger_fields(cfg, setup)
     for rung, changes in _ladder(setup):
         fields = {k: v for k, v in changes.items() if not k.startswith("_")}
+        if fields.get("liger"):
+            fields.update(liger)
         base = setup.with_(**fields)
         counts = count_params(shape, base)
         for micro in _divisors_desc(per_device):
@@ -99,7 +102,7 @@ def auto_fit_overrides(cfg, shape: ModelShape, setup: Setup, gpu: GPU) -> FitRes
     needed = None
     if setup.fsdp is None:  # how many GPUs would ZeRO-3 need?
         z3 = trial.with_(zero_stage=3, offload_optimizer=False, offload_params=False, micro_batch=1,
-                         grad_accum=per_device, grad_ckpt=True, liger=True)
+                         grad_accum=per_device, grad_ckpt=True, **liger)
         for n in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
             if n <= setup.world_size:
                 continue
@@ -111,6 +114,13 @@ def auto_fit_overrides(cfg, shape: ModelShape, setup: Setup, gpu: GPU) -> FitRes
     return FitResult(False, trial, mem, overrides, rung, missing_gib=(total - limit) / GiB, gpus_needed=needed)
 
 
-def current_preset(cfg) -> str | None:
-    stage, off_opt, off_par = deepspeed_settings(cfg.deepspeed)
-    return None if stage is None else f"z{stage}{'_offload' if off_opt else ''}"
+def _liger_fields(cfg, setup: Setup) -> dict:
+    """The set-up's fields with ``enable_liger_kernel: true``, as the run's decisions give them (``train/decisions``):
+    Liger's fused loss where the stage's loss is the model's, the chunked head and the recompute as they then are."""
+    from ..train.decisions import decide_features
+    from ..train.machine import Machine
+
+    machine = Machine.cpu(setup.world_size) if setup.host else Machine.cuda(setup.world_size)
+    d = decide_features(cfg.model_copy(update={"enable_liger_kernel": True}), machine)
+    return {"liger": True, "liger_loss": d.liger_fused_loss.on, "chunked_loss": d.chunked_lm_head.on,
+            "recompute": tuple(d.elementwise_recompute.detail)}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import host_malloc
 from .activations import dynamic_peak_bytes
 from .architectures import ModelShape
 from .params import ParamCounts, count_params, optimizer_state_bytes, optimizer_step_temp_bytes, quantized_bytes
@@ -20,7 +19,7 @@ CUDA_OVERHEAD = 0.9 * GiB  # context, cuBLAS workspaces, allocator slack (one pr
 NCCL_OVERHEAD = 0.3 * GiB  # communicator buffers per rank when world > 1
 FRAGMENTATION = 0.10  # reserved / allocated - 1 on the token-dependent part
 # On the CPU (glibc malloc): resident / live - 1 on the token-dependent part. Freed transients stay in the heap, split
-# by the small tensors allocated between them, and the heap grows around them. Measured without train/host_heap.py's
+# by the small tensors allocated between them, and the heap grows around them. Measured without host/heap.py's
 # guard at Qwen2.5-0.5B's shape (LoRA, fp32, 4 x 960 tokens; benchmarks/dpo_memory.py --rss, docs/memory-model.md
 # section 3.7): heap kept over the live dynamic bytes 0.27 / 0.31 for dpo at 4 / 6 layers, 0.42 for each added layer
 # (what dominates at real layer counts), sft 0.19 at 4 layers; + 0.05 for the live bytes measured above the plan's.
@@ -28,13 +27,8 @@ HOST_FRAGMENTATION = 0.45
 # With the guard (every CPU training run on glibc, section 3.8) the freed memory a pass strands is bounded instead: a
 # full reading comes at the latest after the resident memory grew by the slack, and it trims once the stranded part
 # exceeds the slack, so at most twice the slack is stranded at any check.
-HOST_GUARD_BOUND = 2 * host_malloc.GUARD_SLACK
+HOST_GUARD_BOUND = 2 * (256 << 20)  # twice host/heap.py's slack (host.malloc.GUARD_SLACK; tests/test_plan_memory.py)
 DS_ABF = 1.5  # DeepSpeed's additional_buffer_factor for CPU memory of offloaded states
-
-COMPONENTS = (
-    "base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights", "activations",
-    "logits", "optimizer_step", "distributed_buffers", "fragmentation", "overhead",
-)
 
 
 @dataclass
@@ -200,18 +194,18 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
 def fragmentation_bytes(setup: Setup, token_bytes: float) -> float:
     """Memory held beyond the live bytes, from the token-dependent part: the CUDA caching allocator's share
     (:data:`FRAGMENTATION`), or on the CPU glibc's heap (:data:`HOST_FRAGMENTATION`), at most
-    :data:`HOST_GUARD_BOUND` where the heap guard runs (glibc, ``TUNEKIT_MALLOC_TUNE`` on)."""
+    :data:`HOST_GUARD_BOUND` where the heap guard runs (``setup.heap_guard``: ``RunDecisions.heap_guard``)."""
     if not setup.host:
         return FRAGMENTATION * token_bytes
     share = HOST_FRAGMENTATION * token_bytes
-    return min(share, HOST_GUARD_BOUND) if host_malloc.available() else share
+    return min(share, HOST_GUARD_BOUND) if setup.heap_guard else share
 
 
 def host_fragmentation_note(setup: Setup, token_bytes: float) -> str:
     held = fragmentation_bytes(setup, token_bytes)
     if held < HOST_FRAGMENTATION * token_bytes:
         return (f"on the CPU: fragmentation is {held / GiB:.2f} GiB, twice the heap guard's slack (freed tensors glibc "
-                f"keeps resident; train/host_heap.py trims them, docs/memory-model.md section 3.8).")
+                f"keeps resident; host/heap.py trims them, docs/memory-model.md section 3.8).")
     return (f"on the CPU: fragmentation is {HOST_FRAGMENTATION:.0%} of the token-dependent memory (freed tensors stay "
             f"in glibc's heap: resident memory, measured, docs/memory-model.md section 3.7).")
 

@@ -24,11 +24,12 @@ trainable weight (4 in fp32, 2 under ``pure_bf16``); a weight matrix is ``m x n`
 
 from __future__ import annotations
 
+from ..config.lists import split_list
 from .architectures import ModelShape
 
 
 def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+    return tuple(split_list(value))
 
 
 def optimizer_method(cfg) -> tuple[str | None, tuple]:

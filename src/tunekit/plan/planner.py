@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..env import env_world_size
+from ..env import env_nodes, env_world_size
 from ..errors import ConfigError, TunekitError
 from ..train.steps import plan_steps, split_sizes
 from .architectures import ModelShape, load_shape
@@ -13,6 +13,8 @@ from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, estimate_memory
 from .params import count_params
+from ..train.decisions import decide_features
+from .training_setup import planned_machine
 from .training_setup import Setup, memory_seq_len, resolve_setup
 from .time import estimate_time
 
@@ -28,7 +30,7 @@ def _positive(name: str, value: Any) -> None:
 def world_from(gpus: int | None, nodes: int | None) -> tuple[int, int]:
     """Data-parallel world size: --gpus per node x --nodes, else torchrun's NPROC_PER_NODE x NNODES, else 1."""
     per_node = gpus if gpus is not None else int(os.environ.get("NPROC_PER_NODE", "1") or 1)
-    n_nodes = nodes if nodes is not None else int(os.environ.get("NNODES", "1") or 1)
+    n_nodes = nodes if nodes is not None else env_nodes()
     return per_node * n_nodes, n_nodes
 
 
@@ -109,12 +111,14 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
 
         result["batching"] = batching_stats(lengths, cfg, world)
 
-    # ---- memory
-    setup = resolve_setup(cfg, world, n_nodes, s_mem)
+    # ---- memory: the run's decisions for the planned device, the same step tunekit train takes (plan/decide.py)
+    decisions = decide_features(cfg, planned_machine(cfg, world))
+    result["decisions"] = {name: {"on": d.on, "why": d.why} for name, d in decisions.features().items()}
+    setup = resolve_setup(cfg, world, n_nodes, s_mem, decisions)
     if shape.vision is not None:
         setup = _media(shape, cfg, setup, lengths if num_samples is None else None, (images, image_size, videos, video_seconds),
                        result, notes)
-    if cfg.gradient_checkpointing == "auto" and not cfg.disable_gradient_checkpointing:
+    if decisions.gradient_checkpointing.detail[1]:  # auto, still to decide
         setup = _auto_checkpointing(shape, setup, device, notes, s_source)
     counts = count_params(shape, setup)
     _check_sharding(shape, setup, counts.trainable)
@@ -272,7 +276,7 @@ def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):
         print("auto_fit: no GPU visible, nothing to fit; training with the options as given.")
         return cfg
     world = world_size or env_world_size() or world_from(None, None)[0]
-    nodes = int(os.environ.get("NNODES", "1") or 1)
+    nodes = env_nodes()
     shape = load_shape(None, cfg.model_name_or_path)
     setup = resolve_setup(cfg, world, nodes)
     fit = auto_fit_overrides(cfg, shape, setup, gpu)

@@ -88,6 +88,7 @@ def print_plan(plan: dict, console=None) -> None:
     console.print(mem)
     if plan.get("cpu_memory_gib"):
         console.print(f"CPU RAM for offloaded states: {plan['cpu_memory_gib']:.1f} GiB per node")
+    print_decisions(plan.get("decisions") or {}, console)
 
     if plan.get("gpu"):
         g = plan["gpu"]
@@ -109,6 +110,14 @@ def print_plan(plan: dict, console=None) -> None:
         console.print("pass to tunekit train: " + " ".join(f"{k}={_yaml(v)}" for k, v in plan["overrides"].items()))
     for note in plan.get("notes", []):
         console.print(f"[yellow]note:[/] {note}")
+
+
+def print_decisions(decisions: dict, console) -> None:
+    """Each feature as the run decides it on the planned device (``train/decisions``: the same answer training reads)."""
+    if decisions:
+        console.print("run decisions (the planned device): " + "; ".join(
+            f"{name} {'[green]on[/]' if d['on'] else '[dim]off[/]'}" + ("" if d["on"] else f" [dim]({d['why']})[/]")
+            for name, d in decisions.items()))
 
 
 def _yaml(v: Any) -> str:

@@ -12,6 +12,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..train.decisions.features import REGROUPED_STAGES
+
 PERCENTILES = (50, 90, 95, 99)
 ROUND_TO = 128
 
@@ -235,10 +237,8 @@ def plot_cdf(table, path: str, cutoff: int, recommended: int) -> str:
 
 
 # ---- padding share and tokens per optimizer step of each batching mode -------------------------------------------
-#: the batching modes ``data stats`` compares (``batching_mode`` names the configured one)
-MODES = ("padded", "padded + group_within_step", "group_by_length", "packing", "padding_free")
-#: the stages whose padded batches the trainer regroups within a step (window_grouping.py; kto's KL term is per micro-batch)
-REGROUPED_STAGES = ("sft", "pt", "dpo", "rm")
+#: the stages whose padded batches the trainer regroups within a step: ``REGROUPED_STAGES``, imported from their one
+#: home (train/decisions/features.py: group_within_step)
 
 
 def batching_mode(packing: bool, neat_packing: bool, padding_free: bool) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..config.engines import DEEPSPEED_PRESETS
+from ..config.lists import split_list
 from .optimizer_states import optimizer_method
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Setup:
     quant_bits: int | None
     double_quant: bool
     grad_ckpt: bool
-    liger: bool
+    liger: bool  # Liger's kernels (RunDecisions.liger)
     attn: str  # sdpa | eager | fa2
     optim: str
     zero_stage: int | None  # None: no DeepSpeed
@@ -60,6 +61,8 @@ class Setup:
     largest_image_patches: int = 0  # patches of the largest single image or clip (eager attention's score matrix)
     recompute: tuple[bool, bool] = (False, False)  # elementwise_recompute: (MLP element-wise outputs, norm outputs)
     host: bool = False  # trains on the CPU (use_cpu): host memory from glibc's malloc, not a CUDA caching allocator
+    liger_loss: bool = False  # Liger's fused linear cross-entropy computes the loss (RunDecisions.liger_fused_loss)
+    heap_guard: bool = False  # host/heap.py bounds the CPU heap's fragmentation (RunDecisions.heap_guard)
 
     @property
     def gpus_per_node(self) -> int:
@@ -92,7 +95,7 @@ class Setup:
 
 
 def _split(text: str | None) -> tuple[str, ...]:
-    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
+    return tuple(split_list(text))
 
 
 def deepspeed_settings(value: str | None) -> tuple[int | None, bool, bool]:
@@ -140,15 +143,6 @@ def _dtype_bytes(name: str) -> int:
     return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[name]
 
 
-def chunked_loss(cfg) -> bool:
-    """Whether tunekit train computes the LM head + loss in chunks (``TrainedTokensLossMixin``: sft/pt, the plain loss;
-    dpo/kto: the log-probs, ``chunked_head.forward_sequence_logps``)."""
-    if cfg.stage in ("dpo", "kto"):
-        return bool(cfg.chunked_lm_loss and not cfg.enable_liger_kernel and not cfg.torch_compile)
-    return bool(cfg.stage in ("sft", "pt") and cfg.trained_tokens_loss and cfg.chunked_lm_loss and not cfg.enable_liger_kernel
-                and not cfg.torch_compile and not (cfg.use_dft_loss or cfg.use_eaft_loss or cfg.use_asft_loss))
-
-
 def memory_seq_len(cfg, longest_row: int | None = None) -> tuple[int, str]:
     """``(tokens per row of the largest micro-batch, where that came from)``, the row length the memory plan uses.
 
@@ -179,16 +173,26 @@ def holds_reference_copy(cfg) -> bool:
     return bool(uses and (cfg.ref_model or cfg.finetuning_type != "lora"))
 
 
-def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None = None) -> Setup:
-    if cfg.dtype != "auto":
-        base = _dtype_bytes(cfg.dtype)
-    else:
-        base = 2 if (cfg.bf16 or cfg.fp16 or cfg.pure_bf16) else 4
-    autocast = bool(cfg.bf16 or cfg.fp16)
-    compute = 2 if autocast else base
+def planned_machine(cfg, world_size: int = 1):
+    """The device ``tunekit plan`` plans for: this host's CPU with ``use_cpu``, else CUDA GPUs (one per process)."""
+    from ..train.machine import Machine, cpu_has_native_bf16
+
+    return Machine.cpu(world_size, cpu_has_native_bf16()) if cfg.use_cpu else Machine.cuda(world_size)
+
+
+def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None = None, decisions=None) -> Setup:
+    """The planner's set-up of ``cfg``; its features (chunked head, recompute, Liger's loss, the heap guard, the host)
+    are read from ``decisions`` (:class:`~tunekit.train.decisions.RunDecisions`, what the run decided), by default
+    those of the planned device (:func:`planned_machine`)."""
+    if decisions is None:
+        from ..train.decisions import decide_features
+
+        decisions = decide_features(cfg, planned_machine(cfg, world_size))
+    precision = decisions.precision  # the device's default or the options' choice (train/precision.py)
+    base, compute, autocast = precision.weight_bytes, precision.compute_bytes, precision.autocast is not None
     stage, off_opt, off_param, fsdp, fsdp_offload = engine_settings(cfg, world_size)
     bucket, overlap, max_live = deepspeed_buffers(cfg.deepspeed)
-    attn = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "eager": "eager", "fa2": "fa2"}[cfg.flash_attn]
+    attn = decisions.attention
     return Setup(
         finetuning_type=cfg.finetuning_type,
         lora_rank=cfg.lora_rank,
@@ -204,7 +208,8 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         quant_bits=cfg.quantization_bit,
         double_quant=cfg.double_quantization,
         grad_ckpt=cfg.use_gradient_checkpointing,
-        liger=cfg.enable_liger_kernel,
+        liger=decisions.liger.on,
+        liger_loss=decisions.liger_fused_loss.on,
         attn=attn,
         optim=cfg.optim,
         zero_stage=stage,
@@ -230,9 +235,10 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         llama_pro=cfg.use_llama_pro,
         reference_copy=holds_reference_copy(cfg),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
-        chunked_loss=chunked_loss(cfg),
-        recompute=cfg.recompute_parts,
-        host=bool(cfg.use_cpu),
+        chunked_loss=decisions.chunked_lm_head.on,
+        recompute=tuple(decisions.elementwise_recompute.detail),
+        host=decisions.machine.kind == "cpu",
+        heap_guard=decisions.heap_guard.on,
         vision_freeze=(cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model),
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
     )

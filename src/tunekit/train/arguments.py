@@ -8,6 +8,10 @@ from .engines import distributed
 def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
     import torch
 
+    from .precision import stated_precision
+
+    precision = stated_precision(cfg)  # a run's options carry its precision decision (train/precision.py)
+
     steps, ratio = cfg.warmup
     warmup = steps if steps > 0 else min(ratio, 0.999999)  # transformers 5: a float below 1 is a ratio
     kwargs = dict(
@@ -21,7 +25,7 @@ def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
         warmup_steps=warmup, optim=cfg.optim, weight_decay=cfg.weight_decay,
         adam_beta1=cfg.adam_beta1, adam_beta2=cfg.adam_beta2, adam_epsilon=cfg.adam_epsilon,
         max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, data_seed=cfg.data_seed,
-        bf16=cfg.bf16, fp16=cfg.fp16, tf32=cfg.tf32, use_cpu=cfg.use_cpu,
+        bf16=precision.autocast == "bf16", fp16=precision.autocast == "fp16", tf32=cfg.tf32, use_cpu=cfg.use_cpu,
         dataloader_num_workers=cfg.dataloader_num_workers, dataloader_pin_memory=cfg.dataloader_pin_memory and torch.cuda.is_available(),
         ddp_timeout=cfg.ddp_timeout, ddp_find_unused_parameters=cfg.ddp_find_unused_parameters, ddp_backend=cfg.ddp_backend,
         include_num_input_tokens_seen="non_padding" if cfg.include_num_input_tokens_seen else "no",
@@ -52,7 +56,7 @@ def build_training_arguments(cfg, report_to: list[str], **overrides):
 
     from ..errors import ConfigError
 
-    from .machine import check_machine
+    from .machine import check_machine, cpu_has_native_bf16
 
     check_machine(cfg)  # tunekit train ran all of preflight already; a caller of flow.run_train may not have
     kwargs = training_arguments_kwargs(cfg, report_to)
@@ -61,8 +65,9 @@ def build_training_arguments(cfg, report_to: list[str], **overrides):
 
         accelerate_handlers(fp8_recipe(cfg))
     if not _accelerator_available():
-        if cfg.bf16:
-            print("note: bf16 on a CPU without AMX is several times slower than fp32; remove bf16 for CPU runs.", flush=True)
+        if cfg.bf16 and not cpu_has_native_bf16():
+            print("note: bf16 on a CPU without native bf16 (AVX512_BF16 / AMX) is several times slower than fp32; "
+                  "remove bf16 for runs on this CPU.", flush=True)
         kwargs["use_cpu"] = True
     kwargs.update(overrides)
     try:

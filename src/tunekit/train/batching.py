@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
+from ..data.labels import IGNORE_INDEX
+from ..data.media_columns import MEDIA_COLUMNS
 from ..data.padding_free import concatenate, media_of, refuse_family, rope_index_of, with_media
-from .losses import IGNORE_INDEX
 
 
 def pad(rows: list[list[int]], value: int, multiple: int = 1, left: bool = False) -> torch.Tensor:
@@ -144,7 +145,7 @@ class PaddingFreePairCollator:
         rows, labels = pair_rows(features)
         batch = packed_row(rows, labels)
         if self.mm is not None:  # every kind of media twice: with the chosen sequences, then with the rejected ones
-            media = {k: media_of(features, k) for k in ("images", "videos", "audios")}
+            media = {k: media_of(features, k) for k in MEDIA_COLUMNS}
             batch = with_media(batch, self.mm, self.rope_index, media["images"] * 2, [len(r) for r in rows],
                                videos=media["videos"] * 2, audios=media["audios"] * 2)
         return with_pair_references(batch, features)
@@ -168,7 +169,7 @@ class MultimodalPairCollator(PairCollator):
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(features)
-        media = {k: [p for f in features for p in (f.get(k) or [])] for k in ("images", "videos", "audios")}
+        media = {k: [p for f in features for p in (f.get(k) or [])] for k in MEDIA_COLUMNS}
         extra = {k: v + v for k, v in media.items() if k != "images" and v}  # videos / audio: the same rule as images
         batch.update(self.mm.collate(media["images"] + media["images"], batch["input_ids"], **extra))
         return batch
@@ -230,7 +231,7 @@ class PaddingFreeKTOCollator:
         rows, kl_ids = [f["input_ids"] for f in features], kl_rows(features)
         batch, kl = packed_row(rows, [f["labels"] for f in features]), packed_row(*kl_ids)
         if self.mm is not None:
-            media = {k: media_of(features, k) for k in ("images", "videos", "audios")}
+            media = {k: media_of(features, k) for k in MEDIA_COLUMNS}
             for row, ids in ((batch, rows), (kl, kl_ids[0])):
                 with_media(row, self.mm, self.rope_index, media["images"], [len(r) for r in ids],
                            videos=media["videos"], audios=media["audios"])

@@ -154,6 +154,20 @@ class CompleteCheckpointCallback(TrainerCallback):
             rotate_checkpoints(args.output_dir, 1, state.best_model_checkpoint, keep_newest=False)
 
 
+def any_rank(flag: bool, device) -> bool:
+    """``flag`` of any rank, agreed by all (one one-element all-reduce): ranks that got a signal either side of a step
+    boundary stop after the same step, so they meet in the checkpoint's collectives instead of waiting for each other
+    until the launcher kills them. One process: ``flag``."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    agreed = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    return bool(agreed.item())
+
+
 class GracefulStopCallback(TrainerCallback):
     """First SIGINT/SIGTERM: finish the current step, save a checkpoint, stop. A second SIGINT aborts."""
 
@@ -181,6 +195,6 @@ class GracefulStopCallback(TrainerCallback):
                   f"(press Ctrl+C again to abort without saving)", flush=True)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.requested is not None:
+        if any_rank(self.requested is not None, args.device):
             control.should_save = True
             control.should_training_stop = True

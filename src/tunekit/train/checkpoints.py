@@ -188,6 +188,7 @@ _NOT_TRAINING = {
     # speed and memory only: same losses
     "gradient_checkpointing", "disable_gradient_checkpointing", "torch_compile", "trained_tokens_loss",
     "group_within_step", "enable_liger_kernel", "use_unsloth", "flash_attn", "low_cpu_mem_usage", "auto_fit",
+    "elementwise_recompute", "gradient_checkpointing_layers",
     "dataloader_num_workers", "dataloader_pin_memory", "ddp_timeout", "ddp_find_unused_parameters", "ddp_backend",
     "include_num_input_tokens_seen", "preprocessing_num_workers", "preprocessing_batch_size", "overwrite_cache",
     "tokenized_path", "cache_dir", "print_param_status",

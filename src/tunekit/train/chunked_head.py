@@ -40,6 +40,8 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from ..data.labels import IGNORE_INDEX
+
 CHUNK_BYTES = 512 << 20  # fp32 logits per chunk: 883 rows of a 152k vocabulary, enough rows per pass over the weight
 
 
@@ -309,8 +311,8 @@ _PLAIN_HEADS = weakref.WeakSet()  # heads whose model changes their output (soft
 
 def trained_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(``keep`` mask over ``[batch, seq]`` hidden states, their target ids): position t predicts label t+1."""
-    targets = F.pad(labels[:, 1:], (0, 1), value=-100)
-    keep = targets != -100
+    targets = F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
+    keep = targets != IGNORE_INDEX
     return keep, targets[keep]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-IGNORE_INDEX = -100
+from ..data.labels import IGNORE_INDEX
 
 
 def _at_least_float32(logits: torch.Tensor) -> torch.Tensor:

@@ -31,13 +31,10 @@ from __future__ import annotations
 
 import torch
 
+from ..config.lists import split_list
 from ..errors import ConfigError
 
 MUON_DEFAULTS = dict(momentum=0.95, nesterov=True, ns_steps=5)
-
-
-def _split(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
 def uses_custom_optimizer(cfg) -> bool:
@@ -64,7 +61,7 @@ def output_embedding_names(model) -> set[str]:
 def projected_params(model, target: str) -> list[torch.nn.Parameter]:
     """2-D trainable weights of the target ``nn.Linear`` modules (``all`` = every Linear but the LM head)."""
     heads = output_embedding_names(model)
-    targets = None if target.strip() == "all" else _split(target)
+    targets = None if target.strip() == "all" else split_list(target)
     found, names = [], set()
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear) or name in heads:
@@ -393,7 +390,11 @@ def _badam(cfg, args, model, decay_names, wd):
     _require("badam", "badam")
     groups = _decay_groups(model, decay_names, wd)
     if cfg.badam_mode == "layer":
-        base = torch.optim.AdamW(groups, **_adam_kwargs(args))
+        # BlockOptimizer rebuilds each block's groups as {"weight_decay": <base group 0's>, **base.defaults} and
+        # {"weight_decay": 0.0, **base.defaults} (biases; badam's split): a weight_decay in the defaults (AdamW's own
+        # 0.01, whatever weight_decay says) would override both, so the defaults carry none and the decay group is first
+        base = torch.optim.AdamW(groups[::-1], **_adam_kwargs(args))
+        base.defaults.pop("weight_decay")
         return _resumable_block_optimizer()(
             base_optimizer=base, named_parameters_list=list(model.named_parameters()), block_prefix_list=None,
             switch_block_every=cfg.badam_switch_interval, start_block=cfg.badam_start_block,

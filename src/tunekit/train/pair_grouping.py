@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import torch
 
+from ..data.labels import IGNORE_INDEX
+
 PAIR_KEYS = {"input_ids", "attention_mask", "token_labels"}
 ROW_KEYS = ("input_ids", "attention_mask", "token_labels")
 
@@ -39,7 +41,7 @@ def is_pair_batch(batch: dict) -> bool:
     return set(batch) in (PAIR_KEYS, PAIR_KEYS | {"ref_logps"})
 
 
-def regroup_pairs(batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = -100) -> list[dict]:
+def regroup_pairs(batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = IGNORE_INDEX) -> list[dict]:
     """The window's pairs sorted by pair length (longest first) and dealt into micro-batches of the original sizes."""
     if len(batches) < 2 or not all(is_pair_batch(b) for b in batches):
         return batches

@@ -12,7 +12,9 @@ the model loaded. Under a launcher the ranks run it too (it is cheap), which cov
    ``dataset_info.json`` (or a file);
 3. the machine (:func:`check_machine`): fp16 needs an accelerator, bf16 a GPU of compute capability 8.0 or newer
    (or the CPU), fp8 a GPU of 8.9 or newer; ``train/arguments.py`` applies the same function;
-4. packages: DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels.
+4. packages: DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels, the quantization
+   library of ``quantization_bit``/``quantization_method`` and the one a pre-quantized (GPTQ/AWQ/AQLM) model
+   folder loads through (``model/loader.py``'s checks, which the ranks run again before the weights load).
 
 Nothing heavy is imported: torch only on a machine with NVIDIA devices (to read their compute capability) or
 when a precision option needs to know about a non-CUDA accelerator; never transformers or the model.
@@ -79,7 +81,7 @@ def check_datasets(cfg) -> None:
 
 
 def check_packages(cfg) -> None:
-    """DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels."""
+    """DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels, quantization libraries."""
     if cfg.deepspeed:
         from .engines.deepspeed_config import read_deepspeed, require_deepspeed
         from .engines.distributed import _has_gpu, check_deepspeed_machine
@@ -101,3 +103,20 @@ def check_packages(cfg) -> None:
         from ..model.loader import attention_implementation
 
         attention_implementation(cfg)
+    check_quantization(cfg)
+
+
+def check_quantization(cfg) -> None:
+    """``quantization_bit``'s library, and a local model folder saved already quantized (its config.json's
+    ``quantization_config``): the same decisions as ``model/loader.load_model``, before any process starts."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from ..model.loader import _read_config_json, check_prequantized, check_quantization_packages, is_local_path, model_path
+
+    check_quantization_packages(cfg)
+    path = model_path(cfg)
+    if is_local_path(path):
+        quantized = _read_config_json(Path(path)).get("quantization_config")
+        if quantized:
+            check_prequantized(SimpleNamespace(quantization_config=quantized), cfg, path)

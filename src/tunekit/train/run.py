@@ -1,7 +1,9 @@
-"""``tunekit train``: the one flow every stage goes through, readable top to bottom.
+"""The build steps of one training run, which the recipe (``tunekit/flow.py``'s ``run_train``) calls in order:
 
-config → output folder checks → trackers → TrainingArguments → tokenizer → datasets (tokenized once,
-cached) → model + method → the stage's trainer → train (resume) → save → metrics, plots → eval.
+:func:`start_run` (output folder checks, resume plan) → :func:`prepare_data` (trackers, TrainingArguments, tokenizer,
+datasets tokenized once, cached) → [the flow decides the run: ``RunDecisions``] → :func:`build_model` (model + method)
+→ :func:`build_trainer` (the stage's trainer, under the decisions) → :func:`execute` (train with resume, save,
+metrics, plots, eval). Nothing here calls back up: the flow passes the decisions down.
 """
 
 from __future__ import annotations
@@ -96,44 +98,33 @@ def _raise_if_disk_full(exc: Exception, trainer, cfg, final: bool = False) -> No
 
 
 @dataclass
+class Prepared:
+    """What :func:`prepare_data` set up before anything is decided from the data."""
+
+    args: Any  # TrainingArguments
+    tokenizer: Any
+    data: Any
+    report_to: Any
+    stage: Any  # the stage's trainer module
+
+    @property
+    def longest_row(self) -> int | None:
+        """The longest tokenized training row (a padded batch is as long as its longest row; packed rows are the
+        packs), what ``gradient_checkpointing: auto`` is decided at; None without training rows."""
+        train = self.data.train if self.data is not None else None
+        return max(train["length"]) if train is not None and len(train) else None
+
+
+@dataclass
 class BuiltRun:
-    """What :func:`build_run` set up: the trainer and what it was built from."""
+    """What :func:`build_trainer` set up: the trainer and what it was built from."""
 
     trainer: Any
     tokenizer: Any
     data: Any
     stopper: Any
-    cfg: Any  # the config the model and trainer were built with (decide_with_data's, when one was given)
-
-
-def run_train(cfg, config_path: str | None = None, predict=None, decide_with_data=None) -> dict:
-    """Build and execute a run (``tunekit.flow.run_train`` decides ``auto_fit`` first and passes the rest of the
-    decisions; call that). ``decide_with_data(cfg, data) -> cfg`` decides what needs the tokenized rows
-    (``gradient_checkpointing: auto``) before the model loads; ``predict(cfg, trainer, tokenizer, data) -> dict`` runs
-    ``do_predict`` (the flow passes generation through ``tunekit.infer``, a layer above this one)."""
-    plan = start_run(cfg)
-    if plan.finished is not None:
-        return dict(plan.finished)  # resuming a finished run: nothing to do (plan_resume said so)
-    built = build_run(cfg, decide_with_data)
-    cfg = built.cfg
-    write_run_files(cfg, plan, built.data)
-    results: dict = {}
-    if cfg.do_train:
-        results.update(train_and_save(cfg, built, plan))
-    trainer, data = built.trainer, built.data
-    if (cfg.do_eval or cfg.eval_strategy != "no") and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
-        metrics = evaluation_of_final_weights(trainer, cfg) or trainer.evaluate(metric_key_prefix="eval")
-        if trainer.is_world_process_zero():
-            trainer.save_metrics("eval", metrics)
-        results.update(metrics)
-    if cfg.do_predict and _REGISTRY[cfg.stage].predict:  # generation is scored for sft runs (LLaMA-Factory's predict)
-        if predict is None:
-            raise TypeError("do_predict needs a predict function: call tunekit.flow.run_train, which passes one.")
-        results.update(predict(cfg, trainer, built.tokenizer, data) or {})
-    if cfg.do_train:
-        log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
-            f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")
-    return results
+    cfg: Any  # the config the model and trainer were built with (the decided one)
+    decisions: Any = None  # the RunDecisions they read (train/decisions)
 
 
 def start_run(cfg):
@@ -155,12 +146,20 @@ def start_run(cfg):
     return plan
 
 
-def build_run(cfg, decide_with_data=None) -> BuiltRun:
-    """Trackers, TrainingArguments, tokenizer, datasets (tokenized once, cached), ``decide_with_data(cfg, data)``
-    when given (its config builds the rest), model + method, the stage's trainer."""
-    from .. import startup_gc
+def settle_collector(on: bool) -> None:
+    """The long-lived objects are built: freeze them and collect again (``host/gc_pause.py``), when the run paused the
+    collector (``RunDecisions.gc_pause``; a GPU run never imports ``tunekit.host``)."""
+    if on:
+        from ..host import gc_pause
+
+        gc_pause.settle()
+
+
+def prepare_data(cfg, settle_gc: bool = False) -> Prepared:
+    """Trackers, TrainingArguments, tokenizer, datasets (tokenized once, cached). ``settle_gc``: the run paused the
+    collector (``RunDecisions.gc_pause``), settled once the imports are done."""
     from .quiet import quiet_library_notices
-    from .trackers import check_trackers, tracker_callbacks
+    from .trackers import check_trackers
 
     report_to = check_trackers(cfg)
     stage = get_stage(cfg.stage)
@@ -170,9 +169,9 @@ def build_run(cfg, decide_with_data=None) -> BuiltRun:
 
     from ..data.pipeline import prepare_datasets
     from ..data.report import print_reports
-    from ..model.finetuning import count_parameters
-    from ..model.loader import load_model, load_tokenizer
+    from ..model.loader import load_tokenizer
     from .arguments import build_training_arguments
+    from .engines.media_ranks import check_media_on_every_rank
 
     transformers.logging.set_verbosity_warning()
     transformers.set_seed(cfg.seed)
@@ -181,37 +180,81 @@ def build_run(cfg, decide_with_data=None) -> BuiltRun:
     distributed.before_model_load(cfg)
 
     tokenizer = load_tokenizer(cfg)
-    startup_gc.settle()  # imports are done; preprocessing may allocate in proportion to the data
+    settle_collector(settle_gc)  # imports are done; preprocessing may allocate in proportion to the data
     with args.main_process_first(desc="dataset preprocessing"):
         data = prepare_datasets(cfg, tokenizer, cfg.stage)
     if is_main_process():
         print_reports(data.reports, cfg.cutoff_len)
-    from .engines.media_ranks import check_media_on_every_rank
-
     check_media_on_every_rank(cfg, data)  # ZeRO-3 / FSDP2 with a VLM: no micro-batch without media
     if data.template is not None and cfg.template != "jinja":
         jinja = data.template.chat_template_jinja()
         if jinja:
             tokenizer.chat_template = jinja  # saved with the tokenizer: inference renders what training rendered
-    if decide_with_data is not None:  # the same rows on every rank, so the same decision
-        cfg = decide_with_data(cfg, data)
+    return Prepared(args=args, tokenizer=tokenizer, data=data, report_to=report_to, stage=stage)
+
+
+def build_model(cfg, decisions, prepared: Prepared):
+    """The model with its fine-tuning method, as ``decisions`` (RunDecisions) say: ``elementwise_recompute``'s hooks."""
+    import transformers
+
+    from ..model.elementwise_recompute import enable_for_training
+    from ..model.finetuning import count_parameters
+    from ..model.loader import load_model
 
     # the random init (adapters, value head) from the seed alone, not from what data preparation drew: the ranks of a
     # ZeRO-3 run reached this point with different RNG states, and ZeRO-3 keeps each rank's own shard of the init
     transformers.set_seed(cfg.seed)
+    tokenizer, data = prepared.tokenizer, prepared.data
     with distributed.saying(f"loading the model {cfg.model_name_or_path}"):  # a long load says so every minute
-        model = stage.load_model(cfg, tokenizer) if _REGISTRY[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
+        own = _REGISTRY[cfg.stage].own_model
+        model = prepared.stage.load_model(cfg, tokenizer) if own else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
+    if cfg.do_train:  # recipes, not the MLP's element-wise outputs and the norm outputs
+        enable_for_training(model, tuple(decisions.elementwise_recompute.detail))
     trainable, total = count_parameters(model)
     log(f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
         f"({100 * trainable / max(total, 1):.4f}%) | train samples: {len(data.train) if data.train is not None else 0}"
         f" | eval samples: {len(data.eval) if data.eval is not None else 0}")
+    return model
+
+
+def build_trainer(cfg, decisions, prepared: Prepared, model) -> BuiltRun:
+    """The stage's trainer, built under ``decisions`` (the features it attaches read them: chunked head, trained-token
+    loss, heap guard, grouping), with tunekit's callbacks."""
+    import transformers
+
+    from .decisions import building_with
+    from .trackers import tracker_callbacks
 
     callbacks, stopper = run_callbacks(cfg)
-    trainer = stage.build_trainer(cfg, args, model, tokenizer, data, callbacks + tracker_callbacks(cfg))
+    with building_with(decisions):
+        trainer = prepared.stage.build_trainer(cfg, prepared.args, model, prepared.tokenizer, prepared.data,
+                                               callbacks + tracker_callbacks(cfg))
     for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
         trainer.remove_callback(cb)
-    startup_gc.settle()  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
-    return BuiltRun(trainer=trainer, tokenizer=tokenizer, data=data, stopper=stopper, cfg=cfg)
+    settle_collector(decisions.gc_pause.on)  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
+    return BuiltRun(trainer=trainer, tokenizer=prepared.tokenizer, data=prepared.data, stopper=stopper, cfg=cfg,
+                    decisions=decisions)
+
+
+def execute(cfg, built: BuiltRun, plan) -> dict:
+    """Write the run's files, train and save (``do_train``), evaluate (``do_eval`` or an eval strategy): the metrics."""
+    write_run_files(cfg, plan, built.data, built.decisions)
+    results: dict = {}
+    if cfg.do_train:
+        results.update(train_and_save(cfg, built, plan))
+    trainer, data = built.trainer, built.data
+    if (cfg.do_eval or cfg.eval_strategy != "no") and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
+        metrics = evaluation_of_final_weights(trainer, cfg) or trainer.evaluate(metric_key_prefix="eval")
+        if trainer.is_world_process_zero():
+            trainer.save_metrics("eval", metrics)
+        results.update(metrics)
+    return results
+
+
+def report_done(cfg, results: dict) -> None:
+    if cfg.do_train:
+        log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
+            f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")
 
 
 def run_callbacks(cfg) -> tuple[list, Any]:
@@ -227,7 +270,7 @@ def run_callbacks(cfg) -> tuple[list, Any]:
     return callbacks, stopper
 
 
-def write_run_files(cfg, plan, data) -> None:
+def write_run_files(cfg, plan, data, decisions=None) -> None:
     """The inputs are validated: now the run's files may replace what output_dir holds (main process)."""
     if not is_main_process():
         return
@@ -241,7 +284,14 @@ def write_run_files(cfg, plan, data) -> None:
     purge_trash(cfg.output_dir)
     # the options set for this run first, then the rest, grouped (config/loader.py); an option the engine's config
     # replaced (a DeepSpeed optimizer/scheduler block) gets a note saying what ran instead
-    save_config(cfg, cfg.output_dir, notes=distributed.option_notes(cfg))
+    notes = distributed.option_notes(cfg)
+    if decisions is not None and decisions.precision is not None:  # what ran and why (train/precision.py)
+        from .precision import precision_notes
+
+        notes = {**precision_notes(decisions.precision), **notes}
+    if decisions is not None:  # an option the device's decision overrode (elementwise_recompute on a GPU)
+        notes = {**decisions.option_notes(), **notes}
+    save_config(cfg, cfg.output_dir, notes=notes)
     write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
 
 

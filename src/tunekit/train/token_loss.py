@@ -26,8 +26,6 @@ import torch.nn.functional as F
 
 from .chunked_head import trained_positions  # which hidden states the LM head sees (re-exported)
 
-IGNORE_INDEX = -100
-
 
 @contextmanager
 def head_on(head: torch.nn.Module, keep: torch.Tensor):
@@ -82,10 +80,10 @@ class TrainedTokensLossMixin:
     """``Trainer.compute_loss`` for batches with ``labels``: the LM head only on trained positions (see module doc)."""
 
     def _trained_tokens_head(self, model, inputs, return_outputs: bool):
-        cfg = getattr(self, "tunekit_config", None)
-        if cfg is None or not getattr(cfg, "trained_tokens_loss", True) or "labels" not in inputs:
+        decisions = getattr(self, "run_decisions", None)  # trained_tokens_loss, torch_compile, Liger (train/decisions)
+        if decisions is None or not decisions.trained_tokens_loss.on or "labels" not in inputs:
             return None
-        if self.args.torch_compile or self.args.use_liger_kernel or self.label_smoother is not None:
+        if self.label_smoother is not None:
             return None
         if self.compute_loss_func is not None or (return_outputs and self.compute_metrics is not None):
             return None
@@ -122,7 +120,7 @@ class TrainedTokensLossMixin:
         false``, a wrapped or sharded head, or a model that changes its head's output: remembered after the first try)."""
         from . import chunked_head
 
-        if not getattr(self.tunekit_config, "chunked_lm_loss", True) or getattr(self, "_chunked_head_off", False):
+        if not self.run_decisions.chunked_lm_head.on or getattr(self, "_chunked_head_off", False):
             return None
         if not chunked_head.usable(head):
             return None

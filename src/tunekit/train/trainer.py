@@ -21,18 +21,28 @@ class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMix
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
     recipe, :mod:`tunekit.train.fp8`) + resume of a full checkpoint saved in the original weight layout
     (:mod:`tunekit.train.checkpoint_weights`) + on the CPU, freed heap memory returned when a forward pass strands it
-(:mod:`tunekit.train.host_heap`)."""
+    (:mod:`tunekit.host.heap`, when ``run_decisions.heap_guard`` says so).
+
+    ``run_decisions`` (:class:`~tunekit.train.decisions.RunDecisions`): what the run decided, read by the features
+    (trained-token loss, chunked head, heap guard): the value ``train/run.build_trainer`` builds the trainer under
+    (:func:`~tunekit.train.decisions.building_with`), else the same function's answer for the config and the device
+    the run uses."""
 
     def __init__(self, *args, tunekit_config=None, **kwargs):
         self.tunekit_config = tunekit_config
         super().__init__(*args, **kwargs)
+        self.run_decisions = None
+        self.heap_guard = None
         if tunekit_config is not None:
-            from ..model.layers import decoder_layers
-            from . import host_heap
+            from .decisions import decisions_for
             from .optimizers import badam_callbacks
 
-            # CPU: freed heap memory a forward pass strands goes back to the kernel (host_heap.py)
-            self.heap_guard = host_heap.attach(self.model, decoder_layers(self.model), self.args.device)
+            self.run_decisions = decisions_for(tunekit_config)
+            if self.run_decisions.heap_guard.on:  # CPU: freed heap memory a forward pass strands goes back to the kernel
+                from ..host import heap
+                from ..model.layers import decoder_layers
+
+                self.heap_guard = heap.attach(self.model, decoder_layers(self.model), self.args.device)
 
             for callback in badam_callbacks(tunekit_config):
                 self.add_callback(callback)

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import torch
 
+from ..data.labels import IGNORE_INDEX
 from .pair_grouping import is_pair_batch, regroup_pairs
 
 KEYS = {"input_ids", "attention_mask", "labels"}
 
 
-def regroup(batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = -100) -> list[dict]:
+def regroup(batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = IGNORE_INDEX) -> list[dict]:
     """The same rows, sorted by length (longest first) and dealt into micro-batches of the original sizes."""
     if len(batches) < 2 or any(set(b) != KEYS for b in batches):
         return batches
@@ -65,15 +66,13 @@ class WindowGroupingMixin:
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
-        cfg = getattr(self, "tunekit_config", None)
-        # max_tokens_per_batch: re-dealing rows into the original batch sizes could break the token budget
-        if cfg is not None and getattr(cfg, "group_within_step", False) and not cfg.group_by_length \
-                and not getattr(cfg, "max_tokens_per_batch", None):
+        decisions = getattr(self, "run_decisions", None)  # group_within_step as the run decided it (train/decisions)
+        if decisions is not None and decisions.group_within_step.on:
             pad_id = getattr(self.data_collator, "pad_token_id", None)
             if pad_id is not None and batches and all(is_pair_batch(b) for b in batches):  # dpo / rm
                 batches = regroup_pairs(batches, pad_id, getattr(self.data_collator, "pad_to_multiple_of", 8),
-                                        getattr(self.data_collator, "label_pad_id", -100))
+                                        getattr(self.data_collator, "label_pad_id", IGNORE_INDEX))
             elif pad_id is not None:
                 batches = regroup(batches, pad_id, getattr(self.data_collator, "pad_to_multiple_of", 8),
-                                  getattr(self.data_collator, "label_pad_id", -100))
+                                  getattr(self.data_collator, "label_pad_id", IGNORE_INDEX))
         return batches, num_items

@@ -32,7 +32,7 @@ from .monitor import (
 from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_message
 from .runner import Job, JobRunner
 from .sections import tab_of
-from .validation import Validation, validate
+from .validation import Validation, check_deepspeed, validate
 
 
 class Board:
@@ -69,7 +69,7 @@ class Board:
             return check
         problems = self.policy.problems(check.config.model_dump())
         if not problems:
-            return check
+            return check_deepspeed(check, self.runner.cwd)  # the file is allowed: read it as the job's preflight will
         by_field: dict[str, list[str]] = {}
         for option, message in problems:
             by_field.setdefault(option, []).append(message)

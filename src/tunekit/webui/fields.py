@@ -27,6 +27,7 @@ from typing import Any, Iterable, Literal, Union
 from pydantic_core import PydanticUndefined
 
 from tunekit.config import iter_fields, parse_scalar
+from tunekit.config.lists import split_list
 from tunekit.config.options.facts import OptionFacts, option_facts, option_help
 
 Kind = Literal["bool", "tristate", "choice", "int", "float", "text", "yaml", "multi"]
@@ -141,7 +142,7 @@ def to_form(spec: FieldSpec, value: Any) -> Any:
     if spec.kind == "text":
         return "" if value is None else str(value)
     if spec.kind == "multi":
-        return [] if not value else [part.strip() for part in str(value).split(",") if part.strip()]
+        return split_list(value)
     return _yaml_text(value)
 
 

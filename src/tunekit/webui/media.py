@@ -12,6 +12,8 @@ import hashlib
 from pathlib import Path
 from typing import Sequence
 
+from tunekit.data.media_columns import MEDIA_COLUMNS
+
 from .i18n import t
 from .paths import PathPolicy, PathRefused, excerpt
 
@@ -60,7 +62,7 @@ def media_markdown(samples: Sequence, policy: PathPolicy, lang: str = "en") -> s
     lines = []
     for i, sample in enumerate(samples, 1):
         parts = []
-        for kind in ("images", "videos", "audios"):
+        for kind in MEDIA_COLUMNS:
             names = []
             for path in getattr(sample, kind):
                 rel = allowed_path(policy, path)

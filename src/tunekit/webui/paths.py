@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tunekit.config.engines import DEEPSPEED_PRESETS  # presets are not paths (declared once: z1 was missing here)
+from tunekit.config.lists import split_list
 from tunekit.errors import ConfigError, TunekitError
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
@@ -210,4 +211,4 @@ class PathPolicy:
 def _names(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v).strip() for v in value if str(v).strip()]
-    return [n.strip() for n in str(value or "").split(",") if n.strip()]
+    return split_list(value)

@@ -3,11 +3,14 @@
 The schema's rules name their fields themselves (:class:`tunekit.config.problems.Problem`, carried by the
 :class:`~tunekit.errors.ConfigError`), so nothing here reads field names out of the message text. A problem that
 names no field (a rule not converted yet, or an error about the config as a whole) is shown in the message box only.
+The DeepSpeed file against the options (:func:`check_deepspeed`) is the check ``tunekit train`` makes before it
+launches (``train/preflight.py``); the board applies it once its path policy has allowed the file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tunekit.config import Config, build_config
@@ -47,3 +50,23 @@ def validate(values: Mapping[str, Any]) -> Validation:
     if problems:
         return Validation(None, problems_text(problems), problems_by_field(problems))
     return Validation(cfg)
+
+
+def check_deepspeed(check: Validation, workspace: str | Path) -> Validation:
+    """``check`` unless its config's ``deepspeed`` (a preset, or a JSON file: a relative path is read in the
+    ``workspace``, where the job runs) contradicts the options: then the preflight's error, at the deepspeed field.
+    Call it after the path policy allowed the file (it reads it)."""
+    cfg = check.config
+    if cfg is None or not cfg.deepspeed:
+        return check
+    from tunekit.train.engines import distributed
+    from tunekit.train.engines.deepspeed_config import PRESETS, check_options, read_deepspeed
+
+    value = str(cfg.deepspeed)
+    path = value if value in PRESETS else str(Path(workspace, Path(value).expanduser()))
+    try:
+        settings = replace(read_deepspeed(path), source=value)  # named as the job names it
+        check_options(settings, cfg, distributed.world_size(cfg))
+    except ConfigError as exc:
+        return Validation(None, str(exc), {"deepspeed": [str(exc)]})
+    return check

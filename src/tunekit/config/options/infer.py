@@ -31,10 +31,14 @@ class InferOptions(OptionGroup):
                     "predict / do_predict use the training seed.")
     api_max_tokens: int = Field(4096, ge=1, description="API: the largest max_tokens a request may ask for (400 above it); "
                                                      "also bounded by the model's context minus the prompt.")
-    api_queue_timeout: float = Field(30.0, ge=0, description="API: seconds a request waits for the generation slot "
-                                                              "before it is answered 429 with Retry-After.")
-    api_max_queue: int = Field(16, ge=0, description="API: requests that may wait for the slot at once; more are answered 429 "
-                                                     "right away.")
+    api_queue_timeout: float = Field(30.0, ge=0, description="API: seconds a request waits for a place when 1 + "
+                                                              "api_max_queue requests are already being served; then "
+                                                              "it is answered 429 with Retry-After.")
+    api_max_queue: int = Field(16, ge=0, description="API: 1 + api_max_queue requests are served at once, their "
+                                                     "generations taking turns token by token (a model whose "
+                                                     "generations cannot take turns: one at a time); up to "
+                                                     "api_max_queue more wait for a place (api_queue_timeout), "
+                                                     "further ones are answered 429 right away.")
     api_stream_timeout: float = Field(30.0, gt=0, description="API: seconds a streamed chunk may wait for the client to "
                                                                "read it; a client that stops reading is dropped and its "
                                                                "generation cancelled.")

@@ -28,7 +28,7 @@ class MethodOptions(OptionGroup):
     lora_rank: int = option(8, ge=1, description="LoRA rank r.", only="lora", section="lora")
     lora_alpha: Optional[int] = option(None, ge=1, description="LoRA scale alpha (default: 2 x lora_rank).", only="lora", section="lora")
     lora_dropout: float = option(0.0, ge=0, lt=1, description="Dropout on the LoRA input.", only="lora", section="lora")
-    lora_target: str = option("all", description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names (q_proj,v_proj).", only="lora", section="lora")
+    lora_target: str = option("all", min_length=1, description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names (q_proj,v_proj).", only="lora", section="lora")
     additional_target: Optional[str] = option(None, description="Extra modules trained in full and saved with the adapter (e.g. embed_tokens,lm_head).", only="lora", section="lora")
     use_rslora: bool = option(False, description="Rank-stabilised LoRA scaling alpha/sqrt(r).", only="lora", section="lora")
     use_dora: bool = option(False, description="Weight-decomposed LoRA (DoRA).", only="lora", section="lora")

@@ -24,8 +24,10 @@ class ModelOptions(OptionGroup):
     resize_vocab: bool = Field(False, description="Resize the embeddings to the tokenizer's vocabulary size.")
     add_special_tokens: Optional[str] = Field(None, description="Comma-separated special tokens to add to the tokenizer (embeddings are resized).")
     dtype: Literal["auto", "bfloat16", "float16", "float32", "float64"] = Field(
-        "auto", description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32; "
-        "float64 is for numerical reference runs (parity checks against a float32 run; CPU, slow)."
+        "auto", description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32 "
+        "(with no precision option set the device decides bf16/fp16, printed at the start and noted in tunekit_config.yaml); "
+        "float32 keeps fp32 on every device; float64 is for numerical reference runs (parity checks against a float32 run; "
+        "CPU, slow)."
     )
     flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = option(
         "auto", description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention.",
@@ -45,7 +47,9 @@ class ModelOptions(OptionGroup):
     elementwise_recompute: bool = option(
         True, description="Save recipes instead of the gated MLP's activation output and product and the RMSNorm outputs, "
         "and recompute them in the backward pass (the same bits): about 45 % less activation memory per decoder layer that "
-        "is not checkpointed, for a few element-wise ops. Off under torch_compile and enable_liger_kernel.", section="acceleration")
+        "is not checkpointed, for a few element-wise ops. Off under torch_compile and enable_liger_kernel. On by default "
+        "for a run on the CPU, where it was measured; off by default on a GPU, where it was never measured: set it true "
+        "there to opt in (train/decisions).", section="acceleration")
     disable_gradient_checkpointing: bool = option(False, description="LLaMA-Factory's spelling of gradient_checkpointing: false.", section="acceleration")
     enable_liger_kernel: bool = option(False, description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.", section="acceleration")
     use_unsloth: bool = option(False, description="Use Unsloth's patched model (needs unsloth and a GPU).", section="acceleration")

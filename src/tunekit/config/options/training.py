@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Literal, Optional, Union
+from pathlib import Path
+from typing import Any, Dict, Iterator, Literal, Optional, Union
 
 from pydantic import Field
 
+from ..problems import Problem
 from .base import OptionGroup
 from .facts import option
 
@@ -30,14 +32,17 @@ class TrainingOptions(OptionGroup):
     warmup_ratio: float = Field(0.0, ge=0, le=1, description="Warm-up as a share of total steps.")
     optim: str = Field("adamw_torch_fused", description="Optimizer, any name Hugging Face accepts (adamw_torch_fused = one fused kernel, Hugging Face's default; adamw_torch, sgd, adafactor, adamw_bnb_8bit, ...).")
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
-    adam_beta1: float = Field(0.9, description="Adam beta1.")
-    adam_beta2: float = Field(0.999, description="Adam beta2.")
-    adam_epsilon: float = Field(1e-8, description="Adam epsilon.")
+    adam_beta1: float = Field(0.9, ge=0, lt=1, description="Adam beta1.")
+    adam_beta2: float = Field(0.999, ge=0, lt=1, description="Adam beta2.")
+    adam_epsilon: float = Field(1e-8, ge=0, description="Adam epsilon.")
     max_grad_norm: float = Field(1.0, ge=0, description="Clip gradients to this global norm (0 = no clipping).")
     seed: int = Field(42, description="Random seed for initialisation, shuffling and the validation split.")
     data_seed: Optional[int] = Field(None, description="Seed for data shuffling only (default: seed).")
-    bf16: bool = Field(False, description="bfloat16 mixed precision (GPU; on CPU it is ~5x slower than fp32 here).")
-    fp16: bool = Field(False, description="float16 mixed precision with loss scaling (GPU).")
+    bf16: bool = Field(False, description="bfloat16 mixed precision. Unset, the device decides (docs/memory-model.md, "
+                       "Precision): on for GPUs of compute capability 8.0+ and CPUs with native bf16 (AVX512_BF16/AMX); "
+                       "on other CPUs bf16 is emulated and several times slower than fp32. Written false: fp32.")
+    fp16: bool = Field(False, description="float16 mixed precision with loss scaling (GPU). Unset, the device decides: on "
+                       "for GPUs older than compute capability 8.0 (no bf16), except with fsdp.")
     tf32: Optional[bool] = Field(None, description="Allow TF32 matmuls on Ampere+ GPUs.")
     use_cpu: bool = Field(False, description="Train on the CPU even if a GPU is visible.")
     dataloader_num_workers: int = Field(0, ge=0, description="Worker processes for the data loader.")
@@ -66,3 +71,19 @@ class TrainingOptions(OptionGroup):
     trained_tokens_loss: bool = Field(True, description="Run the LM head and cross-entropy only on trained (labelled) tokens: same loss, less compute and no full-vocabulary logits for prompt and padding (sft, pt).")
     chunked_lm_loss: bool = Field(True, description="With trained_tokens_loss: run the LM head and cross-entropy a chunk of tokens at a time, gradients in the same pass, so the tokens x vocabulary logits are never held whole (same loss; falls back to the plain path for models that change the head's output, e.g. logit soft-capping). In dpo and kto: the answers' log-probs (policy and reference), the same way.")
     auto_fit: bool = Field(False, description="Before training, let the planner choose batch size, accumulation, checkpointing and ZeRO to fit the GPU.")
+
+
+def output_problems(cfg) -> Iterator[Problem]:
+    """output_dir must be a folder of its own: training into the model's, an adapter's or the data's folder mixes the
+    run's files with what it loads (a full run's save replaces the base weights). Compared as folders (``m`` and
+    ``/abs/m`` are one), and only for a folder that exists here (a hub id is not a folder). ``Config._check_combinations``
+    calls it."""
+    if not cfg.output_dir:
+        return
+    out = Path(cfg.output_dir).expanduser().resolve()
+    loaded = [("model_name_or_path", cfg.model_name_or_path)] + [("adapter_name_or_path", a) for a in cfg.adapter_paths]
+    loaded.append(("dataset_dir", cfg.dataset_dir))  # the run's files would land among the data and its dataset_info.json
+    for name, path in loaded:
+        if path and Path(path).expanduser().is_dir() and Path(path).expanduser().resolve() == out:
+            yield Problem(f"output_dir {cfg.output_dir} is the {name} folder {path} itself: the run would write its "
+                          f"weights and files into the folder it loads; choose a new output_dir.", ("output_dir", name))

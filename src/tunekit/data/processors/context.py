@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from ..labels import IGNORE_INDEX
 from .cutoff import Head, Spans, Turn
 
 
@@ -36,7 +37,7 @@ class ProcessContext:
     enable_thinking: bool = True
     default_system: Optional[str] = None
     packing: bool = False  # pt: concatenate texts into cutoff_len blocks
-    ignore_index: int = -100
+    ignore_index: int = IGNORE_INDEX
     mm: Any = None  # the model family's media plugin (data/mm_plugins) for multimodal templates, else None
     media_root: str = ""  # relative media paths are resolved against this (media_dir, else dataset_dir)
 

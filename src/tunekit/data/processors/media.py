@@ -23,10 +23,11 @@ from typing import Any
 from . import DROPPED, TRUNCATED
 from . import kto, pairwise, sft
 from ..formats import RecordError
+from ..media_columns import MEDIA_COLUMNS
 from ..mm_plugins import PLACEHOLDERS, resolve_media
 from ...errors import DataError
 
-OUTPUT_COLUMNS = sft.OUTPUT_COLUMNS + ("images", "videos", "audios")
+OUTPUT_COLUMNS = sft.OUTPUT_COLUMNS + MEDIA_COLUMNS
 SUPPORTED_STAGES = ("sft", "dpo", "kto", "rm")
 
 
@@ -98,7 +99,7 @@ def processor_for(stage: str):
 
 
 def _finish(out: dict[str, list], batch: dict[str, list], n: int) -> dict[str, list]:
-    for kind in ("images", "videos", "audios"):
+    for kind in MEDIA_COLUMNS:
         out[kind] = [list(batch[kind][i] or []) for i in range(n)] if kind in batch else [[] for _ in range(n)]
     for i in range(n):
         if (out["images"][i] or out["videos"][i] or out["audios"][i]) and out["_status"][i] == TRUNCATED:

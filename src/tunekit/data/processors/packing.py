@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from . import KEPT, TRUNCATED
 
-IGNORE_INDEX = -100
+from ..labels import IGNORE_INDEX
+from ..media_columns import MEDIA_COLUMNS
 
 
 def plan_bins(lengths: list[int], capacity: int) -> list[list[int]]:
@@ -60,7 +61,7 @@ def pack_dataset(dataset, cutoff_len: int, neat: bool = False):
     rows = {"input_ids": [], "labels": [], "length": [], "_status": [], "_source": []}
     if neat:
         rows["position_ids"] = []
-    media = {k: dataset[k] for k in ("images", "videos", "audios") if k in dataset.column_names}  # a row's media, in sample order
+    media = {k: dataset[k] for k in MEDIA_COLUMNS if k in dataset.column_names}  # a row's media, in sample order
     rows.update({k: [] for k in media})
     for group in plan_bins([len(x) for x in ids], cutoff_len):
         for k, col in media.items():

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any, Callable, Optional
 
 from ..formats import is_empty_reply
+from ..labels import IGNORE_INDEX
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
 from .cutoff import Head, fit_turns
@@ -52,7 +53,7 @@ def shared_prompt_cut(history: list[tuple[list[int], list[int]]], prompt: list[i
     return ids, budget, truncated
 
 
-def build_pair(history, prompt, chosen, rejected, ctx: ProcessContext, ignore: int = -100,
+def build_pair(history, prompt, chosen, rejected, ctx: ProcessContext, ignore: int = IGNORE_INDEX,
                first_prompt: Optional[Callable[[int], Head]] = None) -> dict[str, Any]:
     longest = chosen if len(chosen) >= len(rejected) else rejected
     prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, longest, ctx.cutoff_len, first_prompt)

@@ -190,6 +190,10 @@ def option_conflicts(settings: DeepSpeedSettings, cfg, world: int) -> list[str]:
             shown = json.dumps(given) if not isinstance(given, str) else repr(given)
             mine = json.dumps(value) if isinstance(value, (bool, list)) else value
             out.append(f"{key} is {shown} but {option} is {mine}")
+    tp = field(settings.config, "tensor_parallel.autotp_size")
+    if isinstance(tp, int) and tp > 1 and world % tp:
+        out.append(f"tensor_parallel.autotp_size is {tp} but the run has {world} process(es): AutoTP splits each layer "
+                   f"over {tp} ranks (set NPROC_PER_NODE to a multiple of {tp}, or remove the tensor_parallel block)")
     custom = [name for name in CUSTOM_OPTIMIZERS if getattr(cfg, name, False)]
     if custom and isinstance(settings.config.get("optimizer"), dict):
         out.append(f"its optimizer block would run instead of {', '.join(custom)} (remove the block to use {custom[0]})")

@@ -5,7 +5,9 @@ LLaMA-Factory users know the switches: ``FORCE_TORCHRUN=1``, ``NPROC_PER_NODE``,
 comes, and when a rank fails prints one summary line that names the failing rank (the one that caused the failure,
 whatever order torchrun noticed the exits in: :func:`cause_of`), its error and, on a communication timeout, the
 ``NCCL_*``/``GLOO_*`` settings that usually fix it. torchrun and its ranks die with their launcher, even a SIGKILLed
-one (:func:`die_with_parent`). No torch import here: this runs before anything heavy.
+one (:func:`die_with_parent`). SIGTERM to the parent goes on to torchrun, which passes it to the ranks (each stops
+after its step with a checkpoint); a second SIGTERM or Ctrl+C kills them (:class:`StopForwarding`). No torch
+import here: this runs before anything heavy.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import tempfile
 from dataclasses import dataclass
 from typing import Mapping
 
+from ...config.lists import split_list
+from ...env import env_flag, env_nodes
 from ...errors import ConfigError
 
 LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 DEFAULT_MULTINODE_PORT = 29500
-_TRUE = ("1", "true", "yes", "y", "on")
 _TAIL_BYTES = 64 * 1024
 TIMEOUT_HINT = (
     "A collective operation timed out: one rank stopped answering (it crashed, hung, or is still busy, e.g. "
@@ -35,10 +38,6 @@ TIMEOUT_HINT = (
     "InfiniBand, NCCL_P2P_DISABLE=1 if GPUs cannot talk peer-to-peer, and NCCL_DEBUG=INFO to see where it stops."
 )
 _TIMEOUT_PATTERNS = re.compile(r"timed? ?out|Timeout\(ms\)|Watchdog caught collective|DistBackendError", re.IGNORECASE)
-
-
-def flag(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "").strip().lower() in _TRUE
 
 
 def under_launcher(env: Mapping[str, str] | None = None) -> bool:
@@ -52,8 +51,8 @@ def visible_device_count(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        ids = [part for part in visible.split(",") if part.strip()]
-        return 0 if not ids or ids[0].strip().startswith("-") else len(ids)
+        ids = split_list(visible)
+        return 0 if not ids or ids[0].startswith("-") else len(ids)
     if not os.path.isdir("/proc/driver/nvidia/gpus"):
         return 0
     import torch  # a GPU box: torch's count also covers MIG and driver quirks
@@ -94,7 +93,7 @@ def launch_plan(env: Mapping[str, str] | None = None, use_cpu: bool = False) -> 
     """Decide from the environment whether ``tunekit train`` re-executes under torchrun."""
     env = os.environ if env is None else env
     devices = 0 if use_cpu else visible_device_count(env)
-    nnodes = _env_int(env, "NNODES", 1, minimum=1)
+    nnodes = env_nodes(env)
     node_rank = _env_int(env, "NODE_RANK", 0)
     if node_rank >= nnodes:
         raise ConfigError(f"NODE_RANK={node_rank} must be below NNODES={nnodes} (nodes count from 0).")
@@ -104,7 +103,7 @@ def launch_plan(env: Mapping[str, str] | None = None, use_cpu: bool = False) -> 
             f"NPROC_PER_NODE={nproc} but only {devices} GPU(s) are visible (CUDA_VISIBLE_DEVICES="
             f"{env.get('CUDA_VISIBLE_DEVICES', 'unset')}): lower NPROC_PER_NODE or make more devices visible."
         )
-    launch = not under_launcher(env) and (flag(env, "FORCE_TORCHRUN") or devices > 1 or nnodes > 1)
+    launch = not under_launcher(env) and (env_flag("FORCE_TORCHRUN", False, env) or devices > 1 or nnodes > 1)
     master_addr = env.get("MASTER_ADDR", "").strip()
     if nnodes > 1 and not master_addr:
         raise ConfigError(
@@ -167,36 +166,97 @@ def relaunch(plan: LaunchPlan, argv: list[str], env: Mapping[str, str] | None = 
     sys.stderr.write(f"tunekit: starting {plan.nproc_per_node} processes{nodes} with torchrun (rendezvous {where})\n")
     sys.stderr.flush()
     with tempfile.TemporaryDirectory(prefix="tunekit-torchrun-") as log_dir:
-        rc, tail = _run_forwarding_stderr(torchrun_command(plan, port, argv, log_dir), env)
+        rc, tail, stopped = _run_forwarding_stderr(torchrun_command(plan, port, argv, log_dir), env)
+        if stopped is not None:  # the ranks' ends are the stop's, not a failure to summarize
+            sys.stderr.write(f"tunekit: the run was stopped by {stopped.name}\n")
+            return 128 + int(stopped)
         if rc != 0:
             sys.stderr.write(failure_summary(rc, tail, read_error_files(log_dir)) + "\n")
     return rc
 
 
-def _run_forwarding_stderr(cmd: list[str], env: Mapping[str, str]) -> tuple[int, str]:
-    """Run ``cmd``; copy its stderr through as it arrives (progress bars too) and keep the last 64 KB."""
+class StopForwarding:
+    """While torchrun runs, the parent's SIGTERM and SIGINT (main thread only; elsewhere nothing changes).
+
+    The first SIGTERM is forwarded to torchrun, which sends it to the ranks (each finishes its step, saves a
+    checkpoint and ends: ``train/callbacks.GracefulStopCallback``) and kills those still running 30 s later. The first
+    SIGINT is torchrun's own too (a terminal or the board signals the whole process group): it is waited for, as
+    before. A second SIGTERM or SIGINT kills torchrun, and with it the ranks (:func:`die_with_parent`)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.received: list = []
+        self._previous: dict = {}
+
+    def __enter__(self) -> "StopForwarding":
+        import signal
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    @property
+    def stopped(self):
+        """The first signal, when it was SIGTERM (the run ends because of it), else None."""
+        import signal
+
+        return self.received[0] if self.received and self.received[0] == signal.SIGTERM else None
+
+    def _handle(self, signum, frame) -> None:
+        import signal
+
+        self.received.append(signal.Signals(signum))
+        if len(self.received) > 1:
+            _say(f"tunekit: {self.received[-1].name} again: killing torchrun and its ranks now")
+            self.proc.kill()
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        else:
+            _say("tunekit: SIGTERM: torchrun stops the ranks (each saves a checkpoint after its current step); send "
+                 "SIGTERM or press Ctrl+C again to kill them now")
+            self.proc.send_signal(signal.SIGTERM)
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _run_forwarding_stderr(cmd: list[str], env: Mapping[str, str]) -> tuple[int, str, object]:
+    """Run ``cmd``; copy its stderr through as it arrives (progress bars too) and keep the last 64 KB. Returns the
+    exit code, that tail, and the signal that stopped the run (:class:`StopForwarding`), if any."""
     proc = subprocess.Popen(cmd, env=dict(env), stderr=subprocess.PIPE)
     tail = bytearray()
     out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
-    try:
-        while True:
-            chunk = os.read(proc.stderr.fileno(), 8192)
-            if not chunk:
-                break
-            if out is not None:
-                out.write(chunk)
-                out.flush()
-            else:
-                sys.stderr.write(chunk.decode("utf-8", "replace"))
-            tail += chunk
-            del tail[:-_TAIL_BYTES]
-        return proc.wait(), tail.decode("utf-8", "replace")
-    except KeyboardInterrupt:  # the terminal sent SIGINT to torchrun as well; let it stop its ranks
+    with StopForwarding(proc) as stops:
         try:
-            return proc.wait(timeout=60), tail.decode("utf-8", "replace")
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+            while True:
+                chunk = os.read(proc.stderr.fileno(), 8192)
+                if not chunk:
+                    break
+                if out is not None:
+                    out.write(chunk)
+                    out.flush()
+                else:
+                    sys.stderr.write(chunk.decode("utf-8", "replace"))
+                tail += chunk
+                del tail[:-_TAIL_BYTES]
+            return proc.wait(), tail.decode("utf-8", "replace"), stops.stopped
+        except KeyboardInterrupt:  # the terminal sent SIGINT to torchrun as well; let it stop its ranks
+            try:
+                return proc.wait(timeout=60), tail.decode("utf-8", "replace"), stops.stopped
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
 
 
 def read_error_files(log_dir: str) -> dict[int, str]:
@@ -345,12 +405,16 @@ def torchrun_main() -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main
 
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
     try:
         main()
     except ChildFailedError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         sys.stderr.flush()
         return 1
+    except SignalException as exc:  # SIGTERM/SIGINT: torchrun stopped its ranks (tunekit train says so)
+        return 128 + int(exc.sigval)
     return 0
 
 

@@ -14,9 +14,9 @@ parameters) and ZeRO-1/2 with the media parts frozen (the defaults) take mixed d
 
 from __future__ import annotations
 
+from ...data.media_columns import MEDIA_COLUMNS
 from ...errors import ConfigError
 
-MEDIA_COLUMNS = ("images", "videos", "audios")
 
 
 def samples_without_media(dataset) -> int:

@@ -25,7 +25,7 @@ from ..losses import group_advantages, grpo_loss, masked_mean
 from .reference_policy import load_reference, prepare_frozen, reference_forward
 from .rollout import (
     RepeatSampler, RolloutCache, Samples, check_rewards, compute_rewards, decode_completions, generate,
-    load_reward_functions, load_reward_model, response_logps, stop_token_ids,
+    load_reward_functions, load_reward_model, response_logps, rollout_stop_ids,
 )
 from .stage_trainer import StageTrainer
 
@@ -137,4 +137,4 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     return GRPOTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval,
                        data_collator=PromptCollator(pad_token_id=tokenizer.pad_token_id), processing_class=tokenizer,
                        callbacks=callbacks, tunekit_config=cfg, ref_model=ref_model, reward_fns=fns,
-                       reward_model=reward_model, stop_ids=stop_token_ids(tokenizer, data.template))
+                       reward_model=reward_model, stop_ids=rollout_stop_ids(model, tokenizer, data.template))

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ...data.media_columns import MEDIA_COLUMNS
 from ...errors import ConfigError
 from ..batching import KTOCollator, PaddingFreeKTOCollator, sequence_view
 from .dpo import forward_logps
@@ -42,7 +43,7 @@ class MultimodalKTOCollator(KTOCollator):
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(features)
-        media = {k: [p for f in features for p in (f.get(k) or [])] for k in ("images", "videos", "audios")}
+        media = {k: [p for f in features for p in (f.get(k) or [])] for k in MEDIA_COLUMNS}
         extra = {k: v for k, v in media.items() if k != "images" and v}
         batch.update(self.mm.collate(media["images"], batch["input_ids"], **extra))
         batch.update({f"kl_{k}": v for k, v in self.mm.collate(media["images"], batch["kl_input_ids"], **extra).items()})

@@ -31,7 +31,7 @@ from ..batching import PromptCollator
 from .grpo import RolloutTrainerBase
 from ..losses import gae, masked_mean, masked_whiten, ppo_losses
 from .reference_policy import load_reference
-from .rollout import Samples, check_rewards, load_reward_functions, load_reward_model, response_logps, stop_token_ids
+from .rollout import Samples, check_rewards, load_reward_functions, load_reward_model, response_logps, rollout_stop_ids
 from .value_head import ValueHeadSaveMixin, with_value_head
 
 KL_HORIZON = 10000
@@ -114,4 +114,4 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     return PPOTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval,
                       data_collator=PromptCollator(pad_token_id=tokenizer.pad_token_id), processing_class=tokenizer,
                       callbacks=callbacks, tunekit_config=cfg, ref_model=load_reference(cfg, tokenizer), reward_fns=fns,
-                      reward_model=reward_model, stop_ids=stop_token_ids(tokenizer, data.template))
+                      reward_model=reward_model, stop_ids=rollout_stop_ids(model, tokenizer, data.template))

@@ -23,8 +23,10 @@ from typing import Callable
 import torch
 from torch.utils.data import Sampler
 
+from ...config.lists import split_list
 from ...config.schema import run_problems  # the reward rule's one home (the board applies it too)
 from ...errors import ConfigError
+from ...model.stops import stop_token_ids
 
 
 class RepeatSampler(Sampler):
@@ -52,7 +54,7 @@ class RepeatSampler(Sampler):
 
 def load_reward_functions(spec: str | None) -> list[Callable]:
     fns = []
-    for name in [s.strip() for s in (spec or "").split(",") if s.strip()]:
+    for name in split_list(spec):
         module, sep, attr = name.partition(":")
         if not sep:
             module, _, attr = name.rpartition(".")
@@ -84,13 +86,11 @@ def check_rewards(cfg, fns, reward_model) -> None:
         raise ConfigError("\n".join(p.message for p in problems), problems)
 
 
-def stop_token_ids(tokenizer, template) -> list[int]:
-    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    for word in getattr(template, "stop_words", None) or []:
-        tid = tokenizer.convert_tokens_to_ids(word)
-        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid not in ids:
-            ids.append(tid)
-    return ids
+def rollout_stop_ids(model, tokenizer, template) -> list[int]:
+    """The tokens a rollout stops on: chat's and predict's (the policy's ``generation_config.eos_token_id`` included;
+    a PPO value head's backbone holds it)."""
+    lm = getattr(model, "pretrained_model", model)
+    return stop_token_ids(tokenizer, template, getattr(lm, "generation_config", None))
 
 
 @dataclass

@@ -9,13 +9,15 @@ ASFT also needs the reference policy's logits (``reference_policy``: a frozen co
 
 from __future__ import annotations
 
+from ...data.labels import IGNORE_INDEX
+
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     from ...data.collator import PaddingCollator
     from ..trainer import TunekitTrainer
 
     collator = PaddingCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                               label_pad_id=-100)
+                               label_pad_id=IGNORE_INDEX)
     if getattr(data, "mm", None) is not None:  # a vision-language model: the batch's images become model inputs
         from ...data.collator import MultimodalCollator
 
@@ -24,7 +26,7 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
         if cfg.use_packing and cfg.neat_packing:
             refuse_family(data.mm, "neat_packing")
         collator = MultimodalCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                                      label_pad_id=-100, mm=data.mm, rope_index=rope_index_of(model))
+                                      label_pad_id=IGNORE_INDEX, mm=data.mm, rope_index=rope_index_of(model))
     if cfg.padding_free:  # one row per micro-batch, restarting position ids (data/padding_free.py)
         from ...data.padding_free import padding_free_collator
 

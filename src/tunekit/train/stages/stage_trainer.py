@@ -63,9 +63,9 @@ class StageTrainer(TunekitTrainer):
 
     @property
     def chunked_logps(self) -> bool:
-        """``chunked_lm_loss``: dpo/kto log-probs from the head a chunk of tokens at a time (``reference_policy.forward_logps``;
-        not under torch_compile: data-dependent rows)."""
-        return bool(self.tunekit_config.chunked_lm_loss and not self.args.torch_compile)
+        """dpo/kto log-probs from the head a chunk of tokens at a time (``reference_policy.forward_logps``), as the run
+        decided (``RunDecisions.chunked_lm_head``, train/decisions)."""
+        return self.run_decisions.chunked_lm_head.on
 
     # ---- metrics -------------------------------------------------------------------------------
     def store_metrics(self, metrics: dict[str, float | torch.Tensor]) -> None:

@@ -122,6 +122,9 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
         from peft import PeftModel
         from transformers.integrations import is_deepspeed_zero3_enabled
 
+        from ...model.pickles import check_adapter_folder
+
+        check_adapter_folder(folder)  # a crafted adapter_model.bin: a one-line error naming it, before PEFT loads it
         base = base or json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
         lm = PeftModel.from_pretrained(model_class(AutoConfig.from_pretrained(base)).from_pretrained(base, dtype=dtype),
                                        str(folder))

@@ -6,7 +6,8 @@ triggers: six times during those imports, 0.6-0.8 s of a 3.3 s import here. Then
 ``gc.collect()`` before its first step (accelerate's ``free_memory``), another 0.25 s over the same
 objects. None of that finds garbage worth the time: import-time objects live as long as the process.
 
-So ``tunekit train`` pauses the collector while it imports and builds, and :func:`settle` moves
+So ``tunekit train`` (a run on the CPU: ``train/decisions/cpu_host.py``; a GPU run never imports this) pauses the
+collector while it imports and builds, and :func:`settle` moves
 everything alive at that point into the permanent generation (``gc.freeze``, the documented tool for
 exactly this) and turns collection back on. Later collections only walk what was created since.
 Reference counting frees ordinary garbage all along; only reference cycles created while paused wait,
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import gc
 
-from .env import env_flag
+from ..env import env_flag
 
 
 def enabled() -> bool:

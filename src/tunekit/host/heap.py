@@ -4,7 +4,7 @@ On the CPU, PyTorch takes every tensor from glibc's ``malloc``. A forward pass a
 and, between them, transients it frees at once. Usually the next layer's transients reuse those holes. Sometimes
 they do not: a small block allocated from another thread, or at another moment, splits a hole. The heap then grows
 instead, and the freed memory stays resident. glibc returns free memory only from the top of the heap, and only
-above the trim threshold (``host_malloc``: 1 GiB, so steps do not page-fault their buffers in again).
+above the trim threshold (``host/malloc.py``: 1 GiB, so steps do not page-fault their buffers in again).
 
 Measured at Qwen2.5-0.5B's shape (LoRA, fp32, 2 x 544 tokens, ``benchmarks/real_shape.py``, identical runs): at the
 end of the longest micro-batch's forward pass, glibc held 1.5 GiB of live blocks. The process kept between 0.8 and
@@ -26,14 +26,14 @@ stranded within the slack as its base, and a whole epoch crept up by as much as 
 with the same job, docs/memory-model.md 3.8). Readings come only above the run's highest resident memory: the passes
 after a trim grow back into the returned pages, which raises no peak, and trimming them again at every pass made
 every step page-fault them in. Page faults are the one cost. Only for training forward passes with gradients, in a
-run on the CPU; ``TUNEKIT_MALLOC_TUNE=0`` turns it off (``host_malloc``).
+run on the CPU; ``TUNEKIT_MALLOC_TUNE=0`` turns it off (``host/malloc.py``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .. import host_malloc
+from . import malloc as host_malloc
 
 SLACK = host_malloc.GUARD_SLACK  # stranded freed memory allowed to accumulate before a trim
 

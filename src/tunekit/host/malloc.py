@@ -21,8 +21,9 @@ by -2 to +4 % (freed memory is kept for reuse). On the LoRA job of ``benchmarks/
 run's page faults fall from 480-650k to 170-180k. Blocks over 32 MiB (full-vocabulary logits, say) still
 get their own mapping: glibc allows no higher threshold.
 
-``tunekit train`` calls it at start-up, as does ``benchmarks/mfu.py``. ``TUNEKIT_MALLOC_TUNE=0`` keeps
-glibc's defaults (and turns :func:`unused_resident_bytes` / :func:`release_free_heap` off, see train/host_heap.py).
+``tunekit train`` calls it for a run on the CPU once the config is read (``tunekit/flow.py`` ``start_host``, as
+``train/decisions/cpu_host.py`` decides: off by default on a GPU, never measured there), as does ``benchmarks/mfu.py``. ``TUNEKIT_MALLOC_TUNE=0`` keeps
+glibc's defaults (and turns :func:`unused_resident_bytes` / :func:`release_free_heap` off, see host/heap.py).
 It does nothing where the C library is not glibc (musl, macOS), and it does not touch
 GPU memory, which PyTorch's CUDA caching allocator already reuses.
 """
@@ -34,14 +35,14 @@ import os
 import platform
 import sys
 
-from .env import env_flag
+from ..env import env_flag
 
 M_TRIM_THRESHOLD = -1  # <malloc.h> parameter numbers
 M_TOP_PAD = -2
 M_MMAP_THRESHOLD = -3
 
 SETTINGS = {M_MMAP_THRESHOLD: 32 << 20, M_TRIM_THRESHOLD: 1 << 30, M_TOP_PAD: 64 << 20}
-# train/host_heap.py's HeapGuard trims once freed memory left resident in a training pass has grown by this much (a
+# host/heap.py's HeapGuard trims once freed memory left resident in a training pass has grown by this much (a
 # few layers' transients at 1k tokens); plan/memory.py bounds the CPU's fragmentation with it.
 GUARD_SLACK = 256 << 20
 
@@ -99,7 +100,7 @@ def _libc():
 
 
 def available() -> bool:
-    """glibc's heap can be read and trimmed here: what train/host_heap.py's guard needs."""
+    """glibc's heap can be read and trimmed here: what host/heap.py's guard needs."""
     return _libc() is not None
 
 
