@@ -167,3 +167,17 @@ def test_a_hidden_size_that_does_not_split_into_heads_is_named_by_the_planner(ti
     folder = _edited_model(tiny_qwen, tmp_path, num_attention_heads=3, head_dim=None)
     with pytest.raises(ModelError, match="hidden_size 64 does not split into num_attention_heads 3 heads"):
         load_shape(None, str(folder))
+
+
+def test_plot_loss_with_nothing_logged_says_so(tiny_qwen, tmp_path, capsys):
+    """LLaMA-Factory warns when there is no loss to plot; tunekit wrote no PNG and said nothing."""
+    from tests.helpers import base_config
+    from tunekit.flow import run_train
+
+    write_dataset(tmp_path / "data", "toy", alpaca_records(4))
+    out = tmp_path / "out"
+    run_train(load_config(None, base_config(tiny_qwen, tmp_path / "data", out, max_steps=2, logging_steps=10,
+                                            plot_loss=True, save_strategy="no")))
+    assert ("plot_loss: no loss was logged, so no plot was written (logging_steps 10.0 against 2 steps): lower "
+            "logging_steps to see the curve.") in capsys.readouterr().out
+    assert not list(out.glob("*.png"))

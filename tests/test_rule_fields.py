@@ -93,6 +93,8 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"fp8": True, "quantization_bit": 4}, [("fp8", "quantization_bit")]),
     ({"fp8": True, "fp8_enable_fsdp_float8_all_gather": True}, [("fp8_enable_fsdp_float8_all_gather", "fsdp")]),
     ({"fsdp_config": "fsdp.json"}, [("fsdp_config", "fsdp")]),
+    ({"dataset": "toy,,toy"}, [("dataset",)]),
+    ({"eval_dataset": "toy,"}, [("eval_dataset",)]),
     ({"use_dft_loss": True, "use_eaft_loss": True}, [("use_dft_loss", "use_eaft_loss")]),
     ({"use_dft_loss": True, "stage": "pt"}, [("use_dft_loss", "stage")]),
     ({"fsdp": "full_shard fast"}, [("fsdp",)]),

@@ -149,6 +149,10 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
                       ("padding_free", "stage"))
     yield from batching_problems(cfg)  # padding_free with packing, max_tokens_per_batch (config/options/data.py)
     yield from output_problems(cfg)  # output_dir is not the model's or an adapter's folder (config/options/training.py)
+    for key in ("dataset", "eval_dataset"):  # "a,,a": LLaMA-Factory stops on the empty name; never dropped silently
+        text = getattr(cfg, key)
+        if isinstance(text, str) and text.strip() and any(not part.strip() for part in text.split(",")):
+            yield Problem(f"{key} {text!r} has an empty name between commas: remove the extra comma.", (key,))
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
         tokens = getattr(cfg, name) * cfg.cutoff_len
         if tokens > MAX_MICRO_BATCH_TOKENS:

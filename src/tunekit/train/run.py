@@ -325,8 +325,12 @@ def train_and_save(cfg, built: BuiltRun, plan) -> dict:
     if cfg.plot_loss and trainer.is_world_process_zero():
         from .plotting import plot_loss
 
-        for path in plot_loss(cfg.output_dir):
+        plots = plot_loss(cfg.output_dir)
+        for path in plots:
             log(f"loss plot: {path}")
+        if not plots:  # plot_loss asked for, nothing to draw: say so (logging_steps longer than the run)
+            log(f"plot_loss: no loss was logged, so no plot was written (logging_steps {cfg.logging_steps} against "
+                f"{trainer.state.global_step} steps): lower logging_steps to see the curve.")
     if stopper.requested is not None:
         sys.exit(128 + int(stopper.requested))
     return metrics
