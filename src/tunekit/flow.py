@@ -109,7 +109,7 @@ def train_command(argv: list[str], path: str | None, overrides: list[str]) -> in
     cfg = load_config(path, overrides)
     machine = run_machine(cfg)
     start_host(cfg, machine)
-    preflight(cfg)  # every refusal that needs only the config and the machine, before any process starts
+    preflight(cfg, machine)  # every refusal that needs only the config and the machine, before any process starts
     code = distributed.maybe_relaunch(argv, cfg)
     if code is not None:
         return code

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
 
@@ -87,9 +87,8 @@ def run_machine(cfg) -> Machine:
     run uses, not the one the command starts on."""
     from .engines.distributed import world_size
 
-    found = this_machine(cfg.use_cpu)
-    return Machine(gpus=found.gpus, names=found.names, other_accelerator=found.other_accelerator,
-                   processes=max(1, world_size(cfg)), cpu_bf16=cpu_has_native_bf16())
+    found = this_machine(cfg.use_cpu, need_other=True)  # MPS/XPU too: the precision rule reads them
+    return replace(found, processes=max(1, world_size(cfg)), cpu_bf16=cpu_has_native_bf16())
 
 
 def _deepspeed_enables(cfg, key: str) -> bool:
