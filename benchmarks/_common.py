@@ -72,8 +72,16 @@ class Measured:
     load_after: str = ""
 
 
-def run_measured(cmd: list[str], *, env: dict | None = None, cwd: str | Path | None = None, log: Path | None = None,
-                 watch: dict | None = None, interval: float = 0.02, rss_interval: float = 0.25) -> Measured:
+def run_measured(
+    cmd: list[str],
+    *,
+    env: dict | None = None,
+    cwd: str | Path | None = None,
+    log: Path | None = None,
+    watch: dict | None = None,
+    interval: float = 0.02,
+    rss_interval: float = 0.25,
+) -> Measured:
     """Run ``cmd``; sample the tree's RSS and call ``watch[name]() -> bool`` until each first returns True.
 
     ``watch`` callables (keep them cheap: an ``os.stat``) are polled every ``interval`` s from a side
@@ -131,9 +139,17 @@ def run_measured(cmd: list[str], *, env: dict | None = None, cwd: str | Path | N
     thread.join()
     if log:
         out.close()
-    return Measured(rc=proc.returncode, wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
-                    maxrss_mb=usage.ru_maxrss / 1024, tree_rss_mb=peak_tree / 2**20, t_start=t0, marks=marks,
-                    load_before=load_before, load_after=loadavg())
+    return Measured(
+        rc=proc.returncode,
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        maxrss_mb=usage.ru_maxrss / 1024,
+        tree_rss_mb=peak_tree / 2**20,
+        t_start=t0,
+        marks=marks,
+        load_before=load_before,
+        load_after=loadavg(),
+    )
 
 
 def med(values: list[float]) -> float:

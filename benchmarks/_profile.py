@@ -30,9 +30,24 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 GROUPS = ("lm_head+loss", "attention", "mlp/linear", "optimizer", "other")
-_ATTN = ("scaled_dot_product", "flash_attention", "flash_attn", "efficient_attention", "_cudnn_attention", "flex_attention")
+_ATTN = (
+    "scaled_dot_product",
+    "flash_attention",
+    "flash_attn",
+    "efficient_attention",
+    "_cudnn_attention",
+    "flex_attention",
+)
 _LOSS = ("log_softmax", "nll_loss", "cross_entropy", "fused_linear_cross_entropy")
-_MATMUL = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm", "aten::_addmm_activation")
+_MATMUL = (
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::baddbmm",
+    "aten::_addmm_activation",
+)
 _OPTIM_NAMES = ("_foreach_norm", "clip_grad", "_fused_adamw", "_fused_adam")
 
 
@@ -77,8 +92,12 @@ def summarize(prof, vocab: int, wall_s: float) -> dict:
         top[ev.name] = top.get(ev.name, 0.0) + ev.self_cpu_time_total / 1e6
     cpu_total = sum(cpu.values()) or 1.0
     dev_total = sum(dev.values())
-    out = {"step_wall_s": wall_s, "cpu_s": cpu, "cpu_share": {k: v / cpu_total for k, v in cpu.items()},
-           "top_ops_cpu_s": dict(sorted(top.items(), key=lambda kv: -kv[1])[:10])}
+    out = {
+        "step_wall_s": wall_s,
+        "cpu_s": cpu,
+        "cpu_share": {k: v / cpu_total for k, v in cpu.items()},
+        "top_ops_cpu_s": dict(sorted(top.items(), key=lambda kv: -kv[1])[:10]),
+    }
     if dev_total > 0:
         out.update(device_s=dev, device_share={k: v / dev_total for k, v in dev.items()})
     return out
@@ -109,7 +128,9 @@ class ProfileCallback(TrainerCallback):
         mask = kwargs.get("attention_mask")
         self.forwards += 1
         self.batch_tokens += ids.numel()
-        self.real_tokens += int(mask.sum()) if mask is not None and hasattr(mask, "sum") and mask.dim() == 2 else ids.numel()
+        self.real_tokens += (
+            int(mask.sum()) if mask is not None and hasattr(mask, "sum") and mask.dim() == 2 else ids.numel()
+        )
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if model is not None:
@@ -147,10 +168,16 @@ class ProfileCallback(TrainerCallback):
             self.result["profiled_step"] = state.global_step
 
     def on_train_end(self, args, state, control, **kwargs):
-        res = dict(self.result, tool=self.tool, vocab=self.vocab, forwards=self.forwards,
-                   batch_tokens=self.batch_tokens, real_tokens=self.real_tokens,
-                   padding_share=1 - self.real_tokens / self.batch_tokens if self.batch_tokens else None,
-                   steps=state.global_step)
+        res = dict(
+            self.result,
+            tool=self.tool,
+            vocab=self.vocab,
+            forwards=self.forwards,
+            batch_tokens=self.batch_tokens,
+            real_tokens=self.real_tokens,
+            padding_share=1 - self.real_tokens / self.batch_tokens if self.batch_tokens else None,
+            steps=state.global_step,
+        )
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(json.dumps(res, indent=1))
 
@@ -163,6 +190,8 @@ def format_profile(res: dict) -> str:
     total = sum(res[key].values()) or 1.0
     parts = " | ".join(f"{g} {1000 * res[key][g]:.0f} ms ({100 * res[key][g] / total:.0f} %)" for g in GROUPS)
     pad = res.get("padding_share")
-    return (f"  {res.get('tool', '?'):<8} step {res['profiled_step']}: wall {res['step_wall_s']:.2f} s | {parts} "
-            f"[{'GPU' if key == 'device_s' else 'CPU'} self time] | padding share "
-            f"{'n/a' if pad is None else f'{100 * pad:.1f} %'} over {res.get('forwards')} forwards")
+    return (
+        f"  {res.get('tool', '?'):<8} step {res['profiled_step']}: wall {res['step_wall_s']:.2f} s | {parts} "
+        f"[{'GPU' if key == 'device_s' else 'CPU'} self time] | padding share "
+        f"{'n/a' if pad is None else f'{100 * pad:.1f} %'} over {res.get('forwards')} forwards"
+    )

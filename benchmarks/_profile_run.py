@@ -38,7 +38,11 @@ def run_tunekit(job: Path, overrides: list[str], callback) -> None:
     args = build_training_arguments(cfg, [], save_total_limit=None)
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, cfg.stage)
-    model = stage.load_model(cfg, tokenizer) if STAGES[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=True)
+    model = (
+        stage.load_model(cfg, tokenizer)
+        if STAGES[cfg.stage].own_model
+        else load_model(cfg, tokenizer, is_trainable=True)
+    )
     trainer = stage.build_trainer(cfg, args, model, tokenizer, data, [callback])
     trainer.train()
 

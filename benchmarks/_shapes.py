@@ -24,25 +24,70 @@ from typing import Any
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # deterministic BPE merges
 
 # Published config.json fields (Qwen/Qwen2.5-0.5B, -1.5B, -7B on the Hugging Face hub, base models).
-_QWEN25_COMMON = dict(model_type="qwen2", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0,
-                      attention_dropout=0.0, initializer_range=0.02, use_sliding_window=False, use_cache=True)
+_QWEN25_COMMON = dict(
+    model_type="qwen2",
+    hidden_act="silu",
+    rms_norm_eps=1e-6,
+    rope_theta=1_000_000.0,
+    attention_dropout=0.0,
+    initializer_range=0.02,
+    use_sliding_window=False,
+    use_cache=True,
+)
 REAL_SHAPES: dict[str, dict[str, Any]] = {
-    "qwen2.5-0.5b": {**_QWEN25_COMMON, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
-                     "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
-                     "tie_word_embeddings": True, "max_position_embeddings": 32768, "max_window_layers": 24,
-                     "sliding_window": 32768},
-    "qwen2.5-1.5b": {**_QWEN25_COMMON, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
-                     "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
-                     "tie_word_embeddings": True, "max_position_embeddings": 131072, "max_window_layers": 21,
-                     "sliding_window": 131072},
-    "qwen2.5-7b": {**_QWEN25_COMMON, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-                   "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-                   "tie_word_embeddings": False, "max_position_embeddings": 131072, "max_window_layers": 28,
-                   "sliding_window": 131072},
+    "qwen2.5-0.5b": {
+        **_QWEN25_COMMON,
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 32768,
+        "max_window_layers": 24,
+        "sliding_window": 32768,
+    },
+    "qwen2.5-1.5b": {
+        **_QWEN25_COMMON,
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 131072,
+        "max_window_layers": 21,
+        "sliding_window": 131072,
+    },
+    "qwen2.5-7b": {
+        **_QWEN25_COMMON,
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+        "max_window_layers": 28,
+        "sliding_window": 131072,
+    },
     # A few-M-parameter member of the same family (same flags, GQA 2:1, tied), for dry runs in seconds.
-    "tiny": {**_QWEN25_COMMON, "hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 2,
-             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192, "tie_word_embeddings": True,
-             "max_position_embeddings": 8192, "max_window_layers": 2, "sliding_window": 8192},
+    "tiny": {
+        **_QWEN25_COMMON,
+        "hidden_size": 128,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 8192,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 8192,
+        "max_window_layers": 2,
+        "sliding_window": 8192,
+    },
 }
 DEMO_FILES = ("alpaca_en_demo.json", "identity.json", "dpo_en_demo.json", "kto_en_demo.json")
 BPE_VOCAB = 8192  # the tokenizer's real vocabulary (target; the BPE stops earlier on a small corpus)
@@ -85,15 +130,30 @@ def build_qwen_tokenizer(texts: list[str], vocab_size: int = BPE_VOCAB, max_leng
     fam = TOKENIZERS["qwen"]
     tok = train_bpe(texts, list(fam.special) + list(fam.extra), vocab_size)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in fam.extra])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=fam.eos, pad_token=fam.pad, bos_token=None,
-                                        unk_token=None, model_max_length=max_length, padding_side="right",
-                                        clean_up_tokenization_spaces=False)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=fam.eos,
+        pad_token=fam.pad,
+        bos_token=None,
+        unk_token=None,
+        model_max_length=max_length,
+        padding_side="right",
+        clean_up_tokenization_spaces=False,
+    )
     tokenizer.chat_template = chat_template_for(fam.template)
     return tokenizer, fam
 
 
-def build_random_model(out_dir: Path, shape: str, *, data_dir: Path | None = None, dtype: str = "float32",
-                       device: str = "cpu", seed: int = 0, layers: int | None = None) -> Path:
+def build_random_model(
+    out_dir: Path,
+    shape: str,
+    *,
+    data_dir: Path | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    seed: int = 0,
+    layers: int | None = None,
+) -> Path:
     """Write ``shape``'s architecture with random weights + a local tokenizer into ``out_dir`` (skipped if done).
 
     ``dtype`` is the dtype of the saved weights (float32 for the CPU benchmarks, bfloat16 for the GPU kit);
@@ -111,15 +171,22 @@ def build_random_model(out_dir: Path, shape: str, *, data_dir: Path | None = Non
     fields = dict(REAL_SHAPES[shape])
     if layers is not None:
         fields.update(num_hidden_layers=layers, max_window_layers=min(layers, fields["max_window_layers"]))
-    want = {"shape": shape, "config": fields, "dtype": dtype, "seed": seed,
-            "data_dir": str(data_dir) if data_dir else None}
+    want = {
+        "shape": shape,
+        "config": fields,
+        "dtype": dtype,
+        "seed": seed,
+        "data_dir": str(data_dir) if data_dir else None,
+    }
     if marker.is_file() and json.loads(marker.read_text()) == want:
         return out
     out.mkdir(parents=True, exist_ok=True)
     texts, _source = corpus(data_dir)
     tokenizer, fam = build_qwen_tokenizer(texts, max_length=min(fields["max_position_embeddings"], 32768))
     if len(tokenizer) > fields["vocab_size"]:
-        raise ValueError(f"{shape}: the tokenizer has {len(tokenizer)} tokens, more than vocab_size {fields['vocab_size']}")
+        raise ValueError(
+            f"{shape}: the tokenizer has {len(tokenizer)} tokens, more than vocab_size {fields['vocab_size']}"
+        )
     tokenizer.save_pretrained(out)
     tcfg_path = out / "tokenizer_config.json"
     tcfg = json.loads(tcfg_path.read_text(encoding="utf-8"))
@@ -133,8 +200,9 @@ def build_random_model(out_dir: Path, shape: str, *, data_dir: Path | None = Non
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
     model.config.architectures = [type(model).__name__]
-    model.generation_config = GenerationConfig(eos_token_id=[ids[t] for t in fam.generation_eos],
-                                               pad_token_id=config.pad_token_id, do_sample=False)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[ids[t] for t in fam.generation_eos], pad_token_id=config.pad_token_id, do_sample=False
+    )
     model.save_pretrained(out)
     del model
     check_tokenizer_roundtrip(out, tokenizer)

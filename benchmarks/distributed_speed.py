@@ -59,28 +59,54 @@ def prepare(root: Path) -> tuple[Path, Path]:
         build_tiny_model(model, like="qwen2", seed=0)
     data = root / "data"
     data.mkdir(parents=True, exist_ok=True)
-    records = [{"instruction": f"What is {a} plus {b}? Answer with the number only.", "input": "", "output": str(a + b)}
-               for a, b in ((i * 7 % 100, i * 13 % 100) for i in range(64))]
+    records = [
+        {"instruction": f"What is {a} plus {b}? Answer with the number only.", "input": "", "output": str(a + b)}
+        for a, b in ((i * 7 % 100, i * 13 % 100) for i in range(64))
+    ]
     (data / "toy.json").write_text(json.dumps(records))
     (data / "dataset_info.json").write_text(json.dumps({"toy": {"file_name": "toy.json"}}))
     return model, data
 
 
-def run_engine(name: str, procs: int, overrides: dict, model: Path, data: Path, root: Path, steps: int, threads: int) -> dict:
+def run_engine(
+    name: str, procs: int, overrides: dict, model: Path, data: Path, root: Path, steps: int, threads: int
+) -> dict:
     import yaml
 
     out = root / "runs" / name
     shutil.rmtree(out, ignore_errors=True)
-    cfg = dict(model_name_or_path=str(model), template="qwen", dataset="toy", dataset_dir=str(data), output_dir=str(out),
-               finetuning_type="full", cutoff_len=128, per_device_train_batch_size=GLOBAL_BATCH // procs,
-               gradient_accumulation_steps=1, learning_rate=1e-4, max_steps=steps, logging_steps=1, save_strategy="no",
-               report_to="none", disable_tqdm=True, plot_loss=False, overwrite_output_dir=True, seed=0, **overrides)
+    cfg = dict(
+        model_name_or_path=str(model),
+        template="qwen",
+        dataset="toy",
+        dataset_dir=str(data),
+        output_dir=str(out),
+        finetuning_type="full",
+        cutoff_len=128,
+        per_device_train_batch_size=GLOBAL_BATCH // procs,
+        gradient_accumulation_steps=1,
+        learning_rate=1e-4,
+        max_steps=steps,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        plot_loss=False,
+        overwrite_output_dir=True,
+        seed=0,
+        **overrides,
+    )
     cfg_path = root / "runs" / f"{name}.yaml"
     cfg_path.parent.mkdir(parents=True, exist_ok=True)
     cfg_path.write_text(yaml.safe_dump(cfg))
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT")}
-    env.update(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(threads), TUNEKIT_CACHE=str(root / "cache"),
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(
+        CUDA_VISIBLE_DEVICES="",
+        OMP_NUM_THREADS=str(threads),
+        TUNEKIT_CACHE=str(root / "cache"),
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     if procs > 1:
         env.update(FORCE_TORCHRUN="1", NPROC_PER_NODE=str(procs))
     else:
@@ -88,8 +114,13 @@ def run_engine(name: str, procs: int, overrides: dict, model: Path, data: Path, 
     log = root / "runs" / f"{name}.log"
     t0 = time.time()
     with open(log, "w") as fp:
-        proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", str(cfg_path)], env=env, cwd=REPO,
-                              stdout=fp, stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tunekit.cli.main", "train", str(cfg_path)],
+            env=env,
+            cwd=REPO,
+            stdout=fp,
+            stderr=subprocess.STDOUT,
+        )
     wall = time.time() - t0
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
@@ -100,7 +131,12 @@ def run_engine(name: str, procs: int, overrides: dict, model: Path, data: Path, 
     first, last = min(elapsed), max(elapsed)
     steady = (elapsed[last] - elapsed[first]) / (last - first) if last > first else None
     total = results.get("total_steps") or steps
-    return {"runtime_per_step": results["train_runtime"] / total, "steady_per_step": steady, "wall": wall, "steps": total}
+    return {
+        "runtime_per_step": results["train_runtime"] / total,
+        "steady_per_step": steady,
+        "wall": wall,
+        "steps": total,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
 
     root = WORK / "distributed-speed"
     model, data = prepare(root)
-    print(f"[bench] tiny qwen2, full fine-tuning, fp32, global batch {GLOBAL_BATCH}, {args.steps} steps, "
-          f"OMP_NUM_THREADS={args.threads}, load {loadavg()}", flush=True)
+    print(
+        f"[bench] tiny qwen2, full fine-tuning, fp32, global batch {GLOBAL_BATCH}, {args.steps} steps, "
+        f"OMP_NUM_THREADS={args.threads}, load {loadavg()}",
+        flush=True,
+    )
     has_deepspeed = importlib.util.find_spec("deepspeed") is not None
     results = {}
     for name in chosen:
@@ -127,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results[name] = run_engine(name, procs, overrides, model, data, root, args.steps, args.threads)
         r = results[name]
-        print(f"[bench] {name}: " + (r["error"] if "error" in r else f"{fmt(r['runtime_per_step'], 3)} s/step"), flush=True)
+        print(
+            f"[bench] {name}: " + (r["error"] if "error" in r else f"{fmt(r['runtime_per_step'], 3)} s/step"),
+            flush=True,
+        )
 
     print(f"\n| engine | processes | train_runtime / steps | steady s/step (steps 2..{args.steps}) | whole command |")
     print("|---|---|---|---|---|")
@@ -135,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         if "error" in r:
             print(f"| {name} | {ENGINES[name][0]} | {r['error']} | | |")
         else:
-            print(f"| {name} | {ENGINES[name][0]} | {fmt(r['runtime_per_step'], 3)} s | {fmt(r['steady_per_step'], 3)} s "
-                  f"| {fmt(r['wall'], 1)} s |")
+            print(
+                f"| {name} | {ENGINES[name][0]} | {fmt(r['runtime_per_step'], 3)} s | {fmt(r['steady_per_step'], 3)} s "
+                f"| {fmt(r['wall'], 1)} s |"
+            )
     print(f"\nload after: {loadavg()}")
     return 0 if all("error" not in r or r["error"].startswith("skipped") for r in results.values()) else 1
 

@@ -36,7 +36,7 @@ MiB = 1024**2
 
 def text_of(tokenizer, source: str, n: int, offset: int) -> str:
     ids = tokenizer(source, add_special_tokens=False)["input_ids"]
-    ids = (ids * (1 + (n + offset) // max(1, len(ids))))[offset:offset + n]
+    ids = (ids * (1 + (n + offset) // max(1, len(ids))))[offset : offset + n]
     return tokenizer.decode(ids)
 
 
@@ -44,15 +44,26 @@ def write_data(folder: Path, tokenizer, stage: str, pairs: int, answer_tokens: i
     sys.path.insert(0, str(ROOT / "tests"))
     from helpers import write_dataset
 
-    source = " ".join(json.dumps(r, ensure_ascii=False) for r in json.loads((DEMO / "alpaca_en_demo.json").read_text())[:300])
+    source = " ".join(
+        json.dumps(r, ensure_ascii=False) for r in json.loads((DEMO / "alpaca_en_demo.json").read_text())[:300]
+    )
     prompts = [text_of(tokenizer, source, 24, 1000 * i) for i in range(pairs)]
     chosen = [text_of(tokenizer, source, answer_tokens, 50_000 + 3000 * i) for i in range(pairs)]
     rejected = [text_of(tokenizer, source, answer_tokens, 90_000 + 3000 * i) for i in range(pairs)]
     if stage == "dpo":
-        recs = [{"conversations": [{"from": "human", "value": p}], "chosen": {"from": "gpt", "value": c},
-                 "rejected": {"from": "gpt", "value": r}} for p, c, r in zip(prompts, chosen, rejected)]
-        entry = {"ranking": True, "formatting": "sharegpt", "columns": {"messages": "conversations", "chosen": "chosen",
-                                                                         "rejected": "rejected"}}
+        recs = [
+            {
+                "conversations": [{"from": "human", "value": p}],
+                "chosen": {"from": "gpt", "value": c},
+                "rejected": {"from": "gpt", "value": r},
+            }
+            for p, c, r in zip(prompts, chosen, rejected)
+        ]
+        entry = {
+            "ranking": True,
+            "formatting": "sharegpt",
+            "columns": {"messages": "conversations", "chosen": "chosen", "rejected": "rejected"},
+        }
     else:
         recs = [{"instruction": p, "input": "", "output": a} for p, a in zip(prompts + prompts, chosen + rejected)]
         entry = None
@@ -62,7 +73,9 @@ def write_data(folder: Path, tokenizer, stage: str, pairs: int, answer_tokens: i
 def live_curve(prof):
     """``[(t_us, live bytes)]`` of the CPU allocator over the profiled region, and the marked ranges."""
     events = prof.profiler.kineto_results.events()
-    mem = sorted((e.start_ns() / 1000, e.nbytes()) for e in events if e.name() == "[memory]" and e.device_type().name == "CPU")
+    mem = sorted(
+        (e.start_ns() / 1000, e.nbytes()) for e in events if e.name() == "[memory]" and e.device_type().name == "CPU"
+    )
     marks = [(e.name(), e.start_ns() / 1000, e.end_ns() / 1000) for e in events if e.name().startswith("phase:")]
     curve, live = [], 0
     for t, b in mem:
@@ -73,12 +86,13 @@ def live_curve(prof):
 
 def run(args) -> dict:
     import torch
+    from _shapes import build_random_model
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from _shapes import build_random_model
     from tunekit.host import malloc as host_malloc
 
     host_malloc.tune()  # as tunekit train (TUNEKIT_MALLOC_TUNE=0: glibc's defaults)
+    import tunekit.train.stages.dpo as dpo_mod
     from tunekit.config import load_config
     from tunekit.config.stages import STAGES
     from tunekit.data.pipeline import prepare_datasets
@@ -91,19 +105,40 @@ def run(args) -> dict:
     from tunekit.plan.training_setup import resolve_setup
     from tunekit.train.arguments import build_training_arguments
     from tunekit.train.run import get_stage
-    import tunekit.train.stages.dpo as dpo_mod
 
-    model_dir = build_random_model(Path(args.work) / f"qwen05-L{args.layers}", "qwen2.5-0.5b", data_dir=DEMO, layers=args.layers)
+    model_dir = build_random_model(
+        Path(args.work) / f"qwen05-L{args.layers}", "qwen2.5-0.5b", data_dir=DEMO, layers=args.layers
+    )
     data_dir = Path(args.work) / f"data-{args.stage}-{args.pairs}x{args.answer_tokens}"
     from transformers import AutoTokenizer
 
     write_data(data_dir, AutoTokenizer.from_pretrained(model_dir), args.stage, args.pairs, args.answer_tokens)
-    opts = dict(model_name_or_path=str(model_dir), template="qwen", dataset="pairs", dataset_dir=str(data_dir),
-                output_dir=str(Path(args.work) / "out"), stage=args.stage, finetuning_type="lora", lora_rank=8,
-                lora_target="all", cutoff_len=args.cutoff, per_device_train_batch_size=args.pairs if args.stage == "dpo" else 2 * args.pairs,
-                gradient_accumulation_steps=1, learning_rate=1e-4, max_steps=1, logging_steps=1, save_strategy="no",
-                report_to="none", disable_tqdm=True, seed=0, use_cpu=True, dtype="float32", preprocessing_num_workers=1,
-                gradient_checkpointing=args.ckpt is not None, **({"gradient_checkpointing_layers": args.ckpt} if args.ckpt else {}))
+    opts = dict(
+        model_name_or_path=str(model_dir),
+        template="qwen",
+        dataset="pairs",
+        dataset_dir=str(data_dir),
+        output_dir=str(Path(args.work) / "out"),
+        stage=args.stage,
+        finetuning_type="lora",
+        lora_rank=8,
+        lora_target="all",
+        cutoff_len=args.cutoff,
+        per_device_train_batch_size=args.pairs if args.stage == "dpo" else 2 * args.pairs,
+        gradient_accumulation_steps=1,
+        learning_rate=1e-4,
+        max_steps=1,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=0,
+        use_cpu=True,
+        dtype="float32",
+        preprocessing_num_workers=1,
+        gradient_checkpointing=args.ckpt is not None,
+        **({"gradient_checkpointing_layers": args.ckpt} if args.ckpt else {}),
+    )
     opts.update(dict(kv.split("=", 1) for kv in args.set))
     cfg_path = Path(args.work) / f"{args.stage}.json"
     cfg_path.write_text(json.dumps(opts))
@@ -112,7 +147,11 @@ def run(args) -> dict:
     targs = build_training_arguments(cfg, [], save_total_limit=None)
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, cfg.stage)
-    model = stage.load_model(cfg, tokenizer) if STAGES[cfg.stage].own_model else load_model(cfg, tokenizer, is_trainable=True)
+    model = (
+        stage.load_model(cfg, tokenizer)
+        if STAGES[cfg.stage].own_model
+        else load_model(cfg, tokenizer, is_trainable=True)
+    )
     trainer = stage.build_trainer(cfg, targs, model, tokenizer, data, [])
     batch = next(iter(trainer.get_train_dataloader()))
     seq = batch["input_ids"].shape
@@ -157,13 +196,20 @@ def run(args) -> dict:
     for name, s, e in marks:
         inside = [b for t, b in curve if s <= t <= e]
         before = [b for t, b in curve if t < s]
-        phases.setdefault(name[6:], []).append({
-            "peak_mib": round((max(inside) if inside else 0) / MiB, 1),
-            "start_mib": round((before[-1] if before else base) / MiB, 1)})
+        phases.setdefault(name[6:], []).append(
+            {
+                "peak_mib": round((max(inside) if inside else 0) / MiB, 1),
+                "start_mib": round((before[-1] if before else base) / MiB, 1),
+            }
+        )
     cl_end = max(e for n, s, e in marks if n == "phase:compute_loss")
     after = [b for t, b in curve if t > cl_end]
-    phases["backward"] = [{"peak_mib": round(max(after) / MiB, 1) if after else 0.0,
-                           "start_mib": round(next((b for t, b in reversed(curve) if t <= cl_end), 0) / MiB, 1)}]
+    phases["backward"] = [
+        {
+            "peak_mib": round(max(after) / MiB, 1) if after else 0.0,
+            "start_mib": round(next((b for t, b in reversed(curve) if t <= cl_end), 0) / MiB, 1),
+        }
+    ]
     shape = load_shape(str(model_dir), None)
     setup = resolve_setup(cfg, seq_len=int(seq[1]))
     if cfg.stage == "dpo":  # micro_batch pairs; the planner doubles for chosen + rejected
@@ -173,18 +219,40 @@ def run(args) -> dict:
     sv = saved_bytes(shape, setup, counts)["total"] * (2 if cfg.stage == "dpo" else 1)
     c = est.components
     return {
-        "stage": cfg.stage, "layers": args.layers, "pairs": args.pairs, "batch_shape": list(seq), "ckpt": args.ckpt,
-        "step_seconds": round(wall, 1), "measured_peak_mib": round(max(b for _, b in curve) / MiB, 1),
-        "measured_saved_mib": round(sum(saved.values()) / MiB, 1), "phases": phases,
+        "stage": cfg.stage,
+        "layers": args.layers,
+        "pairs": args.pairs,
+        "batch_shape": list(seq),
+        "ckpt": args.ckpt,
+        "step_seconds": round(wall, 1),
+        "measured_peak_mib": round(max(b for _, b in curve) / MiB, 1),
+        "measured_saved_mib": round(sum(saved.values()) / MiB, 1),
+        "phases": phases,
         "plan_dynamic_mib": round((c["activations"] + c["logits"] + c["fragmentation"]) / MiB, 1),
-        "plan_activations_mib": round(c["activations"] / MiB, 1), "plan_logits_mib": round(c["logits"] / MiB, 1),
-        "plan_saved_mib": round(sv / MiB, 1), "plan_tokens": setup.tokens, "maxrss_mib": _maxrss_mib(),
+        "plan_activations_mib": round(c["activations"] / MiB, 1),
+        "plan_logits_mib": round(c["logits"] / MiB, 1),
+        "plan_saved_mib": round(sv / MiB, 1),
+        "plan_tokens": setup.tokens,
+        "maxrss_mib": _maxrss_mib(),
     }
 
 
 class _Mallinfo2(__import__("ctypes").Structure):
-    _fields_ = [(n, __import__("ctypes").c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (n, __import__("ctypes").c_size_t)
+        for n in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def rss_run(trainer, args, seq) -> dict:
@@ -219,7 +287,15 @@ def rss_run(trainer, args, seq) -> dict:
                 rss = int(f.read().split()[1]) * page
             m = libc.mallinfo2()
             inuse = m.uordblks + m.hblkhd
-            series.append((round(time.time() - t0, 3), round(rss / MiB), round(inuse / MiB), round(m.fordblks / MiB), round(m.hblkhd / MiB)))
+            series.append(
+                (
+                    round(time.time() - t0, 3),
+                    round(rss / MiB),
+                    round(inuse / MiB),
+                    round(m.fordblks / MiB),
+                    round(m.hblkhd / MiB),
+                )
+            )
             if rss > peak["rss"]:
                 peak["rss"], peak["free_at_rss_peak"], peak["mmap_at_rss_peak"] = rss, m.fordblks, m.hblkhd
             if inuse > peak["inuse"]:
@@ -236,14 +312,26 @@ def rss_run(trainer, args, seq) -> dict:
     th.join()
     dpo_mod.forward_logps = plain
     if args.series:
-        Path(args.series).write_text(json.dumps({"columns": ["t", "rss", "inuse", "heap_free", "mmapped"], "series": series,
-                                                 "marks": marks}))
-    return {"mode": "rss", "stage": args.stage, "layers": args.layers, "pairs": args.pairs, "batch_shape": seq,
-            "ckpt": args.ckpt, "malloc_tune": os.environ.get("TUNEKIT_MALLOC_TUNE", "1"), "train_seconds": round(time.time() - t0, 1),
-            "before_train": before, "peak_rss_mib": round(peak["rss"] / MiB, 1), "peak_inuse_mib": round(peak["inuse"] / MiB, 1),
-            "rss_at_inuse_peak_mib": round(peak["rss_at_inuse_peak"] / MiB, 1),
-            "heap_free_at_rss_peak_mib": round(peak["free_at_rss_peak"] / MiB, 1),
-            "mmapped_at_rss_peak_mib": round(peak["mmap_at_rss_peak"] / MiB, 1), "maxrss_mib": _maxrss_mib()}
+        Path(args.series).write_text(
+            json.dumps({"columns": ["t", "rss", "inuse", "heap_free", "mmapped"], "series": series, "marks": marks})
+        )
+    return {
+        "mode": "rss",
+        "stage": args.stage,
+        "layers": args.layers,
+        "pairs": args.pairs,
+        "batch_shape": seq,
+        "ckpt": args.ckpt,
+        "malloc_tune": os.environ.get("TUNEKIT_MALLOC_TUNE", "1"),
+        "train_seconds": round(time.time() - t0, 1),
+        "before_train": before,
+        "peak_rss_mib": round(peak["rss"] / MiB, 1),
+        "peak_inuse_mib": round(peak["inuse"] / MiB, 1),
+        "rss_at_inuse_peak_mib": round(peak["rss_at_inuse_peak"] / MiB, 1),
+        "heap_free_at_rss_peak_mib": round(peak["free_at_rss_peak"] / MiB, 1),
+        "mmapped_at_rss_peak_mib": round(peak["mmap_at_rss_peak"] / MiB, 1),
+        "maxrss_mib": _maxrss_mib(),
+    }
 
 
 def _rss_now(page: int) -> float:
@@ -265,7 +353,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cutoff", type=int, default=1024)
     ap.add_argument("--stage", choices=["dpo", "sft"], default="dpo")
     ap.add_argument("--ckpt", type=int, default=None, help="gradient_checkpointing_layers (default: no checkpointing)")
-    ap.add_argument("--rss", action="store_true", help="run trainer.train() and sample RSS / malloc in-use bytes instead")
+    ap.add_argument(
+        "--rss", action="store_true", help="run trainer.train() and sample RSS / malloc in-use bytes instead"
+    )
     ap.add_argument("--series", default=None, help="with --rss: write the sampled series (MiB) and phase marks here")
     ap.add_argument("--set", nargs="*", default=[], help="extra options key=value")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "dpo_memory"))

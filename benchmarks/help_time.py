@@ -42,7 +42,7 @@ def heavy_imports(python: Path, args: list[str]) -> tuple[list[str], float]:
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
-        parts = [p.strip() for p in line[len("import time:"):].split("|")]
+        parts = [p.strip() for p in line[len("import time:") :].split("|")]
         if not parts[0].isdigit():
             continue
         name = parts[2].strip()
@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     python = exe.parent / "python"
     print(f"[help_time] {exe} | min of {args.n} runs | load {loadavg()} | cpus {os.cpu_count()}")
     base = time_command([str(python), "-c", "pass"], args.n)
-    print(f"  {'python -c pass (interpreter floor)':<36} min {fmt(min(base), 3)} s  median {fmt(statistics.median(base), 3)} s")
+    print(
+        f"  {'python -c pass (interpreter floor)':<36} min {fmt(min(base), 3)} s  median {fmt(statistics.median(base), 3)} s"
+    )
     ok = True
     results = {}
     for cmd in (["--help"], ["train", "--help"]):
@@ -75,9 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         best = min(times)
         ok &= best <= TARGET_S
         results[label] = best
-        print(f"  {label:<36} min {fmt(best, 3)} s  median {fmt(statistics.median(times), 3)} s  "
-              f"(target <= {TARGET_S} s: {'ok' if best <= TARGET_S else 'MISSED'}) | imports {fmt(imp, 3)} s, "
-              f"heavy packages: {', '.join(heavy) or 'none'}")
+        print(
+            f"  {label:<36} min {fmt(best, 3)} s  median {fmt(statistics.median(times), 3)} s  "
+            f"(target <= {TARGET_S} s: {'ok' if best <= TARGET_S else 'MISSED'}) | imports {fmt(imp, 3)} s, "
+            f"heavy packages: {', '.join(heavy) or 'none'}"
+        )
     return 0 if ok else 1
 
 

@@ -52,8 +52,18 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (BASE_VENV, LF_BASELINE, LF_DATA, LF_VENV, WORK, Measured, fmt, loadavg,  # noqa: E402
-                     med, run_measured)
+from _common import (
+    BASE_VENV,
+    LF_BASELINE,
+    LF_DATA,
+    LF_VENV,
+    WORK,
+    Measured,
+    fmt,
+    loadavg,  # noqa: E402
+    med,
+    run_measured,
+)
 
 JOB = LF_BASELINE / "lora_sft.yaml"
 # Given to both tools. logging_first_step: the first log line (start-up mark) right after step 1.
@@ -69,8 +79,11 @@ def build_model(model_dir: Path, python: Path) -> None:
     if (model_dir / "model.safetensors").is_file():
         return
     print(f"[lf_compare] building the tiny Qwen2 in {model_dir}", flush=True)
-    subprocess.run([str(python), str(LF_BASELINE / "make_tiny_model.py"), str(model_dir), "--data-dir", str(LF_DATA)],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(python), str(LF_BASELINE / "make_tiny_model.py"), str(model_dir), "--data-dir", str(LF_DATA)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def first_log_line(path: Path):
@@ -79,30 +92,54 @@ def first_log_line(path: Path):
             return path.stat().st_size > 0  # both tools write whole lines (one write per line)
         except OSError:
             return False
+
     return check
 
 
 def tool_env(threads: int = 0) -> dict:
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
-               TUNEKIT_CACHE=str(WORK / "tunekit-cache"))
+    env = dict(
+        os.environ, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false", TUNEKIT_CACHE=str(WORK / "tunekit-cache")
+    )
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     return env
 
 
-def run_one(tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, extra: list[str], threads: int = 0) -> dict:
+def run_one(
+    tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, extra: list[str], threads: int = 0
+) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     env = tool_env(threads)
-    cmd = [str(exe), "train", str(JOB), f"model_name_or_path={model_dir}", f"output_dir={out_dir}",
-           f"dataset_dir={LF_DATA}", *COMMON, *extra]
-    m: Measured = run_measured(cmd, env=env, cwd=WORK, log=log,
-                               watch={"first_step": first_log_line(out_dir / "trainer_log.jsonl")})
-    row = {"tool": tool, "rc": m.rc, "wall_s": m.wall_s, "cpu_s": m.cpu_s, "startup_s": m.marks.get("first_step"),
-           "maxrss_mb": m.maxrss_mb, "tree_rss_mb": m.tree_rss_mb, "load": f"{m.load_before} -> {m.load_after}", "log": str(log)}
+    cmd = [
+        str(exe),
+        "train",
+        str(JOB),
+        f"model_name_or_path={model_dir}",
+        f"output_dir={out_dir}",
+        f"dataset_dir={LF_DATA}",
+        *COMMON,
+        *extra,
+    ]
+    m: Measured = run_measured(
+        cmd, env=env, cwd=WORK, log=log, watch={"first_step": first_log_line(out_dir / "trainer_log.jsonl")}
+    )
+    row = {
+        "tool": tool,
+        "rc": m.rc,
+        "wall_s": m.wall_s,
+        "cpu_s": m.cpu_s,
+        "startup_s": m.marks.get("first_step"),
+        "maxrss_mb": m.maxrss_mb,
+        "tree_rss_mb": m.tree_rss_mb,
+        "load": f"{m.load_before} -> {m.load_after}",
+        "log": str(log),
+    }
     results = out_dir / "all_results.json"
     if results.is_file():
         res = json.loads(results.read_text())
-        row.update(train_runtime=res.get("train_runtime"), train_loss=res.get("train_loss"), eval_loss=res.get("eval_loss"))
+        row.update(
+            train_runtime=res.get("train_runtime"), train_loss=res.get("train_loss"), eval_loss=res.get("eval_loss")
+        )
     if m.rc != 0:
         tail = log.read_text(errors="replace")[-3000:]
         print(f"[lf_compare] {tool} failed (exit {m.rc}); last lines of {log}:\n{tail}", flush=True)
@@ -110,30 +147,48 @@ def run_one(tool: str, exe: Path, model_dir: Path, out_dir: Path, log: Path, ext
 
 
 def print_row(r: dict) -> None:
-    print(f"  {r['tool']:<8} wall {fmt(r['wall_s'], 1):>6} s | start-up to step 1 {fmt(r['startup_s']):>6} s | "
-          f"cpu {fmt(r['cpu_s'], 1):>6} s | peak RSS {fmt(r['maxrss_mb'], 0):>5} MB (tree {fmt(r['tree_rss_mb'], 0)}) | "
-          f"train_runtime {fmt(r.get('train_runtime'), 1)} s | train_loss {fmt(r.get('train_loss'), 4)} | "
-          f"eval_loss {fmt(r.get('eval_loss'), 4)} | load {r['load']}", flush=True)
+    print(
+        f"  {r['tool']:<8} wall {fmt(r['wall_s'], 1):>6} s | start-up to step 1 {fmt(r['startup_s']):>6} s | "
+        f"cpu {fmt(r['cpu_s'], 1):>6} s | peak RSS {fmt(r['maxrss_mb'], 0):>5} MB (tree {fmt(r['tree_rss_mb'], 0)}) | "
+        f"train_runtime {fmt(r.get('train_runtime'), 1)} s | train_loss {fmt(r.get('train_loss'), 4)} | "
+        f"eval_loss {fmt(r.get('eval_loss'), 4)} | load {r['load']}",
+        flush=True,
+    )
 
 
 def summarize(rows: list[dict]) -> dict:
     tk = [r for r in rows if r["tool"] == "tunekit" and r["rc"] == 0]
     lf = [r for r in rows if r["tool"] == "lf" and r["rc"] == 0]
     keys = ["wall_s", "startup_s", "cpu_s", "maxrss_mb", "tree_rss_mb", "train_runtime"]
-    summary = {"tunekit": {k: med([r.get(k) for r in tk]) for k in keys}, "lf": {k: med([r.get(k) for r in lf]) for k in keys},
-               "runs": {"tunekit": len(tk), "lf": len(lf)}}
+    summary = {
+        "tunekit": {k: med([r.get(k) for r in tk]) for k in keys},
+        "lf": {k: med([r.get(k) for r in lf]) for k in keys},
+        "runs": {"tunekit": len(tk), "lf": len(lf)},
+    }
     # Pairwise ratios (each tunekit run against the LF run next to it) are robust to load drifting over time.
     pairs = list(zip(tk, lf))
     summary["ratio"] = {k: med([a[k] / b[k] for a, b in pairs if a.get(k) and b.get(k)]) for k in keys}
     print("\n==== summary (medians; ratio = median of pairwise tunekit/LF) ====")
     print(f"  {'metric':<26}{'tunekit':>10}{'LF':>10}{'ratio':>8}  target")
-    names = {"wall_s": "whole command wall (s)", "startup_s": "start-up to step 1 (s)", "cpu_s": "CPU time user+sys (s)",
-             "maxrss_mb": "peak RSS (MB)", "tree_rss_mb": "peak tree RSS (MB)", "train_runtime": "train_runtime (s)"}
-    goals = {"wall_s": f"ratio <= {TARGETS['wall_ratio']}", "startup_s": f"tunekit <= {TARGETS['startup_s']} s",
-             "maxrss_mb": "ratio <= 1.0", "tree_rss_mb": "ratio <= 1.0"}
+    names = {
+        "wall_s": "whole command wall (s)",
+        "startup_s": "start-up to step 1 (s)",
+        "cpu_s": "CPU time user+sys (s)",
+        "maxrss_mb": "peak RSS (MB)",
+        "tree_rss_mb": "peak tree RSS (MB)",
+        "train_runtime": "train_runtime (s)",
+    }
+    goals = {
+        "wall_s": f"ratio <= {TARGETS['wall_ratio']}",
+        "startup_s": f"tunekit <= {TARGETS['startup_s']} s",
+        "maxrss_mb": "ratio <= 1.0",
+        "tree_rss_mb": "ratio <= 1.0",
+    }
     for k in keys:
-        print(f"  {names[k]:<26}{fmt(summary['tunekit'][k]):>10}{fmt(summary['lf'][k]):>10}"
-              f"{fmt(summary['ratio'][k]):>8}  {goals.get(k, '')}")
+        print(
+            f"  {names[k]:<26}{fmt(summary['tunekit'][k]):>10}{fmt(summary['lf'][k]):>10}"
+            f"{fmt(summary['ratio'][k]):>8}  {goals.get(k, '')}"
+        )
     print(f"  ({LF_QUOTED}; load now {loadavg()})")
     return summary
 
@@ -145,13 +200,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tunekit", default=str(BASE_VENV / "bin" / "tunekit"), help="the tunekit executable")
     ap.add_argument("--lf", default=str(LF_VENV / "bin" / "llamafactory-cli"), help="the llamafactory-cli executable")
     ap.add_argument("--json", help="write the rows and summary to this file")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="OMP_NUM_THREADS for both tools (default: unset = torch's default, one per core). On a machine "
-                         "where other work keeps the cores busy, torch's spinning thread barriers make 2 threads several "
-                         "times slower than 1; --threads 1 keeps such a comparison meaningful (and say so when quoting it)")
-    ap.add_argument("--nice", type=int, default=0,
-                    help="renice this script (and so both tools, which inherit it) by N; negative needs root. On a machine "
-                         "shared with other work a negative value brings timings closer to a quiet machine's")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="OMP_NUM_THREADS for both tools (default: unset = torch's default, one per core). On a machine "
+        "where other work keeps the cores busy, torch's spinning thread barriers make 2 threads several "
+        "times slower than 1; --threads 1 keeps such a comparison meaningful (and say so when quoting it)",
+    )
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="renice this script (and so both tools, which inherit it) by N; negative needs root. On a machine "
+        "shared with other work a negative value brings timings closer to a quiet machine's",
+    )
     ap.add_argument("extra", nargs="*", help="key=value overrides passed to both tools")
     args = ap.parse_args(argv)
 
@@ -160,8 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         tools = {args.only: tools[args.only]}
     for name, exe in tools.items():
         if not exe.exists():
-            hint = ("create it: see benchmarks/_common.py (or run benchmarks/run_all.py)" if name == "tunekit"
-                    else f"run bash {LF_BASELINE / 'setup.sh'} (a few minutes)")
+            hint = (
+                "create it: see benchmarks/_common.py (or run benchmarks/run_all.py)"
+                if name == "tunekit"
+                else f"run bash {LF_BASELINE / 'setup.sh'} (a few minutes)"
+            )
             print(f"[lf_compare] {exe} not found: {hint}", file=sys.stderr)
             return 2
     if args.nice:
@@ -169,12 +235,17 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     model_dir = WORK / "tiny-qwen2"
     build_model(model_dir, Path(args.tunekit).parent / "python")
-    print(f"[lf_compare] job {JOB} | model {model_dir} | cpus {os.cpu_count()} | "
-          f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | nice {args.nice} | load {loadavg()}", flush=True)
+    print(
+        f"[lf_compare] job {JOB} | model {model_dir} | cpus {os.cpu_count()} | "
+        f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | nice {args.nice} | load {loadavg()}",
+        flush=True,
+    )
     rows = []
     for i in range(args.pairs):
         for name, exe in tools.items():
-            row = run_one(name, exe, model_dir, WORK / f"out-{name}", WORK / f"{name}-{i}.log", args.extra, args.threads)
+            row = run_one(
+                name, exe, model_dir, WORK / f"out-{name}", WORK / f"{name}-{i}.log", args.extra, args.threads
+            )
             print_row(row)
             rows.append(row)
     summary = summarize(rows)

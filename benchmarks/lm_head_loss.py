@@ -20,7 +20,9 @@ import sys
 import time
 
 
-def one(variant: str, tokens: int, hidden: int, vocab: int, trainable: bool, device: str, repeat: int, rows: int) -> dict:
+def one(
+    variant: str, tokens: int, hidden: int, vocab: int, trainable: bool, device: str, repeat: int, rows: int
+) -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -30,7 +32,9 @@ def one(variant: str, tokens: int, hidden: int, vocab: int, trainable: bool, dev
     from tunekit.train.chunked_head import chunked_linear_cross_entropy
 
     g = torch.Generator().manual_seed(0)
-    w = torch.empty(vocab, hidden).normal_(0, 0.02, generator=g).to(device).requires_grad_(trainable)  # no temporary copy
+    w = (
+        torch.empty(vocab, hidden).normal_(0, 0.02, generator=g).to(device).requires_grad_(trainable)
+    )  # no temporary copy
     x0 = torch.empty(tokens, hidden).normal_(generator=g).to(device)
     t = torch.randint(0, vocab, (tokens,), generator=g).to(device)
     if device == "cuda":
@@ -51,9 +55,17 @@ def one(variant: str, tokens: int, hidden: int, vocab: int, trainable: bool, dev
             torch.cuda.synchronize()
         times.append((time.process_time() - c0) if device == "cpu" else (time.perf_counter() - t0))
         w.grad = None
-    peak = ((torch.cuda.max_memory_allocated() - base) if device == "cuda"
-            else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
-    return {"variant": variant, "s_per_pass": statistics.median(times), "peak_mb": peak / 2**20, "loss": loss.item() / tokens}
+    peak = (
+        (torch.cuda.max_memory_allocated() - base)
+        if device == "cuda"
+        else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    )
+    return {
+        "variant": variant,
+        "s_per_pass": statistics.median(times),
+        "peak_mb": peak / 2**20,
+        "loss": loss.item() / tokens,
+    }
 
 
 def main(argv=None) -> int:
@@ -65,7 +77,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--rows", type=int, default=0, help="rows per chunk (default: the device's, chunked_head.chunk_rows)")
+    ap.add_argument(
+        "--rows", type=int, default=0, help="rows per chunk (default: the device's, chunked_head.chunk_rows)"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -77,20 +91,44 @@ def main(argv=None) -> int:
         return 0
     rows = []
     for variant in ("plain", "chunked", "plain", "chunked"):  # A B A B
-        cmd = [sys.executable, __file__, "--child", variant, "--tokens", str(a.tokens), "--hidden", str(a.hidden),
-               "--vocab", str(a.vocab), "--device", a.device, "--repeat", str(a.repeat), "--threads", str(a.threads),
-               "--rows", str(a.rows)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            variant,
+            "--tokens",
+            str(a.tokens),
+            "--hidden",
+            str(a.hidden),
+            "--vocab",
+            str(a.vocab),
+            "--device",
+            a.device,
+            "--repeat",
+            str(a.repeat),
+            "--threads",
+            str(a.threads),
+            "--rows",
+            str(a.rows),
+        ]
         if a.trainable:
             cmd.append("--trainable")
-        rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1]))
+        rows.append(
+            json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+        )
         r = rows[-1]
-        print(f"  {r['variant']:<8} {r['s_per_pass']:.3f} s/pass ({'CPU' if a.device == 'cpu' else 'wall'}) | peak "
-              f"{r['peak_mb']:.0f} MB above the inputs | loss {r['loss']:.6f}", flush=True)
+        print(
+            f"  {r['variant']:<8} {r['s_per_pass']:.3f} s/pass ({'CPU' if a.device == 'cpu' else 'wall'}) | peak "
+            f"{r['peak_mb']:.0f} MB above the inputs | loss {r['loss']:.6f}",
+            flush=True,
+        )
     plain = [r for r in rows if r["variant"] == "plain"]
     chunk = [r for r in rows if r["variant"] == "chunked"]
-    print(f"chunked / plain: time {statistics.median(c['s_per_pass'] / p['s_per_pass'] for p, c in zip(plain, chunk)):.2f}, "
-          f"peak {statistics.median(c['peak_mb'] / p['peak_mb'] for p, c in zip(plain, chunk)):.3f} "
-          f"({a.tokens} tokens, vocab {a.vocab}, hidden {a.hidden}, head {'trainable' if a.trainable else 'frozen'})")
+    print(
+        f"chunked / plain: time {statistics.median(c['s_per_pass'] / p['s_per_pass'] for p, c in zip(plain, chunk)):.2f}, "
+        f"peak {statistics.median(c['peak_mb'] / p['peak_mb'] for p, c in zip(plain, chunk)):.3f} "
+        f"({a.tokens} tokens, vocab {a.vocab}, hidden {a.hidden}, head {'trainable' if a.trainable else 'frozen'})"
+    )
     return 0
 
 

@@ -118,12 +118,23 @@ def build_model(folder: Path, args) -> Path:
         import _shapes
         from _common import LF_DATA
 
-        return _shapes.build_random_model(WORK / f"real-{args.shape}", args.shape,
-                                          data_dir=LF_DATA if (LF_DATA / "dataset_info.json").is_file() else None)
+        return _shapes.build_random_model(
+            WORK / f"real-{args.shape}",
+            args.shape,
+            data_dir=LF_DATA if (LF_DATA / "dataset_info.json").is_file() else None,
+        )
     if not (folder / "config.json").is_file():
-        build_tiny_model(folder, like=args.like, seed=0, hidden_size=args.hidden, num_layers=args.layers,
-                         intermediate_size=args.intermediate, num_heads=args.heads, num_kv_heads=args.heads,
-                         vocab_size=args.vocab)
+        build_tiny_model(
+            folder,
+            like=args.like,
+            seed=0,
+            hidden_size=args.hidden,
+            num_layers=args.layers,
+            intermediate_size=args.intermediate,
+            num_heads=args.heads,
+            num_kv_heads=args.heads,
+            vocab_size=args.vocab,
+        )
     return folder
 
 
@@ -135,21 +146,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--intermediate", type=int, default=1376)
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=2048)
-    ap.add_argument("--shape", default="custom", choices=["custom", "qwen2.5-0.5b", "tiny"],
-                    help="custom: the --like/--hidden/... model (default); qwen2.5-0.5b: that architecture, seq 1024; "
-                         "tiny: the same family at a few M parameters (a dry run of --shape)")
-    ap.add_argument("--batch", type=int, default=None, help="per-device batch (default 16; 1 for --shape qwen2.5-0.5b)")
+    ap.add_argument(
+        "--shape",
+        default="custom",
+        choices=["custom", "qwen2.5-0.5b", "tiny"],
+        help="custom: the --like/--hidden/... model (default); qwen2.5-0.5b: that architecture, seq 1024; "
+        "tiny: the same family at a few M parameters (a dry run of --shape)",
+    )
+    ap.add_argument(
+        "--batch", type=int, default=None, help="per-device batch (default 16; 1 for --shape qwen2.5-0.5b)"
+    )
     ap.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 256; 1024 for qwen2.5-0.5b)")
-    ap.add_argument("--grad-accum", type=int, default=None,
-                    help="gradient_accumulation_steps (micro-batches per optimizer step; default 1)")
+    ap.add_argument(
+        "--grad-accum",
+        type=int,
+        default=None,
+        help="gradient_accumulation_steps (micro-batches per optimizer step; default 1)",
+    )
     ap.add_argument("--profile", action="store_true", help="profile one extra step (left out of the timings)")
     ap.add_argument("--compile", action="store_true", help="torch_compile: true (inductor)")
-    ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"],
-                    help="flash_attn option: sdpa (torch's CPU flash kernel) or eager (matmul + softmax, which inductor "
-                         "can fuse under --compile)")
+    ap.add_argument(
+        "--attn",
+        default="sdpa",
+        choices=["sdpa", "eager"],
+        help="flash_attn option: sdpa (torch's CPU flash kernel) or eager (matmul + softmax, which inductor "
+        "can fuse under --compile)",
+    )
     ap.add_argument("--steps", type=int, default=None, help="optimizer steps in all (default 14; 4 for qwen2.5-0.5b)")
-    ap.add_argument("--warmup", type=int, default=None, help="first steps left out of tokens/s (default 4; 2 for qwen2.5-0.5b: "
-                    "the first compiles under --compile, the second is the first at speed)")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="first steps left out of tokens/s (default 4; 2 for qwen2.5-0.5b: "
+        "the first compiles under --compile, the second is the first at speed)",
+    )
     ap.add_argument("--peak-n", type=int, default=2048, help="matrix size of the peak matmul")
     args = ap.parse_args(argv)
     real = args.shape != "custom"
@@ -173,11 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     from tunekit.config import load_config
     from tunekit.data.pipeline import PreparedData
     from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.train.stages import sft
     from tunekit.train.arguments import build_training_arguments
+    from tunekit.train.stages import sft
 
     threads = torch.get_num_threads()
-    print(f"[mfu] torch {torch.__version__} | threads {threads} | cpus {os.cpu_count()} | load {loadavg()}", flush=True)
+    print(
+        f"[mfu] torch {torch.__version__} | threads {threads} | cpus {os.cpu_count()} | load {loadavg()}", flush=True
+    )
     meter = MatmulPeak(args.peak_n)
     peak_before = meter.sustained()
     print(f"[mfu] fp32 matmul {args.peak_n}^3: {peak_before / 1e9:.1f} GFLOP/s (before training)", flush=True)
@@ -186,14 +218,32 @@ def main(argv: list[str] | None = None) -> int:
     name = f"mfu-{args.like}-h{args.hidden}-l{args.layers}-i{args.intermediate}-v{args.vocab}"
     model_dir = build_model(WORK / name, args)
     out = tempfile.mkdtemp(prefix="tunekit-mfu-")
-    cfg = load_config(None, {
-        "stage": "sft", "model_name_or_path": str(model_dir), "output_dir": out, "finetuning_type": "full",
-        "gradient_checkpointing": False, "per_device_train_batch_size": args.batch,
-        "gradient_accumulation_steps": args.grad_accum,
-        "max_steps": args.steps + (1 if args.profile else 0), "learning_rate": 1e-4, "lr_scheduler_type": "constant", "logging_steps": 1,
-        "save_strategy": "no", "report_to": "none", "bf16": False, "fp16": False, "use_cpu": True,
-        "disable_tqdm": True, "template": "default", "seed": 0, "torch_compile": args.compile, "flash_attn": args.attn,
-    })
+    cfg = load_config(
+        None,
+        {
+            "stage": "sft",
+            "model_name_or_path": str(model_dir),
+            "output_dir": out,
+            "finetuning_type": "full",
+            "gradient_checkpointing": False,
+            "per_device_train_batch_size": args.batch,
+            "gradient_accumulation_steps": args.grad_accum,
+            "max_steps": args.steps + (1 if args.profile else 0),
+            "learning_rate": 1e-4,
+            "lr_scheduler_type": "constant",
+            "logging_steps": 1,
+            "save_strategy": "no",
+            "report_to": "none",
+            "bf16": False,
+            "fp16": False,
+            "use_cpu": True,
+            "disable_tqdm": True,
+            "template": "default",
+            "seed": 0,
+            "torch_compile": args.compile,
+            "flash_attn": args.attn,
+        },
+    )
     transformers.set_seed(cfg.seed)
     targs = build_training_arguments(cfg, [])
     tokenizer = load_tokenizer(cfg)
@@ -203,11 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     n_params = model.num_parameters()
     conf = model.config
     embed = conf.vocab_size * conf.hidden_size
-    print(f"[mfu] model {model_dir.name}: {n_params:,} parameters ({n_params / 1e6:.2f}M; embedding {embed:,}, "
-          f"tied lm_head: {bool(getattr(conf, 'tie_word_embeddings', False))}) | layers {conf.num_hidden_layers} | "
-          f"hidden {conf.hidden_size} | intermediate {conf.intermediate_size} | heads {conf.num_attention_heads} | "
-          f"fp32 | gradient checkpointing off | attention {conf._attn_implementation} | "
-          f"torch.compile {'on' if args.compile else 'off'}", flush=True)
+    print(
+        f"[mfu] model {model_dir.name}: {n_params:,} parameters ({n_params / 1e6:.2f}M; embedding {embed:,}, "
+        f"tied lm_head: {bool(getattr(conf, 'tie_word_embeddings', False))}) | layers {conf.num_hidden_layers} | "
+        f"hidden {conf.hidden_size} | intermediate {conf.intermediate_size} | heads {conf.num_attention_heads} | "
+        f"fp32 | gradient checkpointing off | attention {conf._attn_implementation} | "
+        f"torch.compile {'on' if args.compile else 'off'}",
+        flush=True,
+    )
 
     rng = np.random.default_rng(0)
     n_rows = args.batch * args.grad_accum * (args.steps + 1)
@@ -234,9 +287,12 @@ def main(argv: list[str] | None = None) -> int:
             cpu_at.append((c_end, time.process_time()))
             began = resumed[-2] if len(resumed) >= 2 else t_train
             first = " (with start-up, and compilation under --compile)" if len(times) == 1 else ""
-            print(f"[mfu] step {state.global_step}: {times[-1] - began:.1f} s, {c_end - (cpu_at[-2][1] if len(cpu_at) >= 2 else 0):.1f} "
-                  f"CPU-s{first} | peak RSS {use.ru_maxrss / 2**20:.2f} GiB | peak block {peaks[-1] / 1e9:.0f} GFLOP/s | "
-                  f"load {loadavg()}", flush=True)
+            print(
+                f"[mfu] step {state.global_step}: {times[-1] - began:.1f} s, {c_end - (cpu_at[-2][1] if len(cpu_at) >= 2 else 0):.1f} "
+                f"CPU-s{first} | peak RSS {use.ru_maxrss / 2**20:.2f} GiB | peak block {peaks[-1] / 1e9:.0f} GFLOP/s | "
+                f"load {loadavg()}",
+                flush=True,
+            )
 
         def on_log(self, a, state, control, logs=None, **kw):
             if logs and "loss" in logs:
@@ -263,51 +319,70 @@ def main(argv: list[str] | None = None) -> int:
     tps = tokens_per_step * steps / sum(step_times)
     step_s = sum(step_times) / steps
     flops_6n = 6 * n_params * tps
-    per_step = sorted(6 * n_params * tokens_per_step / dt / ((peaks[i - 1] + peaks[i]) / 2)
-                      for i, dt in zip(measured, step_times))
+    per_step = sorted(
+        6 * n_params * tokens_per_step / dt / ((peaks[i - 1] + peaks[i]) / 2) for i, dt in zip(measured, step_times)
+    )
     mfu_interleaved = statistics.median(per_step)
-    attn = 12 * conf.num_hidden_layers * conf.hidden_size * args.seq  # per token, fwd+bwd, QK^T and AV (no causal saving)
+    attn = (
+        12 * conf.num_hidden_layers * conf.hidden_size * args.seq
+    )  # per token, fwd+bwd, QK^T and AV (no causal saving)
     no_embed = 6 * (n_params - embed) + attn
-    print(f"[mfu] batch {args.batch} x seq {args.seq} x accumulation {args.grad_accum} = {tokens_per_step} tokens per "
-          f"optimizer step | "
-          f"{args.steps} steps, first {args.warmup} left out | step {step_s:.3f} s | whole train() {wall:.1f} s | "
-          f"loss {fmt(losses[0] if losses else None, 3)} -> {fmt(losses[-1] if losses else None, 3)}")
-    print(f"[mfu] fp32 matmul {args.peak_n}^3 after training: {peak_after / 1e9:.1f} GFLOP/s; whole-window peak "
-          f"{peak / 1e9:.1f} GFLOP/s | peak blocks between steps {min(peaks) / 1e9:.0f}-{max(peaks) / 1e9:.0f} GFLOP/s | "
-          f"load {loadavg()}")
+    print(
+        f"[mfu] batch {args.batch} x seq {args.seq} x accumulation {args.grad_accum} = {tokens_per_step} tokens per "
+        f"optimizer step | "
+        f"{args.steps} steps, first {args.warmup} left out | step {step_s:.3f} s | whole train() {wall:.1f} s | "
+        f"loss {fmt(losses[0] if losses else None, 3)} -> {fmt(losses[-1] if losses else None, 3)}"
+    )
+    print(
+        f"[mfu] fp32 matmul {args.peak_n}^3 after training: {peak_after / 1e9:.1f} GFLOP/s; whole-window peak "
+        f"{peak / 1e9:.1f} GFLOP/s | peak blocks between steps {min(peaks) / 1e9:.0f}-{max(peaks) / 1e9:.0f} GFLOP/s | "
+        f"load {loadavg()}"
+    )
     n_faults = usage[args.steps - 1][0] - usage[args.warmup - 1][0]
     sys_s = usage[args.steps - 1][1] - usage[args.warmup - 1][1]
-    print(f"[mfu] per step: {n_faults / steps:,.0f} page faults, {sys_s / steps:.3f} s system CPU (peak blocks included)")
+    print(
+        f"[mfu] per step: {n_faults / steps:,.0f} page faults, {sys_s / steps:.3f} s system CPU (peak blocks included)"
+    )
     print(f"training tokens/s: {tps:.0f}")
     print(f"model FLOP/s (6 x {n_params / 1e6:.2f}M x tokens/s): {flops_6n / 1e9:.1f} GFLOP/s")
     mfu = mfu_interleaved
-    print(f"MFU: {100 * mfu:.1f} % (median of {steps} steps against the peak measured beside each; range "
-          f"{100 * per_step[0]:.1f}-{100 * per_step[-1]:.1f} %) (target >= {100 * TARGET:.0f} %: "
-          f"{'ok' if mfu >= TARGET else 'MISSED'})")
-    print(f"  whole window: {100 * flops_6n / peak:.1f} % (tokens/s of all measured steps over the larger "
-          f"before/after peak)")
-    print(f"  alternative count (6 x non-embedding params + attention 12*L*d*seq per token = "
-          f"{no_embed / 1e6:.1f} MFLOP/token vs 6N = {6 * n_params / 1e6:.1f}): MFU "
-          f"{100 * mfu * no_embed / (6 * n_params):.1f} %")
+    print(
+        f"MFU: {100 * mfu:.1f} % (median of {steps} steps against the peak measured beside each; range "
+        f"{100 * per_step[0]:.1f}-{100 * per_step[-1]:.1f} %) (target >= {100 * TARGET:.0f} %: "
+        f"{'ok' if mfu >= TARGET else 'MISSED'})"
+    )
+    print(
+        f"  whole window: {100 * flops_6n / peak:.1f} % (tokens/s of all measured steps over the larger "
+        f"before/after peak)"
+    )
+    print(
+        f"  alternative count (6 x non-embedding params + attention 12*L*d*seq per token = "
+        f"{no_embed / 1e6:.1f} MFLOP/token vs 6N = {6 * n_params / 1e6:.1f}): MFU "
+        f"{100 * mfu * no_embed / (6 * n_params):.1f} %"
+    )
     # the standard count: 6 x (every matmul weight, LM head included) + attention 12*L*h*s per token
-    import torch.nn as nn
+    from torch import nn
 
     n_matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
     head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // conf.num_attention_heads
     attn_std = 12 * conf.num_hidden_layers * conf.num_attention_heads * head_dim * args.seq
     per_token_std = 6 * n_matmul + attn_std
     mfu_std = mfu * per_token_std / (6 * n_params)
-    print(f"  standard count (6 x N_matmul {n_matmul / 1e6:.1f}M incl. LM head + attention 12*L*h*s = "
-          f"{attn_std / 1e6:.1f} MFLOP/token; {per_token_std / 1e6:.1f} MFLOP/token): MFU {100 * mfu_std:.1f} %"
-          f"{' (headline for --shape)' if real else ''}")
+    print(
+        f"  standard count (6 x N_matmul {n_matmul / 1e6:.1f}M incl. LM head + attention 12*L*h*s = "
+        f"{attn_std / 1e6:.1f} MFLOP/token; {per_token_std / 1e6:.1f} MFLOP/token): MFU {100 * mfu_std:.1f} %"
+        f"{' (headline for --shape)' if real else ''}"
+    )
     # the same count over process CPU time: each step's FLOPs per CPU-second against the matmul's FLOPs per CPU-second
     # (a shared host's contention slows both in wall time but leaves CPU time nearly alone; run with OMP_NUM_THREADS=1
     # there, since idle intra-op threads spin and count as CPU time)
     step_cpu = [cpu_at[i][0] - cpu_at[i - 1][1] for i in measured]
     cpu_peak = statistics.median(meter.cpu_rates)
     mfu_cpu = per_token_std * tokens_per_step / statistics.median(step_cpu) / cpu_peak
-    print(f"  standard count over process CPU time: step {statistics.median(step_cpu):.2f} CPU-s (median), matmul "
-          f"{cpu_peak / 1e9:.1f} GFLOP per CPU-s (median of {len(meter.cpu_rates)} blocks): MFU {100 * mfu_cpu:.1f} %")
+    print(
+        f"  standard count over process CPU time: step {statistics.median(step_cpu):.2f} CPU-s (median), matmul "
+        f"{cpu_peak / 1e9:.1f} GFLOP per CPU-s (median of {len(meter.cpu_rates)} blocks): MFU {100 * mfu_cpu:.1f} %"
+    )
     if args.profile:
         import json
 
@@ -320,19 +395,25 @@ def main(argv: list[str] | None = None) -> int:
             # the other matmuls 6*(N_matmul - V*h)
             vh = res["vocab"] * conf.hidden_size
             flops = {"lm_head+loss": 6 * vh, "attention": attn_std, "mlp/linear": 6 * (n_matmul - vh)}
-            print(f"[mfu] where the profiled step went (CPU self time {total:.2f} s, wall {res['step_wall_s']:.2f} s; "
-                  f"profiler overhead included):")
+            print(
+                f"[mfu] where the profiled step went (CPU self time {total:.2f} s, wall {res['step_wall_s']:.2f} s; "
+                f"profiler overhead included):"
+            )
             peak_now = statistics.median(peaks)
             for g in GROUPS:
                 t = res["cpu_s"][g]
                 line = f"  {g:<13} {t:7.3f} s  {100 * t / total:5.1f} %"
                 if g in flops and t > 0:
                     rate = flops[g] * tokens_per_step / t
-                    line += (f" | {flops[g] / per_token_std * 100:5.1f} % of the FLOPs at {rate / 1e9:6.1f} GFLOP/s = "
-                             f"{100 * rate / peak_now:5.1f} % of the matmul peak")
+                    line += (
+                        f" | {flops[g] / per_token_std * 100:5.1f} % of the FLOPs at {rate / 1e9:6.1f} GFLOP/s = "
+                        f"{100 * rate / peak_now:5.1f} % of the matmul peak"
+                    )
                 print(line)
-            print(f"  (the gap to 100 %: the time in 'other' and 'optimizer' does no counted FLOPs, and each matmul "
-                  f"group runs below the square-matmul peak by the factor shown)")
+            print(
+                "  (the gap to 100 %: the time in 'other' and 'optimizer' does no counted FLOPs, and each matmul "
+                "group runs below the square-matmul peak by the factor shown)"
+            )
     headline = mfu_std if real else mfu
     return 0 if headline >= TARGET else 1
 

@@ -22,11 +22,19 @@ import resource
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 MB = 2**20
-SHAPE = dict(model_type="qwen2", hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
-             num_key_value_heads=12, vocab_size=16384, tie_word_embeddings=True, max_position_embeddings=2048)
+SHAPE = dict(
+    model_type="qwen2",
+    hidden_size=768,
+    intermediate_size=2048,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    num_key_value_heads=12,
+    vocab_size=16384,
+    tie_word_embeddings=True,
+    max_position_embeddings=2048,
+)
 METHODS = {
     "adamw": dict(optim="adamw_torch"),
     "galore": dict(use_galore=True, galore_rank=128, optim="adamw_torch"),
@@ -59,8 +67,18 @@ def child(method: str, steps: int, seq: int) -> dict:
         fields = dict(SHAPE)
         hf = AutoConfig.for_model(fields.pop("model_type"), **fields)
         hf.save_pretrained(tmp)
-        cfg = load_config(None, dict(finetuning_type="full", cutoff_len=seq, per_device_train_batch_size=1,
-                                     gradient_checkpointing=False, learning_rate=1e-4, output_dir=tmp, **METHODS[method]))
+        cfg = load_config(
+            None,
+            dict(
+                finetuning_type="full",
+                cutoff_len=seq,
+                per_device_train_batch_size=1,
+                gradient_checkpointing=False,
+                learning_rate=1e-4,
+                output_dir=tmp,
+                **METHODS[method],
+            ),
+        )
         est = estimate_memory(load_shape(tmp, None), resolve_setup(cfg))
         args = build_training_arguments(cfg, [])
         hf._attn_implementation = "sdpa"
@@ -88,10 +106,15 @@ def child(method: str, steps: int, seq: int) -> dict:
             held += list(opt.param_idx2hp.values())
         state = sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in held}.values())
         c = est.components
-        return dict(method=method, params=sum(p.numel() for p in model.parameters()),
-                    measured_peak_mb=round((max(peak, peak_before) - before) / MB), measured_state_mb=round(state / MB, 1),
-                    planned_peak_mb=round((est.total - c["overhead"]) / MB), planned_state_mb=round(c["optimizer_states"] / MB, 1),
-                    losses=losses)
+        return dict(
+            method=method,
+            params=sum(p.numel() for p in model.parameters()),
+            measured_peak_mb=round((max(peak, peak_before) - before) / MB),
+            measured_state_mb=round(state / MB, 1),
+            planned_peak_mb=round((est.total - c["overhead"]) / MB),
+            planned_state_mb=round(c["optimizer_states"] / MB, 1),
+            losses=losses,
+        )
 
 
 def main() -> int:
@@ -105,9 +128,12 @@ def main() -> int:
         print("RESULT " + json.dumps(child(a.child, a.steps, a.seq)), flush=True)
         return 0
     rows = []
-    for method in (a.only.split(",") if a.only else METHODS):
-        proc = subprocess.run([sys.executable, __file__, "--child", method, "--steps", str(a.steps), "--seq", str(a.seq)],
-                              capture_output=True, text=True)
+    for method in a.only.split(",") if a.only else METHODS:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", method, "--steps", str(a.steps), "--seq", str(a.seq)],
+            capture_output=True,
+            text=True,
+        )
         line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
         if line is None:
             print(f"{method}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
@@ -115,10 +141,14 @@ def main() -> int:
         rows.append(json.loads(line[7:]))
         print(json.dumps(rows[-1]), flush=True)
     print(f"\n{rows[0]['params'] / 1e6:.1f}M parameters, fp32, batch 1 x {a.seq}, {a.steps} steps\n" if rows else "")
-    print("| optimizer | measured peak (MB) | planned peak (MB) | measured optimizer state (MB) | planned optimizer state (MB) |")
+    print(
+        "| optimizer | measured peak (MB) | planned peak (MB) | measured optimizer state (MB) | planned optimizer state (MB) |"
+    )
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['method']} | {r['measured_peak_mb']} | {r['planned_peak_mb']} | {r['measured_state_mb']} | {r['planned_state_mb']} |")
+        print(
+            f"| {r['method']} | {r['measured_peak_mb']} | {r['planned_peak_mb']} | {r['measured_state_mb']} | {r['planned_state_mb']} |"
+        )
     return 0
 
 

@@ -36,11 +36,29 @@ def build(stage: str, padding_free: bool, args, model_dir: Path):
     from tunekit.train.arguments import build_training_arguments
     from tunekit.train.stages import dpo, kto, rm
 
-    cfg = load_config(None, dict(
-        model_name_or_path=str(model_dir), stage=stage, template="qwen", dataset=DATASET[stage], dataset_dir=str(LF_DATA),
-        cutoff_len=args.cutoff, per_device_train_batch_size=args.batch, gradient_accumulation_steps=args.accum, output_dir=str(WORK / f"pad-share-{stage}"),
-        padding_free=padding_free, report_to="none", save_strategy="no", seed=42, learning_rate=1e-4, max_steps=max(1, args.time),
-        logging_steps=1000, disable_tqdm=True, gradient_checkpointing=False))
+    cfg = load_config(
+        None,
+        dict(
+            model_name_or_path=str(model_dir),
+            stage=stage,
+            template="qwen",
+            dataset=DATASET[stage],
+            dataset_dir=str(LF_DATA),
+            cutoff_len=args.cutoff,
+            per_device_train_batch_size=args.batch,
+            gradient_accumulation_steps=args.accum,
+            output_dir=str(WORK / f"pad-share-{stage}"),
+            padding_free=padding_free,
+            report_to="none",
+            save_strategy="no",
+            seed=42,
+            learning_rate=1e-4,
+            max_steps=max(1, args.time),
+            logging_steps=1000,
+            disable_tqdm=True,
+            gradient_checkpointing=False,
+        ),
+    )
     module = {"dpo": dpo, "kto": kto, "rm": rm}[stage]
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, stage, verbose=False)
@@ -60,7 +78,7 @@ def windows(trainer):
 
 def count(trainer, regrouped: bool = False) -> dict:
     batch_tokens = real = steps = 0
-    for batch in (windows(trainer) if regrouped else trainer.get_train_dataloader()):
+    for batch in windows(trainer) if regrouped else trainer.get_train_dataloader():
         steps += 1
         for key, value in batch.items():
             if key.endswith("input_ids"):
@@ -68,8 +86,13 @@ def count(trainer, regrouped: bool = False) -> dict:
                 prefix = key[: -len("input_ids")]
                 mask, cu = batch.get(f"{prefix}attention_mask"), batch.get(f"{prefix}cu_seqlens")
                 real += int(mask.sum()) if mask is not None else int(cu[-1])
-    return {"micro_batches": steps, "batch_tokens": batch_tokens, "real_tokens": real,
-            "padding_share": round(1 - real / batch_tokens, 4), "tokens_per_micro_batch": round(batch_tokens / steps, 1)}
+    return {
+        "micro_batches": steps,
+        "batch_tokens": batch_tokens,
+        "real_tokens": real,
+        "padding_share": round(1 - real / batch_tokens, 4),
+        "tokens_per_micro_batch": round(batch_tokens / steps, 1),
+    }
 
 
 def timed_steps(trainer, n: int) -> float:
@@ -90,7 +113,9 @@ def main(argv=None) -> int:
     parser.add_argument("--stages", default="dpo,kto,rm")
     parser.add_argument("--cutoff", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--accum", type=int, default=2, help="gradient_accumulation_steps (the group_within_step window)")
+    parser.add_argument(
+        "--accum", type=int, default=2, help="gradient_accumulation_steps (the group_within_step window)"
+    )
     parser.add_argument("--time", type=int, default=0, help="also time this many training steps per layout")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -109,16 +134,24 @@ def main(argv=None) -> int:
             for _ in range(2):  # A B A B
                 for free in (False, True):
                     seconds[free].append(timed_steps(trainers[free], args.time))
-            row["seconds"] = {("padding_free" if k else "padded"): [round(s, 2) for s in v] for k, v in seconds.items()}
+            row["seconds"] = {
+                ("padding_free" if k else "padded"): [round(s, 2) for s in v] for k, v in seconds.items()
+            }
         rows.append(row)
         a, b, g = row["padded"], row["padding_free"], row["padded + group_within_step"]
-        print(f"{stage} ({DATASET[stage]}, cutoff {args.cutoff}, batch {args.batch} x accumulation {args.accum}): padded "
-              f"{a['batch_tokens']:,} batch tokens for {a['real_tokens']:,} real = padding share {a['padding_share']:.1%}; "
-              f"padded + group_within_step {g['batch_tokens']:,} for {g['real_tokens']:,} = {g['padding_share']:.1%}; "
-              f"padding-free {b['batch_tokens']:,} for "
-              f"{b['real_tokens']:,} = {b['padding_share']:.1%}; {a['micro_batches']} micro-batches"
-              + (f"; {args.time} steps: padded {row['seconds']['padded']} s, padding-free {row['seconds']['padding_free']} s"
-                 if args.time else ""), flush=True)
+        print(
+            f"{stage} ({DATASET[stage]}, cutoff {args.cutoff}, batch {args.batch} x accumulation {args.accum}): padded "
+            f"{a['batch_tokens']:,} batch tokens for {a['real_tokens']:,} real = padding share {a['padding_share']:.1%}; "
+            f"padded + group_within_step {g['batch_tokens']:,} for {g['real_tokens']:,} = {g['padding_share']:.1%}; "
+            f"padding-free {b['batch_tokens']:,} for "
+            f"{b['real_tokens']:,} = {b['padding_share']:.1%}; {a['micro_batches']} micro-batches"
+            + (
+                f"; {args.time} steps: padded {row['seconds']['padded']} s, padding-free {row['seconds']['padding_free']} s"
+                if args.time
+                else ""
+            ),
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -25,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import LF_DATA, REPO  # noqa: E402
 
 MODES = {"fp32": {"dtype": "float32"}, "lf_default": {"dtype": "bfloat16"}, "bf16": {"bf16": True}, "auto": {}}
-CHILD = ("import json, sys; from tunekit.config import load_config; from tunekit.flow import run_train; "
-         "r = run_train(load_config(None, json.load(open(sys.argv[1])))); print('RESULT', json.dumps(r))")
+CHILD = (
+    "import json, sys; from tunekit.config import load_config; from tunekit.flow import run_train; "
+    "r = run_train(load_config(None, json.load(open(sys.argv[1])))); print('RESULT', json.dumps(r))"
+)
 
 
 def cpu_bf16_flags() -> str:
@@ -39,11 +41,27 @@ def cpu_bf16_flags() -> str:
 
 
 def one_run(args, model: Path, mode: str, work: Path, rep: int) -> dict | None:
-    cfg = {"model_name_or_path": str(model), "template": "qwen", "dataset": "alpaca_en_demo",
-           "dataset_dir": str(LF_DATA), "max_samples": 64, "cutoff_len": 256, "per_device_train_batch_size": 2,
-           "finetuning_type": args.method, "max_steps": args.steps, "learning_rate": 1e-4, "logging_steps": 1,
-           "save_strategy": "no", "report_to": "none", "disable_tqdm": True, "seed": 0, "use_cpu": True,
-           "output_dir": str(work / f"{mode}-{rep}"), "overwrite_output_dir": True, **MODES[mode]}
+    cfg = {
+        "model_name_or_path": str(model),
+        "template": "qwen",
+        "dataset": "alpaca_en_demo",
+        "dataset_dir": str(LF_DATA),
+        "max_samples": 64,
+        "cutoff_len": 256,
+        "per_device_train_batch_size": 2,
+        "finetuning_type": args.method,
+        "max_steps": args.steps,
+        "learning_rate": 1e-4,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+        "seed": 0,
+        "use_cpu": True,
+        "output_dir": str(work / f"{mode}-{rep}"),
+        "overwrite_output_dir": True,
+        **MODES[mode],
+    }
     path = work / f"{mode}.json"
     path.write_text(json.dumps(cfg))
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)} if args.threads else dict(os.environ)
@@ -52,7 +70,7 @@ def one_run(args, model: Path, mode: str, work: Path, rep: int) -> dict | None:
     if line is None:
         print(f"{mode}: failed\n{done.stderr[-2000:]}", flush=True)
         return None
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def main() -> None:
@@ -67,19 +85,32 @@ def main() -> None:
     from tunekit.model.tiny import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="tunekit-precision-"))
-    model = build_tiny_model(work / "model", like="qwen2", seed=0, hidden_size=896, num_layers=args.layers,
-                             intermediate_size=4864, num_heads=14, num_kv_heads=2)
-    print(f"CPU native bf16: {cpu_bf16_flags()}; {args.method}, {args.steps} steps, threads {args.threads}",
-          flush=True)
+    model = build_tiny_model(
+        work / "model",
+        like="qwen2",
+        seed=0,
+        hidden_size=896,
+        num_layers=args.layers,
+        intermediate_size=4864,
+        num_heads=14,
+        num_kv_heads=2,
+    )
+    print(
+        f"CPU native bf16: {cpu_bf16_flags()}; {args.method}, {args.steps} steps, threads {args.threads}", flush=True
+    )
     rows: dict[str, list] = {}
     for rep in range(args.pairs):
         for mode in args.modes.split(","):
             r = one_run(args, model, mode, work, rep)
             if r is not None:
-                rows.setdefault(mode, []).append((round(r["train_runtime"], 2), round(r["train_loss"], 5),
-                                                  r.get("peak_rss_mb")))
-                print(f"{mode:<10} run {rep}: {rows[mode][-1][0]} s, loss {rows[mode][-1][1]}, "
-                      f"peak RSS {rows[mode][-1][2]} MB", flush=True)
+                rows.setdefault(mode, []).append(
+                    (round(r["train_runtime"], 2), round(r["train_loss"], 5), r.get("peak_rss_mb"))
+                )
+                print(
+                    f"{mode:<10} run {rep}: {rows[mode][-1][0]} s, loss {rows[mode][-1][1]}, "
+                    f"peak RSS {rows[mode][-1][2]} MB",
+                    flush=True,
+                )
     print(json.dumps(rows))
 
 

@@ -60,13 +60,32 @@ HERE = Path(__file__).resolve().parent
 def job_config(args, model_dir: Path, data_dir: Path) -> dict:
     """The one job both tools run (LLaMA-Factory's option names)."""
     job = {
-        "model_name_or_path": str(model_dir), "trust_remote_code": False, "stage": args.stage, "do_train": True,
-        "finetuning_type": args.method, "dataset_dir": str(data_dir), "template": "qwen", "cutoff_len": args.cutoff,
-        "max_samples": args.max_samples, "overwrite_cache": True, "preprocessing_num_workers": 1,
-        "dataloader_num_workers": 0, "logging_steps": 1, "save_steps": 1000, "overwrite_output_dir": True,
-        "report_to": "none", "per_device_train_batch_size": args.batch, "gradient_accumulation_steps": args.grad_accum,
-        "learning_rate": 1.0e-4 if args.method == "lora" else 1.0e-5, "lr_scheduler_type": "cosine",
-        "warmup_ratio": 0.1, "bf16": False, "fp16": False, "seed": 42, "use_cpu": True, "plot_loss": False,
+        "model_name_or_path": str(model_dir),
+        "trust_remote_code": False,
+        "stage": args.stage,
+        "do_train": True,
+        "finetuning_type": args.method,
+        "dataset_dir": str(data_dir),
+        "template": "qwen",
+        "cutoff_len": args.cutoff,
+        "max_samples": args.max_samples,
+        "overwrite_cache": True,
+        "preprocessing_num_workers": 1,
+        "dataloader_num_workers": 0,
+        "logging_steps": 1,
+        "save_steps": 1000,
+        "overwrite_output_dir": True,
+        "report_to": "none",
+        "per_device_train_batch_size": args.batch,
+        "gradient_accumulation_steps": args.grad_accum,
+        "learning_rate": 1.0e-4 if args.method == "lora" else 1.0e-5,
+        "lr_scheduler_type": "cosine",
+        "warmup_ratio": 0.1,
+        "bf16": False,
+        "fp16": False,
+        "seed": 42,
+        "use_cpu": True,
+        "plot_loss": False,
     }
     if args.method == "lora":
         job.update(lora_rank=8, lora_target="all")
@@ -135,17 +154,31 @@ def step_times(out_dir: Path) -> list[tuple[int, float]]:
     return rows
 
 
-def run_one(tool: str, exe: list[str], job_path: Path, out_dir: Path, log: Path, threads: int, counts: dict,
-            extra: list[str]) -> dict:
+def run_one(
+    tool: str, exe: list[str], job_path: Path, out_dir: Path, log: Path, threads: int, counts: dict, extra: list[str]
+) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false", TUNEKIT_WARM="0",
-               TUNEKIT_CACHE=str(WORK / "tunekit-cache"))
+    env = dict(
+        os.environ,
+        CUDA_VISIBLE_DEVICES="",
+        TOKENIZERS_PARALLELISM="false",
+        TUNEKIT_WARM="0",
+        TUNEKIT_CACHE=str(WORK / "tunekit-cache"),
+    )
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     cmd = [*exe, "train", str(job_path), f"output_dir={out_dir}", *extra]
     m = run_measured(cmd, env=env, cwd=WORK, log=log)
-    row = {"tool": tool, "rc": m.rc, "wall_s": m.wall_s, "cpu_s": m.cpu_s, "maxrss_mb": m.maxrss_mb,
-           "tree_rss_mb": m.tree_rss_mb, "load": f"{m.load_before} -> {m.load_after}", "log": str(log)}
+    row = {
+        "tool": tool,
+        "rc": m.rc,
+        "wall_s": m.wall_s,
+        "cpu_s": m.cpu_s,
+        "maxrss_mb": m.maxrss_mb,
+        "tree_rss_mb": m.tree_rss_mb,
+        "load": f"{m.load_before} -> {m.load_after}",
+        "log": str(log),
+    }
     res_path = out_dir / "all_results.json"
     if m.rc == 0 and res_path.is_file():
         res = json.loads(res_path.read_text())
@@ -161,43 +194,70 @@ def run_one(tool: str, exe: list[str], job_path: Path, out_dir: Path, log: Path,
         if len(logged) >= 2 and logged[-1][0] > logged[0][0]:
             row["steady_s_per_step"] = (logged[-1][1] - logged[0][1]) / (logged[-1][0] - logged[0][0])
     elif m.rc != 0:
-        print(f"[real_shape] {tool} failed (exit {m.rc}); last lines of {log}:\n{log.read_text(errors='replace')[-3000:]}",
-              flush=True)
+        print(
+            f"[real_shape] {tool} failed (exit {m.rc}); last lines of {log}:\n{log.read_text(errors='replace')[-3000:]}",
+            flush=True,
+        )
     return row
 
 
-KEYS = ("tokens_per_s", "trained_tokens_per_s", "s_per_step", "steady_s_per_step", "train_runtime", "wall_s",
-        "cpu_s", "maxrss_mb")
-NAMES = {"tokens_per_s": "tokens/s entering the model", "trained_tokens_per_s": "trained tokens/s",
-         "s_per_step": "s per optimizer step", "steady_s_per_step": "steady s/step (logs)",
-         "train_runtime": "train_runtime (s)", "wall_s": "whole command (s)", "cpu_s": "CPU time (s)",
-         "maxrss_mb": "peak RSS (MB)"}
+KEYS = (
+    "tokens_per_s",
+    "trained_tokens_per_s",
+    "s_per_step",
+    "steady_s_per_step",
+    "train_runtime",
+    "wall_s",
+    "cpu_s",
+    "maxrss_mb",
+)
+NAMES = {
+    "tokens_per_s": "tokens/s entering the model",
+    "trained_tokens_per_s": "trained tokens/s",
+    "s_per_step": "s per optimizer step",
+    "steady_s_per_step": "steady s/step (logs)",
+    "train_runtime": "train_runtime (s)",
+    "wall_s": "whole command (s)",
+    "cpu_s": "CPU time (s)",
+    "maxrss_mb": "peak RSS (MB)",
+}
 TARGETS = {("lora", "sft"): 1.5, ("full", "sft"): 1.3, ("lora", "dpo"): 1.5, ("full", "dpo"): 1.5}
 
 
 def print_row(r: dict) -> None:
-    print(f"  {r['tool']:<8} rc {r['rc']} | {fmt(r.get('tokens_per_s'), 1):>7} tok/s in | "
-          f"{fmt(r.get('trained_tokens_per_s'), 1):>7} trained tok/s | {fmt(r.get('s_per_step'), 2):>6} s/step "
-          f"(steady {fmt(r.get('steady_s_per_step'), 2)}) | train_runtime {fmt(r.get('train_runtime'), 1)} s | "
-          f"wall {fmt(r['wall_s'], 1)} s | peak RSS {fmt(r['maxrss_mb'], 0)} MB | loss {fmt(r.get('train_loss'), 4)} | "
-          f"load {r['load']}", flush=True)
+    print(
+        f"  {r['tool']:<8} rc {r['rc']} | {fmt(r.get('tokens_per_s'), 1):>7} tok/s in | "
+        f"{fmt(r.get('trained_tokens_per_s'), 1):>7} trained tok/s | {fmt(r.get('s_per_step'), 2):>6} s/step "
+        f"(steady {fmt(r.get('steady_s_per_step'), 2)}) | train_runtime {fmt(r.get('train_runtime'), 1)} s | "
+        f"wall {fmt(r['wall_s'], 1)} s | peak RSS {fmt(r['maxrss_mb'], 0)} MB | loss {fmt(r.get('train_loss'), 4)} | "
+        f"load {r['load']}",
+        flush=True,
+    )
 
 
 def summarize(rows: list[dict], method: str, stage: str) -> dict:
     tk = [r for r in rows if r["tool"] == "tunekit" and r["rc"] == 0]
     lf = [r for r in rows if r["tool"] == "lf" and r["rc"] == 0]
-    summary = {"tunekit": {k: med([r.get(k) for r in tk]) for k in KEYS},
-               "lf": {k: med([r.get(k) for r in lf]) for k in KEYS}, "runs": {"tunekit": len(tk), "lf": len(lf)}}
+    summary = {
+        "tunekit": {k: med([r.get(k) for r in tk]) for k in KEYS},
+        "lf": {k: med([r.get(k) for r in lf]) for k in KEYS},
+        "runs": {"tunekit": len(tk), "lf": len(lf)},
+    }
     pairs = list(zip(tk, lf))
     summary["ratio"] = {k: med([a[k] / b[k] for a, b in pairs if a.get(k) and b.get(k)]) for k in KEYS}
     target = TARGETS[(method, stage)]
     print(f"\n==== summary {method} {stage} (medians; ratio = median of pairwise tunekit/LF) ====")
     print(f"  {'metric':<30}{'tunekit':>11}{'LF':>11}{'ratio':>8}  target")
-    goals = {"tokens_per_s": f"ratio >= {target}", "trained_tokens_per_s": f"ratio >= {target}",
-             "maxrss_mb": "ratio <= 1.0"}
+    goals = {
+        "tokens_per_s": f"ratio >= {target}",
+        "trained_tokens_per_s": f"ratio >= {target}",
+        "maxrss_mb": "ratio <= 1.0",
+    }
     for k in KEYS:
-        print(f"  {NAMES[k]:<30}{fmt(summary['tunekit'][k]):>11}{fmt(summary['lf'][k]):>11}"
-              f"{fmt(summary['ratio'][k]):>8}  {goals.get(k, '')}")
+        print(
+            f"  {NAMES[k]:<30}{fmt(summary['tunekit'][k]):>11}{fmt(summary['lf'][k]):>11}"
+            f"{fmt(summary['ratio'][k]):>8}  {goals.get(k, '')}"
+        )
     if not lf:
         print("  (no LLaMA-Factory run: the LF column and the ratios are n/a)")
     print(f"  (load now {loadavg()})")
@@ -228,7 +288,10 @@ def main(argv: list[str] | None = None) -> int:
 
     data_dir = Path(args.data_dir)
     if not (data_dir / "dataset_info.json").is_file():
-        print(f"[real_shape] {data_dir} has no dataset_info.json: give --data-dir (LLaMA-Factory's data folder)", file=sys.stderr)
+        print(
+            f"[real_shape] {data_dir} has no dataset_info.json: give --data-dir (LLaMA-Factory's data folder)",
+            file=sys.stderr,
+        )
         return 2
     tk_exe = Path(args.tunekit) if args.tunekit else (BASE_VENV / "bin" / "tunekit")
     if not tk_exe.exists():
@@ -237,8 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         tools = {args.only: tools[args.only]}
     if "lf" in tools and not Path(args.lf).exists():
-        print(f"[real_shape] LLaMA-Factory skipped: {args.lf} not found (bash ../shared/bench/llamafactory-baseline/"
-              f"setup.sh creates it, a few minutes)", flush=True)
+        print(
+            f"[real_shape] LLaMA-Factory skipped: {args.lf} not found (bash ../shared/bench/llamafactory-baseline/"
+            f"setup.sh creates it, a few minutes)",
+            flush=True,
+        )
         tools.pop("lf")
     if not tools:
         return 2
@@ -252,41 +318,72 @@ def main(argv: list[str] | None = None) -> int:
     counts = count_tokens(job, args.stage)
     counts["per_step_samples"] = args.batch * args.grad_accum
     epoch_steps = math.ceil(counts["samples"] / counts["per_step_samples"])
-    print(f"[real_shape] {args.shape}: {n['total']:,} parameters (embedding {n['embedding']:,}) | {args.method} "
-          f"{args.stage} | {counts['samples']} samples, {counts['tokens']:,} tokens, {counts['trained_tokens']:,} trained "
-          f"| {args.steps or epoch_steps} steps (one epoch = {epoch_steps}) | job {job_path} | cpus {os.cpu_count()} | "
-          f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | load {loadavg()}", flush=True)
+    print(
+        f"[real_shape] {args.shape}: {n['total']:,} parameters (embedding {n['embedding']:,}) | {args.method} "
+        f"{args.stage} | {counts['samples']} samples, {counts['tokens']:,} tokens, {counts['trained_tokens']:,} trained "
+        f"| {args.steps or epoch_steps} steps (one epoch = {epoch_steps}) | job {job_path} | cpus {os.cpu_count()} | "
+        f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | load {loadavg()}",
+        flush=True,
+    )
     rows = []
     for i in range(args.pairs):
         for name, exe in tools.items():
-            row = run_one(name, exe, job_path, WORK / f"real-out-{name}", WORK / f"real-{name}-{i}.log", args.threads,
-                          counts, args.extra)
+            row = run_one(
+                name,
+                exe,
+                job_path,
+                WORK / f"real-out-{name}",
+                WORK / f"real-{name}-{i}.log",
+                args.threads,
+                counts,
+                args.extra,
+            )
             print_row(row)
             rows.append(row)
     summary = summarize(rows, args.method, args.stage)
     profiles = {}
     if args.profile:
         print(f"\n==== profile of optimizer step {args.profile_step} ====", flush=True)
-        pythons = {"tunekit": Path(tools["tunekit"][0]).parent / "python" if "tunekit" in tools else None,
-                   "lf": Path(args.lf).parent / "python" if "lf" in tools else None}
+        pythons = {
+            "tunekit": Path(tools["tunekit"][0]).parent / "python" if "tunekit" in tools else None,
+            "lf": Path(args.lf).parent / "python" if "lf" in tools else None,
+        }
         steps = max(args.profile_step, min(args.steps or epoch_steps, args.profile_step + 1))
         for name, py in pythons.items():
             if py is None:
                 continue
             out = WORK / f"real-profile-{name}.json"
             out.unlink(missing_ok=True)
-            env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
-                       TUNEKIT_CACHE=str(WORK / "tunekit-cache"))
+            env = dict(
+                os.environ,
+                CUDA_VISIBLE_DEVICES="",
+                TOKENIZERS_PARALLELISM="false",
+                TUNEKIT_CACHE=str(WORK / "tunekit-cache"),
+            )
             if args.threads:
                 env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
             out_dir = WORK / f"real-profile-out-{name}"
             shutil.rmtree(out_dir, ignore_errors=True)
             log = WORK / f"real-profile-{name}.log"
             with open(log, "wb") as fh:
-                rc = subprocess.call([str(py), str(HERE / "_profile_run.py"), "--profile-step", str(args.profile_step),
-                                      name, str(job_path), str(out), f"output_dir={out_dir}",
-                                      f"max_steps={steps}", *args.extra], env=env, cwd=WORK, stdout=fh,
-                                     stderr=subprocess.STDOUT)
+                rc = subprocess.call(
+                    [
+                        str(py),
+                        str(HERE / "_profile_run.py"),
+                        "--profile-step",
+                        str(args.profile_step),
+                        name,
+                        str(job_path),
+                        str(out),
+                        f"output_dir={out_dir}",
+                        f"max_steps={steps}",
+                        *args.extra,
+                    ],
+                    env=env,
+                    cwd=WORK,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                )
             if rc != 0 or not out.is_file():
                 print(f"  {name}: profile run failed (exit {rc}); see {log}", flush=True)
                 continue
@@ -295,8 +392,20 @@ def main(argv: list[str] | None = None) -> int:
 
             print(format_profile(profiles[name]), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"shape": args.shape, "params": n, "counts": counts, "job": job,
-                                               "rows": rows, "summary": summary, "profiles": profiles}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "shape": args.shape,
+                    "params": n,
+                    "counts": counts,
+                    "job": job,
+                    "rows": rows,
+                    "summary": summary,
+                    "profiles": profiles,
+                },
+                indent=1,
+            )
+        )
     return 0 if rows and all(r["rc"] == 0 for r in rows) else 1
 
 

@@ -46,12 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     for name in chosen:
         if name == "lf" and not (LF_VENV / "bin" / "llamafactory-cli").exists():
             if not args.setup_lf:
-                print(f"[bench] skipping lf_compare: {LF_VENV} has no llamafactory-cli "
-                      f"(run with --setup-lf, or bash {LF_BASELINE / 'setup.sh'})", flush=True)
+                print(
+                    f"[bench] skipping lf_compare: {LF_VENV} has no llamafactory-cli "
+                    f"(run with --setup-lf, or bash {LF_BASELINE / 'setup.sh'})",
+                    flush=True,
+                )
                 continue
             subprocess.run(["bash", str(LF_BASELINE / "setup.sh")], check=True)
-        scripts = {"help": [["help_time.py"]], "mfu": [["mfu.py"], ["mfu.py", "--compile"]],
-                   "lf": [["lf_compare.py", "--pairs", str(args.pairs)]]}[name]
+        scripts = {
+            "help": [["help_time.py"]],
+            "mfu": [["mfu.py"], ["mfu.py", "--compile"]],
+            "lf": [["lf_compare.py", "--pairs", str(args.pairs)]],
+        }[name]
         for script in scripts:
             print(f"\n==== {' '.join(script)} ====", flush=True)
             t0 = time.time()

@@ -20,8 +20,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "quickstart.yaml"
@@ -84,8 +85,14 @@ def exact_match(
         input_ids = torch.tensor([[pad_id] * (width - len(e)) + e for e in encoded])  # left padding
         attention = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
         with torch.no_grad():
-            out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
-                                 do_sample=False, eos_token_id=sorted(set(stop_ids)), pad_token_id=pad_id)
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=sorted(set(stop_ids)),
+                pad_token_id=pad_id,
+            )
         predictions += [tokenizer.decode(row[width:], skip_special_tokens=True).strip() for row in out]
     correct = sum(p == a.strip() for p, (_, a) in zip(predictions, examples))
     return correct / max(len(examples), 1), predictions
@@ -99,8 +106,17 @@ def read_template(config: Path = CONFIG) -> str:
 
 def run_train(model_dir: Path, run_dir: Path, extra: Sequence[str]) -> dict[str, Any]:
     """``tunekit train examples/quickstart.yaml`` in a child process (as a user runs it); all_results.json."""
-    cmd = [sys.executable, "-m", "tunekit.cli.main", "train", str(CONFIG), f"model_name_or_path={model_dir}",
-           f"output_dir={run_dir}", f"dataset_dir={DATA_DIR}", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tunekit.cli.main",
+        "train",
+        str(CONFIG),
+        f"model_name_or_path={model_dir}",
+        f"output_dir={run_dir}",
+        f"dataset_dir={DATA_DIR}",
+        *extra,
+    ]
     print("$ tunekit train " + " ".join(cmd[4:]), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT)
     if proc.returncode != 0:
@@ -148,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\nexamples (question -> model answer):")
     for (q, a), p in list(zip(examples, predictions))[:: max(len(examples) // 4, 1)][:4]:
         print(f"  {q.splitlines()[-1]!r} -> {p!r} ({'ok' if p == a else 'expected ' + repr(a)})")
-    print(f"\naccuracy on {len(examples)} held-out questions: {before:.1%} before -> {after:.1%} after "
-          f"{summary['train_steps']} steps")
+    print(
+        f"\naccuracy on {len(examples)} held-out questions: {before:.1%} before -> {after:.1%} after "
+        f"{summary['train_steps']} steps"
+    )
     print(f"loss curve: {summary['loss_plot']}")
     print(f"fine-tuned model: {run_dir}")
     print(f"wall time: {wall:.0f} s")

@@ -13,8 +13,8 @@ import yaml
 
 from tests.helpers import base_config
 from tunekit.config import load_config
-from tunekit.train.engines.launcher import free_port
 from tunekit.flow import run_train
+from tunekit.train.engines.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -22,8 +22,14 @@ RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached
 
 
 def launch_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "FORCE_TORCHRUN")}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), **extra)  # reward functions live in tests/
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "FORCE_TORCHRUN")
+    }
+    env.update(
+        CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), **extra
+    )  # reward functions live in tests/
     return env
 
 
@@ -31,16 +37,52 @@ def launch_command(launch: str, cfg_path: Path) -> tuple[list[str], dict]:
     """The command line and environment of ``tunekit train cfg_path`` under one of the ways users start it."""
     train = ["-m", "tunekit.cli.main", "train", str(cfg_path)]
     if launch in ("reexec", "reexec1"):  # tunekit's own re-exec under torchrun (reexec1: one process, for DeepSpeed)
-        return [sys.executable, *train], launch_env(FORCE_TORCHRUN="1", NPROC_PER_NODE="1" if launch == "reexec1" else "2")
+        return [sys.executable, *train], launch_env(
+            FORCE_TORCHRUN="1", NPROC_PER_NODE="1" if launch == "reexec1" else "2"
+        )
     if launch == "torchrun":  # an external launcher, as users type it
-        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-                *train], launch_env()
-    if launch == "accelerate":  # torch.distributed under accelerate: --multi_gpu is its torchrun mode (--cpu = one process)
-        return [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()), *train], launch_env()
-    assert launch == "deepspeed", launch  # the deepspeed launcher runs one process per --num_gpus on its CPU accelerator
-    return [str(BIN / "deepspeed"), "--num_gpus", "2", "--master_port", str(free_port()), str(BIN / "tunekit"), "train",
-            str(cfg_path)], launch_env()
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port()),
+            *train,
+        ], launch_env()
+    if (
+        launch == "accelerate"
+    ):  # torch.distributed under accelerate: --multi_gpu is its torchrun mode (--cpu = one process)
+        return [
+            str(BIN / "accelerate"),
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(free_port()),
+            *train,
+        ], launch_env()
+    assert launch == "deepspeed", (
+        launch
+    )  # the deepspeed launcher runs one process per --num_gpus on its CPU accelerator
+    return [
+        str(BIN / "deepspeed"),
+        "--num_gpus",
+        "2",
+        "--master_port",
+        str(free_port()),
+        str(BIN / "tunekit"),
+        "train",
+        str(cfg_path),
+    ], launch_env()
 
 
 def launch(how: str, cfg: dict, cfg_path: Path, expect_ok: bool = True) -> subprocess.CompletedProcess:
@@ -94,7 +136,9 @@ def logits(model) -> torch.Tensor:
         return model.eval()(input_ids=ids).logits
 
 
-def assert_trained_alike(a: dict, b: dict, lr: float, steps: int, init: dict | None = None, what: str = "weights") -> float:
+def assert_trained_alike(
+    a: dict, b: dict, lr: float, steps: int, init: dict | None = None, what: str = "weights"
+) -> float:
     """Two float32 trainings that should be the same computation (2 ranks vs 1 process): compare their weights.
 
     Ranks sum gradients in another order than one process, and Adam makes a gradient element at the rounding floor
@@ -109,7 +153,9 @@ def assert_trained_alike(a: dict, b: dict, lr: float, steps: int, init: dict | N
     for key in b:
         assert b[key].numel() > 0, f"{what}: {key} saved empty (a ZeRO-3 partition instead of the gathered weight)"
     worst = max((a[k].double() - b[k].double()).abs().max().item() for k in a)
-    assert worst <= adam_drift(lr, steps), f"{what}: differ by {worst:.3g}, more than Adam can move in {steps} steps at lr {lr}"
+    assert worst <= adam_drift(lr, steps), (
+        f"{what}: differ by {worst:.3g}, more than Adam can move in {steps} steps at lr {lr}"
+    )
     if init is not None:
         keys = [k for k in a if k in init]
         diff = sum(float((a[k].double() - b[k].double()).pow(2).sum()) for k in keys) ** 0.5
@@ -126,7 +172,16 @@ def zero_checkpoint_run(model: Path, tmp_path: Path, stage: str) -> Path:
 
     write_dataset(tmp_path / "data", "toy", alpaca_records(8))
     out = tmp_path / "run"
-    cfg = base_config(model, tmp_path / "data", out, finetuning_type="full", deepspeed=stage, max_steps=2,
-                      per_device_train_batch_size=1, save_strategy="steps", save_steps=2)
+    cfg = base_config(
+        model,
+        tmp_path / "data",
+        out,
+        finetuning_type="full",
+        deepspeed=stage,
+        max_steps=2,
+        per_device_train_batch_size=1,
+        save_strategy="steps",
+        save_steps=2,
+    )
     launch("reexec", cfg, tmp_path / "cfg.yaml")
     return out

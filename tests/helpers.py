@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 
-def write_dataset(folder: Path, name: str, records: list[Any] | str, entry: dict | None = None, suffix: str = ".json") -> Path:
+def write_dataset(
+    folder: Path, name: str, records: list[Any] | str, entry: dict | None = None, suffix: str = ".json"
+) -> Path:
     """Write ``records`` to ``folder/name.json`` and register it in ``folder/dataset_info.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}{suffix}"
@@ -38,9 +40,21 @@ def alpaca_records(n: int, seed: int = 0) -> list[dict]:
 
 def base_config(model: Path, data_dir: Path, output_dir: Path, **overrides) -> dict:
     cfg = dict(
-        model_name_or_path=str(model), template="qwen", dataset="toy", dataset_dir=str(data_dir), output_dir=str(output_dir),
-        cutoff_len=64, per_device_train_batch_size=4, gradient_accumulation_steps=1, learning_rate=1e-3, max_steps=4,
-        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, seed=0,
+        model_name_or_path=str(model),
+        template="qwen",
+        dataset="toy",
+        dataset_dir=str(data_dir),
+        output_dir=str(output_dir),
+        cutoff_len=64,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=1,
+        learning_rate=1e-3,
+        max_steps=4,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=0,
     )
     cfg.update(overrides)
     return cfg
@@ -95,8 +109,11 @@ def padded_and_padding_free_weights(model_dir: Path, options: dict, root: Path) 
     weights = {}
     for free in (False, True):
         out = root / f"out-{free}"
-        run_train(load_config(None, {**options, "model_name_or_path": str(model_dir), "output_dir": str(out),
-                                     "padding_free": free}))
+        run_train(
+            load_config(
+                None, {**options, "model_name_or_path": str(model_dir), "output_dir": str(out), "padding_free": free}
+            )
+        )
         weights[free] = load_file(str(out / "model.safetensors"))
     base = load_file(str(Path(model_dir) / "model.safetensors"))
     moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)

@@ -12,8 +12,14 @@ def allocations(fn) -> list[int]:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         out = fn()
     del out
-    return [b for _, b in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                                 if e.name() == "[memory]" and e.device_type().name == "CPU")]
+    return [
+        b
+        for _, b in sorted(
+            (e.start_ns(), e.nbytes())
+            for e in prof.profiler.kineto_results.events()
+            if e.name() == "[memory]" and e.device_type().name == "CPU"
+        )
+    ]
 
 
 def peak_of(events: list[int]) -> int:
@@ -42,8 +48,9 @@ def held_at_reference_start(trainer, model, batch, method: str = "reference_logp
     saved = []
     try:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.untyped_storage().nbytes()) or t,
-                                                          lambda t: t):
+            with torch.autograd.graph.saved_tensors_hooks(
+                lambda t: saved.append(t.untyped_storage().nbytes()) or t, lambda t: t
+            ):
                 loss = trainer.compute_loss(model, batch)
         assert torch.isfinite(loss)
         del loss
@@ -51,7 +58,9 @@ def held_at_reference_start(trainer, model, batch, method: str = "reference_logp
         setattr(trainer, method, plain)
     events = prof.profiler.kineto_results.events()
     start = next(e.start_ns() for e in events if e.name() == method)
-    held = sum(e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start)
+    held = sum(
+        e.nbytes() for e in events if e.name() == "[memory]" and e.device_type().name == "CPU" and e.start_ns() < start
+    )
     return held, sum(saved), len(calls)
 
 

@@ -8,18 +8,27 @@ from pathlib import Path
 
 from tests.helpers import write_dataset
 
-WORDS = "apple river stone cloud green table music light paper window".split()
+WORDS = ["apple", "river", "stone", "cloud", "green", "table", "music", "light", "paper", "window"]
 PREF_COLUMNS = {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"}
-KTO_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "label"},
-             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+KTO_ENTRY = {
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "kto_tag": "label"},
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
 
 
 def preference_records(n: int, seed: int = 0) -> list[dict]:
     """The chosen answer always ends in "7 7 7", the rejected one in "3 3 3"; the words before are random."""
     rng = random.Random(seed)
-    return [{"instruction": "Describe " + " ".join(rng.sample(WORDS, 3)), "input": "",
-             "chosen": " ".join(rng.sample(WORDS, 3)) + " 7 7 7", "rejected": " ".join(rng.sample(WORDS, 3)) + " 3 3 3"}
-            for _ in range(n)]
+    return [
+        {
+            "instruction": "Describe " + " ".join(rng.sample(WORDS, 3)),
+            "input": "",
+            "chosen": " ".join(rng.sample(WORDS, 3)) + " 7 7 7",
+            "rejected": " ".join(rng.sample(WORDS, 3)) + " 3 3 3",
+        }
+        for _ in range(n)
+    ]
 
 
 def kto_records(n: int, seed: int = 0) -> list[dict]:
@@ -28,8 +37,15 @@ def kto_records(n: int, seed: int = 0) -> list[dict]:
     for i in range(n):
         good = i % 2 == 0
         answer = " ".join(rng.sample(WORDS, 3)) + (" 7 7 7" if good else " 3 3 3")
-        out.append({"messages": [{"role": "user", "content": "Describe " + " ".join(rng.sample(WORDS, 3))},
-                                 {"role": "assistant", "content": answer}], "label": good})
+        out.append(
+            {
+                "messages": [
+                    {"role": "user", "content": "Describe " + " ".join(rng.sample(WORDS, 3))},
+                    {"role": "assistant", "content": answer},
+                ],
+                "label": good,
+            }
+        )
     return out
 
 

@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import alpaca_records, base_config, write_dataset
+
 from tunekit.config import load_config
-from tunekit.errors import ConfigError, EnvironmentProblem, ModelError
+from tunekit.errors import ConfigError, EnvironmentProblem
 
 
 # ------------------------------------------------------------------------------------------------ loss plot
@@ -34,7 +34,7 @@ def test_smoothed_line_of_a_falling_loss_stays_within_the_raw_points_near_it():
     assert k == 6
     smoothed = smooth(raw, k)
     for i, value in enumerate(smoothed):
-        near = raw[max(0, i - k): i + k + 1]
+        near = raw[max(0, i - k) : i + k + 1]
         assert min(near) <= value <= max(near), (i, raw[i], value)
     # the defect: the old trailing EMA (started at the first value) drew 4.7 where the raw loss was 2.3
     assert abs(smoothed[29] - raw[29]) < 0.2
@@ -51,12 +51,17 @@ def test_loss_plot_is_written_with_a_log_axis_when_the_loss_spans_a_decade(tmp_p
     rows.insert(10, {"step": 5, "loss": 99.0})  # a resumed run logs step 5 again: the last value counts
     rows.append({"step": 61, "loss": float("nan")})  # not drawable: left out
     rows += [{"step": s, "eval_loss": 3.0 - 0.01 * s} for s in (20, 40, 60)]
-    (tmp_path / "trainer_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 62, "lo', encoding="utf-8")
+    (tmp_path / "trainer_log.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 62, "lo', encoding="utf-8"
+    )
     steps, values = loss_points(read_log(tmp_path), "loss")
     assert steps == list(range(1, 61)) and values[4] == 99.0
     assert loss_figure(steps, values, "loss", "run").axes[0].get_yscale() == "log"  # 40.5 .. 0.6: two decades
     eval_steps, eval_values = loss_points(read_log(tmp_path), "eval_loss")
-    assert eval_steps == [20, 40, 60] and loss_figure(eval_steps, eval_values, "eval_loss", "run").axes[0].get_yscale() == "linear"
+    assert (
+        eval_steps == [20, 40, 60]
+        and loss_figure(eval_steps, eval_values, "eval_loss", "run").axes[0].get_yscale() == "linear"
+    )
     written = plot_loss(tmp_path)
     assert [p.name for p in written] == ["training_loss.png", "training_eval_loss.png"]
     for path in written:
@@ -75,14 +80,22 @@ def test_llamafactory_quantized_export_config_means_gptq_and_is_refused_before_w
         pytest.skip("gptqmodel and optimum are installed: the refusal is not what runs here")
     write_dataset(tmp_path / "data", "calib", alpaca_records(8))
     out = tmp_path / "exports" / "q4"
-    lf = dict(model_name_or_path=str(tiny_qwen), template="qwen", export_dir=str(out), export_quantization_bit=4,
-              export_quantization_dataset="calib", dataset_dir=str(tmp_path / "data"))
+    lf = dict(
+        model_name_or_path=str(tiny_qwen),
+        template="qwen",
+        export_dir=str(out),
+        export_quantization_bit=4,
+        export_quantization_dataset="calib",
+        dataset_dir=str(tmp_path / "data"),
+    )
     cfg = load_config(None, lf)
     assert quantization_method(cfg) == "gptq"
     with pytest.raises(EnvironmentProblem) as err:
         export_model(cfg)
     message = str(err.value)
-    assert message.startswith("export_quantization_bit 4 with export_quantization_dataset calib means GPTQ (as in LLaMA-Factory)")
+    assert message.startswith(
+        "export_quantization_bit 4 with export_quantization_dataset calib means GPTQ (as in LLaMA-Factory)"
+    )
     assert "needs the gptqmodel package (with optimum; missing here: gptqmodel, optimum)" in message
     assert "Nothing was written" in message and "export_quantization_method: bnb" in message
     assert not (tmp_path / "exports").exists()  # not even the parent folder
@@ -91,11 +104,17 @@ def test_llamafactory_quantized_export_config_means_gptq_and_is_refused_before_w
     capsys.readouterr()
     assert main(["export", *(f"{k}={v}" for k, v in lf.items())]) != 0
     err = capsys.readouterr().err
-    assert err.startswith("error: export_quantization_bit 4 with export_quantization_dataset calib means GPTQ") and "Traceback" not in err
+    assert (
+        err.startswith("error: export_quantization_bit 4 with export_quantization_dataset calib means GPTQ")
+        and "Traceback" not in err
+    )
     assert not (tmp_path / "exports").exists()
     # bnb is chosen only explicitly or without calibration data; bnb with calibration data is a contradiction
     assert quantization_method(load_config(None, {**lf, "export_quantization_dataset": None})) == "bnb"
-    with pytest.raises(ConfigError, match="export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb"):
+    with pytest.raises(
+        ConfigError,
+        match="export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb",
+    ):
         load_config(None, {**lf, "export_quantization_method": "bnb"})
 
 
@@ -109,11 +128,15 @@ def lora_adapter(tiny_qwen, tmp_path_factory) -> Path:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)
     out = tmp_path_factory.mktemp("lora") / "adapter"
-    get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)).save_pretrained(out)
+    get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)
+    ).save_pretrained(out)
     return out
 
 
-def test_verify_finds_relative_base_and_adapter_from_another_folder(tiny_qwen, lora_adapter, tmp_path, monkeypatch, capsys):
+def test_verify_finds_relative_base_and_adapter_from_another_folder(
+    tiny_qwen, lora_adapter, tmp_path, monkeypatch, capsys
+):
     """The defect: the base was recorded as a relative path; verify run elsewhere skipped the logits check and said OK."""
     from tunekit.cli.main import main
 
@@ -121,8 +144,19 @@ def test_verify_finds_relative_base_and_adapter_from_another_folder(tiny_qwen, l
     shutil.copytree(tiny_qwen, project / "base")
     shutil.copytree(lora_adapter, project / "saves" / "lora")
     monkeypatch.chdir(project)
-    assert main(["export", "model_name_or_path=base", "adapter_name_or_path=saves/lora", "template=qwen",
-                 "export_dir=out/merged", "--no-verify"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "model_name_or_path=base",
+                "adapter_name_or_path=saves/lora",
+                "template=qwen",
+                "export_dir=out/merged",
+                "--no-verify",
+            ]
+        )
+        == 0
+    )
     provenance = json.loads((project / "out" / "merged" / "tunekit_export.json").read_text())
     assert provenance["base"] == str((project / "base").resolve())
     assert provenance["adapters"] == [str((project / "saves" / "lora").resolve())]
@@ -154,9 +188,13 @@ def test_verify_finds_relative_base_and_adapter_from_another_folder(tiny_qwen, l
     capsys.readouterr()
     assert main(["verify", str(merged)]) == 0  # nothing wrong was found ...
     printed = capsys.readouterr().out
-    assert printed.startswith(f"verify {merged}: no problems found, but 1 check skipped (merged_logits): not verified\n")
-    assert ("  merged_logits  skipped: the base model base recorded in tunekit_export.json is not a local folder here "
-            f"(looked next to {merged} and in {elsewhere}) nor a hub model in the local cache") in printed
+    assert printed.startswith(
+        f"verify {merged}: no problems found, but 1 check skipped (merged_logits): not verified\n"
+    )
+    assert (
+        "  merged_logits  skipped: the base model base recorded in tunekit_export.json is not a local folder here "
+        f"(looked next to {merged} and in {elsewhere}) nor a hub model in the local cache"
+    ) in printed
     assert "OK" not in printed
     assert main(["verify", str(merged), "--strict"]) == 1  # ... and --strict fails on what was not checked
 
@@ -165,7 +203,13 @@ def test_verify_finds_relative_base_and_adapter_from_another_folder(tiny_qwen, l
 PREQUANTIZED_CONFIGS = {
     "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
     "awq": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
-    "aqlm": {"quant_method": "aqlm", "in_group_size": 8, "out_group_size": 1, "num_codebooks": 1, "nbits_per_codebook": 16},
+    "aqlm": {
+        "quant_method": "aqlm",
+        "in_group_size": 8,
+        "out_group_size": 1,
+        "num_codebooks": 1,
+        "nbits_per_codebook": 16,
+    },
 }
 
 
@@ -187,8 +231,10 @@ def test_prequantized_base_is_refused_naming_the_package(method, tiny_qwen, tmp_
     with pytest.raises(EnvironmentProblem) as err:
         load_model(cfg, load_tokenizer(cfg), is_trainable=method != "aqlm")  # AQLM: loading for inference
     message = str(err.value)
-    assert message.startswith(f"{folder} is a pre-quantized {method.upper()} model (quantization_config in config.json); "
-                              f"loading it needs {' and '.join(packages)} (missing: ")
+    assert message.startswith(
+        f"{folder} is a pre-quantized {method.upper()} model (quantization_config in config.json); "
+        f"loading it needs {' and '.join(packages)} (missing: "
+    )
     assert PREQUANTIZED[method][1] in message and "quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)" in message
     if method == "gptq":
         assert message == (
@@ -196,11 +242,14 @@ def test_prequantized_base_is_refused_naming_the_package(method, tiny_qwen, tmp_
             f"optimum (missing: gptqmodel, optimum): pip install gptqmodel optimum; gptqmodel has CPU kernels, but no "
             f"gptqmodel release installs next to tunekit's pins (torch 2.13.0, protobuf 6.33.6, numpy 2.4.6): use an "
             f"environment built for it, usually on an NVIDIA GPU. Or train on the unquantized model with "
-            f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU).")
+            f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)."
+        )
     if method == "aqlm":
         import torch
 
-        if not torch.cuda.is_available():  # training on CPU: measured to fail in peft's AQLM layer (aqlm 1.1.7 installed)
+        if (
+            not torch.cuda.is_available()
+        ):  # training on CPU: measured to fail in peft's AQLM layer (aqlm 1.1.7 installed)
             with pytest.raises(EnvironmentProblem) as err:
                 load_model(cfg, load_tokenizer(cfg))
             assert str(err.value) == (
@@ -208,27 +257,47 @@ def test_prequantized_base_is_refused_naming_the_package(method, tiny_qwen, tmp_
                 f"layer adds the adapter in place to aqlm's output ('Output 0 of _QuantizedMatmul is a view and is being "
                 f"modified inplace'), which autograd forbids, so QLoRA on an AQLM base does not train without CUDA. Train "
                 f"it on an NVIDIA GPU (pip install 'aqlm[gpu]'), or train on the unquantized model with quantization_bit: 4 "
-                f"(bitsandbytes QLoRA, runs on CPU).")
+                f"(bitsandbytes QLoRA, runs on CPU)."
+            )
     with pytest.raises(ConfigError, match=f"is already quantized \\({method}\\): remove quantization_bit"):
         load_model(cfg.model_copy(update={"quantization_bit": 4}), load_tokenizer(cfg))
-    with pytest.raises(ConfigError, match="its quantized weights cannot be trained directly; set finetuning_type: lora"):
-        load_model(load_config(None, dict(model_name_or_path=str(folder), template="qwen", finetuning_type="full")), load_tokenizer(cfg))
+    with pytest.raises(
+        ConfigError, match="its quantized weights cannot be trained directly; set finetuning_type: lora"
+    ):
+        load_model(
+            load_config(None, dict(model_name_or_path=str(folder), template="qwen", finetuning_type="full")),
+            load_tokenizer(cfg),
+        )
 
 
 # ------------------------------------------------------------------------------------------------ predict-only config
 def test_llamafactory_predict_only_config_runs_only_prediction(tiny_qwen, lora_adapter, tmp_path, capsys):
     """LLaMA-Factory's examples/train_lora/llama3_lora_predict.yaml shape: do_predict + eval_dataset, no do_train and no
     dataset. It failed with "dataset is not set"; it must predict with base + adapter and train nothing."""
-    from tunekit.infer.predict import run_predict
     from tunekit.flow import run_train
+    from tunekit.infer.predict import run_predict
 
     qa = [{"instruction": f"What is {a} plus {a}?", "input": "", "output": str(2 * a)} for a in range(5)]
     write_dataset(tmp_path / "data", "qa", qa)
     predict_yaml = dict(  # the LLaMA-Factory example's keys
-        model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(lora_adapter), stage="sft", do_predict=True,
-        finetuning_type="lora", eval_dataset="qa", dataset_dir=str(tmp_path / "data"), template="qwen", cutoff_len=64,
-        max_samples=50, overwrite_cache=True, output_dir=str(tmp_path / "predict"), overwrite_output_dir=True,
-        per_device_eval_batch_size=2, predict_with_generate=True, report_to="none", do_sample=False, max_new_tokens=4,
+        model_name_or_path=str(tiny_qwen),
+        adapter_name_or_path=str(lora_adapter),
+        stage="sft",
+        do_predict=True,
+        finetuning_type="lora",
+        eval_dataset="qa",
+        dataset_dir=str(tmp_path / "data"),
+        template="qwen",
+        cutoff_len=64,
+        max_samples=50,
+        overwrite_cache=True,
+        output_dir=str(tmp_path / "predict"),
+        overwrite_output_dir=True,
+        per_device_eval_batch_size=2,
+        predict_with_generate=True,
+        report_to="none",
+        do_sample=False,
+        max_new_tokens=4,
     )
     cfg = load_config(None, predict_yaml)
     assert cfg.do_train is False and cfg.do_predict is True
@@ -238,17 +307,30 @@ def test_llamafactory_predict_only_config_runs_only_prediction(tiny_qwen, lora_a
     results = run_train(cfg)
     out = tmp_path / "predict"
     assert results["predict_samples"] == 5 and "train_loss" not in results
-    assert "do_train is not set and do_predict is: only predicting (set do_train: true to train first)" in capsys.readouterr().out
+    assert (
+        "do_train is not set and do_predict is: only predicting (set do_train: true to train first)"
+        in capsys.readouterr().out
+    )
     assert not list(out.glob("checkpoint-*")) and not (out / "adapter_model.safetensors").exists()
     rows = [json.loads(line) for line in (out / "generated_predictions.jsonl").read_text().splitlines()]
     assert [r["label"] for r in rows] == ["0", "2", "4", "6", "8"]
     # the same predictions as `tunekit predict` with the same config (one generation path)
     run_predict(cfg.model_copy(update={"output_dir": str(tmp_path / "cli")}))
-    cli_rows = [json.loads(line) for line in (tmp_path / "cli" / "generated_predictions.jsonl").read_text().splitlines()]
+    cli_rows = [
+        json.loads(line) for line in (tmp_path / "cli" / "generated_predictions.jsonl").read_text().splitlines()
+    ]
     assert [r["predict"] for r in rows] == [r["predict"] for r in cli_rows]
     # do_eval alone: the evaluation loss of base + adapter on eval_dataset, nothing trained
-    evaluated = run_train(load_config(None, {**{k: v for k, v in predict_yaml.items() if k != "do_predict"}, "do_eval": True,
-                                             "output_dir": str(tmp_path / "eval")}))
+    evaluated = run_train(
+        load_config(
+            None,
+            {
+                **{k: v for k, v in predict_yaml.items() if k != "do_predict"},
+                "do_eval": True,
+                "output_dir": str(tmp_path / "eval"),
+            },
+        )
+    )
     assert math.isfinite(evaluated["eval_loss"]) and "train_loss" not in evaluated
     assert not (tmp_path / "eval" / "adapter_model.safetensors").exists()
 
@@ -270,9 +352,21 @@ def fp32_logit_bound(model_config, logits) -> float:
 
 
 def _pissa_cfg(tiny_qwen, **extra):
-    return load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", finetuning_type="lora", lora_rank=4,
-                                  lora_target="all", pissa_init=True, pissa_convert=True, dtype="float32",
-                                  gradient_checkpointing=False, **extra))
+    return load_config(
+        None,
+        dict(
+            model_name_or_path=str(tiny_qwen),
+            template="qwen",
+            finetuning_type="lora",
+            lora_rank=4,
+            lora_target="all",
+            pissa_init=True,
+            pissa_convert=True,
+            dtype="float32",
+            gradient_checkpointing=False,
+            **extra,
+        ),
+    )
 
 
 def test_pissa_adapter_converted_to_lora_reproduces_the_trained_model_on_the_original_base(tiny_qwen, tmp_path):
@@ -303,7 +397,11 @@ def test_pissa_adapter_converted_to_lora_reproduces_the_trained_model_on_the_ori
     model.save_pretrained(tmp_path / "raw")  # what tunekit saved before: the PiSSA adapter as trained
 
     saved = json.loads((tmp_path / "converted" / "adapter_config.json").read_text())
-    assert (saved["r"], saved["lora_alpha"], saved["init_lora_weights"]) == (8, 16, True)  # rank 2r, same scale alpha / r
+    assert (saved["r"], saved["lora_alpha"], saved["init_lora_weights"]) == (
+        8,
+        16,
+        True,
+    )  # rank 2r, same scale alpha / r
 
     def on_original_base(adapter: Path):
         base = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float32)
@@ -330,9 +428,24 @@ def test_pissa_convert_in_a_training_run_saves_lora_for_the_original_base(tiny_q
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(16))
     out = tmp_path / "run"
-    cfg = load_config(None, base_config(tiny_qwen, data, out, finetuning_type="lora", lora_rank=4, pissa_init=True,
-                                        pissa_iter=-1, pissa_convert=True, max_steps=3, learning_rate=1e-2,
-                                        save_strategy="steps", save_steps=3, gradient_checkpointing=False))
+    cfg = load_config(
+        None,
+        base_config(
+            tiny_qwen,
+            data,
+            out,
+            finetuning_type="lora",
+            lora_rank=4,
+            pissa_init=True,
+            pissa_iter=-1,
+            pissa_convert=True,
+            max_steps=3,
+            learning_rate=1e-2,
+            save_strategy="steps",
+            save_steps=3,
+            gradient_checkpointing=False,
+        ),
+    )
     run_train(cfg)
     saved = json.loads((out / "adapter_config.json").read_text())
     assert (saved["r"], saved["init_lora_weights"]) == (8, True)
@@ -353,7 +466,9 @@ def test_pissa_convert_in_a_training_run_saves_lora_for_the_original_base(tiny_q
         untouched = base(input_ids=ids).logits
     bound = fp32_logit_bound(base.config, trained)
     assert float((converted - trained).abs().max()) <= bound
-    assert float((trained - untouched).abs().max()) > 100 * bound  # training changed the model: the comparison means something
+    assert (
+        float((trained - untouched).abs().max()) > 100 * bound
+    )  # training changed the model: the comparison means something
     with pytest.raises(ConfigError, match="pissa_convert with additional_target"):
         load_config(None, {**cfg.model_dump(exclude_unset=True), "additional_target": "embed_tokens"})
 
@@ -367,14 +482,25 @@ def test_pissa_convert_after_resume_equals_the_uninterrupted_run(tiny_qwen, tmp_
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(32))
-    common = dict(finetuning_type="lora", lora_rank=4, pissa_init=True, pissa_convert=True, learning_rate=1e-2, max_steps=4,
-                  save_strategy="steps", save_steps=2, gradient_checkpointing=False)  # pissa_iter 16: randomised SVD
+    common = dict(
+        finetuning_type="lora",
+        lora_rank=4,
+        pissa_init=True,
+        pissa_convert=True,
+        learning_rate=1e-2,
+        max_steps=4,
+        save_strategy="steps",
+        save_steps=2,
+        gradient_checkpointing=False,
+    )  # pissa_iter 16: randomised SVD
     run_train(load_config(None, base_config(tiny_qwen, data, tmp_path / "full", **common)))
     shutil.copytree(tmp_path / "full", tmp_path / "resumed")  # as if killed after checkpoint-2 was written
     shutil.rmtree(tmp_path / "resumed" / "checkpoint-4")
     for name in ("adapter_model.safetensors", "adapter_config.json", "all_results.json", "train_results.json"):
         (tmp_path / "resumed" / name).unlink(missing_ok=True)
-    run_train(load_config(None, base_config(tiny_qwen, data, tmp_path / "resumed", resume_from_checkpoint=True, **common)))
+    run_train(
+        load_config(None, base_config(tiny_qwen, data, tmp_path / "resumed", resume_from_checkpoint=True, **common))
+    )
     full = load_file(str(tmp_path / "full" / "adapter_model.safetensors"))
     resumed = load_file(str(tmp_path / "resumed" / "adapter_model.safetensors"))
     assert sorted(full) == sorted(resumed) and all(full[k].shape[0 if "lora_A" in k else 1] == 8 for k in full)

@@ -29,15 +29,18 @@ HOSTILE_GENERATIONS = 2  # the n=16 request and the stalled stream reader take t
 def engine(tiny_qwen):
     from tunekit.infer.engine import ChatEngine
 
-    return ChatEngine(load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", do_sample=False,
-                                             max_new_tokens=8)))
+    return ChatEngine(
+        load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", do_sample=False, max_new_tokens=8))
+    )
 
 
 @pytest.fixture(scope="module")
 def server(engine):
     from tunekit.serve.app import Limits, create_app
 
-    limits = Limits(max_tokens=2000, queue_timeout=30.0, max_queue=CLIENTS + HOSTILE_GENERATIONS + 2, stream_timeout=5.0)
+    limits = Limits(
+        max_tokens=2000, queue_timeout=30.0, max_queue=CLIENTS + HOSTILE_GENERATIONS + 2, stream_timeout=5.0
+    )
     app = create_app(engine, MODEL, max_body_bytes=200_000, limits=limits)
     for url in serve_in_thread(app):
         yield url, app
@@ -45,8 +48,9 @@ def server(engine):
 
 def _post(url: str, body, timeout: float = 120) -> httpx.Response:
     content = body if isinstance(body, (str, bytes)) else json.dumps(body)
-    return httpx.post(f"{url}/v1/chat/completions", content=content, headers={"Content-Type": "application/json"},
-                      timeout=timeout)
+    return httpx.post(
+        f"{url}/v1/chat/completions", content=content, headers={"Content-Type": "application/json"}, timeout=timeout
+    )
 
 
 def _idle(app, within: float) -> None:
@@ -136,13 +140,18 @@ def test_text_that_cannot_fit_the_context_is_refused_before_tokenizing(server, e
     assert resp.status_code == 400 and calls == []
     assert resp.json()["error"] == {
         "message": f"The messages hold {len(too_long):,} characters, more than the model's context of {ctx} tokens can "
-                   f"hold (at most {ctx * per_token:,}: this tokenizer's longest token has {per_token} characters); "
-                   f"shorten the messages.", "type": "invalid_request_error", "param": "messages",
-        "code": "context_length_exceeded"}
+        f"hold (at most {ctx * per_token:,}: this tokenizer's longest token has {per_token} characters); "
+        f"shorten the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
     # at the bound the text is tokenized (and then found too long by its real token count)
     monkeypatch.undo()
     at_bound = _post(url, {"model": MODEL, "messages": [{"role": "user", "content": fits}]})
-    assert at_bound.status_code == 400 and "but the model's context is 2048 tokens" in at_bound.json()["error"]["message"]
+    assert (
+        at_bound.status_code == 400 and "but the model's context is 2048 tokens" in at_bound.json()["error"]["message"]
+    )
 
 
 def test_body_limits_default_and_flags(monkeypatch):
@@ -162,15 +171,20 @@ def test_body_limits_default_and_flags(monkeypatch):
     assert settings_from_env(port=8123).port == 8123  # the flag wins; the environment is not read
     monkeypatch.delenv("API_PORT")
     monkeypatch.setenv("API_MAX_BODY_MB", "lots")
-    with pytest.raises(ConfigError, match=r"^API_MAX_BODY_MB must be a positive number of megabytes \(e.g. 4\), got 'lots'\.$"):
+    with pytest.raises(
+        ConfigError, match=r"^API_MAX_BODY_MB must be a positive number of megabytes \(e.g. 4\), got 'lots'\.$"
+    ):
         settings_from_env()
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--port", "70000"], "--port must be a port number from 1 to 65535, got '70000'."),
-    (["--port", "http"], "--port must be a port number from 1 to 65535, got 'http'."),
-    (["--max-body-mb", "-1"], "--max-body-mb must be a positive number of megabytes (e.g. 4), got '-1'."),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--port", "70000"], "--port must be a port number from 1 to 65535, got '70000'."),
+        (["--port", "http"], "--port must be a port number from 1 to 65535, got 'http'."),
+        (["--max-body-mb", "-1"], "--max-body-mb must be a positive number of megabytes (e.g. 4), got '-1'."),
+    ],
+)
 def test_api_flags_are_checked_before_the_model_loads(tiny_qwen, capsys, argv, message):
     from tunekit.cli.main import main
 
@@ -197,8 +211,10 @@ def test_sixteen_clients_and_a_hostile_one(server, engine):
 
     huge_n = {"model": MODEL, "messages": HI, "n": 16, "max_tokens": 1900, "stream": True}
     stalled = {"model": MODEL, "messages": HI, "max_tokens": 2000, "stream": True}
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=huge_n, timeout=120) as hog, \
-            httpx.stream("POST", f"{url}/v1/chat/completions", json=stalled, timeout=120) as staller:
+    with (
+        httpx.stream("POST", f"{url}/v1/chat/completions", json=huge_n, timeout=120) as hog,
+        httpx.stream("POST", f"{url}/v1/chat/completions", json=stalled, timeout=120) as staller,
+    ):
         held = [hog.iter_lines(), staller.iter_lines()]  # kept: a dropped iterator closes the stream
         for it in held:
             assert next(it).startswith("data: ")  # both generate from now on; the staller reads nothing more
@@ -227,8 +243,17 @@ def test_a_composite_model_generates_one_request_at_a_time(engine, tmp_path):
     from tunekit.serve.app import Limits
     from tunekit.serve.request_checks import APIError
 
-    vlm = ChatEngine(load_config(None, dict(model_name_or_path=str(build_tiny_vlm(tmp_path / "vl", like="qwen2-vl", seed=0)),
-                                            template="qwen2_vl", do_sample=False, max_new_tokens=4)))
+    vlm = ChatEngine(
+        load_config(
+            None,
+            dict(
+                model_name_or_path=str(build_tiny_vlm(tmp_path / "vl", like="qwen2-vl", seed=0)),
+                template="qwen2_vl",
+                do_sample=False,
+                max_new_tokens=4,
+            ),
+        )
+    )
     assert engine.interleaves and not vlm.interleaves
     places = Places(Limits(queue_timeout=0.0, max_queue=3), interleaved=vlm.interleaves)
 
@@ -241,5 +266,7 @@ def test_a_composite_model_generates_one_request_at_a_time(engine, tmp_path):
 
     err = anyio.run(second_request)
     assert (places.size, err.status) == (1, 429)
-    assert err.message == ("The server is busy: it serves one request at a time and no place came free for 0 s "
-                           "(api_queue_timeout); retry later.")
+    assert err.message == (
+        "The server is busy: it serves one request at a time and no place came free for 0 s "
+        "(api_queue_timeout); retry later."
+    )

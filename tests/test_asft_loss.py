@@ -63,7 +63,9 @@ def test_asft_without_reference_logits_is_an_error():
 
 
 def _train_losses(out) -> list[float]:
-    return [json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
+    return [
+        json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line
+    ]
 
 
 def _moved(out, start) -> float:
@@ -71,7 +73,11 @@ def _moved(out, start) -> float:
     from safetensors.torch import load_file
 
     if (out / "adapter_model.safetensors").is_file():
-        return sum(float(t.float().norm() ** 2) for k, t in load_file(out / "adapter_model.safetensors").items() if "lora_B" in k)
+        return sum(
+            float(t.float().norm() ** 2)
+            for k, t in load_file(out / "adapter_model.safetensors").items()
+            if "lora_B" in k
+        )
     trained = load_file(out / "model.safetensors")
     return sum(float((trained[k].float() - t.float()).norm() ** 2) for k, t in start.items() if k in trained)
 
@@ -88,8 +94,20 @@ def test_asft_trains_against_its_reference(finetuning_type, trained_tokens_loss,
     start = load_file(tiny_qwen / "model.safetensors")
     for name, extra in (("dft", {"use_dft_loss": True}), ("asft", {"use_asft_loss": True, "asft_alpha": 1.0})):
         out = tmp_path / name
-        run_train(load_config(None, base_config(tiny_qwen, data, out, max_steps=6, finetuning_type=finetuning_type,
-                                                trained_tokens_loss=trained_tokens_loss, **extra)))
+        run_train(
+            load_config(
+                None,
+                base_config(
+                    tiny_qwen,
+                    data,
+                    out,
+                    max_steps=6,
+                    finetuning_type=finetuning_type,
+                    trained_tokens_loss=trained_tokens_loss,
+                    **extra,
+                ),
+            )
+        )
         logs[name], moved[name] = _train_losses(out), _moved(out, start)
     # step 1: the policy is still the reference (a frozen copy / the adapter's B = 0), so KL = 0 and ASFT's loss is
     # DFT's. Same weights, same batch; only float32 reduction order may differ (the reference forward adds none here).
@@ -111,5 +129,8 @@ def test_planner_counts_the_reference_copy(tiny_qwen):
         cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "stage": "sft", "use_cpu": True, **options})
         return estimate_memory(shape, resolve_setup(cfg)).components["base_weights"]
 
-    assert base(finetuning_type="full", use_asft_loss=True) - base(finetuning_type="full", use_dft_loss=True) == 4 * shape.total_params
+    assert (
+        base(finetuning_type="full", use_asft_loss=True) - base(finetuning_type="full", use_dft_loss=True)
+        == 4 * shape.total_params
+    )
     assert base(finetuning_type="lora", use_asft_loss=True) == base(finetuning_type="lora", use_dft_loss=True)

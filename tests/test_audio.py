@@ -42,8 +42,14 @@ def audio_data(tmp_path: Path, demo_dir: Path) -> Path:
     data = tmp_path / "data"
     data.mkdir(parents=True, exist_ok=True)
     shutil.copy(demo_dir / "mllm_audio_demo.json", data / "a.json")
-    info = {"toy": {"file_name": "a.json", "formatting": "sharegpt", "tags": TAGS,
-                    "columns": {"messages": "messages", "audios": "audios"}}}
+    info = {
+        "toy": {
+            "file_name": "a.json",
+            "formatting": "sharegpt",
+            "tags": TAGS,
+            "columns": {"messages": "messages", "audios": "audios"},
+        }
+    }
     (data / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return data
 
@@ -51,9 +57,17 @@ def audio_data(tmp_path: Path, demo_dir: Path) -> Path:
 def cfg_for(model, data_dir, tmp_path, **opts):
     from tunekit.config import load_config
 
-    base = {"model_name_or_path": str(model), "template": "qwen2_audio", "dataset": "toy", "dataset_dir": str(data_dir),
-            "media_dir": str(DEMO_DIR), "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 1024,
-            "report_to": "none"}
+    base = {
+        "model_name_or_path": str(model),
+        "template": "qwen2_audio",
+        "dataset": "toy",
+        "dataset_dir": str(data_dir),
+        "media_dir": str(DEMO_DIR),
+        "output_dir": str(tmp_path / "out"),
+        "stage": "sft",
+        "cutoff_len": 1024,
+        "report_to": "none",
+    }
     return load_config(None, {**base, **opts})
 
 
@@ -103,20 +117,30 @@ def test_the_audio_demo_loads_unchanged_and_its_ids_equal_the_processors(tiny_qw
 
     data, tok, cfg = prepare(tiny_qwen2_audio, audio_data(tmp_path, demo_dir), tmp_path)
     assert len(data.train) == 3 and data.reports[0].invalid == 0 and data.reports[0].dropped == 0
-    processor = Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor.from_pretrained(tiny_qwen2_audio),
-                                    tokenizer=AutoTokenizer.from_pretrained(tiny_qwen2_audio))
+    processor = Qwen2AudioProcessor(
+        feature_extractor=WhisperFeatureExtractor.from_pretrained(tiny_qwen2_audio),
+        tokenizer=AutoTokenizer.from_pretrained(tiny_qwen2_audio),
+    )
     records = json.loads((demo_dir / "mllm_audio_demo.json").read_text(encoding="utf-8"))
     counts = []
     for row, record in zip(data.train, records):
         path = demo_dir / record["audios"][0]
         assert row["audios"] == [str(path.resolve())]
-        conversation = [{"role": m["role"], "content": [{"type": "audio", "audio_url": "x"},
-                                                        {"type": "text", "text": m["content"][len("<audio>"):]}]}
-                        if m["content"].startswith("<audio>") else {"role": m["role"], "content": m["content"]}
-                        for m in record["messages"]]
+        conversation = [
+            {
+                "role": m["role"],
+                "content": [
+                    {"type": "audio", "audio_url": "x"},
+                    {"type": "text", "text": m["content"][len("<audio>") :]},
+                ],
+            }
+            if m["content"].startswith("<audio>")
+            else {"role": m["role"], "content": m["content"]}
+            for m in record["messages"]
+        ]
         text = processor.apply_chat_template(conversation, tokenize=False)
         want = processor(text=[text], audio=[decode_mono_16k(str(path))], sampling_rate=16000)["input_ids"][0]
-        assert tok.decode(want[len(row["input_ids"]):]) == "\n"  # training stops at the last <|im_end|>
+        assert tok.decode(want[len(row["input_ids"]) :]) == "\n"  # training stops at the last <|im_end|>
         assert row["input_ids"] == want[:-1]
         counts.append(row["input_ids"].count(tok.convert_tokens_to_ids("<|AUDIO|>")))
         reply = tok(record["messages"][1]["content"] + "<|im_end|>", add_special_tokens=False)["input_ids"]
@@ -133,7 +157,9 @@ def test_a_corrupt_audio_file_is_named(tiny_qwen2_audio, demo_dir, tmp_path):
     (data / "mllm_demo_data" / "2.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk")
     with pytest.raises(DataError) as err:
         prepare(tiny_qwen2_audio, data, tmp_path, media_dir=str(data))
-    assert str(err.value).startswith(f"{data / 'a.json'}, record 1: audio {data / 'mllm_demo_data' / '2.wav'} cannot be read (")
+    assert str(err.value).startswith(
+        f"{data / 'a.json'}, record 1: audio {data / 'mllm_demo_data' / '2.wav'} cannot be read ("
+    )
 
 
 def test_a_tiny_qwen2_audio_trains_on_the_demo(tiny_qwen2_audio, demo_dir, tmp_path):
@@ -149,13 +175,30 @@ def test_a_tiny_qwen2_audio_trains_on_the_demo(tiny_qwen2_audio, demo_dir, tmp_p
 
     lora = cfg_for(tiny_qwen2_audio, data_dir, tmp_path, finetuning_type="lora")
     model = load_model(lora, load_tokenizer(lora))
-    adapted = {n.split(".lora_A")[0].replace("base_model.model.", "") for n, _ in model.named_parameters() if ".lora_A" in n}
+    adapted = {
+        n.split(".lora_A")[0].replace("base_model.model.", "") for n, _ in model.named_parameters() if ".lora_A" in n
+    }
     assert adapted and all(n.startswith("model.language_model.layers.") for n in adapted)  # not the audio tower
 
-    cfg = cfg_for(tiny_qwen2_audio, data_dir, tmp_path, do_train=True, finetuning_type="lora", per_device_train_batch_size=2,
-                  max_steps=2, learning_rate=1e-2, logging_steps=1, save_strategy="no", disable_tqdm=True, seed=0,
-                  gradient_checkpointing=False)
+    cfg = cfg_for(
+        tiny_qwen2_audio,
+        data_dir,
+        tmp_path,
+        do_train=True,
+        finetuning_type="lora",
+        per_device_train_batch_size=2,
+        max_steps=2,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        gradient_checkpointing=False,
+    )
     run_train(cfg)
-    losses = [json.loads(line)["loss"] for line in (tmp_path / "out" / "trainer_log.jsonl").read_text().splitlines()
-              if "loss" in json.loads(line)]
+    losses = [
+        json.loads(line)["loss"]
+        for line in (tmp_path / "out" / "trainer_log.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses)

@@ -11,7 +11,6 @@ import json
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -35,11 +34,14 @@ def _config_error(tmp_path, text: str) -> str:
 
 
 # ------------------------------------------------------------------ config files and options
-@pytest.mark.parametrize("text, where, says", [
-    ("model_name_or_path: x\n\tstage: sft\n", "line 2, column 1", "YAML indents with spaces, never tabs"),
-    ("seed: !!python/object/apply:os.system ['echo hi']\n", "line 1, column 7", "remove the tag"),
-    ("a: [1, 2\nb: 3\n", "line 2, column 2", "expected ',' or ']'"),
-])
+@pytest.mark.parametrize(
+    "text, where, says",
+    [
+        ("model_name_or_path: x\n\tstage: sft\n", "line 2, column 1", "YAML indents with spaces, never tabs"),
+        ("seed: !!python/object/apply:os.system ['echo hi']\n", "line 1, column 7", "remove the tag"),
+        ("a: [1, 2\nb: 3\n", "line 2, column 2", "expected ',' or ']'"),
+    ],
+)
 def test_a_yaml_error_is_one_line_with_its_place(tmp_path, text, where, says):
     message = _config_error(tmp_path, text)
     assert "\n" not in message  # PyYAML's own text spans four lines with a caret; the CLI prints one
@@ -48,21 +50,28 @@ def test_a_yaml_error_is_one_line_with_its_place(tmp_path, text, where, says):
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
 def test_an_empty_config_file_is_named(tmp_path, text):
-    assert _config_error(tmp_path, text).startswith(f"{tmp_path / 'c.yaml'} holds no options (it is empty or only comments)")
+    assert _config_error(tmp_path, text).startswith(
+        f"{tmp_path / 'c.yaml'} holds no options (it is empty or only comments)"
+    )
 
 
 def test_a_config_path_that_is_a_folder_is_not_called_missing(tmp_path):
-    with pytest.raises(ConfigError, match=f"^Config file {tmp_path} is a folder, not a file: give the YAML or JSON file"):
+    with pytest.raises(
+        ConfigError, match=f"^Config file {tmp_path} is a folder, not a file: give the YAML or JSON file"
+    ):
         load_config(tmp_path)  # was "does not exist"
 
 
-@pytest.mark.parametrize("option, value, says", [
-    ("adam_beta1", 1.5, "Input should be less than 1"),  # torch's AdamW raised a ValueError at the first step
-    ("adam_beta2", 1, "Input should be less than 1"),
-    ("adam_beta1", -0.1, "Input should be greater than or equal to 0"),
-    ("adam_epsilon", -1e-8, "Input should be greater than or equal to 0"),
-    ("lora_target", "", "String should have at least 1 character"),  # peft's NoMatchingPeftModuleError traceback
-])
+@pytest.mark.parametrize(
+    "option, value, says",
+    [
+        ("adam_beta1", 1.5, "Input should be less than 1"),  # torch's AdamW raised a ValueError at the first step
+        ("adam_beta2", 1, "Input should be less than 1"),
+        ("adam_beta1", -0.1, "Input should be greater than or equal to 0"),
+        ("adam_epsilon", -1e-8, "Input should be greater than or equal to 0"),
+        ("lora_target", "", "String should have at least 1 character"),  # peft's NoMatchingPeftModuleError traceback
+    ],
+)
 def test_an_option_out_of_its_range_is_named(option, value, says):
     with pytest.raises(ConfigError) as err:
         build_config({option: value})
@@ -104,19 +113,24 @@ def test_export_never_deletes_the_weights_of_a_model_it_did_not_export(tmp_path)
     (out / "model.safetensors").write_bytes(b"weights")
     with pytest.raises(ConfigError) as err:
         check_export_dir(cfg)
-    assert str(err.value).startswith(f"export_dir {out} holds weights that tunekit did not export (model.safetensors; "
-                                     f"no {PROVENANCE}): exporting would delete them.")
+    assert str(err.value).startswith(
+        f"export_dir {out} holds weights that tunekit did not export (model.safetensors; "
+        f"no {PROVENANCE}): exporting would delete them."
+    )
     (out / PROVENANCE).write_text("{}")  # an earlier export of its own: re-exported in place
     assert check_export_dir(cfg) == out
 
 
 # ------------------------------------------------------------------ dataset_info.json entries
-@pytest.mark.parametrize("entry, message", [
-    ({"file_name": "d.json", "hf_hub_url": "org/d"}, "gives both file_name (a local file) and hf_hub_url"),
-    ({"file_name": "d.json", "ms_hub_url": "org/d"}, "gives both file_name (a local file) and ms_hub_url"),
-    ({"file_name": "d.json", "split": "validation"}, "split 'validation' names a split of a hub dataset"),
-    ({"file_name": "d.json", "load_from": "ftp"}, "unknown key(s) load_from"),  # was accepted and never read
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"file_name": "d.json", "hf_hub_url": "org/d"}, "gives both file_name (a local file) and hf_hub_url"),
+        ({"file_name": "d.json", "ms_hub_url": "org/d"}, "gives both file_name (a local file) and ms_hub_url"),
+        ({"file_name": "d.json", "split": "validation"}, "split 'validation' names a split of a hub dataset"),
+        ({"file_name": "d.json", "load_from": "ftp"}, "unknown key(s) load_from"),  # was accepted and never read
+    ],
+)
 def test_a_dataset_info_entry_that_was_read_silently_otherwise_is_named(tmp_path, entry, message):
     with pytest.raises(DataError) as err:
         parse_entry("d", entry, tmp_path)
@@ -125,15 +139,25 @@ def test_a_dataset_info_entry_that_was_read_silently_otherwise_is_named(tmp_path
 
 def test_split_train_of_a_local_file_and_hub_alternatives_still_parse(tmp_path, reference_data):
     assert parse_entry("d", {"file_name": "d.json", "split": "train"}, tmp_path).load_from == "file"
-    assert parse_entry("d", {"hf_hub_url": "a/b", "ms_hub_url": "c/d", "split": "validation"}, tmp_path).split == "validation"
+    assert (
+        parse_entry("d", {"hf_hub_url": "a/b", "ms_hub_url": "c/d", "split": "validation"}, tmp_path).split
+        == "validation"
+    )
 
 
 # ------------------------------------------------------------------ data files and records
-@pytest.mark.parametrize("suffix, text, where", [
-    (".json", '[{"instruction": NaN, "input": "", "output": "x"}]', "d.json holds NaN"),
-    (".json", '[{"instruction": "q", "input": "", "output": Infinity}]', "d.json holds Infinity"),
-    (".jsonl", '{"instruction": "q", "input": "", "output": "x"}\n{"instruction": -Infinity}\n', "d.jsonl, line 2 holds -Infinity"),
-])
+@pytest.mark.parametrize(
+    "suffix, text, where",
+    [
+        (".json", '[{"instruction": NaN, "input": "", "output": "x"}]', "d.json holds NaN"),
+        (".json", '[{"instruction": "q", "input": "", "output": Infinity}]', "d.json holds Infinity"),
+        (
+            ".jsonl",
+            '{"instruction": "q", "input": "", "output": "x"}\n{"instruction": -Infinity}\n',
+            "d.jsonl, line 2 holds -Infinity",
+        ),
+    ],
+)
 def test_nan_and_infinity_are_not_json_and_not_text(tmp_path, suffix, text, where):
     """Python's json reader accepts them: the record then trained on the text 'nan'."""
     (tmp_path / f"d{suffix}").write_text(text)
@@ -152,12 +176,27 @@ SHAREGPT_TOOLS = {"formatting": "sharegpt", "columns": {"messages": "conversatio
 TURNS = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]
 
 
-@pytest.mark.parametrize("rec, entry, message", [
-    ({**GOOD, "instruction": "caf\ud800e"}, None, "after 'caf' the text holds U+D800, half of a UTF-16 surrogate pair"),
-    ({"conversations": [{"from": "human", "value": "\udfff"}, TURNS[1]]}, {"formatting": "sharegpt"}, "holds U+DFFF"),
-    ({"conversations": TURNS, "tools": "{not json"}, SHAREGPT_TOOLS, "invalid JSON in the tools column"),
-    ({"conversations": TURNS, "tools": "[1, 2]"}, SHAREGPT_TOOLS, "the tools column must be a JSON list of objects"),
-])
+@pytest.mark.parametrize(
+    "rec, entry, message",
+    [
+        (
+            {**GOOD, "instruction": "caf\ud800e"},
+            None,
+            "after 'caf' the text holds U+D800, half of a UTF-16 surrogate pair",
+        ),
+        (
+            {"conversations": [{"from": "human", "value": "\udfff"}, TURNS[1]]},
+            {"formatting": "sharegpt"},
+            "holds U+DFFF",
+        ),
+        ({"conversations": TURNS, "tools": "{not json"}, SHAREGPT_TOOLS, "invalid JSON in the tools column"),
+        (
+            {"conversations": TURNS, "tools": "[1, 2]"},
+            SHAREGPT_TOOLS,
+            "the tools column must be a JSON list of objects",
+        ),
+    ],
+)
 def test_a_record_the_tokenizer_or_template_failed_on_is_named(tmp_path, rec, entry, message):
     """A lone surrogate ended in a UnicodeEncodeError traceback in the tokenizer; broken tools JSON in a DataError
     naming no file or record, raised while rendering."""
@@ -188,11 +227,14 @@ def test_a_folder_without_data_files_is_not_walked_for_the_cache_key(tmp_path):
 
 
 # ------------------------------------------------------------------ command-line arguments
-@pytest.mark.parametrize("flag, value, says", [
-    ("--hidden-size", "0", "must be 1 or more, got 0"),  # ZeroDivisionError in the init
-    ("--num-layers", "-2", "must be 1 or more, got -2"),  # transformers' StrictDataclassClassValidationError
-    ("--intermediate-size", "0", "must be 1 or more, got 0"),  # built a model with an empty MLP, exit 0
-])
+@pytest.mark.parametrize(
+    "flag, value, says",
+    [
+        ("--hidden-size", "0", "must be 1 or more, got 0"),  # ZeroDivisionError in the init
+        ("--num-layers", "-2", "must be 1 or more, got -2"),  # transformers' StrictDataclassClassValidationError
+        ("--intermediate-size", "0", "must be 1 or more, got 0"),  # built a model with an empty MLP, exit 0
+    ],
+)
 def test_tiny_model_sizes_are_checked_before_anything_is_built(tmp_path, capsys, flag, value, says):
     from tunekit.cli import tiny_model_cmd
 
@@ -202,7 +244,9 @@ def test_tiny_model_sizes_are_checked_before_anything_is_built(tmp_path, capsys,
     assert not (tmp_path / "t").exists()
 
 
-@pytest.mark.parametrize("flag, value, kind", [("--seq-len", "abc", "a whole number"), ("--gpu-memory", "lots", "a number")])
+@pytest.mark.parametrize(
+    "flag, value, kind", [("--seq-len", "abc", "a whole number"), ("--gpu-memory", "lots", "a number")]
+)
 def test_plan_says_what_kind_of_value_a_flag_takes(flag, value, kind):
     from tunekit.cli import plan_cmd
 
@@ -245,8 +289,9 @@ def test_data_stats_plot_into_a_new_folder_and_config_errors_in_one_line(tmp_pat
     (tmp_path / "c.yaml").write_text(json.dumps(cfg))  # JSON is YAML
     plot = tmp_path / "new" / "deeper" / "x.png"
     cli = [sys.executable, "-m", "tunekit.cli.main", "data", "stats"]
-    proc = subprocess.run([*cli, str(tmp_path / "c.yaml"), "--plot", str(plot)], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [*cli, str(tmp_path / "c.yaml"), "--plot", str(plot)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert plot.stat().st_size > 0
     (tmp_path / "bad.yaml").write_text("stage: sft\n\tcutoff_len: 8\n")

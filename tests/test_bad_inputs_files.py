@@ -32,7 +32,9 @@ def test_a_named_pipe_is_refused_instead_of_blocking(tmp_path):
         _read(tmp_path, "pipe")
 
 
-@pytest.mark.parametrize("target, why", [("loop.json", "loops back on itself"), ("gone.json", "points at 'gone.json'")])
+@pytest.mark.parametrize(
+    "target, why", [("loop.json", "loops back on itself"), ("gone.json", "points at 'gone.json'")]
+)
 def test_a_broken_symlink_says_what_is_wrong_with_it(tmp_path, target, why):
     (tmp_path / "loop.json").symlink_to(target)
     (tmp_path / "dataset_info.json").write_text(json.dumps({"d": {"file_name": "loop.json"}}))
@@ -50,13 +52,16 @@ def test_a_file_nested_100000_levels_deep_is_a_data_error(tmp_path, suffix):
         _read(tmp_path, "deep")
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"file_name": 5}, '"file_name" must be text, found 5 (int)'),
-    ({"file_name": "d.json", "ranking": "false"}, '"ranking" must be true or false'),  # bool("false") is True
-    ({"file_name": "d.json", "columns": {"response": 5}}, "columns.response must be a column name"),
-    ({"file_name": "d.json", "tags": {"role_tag": 5}}, "tags.role_tag must be text"),
-    ({"file_name": "d.json", "num_samples": "5"}, '"num_samples" must be a whole number'),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"file_name": 5}, '"file_name" must be text, found 5 (int)'),
+        ({"file_name": "d.json", "ranking": "false"}, '"ranking" must be true or false'),  # bool("false") is True
+        ({"file_name": "d.json", "columns": {"response": 5}}, "columns.response must be a column name"),
+        ({"file_name": "d.json", "tags": {"role_tag": 5}}, "tags.role_tag must be text"),
+        ({"file_name": "d.json", "num_samples": "5"}, '"num_samples" must be a whole number'),
+    ],
+)
 def test_a_dataset_info_value_of_the_wrong_kind_is_named(tmp_path, entry, message):
     with pytest.raises(DataError) as err:
         parse_entry("d", entry, tmp_path)
@@ -96,8 +101,9 @@ def test_an_argument_without_an_option_name_is_named(arg):
 def test_the_cli_prints_these_without_a_traceback(tmp_path):
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"model_name_or_path: caf\xe9\n")
-    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", str(path)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunekit.cli.main", "train", str(path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {path} is not UTF-8")
 
@@ -110,8 +116,11 @@ def test_resume_compares_paths_as_paths(tmp_path, monkeypatch):
     (tmp_path / "link").symlink_to(tmp_path / "tiny")
     monkeypatch.chdir(tmp_path)
     saved = {"model_name_or_path": "tiny", "adapter_name_or_path": "tiny,link", "learning_rate": 1e-4}
-    same = {"model_name_or_path": str(tmp_path / "tiny"), "adapter_name_or_path": f"link, {tmp_path}/tiny",
-            "learning_rate": 1e-4}
+    same = {
+        "model_name_or_path": str(tmp_path / "tiny"),
+        "adapter_name_or_path": f"link, {tmp_path}/tiny",
+        "learning_rate": 1e-4,
+    }
     assert training_differences(saved, same) == []
     other = {**same, "model_name_or_path": "Qwen/tiny"}  # a hub id is text: not the folder of the same name
     assert training_differences(saved, other) == ["model_name_or_path: 'tiny' there, 'Qwen/tiny' here"]
@@ -130,7 +139,9 @@ def test_a_record_too_large_to_be_one_sample_is_refused_before_tokenizing(tmp_pa
 
 
 def test_train_without_a_config_says_what_to_give():
-    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunekit.cli.main", "train"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error: tunekit train needs a config file or options")
 
 
@@ -176,8 +187,16 @@ def test_plot_loss_with_nothing_logged_says_so(tiny_qwen, tmp_path, capsys):
 
     write_dataset(tmp_path / "data", "toy", alpaca_records(4))
     out = tmp_path / "out"
-    run_train(load_config(None, base_config(tiny_qwen, tmp_path / "data", out, max_steps=2, logging_steps=10,
-                                            plot_loss=True, save_strategy="no")))
-    assert ("plot_loss: no loss was logged, so no plot was written (logging_steps 10.0 against 2 steps): lower "
-            "logging_steps to see the curve.") in capsys.readouterr().out
+    run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen, tmp_path / "data", out, max_steps=2, logging_steps=10, plot_loss=True, save_strategy="no"
+            ),
+        )
+    )
+    assert (
+        "plot_loss: no loss was logged, so no plot was written (logging_steps 10.0 against 2 steps): lower "
+        "logging_steps to see the curve."
+    ) in capsys.readouterr().out
     assert not list(out.glob("*.png"))

@@ -22,12 +22,22 @@ def _library_ratio(model, cfg):
 
     decay = set(_decay_names(model))
     named = list(model.named_parameters())
-    groups = [dict(params=[p for n, p in named if n not in decay], weight_decay=0.0),
-              dict(params=[p for n, p in named if n in decay], weight_decay=cfg.weight_decay)]
-    return BlockOptimizerRatio(param_groups=groups, named_parameters_list=named, update_ratio=cfg.badam_update_ratio,
-                               mask_mode=cfg.badam_mask_mode, verbose=0, include_embedding=False, lr=cfg.learning_rate,
-                               include_lm_head=not any("lm_head" in n for n, _ in named),  # tied: no separate head to freeze
-                               betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon)
+    groups = [
+        dict(params=[p for n, p in named if n not in decay], weight_decay=0.0),
+        dict(params=[p for n, p in named if n in decay], weight_decay=cfg.weight_decay),
+    ]
+    return BlockOptimizerRatio(
+        param_groups=groups,
+        named_parameters_list=named,
+        update_ratio=cfg.badam_update_ratio,
+        mask_mode=cfg.badam_mask_mode,
+        verbose=0,
+        include_embedding=False,
+        lr=cfg.learning_rate,
+        include_lm_head=not any("lm_head" in n for n, _ in named),  # tied: no separate head to freeze
+        betas=(cfg.adam_beta1, cfg.adam_beta2),
+        eps=cfg.adam_epsilon,
+    )
 
 
 def _steps(model, opt, n=2):
@@ -59,8 +69,11 @@ def test_ratio_steps_equal_the_library_step(arch, mask_mode):
 
 
 def test_ratio_with_gradient_clipping_is_refused():
-    with pytest.raises(ConfigError, match=r"badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot "
-                                          r"norm: set max_grad_norm: 0 \(or use badam_mode: layer\)\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot "
+        r"norm: set max_grad_norm: 0 \(or use badam_mode: layer\)\.",
+    ):
         cfg = _cfg(**{**RATIO, "max_grad_norm": 1.0})  # the schema's rule, and the optimizer's own check behind it
         model = _model("llama")
         build_optimizer(cfg, _args(cfg), model, _decay_names(model))
@@ -73,7 +86,11 @@ def test_ratio_short_run_learns(tiny_qwen, tmp_path):
     write_dataset(data, "toy", alpaca_records(16))
     out = tmp_path / "ratio"
     # lr 1e-2: a quarter of each matrix moves, and the tied embedding / LM head stays frozen (include_embedding=False)
-    run_train(load_config(None, base_config(tiny_qwen, data, out, finetuning_type="full", max_steps=6, learning_rate=1e-2, **RATIO)))
+    run_train(
+        load_config(
+            None, base_config(tiny_qwen, data, out, finetuning_type="full", max_steps=6, learning_rate=1e-2, **RATIO)
+        )
+    )
     losses = _losses(out)
     assert len(losses) == 6 and losses[-1] < losses[0] - 0.3, losses
 
@@ -84,12 +101,15 @@ def test_ratio_short_run_learns(tiny_qwen, tmp_path):
 REFUSED = "use_badam does not run under DeepSpeed in tunekit: under ZeRO-3 badam's update was found to differ from its one-device update"
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"badam_mode": "ratio", "max_grad_norm": 0, "deepspeed": "z3"}, REFUSED),
-    ({"badam_mode": "layer", "deepspeed": "z3"}, REFUSED),
-    ({"badam_mode": "layer", "deepspeed": "z2"}, REFUSED),
-    ({"fsdp": "full_shard"}, "use_badam does not run under FSDP: remove fsdp"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"badam_mode": "ratio", "max_grad_norm": 0, "deepspeed": "z3"}, REFUSED),
+        ({"badam_mode": "layer", "deepspeed": "z3"}, REFUSED),
+        ({"badam_mode": "layer", "deepspeed": "z2"}, REFUSED),
+        ({"fsdp": "full_shard"}, "use_badam does not run under FSDP: remove fsdp"),
+    ],
+)
 def test_badam_engine_combinations_are_refused(options, message):
     with pytest.raises(ConfigError) as info:
         load_config(None, {"finetuning_type": "full", "use_badam": True, **options})

@@ -25,7 +25,14 @@ def test_chat_prompt_flag_prints_the_streamed_reply(tiny_qwen, engine, capsys, m
 
     expected = engine.chat([{"role": "user", "content": "Hi"}], system="Be brief.", seed=5)[0].text
     capsys.readouterr()
-    args = [f"model_name_or_path={tiny_qwen}", "template=qwen", *SAMPLING, "generation_seed=5", "--system", "Be brief."]
+    args = [
+        f"model_name_or_path={tiny_qwen}",
+        "template=qwen",
+        *SAMPLING,
+        "generation_seed=5",
+        "--system",
+        "Be brief.",
+    ]
     assert main(["chat", *args, "--prompt", "Hi"]) == 0
     assert capsys.readouterr().out == expected + "\n"
     monkeypatch.setattr("sys.stdin", io.StringIO("Hi\nexit\n"))  # not a terminal: one reply per line
@@ -59,7 +66,9 @@ def test_stream_chunks_join_to_chat_and_report_usage(engine):
     gen = engine.start(msgs, seed=11)
     pieces = list(gen)
     assert len(pieces) > 1 and "".join(pieces) == gen.text == engine.chat(msgs, seed=11)[0].text
-    assert gen.prompt_tokens == len(engine.render(msgs)) and gen.completion_tokens == 6 and gen.finish_reason == "length"
+    assert (
+        gen.prompt_tokens == len(engine.render(msgs)) and gen.completion_tokens == 6 and gen.finish_reason == "length"
+    )
     assert gen.tokens_per_second > 0
 
 

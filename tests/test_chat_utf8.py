@@ -8,14 +8,30 @@ import sys
 
 import pytest
 
-MESSAGE = "error: chat: {what} is not UTF-8 text (byte 0xff at column 3); send UTF-8 (convert it with e.g. iconv -t UTF-8)."
+MESSAGE = (
+    "error: chat: {what} is not UTF-8 text (byte 0xff at column 3); send UTF-8 (convert it with e.g. iconv -t UTF-8)."
+)
 
 
 def _chat(tiny_qwen, args: list[str], stdin: bytes) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tunekit.cli.main", "chat", f"model_name_or_path={tiny_qwen}", "template=qwen",
-           "do_sample=false", "max_new_tokens=2", *args]
-    return subprocess.run(cmd, input=stdin, capture_output=True, timeout=300,
-                          env={**os.environ, "TUNEKIT_WARM": "0", "LC_ALL": "C.UTF-8"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "tunekit.cli.main",
+        "chat",
+        f"model_name_or_path={tiny_qwen}",
+        "template=qwen",
+        "do_sample=false",
+        "max_new_tokens=2",
+        *args,
+    ]
+    return subprocess.run(
+        cmd,
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "TUNEKIT_WARM": "0", "LC_ALL": "C.UTF-8"},
+    )
 
 
 def test_piped_lines_that_are_not_utf8_are_a_named_error(tiny_qwen):

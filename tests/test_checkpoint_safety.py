@@ -26,12 +26,19 @@ import torch
 from tests.helpers import alpaca_records, base_config, write_dataset
 from tunekit.config import load_config
 from tunekit.errors import ConfigError, DataError
-from tunekit.train.checkpoints import MARKER, checkpoint_problem, list_checkpoints, training_differences
 from tunekit.flow import run_train
+from tunekit.train.checkpoints import MARKER, checkpoint_problem, list_checkpoints, training_differences
 
 # A LoRA run with a checkpoint every 2 steps and only one kept: the shape that lost runs (issue 14 §2).
-RUN = dict(max_steps=6, save_strategy="steps", save_steps=2, save_total_limit=1, learning_rate=5e-3,
-           lr_scheduler_type="cosine", warmup_steps=1)
+RUN = dict(
+    max_steps=6,
+    save_strategy="steps",
+    save_steps=2,
+    save_total_limit=1,
+    learning_rate=5e-3,
+    lr_scheduler_type="cosine",
+    warmup_steps=1,
+)
 
 DRIVER = r"""
 import os, signal, sys
@@ -87,10 +94,21 @@ def _assert_bit_identical(a: Path, b: Path) -> None:
 
 
 def _killed_run(model, data_dir, out, event: str, match: str, nth: int = 1, arm: str = "") -> str:
-    env = {**os.environ, "KILL_EVENT": event, "KILL_MATCH": match, "KILL_NTH": str(nth), "KILL_ARM": arm,
-           "TUNEKIT_WARM": "0"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, "train", *_args(model, data_dir, out)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "KILL_EVENT": event,
+        "KILL_MATCH": match,
+        "KILL_NTH": str(nth),
+        "KILL_ARM": arm,
+        "TUNEKIT_WARM": "0",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, "train", *_args(model, data_dir, out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc.stdout
 
@@ -109,18 +127,24 @@ def _names(out: Path) -> list[str]:
 
 # ------------------------------------------------------------------ 1. rotation only after the marker
 @pytest.mark.slow
-def test_a_kill_between_save_and_marker_leaves_the_previous_checkpoint(tiny_qwen, data_dir, tmp_path, reference, capsys):
+def test_a_kill_between_save_and_marker_leaves_the_previous_checkpoint(
+    tiny_qwen, data_dir, tmp_path, reference, capsys
+):
     """Hugging Face's save_total_limit deleted checkpoint-2 inside the save of checkpoint-4, before the marker:
     a kill there left no resumable checkpoint. Now the older one goes only after the new one is marked."""
     out = tmp_path / "out"
     _killed_run(tiny_qwen, data_dir, out, "open", f"checkpoint-4{os.sep}{MARKER}.tmp")
     assert _names(out) == ["checkpoint-2", "checkpoint-4"]
     assert checkpoint_problem(out / "checkpoint-2") is None
-    assert checkpoint_problem(out / "checkpoint-4") == f"it has no {MARKER} (the run was probably killed while saving it)"
+    assert (
+        checkpoint_problem(out / "checkpoint-4") == f"it has no {MARKER} (the run was probably killed while saving it)"
+    )
     _train(tiny_qwen, data_dir, out, resume_from_checkpoint="auto")
     printed = capsys.readouterr().out
-    assert (f"resume: not using checkpoint-4 (it has no {MARKER} (the run was probably killed while saving it)); "
-            f"using checkpoint-2, the newest good checkpoint") in printed
+    assert (
+        f"resume: not using checkpoint-4 (it has no {MARKER} (the run was probably killed while saving it)); "
+        f"using checkpoint-2, the newest good checkpoint"
+    ) in printed
     assert "resuming from checkpoint-2 at step 2" in printed
     _assert_bit_identical(reference, out)
     assert _names(out) == ["checkpoint-6"]  # save_total_limit 1 still holds
@@ -131,7 +155,7 @@ def test_a_kill_during_rotation_leaves_a_complete_checkpoint(tiny_qwen, data_dir
     """Killed after the first file of the old checkpoint-2 is deleted: it was renamed first, so no half-deleted
     checkpoint-2 is ever seen, and checkpoint-4 (marked before rotation began) resumes."""
     out = tmp_path / "out"
-    _killed_run(tiny_qwen, data_dir, out, "os.remove", "", nth=2, arm=f"os.rename|.deleting-checkpoint-2")
+    _killed_run(tiny_qwen, data_dir, out, "os.remove", "", nth=2, arm="os.rename|.deleting-checkpoint-2")
     assert _names(out) == ["checkpoint-4"] and checkpoint_problem(out / "checkpoint-4") is None
     assert (out / ".deleting-checkpoint-2").is_dir()  # the interrupted deletion
     _train(tiny_qwen, data_dir, out, resume_from_checkpoint="auto")
@@ -165,13 +189,19 @@ def test_rotation_keeps_the_newest_complete_and_the_best_and_skips_newer_unmarke
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sigkill_at_a_random_moment_then_auto_resume_is_bit_identical(tiny_qwen, data_dir, tmp_path, reference, seed):
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "tunekit.cli.main", "train", *_args(tiny_qwen, data_dir, out)],
-                            env={**os.environ, "TUNEKIT_WARM": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunekit.cli.main", "train", *_args(tiny_qwen, data_dir, out)],
+        env={**os.environ, "TUNEKIT_WARM": "0"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 300
         while time.time() < deadline and not (out / "checkpoint-2" / MARKER).is_file() and proc.poll() is None:
             time.sleep(0.05)
-        time.sleep(random.Random(seed).uniform(0.0, 2.0))  # anywhere in the rest of the run, saves and rotations included
+        time.sleep(
+            random.Random(seed).uniform(0.0, 2.0)
+        )  # anywhere in the rest of the run, saves and rotations included
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
@@ -186,8 +216,10 @@ def test_overwrite_output_dir_deletes_the_old_runs_checkpoints(tiny_qwen, data_d
     _train(tiny_qwen, data_dir, out, max_steps=4, save_total_limit=None)
     assert _names(out) == ["checkpoint-2", "checkpoint-4"]
     _train(tiny_qwen, data_dir, out, max_steps=3, learning_rate=1e-3, save_strategy="no", overwrite_output_dir=True)
-    assert (f"overwrite_output_dir: deleting the previous run's checkpoint-2, checkpoint-4, all_results.json, "
-            f"train_results.json, trainer_state.json in {out}") in capsys.readouterr().out
+    assert (
+        f"overwrite_output_dir: deleting the previous run's checkpoint-2, checkpoint-4, all_results.json, "
+        f"train_results.json, trainer_state.json in {out}"
+    ) in capsys.readouterr().out
     assert _names(out) == []
     assert json.loads((out / "all_results.json").read_text())["total_steps"] == 3
     # a later resume finds the new run (finished at step 3), never the old run's checkpoint-4
@@ -198,33 +230,60 @@ def test_overwrite_output_dir_deletes_the_old_runs_checkpoints(tiny_qwen, data_d
         _train(tiny_qwen, data_dir, out, max_steps=3, learning_rate=1e-3, resume_from_checkpoint=True)
 
 
-def test_resume_refuses_a_checkpoint_of_a_run_with_other_training_options(tiny_qwen, data_dir, tmp_path, reference, capsys):
+def test_resume_refuses_a_checkpoint_of_a_run_with_other_training_options(
+    tiny_qwen, data_dir, tmp_path, reference, capsys
+):
     died = tmp_path / "died"
     died.mkdir()
     shutil.copytree(reference / "checkpoint-6", died / "checkpoint-6")  # carries the run's tunekit_config.yaml
     config = died / "checkpoint-6" / "tunekit_config.yaml"
     assert config.is_file()
     with pytest.raises(ConfigError) as err:
-        _train(tiny_qwen, data_dir, died, max_steps=8, learning_rate=1e-3, cutoff_len=32, logging_steps=2,
-               save_steps=3, resume_from_checkpoint=True)
+        _train(
+            tiny_qwen,
+            data_dir,
+            died,
+            max_steps=8,
+            learning_rate=1e-3,
+            cutoff_len=32,
+            logging_steps=2,
+            save_steps=3,
+            resume_from_checkpoint=True,
+        )
     assert str(err.value) == (
         f"checkpoint {died / 'checkpoint-6'} belongs to a run with other training options ({config}): "
         f"learning_rate: 0.005 there, 0.001 here; max_steps: 6 there, 8 here; cutoff_len: 64 there, 32 here. "
         f"Continuing it with this config would mix two runs. Use that run's values, or start a new run "
-        f"(another output_dir, or overwrite_output_dir: true without resume_from_checkpoint).")
+        f"(another output_dir, or overwrite_output_dir: true without resume_from_checkpoint)."
+    )
     assert sorted(p.name for p in died.iterdir()) == ["checkpoint-6"]  # nothing written
 
 
 def test_only_the_global_batch_counts_across_process_counts():
-    saved = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2, "learning_rate": 1e-3, "logging_steps": 1,
-             "output_dir": "a", "temperature": 0.9}
-    same = {**saved, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "logging_steps": 5,
-            "output_dir": "b", "temperature": 0.1}
+    saved = {
+        "per_device_train_batch_size": 1,
+        "gradient_accumulation_steps": 2,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "output_dir": "a",
+        "temperature": 0.9,
+    }
+    same = {
+        **saved,
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 2,
+        "logging_steps": 5,
+        "output_dir": "b",
+        "temperature": 0.1,
+    }
     assert training_differences(saved, same, saved_world=2, current_world=1) == []
     assert training_differences(saved, {**same, "per_device_train_batch_size": 4}, saved_world=2, current_world=1) == [
         "global batch (per_device_train_batch_size x gradient_accumulation_steps x processes): "
-        "1 x 2 x 2 = 4 there, 4 x 2 x 1 = 8 here"]
-    assert training_differences(saved, same) == ["per_device_train_batch_size: 1 there, 2 here"]  # process count unknown
+        "1 x 2 x 2 = 4 there, 4 x 2 x 1 = 8 here"
+    ]
+    assert training_differences(saved, same) == [
+        "per_device_train_batch_size: 1 there, 2 here"
+    ]  # process count unknown
 
 
 # ------------------------------------------------------------------ 3. run files after validation; finished runs
@@ -249,13 +308,18 @@ def test_resuming_a_finished_run_is_a_no_op_that_says_so(tiny_qwen, data_dir, tm
     before = (out / "all_results.json").read_bytes()
     results = _train(tiny_qwen, data_dir, out, resume_from_checkpoint=resume, logging_steps=3)
     loss = json.loads(before)["train_loss"]
-    assert (f"resume: the run in {out} already finished (step 6, train_loss {loss:.4f}); nothing to train, its results "
-            f"are kept. To train again, use another output_dir or overwrite_output_dir: true without "
-            f"resume_from_checkpoint.") in capsys.readouterr().out
+    assert (
+        f"resume: the run in {out} already finished (step 6, train_loss {loss:.4f}); nothing to train, its results "
+        f"are kept. To train again, use another output_dir or overwrite_output_dir: true without "
+        f"resume_from_checkpoint."
+    ) in capsys.readouterr().out
     assert results == json.loads(before) and loss > 0
     assert (out / "all_results.json").read_bytes() == before
-    with pytest.raises(ConfigError, match=r"the finished run in .* belongs to a run with other training options .*: "
-                                          r"learning_rate: 0.005 there, 0.001 here\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"the finished run in .* belongs to a run with other training options .*: "
+        r"learning_rate: 0.005 there, 0.001 here\.",
+    ):
         _train(tiny_qwen, data_dir, out, resume_from_checkpoint=resume, learning_rate=1e-3)
 
 
@@ -267,15 +331,26 @@ def test_a_zeroed_optimizer_state_is_found_and_resume_falls_back(tiny_qwen, data
     optimizer = out / "checkpoint-4" / "optimizer.pt"
     optimizer.write_bytes(bytes(optimizer.stat().st_size))  # same size: a size check passes it
     with pytest.raises(ConfigError) as err:
-        _train(tiny_qwen, data_dir, out, max_steps=4, save_total_limit=None, resume_from_checkpoint=str(out / "checkpoint-4"))
-    assert str(err.value) == (f"checkpoint {out / 'checkpoint-4'} is incomplete or damaged: optimizer.pt does not match "
-                              f"its checksum in {MARKER} (its content changed after the save). The newest good one is "
-                              f"{out / 'checkpoint-2'}.")
+        _train(
+            tiny_qwen,
+            data_dir,
+            out,
+            max_steps=4,
+            save_total_limit=None,
+            resume_from_checkpoint=str(out / "checkpoint-4"),
+        )
+    assert str(err.value) == (
+        f"checkpoint {out / 'checkpoint-4'} is incomplete or damaged: optimizer.pt does not match "
+        f"its checksum in {MARKER} (its content changed after the save). The newest good one is "
+        f"{out / 'checkpoint-2'}."
+    )
     capsys.readouterr()
     _train(tiny_qwen, data_dir, out, max_steps=4, save_total_limit=None, resume_from_checkpoint=True)
     printed = capsys.readouterr().out
-    assert (f"resume: not using checkpoint-4 (optimizer.pt does not match its checksum in {MARKER} (its content changed "
-            f"after the save)); using checkpoint-2, the newest good checkpoint") in printed
+    assert (
+        f"resume: not using checkpoint-4 (optimizer.pt does not match its checksum in {MARKER} (its content changed "
+        f"after the save)); using checkpoint-2, the newest good checkpoint"
+    ) in printed
     assert "resuming from checkpoint-2 at step 2" in printed
     steps = [json.loads(line)["step"] for line in (out / "trainer_log.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4]
@@ -325,26 +400,40 @@ def test_disk_full_while_saving_names_the_intact_checkpoint(tiny_qwen, data_dir,
     pages = lambda p: -(-p.stat().st_size // page) * page  # noqa: E731
     ckpt = [p for p in (reference / "checkpoint-6").iterdir()]
     state = {"optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", MARKER}
-    size = (sum(pages(p) for p in ckpt) + sum(pages(p) for p in ckpt if p.name not in state)
-            + pages(reference / "checkpoint-6" / "optimizer.pt") // 2 + 16 * page)
+    size = (
+        sum(pages(p) for p in ckpt)
+        + sum(pages(p) for p in ckpt if p.name not in state)
+        + pages(reference / "checkpoint-6" / "optimizer.pt") // 2
+        + 16 * page
+    )
     disk = tmp_path / "disk"
     disk.mkdir()
     out = disk / "out"
     args = " ".join(f"'{a}'" for a in _args(tiny_qwen, data_dir, out, max_steps=4, save_total_limit=None))
-    script = (f"mount -t tmpfs -o size={size} none {disk} && {sys.executable} -m tunekit.cli.main train {args}; "
-              f"echo rc=$?; {sys.executable} -c '{CHECK}' {out}")
-    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "TUNEKIT_WARM": "0"})
+    script = (
+        f"mount -t tmpfs -o size={size} none {disk} && {sys.executable} -m tunekit.cli.main train {args}; "
+        f"echo rc=$?; {sys.executable} -c '{CHECK}' {out}"
+    )
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TUNEKIT_WARM": "0"},
+    )
     assert "rc=2" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == (
         f"error: no space left on device while saving checkpoint-4 to {out / 'checkpoint-4'}; checkpoint-2 is intact. "
-        f"Free some space (or set save_total_limit), then continue with resume_from_checkpoint: auto."), proc.stderr[-3000:]
+        f"Free some space (or set save_total_limit), then continue with resume_from_checkpoint: auto."
+    ), proc.stderr[-3000:]
     check = json.loads(proc.stdout.split("CHECK ", 1)[1])
     assert check == {"checkpoint-2": None, "trash": []}
 
 
 # ------------------------------------------------------------------ 6. resume_from_checkpoint: auto
-def test_auto_starts_fresh_over_a_first_attempt_killed_before_any_checkpoint(tiny_qwen, data_dir, tmp_path, reference, capsys):
+def test_auto_starts_fresh_over_a_first_attempt_killed_before_any_checkpoint(
+    tiny_qwen, data_dir, tmp_path, reference, capsys
+):
     out = tmp_path / "out"
     out.mkdir()
     shutil.copy(reference / "tunekit_config.yaml", out)  # what a first attempt leaves once its data checks passed
@@ -355,8 +444,10 @@ def test_auto_starts_fresh_over_a_first_attempt_killed_before_any_checkpoint(tin
         _train(tiny_qwen, data_dir, out)  # a plain fresh start refuses the folder, as before
     _train(tiny_qwen, data_dir, out, resume_from_checkpoint="auto")
     printed = capsys.readouterr().out
-    assert (f"resume_from_checkpoint: auto: no complete checkpoint in {out} (checkpoint-2 (it has no {MARKER} (the run "
-            f"was probably killed while saving it))): starting from scratch") in printed
+    assert (
+        f"resume_from_checkpoint: auto: no complete checkpoint in {out} (checkpoint-2 (it has no {MARKER} (the run "
+        f"was probably killed while saving it))): starting from scratch"
+    ) in printed
     assert "deleting the incomplete checkpoint-2" in printed
     _assert_bit_identical(reference, out)
 
@@ -365,8 +456,11 @@ def test_auto_refuses_a_folder_that_is_not_a_tunekit_run(tiny_qwen, data_dir, tm
     out = tmp_path / "out"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    with pytest.raises(ConfigError, match=r"resume_from_checkpoint: auto found no checkpoint and no tunekit_config.yaml "
-                                          r"in output_dir .*, which is not empty \(precious.txt\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"resume_from_checkpoint: auto found no checkpoint and no tunekit_config.yaml "
+        r"in output_dir .*, which is not empty \(precious.txt\)",
+    ):
         _train(tiny_qwen, data_dir, out, resume_from_checkpoint="auto")
     assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
 

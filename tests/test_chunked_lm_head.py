@@ -151,25 +151,39 @@ def test_a_model_that_changes_its_head_output_gets_none(tmp_path):
     assert model.config.final_logit_softcapping
     ids, mask, labels = _batch(model.config.vocab_size)
     keep, targets = trained_positions(labels)
-    assert fused_forward(model, model.get_output_embeddings(), {"input_ids": ids, "attention_mask": mask}, keep, targets) is None
+    assert (
+        fused_forward(model, model.get_output_embeddings(), {"input_ids": ids, "attention_mask": mask}, keep, targets)
+        is None
+    )
     with head_on(model.get_output_embeddings(), keep):  # the plain path still works after the attempt
         assert model(input_ids=ids, attention_mask=mask).logits.shape == (1, targets.numel(), model.config.vocab_size)
 
 
 def test_training_with_and_without_chunks_gives_the_same_losses(tiny_qwen, tmp_path, monkeypatch):
-    import tunekit.train.chunked_head as chunked_head
+    from tunekit.train import chunked_head
 
     calls = []
     real = chunked_head.fused_forward
-    monkeypatch.setattr(chunked_head, "fused_forward", lambda *a, **k: calls.append(1) or real(*a, **k))  # our own module
+    monkeypatch.setattr(
+        chunked_head, "fused_forward", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )  # our own module
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(16, seed=3))
     losses = {}
     for flag in (True, False):
         out = tmp_path / f"out-{flag}"
-        cfg = base_config(tiny_qwen, data, out, finetuning_type="full", per_device_train_batch_size=2,
-                          gradient_accumulation_steps=2, max_steps=3, chunked_lm_loss=flag, gradient_checkpointing=False,
-                          dtype="float64")
+        cfg = base_config(
+            tiny_qwen,
+            data,
+            out,
+            finetuning_type="full",
+            per_device_train_batch_size=2,
+            gradient_accumulation_steps=2,
+            max_steps=3,
+            chunked_lm_loss=flag,
+            gradient_checkpointing=False,
+            dtype="float64",
+        )
         run_train(load_config(None, cfg))
         rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
         losses[flag] = [r["loss"] for r in rows if "loss" in r]

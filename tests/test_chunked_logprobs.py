@@ -50,7 +50,9 @@ def _function_bounds(x, w, s):
 
 
 @pytest.mark.parametrize("rows", [1, 3, 64])  # one row per chunk, a ragged last chunk (10 = 3+3+3+1), one chunk
-@pytest.mark.parametrize("trains", ["hidden", "head", "head+bias"])  # LoRA (d x formed in forward) / recompute in backward
+@pytest.mark.parametrize(
+    "trains", ["hidden", "head", "head+bias"]
+)  # LoRA (d x formed in forward) / recompute in backward
 def test_function_equals_log_softmax_gather(rows, trains):
     g = torch.Generator().manual_seed(0)
     n, h, vocab = 10, 16, 37
@@ -58,7 +60,9 @@ def test_function_equals_log_softmax_gather(rows, trains):
     w = torch.randn(vocab, h, dtype=torch.float64, generator=g, requires_grad=trains != "hidden")
     b = torch.randn(vocab, dtype=torch.float64, generator=g, requires_grad=True) if trains == "head+bias" else None
     t = torch.randint(0, vocab, (n,), generator=g)
-    s = torch.randn(n, dtype=torch.float64, generator=g)  # a different upstream gradient per token, as a pair loss gives
+    s = torch.randn(
+        n, dtype=torch.float64, generator=g
+    )  # a different upstream gradient per token, as a pair loss gives
     params = {"x": x, **({"w": w} if w.requires_grad else {}), **({"b": b} if b is not None else {})}
 
     ref = torch.log_softmax(F.linear(x, w, b), -1).gather(1, t[:, None]).squeeze(1)
@@ -119,8 +123,11 @@ def _packed(vocab: int):
     seqs = [torch.randint(5, vocab, (k,), generator=g).tolist() for k in (9, 6, 11)]
     labels = [[-100] * 3 + s[3:] for s in seqs]
     batch = packed_row(seqs, labels)
-    return {"input_ids": batch["input_ids"], "attention_mask": None, "position_ids": batch["position_ids"]}, \
-        batch["token_labels"], batch["cu_seqlens"]
+    return (
+        {"input_ids": batch["input_ids"], "attention_mask": None, "position_ids": batch["position_ids"]},
+        batch["token_labels"],
+        batch["cu_seqlens"],
+    )
 
 
 def _model(path, lora: bool):
@@ -190,7 +197,9 @@ def _stage_trainer(stage, model_path, data_dir, out, **overrides):
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, stage)
     model = load_model(cfg, tokenizer)
-    trainer = {"dpo": dpo, "kto": kto}[stage].build_trainer(cfg, build_training_arguments(cfg, []), model, tokenizer, data, [])
+    trainer = {"dpo": dpo, "kto": kto}[stage].build_trainer(
+        cfg, build_training_arguments(cfg, []), model, tokenizer, data, []
+    )
     with torch.no_grad():  # the adapter away from zero: policy and reference differ, so margins and rewards are not 0
         for name, p in trainer.model.named_parameters():
             if "lora_B" in name:
@@ -224,8 +233,9 @@ def _counting(monkeypatch):
 @pytest.mark.parametrize("padding_free", [False, True])
 def test_every_dpo_variant_equals_the_whole_logits_path(tiny_qwen, tmp_path, monkeypatch, method, padding_free):
     write_preference(tmp_path / "data", "toy", n=8, seed=0)
-    cfg, trainer, batch = _stage_trainer("dpo", tiny_qwen, tmp_path / "data", tmp_path / "o", finetuning_type=method,
-                                         padding_free=padding_free)
+    cfg, trainer, batch = _stage_trainer(
+        "dpo", tiny_qwen, tmp_path / "data", tmp_path / "o", finetuning_type=method, padding_free=padding_free
+    )
     calls = _counting(monkeypatch)
     vocab = trainer.model.config.vocab_size
     n = int((batch["token_labels"] != -100).sum())
@@ -241,7 +251,9 @@ def test_every_dpo_variant_equals_the_whole_logits_path(tiny_qwen, tmp_path, mon
         assert calls == [True] * (2 if update["pref_loss"] not in ("orpo", "simpo") else 1), update
         calls.clear()
         # the loss is a smooth function of the log-prob sums with slopes <= ~beta-scaled 1 (ipo: 1/beta^2 x margin)
-        assert abs(loss.item() - want_loss.item()) <= sum_order_bound(vocab + n, 100 * max(1.0, abs(want_loss.item()))), update
+        assert abs(loss.item() - want_loss.item()) <= sum_order_bound(
+            vocab + n, 100 * max(1.0, abs(want_loss.item()))
+        ), update
         _close(grads, want, n, vocab)
 
 
@@ -255,8 +267,9 @@ def _configure(trainer, cfg) -> None:
 
 def test_kto_equals_the_whole_logits_path(tiny_qwen, tmp_path, monkeypatch):
     write_kto(tmp_path / "data", "toy", n=8, seed=0)
-    cfg, trainer, batch = _stage_trainer("kto", tiny_qwen, tmp_path / "data", tmp_path / "o", finetuning_type="lora",
-                                         pref_ftx=0.3)
+    cfg, trainer, batch = _stage_trainer(
+        "kto", tiny_qwen, tmp_path / "data", tmp_path / "o", finetuning_type="lora", pref_ftx=0.3
+    )
     calls = _counting(monkeypatch)
     loss, grads = _loss_and_grads(trainer, batch)
     assert calls == [True] * 4  # policy and its KL pairs, reference and its KL pairs

@@ -12,16 +12,88 @@ import pytest
 from tunekit.config import Config, load_config, parse_overrides, save_config
 from tunekit.errors import ConfigError
 
-TUTORIAL_FLAGS = (
-    "--stage sft --do_train True --model_name_or_path /m --preprocessing_num_workers 16 --finetuning_type lora "
-    "--template qwen --flash_attn auto --dataset_dir data --dataset security --cutoff_len 4096 --learning_rate 5e-05 "
-    "--num_train_epochs 3.0 --max_samples 100000 --per_device_train_batch_size 1 --gradient_accumulation_steps 8 "
-    "--lr_scheduler_type cosine --max_grad_norm 1.0 --logging_steps 5 --save_steps 100 --warmup_steps 0 --packing False "
-    "--report_to none --use_swanlab True --output_dir /out --bf16 True --plot_loss True --trust_remote_code True "
-    "--ddp_timeout 180000000 --include_num_input_tokens_seen True --optim adamw_torch --lora_rank 8 --lora_alpha 16 "
-    "--lora_dropout 0 --lora_target all --swanlab_project security007 --swanlab_mode cloud --val_size 0.15 "
-    "--eval_strategy steps --eval_steps 100 --per_device_eval_batch_size 1"
-).split()
+TUTORIAL_FLAGS = [
+    "--stage",
+    "sft",
+    "--do_train",
+    "True",
+    "--model_name_or_path",
+    "/m",
+    "--preprocessing_num_workers",
+    "16",
+    "--finetuning_type",
+    "lora",
+    "--template",
+    "qwen",
+    "--flash_attn",
+    "auto",
+    "--dataset_dir",
+    "data",
+    "--dataset",
+    "security",
+    "--cutoff_len",
+    "4096",
+    "--learning_rate",
+    "5e-05",
+    "--num_train_epochs",
+    "3.0",
+    "--max_samples",
+    "100000",
+    "--per_device_train_batch_size",
+    "1",
+    "--gradient_accumulation_steps",
+    "8",
+    "--lr_scheduler_type",
+    "cosine",
+    "--max_grad_norm",
+    "1.0",
+    "--logging_steps",
+    "5",
+    "--save_steps",
+    "100",
+    "--warmup_steps",
+    "0",
+    "--packing",
+    "False",
+    "--report_to",
+    "none",
+    "--use_swanlab",
+    "True",
+    "--output_dir",
+    "/out",
+    "--bf16",
+    "True",
+    "--plot_loss",
+    "True",
+    "--trust_remote_code",
+    "True",
+    "--ddp_timeout",
+    "180000000",
+    "--include_num_input_tokens_seen",
+    "True",
+    "--optim",
+    "adamw_torch",
+    "--lora_rank",
+    "8",
+    "--lora_alpha",
+    "16",
+    "--lora_dropout",
+    "0",
+    "--lora_target",
+    "all",
+    "--swanlab_project",
+    "security007",
+    "--swanlab_mode",
+    "cloud",
+    "--val_size",
+    "0.15",
+    "--eval_strategy",
+    "steps",
+    "--eval_steps",
+    "100",
+    "--per_device_eval_batch_size",
+    "1",
+]
 
 
 def test_tutorial_flags_parse_to_typed_values():
@@ -50,37 +122,65 @@ def test_json_config(tmp_path):
 def test_unknown_key_names_it_and_suggests():
     with pytest.raises(ConfigError) as err:
         load_config(None, ["lora_rnak=4"])
-    assert str(err.value) == "Unknown option 'lora_rnak' (on the command line). Did you mean: lora_rank?"  # real typos only (tests/test_option_messages.py)
+    assert (
+        str(err.value) == "Unknown option 'lora_rnak' (on the command line). Did you mean: lora_rank?"
+    )  # real typos only (tests/test_option_messages.py)
 
 
 def test_unknown_key_in_file_names_the_file(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("learning_rat: 1e-4\n")
-    with pytest.raises(ConfigError, match=r"Unknown option 'learning_rat' \(in .*c\.yaml\)\. Did you mean: learning_rate"):
+    with pytest.raises(
+        ConfigError, match=r"Unknown option 'learning_rat' \(in .*c\.yaml\)\. Did you mean: learning_rate"
+    ):
         load_config(path)
 
 
 def test_wrong_type_names_key_value_and_type():
     with pytest.raises(ConfigError) as err:
         load_config(None, ["learning_rate=fast"])
-    assert str(err.value).startswith("Option 'learning_rate' (on the command line) got 'fast' (str), expected a number (float)")
-    with pytest.raises(ConfigError, match=r"Option 'lora_rank' .* got 2\.5 \(float\), expected a whole number \(int\)"):
+    assert str(err.value).startswith(
+        "Option 'learning_rate' (on the command line) got 'fast' (str), expected a number (float)"
+    )
+    with pytest.raises(
+        ConfigError, match=r"Option 'lora_rank' .* got 2\.5 \(float\), expected a whole number \(int\)"
+    ):
         load_config(None, ["lora_rank=2.5"])
-    with pytest.raises(ConfigError, match=r"Option 'finetuning_type' .* got 'lorra' .*'lora', 'oft', 'freeze' or 'full'"):
+    with pytest.raises(
+        ConfigError, match=r"Option 'finetuning_type' .* got 'lorra' .*'lora', 'oft', 'freeze' or 'full'"
+    ):
         load_config(None, ["finetuning_type=lorra"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (["bf16=true", "fp16=true"], "bf16 and fp16 are both true: choose one mixed-precision mode"),
-    (["finetuning_type=freeze", "lora_rank=4"], "lora_rank is a LoRA option but finetuning_type is 'freeze': remove it or set finetuning_type: lora."),
-    (["finetuning_type=lora", "freeze_trainable_layers=3"], "freeze_trainable_layers is a freeze option but finetuning_type is 'lora'"),
-    (["finetuning_type=full", "quantization_bit=4"], "quantization_bit 4 trains a quantized base, which only works with LoRA (QLoRA)"),
-    (["eval_strategy=steps"], "eval_strategy 'steps' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset"),
-    (["val_size=2.5"], "val_size 2.5 is neither a fraction below 1 nor a whole sample count"),
-    (["max_steps=0"], "max_steps 0 is not a step count: use a positive number of optimizer steps, or -1 (the default)"),
-    (["mask_history=true", "train_on_prompt=true"], "mask_history and train_on_prompt contradict each other"),
-    (["report_to=tensorbord"], "report_to names unknown tracker(s) tensorbord"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["bf16=true", "fp16=true"], "bf16 and fp16 are both true: choose one mixed-precision mode"),
+        (
+            ["finetuning_type=freeze", "lora_rank=4"],
+            "lora_rank is a LoRA option but finetuning_type is 'freeze': remove it or set finetuning_type: lora.",
+        ),
+        (
+            ["finetuning_type=lora", "freeze_trainable_layers=3"],
+            "freeze_trainable_layers is a freeze option but finetuning_type is 'lora'",
+        ),
+        (
+            ["finetuning_type=full", "quantization_bit=4"],
+            "quantization_bit 4 trains a quantized base, which only works with LoRA (QLoRA)",
+        ),
+        (
+            ["eval_strategy=steps"],
+            "eval_strategy 'steps' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset",
+        ),
+        (["val_size=2.5"], "val_size 2.5 is neither a fraction below 1 nor a whole sample count"),
+        (
+            ["max_steps=0"],
+            "max_steps 0 is not a step count: use a positive number of optimizer steps, or -1 (the default)",
+        ),
+        (["mask_history=true", "train_on_prompt=true"], "mask_history and train_on_prompt contradict each other"),
+        (["report_to=tensorbord"], "report_to names unknown tracker(s) tensorbord"),
+    ],
+)
 def test_incompatible_options(args, message):
     with pytest.raises(ConfigError) as err:
         load_config(None, args)
@@ -89,7 +189,12 @@ def test_incompatible_options(args, message):
 
 def test_parse_overrides_forms():
     assert parse_overrides(["a=1", "--b", "x", "--c=2.5e-3", "--flag", "--d", "none"]) == {
-        "a": 1, "b": "x", "c": 2.5e-3, "flag": True, "d": "none"}
+        "a": 1,
+        "b": "x",
+        "c": 2.5e-3,
+        "flag": True,
+        "d": "none",
+    }
     with pytest.raises(ConfigError, match="Unexpected argument 'oops'"):
         parse_overrides(["oops"])
 
@@ -121,8 +226,10 @@ def test_cli_error_is_one_line_without_traceback(tmp_path):
 
 
 def test_help_does_not_import_torch():
-    code = ("import sys; from tunekit.cli.main import main; main(['--help']); main(['train', '--help']); "
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'help imported torch'")
+    code = (
+        "import sys; from tunekit.cli.main import main; main(['--help']); main(['train', '--help']); "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'help imported torch'"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "--lora_rank" in proc.stdout and "LoRA rank r." in proc.stdout
@@ -132,7 +239,9 @@ def test_options_reference_is_generated_from_the_schema():
     from tunekit.config.options_doc import render_options_markdown
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "options.md"
-    assert doc.read_text(encoding="utf-8") == render_options_markdown() + "\n", "run: python scripts/gen_options_doc.py"
+    assert doc.read_text(encoding="utf-8") == render_options_markdown() + "\n", (
+        "run: python scripts/gen_options_doc.py"
+    )
 
 
 def test_yaml_no_is_the_choice_no_not_false(tmp_path):

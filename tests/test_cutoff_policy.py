@@ -17,17 +17,26 @@ from tunekit.model.loader import load_tokenizer
 
 IGNORE = -100
 SYSTEM = "You are a terse math tutor."
-TURNS = [("What is two plus two?", "Four."), ("And three plus three?", "Six."), ("And four plus four, step by step?", "Eight, as four and four make eight.")]
+TURNS = [
+    ("What is two plus two?", "Four."),
+    ("And three plus three?", "Six."),
+    ("And four plus four, step by step?", "Eight, as four and four make eight."),
+]
 
 # first prompt (conversation start, with BOS and system), a later prompt, a reply -- per family
 LITERAL = {
-    "llama3": ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n" + SYSTEM
-               + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n{u}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-               "<|start_header_id|>user<|end_header_id|>\n\n{u}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-               "{a}<|eot_id|>"),
-    "qwen": ("<|im_start|>system\n" + SYSTEM + "<|im_end|>\n<|im_start|>user\n{u}<|im_end|>\n<|im_start|>assistant\n",
-             "\n<|im_start|>user\n{u}<|im_end|>\n<|im_start|>assistant\n",
-             "{a}<|im_end|>"),
+    "llama3": (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+        + SYSTEM
+        + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n{u}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        "<|start_header_id|>user<|end_header_id|>\n\n{u}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        "{a}<|eot_id|>",
+    ),
+    "qwen": (
+        "<|im_start|>system\n" + SYSTEM + "<|im_end|>\n<|im_start|>user\n{u}<|im_end|>\n<|im_start|>assistant\n",
+        "\n<|im_start|>user\n{u}<|im_end|>\n<|im_start|>assistant\n",
+        "{a}<|im_end|>",
+    ),
 }
 FAMILIES = [("llama3", "tiny_llama"), ("qwen", "tiny_qwen")]
 
@@ -41,19 +50,37 @@ def _msgs(turns):
 
 def _prepare(model, tmp_path, stage, records, entry, **opts):
     write_dataset(tmp_path / "data", "toy", records, entry)
-    cfg = load_config(None, {"model_name_or_path": str(model), "dataset": "toy", "dataset_dir": str(tmp_path / "data"),
-                             "output_dir": str(tmp_path / "out"), "stage": stage, **opts})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(model),
+            "dataset": "toy",
+            "dataset_dir": str(tmp_path / "data"),
+            "output_dir": str(tmp_path / "out"),
+            "stage": stage,
+            **opts,
+        },
+    )
     tok = load_tokenizer(cfg)
     return prepare_datasets(cfg, tok, stage), tok
 
 
-SFT_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "system": "system"},
-             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
-PAIR_ENTRY = {"ranking": True, "formatting": "sharegpt",
-              "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected", "system": "system"},
-              "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
-KTO_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "label", "system": "system"},
-             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+SFT_ENTRY = {
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "system": "system"},
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
+PAIR_ENTRY = {
+    "ranking": True,
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected", "system": "system"},
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
+KTO_ENTRY = {
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "kto_tag": "label", "system": "system"},
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
 
 
 def _ids(tok, text):
@@ -80,7 +107,9 @@ def test_mask_history_drops_the_oldest_turn_and_keeps_bos_and_system(request, tm
     need = sum(map(len, kept))
     assert sum(map(len, whole)) > need  # the whole conversation does not fit
     records = [{"system": SYSTEM, "messages": _msgs(TURNS)}]
-    data, tok = _prepare(model, tmp_path, "sft", records, SFT_ENTRY, template=family, cutoff_len=need, mask_history=True)
+    data, tok = _prepare(
+        model, tmp_path, "sft", records, SFT_ENTRY, template=family, cutoff_len=need, mask_history=True
+    )
     row = data.train[0]
     assert row["input_ids"] == [t for ids in kept for t in ids]
     assert row["labels"] == [IGNORE] * sum(map(len, kept[:-1])) + kept[-1]  # only the last reply is trained
@@ -90,7 +119,9 @@ def test_mask_history_drops_the_oldest_turn_and_keeps_bos_and_system(request, tm
     (report,) = data.reports
     assert report.truncated == 1 and report.truncated_sources == [f"{tmp_path / 'data' / 'toy.json'}, record 0"]
     # one token less: turn 1 goes too, turn 2 alone is rendered as the start
-    data, _ = _prepare(model, tmp_path / "b", "sft", records, SFT_ENTRY, template=family, cutoff_len=need - 1, mask_history=True)
+    data, _ = _prepare(
+        model, tmp_path / "b", "sft", records, SFT_ENTRY, template=family, cutoff_len=need - 1, mask_history=True
+    )
     _, last = _from_turn(tok, family, TURNS, 2)
     assert data.train[0]["input_ids"] == [t for ids in last for t in ids]
 
@@ -141,18 +172,30 @@ def test_pairs_and_kto_drop_the_oldest_history_and_keep_system(request, tmp_path
     first, later, reply = LITERAL[family]
     history, (question, _) = TURNS[:-1], TURNS[-1]
     chosen, rejected = "Eight.", "Nine, I think, but I am not sure."
-    prompt_from_1 = _ids(tok, first.format(u=history[1][0])) + _ids(tok, reply.format(a=history[1][1])) + _ids(tok, later.format(u=question))
+    prompt_from_1 = (
+        _ids(tok, first.format(u=history[1][0]))
+        + _ids(tok, reply.format(a=history[1][1]))
+        + _ids(tok, later.format(u=question))
+    )
     c_ids, r_ids = _ids(tok, reply.format(a=chosen)), _ids(tok, reply.format(a=rejected))
     cutoff = len(prompt_from_1) + len(r_ids)  # turns 1-2 fit with the longer answer, turn 0 does not
-    pair = {"system": SYSTEM, "messages": _msgs(history) + [{"role": "user", "content": question}],
-            "chosen": {"role": "assistant", "content": chosen}, "rejected": {"role": "assistant", "content": rejected}}
+    pair = {
+        "system": SYSTEM,
+        "messages": _msgs(history) + [{"role": "user", "content": question}],
+        "chosen": {"role": "assistant", "content": chosen},
+        "rejected": {"role": "assistant", "content": rejected},
+    }
     data, _ = _prepare(model, tmp_path / "dpo", "dpo", [pair], PAIR_ENTRY, template=family, cutoff_len=cutoff)
     row = data.train[0]
     assert row["chosen_input_ids"] == prompt_from_1 + c_ids and row["rejected_input_ids"] == prompt_from_1 + r_ids
     assert row["chosen_labels"] == [IGNORE] * len(prompt_from_1) + c_ids
     assert data.reports[0].truncated == 1
-    kto = {"system": SYSTEM, "messages": _msgs(history) + [{"role": "user", "content": question}, {"role": "assistant", "content": rejected}],
-           "label": False}
+    kto = {
+        "system": SYSTEM,
+        "messages": _msgs(history)
+        + [{"role": "user", "content": question}, {"role": "assistant", "content": rejected}],
+        "label": False,
+    }
     data, _ = _prepare(model, tmp_path / "kto", "kto", [kto], KTO_ENTRY, template=family, cutoff_len=cutoff)
     row = data.train[0]
     assert row["prompt_ids"] == prompt_from_1 and row["response_ids"] == r_ids and row["kto_tag"] is False
@@ -164,32 +207,45 @@ def test_bos_survives_every_truncated_sample(tiny_llama, tmp_path, stage):
     """The issue's symptom: cutting from the front removed BOS in more than half of the truncated samples."""
     records = []
     for n in range(12):
-        turns = [(f"Question {k}: " + "why " * (3 * n + k), f"Answer {k}: " + "because " * (2 * n)) for k in range(1 + n % 3)]
+        turns = [
+            (f"Question {k}: " + "why " * (3 * n + k), f"Answer {k}: " + "because " * (2 * n))
+            for k in range(1 + n % 3)
+        ]
         msgs = _msgs(turns)
         if stage == "sft":
             records.append({"system": SYSTEM, "messages": msgs})
         elif stage == "dpo":
-            records.append({"system": SYSTEM, "messages": msgs[:-1], "chosen": msgs[-1],
-                            "rejected": {"role": "assistant", "content": "No. " + msgs[-1]["content"]}})
+            records.append(
+                {
+                    "system": SYSTEM,
+                    "messages": msgs[:-1],
+                    "chosen": msgs[-1],
+                    "rejected": {"role": "assistant", "content": "No. " + msgs[-1]["content"]},
+                }
+            )
         else:
             records.append({"system": SYSTEM, "messages": msgs, "label": n % 2 == 0})
     entry = {"sft": SFT_ENTRY, "dpo": PAIR_ENTRY, "kto": KTO_ENTRY}[stage]
-    data, tok = _prepare(tiny_llama, tmp_path, stage, records, entry, template="llama3", cutoff_len=40,
-                         mask_history=stage == "sft")
+    data, tok = _prepare(
+        tiny_llama, tmp_path, stage, records, entry, template="llama3", cutoff_len=40, mask_history=stage == "sft"
+    )
     column = "chosen_input_ids" if stage == "dpo" else "input_ids"
     rows = data.train[column]
     report = data.reports[0]
     assert (report.truncated, report.dropped) == {"sft": (11, 0), "dpo": (12, 0), "kto": (11, 0)}[stage]
     assert all(r[0] == tok.bos_token_id for r in rows) and all(len(r) <= 40 for r in rows)
     system_ids = _ids(tok, "<|start_header_id|>system<|end_header_id|>\n\n" + SYSTEM + "<|eot_id|>")
-    assert all(r[1:1 + len(system_ids)] == system_ids for r in rows)  # the system prompt survives too
+    assert all(r[1 : 1 + len(system_ids)] == system_ids for r in rows)  # the system prompt survives too
 
 
 def test_fit_turns_with_heads():
     # three turns; the head of the conversation started at turn j is [9, j] + its prompt body (lead 2, tail 1)
     turns = [([9, 0, 10, 11], [20, 21]), ([30, 31], [40, 41]), ([50, 51, 52, 53, 54, 55], [60, 61, 62])]
-    heads = {0: Head([9, 0, 10, 11], lead=2, tail=1, keep=1), 1: Head([9, 1, 30, 31], lead=2, tail=1, keep=1),
-             2: Head([9, 2, 50, 51, 52, 53, 54, 55], lead=2, tail=1, keep=1)}
+    heads = {
+        0: Head([9, 0, 10, 11], lead=2, tail=1, keep=1),
+        1: Head([9, 1, 30, 31], lead=2, tail=1, keep=1),
+        2: Head([9, 2, 50, 51, 52, 53, 54, 55], lead=2, tail=1, keep=1),
+    }
     kept, cut = fit_turns(turns, 19, last_first=True, first_prompt=heads.__getitem__)
     assert kept == [(0, turns[0]), (1, turns[1]), (2, turns[2])] and not cut  # 19 tokens: all fits
     kept, cut = fit_turns(turns, 18, last_first=True, first_prompt=heads.__getitem__)
@@ -214,8 +270,10 @@ def test_prompt_only_stages_keep_bos_and_system_too(tiny_llama, tmp_path):
     long_user = " ".join(f"w{i}" for i in range(40))
     lead, tail = first.split("{u}")
     lead_ids, user_ids, tail_ids = _ids(tok, lead), _ids(tok, long_user), _ids(tok, tail)
-    records = [{"system": SYSTEM, "messages": _msgs(TURNS[:2]) + [{"role": "user", "content": question}]},
-               {"system": SYSTEM, "messages": [{"role": "user", "content": long_user}]}]
+    records = [
+        {"system": SYSTEM, "messages": _msgs(TURNS[:2]) + [{"role": "user", "content": question}]},
+        {"system": SYSTEM, "messages": [{"role": "user", "content": long_user}]},
+    ]
     cutoff = len(from_1)  # the first prompt fits once turn 0 is dropped
     room = cutoff - len(lead_ids) - len(tail_ids)  # what the second one leaves for its user text
     assert len(user_ids) > room > 0
@@ -223,7 +281,7 @@ def test_prompt_only_stages_keep_bos_and_system_too(tiny_llama, tmp_path):
     assert data.reports[0].truncated == 2
     history_cut, middle_cut = data.train["input_ids"]
     assert history_cut == from_1  # turn 0 dropped, turn 1 rendered as the start (BOS + system)
-    assert middle_cut == lead_ids + user_ids[:room - room // 2] + user_ids[len(user_ids) - room // 2:] + tail_ids
+    assert middle_cut == lead_ids + user_ids[: room - room // 2] + user_ids[len(user_ids) - room // 2 :] + tail_ids
 
 
 def test_sft_keeps_a_system_prompt_that_lives_in_the_last_user_message():

@@ -9,8 +9,8 @@ import pytest
 
 from tests.helpers import write_dataset
 from tunekit.data.dataset_info import parse_entry, read_dataset_info, resolve_datasets
-from tunekit.data.formats import RecordError, convert_record
-from tunekit.data.readers import RawRecord, read_records
+from tunekit.data.formats import convert_record
+from tunekit.data.readers import read_records
 from tunekit.errors import ConfigError, DataError
 
 
@@ -60,9 +60,20 @@ def test_reference_pretraining_text(reference_data):
 
 
 def test_alpaca_history_and_system(tmp_path):
-    write_dataset(tmp_path, "h", [{"instruction": "q2", "input": "ctx", "output": "a2", "system": "be brief",
-                                   "history": [["q1", "a1"]]}], {"columns": {"prompt": "instruction", "query": "input",
-                                   "response": "output", "system": "system", "history": "history"}})
+    write_dataset(
+        tmp_path,
+        "h",
+        [{"instruction": "q2", "input": "ctx", "output": "a2", "system": "be brief", "history": [["q1", "a1"]]}],
+        {
+            "columns": {
+                "prompt": "instruction",
+                "query": "input",
+                "response": "output",
+                "system": "system",
+                "history": "history",
+            }
+        },
+    )
     (attr,) = resolve_datasets(["h"], tmp_path)
     (s,) = _convert_all(attr)
     assert s["system"] == "be brief"
@@ -70,18 +81,39 @@ def test_alpaca_history_and_system(tmp_path):
 
 
 def test_sharegpt_and_openai_forms(tmp_path):
-    write_dataset(tmp_path, "sg", [{"conversations": [{"from": "system", "value": "S"}, {"from": "human", "value": "hi"},
-                                                      {"from": "gpt", "value": "yo"}]}], {"formatting": "sharegpt"})
-    write_dataset(tmp_path, "oa", [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}],
-                  {"formatting": "openai"})
+    write_dataset(
+        tmp_path,
+        "sg",
+        [
+            {
+                "conversations": [
+                    {"from": "system", "value": "S"},
+                    {"from": "human", "value": "hi"},
+                    {"from": "gpt", "value": "yo"},
+                ]
+            }
+        ],
+        {"formatting": "sharegpt"},
+    )
+    write_dataset(
+        tmp_path,
+        "oa",
+        [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}],
+        {"formatting": "openai"},
+    )
     sg, oa = resolve_datasets(["sg", "oa"], tmp_path)
     (a,), (b,) = _convert_all(sg), _convert_all(oa)
-    assert a["system"] == "S" and a["messages"] == b["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert a["system"] == "S" and a["messages"] == b["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "yo"},
+    ]
 
 
 def test_direct_file_path_with_guessed_format(tmp_path):
     path = tmp_path / "plain.jsonl"
-    path.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}) + "\n")
+    path.write_text(
+        json.dumps({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}) + "\n"
+    )
     (attr,) = resolve_datasets([str(path)], tmp_path / "nowhere")
     assert _convert_all(attr)[0]["messages"][1]["content"] == "y"
 
@@ -101,10 +133,15 @@ def test_missing_column(tmp_path):
 
 
 def test_wrong_role_order(tmp_path):
-    msg, path = _error(tmp_path, [{"conversations": [{"from": "human", "value": "a"}, {"from": "human", "value": "b"}]}],
-                       {"formatting": "sharegpt"})
-    assert msg == (f"{path}, record 0: message 1 has role 'human' where an assistant/function_call reply is expected; "
-                   f"conversations must alternate user → assistant.")
+    msg, path = _error(
+        tmp_path,
+        [{"conversations": [{"from": "human", "value": "a"}, {"from": "human", "value": "b"}]}],
+        {"formatting": "sharegpt"},
+    )
+    assert msg == (
+        f"{path}, record 0: message 1 has role 'human' where an assistant/function_call reply is expected; "
+        f"conversations must alternate user → assistant."
+    )
 
 
 def test_empty_assistant_turn(tmp_path):
@@ -127,7 +164,10 @@ def test_bad_jsonl_line(tmp_path):
 
 def test_unknown_dataset_name_suggests(tmp_path):
     write_dataset(tmp_path, "alpaca_demo", [{"instruction": "a", "output": "b"}])
-    with pytest.raises(ConfigError, match=r"Dataset 'alpaca_dmeo' is not in .*dataset_info\.json and is not a file\. Did you mean: alpaca_demo\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"Dataset 'alpaca_dmeo' is not in .*dataset_info\.json and is not a file\. Did you mean: alpaca_demo\?",
+    ):
         resolve_datasets(["alpaca_dmeo"], tmp_path)
 
 
@@ -135,5 +175,8 @@ def test_hub_dataset_offline_fails_clearly(reference_data, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     (attr,) = resolve_datasets(["alpaca_en"], reference_data)
-    with pytest.raises(DataError, match=r"dataset 'alpaca_en' \(llamafactory/alpaca_en\) is a Hugging Face Hub dataset and could not be loaded"):
+    with pytest.raises(
+        DataError,
+        match=r"dataset 'alpaca_en' \(llamafactory/alpaca_en\) is a Hugging Face Hub dataset and could not be loaded",
+    ):
         read_records(attr)

@@ -8,12 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import write_dataset
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
-SHAREGPT = {"formatting": "sharegpt", "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-                                               "assistant_tag": "assistant"}}
+SHAREGPT = {
+    "formatting": "sharegpt",
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
 SIZES = {"small.png": (56, 56), "wide.png": (300, 120), "large.png": (700, 700)}  # (width, height)
 
 
@@ -48,9 +49,18 @@ def _data(tmp_path: Path) -> Path:
 def _cfg(model: Path, data: Path, tmp_path: Path, **over):
     from tunekit.config import load_config
 
-    base = {"model_name_or_path": str(model), "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data),
-            "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 300, "report_to": "none",
-            "image_max_pixels": 768 * 768, "image_min_pixels": 32 * 32}  # above the tiny folder's own 224² limit
+    base = {
+        "model_name_or_path": str(model),
+        "template": "qwen2_vl",
+        "dataset": "toy",
+        "dataset_dir": str(data),
+        "output_dir": str(tmp_path / "out"),
+        "stage": "sft",
+        "cutoff_len": 300,
+        "report_to": "none",
+        "image_max_pixels": 768 * 768,
+        "image_min_pixels": 32 * 32,
+    }  # above the tiny folder's own 224² limit
     return load_config(None, {**base, **over})
 
 
@@ -75,7 +85,9 @@ def test_media_tokens_per_sample_and_samples_over_cutoff(tiny_qwen2_vl, tmp_path
     assert per_file == {"small.png": 4, "wide.png": 44, "large.png": 625}
     table = measure_lengths(cfg, load_tokenizer(cfg))
     expected = [per_file["small.png"], per_file["small.png"] + per_file["wide.png"], per_file["large.png"], 0]
-    assert table["image_tokens"] == expected and table["images"] == [1, 2, 1, 0] and table["video_tokens"] == [0, 0, 0, 0]
+    assert (
+        table["image_tokens"] == expected and table["images"] == [1, 2, 1, 0] and table["video_tokens"] == [0, 0, 0, 0]
+    )
     stats = dataset_stats(table, cfg.cutoff_len, 1, stage="sft")["media"]
     assert stats["image"]["samples"] == 3 and stats["image"]["media"] == 4
     assert (stats["image"]["tokens"]["min"], stats["image"]["tokens"]["max"]) == (4, 625)
@@ -87,8 +99,21 @@ def test_media_tokens_per_sample_and_samples_over_cutoff(tiny_qwen2_vl, tmp_path
     assert source == table["source"][2] and "toy" in source
     assert stats["recommended_cutoff_len"] == 640
 
-    assert main(["stats", "model_name_or_path=" + str(tiny_qwen2_vl), "template=qwen2_vl", "dataset=toy",
-                 f"dataset_dir={data}", "cutoff_len=300", "image_max_pixels=589824", "image_min_pixels=1024"]) == 0
+    assert (
+        main(
+            [
+                "stats",
+                "model_name_or_path=" + str(tiny_qwen2_vl),
+                "template=qwen2_vl",
+                "dataset=toy",
+                f"dataset_dir={data}",
+                "cutoff_len=300",
+                "image_max_pixels=589824",
+                "image_min_pixels=1024",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "image tokens per sample (3 samples with 4 images): min 4, mean 225.7, max 625" in " ".join(text.split())
     assert "1 sample(s) whose media tokens alone exceed cutoff_len 300" in " ".join(text.split())
@@ -97,10 +122,11 @@ def test_media_tokens_per_sample_and_samples_over_cutoff(tiny_qwen2_vl, tmp_path
 
 def test_training_drops_the_sample_and_names_it(tiny_qwen2_vl, tmp_path):
     """What training does with it: the sample is dropped whole (never cut through its image) and named in the report."""
+    from rich.console import Console
+
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.data.report import print_reports
     from tunekit.model.loader import load_tokenizer
-    from rich.console import Console
 
     data = _data(tmp_path)
     cfg = _cfg(tiny_qwen2_vl, data, tmp_path)
@@ -111,7 +137,7 @@ def test_training_drops_the_sample_and_names_it(tiny_qwen2_vl, tmp_path):
     console = Console(record=True, width=200)
     print_reports(prepared.reports, cfg.cutoff_len, console)
     text = " ".join(console.export_text().split())
-    assert f"toy: 1 sample(s) dropped (no trainable tokens left, or longer than cutoff_len 300 with media" in text
+    assert "toy: 1 sample(s) dropped (no trainable tokens left, or longer than cutoff_len 300 with media" in text
     assert report.dropped_sources[0].replace(" ", "") in "".join(text.split())
 
 
@@ -138,8 +164,18 @@ def test_videos_are_reported_apart(tiny_qwen2_vl, tmp_path):
     expected = [plugin.video_text(c).count("<|video_pad|>") for c in clips]
     assert table["video_tokens"] == expected and table["image_tokens"] == [0] * len(records)
     shape = load_shape(str(tiny_qwen2_vl), None)  # the planner's video arithmetic gives the same tokens per clip
-    assert [video_grid(shape.vision, len(c.indices), c.frames[0].height, c.frames[0].width, cfg.video_max_pixels,
-                       cfg.video_min_pixels, str(tiny_qwen2_vl))[1] for c in clips] == expected
+    assert [
+        video_grid(
+            shape.vision,
+            len(c.indices),
+            c.frames[0].height,
+            c.frames[0].width,
+            cfg.video_max_pixels,
+            cfg.video_min_pixels,
+            str(tiny_qwen2_vl),
+        )[1]
+        for c in clips
+    ] == expected
     stats = dataset_stats(table, cfg.cutoff_len, 1, stage="sft")["media"]
     assert "image" not in stats and stats["video"]["samples"] == len(records)
     assert stats["video"]["tokens"]["max"] == max(expected) and stats["over_cutoff"]["samples"] == 0

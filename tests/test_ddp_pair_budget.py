@@ -35,7 +35,7 @@ import pytest
 import torch
 import yaml
 
-from tests.distributed_helpers import RUN_TIMEOUT, ROOT, launch_env
+from tests.distributed_helpers import ROOT, RUN_TIMEOUT, launch_env
 from tests.helpers import base_config
 from tests.stage_helpers import run_losses_and_weights, train_rows
 from tests.test_pair_weighting import LR, _bound, _step, pair_data  # noqa: F401  (pair_data: the module's fixture)
@@ -43,9 +43,20 @@ from tests.tolerances import sum_order_bound
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-OPTIONS = dict(dataset="pairs", dtype="float64", gradient_checkpointing=False, cutoff_len=128, max_steps=1,
-               learning_rate=LR, optim="sgd", max_grad_norm=0.0, warmup_steps=0, weight_decay=0.0,
-               gradient_accumulation_steps=1, overwrite_output_dir=True)
+OPTIONS = dict(
+    dataset="pairs",
+    dtype="float64",
+    gradient_checkpointing=False,
+    cutoff_len=128,
+    max_steps=1,
+    learning_rate=LR,
+    optim="sgd",
+    max_grad_norm=0.0,
+    warmup_steps=0,
+    weight_decay=0.0,
+    gradient_accumulation_steps=1,
+    overwrite_output_dir=True,
+)
 BUDGET = 384  # test_pair_weighting: padded batches [long], [short x 3]
 
 
@@ -62,7 +73,10 @@ def recording(folder: Path):
             rows = []
             for batch in batches:  # sequence lengths: padded rows' masks, or a padding-free row's cu_seqlens
                 cu = batch.get("cu_seqlens")
-                n, mask = pair_count(batch), (cu.diff() if cu is not None else batch["attention_mask"].sum(dim=1)).tolist()
+                n, mask = (
+                    pair_count(batch),
+                    (cu.diff() if cu is not None else batch["attention_mask"].sum(dim=1)).tolist(),
+                )
                 rows.append([[mask[i], mask[n + i]] for i in range(n)])
             line = {"micro_batches": rows, "num_items": None if num_items is None else int(num_items)}
             with open(folder / f"rank{self.args.process_index}.jsonl", "a") as f:
@@ -73,7 +87,10 @@ def recording(folder: Path):
 
 
 def _windows(folder: Path) -> dict[int, list[dict]]:
-    return {int(p.stem[4:]): [json.loads(x) for x in p.read_text().splitlines()] for p in sorted(folder.glob("rank*.jsonl"))}
+    return {
+        int(p.stem[4:]): [json.loads(x) for x in p.read_text().splitlines()]
+        for p in sorted(folder.glob("rank*.jsonl"))
+    }
 
 
 def _ddp_run(model: Path, data_dir: Path, root: Path, stage: str, **options) -> tuple[Path, dict]:
@@ -86,8 +103,19 @@ def _ddp_run(model: Path, data_dir: Path, root: Path, stage: str, **options) -> 
     cfg_path = root / "ddp.yaml"
     options = {**OPTIONS, "max_tokens_per_batch": BUDGET, "per_device_train_batch_size": 1, **options}
     cfg_path.write_text(yaml.safe_dump(base_config(model, data_dir, out, stage=stage, **options)))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-           "-m", "tests.test_ddp_pair_budget", str(cfg_path), str(record)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "tests.test_ddp_pair_budget",
+        str(cfg_path),
+        str(record),
+    ]
     proc = subprocess.run(cmd, env=launch_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-6000:]
     return out, _windows(record)
@@ -103,8 +131,9 @@ def _weights_and_losses(out: Path) -> tuple[list[float], dict]:
 
 
 @pytest.mark.parametrize("stage", ["dpo", "rm"])
-def test_ddp_ranks_with_unequal_pair_counts_weigh_every_pair_of_the_step_the_same(tiny_qwen, pair_data, tmp_path,
-                                                                                    monkeypatch, stage):
+def test_ddp_ranks_with_unequal_pair_counts_weigh_every_pair_of_the_step_the_same(
+    tiny_qwen, pair_data, tmp_path, monkeypatch, stage
+):
     from tunekit.config import load_config
     from tunekit.train.stages.stage_trainer import StageTrainer
 
@@ -118,8 +147,10 @@ def test_ddp_ranks_with_unequal_pair_counts_weigh_every_pair_of_the_step_the_sam
     one_dir = tmp_path / "one_record"
     one_dir.mkdir()
     monkeypatch.setattr(StageTrainer, "get_batch_samples", recording(one_dir))
-    one_cfg = load_config(None, base_config(tiny_qwen, pair_data, tmp_path / "one", stage=stage,
-                                            per_device_train_batch_size=4, **OPTIONS))
+    one_cfg = load_config(
+        None,
+        base_config(tiny_qwen, pair_data, tmp_path / "one", stage=stage, per_device_train_batch_size=4, **OPTIONS),
+    )
     l_one, w_one = run_losses_and_weights(one_cfg)
     one = _windows(one_dir)
     assert list(one) == [0] and len(one[0]) == 1 and one[0][0]["num_items"] == 4, one
@@ -137,7 +168,9 @@ def test_ddp_ranks_with_unequal_pair_counts_weigh_every_pair_of_the_step_the_sam
     assert abs(l_ddp[0] - l_one[0]) <= sum_order_bound(2, 2 * abs(l_one[0])), (l_ddp, l_one)
 
 
-if __name__ == "__main__":  # one rank of _ddp_run: python -m torch.distributed.run ... -m tests.test_ddp_pair_budget CFG DIR
+if (
+    __name__ == "__main__"
+):  # one rank of _ddp_run: python -m torch.distributed.run ... -m tests.test_ddp_pair_budget CFG DIR
     from tunekit.cli.main import main
     from tunekit.train.stages.stage_trainer import StageTrainer
 

@@ -62,19 +62,19 @@ def _documented_dealing(lengths: list, accumulation: int) -> dict[int, list[list
     plan = budget_batches(lengths, BUDGET, True, 1, 0)  # seed 0: base_config's
     order = TokenBudgetBatchSampler(plan, seed=0).order()
     per_rank = math.ceil(len(order) / WORLD)
-    dealt = (order * WORLD)[:per_rank * WORLD]
+    dealt = (order * WORLD)[: per_rank * WORLD]
     deal = {}
     for rank in range(WORLD):
         mine = [[list(lengths[i]) for i in plan.batches[b]] for b in dealt[rank::WORLD]]
-        deal[rank] = [mine[k:k + accumulation] for k in range(0, per_rank, accumulation)]
+        deal[rank] = [mine[k : k + accumulation] for k in range(0, per_rank, accumulation)]
     return deal
 
 
 def _reference(model, data_dir, root, stage, steps: list[list], options: dict, monkeypatch):
     """One process; step ``k`` is one micro-batch of the pairs ``steps[k]`` (pairs named by their lengths). Returns its
     losses, weights, recorded windows and the training set's pair lengths (dataset order)."""
-    import tunekit.train.token_budget as token_budget
     from tunekit.config import load_config
+    from tunekit.train import token_budget
     from tunekit.train.stages.stage_trainer import StageTrainer
 
     seen = {}
@@ -91,15 +91,16 @@ def _reference(model, data_dir, root, stage, steps: list[list], options: dict, m
         patch.setattr(token_budget, "budget_batches", fixed_batches)
         patch.setattr(TokenBudgetBatchSampler, "order", lambda self: list(range(len(self.plan.batches))))
         patch.setattr(StageTrainer, "get_batch_samples", recording(record))
-        losses, weights = run_losses_and_weights(load_config(None, base_config(model, data_dir, root / "one",
-                                                                               stage=stage, **one)))
+        losses, weights = run_losses_and_weights(
+            load_config(None, base_config(model, data_dir, root / "one", stage=stage, **one))
+        )
     return losses, weights, _windows(record), seen["lengths"]
 
 
 @pytest.mark.parametrize("stage, accumulation", [("dpo", 1), ("rm", 2)])
-def test_ddp_padding_free_budget_3_batches_on_2_ranks_weighs_every_trained_pair_the_same(tiny_qwen, pair_data,
-                                                                                           tmp_path, monkeypatch,
-                                                                                           stage, accumulation):
+def test_ddp_padding_free_budget_3_batches_on_2_ranks_weighs_every_trained_pair_the_same(
+    tiny_qwen, pair_data, tmp_path, monkeypatch, stage, accumulation
+):
     from tunekit.config import load_config
     from tunekit.plan.planner import make_plan
     from tunekit.train.steps import plan_steps
@@ -136,8 +137,10 @@ def test_ddp_padding_free_budget_3_batches_on_2_ranks_weighs_every_trained_pair_
     bound = _bound(w_one)
     assert bound < 1e-9 and _step(w_one) > 1e-3  # the step moved the weights
     diff = max((w_ddp[k] - w_one[k]).abs().max().item() for k in w_one)
-    print(f"{stage} accumulation {accumulation}: pairs per step {[len(p) for p in pairs]}, "
-          f"DDP vs one process: weights differ by {diff:.3g} (bound {bound:.3g}), losses {l_ddp} vs {l_one}")
+    print(
+        f"{stage} accumulation {accumulation}: pairs per step {[len(p) for p in pairs]}, "
+        f"DDP vs one process: weights differ by {diff:.3g} (bound {bound:.3g}), losses {l_ddp} vs {l_one}"
+    )
     assert diff <= bound, (diff, bound)
     assert len(l_ddp) == len(l_one) == steps
     assert all(abs(a - b) <= sum_order_bound(2, 2 * abs(b)) for a, b in zip(l_ddp, l_one)), (l_ddp, l_one)

@@ -25,7 +25,15 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from tests.distributed_helpers import RUN_TIMEOUT, assert_close, assert_trained_alike, launch_command, logits, run_cache, series
+from tests.distributed_helpers import (
+    RUN_TIMEOUT,
+    assert_close,
+    assert_trained_alike,
+    launch_command,
+    logits,
+    run_cache,
+    series,
+)
 from tests.helpers import alpaca_records, base_config, write_dataset
 from tests.tolerances import loss_tolerance, sum_order_bound
 
@@ -37,7 +45,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 # tests/test_distributed_stages.py (1e-3 is under a tenth of what the 4 training steps change; measured <= 1e-6).
 LOSS_TOL = loss_tolerance(128, 12.0)
 LOGIT_TOL = 1e-3
-COMMON = dict(finetuning_type="full", max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, cutoff_len=64, overwrite_output_dir=True)
+COMMON = dict(
+    finetuning_type="full",
+    max_steps=4,
+    save_strategy="steps",
+    save_steps=2,
+    learning_rate=1e-3,
+    cutoff_len=64,
+    overwrite_output_dir=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +71,9 @@ def runs(tiny_qwen, data_dir, tmp_path_factory):
 
 def _weights_close(ref: Path, other: Path, name: str = "model.safetensors", init: Path | None = None) -> float:
     start = load_file(init / "model.safetensors") if init is not None else None
-    return assert_trained_alike(load_file(ref / name), load_file(other / name), COMMON["learning_rate"], COMMON["max_steps"],
-                                start, other.name)
+    return assert_trained_alike(
+        load_file(ref / name), load_file(other / name), COMMON["learning_rate"], COMMON["max_steps"], start, other.name
+    )
 
 
 # ------------------------------------------------------------------ equivalence
@@ -105,10 +122,16 @@ def test_fsdp2_full_shard_equals_ddp_and_saves_a_plain_transformers_folder(runs,
     # the shards: relative error <= sum_order_bound(n, 1) / 2 through the square root (n * u = 0.0x here, a worst-case
     # bound; measured 1.5e-5). A norm over one rank's shard only would be off by ~30 %.
     n = sum(t.numel() for t in load_file(tiny_qwen / "model.safetensors").values())
-    assert_close(series(ddp, "grad_norm"), series(fsdp, "grad_norm"), sum_order_bound(n, 1.0) / 2 * max(series(ddp, "grad_norm").values()),
-                 "FSDP2 grad norms")
+    assert_close(
+        series(ddp, "grad_norm"),
+        series(fsdp, "grad_norm"),
+        sum_order_bound(n, 1.0) / 2 * max(series(ddp, "grad_norm").values()),
+        "FSDP2 grad norms",
+    )
     _weights_close(ddp, fsdp, init=tiny_qwen)
-    assert set(load_file(fsdp / "model.safetensors")) == set(load_file(single / "model.safetensors"))  # tied head saved once
+    assert set(load_file(fsdp / "model.safetensors")) == set(
+        load_file(single / "model.safetensors")
+    )  # tied head saved once
     assert (fsdp / "checkpoint-2" / "fsdp_state" / ".metadata").is_file()  # the sharded resume state
     reloaded = AutoModelForCausalLM.from_pretrained(fsdp)
     reference = AutoModelForCausalLM.from_pretrained(single)
@@ -124,8 +147,9 @@ def test_fsdp2_shard_grad_op_and_offload_equal_ddp(runs, fsdp):
     _weights_close(ddp, out)
 
 
-@pytest.mark.parametrize("name, engine", [("fsdp_lora", {"fsdp": "full_shard"}),
-                                          ("z3_offload_lora", {"deepspeed": "z3_offload"})])
+@pytest.mark.parametrize(
+    "name, engine", [("fsdp_lora", {"fsdp": "full_shard"}), ("z3_offload_lora", {"deepspeed": "z3_offload"})]
+)
 def test_lora_under_a_sharding_engine_saves_an_adapter_plain_peft_loads(runs, tiny_qwen, name, engine):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -156,8 +180,9 @@ def test_resume_continues_at_the_exact_step(runs, engine, tmp_path):
     full, _ = runs(engine, launch, per_device_train_batch_size=1, **extra)
     checkpoint = tmp_path / "checkpoint-2"
     shutil.copytree(full / "checkpoint-2", checkpoint)
-    resumed, _ = runs(f"{engine}_resumed", "reexec", per_device_train_batch_size=1,
-                      resume_from_checkpoint=str(checkpoint), **extra)
+    resumed, _ = runs(
+        f"{engine}_resumed", "reexec", per_device_train_batch_size=1, resume_from_checkpoint=str(checkpoint), **extra
+    )
     losses = series(resumed)
     assert min(losses) == 3, losses  # continues at step 3, not from the start
     reference = {step: loss for step, loss in series(full).items() if step >= 3}
@@ -171,8 +196,9 @@ def test_killed_rank_ends_the_job_with_a_clear_error(tiny_qwen, data_dir, tmp_pa
     import psutil
 
     out = tmp_path / "out"
-    cfg = base_config(tiny_qwen, data_dir, out, per_device_train_batch_size=1, max_steps=100000, save_strategy="no",
-                      ddp_timeout=30)
+    cfg = base_config(
+        tiny_qwen, data_dir, out, per_device_train_batch_size=1, max_steps=100000, save_strategy="no", ddp_timeout=30
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     cmd, env = launch_command("reexec", cfg_path)

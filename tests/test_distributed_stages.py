@@ -45,8 +45,8 @@ from safetensors.torch import load_file
 
 from tests.distributed_helpers import assert_close, assert_trained_alike, launch, logits, run_cache, series, train_rows
 from tests.helpers import alpaca_records, base_config, write_dataset
-from tests.tolerances import loss_tolerance, sum_order_bound
 from tests.stage_helpers import write_kto, write_preference
+from tests.tolerances import loss_tolerance, sum_order_bound
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
 from tunekit.flow import run_train
@@ -65,8 +65,13 @@ METRIC_TOL = sum_order_bound(64, 100.0)
 LOGIT_TOL = 1e-3
 COMMON = dict(cutoff_len=64, learning_rate=5e-3, overwrite_output_dir=True)
 LORA = dict(finetuning_type="lora", learning_rate=1e-2)
-RL = dict(dataset="prompts", max_steps=2, reward_funcs="tests.stage_helpers:ascii_share", generation_max_new_tokens=4,
-          learning_rate=1e-3)
+RL = dict(
+    dataset="prompts",
+    max_steps=2,
+    reward_funcs="tests.stage_helpers:ascii_share",
+    generation_max_new_tokens=4,
+    learning_rate=1e-3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -115,14 +120,27 @@ def _finite_run(out: Path, steps: int) -> list[dict]:
 
 # ------------------------------------------------------------------ dpo
 DPO = dict(stage="dpo", dataset="pref", max_steps=6, save_strategy="steps", save_steps=2, **LORA)
-DPO_METRICS = ["rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected"]
+DPO_METRICS = [
+    "rewards/chosen",
+    "rewards/rejected",
+    "rewards/accuracies",
+    "rewards/margins",
+    "logps/chosen",
+    "logps/rejected",
+]
 
 
 def test_dpo_lora_zero3_with_a_reference_model_equals_one_process_and_saves_a_loadable_adapter(runs, tiny_qwen):
     single, _ = runs("dpo_single", "inprocess", per_device_train_batch_size=2, **DPO)
     # the reference is a separate model (partitioned by ZeRO-3 as it loads) instead of the disabled adapter
-    z3, _ = runs("dpo_z3_lora_ref", "reexec", per_device_train_batch_size=1, deepspeed="z3", ref_model=str(tiny_qwen),
-                 **{**DPO, "save_strategy": "no"})
+    z3, _ = runs(
+        "dpo_z3_lora_ref",
+        "reexec",
+        per_device_train_batch_size=1,
+        deepspeed="z3",
+        ref_model=str(tiny_qwen),
+        **{**DPO, "save_strategy": "no"},
+    )
     _assert_same_metrics(single, z3, DPO_METRICS)
     assert series(z3, "rewards/accuracies")[6] == 1.0  # it learned the preference
     a, b = load_file(single / "adapter_model.safetensors"), load_file(z3 / "adapter_model.safetensors")
@@ -138,7 +156,9 @@ def test_dpo_resumes_from_one_process_on_two_and_from_two_on_one(runs, tmp_path)
     single, _ = runs("dpo_single", "inprocess", per_device_train_batch_size=2, **DPO)
     start = tmp_path / "from_single" / "checkpoint-2"
     shutil.copytree(single / "checkpoint-2", start)
-    ddp, proc = runs("dpo_ddp_resumed", "reexec", per_device_train_batch_size=1, resume_from_checkpoint=str(start), **DPO)
+    ddp, proc = runs(
+        "dpo_ddp_resumed", "reexec", per_device_train_batch_size=1, resume_from_checkpoint=str(start), **DPO
+    )
     assert "starting 2 processes" in proc.stderr
     reference = {step: loss for step, loss in series(single).items() if step >= 3}
     assert_close(reference, series(ddp), LOSS_TOL, "DDP resumed from 1 process")
@@ -148,8 +168,12 @@ def test_dpo_resumes_from_one_process_on_two_and_from_two_on_one(runs, tmp_path)
 
     middle = tmp_path / "from_ddp" / "checkpoint-4"
     shutil.copytree(ddp / "checkpoint-4", middle)
-    back, _ = runs("dpo_single_resumed", "inprocess", per_device_train_batch_size=2, resume_from_checkpoint=str(middle), **DPO)
-    assert_close({s: v for s, v in series(single).items() if s >= 5}, series(back), LOSS_TOL, "1 process resumed from DDP")
+    back, _ = runs(
+        "dpo_single_resumed", "inprocess", per_device_train_batch_size=2, resume_from_checkpoint=str(middle), **DPO
+    )
+    assert_close(
+        {s: v for s, v in series(single).items() if s >= 5}, series(back), LOSS_TOL, "1 process resumed from DDP"
+    )
     assert json.loads((back / "trainer_state.json").read_text())["global_step"] == 6
     _assert_weights_close(single, back, "adapter_model.safetensors", LORA["learning_rate"], DPO["max_steps"])
 
@@ -188,7 +212,12 @@ def test_rm_full_under_zero3_saves_the_gathered_model_and_value_head(runs, tiny_
 
 # ------------------------------------------------------------------ kto
 KTO = dict(stage="kto", dataset="kto", max_steps=3)
-KTO_METRICS = ["kto/kl", "rewards/chosen", "rewards/rejected", "rewards/accuracies"]  # margins need both kinds in one micro-batch
+KTO_METRICS = [
+    "kto/kl",
+    "rewards/chosen",
+    "rewards/rejected",
+    "rewards/accuracies",
+]  # margins need both kinds in one micro-batch
 
 
 def test_kto_lora_under_ddp_equals_one_process(runs, tiny_qwen):
@@ -209,7 +238,7 @@ def test_kto_full_under_zero3_with_a_reference_copy_equals_one_process(runs, tin
     assert rows[0]["kto/kl"] == 0.0 and rows[0]["loss"] == 0.5  # step 0: the partitioned reference equals the policy
     _assert_same_metrics(single, z3, KTO_METRICS)
     _assert_weights_close(single, z3, "model.safetensors", COMMON["learning_rate"], KTO["max_steps"], init=tiny_qwen)
-    worst = (logits(AutoModelForCausalLM.from_pretrained(z3)) - logits(AutoModelForCausalLM.from_pretrained(single)))
+    worst = logits(AutoModelForCausalLM.from_pretrained(z3)) - logits(AutoModelForCausalLM.from_pretrained(single))
     assert worst.abs().max().item() <= LOGIT_TOL
 
 
@@ -222,17 +251,25 @@ def test_pt_full_under_zero3_equals_one_process(runs, tiny_qwen):
     z3, _ = runs("pt_z3_full", "reexec", per_device_train_batch_size=1, deepspeed="z3", **pt)
     assert_close(series(single), series(z3), LOSS_TOL, "pt ZeRO-3 losses")
     _assert_weights_close(single, z3, "model.safetensors", COMMON["learning_rate"], pt["max_steps"], init=tiny_qwen)
-    worst = (logits(AutoModelForCausalLM.from_pretrained(z3)) - logits(AutoModelForCausalLM.from_pretrained(single)))
+    worst = logits(AutoModelForCausalLM.from_pretrained(z3)) - logits(AutoModelForCausalLM.from_pretrained(single))
     assert worst.abs().max().item() <= LOGIT_TOL
 
 
 # ------------------------------------------------------------------ ppo, grpo
-@pytest.mark.parametrize("name, options", [
-    ("ppo_ddp_lora", dict(stage="ppo", ppo_epochs=2, **LORA)),
-    ("ppo_z2_full", dict(stage="ppo", ppo_epochs=2, finetuning_type="full", deepspeed="z2", save_strategy="steps", save_steps=1)),
-    ("grpo_ddp_full", dict(stage="grpo", grpo_iterations=2, num_generations=2, finetuning_type="full")),
-    ("grpo_z2_lora", dict(stage="grpo", grpo_iterations=2, num_generations=2, deepspeed="z2", **LORA)),
-])
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("ppo_ddp_lora", dict(stage="ppo", ppo_epochs=2, **LORA)),
+        (
+            "ppo_z2_full",
+            dict(
+                stage="ppo", ppo_epochs=2, finetuning_type="full", deepspeed="z2", save_strategy="steps", save_steps=1
+            ),
+        ),
+        ("grpo_ddp_full", dict(stage="grpo", grpo_iterations=2, num_generations=2, finetuning_type="full")),
+        ("grpo_z2_lora", dict(stage="grpo", grpo_iterations=2, num_generations=2, deepspeed="z2", **LORA)),
+    ],
+)
 def test_rl_stages_train_on_two_ranks_and_save_outputs_that_reload(runs, tiny_qwen, name, options):
     from transformers import AutoModelForCausalLM
 
@@ -253,21 +290,35 @@ def test_rl_stages_train_on_two_ranks_and_save_outputs_that_reload(runs, tiny_qw
 # ------------------------------------------------------------------ resume across world sizes: what is refused
 def test_a_zero2_checkpoint_with_another_world_size_or_engine_is_a_clear_error(runs, tiny_qwen, data_dir, tmp_path):
     options = dict(RL, stage="ppo", ppo_epochs=2, finetuning_type="full")
-    z2, _ = runs("ppo_z2_full", "reexec", per_device_train_batch_size=1, deepspeed="z2", save_strategy="steps", save_steps=1,
-                 **options)
+    z2, _ = runs(
+        "ppo_z2_full",
+        "reexec",
+        per_device_train_batch_size=1,
+        deepspeed="z2",
+        save_strategy="steps",
+        save_steps=1,
+        **options,
+    )
     checkpoint = tmp_path / "checkpoint-1"
     shutil.copytree(z2 / "checkpoint-1", checkpoint)
 
     def cfg(out: str, **extra) -> dict:
-        return base_config(tiny_qwen, data_dir, tmp_path / out, per_device_train_batch_size=2,
-                           resume_from_checkpoint=str(checkpoint), **{**COMMON, **options, **extra})
+        return base_config(
+            tiny_qwen,
+            data_dir,
+            tmp_path / out,
+            per_device_train_batch_size=2,
+            resume_from_checkpoint=str(checkpoint),
+            **{**COMMON, **options, **extra},
+        )
 
     # the command line: one process under DeepSpeed (always under torchrun) -> tunekit's error line, no traceback
     proc = launch("reexec1", cfg("one", deepspeed="z2"), tmp_path / "one.yaml", expect_ok=False)
     assert proc.returncode != 0
-    assert ("error: distributed training failed: rank 0 (local rank 0) stopped first with: checkpoint "
-            f"{checkpoint} is a DeepSpeed ZeRO checkpoint written by 2 processes, and this run has 1 process") in proc.stderr, \
-        proc.stderr[-4000:]
+    assert (
+        "error: distributed training failed: rank 0 (local rank 0) stopped first with: checkpoint "
+        f"{checkpoint} is a DeepSpeed ZeRO checkpoint written by 2 processes, and this run has 1 process"
+    ) in proc.stderr, proc.stderr[-4000:]
     assert "Resume with 2 processes" in proc.stderr and f"model_name_or_path: {checkpoint}" in proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
     assert not (tmp_path / "one" / "trainer_log.jsonl").exists()  # refused before training

@@ -13,22 +13,42 @@ import pytest
 
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
-from tunekit.train.engines import distributed
-from tunekit.train.engines import launcher
+from tunekit.train.engines import distributed, launcher
 from tunekit.train.engines.deepspeed_config import (
-    PRESETS, check_batch_fields, preset_config, read_deepspeed, resolve_deepspeed,
+    PRESETS,
+    check_batch_fields,
+    preset_config,
+    read_deepspeed,
+    resolve_deepspeed,
 )
 
 # LLaMA-Factory's examples/deepspeed/ds_z3_config.json, field for field (users pass these files as they are).
 LLAMAFACTORY_Z3 = {
-    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-    "gradient_clipping": "auto", "zero_allow_untested_optimizer": True,
-    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1},
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "zero_allow_untested_optimizer": True,
+    "fp16": {
+        "enabled": "auto",
+        "loss_scale": 0,
+        "loss_scale_window": 1000,
+        "initial_scale_power": 16,
+        "hysteresis": 2,
+        "min_loss_scale": 1,
+    },
     "bf16": {"enabled": "auto"},
     "zero_optimization": {
-        "stage": 3, "overlap_comm": False, "contiguous_gradients": True, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
-        "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9,
-        "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": True,
+        "stage": 3,
+        "overlap_comm": False,
+        "contiguous_gradients": True,
+        "sub_group_size": 1e9,
+        "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto",
+        "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9,
+        "stage3_gather_16bit_weights_on_model_save": True,
     },
 }
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": ""}
@@ -47,7 +67,13 @@ def test_no_launch_on_one_cpu_process():
 def test_force_torchrun_with_nproc_per_node_on_cpu():
     plan = launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"})
     assert (plan.launch, plan.world_size, plan.nnodes, plan.node_rank, plan.master_addr, plan.master_port) == (
-        True, 2, 1, 0, "127.0.0.1", None)
+        True,
+        2,
+        1,
+        0,
+        "127.0.0.1",
+        None,
+    )
 
 
 def test_visible_gpus_start_one_process_each_without_importing_torch():
@@ -69,7 +95,9 @@ def test_no_relaunch_under_an_external_launcher():
 def test_multi_node_needs_master_addr_and_defaults_the_port():
     with pytest.raises(ConfigError, match="set MASTER_ADDR to the address of the NODE_RANK=0 machine"):
         launcher.launch_plan({**CPU_ENV, "NNODES": "2"})
-    plan = launcher.launch_plan({**CPU_ENV, "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.5", "NPROC_PER_NODE": "4"})
+    plan = launcher.launch_plan(
+        {**CPU_ENV, "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.5", "NPROC_PER_NODE": "4"}
+    )
     assert (plan.launch, plan.world_size, plan.master_addr, plan.master_port) == (True, 8, "10.0.0.5", 29500)
     with pytest.raises(ConfigError, match="NODE_RANK=2 must be below NNODES=2"):
         launcher.launch_plan({**CPU_ENV, "NNODES": "2", "NODE_RANK": "2", "MASTER_ADDR": "h"})
@@ -80,7 +108,11 @@ def test_multi_node_needs_master_addr_and_defaults_the_port():
 def test_torchrun_command_reexecutes_tunekit_train():
     plan = launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"})
     cmd = launcher.torchrun_command(plan, 12345, ["cfg.yaml", "lr=1"])
-    assert cmd[:3] == [sys.executable, "-m", "tunekit.train.engines.launcher"]  # torchrun, minus its own traceback on failure
+    assert cmd[:3] == [
+        sys.executable,
+        "-m",
+        "tunekit.train.engines.launcher",
+    ]  # torchrun, minus its own traceback on failure
     assert cmd[cmd.index("--nproc_per_node") + 1] == "2" and cmd[cmd.index("--master_port") + 1] == "12345"
     assert cmd[-5:] == ["-m", "tunekit.cli.main", "train", "cfg.yaml", "lr=1"]
 
@@ -108,7 +140,9 @@ def test_cli_reports_busy_port_once_before_starting_ranks(tmp_path, tiny_qwen):
 
     write_dataset(tmp_path, "toy", alpaca_records(4, seed=1))
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(json.dumps(base_config(tiny_qwen, tmp_path, tmp_path / "out")))  # passes preflight: the port is the problem
+    cfg.write_text(
+        json.dumps(base_config(tiny_qwen, tmp_path, tmp_path / "out"))
+    )  # passes preflight: the port is the problem
     with socket.socket() as busy:
         busy.bind(("", 0))
         busy.listen(1)
@@ -116,8 +150,13 @@ def test_cli_reports_busy_port_once_before_starting_ranks(tmp_path, tiny_qwen):
         env = {**os.environ, **CPU_ENV, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2", "MASTER_PORT": str(port)}
         for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
             env.pop(var, None)
-        proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", str(cfg)], env=env,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tunekit.cli.main", "train", str(cfg)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode == 2, proc.stderr
     assert f"error: MASTER_PORT {port} is already in use" in proc.stderr
     assert "starting 2 processes" not in proc.stderr
@@ -171,19 +210,24 @@ Root Cause (first observed failure):
 """
 
 
-@pytest.mark.parametrize("errors", [{0: "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer."},
-                                    {}])
+@pytest.mark.parametrize(
+    "errors", [{0: "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer."}, {}]
+)
 def test_summary_names_the_killed_rank_whichever_exit_torchrun_saw_first(errors):
     failures = launcher.rank_failures(SURVIVOR_FIRST_TAIL)
-    assert [(f.rank, f.exitcode, f.signal, f.root) for f in failures] == [(1, -9, "SIGKILL", False), (0, 1, None, True)]
+    assert [(f.rank, f.exitcode, f.signal, f.root) for f in failures] == [
+        (1, -9, "SIGKILL", False),
+        (0, 1, None, True),
+    ]
     text = launcher.failure_summary(1, SURVIVOR_FIRST_TAIL, errors)
     assert text.startswith("error: distributed training failed: rank 1 (local rank 1) was killed by SIGKILL; "), text
     assert text.endswith(" The other ranks stopped because of it (local rank(s) 0)."), text
     # without a signal, the rank whose error is its own (not a lost peer) is the cause, though torchrun saw the other first
     own = SURVIVOR_FIRST_TAIL.replace("-9 (pid: 26305)  (SIGKILL)", "2 (pid: 26305)")
     text = launcher.failure_summary(1, own, {**errors, 1: "ConfigError: dataset 'toy' has no records."})
-    assert text.startswith("error: distributed training failed: rank 1 (local rank 1) stopped first with: dataset 'toy' "
-                           "has no records."), text
+    assert text.startswith(
+        "error: distributed training failed: rank 1 (local rank 1) stopped first with: dataset 'toy' has no records."
+    ), text
 
 
 def test_summary_shows_the_failing_ranks_own_error_and_timeout_hints(tmp_path, monkeypatch):
@@ -195,7 +239,10 @@ def test_summary_shows_the_failing_ranks_own_error_and_timeout_hints(tmp_path, m
     assert errors == {1: "ConfigError: dataset 'toy' has no records."}
     tail = TORCHRUN_TAIL.replace("-9 (pid: 26305)  (SIGKILL)", "2 (pid: 26305)")
     text = launcher.failure_summary(1, tail, errors)
-    assert text == "error: distributed training failed: rank 1 (local rank 1) stopped first with: dataset 'toy' has no records."
+    assert (
+        text
+        == "error: distributed training failed: rank 1 (local rank 1) stopped first with: dataset 'toy' has no records."
+    )
     timeout = launcher.failure_summary(1, "", {0: "DistBackendError: Watchdog caught collective operation timeout"})
     assert "NCCL_SOCKET_IFNAME" in timeout and "ddp_timeout" in timeout and "NCCL_DEBUG=INFO" in timeout
 
@@ -204,7 +251,12 @@ def test_summary_shows_the_failing_ranks_own_error_and_timeout_hints(tmp_path, m
 @pytest.mark.parametrize("name", PRESETS)
 def test_presets_have_llamafactory_shape(name):
     config = preset_config(name)
-    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"):
+    for key in (
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+    ):
         assert config[key] == "auto"
     assert config["bf16"] == {"enabled": "auto"} and config["fp16"]["enabled"] == "auto"
     settings = read_deepspeed(name)
@@ -239,7 +291,9 @@ def test_zero3_file_without_gather_gets_it_in_a_copy(tmp_path):
 
 
 def test_deepspeed_value_errors(tmp_path):
-    with pytest.raises(ConfigError, match=r"neither a preset \(a preset name: z0, z1, z2, z2_offload, z3, z3_offload\)"):
+    with pytest.raises(
+        ConfigError, match=r"neither a preset \(a preset name: z0, z1, z2, z2_offload, z3, z3_offload\)"
+    ):
         read_deepspeed("z4")
     bad = tmp_path / "bad.json"
     bad.write_text("{")
@@ -255,13 +309,21 @@ def test_numeric_batch_fields_must_match_world_size(tmp_path):
     path.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_batch_size": 16}))
     settings = read_deepspeed(str(path))
     check_batch_fields(settings, micro_batch=2, accumulation=2, world=4)
-    with pytest.raises(ConfigError, match=r"train_batch_size 16 .* = 2 x 2 x 3 = 12 \(or use a train_batch_size divisible by "
-                                          r"per_device_train_batch_size x world size \(2 x 3\)\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"train_batch_size 16 .* = 2 x 2 x 3 = 12 \(or use a train_batch_size divisible by "
+        r"per_device_train_batch_size x world size \(2 x 3\)\)",
+    ):
         check_batch_fields(settings, micro_batch=2, accumulation=2, world=3)
-    with pytest.raises(ConfigError, match=r"\(or use gradient_accumulation_steps: 4\)\. Set each of these fields to \"auto\""):
+    with pytest.raises(
+        ConfigError, match=r"\(or use gradient_accumulation_steps: 4\)\. Set each of these fields to \"auto\""
+    ):
         check_batch_fields(settings, micro_batch=2, accumulation=1, world=2)
     path.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_micro_batch_size_per_gpu": 8}))
-    with pytest.raises(ConfigError, match=r"in 1 place\(s\): \(1\) train_micro_batch_size_per_gpu is 8 but per_device_train_batch_size is 2\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"in 1 place\(s\): \(1\) train_micro_batch_size_per_gpu is 8 but per_device_train_batch_size is 2\.",
+    ):
         check_batch_fields(read_deepspeed(str(path)), micro_batch=2, accumulation=1, world=2)
     total16 = tmp_path / "ds16.json"
     total16.write_text(json.dumps({**LLAMAFACTORY_Z3, "train_batch_size": 16}))
@@ -273,8 +335,15 @@ def test_numeric_batch_fields_must_match_world_size(tmp_path):
 
 OPTIMIZER_BLOCKS = {
     "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
-    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
-                                                       "warmup_num_steps": "auto", "total_num_steps": "auto"}},
+    "scheduler": {
+        "type": "WarmupDecayLR",
+        "params": {
+            "warmup_min_lr": "auto",
+            "warmup_max_lr": "auto",
+            "warmup_num_steps": "auto",
+            "total_num_steps": "auto",
+        },
+    },
 }
 
 
@@ -308,10 +377,14 @@ def test_an_autotp_size_the_process_count_cannot_split_is_a_conflict(tmp_path):
 
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({**LLAMAFACTORY_Z3, "tensor_parallel": {"autotp_size": 2}}))
-    message = ("tensor_parallel.autotp_size is 2 but the run has {} process(es): AutoTP splits each layer over 2 ranks "
-               "(set NPROC_PER_NODE to a multiple of 2, or remove the tensor_parallel block)")
+    message = (
+        "tensor_parallel.autotp_size is 2 but the run has {} process(es): AutoTP splits each layer over 2 ranks "
+        "(set NPROC_PER_NODE to a multiple of 2, or remove the tensor_parallel block)"
+    )
     for world in (1, 3):
-        assert option_conflicts(read_deepspeed(str(path)), _cfg(deepspeed=str(path)), world=world) == [message.format(world)]
+        assert option_conflicts(read_deepspeed(str(path)), _cfg(deepspeed=str(path)), world=world) == [
+            message.format(world)
+        ]
     assert option_conflicts(read_deepspeed(str(path)), _cfg(deepspeed=str(path)), world=4) == []
 
 
@@ -322,7 +395,7 @@ def test_custom_optimizer_options_are_the_ones_tunekit_builds():
     from tunekit.train.optimizers import uses_custom_optimizer
 
     assert all(uses_custom_optimizer(SimpleNamespace(**{name: True})) for name in CUSTOM_OPTIMIZERS)
-    assert not uses_custom_optimizer(SimpleNamespace(**{name: False for name in CUSTOM_OPTIMIZERS}))
+    assert not uses_custom_optimizer(SimpleNamespace(**dict.fromkeys(CUSTOM_OPTIMIZERS, False)))
 
 
 def test_optimizer_and_scheduler_blocks_are_said_at_start_and_noted_in_the_saved_config(tmp_path, monkeypatch, capsys):
@@ -335,17 +408,25 @@ def test_optimizer_and_scheduler_blocks_are_said_at_start_and_noted_in_the_saved
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({**LLAMAFACTORY_Z3, **OPTIMIZER_BLOCKS}))
     cfg = _cfg(deepspeed=str(path), learning_rate=1e-3, output_dir=str(tmp_path / "out"))
-    optimizer = (f"not used: the optimizer block of {path} runs DeepSpeed's AdamW (lr=0.001, betas=[0.9, 0.999], "
-                 "eps=1e-08, weight_decay=0.0) as the optimizer")
-    schedule = (f"not used: the scheduler block of {path} runs DeepSpeed's WarmupDecayLR (warmup_min_lr=0, "
-                "warmup_max_lr=0.001, warmup_num_steps=the run's warm-up steps, total_num_steps=the run's steps) as the "
-                "learning-rate schedule")
+    optimizer = (
+        f"not used: the optimizer block of {path} runs DeepSpeed's AdamW (lr=0.001, betas=[0.9, 0.999], "
+        "eps=1e-08, weight_decay=0.0) as the optimizer"
+    )
+    schedule = (
+        f"not used: the scheduler block of {path} runs DeepSpeed's WarmupDecayLR (warmup_min_lr=0, "
+        "warmup_max_lr=0.001, warmup_num_steps=the run's warm-up steps, total_num_steps=the run's steps) as the "
+        "learning-rate schedule"
+    )
     distributed.training_args_kwargs(cfg, tmp_path / "out")
-    assert capsys.readouterr().out.splitlines() == [f"deepspeed: optim: adamw_torch_fused is {optimizer}",
-                                                    f"deepspeed: lr_scheduler_type: linear is {schedule}"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"deepspeed: optim: adamw_torch_fused is {optimizer}",
+        f"deepspeed: lr_scheduler_type: linear is {schedule}",
+    ]
     saved = save_config(cfg, tmp_path / "out", notes=distributed.option_notes(cfg))
     text = saved.read_text()
-    assert f"# {optimizer}\noptim: adamw_torch_fused\n" in text and f"# {schedule}\nlr_scheduler_type: linear\n" in text
+    assert (
+        f"# {optimizer}\noptim: adamw_torch_fused\n" in text and f"# {schedule}\nlr_scheduler_type: linear\n" in text
+    )
     assert load_config(saved, []) == cfg  # the notes are comments: the file still reloads as the same run
     assert distributed.option_notes(_cfg(deepspeed="z3")) == {}  # presets leave optimizer and schedule to the options
 
@@ -365,15 +446,25 @@ def test_missing_deepspeed_package_is_a_clear_message():
         "    print(type(exc).__name__, exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "EnvironmentProblem deepspeed: z2 needs the DeepSpeed package, which is not installed: pip install 'tunekit[deepspeed]'" in out.stdout, out
+    assert (
+        "EnvironmentProblem deepspeed: z2 needs the DeepSpeed package, which is not installed: pip install 'tunekit[deepspeed]'"
+        in out.stdout
+    ), out
 
 
 # ------------------------------------------------------------------ FSDP2
 def test_fsdp_options_map_to_fsdp2_settings():
     full = distributed.fsdp_settings(_cfg(fsdp="full_shard offload", bf16=True))
-    assert full == distributed.FSDPSettings("full_shard", reshard_after_forward=True, offload=True, mixed_precision="bf16")
+    assert full == distributed.FSDPSettings(
+        "full_shard", reshard_after_forward=True, offload=True, mixed_precision="bf16"
+    )
     grad = distributed.fsdp_settings(_cfg(fsdp="shard_grad_op"))
-    assert (grad.reshard_after_forward, grad.offload, grad.mixed_precision, grad.wrap_classes) == (False, False, None, ())
+    assert (grad.reshard_after_forward, grad.offload, grad.mixed_precision, grad.wrap_classes) == (
+        False,
+        False,
+        None,
+        (),
+    )
     assert distributed.fsdp_settings(_cfg(fsdp="no_shard")) is None  # DDP
     assert distributed.fsdp_settings(_cfg(fsdp="full_shard auto_wrap")).strategy == "full_shard"  # HF's spelling
     with pytest.raises(ConfigError, match="unknown word"):
@@ -384,12 +475,26 @@ def test_fsdp_options_map_to_fsdp2_settings():
 
 def test_fsdp_config_file_overrides_and_unknown_keys_are_errors(tmp_path):
     path = tmp_path / "fsdp.json"
-    path.write_text(json.dumps({"fsdp_transformer_layer_cls_to_wrap": ["Qwen2DecoderLayer"], "reshard_after_forward": False,
-                                "cpu_offload": True, "version": 2}))
+    path.write_text(
+        json.dumps(
+            {
+                "fsdp_transformer_layer_cls_to_wrap": ["Qwen2DecoderLayer"],
+                "reshard_after_forward": False,
+                "cpu_offload": True,
+                "version": 2,
+            }
+        )
+    )
     settings = distributed.fsdp_settings(_cfg(fsdp="full_shard", fsdp_config=str(path)))
-    assert (settings.wrap_classes, settings.reshard_after_forward, settings.offload) == (("Qwen2DecoderLayer",), False, True)
+    assert (settings.wrap_classes, settings.reshard_after_forward, settings.offload) == (
+        ("Qwen2DecoderLayer",),
+        False,
+        True,
+    )
     path.write_text(json.dumps({"fsdp_state_dict_type": "SHARDED_STATE_DICT"}))
-    with pytest.raises(ConfigError, match=r"key\(s\) tunekit does not use: state_dict_type\. tunekit applies FSDP2 itself"):
+    with pytest.raises(
+        ConfigError, match=r"key\(s\) tunekit does not use: state_dict_type\. tunekit applies FSDP2 itself"
+    ):
         distributed.fsdp_settings(_cfg(fsdp="full_shard", fsdp_config=str(path)))
     path.write_text(json.dumps({"activation_checkpointing": True}))
     with pytest.raises(ConfigError, match="gradient_checkpointing: true instead"):
@@ -454,7 +559,9 @@ def test_fsdp_lora_reference_forward_keeps_the_adapter_trainable(tiny_qwen):
 
     from tunekit.train.engines import fsdp
 
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_qwen), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_qwen), LoraConfig(r=4, target_modules=["q_proj", "v_proj"])
+    )
     settings = distributed.FSDPSettings("shard_grad_op", reshard_after_forward=False, offload=False)
     ids = torch.tensor([[3, 17, 42, 99, 256, 7]])
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -475,7 +582,10 @@ def test_single_process_kwargs_change_nothing_but_timeout(monkeypatch):
     for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "FORCE_TORCHRUN"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert distributed.training_args_kwargs(_cfg(ddp_timeout=99), "o") == {"ddp_timeout": 99, "ddp_find_unused_parameters": None}
+    assert distributed.training_args_kwargs(_cfg(ddp_timeout=99), "o") == {
+        "ddp_timeout": 99,
+        "ddp_find_unused_parameters": None,
+    }
     assert distributed.is_main_process() and distributed.world_size() == 1
     assert distributed.maybe_relaunch(["model_name_or_path=m", "output_dir=o"], _cfg()) is None
 
@@ -492,7 +602,9 @@ def test_roles_follow_launcher_environment(monkeypatch):
 def test_engine_plan_for_the_planner(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setenv("RANK", "0")
-    assert distributed.engine_plan(_cfg(deepspeed="z3_offload")) == distributed.EnginePlan("deepspeed", 8, 3, True, True)
+    assert distributed.engine_plan(_cfg(deepspeed="z3_offload")) == distributed.EnginePlan(
+        "deepspeed", 8, 3, True, True
+    )
     assert distributed.engine_plan(_cfg(fsdp="shard_grad_op")) == distributed.EnginePlan("fsdp", 8, 2, False, False)
     assert distributed.engine_plan(_cfg(fsdp="full_shard offload")) == distributed.EnginePlan("fsdp", 8, 3, True, True)
     assert distributed.engine_plan(_cfg(fsdp="no_shard")) == distributed.EnginePlan("ddp", 8)
@@ -517,9 +629,14 @@ def test_rollout_sampler_gives_each_rank_its_own_prompts_for_every_reuse_of_a_ro
 
     n, per_device, accumulation, world, reuse = 10, 2, 2, 2, 3
     sampler = RepeatSampler(n, per_device * accumulation * world, reuse, seed=0)
-    ranks = [list(BatchSamplerShard(BatchSampler(sampler, per_device, drop_last=False), world, rank)) for rank in range(world)]
-    steps = [[batches[i:i + accumulation] for i in range(0, len(batches), accumulation)] for batches in ranks]
-    assert len(steps[0]) == len(steps[1]) == 2 * reuse  # 10 prompts -> 2 rollouts of 8 (the last filled up), 3 steps each
+    ranks = [
+        list(BatchSamplerShard(BatchSampler(sampler, per_device, drop_last=False), world, rank))
+        for rank in range(world)
+    ]
+    steps = [[batches[i : i + accumulation] for i in range(0, len(batches), accumulation)] for batches in ranks]
+    assert (
+        len(steps[0]) == len(steps[1]) == 2 * reuse
+    )  # 10 prompts -> 2 rollouts of 8 (the last filled up), 3 steps each
     seen = set()
     for rollout in range(0, 2 * reuse, reuse):
         for rank_steps in steps:
@@ -538,14 +655,19 @@ def test_resume_refuses_a_zero_checkpoint_of_another_world_size_or_another_engin
     zero = tmp_path / "checkpoint-2"
     (zero / "global_step2").mkdir(parents=True)
     (zero / "latest").write_text("global_step2")
-    for name in ("mp_rank_00_model_states.pt", "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
-                 "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"):
+    for name in (
+        "mp_rank_00_model_states.pt",
+        "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt",
+    ):
         (zero / "global_step2" / name).write_bytes(b"")
     ddp = tmp_path / "checkpoint-4"
     ddp.mkdir()
     (ddp / "optimizer.pt").write_bytes(b"")
     assert (zero_world_size(zero), zero_world_size(ddp)) == (2, None)
-    with pytest.raises(ConfigError, match=r"written by 2 processes, and this run has 1 process: .* Resume with 2 processes"):
+    with pytest.raises(
+        ConfigError, match=r"written by 2 processes, and this run has 1 process: .* Resume with 2 processes"
+    ):
         check_resume_setup(zero, deepspeed=True)
     with pytest.raises(ConfigError, match="written without DeepSpeed"):
         check_resume_setup(ddp, deepspeed=True)
@@ -553,7 +675,9 @@ def test_resume_refuses_a_zero_checkpoint_of_another_world_size_or_another_engin
     monkeypatch.setenv("WORLD_SIZE", "2")
     check_resume_setup(zero, deepspeed=True)  # the world size that wrote it
     check_resume_setup(ddp, deepspeed=False)  # DDP checkpoints: any world size
-    with pytest.raises(ConfigError, match="written by DeepSpeed .* this run has no deepspeed: transformers would restart"):
+    with pytest.raises(
+        ConfigError, match="written by DeepSpeed .* this run has no deepspeed: transformers would restart"
+    ):
         check_resume_setup(zero, deepspeed=False)
 
 

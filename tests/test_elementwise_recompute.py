@@ -26,10 +26,21 @@ H, I, LAYERS, VOCAB = 32, 88, 3, 128
 
 def _model(arch: str, method: str, ckpt: int | None = None):
     torch.manual_seed(0)
-    common = dict(hidden_size=H, intermediate_size=I, num_hidden_layers=LAYERS, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=VOCAB, attn_implementation="sdpa", use_cache=False)
-    model = (Qwen2ForCausalLM(Qwen2Config(**common, tie_word_embeddings=True)) if arch == "qwen2"
-             else LlamaForCausalLM(LlamaConfig(**common)))
+    common = dict(
+        hidden_size=H,
+        intermediate_size=I,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        attn_implementation="sdpa",
+        use_cache=False,
+    )
+    model = (
+        Qwen2ForCausalLM(Qwen2Config(**common, tie_word_embeddings=True))
+        if arch == "qwen2"
+        else LlamaForCausalLM(LlamaConfig(**common))
+    )
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -87,7 +98,7 @@ def test_each_layer_keeps_exactly_the_four_recomputable_tensors_less(method):
     plain = _model("qwen2", method)
     hooked = copy.deepcopy(plain)
     enable(hooked)
-    forward = lambda m: (lambda: m(input_ids=ids, labels=ids).loss)  # noqa: E731
+    forward = lambda m: lambda: m(input_ids=ids, labels=ids).loss  # noqa: E731
     before, after = saved_storage_bytes(plain, forward(plain)), saved_storage_bytes(hooked, forward(hooked))
     assert before - after == LAYERS * ids.numel() * 4 * (2 * I + 2 * H)
 
@@ -130,7 +141,9 @@ def test_recompute_parts_follow_the_options_and_the_device():
     from tunekit.train.machine import Machine
 
     def parts(machine=Machine.cpu(), **options):
-        return elementwise_recompute(load_config(None, {"model_name_or_path": "x", "stage": "sft", **options}), machine).detail
+        return elementwise_recompute(
+            load_config(None, {"model_name_or_path": "x", "stage": "sft", **options}), machine
+        ).detail
 
     assert parts() == (True, True)
     assert parts(elementwise_recompute=False) == (False, False)
@@ -148,9 +161,20 @@ def test_tunekit_train_gives_the_same_losses_and_weights_with_and_without(tiny_q
     write_dataset(data, "toy", alpaca_records(12))
     runs = {}
     for flag in (True, False):
-        opts = base_config(tiny_qwen, data, tmp_path / str(flag), stage="sft", do_train=True, finetuning_type="lora",
-                           max_steps=3, save_strategy="steps", save_steps=3, use_cpu=True, elementwise_recompute=flag,
-                           gradient_checkpointing=False)
+        opts = base_config(
+            tiny_qwen,
+            data,
+            tmp_path / str(flag),
+            stage="sft",
+            do_train=True,
+            finetuning_type="lora",
+            max_steps=3,
+            save_strategy="steps",
+            save_steps=3,
+            use_cpu=True,
+            elementwise_recompute=flag,
+            gradient_checkpointing=False,
+        )
         runs[flag] = run_losses_and_weights(load_config(None, opts))
     (l1, w1), (l0, w0) = runs[True], runs[False]
     assert l1 == l0 and len(l1) == 3
@@ -163,8 +187,14 @@ def test_nothing_outlives_the_step_with_the_garbage_collector_off():
     import gc
 
     def live_tensor_bytes():  # dense tensors only: other tests in this process may leave sparse ones (no storage)
-        return sum(o.untyped_storage().nbytes() for o in gc.get_objects() if isinstance(o, torch.Tensor)
-                   and not isinstance(o, torch.nn.Parameter) and o.layout == torch.strided and o.device.type == "cpu")
+        return sum(
+            o.untyped_storage().nbytes()
+            for o in gc.get_objects()
+            if isinstance(o, torch.Tensor)
+            and not isinstance(o, torch.nn.Parameter)
+            and o.layout == torch.strided
+            and o.device.type == "cpu"
+        )
 
     ids = torch.randint(0, VOCAB, (2, 33), generator=torch.Generator().manual_seed(5))
     model = _model("qwen2", "lora")
@@ -179,4 +209,7 @@ def test_nothing_outlives_the_step_with_the_garbage_collector_off():
     finally:
         gc.enable()
     assert state.packed == 3 * 7 * LAYERS
-    assert after - before <= sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad), (before, after)
+    assert after - before <= sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad), (
+        before,
+        after,
+    )

@@ -9,11 +9,22 @@ import pytest
 from tunekit.env import cache_dir, env_flag
 
 
-@pytest.mark.parametrize("value, default, expected", [
-    (None, True, True), (None, False, False), ("", True, True), ("  ", False, False),
-    ("0", True, False), ("false", True, False), ("No", True, False), ("OFF", True, False),
-    ("1", False, True), ("true", False, True), ("yes", False, True),
-])
+@pytest.mark.parametrize(
+    "value, default, expected",
+    [
+        (None, True, True),
+        (None, False, False),
+        ("", True, True),
+        ("  ", False, False),
+        ("0", True, False),
+        ("false", True, False),
+        ("No", True, False),
+        ("OFF", True, False),
+        ("1", False, True),
+        ("true", False, True),
+        ("yes", False, True),
+    ],
+)
 def test_env_flag(monkeypatch, value, default, expected):
     if value is None:
         monkeypatch.delenv("TUNEKIT_SOME_SWITCH", raising=False)

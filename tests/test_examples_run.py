@@ -22,9 +22,18 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 NOT_HERE = {"examples/quickstart.yaml": "tests/test_quickstart.py trains it"}
-TRAINED = ["sft/qwen_lora_sft.yaml", "preference/qwen_lora_dpo.yaml", "preference/qwen_lora_kto.yaml",
-           "preference/qwen_lora_reward.yaml", "qlora/qwen_qlora_sft.yaml"]
-PLANNED = ["multi-gpu/qwen_lora_sft_ddp.yaml", "multi-gpu/qwen_full_sft_ds_z3.yaml", "multi-gpu/qwen_full_sft_fsdp.yaml"]
+TRAINED = [
+    "sft/qwen_lora_sft.yaml",
+    "preference/qwen_lora_dpo.yaml",
+    "preference/qwen_lora_kto.yaml",
+    "preference/qwen_lora_reward.yaml",
+    "qlora/qwen_qlora_sft.yaml",
+]
+PLANNED = [
+    "multi-gpu/qwen_lora_sft_ddp.yaml",
+    "multi-gpu/qwen_full_sft_ds_z3.yaml",
+    "multi-gpu/qwen_full_sft_fsdp.yaml",
+]
 AFTER_TRAINING = ["export-and-serve/qwen_lora_merge.yaml", "export-and-serve/qwen_lora_chat.yaml"]
 
 
@@ -69,7 +78,10 @@ def test_sft_example_trains_an_adapter(sft_adapter):
     adapter = json.loads((sft_adapter / "adapter_config.json").read_text())
     modules = adapter["target_modules"]  # lora_target: all = every linear layer of the 2 decoder layers
     assert (adapter["r"], len(modules), sorted({m.rsplit(".", 1)[-1] for m in modules})) == (
-        8, 14, ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"])
+        8,
+        14,
+        ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"],
+    )
 
 
 @pytest.mark.parametrize("example", TRAINED[1:])
@@ -87,7 +99,11 @@ def test_multi_gpu_example_loads_and_plans(example, tiny_qwen, tmp_path):
     cfg = load_config(None, _options(example, tiny_qwen, tmp_path / "out"))
     plan = make_plan(cfg, gpu="A100-80GB", gpus=2)
     assert plan["world_size"] == 2
-    engine = {"qwen_lora_sft_ddp.yaml": "DDP", "qwen_full_sft_ds_z3.yaml": "DeepSpeed ZeRO-3", "qwen_full_sft_fsdp.yaml": "FSDP full_shard"}
+    engine = {
+        "qwen_lora_sft_ddp.yaml": "DDP",
+        "qwen_full_sft_ds_z3.yaml": "DeepSpeed ZeRO-3",
+        "qwen_full_sft_fsdp.yaml": "FSDP full_shard",
+    }
     assert plan["setup"]["engine"] == engine[Path(example).name]
 
 
@@ -107,8 +123,17 @@ def test_chat_example_answers(sft_adapter, tiny_qwen):
     from tunekit.config import load_config
     from tunekit.infer.engine import ChatEngine
 
-    cfg = load_config(None, _options(AFTER_TRAINING[1], tiny_qwen, None, adapter_name_or_path=str(sft_adapter),
-                                     max_new_tokens=4, do_sample=False))
+    cfg = load_config(
+        None,
+        _options(
+            AFTER_TRAINING[1],
+            tiny_qwen,
+            None,
+            adapter_name_or_path=str(sft_adapter),
+            max_new_tokens=4,
+            do_sample=False,
+        ),
+    )
     engine = ChatEngine(cfg)
     generation = engine.start([{"role": "user", "content": "What is 2 + 3?"}])
     text = "".join(generation)  # streams the reply

@@ -13,7 +13,14 @@ from tunekit.errors import ConfigError, EnvironmentProblem, ModelError
 CONVERSATIONS = [
     ([{"role": "user", "content": "Hi"}], None),
     ([{"role": "user", "content": "Hi"}], "Be terse."),
-    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "2+2?"}], "Be terse."),
+    (
+        [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "2+2?"},
+        ],
+        "Be terse.",
+    ),
 ]
 
 
@@ -29,7 +36,9 @@ def _lora(base: Path, out: Path, seed: int, targets) -> Path:
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False)).save_pretrained(out)
+    get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False)
+    ).save_pretrained(out)
     return out
 
 
@@ -50,20 +59,32 @@ def merged(tiny_qwen, adapter, adapter2, tmp_path_factory) -> tuple[Path, dict]:
     from tunekit.export.verify import verify_export
 
     out = tmp_path_factory.mktemp("export") / "merged"
-    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=f"{adapter},{adapter2}",
-                                 template="qwen", export_dir=str(out), export_size=0.0002))  # 200 kB shards
+    cfg = load_config(
+        None,
+        dict(
+            model_name_or_path=str(tiny_qwen),
+            adapter_name_or_path=f"{adapter},{adapter2}",
+            template="qwen",
+            export_dir=str(out),
+            export_size=0.0002,
+        ),
+    )  # 200 kB shards
     export_model(cfg, verify=False)
     return out, verify_export(out, base_cfg=cfg)
 
 
-def test_merged_lora_reloads_with_plain_transformers_and_matches_base_plus_adapter(merged, tiny_qwen, adapter, adapter2):
+def test_merged_lora_reloads_with_plain_transformers_and_matches_base_plus_adapter(
+    merged, tiny_qwen, adapter, adapter2
+):
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out, report = merged
     assert report["ok"], report["problems"]
-    assert report["max_abs_logit_diff"] < 1e-4  # verify's own float32 limit (LOGIT_TOLERANCE in src/tunekit/export/verify.py)
+    assert (
+        report["max_abs_logit_diff"] < 1e-4
+    )  # verify's own float32 limit (LOGIT_TOLERANCE in src/tunekit/export/verify.py)
     assert report["adapter_effect"] > 1e-2  # the comparison is meaningful: the adapter moves the logits
     # Both sides computed in float64 (the saved float32 weights upcast exactly), so what remains is the float32 storage
     # of the merged weights W + s*BA: each element rounded by <= 2**-24 relative, which moves each logit (|logit| < 10
@@ -121,7 +142,9 @@ def test_saved_chat_template_renders_like_tunekit_for_every_template(tiny_qwen, 
         plain = AutoTokenizer.from_pretrained(tmp_path / name)
         for messages, system in CONVERSATIONS:
             hf = _hf(messages, system)
-            assert plain.apply_chat_template(hf, tokenize=False, add_generation_prompt=True) == tpl.render_prompt(messages, system), name
+            assert plain.apply_chat_template(hf, tokenize=False, add_generation_prompt=True) == tpl.render_prompt(
+                messages, system
+            ), name
         checked.append(name)
     assert len(checked) >= 15 and {"qwen", "qwen3", "llama3", "mistral", "glm4", "default"} <= set(checked)
 
@@ -133,8 +156,20 @@ def test_full_checkpoint_legacy_format_and_verify_cli(tiny_qwen, tmp_path, capsy
     from tunekit.cli.main import main
 
     out = tmp_path / "legacy"  # a full checkpoint (no adapter) re-sharded, through the CLI
-    assert main(["export", f"model_name_or_path={tiny_qwen}", "template=qwen", f"export_dir={out}",
-                 "export_legacy_format=true", "export_size=0.0003", "--no-verify"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                f"model_name_or_path={tiny_qwen}",
+                "template=qwen",
+                f"export_dir={out}",
+                "export_legacy_format=true",
+                "export_size=0.0003",
+                "--no-verify",
+            ]
+        )
+        == 0
+    )
     bins = sorted(p.name for p in out.glob("*.bin"))
     assert len(bins) > 1 and not list(out.glob("*.safetensors")) and (out / "pytorch_model.bin.index.json").is_file()
     a = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
@@ -157,8 +192,16 @@ def test_quantized_4bit_export_reloads_and_generates(tiny_qwen, adapter, tmp_pat
     from tunekit.export import export_model
 
     out = tmp_path / "q4"
-    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(adapter), template="qwen",
-                                 export_dir=str(out), export_quantization_bit=4))
+    cfg = load_config(
+        None,
+        dict(
+            model_name_or_path=str(tiny_qwen),
+            adapter_name_or_path=str(adapter),
+            template="qwen",
+            export_dir=str(out),
+            export_quantization_bit=4,
+        ),
+    )
     export_model(cfg)  # verify runs too
     config = json.loads((out / "config.json").read_text())
     assert config["quantization_config"]["load_in_4bit"] is True
@@ -168,7 +211,9 @@ def test_quantized_4bit_export_reloads_and_generates(tiny_qwen, adapter, tmp_pat
     prompt = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
     ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
     with torch.inference_mode():
-        new = model.generate(**ids, max_new_tokens=4, do_sample=False, min_new_tokens=4)[0, ids["input_ids"].shape[1]:]
+        new = model.generate(**ids, max_new_tokens=4, do_sample=False, min_new_tokens=4)[
+            0, ids["input_ids"].shape[1] :
+        ]
     assert new.numel() == 4
 
 
@@ -179,10 +224,22 @@ def test_export_errors_name_the_fix(tiny_qwen, tmp_path):
     with pytest.raises(ConfigError, match="export_dir is not set"):
         export_model(load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen")))
     with pytest.raises(ConfigError, match="is the model or adapter folder itself"):
-        export_model(load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", export_dir=str(tiny_qwen))))
+        export_model(
+            load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", export_dir=str(tiny_qwen)))
+        )
     with pytest.raises(EnvironmentProblem, match="gptq needs the gptqmodel package .* NVIDIA GPU"):
-        export_model(load_config(None, dict(model_name_or_path=str(tiny_qwen), template="qwen", export_dir=str(tmp_path / "g"),
-                                            export_quantization_bit=4, export_quantization_method="gptq")))
+        export_model(
+            load_config(
+                None,
+                dict(
+                    model_name_or_path=str(tiny_qwen),
+                    template="qwen",
+                    export_dir=str(tmp_path / "g"),
+                    export_quantization_bit=4,
+                    export_quantization_method="gptq",
+                ),
+            )
+        )
     assert zero_tag(tiny_qwen) is None
     with pytest.raises(ModelError, match="is not a DeepSpeed ZeRO checkpoint"):
         consolidate_zero(tiny_qwen, tmp_path / "z")

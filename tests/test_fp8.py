@@ -23,19 +23,26 @@ def _cfg(**options):
     return load_config(None, {"fp8": True, **options})
 
 
-@pytest.mark.parametrize("options, expected", [
-    ({}, Fp8Recipe("AO", recipe_name="rowwise")),
-    ({"fp8_backend": "torchao"}, Fp8Recipe("AO", recipe_name="rowwise")),
-    ({"fp8_backend": "torchao", "fp8_enable_fsdp_float8_all_gather": True, "fsdp": "full_shard"},
-     Fp8Recipe("AO", recipe_name="tensorwise", enable_fsdp_float8_all_gather=True)),
-    ({"fp8_backend": "te"}, Fp8Recipe("TE", fp8_format="HYBRID", amax_history_len=16, amax_compute_algo="max")),
-])
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({}, Fp8Recipe("AO", recipe_name="rowwise")),
+        ({"fp8_backend": "torchao"}, Fp8Recipe("AO", recipe_name="rowwise")),
+        (
+            {"fp8_backend": "torchao", "fp8_enable_fsdp_float8_all_gather": True, "fsdp": "full_shard"},
+            Fp8Recipe("AO", recipe_name="tensorwise", enable_fsdp_float8_all_gather=True),
+        ),
+        ({"fp8_backend": "te"}, Fp8Recipe("TE", fp8_format="HYBRID", amax_history_len=16, amax_compute_algo="max")),
+    ],
+)
 def test_recipe_from_the_options(options, expected):
     assert fp8_recipe(_cfg(**options)) == expected
 
 
 def test_msamp_is_refused():
-    with pytest.raises(ConfigError, match=r"^fp8_backend msamp is not supported: use fp8_backend: torchao \(or auto\) or te\.$"):
+    with pytest.raises(
+        ConfigError, match=r"^fp8_backend msamp is not supported: use fp8_backend: torchao \(or auto\) or te\.$"
+    ):
         fp8_recipe(_cfg(fp8_backend="msamp"))
 
 
@@ -62,14 +69,20 @@ def test_module_filter_converts_aligned_inner_linears_only():
 
 @pytest.mark.skipif(HAS_TORCHAO, reason="torchao is installed")
 def test_missing_torchao_names_the_extra():
-    with pytest.raises(EnvironmentProblem, match=r'^fp8 with fp8_backend torchao \(or auto\) needs torchao, which is not installed: '
-                                                 r'pip install -c constraints\.txt -e "\.\[fp8\]" \(the fp8 extra\), or use fp8_backend: te, or remove fp8\.$'):
+    with pytest.raises(
+        EnvironmentProblem,
+        match=r"^fp8 with fp8_backend torchao \(or auto\) needs torchao, which is not installed: "
+        r'pip install -c constraints\.txt -e "\.\[fp8\]" \(the fp8 extra\), or use fp8_backend: te, or remove fp8\.$',
+    ):
         accelerate_handlers(fp8_recipe(_cfg()))
 
 
 @pytest.mark.skipif(HAS_TE, reason="Transformer Engine is installed")
 def test_missing_transformer_engine_is_named():
-    with pytest.raises(EnvironmentProblem, match=r"^fp8_backend te needs NVIDIA Transformer Engine \(pip install transformer-engine\[pytorch\]"):
+    with pytest.raises(
+        EnvironmentProblem,
+        match=r"^fp8_backend te needs NVIDIA Transformer Engine \(pip install transformer-engine\[pytorch\]",
+    ):
         accelerate_handlers(fp8_recipe(_cfg(fp8_backend="te")))
 
 
@@ -100,7 +113,11 @@ class _Trainer(Fp8AcceleratorMixin, _Base):
 
 
 def test_accelerator_arguments_unchanged_without_fp8():
-    assert _Trainer(load_config(None, {}))._build_accelerator_args(x=1) == {"mixed_precision": "bf16", "kwargs_handlers": ["ddp"], "x": 1}
+    assert _Trainer(load_config(None, {}))._build_accelerator_args(x=1) == {
+        "mixed_precision": "bf16",
+        "kwargs_handlers": ["ddp"],
+        "x": 1,
+    }
 
 
 def test_accelerator_arguments_with_fp8():

@@ -15,21 +15,34 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import write_dataset
 
 #: --like -> template (the family's), media kind of the test record
-FAMILIES = {"qwen2-vl": "qwen2_vl", "qwen2.5-vl": "qwen2_vl", "qwen3-vl": "qwen3_vl", "llava": "llava",
-            "llava-next": "llava_next", "gemma3": "gemma3", "smolvlm": "smolvlm", "qwen2-audio": "qwen2_audio"}
-METHODS = {"lora": dict(finetuning_type="lora", lora_rank=4), "dora": dict(finetuning_type="lora", lora_rank=4, use_dora=True),
-           "pissa": dict(finetuning_type="lora", lora_rank=4, pissa_init=True, pissa_iter=-1),
-           "oft": dict(finetuning_type="oft", oft_block_size=8), "freeze": dict(finetuning_type="freeze"),
-           "full": dict(finetuning_type="full")}
+FAMILIES = {
+    "qwen2-vl": "qwen2_vl",
+    "qwen2.5-vl": "qwen2_vl",
+    "qwen3-vl": "qwen3_vl",
+    "llava": "llava",
+    "llava-next": "llava_next",
+    "gemma3": "gemma3",
+    "smolvlm": "smolvlm",
+    "qwen2-audio": "qwen2_audio",
+}
+METHODS = {
+    "lora": dict(finetuning_type="lora", lora_rank=4),
+    "dora": dict(finetuning_type="lora", lora_rank=4, use_dora=True),
+    "pissa": dict(finetuning_type="lora", lora_rank=4, pissa_init=True, pissa_iter=-1),
+    "oft": dict(finetuning_type="oft", oft_block_size=8),
+    "freeze": dict(finetuning_type="freeze"),
+    "full": dict(finetuning_type="full"),
+}
 #: the defaults (tower and projector frozen), and the tower trained with the language model frozen (freeze-tuning
 #: trains language-model layers by definition, so it unfreezes the tower and keeps the projector frozen instead)
 SETTINGS = {"defaults": {}, "tower_only": dict(freeze_vision_tower=False, freeze_language_model=True)}
-SHAREGPT = {"formatting": "sharegpt", "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-                                               "assistant_tag": "assistant"}}
+SHAREGPT = {
+    "formatting": "sharegpt",
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
 
 
 @pytest.fixture(scope="session")
@@ -50,8 +63,10 @@ def _data(tmp_path: Path, demo_dir: Path, like: str) -> Path:
     data = tmp_path / "data"
     shutil.copytree(demo_dir / "mllm_demo_data", data / "mllm_demo_data")
     kind, file, tag = ("audios", "2.wav", "<audio>") if like == "qwen2-audio" else ("images", "1.jpg", "<image>")
-    record = {"messages": [{"role": "user", "content": f"{tag}What is this?"}, {"role": "assistant", "content": "A test."}],
-              kind: [f"mllm_demo_data/{file}"]}
+    record = {
+        "messages": [{"role": "user", "content": f"{tag}What is this?"}, {"role": "assistant", "content": "A test."}],
+        kind: [f"mllm_demo_data/{file}"],
+    }
     write_dataset(data, "toy", [record], {**SHAREGPT, "columns": {"messages": "messages", kind: kind}})
     return data
 
@@ -70,8 +85,13 @@ def _one_step(cfg):
     torch.manual_seed(0)
     model = load_model(cfg, tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    collator = MultimodalCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, label_pad_id=-100,
-                                  mm=data.mm, rope_index=rope_index_of(model))
+    collator = MultimodalCollator(
+        pad_token_id=tokenizer.pad_token_id,
+        pad_to_multiple_of=cfg.pad_to_multiple_of,
+        label_pad_id=-100,
+        mm=data.mm,
+        rope_index=rope_index_of(model),
+    )
     batch = collator([data.train[0]])
     model.train()
     loss = model(**batch).loss
@@ -94,15 +114,32 @@ def test_no_method_trains_or_moves_a_frozen_part(like, method, setting, vlm_fold
     opts = dict(SETTINGS[setting])
     if method == "freeze" and setting == "tower_only":
         opts = dict(freeze_vision_tower=False)
-    cfg = load_config(None, {"model_name_or_path": str(vlm_folders(like)), "template": FAMILIES[like], "dataset": "toy",
-                             "dataset_dir": str(_data(tmp_path, demo_dir, like)), "output_dir": str(tmp_path / "out"),
-                             "stage": "sft", "cutoff_len": 1024, "report_to": "none",
-                             **METHODS[method], **opts})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(vlm_folders(like)),
+            "template": FAMILIES[like],
+            "dataset": "toy",
+            "dataset_dir": str(_data(tmp_path, demo_dir, like)),
+            "output_dir": str(tmp_path / "out"),
+            "stage": "sft",
+            "cutoff_len": 1024,
+            "report_to": "none",
+            **METHODS[method],
+            **opts,
+        },
+    )
     model, before = _one_step(cfg)
     parts, frozen = model_parts(model, cfg), frozen_parts(model, cfg)
-    assert set(frozen.values()) == {o for o, on in (("freeze_vision_tower", cfg.freeze_vision_tower),
-                                                    ("freeze_multi_modal_projector", cfg.freeze_multi_modal_projector),
-                                                    ("freeze_language_model", cfg.freeze_language_model)) if on}
+    assert set(frozen.values()) == {
+        o
+        for o, on in (
+            ("freeze_vision_tower", cfg.freeze_vision_tower),
+            ("freeze_multi_modal_projector", cfg.freeze_multi_modal_projector),
+            ("freeze_language_model", cfg.freeze_language_model),
+        )
+        if on
+    }
     params = dict(model.named_parameters())
     in_frozen = [n for n in params if under(base_name(n), frozen)]
     assert in_frozen  # every frozen part has parameters
@@ -118,14 +155,16 @@ def _load(folder: Path, template: str, tmp_path: Path, **opts):
     from tunekit.config import load_config
     from tunekit.model.loader import load_model, load_tokenizer
 
-    cfg = load_config(None, {"model_name_or_path": str(folder), "template": template, "output_dir": str(tmp_path / "o"),
-                             **opts})
+    cfg = load_config(
+        None, {"model_name_or_path": str(folder), "template": template, "output_dir": str(tmp_path / "o"), **opts}
+    )
     return load_model(cfg, load_tokenizer(cfg))
 
 
 @pytest.mark.parametrize("method", ["lora", "oft"])
-def test_explicit_targets_skip_frozen_parts_and_name_the_option_when_only_frozen_parts_have_them(method, vlm_folders,
-                                                                                                tmp_path):
+def test_explicit_targets_skip_frozen_parts_and_name_the_option_when_only_frozen_parts_have_them(
+    method, vlm_folders, tmp_path
+):
     """LLaVA's CLIP tower has q_proj / v_proj too: an explicit list adapts them only when the tower is unfrozen."""
     from tunekit.errors import ConfigError
 
@@ -135,25 +174,36 @@ def test_explicit_targets_skip_frozen_parts_and_name_the_option_when_only_frozen
     def adapted(**opts):
         model = _load(folder, "llava", tmp_path, finetuning_type=method, **{target: "q_proj,v_proj"}, **extra, **opts)
         marker = ".lora_A." if method == "lora" else ".oft_R."
-        return {n.split(marker)[0].replace("base_model.model.", "") for n, _ in model.named_parameters() if marker in n}
+        return {
+            n.split(marker)[0].replace("base_model.model.", "") for n, _ in model.named_parameters() if marker in n
+        }
 
     def attention(prefix: str) -> set[str]:
         return {f"{prefix}.layers.{i}.self_attn.{m}" for i in range(2) for m in ("q_proj", "v_proj")}
 
     assert adapted() == attention("model.language_model")
     assert adapted(freeze_vision_tower=False) == attention("model.language_model") | attention(
-        "model.vision_tower.encoder")
-    with pytest.raises(ConfigError, match=f"^{target} names fc1, which only frozen parts have \\(freeze_vision_tower: "
-                                          f"true\\): remove it from {target}, or unfreeze that part.$"):
+        "model.vision_tower.encoder"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=f"^{target} names fc1, which only frozen parts have \\(freeze_vision_tower: "
+        f"true\\): remove it from {target}, or unfreeze that part.$",
+    ):
         _load(folder, "llava", tmp_path, finetuning_type=method, **{target: "q_proj,fc1"}, **extra)
 
 
 def test_additional_target_inside_a_frozen_part_is_refused(vlm_folders, tmp_path):
     from tunekit.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="^additional_target names multi_modal_projector, which lies in a frozen part "
-                                          "\\(freeze_multi_modal_projector: true: e.g. model.multi_modal_projector\\)"):
-        _load(vlm_folders("llava"), "llava", tmp_path, finetuning_type="lora", additional_target="multi_modal_projector")
+    with pytest.raises(
+        ConfigError,
+        match="^additional_target names multi_modal_projector, which lies in a frozen part "
+        "\\(freeze_multi_modal_projector: true: e.g. model.multi_modal_projector\\)",
+    ):
+        _load(
+            vlm_folders("llava"), "llava", tmp_path, finetuning_type="lora", additional_target="multi_modal_projector"
+        )
 
 
 #: LLaMA-Factory's examples/extras/oft/qwen2_5vl_oft_sft.yaml @ 8efebab, verbatim
@@ -215,7 +265,9 @@ def test_llamafactory_qwen2_5vl_oft_example_adapts_only_the_language_model(vlm_f
     from tunekit.flow import run_train
 
     out = tmp_path / "out"
-    text = re.sub(r"^model_name_or_path: .*$", f"model_name_or_path: {vlm_folders('qwen2.5-vl')}", QWEN2_5VL_OFT, flags=re.M)
+    text = re.sub(
+        r"^model_name_or_path: .*$", f"model_name_or_path: {vlm_folders('qwen2.5-vl')}", QWEN2_5VL_OFT, flags=re.M
+    )
     text = re.sub(r"^output_dir: .*$", f"output_dir: {out}", text, flags=re.M)
     text = re.sub(r"^(dataset: .*)$", rf"\1\ndataset_dir: {demo_dir}", text, flags=re.M) + "max_steps: 1\n"
     path = tmp_path / "example.yaml"
@@ -226,9 +278,19 @@ def test_llamafactory_qwen2_5vl_oft_example_adapts_only_the_language_model(vlm_f
     targets = json.loads((out / "adapter_config.json").read_text())["target_modules"]
     with safe_open(str(out / "adapter_model.safetensors"), framework="pt") as f:
         keys = list(f.keys())
-    lm = [f"model.language_model.layers.{i}.{m}" for i in range(2) for m in
-          ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
-           "self_attn.v_proj")]
+    lm = [
+        f"model.language_model.layers.{i}.{m}"
+        for i in range(2)
+        for m in (
+            "mlp.down_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "self_attn.k_proj",
+            "self_attn.o_proj",
+            "self_attn.q_proj",
+            "self_attn.v_proj",
+        )
+    ]
     assert sorted(targets) == sorted(lm)
     assert len(keys) == 14 and not [k for k in keys if "visual" in k]
 
@@ -244,11 +306,17 @@ def test_oft_on_a_vlm_is_planned_exactly_when_only_the_language_model_adapts(vlm
     from tunekit.plan.training_setup import resolve_setup
 
     folder = vlm_folders("qwen2.5-vl")
-    cfg = load_config(None, {"model_name_or_path": str(folder), "template": "qwen2_vl", "finetuning_type": "oft",
-                             "oft_block_size": 32})
+    cfg = load_config(
+        None,
+        {"model_name_or_path": str(folder), "template": "qwen2_vl", "finetuning_type": "oft", "oft_block_size": 32},
+    )
     model = load_model(cfg, load_tokenizer(cfg))
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert count_params(load_shape(str(folder), None), resolve_setup(cfg)).trainable == trainable > 0
-    with pytest.raises(ConfigError, match="^finetuning_type oft is planned for the language model of the vision-language "
-                                          "model .* only"):
-        count_params(load_shape(str(folder), None), resolve_setup(cfg.model_copy(update={"freeze_vision_tower": False})))
+    with pytest.raises(
+        ConfigError,
+        match="^finetuning_type oft is planned for the language model of the vision-language model .* only",
+    ):
+        count_params(
+            load_shape(str(folder), None), resolve_setup(cfg.model_copy(update={"freeze_vision_tower": False}))
+        )

@@ -26,8 +26,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import ab  # noqa: E402
 import kit  # noqa: E402
 
-HEADER = ("| cell | status | planned GiB | planned alloc GiB | measured GiB | reserved GiB | error | tokens/s steady | "
-          "tokens/s runtime | s/step | note |")
+HEADER = (
+    "| cell | status | planned GiB | planned alloc GiB | measured GiB | reserved GiB | error | tokens/s steady | "
+    "tokens/s runtime | s/step | note |"
+)
 
 
 def test_grid_order_and_size():
@@ -35,11 +37,19 @@ def test_grid_order_and_size():
     names = [kit.cell_name(c) for c in cells]
     # the four comparison cells first, then LoRA / full / QLoRA x 2 cutoffs x checkpointing on/off x Liger off/on,
     # without repeating the baseline and its Liger twin (4 + 24 - 2)
-    assert names[:4] == ["tiny-lora-s128-gc-sdpa-fp32-baseline", "tiny-lora-s128-gc-sdpa-fp32-lf-lf-same-job",
-                         "tiny-lora-s128-gc-fa2-fp32-fa2-vs-sdpa", "tiny-lora-s128-gc-liger-sdpa-fp32"]
+    assert names[:4] == [
+        "tiny-lora-s128-gc-sdpa-fp32-baseline",
+        "tiny-lora-s128-gc-sdpa-fp32-lf-lf-same-job",
+        "tiny-lora-s128-gc-fa2-fp32-fa2-vs-sdpa",
+        "tiny-lora-s128-gc-liger-sdpa-fp32",
+    ]
     assert len(cells) == 26 and len(set(names)) == 26
-    assert names[4:8] == ["tiny-lora-s128-nogc-sdpa-fp32", "tiny-lora-s256-gc-sdpa-fp32", "tiny-lora-s256-nogc-sdpa-fp32",
-                          "tiny-full-s128-gc-sdpa-fp32"]
+    assert names[4:8] == [
+        "tiny-lora-s128-nogc-sdpa-fp32",
+        "tiny-lora-s256-gc-sdpa-fp32",
+        "tiny-lora-s256-nogc-sdpa-fp32",
+        "tiny-full-s128-gc-sdpa-fp32",
+    ]
     real = kit.grid(["qwen2.5-1.5b", "qwen2.5-7b"], kit.REAL_CUTOFFS, "bf16")
     assert len(real) == 5 + 48 - 2  # + the fp32-vs-bf16 cell on a GPU
     # the two models alternate after the comparison cells, so that a budget cut leaves both covered
@@ -69,14 +79,22 @@ def test_ab_cells_switch_one_trick_each(tmp_path):
         assert same == job, name
         changed = {k for k in ab.PLAIN if cfg[k] != hf[k]} | {k for k in env if env[k] != hf_env[k]}
         changed |= {"max_tokens_per_batch"} if "max_tokens_per_batch" in cfg else set()
-        assert changed == {"trained_tokens_loss": {"trained_tokens_loss"},
-                           "chunked_lm_head": {"trained_tokens_loss", "chunked_lm_loss"},
-                           "elementwise_recompute": {"elementwise_recompute"},
-                           "gradient_checkpointing": {"gradient_checkpointing"},
-                           "group_within_step": {"group_within_step"}, "padding_free": {"padding_free"},
-                           "token_budget": {"max_tokens_per_batch"}, "liger": {"enable_liger_kernel"},
-                           "unfused_optimizer": {"optim"}, "malloc_tune+heap_guard": {"TUNEKIT_MALLOC_TUNE"},
-                           "gc_pause": {"TUNEKIT_GC_PAUSE"}}[name], name
+        assert (
+            changed
+            == {
+                "trained_tokens_loss": {"trained_tokens_loss"},
+                "chunked_lm_head": {"trained_tokens_loss", "chunked_lm_loss"},
+                "elementwise_recompute": {"elementwise_recompute"},
+                "gradient_checkpointing": {"gradient_checkpointing"},
+                "group_within_step": {"group_within_step"},
+                "padding_free": {"padding_free"},
+                "token_budget": {"max_tokens_per_batch"},
+                "liger": {"enable_liger_kernel"},
+                "unfused_optimizer": {"optim"},
+                "malloc_tune+heap_guard": {"TUNEKIT_MALLOC_TUNE"},
+                "gc_pause": {"TUNEKIT_GC_PAUSE"},
+            }[name]
+        ), name
     assert ab_config(tmp_path, "token_budget")[0]["max_tokens_per_batch"] == 128 * ab.MICRO
     defaults, env = ab_config(tmp_path, "defaults")  # tunekit's own choices: no switch set, host machinery unset
     assert not {"gradient_checkpointing", "enable_liger_kernel", "flash_attn", *ab.PLAIN} & set(defaults)
@@ -95,24 +113,46 @@ def test_ab_loss_bound_is_derived():
 
 
 def _record(name, status="ok", losses=(10.0, 9.0), mem=100.0, tps=1000.0, precision="bf16", lf=False):
-    result = {"losses": list(losses), "max_memory_allocated": mem, "tokens_per_s": None if lf else tps,
-              "runtime_tokens_per_s": tps}
-    return {"name": f"x-ab-{name}", "spec": {"ab": name, "precision": precision}, "status": status,
-            "result": result if status == "ok" else {}, "reason": "" if status == "ok" else "Liger needs liger-kernel"}
+    result = {
+        "losses": list(losses),
+        "max_memory_allocated": mem,
+        "tokens_per_s": None if lf else tps,
+        "runtime_tokens_per_s": tps,
+    }
+    return {
+        "name": f"x-ab-{name}",
+        "spec": {"ab": name, "precision": precision},
+        "status": status,
+        "result": result if status == "ok" else {},
+        "reason": "" if status == "ok" else "Liger needs liger-kernel",
+    }
 
 
 def test_ab_summary_settles_a_default_per_trick():
-    records = [_record("hf"), _record("trained_tokens_loss", mem=80.0, tps=1100.0),
-               _record("gradient_checkpointing", mem=50.0, tps=800.0),
-               _record("group_within_step", mem=101.0, tps=1000.0),
-               _record("elementwise_recompute", losses=(10.0, 8.0), mem=70.0), _record("liger", status="skipped"),
-               _record("padding_free", mem=100.0, tps=1200.0), _record("lf", mem=200.0, tps=500.0, lf=True),
-               {"name": "grid-cell", "spec": {"precision": "bf16"}, "status": "ok", "result": {}}]
+    records = [
+        _record("hf"),
+        _record("trained_tokens_loss", mem=80.0, tps=1100.0),
+        _record("gradient_checkpointing", mem=50.0, tps=800.0),
+        _record("group_within_step", mem=101.0, tps=1000.0),
+        _record("elementwise_recompute", losses=(10.0, 8.0), mem=70.0),
+        _record("liger", status="skipped"),
+        _record("padding_free", mem=100.0, tps=1200.0),
+        _record("lf", mem=200.0, tps=500.0, lf=True),
+        {"name": "grid-cell", "spec": {"precision": "bf16"}, "status": "ok", "result": {}},
+    ]
     env = {"device": "cuda", "bf16": True}
     rows, md = ab.summary(records, env, 2, 8960)
     by = {r["cell"]: r for r in rows}
-    assert list(by) == ["hf", "trained_tokens_loss", "gradient_checkpointing", "group_within_step",
-                        "elementwise_recompute", "liger", "padding_free", "lf"]
+    assert list(by) == [
+        "hf",
+        "trained_tokens_loss",
+        "gradient_checkpointing",
+        "group_within_step",
+        "elementwise_recompute",
+        "liger",
+        "padding_free",
+        "lf",
+    ]
     assert by["trained_tokens_loss"]["equal"] is True and by["trained_tokens_loss"]["memory_ratio"] == 0.8
     assert by["trained_tokens_loss"]["speed_ratio"] == pytest.approx(1.1)
     assert by["trained_tokens_loss"]["cuda_default"] == "on (saves memory)"
@@ -134,14 +174,27 @@ def test_ab_summary_settles_a_default_per_trick():
 def test_cell_config_and_lf_spelling(tmp_path):
     c = dict(model="tiny", method="qlora", cutoff=4096, gc=False, liger=True, attn="fa2", precision="bf16")
     cfg = kit.cell_config(c, tmp_path / "m", tmp_path / "d", tmp_path / "o", "cuda", 4)
-    assert (cfg["finetuning_type"], cfg["quantization_bit"], cfg["lora_target"], cfg["cutoff_len"]) == ("lora", 4, "all", 4096)
-    assert (cfg["gradient_checkpointing"], cfg["enable_liger_kernel"], cfg["flash_attn"], cfg["bf16"]) == (False, True, "fa2", True)
+    assert (cfg["finetuning_type"], cfg["quantization_bit"], cfg["lora_target"], cfg["cutoff_len"]) == (
+        "lora",
+        4,
+        "all",
+        4096,
+    )
+    assert (cfg["gradient_checkpointing"], cfg["enable_liger_kernel"], cfg["flash_attn"], cfg["bf16"]) == (
+        False,
+        True,
+        "fa2",
+        True,
+    )
     lf = kit.lf_config(cfg)
     assert "gradient_checkpointing" not in lf and lf["disable_gradient_checkpointing"] is True
 
 
 def test_unsupported_cells_say_why():
-    env = {"packages": {"flash_attn": False, "liger_kernel": False, "bitsandbytes": True, "llamafactory": False}, "bf16": False}
+    env = {
+        "packages": {"flash_attn": False, "liger_kernel": False, "bitsandbytes": True, "llamafactory": False},
+        "bf16": False,
+    }
     base = dict(model="tiny", method="lora", cutoff=128, gc=True, liger=False, attn="sdpa", precision="fp32")
     assert kit.unsupported(base, env, "cpu") is None
     assert kit.unsupported(dict(base, method="qlora"), env, "cpu") == "QLoRA needs bitsandbytes and a CUDA GPU"
@@ -152,8 +205,9 @@ def test_unsupported_cells_say_why():
 
 def test_a_cell_past_its_timeout_is_killed(tmp_path):
     t0 = time.monotonic()
-    rc, wall = kit.run_subprocess([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log", 1.0,
-                                  dict(os.environ), tmp_path)
+    rc, wall = kit.run_subprocess(
+        [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log", 1.0, dict(os.environ), tmp_path
+    )
     assert rc is None and wall < 10 and time.monotonic() - t0 < 10
 
 
@@ -163,7 +217,9 @@ def test_install_never_touches_torch():
     reqs = install.tunekit_requirements()
     assert "torch" in {r.name for r in reqs}  # tunekit does depend on it ...
     assert all(not install.NEVER.match(r.split("=")[0].split(">")[0].split("<")[0]) for r in install.missing(reqs))
-    assert not any(install.NEVER.match(line.split("==")[0]) for line in install.closure())  # ... the kit never carries it
+    assert not any(
+        install.NEVER.match(line.split("==")[0]) for line in install.closure()
+    )  # ... the kit never carries it
 
 
 @pytest.mark.slow
@@ -174,8 +230,24 @@ def test_kit_dry_run_on_cpu(tmp_path):
     # the A/B matrix first (13 cells runnable on a CPU: not Liger, not LLaMA-Factory unless installed), the injected
     # failure after its first cell, then the grid's baseline
     n_ab = 13 + (kit.lf_python() is not None)
-    proc = subprocess.run(["bash", str(KIT_DIR / "run.sh"), str(out), "--device", "cpu", "--tiny", "--max-cells",
-                           str(n_ab + 2), "--inject-failure"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(KIT_DIR / "run.sh"),
+            str(out),
+            "--device",
+            "cpu",
+            "--tiny",
+            "--max-cells",
+            str(n_ab + 2),
+            "--inject-failure",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     wall = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "[install] tunekit:" in proc.stdout  # the install step ran (and found this checkout installed)
@@ -191,10 +263,13 @@ def test_kit_dry_run_on_cpu(tmp_path):
     from tunekit.plan import make_plan
 
     values = dict(base["config"], use_cpu=False)
-    plan = make_plan(load_config(None, values), gpu_memory_gib=res["environment"]["gpu_memory_gib"], seq_len=128, num_samples=4)
+    plan = make_plan(
+        load_config(None, values), gpu_memory_gib=res["environment"]["gpu_memory_gib"], seq_len=128, num_samples=4
+    )
     assert base["plan"]["total_gib"] == plan["memory"]["total_gib"] > 0
-    assert base["plan"]["allocated_gib"] == pytest.approx(plan["memory"]["total_gib"] - plan["memory"]["overhead"]
-                                                          - plan["memory"]["fragmentation"], abs=1e-3)
+    assert base["plan"]["allocated_gib"] == pytest.approx(
+        plan["memory"]["total_gib"] - plan["memory"]["overhead"] - plan["memory"]["fragmentation"], abs=1e-3
+    )
     r = base["result"]
     assert r["measured_kind"] == "cpu_peak_rss" and r["peak_rss_mb"] > 100 and r["steps"] == 2
     assert r["tokens_per_s"] > 0 and r["num_input_tokens_seen"] == 2 * 2 * 128  # fixed-length rows: 2 steps x 2 x 128
@@ -226,10 +301,22 @@ def check_ab(res, cells, out, md):
     import yaml
 
     resolved = yaml.safe_load((out / "runs" / hf["name"] / "tunekit_config.yaml").read_text())
-    assert {k: resolved[k] for k in ("trained_tokens_loss", "chunked_lm_loss", "elementwise_recompute",
-                                     "group_within_step", "gradient_checkpointing")} == {
-        "trained_tokens_loss": False, "chunked_lm_loss": False, "elementwise_recompute": False,
-        "group_within_step": False, "gradient_checkpointing": False}
+    assert {
+        k: resolved[k]
+        for k in (
+            "trained_tokens_loss",
+            "chunked_lm_loss",
+            "elementwise_recompute",
+            "group_within_step",
+            "gradient_checkpointing",
+        )
+    } == {
+        "trained_tokens_loss": False,
+        "chunked_lm_loss": False,
+        "elementwise_recompute": False,
+        "group_within_step": False,
+        "gradient_checkpointing": False,
+    }
     assert len(hf["result"]["losses"]) == 2 and hf["result"]["num_input_tokens_seen"] == 2 * ab.MICRO * ab.ACCUM * 128
     rows = {r["cell"]: r for r in res["ab"]}
     assert list(rows) == AB_NAMES
@@ -250,16 +337,24 @@ def check_ab(res, cells, out, md):
 
 def test_profile_groups_of_one_real_step():
     """benchmarks/_profile.py (real_shape.py --profile, mfu.py --profile): every op's self time in exactly one group."""
+    import _profile
     import torch
     from torch.profiler import ProfilerActivity, profile
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    import _profile
-
     torch.manual_seed(0)
     vocab = 1000  # no other tensor dimension of this model or batch is 1000
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                                         num_attention_heads=4, num_key_value_heads=2, attn_implementation="sdpa"))
+    model = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=vocab,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            attn_implementation="sdpa",
+        )
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, vocab, (2, 16))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:

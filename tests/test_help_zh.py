@@ -28,8 +28,12 @@ def test_every_option_has_chinese_help():
 
 def test_every_section_has_a_chinese_title():
     specs = field_specs()
-    missing = [f"sec_{name}" for tab in ("train", "chat", "export") for name in sections(specs, tab)
-               if "zh" not in TEXT.get(f"sec_{name}", {})]
+    missing = [
+        f"sec_{name}"
+        for tab in ("train", "chat", "export")
+        for name in sections(specs, tab)
+        if "zh" not in TEXT.get(f"sec_{name}", {})
+    ]
     assert not missing, f"sections without a Chinese title in src/tunekit/webui/i18n.py TEXT: {', '.join(missing)}"
     assert section_title("lora", [], "zh") == "LoRA 参数"
 

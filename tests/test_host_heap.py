@@ -12,8 +12,10 @@ import torch
 
 from tunekit.model.layers import decoder_layers
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-                                reason="malloc_trim / mallinfo2 are glibc's")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="malloc_trim / mallinfo2 are glibc's",
+)
 
 # Strands 384 MiB in glibc's heap: 48 blocks of 8 MiB (below the 32 MiB mmap threshold host_malloc sets, so from the
 # heap), each followed by a small block that stays allocated, then the big ones freed. None of it is at the heap's top,
@@ -77,8 +79,13 @@ else:  # backward: the first reading is the mark; growth over it is stranded
 
 
 def _strand(mode: str = "forward", **env) -> list[str]:
-    proc = subprocess.run([sys.executable, "-c", f"MODE = {mode!r}\n" + STRAND], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **env})
+    proc = subprocess.run(
+        [sys.executable, "-c", f"MODE = {mode!r}\n" + STRAND],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 
@@ -149,7 +156,9 @@ def _sft_trainer(model_path, tmp_path, **overrides):
     cfg = load_config(None, base_config(model_path, tmp_path / "data", tmp_path / "o", **{**options, **overrides}))
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, "sft")
-    trainer = sft.build_trainer(cfg, build_training_arguments(cfg, []), load_model(cfg, tokenizer), tokenizer, data, [])
+    trainer = sft.build_trainer(
+        cfg, build_training_arguments(cfg, []), load_model(cfg, tokenizer), tokenizer, data, []
+    )
     return trainer, trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
 
 

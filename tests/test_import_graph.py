@@ -20,8 +20,19 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-ORDER = {"config": 0, "data": 1, "model": 2, "train": 3, "plan": 4, "export": 5, "infer": 6, "flow": 7,
-         "serve": 8, "webui": 8, "cli": 9}
+ORDER = {
+    "config": 0,
+    "data": 1,
+    "model": 2,
+    "train": 3,
+    "plan": 4,
+    "export": 5,
+    "infer": 6,
+    "flow": 7,
+    "serve": 8,
+    "webui": 8,
+    "cli": 9,
+}
 HELPERS = {"errors", "env", "host"}
 
 
@@ -37,7 +48,8 @@ def _modules() -> dict[str, tuple[Path, bool]]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST):

@@ -23,12 +23,19 @@ def _kto_trainer(model_path, data_dir, out, **overrides):
     from tunekit.train.stages import kto
 
     write_kto(data_dir, "toy", n=8, seed=0)
-    options = dict(stage="kto", finetuning_type="lora", dtype="float32", per_device_train_batch_size=4,
-                   gradient_checkpointing=False)
+    options = dict(
+        stage="kto",
+        finetuning_type="lora",
+        dtype="float32",
+        per_device_train_batch_size=4,
+        gradient_checkpointing=False,
+    )
     cfg = load_config(None, base_config(model_path, data_dir, out, **{**options, **overrides}))
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, "kto")
-    trainer = kto.build_trainer(cfg, build_training_arguments(cfg, []), load_model(cfg, tokenizer), tokenizer, data, [])
+    trainer = kto.build_trainer(
+        cfg, build_training_arguments(cfg, []), load_model(cfg, tokenizer), tokenizer, data, []
+    )
     return trainer, trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
 
 

@@ -38,11 +38,18 @@ def _start(tmp_path: Path, tiny_qwen: Path, stderr=subprocess.DEVNULL):
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(8, seed=1))
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump(base_config(tiny_qwen, data, tmp_path / "out", max_steps=100000, per_device_train_batch_size=1)))
+    cfg.write_text(
+        yaml.safe_dump(base_config(tiny_qwen, data, tmp_path / "out", max_steps=100000, per_device_train_batch_size=1))
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT")}
     env.update(CUDA_VISIBLE_DEVICES="", FORCE_TORCHRUN="1", NPROC_PER_NODE="2", PYTHONPATH=str(ROOT / "src"))
-    return subprocess.Popen([sys.executable, "-m", "tunekit.cli.main", "train", str(cfg)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tunekit.cli.main", "train", str(cfg)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        cwd=tmp_path,
+    )
 
 
 def _ranks_started(proc, top) -> tuple[list, list, list]:

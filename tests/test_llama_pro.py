@@ -40,8 +40,16 @@ def test_use_llama_pro_trains_only_the_new_blocks(tiny_qwen, tmp_path):
 
     out = tmp_path / "pro"
     dispatch(["expand-blocks", str(tiny_qwen), str(out), "--num-expand", "2"])
-    cfg = load_config(None, {"model_name_or_path": str(out), "template": "qwen", "finetuning_type": "freeze",
-                             "use_llama_pro": True, "freeze_trainable_layers": 2})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(out),
+            "template": "qwen",
+            "finetuning_type": "freeze",
+            "use_llama_pro": True,
+            "freeze_trainable_layers": 2,
+        },
+    )
     model = load_model(cfg, load_tokenizer(cfg))
     trained = {n.split(".")[2] for n, p in model.named_parameters() if p.requires_grad}
     assert trained == {"1", "3"}
@@ -52,8 +60,20 @@ def test_use_llama_pro_trains_only_the_new_blocks(tiny_qwen, tmp_path):
     write_dataset(data, "toy", alpaca_records(8))
     from tunekit.flow import run_train
 
-    run_train(load_config(None, base_config(out, data, tmp_path / "run", finetuning_type="freeze", use_llama_pro=True,
-                                            freeze_trainable_layers=2, max_steps=2)))
+    run_train(
+        load_config(
+            None,
+            base_config(
+                out,
+                data,
+                tmp_path / "run",
+                finetuning_type="freeze",
+                use_llama_pro=True,
+                freeze_trainable_layers=2,
+                max_steps=2,
+            ),
+        )
+    )
 
 
 def test_expand_blocks_refuses_a_count_that_does_not_divide(tiny_qwen, tmp_path, capsys):

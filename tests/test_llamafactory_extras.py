@@ -437,8 +437,11 @@ def test_llama_pro_example_is_refused_on_cpu_with_the_fix(tmp_path, lf_data):
 
     base = build_tiny_model(tmp_path / "base", like="llama", num_layers=8, hidden_size=32, num_heads=2, num_kv_heads=1)
     pro = expand_blocks(base, tmp_path / "pro", 8)
-    with pytest.raises(ConfigError, match=r"^fp16 mixed precision needs a GPU and none is visible; on CPU use fp32 \(the "
-                                          r"default\) or bf16\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^fp16 mixed precision needs a GPU and none is visible; on CPU use fp32 \(the "
+        r"default\) or bf16\.$",
+    ):
         _train(localised(LLAMA_PRO, pro, lf_data, tmp_path / "out"), tmp_path)
     # the same file with bf16 instead of fp16 (what the message says) trains the 8 added blocks only
     out = tmp_path / "bf16"

@@ -48,24 +48,40 @@ def test_rope_scaling_reaches_target_length(tiny_qwen):
 
 
 def test_lora_target_names_are_checked(tiny_qwen):
-    with pytest.raises(ConfigError, match=r"lora_target names qkv_proj, which are not linear layers of this model; available: .*q_proj"):
+    with pytest.raises(
+        ConfigError,
+        match=r"lora_target names qkv_proj, which are not linear layers of this model; available: .*q_proj",
+    ):
         _load(tiny_qwen, lora_target="q_proj,qkv_proj")
 
 
 def test_freeze_modules_are_checked(tiny_qwen):
-    with pytest.raises(ConfigError, match=r"freeze_trainable_modules names attention, which the layers do not have; available: .*mlp.*self_attn"):
+    with pytest.raises(
+        ConfigError,
+        match=r"freeze_trainable_modules names attention, which the layers do not have; available: .*mlp.*self_attn",
+    ):
         _load(tiny_qwen, finetuning_type="freeze", freeze_trainable_modules="attention")
-    model, _ = _load(tiny_qwen, finetuning_type="freeze", freeze_trainable_layers=-1, freeze_trainable_modules="mlp",
-                     freeze_extra_modules="norm")
+    model, _ = _load(
+        tiny_qwen,
+        finetuning_type="freeze",
+        freeze_trainable_layers=-1,
+        freeze_trainable_modules="mlp",
+        freeze_extra_modules="norm",
+    )
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
-    assert trainable and all(n.startswith("model.layers.0.mlp.") or n == "model.norm.weight" for n in trainable), trainable
+    assert trainable and all(n.startswith("model.layers.0.mlp.") or n == "model.norm.weight" for n in trainable), (
+        trainable
+    )
 
 
 def test_missing_model_and_offline_hub_id(tmp_path, monkeypatch):
     with pytest.raises(ModelError, match="has no config.json: it is not a Hugging Face model folder"):
         load_tokenizer(_cfg(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ModelError, match=r"Could not load 'someorg/not-cached-model' \(HF_HUB_OFFLINE is set and it is not in the local cache\)"):
+    with pytest.raises(
+        ModelError,
+        match=r"Could not load 'someorg/not-cached-model' \(HF_HUB_OFFLINE is set and it is not in the local cache\)",
+    ):
         load_tokenizer(_cfg("someorg/not-cached-model"))
 
 
@@ -106,11 +122,14 @@ def test_a_lora_rank_larger_than_every_adapted_layer_is_refused_before_training(
     min(d_in, d_out), 64 at most here. Rank 64 still builds; 65 or 100000 (which used to allocate 100000 x 256 adapters
     per layer and train) are refused, in plain loading and by `tunekit train` before anything is written."""
     from helpers import alpaca_records, base_config, write_dataset
+
     from tunekit.flow import run_train
 
-    message = ("lora_rank {} is larger than any adapted layer can use: a LoRA update of a d_in x d_out layer has rank at "
-               "most min(d_in, d_out), and the adapted layers are 64x32, 64x64, 64x256, 256x64 (in x out); set lora_rank "
-               "to at most 64.")
+    message = (
+        "lora_rank {} is larger than any adapted layer can use: a LoRA update of a d_in x d_out layer has rank at "
+        "most min(d_in, d_out), and the adapted layers are 64x32, 64x64, 64x256, 256x64 (in x out); set lora_rank "
+        "to at most 64."
+    )
     assert _load(tiny_qwen, lora_rank=64)[0].peft_config["default"].r == 64
     with pytest.raises(ConfigError) as err:
         _load(tiny_qwen, lora_rank=65)
@@ -121,8 +140,11 @@ def test_a_lora_rank_larger_than_every_adapted_layer_is_refused_before_training(
         run_train(load_config(None, base_config(tiny_qwen, data, out, lora_rank=100000, max_steps=1)))
     assert str(err.value) == message.format(100000)
     assert not out.exists() or not any(out.iterdir())
-    with pytest.raises(ConfigError, match=r"^lora_rank 40 is larger than any adapted layer can use: .* the adapted layers "
-                                          r"are 64x32 \(in x out\); set lora_rank to at most 32\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^lora_rank 40 is larger than any adapted layer can use: .* the adapted layers "
+        r"are 64x32 \(in x out\); set lora_rank to at most 32\.$",
+    ):
         _load(tiny_qwen, lora_rank=40, lora_target="k_proj,v_proj")
 
 
@@ -134,6 +156,7 @@ def test_weights_of_another_architecture_are_refused_unless_new_weights_are_allo
     import shutil
 
     from helpers import alpaca_records, base_config, write_dataset
+
     from tunekit.flow import run_train
     from tunekit.model.tiny import build_tiny_model
 
@@ -141,13 +164,15 @@ def test_weights_of_another_architecture_are_refused_unless_new_weights_are_allo
     shutil.copytree(tiny_qwen, folder)
     qwen3 = json.loads((build_tiny_model(tmp_path / "qwen3", like="qwen3") / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps(qwen3))
-    message = (f"the weights in {folder} do not belong to its config.json's architecture (Qwen3ForCausalLM): 4 weights "
-               f"it needs are missing and would start random (e.g. model.layers.0.self_attn.k_norm.weight, "
-               f"model.layers.0.self_attn.q_norm.weight, model.layers.1.self_attn.k_norm.weight); 6 weights in the "
-               f"folder have no place in it and would be dropped (e.g. model.layers.0.self_attn.k_proj.bias, "
-               f"model.layers.0.self_attn.q_proj.bias, model.layers.0.self_attn.v_proj.bias). Check that config.json "
-               f"and the weight files come from the same model, or set allow_new_weights: true if the difference is "
-               f"intended.")
+    message = (
+        f"the weights in {folder} do not belong to its config.json's architecture (Qwen3ForCausalLM): 4 weights "
+        f"it needs are missing and would start random (e.g. model.layers.0.self_attn.k_norm.weight, "
+        f"model.layers.0.self_attn.q_norm.weight, model.layers.1.self_attn.k_norm.weight); 6 weights in the "
+        f"folder have no place in it and would be dropped (e.g. model.layers.0.self_attn.k_proj.bias, "
+        f"model.layers.0.self_attn.q_proj.bias, model.layers.0.self_attn.v_proj.bias). Check that config.json "
+        f"and the weight files come from the same model, or set allow_new_weights: true if the difference is "
+        f"intended."
+    )
     with pytest.raises(ModelError) as err:
         _load(folder)
     assert str(err.value) == message
@@ -172,6 +197,8 @@ def test_weights_of_other_shapes_than_the_config_are_a_named_error(tiny_qwen, tm
     (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
     with pytest.raises(ModelError) as err:
         _load(folder)
-    assert str(err.value) == (f"the weights in {folder} do not belong to its config.json's architecture (Qwen2ForCausalLM): "
-                              f"some have other shapes than the config gives them (transformers' load report above lists "
-                              f"them). Check that config.json and the weight files come from the same model.")
+    assert str(err.value) == (
+        f"the weights in {folder} do not belong to its config.json's architecture (Qwen2ForCausalLM): "
+        f"some have other shapes than the config gives them (transformers' load report above lists "
+        f"them). Check that config.json and the weight files come from the same model."
+    )

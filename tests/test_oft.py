@@ -16,8 +16,8 @@ def test_oft_trains_and_the_adapter_loads_in_plain_peft(tiny_qwen, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from tunekit.model.loader import load_model, load_tokenizer
     from tunekit.flow import run_train
+    from tunekit.model.loader import load_model, load_tokenizer
 
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(8))
@@ -33,8 +33,15 @@ def test_oft_trains_and_the_adapter_loads_in_plain_peft(tiny_qwen, tmp_path):
         base_logits = base(input_ids=ids).logits
         plain = PeftModel.from_pretrained(base, str(out)).eval()
         peft_logits = plain(input_ids=ids).logits
-    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "template": "qwen", "adapter_name_or_path": str(out),
-                             "finetuning_type": "oft"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(tiny_qwen),
+            "template": "qwen",
+            "adapter_name_or_path": str(out),
+            "finetuning_type": "oft",
+        },
+    )
     merged = load_model(cfg, load_tokenizer(cfg), is_trainable=False).eval()  # tunekit's inference path merges it
     with torch.no_grad():
         merged_logits = merged(input_ids=ids).logits
@@ -53,7 +60,9 @@ def test_oft_is_identity_before_training_and_planned_exactly(tiny_qwen, tmp_path
     from tunekit.plan.training_setup import resolve_setup
 
     for opts in (dict(oft_block_size=16), dict(oft_rank=4, oft_block_size=0, oft_target="q_proj,down_proj")):
-        cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "template": "qwen", "finetuning_type": "oft", **opts})
+        cfg = load_config(
+            None, {"model_name_or_path": str(tiny_qwen), "template": "qwen", "finetuning_type": "oft", **opts}
+        )
         model = load_model(cfg, load_tokenizer(cfg)).eval()
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         assert count_params(load_shape(None, str(tiny_qwen)), resolve_setup(cfg)).trainable == trainable > 0
@@ -66,18 +75,28 @@ def test_oft_is_identity_before_training_and_planned_exactly(tiny_qwen, tmp_path
 def test_oft_options_need_finetuning_type_oft():
     from tunekit.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="oft_block_size is an OFT option but finetuning_type is 'lora': set finetuning_type: oft"):
+    with pytest.raises(
+        ConfigError, match="oft_block_size is an OFT option but finetuning_type is 'lora': set finetuning_type: oft"
+    ):
         load_config(None, {"oft_block_size": 16})
 
 
-@pytest.mark.parametrize(("opts", "message"), [
-    (dict(oft_block_size=48), "oft_block_size 48 does not divide the input width of every adapted layer (widths 64, 256; "
-                              "not 64, 256): peft would change it layer by layer. Set oft_block_size to a divisor of all of "
-                              "them (1, 2, 4, 8, 16, 32, 64), or narrow oft_target."),
-    (dict(oft_block_size=0, oft_rank=3, oft_target="down_proj"),
-     "oft_rank 3 does not divide the input width of every adapted layer (widths 256; not 256): peft would change it layer "
-     "by layer. Set oft_rank to a divisor of all of them (1, 2, 4, 8, 16, 32, 64, 128, 256), or narrow oft_target."),
-])
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        (
+            dict(oft_block_size=48),
+            "oft_block_size 48 does not divide the input width of every adapted layer (widths 64, 256; "
+            "not 64, 256): peft would change it layer by layer. Set oft_block_size to a divisor of all of "
+            "them (1, 2, 4, 8, 16, 32, 64), or narrow oft_target.",
+        ),
+        (
+            dict(oft_block_size=0, oft_rank=3, oft_target="down_proj"),
+            "oft_rank 3 does not divide the input width of every adapted layer (widths 256; not 256): peft would change it layer "
+            "by layer. Set oft_rank to a divisor of all of them (1, 2, 4, 8, 16, 32, 64, 128, 256), or narrow oft_target.",
+        ),
+    ],
+)
 def test_a_block_size_that_does_not_divide_the_layers_is_refused_before_training(opts, message, tiny_qwen, tmp_path):
     """peft used to replace it by another size per layer with a warning (48 -> 64 on the 64-wide layers, 32 on the
     256-wide ones) and train that."""

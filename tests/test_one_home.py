@@ -33,8 +33,10 @@ def test_launcher_variables_read_one_way(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "eight")
     with pytest.raises(EnvironmentProblem) as err:
         env_world_size()
-    assert str(err.value) == ("The environment variable WORLD_SIZE='eight' is not a whole number; unset it or let the "
-                              "launcher (torchrun, deepspeed) set it.")
+    assert str(err.value) == (
+        "The environment variable WORLD_SIZE='eight' is not a whole number; unset it or let the "
+        "launcher (torchrun, deepspeed) set it."
+    )
 
 
 def test_option_json_files_share_one_reader(tmp_path):
@@ -66,11 +68,13 @@ def test_tiny_model_templates_come_from_the_registry():
 
 
 def test_importing_tiny_leaves_rayon_alone_and_training_restores_it():
-    code = ("import os\nimport tunekit.model.tiny as t\nprint(repr(os.environ.get('RAYON_NUM_THREADS')))\n"
-            "os.environ['RAYON_NUM_THREADS'] = '3'\nt._trained_tokenizer_json('qwen', 600)\n"
-            "print(repr(os.environ.get('RAYON_NUM_THREADS')))\n"
-            "del os.environ['RAYON_NUM_THREADS']\nt._trained_tokenizer_json('llama3', 600)\n"
-            "print(repr(os.environ.get('RAYON_NUM_THREADS')))\n")
+    code = (
+        "import os\nimport tunekit.model.tiny as t\nprint(repr(os.environ.get('RAYON_NUM_THREADS')))\n"
+        "os.environ['RAYON_NUM_THREADS'] = '3'\nt._trained_tokenizer_json('qwen', 600)\n"
+        "print(repr(os.environ.get('RAYON_NUM_THREADS')))\n"
+        "del os.environ['RAYON_NUM_THREADS']\nt._trained_tokenizer_json('llama3', 600)\n"
+        "print(repr(os.environ.get('RAYON_NUM_THREADS')))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -82,7 +86,8 @@ def test_board_results_merge_every_results_file(tmp_path):
 
     (tmp_path / "eval_results.json").write_text(json.dumps({"eval_loss": 1.5}), encoding="utf-8")
     (tmp_path / "predict_results.json").write_text(
-        json.dumps({"predict_bleu-4": 12.5, "predict_rouge-l": 30.25}), encoding="utf-8")
+        json.dumps({"predict_bleu-4": 12.5, "predict_rouge-l": 30.25}), encoding="utf-8"
+    )
     (tmp_path / "all_results.json").write_text("{not json", encoding="utf-8")  # being written: skipped
     assert read_results(tmp_path) == {"eval_loss": 1.5, "predict_bleu-4": 12.5, "predict_rouge-l": 30.25}
     assert read_results(tmp_path / "missing") == {}

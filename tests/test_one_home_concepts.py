@@ -24,7 +24,13 @@ def _assigned(name: str) -> list[str]:
     found = []
     for path, tree in _modules():
         for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 found.append(str(path.relative_to(SRC)))
     return found
@@ -44,7 +50,9 @@ def test_stop_tokens_rollouts_stop_where_chat_does(tiny_qwen, tmp_path):
     gen = json.loads(gen_file.read_text(encoding="utf-8"))
     tokenizer_ids = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     extra = tokenizer_ids["a"]  # an ordinary token the checkpoint declares an end token
-    gen["eos_token_id"] = [*gen["eos_token_id"], extra] if isinstance(gen["eos_token_id"], list) else [gen["eos_token_id"], extra]
+    gen["eos_token_id"] = (
+        [*gen["eos_token_id"], extra] if isinstance(gen["eos_token_id"], list) else [gen["eos_token_id"], extra]
+    )
     gen_file.write_text(json.dumps(gen), encoding="utf-8")
 
     cfg = load_config(None, {"model_name_or_path": str(folder), "template": "qwen"})
@@ -78,14 +86,23 @@ def test_stop_tokens_have_one_home():
     assert stop_token_ids(Tok(), Template(), Gen()) == [7, 3, 11]
     assert stop_token_ids(Tok(), Template()) == [7, 3]
     assert _assigned("stop_token_ids") == []
-    defined = [str(p.relative_to(SRC)) for p, tree in _modules() for node in tree.body
-               if isinstance(node, ast.FunctionDef) and node.name.endswith(("stop_ids", "stop_token_ids", "_stops"))]
+    defined = [
+        str(p.relative_to(SRC))
+        for p, tree in _modules()
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.endswith(("stop_ids", "stop_token_ids", "_stops"))
+    ]
     assert defined == ["model/stops.py", "model/stops.py", "train/stages/rollout.py"]  # rollout's calls model's
 
 
 def _minus_100(tree) -> bool:
-    return any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant)
-               and n.operand.value == 100 for n in ast.walk(tree))
+    return any(
+        isinstance(n, ast.UnaryOp)
+        and isinstance(n.op, ast.USub)
+        and isinstance(n.operand, ast.Constant)
+        and n.operand.value == 100
+        for n in ast.walk(tree)
+    )
 
 
 def test_ignore_index_has_one_home():
@@ -117,7 +134,9 @@ def test_comma_lists_split_one_way():
     assert split_list(" q_proj, v_proj ,,o_proj ") == ["q_proj", "v_proj", "o_proj"]
     assert split_list(None) == split_list("") == split_list(" , ") == []
     pattern = re.compile(r'\.split\(","\)[^\n]*if \w+\.strip\(\)')
-    helpers = [str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py")) if pattern.search(p.read_text(encoding="utf-8"))]
+    helpers = [
+        str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py")) if pattern.search(p.read_text(encoding="utf-8"))
+    ]
     assert helpers == ["config/lists.py"]
 
 
@@ -143,10 +162,16 @@ def test_environment_switches_and_nnodes_read_one_way(monkeypatch):
     with pytest.raises(ConfigError) as err:
         env_nodes({"NNODES": "0"})
     assert str(err.value) == "NNODES=0 must be at least 1."
-    parsers = re.compile(r'(environ|getenv|env)\b[^\n]*\.lower\(\) in |_TRUE = ')
-    assert [str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py")) if parsers.search(p.read_text(encoding="utf-8"))] == []
-    nnodes = [str(p.relative_to(SRC)) for p, tree in _modules() for n in ast.walk(tree)
-              if isinstance(n, ast.Constant) and n.value == "NNODES"]
+    parsers = re.compile(r"(environ|getenv|env)\b[^\n]*\.lower\(\) in |_TRUE = ")
+    assert [
+        str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py")) if parsers.search(p.read_text(encoding="utf-8"))
+    ] == []
+    nnodes = [
+        str(p.relative_to(SRC))
+        for p, tree in _modules()
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and n.value == "NNODES"
+    ]
     assert nnodes == ["env.py"]
 
 
@@ -155,7 +180,9 @@ def test_media_columns_and_processor_files_have_one_home():
 
     assert MEDIA_COLUMNS == ("images", "videos", "audios")
     assert PROCESSOR_FILES == ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json")
-    assert _constant_tuples(contains={"images", "videos", "audios"}) == ["data/formats.py"]  # AUTO_COLUMNS: all columns
+    assert _constant_tuples(contains={"images", "videos", "audios"}) == [
+        "data/formats.py"
+    ]  # AUTO_COLUMNS: all columns
     assert _constant_tuples(contains=set(PROCESSOR_FILES)) == ["data/media_columns.py"]
     assert _assigned("MEDIA_COLUMNS") == ["data/media_columns.py"]
     assert _assigned("PROCESSOR_FILES") == ["data/media_columns.py"]

@@ -13,17 +13,40 @@ EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "optimi
 
 # The method options of LLaMA-Factory's example configs, as they are written there.
 LLAMAFACTORY = {
-    "galore/llama3_full_sft": dict(finetuning_type="full", use_galore=True, galore_layerwise=True, galore_target="mlp,self_attn",
-                                   galore_rank=128, galore_scale=2.0, pure_bf16=True),
-    "apollo/llama3_full_sft": dict(finetuning_type="full", use_apollo=True, apollo_layerwise=True, apollo_target="mlp,self_attn",
-                                   apollo_rank=128, apollo_scale=32.0, apollo_scale_type="channel", pure_bf16=True),
-    "badam/llama3_full_sft": dict(finetuning_type="full", use_badam=True, badam_mode="layer", badam_switch_mode="ascending",
-                                  badam_switch_interval=50, badam_verbose=2, gradient_accumulation_steps=8),
+    "galore/llama3_full_sft": dict(
+        finetuning_type="full",
+        use_galore=True,
+        galore_layerwise=True,
+        galore_target="mlp,self_attn",
+        galore_rank=128,
+        galore_scale=2.0,
+        pure_bf16=True,
+    ),
+    "apollo/llama3_full_sft": dict(
+        finetuning_type="full",
+        use_apollo=True,
+        apollo_layerwise=True,
+        apollo_target="mlp,self_attn",
+        apollo_rank=128,
+        apollo_scale=32.0,
+        apollo_scale_type="channel",
+        pure_bf16=True,
+    ),
+    "badam/llama3_full_sft": dict(
+        finetuning_type="full",
+        use_badam=True,
+        badam_mode="layer",
+        badam_switch_mode="ascending",
+        badam_switch_interval=50,
+        badam_verbose=2,
+        gradient_accumulation_steps=8,
+    ),
     "muon/qwen2_full_sft": dict(finetuning_type="full", use_muon=True),
     "adam_mini/qwen2_full_sft": dict(finetuning_type="full", use_adam_mini=True),
     "oft/llama3_oft_sft": dict(finetuning_type="oft", oft_block_size=32, oft_rank=0, oft_target="all"),
-    "llama_pro/llama3_freeze_sft": dict(finetuning_type="freeze", use_llama_pro=True, freeze_trainable_layers=8,
-                                        freeze_trainable_modules="all"),
+    "llama_pro/llama3_freeze_sft": dict(
+        finetuning_type="freeze", use_llama_pro=True, freeze_trainable_layers=8, freeze_trainable_modules="all"
+    ),
     "dft/qwen2_full_sft": dict(finetuning_type="full", use_dft_loss=True),
     "eaft/qwen25_05b_eaft_full": dict(finetuning_type="full", use_eaft_loss=True, eaft_alpha=1.0),
 }
@@ -36,9 +59,18 @@ def test_example_config_loads(path):
 
 
 def test_every_method_has_an_example():
-    assert {p.stem for p in EXAMPLES} == {"galore_full_sft", "apollo_full_sft", "badam_full_sft", "muon_full_sft",
-                                          "adam_mini_full_sft", "oft_sft", "llama_pro_freeze_sft", "dft_full_sft", "eaft_full_sft",
-                                          "asft_full_sft"}
+    assert {p.stem for p in EXAMPLES} == {
+        "galore_full_sft",
+        "apollo_full_sft",
+        "badam_full_sft",
+        "muon_full_sft",
+        "adam_mini_full_sft",
+        "oft_sft",
+        "llama_pro_freeze_sft",
+        "dft_full_sft",
+        "eaft_full_sft",
+        "asft_full_sft",
+    }
 
 
 @pytest.mark.parametrize("name", list(LLAMAFACTORY))

@@ -16,10 +16,25 @@ from tunekit.config import load_config
 from tunekit.train.optimizers import build_optimizer, muon_params, optimizer_state_tensors, projected_params
 
 ARCHS = {  # qwen2 has q/k/v biases and tied embeddings; llama has GQA and a separate LM head
-    "llama": dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=512),
-    "qwen2": dict(model_type="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
-                  num_key_value_heads=2, vocab_size=384, tie_word_embeddings=True),
+    "llama": dict(
+        model_type="llama",
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=512,
+    ),
+    "qwen2": dict(
+        model_type="qwen2",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        vocab_size=384,
+        tie_word_embeddings=True,
+    ),
 }
 METHODS = {
     "galore": dict(use_galore=True, galore_rank=4, galore_update_interval=2),
@@ -32,8 +47,18 @@ METHODS = {
 
 
 def _cfg(**opts):
-    return load_config(None, dict(finetuning_type="full", cutoff_len=32, per_device_train_batch_size=1,
-                                  gradient_checkpointing=False, learning_rate=1e-2, weight_decay=0.01, **opts))
+    return load_config(
+        None,
+        dict(
+            finetuning_type="full",
+            cutoff_len=32,
+            per_device_train_batch_size=1,
+            gradient_checkpointing=False,
+            learning_rate=1e-2,
+            weight_decay=0.01,
+            **opts,
+        ),
+    )
 
 
 def _model(arch: str, tmp_path=None):
@@ -94,8 +119,10 @@ def _reference(method, model, cfg):
     def groups(params):
         ids = {id(p) for p in params}
         named = [(n, p) for n, p in model.named_parameters() if id(p) in ids]
-        return [dict(params=[p for n, p in named if n not in decay], weight_decay=0.0),
-                dict(params=[p for n, p in named if n in decay], weight_decay=cfg.weight_decay)]
+        return [
+            dict(params=[p for n, p in named if n not in decay], weight_decay=0.0),
+            dict(params=[p for n, p in named if n in decay], weight_decay=cfg.weight_decay),
+        ]
 
     if method in ("galore", "apollo"):
         proj = projected_params(model, "all")
@@ -108,20 +135,33 @@ def _reference(method, model, cfg):
             return GaLoreAdamW(groups(rest) + [dict(params=proj, weight_decay=cfg.weight_decay, **extra)], **kw)
         from apollo_torch import APOLLOAdamW
 
-        extra = dict(rank=4, proj="random", proj_type="std", update_proj_gap=2, scale=cfg.apollo_scale, scale_type="channel")
+        extra = dict(
+            rank=4, proj="random", proj_type="std", update_proj_gap=2, scale=cfg.apollo_scale, scale_type="channel"
+        )
         return APOLLOAdamW(groups(rest) + [dict(params=proj, weight_decay=cfg.weight_decay, **extra)], **kw)
     if method == "adam_mini":
         from adam_mini import Adam_mini
 
         c = model.config
-        return Adam_mini(named_parameters=model.named_parameters(), weight_decay=cfg.weight_decay, dim=c.hidden_size,
-                         n_heads=c.num_attention_heads, n_kv_heads=c.num_key_value_heads, verbose=False, **kw)
+        return Adam_mini(
+            named_parameters=model.named_parameters(),
+            weight_decay=cfg.weight_decay,
+            dim=c.hidden_size,
+            n_heads=c.num_attention_heads,
+            n_kv_heads=c.num_key_value_heads,
+            verbose=False,
+            **kw,
+        )
     if method == "badam":
         from badam import BlockOptimizer
 
-        return BlockOptimizer(base_optimizer=torch.optim.AdamW([g for g in groups(list(model.parameters())) if g["params"]], **kw),
-                              named_parameters_list=list(model.named_parameters()), switch_block_every=2,
-                              switch_mode="ascending", verbose=0)
+        return BlockOptimizer(
+            base_optimizer=torch.optim.AdamW([g for g in groups(list(model.parameters())) if g["params"]], **kw),
+            named_parameters_list=list(model.named_parameters()),
+            switch_block_every=2,
+            switch_mode="ascending",
+            verbose=0,
+        )
     raise AssertionError(method)
 
 
@@ -146,12 +186,28 @@ def _muon_reference(model, cfg):
     name = {id(p): n for n, p in model.named_parameters()}
 
     def groups(params):
-        return [g for g in (dict(params=[p for p in params if name[id(p)] not in decay], weight_decay=0.0),
-                            dict(params=[p for p in params if name[id(p)] in decay], weight_decay=cfg.weight_decay)) if g["params"]]
+        return [
+            g
+            for g in (
+                dict(params=[p for p in params if name[id(p)] not in decay], weight_decay=0.0),
+                dict(params=[p for p in params if name[id(p)] in decay], weight_decay=cfg.weight_decay),
+            )
+            if g["params"]
+        ]
 
-    return _Both(torch.optim.Muon(groups(muon), lr=cfg.learning_rate, momentum=0.95, nesterov=True, ns_steps=5,
-                                  adjust_lr_fn="match_rms_adamw"),
-                 torch.optim.AdamW(groups(adamw), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon))
+    return _Both(
+        torch.optim.Muon(
+            groups(muon),
+            lr=cfg.learning_rate,
+            momentum=0.95,
+            nesterov=True,
+            ns_steps=5,
+            adjust_lr_fn="match_rms_adamw",
+        ),
+        torch.optim.AdamW(
+            groups(adamw), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon
+        ),
+    )
 
 
 @pytest.mark.parametrize("method", ["galore", "apollo", "badam", "adam_mini", "muon"])
@@ -224,7 +280,9 @@ def toy(tmp_path_factory):
 
 
 def _losses(out):
-    return [json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
+    return [
+        json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line
+    ]
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -232,7 +290,9 @@ def test_short_run_learns(method, tiny_qwen, toy, tmp_path):
     from tunekit.flow import run_train
 
     out = tmp_path / method
-    run_train(load_config(None, base_config(tiny_qwen, toy, out, finetuning_type="full", max_steps=6, **METHODS[method])))
+    run_train(
+        load_config(None, base_config(tiny_qwen, toy, out, finetuning_type="full", max_steps=6, **METHODS[method]))
+    )
     losses = _losses(out)
     assert len(losses) == 6 and losses[-1] < losses[0] - 0.3, losses
 
@@ -288,9 +348,16 @@ def test_targets_are_module_path_parts_as_in_llamafactory_examples(tmp_path):
     model = _model("llama", tmp_path)
     assert [id(p) for p in projected_params(model, "mlp,self_attn")] == [id(p) for p in projected_params(model, "all")]
     assert len(projected_params(model, "q_proj,down_proj")) == 2 * 2  # two layers
-    with pytest.raises(ConfigError, match=r"the target modules attn are not linear layers .* linear layers: down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj"):
+    with pytest.raises(
+        ConfigError,
+        match=r"the target modules attn are not linear layers .* linear layers: down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj",
+    ):
         projected_params(model, "attn")
     shape = load_shape(str(tmp_path / "llama"), None)
-    planned = {t: estimate_memory(shape, resolve_setup(_cfg(use_galore=True, galore_rank=4, galore_target=t))).components["optimizer_states"]
-               for t in ("all", "mlp,self_attn", "q_proj")}
+    planned = {
+        t: estimate_memory(shape, resolve_setup(_cfg(use_galore=True, galore_rank=4, galore_target=t))).components[
+            "optimizer_states"
+        ]
+        for t in ("all", "mlp,self_attn", "q_proj")
+    }
     assert planned["all"] == planned["mlp,self_attn"] < planned["q_proj"]  # fewer projected weights: more full moments

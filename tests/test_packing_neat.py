@@ -73,10 +73,12 @@ def test_rows_restart_positions_and_cut_the_label_link(prepared):
 
 
 def test_collator_sends_positions_and_no_mask():
-    batch = PaddingCollator(pad_token_id=0, pad_to_multiple_of=4)([
-        {"input_ids": [5, 6, 7, 8, 9], "labels": [-100, 6, 7, -100, 9], "position_ids": [0, 1, 2, 0, 1]},
-        {"input_ids": [5, 6], "labels": [-100, 6], "position_ids": [0, 1]},
-    ])
+    batch = PaddingCollator(pad_token_id=0, pad_to_multiple_of=4)(
+        [
+            {"input_ids": [5, 6, 7, 8, 9], "labels": [-100, 6, 7, -100, 9], "position_ids": [0, 1, 2, 0, 1]},
+            {"input_ids": [5, 6], "labels": [-100, 6], "position_ids": [0, 1]},
+        ]
+    )
     assert set(batch) == {"input_ids", "position_ids", "labels"}
     assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1, 2], [0, 1, 0, 1, 2, 3, 4, 5]]
     assert batch["labels"].tolist() == [[-100, 6, 7, -100, 9, -100, -100, -100], [-100, 6] + [-100] * 6]
@@ -100,7 +102,7 @@ def test_each_packed_sample_gets_its_own_logits(prepared, tiny_qwen, attn):
             ids = plain[i]["input_ids"]
             with torch.no_grad():
                 alone = model(input_ids=torch.tensor([ids])).logits[0]
-            worst = max(worst, (logits[b, pos:pos + len(ids)] - alone).abs().max().item())
+            worst = max(worst, (logits[b, pos : pos + len(ids)] - alone).abs().max().item())
             pos += len(ids)
     assert worst <= TOL, worst
     # plain packing: the second sample attends to the first, so its logits differ from the sample alone
@@ -108,7 +110,7 @@ def test_each_packed_sample_gets_its_own_logits(prepared, tiny_qwen, attn):
     n0, ids1 = len(plain[first]["input_ids"]), plain[second]["input_ids"]
     with torch.no_grad():
         alone = model(input_ids=torch.tensor([ids1])).logits[0]
-    assert (cross[n0:n0 + len(ids1)] - alone).abs().max().item() > 1e-3
+    assert (cross[n0 : n0 + len(ids1)] - alone).abs().max().item() > 1e-3
 
 
 def test_packed_loss_equals_unpacked_loss(prepared, tiny_qwen):
@@ -133,9 +135,24 @@ def test_packed_loss_equals_unpacked_loss(prepared, tiny_qwen):
 def test_training_with_neat_packing(tiny_qwen, tmp_path):
     write_dataset(tmp_path / "d", "toy", alpaca_records(24, seed=5))
     out = tmp_path / "out"
-    run_train(load_config(None, base_config(tiny_qwen, tmp_path / "d", out, packing=True, neat_packing=True,
-                                            cutoff_len=128, per_device_train_batch_size=2, max_steps=2)))
-    losses = [json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
+    run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen,
+                tmp_path / "d",
+                out,
+                packing=True,
+                neat_packing=True,
+                cutoff_len=128,
+                per_device_train_batch_size=2,
+                max_steps=2,
+            ),
+        )
+    )
+    losses = [
+        json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line
+    ]
     assert len(losses) == 2 and all(0 < x < 20 for x in losses)
 
 

@@ -35,7 +35,9 @@ def _words(n: int, seed: int) -> str:
     import random
 
     rng = random.Random(seed)
-    return " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "one", "two", "seven", "tokens", "padding"]) for _ in range(n))
+    return " ".join(
+        rng.choice(["alpha", "beta", "gamma", "delta", "one", "two", "seven", "tokens", "padding"]) for _ in range(n)
+    )
 
 
 def varied_records(n: int, seed: int = 0) -> list[dict]:
@@ -43,8 +45,14 @@ def varied_records(n: int, seed: int = 0) -> list[dict]:
     import random
 
     rng = random.Random(seed)
-    return [{"instruction": _words(rng.randint(2, 30), seed * 1000 + i), "input": "",
-             "output": _words(rng.randint(1, 30), seed * 1000 + i + 500)} for i in range(n)]
+    return [
+        {
+            "instruction": _words(rng.randint(2, 30), seed * 1000 + i),
+            "input": "",
+            "output": _words(rng.randint(1, 30), seed * 1000 + i + 500),
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +80,13 @@ def _model(path, attn):
 
 
 def test_collator_pins_one_row():
-    batch = PaddingFreeCollator(pad_token_id=0)([
-        {"input_ids": [5, 6, 7], "labels": [5, 6, 7], "length": 3},
-        {"input_ids": [8, 9], "labels": [-100, 9]},
-        {"input_ids": [4], "labels": [4]},
-    ])
+    batch = PaddingFreeCollator(pad_token_id=0)(
+        [
+            {"input_ids": [5, 6, 7], "labels": [5, 6, 7], "length": 3},
+            {"input_ids": [8, 9], "labels": [-100, 9]},
+            {"input_ids": [4], "labels": [4]},
+        ]
+    )
     assert set(batch) == {"input_ids", "position_ids", "labels"}  # no attention_mask: transformers derives the blocks
     assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9, 4]]
     assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0]]
@@ -138,7 +148,7 @@ def test_loss_logits_and_gradients_equal_the_padded_batch(samples, tiny_qwen, st
     start = 0
     for row, f in enumerate(feats):  # every sample's logits, padded row vs its slice of the one row
         k = len(f["input_ids"])
-        assert (logits_f[0, start:start + k] - logits_p[row, :k]).abs().max().item() <= LOGIT_TOL
+        assert (logits_f[0, start : start + k] - logits_p[row, :k]).abs().max().item() <= LOGIT_TOL
         start += k
     # loss: each token's cross-entropy moves by at most 2 * max|d logit| (log-softmax is 2-Lipschitz in max-norm), and
     # the float64 mean over n tokens of two summation orders by loss_tolerance(n, loss, FP64_U)
@@ -170,8 +180,9 @@ def test_trainer_loss_of_the_row_equals_the_padded_batch(samples, tiny_qwen, tmp
     tok, sft, _ = samples
     cfg = load_config(None, base_config(tiny_qwen, tmp_path, tmp_path / "o", dtype="float64"))
     model = _model(tiny_qwen, "sdpa")
-    trainer = TunekitTrainer(model=model, args=build_training_arguments(cfg, []), processing_class=load_tokenizer(cfg),
-                             tunekit_config=cfg)
+    trainer = TunekitTrainer(
+        model=model, args=build_training_arguments(cfg, []), processing_class=load_tokenizer(cfg), tunekit_config=cfg
+    )
     padded = PaddingCollator(pad_token_id=tok.pad_token_id)(sft)
     free = PaddingFreeCollator(pad_token_id=tok.pad_token_id)(sft)
     n = int((padded["labels"][:, 1:] != -100).sum())
@@ -232,9 +243,21 @@ def test_budget_run_takes_exactly_the_planned_steps(tiny_qwen, tmp_path, padding
 
     write_dataset(tmp_path / "d", "toy", varied_records(30, seed=7))
     out = tmp_path / "out"
-    cfg = load_config(None, base_config(tiny_qwen, tmp_path / "d", out, cutoff_len=96, max_steps=-1, num_train_epochs=2,
-                                        gradient_accumulation_steps=2, max_tokens_per_batch=200,
-                                        padding_free=padding_free, gradient_checkpointing=False))
+    cfg = load_config(
+        None,
+        base_config(
+            tiny_qwen,
+            tmp_path / "d",
+            out,
+            cutoff_len=96,
+            max_steps=-1,
+            num_train_epochs=2,
+            gradient_accumulation_steps=2,
+            max_tokens_per_batch=200,
+            padding_free=padding_free,
+            gradient_checkpointing=False,
+        ),
+    )
     plan = make_plan(cfg)
     by_samples = make_plan(cfg.model_copy(update={"max_tokens_per_batch": None}))["total_steps"]
     run_train(cfg)
@@ -260,8 +283,11 @@ def test_schema_rules():
 def _loader(plan, seed=0):
     from torch.utils.data import DataLoader
 
-    return DataLoader(list(range(sum(len(b) for b in plan.batches))), batch_sampler=TokenBudgetBatchSampler(plan, seed=seed),
-                      collate_fn=lambda rows: rows)
+    return DataLoader(
+        list(range(sum(len(b) for b in plan.batches))),
+        batch_sampler=TokenBudgetBatchSampler(plan, seed=seed),
+        collate_fn=lambda rows: rows,
+    )
 
 
 def test_resume_skips_exactly_the_trained_batches():
@@ -270,10 +296,14 @@ def test_resume_skips_exactly_the_trained_batches():
     from accelerate.data_loader import DataLoaderShard
 
     plan = budget_batches([(7 * i) % 23 + 1 for i in range(40)], 48, padding_free=True, seed=3)
-    full = DataLoaderShard(_loader(plan).dataset, batch_sampler=TokenBudgetBatchSampler(plan, seed=3), collate_fn=lambda r: r)
+    full = DataLoaderShard(
+        _loader(plan).dataset, batch_sampler=TokenBudgetBatchSampler(plan, seed=3), collate_fn=lambda r: r
+    )
     full.set_epoch(1)
     order = list(full)
-    resumed = DataLoaderShard(full.dataset, batch_sampler=TokenBudgetBatchSampler(plan, seed=3), collate_fn=lambda r: r)
+    resumed = DataLoaderShard(
+        full.dataset, batch_sampler=TokenBudgetBatchSampler(plan, seed=3), collate_fn=lambda r: r
+    )
     resumed.set_epoch(1)
     assert list(skip_first_batches(resumed, 5)) == order[5:]
 
@@ -303,8 +333,17 @@ def test_budget_run_resumes_to_the_same_weights(tiny_qwen, tmp_path):
     from tunekit.flow import run_train
 
     write_dataset(tmp_path / "d", "toy", varied_records(24, seed=8))
-    opts = dict(cutoff_len=96, max_steps=-1, num_train_epochs=2, gradient_accumulation_steps=2, max_tokens_per_batch=200,
-                padding_free=True, gradient_checkpointing=False, save_strategy="steps", save_steps=2)
+    opts = dict(
+        cutoff_len=96,
+        max_steps=-1,
+        num_train_epochs=2,
+        gradient_accumulation_steps=2,
+        max_tokens_per_batch=200,
+        padding_free=True,
+        gradient_checkpointing=False,
+        save_strategy="steps",
+        save_steps=2,
+    )
     full = tmp_path / "full"
     run_train(load_config(None, base_config(tiny_qwen, tmp_path / "d", full, **opts)))
     total = max(json.loads(line)["step"] for line in (full / "trainer_log.jsonl").read_text().splitlines())
@@ -315,8 +354,14 @@ def test_budget_run_resumes_to_the_same_weights(tiny_qwen, tmp_path):
     resumed = tmp_path / "resumed"  # the state of a run killed after its checkpoint-2: that checkpoint alone
     resumed.mkdir()
     shutil.copytree(full / "checkpoint-2", resumed / "checkpoint-2")
-    run_train(load_config(None, base_config(tiny_qwen, tmp_path / "d", resumed, **opts,
-                                            resume_from_checkpoint=str(resumed / "checkpoint-2"))))
+    run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen, tmp_path / "d", resumed, **opts, resume_from_checkpoint=str(resumed / "checkpoint-2")
+            ),
+        )
+    )
     steps = [json.loads(line)["step"] for line in (resumed / "trainer_log.jsonl").read_text().splitlines()]
     assert max(steps) == total and min(s for s in steps if s) == 3
     a, b = load_file(full / "adapter_model.safetensors"), load_file(resumed / "adapter_model.safetensors")
@@ -329,14 +374,18 @@ def test_memory_plan_uses_the_batches_tokens(tiny_qwen):
     runs padding-free rows without a mask, sdpa gets transformers' block mask (and repeats k/v heads for it)."""
     from dataclasses import replace
 
-    from tunekit.plan.activations import layer_saved_per_token, layer_kinds
+    from tunekit.plan.activations import layer_kinds, layer_saved_per_token
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.checkpointing import decide_for
     from tunekit.plan.params import count_params
     from tunekit.plan.training_setup import resolve_setup
 
-    base = {"model_name_or_path": str(tiny_qwen), "cutoff_len": 1024, "per_device_train_batch_size": 2,
-            "use_cpu": True}  # fp32, as the CPU suite runs (a GPU plan is bf16)
+    base = {
+        "model_name_or_path": str(tiny_qwen),
+        "cutoff_len": 1024,
+        "per_device_train_batch_size": 2,
+        "use_cpu": True,
+    }  # fp32, as the CPU suite runs (a GPU plan is bf16)
     plain = resolve_setup(load_config(None, base))
     budget = resolve_setup(load_config(None, {**base, "max_tokens_per_batch": 4096}))
     free = resolve_setup(load_config(None, {**base, "padding_free": True}))
@@ -348,7 +397,9 @@ def test_memory_plan_uses_the_batches_tokens(tiny_qwen):
     assert decide_for(shape, budget).peak_without_bytes > decide_for(shape, plain).peak_without_bytes
     eager = replace(free, attn="eager")
     kind = layer_kinds(shape, eager, count_params(shape, eager))[-1]
-    per_token = layer_saved_per_token(shape, eager, kind) - layer_saved_per_token(shape, replace(plain, attn="eager"), kind)
+    per_token = layer_saved_per_token(shape, eager, kind) - layer_saved_per_token(
+        shape, replace(plain, attn="eager"), kind
+    )
     assert per_token == 4 * shape.heads * 1024  # the fp32 softmax over 1,024 more key positions per query
 
 
@@ -356,11 +407,15 @@ def test_llamafactory_batching_strategy_is_read_as_the_options():
     """LLaMA-Factory v1's batching_strategy; its dynamic batching budget is cutoff_len x micro-batch size."""
     free = load_config(None, {"batching_strategy": "padding_free"})
     assert (free.padding_free, free.max_tokens_per_batch) == (True, None)
-    both = load_config(None, {"batching_strategy": "dynamic_padding_free", "cutoff_len": 512, "per_device_train_batch_size": 2})
+    both = load_config(
+        None, {"batching_strategy": "dynamic_padding_free", "cutoff_len": 512, "per_device_train_batch_size": 2}
+    )
     assert (both.padding_free, both.max_tokens_per_batch) == (True, 1024)
     dynamic = load_config(None, {"batching_strategy": "dynamic_batching"})
     assert (dynamic.padding_free, dynamic.max_tokens_per_batch) == (False, 2048 * 8)
-    with pytest.raises(ConfigError, match="batching_strategy padding_free .LLaMA-Factory's name. disagrees with padding_free false"):
+    with pytest.raises(
+        ConfigError, match="batching_strategy padding_free .LLaMA-Factory's name. disagrees with padding_free false"
+    ):
         load_config(None, {"batching_strategy": "padding_free", "padding_free": False})
 
 
@@ -370,8 +425,10 @@ def test_neat_rows_go_to_flash_attention_as_one_row():
     derives from it are exactly the samples' boundaries."""
     from transformers.modeling_flash_attention_utils import _is_packed_sequence, prepare_fa_kwargs_from_position_ids
 
-    rows = [{"input_ids": [5, 6, 7, 8, 9], "labels": [5, 6, 7, -100, 9], "position_ids": [0, 1, 2, 0, 1]},
-            {"input_ids": [3, 4], "labels": [3, 4], "position_ids": [0, 1]}]
+    rows = [
+        {"input_ids": [5, 6, 7, 8, 9], "labels": [5, 6, 7, -100, 9], "position_ids": [0, 1, 2, 0, 1]},
+        {"input_ids": [3, 4], "labels": [3, 4], "position_ids": [0, 1]},
+    ]
     padded = PaddingCollator(pad_token_id=0, pad_to_multiple_of=4)(rows)
     assert not _is_packed_sequence(padded["position_ids"], batch_size=2)  # what FA2 would do without flattening
     flat = PaddingCollator(pad_token_id=0, pad_to_multiple_of=4, flatten_packed=True)(rows)
@@ -393,10 +450,20 @@ def test_padding_share_and_tokens_per_step_by_hand():
     # the budget batches pinned above: {12, 10} {9, 7} {5, 5, 3} {2} cost 24 + 24 + 24 + 4 = 76 tokens for 53 real
     s = batching_summary(lengths, 2, accum=2, pad_to=4, budget=24)
     assert (s["micro_batches"], s["steps_per_epoch"], s["model_tokens"], s["real_tokens"]) == (4, 2, 76, 53)
-    assert (s["padding_share"], s["model_tokens_per_step"], s["real_tokens_per_step"]) == (round(1 - 53 / 76, 6), 38.0, 26.5)
+    assert (s["padding_share"], s["model_tokens_per_step"], s["real_tokens_per_step"]) == (
+        round(1 - 53 / 76, 6),
+        38.0,
+        26.5,
+    )
     free = batching_summary(lengths, 2, accum=2, padding_free=True)
     assert (free["padding_share"], free["model_tokens"], free["steps_per_epoch"]) == (0.0, 53, 2)
     # rows the trainer gets: cut to cutoff_len, or best-fit packed (sft) per dataset
     table = {"dataset": ["a"] * 4 + ["b"] * 2, "total_len": [30, 5, 20, 12, 40, 8]}
     assert training_rows(table, "sft", 24, False).tolist() == [24, 5, 20, 12, 24, 8]
-    assert sorted(training_rows(table, "sft", 24, True).tolist()) == [8, 17, 20, 24, 24]  # a: {24} {20} {12 5}; b: {24} {8}
+    assert sorted(training_rows(table, "sft", 24, True).tolist()) == [
+        8,
+        17,
+        20,
+        24,
+        24,
+    ]  # a: {24} {20} {12 5}; b: {24} {8}

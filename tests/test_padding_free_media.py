@@ -15,16 +15,19 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
 from helpers import write_dataset
+
 from tests.tolerances import FP32_U, FP64_U, loss_tolerance, sum_order_bound
 from tunekit.data.collator import MultimodalCollator
 from tunekit.data.padding_free import PaddingFreeCollator, padding_free_collator, refuse_family, rope_index_of
 from tunekit.errors import ConfigError
 
 SMALL = 28 * 28 * 16  # image_max_pixels: the demo images become 1 x 4 x 10 .. grids, i.e. ~10 image tokens each
-SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
-            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+SHAREGPT = {
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "images": "images"},
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
 # float64 forwards of the same samples, padded vs one row: they differ only in matmul blocking and the mask's shape,
 # so each logit (|logit| < 2 in this tiny model, 2 text + 2 vision layers of width <= 256) carries a relative error of
 # a few times 256 * 2**-53 per layer (~1e-13 in all); 1e-10 leaves a thousandfold margin and is eight orders below
@@ -44,9 +47,20 @@ def vl(tmp_path_factory, demo_dir):
 
     root = tmp_path_factory.mktemp("pf-media")
     model_dir = build_tiny_vlm(root / "model", like="qwen2-vl", seed=0)
-    cfg = load_config(None, {"model_name_or_path": str(model_dir), "template": "qwen2_vl", "dataset": "mllm_demo",
-                             "dataset_dir": str(demo_dir), "output_dir": str(root / "o"), "stage": "sft",
-                             "cutoff_len": 1024, "image_max_pixels": SMALL, "report_to": "none"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(model_dir),
+            "template": "qwen2_vl",
+            "dataset": "mllm_demo",
+            "dataset_dir": str(demo_dir),
+            "output_dir": str(root / "o"),
+            "stage": "sft",
+            "cutoff_len": 1024,
+            "image_max_pixels": SMALL,
+            "report_to": "none",
+        },
+    )
     tok = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tok, "sft")
     model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float64, attn_implementation="sdpa")
@@ -57,11 +71,15 @@ def vl(tmp_path_factory, demo_dir):
 
 
 def _free(vl, feats=None, mm=None):
-    return PaddingFreeCollator(pad_token_id=vl.tok.pad_token_id, mm=mm or vl.mm, rope_index=rope_index_of(vl.model))(feats or vl.feats)
+    return PaddingFreeCollator(pad_token_id=vl.tok.pad_token_id, mm=mm or vl.mm, rope_index=rope_index_of(vl.model))(
+        feats or vl.feats
+    )
 
 
 def _padded(vl, feats=None, mm=None):
-    return MultimodalCollator(pad_token_id=vl.tok.pad_token_id, pad_to_multiple_of=8, mm=mm or vl.mm)(feats or vl.feats)
+    return MultimodalCollator(pad_token_id=vl.tok.pad_token_id, pad_to_multiple_of=8, mm=mm or vl.mm)(
+        feats or vl.feats
+    )
 
 
 def test_the_row_carries_each_samples_media_and_its_own_3d_positions(vl):
@@ -81,8 +99,10 @@ def test_the_row_carries_each_samples_media_and_its_own_3d_positions(vl):
     start = 0
     for f, a, n in zip(feats, alone, lengths):
         ids = torch.tensor([f["input_ids"]])
-        own, _ = vl.model.model.get_rope_index(ids, mm_token_type_ids=a["mm_token_type_ids"], image_grid_thw=a["image_grid_thw"])
-        assert torch.equal(batch["position_ids"][1:, :, start:start + n], own), start
+        own, _ = vl.model.model.get_rope_index(
+            ids, mm_token_type_ids=a["mm_token_type_ids"], image_grid_thw=a["image_grid_thw"]
+        )
+        assert torch.equal(batch["position_ids"][1:, :, start : start + n], own), start
         assert batch["position_ids"][:, 0, start].tolist() == [0, 0, 0, 0]
         start += n
     # the rule itself, on sample 0's first image (grid t x h x w, merged 2 x 2): the k-th image token at
@@ -93,8 +113,11 @@ def test_the_row_carries_each_samples_media_and_its_own_3d_positions(vl):
     t, h, w = batch["image_grid_thw"][0].tolist()
     hh, ww = h // 2, w // 2
     rope = batch["position_ids"][1:, 0]
-    assert t == 1 and rope[:, s:s + hh * ww].tolist() == [[s] * (hh * ww), [s + r for r in range(hh) for _ in range(ww)],
-                                                          [s + c for _ in range(hh) for c in range(ww)]]
+    assert t == 1 and rope[:, s : s + hh * ww].tolist() == [
+        [s] * (hh * ww),
+        [s + r for r in range(hh) for _ in range(ww)],
+        [s + c for _ in range(hh) for c in range(ww)],
+    ]
     assert rope[:, s + hh * ww].tolist() == [s + max(hh, ww)] * 3
 
 
@@ -143,15 +166,18 @@ def _grads(model, batch):
     out = model(**{k: v for k, v in batch.items() if k != "labels"})
     loss = _f64_loss(out.logits, batch["labels"])
     loss.backward()
-    return loss.detach(), out.logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
-                                                if p.grad is not None}
+    return (
+        loss.detach(),
+        out.logits.detach(),
+        {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None},
+    )
 
 
 def _max_logit_gap(free_logits, padded_logits, feats) -> float:
     worst, start = 0.0, 0
     for row, f in enumerate(feats):
         k = len(f["input_ids"])
-        worst = max(worst, (free_logits[0, start:start + k] - padded_logits[row, :k]).abs().max().item())
+        worst = max(worst, (free_logits[0, start : start + k] - padded_logits[row, :k]).abs().max().item())
         start += k
     return worst
 
@@ -195,9 +221,20 @@ def test_videos_in_the_row_get_their_own_grids_and_3d_positions(vl, demo_dir, tm
     from tunekit.config import load_config
     from tunekit.data.pipeline import prepare_datasets
 
-    cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "mllm_video_demo",
-                             "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "o"), "stage": "sft",
-                             "video_max_pixels": SMALL, "video_maxlen": 4, "report_to": "none"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(vl.dir),
+            "template": "qwen2_vl",
+            "dataset": "mllm_video_demo",
+            "dataset_dir": str(demo_dir),
+            "output_dir": str(tmp_path / "o"),
+            "stage": "sft",
+            "video_max_pixels": SMALL,
+            "video_maxlen": 4,
+            "report_to": "none",
+        },
+    )
     data = prepare_datasets(cfg, vl.tok, "sft")
     feats = [data.train[i] for i in range(3)]
     free, padded = _free(vl, feats, data.mm), _padded(vl, feats, data.mm)  # the plugin of the video options
@@ -216,11 +253,22 @@ def test_trainer_loss_of_the_row_equals_the_padded_batch(vl, tmp_path):
     from tunekit.train.arguments import build_training_arguments
     from tunekit.train.trainer import TunekitTrainer
 
-    cfg = load_config(None, {**{k: getattr(vl.cfg, k) for k in ("model_name_or_path", "template", "dataset", "dataset_dir",
-                                                               "image_max_pixels")},
-                             "output_dir": str(tmp_path / "o"), "stage": "sft", "dtype": "float64", "report_to": "none"})
-    trainer = TunekitTrainer(model=vl.model, args=build_training_arguments(cfg, []), processing_class=vl.tok,
-                             tunekit_config=cfg)
+    cfg = load_config(
+        None,
+        {
+            **{
+                k: getattr(vl.cfg, k)
+                for k in ("model_name_or_path", "template", "dataset", "dataset_dir", "image_max_pixels")
+            },
+            "output_dir": str(tmp_path / "o"),
+            "stage": "sft",
+            "dtype": "float64",
+            "report_to": "none",
+        },
+    )
+    trainer = TunekitTrainer(
+        model=vl.model, args=build_training_arguments(cfg, []), processing_class=vl.tok, tunekit_config=cfg
+    )
     padded, free = _padded(vl), _free(vl)
     n = int((padded["labels"][:, 1:] != -100).sum())
     with torch.no_grad():
@@ -257,16 +305,19 @@ def test_neat_packed_rows_carry_their_media_and_per_sample_3d_positions(vl):
             with torch.no_grad():
                 ref = vl.model(**{k: v for k, v in alone.items() if k != "labels"}).logits[0]
             k = len(one["input_ids"])
-            worst = max(worst, (logits[r, start:start + k] - ref).abs().max().item())
+            worst = max(worst, (logits[r, start : start + k] - ref).abs().max().item())
             start += k
     assert worst <= LOGIT_TOL
     # FlashAttention-2 (GPU): the rows go as ONE row (data/collator.py), its varlen boundaries = the packed samples'
     from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 
-    one = MultimodalCollator(pad_token_id=vl.tok.pad_token_id, mm=vl.mm, rope_index=rope_index_of(vl.model),
-                             flatten_packed=True)(feats)
+    one = MultimodalCollator(
+        pad_token_id=vl.tok.pad_token_id, mm=vl.mm, rope_index=rope_index_of(vl.model), flatten_packed=True
+    )(feats)
     lengths = [len(sample[order[src]]["input_ids"]) for row in feats for src in row["_source"].split("; ")]
-    assert one["position_ids"].shape == (4, 1, sum(lengths)) and torch.equal(one["pixel_values"], batch["pixel_values"])
+    assert one["position_ids"].shape == (4, 1, sum(lengths)) and torch.equal(
+        one["pixel_values"], batch["pixel_values"]
+    )
     (cu, _), _ = prepare_fa_kwargs_from_position_ids(one["position_ids"][0])
     assert cu.tolist() == [0, *torch.tensor(lengths).cumsum(0).tolist()]
     with torch.no_grad():
@@ -274,7 +325,7 @@ def test_neat_packed_rows_carry_their_media_and_per_sample_3d_positions(vl):
     start = 0
     for r, row in enumerate(feats):
         k = len(row["input_ids"])
-        assert (flat[0, start:start + k] - logits[r, :k]).abs().max().item() <= LOGIT_TOL
+        assert (flat[0, start : start + k] - logits[r, :k]).abs().max().item() <= LOGIT_TOL
         start += k
     # the guard: the rows with their 2-D text positions only (what the model got before: image tokens rotated as text,
     # and no packed mask) give other logits
@@ -286,15 +337,26 @@ def test_neat_packed_rows_carry_their_media_and_per_sample_3d_positions(vl):
 
 def _pair_data(tmp_path, demo_dir) -> Path:
     """Two dpo pairs with images (one image, then two)."""
-    entry = {"formatting": "sharegpt", "ranking": True,
-             "columns": {"messages": "messages", "images": "images", "chosen": "chosen", "rejected": "rejected"},
-             "tags": SHAREGPT["tags"]}
-    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}],
-                "chosen": {"role": "assistant", "content": "Kane."}, "rejected": {"role": "assistant", "content": "Nobody at all."},
-                "images": ["mllm_demo_data/1.jpg"]},
-               {"messages": [{"role": "user", "content": "Compare <image> and <image>."}],
-                "chosen": {"role": "assistant", "content": "Two speeches."}, "rejected": {"role": "assistant", "content": "Rain."},
-                "images": ["mllm_demo_data/2.jpg", "mllm_demo_data/3.jpg"]}]
+    entry = {
+        "formatting": "sharegpt",
+        "ranking": True,
+        "columns": {"messages": "messages", "images": "images", "chosen": "chosen", "rejected": "rejected"},
+        "tags": SHAREGPT["tags"],
+    }
+    records = [
+        {
+            "messages": [{"role": "user", "content": "<image>Who is this?"}],
+            "chosen": {"role": "assistant", "content": "Kane."},
+            "rejected": {"role": "assistant", "content": "Nobody at all."},
+            "images": ["mllm_demo_data/1.jpg"],
+        },
+        {
+            "messages": [{"role": "user", "content": "Compare <image> and <image>."}],
+            "chosen": {"role": "assistant", "content": "Two speeches."},
+            "rejected": {"role": "assistant", "content": "Rain."},
+            "images": ["mllm_demo_data/2.jpg", "mllm_demo_data/3.jpg"],
+        },
+    ]
     data_dir = tmp_path / "data"
     shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
     write_dataset(data_dir, "toy", records, entry)
@@ -312,9 +374,20 @@ def test_dpo_padding_free_with_images_equals_the_padded_pairs(vl, demo_dir, tmp_
     from tunekit.train.stages.reference_policy import forward_logps, media_inputs
 
     data_dir = _pair_data(tmp_path, demo_dir)
-    cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "toy",
-                             "dataset_dir": str(data_dir), "output_dir": str(tmp_path / "o"), "stage": "dpo",
-                             "image_max_pixels": SMALL, "padding_free": True, "report_to": "none"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(vl.dir),
+            "template": "qwen2_vl",
+            "dataset": "toy",
+            "dataset_dir": str(data_dir),
+            "output_dir": str(tmp_path / "o"),
+            "stage": "dpo",
+            "image_max_pixels": SMALL,
+            "padding_free": True,
+            "report_to": "none",
+        },
+    )
     data = prepare_datasets(cfg, vl.tok, "dpo")
     feats = [data.train[0], data.train[1]]
     free = pair_collator(cfg, vl.tok, data.mm, vl.model)(feats)
@@ -328,20 +401,30 @@ def test_dpo_padding_free_with_images_equals_the_padded_pairs(vl, demo_dir, tmp_
         vl.model.zero_grad()
         logps, counts = forward_logps(vl.model, **sequence_view(batch), **media_inputs(batch))
         ref = torch.full_like(logps, -20.0)  # a fixed reference: the loss depends on the policy's log-probs only
-        loss = preference_loss("sigmoid", 0.1, logps[:2], logps[2:], ref[:2], ref[2:], counts[:2], counts[2:]).losses.mean()
+        loss = preference_loss(
+            "sigmoid", 0.1, logps[:2], logps[2:], ref[:2], ref[2:], counts[:2], counts[2:]
+        ).losses.mean()
         loss.backward()
-        return logps.detach(), counts, {n: p.grad.clone() for n, p in vl.model.named_parameters() if p.grad is not None}
+        return (
+            logps.detach(),
+            counts,
+            {n: p.grad.clone() for n, p in vl.model.named_parameters() if p.grad is not None},
+        )
 
     logps_p, counts_p, grads_p = loss_and_grads(padded)
     logps_f, counts_f, grads_f = loss_and_grads(free)
     assert counts_f.tolist() == counts_p.tolist()
     # each log-prob sum: <= counts tokens of 2 * LOGIT_TOL each (log-softmax 2-Lipschitz) plus a float64 sum order
-    bounds = [k * 2 * LOGIT_TOL + sum_order_bound(k, abs(b), FP64_U) for b, k in zip(logps_p.tolist(), counts_p.tolist())]
+    bounds = [
+        k * 2 * LOGIT_TOL + sum_order_bound(k, abs(b), FP64_U) for b, k in zip(logps_p.tolist(), counts_p.tolist())
+    ]
     for a, b, bound in zip(logps_f.tolist(), logps_p.tolist(), bounds):
         assert abs(a - b) <= bound, (a, b)
     terms = int(counts_p.sum()) * vl.model.config.text_config.vocab_size * 4  # as in the sft test
     for name, g in grads_p.items():
-        assert (grads_f[name] - g).abs().max().item() <= sum_order_bound(terms, g.abs().max().item() * 1e3, FP64_U) + 1e-300, name
+        assert (grads_f[name] - g).abs().max().item() <= sum_order_bound(
+            terms, g.abs().max().item() * 1e3, FP64_U
+        ) + 1e-300, name
     # the guard: the row without its M-RoPE rows (image tokens rotated as text) gives other log-probs
     with torch.no_grad():
         as_text = dict(free, position_ids=free["position_ids"][:1].expand(4, -1, -1).clone())
@@ -349,9 +432,13 @@ def test_dpo_padding_free_with_images_equals_the_padded_pairs(vl, demo_dir, tmp_
     assert (other - logps_p).abs().max().item() > 1e3 * max(bounds)  # measured 7e-4 against bounds of ~1e-8
 
 
-FAMILIES = [("llava", "llava", "mllm_demo", False), ("llava-next", "llava_next", "mllm_demo", False),
-            ("qwen2.5-vl", "qwen2_vl", "mllm_demo", True), ("qwen3-vl", "qwen3_vl_nothink", "mllm_demo", True),
-            ("qwen2-audio", "qwen2_audio", "mllm_audio_demo", False)]
+FAMILIES = [
+    ("llava", "llava", "mllm_demo", False),
+    ("llava-next", "llava_next", "mllm_demo", False),
+    ("qwen2.5-vl", "qwen2_vl", "mllm_demo", True),
+    ("qwen3-vl", "qwen3_vl_nothink", "mllm_demo", True),
+    ("qwen2-audio", "qwen2_audio", "mllm_audio_demo", False),
+]
 
 
 @pytest.mark.parametrize("like,template,dataset,mrope", FAMILIES, ids=[f[0] for f in FAMILIES])
@@ -366,21 +453,37 @@ def test_the_other_families_give_each_sample_its_padded_logits(like, template, d
     from tunekit.model.tiny_vlm import build_tiny_vlm
 
     model_dir = build_tiny_vlm(tmp_path / "model", like=like, seed=0)
-    cfg = load_config(None, {"model_name_or_path": str(model_dir), "template": template, "dataset": dataset,
-                             "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "o"), "stage": "sft",
-                             "cutoff_len": 2048, "image_max_pixels": SMALL, "report_to": "none"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(model_dir),
+            "template": template,
+            "dataset": dataset,
+            "dataset_dir": str(demo_dir),
+            "output_dir": str(tmp_path / "o"),
+            "stage": "sft",
+            "cutoff_len": 2048,
+            "image_max_pixels": SMALL,
+            "report_to": "none",
+        },
+    )
     tok = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tok, "sft")
     feats = [data.train[i] for i in range(3)]
-    auto = (transformers.Qwen2AudioForConditionalGeneration if like == "qwen2-audio"
-            else transformers.AutoModelForImageTextToText)
+    auto = (
+        transformers.Qwen2AudioForConditionalGeneration
+        if like == "qwen2-audio"
+        else transformers.AutoModelForImageTextToText
+    )
     model = auto.from_pretrained(model_dir, dtype=torch.float64, attn_implementation="sdpa")
     model.config.get_text_config().use_cache = False
     free = padding_free_collator(tok, data.mm, model)(feats)
     total = sum(len(f["input_ids"]) for f in feats)
     assert free["position_ids"].shape == ((4, 1, total) if mrope else (1, total))
     padded = MultimodalCollator(pad_token_id=tok.pad_token_id, mm=data.mm)(feats)
-    media = [k for k in padded if k not in ("input_ids", "attention_mask", "labels", "mm_token_type_ids", "token_type_ids")]
+    media = [
+        k for k in padded if k not in ("input_ids", "attention_mask", "labels", "mm_token_type_ids", "token_type_ids")
+    ]
     assert media and all(torch.equal(free[k], padded[k]) for k in media)  # the same tensors, in sample order
     with torch.no_grad():
         lf = model(**{k: v for k, v in free.items() if k != "labels"}).logits
@@ -393,7 +496,10 @@ def test_the_gemma3_refusal_still_holds(tmp_path):
     by the restarted positions, so the second sample's image tokens lose their bidirectional block (the full mask is
     right). When transformers fixes this the test fails, and the refusal can go."""
     from transformers import AutoConfig
-    from transformers.models.gemma3.modeling_gemma3 import create_masks_for_vision_model, get_block_sequence_ids_for_mask
+    from transformers.models.gemma3.modeling_gemma3 import (
+        create_masks_for_vision_model,
+        get_block_sequence_ids_for_mask,
+    )
 
     from tunekit.model.tiny_vlm import build_tiny_vlm
 
@@ -403,9 +509,13 @@ def test_the_gemma3_refusal_still_holds(tmp_path):
     positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3]])
     assert config.sliding_window > positions.shape[1]  # the window itself cuts nothing here
     blocks = get_block_sequence_ids_for_mask(types_)
-    masks = create_masks_for_vision_model(config, torch.zeros(1, 11, config.hidden_size), None, None, positions, blocks)
+    masks = create_masks_for_vision_model(
+        config, torch.zeros(1, 11, config.hidden_size), None, None, positions, blocks
+    )
     seg, blk = [0] * 7 + [1] * 4, blocks[0].tolist()
-    expected = torch.tensor([[seg[i] == seg[j] and (j <= i or blk[i] == blk[j] >= 0) for j in range(11)] for i in range(11)])
+    expected = torch.tensor(
+        [[seg[i] == seg[j] and (j <= i or blk[i] == blk[j] >= 0) for j in range(11)] for i in range(11)]
+    )
     assert torch.equal(masks["full_attention"][0, 0], expected)
     sliding = masks["sliding_attention"][0, 0]
     assert not sliding[8, 9] and sliding[8, 8]  # B's first image token does not see B's second: its block is lost
@@ -413,14 +523,19 @@ def test_the_gemma3_refusal_still_holds(tmp_path):
 
 def test_gemma3_is_refused_by_name():
     gemma = types.SimpleNamespace(NAME="gemma3")
-    with pytest.raises(ConfigError, match="padding_free is not supported for the gemma3 family: transformers 5.24 builds "
-                                          "Gemma 3's sliding-window mask"):
+    with pytest.raises(
+        ConfigError,
+        match="padding_free is not supported for the gemma3 family: transformers 5.24 builds "
+        "Gemma 3's sliding-window mask",
+    ):
         padding_free_collator(types.SimpleNamespace(pad_token_id=0), gemma)
-    with pytest.raises(ConfigError, match="neat_packing is not supported for the gemma3 family: .* Remove neat_packing for "
-                                          r"this model \(the padded batches are exact\)\."):
+    with pytest.raises(
+        ConfigError,
+        match="neat_packing is not supported for the gemma3 family: .* Remove neat_packing for "
+        r"this model \(the padded batches are exact\)\.",
+    ):
         refuse_family(gemma, "neat_packing")  # what stages/sft.py calls for neat-packed rows of a media family
     refuse_family(types.SimpleNamespace(NAME="qwen2_vl"), "padding_free")  # every other family passes
-
 
 
 def test_tunekit_train_padding_free_on_images_ends_on_the_padded_runs_weights(vl, demo_dir, tmp_path):
@@ -428,13 +543,32 @@ def test_tunekit_train_padding_free_on_images_ends_on_the_padded_runs_weights(vl
     float64 end on the weights of the padded run (the loader turns the language model's own KV cache off: with it,
     transformers builds no mask from packed positions and the samples would attend to each other)."""
     from helpers import padded_and_padding_free_weights
+
     from tests.tolerances import FLOAT64_WEIGHT_TOL
 
-    moved, diff = padded_and_padding_free_weights(vl.dir, {
-        "template": "qwen2_vl", "dataset": "mllm_demo", "dataset_dir": str(demo_dir), "stage": "sft", "do_train": True,
-        "image_max_pixels": SMALL, "finetuning_type": "full", "dtype": "float64", "per_device_train_batch_size": 3,
-        "max_steps": 2, "learning_rate": 1e-2, "optim": "sgd", "save_strategy": "no", "disable_tqdm": True, "seed": 0,
-        "gradient_checkpointing": False, "report_to": "none"}, tmp_path)
+    moved, diff = padded_and_padding_free_weights(
+        vl.dir,
+        {
+            "template": "qwen2_vl",
+            "dataset": "mllm_demo",
+            "dataset_dir": str(demo_dir),
+            "stage": "sft",
+            "do_train": True,
+            "image_max_pixels": SMALL,
+            "finetuning_type": "full",
+            "dtype": "float64",
+            "per_device_train_batch_size": 3,
+            "max_steps": 2,
+            "learning_rate": 1e-2,
+            "optim": "sgd",
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "seed": 0,
+            "gradient_checkpointing": False,
+            "report_to": "none",
+        },
+        tmp_path,
+    )
     # SGD moves each weight by lr x its gradient; the two runs' float64 gradients differ by summation order only
     # (the bound of test_loss_logits_and_gradients_equal_the_padded_batch), far under FLOAT64_WEIGHT_TOL (tolerances.py)
     assert moved > 1e-4
@@ -450,9 +584,20 @@ def test_the_dataset_cache_keys_on_the_video_options(vl, demo_dir, tmp_path):
 
     lengths = {}
     for pixels in (SMALL, 4 * SMALL):
-        cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "mllm_video_demo",
-                                 "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "o"), "stage": "sft",
-                                 "video_max_pixels": pixels, "video_maxlen": 4, "report_to": "none"})
+        cfg = load_config(
+            None,
+            {
+                "model_name_or_path": str(vl.dir),
+                "template": "qwen2_vl",
+                "dataset": "mllm_video_demo",
+                "dataset_dir": str(demo_dir),
+                "output_dir": str(tmp_path / "o"),
+                "stage": "sft",
+                "video_max_pixels": pixels,
+                "video_maxlen": 4,
+                "report_to": "none",
+            },
+        )
         data = prepare_datasets(cfg, vl.tok, "sft")
         lengths[pixels] = [len(r) for r in data.train["input_ids"]]
         feats = [data.train[i] for i in range(len(data.train))]
@@ -464,13 +609,32 @@ def test_tunekit_train_dpo_padding_free_on_images_ends_on_the_padded_runs_weight
     """dpo with images through ``tunekit train`` (full fine-tuning: a frozen reference copy gets the same row), float64,
     2 SGD steps: padding-free ends on the padded run's weights (bound as in the sft run above)."""
     from helpers import padded_and_padding_free_weights
+
     from tests.tolerances import FLOAT64_WEIGHT_TOL
 
-    moved, diff = padded_and_padding_free_weights(vl.dir, {
-        "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(_pair_data(tmp_path, demo_dir)), "stage": "dpo",
-        "do_train": True, "image_max_pixels": SMALL, "finetuning_type": "full", "dtype": "float64",
-        "per_device_train_batch_size": 2, "max_steps": 2, "learning_rate": 1e-1, "optim": "sgd", "save_strategy": "no",
-        "disable_tqdm": True, "seed": 0, "gradient_checkpointing": False, "report_to": "none"}, tmp_path)
+    moved, diff = padded_and_padding_free_weights(
+        vl.dir,
+        {
+            "template": "qwen2_vl",
+            "dataset": "toy",
+            "dataset_dir": str(_pair_data(tmp_path, demo_dir)),
+            "stage": "dpo",
+            "do_train": True,
+            "image_max_pixels": SMALL,
+            "finetuning_type": "full",
+            "dtype": "float64",
+            "per_device_train_batch_size": 2,
+            "max_steps": 2,
+            "learning_rate": 1e-1,
+            "optim": "sgd",
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "seed": 0,
+            "gradient_checkpointing": False,
+            "report_to": "none",
+        },
+        tmp_path,
+    )
     assert moved > 1e-5
     assert diff <= FLOAT64_WEIGHT_TOL, (diff, moved)  # measured: 6.9e-18 (weights moved by up to 1.1e-2)
 
@@ -485,19 +649,45 @@ def test_kto_padding_free_rows_with_images_give_the_padded_log_probs(vl, demo_di
     from tunekit.train.stages.kto import MultimodalKTOCollator, with_kl_pairs
     from tunekit.train.stages.reference_policy import forward_logps, media_inputs
 
-    entry = {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "label", "images": "images"},
-             "tags": SHAREGPT["tags"]}
-    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Harry Kane."}],
-                "label": True, "images": ["mllm_demo_data/1.jpg"]},
-               {"messages": [{"role": "user", "content": "Compare <image> with <image>."},
-                             {"role": "assistant", "content": "It rains in both."}],
-                "label": False, "images": ["mllm_demo_data/2.jpg", "mllm_demo_data/3.jpg"]}]
+    entry = {
+        "formatting": "sharegpt",
+        "columns": {"messages": "messages", "kto_tag": "label", "images": "images"},
+        "tags": SHAREGPT["tags"],
+    }
+    records = [
+        {
+            "messages": [
+                {"role": "user", "content": "<image>Who is this?"},
+                {"role": "assistant", "content": "Harry Kane."},
+            ],
+            "label": True,
+            "images": ["mllm_demo_data/1.jpg"],
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "Compare <image> with <image>."},
+                {"role": "assistant", "content": "It rains in both."},
+            ],
+            "label": False,
+            "images": ["mllm_demo_data/2.jpg", "mllm_demo_data/3.jpg"],
+        },
+    ]
     data_dir = tmp_path / "data"
     shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
     write_dataset(data_dir, "toy", records, entry)
-    cfg = load_config(None, {"model_name_or_path": str(vl.dir), "template": "qwen2_vl", "dataset": "toy",
-                             "dataset_dir": str(data_dir), "output_dir": str(tmp_path / "o"), "stage": "kto",
-                             "image_max_pixels": SMALL, "report_to": "none"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(vl.dir),
+            "template": "qwen2_vl",
+            "dataset": "toy",
+            "dataset_dir": str(data_dir),
+            "output_dir": str(tmp_path / "o"),
+            "stage": "kto",
+            "image_max_pixels": SMALL,
+            "report_to": "none",
+        },
+    )
     data = prepare_datasets(cfg, vl.tok, "kto")
     feats = [with_kl_pairs(data.train)[i] for i in range(2)]
     free = PaddingFreeKTOCollator(mm=data.mm, rope_index=rope_index_of(vl.model))(feats)
@@ -509,5 +699,11 @@ def test_kto_padding_free_rows_with_images_give_the_padded_log_probs(vl, demo_di
             got, n = forward_logps(vl.model, **sequence_view(free, prefix), **media_inputs(free, prefix))
             want, m = forward_logps(vl.model, **sequence_view(padded, prefix), **media_inputs(padded, prefix))
             assert n.tolist() == m.tolist()
-            bounds = [k * 2 * LOGIT_TOL + sum_order_bound(k, abs(b), FP64_U) for b, k in zip(want.tolist(), m.tolist())]
-            assert all(abs(a - b) <= bound for a, b, bound in zip(got.tolist(), want.tolist(), bounds)), (prefix, got, want)
+            bounds = [
+                k * 2 * LOGIT_TOL + sum_order_bound(k, abs(b), FP64_U) for b, k in zip(want.tolist(), m.tolist())
+            ]
+            assert all(abs(a - b) <= bound for a, b, bound in zip(got.tolist(), want.tolist(), bounds)), (
+                prefix,
+                got,
+                want,
+            )

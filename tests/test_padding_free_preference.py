@@ -38,10 +38,22 @@ from tests.helpers import base_config, write_dataset
 from tests.stage_helpers import KTO_ENTRY, PREF_COLUMNS, WORDS
 from tests.tolerances import FLOAT64_WEIGHT_TOL, FP32_U, FP64_U
 from tunekit.config import load_config
-from tunekit.train.batching import KTOCollator, PaddingFreeKTOCollator, PaddingFreePairCollator, PairCollator, segment_of_tokens
+from tunekit.train.batching import (
+    KTOCollator,
+    PaddingFreeKTOCollator,
+    PaddingFreePairCollator,
+    PairCollator,
+    segment_of_tokens,
+)
 
-LOSSES = [("sigmoid", {}), ("sigmoid", {"dpo_label_smoothing": 0.1, "pref_ftx": 0.5}), ("hinge", {}), ("ipo", {}),
-          ("orpo", {}), ("simpo", {"pref_beta": 2.0})]
+LOSSES = [
+    ("sigmoid", {}),
+    ("sigmoid", {"dpo_label_smoothing": 0.1, "pref_ftx": 0.5}),
+    ("hinge", {}),
+    ("ipo", {}),
+    ("orpo", {}),
+    ("simpo", {"pref_beta": 2.0}),
+]
 
 
 def _words(rng, lo, hi):
@@ -53,20 +65,45 @@ def data_dir(tmp_path_factory):
     """Pairs and KTO examples of very different lengths (1 to 14 words), so padded batches carry much padding."""
     folder = tmp_path_factory.mktemp("pfdata")
     rng = random.Random(3)
-    pairs = [{"instruction": "Describe " + _words(rng, 1, 6), "input": "", "chosen": _words(rng, 1, 14) + " 7 7",
-              "rejected": _words(rng, 1, 14) + " 3 3"} for _ in range(16)]
+    pairs = [
+        {
+            "instruction": "Describe " + _words(rng, 1, 6),
+            "input": "",
+            "chosen": _words(rng, 1, 14) + " 7 7",
+            "rejected": _words(rng, 1, 14) + " 3 3",
+        }
+        for _ in range(16)
+    ]
     write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
-    kto = [{"messages": [{"role": "user", "content": "Describe " + _words(rng, 1, 6)},
-                         {"role": "assistant", "content": _words(rng, 1, 14) + (" 7 7" if i % 2 == 0 else " 3 3")}],
-            "label": i % 2 == 0} for i in range(16)]
+    kto = [
+        {
+            "messages": [
+                {"role": "user", "content": "Describe " + _words(rng, 1, 6)},
+                {"role": "assistant", "content": _words(rng, 1, 14) + (" 7 7" if i % 2 == 0 else " 3 3")},
+            ],
+            "label": i % 2 == 0,
+        }
+        for i in range(16)
+    ]
     write_dataset(folder, "kto", kto, KTO_ENTRY)
     return folder
 
 
 def _cfg(model, data_dir, out, stage, **overrides):
     dataset = "kto" if stage == "kto" else "pairs"
-    return load_config(None, base_config(model, data_dir, out, stage=stage, dataset=dataset, dtype="float64",
-                                         gradient_checkpointing=False, **overrides))
+    return load_config(
+        None,
+        base_config(
+            model,
+            data_dir,
+            out,
+            stage=stage,
+            dataset=dataset,
+            dtype="float64",
+            gradient_checkpointing=False,
+            **overrides,
+        ),
+    )
 
 
 def _build(cfg):
@@ -132,15 +169,30 @@ def _assert_same(trainer, padded, packed, tokens):
 
 
 # ---- the batch layout -----------------------------------------------------------------------------------------------
-PAIRS = [{"chosen_input_ids": [11, 12, 13], "chosen_labels": [-100, 12, 13],
-          "rejected_input_ids": [11, 12, 14, 15], "rejected_labels": [-100, 12, 14, 15]},
-         {"chosen_input_ids": [21, 22], "chosen_labels": [-100, 22],
-          "rejected_input_ids": [21, 23, 24], "rejected_labels": [21, 23, 24]}]
+PAIRS = [
+    {
+        "chosen_input_ids": [11, 12, 13],
+        "chosen_labels": [-100, 12, 13],
+        "rejected_input_ids": [11, 12, 14, 15],
+        "rejected_labels": [-100, 12, 14, 15],
+    },
+    {
+        "chosen_input_ids": [21, 22],
+        "chosen_labels": [-100, 22],
+        "rejected_input_ids": [21, 23, 24],
+        "rejected_labels": [21, 23, 24],
+    },
+]
 
 
 def test_pair_collator_puts_both_answers_of_every_pair_in_one_row_without_padding():
     batch = PaddingFreePairCollator()(PAIRS)
-    assert set(batch) == {"input_ids", "position_ids", "cu_seqlens", "token_labels"}  # no attention_mask: see batching.py
+    assert set(batch) == {
+        "input_ids",
+        "position_ids",
+        "cu_seqlens",
+        "token_labels",
+    }  # no attention_mask: see batching.py
     assert batch["input_ids"].tolist() == [[11, 12, 13, 21, 22, 11, 12, 14, 15, 21, 23, 24]]
     assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1, 2, 3, 0, 1, 2]]
     assert batch["cu_seqlens"].tolist() == [0, 3, 5, 9, 12]  # chosen 0, chosen 1, rejected 0, rejected 1
@@ -153,9 +205,16 @@ def test_pair_collator_puts_both_answers_of_every_pair_in_one_row_without_paddin
 
 
 def test_kto_collator_packs_the_examples_and_their_mismatched_pairs_in_two_rows():
-    features = [{"input_ids": [1, 2, 3], "labels": [-100, 2, 3], "prompt_ids": [1], "response_ids": [2, 3], "kto_tag": True},
-                {"input_ids": [4, 5, 6, 7], "labels": [-100, -100, 6, 7], "prompt_ids": [4, 5], "response_ids": [6, 7],
-                 "kto_tag": False}]
+    features = [
+        {"input_ids": [1, 2, 3], "labels": [-100, 2, 3], "prompt_ids": [1], "response_ids": [2, 3], "kto_tag": True},
+        {
+            "input_ids": [4, 5, 6, 7],
+            "labels": [-100, -100, 6, 7],
+            "prompt_ids": [4, 5],
+            "response_ids": [6, 7],
+            "kto_tag": False,
+        },
+    ]
     batch = PaddingFreeKTOCollator()(features)
     assert batch["input_ids"].tolist() == [[1, 2, 3, 4, 5, 6, 7]] and batch["cu_seqlens"].tolist() == [0, 3, 7]
     assert batch["token_labels"].tolist() == [[-100, 2, 3, -100, -100, 6, 7]]
@@ -184,12 +243,16 @@ def test_no_token_attends_across_a_sequence_boundary(tiny_qwen):
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float64, attn_implementation="sdpa").eval()
     t = pos.shape[1]
     embeds = torch.zeros(1, t, model.config.hidden_size, dtype=torch.float64)
-    mask = create_causal_mask(config=model.config, inputs_embeds=embeds, attention_mask=None, cache=None, position_ids=pos)
+    mask = create_causal_mask(
+        config=model.config, inputs_embeds=embeds, attention_mask=None, cache=None, position_ids=pos
+    )
     allowed = mask[0, 0] if mask.dtype == torch.bool else mask[0, 0] == 0
     q, k = torch.arange(t)[:, None], torch.arange(t)[None, :]
     assert torch.equal(allowed, (owner[:, None] == owner[None, :]) & (k <= q))
     with torch.no_grad():
-        base = model(input_ids=batch["input_ids"], position_ids=pos, use_cache=False).logits  # a cache disables the packed mask
+        base = model(
+            input_ids=batch["input_ids"], position_ids=pos, use_cache=False
+        ).logits  # a cache disables the packed mask
         changed = batch["input_ids"].clone()
         changed[0, 5:9] = torch.tensor([40, 41, 42, 43])  # rejected 0 only
         other = model(input_ids=changed, position_ids=pos, use_cache=False).logits
@@ -199,9 +262,9 @@ def test_no_token_attends_across_a_sequence_boundary(tiny_qwen):
     assert (base[0, ~outside] - other[0, ~outside]).abs().max() > 1e-3
     with torch.no_grad():  # and each sequence's logits are those it gets alone
         for s in range(4):
-            ids = batch["input_ids"][:, cu[s]:cu[s + 1]]
+            ids = batch["input_ids"][:, cu[s] : cu[s + 1]]
             alone = model(input_ids=ids).logits
-            assert (alone[0] - base[0, cu[s]:cu[s + 1]]).abs().max() <= _rel_bound(model, t) * alone.abs().max()
+            assert (alone[0] - base[0, cu[s] : cu[s + 1]]).abs().max() <= _rel_bound(model, t) * alone.abs().max()
 
 
 # ---- equivalence of one micro-batch ---------------------------------------------------------------------------------
@@ -251,8 +314,12 @@ def test_dpo_with_gemma3_refuses_padding_free(tiny_qwen, data_dir, tmp_path):
     from tunekit.train.stages.dpo import pair_collator
 
     cfg = _cfg(tiny_qwen, data_dir, tmp_path / "o", "dpo", padding_free=True)
-    with pytest.raises(ConfigError, match="padding_free is not supported for the gemma3 family: transformers 5.24 builds"):
-        pair_collator(cfg, tokenizer=None, mm=types.SimpleNamespace(NAME="gemma3"))  # refused before the plugin is used
+    with pytest.raises(
+        ConfigError, match="padding_free is not supported for the gemma3 family: transformers 5.24 builds"
+    ):
+        pair_collator(
+            cfg, tokenizer=None, mm=types.SimpleNamespace(NAME="gemma3")
+        )  # refused before the plugin is used
 
 
 def test_dpo_with_a_separate_reference_model_matches_the_padded_batch(tiny_qwen, data_dir, tmp_path):
@@ -269,7 +336,9 @@ def test_dpo_with_a_separate_reference_model_matches_the_padded_batch(tiny_qwen,
     assert abs(metrics["rewards/margins"]) > 1e-4
 
 
-def test_precomputed_reference_log_probs_are_per_sample_those_of_the_padded_path(dpo_lora, tiny_qwen, data_dir, tmp_path):
+def test_precomputed_reference_log_probs_are_per_sample_those_of_the_padded_path(
+    dpo_lora, tiny_qwen, data_dir, tmp_path
+):
     from tunekit.train.stages import dpo, kto
 
     cfg, trainer, features = dpo_lora
@@ -331,12 +400,20 @@ def test_rm_loss_scores_and_gradients_match_the_padded_batch(tiny_qwen, data_dir
 def test_the_stage_builds_the_padding_free_collator_and_other_stages_refuse_it(tiny_qwen, data_dir, tmp_path):
     from tunekit.errors import ConfigError
 
-    for stage, kind in (("dpo", PaddingFreePairCollator), ("rm", PaddingFreePairCollator), ("kto", PaddingFreeKTOCollator)):
+    for stage, kind in (
+        ("dpo", PaddingFreePairCollator),
+        ("rm", PaddingFreePairCollator),
+        ("kto", PaddingFreeKTOCollator),
+    ):
         trainer, _ = _build(_cfg(tiny_qwen, data_dir, tmp_path / stage, stage, padding_free=True))
         assert isinstance(trainer.data_collator, kind), stage
     with pytest.raises(ConfigError) as err:
-        load_config(None, base_config(tiny_qwen, data_dir, tmp_path / "p", stage="ppo", padding_free=True,
-                                      reward_model=str(tiny_qwen)))
+        load_config(
+            None,
+            base_config(
+                tiny_qwen, data_dir, tmp_path / "p", stage="ppo", padding_free=True, reward_model=str(tiny_qwen)
+            ),
+        )
     assert "padding_free is not supported for stage ppo: remove padding_free (it is only for" in str(err.value)
 
 
@@ -348,8 +425,15 @@ def _final_weights(out):
     return {**weights, **(load_file(head) if head.is_file() else {})}
 
 
-@pytest.mark.parametrize("stage, extra", [("dpo", {"pref_loss": "sigmoid", "pref_ftx": 0.2}),
-                                          ("dpo", {"precompute_ref_log_probs": True}), ("kto", {}), ("rm", {})])
+@pytest.mark.parametrize(
+    "stage, extra",
+    [
+        ("dpo", {"pref_loss": "sigmoid", "pref_ftx": 0.2}),
+        ("dpo", {"precompute_ref_log_probs": True}),
+        ("kto", {}),
+        ("rm", {}),
+    ],
+)
 def test_a_short_padding_free_run_trains_to_the_padded_runs_weights(tiny_qwen, data_dir, tmp_path, stage, extra):
     from tests.stage_helpers import train_rows
     from tunekit.flow import run_train
@@ -365,4 +449,3 @@ def test_a_short_padding_free_run_trains_to_the_padded_runs_weights(tiny_qwen, d
     assert max((wa[k] - wb[k]).abs().max().item() for k in wa) <= FLOAT64_WEIGHT_TOL
     la, lb = ([r["loss"] for r in train_rows(p)] for p in (a, b))
     assert len(la) == 3 and lb == pytest.approx(la, rel=2 * FP32_U)  # the Trainer logs the loss through float32
-

@@ -16,8 +16,15 @@ from tunekit.train.token_budget import batch_cost, budget_batches, dataset_lengt
 
 
 def _pairs(lengths):
-    return [{"chosen_input_ids": [5] * c, "chosen_labels": [-100] + [5] * (c - 1),
-             "rejected_input_ids": [6] * r, "rejected_labels": [-100] + [6] * (r - 1)} for c, r in lengths]
+    return [
+        {
+            "chosen_input_ids": [5] * c,
+            "chosen_labels": [-100] + [5] * (c - 1),
+            "rejected_input_ids": [6] * r,
+            "rejected_labels": [-100] + [6] * (r - 1),
+        }
+        for c, r in lengths
+    ]
 
 
 def test_padded_pair_batches_by_hand():
@@ -39,7 +46,10 @@ def test_pair_batches_never_exceed_the_budget_and_keep_both_answers_together():
     rng = random.Random(0)
     lengths = [(rng.randint(3, 60), rng.randint(3, 60)) for _ in range(200)]
     pairs = _pairs(lengths)
-    for padding_free, collate in ((False, PairCollator(pad_token_id=0, pad_to_multiple_of=8)), (True, PaddingFreePairCollator())):
+    for padding_free, collate in (
+        (False, PairCollator(pad_token_id=0, pad_to_multiple_of=8)),
+        (True, PaddingFreePairCollator()),
+    ):
         plan = budget_batches(lengths, 256, padding_free=padding_free, pad_to=1 if padding_free else 8, seed=3)
         assert sorted(i for b in plan.batches for i in b) == list(range(200)) and not plan.oversized
         for b in plan.batches:
@@ -59,17 +69,26 @@ def test_pair_batches_never_exceed_the_budget_and_keep_both_answers_together():
 def test_dataset_lengths_of_a_pair_dataset_are_both_sequences():
     from datasets import Dataset
 
-    ds = Dataset.from_list([{**p, "length": max(len(p["chosen_input_ids"]), len(p["rejected_input_ids"]))}
-                            for p in _pairs([(4, 7), (9, 2)])])
+    ds = Dataset.from_list(
+        [
+            {**p, "length": max(len(p["chosen_input_ids"]), len(p["rejected_input_ids"]))}
+            for p in _pairs([(4, 7), (9, 2)])
+        ]
+    )
     assert dataset_lengths(ds) == [[4, 7], [9, 2]]
 
 
 def test_rules():
-    with pytest.raises(ConfigError, match="max_tokens_per_batch is not supported for stage kto: its KL estimate is taken "
-                                          "over each micro-batch"):
+    with pytest.raises(
+        ConfigError,
+        match="max_tokens_per_batch is not supported for stage kto: its KL estimate is taken over each micro-batch",
+    ):
         load_config(None, {"stage": "kto", "max_tokens_per_batch": 8192})
-    with pytest.raises(ConfigError, match=r"max_tokens_per_batch 3000 is below 2 x cutoff_len 2048: a dpo pair is two "
-                                          r"sequences .* set max_tokens_per_batch to at least 4096"):
+    with pytest.raises(
+        ConfigError,
+        match=r"max_tokens_per_batch 3000 is below 2 x cutoff_len 2048: a dpo pair is two "
+        r"sequences .* set max_tokens_per_batch to at least 4096",
+    ):
         load_config(None, {"stage": "dpo", "max_tokens_per_batch": 3000})
     with pytest.raises(ConfigError, match="max_tokens_per_batch is for stages sft, pt, dpo and rm"):
         load_config(None, {"stage": "ppo", "max_tokens_per_batch": 4096})
@@ -81,8 +100,15 @@ def test_rules():
 def pair_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pairs")
     rng = random.Random(11)
-    pairs = [{"instruction": "Describe " + random_words(rng, 1, 3), "input": "", "chosen": random_words(rng, 1, 20) + " 7 7",
-              "rejected": random_words(rng, 1, 20) + " 3 3"} for _ in range(20)]
+    pairs = [
+        {
+            "instruction": "Describe " + random_words(rng, 1, 3),
+            "input": "",
+            "chosen": random_words(rng, 1, 20) + " 7 7",
+            "rejected": random_words(rng, 1, 20) + " 3 3",
+        }
+        for _ in range(20)
+    ]
     write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
     return folder
 
@@ -93,9 +119,23 @@ def test_a_budget_run_trains_for_exactly_the_planned_steps(tiny_qwen, pair_data,
     from tunekit.plan.planner import make_plan
 
     out = tmp_path / "out"
-    cfg = load_config(None, base_config(tiny_qwen, pair_data, out, stage=stage, dataset="pairs", cutoff_len=128,
-                                        max_steps=-1, num_train_epochs=1, gradient_accumulation_steps=2,
-                                        max_tokens_per_batch=400, padding_free=padding_free, gradient_checkpointing=False))
+    cfg = load_config(
+        None,
+        base_config(
+            tiny_qwen,
+            pair_data,
+            out,
+            stage=stage,
+            dataset="pairs",
+            cutoff_len=128,
+            max_steps=-1,
+            num_train_epochs=1,
+            gradient_accumulation_steps=2,
+            max_tokens_per_batch=400,
+            padding_free=padding_free,
+            gradient_checkpointing=False,
+        ),
+    )
     plan = make_plan(cfg)
     by_samples = make_plan(cfg.model_copy(update={"max_tokens_per_batch": None}))["total_steps"]
     run_train(cfg)

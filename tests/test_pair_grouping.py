@@ -26,8 +26,14 @@ def _pair(i: int, chosen: int, rejected: int) -> dict:
     """Pair ``i``: chosen ids 100*i+1.. (``chosen`` tokens), rejected ids 100*i+51.., the first token a prompt token."""
     c = list(range(100 * i + 1, 100 * i + 1 + chosen))
     r = list(range(100 * i + 51, 100 * i + 51 + rejected))
-    return {"chosen_input_ids": c, "chosen_labels": [-100] + c[1:], "rejected_input_ids": r,
-            "rejected_labels": [-100] + r[1:], "ref_chosen_logps": -float(i) - 0.25, "ref_rejected_logps": -float(i) - 0.75}
+    return {
+        "chosen_input_ids": c,
+        "chosen_labels": [-100] + c[1:],
+        "rejected_input_ids": r,
+        "rejected_labels": [-100] + r[1:],
+        "ref_chosen_logps": -float(i) - 0.25,
+        "ref_rejected_logps": -float(i) - 0.75,
+    }
 
 
 def _window(lengths, size=2, ref=True):
@@ -35,11 +41,11 @@ def _window(lengths, size=2, ref=True):
     pairs = [_pair(i, c, r) for i, (c, r) in enumerate(lengths)]
     if not ref:
         pairs = [{k: v for k, v in p.items() if not k.startswith("ref_")} for p in pairs]
-    return [collate(pairs[i:i + size]) for i in range(0, len(pairs), size)]
+    return [collate(pairs[i : i + size]) for i in range(0, len(pairs), size)]
 
 
 def _rows(batch) -> list[list[int]]:
-    return [batch["input_ids"][i, :int(n)].tolist() for i, n in enumerate(batch["attention_mask"].sum(1))]
+    return [batch["input_ids"][i, : int(n)].tolist() for i, n in enumerate(batch["attention_mask"].sum(1))]
 
 
 def test_a_window_of_two_batches_is_dealt_by_pair_length_with_its_reference_log_probs():
@@ -51,8 +57,18 @@ def test_a_window_of_two_batches_is_dealt_by_pair_length_with_its_reference_log_
     first, second = after
     p = [_pair(i, c, r) for i, (c, r) in enumerate([(3, 2), (5, 20), (12, 4), (9, 9)])]
     # chosen 0..B-1, then rejected 0..B-1, in each new batch
-    assert _rows(first) == [p[1]["chosen_input_ids"], p[2]["chosen_input_ids"], p[1]["rejected_input_ids"], p[2]["rejected_input_ids"]]
-    assert _rows(second) == [p[3]["chosen_input_ids"], p[0]["chosen_input_ids"], p[3]["rejected_input_ids"], p[0]["rejected_input_ids"]]
+    assert _rows(first) == [
+        p[1]["chosen_input_ids"],
+        p[2]["chosen_input_ids"],
+        p[1]["rejected_input_ids"],
+        p[2]["rejected_input_ids"],
+    ]
+    assert _rows(second) == [
+        p[3]["chosen_input_ids"],
+        p[0]["chosen_input_ids"],
+        p[3]["rejected_input_ids"],
+        p[0]["rejected_input_ids"],
+    ]
     assert first["ref_logps"].tolist() == [-1.25, -2.25, -1.75, -2.75]
     assert second["ref_logps"].tolist() == [-3.25, -0.25, -3.75, -0.75]
     assert first["ref_logps"].dtype == before[0]["ref_logps"].dtype
@@ -69,7 +85,12 @@ def test_pairs_without_reference_log_probs_and_ties_keep_their_order():
     assert "ref_logps" not in after[0]
     # lengths 4, 9, 9, 4: the tie 9/9 keeps pair 1 before pair 2, the tie 4/4 pair 0 before pair 3; widths unrounded
     assert [tuple(b["input_ids"].shape) for b in after] == [(4, 9), (4, 4)]
-    assert [r[0] for r in _rows(after[0])] == [101, 201, 151, 251] and [r[0] for r in _rows(after[1])] == [1, 301, 51, 351]
+    assert [r[0] for r in _rows(after[0])] == [101, 201, 151, 251] and [r[0] for r in _rows(after[1])] == [
+        1,
+        301,
+        51,
+        351,
+    ]
 
 
 def test_unequal_sizes_and_other_batches_pass_through():
@@ -93,16 +114,37 @@ def pair_data(tmp_path_factory):
     pairs = []
     for i in range(16):
         lo, hi = (1, 2) if i % 2 else (30, 40)
-        pairs.append({"instruction": "Describe " + random_words(rng, 1, 3), "input": "", "chosen": random_words(rng, lo, hi) + " 7 7",
-                      "rejected": random_words(rng, lo, hi) + " 3 3"})
+        pairs.append(
+            {
+                "instruction": "Describe " + random_words(rng, 1, 3),
+                "input": "",
+                "chosen": random_words(rng, lo, hi) + " 7 7",
+                "rejected": random_words(rng, lo, hi) + " 3 3",
+            }
+        )
     write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
     return folder
 
 
 def _cfg(model, data_dir, out, stage, **overrides):
-    return load_config(None, base_config(model, data_dir, out, stage=stage, dataset="pairs", dtype="float64",
-                                         gradient_checkpointing=False, cutoff_len=256, per_device_train_batch_size=2,
-                                         gradient_accumulation_steps=2, max_steps=2, learning_rate=1e-2, **overrides))
+    return load_config(
+        None,
+        base_config(
+            model,
+            data_dir,
+            out,
+            stage=stage,
+            dataset="pairs",
+            dtype="float64",
+            gradient_checkpointing=False,
+            cutoff_len=256,
+            per_device_train_batch_size=2,
+            gradient_accumulation_steps=2,
+            max_steps=2,
+            learning_rate=1e-2,
+            **overrides,
+        ),
+    )
 
 
 def _padded_slots(cfg) -> tuple[int, int]:
@@ -117,7 +159,9 @@ def _padded_slots(cfg) -> tuple[int, int]:
     return slots, real
 
 
-@pytest.mark.parametrize("stage, extra", [("dpo", {"pref_ftx": 0.3}), ("dpo", {"precompute_ref_log_probs": True}), ("rm", {})])
+@pytest.mark.parametrize(
+    "stage, extra", [("dpo", {"pref_ftx": 0.3}), ("dpo", {"precompute_ref_log_probs": True}), ("rm", {})]
+)
 def test_regrouped_training_is_the_same_with_less_padding(tiny_qwen, pair_data, tmp_path, stage, extra):
     results, slots = {}, {}
     for flag in (True, False):
@@ -146,5 +190,11 @@ def test_data_stats_names_the_regrouped_mode_for_dpo_and_rm_but_not_kto(tiny_qwe
             configured[stage, flag] = stats["configured"]
             offered[stage] = "padded + group_within_step" in stats["modes"]
     assert offered == {"dpo": True, "rm": True, "kto": False}  # a mode kto cannot run is not shown for it
-    assert configured == {("dpo", True): "padded + group_within_step", ("rm", True): "padded + group_within_step",
-                          ("kto", True): "padded", ("dpo", False): "padded", ("rm", False): "padded", ("kto", False): "padded"}
+    assert configured == {
+        ("dpo", True): "padded + group_within_step",
+        ("rm", True): "padded + group_within_step",
+        ("kto", True): "padded",
+        ("dpo", False): "padded",
+        ("rm", False): "padded",
+        ("kto", False): "padded",
+    }

@@ -39,17 +39,41 @@ LR = 0.5
 def pair_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pairs")
     rng = random.Random(3)
-    pairs = [{"instruction": "Describe " + random_words(rng, 2), "input": "", "chosen": random_words(rng, 90) + " 7 7",
-              "rejected": random_words(rng, 90) + " 3 3"}]
-    pairs += [{"instruction": "Describe " + random_words(rng, 1), "input": "", "chosen": random_words(rng, 1 + i) + " 7",
-               "rejected": random_words(rng, 3 - i) + " 3"} for i in range(3)]
+    pairs = [
+        {
+            "instruction": "Describe " + random_words(rng, 2),
+            "input": "",
+            "chosen": random_words(rng, 90) + " 7 7",
+            "rejected": random_words(rng, 90) + " 3 3",
+        }
+    ]
+    pairs += [
+        {
+            "instruction": "Describe " + random_words(rng, 1),
+            "input": "",
+            "chosen": random_words(rng, 1 + i) + " 7",
+            "rejected": random_words(rng, 3 - i) + " 3",
+        }
+        for i in range(3)
+    ]
     write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
     return folder
 
 
 def _cfg(model, data_dir, out, stage, **overrides):
-    base = dict(stage=stage, dataset="pairs", dtype="float64", gradient_checkpointing=False, cutoff_len=128,
-                max_steps=1, learning_rate=LR, optim="sgd", max_grad_norm=0.0, warmup_steps=0, weight_decay=0.0)
+    base = dict(
+        stage=stage,
+        dataset="pairs",
+        dtype="float64",
+        gradient_checkpointing=False,
+        cutoff_len=128,
+        max_steps=1,
+        learning_rate=LR,
+        optim="sgd",
+        max_grad_norm=0.0,
+        warmup_steps=0,
+        weight_decay=0.0,
+    )
     base.update(overrides)
     return load_config(None, base_config(model, data_dir, out, **base))
 
@@ -64,7 +88,7 @@ def _batch_pairs(cfg) -> list[int]:
 
 def _bound(weights: dict) -> float:
     """Float64 bound on two summation orders of one SGD step (module doc), scaled by the largest trained weight."""
-    return sum_order_bound(10 ** 5, max(w.abs().max().item() for w in weights.values()), FP64_U)
+    return sum_order_bound(10**5, max(w.abs().max().item() for w in weights.values()), FP64_U)
 
 
 def _step(weights: dict) -> float:
@@ -72,20 +96,37 @@ def _step(weights: dict) -> float:
     return max(w.abs().max().item() for k, w in weights.items() if "lora_B" in k)
 
 
-@pytest.mark.parametrize("stage, padding_free, extra", [("dpo", False, {"pref_ftx": 0.3}), ("dpo", True, {}),
-                                                        ("rm", False, {})])
-def test_unequal_budget_micro_batches_weigh_every_pair_the_same(tiny_qwen, pair_data, tmp_path, stage, padding_free,
-                                                                 extra):
+@pytest.mark.parametrize(
+    "stage, padding_free, extra", [("dpo", False, {"pref_ftx": 0.3}), ("dpo", True, {}), ("rm", False, {})]
+)
+def test_unequal_budget_micro_batches_weigh_every_pair_the_same(
+    tiny_qwen, pair_data, tmp_path, stage, padding_free, extra
+):
     tokens = 340 if padding_free else 384  # module doc
-    budget = _cfg(tiny_qwen, pair_data, str(tmp_path / "budget"), stage, padding_free=padding_free,
-                  max_tokens_per_batch=tokens, **extra)
+    budget = _cfg(
+        tiny_qwen,
+        pair_data,
+        str(tmp_path / "budget"),
+        stage,
+        padding_free=padding_free,
+        max_tokens_per_batch=tokens,
+        **extra,
+    )
     sizes = _batch_pairs(budget)
     assert sum(sizes) == 4 and len(set(sizes)) > 1 and sizes.count(1) >= 1, sizes  # the long pair alone: unequal sizes
     if not padding_free:
         assert sorted(sizes) == [1, 3], sizes
     budget = budget.model_copy(update={"gradient_accumulation_steps": len(sizes)})  # all 4 pairs in the one step
-    one = _cfg(tiny_qwen, pair_data, str(tmp_path / "one"), stage, padding_free=padding_free,
-               per_device_train_batch_size=4, gradient_accumulation_steps=1, **extra)
+    one = _cfg(
+        tiny_qwen,
+        pair_data,
+        str(tmp_path / "one"),
+        stage,
+        padding_free=padding_free,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=1,
+        **extra,
+    )
     (l_budget, w_budget), (l_one, w_one) = run_losses_and_weights(budget), run_losses_and_weights(one)
     assert w_budget.keys() == w_one.keys() and all(t.dtype == torch.float64 for t in w_one.values())
     bound = _bound(w_one)
@@ -102,8 +143,16 @@ def test_equal_micro_batches_are_unchanged_batch_2_x_2_equals_batch_4(tiny_qwen,
     same permutation of the 4 pairs for batch 2 x 2 and batch 4 x 1, so both steps hold the same pairs."""
     runs = {}
     for b, k in ((2, 2), (4, 1)):
-        runs[b] = run_losses_and_weights(_cfg(tiny_qwen, pair_data, str(tmp_path / f"b{b}"), "dpo", per_device_train_batch_size=b,
-                            gradient_accumulation_steps=k))
+        runs[b] = run_losses_and_weights(
+            _cfg(
+                tiny_qwen,
+                pair_data,
+                str(tmp_path / f"b{b}"),
+                "dpo",
+                per_device_train_batch_size=b,
+                gradient_accumulation_steps=k,
+            )
+        )
     (l2, w2), (l4, w4) = runs[2], runs[4]
     diff = max((w2[k] - w4[k]).abs().max().item() for k in w4)
     assert _step(w4) > 1e-3 and diff <= _bound(w4), diff
@@ -114,7 +163,14 @@ def test_pair_count_of_padded_and_padding_free_batches():
     from tunekit.train.batching import PaddingFreePairCollator, PairCollator
     from tunekit.train.stages.stage_trainer import pair_count
 
-    pairs = [{"chosen_input_ids": [5] * c, "chosen_labels": [-100] + [5] * (c - 1), "rejected_input_ids": [6] * r,
-              "rejected_labels": [-100] + [6] * (r - 1)} for c, r in [(3, 4), (7, 2), (5, 5)]]
+    pairs = [
+        {
+            "chosen_input_ids": [5] * c,
+            "chosen_labels": [-100] + [5] * (c - 1),
+            "rejected_input_ids": [6] * r,
+            "rejected_labels": [-100] + [6] * (r - 1),
+        }
+        for c, r in [(3, 4), (7, 2), (5, 5)]
+    ]
     assert pair_count(PairCollator(pad_token_id=0)(pairs)) == 3 == pair_count(PaddingFreePairCollator()(pairs))
     assert pair_count(PaddingFreePairCollator()(pairs[:1])) == 1

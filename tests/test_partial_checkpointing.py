@@ -22,8 +22,6 @@ from tests.tolerances import FP64_U, loss_tolerance, sum_order_bound
 from tunekit.config import load_config
 from tunekit.flow import run_train
 from tunekit.model.elementwise_recompute import enable_for_training
-from tunekit.plan.training_setup import planned_machine
-from tunekit.train.decisions import decide_features
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.loader import limit_checkpointed_layers
 from tunekit.plan.activations import saved_bytes
@@ -32,11 +30,19 @@ from tunekit.plan.checkpointing import decide_for, resolve_gradient_checkpointin
 from tunekit.plan.gpus import find_gpu
 from tunekit.plan.memory import GiB, estimate_memory
 from tunekit.plan.params import count_params
-from tunekit.plan.training_setup import resolve_setup
+from tunekit.plan.training_setup import planned_machine, resolve_setup
+from tunekit.train.decisions import decide_features
 
 LAYERS = 4
-ARCH = dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=LAYERS, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=512)
+ARCH = dict(
+    model_type="llama",
+    hidden_size=64,
+    intermediate_size=160,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=512,
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +67,22 @@ def _model(folder, cfg, k: int | None, dtype=torch.float32):
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         assert limit_checkpointed_layers(model, k) == k
     model = apply_finetuning(model, cfg)
-    enable_for_training(model, decide_features(cfg, planned_machine(cfg)).elementwise_recompute.detail)  # as the run decides
+    enable_for_training(
+        model, decide_features(cfg, planned_machine(cfg)).elementwise_recompute.detail
+    )  # as the run decides
     return model.train()
 
 
 def _cfg(**over):
     # HF's own loss (labels=) below, so the planner is asked about the plain LM head, not the chunked one
-    base = dict(cutoff_len=64, per_device_train_batch_size=2, gradient_checkpointing=False, chunked_lm_loss=False,
-                elementwise_recompute=True, use_cpu=True)  # planned for the CPU it is measured on
+    base = dict(
+        cutoff_len=64,
+        per_device_train_batch_size=2,
+        gradient_checkpointing=False,
+        chunked_lm_loss=False,
+        elementwise_recompute=True,
+        use_cpu=True,
+    )  # planned for the CPU it is measured on
     base.update(over)
     return load_config(None, base)
 
@@ -114,14 +128,29 @@ def test_planned_saved_bytes_follow_the_checkpointed_count(folder, method):
         measured = _measure_saved(_model(folder, cfg, k), ids)
         errors.append((k, round(est / measured - 1, 4)))
     assert all(abs(e) < 0.10 for _, e in errors), errors
-    planned = [estimate_memory(shape, resolve_setup(_cfg(finetuning_type=method, gradient_checkpointing=True,
-                                                         gradient_checkpointing_layers=k))).total for k in range(1, LAYERS)]
-    assert planned == sorted(planned, reverse=True) and planned[0] > planned[-1]  # each layer checkpointed lowers the peak
+    planned = [
+        estimate_memory(
+            shape,
+            resolve_setup(_cfg(finetuning_type=method, gradient_checkpointing=True, gradient_checkpointing_layers=k)),
+        ).total
+        for k in range(1, LAYERS)
+    ]
+    assert (
+        planned == sorted(planned, reverse=True) and planned[0] > planned[-1]
+    )  # each layer checkpointed lowers the peak
 
 
 def test_auto_checkpoints_the_fewest_layers_that_fit():
-    cfg = load_config(None, {"model_name_or_path": "qwen2.5-7b", "finetuning_type": "lora", "cutoff_len": 4096,
-                             "per_device_train_batch_size": 4, "template": "qwen"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": "qwen2.5-7b",
+            "finetuning_type": "lora",
+            "cutoff_len": 4096,
+            "per_device_train_batch_size": 4,
+            "template": "qwen",
+        },
+    )
     from tunekit.plan.architectures import load_shape as shape_of
 
     shape = shape_of("qwen2.5-7b", None)
@@ -133,13 +162,20 @@ def test_auto_checkpoints_the_fewest_layers_that_fit():
     gpu = replace(find_gpu("H200"), memory_gib=budget / GiB / 0.80)  # GPU_SHARE of it is exactly the budget
     decision = decide_for(shape, setup, gpu)
     assert decision.enabled and decision.layers == 10 and decision.of_layers == shape.layers
-    assert decision.message().startswith(f"gradient checkpointing: on for the lowest 10 of {shape.layers} layers (auto:")
+    assert decision.message().startswith(
+        f"gradient checkpointing: on for the lowest 10 of {shape.layers} layers (auto:"
+    )
     resolved, _ = resolve_gradient_checkpointing(cfg, gpu=gpu)
     assert resolved.gradient_checkpointing is True and resolved.gradient_checkpointing_layers == 10
-    top = {k: estimate_memory(shape, replace(setup, grad_ckpt=True, ckpt_layers=k)).total for k in (shape.layers - 1, shape.layers)}
+    top = {
+        k: estimate_memory(shape, replace(setup, grad_ckpt=True, ckpt_layers=k)).total
+        for k in (shape.layers - 1, shape.layers)
+    }
     # the top layer's recompute would run first thing in backward, rebuilding what it saved: checkpointing it saves nothing
     assert top[shape.layers - 1] <= top[shape.layers]
-    tight = replace(gpu, memory_gib=top[shape.layers - 1] / GiB / 0.80 * 0.9)  # nothing fits: all layers, the safe choice
+    tight = replace(
+        gpu, memory_gib=top[shape.layers - 1] / GiB / 0.80 * 0.9
+    )  # nothing fits: all layers, the safe choice
     on_all = decide_for(shape, setup, tight)
     assert on_all.enabled and on_all.layers is None and "on (auto:" in on_all.message()
 
@@ -148,11 +184,21 @@ def test_training_with_partial_checkpointing_gives_the_same_losses(tiny_qwen, tm
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(8, seed=3))
     losses = {}
-    for name, opts in {"none": {"gradient_checkpointing": False},
-                       "one": {"gradient_checkpointing": True, "gradient_checkpointing_layers": 1}}.items():
+    for name, opts in {
+        "none": {"gradient_checkpointing": False},
+        "one": {"gradient_checkpointing": True, "gradient_checkpointing_layers": 1},
+    }.items():
         out = tmp_path / name
-        cfg = base_config(tiny_qwen, data, out, finetuning_type="lora", per_device_train_batch_size=2, max_steps=2,
-                          dtype="float64", **opts)
+        cfg = base_config(
+            tiny_qwen,
+            data,
+            out,
+            finetuning_type="lora",
+            per_device_train_batch_size=2,
+            max_steps=2,
+            dtype="float64",
+            **opts,
+        )
         run_train(load_config(None, cfg))
         rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
         losses[name] = [r["loss"] for r in rows if "loss" in r]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from tunekit.config import load_config
@@ -12,15 +10,24 @@ from tunekit.plan.checkpointing import CPU_SHARE, GPU_SHARE, decide, resolve_gra
 from tunekit.plan.gpus import find_gpu
 from tunekit.plan.memory import GiB
 
-QWEN7B_LORA = {"model_name_or_path": "qwen2.5-7b", "finetuning_type": "lora", "cutoff_len": 4096,
-               "per_device_train_batch_size": 1, "template": "qwen"}
+QWEN7B_LORA = {
+    "model_name_or_path": "qwen2.5-7b",
+    "finetuning_type": "lora",
+    "cutoff_len": 4096,
+    "per_device_train_batch_size": 1,
+    "template": "qwen",
+}
 
 
 def test_decide_is_a_threshold_on_the_planned_peak():
     assert decide(10 * GiB, 10 * GiB, "x").enabled is False
     on = decide(10 * GiB + 1, 10 * GiB, "x")
     assert on.enabled is True and "over 10.0 GiB (x)" in on.message()
-    assert decide(1 * GiB, 10 * GiB, "x").message().startswith("gradient checkpointing: off (auto: without it this run needs 1.00 GiB")
+    assert (
+        decide(1 * GiB, 10 * GiB, "x")
+        .message()
+        .startswith("gradient checkpointing: off (auto: without it this run needs 1.00 GiB")
+    )
 
 
 def test_the_default_is_auto_and_counts_as_on_until_decided():
@@ -28,8 +35,10 @@ def test_the_default_is_auto_and_counts_as_on_until_decided():
     assert cfg.gradient_checkpointing == "auto" and cfg.use_gradient_checkpointing is True
 
 
-@pytest.mark.parametrize("given", [{"gradient_checkpointing": True}, {"gradient_checkpointing": False},
-                                   {"disable_gradient_checkpointing": True}])
+@pytest.mark.parametrize(
+    "given",
+    [{"gradient_checkpointing": True}, {"gradient_checkpointing": False}, {"disable_gradient_checkpointing": True}],
+)
 def test_an_explicit_choice_is_kept(given):
     cfg = load_config(None, {**QWEN7B_LORA, **given})
     resolved, decision = resolve_gradient_checkpointing(cfg, gpu=find_gpu("H200"))
@@ -64,7 +73,9 @@ def test_cpu_budget_is_a_share_of_ram_per_process(tiny_qwen, monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     resolved, two = resolve_gradient_checkpointing(cfg, world_size=2)
     ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    assert one.budget_bytes == pytest.approx(ram * CPU_SHARE) and two.budget_bytes == pytest.approx(ram * CPU_SHARE / 2)
+    assert one.budget_bytes == pytest.approx(ram * CPU_SHARE) and two.budget_bytes == pytest.approx(
+        ram * CPU_SHARE / 2
+    )
     assert resolved.gradient_checkpointing is False and "/ 2 processes" in two.message()
 
 
@@ -77,8 +88,9 @@ def test_a_plan_that_cannot_be_made_is_an_error_naming_why(tmp_path):
     with pytest.raises(ConfigError) as err:
         resolve_gradient_checkpointing(cfg)
     message = str(err.value)
-    assert message.startswith(f"gradient_checkpointing: auto decides from the memory plan of {tmp_path}, which could "
-                              "not be made (") and message.endswith("): set gradient_checkpointing: true or false.")
+    assert message.startswith(
+        f"gradient_checkpointing: auto decides from the memory plan of {tmp_path}, which could not be made ("
+    ) and message.endswith("): set gradient_checkpointing: true or false.")
     assert "config.json" in message and "\n" not in message
 
 
@@ -90,8 +102,16 @@ def test_the_plan_is_made_while_a_zero3_config_is_live(tiny_qwen):
 
     from tunekit.train.engines.deepspeed_config import read_deepspeed
 
-    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "cutoff_len": 64, "use_cpu": True,
-                             "finetuning_type": "full", "deepspeed": "z3"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(tiny_qwen),
+            "cutoff_len": 64,
+            "use_cpu": True,
+            "finetuning_type": "full",
+            "deepspeed": "z3",
+        },
+    )
     _, plain = resolve_gradient_checkpointing(cfg, world_size=2)
     live = HfDeepSpeedConfig(read_deepspeed("z3").config)  # what TrainingArguments(deepspeed=...) sets up
     try:
@@ -118,8 +138,12 @@ def test_the_data_s_longest_row_decides_not_cutoff_len():
     measured, d_measured = resolve_gradient_checkpointing(cfg, gpu=a100, longest_row=997)
     assert measured.gradient_checkpointing is False and measured.gradient_checkpointing_layers is None
     assert d_measured.message().endswith("planned at 1000 tokens per row, from measured (longest row, padded))")
-    plan = make_plan(load_config(None, {**QWEN7B_LORA, "bf16": True, "gradient_checkpointing": False}), gpu="A100-40GB",
-                     num_samples=10, seq_len=1000)
+    plan = make_plan(
+        load_config(None, {**QWEN7B_LORA, "bf16": True, "gradient_checkpointing": False}),
+        gpu="A100-40GB",
+        num_samples=10,
+        seq_len=1000,
+    )
     assert d_measured.peak_without_bytes / GiB == pytest.approx(plan["memory"]["total_gib"], abs=0.01)
     # a row longer than cutoff_len is cut to it: planned as cutoff_len
     _, d_long = resolve_gradient_checkpointing(cfg, gpu=a100, longest_row=9000)
@@ -133,8 +157,10 @@ def test_memory_seq_len_pads_cuts_and_adds_the_rollout():
     assert memory_seq_len(cfg) == (1024, "cutoff_len")
     assert memory_seq_len(cfg, 65) == (128, "measured (longest row, padded)")
     assert memory_seq_len(cfg, 1000)[0] == 1024 and memory_seq_len(cfg, 5000)[0] == 1024
-    ppo = load_config(None, {**QWEN7B_LORA, "cutoff_len": 1024, "stage": "ppo", "generation_max_new_tokens": 100,
-                             "reward_model": "rm"})
+    ppo = load_config(
+        None,
+        {**QWEN7B_LORA, "cutoff_len": 1024, "stage": "ppo", "generation_max_new_tokens": 100, "reward_model": "rm"},
+    )
     assert memory_seq_len(ppo) == (1124, "cutoff_len + generation_max_new_tokens")
 
 
@@ -171,7 +197,9 @@ def test_plan_of_a_cpu_run_decides_for_this_host_s_ram(tiny_qwen):
     assert plan["setup"]["gradient_checkpointing"] is False and decision.enabled is False
     assert decision.message() in plan["notes"]
     assert not any("give --gpu" in n for n in plan["notes"])
-    assert plan["time"]["assumptions"].endswith("a CPU run: no wall time is estimated (benchmarks/real_shape.py measures one)")
+    assert plan["time"]["assumptions"].endswith(
+        "a CPU run: no wall time is estimated (benchmarks/real_shape.py measures one)"
+    )
     assert "seconds" not in plan["time"]
 
 
@@ -188,15 +216,29 @@ def test_a_hub_model_is_planned_from_the_config_training_fetches(tmp_path):
     snapshot.mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("a" * 40)
-    (snapshot / "config.json").write_text(json.dumps(dict(model_type="qwen2", hidden_size=64, intermediate_size=128,
-                                                          num_hidden_layers=2, num_attention_heads=4,
-                                                          num_key_value_heads=2, vocab_size=384)))
-    code = ("from tunekit.config import load_config\n"
-            "from tunekit.plan.checkpointing import resolve_gradient_checkpointing\n"
-            f"cfg = load_config(None, dict(model_name_or_path='someorg/tiny-thing', cache_dir={str(tmp_path / 'cache')!r}, "
-            "use_cpu=True, cutoff_len=64))\n"
-            "print(resolve_gradient_checkpointing(cfg)[1].message())\n")
+    (snapshot / "config.json").write_text(
+        json.dumps(
+            dict(
+                model_type="qwen2",
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                vocab_size=384,
+            )
+        )
+    )
+    code = (
+        "from tunekit.config import load_config\n"
+        "from tunekit.plan.checkpointing import resolve_gradient_checkpointing\n"
+        f"cfg = load_config(None, dict(model_name_or_path='someorg/tiny-thing', cache_dir={str(tmp_path / 'cache')!r}, "
+        "use_cpu=True, cutoff_len=64))\n"
+        "print(resolve_gradient_checkpointing(cfg)[1].message())\n"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1].startswith("gradient checkpointing: off (auto: without it this run needs")
+    assert (
+        out.stdout.strip().splitlines()[-1].startswith("gradient checkpointing: off (auto: without it this run needs")
+    )

@@ -67,11 +67,25 @@ def _dpo_trainer(model_path, data_dir, out, **overrides):
     from tunekit.train.stages import dpo
 
     write_preference(data_dir, "toy", n=8, seed=0)
-    cfg = load_config(None, base_config(model_path, data_dir, out, stage="dpo", finetuning_type="lora", dtype="float32",
-                                        per_device_train_batch_size=4, gradient_checkpointing=False, **overrides))
+    cfg = load_config(
+        None,
+        base_config(
+            model_path,
+            data_dir,
+            out,
+            stage="dpo",
+            finetuning_type="lora",
+            dtype="float32",
+            per_device_train_batch_size=4,
+            gradient_checkpointing=False,
+            **overrides,
+        ),
+    )
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, "dpo")
-    trainer = dpo.build_trainer(cfg, build_training_arguments(cfg, []), load_model(cfg, tokenizer), tokenizer, data, [])
+    trainer = dpo.build_trainer(
+        cfg, build_training_arguments(cfg, []), load_model(cfg, tokenizer), tokenizer, data, []
+    )
     return cfg, trainer, trainer.data_collator([data.train[i] for i in range(4)])
 
 

@@ -8,28 +8,57 @@ import functools
 import pytest
 import torch
 
+from tests.memory_helpers import saved_storage_bytes
 from tunekit.config import load_config
 from tunekit.model.elementwise_recompute import enable_for_training
-from tunekit.plan.training_setup import planned_machine
-from tunekit.train.decisions import decide_features
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.plan.activations import saved_bytes
 from tunekit.plan.architectures import load_shape
 from tunekit.plan.memory import GiB, estimate_memory
 from tunekit.plan.params import count_params
-from tunekit.plan.training_setup import resolve_setup
-
-from tests.memory_helpers import saved_storage_bytes
+from tunekit.plan.training_setup import planned_machine, resolve_setup
+from tunekit.train.decisions import decide_features
 
 ARCHS = {
-    "llama": dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=512),
-    "qwen2": dict(model_type="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
-                  num_key_value_heads=2, vocab_size=384, tie_word_embeddings=True),
-    "qwen3": dict(model_type="qwen3", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, head_dim=24, vocab_size=384),
-    "mistral": dict(model_type="mistral", hidden_size=48, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
-                    num_key_value_heads=4, head_dim=16, vocab_size=256),
+    "llama": dict(
+        model_type="llama",
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=512,
+    ),
+    "qwen2": dict(
+        model_type="qwen2",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        vocab_size=384,
+        tie_word_embeddings=True,
+    ),
+    "qwen3": dict(
+        model_type="qwen3",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+        vocab_size=384,
+    ),
+    "mistral": dict(
+        model_type="mistral",
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=16,
+        vocab_size=256,
+    ),
 }
 
 
@@ -49,15 +78,23 @@ def _build(arch: str, cfg, tmp_path):
     if cfg.use_gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model = apply_finetuning(model, cfg)
-    enable_for_training(model, decide_features(cfg, planned_machine(cfg)).elementwise_recompute.detail)  # as the run decides
+    enable_for_training(
+        model, decide_features(cfg, planned_machine(cfg)).elementwise_recompute.detail
+    )  # as the run decides
     model.train()
     return model, folder
 
 
 def _cfg(**over):
     # chunked_lm_loss off: the measurements below run HF's own loss (labels=), the plain LM head
-    base = dict(cutoff_len=32, per_device_train_batch_size=1, gradient_checkpointing=False, chunked_lm_loss=False,
-                elementwise_recompute=True, use_cpu=True)  # planned for the device it is measured on
+    base = dict(
+        cutoff_len=32,
+        per_device_train_batch_size=1,
+        gradient_checkpointing=False,
+        chunked_lm_loss=False,
+        elementwise_recompute=True,
+        use_cpu=True,
+    )  # planned for the device it is measured on
     base.update(over)
     return load_config(None, base)
 
@@ -79,12 +116,22 @@ STATE_CASES = [
     ("llama", dict(finetuning_type="lora", lora_rank=8)),
     ("llama", dict(finetuning_type="lora", lora_rank=4, lora_target="q_proj,v_proj", bf16=True)),
     ("qwen2", dict(finetuning_type="lora", lora_rank=16, use_dora=True, bf16=True)),
-    ("qwen2", dict(finetuning_type="lora", lora_rank=2, lora_target="gate_proj,down_proj", additional_target="lm_head")),
+    (
+        "qwen2",
+        dict(finetuning_type="lora", lora_rank=2, lora_target="gate_proj,down_proj", additional_target="lm_head"),
+    ),
     ("qwen3", dict(finetuning_type="full")),
     ("qwen3", dict(finetuning_type="full", bf16=True)),
     ("mistral", dict(finetuning_type="freeze", freeze_trainable_layers=1, bf16=True)),
-    ("mistral", dict(finetuning_type="freeze", freeze_trainable_layers=-2, freeze_trainable_modules="mlp",
-                     freeze_extra_modules="embed_tokens")),
+    (
+        "mistral",
+        dict(
+            finetuning_type="freeze",
+            freeze_trainable_layers=-2,
+            freeze_trainable_modules="mlp",
+            freeze_extra_modules="embed_tokens",
+        ),
+    ),
     ("llama", dict(finetuning_type="full", optim="adamw_torch_fused")),
     ("llama", dict(finetuning_type="lora", optim="sgd")),
 ]
@@ -114,6 +161,7 @@ def test_model_state_bytes_are_exact(arch, opts, tmp_path):
 
 def _measure_saved(model, ids, autocast: bool) -> int:
     """Bytes of unique non-parameter storages that autograd keeps for backward (elementwise_recompute's too)."""
+
     def forward():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             return model(input_ids=ids, labels=ids).loss
@@ -143,15 +191,26 @@ def test_activation_bytes_within_10_percent(method, gc, tmp_path):
     assert abs(worst[3]) < 0.10, errors
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _qwen7b():
     return load_shape("qwen2.5-7b", None)
 
 
 def _reference(b: int, s: int, liger: bool) -> float:
-    cfg = load_config(None, dict(finetuning_type="lora", lora_rank=8, lora_target="all", bf16=True, flash_attn="fa2",
-                                 enable_liger_kernel=liger, per_device_train_batch_size=b, cutoff_len=s,
-                                 chunked_lm_loss=False))  # the published runs computed the whole logits
+    cfg = load_config(
+        None,
+        dict(
+            finetuning_type="lora",
+            lora_rank=8,
+            lora_target="all",
+            bf16=True,
+            flash_attn="fa2",
+            enable_liger_kernel=liger,
+            per_device_train_batch_size=b,
+            cutoff_len=s,
+            chunked_lm_loss=False,
+        ),
+    )  # the published runs computed the whole logits
     return estimate_memory(_qwen7b(), resolve_setup(cfg)).total
 
 
@@ -201,8 +260,17 @@ def test_cpu_fragmentation_is_bounded_by_the_heap_guard(monkeypatch, seq_len):
 
     if not host_malloc.available():
         pytest.skip("the heap guard needs glibc")
-    cfg = load_config(None, dict(model_name_or_path="Qwen/Qwen2.5-0.5B", finetuning_type="lora", use_cpu=True,
-                                 per_device_train_batch_size=2, cutoff_len=seq_len, gradient_checkpointing=False))
+    cfg = load_config(
+        None,
+        dict(
+            model_name_or_path="Qwen/Qwen2.5-0.5B",
+            finetuning_type="lora",
+            use_cpu=True,
+            per_device_train_batch_size=2,
+            cutoff_len=seq_len,
+            gradient_checkpointing=False,
+        ),
+    )
     shape, setup = load_shape("qwen2.5-0.5b", None), resolve_setup(cfg, seq_len=seq_len)
     est = estimate_memory(shape, setup)
     tokens = est.components["activations"] + est.components["logits"]

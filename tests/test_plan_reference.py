@@ -9,17 +9,20 @@ import pytest
 from tunekit.config import load_config
 
 
-@pytest.mark.parametrize("stage, options, held", [
-    ("dpo", {"finetuning_type": "full"}, True),
-    ("dpo", {"finetuning_type": "lora"}, False),  # the policy without its adapter is the reference
-    ("dpo", {"finetuning_type": "full", "precompute_ref_log_probs": True}, False),  # freed before training
-    ("dpo", {"finetuning_type": "full", "pref_loss": "simpo"}, False),  # reference-free losses
-    ("dpo", {"finetuning_type": "full", "pref_loss": "orpo"}, False),
-    ("kto", {"finetuning_type": "full"}, True),
-    ("kto", {"finetuning_type": "lora", "ref_model": "REF"}, True),
-    ("sft", {"finetuning_type": "full"}, False),
-    ("sft", {"finetuning_type": "full", "use_asft_loss": True}, True),
-])
+@pytest.mark.parametrize(
+    "stage, options, held",
+    [
+        ("dpo", {"finetuning_type": "full"}, True),
+        ("dpo", {"finetuning_type": "lora"}, False),  # the policy without its adapter is the reference
+        ("dpo", {"finetuning_type": "full", "precompute_ref_log_probs": True}, False),  # freed before training
+        ("dpo", {"finetuning_type": "full", "pref_loss": "simpo"}, False),  # reference-free losses
+        ("dpo", {"finetuning_type": "full", "pref_loss": "orpo"}, False),
+        ("kto", {"finetuning_type": "full"}, True),
+        ("kto", {"finetuning_type": "lora", "ref_model": "REF"}, True),
+        ("sft", {"finetuning_type": "full"}, False),
+        ("sft", {"finetuning_type": "full", "use_asft_loss": True}, True),
+    ],
+)
 def test_reference_weights_are_counted_when_a_reference_is_held(tiny_qwen, stage, options, held):
     from tunekit.plan.architectures import load_shape
     from tunekit.plan.memory import estimate_memory

@@ -20,8 +20,16 @@ def cfg_and_train_rows(tiny_qwen, tmp_path):
     from tunekit.model.loader import load_tokenizer
 
     write_dataset(tmp_path / "data", "toy", alpaca_records(SAMPLES, seed=3))
-    options = base_config(tiny_qwen, tmp_path / "data", tmp_path / "out", val_size=VAL_SIZE, per_device_train_batch_size=BATCH,
-                          gradient_accumulation_steps=ACCUM, max_steps=-1, num_train_epochs=1.0)
+    options = base_config(
+        tiny_qwen,
+        tmp_path / "data",
+        tmp_path / "out",
+        val_size=VAL_SIZE,
+        per_device_train_batch_size=BATCH,
+        gradient_accumulation_steps=ACCUM,
+        max_steps=-1,
+        num_train_epochs=1.0,
+    )
     cfg = load_config(None, options)
     data = prepare_datasets(cfg, load_tokenizer(cfg), verbose=False)
     return options, len(data.train)

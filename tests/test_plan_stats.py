@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from tunekit.plan.stats import (
-    dataset_stats, describe, packing_waste, padding_waste, recommend_cutoff, round_up, truncation,
+    dataset_stats,
+    describe,
+    packing_waste,
+    padding_waste,
+    recommend_cutoff,
+    round_up,
+    truncation,
 )
 
 
@@ -50,8 +56,13 @@ def test_padding_waste():
 
 
 def test_dataset_stats_per_dataset_and_overall():
-    table = {"dataset": ["a"] * 3 + ["b"] * 2, "prompt_len": [5, 6, 7, 8, 9], "response_len": [5, 6, 7, 100, 200],
-             "total_len": [10, 12, 14, 108, 209], "trainable_len": [5, 6, 7, 100, 200]}
+    table = {
+        "dataset": ["a"] * 3 + ["b"] * 2,
+        "prompt_len": [5, 6, 7, 8, 9],
+        "response_len": [5, 6, 7, 100, 200],
+        "total_len": [10, 12, 14, 108, 209],
+        "trainable_len": [5, 6, 7, 100, 200],
+    }
     s = dataset_stats(table, cutoff=100, batch=2)
     assert set(s["datasets"]) == {"a", "b"}
     assert s["datasets"]["b"]["max"] == 209 and s["overall"]["count"] == 5
@@ -67,8 +78,15 @@ def test_data_stats_command(tiny_qwen, tmp_path, capsys):
 
     write_dataset(tmp_path / "data", "toy", alpaca_records(30, seed=2))
     write_dataset(tmp_path / "data", "toy2", alpaca_records(10, seed=5))
-    args = ["data", "stats", f"model_name_or_path={tiny_qwen}", "template=qwen", "dataset=toy,toy2",
-            f"dataset_dir={tmp_path / 'data'}", "cutoff_len=32"]
+    args = [
+        "data",
+        "stats",
+        f"model_name_or_path={tiny_qwen}",
+        "template=qwen",
+        "dataset=toy,toy2",
+        f"dataset_dir={tmp_path / 'data'}",
+        "cutoff_len=32",
+    ]
     plot = tmp_path / "cdf.png"
     assert main(args + ["--json", "--plot", str(plot)]) == 0
     stats = json.loads(capsys.readouterr().out)

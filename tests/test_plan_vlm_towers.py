@@ -18,12 +18,24 @@ from tunekit.plan.vision_encoders import crops_per_image, positions_from_tokens
 from tunekit.plan.vision_memory import count_vision
 from tunekit.plan.vision_towers import tower_saved_bytes
 
-TEMPLATE = {"llava": "llava", "llava-next": "llava_next", "gemma3": "gemma3", "idefics3": "smolvlm", "smolvlm": "smolvlm",
-            "qwen2-audio": "qwen2_audio"}
+TEMPLATE = {
+    "llava": "llava",
+    "llava-next": "llava_next",
+    "gemma3": "gemma3",
+    "idefics3": "smolvlm",
+    "smolvlm": "smolvlm",
+    "qwen2-audio": "qwen2_audio",
+}
 #: two sizes per family: images per micro-batch (one crop each), an image's (height, width) for the tiled families
 #: (their tiles, from the processor's rule), audios per micro-batch
-SIZES = {"llava": (1, 2), "gemma3": (1, 2), "qwen2-audio": (1, 2), "llava-next": ((56, 56), (112, 100)),
-         "idefics3": ((40, 112), (112, 100)), "smolvlm": ((40, 112), (112, 100))}
+SIZES = {
+    "llava": (1, 2),
+    "gemma3": (1, 2),
+    "qwen2-audio": (1, 2),
+    "llava-next": ((56, 56), (112, 100)),
+    "idefics3": ((40, 112), (112, 100)),
+    "smolvlm": ((40, 112), (112, 100)),
+}
 CASES = [
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False),
     dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True),
@@ -32,8 +44,13 @@ CASES = [
     dict(finetuning_type="freeze", freeze_trainable_layers=1, freeze_vision_tower=False, bf16=True),
     dict(finetuning_type="lora", freeze_vision_tower=False, freeze_multi_modal_projector=False),
     dict(finetuning_type="lora", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True),
-    dict(finetuning_type="full", freeze_vision_tower=False, freeze_multi_modal_projector=False, bf16=True,
-         gradient_checkpointing=True),
+    dict(
+        finetuning_type="full",
+        freeze_vision_tower=False,
+        freeze_multi_modal_projector=False,
+        bf16=True,
+        gradient_checkpointing=True,
+    ),
 ]
 
 
@@ -46,8 +63,13 @@ def folders(tmp_path_factory):
 
 
 def _cfg(like: str, folder, **over):
-    base = dict(model_name_or_path=str(folder), template=TEMPLATE[like], gradient_checkpointing=False,
-                per_device_train_batch_size=1, use_cpu=True)  # planned for the device it is measured on
+    base = dict(
+        model_name_or_path=str(folder),
+        template=TEMPLATE[like],
+        gradient_checkpointing=False,
+        per_device_train_batch_size=1,
+        use_cpu=True,
+    )  # planned for the device it is measured on
     return load_config(None, {**base, **over})
 
 
@@ -56,8 +78,9 @@ def _build(folder, cfg):
     from transformers import AutoConfig
 
     hf = AutoConfig.from_pretrained(folder)
-    model = model_class(hf).from_pretrained(folder, dtype=torch.bfloat16 if cfg.bf16 else torch.float32,
-                                            attn_implementation="sdpa")
+    model = model_class(hf).from_pretrained(
+        folder, dtype=torch.bfloat16 if cfg.bf16 else torch.float32, attn_implementation="sdpa"
+    )
     if cfg.use_gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model = apply_finetuning(model, cfg)
@@ -76,10 +99,15 @@ def _features(base, like: str, size, v, folder) -> tuple:
         ac, n = c.audio_config, size
         x = torch.randn(n, ac.num_mel_bins, 2 * ac.max_source_positions)
         keep = torch.ones(n, ac.max_source_positions, dtype=torch.long)
-        keep[:, ac.max_source_positions // 2:] = 0  # audios of 15 s, padded to 30 s
-        mask = create_bidirectional_mask(config=base.model.audio_tower.config,
-                                         inputs_embeds=torch.zeros(n, ac.max_source_positions, 1), attention_mask=keep)
-        return lambda: base.model.multi_modal_projector(base.model.audio_tower(x, attention_mask=mask).last_hidden_state), n
+        keep[:, ac.max_source_positions // 2 :] = 0  # audios of 15 s, padded to 30 s
+        mask = create_bidirectional_mask(
+            config=base.model.audio_tower.config,
+            inputs_embeds=torch.zeros(n, ac.max_source_positions, 1),
+            attention_mask=keep,
+        )
+        return lambda: base.model.multi_modal_projector(
+            base.model.audio_tower(x, attention_mask=mask).last_hidden_state
+        ), n
     s = c.vision_config.image_size
     if like in ("llava", "gemma3"):
         x = torch.randn(size, 3, s, s)
@@ -169,7 +197,9 @@ def test_tiles_per_image_equal_the_processor(like, folders, tmp_path):
         positions, tokens = image_grid(v, h, w, cfg.image_min_pixels, cfg.image_max_pixels, str(folder))
         assert positions == pixels.shape[1] * v.positions, (like, w, h, pixels.shape)
         count = plugin.image_token_counts([str(path)], "test")[0]
-        if like != "llava-next":  # its count is the tile grid (rows x GRID + cols); the media ids of the block it writes
+        if (
+            like != "llava-next"
+        ):  # its count is the tile grid (rows x GRID + cols); the media ids of the block it writes
             ids = plugin.processor.tokenizer(plugin.image_block(count), add_special_tokens=False)["input_ids"]
             count = sum(1 for i in ids if i in plugin.media_token_ids())
         assert tokens == count, (like, w, h)
@@ -185,10 +215,15 @@ def test_measured_media_become_encoder_positions(folders):
     from tunekit.plan.vision import measured_media
 
     def lengths(kind, tokens, count):
-        cols = {f"{k}_tokens": [0, 0] for k in ("image", "video", "audio")} | {f"{k}s": [0, 0] for k in ("image", "video", "audio")}
+        cols = {f"{k}_tokens": [0, 0] for k in ("image", "video", "audio")} | {
+            f"{k}s": [0, 0] for k in ("image", "video", "audio")
+        }
         return cols | {f"{kind}_tokens": [0, tokens], f"{kind}s": [0, count], "source": ["a.json#0", "a.json#1"]}
 
-    for like, kind, tokens, count, patches in (("llava", "image", 32, 2, 2 * 17), ("idefics3", "image", 31, 1, 5 * 16),
-                                               ("qwen2-audio", "audio", 300, 1, 1500)):
+    for like, kind, tokens, count, patches in (
+        ("llava", "image", 32, 2, 2 * 17),
+        ("idefics3", "image", 31, 1, 5 * 16),
+        ("qwen2-audio", "audio", 300, 1, 1500),
+    ):
         media = measured_media(load_shape(str(folders[like]), None).vision, lengths(kind, tokens, count))
         assert (media.patches, media.tokens) == (patches, tokens), (like, media)

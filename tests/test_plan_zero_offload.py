@@ -18,8 +18,9 @@ N = 2  # GPUs, one node
 
 
 def _plan(stage: int, offload_optimizer: bool, offload_params: bool, grad_accum: int = 1):
-    cfg = load_config(None, dict(finetuning_type="full", bf16=True, deepspeed=f"z{stage}",
-                                 gradient_accumulation_steps=grad_accum))
+    cfg = load_config(
+        None, dict(finetuning_type="full", bf16=True, deepspeed=f"z{stage}", gradient_accumulation_steps=grad_accum)
+    )
     setup = resolve_setup(cfg, world_size=N).with_(offload_optimizer=offload_optimizer, offload_params=offload_params)
     est = estimate_memory(load_shape("qwen2.5-0.5b", None), setup)
     assert est.counts.frozen == 0  # full fine-tuning: the estimators' total_params are all trained
@@ -61,8 +62,9 @@ def test_zero3_matches_deepspeeds_estimator(offload_optimizer, offload_params):
 
     est, P = _plan(3, offload_optimizer, offload_params)
     largest = load_shape("qwen2.5-0.5b", None).largest_module_params
-    cpu, gpu, layer = estimate_zero3_model_states_mem_needs(P, largest, num_gpus_per_node=N, cpu_offload=offload_optimizer,
-                                                            cpu_offload_params=offload_params)
+    cpu, gpu, layer = estimate_zero3_model_states_mem_needs(
+        P, largest, num_gpus_per_node=N, cpu_offload=offload_optimizer, cpu_offload_params=offload_params
+    )
     grad16 = 2 * P / N  # grad_partitions_flat_buffer, bf16 (gradient_accumulation_dtype defaults to the model dtype)
     if offload_optimizer:
         assert est.components["gradients"] == 0
@@ -87,15 +89,33 @@ def test_zero1_follows_deepspeeds_source(offload):
 def test_13b_full_finetuning_on_two_24gb_gpus_with_zero3_offload(tmp_path):
     """The tutorial's case: 13B full fine-tuning on 2 x 24 GB, ZeRO-3 with both offloads, measured about 9 GB per
     card. The plan used to count the 16-bit gradient partition (12.12 GiB) on each GPU, 18.68 GiB in all."""
-    llama13b = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=5120, intermediate_size=13824,
-                    num_hidden_layers=40, num_attention_heads=40, num_key_value_heads=40, vocab_size=32000,
-                    max_position_embeddings=4096, tie_word_embeddings=False)
+    llama13b = dict(
+        architectures=["LlamaForCausalLM"],
+        model_type="llama",
+        hidden_size=5120,
+        intermediate_size=13824,
+        num_hidden_layers=40,
+        num_attention_heads=40,
+        num_key_value_heads=40,
+        vocab_size=32000,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+    )
     (tmp_path / "config.json").write_text(json.dumps(llama13b))
     from tunekit.plan.planner import make_plan
 
-    cfg = load_config(None, dict(model_name_or_path=str(tmp_path), finetuning_type="full", bf16=True,
-                                 deepspeed="z3_offload", cutoff_len=1024, per_device_train_batch_size=1,
-                                 gradient_checkpointing=True))
+    cfg = load_config(
+        None,
+        dict(
+            model_name_or_path=str(tmp_path),
+            finetuning_type="full",
+            bf16=True,
+            deepspeed="z3_offload",
+            cutoff_len=1024,
+            per_device_train_batch_size=1,
+            gradient_checkpointing=True,
+        ),
+    )
     mem = make_plan(cfg, gpu_memory_gib=24, gpus=2, seq_len=1024)["memory"]
     assert all(mem[k] == 0 for k in STATES), mem
     # what is left (activations, gathered layers, overhead) stays under the ~9 GB measured per card

@@ -29,18 +29,21 @@ def _facts(decision) -> tuple:
     return decision.weights, decision.trainable, decision.autocast, decision.explicit
 
 
-@pytest.mark.parametrize("machine, method, expected", [
-    (CPU, "lora", ("float32", "float32", None, False)),
-    (CPU, "full", ("float32", "float32", None, False)),
-    (AMX, "lora", ("bfloat16", "float32", "bf16", False)),
-    (AMX, "oft", ("bfloat16", "float32", "bf16", False)),
-    (AMX, "freeze", ("bfloat16", "float32", "bf16", False)),
-    (AMX, "full", ("bfloat16", "float32", "bf16", False)),  # fp32 weights (all train) under bf16 autocast
-    (A100, "lora", ("bfloat16", "float32", "bf16", False)),
-    (A100, "full", ("bfloat16", "float32", "bf16", False)),
-    (V100, "lora", ("float16", "float32", "fp16", False)),
-    (Machine(other_accelerator=True), "lora", ("float32", "float32", None, False)),
-])
+@pytest.mark.parametrize(
+    "machine, method, expected",
+    [
+        (CPU, "lora", ("float32", "float32", None, False)),
+        (CPU, "full", ("float32", "float32", None, False)),
+        (AMX, "lora", ("bfloat16", "float32", "bf16", False)),
+        (AMX, "oft", ("bfloat16", "float32", "bf16", False)),
+        (AMX, "freeze", ("bfloat16", "float32", "bf16", False)),
+        (AMX, "full", ("bfloat16", "float32", "bf16", False)),  # fp32 weights (all train) under bf16 autocast
+        (A100, "lora", ("bfloat16", "float32", "bf16", False)),
+        (A100, "full", ("bfloat16", "float32", "bf16", False)),
+        (V100, "lora", ("float16", "float32", "fp16", False)),
+        (Machine(other_accelerator=True), "lora", ("float32", "float32", None, False)),
+    ],
+)
 def test_the_default_for_each_device(machine, method, expected):
     decision = decide_precision(_cfg(finetuning_type=method), machine)
     assert _facts(decision) == expected
@@ -63,17 +66,23 @@ def test_fsdp_on_a_gpu_without_bf16_stays_fp32():
     assert _facts(decision) == ("float32", "float32", None, False) and "fsdp refuses fp16" in decision.reason
 
 
-@pytest.mark.parametrize("options, expected", [
-    ({"dtype": "float32"}, ("float32", "float32", None, True)),  # today's exact fp32 path, on every device
-    ({"bf16": False}, ("float32", "float32", None, True)),  # written false is a choice too (a saved config's)
-    ({"bf16": False, "fp16": True}, ("float16", "float32", "fp16", True)),
-    ({"bf16": True}, ("bfloat16", "float32", "bf16", True)),
-    ({"fp16": True}, ("float16", "float32", "fp16", True)),
-    ({"pure_bf16": True}, ("bfloat16", "bfloat16", None, True)),
-    ({"dtype": "bfloat16"}, ("bfloat16", "float32", None, True)),  # LLaMA-Factory's default: bf16 base, no autocast
-    ({"dtype": "float32", "bf16": True}, ("float32", "float32", "bf16", True)),
-    ({"dtype": "float64"}, ("float64", "float64", None, True)),
-])
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"dtype": "float32"}, ("float32", "float32", None, True)),  # today's exact fp32 path, on every device
+        ({"bf16": False}, ("float32", "float32", None, True)),  # written false is a choice too (a saved config's)
+        ({"bf16": False, "fp16": True}, ("float16", "float32", "fp16", True)),
+        ({"bf16": True}, ("bfloat16", "float32", "bf16", True)),
+        ({"fp16": True}, ("float16", "float32", "fp16", True)),
+        ({"pure_bf16": True}, ("bfloat16", "bfloat16", None, True)),
+        (
+            {"dtype": "bfloat16"},
+            ("bfloat16", "float32", None, True),
+        ),  # LLaMA-Factory's default: bf16 base, no autocast
+        ({"dtype": "float32", "bf16": True}, ("float32", "float32", "bf16", True)),
+        ({"dtype": "float64"}, ("float64", "float64", None, True)),
+    ],
+)
 @pytest.mark.parametrize("machine", [CPU, AMX, A100, V100])
 def test_options_written_in_the_config_win(options, expected, machine):
     decision = decide_precision(_cfg(**options), machine)
@@ -111,14 +120,17 @@ def test_the_decision_is_applied_as_options_that_decide_the_same_again():
 
 def test_the_planner_bytes_follow_the_decision():
     from tunekit.plan.training_setup import resolve_setup
-
     from tunekit.train.decisions import decide_features
 
     for machine in (CPU, AMX, V100):
         decision = decide_precision(_cfg(), machine)
         setup = resolve_setup(_cfg(), decisions=decide_features(_cfg(), machine))
         assert (setup.base_bytes, setup.compute_bytes, setup.autocast, setup.trainable_bytes) == (
-            decision.weight_bytes, decision.compute_bytes, decision.autocast is not None, decision.trainable_bytes)
+            decision.weight_bytes,
+            decision.compute_bytes,
+            decision.autocast is not None,
+            decision.trainable_bytes,
+        )
 
 
 def test_a_run_prints_and_records_its_precision(tiny_qwen, tmp_path, capsys):
@@ -177,7 +189,7 @@ def test_bf16_losses_match_fp32_within_the_bf16_rounding_bound(tiny_qwen, tmp_pa
     head = weights.get("lm_head.weight", weights["model.embed_tokens.weight"]).double()
     gamma = weights["model.norm.weight"].double().abs().max().item()
     z = head.norm(dim=1).max().item() * gamma * math.sqrt(config["hidden_size"])
-    u, k = 2.0 ** -8, 2 + 12 * config["num_hidden_layers"]
+    u, k = 2.0**-8, 2 + 12 * config["num_hidden_layers"]
     fp32, bf16 = runs["fp32"], runs["bf16"]
     assert len(fp32) == len(bf16) == 4 and fp32 != bf16  # the bf16 run did compute in bf16
     for t, (a, b) in enumerate(zip(fp32, bf16)):

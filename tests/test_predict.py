@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import base_config, write_dataset
+
 from tunekit.config import load_config
 
 QA = [
@@ -19,21 +19,35 @@ QA = [
 GEN = dict(do_sample=False, max_new_tokens=5)
 
 
-@pytest.mark.parametrize("pred,label,expected", [
-    # jieba: 我/喜欢/猫 vs 我/喜欢/狗 -> unigrams 2/3 -> F 2/3; bigrams 1/2; LCS 2 -> 2/3;
-    # BLEU-4 over characters: p1..p4 = 3/4, 2/3, 1/2, 0/1 -> smoothing method3 makes p4 = 1/2 -> (1/8)^(1/4)
-    ("我喜欢猫", "我喜欢狗", {"rouge-1": 66.6667, "rouge-2": 50.0, "rouge-l": 66.6667, "bleu-4": 59.4604, "exact_match": 0.0}),
-    # n-grams count once (rouge's sets): R1 = 3 of {the,cat,sat,on,mat} -> P 1, R 3/5 -> F .75; R2 P 1, R 2/5 -> 4/7;
-    # LCS 3 of 6 reference tokens -> P 1, R 1/2 -> 2/3; BLEU: all precisions 1, brevity penalty exp(1 - 22/11) = e^-1
-    ("the cat sat", "the cat sat on the mat", {"rouge-1": 75.0, "rouge-2": 57.1429, "rouge-l": 66.6667, "bleu-4": 36.7879, "exact_match": 0.0}),
-    ("same answer", "same answer ", {"rouge-1": 100.0, "rouge-2": 100.0, "rouge-l": 100.0, "exact_match": 100.0}),
-    ("", "abc", {"rouge-1": 0.0, "rouge-2": 0.0, "rouge-l": 0.0, "exact_match": 0.0}),
-])
+@pytest.mark.parametrize(
+    "pred,label,expected",
+    [
+        # jieba: 我/喜欢/猫 vs 我/喜欢/狗 -> unigrams 2/3 -> F 2/3; bigrams 1/2; LCS 2 -> 2/3;
+        # BLEU-4 over characters: p1..p4 = 3/4, 2/3, 1/2, 0/1 -> smoothing method3 makes p4 = 1/2 -> (1/8)^(1/4)
+        (
+            "我喜欢猫",
+            "我喜欢狗",
+            {"rouge-1": 66.6667, "rouge-2": 50.0, "rouge-l": 66.6667, "bleu-4": 59.4604, "exact_match": 0.0},
+        ),
+        # n-grams count once (rouge's sets): R1 = 3 of {the,cat,sat,on,mat} -> P 1, R 3/5 -> F .75; R2 P 1, R 2/5 -> 4/7;
+        # LCS 3 of 6 reference tokens -> P 1, R 1/2 -> 2/3; BLEU: all precisions 1, brevity penalty exp(1 - 22/11) = e^-1
+        (
+            "the cat sat",
+            "the cat sat on the mat",
+            {"rouge-1": 75.0, "rouge-2": 57.1429, "rouge-l": 66.6667, "bleu-4": 36.7879, "exact_match": 0.0},
+        ),
+        ("same answer", "same answer ", {"rouge-1": 100.0, "rouge-2": 100.0, "rouge-l": 100.0, "exact_match": 100.0}),
+        ("", "abc", {"rouge-1": 0.0, "rouge-2": 0.0, "rouge-l": 0.0, "exact_match": 0.0}),
+    ],
+)
 def test_metrics_match_hand_computed_values(pred, label, expected):
     from tunekit.infer.metrics import sample_scores
 
     scores = sample_scores(pred, label)
-    for key, value in expected.items():  # the hand values are written to 4 decimals (rounding <= 5e-5); 1e-3 allows that
+    for (
+        key,
+        value,
+    ) in expected.items():  # the hand values are written to 4 decimals (rounding <= 5e-5); 1e-3 allows that
         assert scores[key] == pytest.approx(value, abs=1e-3), key
 
 
@@ -50,8 +64,16 @@ def test_predict_cli_batches_left_padded_like_single_generation(tiny_llama, tmp_
     from tunekit.infer.engine import ChatEngine
 
     write_dataset(tmp_path / "data", "qa", QA)
-    opts = dict(model_name_or_path=str(tiny_llama), template="llama3", eval_dataset="qa", dataset_dir=str(tmp_path / "data"),
-                output_dir=str(tmp_path / "out"), per_device_eval_batch_size=3, disable_tqdm=True, **GEN)
+    opts = dict(
+        model_name_or_path=str(tiny_llama),
+        template="llama3",
+        eval_dataset="qa",
+        dataset_dir=str(tmp_path / "data"),
+        output_dir=str(tmp_path / "out"),
+        per_device_eval_batch_size=3,
+        disable_tqdm=True,
+        **GEN,
+    )
     assert main(["predict", *[f"{k}={v}" for k, v in opts.items()]]) == 0
     assert "generated tokens/s" in capsys.readouterr().out
     rows = [json.loads(line) for line in (tmp_path / "out" / "generated_predictions.jsonl").read_text().splitlines()]
@@ -63,8 +85,14 @@ def test_predict_cli_batches_left_padded_like_single_generation(tiny_llama, tmp_
         assert row["prediction"] == row["predict"] == engine.chat(msgs)[0].text
     assert len({r["prediction"] for r in rows}) >= 3
     results = json.loads((tmp_path / "out" / "predict_results.json").read_text())
-    assert {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l", "predict_exact_match"} <= set(results)
-    assert results["predict_samples"] == 5 and results["predict_generated_tokens"] == 25 and results["predict_tokens_per_second"] > 0
+    assert {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l", "predict_exact_match"} <= set(
+        results
+    )
+    assert (
+        results["predict_samples"] == 5
+        and results["predict_generated_tokens"] == 25
+        and results["predict_tokens_per_second"] > 0
+    )
 
 
 @pytest.mark.slow
@@ -74,8 +102,21 @@ def test_do_predict_after_training(tiny_qwen, tmp_path):
     data = tmp_path / "data"
     write_dataset(data, "toy", QA)
     out = tmp_path / "run"
-    cfg = load_config(None, base_config(tiny_qwen, data, out, max_steps=1, finetuning_type="lora", do_train=True, do_predict=True,
-                                        eval_dataset="toy", per_device_eval_batch_size=2, **GEN))
+    cfg = load_config(
+        None,
+        base_config(
+            tiny_qwen,
+            data,
+            out,
+            max_steps=1,
+            finetuning_type="lora",
+            do_train=True,
+            do_predict=True,
+            eval_dataset="toy",
+            per_device_eval_batch_size=2,
+            **GEN,
+        ),
+    )
     results = run_train(cfg)
     assert results["predict_samples"] == 5 and "predict_rouge-l" in results
     assert len((out / "generated_predictions.jsonl").read_text().splitlines()) == 5

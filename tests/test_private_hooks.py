@@ -27,13 +27,21 @@ def _private_trainer_uses() -> dict[str, list[str]]:
             name = None
             if isinstance(node, ast.FunctionDef) and re.fullmatch(r"_[a-z]\w*", node.name):
                 name = node.name if hasattr(transformers.Trainer, node.name) else None
-            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call)
-                  and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"
-                  and re.fullmatch(r"_[a-z]\w*", node.attr)):
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id == "super"
+                and re.fullmatch(r"_[a-z]\w*", node.attr)
+            ):
                 name = node.attr
-            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                  and node.value.id in ("self", "trainer") and re.fullmatch(r"_[a-z]\w*", node.attr)
-                  and hasattr(transformers.Trainer, node.attr)):
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "trainer")
+                and re.fullmatch(r"_[a-z]\w*", node.attr)
+                and hasattr(transformers.Trainer, node.attr)
+            ):
                 name = node.attr  # a private Trainer method or attribute read directly
             if name:
                 uses.setdefault(name, []).append(f"{where}:{node.lineno}")
@@ -50,7 +58,16 @@ def test_every_private_trainer_hook_tunekit_uses_exists():
     missing = {name: places for name, places in uses.items() if not hasattr(transformers.Trainer, name)}
     assert missing == {}, f"private Trainer names gone in transformers {transformers.__version__}: {missing}"
     # the list is pinned: a new override of a private hook is a decision to make here, not by accident
-    assert sorted(uses) == ["_build_accelerator_args", "_get_grad_norm", "_get_train_sampler", "_load_best_model",
-                            "_load_from_checkpoint", "_load_optimizer_and_scheduler", "_move_model_to_device", "_prepare_inputs",
-                            "_save",
-                            "_save_optimizer_and_scheduler", "_track_num_input_tokens"]
+    assert sorted(uses) == [
+        "_build_accelerator_args",
+        "_get_grad_norm",
+        "_get_train_sampler",
+        "_load_best_model",
+        "_load_from_checkpoint",
+        "_load_optimizer_and_scheduler",
+        "_move_model_to_device",
+        "_prepare_inputs",
+        "_save",
+        "_save_optimizer_and_scheduler",
+        "_track_num_input_tokens",
+    ]

@@ -58,14 +58,23 @@ def test_which_token_and_why(tiny_llama, tiny_qwen):
     llama = AutoTokenizer.from_pretrained(tiny_llama)
     qwen = AutoTokenizer.from_pretrained(tiny_qwen)
     assert pt_processor.document_end(llama, get_template("llama3", llama)) == (
-        1, "<|end_of_text|>", "the document token of template 'llama3'")
+        1,
+        "<|end_of_text|>",
+        "the document token of template 'llama3'",
+    )
     assert pt_processor.document_end(llama) == (
-        1, "<|end_of_text|>", "no chat template: the tokenizer's EOS <|eot_id|> is the llama3 chat end-of-turn, so "
-        "documents end with that family's document token")
+        1,
+        "<|end_of_text|>",
+        "no chat template: the tokenizer's EOS <|eot_id|> is the llama3 chat end-of-turn, so "
+        "documents end with that family's document token",
+    )
     # a template whose document token the vocabulary lacks: said, and the tokenizer's own is used
     assert pt_processor.document_end(qwen, get_template("llama3", qwen)) == (
-        0, "<|endoftext|>", "template 'llama3' ends documents with <|end_of_text|>, which this tokenizer does not have: "
-        "the tokenizer's EOS <|im_end|> is the qwen chat end-of-turn, so documents end with that family's document token")
+        0,
+        "<|endoftext|>",
+        "template 'llama3' ends documents with <|end_of_text|>, which this tokenizer does not have: "
+        "the tokenizer's EOS <|im_end|> is the qwen chat end-of-turn, so documents end with that family's document token",
+    )
     # a base tokenizer (EOS is the document token already) keeps its EOS
     llama.eos_token = "<|end_of_text|>"
     assert pt_processor.document_end(llama) == (1, "<|end_of_text|>", "no chat template: the tokenizer's EOS")
@@ -76,8 +85,10 @@ def test_no_template_says_which_token(tiny_llama, tmp_path, monkeypatch, caplog)
     with caplog.at_level(logging.INFO, logger="tunekit.data.processors.pt"):
         _prepare(tiny_llama, tmp_path, None)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name.endswith(".pt")]
-    assert warnings == ["stage pt: documents end with <|end_of_text|> (no chat template: the tokenizer's EOS <|eot_id|> "
-                        "is the llama3 chat end-of-turn, so documents end with that family's document token)."]
+    assert warnings == [
+        "stage pt: documents end with <|end_of_text|> (no chat template: the tokenizer's EOS <|eot_id|> "
+        "is the llama3 chat end-of-turn, so documents end with that family's document token)."
+    ]
 
 
 def test_pt_trains_without_a_template(tiny_llama, reference_data, tmp_path):
@@ -85,8 +96,16 @@ def test_pt_trains_without_a_template(tiny_llama, reference_data, tmp_path):
     from tunekit.flow import run_train
 
     out = tmp_path / "out"
-    cfg = base_config(tiny_llama, reference_data, out, stage="pt", dataset="c4_demo", max_samples=4, max_steps=2,
-                      per_device_train_batch_size=2)
+    cfg = base_config(
+        tiny_llama,
+        reference_data,
+        out,
+        stage="pt",
+        dataset="c4_demo",
+        max_samples=4,
+        max_steps=2,
+        per_device_train_batch_size=2,
+    )
     del cfg["template"]
     results = run_train(load_config(None, cfg))
     assert results["num_input_tokens_seen"] == 2 * 2 * 64  # full blocks

@@ -33,8 +33,12 @@ def _numbers(name: str) -> list[str]:
 
 
 def test_committed_data_is_what_the_script_writes(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_quickstart_data.py"), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_quickstart_data.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(p.name for p in DATA.iterdir())
@@ -59,8 +63,9 @@ def test_load_eval_limit_keeps_both_languages():
     qs = _quickstart()
     pairs = qs.load_eval(limit=10)
     assert len(pairs) == 10
-    assert any(re.search(r"[\u4e00-\u9fff]", q) for q, _ in pairs) and any("digits" in q or "backwards" in q
-                                                                           for q, _ in pairs)
+    assert any(re.search(r"[\u4e00-\u9fff]", q) for q, _ in pairs) and any(
+        "digits" in q or "backwards" in q for q, _ in pairs
+    )
 
 
 @pytest.mark.slow
@@ -73,6 +78,9 @@ def test_quick_run_learns_the_task(tmp_path):
     assert summary["accuracy_before"] <= 0.02, summary  # a random model cannot reverse digits
     assert summary["accuracy_after"] >= 0.3, summary  # measured 0.59 at 120 steps
     assert (run / "training_loss.png").stat().st_size > 0 and (run / "model.safetensors").is_file()
-    losses = [json.loads(line)["loss"] for line in (run / "trainer_log.jsonl").read_text().splitlines()
-              if "loss" in json.loads(line)]
+    losses = [
+        json.loads(line)["loss"]
+        for line in (run / "trainer_log.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
     assert losses[-1] < losses[0] / 4, losses

@@ -33,24 +33,39 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({**FULL, "quantization_bit": 4}, [("quantization_bit", "finetuning_type")]),
     ({"use_dora": True, "pissa_init": True}, [("use_dora", "pissa_init")]),
     ({"pissa_convert": True}, [("pissa_convert", "pissa_init")]),
-    ({"pissa_init": True, "pissa_convert": True, "additional_target": "embed_tokens"}, [("pissa_convert", "additional_target")]),
-    ({"export_quantization_method": "bnb", "export_quantization_dataset": "c4"},
-     [("export_quantization_dataset", "export_quantization_method")]),
+    (
+        {"pissa_init": True, "pissa_convert": True, "additional_target": "embed_tokens"},
+        [("pissa_convert", "additional_target")],
+    ),
+    (
+        {"export_quantization_method": "bnb", "export_quantization_dataset": "c4"},
+        [("export_quantization_dataset", "export_quantization_method")],
+    ),
     ({"val_size": 2.5}, [("val_size",)]),
     ({"val_size": 0.1, "eval_dataset": "held_out"}, [("val_size", "eval_dataset")]),
     ({"eval_strategy": "steps"}, [("eval_strategy", "val_size", "eval_dataset")]),
     ({"load_best_model_at_end": True, "save_strategy": "no"}, [("load_best_model_at_end", "eval_strategy")]),
-    ({**EVAL, "load_best_model_at_end": True, "save_strategy": "epoch"},
-     [("load_best_model_at_end", "save_strategy", "eval_strategy")]),
+    (
+        {**EVAL, "load_best_model_at_end": True, "save_strategy": "epoch"},
+        [("load_best_model_at_end", "save_strategy", "eval_strategy")],
+    ),
     ({"logging_steps": 2.5}, [("logging_steps",)]),
     ({**EVAL, "eval_steps": 10.5, "save_steps": 10.5}, [("eval_steps",), ("save_steps",)]),
-    ({**EVAL, "load_best_model_at_end": True, "save_steps": 25}, [("load_best_model_at_end", "save_steps", "eval_steps")]),
-    ({**EVAL, "load_best_model_at_end": True, "save_steps": 0.5, "eval_steps": 3}, [("load_best_model_at_end", "save_steps", "eval_steps")]),
+    (
+        {**EVAL, "load_best_model_at_end": True, "save_steps": 25},
+        [("load_best_model_at_end", "save_steps", "eval_steps")],
+    ),
+    (
+        {**EVAL, "load_best_model_at_end": True, "save_steps": 0.5, "eval_steps": 3},
+        [("load_best_model_at_end", "save_steps", "eval_steps")],
+    ),
     ({"lr_scheduler_type": "reduce_lr_on_plateau"}, [("lr_scheduler_type", "eval_strategy")]),
     ({"deepspeed": "z2", "fsdp": "full_shard"}, [("deepspeed", "fsdp")]),
     ({"mask_history": True, "train_on_prompt": True}, [("mask_history", "train_on_prompt")]),
-    ({"gradient_checkpointing": True, "disable_gradient_checkpointing": True},
-     [("gradient_checkpointing", "disable_gradient_checkpointing")]),
+    (
+        {"gradient_checkpointing": True, "disable_gradient_checkpointing": True},
+        [("gradient_checkpointing", "disable_gradient_checkpointing")],
+    ),
     ({"report_to": "tensorboard,nosuch"}, [("report_to",)]),
     ({"neat_packing": True, "packing": False}, [("neat_packing", "packing")]),
     ({"neat_packing": True, "stage": "pt"}, [("neat_packing", "stage")]),
@@ -64,10 +79,19 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"max_tokens_per_batch": 1024}, [("max_tokens_per_batch", "cutoff_len")]),
     ({"max_tokens_per_batch": 4096, "group_by_length": True}, [("max_tokens_per_batch", "group_by_length")]),
     ({"max_tokens_per_batch": 2**31}, [("max_tokens_per_batch",)]),
-    ({"batching_strategy": "normal", "padding_free": True}, [("batching_strategy", "padding_free", "max_tokens_per_batch")]),
+    (
+        {"batching_strategy": "normal", "padding_free": True},
+        [("batching_strategy", "padding_free", "max_tokens_per_batch")],
+    ),
     ({"per_device_eval_batch_size": 2**21, "cutoff_len": 2**11}, [("per_device_eval_batch_size", "cutoff_len")]),
-    ({"lr_scheduler_type": "constant", "lr_scheduler_kwargs": {"min_lr": 0.1}}, [("lr_scheduler_kwargs", "lr_scheduler_type")]),
-    ({"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"min_lr": 0.1}}, [("lr_scheduler_kwargs", "lr_scheduler_type")]),
+    (
+        {"lr_scheduler_type": "constant", "lr_scheduler_kwargs": {"min_lr": 0.1}},
+        [("lr_scheduler_kwargs", "lr_scheduler_type")],
+    ),
+    (
+        {"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"min_lr": 0.1}},
+        [("lr_scheduler_kwargs", "lr_scheduler_type")],
+    ),
     ({**FULL, "galore_rank": 4, "galore_scale": 1.0}, [("galore_rank", "galore_scale", "use_galore")]),
     ({"oft_rank": 4}, [("oft_rank", "finetuning_type")]),
     ({"finetuning_type": "oft", "oft_block_size": 0}, [("oft_rank", "oft_block_size")]),
@@ -77,13 +101,18 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"use_galore": True}, [("use_galore", "finetuning_type")]),
     ({**FULL, "use_apollo": True, "deepspeed": "z3"}, [("use_apollo", "deepspeed")]),
     ({**FULL, "use_galore": True, "fsdp": "full_shard"}, [("use_galore", "fsdp")]),
-    ({**FULL, "use_galore": True, "galore_layerwise": True, "gradient_accumulation_steps": 2},
-     [("galore_layerwise", "gradient_accumulation_steps")]),
+    (
+        {**FULL, "use_galore": True, "galore_layerwise": True, "gradient_accumulation_steps": 2},
+        [("galore_layerwise", "gradient_accumulation_steps")],
+    ),
     ({**FULL, "use_galore": True, "optim": "sgd"}, [("use_galore", "optim")]),
     ({**FULL, "use_apollo": True, "optim": "adafactor"}, [("use_apollo", "optim")]),
     ({**FULL, "use_badam": True, "badam_mode": "ratio"}, [("badam_mode", "max_grad_norm")]),
     ({**FULL, "use_badam": True, "fsdp": "full_shard"}, [("use_badam", "fsdp")]),
-    ({**FULL, "use_badam": True, "badam_mode": "ratio", "max_grad_norm": 0, "deepspeed": "z3"}, [("use_badam", "deepspeed")]),
+    (
+        {**FULL, "use_badam": True, "badam_mode": "ratio", "max_grad_norm": 0, "deepspeed": "z3"},
+        [("use_badam", "deepspeed")],
+    ),
     ({**FULL, "use_badam": True, "deepspeed": "z2"}, [("use_badam", "deepspeed")]),
     ({"use_llama_pro": True}, [("use_llama_pro", "finetuning_type")]),
     ({"pure_bf16": True, "fp16": True}, [("pure_bf16", "fp16")]),
@@ -105,8 +134,10 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"video_min_pixels": 512 * 512, "video_max_pixels": 256 * 256}, [("video_min_pixels", "video_max_pixels")]),
     ({"output_dir": ".", "model_name_or_path": "./"}, [("output_dir", "model_name_or_path")]),  # the same folder
     ({"output_dir": "./", "adapter_name_or_path": "x, ."}, [("output_dir", "adapter_name_or_path")]),
-    ({**FULL, "freeze_language_model": True},
-     [("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model")]),
+    (
+        {**FULL, "freeze_language_model": True},
+        [("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model")],
+    ),
 ]
 
 # Configs that build but that no training run takes (config.schema.run_problems).
@@ -114,7 +145,9 @@ RUN_BROKEN = [{"stage": "grpo"}]
 
 CONFIG_DIR = Path(problems_module.__file__).parent
 # Where the cross-field rules live: config/schema.py and the ``*_problems`` functions it calls (engines.py, groups).
-RULE_FILES = sorted(p.relative_to(CONFIG_DIR).as_posix() for p in CONFIG_DIR.rglob("*.py") if "_problems(" in p.read_text("utf-8"))
+RULE_FILES = sorted(
+    p.relative_to(CONFIG_DIR).as_posix() for p in CONFIG_DIR.rglob("*.py") if "_problems(" in p.read_text("utf-8")
+)
 
 
 def _refused(values: dict) -> ConfigError:
@@ -139,17 +172,25 @@ def _rule_yields() -> list[tuple[str, ast.Yield]]:
         tree = ast.parse((CONFIG_DIR / name).read_text(encoding="utf-8"))
         for func in ast.walk(tree):
             if isinstance(func, ast.FunctionDef) and func.name.endswith("_problems"):
-                found += [(name, node) for node in ast.walk(func) if isinstance(node, ast.Yield) and node.value is not None]
+                found += [
+                    (name, node) for node in ast.walk(func) if isinstance(node, ast.Yield) and node.value is not None
+                ]
     return found
 
 
 def _is_problem(node: ast.Yield) -> bool:
-    return isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "Problem" and len(node.value.args) == 2
+    return (
+        isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "id", "") == "Problem"
+        and len(node.value.args) == 2
+    )
 
 
 def test_every_rule_yields_a_problem_with_fields():
     bare = [f"config/{name}:{node.lineno}" for name, node in _rule_yields() if not _is_problem(node)]
-    assert not bare, f"these rules yield a bare message (shown for the whole form, at no field): {bare}; yield Problem(message, fields)"
+    assert not bare, (
+        f"these rules yield a bare message (shown for the whole form, at no field): {bare}; yield Problem(message, fields)"
+    )
 
 
 def test_every_rule_is_reached_by_a_broken_config(monkeypatch):
@@ -163,7 +204,11 @@ def test_every_rule_is_reached_by_a_broken_config(monkeypatch):
             super().__post_init__()
 
     for name, module in list(sys.modules.items()):  # every rule module's own name for Problem
-        if name.startswith("tunekit.config.") and name != "tunekit.config.problems" and getattr(module, "Problem", None) is Problem:
+        if (
+            name.startswith("tunekit.config.")
+            and name != "tunekit.config.problems"
+            and getattr(module, "Problem", None) is Problem
+        ):
             monkeypatch.setattr(module, "Problem", Recording)
     for values, _ in BROKEN:
         _refused(values)
@@ -171,8 +216,11 @@ def test_every_rule_is_reached_by_a_broken_config(monkeypatch):
 
     for values in RUN_BROKEN:  # the rules of a training run (the board's validation and the trainers apply them)
         assert list(run_problems(build_config(values)))
-    missed = [f"config/{name}:{node.lineno}" for name, node in _rule_yields()
-              if _is_problem(node) and not any(f == name and node.lineno <= line <= node.end_lineno for f, line in hit)]
+    missed = [
+        f"config/{name}:{node.lineno}"
+        for name, node in _rule_yields()
+        if _is_problem(node) and not any(f == name and node.lineno <= line <= node.end_lineno for f, line in hit)
+    ]
     assert not missed, f"no broken config in tests/test_rule_fields.py reaches the rule(s) at {missed}: add one"
 
 
@@ -189,7 +237,8 @@ def test_field_errors_and_unknown_options_name_their_option():
     assert [p.fields for p in error.problems] == [("learning_rate",), ("lora_rank",)]
     error = _refused({"lora_rnak": 8})
     assert [(p.fields, p.message) for p in error.problems] == [
-        (("lora_rnak",), "Unknown option 'lora_rnak' (config). Did you mean: lora_rank?")]
+        (("lora_rnak",), "Unknown option 'lora_rnak' (config). Did you mean: lora_rank?")
+    ]
     error = _refused({"seed": True})
     assert [p.fields for p in error.problems] == [("seed",)]
     assert inspect.signature(ConfigError).parameters["problems"].default == ()
@@ -204,12 +253,19 @@ def test_the_board_shows_each_problem_at_its_fields():
     assert not check.ok
     galore = "use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not sgd: set optim: adamw_torch."
     lora = "lora_rank is a LoRA option but finetuning_type is 'full': remove it or set finetuning_type: lora."
-    assert check.by_field == {"lora_rank": [lora], "finetuning_type": [lora], "use_galore": [galore], "optim": [galore]}
+    assert check.by_field == {
+        "lora_rank": [lora],
+        "finetuning_type": [lora],
+        "use_galore": [galore],
+        "optim": [galore],
+    }
     assert check.message == f"{lora}\n{galore}"
     check = validate({"fsdp": "full_shard", "stage": "rm", "per_device_train_batch_size": "x"})
     assert set(check.by_field) == {"per_device_train_batch_size"}  # field errors first: pydantic stops there
     check = validate({"fsdp": "full_shard", "stage": "rm"})
-    assert set(check.by_field) == {"fsdp", "stage"} and check.message.startswith("fsdp: full_shard is not supported for stage rm")
+    assert set(check.by_field) == {"fsdp", "stage"} and check.message.startswith(
+        "fsdp: full_shard is not supported for stage rm"
+    )
 
 
 def test_step_rules_accept_what_hugging_face_accepts():
@@ -228,9 +284,12 @@ def test_step_rules_accept_what_hugging_face_accepts():
     for values in accepted:
         cfg = build_config({"output_dir": "out", **values})
         TrainingArguments(**training_arguments_kwargs(cfg, []))
-    for values in ({"logging_steps": 2.5}, {**EVAL, "load_best_model_at_end": True, "save_steps": 25},
-                   {**EVAL, "load_best_model_at_end": True, "save_steps": 0.5, "eval_steps": 3},
-                   {"lr_scheduler_type": "reduce_lr_on_plateau"}):
+    for values in (
+        {"logging_steps": 2.5},
+        {**EVAL, "load_best_model_at_end": True, "save_steps": 25},
+        {**EVAL, "load_best_model_at_end": True, "save_steps": 0.5, "eval_steps": 3},
+        {"lr_scheduler_type": "reduce_lr_on_plateau"},
+    ):
         cfg = Config.model_construct(**{**Config().model_dump(), "output_dir": "out", **values})  # unvalidated
         with pytest.raises(ValueError):
             TrainingArguments(**training_arguments_kwargs(cfg, []))
@@ -247,14 +306,22 @@ def test_run_rules_are_the_boards_and_the_trainers():
     cfg = build_config({"stage": "grpo"})
     assert [(p.message, p.fields) for p in run_problems(cfg)] == [(message, ("reward_funcs", "reward_model", "stage"))]
     check = validate({"stage": "grpo"})
-    assert not check.ok and check.message == message and set(check.by_field) == {"reward_funcs", "reward_model", "stage"}
+    assert (
+        not check.ok and check.message == message and set(check.by_field) == {"reward_funcs", "reward_model", "stage"}
+    )
     with pytest.raises(ConfigError) as caught:
         check_rewards(cfg, [], None)
-    assert str(caught.value) == message and caught.value.problems[0].fields == ("reward_funcs", "reward_model", "stage")
+    assert str(caught.value) == message and caught.value.problems[0].fields == (
+        "reward_funcs",
+        "reward_model",
+        "stage",
+    )
     assert validate({"stage": "grpo", "reward_funcs": "tests.stage_helpers:ascii_share"}).ok
-    assert validate({"stage": "ppo", "reward_model": "saves/rm"}).ok and validate({"stage": "grpo", "do_predict": True}).ok
+    assert (
+        validate({"stage": "ppo", "reward_model": "saves/rm"}).ok
+        and validate({"stage": "grpo", "do_predict": True}).ok
+    )
     assert list(run_problems(build_config({"stage": "sft"}))) == []
-
 
 
 def test_the_board_reads_the_deepspeed_presets_from_config(tmp_path):

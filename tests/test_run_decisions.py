@@ -35,11 +35,24 @@ KINDS = {
     "deepspeed-z3": (Machine.cuda(2), {"deepspeed": "z3"}),
     "fsdp": (Machine.cuda(2), {"fsdp": "full_shard"}),
 }
-ENGINES = {"cpu": "single", "cuda": "single", "ddp": "ddp", "deepspeed-z2": "deepspeed z2", "deepspeed-z3": "deepspeed z3",
-           "fsdp": "fsdp z3"}
-VARIANTS = ({}, {"enable_liger_kernel": True}, {"chunked_lm_loss": False}, {"torch_compile": True},
-            {"elementwise_recompute": True}, {"trained_tokens_loss": False}, {"padding_free": True},
-            {"max_tokens_per_batch": 4096})
+ENGINES = {
+    "cpu": "single",
+    "cuda": "single",
+    "ddp": "ddp",
+    "deepspeed-z2": "deepspeed z2",
+    "deepspeed-z3": "deepspeed z3",
+    "fsdp": "fsdp z3",
+}
+VARIANTS = (
+    {},
+    {"enable_liger_kernel": True},
+    {"chunked_lm_loss": False},
+    {"torch_compile": True},
+    {"elementwise_recompute": True},
+    {"trained_tokens_loss": False},
+    {"padding_free": True},
+    {"max_tokens_per_batch": 4096},
+)
 
 
 def _cases():
@@ -89,13 +102,20 @@ def test_every_feature_stage_and_device_kind_is_decided_once_for_trainer_and_pla
 def test_the_planner_and_the_trainer_follow_the_decision_not_the_config():
     cfg = load_config(None, dict(model_name_or_path="x", stage="sft", use_cpu=True, gradient_checkpointing=True))
     decided = decide_features(cfg, planned_machine(cfg))
-    flipped = dataclasses.replace(decided, **{
-        name: Decision(not getattr(decided, name).on, "flipped", getattr(decided, name).detail)
-        for name in ("chunked_lm_head", "liger_fused_loss", "heap_guard")},
-        elementwise_recompute=Decision(False, "flipped", (False, False)))
+    flipped = dataclasses.replace(
+        decided,
+        **{
+            name: Decision(not getattr(decided, name).on, "flipped", getattr(decided, name).detail)
+            for name in ("chunked_lm_head", "liger_fused_loss", "heap_guard")
+        },
+        elementwise_recompute=Decision(False, "flipped", (False, False)),
+    )
     setup = resolve_setup(cfg, 1, 1, 64, flipped)
     assert (setup.chunked_loss, setup.liger_loss, setup.heap_guard) == (
-        not decided.chunked_lm_head.on, not decided.liger_fused_loss.on, not decided.heap_guard.on)
+        not decided.chunked_lm_head.on,
+        not decided.liger_fused_loss.on,
+        not decided.heap_guard.on,
+    )
     assert setup.recompute == (False, False) != decided.elementwise_recompute.detail
 
 
@@ -104,15 +124,24 @@ def test_dpo_and_kto_with_liger_plan_the_chunked_head_they_run():
     counts the chunked head (not Liger's fused loss, not whole logits); sft with Liger runs Liger's fused loss."""
     shape = load_shape("qwen2.5-0.5b", None)
     for stage in ("dpo", "kto"):
-        plain, liger = (load_config(None, dict(model_name_or_path="x", stage=stage, gradient_checkpointing=True, **extra))
-                        for extra in ({}, {"enable_liger_kernel": True}))
+        plain, liger = (
+            load_config(None, dict(model_name_or_path="x", stage=stage, gradient_checkpointing=True, **extra))
+            for extra in ({}, {"enable_liger_kernel": True})
+        )
         decided = decide_run(liger, Machine.cuda())
         assert decided.chunked_lm_head.on and not decided.liger_fused_loss.on and decided.liger.on
         setups = [resolve_setup(c, 1, 1, 512, decide_run(c, Machine.cuda())) for c in (plain, liger)]
         assert chunked_head(shape, setups[1])
-        assert estimate_memory(shape, setups[0]).components["logits"] == estimate_memory(shape, setups[1]).components["logits"]
-    sft = decide_run(load_config(None, dict(model_name_or_path="x", stage="sft", enable_liger_kernel=True,
-                                            gradient_checkpointing=True)), Machine.cuda())
+        assert (
+            estimate_memory(shape, setups[0]).components["logits"]
+            == estimate_memory(shape, setups[1]).components["logits"]
+        )
+    sft = decide_run(
+        load_config(
+            None, dict(model_name_or_path="x", stage="sft", enable_liger_kernel=True, gradient_checkpointing=True)
+        ),
+        Machine.cuda(),
+    )
     assert sft.liger_fused_loss.on and not sft.chunked_lm_head.on and not sft.trained_tokens_loss.on
 
 
@@ -128,8 +157,10 @@ def test_a_gpu_run_has_no_cpu_host_feature_and_no_unmeasured_trick_by_default(mo
         assert decided.elementwise_recompute.on == bool(asked and not cfg.torch_compile), (kind, stage, variant)
     cfg = load_config(None, dict(model_name_or_path="x", stage="sft", gradient_checkpointing=True))
     gpu = decide_run(cfg, Machine.cuda())  # the option's default did not run: tunekit_config.yaml says so, and why
-    assert gpu.option_notes() == {"elementwise_recompute": "elementwise_recompute: off for this run (not measured on a "
-                                  "CUDA device yet: opt in with elementwise_recompute: true)"}
+    assert gpu.option_notes() == {
+        "elementwise_recompute": "elementwise_recompute: off for this run (not measured on a "
+        "CUDA device yet: opt in with elementwise_recompute: true)"
+    }
     assert "elementwise_recompute: off (not measured on a CUDA device yet" in "\n".join(gpu.lines())
     assert decide_run(cfg, Machine.cpu()).option_notes() == {}
     monkeypatch.setenv("TUNEKIT_MALLOC_TUNE", "1")  # an explicit opt-in on the GPU; the heap guard stays CPU-only
@@ -158,11 +189,18 @@ def test_a_gpu_run_never_imports_the_cpu_host_package(tiny_qwen, tmp_path, kind)
     process: ``tunekit.host`` is never imported. The model trains here on the CPU; only the decisions are the GPU's.
     The CPU-kind run of the same job imports it (malloc tuning, the collector pause, the heap guard)."""
     write_dataset(tmp_path / "data", "toy", alpaca_records(4))
-    options = base_config(tiny_qwen, tmp_path / "data", tmp_path / "out", max_steps=1, gradient_checkpointing=False,
-                          per_device_train_batch_size=2)
+    options = base_config(
+        tiny_qwen,
+        tmp_path / "data",
+        tmp_path / "out",
+        max_steps=1,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=2,
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("TUNEKIT_MALLOC_TUNE", "TUNEKIT_GC_PAUSE")}
-    proc = subprocess.run([sys.executable, "-c", RECIPE, json.dumps(options), kind], capture_output=True, text=True,
-                          timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", RECIPE, json.dumps(options), kind], capture_output=True, text=True, timeout=300, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     imported = json.loads(proc.stdout.strip().splitlines()[-1])
     if kind == "cuda":
@@ -182,8 +220,9 @@ def test_the_trainer_is_built_with_the_recipe_s_decisions_and_the_plan_shows_the
     from tunekit.train.machine import run_machine
 
     write_dataset(tmp_path / "data", "toy", alpaca_records(4))
-    cfg = load_config(None, base_config(tiny_qwen, tmp_path / "data", tmp_path / "out", use_cpu=True,
-                                        gradient_checkpointing=False))
+    cfg = load_config(
+        None, base_config(tiny_qwen, tmp_path / "data", tmp_path / "out", use_cpu=True, gradient_checkpointing=False)
+    )
     machine = run_machine(cfg)
     prepared = steps.prepare_data(cfg)
     decided = decide_run(cfg, machine, prepared.longest_row)

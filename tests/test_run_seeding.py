@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from tunekit.config import load_config
 
+
 def test_the_models_random_init_does_not_depend_on_what_data_preparation_drew(tiny_qwen, tmp_path, monkeypatch):
     """``train/run.build_model`` seeds right before the model loads: a data preparation that draws from torch's RNG (as one rank's
     may and another's not) leaves the LoRA init unchanged, so ZeRO-3's per-rank shards come from one init."""
     import torch
 
-    import tunekit.data.pipeline as pipeline
     from tests.helpers import alpaca_records, base_config, write_dataset
+    from tunekit.data import pipeline
     from tunekit.plan.decide import decide_run
     from tunekit.train import run as steps
     from tunekit.train.machine import Machine
@@ -24,13 +25,16 @@ def test_the_models_random_init_does_not_depend_on_what_data_preparation_drew(ti
     prepare = pipeline.prepare_datasets
     inits = []
     for draws in (0, 5):
+
         def drawing(*args, draws=draws, **kwargs):
             torch.rand(draws)
             return prepare(*args, **kwargs)
 
         monkeypatch.setattr(pipeline, "prepare_datasets", drawing)
-        cfg = load_config(None, base_config(tiny_qwen, tmp_path / "data", tmp_path / f"o{draws}", finetuning_type="lora",
-                                            use_cpu=True))
+        cfg = load_config(
+            None,
+            base_config(tiny_qwen, tmp_path / "data", tmp_path / f"o{draws}", finetuning_type="lora", use_cpu=True),
+        )
         prepared = steps.prepare_data(cfg)
         model = steps.build_model(cfg, decide_run(cfg, Machine.cpu(), prepared.longest_row), prepared)
         inits.append({n: p.detach().clone() for n, p in model.named_parameters() if "lora_A" in n})

@@ -46,17 +46,34 @@ def test_a_seed_reproduces_and_choice_i_uses_seed_plus_i(engine):
 def test_generation_seed_option_seeds_and_the_call_overrides_it(tiny_qwen, engine):
     from tunekit.infer.engine import ChatEngine
 
-    seeded = ChatEngine(load_config(None, dict(model_name_or_path=str(tiny_qwen), generation_seed=7, **SAMPLING)),
-                        model=engine.model, tokenizer=engine.tokenizer)
+    seeded = ChatEngine(
+        load_config(None, dict(model_name_or_path=str(tiny_qwen), generation_seed=7, **SAMPLING)),
+        model=engine.model,
+        tokenizer=engine.tokenizer,
+    )
     assert [r.text for r in seeded.chat(HI, n=2)] == [r.text for r in engine.chat(HI, n=2, seed=7)]
     assert seeded.chat(HI, seed=8)[0].text == engine.chat(HI, seed=8)[0].text
 
 
 def _chat_once(model, *extra: str) -> str:
     env = {**os.environ, "TUNEKIT_WARM": "0"}
-    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "chat", f"model_name_or_path={model}",
-                           *[f"{k}={v}" for k, v in SAMPLING.items()], *extra, "--prompt", "Hello"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunekit.cli.main",
+            "chat",
+            f"model_name_or_path={model}",
+            *[f"{k}={v}" for k, v in SAMPLING.items()],
+            *extra,
+            "--prompt",
+            "Hello",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 

@@ -11,25 +11,39 @@ from tunekit.data.processors.cutoff import fit_turns
 from tunekit.errors import ConfigError, DataError
 
 IGNORE = -100
-CONVO = [{"conversations": [
-    {"from": "system", "value": "Be terse."},
-    {"from": "human", "value": "What is 2 plus 2?"}, {"from": "gpt", "value": "4"},
-    {"from": "human", "value": "And 3 plus 3?"}, {"from": "gpt", "value": "It is 6."},
-]}]
+CONVO = [
+    {
+        "conversations": [
+            {"from": "system", "value": "Be terse."},
+            {"from": "human", "value": "What is 2 plus 2?"},
+            {"from": "gpt", "value": "4"},
+            {"from": "human", "value": "And 3 plus 3?"},
+            {"from": "gpt", "value": "It is 6."},
+        ]
+    }
+]
 
 # The exact strings each model family's own chat template produces for CONVO (turn boundaries marked by |).
 LITERAL = {
-    "qwen": ["<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nWhat is 2 plus 2?<|im_end|>\n<|im_start|>assistant\n",
-             "4<|im_end|>",
-             "\n<|im_start|>user\nAnd 3 plus 3?<|im_end|>\n<|im_start|>assistant\n",
-             "It is 6.<|im_end|>"],
-    "llama3": ["<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe terse.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
-               "What is 2 plus 2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-               "4<|eot_id|>",
-               "<|start_header_id|>user<|end_header_id|>\n\nAnd 3 plus 3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-               "It is 6.<|eot_id|>"],
-    "default": ["System: Be terse.{eos}\nHuman: What is 2 plus 2?{eos}\nAssistant:", "4{eos}",
-                "\nHuman: And 3 plus 3?{eos}\nAssistant:", "It is 6.{eos}"],
+    "qwen": [
+        "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nWhat is 2 plus 2?<|im_end|>\n<|im_start|>assistant\n",
+        "4<|im_end|>",
+        "\n<|im_start|>user\nAnd 3 plus 3?<|im_end|>\n<|im_start|>assistant\n",
+        "It is 6.<|im_end|>",
+    ],
+    "llama3": [
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe terse.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+        "What is 2 plus 2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        "4<|eot_id|>",
+        "<|start_header_id|>user<|end_header_id|>\n\nAnd 3 plus 3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        "It is 6.<|eot_id|>",
+    ],
+    "default": [
+        "System: Be terse.{eos}\nHuman: What is 2 plus 2?{eos}\nAssistant:",
+        "4{eos}",
+        "\nHuman: And 3 plus 3?{eos}\nAssistant:",
+        "It is 6.{eos}",
+    ],
 }
 
 
@@ -37,9 +51,20 @@ def _prepare(model, tmp_path, records, write=True, **opts):
     from tunekit.model.loader import load_tokenizer
 
     if write:
-        write_dataset(tmp_path / "data", "toy", records, {"formatting": "sharegpt"} if "conversations" in records[0] else None)
-    cfg = load_config(None, {"model_name_or_path": str(model), "dataset": "toy", "dataset_dir": str(tmp_path / "data"),
-                             "output_dir": str(tmp_path / "out"), "cutoff_len": 1024, **opts})
+        write_dataset(
+            tmp_path / "data", "toy", records, {"formatting": "sharegpt"} if "conversations" in records[0] else None
+        )
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(model),
+            "dataset": "toy",
+            "dataset_dir": str(tmp_path / "data"),
+            "output_dir": str(tmp_path / "out"),
+            "cutoff_len": 1024,
+            **opts,
+        },
+    )
     tok = load_tokenizer(cfg)
     return prepare_datasets(cfg, tok, "sft"), tok
 
@@ -53,7 +78,9 @@ def _expected(tok, pieces, trained):
     return ids, labels
 
 
-@pytest.mark.parametrize("template, model_fixture", [("qwen", "tiny_qwen"), ("llama3", "tiny_llama"), ("default", "tiny_qwen")])
+@pytest.mark.parametrize(
+    "template, model_fixture", [("qwen", "tiny_qwen"), ("llama3", "tiny_llama"), ("default", "tiny_qwen")]
+)
 @pytest.mark.parametrize("variant", ["default", "train_on_prompt", "mask_history"])
 def test_exact_ids_and_labels(request, tmp_path, template, model_fixture, variant):
     model = request.getfixturevalue(model_fixture)
@@ -63,7 +90,9 @@ def test_exact_ids_and_labels(request, tmp_path, template, model_fixture, varian
     data, tok = _prepare(model, tmp_path, CONVO, **opts)
     row = data.train[0]
     pieces = [p.replace("{eos}", tok.eos_token) for p in LITERAL[template]]
-    trained = {"default": lambda i: i % 2 == 1, "train_on_prompt": lambda i: True, "mask_history": lambda i: i == 3}[variant]
+    trained = {"default": lambda i: i % 2 == 1, "train_on_prompt": lambda i: True, "mask_history": lambda i: i == 3}[
+        variant
+    ]
     ids, labels = _expected(tok, pieces, trained)
     assert row["input_ids"] == ids
     assert row["labels"] == labels
@@ -83,10 +112,16 @@ def test_special_tokens_are_single_ids(tiny_qwen, tmp_path):
 def test_jinja_mode_masks_exactly_the_assistant_spans(tiny_qwen, tmp_path):
     data_j, tok = _prepare(tiny_qwen, tmp_path / "j", CONVO, template="jinja")
     row = data_j.train[0]
-    rendered = tok.apply_chat_template([{"role": "system", "content": "Be terse."},
-                                        {"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": "4"},
-                                        {"role": "user", "content": "And 3 plus 3?"}, {"role": "assistant", "content": "It is 6."}],
-                                       tokenize=False)
+    rendered = tok.apply_chat_template(
+        [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "What is 2 plus 2?"},
+            {"role": "assistant", "content": "4"},
+            {"role": "user", "content": "And 3 plus 3?"},
+            {"role": "assistant", "content": "It is 6."},
+        ],
+        tokenize=False,
+    )
     assert tok.decode(row["input_ids"]) == rendered.rstrip("\n")
     trained = tok.decode([t for t in row["labels"] if t != IGNORE])
     assert trained == "4<|im_end|>It is 6.<|im_end|>"
@@ -94,19 +129,24 @@ def test_jinja_mode_masks_exactly_the_assistant_spans(tiny_qwen, tmp_path):
 
 def test_cutoff_keeps_answer_and_reports(tiny_qwen, tmp_path):
     long_answer = " ".join(["word"] * 300)
-    records = [{"instruction": "Say word many times.", "output": long_answer},
-               {"instruction": "Q " * 200, "output": "short"}] + alpaca_records(3)
+    records = [
+        {"instruction": "Say word many times.", "output": long_answer},
+        {"instruction": "Q " * 200, "output": "short"},
+    ] + alpaca_records(3)
     data, tok = _prepare(tiny_qwen, tmp_path, records, template="qwen", cutoff_len=96)
     (report,) = data.reports
     assert (report.records, report.truncated, report.dropped, report.kept) == (5, 2, 0, 5)
-    assert report.truncated_sources == [f"{tmp_path / 'data' / 'toy.json'}, record 0", f"{tmp_path / 'data' / 'toy.json'}, record 1"]
+    assert report.truncated_sources == [
+        f"{tmp_path / 'data' / 'toy.json'}, record 0",
+        f"{tmp_path / 'data' / 'toy.json'}, record 1",
+    ]
     first, second = data.train[0], data.train[1]
     assert len(first["input_ids"]) == 96 and len(second["input_ids"]) == 96
     # long prompt + short answer: the whole answer survives and the prompt keeps its tail (the assistant header)
     answer = tok("short<|im_end|>", add_special_tokens=False)["input_ids"]
     assert [t for t in second["labels"] if t != IGNORE] == answer
     header = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
-    assert second["input_ids"][-len(answer) - len(header):-len(answer)] == header
+    assert second["input_ids"][-len(answer) - len(header) : -len(answer)] == header
     assert sum(t != IGNORE for t in first["labels"]) >= 48
 
 
@@ -117,12 +157,12 @@ def test_fit_turns_policy():
     kept, cut = fit_turns(turns, 45, last_first=True)
     assert [i for i, _ in kept] == [1, 2] and cut
     kept, cut = fit_turns([([1] * 100, [2] * 100)], 10)
-    (_, (p, r)), = kept
+    ((_, (p, r)),) = kept
     assert (len(p), len(r)) == (5, 5) and cut
     kept, _ = fit_turns([([1] * 100, [2] * 3)], 10)
     assert [len(x) for x in kept[0][1]] == [7, 3]  # all of a short answer fits
     for budget in range(2, 12):
-        (_, (p, r)), = fit_turns([([1] * 50, [2] * 50)], budget)[0]
+        ((_, (p, r)),) = fit_turns([([1] * 50, [2] * 50)], budget)[0]
         assert len(r) >= 1 and len(p) + len(r) == budget
 
 
@@ -138,7 +178,7 @@ def test_bad_records_skip_is_counted(tiny_qwen, tmp_path):
 
 def test_second_run_loads_from_cache(tiny_qwen, tmp_path, monkeypatch):
     first, _ = _prepare(tiny_qwen, tmp_path, alpaca_records(20), template="qwen")
-    import tunekit.data.pipeline as pipeline
+    from tunekit.data import pipeline
 
     def boom(*a, **k):
         raise AssertionError("re-read the data although the cache is valid")

@@ -62,8 +62,15 @@ def test_dft_loss_trains_and_logs_the_weighted_loss(trained_tokens_loss, tiny_qw
     logs = {}
     for name, extra in (("plain", {}), ("dft", {"use_dft_loss": True})):
         out = tmp_path / name
-        run_train(load_config(None, base_config(tiny_qwen, data, out, max_steps=2, trained_tokens_loss=trained_tokens_loss, **extra)))
-        logs[name] = [json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
+        run_train(
+            load_config(
+                None, base_config(tiny_qwen, data, out, max_steps=2, trained_tokens_loss=trained_tokens_loss, **extra)
+            )
+        )
+        logs[name] = [
+            json.loads(line)["loss"]
+            for line in (out / "trainer_log.jsonl").read_text().splitlines()
+            if '"loss"' in line
+        ]
     # step 1 sees the same weights: DFT's loss is Σ p_t·CE_t / N < Σ CE_t / N (every p_t < 1), and positive
     assert 0 < logs["dft"][0] < logs["plain"][0]
-

@@ -34,8 +34,8 @@ def _build(cfg):
     """What run_train builds, kept in hand: (trainer, batch of the first 4 pairs)."""
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_model, load_tokenizer
-    from tunekit.train.stages import dpo
     from tunekit.train.arguments import build_training_arguments
+    from tunekit.train.stages import dpo
 
     tokenizer = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tokenizer, "dpo")
@@ -52,7 +52,7 @@ def test_step0_losses_are_exact_and_logps_match_a_hand_computation(tiny_qwen, pr
     cfg = _cfg(tiny_qwen, pref_dir, tmp_path / "o", finetuning_type=method, dtype="float64")  # float64: see below
     trainer, batch = _build(cfg)
     model = trainer.model.train()  # as in a training step (the metrics are filed under "train")
-    expected = {"sigmoid": math.log(2), "hinge": 1.0, "ipo": 1 / (4 * 0.1 ** 2)}
+    expected = {"sigmoid": math.log(2), "hinge": 1.0, "ipo": 1 / (4 * 0.1**2)}
     for kind, value in expected.items():
         trainer.tunekit_config = cfg.model_copy(update={"pref_loss": kind})
         loss = trainer.compute_loss(model, batch)
@@ -93,8 +93,12 @@ def test_lora_reference_is_the_base_model_without_a_second_copy(tiny_qwen, pref_
     assert trainer.ref_model is None
     gc.collect()
     # every model built for this run shares the policy's own tensors: no second copy anywhere
-    alive = {p.data_ptr() for o in gc.get_objects() if isinstance(o, PreTrainedModel) and id(o) not in earlier
-             for p in o.parameters()}
+    alive = {
+        p.data_ptr()
+        for o in gc.get_objects()
+        if isinstance(o, PreTrainedModel) and id(o) not in earlier
+        for p in o.parameters()
+    }
     assert alive == {p.data_ptr() for p in trainer.model.parameters()}
     base_params = sum(p.numel() for p in AutoModelForCausalLM.from_config(trainer.model.config).parameters())
     lora_params = sum(p.numel() for n, p in trainer.model.named_parameters() if "lora_" in n)
@@ -105,7 +109,9 @@ def test_lora_reference_is_the_base_model_without_a_second_copy(tiny_qwen, pref_
         ref = trainer.reference_logps(trainer.model, batch)
         from tunekit.train.losses import sequence_logps
 
-        base = sequence_logps(plain(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["token_labels"])[0]
+        base = sequence_logps(
+            plain(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["token_labels"]
+        )[0]
         from tunekit.train.stages.dpo import forward_logps
 
         policy = forward_logps(trainer.model, batch["input_ids"], batch["attention_mask"], batch["token_labels"])[0]
@@ -115,15 +121,34 @@ def test_lora_reference_is_the_base_model_without_a_second_copy(tiny_qwen, pref_
     assert (policy - base).abs().max() > 1e-2  # the adapter learned something, the reference did not move
 
 
-@pytest.mark.parametrize("loss, extra, gain", [
-    ("sigmoid", {"learning_rate": 5e-3}, 0.3),
-    ("orpo", {"learning_rate": 5e-3}, 0.01),  # orpo's rewards are 0.1 x mean token log-prob: small numbers (0.02 gained)
-    ("simpo", {"learning_rate": 5e-3, "pref_beta": 2.0}, 0.3),
-])
+@pytest.mark.parametrize(
+    "loss, extra, gain",
+    [
+        ("sigmoid", {"learning_rate": 5e-3}, 0.3),
+        (
+            "orpo",
+            {"learning_rate": 5e-3},
+            0.01,
+        ),  # orpo's rewards are 0.1 x mean token log-prob: small numbers (0.02 gained)
+        ("simpo", {"learning_rate": 5e-3, "pref_beta": 2.0}, 0.3),
+    ],
+)
 def test_reward_accuracy_rises_on_a_synthetic_preference_task(tiny_qwen, pref_dir, tmp_path, loss, extra, gain):
     out = tmp_path / "out"
-    results = run_train(_cfg(tiny_qwen, pref_dir, out, pref_loss=loss, max_steps=10, eval_dataset="held", do_train=True, do_eval=True,
-                             per_device_eval_batch_size=8, **extra))
+    results = run_train(
+        _cfg(
+            tiny_qwen,
+            pref_dir,
+            out,
+            pref_loss=loss,
+            max_steps=10,
+            eval_dataset="held",
+            do_train=True,
+            do_eval=True,
+            per_device_eval_batch_size=8,
+            **extra,
+        )
+    )
     rows = train_rows(out)
     assert len(rows) == 10
     accs = [r["rewards/accuracies"] for r in rows]
@@ -167,15 +192,24 @@ def test_resume_matches_the_uninterrupted_run_and_the_adapter_reloads(tiny_qwen,
     from transformers import AutoModelForCausalLM
 
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    common = dict(max_steps=6, save_strategy="steps", save_steps=3, per_device_train_batch_size=3, learning_rate=5e-3,
-                  lr_scheduler_type="cosine", warmup_steps=1)
+    common = dict(
+        max_steps=6,
+        save_strategy="steps",
+        save_steps=3,
+        per_device_train_batch_size=3,
+        learning_rate=5e-3,
+        lr_scheduler_type="cosine",
+        warmup_steps=1,
+    )
     run_train(_cfg(tiny_qwen, pref_dir, full, **common))
     resumed.mkdir()
     shutil.copytree(full / "checkpoint-3", resumed / "checkpoint-3")
     run_train(_cfg(tiny_qwen, pref_dir, resumed, resume_from_checkpoint=True, **common))
     assert [r["step"] for r in train_rows(resumed)] == [4, 5, 6]
     # one machine, the same operations in the same order (states restored bit for bit): no cross-machine rounding
-    assert [r["loss"] for r in train_rows(resumed)] == pytest.approx([r["loss"] for r in train_rows(full)][3:], abs=1e-6)
+    assert [r["loss"] for r in train_rows(resumed)] == pytest.approx(
+        [r["loss"] for r in train_rows(full)][3:], abs=1e-6
+    )
     wa, wb = _adapter(full), _adapter(resumed)
     assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-6
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), full)

@@ -19,8 +19,21 @@ def kto_dir(tmp_path_factory):
 
 def test_kto_learns_desirable_from_undesirable(tiny_qwen, kto_dir, tmp_path):
     out = tmp_path / "out"
-    run_train(load_config(None, base_config(tiny_qwen, kto_dir, out, stage="kto", max_steps=8, learning_rate=5e-3,
-                                            kto_chosen_weight=1.0, kto_rejected_weight=1.33)))
+    run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen,
+                kto_dir,
+                out,
+                stage="kto",
+                max_steps=8,
+                learning_rate=5e-3,
+                kto_chosen_weight=1.0,
+                kto_rejected_weight=1.33,
+            ),
+        )
+    )
     rows = train_rows(out)
     first = rows[0]
     # step 0: policy = reference, so every reward and the KL estimate are exactly 0 and the loss is 1 - sigma(0)

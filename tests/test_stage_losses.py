@@ -15,7 +15,14 @@ import pytest
 import torch
 
 from tunekit.train.losses import (
-    gae, group_advantages, grpo_loss, kto_loss, pairwise_reward_loss, ppo_losses, preference_loss, sequence_logps,
+    gae,
+    group_advantages,
+    grpo_loss,
+    kto_loss,
+    pairwise_reward_loss,
+    ppo_losses,
+    preference_loss,
+    sequence_logps,
 )
 
 
@@ -26,9 +33,16 @@ def _pairs(policy_equal_ref: bool = True):
     return pc, pr, rc, rr, torch.tensor([5.0, 6, 7, 8]), torch.tensor([4.0, 6, 9, 3])
 
 
-@pytest.mark.parametrize("kind, beta, expected", [
-    ("sigmoid", 0.1, math.log(2)), ("sigmoid", 2.0, math.log(2)), ("hinge", 0.1, 1.0), ("ipo", 0.1, 25.0), ("ipo", 0.5, 1.0),
-])
+@pytest.mark.parametrize(
+    "kind, beta, expected",
+    [
+        ("sigmoid", 0.1, math.log(2)),
+        ("sigmoid", 2.0, math.log(2)),
+        ("hinge", 0.1, 1.0),
+        ("ipo", 0.1, 25.0),
+        ("ipo", 0.5, 1.0),
+    ],
+)
 def test_initial_values_when_policy_equals_reference(kind, beta, expected):
     pc, pr, rc, rr, nc, nr = _pairs()
     out = preference_loss(kind, beta, pc, pr, rc, rr, nc, nr)
@@ -41,7 +55,9 @@ def test_sigmoid_label_smoothing_and_values():
     out = preference_loss("sigmoid", 0.5, pc, pr, rc, rr, nc, nr, label_smoothing=0.2)
     expected = -0.8 * math.log(1 / (1 + math.exp(-1.0))) - 0.2 * math.log(1 / (1 + math.exp(1.0)))
     assert torch.allclose(out.losses, torch.full((4,), expected), atol=1e-6)
-    assert torch.allclose(out.chosen_rewards, torch.full((4,), 0.5)) and torch.allclose(out.rejected_rewards, torch.full((4,), -0.5))
+    assert torch.allclose(out.chosen_rewards, torch.full((4,), 0.5)) and torch.allclose(
+        out.rejected_rewards, torch.full((4,), -0.5)
+    )
     hinge = preference_loss("hinge", 0.25, pc, pr, rc, rr, nc, nr)
     assert torch.allclose(hinge.losses, torch.full((4,), 0.5))
 
@@ -64,8 +80,11 @@ def test_sequence_logps_is_the_sum_over_labelled_tokens():
     labels = torch.tensor([[-100, -100, 3, 4, 5, -100], [-100, 7, 8, 9, 10, 2]])
     total, count = sequence_logps(logits, labels)
     for row in range(2):
-        hand = sum(torch.log_softmax(logits[row, t - 1], -1)[labels[row, t]].item()
-                   for t in range(1, 6) if labels[row, t] != -100)
+        hand = sum(
+            torch.log_softmax(logits[row, t - 1], -1)[labels[row, t]].item()
+            for t in range(1, 6)
+            if labels[row, t] != -100
+        )
         assert total[row].item() == pytest.approx(hand, abs=1e-5)
     assert count.tolist() == [3, 5]
 
@@ -98,11 +117,15 @@ def test_ppo_clipping_and_group_advantages():
     adv = torch.tensor([[1.0, -1.0]])
     old = torch.zeros(1, 2)
     new = torch.log(torch.tensor([[1.5, 0.5]]))  # ratios 1.5 and 0.5, clip 0.2
-    parts = ppo_losses(new, old, adv, torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.2, 0.2)
+    parts = ppo_losses(
+        new, old, adv, torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.2, 0.2
+    )
     # token 0: max(-1.5, -1.2) = -1.2; token 1: max(0.5, 0.8) = 0.8
     assert parts["policy_loss"].item() == pytest.approx((-1.2 + 0.8) / 2)
     assert parts["value_loss"].item() == pytest.approx(0.5)
     a = group_advantages(torch.tensor([1.0, 0.0, 2.0, 2.0]), 2)
     assert a[2:].abs().max() < 1e-6 and a[0] > 0 > a[1]
-    losses, kl = grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([1.0, -1.0]), torch.ones(2, 3), 0.1, 0.2)
+    losses, kl = grpo_loss(
+        torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([1.0, -1.0]), torch.ones(2, 3), 0.1, 0.2
+    )
     assert losses.tolist() == pytest.approx([-1.0, 1.0]) and kl.abs().max() == 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.helpers import base_config, write_dataset
 from tests.stage_helpers import train_rows
 from tunekit.config import load_config
@@ -14,8 +12,22 @@ def test_pt_trains_on_wiki_demo_blocks_and_reloads(tiny_qwen, reference_data, tm
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "out"
-    results = run_train(load_config(None, base_config(tiny_qwen, reference_data, out, stage="pt", dataset="wiki_demo",
-                                                      finetuning_type="full", max_steps=6, learning_rate=3e-3, max_samples=4)))
+    results = run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen,
+                reference_data,
+                out,
+                stage="pt",
+                dataset="wiki_demo",
+                finetuning_type="full",
+                max_steps=6,
+                learning_rate=3e-3,
+                max_samples=4,
+            ),
+        )
+    )
     rows = train_rows(out)
     assert sum(r["loss"] for r in rows[-2:]) / 2 < sum(r["loss"] for r in rows[:2]) / 2 - 0.3, rows
     assert results["num_input_tokens_seen"] == 6 * 4 * 64  # full blocks, no padding
@@ -63,7 +75,10 @@ def test_sft_packing_keeps_every_sample_and_its_labels(tiny_qwen, tmp_path):
         for src in row["_source"].split("; "):
             i = int(src.rsplit(" ", 1)[-1])
             n = len(plain[i]["input_ids"])
-            assert row["input_ids"][pos:pos + n] == plain[i]["input_ids"] and row["labels"][pos:pos + n] == plain[i]["labels"]
+            assert (
+                row["input_ids"][pos : pos + n] == plain[i]["input_ids"]
+                and row["labels"][pos : pos + n] == plain[i]["labels"]
+            )
             pos += n
             seen.append(i)
         assert pos == len(row["input_ids"])

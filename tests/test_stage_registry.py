@@ -42,8 +42,11 @@ def test_each_trainer_module_follows_the_protocol(name):
 
 def test_engine_rules_refuse_when_the_config_is_built():
     """What the board's validation (which only builds the config) refuses is what training refuses, same words."""
-    with pytest.raises(ConfigError, match=r"fsdp: full_shard is not supported for stage rm .*fsdp runs the stages "
-                                          r"pt, sft, dpo and kto\. Remove fsdp\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"fsdp: full_shard is not supported for stage rm .*fsdp runs the stages "
+        r"pt, sft, dpo and kto\. Remove fsdp\.",
+    ):
         _cfg(fsdp="full_shard", stage="rm")
     with pytest.raises(ConfigError, match="fsdp with fp16 is not supported"):
         _cfg(fsdp="shard_grad_op", fp16=True)
@@ -51,7 +54,9 @@ def test_engine_rules_refuse_when_the_config_is_built():
         _cfg(fsdp="full_shard", do_predict=True)
     with pytest.raises(ConfigError, match="has unknown word.*hybrid"):
         _cfg(fsdp="full_shard hybrid")
-    with pytest.raises(ConfigError, match=r"packing is not supported for stage dpo: remove packing \(it is only for pt and sft\)"):
+    with pytest.raises(
+        ConfigError, match=r"packing is not supported for stage dpo: remove packing \(it is only for pt and sft\)"
+    ):
         _cfg(stage="dpo", packing=True)
     assert _cfg(fsdp="no_shard", stage="rm").fsdp == "no_shard"  # no_shard is DDP: no restriction
 
@@ -70,8 +75,15 @@ def test_planner_decides_engines_as_the_launcher(tmp_path):
 
     keep = tmp_path / "fsdp.json"
     keep.write_text(json.dumps({"reshard_after_forward": False}))
-    cases = [dict(deepspeed="z1"), dict(deepspeed="z3_offload"), dict(fsdp="full_shard"), dict(fsdp="shard_grad_op offload"),
-             dict(fsdp="full_shard", fsdp_config=str(keep)), dict(fsdp="no_shard"), dict()]
+    cases = [
+        dict(deepspeed="z1"),
+        dict(deepspeed="z3_offload"),
+        dict(fsdp="full_shard"),
+        dict(fsdp="shard_grad_op offload"),
+        dict(fsdp="full_shard", fsdp_config=str(keep)),
+        dict(fsdp="no_shard"),
+        dict(),
+    ]
     got = []
     for values in cases:
         cfg = _cfg(**values)

@@ -28,14 +28,30 @@ def _mean(rows, key, part):
     return sum(chunk) / len(chunk)
 
 
-RL_COMMON = dict(finetuning_type="full", gradient_checkpointing=False, generation_max_new_tokens=4, reward_funcs=REWARD)
+RL_COMMON = dict(
+    finetuning_type="full", gradient_checkpointing=False, generation_max_new_tokens=4, reward_funcs=REWARD
+)
 
 
 @pytest.mark.slow
 def test_grpo_raises_the_reward(tiny_qwen, prompt_dir, tmp_path):
     out = tmp_path / "out"
-    run_train(load_config(None, base_config(tiny_qwen, prompt_dir, out, stage="grpo", num_generations=8, per_device_train_batch_size=4, max_steps=24,
-                                            learning_rate=1e-2, **RL_COMMON)))
+    run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen,
+                prompt_dir,
+                out,
+                stage="grpo",
+                num_generations=8,
+                per_device_train_batch_size=4,
+                max_steps=24,
+                learning_rate=1e-2,
+                **RL_COMMON,
+            ),
+        )
+    )
     rows = train_rows(out)
     first, last = _mean(rows, "rewards/mean", "first"), _mean(rows, "rewards/mean", "last")
     assert last > first + 0.1, [r["rewards/mean"] for r in rows]
@@ -52,8 +68,23 @@ def test_ppo_raises_the_reward_and_saves_its_value_head(tiny_qwen, prompt_dir, t
     from tunekit.train.stages.value_head import load_value_head_model
 
     out = tmp_path / "out"
-    run_train(load_config(None, base_config(tiny_qwen, prompt_dir, out, stage="ppo", per_device_train_batch_size=16, max_steps=24, learning_rate=1e-2,
-                                            ppo_epochs=1, ppo_score_norm=True, **RL_COMMON)))
+    run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen,
+                prompt_dir,
+                out,
+                stage="ppo",
+                per_device_train_batch_size=16,
+                max_steps=24,
+                learning_rate=1e-2,
+                ppo_epochs=1,
+                ppo_score_norm=True,
+                **RL_COMMON,
+            ),
+        )
+    )
     rows = train_rows(out)
     first, last = _mean(rows, "rewards/mean", "first"), _mean(rows, "rewards/mean", "last")
     assert last > first + 0.04, [r["rewards/mean"] for r in rows]  # PPO's fresh critic makes it noisier than GRPO here
@@ -68,5 +99,11 @@ def test_reward_configuration_errors(tiny_qwen, prompt_dir, tmp_path):
     with pytest.raises(ConfigError, match="stage grpo needs a reward: set reward_funcs"):
         run_train(load_config(None, base_config(tiny_qwen, prompt_dir, tmp_path / "a", stage="grpo")))
     with pytest.raises(ConfigError, match="reward_funcs: cannot import 'tests.stage_helpers:nope'"):
-        run_train(load_config(None, base_config(tiny_qwen, prompt_dir, tmp_path / "b", stage="grpo",
-                                                reward_funcs="tests.stage_helpers:nope")))
+        run_train(
+            load_config(
+                None,
+                base_config(
+                    tiny_qwen, prompt_dir, tmp_path / "b", stage="grpo", reward_funcs="tests.stage_helpers:nope"
+                ),
+            )
+        )

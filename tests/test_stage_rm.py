@@ -25,9 +25,24 @@ def test_reward_model_learns_and_reloads(tiny_qwen, pref_dir, tmp_path, method):
     from tunekit.train.stages.value_head import load_value_head_model
 
     out = tmp_path / "out"
-    results = run_train(load_config(None, base_config(
-        tiny_qwen, pref_dir, out, stage="rm", finetuning_type=method, max_steps=8, learning_rate=5e-3 if method == "lora" else 2e-3,
-        eval_dataset="held", do_train=True, do_eval=True, per_device_eval_batch_size=8)))
+    results = run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen,
+                pref_dir,
+                out,
+                stage="rm",
+                finetuning_type=method,
+                max_steps=8,
+                learning_rate=5e-3 if method == "lora" else 2e-3,
+                eval_dataset="held",
+                do_train=True,
+                do_eval=True,
+                per_device_eval_batch_size=8,
+            ),
+        )
+    )
     rows = train_rows(out)
     accs = [r["rewards/accuracies"] for r in rows]
     assert sum(accs[-3:]) / 3 >= 0.9 and rows[-1]["loss"] < rows[0]["loss"] - 0.2, rows
@@ -61,9 +76,25 @@ def test_a_saved_reward_model_scores_grpo_rollouts(tiny_qwen, pref_dir, tmp_path
     rm_out, rl_out = tmp_path / "rm", tmp_path / "rl"
     run_train(load_config(None, base_config(tiny_qwen, pref_dir, rm_out, stage="rm", max_steps=1)))
     write_dataset(pref_dir, "prompts", alpaca_records(4, seed=5))
-    run_train(load_config(None, base_config(tiny_qwen, pref_dir, rl_out, stage="grpo", dataset="prompts", max_steps=2,
-                                            reward_model=str(rm_out), num_generations=2, generation_max_new_tokens=3,
-                                            per_device_train_batch_size=2, grpo_iterations=2, learning_rate=5e-2)))
+    run_train(
+        load_config(
+            None,
+            base_config(
+                tiny_qwen,
+                pref_dir,
+                rl_out,
+                stage="grpo",
+                dataset="prompts",
+                max_steps=2,
+                reward_model=str(rm_out),
+                num_generations=2,
+                generation_max_new_tokens=3,
+                per_device_train_batch_size=2,
+                grpo_iterations=2,
+                learning_rate=5e-2,
+            ),
+        )
+    )
     first, second = train_rows(rl_out)
     assert first["rewards/std"] > 0  # scores come from the reward model's value head, one per completion
     # grpo_iterations 2: the second step optimises the same rollout off-policy (same rewards, ratio no longer 1)

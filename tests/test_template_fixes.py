@@ -19,8 +19,17 @@ FIXTURES = Path(__file__).parent / "fixtures" / "chat_templates"
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
 IGNORE = -100
 
-TOOLS = [{"name": "get_weather", "description": "Weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string", "description": "City"}}, "required": ["city"]}}]
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City"}},
+            "required": ["city"],
+        },
+    }
+]
 TOOL_CONV = [
     {"role": "user", "content": "Weather in Paris?"},
     {"role": "function_call", "content": json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}})},
@@ -44,42 +53,79 @@ def tiny_qwen3(tmp_path_factory) -> Path:
 
 def _prepare(model, folder: Path, stage: str, records, entry, **opts):
     write_dataset(folder, "toy", records, entry)
-    cfg = load_config(None, {"model_name_or_path": str(model), "dataset": "toy", "dataset_dir": str(folder),
-                             "output_dir": str(folder / "out"), "stage": stage, "cutoff_len": 1024, **opts})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(model),
+            "dataset": "toy",
+            "dataset_dir": str(folder),
+            "output_dir": str(folder / "out"),
+            "stage": stage,
+            "cutoff_len": 1024,
+            **opts,
+        },
+    )
     tok = load_tokenizer(cfg)
     return prepare_datasets(cfg, tok, stage), tok
 
 
 # --- §4: one history rule ---------------------------------------------------------------------------
 
+
 def test_kto_history_under_qwen3_is_the_official_history_like_dpo_and_sft(tiny_qwen3, tmp_path):
-    history = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "Four."},
-               {"role": "user", "content": "3+3?"}]
+    history = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "Four."},
+        {"role": "user", "content": "3+3?"},
+    ]
     last = {"role": "assistant", "content": "<think>\nAdd three.\n</think>\n\nSix."}
-    kto, tok = _prepare(tiny_qwen3, tmp_path / "kto", "kto", [{"messages": history + [last], "label": True}],
-                        {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "label"}, "tags": TAGS},
-                        template="qwen3")
-    dpo, _ = _prepare(tiny_qwen3, tmp_path / "dpo", "dpo",
-                      [{"messages": history, "chosen": last, "rejected": {"role": "assistant", "content": "Seven."}}],
-                      {"ranking": True, "formatting": "sharegpt", "tags": TAGS,
-                       "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected"}}, template="qwen3")
-    sft, _ = _prepare(tiny_qwen3, tmp_path / "sft", "sft", [{"messages": history + [last]}],
-                      {"formatting": "sharegpt", "columns": {"messages": "messages"}, "tags": TAGS},
-                      template="qwen3", mask_history=True)
+    kto, tok = _prepare(
+        tiny_qwen3,
+        tmp_path / "kto",
+        "kto",
+        [{"messages": history + [last], "label": True}],
+        {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "label"}, "tags": TAGS},
+        template="qwen3",
+    )
+    dpo, _ = _prepare(
+        tiny_qwen3,
+        tmp_path / "dpo",
+        "dpo",
+        [{"messages": history, "chosen": last, "rejected": {"role": "assistant", "content": "Seven."}}],
+        {
+            "ranking": True,
+            "formatting": "sharegpt",
+            "tags": TAGS,
+            "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected"},
+        },
+        template="qwen3",
+    )
+    sft, _ = _prepare(
+        tiny_qwen3,
+        tmp_path / "sft",
+        "sft",
+        [{"messages": history + [last]}],
+        {"formatting": "sharegpt", "columns": {"messages": "messages"}, "tags": TAGS},
+        template="qwen3",
+        mask_history=True,
+    )
     official = (FIXTURES / "qwen3.jinja").read_text(encoding="utf-8")
     prompt_text = render_jinja_template([history], chat_template=official, add_generation_prompt=True)[0][0]
     whole_text = render_jinja_template([history + [last]], chat_template=official)[0][0].removesuffix("\n")
-    assert prompt_text == ("<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\nFour.<|im_end|>\n"
-                           "<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n")  # history without <think>
+    assert prompt_text == (
+        "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\nFour.<|im_end|>\n"
+        "<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n"
+    )  # history without <think>
     prompt = tok(prompt_text, add_special_tokens=False)["input_ids"]
-    whole = prompt + tok(whole_text[len(prompt_text):], add_special_tokens=False)["input_ids"]
+    whole = prompt + tok(whole_text[len(prompt_text) :], add_special_tokens=False)["input_ids"]
     k, d, s = kto.train[0], dpo.train[0], sft.train[0]
     assert k["prompt_ids"] == prompt and k["input_ids"] == whole
-    assert d["chosen_input_ids"] == whole and d["chosen_input_ids"][:d["_prompt_len"]] == prompt
-    assert s["input_ids"] == whole and s["labels"] == [IGNORE] * len(prompt) + whole[len(prompt):]
+    assert d["chosen_input_ids"] == whole and d["chosen_input_ids"][: d["_prompt_len"]] == prompt
+    assert s["input_ids"] == whole and s["labels"] == [IGNORE] * len(prompt) + whole[len(prompt) :]
 
 
 # --- §7: tools for empty and default ----------------------------------------------------------------
+
 
 def test_empty_template_renders_tools_in_the_plain_default_format():
     turns = get_template("empty").encode_turns(TOOL_CONV, system="Sys.", tools=json.dumps(TOOLS))
@@ -89,9 +135,15 @@ def test_empty_template_renders_tools_in_the_plain_default_format():
     ]
     # as LLaMA-Factory's 'empty' (empty_template_eos: false): replies and calls without EOS
     turns = get_template("empty", empty_eos=False).encode_turns(TOOL_CONV, tools=TOOLS)
-    assert turns == [(DEFAULT_TOOL_TEXT + "Weather in Paris?", 'Action: get_weather\nAction Input: {"city": "Paris"}'),
-                     ('{"temp": 18}', "18 degrees.")]
-    assert get_template("default").encode_turns(TOOL_CONV, tools=TOOLS)[0][0].startswith("System: " + DEFAULT_TOOL_TEXT + "</s>")
+    assert turns == [
+        (DEFAULT_TOOL_TEXT + "Weather in Paris?", 'Action: get_weather\nAction Input: {"city": "Paris"}'),
+        ('{"temp": 18}', "18 degrees."),
+    ]
+    assert (
+        get_template("default")
+        .encode_turns(TOOL_CONV, tools=TOOLS)[0][0]
+        .startswith("System: " + DEFAULT_TOOL_TEXT + "</s>")
+    )
 
 
 def test_empty_template_eos_option_switches_the_trained_eos(tiny_qwen, tmp_path):
@@ -108,6 +160,7 @@ def test_empty_template_eos_option_switches_the_trained_eos(tiny_qwen, tmp_path)
 
 # --- §8: family formats -----------------------------------------------------------------------------
 
+
 def test_llama3_tools_keep_the_blank_line_after_the_last_schema():
     prompt = get_template("llama3").encode_turns(TOOL_CONV, system="  Be brief.  ", tools=TOOLS)[0][0]
     schema = json.dumps({"type": "function", "function": TOOLS[0]}, indent=4)
@@ -121,15 +174,25 @@ def test_llama3_tools_keep_the_blank_line_after_the_last_schema():
         "<|start_header_id|>user<|end_header_id|>\n\nWeather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
     )
     # without tools the system message is still trimmed, as the official template does
-    assert get_template("llama3").render_prompt(TOOL_CONV[:1], system=" S ").startswith(
-        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>")
+    assert (
+        get_template("llama3")
+        .render_prompt(TOOL_CONV[:1], system=" S ")
+        .startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>")
+    )
 
 
 def test_chatglm3_last_reply_ends_with_eos_like_its_finetune_demo():
-    conv = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
-            {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Bye!"}]
+    conv = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "Bye"},
+        {"role": "assistant", "content": "Bye!"},
+    ]
     turns = get_template("chatglm3").encode_turns(conv)
     # THUDM's ChatGLM3 finetune_demo appends eos_token_id (</s>) after the last message and trains it; a reply
     # before another turn ends with the next role token, which the shifted loss mask trains too
-    assert turns == [("[gMASK]sop<|user|>\n Hi<|assistant|>", "\n Hello!<|user|>"), ("\n Bye<|assistant|>", "\n Bye!</s>")]
+    assert turns == [
+        ("[gMASK]sop<|user|>\n Hi<|assistant|>", "\n Hello!<|user|>"),
+        ("\n Bye<|assistant|>", "\n Bye!</s>"),
+    ]
     assert get_template("glm4").encode_turns(conv)[-1][1] == "\nBye!<|user|>"  # GLM-4's demo ends with <|user|>

@@ -85,13 +85,18 @@ def test_pinned_rendering(name):
     assert len(turns) == 2
     assert "".join(p + r for p, r in turns) == PINNED[name]
     # the last prompt is exactly the generation prompt of the conversation before the reply
-    assert "".join(p + r for p, r in turns[:1]) + turns[1][0] == tpl.render_prompt(CONV[:3], system=SYSTEM) or name in ("qwen3", "qwen3_vl")
+    assert "".join(p + r for p, r in turns[:1]) + turns[1][0] == tpl.render_prompt(
+        CONV[:3], system=SYSTEM
+    ) or name in ("qwen3", "qwen3_vl")
 
 
 def test_turn_splits_end_at_the_stop_token():
     qwen = get_template("qwen").encode_turns(CONV, system=SYSTEM)
     assert qwen == [
-        ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", "Hello!<|im_end|>"),
+        (
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+            "Hello!<|im_end|>",
+        ),
         ("\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\n", "Fine.<|im_end|>"),
     ]
     assert get_template("llama2").encode_turns(CONV) == [
@@ -126,10 +131,18 @@ def test_stop_words():
 
 def test_trimming_follows_the_official_templates():
     msgs = [{"role": "user", "content": "  Hi \n"}, {"role": "assistant", "content": "\n Hello! "}]
-    assert get_template("llama3").render(msgs).endswith("\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>")
+    assert (
+        get_template("llama3")
+        .render(msgs)
+        .endswith("\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>")
+    )
     assert get_template("llama2").render(msgs) == "<s>[INST] Hi [/INST] Hello! </s>"
     assert get_template("mistral").render(msgs) == "<s>[INST]   Hi \n[/INST] Hello!</s>"
-    assert get_template("qwen").render(msgs).endswith("user\n  Hi \n<|im_end|>\n<|im_start|>assistant\n\n Hello! <|im_end|>")
+    assert (
+        get_template("qwen")
+        .render(msgs)
+        .endswith("user\n  Hi \n<|im_end|>\n<|im_start|>assistant\n\n Hello! <|im_end|>")
+    )
 
 
 # --- reasoning (qwen3) ---------------------------------------------------------------------------
@@ -156,8 +169,10 @@ def test_qwen3_thinking_off_puts_the_empty_block_in_the_prompt():
         ("<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", "4<|im_end|>"),
         ("\n<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", "6<|im_end|>"),
     ]
-    assert get_template("qwen3").render_prompt(THINK[:3], enable_thinking=False).endswith(
-        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert (
+        get_template("qwen3")
+        .render_prompt(THINK[:3], enable_thinking=False)
+        .endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     )
 
 
@@ -187,8 +202,19 @@ def test_qwen3_nothink_ignores_enable_thinking():
 
 # --- tools ---------------------------------------------------------------------------------------
 
-TOOLS = json.dumps([{"name": "get_weather", "description": "Weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string", "description": "City"}}, "required": ["city"]}}])
+TOOLS = json.dumps(
+    [
+        {
+            "name": "get_weather",
+            "description": "Weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "City"}},
+                "required": ["city"],
+            },
+        }
+    ]
+)
 TOOL_CONV = [
     {"role": "user", "content": "Weather in Paris?"},
     {"role": "function_call", "content": json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}})},
@@ -200,10 +226,14 @@ TOOL_CONV = [
 def test_qwen_tool_calling_hermes_format():
     turns = get_template("qwen").encode_turns(TOOL_CONV, system="S", tools=TOOLS)
     assert turns[0][0].startswith("<|im_start|>system\nS\n\n# Tools\n\nYou may call one or more functions")
-    assert '\n<tools>\n{"type": "function", "function": {"name": "get_weather", "description": "Weather"' in turns[0][0]
-    assert turns[0][1] == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
+    assert (
+        '\n<tools>\n{"type": "function", "function": {"name": "get_weather", "description": "Weather"' in turns[0][0]
+    )
+    assert (
+        turns[0][1] == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
+    )
     assert turns[1] == (
-        "\n<|im_start|>user\n<tool_response>\n{\"temp\": 18}\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+        '\n<|im_start|>user\n<tool_response>\n{"temp": 18}\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
         "18 degrees.<|im_end|>",
     )
 

@@ -17,7 +17,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "chat_templates"
 WORDS = ["hi", "hello", "how", "are", "you", "fine", "a", "b"]
 
 
-def tiny_tokenizer(special: list[str], bos: str | None = None, eos: str | None = None, add_bos: bool = False, chat_template=None):
+def tiny_tokenizer(
+    special: list[str], bos: str | None = None, eos: str | None = None, add_bos: bool = False, chat_template=None
+):
     vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(WORDS)}}
     for tok in special:
         vocab.setdefault(tok, len(vocab))
@@ -25,7 +27,9 @@ def tiny_tokenizer(special: list[str], bos: str | None = None, eos: str | None =
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     if add_bos:
         backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, vocab[bos])])
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", bos_token=bos, eos_token=eos)
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", bos_token=bos, eos_token=eos
+    )
     tok.add_special_tokens({"extra_special_tokens": [s for s in special if s not in (bos, eos)]})
     if chat_template:
         tok.chat_template = chat_template
@@ -54,13 +58,20 @@ def test_jinja_mode_finds_the_same_spans_as_the_named_template():
 
 def test_jinja_mode_llama3_spans():
     special = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-    tok = tiny_tokenizer(special, bos="<|begin_of_text|>", eos="<|eot_id|>", chat_template=(FIXTURES / "llama3.jinja").read_text())
-    assert get_template("jinja", tok).encode_turns(CONV, system="S") == get_template("llama3", tok).encode_turns(CONV, system="S")
+    tok = tiny_tokenizer(
+        special, bos="<|begin_of_text|>", eos="<|eot_id|>", chat_template=(FIXTURES / "llama3.jinja").read_text()
+    )
+    assert get_template("jinja", tok).encode_turns(CONV, system="S") == get_template("llama3", tok).encode_turns(
+        CONV, system="S"
+    )
 
 
 def test_jinja_mode_appends_eos_when_the_template_has_no_end_marker():
-    tok = tiny_tokenizer(["<|user|>", "<|assistant|>", "<|system|>", "[gMASK]", "<sop>", "<|endoftext|>"],
-                         eos="<|endoftext|>", chat_template=(FIXTURES / "glm4.jinja").read_text())
+    tok = tiny_tokenizer(
+        ["<|user|>", "<|assistant|>", "<|system|>", "[gMASK]", "<sop>", "<|endoftext|>"],
+        eos="<|endoftext|>",
+        chat_template=(FIXTURES / "glm4.jinja").read_text(),
+    )
     turns = get_template("jinja", tok).encode_turns(CONV)
     assert turns == [
         ("[gMASK]<sop><|user|>\nhi<|assistant|>", "\nhello"),
@@ -88,7 +99,9 @@ def test_jinja_mode_tools():
         {"role": "observation", "content": "b"},
         {"role": "assistant", "content": "done"},
     ]
-    assert get_template("jinja", tok).encode_turns(msgs, tools=tools) == get_template("qwen", tok).encode_turns(msgs, tools=tools)
+    assert get_template("jinja", tok).encode_turns(msgs, tools=tools) == get_template("qwen", tok).encode_turns(
+        msgs, tools=tools
+    )
 
 
 def test_fix_tokenizer_replaces_eos_and_adds_pad():

@@ -36,7 +36,19 @@ SPECIAL = {  # standard special-token strings of each family (what its tokenizer
     "gemma": {"bos_token": "<bos>", "eos_token": "<eos>"},
     "deepseek3": {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"},
 }
-OFFICIAL = ["qwen", "qwen3", "qwen3_nothink", "llama3", "llama2", "mistral", "gemma", "glm4", "chatglm3", "deepseek3", "phi4"]
+OFFICIAL = [
+    "qwen",
+    "qwen3",
+    "qwen3_nothink",
+    "llama3",
+    "llama2",
+    "mistral",
+    "gemma",
+    "glm4",
+    "chatglm3",
+    "deepseek3",
+    "phi4",
+]
 
 
 def hf(system, messages):
@@ -116,16 +128,33 @@ def test_qwen3_reasoning_and_enable_thinking_match_official():
     assert full + "\n" == render(jinja, hf(None, msgs), False)
     # thinking off: no thought is trained; the full string is the official one of the thought-less reply
     off = tpl.encode_turns(msgs, enable_thinking=False, strip_history_thoughts=True)
-    assert off[-1] == ("\n<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", "6<|im_end|>")
-    assert "".join(p + r for p, r in off) + "\n" == render(jinja, hf(None, [U("2+2?"), A("4"), U("3+3?"), A("6")]), False)
+    assert off[-1] == (
+        "\n<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+        "6<|im_end|>",
+    )
+    assert "".join(p + r for p, r in off) + "\n" == render(
+        jinja, hf(None, [U("2+2?"), A("4"), U("3+3?"), A("6")]), False
+    )
 
 
-TOOLS = [{"name": "get_weather", "description": "Weather of a city",
-          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }
+]
 TOOL_MSGS = [
     U("Weather in Paris and Rome?"),
-    {"role": "function_call", "content": json.dumps([{"name": "get_weather", "arguments": {"city": "Paris"}},
-                                                     {"name": "get_weather", "arguments": {"city": "Rome"}}])},
+    {
+        "role": "function_call",
+        "content": json.dumps(
+            [
+                {"name": "get_weather", "arguments": {"city": "Paris"}},
+                {"name": "get_weather", "arguments": {"city": "Rome"}},
+            ]
+        ),
+    },
     {"role": "observation", "content": '{"Paris": 18, "Rome": 24}'},
     A("Paris 18 °C, Rome 24 °C."),
 ]
@@ -143,8 +172,12 @@ def test_qwen_tool_calls_match_official(name, system):
         {"role": "assistant", "content": TOOL_MSGS[3]["content"]},
     ]
     tools = json.dumps(TOOLS)
-    assert tpl.render_prompt(TOOL_MSGS[:1], system=system, tools=tools) == render(jinja, hf_msgs[: len(hf_msgs) - 3], True, tools=hf_tools)
-    assert tpl.render_prompt(TOOL_MSGS[:3], system=system, tools=tools) == render(jinja, hf_msgs[:-1], True, tools=hf_tools)
+    assert tpl.render_prompt(TOOL_MSGS[:1], system=system, tools=tools) == render(
+        jinja, hf_msgs[: len(hf_msgs) - 3], True, tools=hf_tools
+    )
+    assert tpl.render_prompt(TOOL_MSGS[:3], system=system, tools=tools) == render(
+        jinja, hf_msgs[:-1], True, tools=hf_tools
+    )
     kw = {"strip_history_thoughts": True} if name == "qwen3" else {}
     full = "".join(p + r for p, r in tpl.encode_turns(TOOL_MSGS, system=system, tools=tools, **kw))
     assert full + "\n" == render(jinja, hf_msgs, False, tools=hf_tools)
@@ -164,7 +197,10 @@ def test_exported_chat_template_matches_tunekit(name):
     kw = {"strip_history_thoughts": True} if name == "qwen3" else {}
     for system, msgs in CONVERSATIONS:
         for k in range(0, len(msgs), 2):
-            assert render(jinja, hf(system, msgs[: k + 1]), True) == tpl.render_prompt(msgs[: k + 1], system=system), (name, k)
+            assert render(jinja, hf(system, msgs[: k + 1]), True) == tpl.render_prompt(msgs[: k + 1], system=system), (
+                name,
+                k,
+            )
         full = render(jinja, hf(system, msgs), False)
         ours = "".join(p + r for p, r in tpl.encode_turns(msgs, system=system, **kw))
         assert full.removesuffix(tpl.spec.sep) == ours, (name, system)
@@ -179,7 +215,10 @@ def test_exported_template_bakes_the_tokenizer_strings():
 
     tpl = get_template("llama2", Tok())
     assert tpl.render(CONVERSATIONS[0][1]) == "<BOS>[INST] Hi [/INST] Hello! <EOS>"
-    assert render(tpl.chat_template_jinja(), hf(None, CONVERSATIONS[0][1]), False) == "<BOS>[INST] Hi [/INST] Hello! <EOS>"
+    assert (
+        render(tpl.chat_template_jinja(), hf(None, CONVERSATIONS[0][1]), False)
+        == "<BOS>[INST] Hi [/INST] Hello! <EOS>"
+    )
     # default: BOS only if the tokenizer itself adds one
     assert get_template("default", Tok()).render(CONVERSATIONS[0][1]).startswith("<BOS>Human: Hi<EOS>")
     assert get_template("default").render(CONVERSATIONS[0][1]).startswith("Human: Hi</s>")
@@ -196,15 +235,22 @@ def test_qwen3_function_call_with_thought_matches_official():
     ]
     hf_msgs = [
         U("Weather in Paris?"),
-        {"role": "assistant", "content": "", "reasoning_content": "I need the tool.",
-         "tool_calls": [{"type": "function", "function": call}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "I need the tool.",
+            "tool_calls": [{"type": "function", "function": call}],
+        },
         {"role": "tool", "content": "18"},
         A("<think>\nGot it.\n</think>\n\nIt is 18 °C."),
     ]
     hf_tools = [{"type": "function", "function": t} for t in TOOLS]
     tools = json.dumps(TOOLS)
     turns = tpl.encode_turns(msgs, tools=tools)
-    assert turns[0][1] == '<think>\nI need the tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
+    assert (
+        turns[0][1]
+        == '<think>\nI need the tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
+    )
     assert "".join(p + r for p, r in turns) + "\n" == render(jinja, hf_msgs, False, tools=hf_tools)
     assert tpl.render_prompt(msgs[:3], tools=tools) == render(jinja, hf_msgs[:3], True, tools=hf_tools)
 
@@ -216,7 +262,9 @@ def test_export_carries_a_configured_default_system_and_thinking_default():
         msgs = [U("Hi")]
         assert render(tpl.chat_template_jinja(), hf(None, msgs), True) == tpl.render_prompt(msgs), name
         assert "Custom default." in tpl.render_prompt(msgs)
-        assert render(tpl.chat_template_jinja(), hf("Own.", msgs), True) == tpl.render_prompt(msgs, system="Own."), name
+        assert render(tpl.chat_template_jinja(), hf("Own.", msgs), True) == tpl.render_prompt(msgs, system="Own."), (
+            name
+        )
     qwen3 = get_template("qwen3")
     off = qwen3.chat_template_jinja(enable_thinking=False)
     assert render(off, hf(None, [U("Hi")]), True) == qwen3.render_prompt([U("Hi")], enable_thinking=False)

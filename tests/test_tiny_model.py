@@ -26,8 +26,14 @@ MIXED = [
 FAMILIES = {
     "qwen2": ("Qwen2ForCausalLM", "qwen", None, "<|im_end|>", "<|endoftext|>", ["<|im_start|>", "<|im_end|>"]),
     "qwen3": ("Qwen3ForCausalLM", "qwen3", None, "<|im_end|>", "<|endoftext|>", ["<|im_start|>", "<|im_end|>"]),
-    "llama": ("LlamaForCausalLM", "llama3", "<|begin_of_text|>", "<|eot_id|>", None,
-              ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]),
+    "llama": (
+        "LlamaForCausalLM",
+        "llama3",
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+        None,
+        ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+    ),
     "mistral": ("MistralForCausalLM", "mistral", "<s>", "</s>", None, ["[INST]", "[/INST]"]),
     "gemma": ("GemmaForCausalLM", "gemma", "<bos>", "<eos>", "<pad>", ["<start_of_turn>", "<end_of_turn>"]),
 }
@@ -83,7 +89,11 @@ def test_model_reloads_without_missing_keys_and_generates(built, family):
     cfg = json.loads((built[family] / "config.json").read_text())
     assert cfg["architectures"] == [cls]
     assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]) == (
-        64, 2, 4, 2)
+        64,
+        2,
+        4,
+        2,
+    )
     tok = AutoTokenizer.from_pretrained(built[family])
     assert cfg["vocab_size"] >= len(tok) and cfg["vocab_size"] % 64 == 0
     assert cfg["eos_token_id"] == tok.eos_token_id
@@ -96,7 +106,9 @@ def test_model_reloads_without_missing_keys_and_generates(built, family):
         assert marker in text
     prompt = tok.apply_chat_template(messages[:1], add_generation_prompt=True, return_dict=True, return_tensors="pt")
     with torch.no_grad():
-        out = model.generate(**prompt, max_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id)
+        out = model.generate(
+            **prompt, max_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id
+        )
     assert out.shape[1] > prompt["input_ids"].shape[1]
 
 
@@ -113,7 +125,10 @@ def test_cli_in_a_fresh_process_with_more_threads_writes_the_same_files(tmp_path
     out = tmp_path / "cli"
     proc = subprocess.run(
         [sys.executable, "-m", "tunekit.cli.main", "tiny-model", str(out), "--like", "qwen2", "--seed", "0"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Qwen2ForCausalLM" in proc.stdout and "<|im_end|>" in proc.stdout
@@ -121,17 +136,27 @@ def test_cli_in_a_fresh_process_with_more_threads_writes_the_same_files(tmp_path
 
 
 def test_cli_help_does_not_import_torch():
-    code = ("import sys\nfrom tunekit.cli.main import main\ntry:\n    main(['tiny-model', '--help'])\n"
-            "except SystemExit:\n    pass\nprint('TORCH' if 'torch' in sys.modules else 'NOTORCH')")
+    code = (
+        "import sys\nfrom tunekit.cli.main import main\ntry:\n    main(['tiny-model', '--help'])\n"
+        "except SystemExit:\n    pass\nprint('TORCH' if 'torch' in sys.modules else 'NOTORCH')"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "--like" in proc.stdout and proc.stdout.strip().endswith("NOTORCH")
 
 
 @pytest.mark.parametrize(
     ("name", "model_type"),
-    [("qwen2.5-7b", "qwen2"), ("Qwen/Qwen2.5-0.5B-Instruct", "qwen2"), ("qwen3-8b", "qwen3"),
-     ("llama-3.1-8b", "llama"), ("meta-llama/Llama-3.2-1B", "llama"), ("mistral-7b-v0.3", "mistral"),
-     ("gemma-2-2b", "gemma2"), ("google/gemma-3-1b-it", "gemma3_text"), ("gemma", "gemma")],
+    [
+        ("qwen2.5-7b", "qwen2"),
+        ("Qwen/Qwen2.5-0.5B-Instruct", "qwen2"),
+        ("qwen3-8b", "qwen3"),
+        ("llama-3.1-8b", "llama"),
+        ("meta-llama/Llama-3.2-1B", "llama"),
+        ("mistral-7b-v0.3", "mistral"),
+        ("gemma-2-2b", "gemma2"),
+        ("google/gemma-3-1b-it", "gemma3_text"),
+        ("gemma", "gemma"),
+    ],
 )
 def test_model_names_map_to_families(name, model_type):
     assert resolve_like(name).config["model_type"] == model_type
@@ -148,11 +173,25 @@ def test_like_config_path_keeps_structure_and_shrinks_sizes(tmp_path):
     from transformers import AutoModelForCausalLM
 
     real = {  # the shape of a Qwen2.5-7B config.json (structure flags that must survive)
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
-        "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-        "vocab_size": 152064, "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
-        "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 131072, "torch_dtype": "bfloat16",
-        "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu", "max_window_layers": 28,
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-06,
+        "tie_word_embeddings": False,
+        "use_sliding_window": False,
+        "sliding_window": 131072,
+        "torch_dtype": "bfloat16",
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "hidden_act": "silu",
+        "max_window_layers": 28,
     }
     folder = tmp_path / "real"
     folder.mkdir()
@@ -162,7 +201,11 @@ def test_like_config_path_keeps_structure_and_shrinks_sizes(tmp_path):
     assert cfg["model_type"] == "qwen2" and cfg["architectures"] == ["Qwen2ForCausalLM"]
     assert cfg["tie_word_embeddings"] is False and cfg["use_sliding_window"] is False
     assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["intermediate_size"]) == (
-        32, 2, 1, 128)
+        32,
+        2,
+        1,
+        128,
+    )
     assert cfg["rope_parameters"]["rope_theta"] == 1000000.0
     model, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
@@ -203,11 +246,25 @@ def test_like_llama31_config_keeps_rope_scaling_consistent(tmp_path, caplog):
     from transformers import AutoModelForCausalLM
 
     real = {  # the shape of a Llama-3.1-8B config.json (transformers 4 style rope_scaling)
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-        "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": False, "mlp_bias": False,
-        "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "mlp_bias": False,
+        "rope_scaling": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
     }
     (tmp_path / "config.json").write_text(json.dumps(real))
     out = build_tiny_model(tmp_path / "tiny", like=tmp_path / "config.json")
@@ -228,20 +285,28 @@ def _tiny_cli(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("name", "what"), [
-    ("qwen3-vl-30b-a3b", "qwen3-vl-30b-a3b is a vision-language model and a mixture-of-experts model"),
-    ("qwen3.5-4b", "an unknown family"),
-    ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-7b-instruct is a vision-language model"),
-    ("qwen3-next-80b-a3b", "qwen3-next-80b-a3b is a hybrid-attention model (Qwen3-Next) and a mixture-of-experts model"),
-    ("gemma3n-e4b", "'n-e4b' is not a gemma3_text variant tunekit knows"),
-    ("gemma-2-27b-a4b", "a mixture-of-experts gemma2 model ('a4b'), which tunekit does not build"),
-])
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("qwen3-vl-30b-a3b", "qwen3-vl-30b-a3b is a vision-language model and a mixture-of-experts model"),
+        ("qwen3.5-4b", "an unknown family"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-7b-instruct is a vision-language model"),
+        (
+            "qwen3-next-80b-a3b",
+            "qwen3-next-80b-a3b is a hybrid-attention model (Qwen3-Next) and a mixture-of-experts model",
+        ),
+        ("gemma3n-e4b", "'n-e4b' is not a gemma3_text variant tunekit knows"),
+        ("gemma-2-27b-a4b", "a mixture-of-experts gemma2 model ('a4b'), which tunekit does not build"),
+    ],
+)
 def test_a_model_tunekit_cannot_build_is_refused_by_name_and_nothing_is_written(name, what, tmp_path, capsys):
     """These used to write a dense text-only Qwen3 / Qwen2 / Gemma 3 without a word."""
-    builds = ("it builds text: gemma, gemma2, gemma3_text, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe (and names "
-              "such as qwen2.5-7b, llama-3.1-8b, qwen3-30b-a3b); vision-language / audio: gemma-3-vl, gemma3, idefics3, "
-              "llava, llava-1.5, llava-1.6, llava-next, llava-next-llama3, llava-next-mistral, llava1.5, qwen2-audio, "
-              "qwen2-vl, qwen2.5-vl, qwen3-vl, smolvlm, smolvlm1, smolvlm2; or a path to a config.json / model folder.")
+    builds = (
+        "it builds text: gemma, gemma2, gemma3_text, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe (and names "
+        "such as qwen2.5-7b, llama-3.1-8b, qwen3-30b-a3b); vision-language / audio: gemma-3-vl, gemma3, idefics3, "
+        "llava, llava-1.5, llava-1.6, llava-next, llava-next-llama3, llava-next-mistral, llava1.5, qwen2-audio, "
+        "qwen2-vl, qwen2.5-vl, qwen3-vl, smolvlm, smolvlm1, smolvlm2; or a path to a config.json / model folder."
+    )
     with pytest.raises(ModelError) as err:
         build_tiny_model(tmp_path / "lib", like=name)
     assert str(err.value) == f"tiny-model: tunekit cannot build '{name}' ({what}); {builds}"
@@ -253,7 +318,10 @@ def test_a_model_tunekit_cannot_build_is_refused_by_name_and_nothing_is_written(
 def test_a_mixture_of_experts_name_builds_the_real_moe_architecture(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    for name, arch, tokenizer in (("qwen3-30b-a3b", "Qwen3MoeForCausalLM", "qwen3"), ("qwen2-57b-a14b", "Qwen2MoeForCausalLM", "qwen")):
+    for name, arch, tokenizer in (
+        ("qwen3-30b-a3b", "Qwen3MoeForCausalLM", "qwen3"),
+        ("qwen2-57b-a14b", "Qwen2MoeForCausalLM", "qwen"),
+    ):
         assert resolve_like(name).tokenizer.name == tokenizer
         out = build_tiny_model(tmp_path / name, like=name, seed=0)
         model, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
@@ -268,8 +336,10 @@ def test_an_existing_folder_is_replaced_only_with_overwrite(tmp_path, capsys, bu
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
     code, stderr = _tiny_cli([str(folder), "--like", "qwen2"], capsys)
-    assert code != 0 and stderr == (f"error: tiny-model: {folder} exists and is not empty (1 entries, e.g. notes.txt): "
-                                    f"choose a new or empty folder, or pass --overwrite to replace the model in it.\n")
+    assert code != 0 and stderr == (
+        f"error: tiny-model: {folder} exists and is not empty (1 entries, e.g. notes.txt): "
+        f"choose a new or empty folder, or pass --overwrite to replace the model in it.\n"
+    )
     code, stderr = _tiny_cli([str(folder), "--like", "qwen2", "--overwrite"], capsys)
     assert code != 0 and "--overwrite replaces a model folder (one with config.json)" in stderr
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]  # nothing written, nothing lost

@@ -89,8 +89,9 @@ def test_through_peft_with_a_trainable_lm_head(tiny_llama):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama, dtype=torch.float64)
-    model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", modules_to_save=["lm_head"],
-                                             init_lora_weights=False))
+    model = get_peft_model(
+        model, LoraConfig(r=4, target_modules="all-linear", modules_to_save=["lm_head"], init_lora_weights=False)
+    )
     _compare(model.train(), 9)
 
 
@@ -113,9 +114,18 @@ def test_training_on_and_off_gives_the_same_losses(tiny_qwen, tmp_path):
     losses = {}
     for flag in (True, False):
         out = tmp_path / f"out-{flag}"
-        cfg = base_config(tiny_qwen, data, out, finetuning_type="lora", per_device_train_batch_size=2,
-                          gradient_accumulation_steps=2, max_steps=3, trained_tokens_loss=flag, gradient_checkpointing=False,
-                          dtype="float64")
+        cfg = base_config(
+            tiny_qwen,
+            data,
+            out,
+            finetuning_type="lora",
+            per_device_train_batch_size=2,
+            gradient_accumulation_steps=2,
+            max_steps=3,
+            trained_tokens_loss=flag,
+            gradient_checkpointing=False,
+            dtype="float64",
+        )
         run_train(load_config(None, cfg))
         rows = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
         losses[flag] = [r["loss"] for r in rows if "loss" in r]

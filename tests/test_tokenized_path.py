@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import alpaca_records, base_config, write_dataset
 from stage_helpers import train_rows
 
@@ -89,8 +88,9 @@ def tiny_qwen2_vl(tmp_path_factory) -> Path:
 
 
 def _vl_cfg(model: Path, data_dir: Path, out: Path, **opts):
-    return _cfg(model, data_dir, out, template="qwen2_vl", dataset="mllm_demo", cutoff_len=1024,
-                image_max_pixels=SMALL, **opts)
+    return _cfg(
+        model, data_dir, out, template="qwen2_vl", dataset="mllm_demo", cutoff_len=1024, image_max_pixels=SMALL, **opts
+    )
 
 
 def _batch(data, tokenizer):
@@ -122,8 +122,9 @@ def test_a_missing_media_file_is_named_on_load(tiny_qwen2_vl, demo_dir, tmp_path
     data_dir = tmp_path / "data"
     shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
     shutil.copy(demo_dir / "mllm_demo.json", data_dir / "mllm_demo.json")
-    (data_dir / "dataset_info.json").write_text(json.dumps({"mllm_demo": json.loads(
-        (demo_dir / "dataset_info.json").read_text())["mllm_demo"]}))
+    (data_dir / "dataset_info.json").write_text(
+        json.dumps({"mllm_demo": json.loads((demo_dir / "dataset_info.json").read_text())["mllm_demo"]})
+    )
     folder = tmp_path / "tok"
     cfg = _vl_cfg(tiny_qwen2_vl, data_dir, tmp_path / "out", tokenized_path=str(folder))
     _prepare(cfg)
@@ -131,8 +132,10 @@ def test_a_missing_media_file_is_named_on_load(tiny_qwen2_vl, demo_dir, tmp_path
     gone.unlink()
     with pytest.raises(DataError) as exc:
         _prepare(cfg)
-    assert str(exc.value) == (f"tokenized_path {folder}: its rows use the media file {gone}, which is missing. Put the "
-                              f"file back (the rows hold absolute paths), or {FIX}.")
+    assert str(exc.value) == (
+        f"tokenized_path {folder}: its rows use the media file {gone}, which is missing. Put the "
+        f"file back (the rows hold absolute paths), or {FIX}."
+    )
 
 
 # --- a folder made for another config ----------------------------------------------------------------------------
@@ -164,7 +167,9 @@ MISMATCHES = [  # (config change, the key named, saved value, this config's valu
 
 
 @pytest.mark.parametrize("change, key, old, new", MISMATCHES, ids=[m[1] for m in MISMATCHES])
-def test_each_mismatch_names_the_folder_key_both_values_and_the_fix(saved, tiny_qwen, text_data, tmp_path, change, key, old, new):
+def test_each_mismatch_names_the_folder_key_both_values_and_the_fix(
+    saved, tiny_qwen, text_data, tmp_path, change, key, old, new
+):
     from tunekit.errors import DataError
 
     opts = {"val_size": 0.25, **change}
@@ -172,16 +177,21 @@ def test_each_mismatch_names_the_folder_key_both_values_and_the_fix(saved, tiny_
     cfg = _cfg(tiny_qwen, text_data, tmp_path / "out", tokenized_path=str(saved), **opts)
     with pytest.raises(DataError) as exc:
         _prepare(cfg, stage)
-    assert str(exc.value) == (f"tokenized_path {saved} was tokenized with {key} = {old!r}, but this config gives {key} = "
-                              f"{new!r}: its rows do not fit this run. {FIX[0].upper()}{FIX[1:]}.")
+    assert str(exc.value) == (
+        f"tokenized_path {saved} was tokenized with {key} = {old!r}, but this config gives {key} = "
+        f"{new!r}: its rows do not fit this run. {FIX[0].upper()}{FIX[1:]}."
+    )
 
 
 def test_another_tokenizer_of_the_same_size_is_a_mismatch(saved, tiny_qwen, text_data, tmp_path):
     from tunekit.errors import DataError
 
     other = _swapped_tokenizer(tiny_qwen, tmp_path / "model")
-    with pytest.raises(DataError, match=r"was tokenized with tokenizer = '[0-9a-f]{16}', but this config gives "
-                                        r"tokenizer = '[0-9a-f]{16}'"):
+    with pytest.raises(
+        DataError,
+        match=r"was tokenized with tokenizer = '[0-9a-f]{16}', but this config gives "
+        r"tokenizer = '[0-9a-f]{16}'",
+    ):
         _prepare(_cfg(other, text_data, tmp_path / "out", tokenized_path=str(saved), val_size=0.25))
 
 
@@ -190,10 +200,23 @@ def test_media_settings_are_checked(tiny_qwen2_vl, demo_dir, tmp_path):
 
     folder = tmp_path / "tok"
     _prepare(_vl_cfg(tiny_qwen2_vl, demo_dir, tmp_path / "out", tokenized_path=str(folder)))
-    with pytest.raises(DataError, match=r"with media_options = \{.*'image_max_pixels': 12544.*\}, but this config gives "
-                                        r"media_options = \{.*'image_max_pixels': 50176.*\}"):
-        _prepare(_cfg(tiny_qwen2_vl, demo_dir, tmp_path / "out", template="qwen2_vl", dataset="mllm_demo",
-                      cutoff_len=1024, image_max_pixels=4 * SMALL, tokenized_path=str(folder)))
+    with pytest.raises(
+        DataError,
+        match=r"with media_options = \{.*'image_max_pixels': 12544.*\}, but this config gives "
+        r"media_options = \{.*'image_max_pixels': 50176.*\}",
+    ):
+        _prepare(
+            _cfg(
+                tiny_qwen2_vl,
+                demo_dir,
+                tmp_path / "out",
+                template="qwen2_vl",
+                dataset="mllm_demo",
+                cutoff_len=1024,
+                image_max_pixels=4 * SMALL,
+                tokenized_path=str(folder),
+            )
+        )
 
 
 def test_the_same_config_without_dataset_loads_the_folder(saved, tiny_qwen, text_data, tmp_path):
@@ -211,9 +234,11 @@ def test_an_older_folder_without_the_keys_is_refused(saved, tiny_qwen, text_data
     (old / "tunekit_tokenized.json").write_text(json.dumps({"reports": meta["reports"]}))  # what tunekit wrote before
     with pytest.raises(DataError) as exc:
         _prepare(_cfg(tiny_qwen, text_data, tmp_path / "out", tokenized_path=str(old), val_size=0.25))
-    assert str(exc.value) == (f"tokenized_path {old} was saved by an older tunekit that did not record what the data was "
-                              f"tokenized with (stage, template, tokenizer, cutoff_len, ...), so it cannot be checked "
-                              f"against this config: {FIX}.")
+    assert str(exc.value) == (
+        f"tokenized_path {old} was saved by an older tunekit that did not record what the data was "
+        f"tokenized with (stage, template, tokenizer, cutoff_len, ...), so it cannot be checked "
+        f"against this config: {FIX}."
+    )
 
 
 def test_a_llamafactory_folder_is_neither_read_nor_overwritten(tiny_qwen, text_data, tmp_path):

@@ -6,8 +6,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from tests.helpers import alpaca_records, base_config, write_dataset
 from tunekit.config import load_config
 from tunekit.flow import run_train  # the one train flow (auto_fit, gradient_checkpointing: auto decided)
@@ -16,11 +14,30 @@ from tunekit.flow import run_train  # the one train flow (auto_fit, gradient_che
 def test_two_datasets_max_samples_workers_and_grouping(tiny_qwen, tmp_path):
     data = tmp_path / "data"
     write_dataset(data, "a", alpaca_records(30, seed=1))
-    write_dataset(data, "b", [{"conversations": [{"from": "human", "value": f"Echo {i}"}, {"from": "gpt", "value": f"{i}"}]}
-                              for i in range(30)], {"formatting": "sharegpt"})
+    write_dataset(
+        data,
+        "b",
+        [
+            {"conversations": [{"from": "human", "value": f"Echo {i}"}, {"from": "gpt", "value": f"{i}"}]}
+            for i in range(30)
+        ],
+        {"formatting": "sharegpt"},
+    )
     out = tmp_path / "out"
-    cfg = load_config(None, base_config(tiny_qwen, data, out, dataset="a,b", max_samples=20, preprocessing_num_workers=2,
-                                        preprocessing_batch_size=5, group_by_length=True, max_steps=2))
+    cfg = load_config(
+        None,
+        base_config(
+            tiny_qwen,
+            data,
+            out,
+            dataset="a,b",
+            max_samples=20,
+            preprocessing_num_workers=2,
+            preprocessing_batch_size=5,
+            group_by_length=True,
+            max_steps=2,
+        ),
+    )
     run_train(cfg)
     report = json.loads((out / "preprocessing_report.json").read_text())
     assert [(r["name"], r["records"], r["kept"]) for r in report] == [("a", 20, 20), ("b", 20, 20)]
@@ -34,7 +51,12 @@ def test_continue_training_an_existing_adapter(tiny_qwen, tmp_path):
     write_dataset(data, "toy", alpaca_records(8))
     first, second = tmp_path / "first", tmp_path / "second"
     run_train(load_config(None, base_config(tiny_qwen, data, first, max_steps=2, learning_rate=1e-2)))
-    run_train(load_config(None, base_config(tiny_qwen, data, second, max_steps=2, learning_rate=1e-2, adapter_name_or_path=str(first))))
+    run_train(
+        load_config(
+            None,
+            base_config(tiny_qwen, data, second, max_steps=2, learning_rate=1e-2, adapter_name_or_path=str(first)),
+        )
+    )
     a, b = load_file(first / "adapter_model.safetensors"), load_file(second / "adapter_model.safetensors")
     assert a.keys() == b.keys() and any((a[k] - b[k]).abs().max() > 0 for k in a)
     cfg = json.loads((second / "adapter_config.json").read_text())
@@ -44,7 +66,9 @@ def test_continue_training_an_existing_adapter(tiny_qwen, tmp_path):
 def test_pissa_initialisation_builds(tiny_qwen):
     from tunekit.model.loader import load_model, load_tokenizer
 
-    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "template": "qwen", "pissa_init": True, "pissa_iter": 4})
+    cfg = load_config(
+        None, {"model_name_or_path": str(tiny_qwen), "template": "qwen", "pissa_init": True, "pissa_iter": 4}
+    )
     model = load_model(cfg, load_tokenizer(cfg))
     b = [p for n, p in model.named_parameters() if "lora_B" in n]
     assert b and all(p.abs().sum() > 0 for p in b)  # PiSSA starts from singular vectors, plain LoRA from B = 0

@@ -41,13 +41,16 @@ def _losses(out: Path) -> list[float]:
     return [row["loss"] for row in _log(out) if "loss" in row]
 
 
-@pytest.mark.parametrize("method, extra", [
-    ("lora", {"learning_rate": 5e-3}),
-    ("lora", {"learning_rate": 5e-3, "use_dora": True}),
-    ("lora", {"learning_rate": 1e-2, "use_rslora": True, "lora_target": "q_proj,v_proj"}),
-    ("freeze", {"learning_rate": 3e-3, "freeze_trainable_layers": 1}),
-    ("full", {"learning_rate": 3e-3}),
-])
+@pytest.mark.parametrize(
+    "method, extra",
+    [
+        ("lora", {"learning_rate": 5e-3}),
+        ("lora", {"learning_rate": 5e-3, "use_dora": True}),
+        ("lora", {"learning_rate": 1e-2, "use_rslora": True, "lora_target": "q_proj,v_proj"}),
+        ("freeze", {"learning_rate": 3e-3, "freeze_trainable_layers": 1}),
+        ("full", {"learning_rate": 3e-3}),
+    ],
+)
 def test_loss_decreases(tiny_qwen, data_dir, tmp_path, method, extra):
     out = tmp_path / "out"
     results = _train(tiny_qwen, data_dir, out, finetuning_type=method, max_steps=12, **extra)
@@ -58,7 +61,17 @@ def test_loss_decreases(tiny_qwen, data_dir, tmp_path, method, extra):
     all_results = json.loads((out / "all_results.json").read_text())
     assert {"train_runtime", "train_tokens_per_second", "peak_rss_mb", "train_loss"} <= set(all_results)
     row = _log(out)[0]
-    assert {"step", "loss", "lr", "grad_norm", "epoch", "num_input_tokens_seen", "elapsed_s", "eta_s", "total_steps"} <= set(row)
+    assert {
+        "step",
+        "loss",
+        "lr",
+        "grad_norm",
+        "epoch",
+        "num_input_tokens_seen",
+        "elapsed_s",
+        "eta_s",
+        "total_steps",
+    } <= set(row)
     assert (out / "tunekit_config.yaml").is_file() and (out / "tokenizer.json").is_file()
     if method == "lora":
         assert (out / "adapter_model.safetensors").is_file() and (out / "adapter_config.json").is_file()
@@ -70,7 +83,9 @@ def test_freeze_trains_only_the_last_layers(tiny_qwen, data_dir, tmp_path):
     from safetensors.torch import load_file
 
     out = tmp_path / "out"
-    _train(tiny_qwen, data_dir, out, finetuning_type="freeze", freeze_trainable_layers=1, max_steps=2, learning_rate=1e-2)
+    _train(
+        tiny_qwen, data_dir, out, finetuning_type="freeze", freeze_trainable_layers=1, max_steps=2, learning_rate=1e-2
+    )
     before, after = load_file(tiny_qwen / "model.safetensors"), load_file(out / "model.safetensors")
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all(k.startswith("model.layers.1.") for k in changed), sorted(changed)
@@ -91,8 +106,15 @@ def test_lora_adapter_reloads_in_plain_peft_with_same_logits(tiny_qwen, data_dir
     # guarded effect (a wrong or missing adapter moves the logits by > 1e-3, asserted below).
     base = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.float64)
     plain = PeftModel.from_pretrained(base, out).eval()
-    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen), "adapter_name_or_path": str(out), "template": "qwen",
-                             "dtype": "float64"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(tiny_qwen),
+            "adapter_name_or_path": str(out),
+            "template": "qwen",
+            "dtype": "float64",
+        },
+    )
     ours = load_model(cfg, load_tokenizer(cfg), is_trainable=False)
     ids = torch.tensor([[5, 17, 99, 23, 42, 7, 64, 3]])
     with torch.no_grad():
@@ -110,7 +132,9 @@ def test_full_model_reloads_with_plain_transformers(tiny_qwen, data_dir, tmp_pat
     _train(tiny_qwen, data_dir, out, finetuning_type="full", max_steps=2, learning_rate=1e-3)
     model = AutoModelForCausalLM.from_pretrained(out)
     tok = AutoTokenizer.from_pretrained(out)
-    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 1 plus 1?"}], tokenize=False, add_generation_prompt=True)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "What is 1 plus 1?"}], tokenize=False, add_generation_prompt=True
+    )
     assert prompt.endswith("<|im_start|>assistant\n")
     assert model(**tok(prompt, return_tensors="pt")).logits.shape[-1] == model.config.vocab_size
 
@@ -120,7 +144,9 @@ def test_gradient_accumulation_equivalence(tiny_qwen, data_dir, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     # float64 weights: in float32, Adam turns reduction-order differences of gradients at the rounding floor into
     # steps of up to lr (tests/tolerances.py), so later losses would depend on the machine's kernels.
-    common = dict(finetuning_type="full", max_steps=4, learning_rate=1e-3, gradient_checkpointing=False, dtype="float64")
+    common = dict(
+        finetuning_type="full", max_steps=4, learning_rate=1e-3, gradient_checkpointing=False, dtype="float64"
+    )
     _train(tiny_qwen, data_dir, a, per_device_train_batch_size=1, gradient_accumulation_steps=4, **common)
     _train(tiny_qwen, data_dir, b, per_device_train_batch_size=4, gradient_accumulation_steps=1, **common)
     la, lb = _losses(a), _losses(b)
@@ -144,8 +170,16 @@ def _weights(path: Path) -> dict:
 @pytest.mark.parametrize("method", ["lora", "full"])
 def test_resume_matches_uninterrupted_run(tiny_qwen, data_dir, tmp_path, method):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    common = dict(finetuning_type=method, max_steps=8, save_strategy="steps", save_steps=3, per_device_train_batch_size=3,
-                  learning_rate=5e-3, lr_scheduler_type="cosine", warmup_steps=2)
+    common = dict(
+        finetuning_type=method,
+        max_steps=8,
+        save_strategy="steps",
+        save_steps=3,
+        per_device_train_batch_size=3,
+        learning_rate=5e-3,
+        lr_scheduler_type="cosine",
+        warmup_steps=2,
+    )
     _train(tiny_qwen, data_dir, full, **common)
     # the run "died" after its checkpoint at step 3: only that checkpoint survives
     resumed.mkdir()
@@ -176,7 +210,9 @@ def test_refuses_non_empty_output_dir(tiny_qwen, data_dir, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    with pytest.raises(ConfigError, match=r"output_dir .*out is not empty \(precious\.txt\)\. Set overwrite_output_dir: true"):
+    with pytest.raises(
+        ConfigError, match=r"output_dir .*out is not empty \(precious\.txt\)\. Set overwrite_output_dir: true"
+    ):
         _train(tiny_qwen, data_dir, out)
     assert (out / "precious.txt").read_text() == "keep me"
 
@@ -191,9 +227,16 @@ def test_missing_tracker_fails_before_training(tiny_qwen, data_dir, tmp_path):
 
 def test_sigterm_saves_a_checkpoint_and_resume_continues(tiny_qwen, data_dir, tmp_path):
     out = tmp_path / "out"
-    cfg = base_config(tiny_qwen, data_dir, out, max_steps=400, save_strategy="steps", save_steps=1000, learning_rate=1e-4)
+    cfg = base_config(
+        tiny_qwen, data_dir, out, max_steps=400, save_strategy="steps", save_steps=1000, learning_rate=1e-4
+    )
     args = [f"{k}={v}" for k, v in cfg.items()]
-    proc = subprocess.Popen([sys.executable, "-m", "tunekit.cli.main", "train", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunekit.cli.main", "train", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     log = out / "trainer_log.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not (log.is_file() and log.read_text().count("\n") >= 2):
@@ -208,10 +251,25 @@ def test_sigterm_saves_a_checkpoint_and_resume_continues(tiny_qwen, data_dir, tm
 
 
 def test_cli_train_user_error_has_no_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", "model_name_or_path=/nonexistent/model",
-                           "template=qwen", "dataset=x", f"output_dir={tmp_path / 'o'}"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunekit.cli.main",
+            "train",
+            "model_name_or_path=/nonexistent/model",
+            "template=qwen",
+            "dataset=x",
+            f"output_dir={tmp_path / 'o'}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: Model folder /nonexistent/model does not exist (model_name_or_path). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B."
+    assert (
+        proc.stderr.strip()
+        == "error: Model folder /nonexistent/model does not exist (model_name_or_path). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B."
+    )
 
 
 def test_swanlab_local_mode_works_offline(tiny_qwen, data_dir, tmp_path):
@@ -236,12 +294,33 @@ def test_tutorial_command_runs_as_written(tiny_qwen, data_dir, tmp_path):
     from tests.test_config import TUTORIAL_FLAGS
 
     flags = list(TUTORIAL_FLAGS)
-    swap = {"--model_name_or_path": str(tiny_qwen), "--dataset_dir": str(data_dir), "--dataset": "toy",
-            "--output_dir": str(tmp_path / "out"), "--swanlab_mode": "local"}
+    swap = {
+        "--model_name_or_path": str(tiny_qwen),
+        "--dataset_dir": str(data_dir),
+        "--dataset": "toy",
+        "--output_dir": str(tmp_path / "out"),
+        "--swanlab_mode": "local",
+    }
     for key, value in swap.items():
         flags[flags.index(key) + 1] = value
-    proc = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", *flags, "--max_steps", "2", "--cutoff_len", "256", "--logging_steps", "1"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunekit.cli.main",
+            "train",
+            *flags,
+            "--max_steps",
+            "2",
+            "--cutoff_len",
+            "256",
+            "--logging_steps",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = tmp_path / "out"
     assert (out / "adapter_model.safetensors").is_file() and (out / "training_loss.png").is_file()
@@ -255,8 +334,19 @@ def test_final_evaluation_is_the_last_step_evaluation_of_the_saved_weights(tiny_
     """HF evaluates at the last step; do_eval's evaluation after training reuses it instead of a second pass,
     and its numbers are those of the saved model evaluated afresh."""
     out = tmp_path / "out"
-    results = _train(tiny_qwen, data_dir, out, finetuning_type="full", learning_rate=3e-3, val_size=4,
-                     eval_strategy="steps", eval_steps=2, max_steps=3, do_train=True, do_eval=True)
+    results = _train(
+        tiny_qwen,
+        data_dir,
+        out,
+        finetuning_type="full",
+        learning_rate=3e-3,
+        val_size=4,
+        eval_strategy="steps",
+        eval_steps=2,
+        max_steps=3,
+        do_train=True,
+        do_eval=True,
+    )
     evals = [row for row in _log(out) if "eval_loss" in row]
     assert [row["step"] for row in evals] == [2, 3]
     eval_results = json.loads((out / "eval_results.json").read_text())
@@ -274,7 +364,9 @@ def test_final_evaluation_runs_again_when_the_weights_changed():
 
     from tunekit.train.run import evaluation_of_final_weights
 
-    state = SimpleNamespace(global_step=4, log_history=[{"step": 4, "loss": 1.0}, {"step": 4, "eval_loss": 2.0, "epoch": 1.0}])
+    state = SimpleNamespace(
+        global_step=4, log_history=[{"step": 4, "loss": 1.0}, {"step": 4, "eval_loss": 2.0, "epoch": 1.0}]
+    )
     trainer = SimpleNamespace(state=state)
     cfg = SimpleNamespace(do_train=True, load_best_model_at_end=False)
     assert evaluation_of_final_weights(trainer, cfg) == {"eval_loss": 2.0, "epoch": 1.0}

@@ -18,7 +18,9 @@ from tests.helpers import alpaca_records, base_config, write_dataset
 from tunekit.config import load_config
 from tunekit.errors import ModelError
 
-RESUME_FIX = "Resume from another checkpoint (resume_from_checkpoint: PATH), or train afresh without resume_from_checkpoint."
+RESUME_FIX = (
+    "Resume from another checkpoint (resume_from_checkpoint: PATH), or train afresh without resume_from_checkpoint."
+)
 
 
 class _OpensAFile:
@@ -61,8 +63,9 @@ def _crafted_run(trained, tmp_path: Path, name: str, plain: bool = False) -> tup
     return ckpt, target, marker, {**cfg, "output_dir": str(out), "resume_from_checkpoint": str(ckpt)}
 
 
-@pytest.mark.parametrize("name,plain", [("optimizer.pt", False), ("scheduler.pt", False), ("rng_state.pth", False),
-                                        ("optimizer.pt", True)])
+@pytest.mark.parametrize(
+    "name,plain", [("optimizer.pt", False), ("scheduler.pt", False), ("rng_state.pth", False), ("optimizer.pt", True)]
+)
 def test_resuming_a_checkpoint_with_a_crafted_pickle_is_one_named_error(trained, tmp_path, capsys, name, plain):
     from tunekit.cli.main import main
 
@@ -71,11 +74,15 @@ def test_resuming_a_checkpoint_with_a_crafted_pickle_is_one_named_error(trained,
     err = capsys.readouterr().err.strip()
     assert code != 0 and not marker.exists()
     if plain:
-        expected = (f"{target} could not be loaded safely (its pickle holds more than tensors and plain data); tunekit "
-                    f"never runs code from a pickle. {RESUME_FIX}")
+        expected = (
+            f"{target} could not be loaded safely (its pickle holds more than tensors and plain data); tunekit "
+            f"never runs code from a pickle. {RESUME_FIX}"
+        )
     else:
-        expected = (f"{target} could not be loaded safely: its pickle names io.open, which a training checkpoint never "
-                    f"holds (loading it would run code from the file). {RESUME_FIX}")
+        expected = (
+            f"{target} could not be loaded safely: its pickle names io.open, which a training checkpoint never "
+            f"holds (loading it would run code from the file). {RESUME_FIX}"
+        )
     assert err.splitlines()[-1].endswith(expected), err[-2000:]
     assert "Traceback" not in err and "weights_only" not in err
 
@@ -86,7 +93,9 @@ def test_a_genuine_checkpoint_passes(trained):
     ckpt = trained[0] / "checkpoint-2"
     names = sorted(p.name for p in ckpt.iterdir())
     assert {"optimizer.pt", "scheduler.pt", "rng_state.pth"} <= set(names)
-    assert unsafe_globals(ckpt / "rng_state.pth") != [] and unsafe_globals(ckpt / "rng_state.pth", allow_numpy=True) == []
+    assert (
+        unsafe_globals(ckpt / "rng_state.pth") != [] and unsafe_globals(ckpt / "rng_state.pth", allow_numpy=True) == []
+    )
     check_resume_pickles(ckpt)  # numpy's random state in rng_state.pth is allowed, as transformers allows it
 
 
@@ -97,14 +106,17 @@ def test_a_crafted_bin_adapter_is_one_named_error(trained, tiny_qwen, tmp_path):
     adapter.mkdir()
     shutil.copy(trained[0] / "checkpoint-2" / "adapter_config.json", adapter)
     torch.save({"base_model.model.lm_head.weight": _OpensAFile(marker)}, adapter / "adapter_model.bin")
-    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(adapter), template="qwen"))
+    cfg = load_config(
+        None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(adapter), template="qwen")
+    )
     with pytest.raises(ModelError) as err:
         ChatEngine(cfg)
     assert not marker.exists()
     assert str(err.value) == (
         f"{adapter / 'adapter_model.bin'} could not be loaded safely: its pickle names io.open, which a PEFT adapter "
         f"never holds (loading it would run code from the file). Use a copy of the adapter saved as "
-        f"adapter_model.safetensors (PEFT's default), or convert this one only where you trust its source.")
+        f"adapter_model.safetensors (PEFT's default), or convert this one only where you trust its source."
+    )
 
 
 class _RunsACommand:
@@ -123,15 +135,22 @@ def _crafted_zero_checkpoint(trained, tmp_path: Path, protocol: int) -> tuple[Pa
     from tunekit.train.checkpoints import write_complete_marker
 
     ckpt, _, marker, cfg = _crafted_run(trained, tmp_path, "optimizer.pt")
-    torch.save({"state": {}, "param_groups": []}, ckpt / "optimizer.pt")  # genuine again: only DeepSpeed's file is crafted
+    torch.save(
+        {"state": {}, "param_groups": []}, ckpt / "optimizer.pt"
+    )  # genuine again: only DeepSpeed's file is crafted
     step = ckpt / "global_step2"
     step.mkdir()
     (ckpt / "latest").write_text("global_step2")
     target = step / "mp_rank_00_model_states.pt"
-    torch.save({"module": {}, "buffer_names": [], "ds_version": "0.19.8", "lr_scheduler": _RunsACommand(f"touch {marker}")},
-               target, pickle_protocol=protocol)
-    torch.save({"optimizer_state_dict": {"zero_stage": 2, "partition_count": 1}},
-               step / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    torch.save(
+        {"module": {}, "buffer_names": [], "ds_version": "0.19.8", "lr_scheduler": _RunsACommand(f"touch {marker}")},
+        target,
+        pickle_protocol=protocol,
+    )
+    torch.save(
+        {"optimizer_state_dict": {"zero_stage": 2, "partition_count": 1}},
+        step / "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+    )
     write_complete_marker(ckpt, 2)  # as whoever crafted it would
     return ckpt, target, marker, cfg
 
@@ -150,11 +169,15 @@ def test_resuming_a_zero_checkpoint_with_a_crafted_model_states_file_is_one_name
         plan_resume(cfg["output_dir"], str(ckpt), True, check_finished=False)
     assert not marker.exists()
     if protocol == 2:
-        expected = (f"{target} could not be loaded safely: its pickle names {os.system.__module__}.system, which a "
-                    f"DeepSpeed checkpoint never holds (loading it would run code from the file). {RESUME_FIX}")
+        expected = (
+            f"{target} could not be loaded safely: its pickle names {os.system.__module__}.system, which a "
+            f"DeepSpeed checkpoint never holds (loading it would run code from the file). {RESUME_FIX}"
+        )
     else:
-        expected = (f"{target} could not be loaded safely (its pickle holds more than tensors and plain data); tunekit "
-                    f"never runs code from a pickle. {RESUME_FIX}")
+        expected = (
+            f"{target} could not be loaded safely (its pickle holds more than tensors and plain data); tunekit "
+            f"never runs code from a pickle. {RESUME_FIX}"
+        )
     assert str(err.value) == expected
     assert "\n" not in str(err.value) and "weights_only" not in str(err.value)
     torch.load(target, weights_only=False)  # what DeepSpeed's loader does with it: the command runs
@@ -170,8 +193,10 @@ def _crafted_adapter_folder(tiny_qwen: Path, folder: Path, marker: Path) -> Path
     return folder / "adapter_model.bin"
 
 
-ADAPTER_FIX = ("Use a copy of the adapter saved as adapter_model.safetensors (PEFT's default), or convert this one only "
-               "where you trust its source.")
+ADAPTER_FIX = (
+    "Use a copy of the adapter saved as adapter_model.safetensors (PEFT's default), or convert this one only "
+    "where you trust its source."
+)
 
 
 def test_a_reward_model_adapter_with_a_crafted_bin_is_one_named_error(tiny_qwen, tmp_path):
@@ -182,13 +207,17 @@ def test_a_reward_model_adapter_with_a_crafted_bin_is_one_named_error(tiny_qwen,
 
     marker = tmp_path / "pwned"
     bad = _crafted_adapter_folder(tiny_qwen, tmp_path / "rm", marker)
-    save_file({"v_head.summary.weight": torch.zeros(1, 64), "v_head.summary.bias": torch.zeros(1)},
-              str(tmp_path / "rm" / VALUE_HEAD_FILE))
+    save_file(
+        {"v_head.summary.weight": torch.zeros(1, 64), "v_head.summary.bias": torch.zeros(1)},
+        str(tmp_path / "rm" / VALUE_HEAD_FILE),
+    )
     with pytest.raises(ModelError) as err:
         load_value_head_model(tmp_path / "rm")
     assert not marker.exists()
-    assert str(err.value) == (f"{bad} could not be loaded safely: its pickle names io.open, which a PEFT adapter never "
-                              f"holds (loading it would run code from the file). {ADAPTER_FIX}")
+    assert str(err.value) == (
+        f"{bad} could not be loaded safely: its pickle names io.open, which a PEFT adapter never "
+        f"holds (loading it would run code from the file). {ADAPTER_FIX}"
+    )
 
 
 def test_the_export_checks_reference_model_refuses_a_crafted_bin_adapter(tiny_qwen, tmp_path):
@@ -197,8 +226,12 @@ def test_the_export_checks_reference_model_refuses_a_crafted_bin_adapter(tiny_qw
 
     marker = tmp_path / "pwned"
     bad = _crafted_adapter_folder(tiny_qwen, tmp_path / "adapter", marker)
-    cfg = load_config(None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(bad.parent), template="qwen"))
+    cfg = load_config(
+        None, dict(model_name_or_path=str(tiny_qwen), adapter_name_or_path=str(bad.parent), template="qwen")
+    )
     with pytest.raises(ModelError) as err:
         reference_model(cfg)
     assert not marker.exists()
-    assert str(err.value).startswith(f"{bad} could not be loaded safely: its pickle names io.open, which a PEFT adapter")
+    assert str(err.value).startswith(
+        f"{bad} could not be loaded safely: its pickle names io.open, which a PEFT adapter"
+    )

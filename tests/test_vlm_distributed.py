@@ -31,20 +31,37 @@ DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
 ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"}, "tags": TAGS}
 RECORDS = [
-    {"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
-     "images": ["mllm_demo_data/1.jpg"]},
-    {"messages": [{"role": "user", "content": "Describe <image> please"}, {"role": "assistant", "content": "A speech."}],
-     "images": ["mllm_demo_data/2.jpg"]},
-    {"messages": [{"role": "user", "content": "What is in <image>?"}, {"role": "assistant", "content": "Players."}],
-     "images": ["mllm_demo_data/3.jpg"]},
+    {
+        "messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+        "images": ["mllm_demo_data/1.jpg"],
+    },
+    {
+        "messages": [
+            {"role": "user", "content": "Describe <image> please"},
+            {"role": "assistant", "content": "A speech."},
+        ],
+        "images": ["mllm_demo_data/2.jpg"],
+    },
+    {
+        "messages": [{"role": "user", "content": "What is in <image>?"}, {"role": "assistant", "content": "Players."}],
+        "images": ["mllm_demo_data/3.jpg"],
+    },
 ] * 2
 LR, STEPS = 1e-3, 3
 # float32: a step's loss is a mean over <= 2 x ~40 trained and image-free tokens of <= ~8 nats (ln of the vocabulary 1856),
 # summed in two orders: loss_tolerance(80, 8)
 LOSS_TOL = loss_tolerance(80, 8.0)
-COMMON = dict(template="qwen2_vl", cutoff_len=1024, image_max_pixels=28 * 28 * 16, finetuning_type="full",
-              freeze_multi_modal_projector=False, max_steps=STEPS, learning_rate=LR, gradient_checkpointing=False,
-              overwrite_output_dir=True)
+COMMON = dict(
+    template="qwen2_vl",
+    cutoff_len=1024,
+    image_max_pixels=28 * 28 * 16,
+    finetuning_type="full",
+    freeze_multi_modal_projector=False,
+    max_steps=STEPS,
+    learning_rate=LR,
+    gradient_checkpointing=False,
+    overwrite_output_dir=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +119,9 @@ def _consolidated_equals_the_saved_folder(checkpoint: Path, saved: Path) -> None
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)  # the same fp32 bytes, gathered two ways
 
 
-@pytest.mark.parametrize("engine, words", [({"deepspeed": "z3"}, "deepspeed z3"), ({"fsdp": "full_shard"}, "fsdp full_shard")])
+@pytest.mark.parametrize(
+    "engine, words", [({"deepspeed": "z3"}, "deepspeed z3"), ({"fsdp": "full_shard"}, "fsdp full_shard")]
+)
 def test_text_only_samples_under_zero3_or_fsdp_are_refused_by_name(tiny_vlm, tmp_path, monkeypatch, engine, words):
     """A text-only micro-batch on one rank and an image on another crashed ZeRO-3 (train/engines/media_ranks.py)."""
     from tunekit.config import load_config
@@ -123,8 +142,17 @@ def test_text_only_samples_under_zero3_or_fsdp_are_refused_by_name(tiny_vlm, tmp
     monkeypatch.setenv("NPROC_PER_NODE", "2")
     monkeypatch.setenv("FORCE_TORCHRUN", "1")
     opts = {k: v for k, v in COMMON.items() if k != "overwrite_output_dir"}
-    cfg = load_config(None, {"model_name_or_path": str(tiny_vlm), "dataset": "toy", "dataset_dir": str(data_dir),
-                             "output_dir": str(tmp_path / "out"), **opts, **engine})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(tiny_vlm),
+            "dataset": "toy",
+            "dataset_dir": str(data_dir),
+            "output_dir": str(tmp_path / "out"),
+            **opts,
+            **engine,
+        },
+    )
     assert world_size(cfg) == 2
     data = prepare_datasets(cfg, load_tokenizer(cfg), "sft")
     with pytest.raises(ConfigError) as err:
@@ -134,7 +162,8 @@ def test_text_only_samples_under_zero3_or_fsdp_are_refused_by_name(tiny_vlm, tmp
         f"engines gather the vision tower's weights only on the ranks whose micro-batch has media, so the ranks would "
         f"wait on each other. Give every sample its media, train the text-only samples in a separate run, or use "
         f"deepspeed: z2 with the vision tower and projector frozen (or DDP / one process), which keep whole weights on "
-        f"every rank.")
+        f"every rank."
+    )
     z2 = cfg.model_copy(update={"deepspeed": "z2", "fsdp": None})  # COMMON trains the projector
     with pytest.raises(ConfigError) as err:
         check_media_on_every_rank(z2, data)
@@ -142,7 +171,8 @@ def test_text_only_samples_under_zero3_or_fsdp_are_refused_by_name(tiny_vlm, tmp
         "deepspeed z2 with a vision-language model on 2 ranks: 1 of 3 training samples have no image, video or audio, and "
         "the vision tower or projector trains: a rank without media has no gradient for them and the ranks' gradient "
         "reductions would not match. Give every sample its media, set freeze_vision_tower and "
-        "freeze_multi_modal_projector to true, or train without deepspeed (DDP).")
+        "freeze_multi_modal_projector to true, or train without deepspeed (DDP)."
+    )
     check_media_on_every_rank(z2.model_copy(update={"freeze_multi_modal_projector": True}), data)  # frozen: no refusal
     check_media_on_every_rank(cfg.model_copy(update={"deepspeed": None, "fsdp": None}), data)  # DDP: no refusal
 
@@ -169,9 +199,12 @@ def _image_inputs(model_dir: Path) -> dict:
     from transformers import AutoImageProcessor, AutoTokenizer
 
     tokenizer, images = AutoTokenizer.from_pretrained(model_dir), AutoImageProcessor.from_pretrained(model_dir)
-    pixels = images(images=[Image.open(DEMO_DIR / "mllm_demo_data" / "2.jpg").convert("RGB")], return_tensors="pt",
-                    max_pixels=COMMON["image_max_pixels"])
-    pads = int(pixels["image_grid_thw"][0].prod()) // images.merge_size ** 2
+    pixels = images(
+        images=[Image.open(DEMO_DIR / "mllm_demo_data" / "2.jpg").convert("RGB")],
+        return_tensors="pt",
+        max_pixels=COMMON["image_max_pixels"],
+    )
+    pads = int(pixels["image_grid_thw"][0].prod()) // images.merge_size**2
     ids = tokenizer(f"<|vision_start|>{'<|image_pad|>' * pads}<|vision_end|>Who is this?", return_tensors="pt")
     image_pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
     return {**ids, **pixels, "mm_token_type_ids": (ids["input_ids"] == image_pad).long()}
@@ -189,8 +222,11 @@ def _adapter_logits(base: Path, adapter: Path | None, inputs: dict):
         return model.eval()(**inputs).logits
 
 
-@pytest.mark.parametrize("engine, case", [({"deepspeed": "z3"}, "language"), ({"fsdp": "full_shard"}, "language"),
-                                          ({"deepspeed": "z3"}, "tower")], ids=["zero3-language", "fsdp2-language", "zero3-tower"])
+@pytest.mark.parametrize(
+    "engine, case",
+    [({"deepspeed": "z3"}, "language"), ({"fsdp": "full_shard"}, "language"), ({"deepspeed": "z3"}, "tower")],
+    ids=["zero3-language", "fsdp2-language", "zero3-tower"],
+)
 def test_lora_on_a_vlm_under_a_sharding_engine_saves_the_one_process_adapter(runs, tiny_vlm, engine, case):
     import torch
 
@@ -204,7 +240,9 @@ def test_lora_on_a_vlm_under_a_sharding_engine_saves_the_one_process_adapter(run
     assert a.keys() == b.keys() and all(t.numel() > 0 for t in b.values())  # gathered, not a rank's partition
     assert not (out / "model.safetensors").exists()
     towered = {k for k in b if ".visual.blocks." in k}
-    assert (bool(towered), all(".language_model." in k for k in b)) == ((True, False) if case == "tower" else (False, True))
+    assert (bool(towered), all(".language_model." in k for k in b)) == (
+        (True, False) if case == "tower" else (False, True)
+    )
     base = sum(t.numel() for t in load_file(tiny_vlm / "model.safetensors").values())
     adapter = sum(t.numel() for t in b.values())
     assert f"trainable params: {adapter:,} / {base + adapter:,}" in proc.stdout  # full sizes, not shards
@@ -213,8 +251,14 @@ def test_lora_on_a_vlm_under_a_sharding_engine_saves_the_one_process_adapter(run
     start = {k: torch.zeros_like(v) for k, v in a.items() if ".lora_B." in k}
     for part, keys in (("all", set(a)), ("tower", towered)):
         if keys:
-            assert_trained_alike({k: a[k] for k in keys}, {k: b[k] for k in keys}, LORA["learning_rate"], STEPS,
-                                 {k: v for k, v in start.items() if k in keys}, f"LoRA {case} {name} {part}")
+            assert_trained_alike(
+                {k: a[k] for k in keys},
+                {k: b[k] for k in keys},
+                LORA["learning_rate"],
+                STEPS,
+                {k: v for k, v in start.items() if k in keys},
+                f"LoRA {case} {name} {part}",
+            )
     inputs = _image_inputs(tiny_vlm)
     got, want = _adapter_logits(tiny_vlm, out, inputs), _adapter_logits(tiny_vlm, single, inputs)
     assert float((want - _adapter_logits(tiny_vlm, None, inputs)).abs().max()) > 10 * LOGIT_TOL  # the adapter trained

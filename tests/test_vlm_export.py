@@ -16,15 +16,23 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import write_dataset
 
-SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
-            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
-RECORDS = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
-            "images": ["mllm_demo_data/1.jpg"]},
-           {"messages": [{"role": "user", "content": "Describe <image>"}, {"role": "assistant", "content": "A speech."}],
-            "images": ["mllm_demo_data/3.jpg"]}]
+SHAREGPT = {
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "images": "images"},
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
+RECORDS = [
+    {
+        "messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+        "images": ["mllm_demo_data/1.jpg"],
+    },
+    {
+        "messages": [{"role": "user", "content": "Describe <image>"}, {"role": "assistant", "content": "A speech."}],
+        "images": ["mllm_demo_data/3.jpg"],
+    },
+]
 LIKE = {"qwen2_vl": "qwen2-vl", "llava": "llava"}  # template -> tiny-model --like
 #: merged vs unmerged logits in fp32: the bound `tunekit verify` enforces (verify.LOGIT_TOLERANCE); measured 2.7e-7..4.6e-7
 FP32_LOGITS = 1e-4
@@ -43,12 +51,32 @@ def _train(model: Path, template: str, data: Path, out: Path, method: str) -> Pa
     from tunekit.config import load_config
     from tunekit.flow import run_train
 
-    run_train(load_config(None, {
-        "model_name_or_path": str(model), "template": template, "dataset": "toy", "dataset_dir": str(data),
-        "output_dir": str(out), "stage": "sft", "cutoff_len": 1024, "report_to": "none", "do_train": True,
-        "finetuning_type": method, "per_device_train_batch_size": 2, "max_steps": 2, "logging_steps": 1,
-        "save_strategy": "no", "learning_rate": 2e-2 if method == "lora" else 2e-3, "disable_tqdm": True, "seed": 0,
-        "gradient_checkpointing": False, "lora_rank": 8}))
+    run_train(
+        load_config(
+            None,
+            {
+                "model_name_or_path": str(model),
+                "template": template,
+                "dataset": "toy",
+                "dataset_dir": str(data),
+                "output_dir": str(out),
+                "stage": "sft",
+                "cutoff_len": 1024,
+                "report_to": "none",
+                "do_train": True,
+                "finetuning_type": method,
+                "per_device_train_batch_size": 2,
+                "max_steps": 2,
+                "logging_steps": 1,
+                "save_strategy": "no",
+                "learning_rate": 2e-2 if method == "lora" else 2e-3,
+                "disable_tqdm": True,
+                "seed": 0,
+                "gradient_checkpointing": False,
+                "lora_rank": 8,
+            },
+        )
+    )
     return out
 
 
@@ -71,8 +99,11 @@ def lora_exports(tmp_path_factory, image_data) -> dict[str, dict[str, Path]]:
     for template, like in LIKE.items():
         base = build_tiny_vlm(root / f"{template}-base", like=like, seed=0)
         adapter = _train(base, template, image_data, root / f"{template}-lora", "lora")
-        out[template] = {"base": base, "adapter": adapter,
-                         "export": _export(root / f"{template}-merged", template, base, adapter)}
+        out[template] = {
+            "base": base,
+            "adapter": adapter,
+            "export": _export(root / f"{template}-merged", template, base, adapter),
+        }
     return out
 
 
@@ -86,16 +117,23 @@ def _plain_inputs(template: str, folder: Path, image) -> dict:
     """Prompt ids and image inputs for "<image> Who is this?" from plain transformers (see the module docstring)."""
     from transformers import AutoImageProcessor, AutoProcessor, AutoTokenizer
 
-    conversation = [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "Who is this?"}]}]
+    conversation = [
+        {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "Who is this?"}]}
+    ]
     if template != "qwen2_vl":
-        return dict(AutoProcessor.from_pretrained(folder).apply_chat_template(
-            conversation, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"))
+        return dict(
+            AutoProcessor.from_pretrained(folder).apply_chat_template(
+                conversation, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+            )
+        )
     tokenizer, images = AutoTokenizer.from_pretrained(folder), AutoImageProcessor.from_pretrained(folder)
     pixels = images(images=[image], return_tensors="pt")
     text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
-    pads = int(pixels["image_grid_thw"][0].prod()) // images.merge_size ** 2  # Qwen2VLProcessor's rule
+    pads = int(pixels["image_grid_thw"][0].prod()) // images.merge_size**2  # Qwen2VLProcessor's rule
     ids = tokenizer(text.replace("<|image_pad|>", "<|image_pad|>" * pads), return_tensors="pt")
-    image_pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")  # mm_token_type_ids: 1 on image tokens (the processor's)
+    image_pad = tokenizer.convert_tokens_to_ids(
+        "<|image_pad|>"
+    )  # mm_token_type_ids: 1 on image tokens (the processor's)
     return {**ids, **pixels, "mm_token_type_ids": (ids["input_ids"] == image_pad).long()}
 
 
@@ -103,9 +141,10 @@ def _greedy(model, inputs: dict, stops) -> list[int]:
     import torch
 
     with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=stops["eos"],
-                             pad_token_id=stops["pad"])
-    return out[0, inputs["input_ids"].shape[1]:].tolist()
+        out = model.generate(
+            **inputs, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=stops["eos"], pad_token_id=stops["pad"]
+        )
+    return out[0, inputs["input_ids"].shape[1] :].tolist()
 
 
 def _stops(export: Path) -> dict:
@@ -122,9 +161,14 @@ def test_merged_vlm_generates_the_adapter_models_tokens_from_an_image(template, 
     paths = lora_exports[template]
     export = paths["export"]
     merged = AutoModelForImageTextToText.from_pretrained(export).eval()
-    reference = PeftModel.from_pretrained(AutoModelForImageTextToText.from_pretrained(paths["base"]), paths["adapter"]).eval()
+    reference = PeftModel.from_pretrained(
+        AutoModelForImageTextToText.from_pretrained(paths["base"]), paths["adapter"]
+    ).eval()
     inputs = _plain_inputs(template, export, _image(demo_dir))
-    assert inputs["input_ids"][0].tolist() == _plain_inputs(template, paths["base"], _image(demo_dir))["input_ids"][0].tolist()
+    assert (
+        inputs["input_ids"][0].tolist()
+        == _plain_inputs(template, paths["base"], _image(demo_dir))["input_ids"][0].tolist()
+    )
     with torch.no_grad():
         got, want = merged(**inputs).logits, reference(**inputs).logits
         with reference.disable_adapter():
@@ -147,7 +191,9 @@ def test_the_export_holds_the_processor_files_and_the_official_chat_template(tem
         assert filecmp.cmp(base / name, export / name, shallow=False)
     official = AutoTokenizer.from_pretrained(base).chat_template
     assert AutoTokenizer.from_pretrained(export).chat_template == official
-    assert AutoTokenizer.from_pretrained(paths["adapter"]).chat_template != official  # training saved tunekit's text one
+    assert (
+        AutoTokenizer.from_pretrained(paths["adapter"]).chat_template != official
+    )  # training saved tunekit's text one
     recorded = json.loads((export / "tunekit_export.json").read_text())["multimodal"]
     architecture = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "llava": "LlavaForConditionalGeneration"}[template]
     assert recorded == {"model_class": architecture, "processor_source": str(base), "processor_files": copied}
@@ -161,9 +207,12 @@ def test_verify_checks_the_processor_prompt_and_the_merge_on_an_image(template, 
     print_report(report)
     assert report["ok"] and not report.get("skipped"), capsys.readouterr().out
     checks = report["checks"]
-    assert checks["media_prompt"].startswith({
-        "qwen2_vl": "the chat template's text == tunekit 'qwen2_vl' with one image token per image",
-        "llava": "LlavaProcessor.apply_chat_template == tunekit 'llava' on an image conversation ("}[template])
+    assert checks["media_prompt"].startswith(
+        {
+            "qwen2_vl": "the chat template's text == tunekit 'qwen2_vl' with one image token per image",
+            "llava": "LlavaProcessor.apply_chat_template == tunekit 'llava' on an image conversation (",
+        }[template]
+    )
     assert report["max_abs_logit_diff"] < FP32_LOGITS < 0.1 < report["adapter_effect"]
     assert report["merged_generated_ids"] == report["adapter_generated_ids"]
     assert checks["merged_generate"] == f"greedy ids equal base + adapter's: {report['adapter_generated_ids']}"
@@ -180,15 +229,18 @@ def test_verify_names_a_missing_processor_file(lora_exports, tmp_path):
     assert report["problems"] == [
         f"{folder} has no preprocessor_config.json: AutoProcessor "
         f"cannot load the vision/audio processor of this model. Copy the base model's processor files into it "
-        f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)), or export again with tunekit export."]
+        f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)), or export again with tunekit export."
+    ]
 
 
 def test_verify_of_a_folder_tunekit_did_not_export_generates_from_the_processors_prompt(lora_exports):
     from tunekit.export.verify import verify_export
 
     report = verify_export(lora_exports["llava"]["base"])
-    assert report["ok"] and report["skipped"] == {"media_prompt": "tunekit_export.json records no tunekit multimodal "
-                                                                  "template to compare the processor's rendering with"}
+    assert report["ok"] and report["skipped"] == {
+        "media_prompt": "tunekit_export.json records no tunekit multimodal "
+        "template to compare the processor's rendering with"
+    }
     assert report["checks"]["processor"] == "LlavaProcessor" and report["generated_tokens"] > 0
 
 
@@ -202,7 +254,10 @@ def test_verify_fails_an_export_that_is_not_the_adapter_model(lora_exports, tmp_
     shutil.copyfile(paths["base"] / "model.safetensors", folder / "model.safetensors")
     (folder / "model.safetensors.index.json").unlink()
     report = verify_export(folder)
-    assert not report["ok"] and "the exported weights equal the base model: the adapter was not merged" in report["problems"]
+    assert (
+        not report["ok"]
+        and "the exported weights equal the base model: the adapter was not merged" in report["problems"]
+    )
 
 
 def test_full_fine_tuned_vlm_exports_with_its_bases_processor(tmp_path, image_data, demo_dir):
@@ -238,7 +293,8 @@ def test_quantized_vlm_export_is_refused_by_name(lora_exports, tmp_path):
         "export_quantization_bit 4 (bnb) is not supported for 'qwen2_vl' models, which have a vision or audio part: "
         "tunekit quantizes text models only (GPTQ calibrates on text, and its bitsandbytes path loads "
         "AutoModelForCausalLM, which drops the vision/audio tower). Remove export_quantization_bit to export the merged "
-        "model unquantized. Nothing was written.")
+        "model unquantized. Nothing was written."
+    )
     assert err.value.problems[0].fields == ("export_quantization_bit",)
     assert not (tmp_path / "q").exists()
 
@@ -252,7 +308,8 @@ def test_a_text_template_for_a_vlm_export_is_refused_by_name(lora_exports, tmp_p
     assert str(err.value) == (
         f"template 'qwen' is not a multimodal template, but {paths['base']} is a vision-language/audio model (model_type "
         f"'qwen2_vl'): set template to the one it was trained with (qwen2_vl), so the export's stop tokens and "
-        f"`tunekit verify` follow it. Nothing was written.")
+        f"`tunekit verify` follow it. Nothing was written."
+    )
     assert not (tmp_path / "t").exists()
     with pytest.raises(ConfigError, match=r"^unknown template 'moss_vl'\."):  # LLaMA-Factory's mossvl merge example
         _export(tmp_path / "t", "moss_vl", paths["base"], paths["adapter"])
@@ -271,7 +328,8 @@ def test_a_model_folder_without_processor_files_is_a_named_error(lora_exports, t
     assert str(err.value) == (
         f"{bare} has no preprocessor_config.json or processor_config.json: the exported vision-language/audio model "
         f"would have no image processor (feature extractor), so AutoProcessor could not load it. Copy the base model's "
-        f"processor files into {bare} (AutoProcessor.from_pretrained(base).save_pretrained(folder)), then export again.")
+        f"processor files into {bare} (AutoProcessor.from_pretrained(base).save_pretrained(folder)), then export again."
+    )
 
 
 def _seeded_adapter(base: Path, out: Path) -> Path:
@@ -285,8 +343,9 @@ def _seeded_adapter(base: Path, out: Path) -> Path:
     model = model_class(AutoConfig.from_pretrained(base)).from_pretrained(base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        lora = LoraConfig(r=4, lora_alpha=8, target_modules=r".*language_model.*\.(q_proj|v_proj|down_proj)",
-                          init_lora_weights=False)
+        lora = LoraConfig(
+            r=4, lora_alpha=8, target_modules=r".*language_model.*\.(q_proj|v_proj|down_proj)", init_lora_weights=False
+        )
         get_peft_model(model, lora).save_pretrained(out)
     return out
 
@@ -315,10 +374,18 @@ def test_merged_qwen2_audio_generates_the_adapter_models_tokens_from_an_audio(tm
     adapter = _seeded_adapter(base, tmp_path / "lora")
     export = _export(tmp_path / "merged", "qwen2_audio", base, adapter)
     assert filecmp.cmp(base / "preprocessor_config.json", export / "preprocessor_config.json", shallow=False)
-    conversation = [{"role": "user", "content": [{"type": "audio", "audio": _decode_16k(demo_dir / "mllm_demo_data" / "2.wav")},
-                                                 {"type": "text", "text": "What is said?"}]}]
+    conversation = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "audio", "audio": _decode_16k(demo_dir / "mllm_demo_data" / "2.wav")},
+                {"type": "text", "text": "What is said?"},
+            ],
+        }
+    ]
     inputs = AutoProcessor.from_pretrained(export).apply_chat_template(
-        conversation, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
+        conversation, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+    )
     merged = Qwen2AudioForConditionalGeneration.from_pretrained(export).eval()
     reference = PeftModel.from_pretrained(Qwen2AudioForConditionalGeneration.from_pretrained(base), adapter).eval()
     with torch.no_grad():
@@ -330,7 +397,8 @@ def test_merged_qwen2_audio_generates_the_adapter_models_tokens_from_an_audio(tm
     report = verify_export(export)
     assert report["ok"] and not report.get("skipped") and report["checks"]["processor"] == "Qwen2AudioProcessor"
     assert report["checks"]["media_prompt"].startswith(
-        "Qwen2AudioProcessor.apply_chat_template == tunekit 'qwen2_audio' on an audio conversation (")
+        "Qwen2AudioProcessor.apply_chat_template == tunekit 'qwen2_audio' on an audio conversation ("
+    )
 
 
 def test_qwen3_vl_export_keeps_its_video_processor_and_official_template(tmp_path):

@@ -13,11 +13,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import content_parts, write_dataset
 
-SHAREGPT = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
-            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+SHAREGPT = {
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "images": "images"},
+    "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+}
 FAMILIES = {"llava": "llava", "llava_next": "llava-next", "gemma3": "gemma3"}  # template -> tiny-model --like
 
 
@@ -32,8 +34,16 @@ def tiny_vlms(tmp_path_factory) -> dict[str, Path]:
 def _cfg(model, template, data_dir, tmp_path, **opts):
     from tunekit.config import load_config
 
-    base = {"model_name_or_path": str(model), "template": template, "dataset": "toy", "dataset_dir": str(data_dir),
-            "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 1024, "report_to": "none"}
+    base = {
+        "model_name_or_path": str(model),
+        "template": template,
+        "dataset": "toy",
+        "dataset_dir": str(data_dir),
+        "output_dir": str(tmp_path / "out"),
+        "stage": "sft",
+        "cutoff_len": 1024,
+        "report_to": "none",
+    }
     return load_config(None, {**base, **opts})
 
 
@@ -55,8 +65,13 @@ def _media_data(tmp_path, demo_dir, records) -> Path:
 
 def _official(processor, messages, images, gen: bool) -> list[int]:
     """What the family's processor gives the conversation at inference (official template, tokenize=True)."""
-    inputs = processor.apply_chat_template(content_parts(messages, images), add_generation_prompt=gen, tokenize=True,
-                                           return_dict=True, return_tensors="pt")
+    inputs = processor.apply_chat_template(
+        content_parts(messages, images),
+        add_generation_prompt=gen,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
     return inputs["input_ids"][0].tolist()
 
 
@@ -93,16 +108,19 @@ def test_demo_dataset_ids_equal_the_processors_inference_rendering(template, tin
             want, used = [], 0
             for k, user in enumerate(msgs[0::2]):
                 n = user["content"].count("<image>")
-                prompt = _official(processor, [user], images[used:used + n], gen=True)
+                prompt = _official(processor, [user], images[used : used + n], gen=True)
                 assert prompt[0] == tok.bos_token_id
                 want += (prompt if k == 0 else prompt[1:]) + trained[k]
                 used += n
             assert ids == want
         assert [t for t, l in zip(ids, labels) if l != -100] == [t for r in trained for t in r]
         assert all(l in (-100, t) for t, l in zip(ids, labels)) and image_id not in labels
-        assert ids.count(image_id) == sum(processor.replace_image_token(
-            processor.image_processor(images=[im], return_tensors="pt"), 0).count(processor.tokenizer.image_token)
-            for im in images)
+        assert ids.count(image_id) == sum(
+            processor.replace_image_token(processor.image_processor(images=[im], return_tensors="pt"), 0).count(
+                processor.tokenizer.image_token
+            )
+            for im in images
+        )
 
 
 def test_image_token_counts_follow_each_familys_rule(tiny_vlms, demo_dir, tmp_path):
@@ -110,7 +128,10 @@ def test_image_token_counts_follow_each_familys_rule(tiny_vlms, demo_dir, tmp_pa
     from tunekit.data.mm_plugins import load_plugin
 
     paths = [str(demo_dir / "mllm_demo_data" / f) for f in ("1.jpg", "2.jpg", "3.jpg")]  # 300x168, 300x199, 300x166
-    got = {tpl: load_plugin(_cfg(m, tpl, tmp_path, tmp_path), tpl).image_token_counts(paths, "r") for tpl, m in tiny_vlms.items()}
+    got = {
+        tpl: load_plugin(_cfg(m, tpl, tmp_path, tmp_path), tpl).image_token_counts(paths, "r")
+        for tpl, m in tiny_vlms.items()
+    }
     # LLaVA-NeXT (select_best_resolution, then _get_unpadded_features), 1.jpg (w 300, h 168): of the pinpoints
     # (h, w) 56x112 / 112x56 / 112x112 the last keeps most pixels (scale min(112/300, 112/168): 112x62), so 2x2
     # tiles of 4x4 patches = an 8x8 grid; the padding rows go (new height int(168 * 8/300) = 4, pad 2 + 2): 4 rows
@@ -121,10 +142,15 @@ def test_image_token_counts_follow_each_familys_rule(tiny_vlms, demo_dir, tmp_pa
 
 @pytest.mark.parametrize("template", sorted(FAMILIES))
 def test_labels_never_cover_media_tokens_also_with_train_on_prompt(template, tiny_vlms, demo_dir, tmp_path):
-    records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
-                "images": ["mllm_demo_data/1.jpg"]}]
-    data, tok = _prepare(tiny_vlms[template], template, _media_data(tmp_path, demo_dir, records), tmp_path,
-                         train_on_prompt=True)
+    records = [
+        {
+            "messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}],
+            "images": ["mllm_demo_data/1.jpg"],
+        }
+    ]
+    data, tok = _prepare(
+        tiny_vlms[template], template, _media_data(tmp_path, demo_dir, records), tmp_path, train_on_prompt=True
+    )
     ids, labels = data.train[0]["input_ids"], data.train[0]["labels"]
     media = data.mm.media_token_ids()
     assert [l for l in labels if l != -100] == [t for t in ids if t not in media]
@@ -133,15 +159,38 @@ def test_labels_never_cover_media_tokens_also_with_train_on_prompt(template, tin
 
 # --- what trains ----------------------------------------------------------------------------------------------------
 
-LM_LINEAR = [f"model.language_model.layers.{i}.{m}" for i in range(2) for m in
-             ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
-              "self_attn.v_proj")]
-VISION_LINEAR = [f"model.vision_tower.encoder.layers.{i}.{m}" for i in range(2) for m in  # CLIP (LLaVA), SigLIP (Gemma 3)
-                 ("mlp.fc1", "mlp.fc2", "self_attn.k_proj", "self_attn.out_proj", "self_attn.q_proj", "self_attn.v_proj")]
+LM_LINEAR = [
+    f"model.language_model.layers.{i}.{m}"
+    for i in range(2)
+    for m in (
+        "mlp.down_proj",
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "self_attn.k_proj",
+        "self_attn.o_proj",
+        "self_attn.q_proj",
+        "self_attn.v_proj",
+    )
+]
+VISION_LINEAR = [
+    f"model.vision_tower.encoder.layers.{i}.{m}"
+    for i in range(2)
+    for m in (  # CLIP (LLaVA), SigLIP (Gemma 3)
+        "mlp.fc1",
+        "mlp.fc2",
+        "self_attn.k_proj",
+        "self_attn.out_proj",
+        "self_attn.q_proj",
+        "self_attn.v_proj",
+    )
+]
 PARTS = {  # template -> (vision tower, projector, language model) parameter-name prefixes
     "llava": (("model.vision_tower.",), ("model.multi_modal_projector.",), ("model.language_model.", "lm_head.")),
-    "llava_next": (("model.vision_tower.",), ("model.multi_modal_projector.", "model.image_newline"),
-                   ("model.language_model.", "lm_head.")),
+    "llava_next": (
+        ("model.vision_tower.",),
+        ("model.multi_modal_projector.", "model.image_newline"),
+        ("model.language_model.", "lm_head."),
+    ),
     "gemma3": (("model.vision_tower.",), ("model.multi_modal_projector.",), ("model.language_model.",)),  # tied head
 }
 
@@ -169,13 +218,19 @@ def test_freeze_options_and_lora_targets_select_each_part_by_name(template, tiny
     assert _trainable(load("full", freeze_multi_modal_projector=False, freeze_language_model=True)) == of[projector]
 
     def adapted(**opts):
-        return sorted({n.split(".lora_A")[0].replace("base_model.model.", "") for n in _trainable(load("lora", **opts))
-                       if ".lora_A" in n})
+        return sorted(
+            {
+                n.split(".lora_A")[0].replace("base_model.model.", "")
+                for n in _trainable(load("lora", **opts))
+                if ".lora_A" in n
+            }
+        )
 
     assert adapted() == sorted(LM_LINEAR)
     assert adapted(freeze_vision_tower=False) == sorted(LM_LINEAR + VISION_LINEAR)
-    projector_linear = {"gemma3": []}.get(template, ["model.multi_modal_projector.linear_1",
-                                                     "model.multi_modal_projector.linear_2"])
+    projector_linear = {"gemma3": []}.get(
+        template, ["model.multi_modal_projector.linear_1", "model.multi_modal_projector.linear_2"]
+    )
     assert adapted(freeze_multi_modal_projector=False) == sorted(LM_LINEAR + projector_linear)
 
 
@@ -189,21 +244,48 @@ def _losses(out: Path) -> list[float]:
 
 @pytest.mark.parametrize("method", ["lora", "full"])
 @pytest.mark.parametrize("template", sorted(FAMILIES))
-def test_sft_on_images_lowers_the_loss_and_reloads_in_plain_transformers(template, method, tiny_vlms, demo_dir, tmp_path):
+def test_sft_on_images_lowers_the_loss_and_reloads_in_plain_transformers(
+    template, method, tiny_vlms, demo_dir, tmp_path
+):
     import torch
     from transformers import AutoModelForImageTextToText
 
     from tunekit.flow import run_train
 
-    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
-                "images": ["mllm_demo_data/1.jpg"]},
-               {"messages": [{"role": "user", "content": "Describe <image>"}, {"role": "assistant", "content": "A speech."}],
-                "images": ["mllm_demo_data/3.jpg"]}]
+    records = [
+        {
+            "messages": [
+                {"role": "user", "content": "<image>Who is this?"},
+                {"role": "assistant", "content": "Kane."},
+            ],
+            "images": ["mllm_demo_data/1.jpg"],
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "Describe <image>"},
+                {"role": "assistant", "content": "A speech."},
+            ],
+            "images": ["mllm_demo_data/3.jpg"],
+        },
+    ]
     model_dir = tiny_vlms[template]
-    cfg = _cfg(model_dir, template, _media_data(tmp_path, demo_dir, records), tmp_path, do_train=True,
-               finetuning_type=method, per_device_train_batch_size=2, max_steps=3, logging_steps=1, save_strategy="no",
-               learning_rate=2e-2 if method == "lora" else 2e-3, disable_tqdm=True, seed=0, gradient_checkpointing=False,
-               lora_rank=8)
+    cfg = _cfg(
+        model_dir,
+        template,
+        _media_data(tmp_path, demo_dir, records),
+        tmp_path,
+        do_train=True,
+        finetuning_type=method,
+        per_device_train_batch_size=2,
+        max_steps=3,
+        logging_steps=1,
+        save_strategy="no",
+        learning_rate=2e-2 if method == "lora" else 2e-3,
+        disable_tqdm=True,
+        seed=0,
+        gradient_checkpointing=False,
+        lora_rank=8,
+    )
     run_train(cfg)
     out = tmp_path / "out"
     losses = _losses(out)
@@ -236,21 +318,29 @@ def test_chat_with_an_image_equals_the_processors_inference(template, tiny_vlms,
     from tunekit.infer.engine import ChatEngine
 
     model_dir, image = tiny_vlms[template], str(demo_dir / "mllm_demo_data" / "2.jpg")
-    engine = ChatEngine(load_config(None, {"model_name_or_path": str(model_dir), "template": template,
-                                           "max_new_tokens": 6, "do_sample": False}))
+    engine = ChatEngine(
+        load_config(
+            None, {"model_name_or_path": str(model_dir), "template": template, "max_new_tokens": 6, "do_sample": False}
+        )
+    )
     messages = [{"role": "user", "content": "Who is this?"}]
     ids, _ = engine.render_media(messages, [image])
     (reply,) = engine.chat(messages, images=[image])
     processor = AutoProcessor.from_pretrained(model_dir)
-    inputs = processor.apply_chat_template(content_parts([{"role": "user", "content": "<image>Who is this?"}],
-                                                  [Image.open(image).convert("RGB")]),
-                                           add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
+    inputs = processor.apply_chat_template(
+        content_parts([{"role": "user", "content": "<image>Who is this?"}], [Image.open(image).convert("RGB")]),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
     assert ids == inputs["input_ids"][0].tolist()
     model = AutoModelForImageTextToText.from_pretrained(model_dir).eval()
     with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=6, do_sample=False, eos_token_id=engine.stop_ids,
-                             pad_token_id=engine.pad_id)
-    assert reply.text == engine.decode(out[0, len(ids):].tolist()) and reply.completion_tokens > 0
+        out = model.generate(
+            **inputs, max_new_tokens=6, do_sample=False, eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id
+        )
+    assert reply.text == engine.decode(out[0, len(ids) :].tolist()) and reply.completion_tokens > 0
 
 
 def test_tiny_model_cli_builds_each_family_with_its_processor(tmp_path, capsys):
@@ -265,8 +355,12 @@ def test_tiny_model_cli_builds_each_family_with_its_processor(tmp_path, capsys):
     processor = AutoProcessor.from_pretrained(tmp_path / "m")
     assert type(processor.image_processor).__name__ == "LlavaNextImageProcessorPil"
     assert AutoConfig.from_pretrained(tmp_path / "m").image_grid_pinpoints == [[56, 112], [112, 56], [112, 112]]
-    assert processor.tokenizer.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
-                                                   tokenize=False, add_generation_prompt=True) == "USER: Hi ASSISTANT:"
+    assert (
+        processor.tokenizer.apply_chat_template(
+            [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], tokenize=False, add_generation_prompt=True
+        )
+        == "USER: Hi ASSISTANT:"
+    )
 
 
 def test_gemma3_pan_and_scan_is_refused_by_name(tiny_vlms, tmp_path):
@@ -280,8 +374,10 @@ def test_gemma3_pan_and_scan_is_refused_by_name(tiny_vlms, tmp_path):
     (folder / "processor_config.json").write_text(json.dumps(config), encoding="utf-8")
     with pytest.raises(DataError) as exc:
         load_plugin(_cfg(folder, "gemma3", tmp_path, tmp_path), "gemma3")
-    assert str(exc.value) == (f"{folder}: the image processor has do_pan_and_scan: true; tunekit trains Gemma 3 without "
-                              f"pan-and-scan crops so far: set it to false in the folder's processor config.")
+    assert str(exc.value) == (
+        f"{folder}: the image processor has do_pan_and_scan: true; tunekit trains Gemma 3 without "
+        f"pan-and-scan crops so far: set it to false in the folder's processor config."
+    )
 
 
 @pytest.mark.parametrize("template", ["llava_next", "gemma3"])
@@ -290,21 +386,45 @@ def test_dpo_on_images_starts_at_ln2_with_the_familys_extra_inputs(template, tin
     import math
 
     from tunekit.data.pipeline import prepare_datasets
+    from tunekit.flow import run_train
     from tunekit.model.loader import load_tokenizer
     from tunekit.train.batching import MultimodalPairCollator
-    from tunekit.flow import run_train
     from tunekit.train.stages.reference_policy import media_inputs
 
-    entry = {**SHAREGPT, "ranking": True, "columns": {**SHAREGPT["columns"], "chosen": "chosen", "rejected": "rejected"}}
-    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}], "images": [f"mllm_demo_data/{f}"],
-                "chosen": {"role": "assistant", "content": good}, "rejected": {"role": "assistant", "content": bad}}
-               for f, good, bad in (("1.jpg", "Kane.", "Nobody."), ("3.jpg", "A speech.", "Rain."))]
+    entry = {
+        **SHAREGPT,
+        "ranking": True,
+        "columns": {**SHAREGPT["columns"], "chosen": "chosen", "rejected": "rejected"},
+    }
+    records = [
+        {
+            "messages": [{"role": "user", "content": "<image>Who is this?"}],
+            "images": [f"mllm_demo_data/{f}"],
+            "chosen": {"role": "assistant", "content": good},
+            "rejected": {"role": "assistant", "content": bad},
+        }
+        for f, good, bad in (("1.jpg", "Kane.", "Nobody."), ("3.jpg", "A speech.", "Rain."))
+    ]
     data_dir = tmp_path / "data"
     shutil.copytree(demo_dir / "mllm_demo_data", data_dir / "mllm_demo_data")
     write_dataset(data_dir, "toy", records, entry)
-    cfg = _cfg(tiny_vlms[template], template, data_dir, tmp_path, stage="dpo", do_train=True, finetuning_type="lora",
-               per_device_train_batch_size=2, max_steps=1, learning_rate=1e-2, logging_steps=1, save_strategy="no",
-               disable_tqdm=True, seed=0, gradient_checkpointing=False)
+    cfg = _cfg(
+        tiny_vlms[template],
+        template,
+        data_dir,
+        tmp_path,
+        stage="dpo",
+        do_train=True,
+        finetuning_type="lora",
+        per_device_train_batch_size=2,
+        max_steps=1,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        gradient_checkpointing=False,
+    )
     tok = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tok, "dpo")
     batch = MultimodalPairCollator(pad_token_id=tok.pad_token_id, mm=data.mm)([data.train[0], data.train[1]])
@@ -331,5 +451,5 @@ def test_a_folder_without_its_processor_files_is_a_named_error(tiny_vlms, tmp_pa
     assert str(exc.value) == (
         f"{folder} has no image processor (processor_config.json or preprocessor_config.json), which the llava family "
         f"needs: copy the files of the base model's processor into the folder "
-        f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)).")
-
+        f"(AutoProcessor.from_pretrained(base).save_pretrained(folder))."
+    )

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import content_parts
 
 TEMPLATE = "llava_next_mistral"
@@ -43,8 +42,13 @@ def tiny_mistral(tiny) -> Path:
 
 
 def _official(processor, messages, images) -> list[int]:
-    inputs = processor.apply_chat_template(content_parts(messages, images), add_generation_prompt=True, tokenize=True,
-                                           return_dict=True, return_tensors="pt")
+    inputs = processor.apply_chat_template(
+        content_parts(messages, images),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
     return inputs["input_ids"][0].tolist()
 
 
@@ -56,11 +60,15 @@ def test_the_tiny_model_is_llava_next_on_mistral_with_its_chat_format(tiny_mistr
     assert config.architectures == ["LlavaNextForConditionalGeneration"]
     processor = AutoProcessor.from_pretrained(tiny_mistral)
     assert type(processor).__name__ == "LlavaNextProcessor"
-    conversation = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]},
-                    {"role": "assistant", "content": [{"type": "text", "text": "Yo"}]},
-                    {"role": "user", "content": [{"type": "text", "text": "Why?"}]}]
-    assert processor.apply_chat_template(conversation, tokenize=False) == \
-        "[INST] <image>\nHi [/INST] Yo<\\s> [INST] Why? [/INST]"
+    conversation = [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Yo"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Why?"}]},
+    ]
+    assert (
+        processor.apply_chat_template(conversation, tokenize=False)
+        == "[INST] <image>\nHi [/INST] Yo<\\s> [INST] Why? [/INST]"
+    )
 
 
 @pytest.mark.parametrize("template", sorted(VARIANTS))
@@ -77,9 +85,19 @@ def test_mllm_demo_ids_equal_the_processors_rendering_and_labels_cover_the_repli
     from tunekit.model.loader import load_tokenizer
 
     model_dir = tiny(template)
-    cfg = load_config(None, {"model_name_or_path": str(model_dir), "template": template, "dataset": "mllm_demo",
-                             "dataset_dir": str(demo_dir), "output_dir": str(tmp_path / "out"), "stage": "sft",
-                             "cutoff_len": 2048, "report_to": "none"})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(model_dir),
+            "template": template,
+            "dataset": "mllm_demo",
+            "dataset_dir": str(demo_dir),
+            "output_dir": str(tmp_path / "out"),
+            "stage": "sft",
+            "cutoff_len": 2048,
+            "report_to": "none",
+        },
+    )
     tok = load_tokenizer(cfg)
     data = prepare_datasets(cfg, tok, "sft")
     assert len(data.train) == 6 and data.reports[0].invalid == 0 and data.reports[0].dropped == 0
@@ -90,14 +108,17 @@ def test_mllm_demo_ids_equal_the_processors_rendering_and_labels_cover_the_repli
     for record, row in zip(json.loads((demo_dir / "mllm_demo.json").read_text(encoding="utf-8")), data.train):
         images = [Image.open(demo_dir / p).convert("RGB") for p in record["images"]]
         ids, labels, msgs = row["input_ids"], row["labels"], record["messages"]
-        trained = tok([reply.format(m["content"]) for m in msgs if m["role"] == "assistant"],
-                      add_special_tokens=False)["input_ids"]
+        trained = tok(
+            [reply.format(m["content"]) for m in msgs if m["role"] == "assistant"], add_special_tokens=False
+        )["input_ids"]
         want, used = [], 0
         for k, user in enumerate(msgs[0::2]):
             n = user["content"].count("<image>")
-            prompt = _official(processor, [user], images[used:used + n])
+            prompt = _official(processor, [user], images[used : used + n])
             if llama3 and n == 0:  # the official "<|end_header_id|>\n\n\n" + text of a text-only message
-                text = processor.tokenizer.decode(prompt).replace("user<|end_header_id|>\n\n\n", "user<|end_header_id|>\n\n")
+                text = processor.tokenizer.decode(prompt).replace(
+                    "user<|end_header_id|>\n\n\n", "user<|end_header_id|>\n\n"
+                )
                 prompt = tok(text, add_special_tokens=False)["input_ids"]
             assert prompt[0] == tok.bos_token_id
             want += (prompt if k == 0 else prompt[1:]) + trained[k]
@@ -135,26 +156,33 @@ def test_chat_with_an_image_equals_generate_and_the_template_follows_the_folder(
 
     image, tiny_mistral = str(demo_dir / "mllm_demo_data" / "2.jpg"), tiny(template)
     # served without a template (an exported folder): the folder's language model and chat template pick the variant
-    engine = ChatEngine(load_config(None, {"model_name_or_path": str(tiny_mistral), "max_new_tokens": 6,
-                                           "do_sample": False}))
+    engine = ChatEngine(
+        load_config(None, {"model_name_or_path": str(tiny_mistral), "max_new_tokens": 6, "do_sample": False})
+    )
     assert engine.cfg.template == template
     messages = [{"role": "user", "content": "Who is this?"}]
     (reply,) = engine.chat(messages, images=[image])
     processor = AutoProcessor.from_pretrained(tiny_mistral)
-    inputs = processor.apply_chat_template(content_parts([{"role": "user", "content": "<image>Who is this?"}],
-                                                  [Image.open(image).convert("RGB")]),
-                                           add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
+    inputs = processor.apply_chat_template(
+        content_parts([{"role": "user", "content": "<image>Who is this?"}], [Image.open(image).convert("RGB")]),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
     assert engine.render_media(messages, [image])[0] == inputs["input_ids"][0].tolist()
     model = AutoModelForImageTextToText.from_pretrained(tiny_mistral).eval()
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=6, do_sample=False)  # the folder's generation_config
-    new = out[0, inputs["input_ids"].shape[1]:].tolist()
-    assert reply.text == engine.decode(new[:next((i for i, t in enumerate(new) if t in engine.stop_ids), len(new))])
+    new = out[0, inputs["input_ids"].shape[1] :].tolist()
+    assert reply.text == engine.decode(new[: next((i for i, t in enumerate(new) if t in engine.stop_ids), len(new))])
     assert reply.completion_tokens > 0
     # the Vicuna template on this folder is refused, naming the template of its language model and chat template
     with pytest.raises(ConfigError) as err:
         ChatEngine(load_config(None, {"model_name_or_path": str(tiny_mistral), "template": "llava_next"}))
     text_type = "mistral" if template == "llava_next_mistral" else "llama"
-    assert str(err.value) == (f"template 'llava_next' is the chat format of LLaVA-NeXT on llama (Vicuna), but "
-                              f"{tiny_mistral} is LLaVA-NeXT on {text_type} whose chat template is not that one: set "
-                              f"template: {template}.")
+    assert str(err.value) == (
+        f"template 'llava_next' is the chat format of LLaVA-NeXT on llama (Vicuna), but "
+        f"{tiny_mistral} is LLaVA-NeXT on {text_type} whose chat template is not that one: set "
+        f"template: {template}."
+    )

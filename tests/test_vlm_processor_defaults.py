@@ -18,17 +18,33 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import content_parts
 
 QWEN = {"qwen2_vl": "qwen2-vl", "qwen2_5_vl": "qwen2.5-vl", "qwen3_vl": "qwen3-vl"}  # model_type -> tiny --like
-TEMPLATE = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_vl", "qwen3_vl": "qwen3_vl_nothink", "llava": "llava",
-            "llava_next": "llava_next", "gemma3": "gemma3", "idefics3": "smolvlm", "qwen2_audio": "qwen2_audio"}
-LIKE = {**QWEN, "llava": "llava", "llava_next": "llava-next", "gemma3": "gemma3", "idefics3": "idefics3",
-        "qwen2_audio": "qwen2-audio"}
+TEMPLATE = {
+    "qwen2_vl": "qwen2_vl",
+    "qwen2_5_vl": "qwen2_vl",
+    "qwen3_vl": "qwen3_vl_nothink",
+    "llava": "llava",
+    "llava_next": "llava_next",
+    "gemma3": "gemma3",
+    "idefics3": "smolvlm",
+    "qwen2_audio": "qwen2_audio",
+}
+LIKE = {
+    **QWEN,
+    "llava": "llava",
+    "llava_next": "llava-next",
+    "gemma3": "gemma3",
+    "idefics3": "idefics3",
+    "qwen2_audio": "qwen2-audio",
+}
 #: the folder's image limits (min, max pixels): neither the tiny builder's nor tunekit's old defaults (1024, 768²)
-LIMITS = {"qwen2_vl": (28 * 28 * 4, 28 * 28 * 36), "qwen2_5_vl": (28 * 28 * 8, 28 * 28 * 20),
-          "qwen3_vl": (32 * 32 * 2, 32 * 32 * 24)}
+LIMITS = {
+    "qwen2_vl": (28 * 28 * 4, 28 * 28 * 36),
+    "qwen2_5_vl": (28 * 28 * 8, 28 * 28 * 20),
+    "qwen3_vl": (32 * 32 * 2, 32 * 32 * 24),
+}
 AUDIO_RATE = 24000  # the tiny Qwen2-Audio folder's feature extractor rate (tunekit's old default was 16000)
 
 
@@ -68,9 +84,16 @@ def folders(tmp_path_factory):
 def _cfg(model: Path, kind: str, data_dir: Path, tmp_path: Path, dataset: str, **opts):
     from tunekit.config import load_config
 
-    base = {"model_name_or_path": str(model), "template": TEMPLATE[kind], "dataset": dataset,
-            "dataset_dir": str(data_dir), "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 4096,
-            "report_to": "none"}
+    base = {
+        "model_name_or_path": str(model),
+        "template": TEMPLATE[kind],
+        "dataset": dataset,
+        "dataset_dir": str(data_dir),
+        "output_dir": str(tmp_path / "out"),
+        "stage": "sft",
+        "cutoff_len": 4096,
+        "report_to": "none",
+    }
     return load_config(None, {**base, **opts})
 
 
@@ -89,14 +112,19 @@ def _qwen_reference(model: Path, messages, images) -> list[int]:
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     tok = AutoTokenizer.from_pretrained(model)
-    parts = [{"role": m["role"], "content": [{"type": p["type"], **({"text": p["text"]} if "text" in p else {})}
-                                             for p in m["content"]]} for m in content_parts(messages, images)]
+    parts = [
+        {
+            "role": m["role"],
+            "content": [{"type": p["type"], **({"text": p["text"]} if "text" in p else {})} for p in m["content"]],
+        }
+        for m in content_parts(messages, images)
+    ]
     text = tok.apply_chat_template(parts, tokenize=False)
     processor = Qwen2VLImageProcessorPil.from_pretrained(model)
     grids = processor(images=images, return_tensors="pt")["image_grid_thw"] if images else []
     chunks = text.split("<|image_pad|>")
     assert len(chunks) == len(images) + 1
-    merge = processor.merge_size ** 2
+    merge = processor.merge_size**2
     text = chunks[0] + "".join("<|image_pad|>" * (int(g.prod()) // merge) + rest for g, rest in zip(grids, chunks[1:]))
     return tok(text, add_special_tokens=False)["input_ids"]
 
@@ -129,18 +157,26 @@ def test_qwen_vl_images_follow_the_folders_pixel_limits(kind, folders, demo_dir,
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     processor = Qwen2VLImageProcessorPil.from_pretrained(model)
-    old = [sum(int(g.prod()) // processor.merge_size ** 2 for g in processor(
-        images=_demo_images(demo_dir, r), size={"shortest_edge": 32 * 32, "longest_edge": 768 * 768})["image_grid_thw"])
-        for r in raw]
+    old = [
+        sum(
+            int(g.prod()) // processor.merge_size**2
+            for g in processor(
+                images=_demo_images(demo_dir, r), size={"shortest_edge": 32 * 32, "longest_edge": 768 * 768}
+            )["image_grid_thw"]
+        )
+        for r in raw
+    ]
     assert all(c < o for c, o in zip(counts, old)), (counts, old)
 
 
 def _processor_reference(processor, kind: str, messages, images) -> list[int]:
     """What the family's processor gives the conversation at inference (official template, tokenize=True). LLaVA's
     official template writes replies without ``</s>``, so its turns are the generation prompts + `` reply</s>``."""
+
     def rendered(msgs, imgs, gen):
-        out = processor.apply_chat_template(content_parts(msgs, imgs), add_generation_prompt=gen, tokenize=True,
-                                            return_dict=True, return_tensors="pt")
+        out = processor.apply_chat_template(
+            content_parts(msgs, imgs), add_generation_prompt=gen, tokenize=True, return_dict=True, return_tensors="pt"
+        )
         return out["input_ids"][0].tolist()
 
     if kind not in ("llava", "llava_next"):
@@ -148,8 +184,10 @@ def _processor_reference(processor, kind: str, messages, images) -> list[int]:
     tok, want, used = processor.tokenizer, [], 0
     for k, (user, reply) in enumerate(zip(messages[0::2], messages[1::2])):
         n = user["content"].count("<image>")
-        prompt = rendered([user], images[used:used + n], True)
-        want += (prompt if k == 0 else prompt[1:]) + tok(" " + reply["content"] + "</s>", add_special_tokens=False)["input_ids"]
+        prompt = rendered([user], images[used : used + n], True)
+        want += (prompt if k == 0 else prompt[1:]) + tok(" " + reply["content"] + "</s>", add_special_tokens=False)[
+            "input_ids"
+        ]
         used += n
     return want
 
@@ -169,8 +207,16 @@ def test_processor_families_give_images_to_the_processor_as_they_are(kind, folde
     # first (the old default), 971x607 gives int(607 * 8 / 971) = 5 and more image tokens than at inference
     Image.effect_noise((994, 621), 64).convert("RGB").save(data_dir / "large.png")
     raw = json.loads((demo_dir / "mllm_demo.json").read_text(encoding="utf-8"))
-    extra = [{"messages": [{"role": "user", "content": "<image>What is it?"}, {"role": "assistant", "content": "A dot."}],
-              "images": [name]} for name in ("small.png", "large.png")]
+    extra = [
+        {
+            "messages": [
+                {"role": "user", "content": "<image>What is it?"},
+                {"role": "assistant", "content": "A dot."},
+            ],
+            "images": [name],
+        }
+        for name in ("small.png", "large.png")
+    ]
     (data_dir / "mllm_demo.json").write_text(json.dumps(raw + extra), encoding="utf-8")
     data, tok = _prepare(_cfg(model, kind, data_dir, tmp_path, "mllm_demo"))
     assert len(data.train) == 8 and data.reports[0].invalid == 0 and data.reports[0].dropped == 0
@@ -184,7 +230,7 @@ def test_processor_families_give_images_to_the_processor_as_they_are(kind, folde
             assert ids == want[:-1] and tok.decode(want[-1:]) == "\n"
         else:
             assert ids == want
-        assert sum(t in media for t in ids) == sum(t in media for t in want[:len(ids)])
+        assert sum(t in media for t in ids) == sum(t in media for t in want[: len(ids)])
         assert all(l in (-100, t) for t, l in zip(ids, labels)) and not media & set(labels)
         replies = [m["content"] for m in msgs if m["role"] == "assistant"]
         assert all(r in tok.decode([t for t in labels if t != -100]) for r in replies)
@@ -207,10 +253,18 @@ def test_qwen2_audio_uses_the_feature_extractors_sampling_rate(folders, demo_dir
     processor = Qwen2AudioProcessor(feature_extractor=extractor, tokenizer=AutoTokenizer.from_pretrained(model))
     raw = json.loads((demo_dir / "mllm_audio_demo.json").read_text(encoding="utf-8"))
     for record, row in zip(raw, data.train):
-        conversation = [{"role": m["role"], "content": [{"type": "audio", "audio_url": "x"},
-                                                        {"type": "text", "text": m["content"][len("<audio>"):]}]}
-                        if m["content"].startswith("<audio>") else {"role": m["role"], "content": m["content"]}
-                        for m in record["messages"]]
+        conversation = [
+            {
+                "role": m["role"],
+                "content": [
+                    {"type": "audio", "audio_url": "x"},
+                    {"type": "text", "text": m["content"][len("<audio>") :]},
+                ],
+            }
+            if m["content"].startswith("<audio>")
+            else {"role": m["role"], "content": m["content"]}
+            for m in record["messages"]
+        ]
         text = processor.apply_chat_template(conversation, tokenize=False)
         audio = read_audio(str(demo_dir / record["audios"][0]), "r", AUDIO_RATE)
         want = processor(text=[text], audio=[audio], sampling_rate=AUDIO_RATE)["input_ids"][0]
@@ -232,32 +286,66 @@ def _pads(engine, image: Path) -> int:
 
 def test_a_set_option_is_said_once_recorded_exported_and_used_by_chat(folders, demo_dir, tmp_path, caplog):
     import yaml
+    from helpers import write_dataset
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from helpers import write_dataset
     from tunekit.config import load_config
     from tunekit.export import export_model
-    from tunekit.infer.engine import ChatEngine
     from tunekit.flow import run_train
+    from tunekit.infer.engine import ChatEngine
 
     model, image = folders("qwen2_vl"), demo_dir / "mllm_demo_data" / "1.jpg"
     data = tmp_path / "data"
     shutil.copytree(demo_dir / "mllm_demo_data", data / "mllm_demo_data")
-    records = [{"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
-                "images": ["mllm_demo_data/1.jpg"]}] * 2
-    write_dataset(data, "toy", records, {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
-                                         "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-                                                  "assistant_tag": "assistant"}})
+    records = [
+        {
+            "messages": [
+                {"role": "user", "content": "<image>Who is this?"},
+                {"role": "assistant", "content": "Kane."},
+            ],
+            "images": ["mllm_demo_data/1.jpg"],
+        }
+    ] * 2
+    write_dataset(
+        data,
+        "toy",
+        records,
+        {
+            "formatting": "sharegpt",
+            "columns": {"messages": "messages", "images": "images"},
+            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+        },
+    )
     run = tmp_path / "run"
     with caplog.at_level(logging.WARNING, logger="tunekit.data.mm_plugins.settings"):
-        run_train(load_config(None, {
-            "model_name_or_path": str(model), "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data),
-            "output_dir": str(run), "stage": "sft", "cutoff_len": 1024, "report_to": "none", "do_train": True,
-            "finetuning_type": "lora", "per_device_train_batch_size": 2, "max_steps": 1, "save_strategy": "no",
-            "disable_tqdm": True, "gradient_checkpointing": False, "image_max_pixels": SET_MAX}))
+        run_train(
+            load_config(
+                None,
+                {
+                    "model_name_or_path": str(model),
+                    "template": "qwen2_vl",
+                    "dataset": "toy",
+                    "dataset_dir": str(data),
+                    "output_dir": str(run),
+                    "stage": "sft",
+                    "cutoff_len": 1024,
+                    "report_to": "none",
+                    "do_train": True,
+                    "finetuning_type": "lora",
+                    "per_device_train_batch_size": 2,
+                    "max_steps": 1,
+                    "save_strategy": "no",
+                    "disable_tqdm": True,
+                    "gradient_checkpointing": False,
+                    "image_max_pixels": SET_MAX,
+                },
+            )
+        )
     notes = [r.getMessage() for r in caplog.records if r.name == "tunekit.data.mm_plugins.settings"]
-    assert notes == [f"image_max_pixels: {SET_MAX} is used instead of the model processor's max_pixels "
-                     f"({LIMITS['qwen2_vl'][1]} in {model}); unset image_max_pixels to use the processor's."]
+    assert notes == [
+        f"image_max_pixels: {SET_MAX} is used instead of the model processor's max_pixels "
+        f"({LIMITS['qwen2_vl'][1]} in {model}); unset image_max_pixels to use the processor's."
+    ]
     saved = yaml.safe_load((run / "tunekit_config.yaml").read_text(encoding="utf-8"))
     assert (saved["image_max_pixels"], saved["image_min_pixels"]) == (SET_MAX, None)  # None: the folder's
 
@@ -266,23 +354,39 @@ def test_a_set_option_is_said_once_recorded_exported_and_used_by_chat(folders, d
 
     def tokens(size):
         grid = processor(images=[Image.open(image).convert("RGB")], size=size)["image_grid_thw"][0]
-        return int(grid.prod()) // processor.merge_size ** 2
+        return int(grid.prod()) // processor.merge_size**2
 
     trained = tokens({"shortest_edge": LIMITS["qwen2_vl"][0], "longest_edge": SET_MAX})
     assert trained < tokens({"shortest_edge": LIMITS["qwen2_vl"][0], "longest_edge": LIMITS["qwen2_vl"][1]})
     # the exported folder's processor holds the limits training used, and chat on it (no option) uses them
-    out = export_model(load_config(None, {"model_name_or_path": str(model), "template": "qwen2_vl",
-                                          "adapter_name_or_path": str(run), "export_dir": str(tmp_path / "merged")}),
-                       verify=False)
+    out = export_model(
+        load_config(
+            None,
+            {
+                "model_name_or_path": str(model),
+                "template": "qwen2_vl",
+                "adapter_name_or_path": str(run),
+                "export_dir": str(tmp_path / "merged"),
+            },
+        ),
+        verify=False,
+    )
     exported = json.loads((Path(out) / "preprocessor_config.json").read_text(encoding="utf-8"))
     assert exported["size"] == {"shortest_edge": LIMITS["qwen2_vl"][0], "longest_edge": SET_MAX}
     provenance = json.loads((Path(out) / "tunekit_export.json").read_text(encoding="utf-8"))
     assert provenance["multimodal"]["media_settings"] == {"image_max_pixels": SET_MAX}
-    for cfg in ({"model_name_or_path": str(out)}, {"model_name_or_path": str(model), "adapter_name_or_path": str(run)}):
+    for cfg in (
+        {"model_name_or_path": str(out)},
+        {"model_name_or_path": str(model), "adapter_name_or_path": str(run)},
+    ):
         engine = ChatEngine(load_config(None, {**cfg, "template": "qwen2_vl", "max_new_tokens": 2}))
         assert _pads(engine, image) == trained
-    base = ChatEngine(load_config(None, {"model_name_or_path": str(model), "template": "qwen2_vl", "max_new_tokens": 2}))
-    assert _pads(base, image) == tokens({"shortest_edge": LIMITS["qwen2_vl"][0], "longest_edge": LIMITS["qwen2_vl"][1]})
+    base = ChatEngine(
+        load_config(None, {"model_name_or_path": str(model), "template": "qwen2_vl", "max_new_tokens": 2})
+    )
+    assert _pads(base, image) == tokens(
+        {"shortest_edge": LIMITS["qwen2_vl"][0], "longest_edge": LIMITS["qwen2_vl"][1]}
+    )
 
 
 def test_the_dataset_cache_follows_the_folders_processor_settings(folders, demo_dir, tmp_path):
@@ -305,9 +409,11 @@ def test_a_set_minimum_above_the_folders_maximum_names_both(folders, tmp_path):
     cfg = _cfg(model, "qwen2_vl", tmp_path, tmp_path, "mllm_demo", image_min_pixels=LIMITS["qwen2_vl"][1] + 1)
     with pytest.raises(ConfigError) as err:
         load_plugin(cfg, "qwen2_vl")
-    assert str(err.value) == (f"image_min_pixels {LIMITS['qwen2_vl'][1] + 1} is larger than image_max_pixels "
-                              f"{LIMITS['qwen2_vl'][1]} (one of them the processor's in {model}): set both, or lower "
-                              f"image_min_pixels / raise image_max_pixels.")
+    assert str(err.value) == (
+        f"image_min_pixels {LIMITS['qwen2_vl'][1] + 1} is larger than image_max_pixels "
+        f"{LIMITS['qwen2_vl'][1]} (one of them the processor's in {model}): set both, or lower "
+        f"image_min_pixels / raise image_max_pixels."
+    )
 
 
 def test_videos_follow_the_folders_fps_and_frame_limit(folders, demo_dir, tmp_path):

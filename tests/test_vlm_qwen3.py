@@ -19,12 +19,24 @@ from pathlib import Path
 import pytest
 
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
-OPTS = {"image_max_pixels": 64 * 64, "image_min_pixels": 32 * 32, "video_max_pixels": 64 * 64, "video_maxlen": 4,
-        "video_fps": 2.0}
-IMAGE_RECORD = {"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
-                "images": ["mllm_demo_data/1.jpg"]}
-VIDEO_RECORD = {"messages": [{"role": "user", "content": "<video>What is she doing?"},
-                             {"role": "assistant", "content": "She is cooking."}], "videos": ["mllm_demo_data/2.avi"]}
+OPTS = {
+    "image_max_pixels": 64 * 64,
+    "image_min_pixels": 32 * 32,
+    "video_max_pixels": 64 * 64,
+    "video_maxlen": 4,
+    "video_fps": 2.0,
+}
+IMAGE_RECORD = {
+    "messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+    "images": ["mllm_demo_data/1.jpg"],
+}
+VIDEO_RECORD = {
+    "messages": [
+        {"role": "user", "content": "<video>What is she doing?"},
+        {"role": "assistant", "content": "She is cooking."},
+    ],
+    "videos": ["mllm_demo_data/2.avi"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +60,14 @@ def data_dir_with(tmp_path: Path, demo_dir: Path, records: list[dict]) -> Path:
     data.mkdir(parents=True, exist_ok=True)
     shutil.copytree(demo_dir / "mllm_demo_data", data / "mllm_demo_data", dirs_exist_ok=True)
     (data / "toy.json").write_text(json.dumps(records), encoding="utf-8")
-    info = {"toy": {"file_name": "toy.json", "formatting": "sharegpt", "tags": TAGS,
-                    "columns": {"messages": "messages", "images": "images", "videos": "videos"}}}
+    info = {
+        "toy": {
+            "file_name": "toy.json",
+            "formatting": "sharegpt",
+            "tags": TAGS,
+            "columns": {"messages": "messages", "images": "images", "videos": "videos"},
+        }
+    }
     (data / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return data
 
@@ -57,9 +75,17 @@ def data_dir_with(tmp_path: Path, demo_dir: Path, records: list[dict]) -> Path:
 def cfg_for(model, data_dir, tmp_path, **opts):
     from tunekit.config import load_config
 
-    base = {"model_name_or_path": str(model), "template": "qwen3_vl_nothink", "dataset": "toy",
-            "dataset_dir": str(data_dir), "output_dir": str(tmp_path / "out"), "stage": "sft", "cutoff_len": 1024,
-            "report_to": "none", **OPTS}
+    base = {
+        "model_name_or_path": str(model),
+        "template": "qwen3_vl_nothink",
+        "dataset": "toy",
+        "dataset_dir": str(data_dir),
+        "output_dir": str(tmp_path / "out"),
+        "stage": "sft",
+        "cutoff_len": 1024,
+        "report_to": "none",
+        **OPTS,
+    }
     return load_config(None, {**base, **opts})
 
 
@@ -94,7 +120,9 @@ def video_blocks(path: str, cfg, model: Path) -> str:
     times = [i / fps for i in indices] + [indices[-1] / fps] * (len(indices) % 2)  # _calculate_timestamps
     stamps = [(times[i] + times[i + 1]) / 2 for i in range(0, len(times), 2)]
     per_frame = (h // 16) * (w // 16) // 4
-    return "".join(f"<{t:.1f} seconds><|vision_start|>" + "<|video_pad|>" * per_frame + "<|vision_end|>" for t in stamps)
+    return "".join(
+        f"<{t:.1f} seconds><|vision_start|>" + "<|video_pad|>" * per_frame + "<|vision_end|>" for t in stamps
+    )
 
 
 def official_ids(model: Path, record: dict, root: Path, cfg) -> list[int]:
@@ -108,15 +136,16 @@ def official_ids(model: Path, record: dict, root: Path, cfg) -> list[int]:
         text = m["content"]
         for tag, part in (("<image>", {"type": "image"}), ("<video>", {"type": "video"})):
             if text.startswith(tag):
-                conversation.append({"role": m["role"], "content": [part, {"type": "text", "text": text[len(tag):]}]})
+                conversation.append({"role": m["role"], "content": [part, {"type": "text", "text": text[len(tag) :]}]})
                 break
         else:
             conversation.append({"role": m["role"], "content": text})
     text = tok.apply_chat_template(conversation, tokenize=False)
     for p in record.get("images", []):
         grid = Qwen2VLImageProcessorPil.from_pretrained(model)(
-            images=[Image.open(root / p).convert("RGB")], size={"shortest_edge": cfg.image_min_pixels,
-                                                                "longest_edge": cfg.image_max_pixels})["image_grid_thw"][0]
+            images=[Image.open(root / p).convert("RGB")],
+            size={"shortest_edge": cfg.image_min_pixels, "longest_edge": cfg.image_max_pixels},
+        )["image_grid_thw"][0]
         text = text.replace("<|image_pad|>", "<|placeholder|>" * (int(grid.prod()) // 4), 1)
     for p in record.get("videos", []):
         text = text.replace("<|vision_start|><|video_pad|><|vision_end|>", video_blocks(str(root / p), cfg, model), 1)
@@ -133,7 +162,10 @@ def test_the_tiny_model_is_a_real_qwen3_vl_with_the_official_template(tiny_qwen3
     assert (config.model_type, config.architectures) == ("qwen3_vl", ["Qwen3VLForConditionalGeneration"])
     template = AutoTokenizer.from_pretrained(tiny_qwen3_vl).chat_template
     assert len(template.encode()) == 5292  # Qwen/Qwen3-VL-8B-Instruct's chat_template, byte for byte
-    assert hashlib.sha256(template.encode()).hexdigest() == "3636d0f0bd6bef02654cdffdc447b79cb2cef8ab02cc75267345946291a489e4"
+    assert (
+        hashlib.sha256(template.encode()).hexdigest()
+        == "3636d0f0bd6bef02654cdffdc447b79cb2cef8ab02cc75267345946291a489e4"
+    )
     assert config.vision_config.patch_size == 16 and config.text_config.rope_parameters["mrope_interleaved"] is True
 
 
@@ -146,7 +178,7 @@ def test_image_and_video_ids_equal_the_inference_rendering(tiny_qwen3_vl, demo_d
     assert len(data.train) == 2 and data.reports[0].invalid == 0
     for row, record in zip(data.train, [IMAGE_RECORD, VIDEO_RECORD]):
         want = official_ids(tiny_qwen3_vl, record, data_dir, cfg)
-        assert tok.decode(want[len(row["input_ids"]):]) == "\n"  # training stops at <|im_end|>
+        assert tok.decode(want[len(row["input_ids"]) :]) == "\n"  # training stops at <|im_end|>
         assert row["input_ids"] == want[:-1]
         reply = tok(record["messages"][1]["content"] + "<|im_end|>", add_special_tokens=False)["input_ids"]
         assert [t for t in row["labels"] if t != -100] == reply
@@ -157,8 +189,10 @@ def test_image_and_video_ids_equal_the_inference_rendering(tiny_qwen3_vl, demo_d
     assert data.train[0]["input_ids"].count(tok.convert_tokens_to_ids("<|image_pad|>")) == 2
     video = tok.decode(data.train[1]["input_ids"])
     assert video.count("<|video_pad|>") == 8 and video.count("<|vision_start|>") == 2
-    assert video.startswith("<|im_start|>user\n<1.5 seconds><|vision_start|>" + "<|video_pad|>" * 4 + "<|vision_end|>"
-                            "<7.5 seconds><|vision_start|>")
+    assert video.startswith(
+        "<|im_start|>user\n<1.5 seconds><|vision_start|>" + "<|video_pad|>" * 4 + "<|vision_end|>"
+        "<7.5 seconds><|vision_start|>"
+    )
 
 
 def test_the_thinking_template_adds_the_empty_think_block(tiny_qwen3_vl, demo_dir, tmp_path):
@@ -172,19 +206,28 @@ def test_the_thinking_template_adds_the_empty_think_block(tiny_qwen3_vl, demo_di
 
 
 def _numel(model, prefixes=None, trainable=True) -> int:
-    return sum(p.numel() for n, p in model.named_parameters()
-               if p.requires_grad == trainable and (prefixes is None or n.startswith(prefixes)))
+    return sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if p.requires_grad == trainable and (prefixes is None or n.startswith(prefixes))
+    )
 
 
 def test_freeze_options_and_lora_targets_follow_the_three_parts(tiny_qwen3_vl, tmp_path):
     from tunekit.model.loader import load_model, load_tokenizer
 
-    vision = ("model.visual.patch_embed.", "model.visual.pos_embed.", "model.visual.blocks.",
-              "model.visual.deepstack_merger_list.")
+    vision = (
+        "model.visual.patch_embed.",
+        "model.visual.pos_embed.",
+        "model.visual.blocks.",
+        "model.visual.deepstack_merger_list.",
+    )
     counts = {"vision": 49184 + 2048 + 17088 + 25024, "projector": 24832, "language": 242048 + 118784}
-    cases = {(): counts["language"],
-             (("freeze_vision_tower", False),): counts["language"] + counts["vision"],
-             (("freeze_multi_modal_projector", False), ("freeze_language_model", True)): counts["projector"]}
+    cases = {
+        (): counts["language"],
+        (("freeze_vision_tower", False),): counts["language"] + counts["vision"],
+        (("freeze_multi_modal_projector", False), ("freeze_language_model", True)): counts["projector"],
+    }
     for opts, trainable in cases.items():
         cfg = cfg_for(tiny_qwen3_vl, tmp_path, tmp_path, finetuning_type="full", **dict(opts))
         model = load_model(cfg, load_tokenizer(cfg))
@@ -195,19 +238,39 @@ def test_freeze_options_and_lora_targets_follow_the_three_parts(tiny_qwen3_vl, t
     def adapted(**opts):
         cfg = cfg_for(tiny_qwen3_vl, tmp_path, tmp_path, finetuning_type="lora", **opts)
         model = load_model(cfg, load_tokenizer(cfg))
-        return sorted({n.split(".lora_A")[0].replace("base_model.model.", "") for n, _ in model.named_parameters()
-                       if ".lora_A" in n})
+        return sorted(
+            {
+                n.split(".lora_A")[0].replace("base_model.model.", "")
+                for n, _ in model.named_parameters()
+                if ".lora_A" in n
+            }
+        )
 
-    lm = [f"model.language_model.layers.{i}.{m}" for i in range(2) for m in
-          ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
-           "self_attn.v_proj")]
-    tower = [f"model.visual.blocks.{i}.{m}" for i in range(2) for m in ("attn.proj", "attn.qkv", "mlp.linear_fc1",
-                                                                        "mlp.linear_fc2")]
+    lm = [
+        f"model.language_model.layers.{i}.{m}"
+        for i in range(2)
+        for m in (
+            "mlp.down_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "self_attn.k_proj",
+            "self_attn.o_proj",
+            "self_attn.q_proj",
+            "self_attn.v_proj",
+        )
+    ]
+    tower = [
+        f"model.visual.blocks.{i}.{m}"
+        for i in range(2)
+        for m in ("attn.proj", "attn.qkv", "mlp.linear_fc1", "mlp.linear_fc2")
+    ]
     tower += ["model.visual.deepstack_merger_list.0.linear_fc1", "model.visual.deepstack_merger_list.0.linear_fc2"]
     assert adapted() == sorted(lm)
     assert adapted(freeze_vision_tower=False) == sorted(lm + tower)
     assert adapted(freeze_multi_modal_projector=False, freeze_language_model=True) == [
-        "model.visual.merger.linear_fc1", "model.visual.merger.linear_fc2"]
+        "model.visual.merger.linear_fc1",
+        "model.visual.merger.linear_fc2",
+    ]
 
 
 # --- end to end ----------------------------------------------------------------------------------------------------
@@ -222,13 +285,29 @@ def test_sft_lora_on_images_and_video_trains_and_reloads_in_plain_peft(tiny_qwen
     from tunekit.flow import run_train
 
     data_dir = data_dir_with(tmp_path, demo_dir, [IMAGE_RECORD, VIDEO_RECORD])
-    cfg = cfg_for(tiny_qwen3_vl, data_dir, tmp_path, do_train=True, finetuning_type="lora", per_device_train_batch_size=2,
-                  max_steps=6, learning_rate=2e-2, logging_steps=1, save_strategy="no", disable_tqdm=True, seed=0,
-                  gradient_checkpointing=False, lora_rank=8)
+    cfg = cfg_for(
+        tiny_qwen3_vl,
+        data_dir,
+        tmp_path,
+        do_train=True,
+        finetuning_type="lora",
+        per_device_train_batch_size=2,
+        max_steps=6,
+        learning_rate=2e-2,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        gradient_checkpointing=False,
+        lora_rank=8,
+    )
     run_train(cfg)
     out = tmp_path / "out"
-    losses = [json.loads(line)["loss"] for line in (out / "trainer_log.jsonl").read_text().splitlines()
-              if "loss" in json.loads(line)]
+    losses = [
+        json.loads(line)["loss"]
+        for line in (out / "trainer_log.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
     assert len(losses) == 6 and losses[-1] < losses[0] - 0.5, losses  # ln(vocab) ~ 7.5 at the start
 
     data, tok, _ = prepare(tiny_qwen3_vl, data_dir, tmp_path)
@@ -252,8 +331,16 @@ def test_chat_with_an_image_generates_what_plain_transformers_generates(tiny_qwe
     from tunekit.infer.engine import ChatEngine
 
     image = str(demo_dir / "mllm_demo_data" / "1.jpg")
-    cfg = load_config(None, {"model_name_or_path": str(tiny_qwen3_vl), "template": "qwen3_vl_nothink", "max_new_tokens": 6,
-                             "do_sample": False, **OPTS})
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": str(tiny_qwen3_vl),
+            "template": "qwen3_vl_nothink",
+            "max_new_tokens": 6,
+            "do_sample": False,
+            **OPTS,
+        },
+    )
     engine = ChatEngine(cfg)
     ids, media = engine.render_media([{"role": "user", "content": "Who is this?"}], [image])
     record = {"messages": [{"role": "user", "content": "<image>Who is this?"}], "images": ["mllm_demo_data/1.jpg"]}
@@ -262,11 +349,21 @@ def test_chat_with_an_image_generates_what_plain_transformers_generates(tiny_qwe
     (reply,) = engine.chat([{"role": "user", "content": "Who is this?"}], images=[image])
     model = AutoModelForImageTextToText.from_pretrained(tiny_qwen3_vl).eval()
     pixels = Qwen2VLImageProcessorPil.from_pretrained(tiny_qwen3_vl)(
-        images=[Image.open(image).convert("RGB")], size={"shortest_edge": cfg.image_min_pixels,
-                                                         "longest_edge": cfg.image_max_pixels}, return_tensors="pt")
+        images=[Image.open(image).convert("RGB")],
+        size={"shortest_edge": cfg.image_min_pixels, "longest_edge": cfg.image_max_pixels},
+        return_tensors="pt",
+    )
     inputs = torch.tensor([ids])
     with torch.no_grad():
-        out = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), pixel_values=pixels["pixel_values"],
-                             image_grid_thw=pixels["image_grid_thw"], mm_token_type_ids=media["mm_token_type_ids"],
-                             max_new_tokens=6, do_sample=False, eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)
-    assert reply.text == engine.decode(out[0, inputs.shape[1]:].tolist()) and reply.completion_tokens > 0
+        out = model.generate(
+            input_ids=inputs,
+            attention_mask=torch.ones_like(inputs),
+            pixel_values=pixels["pixel_values"],
+            image_grid_thw=pixels["image_grid_thw"],
+            mm_token_type_ids=media["mm_token_type_ids"],
+            max_new_tokens=6,
+            do_sample=False,
+            eos_token_id=engine.stop_ids,
+            pad_token_id=engine.pad_id,
+        )
+    assert reply.text == engine.decode(out[0, inputs.shape[1] :].tolist()) and reply.completion_tokens > 0

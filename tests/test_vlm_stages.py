@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import write_dataset
 
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
@@ -26,10 +25,23 @@ def tiny_qwen2_vl(tmp_path_factory) -> Path:
 def _cfg(model, data_dir, out, **opts):
     from tunekit.config import load_config
 
-    base = {"model_name_or_path": str(model), "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data_dir),
-            "output_dir": str(out), "cutoff_len": 1024, "image_max_pixels": SMALL, "report_to": "none", "do_train": True,
-            "per_device_train_batch_size": 2, "logging_steps": 1, "save_strategy": "no", "disable_tqdm": True, "seed": 0,
-            "gradient_checkpointing": False}
+    base = {
+        "model_name_or_path": str(model),
+        "template": "qwen2_vl",
+        "dataset": "toy",
+        "dataset_dir": str(data_dir),
+        "output_dir": str(out),
+        "cutoff_len": 1024,
+        "image_max_pixels": SMALL,
+        "report_to": "none",
+        "do_train": True,
+        "per_device_train_batch_size": 2,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "disable_tqdm": True,
+        "seed": 0,
+        "gradient_checkpointing": False,
+    }
     return load_config(None, {**base, **opts})
 
 
@@ -48,22 +60,48 @@ def _data(tmp_path, demo_dir, records, entry) -> Path:
     return data_dir
 
 
-KTO_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "label", "images": "images"},
-             "tags": TAGS}
+KTO_ENTRY = {
+    "formatting": "sharegpt",
+    "columns": {"messages": "messages", "kto_tag": "label", "images": "images"},
+    "tags": TAGS,
+}
 KTO_RECORDS = [  # kto_en_demo's form (messages + label) with mllm_demo's images
-    {"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Harry Kane."}],
-     "label": True, "images": ["mllm_demo_data/1.jpg"]},
-    {"messages": [{"role": "user", "content": "What happens in <image>?"}, {"role": "assistant", "content": "It rains."}],
-     "label": False, "images": ["mllm_demo_data/3.jpg"]},
+    {
+        "messages": [
+            {"role": "user", "content": "<image>Who is this?"},
+            {"role": "assistant", "content": "Harry Kane."},
+        ],
+        "label": True,
+        "images": ["mllm_demo_data/1.jpg"],
+    },
+    {
+        "messages": [
+            {"role": "user", "content": "What happens in <image>?"},
+            {"role": "assistant", "content": "It rains."},
+        ],
+        "label": False,
+        "images": ["mllm_demo_data/3.jpg"],
+    },
 ]
-PAIR_ENTRY = {"formatting": "sharegpt", "ranking": True, "tags": TAGS,
-              "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected", "images": "images"}}
+PAIR_ENTRY = {
+    "formatting": "sharegpt",
+    "ranking": True,
+    "tags": TAGS,
+    "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected", "images": "images"},
+}
 PAIR_RECORDS = [
-    {"messages": [{"role": "user", "content": "<image>Who is this?"}], "chosen": {"role": "assistant", "content": "Kane."},
-     "rejected": {"role": "assistant", "content": "Nobody."}, "images": ["mllm_demo_data/1.jpg"]},
-    {"messages": [{"role": "user", "content": "What happens in <image>?"}],
-     "chosen": {"role": "assistant", "content": "A speech."}, "rejected": {"role": "assistant", "content": "Rain."},
-     "images": ["mllm_demo_data/3.jpg"]},
+    {
+        "messages": [{"role": "user", "content": "<image>Who is this?"}],
+        "chosen": {"role": "assistant", "content": "Kane."},
+        "rejected": {"role": "assistant", "content": "Nobody."},
+        "images": ["mllm_demo_data/1.jpg"],
+    },
+    {
+        "messages": [{"role": "user", "content": "What happens in <image>?"}],
+        "chosen": {"role": "assistant", "content": "A speech."},
+        "rejected": {"role": "assistant", "content": "Rain."},
+        "images": ["mllm_demo_data/3.jpg"],
+    },
 ]
 
 
@@ -81,8 +119,13 @@ def _prepared(cfg, stage):
 def test_kto_batch_gives_each_example_and_its_kl_pair_the_examples_image(tiny_qwen2_vl, demo_dir, tmp_path):
     from tunekit.train.stages.kto import MultimodalKTOCollator, with_kl_pairs
 
-    cfg = _cfg(tiny_qwen2_vl, _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY), tmp_path / "out", stage="kto",
-               finetuning_type="lora")
+    cfg = _cfg(
+        tiny_qwen2_vl,
+        _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY),
+        tmp_path / "out",
+        stage="kto",
+        finetuning_type="lora",
+    )
     data, tok = _prepared(cfg, "kto")
     pad = tok.convert_tokens_to_ids("<|image_pad|>")
     rows = [with_kl_pairs(data.train)[i] for i in range(2)]
@@ -106,14 +149,15 @@ def test_kto_on_images_starts_at_half_and_the_reference_sees_each_halfs_image(ti
 
     from tunekit.flow import run_train
     from tunekit.model.loader import load_model
+    from tunekit.train.batching import sequence_view
     from tunekit.train.stages.dpo import forward_logps
     from tunekit.train.stages.kto import MultimodalKTOCollator, precompute_reference, with_kl_pairs
-    from tunekit.train.batching import sequence_view
     from tunekit.train.stages.reference_policy import media_inputs
 
     data_dir = _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY)
-    cfg = _cfg(tiny_qwen2_vl, data_dir, tmp_path / "out", stage="kto", finetuning_type="lora", max_steps=3,
-               learning_rate=1e-2)
+    cfg = _cfg(
+        tiny_qwen2_vl, data_dir, tmp_path / "out", stage="kto", finetuning_type="lora", max_steps=3, learning_rate=1e-2
+    )
     run_train(cfg)
     log = _log(tmp_path / "out")
     assert len(_losses(tmp_path / "out")) == 3 and abs(log[0]["loss"] - 0.5) < 1e-7, log
@@ -139,14 +183,34 @@ def test_kto_with_images_padding_free_ends_on_the_padded_runs_weights(tiny_qwen2
     """``padding_free`` with images in stage kto (examples in one row, their mismatched pairs in another, each with the
     example's image): 2 SGD steps of full fine-tuning in float64 end on the padded run's weights."""
     from helpers import padded_and_padding_free_weights
+
     from tests.tolerances import FLOAT64_WEIGHT_TOL
 
     data_dir = _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY)
-    moved, diff = padded_and_padding_free_weights(tiny_qwen2_vl, {
-        "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data_dir), "cutoff_len": 1024,
-        "image_max_pixels": SMALL, "report_to": "none", "do_train": True, "per_device_train_batch_size": 2,
-        "save_strategy": "no", "disable_tqdm": True, "seed": 0, "gradient_checkpointing": False, "stage": "kto",
-        "finetuning_type": "full", "dtype": "float64", "max_steps": 2, "learning_rate": 1e-1, "optim": "sgd"}, tmp_path)
+    moved, diff = padded_and_padding_free_weights(
+        tiny_qwen2_vl,
+        {
+            "template": "qwen2_vl",
+            "dataset": "toy",
+            "dataset_dir": str(data_dir),
+            "cutoff_len": 1024,
+            "image_max_pixels": SMALL,
+            "report_to": "none",
+            "do_train": True,
+            "per_device_train_batch_size": 2,
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "seed": 0,
+            "gradient_checkpointing": False,
+            "stage": "kto",
+            "finetuning_type": "full",
+            "dtype": "float64",
+            "max_steps": 2,
+            "learning_rate": 1e-1,
+            "optim": "sgd",
+        },
+        tmp_path,
+    )
     # the two runs' float64 gradients differ by summation order only (tests/test_padding_free_media.py derives the
     # bound), far under FLOAT64_WEIGHT_TOL; a row whose samples attended to each other moves them by ~1e-4 or more
     assert moved > 1e-5
@@ -166,8 +230,9 @@ def test_reward_model_on_images_trains_and_scores_depend_on_the_image(tiny_qwen2
 
     out = tmp_path / "out"
     data_dir = _data(tmp_path, demo_dir, PAIR_RECORDS, PAIR_ENTRY)
-    cfg = _cfg(tiny_qwen2_vl, data_dir, out, stage="rm", finetuning_type="lora", max_steps=6, learning_rate=2e-2,
-               lora_rank=8)
+    cfg = _cfg(
+        tiny_qwen2_vl, data_dir, out, stage="rm", finetuning_type="lora", max_steps=6, learning_rate=2e-2, lora_rank=8
+    )
     run_train(cfg)
     losses = _losses(out)
     # step 0: the head starts at ~0 (std 1/(hidden+1)) on the same base for both answers: the loss is near ln 2
@@ -182,8 +247,10 @@ def test_reward_model_on_images_trains_and_scores_depend_on_the_image(tiny_qwen2
     other = collator([{**row, "images": [str(data_dir / "mllm_demo_data" / "3.jpg")]}])  # also 10 image tokens
     media = [k for k in own if k not in ("input_ids", "attention_mask", "token_labels")]
     with torch.no_grad():
-        scores = {name: reward.score(b["input_ids"], b["attention_mask"], **{k: b[k] for k in media})
-                  for name, b in (("own", own), ("other", other))}
+        scores = {
+            name: reward.score(b["input_ids"], b["attention_mask"], **{k: b[k] for k in media})
+            for name, b in (("own", own), ("other", other))
+        }
     chosen_own, rejected_own = scores["own"].tolist()
     assert chosen_own > rejected_own  # the trained preference
     assert (scores["own"] - scores["other"]).abs().min() > 1e-4, scores
@@ -199,10 +266,15 @@ def tiny_qwen2_audio(tmp_path_factory) -> Path:
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2-audio-stages") / "model", like="qwen2-audio", seed=0)
 
 
-MEDIA_CASES = {"videos": ("mllm_video_demo.json", "qwen2_vl", {"video_max_pixels": 64 * 64, "video_maxlen": 4}),
-               "audios": ("mllm_audio_demo.json", "qwen2_audio", {})}
+MEDIA_CASES = {
+    "videos": ("mllm_video_demo.json", "qwen2_vl", {"video_max_pixels": 64 * 64, "video_maxlen": 4}),
+    "audios": ("mllm_audio_demo.json", "qwen2_audio", {}),
+}
 #: the model inputs of each kind, and how many rows (one per media item) a batch of the two demo records gives them
-MEDIA_KEYS = {"videos": ("video_grid_thw", "pixel_values_videos"), "audios": ("feature_attention_mask", "input_features")}
+MEDIA_KEYS = {
+    "videos": ("video_grid_thw", "pixel_values_videos"),
+    "audios": ("feature_attention_mask", "input_features"),
+}
 
 
 def _preference_records(demo_dir, file, stage, kind):
@@ -211,13 +283,22 @@ def _preference_records(demo_dir, file, stage, kind):
     raw = json.loads((demo_dir / file).read_text(encoding="utf-8"))[:2]
     if stage == "kto":
         return [{"messages": r["messages"], "label": i == 0, kind: r[kind]} for i, r in enumerate(raw)]
-    return [{"messages": r["messages"][:-1], "chosen": r["messages"][-1], "rejected": raw[1 - i]["messages"][-1],
-             kind: r[kind]} for i, r in enumerate(raw)]
+    return [
+        {
+            "messages": r["messages"][:-1],
+            "chosen": r["messages"][-1],
+            "rejected": raw[1 - i]["messages"][-1],
+            kind: r[kind],
+        }
+        for i, r in enumerate(raw)
+    ]
 
 
 @pytest.mark.parametrize("kind", ["videos", "audios"])
 @pytest.mark.parametrize("stage", ["dpo", "kto"])
-def test_videos_and_audio_train_in_dpo_and_kto_and_every_sequence_gets_its_media(stage, kind, request, demo_dir, tmp_path):
+def test_videos_and_audio_train_in_dpo_and_kto_and_every_sequence_gets_its_media(
+    stage, kind, request, demo_dir, tmp_path
+):
     pytest.importorskip("av")
     from tunekit.flow import run_train
     from tunekit.train.batching import MultimodalPairCollator
@@ -225,13 +306,26 @@ def test_videos_and_audio_train_in_dpo_and_kto_and_every_sequence_gets_its_media
 
     file, template, opts = MEDIA_CASES[kind]
     model = request.getfixturevalue("tiny_qwen2_vl" if kind == "videos" else "tiny_qwen2_audio")
-    columns = ({"messages": "messages", "kto_tag": "label", kind: kind} if stage == "kto" else
-               {"messages": "messages", "chosen": "chosen", "rejected": "rejected", kind: kind})
+    columns = (
+        {"messages": "messages", "kto_tag": "label", kind: kind}
+        if stage == "kto"
+        else {"messages": "messages", "chosen": "chosen", "rejected": "rejected", kind: kind}
+    )
     entry = {"formatting": "sharegpt", "ranking": stage == "dpo", "tags": TAGS, "columns": columns}
     data_dir = tmp_path / "data"
     write_dataset(data_dir, "toy", _preference_records(demo_dir, file, stage, kind), entry)
-    cfg = _cfg(model, data_dir, tmp_path / "out", stage=stage, template=template, media_dir=str(demo_dir),
-               finetuning_type="lora", max_steps=2, learning_rate=1e-2, **opts)
+    cfg = _cfg(
+        model,
+        data_dir,
+        tmp_path / "out",
+        stage=stage,
+        template=template,
+        media_dir=str(demo_dir),
+        finetuning_type="lora",
+        max_steps=2,
+        learning_rate=1e-2,
+        **opts,
+    )
     data, tok = _prepared(cfg, stage)
     rows = [data.train[0], data.train[1]]
     assert [len(r[kind]) for r in rows] == [1, 1]
@@ -255,25 +349,44 @@ def test_videos_and_audio_train_in_dpo_and_kto_and_every_sequence_gets_its_media
 
 SFT_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"}, "tags": TAGS}
 SFT_RECORDS = [
-    {"messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
-     "images": ["mllm_demo_data/1.jpg"]},
-    {"messages": [{"role": "user", "content": "Describe <image> please"}, {"role": "assistant", "content": "A speech."}],
-     "images": ["mllm_demo_data/2.jpg"]},
+    {
+        "messages": [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": "Kane."}],
+        "images": ["mllm_demo_data/1.jpg"],
+    },
+    {
+        "messages": [
+            {"role": "user", "content": "Describe <image> please"},
+            {"role": "assistant", "content": "A speech."},
+        ],
+        "images": ["mllm_demo_data/2.jpg"],
+    },
     {"messages": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there."}]},
-    {"messages": [{"role": "user", "content": "What is in <image>?"}, {"role": "assistant", "content": "Players."}],
-     "images": ["mllm_demo_data/3.jpg"]},
+    {
+        "messages": [{"role": "user", "content": "What is in <image>?"}, {"role": "assistant", "content": "Players."}],
+        "images": ["mllm_demo_data/3.jpg"],
+    },
 ]
 
 
 def test_resume_on_images_ends_with_the_weights_of_the_uninterrupted_run(tiny_qwen2_vl, demo_dir, tmp_path):
     from safetensors.torch import load_file
-
     from tolerances import FLOAT64_WEIGHT_TOL
+
     from tunekit.flow import run_train
 
     data_dir = _data(tmp_path, demo_dir, SFT_RECORDS, SFT_ENTRY)
-    common = dict(stage="sft", finetuning_type="full", dtype="float64", max_steps=4, save_strategy="steps", save_steps=2,
-                  learning_rate=5e-3, lr_scheduler_type="cosine", warmup_steps=1, freeze_multi_modal_projector=False)
+    common = dict(
+        stage="sft",
+        finetuning_type="full",
+        dtype="float64",
+        max_steps=4,
+        save_strategy="steps",
+        save_steps=2,
+        learning_rate=5e-3,
+        lr_scheduler_type="cosine",
+        warmup_steps=1,
+        freeze_multi_modal_projector=False,
+    )
     full, resumed = tmp_path / "full", tmp_path / "resumed"
     run_train(_cfg(tiny_qwen2_vl, data_dir, full, **common))
     resumed.mkdir()  # the run "died" after its checkpoint at step 2: only that checkpoint survives
@@ -293,7 +406,9 @@ def test_resume_on_images_ends_with_the_weights_of_the_uninterrupted_run(tiny_qw
     assert not any(k.startswith(("visual.blocks.", "visual.patch_embed.")) for k in moved)
 
 
-def test_qlora_on_a_vlm_quantizes_only_the_language_model_trains_and_the_adapter_reloads(tiny_qwen2_vl, demo_dir, tmp_path):
+def test_qlora_on_a_vlm_quantizes_only_the_language_model_trains_and_the_adapter_reloads(
+    tiny_qwen2_vl, demo_dir, tmp_path
+):
     pytest.importorskip("bitsandbytes")
     import torch
     from peft import PeftModel
@@ -304,13 +419,26 @@ def test_qlora_on_a_vlm_quantizes_only_the_language_model_trains_and_the_adapter
     from tunekit.model.loader import load_model, load_tokenizer
 
     out = tmp_path / "out"
-    cfg = _cfg(tiny_qwen2_vl, _data(tmp_path, demo_dir, SFT_RECORDS, SFT_ENTRY), out, stage="sft", finetuning_type="lora",
-               quantization_bit=4, max_steps=2, learning_rate=2e-2, lora_rank=8)
+    cfg = _cfg(
+        tiny_qwen2_vl,
+        _data(tmp_path, demo_dir, SFT_RECORDS, SFT_ENTRY),
+        out,
+        stage="sft",
+        finetuning_type="lora",
+        quantization_bit=4,
+        max_steps=2,
+        learning_rate=2e-2,
+        lora_rank=8,
+    )
 
     def linear_kinds(model):
         kinds = {}
         for name, module in model.named_modules():
-            if type(module).__name__ in ("Linear", "Linear4bit") and ".lora_" not in name and not name.endswith("base_layer"):
+            if (
+                type(module).__name__ in ("Linear", "Linear4bit")
+                and ".lora_" not in name
+                and not name.endswith("base_layer")
+            ):
                 part = "visual" if ".visual." in name else "lm_head" if name.endswith("lm_head") else "language_model"
                 kinds.setdefault(part, set()).add(type(module).__name__)
         return kinds
@@ -324,19 +452,28 @@ def test_qlora_on_a_vlm_quantizes_only_the_language_model_trains_and_the_adapter
     saved = load_file(str(out / "adapter_model.safetensors"))
     assert saved and all(".language_model." in k for k in saved)
     # plain transformers + peft: the base quantized the same way, the adapter on top, its weights as saved (trained)
-    bnb = BitsAndBytesConfig(load_in_4bit=True, llm_int8_skip_modules=["lm_head", "model.visual"],
-                             bnb_4bit_compute_dtype=torch.float32, bnb_4bit_quant_storage=torch.float32)
-    reloaded = PeftModel.from_pretrained(AutoModelForImageTextToText.from_pretrained(tiny_qwen2_vl, quantization_config=bnb),
-                                         str(out))
+    bnb = BitsAndBytesConfig(
+        load_in_4bit=True,
+        llm_int8_skip_modules=["lm_head", "model.visual"],
+        bnb_4bit_compute_dtype=torch.float32,
+        bnb_4bit_quant_storage=torch.float32,
+    )
+    reloaded = PeftModel.from_pretrained(
+        AutoModelForImageTextToText.from_pretrained(tiny_qwen2_vl, quantization_config=bnb), str(out)
+    )
     state = reloaded.state_dict()
     for key, value in saved.items():
-        want = key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight")
+        want = key.replace(".lora_A.weight", ".lora_A.default.weight").replace(
+            ".lora_B.weight", ".lora_B.default.weight"
+        )
         assert state[want].equal(value), key
     assert max(v.abs().max().item() for k, v in saved.items() if "lora_B" in k) > 0  # B starts at 0: it trained
 
 
 @pytest.mark.parametrize("like, template", [("gemma3", "gemma3"), ("llava-next", "llava_next")])
-def test_kto_and_the_reward_model_run_on_other_families_with_their_own_media_inputs(like, template, demo_dir, tmp_path):
+def test_kto_and_the_reward_model_run_on_other_families_with_their_own_media_inputs(
+    like, template, demo_dir, tmp_path
+):
     """Gemma 3 (its image-token mask ``token_type_ids``) and LLaVA-NeXT (its tile layout ``image_sizes``): the KL pairs
     get the family's own media inputs too; KTO starts at 0.5, the reward model trains (2 steps each)."""
     from tunekit.flow import run_train
@@ -344,12 +481,22 @@ def test_kto_and_the_reward_model_run_on_other_families_with_their_own_media_inp
     from tunekit.train.stages.kto import MultimodalKTOCollator, with_kl_pairs
 
     model = build_tiny_vlm(tmp_path / "model", like=like, seed=0)
-    cfg = _cfg(model, _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY), tmp_path / "kto", stage="kto", template=template,
-               finetuning_type="lora", max_steps=2, cutoff_len=2048)
+    cfg = _cfg(
+        model,
+        _data(tmp_path, demo_dir, KTO_RECORDS, KTO_ENTRY),
+        tmp_path / "kto",
+        stage="kto",
+        template=template,
+        finetuning_type="lora",
+        max_steps=2,
+        cutoff_len=2048,
+    )
     data, tok = _prepared(cfg, "kto")
-    batch = MultimodalKTOCollator(pad_token_id=tok.pad_token_id, mm=data.mm)([with_kl_pairs(data.train)[i] for i in range(2)])
+    batch = MultimodalKTOCollator(pad_token_id=tok.pad_token_id, mm=data.mm)(
+        [with_kl_pairs(data.train)[i] for i in range(2)]
+    )
     own = {"gemma3": "token_type_ids", "llava-next": "image_sizes"}[like]
-    assert own in batch and f"kl_{own}" in batch and f"kl_pixel_values" in batch
+    assert own in batch and f"kl_{own}" in batch and "kl_pixel_values" in batch
     run_train(cfg)
     assert abs(_losses(tmp_path / "kto")[0] - 0.5) < 1e-6
     write_dataset(tmp_path / "data", "toy", PAIR_RECORDS, PAIR_ENTRY)

@@ -18,7 +18,12 @@ import pytest
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference-data" / "llamafactory"
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
-VIDEO_OPTS = {"video_max_pixels": 64 * 64, "video_min_pixels": 16 * 16, "video_maxlen": 4, "video_fps": 2.0}  # small clips: 4 frames of at most 64x64 pixels
+VIDEO_OPTS = {
+    "video_max_pixels": 64 * 64,
+    "video_min_pixels": 16 * 16,
+    "video_maxlen": 4,
+    "video_fps": 2.0,
+}  # small clips: 4 frames of at most 64x64 pixels
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +46,14 @@ def video_data(tmp_path: Path, demo_dir: Path, file: str = "mllm_video_demo.json
     data = tmp_path / "data"
     data.mkdir(parents=True, exist_ok=True)
     shutil.copy(demo_dir / file, data / "v.json")
-    info = {"toy": {"file_name": "v.json", "formatting": "sharegpt", "tags": TAGS,
-                    "columns": {"messages": "messages", "videos": "videos"}}}
+    info = {
+        "toy": {
+            "file_name": "v.json",
+            "formatting": "sharegpt",
+            "tags": TAGS,
+            "columns": {"messages": "messages", "videos": "videos"},
+        }
+    }
     (data / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return data
 
@@ -50,9 +61,18 @@ def video_data(tmp_path: Path, demo_dir: Path, file: str = "mllm_video_demo.json
 def cfg_for(model, data_dir, tmp_path, template="qwen2_vl", media_dir=None, **opts):
     from tunekit.config import load_config
 
-    base = {"model_name_or_path": str(model), "template": template, "dataset": "toy", "dataset_dir": str(data_dir),
-            "media_dir": str(media_dir) if media_dir else None, "output_dir": str(tmp_path / "out"), "stage": "sft",
-            "cutoff_len": 1024, "report_to": "none", **VIDEO_OPTS}
+    base = {
+        "model_name_or_path": str(model),
+        "template": template,
+        "dataset": "toy",
+        "dataset_dir": str(data_dir),
+        "media_dir": str(media_dir) if media_dir else None,
+        "output_dir": str(tmp_path / "out"),
+        "stage": "sft",
+        "cutoff_len": 1024,
+        "report_to": "none",
+        **VIDEO_OPTS,
+    }
     return load_config(None, {**base, **opts})
 
 
@@ -65,7 +85,9 @@ def prepare(model, data_dir, tmp_path, **opts):
     return prepare_datasets(cfg, tok, "sft"), tok, cfg
 
 
-def metadata_grid(path: str, fps: float, maxlen: int, max_pixels: int, min_pixels: int, spec: dict) -> tuple[int, int, int]:
+def metadata_grid(
+    path: str, fps: float, maxlen: int, max_pixels: int, min_pixels: int, spec: dict
+) -> tuple[int, int, int]:
     """A video's (t, h, w) from its stream metadata alone (LLaMA-Factory's rule + the processor's formula)."""
     import av
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
@@ -105,10 +127,16 @@ def test_a_still_clip_gives_exactly_the_image_processors_patches(family):
     rng = np.random.default_rng(0)
     image = Image.fromarray(rng.integers(0, 256, (150, 230, 3), dtype=np.uint8))
     pixels, grid = video_patches([image, image], spec, rule)
-    ref = Qwen2VLImageProcessorPil(size={"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels},
-                                   patch_size=spec.patch_size, merge_size=spec.merge_size, image_mean=list(spec.image_mean),
-                                   image_std=list(spec.image_std))(images=[image], return_tensors="np")
-    assert grid == tuple(ref["image_grid_thw"][0]) == ((1, 10, 16) if family == "qwen2_vl" else (1, 10, 14))  # 150x230 -> 140x224 / 160x224
+    ref = Qwen2VLImageProcessorPil(
+        size={"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels},
+        patch_size=spec.patch_size,
+        merge_size=spec.merge_size,
+        image_mean=list(spec.image_mean),
+        image_std=list(spec.image_std),
+    )(images=[image], return_tensors="np")
+    assert (
+        grid == tuple(ref["image_grid_thw"][0]) == ((1, 10, 16) if family == "qwen2_vl" else (1, 10, 14))
+    )  # 150x230 -> 140x224 / 160x224
     # same float32 arithmetic on the same PIL-resized uint8 pixels: equal up to the last bit of (x/255 - mean)/std
     np.testing.assert_allclose(pixels, ref["pixel_values"], rtol=0, atol=4 * np.finfo(np.float32).eps * 8)
 
@@ -136,7 +164,9 @@ def test_a_corrupt_video_is_named_with_its_record(tiny_qwen2_vl, demo_dir, tmp_p
     (data / "mllm_demo_data" / "2.avi").write_bytes(b"RIFF\x00\x00\x00\x00AVI garbage")
     with pytest.raises((DataError, ConfigError)) as err:
         prepare(tiny_qwen2_vl, data, tmp_path)
-    assert str(err.value).startswith(f"{data / 'v.json'}, record 1: video {data / 'mllm_demo_data' / '2.avi'} cannot be read (")
+    assert str(err.value).startswith(
+        f"{data / 'v.json'}, record 1: video {data / 'mllm_demo_data' / '2.avi'} cannot be read ("
+    )
     assert "the file is corrupt or not a video. Replace it, or remove the record." in str(err.value)
 
 
@@ -159,18 +189,25 @@ def test_the_video_demo_loads_unchanged_and_its_ids_equal_the_inference_renderin
         assert row["videos"] == [str(Path(path).resolve())]
         grid = metadata_grid(path, cfg.video_fps, cfg.video_maxlen, cfg.video_max_pixels, cfg.video_min_pixels, spec)
         grids.append(grid)
-        conversation = [{"role": m["role"], "content": [{"type": "video"}, {"type": "text", "text": m["content"][7:]}]}
-                        if m["content"].startswith("<video>") else {"role": m["role"], "content": m["content"]}
-                        for m in record["messages"]]
+        conversation = [
+            {"role": m["role"], "content": [{"type": "video"}, {"type": "text", "text": m["content"][7:]}]}
+            if m["content"].startswith("<video>")
+            else {"role": m["role"], "content": m["content"]}
+            for m in record["messages"]
+        ]
         text = official.apply_chat_template(conversation, tokenize=False)
         text = text.replace("<|video_pad|>", "<|video_pad|>" * (grid[0] * grid[1] * grid[2] // 4))
         want = official(text, add_special_tokens=False)["input_ids"]
         # the official template ends with "<|im_end|>\n"; training stops at <|im_end|> (docs/architecture.md)
-        assert official.decode(want[len(row["input_ids"]):]) == "\n" and row["input_ids"] == want[:-1]
+        assert official.decode(want[len(row["input_ids"]) :]) == "\n" and row["input_ids"] == want[:-1]
         assert row["input_ids"].count(pad) == grid[0] * grid[1] * grid[2] // 4
         reply = official(record["messages"][1]["content"] + "<|im_end|>", add_special_tokens=False)["input_ids"]
         assert [t for t in row["labels"] if t != -100] == reply  # only the answer is trained, never video tokens
-    assert grids == [(2, 4, 6), (2, 4, 6), (2, 4, 6)]  # 4 frames; 85x48 / 73x55 / 85x47 -> 56x84 pixels at 28-pixel steps
+    assert grids == [
+        (2, 4, 6),
+        (2, 4, 6),
+        (2, 4, 6),
+    ]  # 4 frames; 85x48 / 73x55 / 85x47 -> 56x84 pixels at 28-pixel steps
 
 
 # --- training --------------------------------------------------------------------------------------------------
@@ -190,8 +227,12 @@ def test_a_tiny_qwen2_vl_trains_on_the_video_demo_with_the_models_3d_rope(tiny_q
     assert tuple(batch["pixel_values_videos"].shape) == (2 * 48, 3 * 2 * 14 * 14)
     assert (batch["mm_token_type_ids"] == 2).sum(1).tolist() == [12, 12]
     model = AutoModelForImageTextToText.from_pretrained(tiny_qwen2_vl)
-    positions, _ = model.model.get_rope_index(batch["input_ids"], batch["mm_token_type_ids"],
-                                              video_grid_thw=batch["video_grid_thw"], attention_mask=batch["attention_mask"])
+    positions, _ = model.model.get_rope_index(
+        batch["input_ids"],
+        batch["mm_token_type_ids"],
+        video_grid_thw=batch["video_grid_thw"],
+        attention_mask=batch["attention_mask"],
+    )
     row = batch["mm_token_type_ids"][0] == 2
     start = int(row.nonzero()[0])
     t, h, w = (positions[k, 0, row] - start for k in range(3))
@@ -199,12 +240,28 @@ def test_a_tiny_qwen2_vl_trains_on_the_video_demo_with_the_models_3d_rope(tiny_q
     assert h.tolist() == [0, 0, 0, 1, 1, 1] * 2 and w.tolist() == [0, 1, 2] * 2 * 2
     assert int(positions[0, 0, start + 12]) == start + 3  # the text after the video continues at max + 1
 
-    cfg = cfg_for(tiny_qwen2_vl, data_dir, tmp_path, media_dir=demo_dir, do_train=True, finetuning_type="lora",
-                  per_device_train_batch_size=2, max_steps=2, learning_rate=1e-2, logging_steps=1, save_strategy="no",
-                  disable_tqdm=True, seed=0, gradient_checkpointing=False)
+    cfg = cfg_for(
+        tiny_qwen2_vl,
+        data_dir,
+        tmp_path,
+        media_dir=demo_dir,
+        do_train=True,
+        finetuning_type="lora",
+        per_device_train_batch_size=2,
+        max_steps=2,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        gradient_checkpointing=False,
+    )
     run_train(cfg)
-    losses = [json.loads(line)["loss"] for line in (tmp_path / "out" / "trainer_log.jsonl").read_text().splitlines()
-              if "loss" in json.loads(line)]
+    losses = [
+        json.loads(line)["loss"]
+        for line in (tmp_path / "out" / "trainer_log.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
     assert torch.isfinite(torch.tensor(losses)).all()
 
@@ -232,9 +289,11 @@ def test_use_audio_in_video_without_an_audio_visual_family_is_an_error(tiny_qwen
 
     with pytest.raises(ConfigError) as err:
         prepare(tiny_qwen2_vl, video_data(tmp_path, demo_dir), tmp_path, media_dir=demo_dir, use_audio_in_video=True)
-    assert str(err.value) == ("use_audio_in_video is true, but the qwen2_vl family reads no audio track from videos (its "
-                              "videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
-                              "such as Qwen2.5-Omni yet).")
+    assert str(err.value) == (
+        "use_audio_in_video is true, but the qwen2_vl family reads no audio track from videos (its "
+        "videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
+        "such as Qwen2.5-Omni yet)."
+    )
 
 
 def test_the_video_spec_reads_the_checkpoints_own_config(tmp_path):
@@ -244,13 +303,40 @@ def test_the_video_spec_reads_the_checkpoints_own_config(tmp_path):
 
     assert VideoSpec.load(str(tmp_path), QWEN2) == VideoSpec(**QWEN2)  # no config: Qwen2VLVideoProcessor's defaults
     # Qwen/Qwen2-VL-7B-Instruct's preprocessor_config.json (the video processor falls back to it)
-    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
-        {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
-         "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}))
-    assert (VideoSpec.load(str(tmp_path), QWEN2).min_pixels, VideoSpec.load(str(tmp_path), QWEN2).max_pixels) == (3136, 12845056)
+    (tmp_path / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "min_pixels": 3136,
+                "max_pixels": 12845056,
+                "patch_size": 14,
+                "temporal_patch_size": 2,
+                "merge_size": 2,
+                "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                "image_std": [0.26862954, 0.26130258, 0.27577711],
+            }
+        )
+    )
+    assert (VideoSpec.load(str(tmp_path), QWEN2).min_pixels, VideoSpec.load(str(tmp_path), QWEN2).max_pixels) == (
+        3136,
+        12845056,
+    )
     # Qwen/Qwen3-VL-8B-Instruct's video_preprocessor_config.json wins over preprocessor_config.json
-    (tmp_path / "video_preprocessor_config.json").write_text(json.dumps(
-        {"size": {"longest_edge": 25165824, "shortest_edge": 4096}, "patch_size": 16, "temporal_patch_size": 2,
-         "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}))
+    (tmp_path / "video_preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "size": {"longest_edge": 25165824, "shortest_edge": 4096},
+                "patch_size": 16,
+                "temporal_patch_size": 2,
+                "merge_size": 2,
+                "image_mean": [0.5, 0.5, 0.5],
+                "image_std": [0.5, 0.5, 0.5],
+            }
+        )
+    )
     spec = VideoSpec.load(str(tmp_path), QWEN3)
-    assert (spec.min_pixels, spec.max_pixels, spec.patch_size, spec.image_mean) == (4096, 25165824, 16, (0.5, 0.5, 0.5))
+    assert (spec.min_pixels, spec.max_pixels, spec.patch_size, spec.image_mean) == (
+        4096,
+        25165824,
+        16,
+        (0.5, 0.5, 0.5),
+    )

@@ -19,14 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from helpers import alpaca_records, write_dataset
 
 from tunekit.config.secrets import SECRET_VARS_ENV, resolve_secrets
 from tunekit.data.dataset_info import ROOTS_ENV, confined_to, hub_id_problem, resolve_datasets
 from tunekit.errors import DataError
 from tunekit.webui.board import Board
 from tunekit.webui.paths import PathPolicy, excerpt
-
-from helpers import alpaca_records, write_dataset
 
 SECRET = "root:$6$SECRETSALT$0123456789abcdef:19000:0:99999:7:::"
 
@@ -55,18 +54,26 @@ def test_a_hub_field_naming_a_local_folder_never_reaches_the_preview(ws, tiny_qw
     monkeypatch.chdir(root)  # as `tunekit webui` does: relative paths resolve in the workspace
     board = _board(root, tiny_qwen)
     # the attack: "Save config" writes data/dataset_info.json, a dict option becoming a dataset entry
-    board.save_yaml({"lr_scheduler_kwargs": json.dumps({"hf_hub_url": str(private)})}, "data/dataset_info.json",
-                    overwrite=True)
+    board.save_yaml(
+        {"lr_scheduler_kwargs": json.dumps({"hf_hub_url": str(private)})}, "data/dataset_info.json", overwrite=True
+    )
     assert json.loads((root / "data" / "dataset_info.json").read_text()) == {
-        "lr_scheduler_kwargs": {"hf_hub_url": str(private)}}
-    form = {"model_name_or_path": str(tiny_qwen), "template": "qwen", "cutoff_len": "1024", "dataset_dir": "data",
-            "dataset": "lr_scheduler_kwargs"}
+        "lr_scheduler_kwargs": {"hf_hub_url": str(private)}
+    }
+    form = {
+        "model_name_or_path": str(tiny_qwen),
+        "template": "qwen",
+        "cutoff_len": "1024",
+        "dataset_dir": "data",
+        "dataset": "lr_scheduler_kwargs",
+    }
     check, pieces, note = board.sample_preview(form, 1)
     assert (pieces, note) == ([], "")  # before the fix: the system prompt, then the file's row
     assert not check.ok and check.by_field["dataset"] == [
         f"Option 'dataset': dataset 'lr_scheduler_kwargs' hf_hub_url '{excerpt(private, 80)}' is not a hub id "
         f"(namespace/name): the board reads hub datasets by id only. Register a local file with file_name, inside "
-        f"the workspace."]
+        f"the workspace."
+    ]
 
 
 def test_every_place_a_dataset_names_is_inside_the_roots_or_refused(ws):
@@ -89,8 +96,13 @@ def test_every_place_a_dataset_names_is_inside_the_roots_or_refused(ws):
     info = json.loads((root / "data" / "dataset_info.json").read_text())
     (root / "data" / "dataset_info.json").write_text(json.dumps({**info, **entries}))
     board = _board(root)
-    base = {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "template": "qwen", "stage": "pt", "dataset_dir": "data",
-            "output_dir": "saves/run"}
+    base = {
+        "model_name_or_path": "Qwen/Qwen2.5-0.5B",
+        "template": "qwen",
+        "stage": "pt",
+        "dataset_dir": "data",
+        "output_dir": "saves/run",
+    }
     outside = f"is outside the folders this board may use ({root})"
     expected = {
         "file": f"file_name '{excerpt(root / 'data' / '../../private/rows.json', 80)}' {outside}",
@@ -108,15 +120,18 @@ def test_every_place_a_dataset_names_is_inside_the_roots_or_refused(ws):
         for option in ("dataset", "eval_dataset", "export_quantization_dataset"):
             check = board.validate(base | {"dataset": "local", option: name})
             assert not check.ok and check.by_field[option][0].startswith(
-                f"Option '{option}': dataset '{name}' {message}"), (name, option, check.message)
+                f"Option '{option}': dataset '{name}' {message}"
+            ), (name, option, check.message)
     assert board.validate(base | {"dataset": "hub,local,demo"}).ok
     # a dataset_info.json that cannot be read: nothing is checked, so the name is refused (it was let through)
     (root / "bad").mkdir()
     (root / "bad" / "dataset_info.json").write_text("{broken")
     check = board.validate(base | {"dataset_dir": "bad", "dataset": str(private / "rows.json")})
-    assert check.by_field["dataset"] == [f"Option 'dataset': dataset '{excerpt(private / 'rows.json', 40)}': "
-                                         f"{root / 'bad' / 'dataset_info.json'} is not valid JSON (line 1, column 2): "
-                                         f"Expecting property name enclosed in double quotes."]
+    assert check.by_field["dataset"] == [
+        f"Option 'dataset': dataset '{excerpt(private / 'rows.json', 40)}': "
+        f"{root / 'bad' / 'dataset_info.json'} is not valid JSON (line 1, column 2): "
+        f"Expecting property name enclosed in double quotes."
+    ]
     # the other options that name data places
     for option, value in (("media_dir", str(private)), ("tokenized_path", "../private/tok")):
         check = board.validate(base | {"dataset": "demo", option: value})
@@ -141,10 +156,17 @@ def test_the_boards_jobs_read_data_confined_to_its_roots(ws, monkeypatch):
     root, private = ws
     data = root / "data"
     info = json.loads((data / "dataset_info.json").read_text())
-    (data / "dataset_info.json").write_text(json.dumps({**info, "hub": {"hf_hub_url": str(private)},
-                                                        "file": {"file_name": str(private / "rows.json")},
-                                                        "cloud": {"cloud_file_name": "s3://b/x.json"},
-                                                        "hidden": {"file_name": ".cache/x.json"}}))
+    (data / "dataset_info.json").write_text(
+        json.dumps(
+            {
+                **info,
+                "hub": {"hf_hub_url": str(private)},
+                "file": {"file_name": str(private / "rows.json")},
+                "cloud": {"cloud_file_name": "s3://b/x.json"},
+                "hidden": {"file_name": ".cache/x.json"},
+            }
+        )
+    )
     assert [a.path for a in resolve_datasets(["hub", "file"], data)] == [str(private), str(private / "rows.json")]
     board = _board(root)
     env = board.job_env()
@@ -154,15 +176,15 @@ def test_the_boards_jobs_read_data_confined_to_its_roots(ws, monkeypatch):
     where = f"{data / 'dataset_info.json'}, entry"
     cases = {
         "hub": f"{where} 'hub': hf_hub_url '{private}' is not a hub id (namespace/name): give a hub dataset id, or "
-               f"register a local file with file_name.",
+        f"register a local file with file_name.",
         "file": f"{where} 'file': file_name '{private / 'rows.json'}' is outside the folders this job may read "
-                f"({root}) or hidden: use a file inside them.",
+        f"({root}) or hidden: use a file inside them.",
         "cloud": f"{where} 'cloud': cloud_file_name is not read here: download the file into the workspace and "
-                 f"register it with file_name.",
+        f"register it with file_name.",
         "hidden": f"{where} 'hidden': file_name '{data / '.cache/x.json'}' is outside the folders this job may read "
-                  f"({root}) or hidden: use a file inside them.",
+        f"({root}) or hidden: use a file inside them.",
         str(private / "rows.json"): f"Dataset '{private / 'rows.json'}': file_name '{private / 'rows.json'}' is "
-                                    f"outside the folders this job may read ({root}) or hidden: use a file inside them.",
+        f"outside the folders this job may read ({root}) or hidden: use a file inside them.",
     }
     for name, message in cases.items():
         with pytest.raises(DataError) as err:
@@ -181,8 +203,15 @@ def test_a_job_started_past_the_check_refuses_the_entry(ws, tiny_qwen):
     data = root / "data"
     (data / "dataset_info.json").write_text(json.dumps({"leak": {"hf_hub_url": str(private)}}))
     board = _board(root, tiny_qwen)
-    values = {"model_name_or_path": str(tiny_qwen), "template": "qwen", "dataset_dir": "data", "dataset": "leak",
-              "cutoff_len": 64, "max_steps": 1, "output_dir": "saves/leak"}
+    values = {
+        "model_name_or_path": str(tiny_qwen),
+        "template": "qwen",
+        "dataset_dir": "data",
+        "dataset": "leak",
+        "cutoff_len": 64,
+        "max_steps": 1,
+        "output_dir": "saves/leak",
+    }
     assert not board.validate(values).ok
     job = board.start_job("train", values, "saves/leak")  # as if dataset_info.json changed after the check
     assert board.runner.wait(120) not in (None, 0)
@@ -207,9 +236,16 @@ def test_a_reference_typed_into_a_secret_field_is_never_expanded_for_the_browser
     board.secrets.update({"SWANLAB_API_KEY": "sk-typed"})  # what start_job keeps of a secret typed in the form
     env = {**os.environ, **board.job_env()}
     assert board.job_env()[SECRET_VARS_ENV] == "SWANLAB_API_KEY"
-    masked = {"swanlab_api_key": "${SWANLAB_API_KEY}", "wandb_api_key": "${TK_ATTACK_PRIVATE}",
-              "my_token": "${SWANLAB_API_KEY}"}
-    assert resolve_secrets(masked, env) == {"swanlab_api_key": "sk-typed", "wandb_api_key": None, "my_token": "sk-typed"}
+    masked = {
+        "swanlab_api_key": "${SWANLAB_API_KEY}",
+        "wandb_api_key": "${TK_ATTACK_PRIVATE}",
+        "my_token": "${SWANLAB_API_KEY}",
+    }
+    assert resolve_secrets(masked, env) == {
+        "swanlab_api_key": "sk-typed",
+        "wandb_api_key": None,
+        "my_token": "sk-typed",
+    }
     # outside the board (no $TUNEKIT_SECRET_VARS) a reference is read from the environment, as documented
     assert resolve_secrets({"wandb_api_key": "${TK_ATTACK_PRIVATE}"}) == {"wandb_api_key": "server-only-value"}
 
@@ -232,8 +268,17 @@ def served(tmp_path, monkeypatch):
 
     def start(**kw):
         port = _free_port()
-        demos.append(launch("127.0.0.1", port, auth=("admin", "s3cret"), cwd=tmp_path, block=False,
-                            policy=PathPolicy(tmp_path, caches=[]), **kw))
+        demos.append(
+            launch(
+                "127.0.0.1",
+                port,
+                auth=("admin", "s3cret"),
+                cwd=tmp_path,
+                block=False,
+                policy=PathPolicy(tmp_path, caches=[]),
+                **kw,
+            )
+        )
 
         def login(password: str, source: str = "127.0.0.1", xff: str | None = None) -> int:
             body = urllib.parse.urlencode({"username": "admin", "password": password})
@@ -246,6 +291,7 @@ def served(tmp_path, monkeypatch):
                 return conn.getresponse().status
             finally:
                 conn.close()
+
         return login
 
     yield start
@@ -302,14 +348,23 @@ def test_a_trusted_proxy_must_be_an_address(tmp_path):
     for bad in ("*", "proxy.local", "10.0.0.0/99"):
         with pytest.raises(ConfigError) as err:
             check_trusted_proxies([bad])
-        assert str(err.value) == (f"--trusted-proxy {bad!r} is not an IP address or network: give the reverse "
-                                  f"proxy's address, e.g. --trusted-proxy 127.0.0.1 or 10.0.0.0/24.")
+        assert str(err.value) == (
+            f"--trusted-proxy {bad!r} is not an IP address or network: give the reverse "
+            f"proxy's address, e.g. --trusted-proxy 127.0.0.1 or 10.0.0.0/24."
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADIO_SERVER")}
-    out = subprocess.run([sys.executable, "-P", "-m", "tunekit.cli.main", "webui", "--trusted-proxy", "*"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-P", "-m", "tunekit.cli.main", "webui", "--trusted-proxy", "*"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (out.returncode, out.stdout) == (2, "") and out.stderr == (
         "error: --trusted-proxy '*' is not an IP address or network: give the reverse proxy's address, e.g. "
-        "--trusted-proxy 127.0.0.1 or 10.0.0.0/24.\n")
+        "--trusted-proxy 127.0.0.1 or 10.0.0.0/24.\n"
+    )
 
 
 def test_media_a_record_names_are_as_confined_as_the_data_files(tmp_path):
@@ -323,7 +378,9 @@ def test_media_a_record_names_are_as_confined_as_the_data_files(tmp_path):
         (folder / "a.jpg").write_bytes(b"x")
     (root / "data" / ".hidden.jpg").write_bytes(b"x")
     assert resolve_media(["a.jpg", str(outside / "a.jpg")], "images", root / "data", "r") == [
-        str(root / "data" / "a.jpg"), str(outside / "a.jpg")]  # not confined: as before
+        str(root / "data" / "a.jpg"),
+        str(outside / "a.jpg"),
+    ]  # not confined: as before
     with confined_to([root]):
         assert resolve_media(["a.jpg"], "images", root / "data", "r") == [str(root / "data" / "a.jpg")]
         for value in (str(outside / "a.jpg"), "../../private/a.jpg", ".hidden.jpg"):

@@ -24,10 +24,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
-ARTIFACTS = Path(os.environ.get("TUNEKIT_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts")) / "webui"
+ARTIFACTS = (
+    Path(os.environ.get("TUNEKIT_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts")) / "webui"
+)
 
 
 def _missing() -> str | None:
@@ -53,7 +61,9 @@ def workspace(tmp_path_factory):
     build_tiny_model(root / "tiny", like="qwen2")
     data = root / "data"
     data.mkdir()
-    records = [{"instruction": f"Say hello to number {i}", "input": "", "output": f"Hello, number {i}!"} for i in range(16)]
+    records = [
+        {"instruction": f"Say hello to number {i}", "input": "", "output": f"Hello, number {i}!"} for i in range(16)
+    ]
     (data / "demo.json").write_text(json.dumps(records), encoding="utf-8")
     (data / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}), encoding="utf-8")
     return root
@@ -65,8 +75,14 @@ def server(workspace):
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
     env.pop("GRADIO_SERVER_NAME", None)
     log = open(workspace / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "tunekit.cli.main", "webui"], cwd=workspace, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunekit.cli.main", "webui"],
+        cwd=workspace,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 90
     while time.time() < deadline:
@@ -162,11 +178,12 @@ def test_board_end_to_end(server, page, workspace):
     pg.goto(url)
     pg.wait_for_selector("#tk-start")
 
-    step('the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run')
+    step("the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run")
     # ---- the form: run options from a YAML (Load), then the tiny model and the demo dataset typed and
     # picked from dataset_info.json
-    (workspace / "run.yaml").write_text("max_steps: 4\nper_device_train_batch_size: 2\nlogging_steps: 1\n"
-                                        "plot_loss: true\noutput_dir: saves/e2e\n")
+    (workspace / "run.yaml").write_text(
+        "max_steps: 4\nper_device_train_batch_size: 2\nlogging_steps: 1\nplot_loss: true\noutput_dir: saves/e2e\n"
+    )
     fill_text(pg, "config-path-box", "run.yaml")
     pg.locator("#tk-load").click()
     pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '4'")
@@ -176,7 +193,7 @@ def test_board_end_to_end(server, page, workspace):
     pg.locator("#tk-ds-refresh").click()
     pick(pg, "dataset", "demo")
 
-    step('an invalid value is shown next to its field before anything starts')
+    step("an invalid value is shown next to its field before anything starts")
     # ---- an invalid value is shown next to its field before anything starts
     fill_text(pg, "learning_rate", "-1")
     pg.wait_for_selector("#tk-field-learning_rate.tk-invalid")
@@ -184,13 +201,14 @@ def test_board_end_to_end(server, page, workspace):
     fill_text(pg, "learning_rate", "0.001")
     pg.wait_for_selector("#tk-field-learning_rate:not(.tk-invalid)")
 
-    step('data preview: trained tokens highlighted')
+    step("data preview: trained tokens highlighted")
     # ---- data preview: trained tokens highlighted
     pg.locator("#tk-samples-btn").click()
-    pg.wait_for_function("() => document.querySelector('#tk-samples-out')?.innerText.includes('Hello, number 0')",
-                         timeout=60_000)
+    pg.wait_for_function(
+        "() => document.querySelector('#tk-samples-out')?.innerText.includes('Hello, number 0')", timeout=60_000
+    )
 
-    step('preview command')
+    step("preview command")
     # ---- preview command
     pg.locator("#tk-preview").click()
     pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('tunekit train')")
@@ -198,7 +216,7 @@ def test_board_end_to_end(server, page, workspace):
     assert "max_steps=4" in command and "dataset=demo" in command and "plot_loss=true" in command
     shot(pg, "1-train-form")
 
-    step('start, reload while it runs (the board reattaches), wait for the end')
+    step("start, reload while it runs (the board reattaches), wait for the end")
     # ---- start, reload while it runs (the board reattaches), wait for the end
     pg.locator("#tk-start").click()
     pg.wait_for_selector("#tk-progress-bar:not([data-state=idle])", timeout=120_000)
@@ -206,7 +224,8 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_selector("#tk-start")
     pg.wait_for_function(
         f"() => document.querySelector('#tk-field-model_name_or_path textarea')?.value === {json.dumps(str(workspace / 'tiny'))}",
-        timeout=60_000)
+        timeout=60_000,
+    )
     pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('max_steps=4')")
     pg.wait_for_selector("#tk-progress-bar[data-state=finished], #tk-progress-bar[data-state=failed]", timeout=240_000)
     bar = pg.locator("#tk-progress-bar")
@@ -230,7 +249,7 @@ def test_board_end_to_end(server, page, workspace):
     assert previewed == ran
     assert len([line for line in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]) == 4
 
-    step('evaluate & export tabs')
+    step("evaluate & export tabs")
     # ---- evaluate & export tabs
     pg.locator("#tk-tabs button[role=tab]", has_text="Evaluate").click()
     pg.wait_for_selector("#tk-eval-btn")
@@ -240,7 +259,7 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_function("() => document.querySelector('#tk-export-adapter textarea')?.value.includes('e2e')")
     shot(pg, "4-export")
 
-    step('chat with the trained adapter: the reply streams in')
+    step("chat with the trained adapter: the reply streams in")
     # ---- chat with the trained adapter: the reply streams in
     pg.locator("#tk-tabs button[role=tab]", has_text="Chat").click()
     pg.locator("#tk-chat-use-trained").click()
@@ -260,13 +279,15 @@ def test_board_end_to_end(server, page, workspace):
     pg.locator("#tk-chat-input textarea").fill("Say hello to number 3")
     pg.locator("#tk-chat-send").click()
     pg.wait_for_function("() => document.querySelector('#tk-chatbot')?.innerText.includes('Say hello to number 3')")
-    pg.wait_for_function("() => window.__tkReplies && [...window.__tkReplies].some(t => t.trim().length > 0)", timeout=60_000)
+    pg.wait_for_function(
+        "() => window.__tkReplies && [...window.__tkReplies].some(t => t.trim().length > 0)", timeout=60_000
+    )
     time.sleep(2)
     states = pg.evaluate("() => [...window.__tkReplies].filter(t => t.trim().length > 0).length")
     assert states >= 2, f"the reply arrived in {states} piece(s), expected a stream"
     shot(pg, "5-chat")
 
-    step('the language switch relabels the board')
+    step("the language switch relabels the board")
     # ---- the language switch relabels the board
     pg.locator("#tk-lang label", has_text="中文").click()
     pg.wait_for_function("() => document.querySelector('#tk-tabs')?.innerText.includes('训练')")
@@ -281,7 +302,7 @@ def test_a_broken_rule_shows_next_to_its_fields(server, page):
     pg = page
     pg.goto(url)
     pg.wait_for_selector("#tk-start")
-    step('a broken cross-field rule is shown at the fields it names')
+    step("a broken cross-field rule is shown at the fields it names")
     pick(pg, "finetuning_type", "full")
     fill_text(pg, "lora_rank", "16")
     pg.wait_for_selector("#tk-field-lora_rank.tk-invalid")

@@ -4,7 +4,7 @@ preview command ⇄ resolved config are exact round trips (for every option of t
 from __future__ import annotations
 
 import shlex
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Literal
 
 import pytest
 from pydantic import Field
@@ -22,15 +22,26 @@ SPECS = field_specs()
 
 # Settings some options need before they are valid (cross-field rules); tried in order.
 CONTEXTS: list[dict[str, Any]] = [
-    {}, {"finetuning_type": "freeze"}, {"packing": True}, {"mix_strategy": "interleave_under"},
-    {"val_size": 0.1}, {"eval_strategy": "steps", "val_size": 0.1}, {"packing": True, "flash_attn": "sdpa"},
+    {},
+    {"finetuning_type": "freeze"},
+    {"packing": True},
+    {"mix_strategy": "interleave_under"},
+    {"val_size": 0.1},
+    {"eval_strategy": "steps", "val_size": 0.1},
+    {"packing": True, "flash_attn": "sdpa"},
     {"lr_scheduler_type": "cosine_with_min_lr"},  # lr_scheduler_kwargs are checked against the scheduler
     {"pissa_init": True},  # pissa_convert converts a PiSSA adapter
     # the optimizer options apply to full fine-tuning with their optimizer on; OFT's to finetuning_type oft
-    {"finetuning_type": "full", "use_galore": True}, {"finetuning_type": "full", "use_apollo": True},
-    {"finetuning_type": "full", "use_badam": True}, {"finetuning_type": "full", "use_badam": True, "badam_mode": "ratio", "max_grad_norm": 0},
-    {"finetuning_type": "oft"}, {"use_eaft_loss": True}, {"use_asft_loss": True}, {"finetuning_type": "full"},
-    {"fp8": True}, {"fp8": True, "fsdp": "full_shard"},
+    {"finetuning_type": "full", "use_galore": True},
+    {"finetuning_type": "full", "use_apollo": True},
+    {"finetuning_type": "full", "use_badam": True},
+    {"finetuning_type": "full", "use_badam": True, "badam_mode": "ratio", "max_grad_norm": 0},
+    {"finetuning_type": "oft"},
+    {"use_eaft_loss": True},
+    {"use_asft_loss": True},
+    {"finetuning_type": "full"},
+    {"fp8": True},
+    {"fp8": True, "fsdp": "full_shard"},
     {"cutoff_len": 4},  # max_tokens_per_batch must hold one sample of cutoff_len tokens
 ]
 
@@ -74,10 +85,22 @@ def test_every_option_has_a_widget_on_some_tab():
     assert kinds <= {"bool", "tristate", "choice", "int", "float", "text", "yaml", "multi"}
     by = {s.name: s for s in SPECS}
     assert (by["stage"].kind, by["packing"].kind, by["lora_alpha"].kind, by["learning_rate"].kind) == (
-        "choice", "tristate", "int", "float")
-    assert (by["lr_scheduler_kwargs"].kind, by["resume_from_checkpoint"].kind, by["dataset"].kind) == ("yaml", "yaml", "multi")
+        "choice",
+        "tristate",
+        "int",
+        "float",
+    )
+    assert (by["lr_scheduler_kwargs"].kind, by["resume_from_checkpoint"].kind, by["dataset"].kind) == (
+        "yaml",
+        "yaml",
+        "multi",
+    )
     assert by["quantization_bit"].choice_labels == ["", "4", "8"]
-    assert tab_of(by["temperature"]) == "chat" and tab_of(by["export_dir"]) == "export" and tab_of(by["lora_rank"]) == "train"
+    assert (
+        tab_of(by["temperature"]) == "chat"
+        and tab_of(by["export_dir"]) == "export"
+        and tab_of(by["lora_rank"]) == "train"
+    )
     train_sections = list(sections(SPECS, "train"))
     assert train_sections[:5] == ["model", "data", "method", "lora", "freeze"]
     assert {"quantization", "acceleration", "distributed", "logging", "rlhf"} <= set(train_sections)
@@ -106,6 +129,7 @@ def test_round_trip_through_the_gradio_widgets():
 
     with gr.Blocks():
         widgets = {s.name: make_widget(s, "en", templates=["qwen", "llama3"]) for s in SPECS}
+
     def through(name, value):
         return widgets[name].preprocess(widgets[name].postprocess(value))
 
@@ -135,13 +159,29 @@ def test_preview_command_equals_board_start_config(tmp_path):
     """Tricky values: YAML-looking strings, spaces, comments, exponents, dicts, multi-picks."""
     board = Board(cwd=tmp_path)
     form = board.defaults()
-    form.update({
-        "model_name_or_path": "models/my model", "template": "qwen", "dataset": ["alpaca_en", "mine"],
-        "run_name": "true", "default_system": "You are: helpful # not a comment", "learning_rate": "2e-5",
-        "lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": "{min_lr_rate: 0.1}", "resume_from_checkpoint": "true", "lora_target": "q_proj,v_proj",
-        "max_samples": "100", "cutoff_len": "512", "packing": "false", "quantization_bit": "4", "bf16": True,
-        "output_dir": "saves/run 1", "logging_steps": "5", "adam_epsilon": "1e-08", "model_revision": "0123",
-    })
+    form.update(
+        {
+            "model_name_or_path": "models/my model",
+            "template": "qwen",
+            "dataset": ["alpaca_en", "mine"],
+            "run_name": "true",
+            "default_system": "You are: helpful # not a comment",
+            "learning_rate": "2e-5",
+            "lr_scheduler_type": "cosine_with_min_lr",
+            "lr_scheduler_kwargs": "{min_lr_rate: 0.1}",
+            "resume_from_checkpoint": "true",
+            "lora_target": "q_proj,v_proj",
+            "max_samples": "100",
+            "cutoff_len": "512",
+            "packing": "false",
+            "quantization_bit": "4",
+            "bf16": True,
+            "output_dir": "saves/run 1",
+            "logging_steps": "5",
+            "adam_epsilon": "1e-08",
+            "model_revision": "0123",
+        }
+    )
     check, cmd, yml = board.preview(form)
     assert check.ok, check.message
     assert "learning_rate=2e-05" in cmd and "'run_name=\"true\"'" in cmd
@@ -163,7 +203,23 @@ def test_preview_command_equals_board_start_config(tmp_path):
 def test_format_value_survives_the_cli_parser():
     from tunekit.config import parse_scalar
 
-    for value in ["true", "null", "1.5", "5e-5", " padded ", "a: b", "# x", "", "中文", 0.1, 1e-8, 3, True, None, {"a": [1, 2]}]:
+    for value in [
+        "true",
+        "null",
+        "1.5",
+        "5e-5",
+        " padded ",
+        "a: b",
+        "# x",
+        "",
+        "中文",
+        0.1,
+        1e-8,
+        3,
+        True,
+        None,
+        {"a": [1, 2]},
+    ]:
         assert parse_scalar(format_value(value)) == value, value
 
 
@@ -191,16 +247,20 @@ class _NewOptions(OptionGroup):
     GROUP = "brand_new"
     TITLE = "Brand-new options"
 
-    shiny_mode: Optional[Literal["a", "b"]] = Field(None, description="A new choice.")
+    shiny_mode: Literal["a", "b"] | None = Field(None, description="A new choice.")
     shiny_scale: float = Field(1.5, gt=0, description="A new number.")
-    shiny_map: Optional[Dict[str, int]] = Field(None, description="A new mapping.")
+    shiny_map: dict[str, int] | None = Field(None, description="A new mapping.")
     shiny_count: int = Field(2, description="A new count.")
 
 
 def test_a_new_option_group_appears_without_board_code():
     specs = field_specs(groups=[_NewOptions])
     assert [(s.name, s.kind) for s in specs] == [
-        ("shiny_mode", "choice"), ("shiny_scale", "float"), ("shiny_map", "yaml"), ("shiny_count", "int")]
+        ("shiny_mode", "choice"),
+        ("shiny_scale", "float"),
+        ("shiny_map", "yaml"),
+        ("shiny_count", "int"),
+    ]
     secs = sections(specs, "train")
     assert list(secs) == ["brand_new"] and len(secs["brand_new"]) == 4
     form = defaults_form(specs)
@@ -221,16 +281,25 @@ def test_a_deepspeed_file_contradicting_the_options_is_an_error_at_its_field(tmp
     between the DeepSpeed file (relative paths read in the workspace, where the job runs) and the options."""
     import json
 
-    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_clipping": 0.5,
-                                                  "zero_optimization": {"stage": 2}}))
+    (tmp_path / "ds.json").write_text(
+        json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_clipping": 0.5, "zero_optimization": {"stage": 2}})
+    )
     board = Board(cwd=tmp_path)
     form = board.defaults()
-    form.update({"model_name_or_path": "Qwen/Qwen2.5-0.5B", "dataset": "alpaca_en_demo", "deepspeed": "ds.json",
-                 "per_device_train_batch_size": "1"})
+    form.update(
+        {
+            "model_name_or_path": "Qwen/Qwen2.5-0.5B",
+            "dataset": "alpaca_en_demo",
+            "deepspeed": "ds.json",
+            "per_device_train_batch_size": "1",
+        }
+    )
     check = board.validate(board.values(form))
-    expected = ("deepspeed: ds.json contradicts tunekit's options in 2 place(s): (1) train_micro_batch_size_per_gpu is 2 "
-                "but per_device_train_batch_size is 1; (2) gradient_clipping is 0.5 but max_grad_norm is 1.0. Set each "
-                "of these fields to \"auto\" (recommended: tunekit's options fill them) or make both agree.")
+    expected = (
+        "deepspeed: ds.json contradicts tunekit's options in 2 place(s): (1) train_micro_batch_size_per_gpu is 2 "
+        "but per_device_train_batch_size is 1; (2) gradient_clipping is 0.5 but max_grad_norm is 1.0. Set each "
+        'of these fields to "auto" (recommended: tunekit\'s options fill them) or make both agree.'
+    )
     assert not check.ok and check.by_field == {"deepspeed": [expected]} and check.message == expected
     form.update({"per_device_train_batch_size": "2", "max_grad_norm": "0.5"})
     assert board.validate(board.values(form)).ok

@@ -12,11 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import write_dataset
 
 from tunekit.webui.board import Board
 from tunekit.webui.paths import PathPolicy
-
-from helpers import write_dataset
 
 pytest.importorskip("gradio")
 
@@ -72,17 +71,26 @@ def test_an_uploaded_image_goes_with_the_next_message_as_in_chat_engine(vlm_boar
     copy = Path(convo["images"][0])
     assert copy.parent == vlm_board.served_dir and copy.read_bytes() == image.read_bytes()  # Gradio may serve it
     reply = convo["shown"][-1]["content"]
-    assert convo["shown"] == [{"role": "user", "content": {"path": str(copy)}}, {"role": "user", "content": "Who is this?"},
-                              {"role": "assistant", "content": reply}]
-    assert convo["messages"] == [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": reply}]
+    assert convo["shown"] == [
+        {"role": "user", "content": {"path": str(copy)}},
+        {"role": "user", "content": "Who is this?"},
+        {"role": "assistant", "content": reply},
+    ]
+    assert convo["messages"] == [
+        {"role": "user", "content": "<image>Who is this?"},
+        {"role": "assistant", "content": reply},
+    ]
     # the same engine as `tunekit chat --image`, loaded on its own: the same greedy reply for the same image
     engine = ChatEngine(vlm_board.chat.engine.cfg)
     (want,) = engine.chat([{"role": "user", "content": "Who is this?"}], images=[str(image)], **GREEDY)
     assert reply == want.text and want.completion_tokens > 0
     # the next message (no new image) keeps the image in the conversation, as the chat REPL does
     convo = _last_turn(vlm_board.chat.turn(convo, "And now?", None, lang="en", **GREEDY))
-    history = [{"role": "user", "content": "<image>Who is this?"}, {"role": "assistant", "content": reply},
-               {"role": "user", "content": "And now?"}]
+    history = [
+        {"role": "user", "content": "<image>Who is this?"},
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "And now?"},
+    ]
     (second,) = engine.chat(history, images=[str(image)], **GREEDY)
     assert convo["shown"][-1] == {"role": "assistant", "content": second.text}
     assert convo["messages"] == history + [{"role": "assistant", "content": second.text}]
@@ -95,19 +103,32 @@ def test_bad_uploads_are_named_in_the_chat_and_leave_the_conversation(vlm_board,
     bad = tmp_path / "cat.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n this is not really a picture")
     convo = _last_turn(vlm_board.chat.turn(None, "What is it?", str(bad), lang="en", **GREEDY))
-    assert convo == {"messages": [], "images": [], "shown": [
-        {"role": "user", "content": "What is it?"},
-        {"role": "assistant", "content": "⚠ cat.png cannot be read as an image (the file is corrupt or not an image): "
-                                         "upload a PNG, JPEG or WebP file."}]}
+    assert convo == {
+        "messages": [],
+        "images": [],
+        "shown": [
+            {"role": "user", "content": "What is it?"},
+            {
+                "role": "assistant",
+                "content": "⚠ cat.png cannot be read as an image (the file is corrupt or not an image): "
+                "upload a PNG, JPEG or WebP file.",
+            },
+        ],
+    }
     zh = _last_turn(vlm_board.chat.turn(None, "这是什么？", str(bad), lang="zh", **GREEDY))
-    assert zh["shown"][-1]["content"] == "⚠ cat.png 无法作为图像读取（文件已损坏或不是图像）：请上传 PNG、JPEG 或 WebP 文件。"
+    assert (
+        zh["shown"][-1]["content"]
+        == "⚠ cat.png 无法作为图像读取（文件已损坏或不是图像）：请上传 PNG、JPEG 或 WebP 文件。"
+    )
     # over the upload limit (a board started with a 10 kB limit; 1.jpg is 12324 bytes)
     small = ChatSession(max_upload_bytes=10_000)
     small.engine = vlm_board.chat.engine
     image = demo_dir / "mllm_demo_data" / "1.jpg"
     convo = _last_turn(small.turn(convo, "Who?", str(image), lang="en", **GREEDY))
-    assert convo["shown"][-1]["content"] == ("⚠ 1.jpg is 12.3 kB, over the board's upload limit of 10.0 kB: send a "
-                                             "smaller image (downscale or compress it).")
+    assert convo["shown"][-1]["content"] == (
+        "⚠ 1.jpg is 12.3 kB, over the board's upload limit of 10.0 kB: send a "
+        "smaller image (downscale or compress it)."
+    )
     assert convo["messages"] == [] and convo["images"] == []
     # no model loaded yet / a text-only model
     fresh = _board(tmp_path, tiny_qwen, demo_dir)
@@ -118,7 +139,8 @@ def test_bad_uploads_are_named_in_the_chat_and_leave_the_conversation(vlm_board,
     assert convo["shown"][-1]["content"] == (
         "⚠ 1.jpg: the loaded model is text-only (template 'qwen') and cannot see images. Load a vision-language model "
         "with its multimodal template (e.g. qwen2_vl for Qwen2-VL / Qwen2.5-VL), or remove the image and send the "
-        "text alone.")
+        "text alone."
+    )
     assert convo["messages"] == []
     # the same model answers the text alone
     convo = _last_turn(fresh.chat.turn(convo, "Who?", None, lang="en", **GREEDY))
@@ -145,8 +167,16 @@ def test_the_chat_tab_sends_its_upload_with_the_message(vlm_board, demo_dir):
     image = str(demo_dir / "mllm_demo_data" / "1.jpg")
     data = {c: getattr(c, "value", None) for c in send.inputs}
     max_new = chat.form["max_new_tokens"]
-    data.update({chat.message: "Who is this?", chat.image: image, chat.conversation: None, chat.system: "",
-                 max_new: 6, chat.form["do_sample"]: False})
+    data.update(
+        {
+            chat.message: "Who is this?",
+            chat.image: image,
+            chat.conversation: None,
+            chat.system: "",
+            max_new: 6,
+            chat.form["do_sample"]: False,
+        }
+    )
     *_, out = send.fn(data)
     want = _last_turn(vlm_board.chat.turn(None, "Who is this?", image, lang="en", **GREEDY))
     assert out == {chat.chatbot: want["shown"], chat.conversation: want, chat.message: "", chat.image: None}
@@ -164,17 +194,26 @@ def _image_tokens(model: Path, image: Path) -> int:
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     proc = Qwen2VLImageProcessorPil.from_pretrained(model)
-    grid = proc(images=[Image.open(image).convert("RGB")], size={"shortest_edge": 32 * 32, "longest_edge": SMALL},
-                return_tensors="pt")["image_grid_thw"][0]
-    return int(grid.prod()) // proc.merge_size ** 2
+    grid = proc(
+        images=[Image.open(image).convert("RGB")],
+        size={"shortest_edge": 32 * 32, "longest_edge": SMALL},
+        return_tensors="pt",
+    )["image_grid_thw"][0]
+    return int(grid.prod()) // proc.merge_size**2
 
 
 def test_the_preview_of_mllm_demo_shows_its_images_and_placeholder_counts(vlm_board, tiny_qwen2_vl, demo_dir):
     from PIL import Image
     from transformers import AutoTokenizer
 
-    form = {"model_name_or_path": str(tiny_qwen2_vl), "template": "qwen2_vl", "dataset": "mllm_demo",
-            "dataset_dir": str(demo_dir), "image_max_pixels": str(SMALL), "cutoff_len": "1024"}
+    form = {
+        "model_name_or_path": str(tiny_qwen2_vl),
+        "template": "qwen2_vl",
+        "dataset": "mllm_demo",
+        "dataset_dir": str(demo_dir),
+        "image_max_pixels": str(SMALL),
+        "cutoff_len": "1024",
+    }
     check, pieces, samples, note = vlm_board.sample_preview_media(form, 2)
     assert check.ok and note == ""
     # the data layer lists media by resolved path (mm_plugins.resolve_media), as training reads them and the
@@ -185,9 +224,11 @@ def test_the_preview_of_mllm_demo_shows_its_images_and_placeholder_counts(vlm_bo
     assert samples[0].images == [str(one), str(one)] and samples[1].images == [str(two)]
     n1, n2 = _image_tokens(tiny_qwen2_vl, one), _image_tokens(tiny_qwen2_vl, two)
     assert n1 == 10
-    assert samples[0].media_tokens == [("<image>", 10), ("<image>", 10)] and samples[1].media_tokens == [("<image>", n2)]
+    assert samples[0].media_tokens == [("<image>", 10), ("<image>", 10)] and samples[1].media_tokens == [
+        ("<image>", n2)
+    ]
     # the board's pieces: each run of <|image_pad|> is one "media" piece, between the vision markers
-    first = pieces[:[p[0] for p in pieces].index("\n\n────────\n\n")]
+    first = pieces[: [p[0] for p in pieces].index("\n\n────────\n\n")]
     assert [p for p in first if p[1] == "media"] == [("<image> × 10 tokens", "media")] * 2
     text = "".join(t for t, _ in first)
     assert text.count("<|vision_start|><image> × 10 tokens<|vision_end|>") == 2
@@ -197,8 +238,9 @@ def test_the_preview_of_mllm_demo_shows_its_images_and_placeholder_counts(vlm_bo
 
     tok = load_tokenizer(check.config)
     row = prepare_datasets(check.config, tok, "sft").train[0]
-    assert text.replace("<image> × 10 tokens", "<|image_pad|>" * 10) == AutoTokenizer.from_pretrained(tiny_qwen2_vl).decode(
-        row["input_ids"])
+    assert text.replace("<image> × 10 tokens", "<|image_pad|>" * 10) == AutoTokenizer.from_pretrained(
+        tiny_qwen2_vl
+    ).decode(row["input_ids"])
     # thumbnails (copies in the served folder) and the media list with the counts
     thumbs, media = vlm_board.sample_media(samples, "en")
     assert [caption for _, caption in thumbs] == ["#1 · 1: 1.jpg", "#1 · 2: 1.jpg", "#2 · 1: 2.jpg"]
@@ -206,9 +248,11 @@ def test_the_preview_of_mllm_demo_shows_its_images_and_placeholder_counts(vlm_bo
         assert Path(file).parent == vlm_board.served_dir
     with Image.open(thumbs[0][0]) as small, Image.open(one) as full:
         assert small.size == (192, round(192 * full.size[1] / full.size[0]))  # longer side 192, aspect kept
-    assert media == ("- **#1** images: `mllm_demo_data/1.jpg`, `mllm_demo_data/1.jpg` · media tokens: "
-                     "`<image> × 10`, `<image> × 10`\n"
-                     f"- **#2** images: `mllm_demo_data/2.jpg` · media tokens: `<image> × {n2}`")
+    assert media == (
+        "- **#1** images: `mllm_demo_data/1.jpg`, `mllm_demo_data/1.jpg` · media tokens: "
+        "`<image> × 10`, `<image> × 10`\n"
+        f"- **#2** images: `mllm_demo_data/2.jpg` · media tokens: `<image> × {n2}`"
+    )
     assert vlm_board.sample_media(samples, "zh")[1].startswith("- **#1** 图像: `mllm_demo_data/1.jpg`")
 
 
@@ -219,8 +263,14 @@ def test_the_preview_through_a_symlinked_data_folder_is_the_same(vlm_board, tiny
     link.symlink_to(demo_dir.resolve(), target_is_directory=True)
     results = []
     for folder in (demo_dir, link):
-        form = {"model_name_or_path": str(tiny_qwen2_vl), "template": "qwen2_vl", "dataset": "mllm_demo",
-                "dataset_dir": str(folder), "image_max_pixels": str(SMALL), "cutoff_len": "1024"}
+        form = {
+            "model_name_or_path": str(tiny_qwen2_vl),
+            "template": "qwen2_vl",
+            "dataset": "mllm_demo",
+            "dataset_dir": str(folder),
+            "image_max_pixels": str(SMALL),
+            "cutoff_len": "1024",
+        }
         check, pieces, samples, note = vlm_board.sample_preview_media(form, 1)
         assert check.ok and note == "", note
         results.append((pieces, [s.images for s in samples], vlm_board.sample_media(samples, "en")))
@@ -228,7 +278,10 @@ def test_the_preview_through_a_symlinked_data_folder_is_the_same(vlm_board, tiny
     assert through_link == results[0]
     assert images == [[str((demo_dir / "mllm_demo_data" / "1.jpg").resolve())] * 2]
     assert [caption for _, caption in thumbs] == ["#1 · 1: 1.jpg", "#1 · 2: 1.jpg"]
-    assert media == "- **#1** images: `mllm_demo_data/1.jpg`, `mllm_demo_data/1.jpg` · media tokens: `<image> × 10`, `<image> × 10`"
+    assert (
+        media
+        == "- **#1** images: `mllm_demo_data/1.jpg`, `mllm_demo_data/1.jpg` · media tokens: `<image> × 10`, `<image> × 10`"
+    )
 
 
 def test_media_outside_the_allowed_folders_are_refused_and_never_served(tiny_qwen2_vl, demo_dir, tmp_path):
@@ -240,24 +293,51 @@ def test_media_outside_the_allowed_folders_are_refused_and_never_served(tiny_qwe
     outside = tmp_path / "private"
     outside.mkdir()
     shutil.copyfile(demo_dir / "mllm_demo_data" / "1.jpg", outside / "secret.jpg")
-    records = [{"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "A player."}],
-                "images": [str(outside / "secret.jpg")]}]
-    write_dataset(data, "toy", records, {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
-                                         "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-                                                  "assistant_tag": "assistant"}})
+    records = [
+        {
+            "messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "A player."}],
+            "images": [str(outside / "secret.jpg")],
+        }
+    ]
+    write_dataset(
+        data,
+        "toy",
+        records,
+        {
+            "formatting": "sharegpt",
+            "columns": {"messages": "messages", "images": "images"},
+            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+        },
+    )
     board = _board(root, tiny_qwen2_vl)
-    form = {"model_name_or_path": str(tiny_qwen2_vl), "template": "qwen2_vl", "dataset": "toy", "dataset_dir": str(data),
-            "image_max_pixels": str(SMALL), "cutoff_len": "1024"}
+    form = {
+        "model_name_or_path": str(tiny_qwen2_vl),
+        "template": "qwen2_vl",
+        "dataset": "toy",
+        "dataset_dir": str(data),
+        "image_max_pixels": str(SMALL),
+        "cutoff_len": "1024",
+    }
     check, _pieces, samples, note = board.sample_preview_media(form, 1)
     assert check.ok and samples == []
-    assert note.startswith(f"⚠ {data / 'toy.json'}, record 0: images[0] '") and "is outside the folders this job may read" in note
+    assert (
+        note.startswith(f"⚠ {data / 'toy.json'}, record 0: images[0] '")
+        and "is outside the folders this job may read" in note
+    )
     assert not list(board.served_dir.iterdir())
 
 
 def test_the_preview_of_a_video_record_names_the_video_and_its_tokens(vlm_board, tiny_qwen2_vl, demo_dir):
     pytest.importorskip("av")
-    form = {"model_name_or_path": str(tiny_qwen2_vl), "template": "qwen2_vl", "dataset": "mllm_video_demo",
-            "dataset_dir": str(demo_dir), "video_max_pixels": str(64 * 64), "video_maxlen": "4", "cutoff_len": "1024"}
+    form = {
+        "model_name_or_path": str(tiny_qwen2_vl),
+        "template": "qwen2_vl",
+        "dataset": "mllm_video_demo",
+        "dataset_dir": str(demo_dir),
+        "video_max_pixels": str(64 * 64),
+        "video_maxlen": "4",
+        "cutoff_len": "1024",
+    }
     check, pieces, samples, note = vlm_board.sample_preview_media(form, 1)
     assert check.ok and note == "", note
     (sample,) = samples

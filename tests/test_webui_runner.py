@@ -17,10 +17,28 @@ from tunekit.webui.monitor import error_summary, format_seconds, loss_points, pr
 from tunekit.webui.runner import JobRunner
 
 LOG_LINES = [
-    {"step": 1, "total_steps": 4, "epoch": 0.25, "loss": 2.5, "lr": 1e-4, "grad_norm": 1.0,
-     "num_input_tokens_seen": 64, "elapsed_s": 1.0, "eta_s": 3.0},
-    {"step": 2, "total_steps": 4, "epoch": 0.5, "loss": 2.25, "lr": 1e-4, "grad_norm": 0.9,
-     "num_input_tokens_seen": 128, "elapsed_s": 2.0, "eta_s": 2.0},
+    {
+        "step": 1,
+        "total_steps": 4,
+        "epoch": 0.25,
+        "loss": 2.5,
+        "lr": 1e-4,
+        "grad_norm": 1.0,
+        "num_input_tokens_seen": 64,
+        "elapsed_s": 1.0,
+        "eta_s": 3.0,
+    },
+    {
+        "step": 2,
+        "total_steps": 4,
+        "epoch": 0.5,
+        "loss": 2.25,
+        "lr": 1e-4,
+        "grad_norm": 0.9,
+        "num_input_tokens_seen": 128,
+        "elapsed_s": 2.0,
+        "eta_s": 2.0,
+    },
     {"step": 2, "total_steps": 4, "epoch": 0.5, "eval_loss": 2.4},
 ]
 
@@ -44,7 +62,9 @@ def test_log_tail_keeps_the_last_progress_bar_state(tmp_path):
     log.write_text("start\ntrain 1/4\rtrain 2/4\rtrain 4/4\nerror: Option 'x' is wrong.\n")
     assert tail(log, 10) == "start\ntrain 4/4\nerror: Option 'x' is wrong."
     assert error_summary(tail(log)) == "error: Option 'x' is wrong."
-    assert error_summary("a\nTraceback (most recent call last):\n  File x\nValueError: boom") .endswith("ValueError: boom")
+    assert error_summary("a\nTraceback (most recent call last):\n  File x\nValueError: boom").endswith(
+        "ValueError: boom"
+    )
 
 
 def test_only_tunekit_verbs_are_run():
@@ -58,7 +78,9 @@ def test_only_tunekit_verbs_are_run():
 def test_runner_runs_one_job_and_records_its_log(tmp_path):
     runner = JobRunner(tmp_path)
     job = runner.start("train", ["--help"], "out")
-    assert job.log_path.parent == tmp_path / ".tunekit_cache" / "webui_jobs" and job.log_path.name.endswith("-train.log")
+    assert job.log_path.parent == tmp_path / ".tunekit_cache" / "webui_jobs" and job.log_path.name.endswith(
+        "-train.log"
+    )
     assert not (tmp_path / "out").exists()  # output_dir is left to the trainer (it refuses a non-empty one)
     assert runner.wait(60) == 0
     assert job.state == "finished"
@@ -69,7 +91,9 @@ def test_runner_runs_one_job_and_records_its_log(tmp_path):
 def _catches_sigint(pid: int) -> bool:
     """Whether process ``pid`` has a SIGINT handler installed (its SigCgt mask in /proc)."""
     try:
-        fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+        fields = dict(
+            line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+        )
     except OSError:
         return False
     return bool(int(fields.get("SigCgt", "0"), 16) & (1 << (signal.SIGINT - 1)))
@@ -107,9 +131,14 @@ def test_failed_job_shows_its_error(tmp_path):
 
 
 def test_format_plan_reads_the_planner_json():
-    plan = {"total_steps": 30, "steps_per_epoch": 10, "fits": False,
-            "memory": {"total_gib": 27.5, "components": {"weights": 15.0, "activations": 12.5}},
-            "gpu": {"name": "A10", "memory_gib": 24}, "overrides": {"per_device_train_batch_size": 2}}
+    plan = {
+        "total_steps": 30,
+        "steps_per_epoch": 10,
+        "fits": False,
+        "memory": {"total_gib": 27.5, "components": {"weights": 15.0, "activations": 12.5}},
+        "gpu": {"name": "A10", "memory_gib": 24},
+        "overrides": {"per_device_train_batch_size": 2},
+    }
     md = format_plan(plan)
     assert "✗ does not fit — 27.50 GiB / 24 GiB" in md
     assert "| weights | 15.00 |" in md and "total_steps: 30 · steps_per_epoch: 10" in md
@@ -119,17 +148,26 @@ def test_format_plan_reads_the_planner_json():
 
 def test_webui_help_is_fast_and_binds_to_loopback_by_default():
     out = subprocess.run(
-        [sys.executable, "-c", "import sys; from tunekit.cli.main import main\n"
-         "try:\n    main(['webui', '--help'])\nexcept SystemExit:\n    pass\n"
-         "print('gradio' in sys.modules, 'torch' in sys.modules)"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tunekit.cli.main import main\n"
+            "try:\n    main(['webui', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('gradio' in sys.modules, 'torch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "--auth USER:PASSWORD" in out.stdout and "127.0.0.1" in out.stdout
     assert out.stdout.strip().endswith("False False")
     from tunekit.cli.webui_cmd import parse_auth, resolve_bind
 
     assert resolve_bind(None, None, env={}) == ("127.0.0.1", 7860)
-    assert resolve_bind(None, None, env={"GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "9000"}) == ("0.0.0.0", 9000)
+    assert resolve_bind(None, None, env={"GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "9000"}) == (
+        "0.0.0.0",
+        9000,
+    )
     assert resolve_bind("localhost", 8000, env={"GRADIO_SERVER_PORT": "9000"}) == ("localhost", 8000)
     assert parse_auth("admin:pa:ss") == ("admin", "pa:ss") and parse_auth(None) is None
     from tunekit.errors import ConfigError
@@ -153,8 +191,17 @@ def test_app_has_a_widget_for_every_option():
 def test_evaluate_tab_runs_train_without_training(tmp_path):
     board = Board(cwd=tmp_path)
     form = board.defaults()
-    form.update({"model_name_or_path": "m", "template": "qwen", "dataset": ["demo"], "val_size": "0.1",
-                 "eval_strategy": "steps", "max_steps": "4", "output_dir": "saves/run"})
+    form.update(
+        {
+            "model_name_or_path": "m",
+            "template": "qwen",
+            "dataset": ["demo"],
+            "val_size": "0.1",
+            "eval_strategy": "steps",
+            "max_steps": "4",
+            "output_dir": "saves/run",
+        }
+    )
     values = board.eval_values(form, "saves/run", [], "saves/run-eval", True, False)
     from tunekit.webui.validation import validate
 

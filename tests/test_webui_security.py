@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import alpaca_records, write_dataset
 
 from tunekit.config import load_config, save_config
 from tunekit.config.secrets import is_secret, mask_secrets, resolve_secrets
@@ -28,8 +29,6 @@ from tunekit.webui.bind import check_exposure, check_port
 from tunekit.webui.board import Board
 from tunekit.webui.paths import PathPolicy, PathRefused, excerpt
 from tunekit.webui.ratelimit import LoginRateLimit
-
-from helpers import alpaca_records, write_dataset
 
 SECRET_LINES = [f"user{i}:$6$Zq{i}SECRETSALT$hashhashhashhashhash{i}:19000:0:99999:7:::" for i in range(6)]
 
@@ -44,8 +43,14 @@ def _cli(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.Complete
     env = dict(os.environ)
     env.pop("GRADIO_SERVER_NAME", None)
     env.pop("GRADIO_SERVER_PORT", None)
-    return subprocess.run([sys.executable, "-P", "-m", "tunekit.cli.main", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "tunekit.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -98,8 +103,14 @@ def test_a_yaml_py_in_the_board_folder_is_not_imported_by_a_job(tmp_path):
     (tmp_path / "yaml.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nraise ImportError('planted')\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
     # the defect: the board used to run `python -m tunekit.cli.main`, which puts its folder first on sys.path
-    old = subprocess.run([sys.executable, "-m", "tunekit.cli.main", "train", "no_such_option=1"], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=60)
+    old = subprocess.run(
+        [sys.executable, "-m", "tunekit.cli.main", "train", "no_such_option=1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert marker.read_text() == "ran" and "planted" in old.stderr
     marker.unlink()
 
@@ -120,16 +131,24 @@ def test_paths_outside_the_allowed_roots_are_refused_at_their_field(ws):
     info = json.loads((root / "data" / "dataset_info.json").read_text())
     info["escape"] = {"file_name": "../../private/notes.txt"}
     (root / "data" / "dataset_info.json").write_text(json.dumps(info))
-    base = {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "template": "qwen", "dataset_dir": "data", "stage": "pt",
-            "output_dir": "saves/run"}
+    base = {
+        "model_name_or_path": "Qwen/Qwen2.5-0.5B",
+        "template": "qwen",
+        "dataset_dir": "data",
+        "stage": "pt",
+        "output_dir": "saves/run",
+    }
     assert board.validate(base | {"dataset": "demo"}).ok  # a hub id and data inside the workspace
 
     notes = str(private / "notes.txt")
     cases = {
         "dataset": (notes, f"Option 'dataset': dataset '{excerpt(notes, 40)}' file '{excerpt(notes, 80)}' is outside"),
-        "model_name_or_path": (str(private), f"Option 'model_name_or_path' '{private}' is outside the folders this board "
-                                             f"may use ({root}). Use a path inside them, or restart the board with "
-                                             f"--allow-path DIR (or --workspace DIR)."),
+        "model_name_or_path": (
+            str(private),
+            f"Option 'model_name_or_path' '{private}' is outside the folders this board "
+            f"may use ({root}). Use a path inside them, or restart the board with "
+            f"--allow-path DIR (or --workspace DIR).",
+        ),
         "adapter_name_or_path": (f"saves/a,{private}", f"Option 'adapter_name_or_path' '{private}' is outside"),
         "dataset_dir": ("../private", "Option 'dataset_dir' '../private' is outside"),
         "output_dir": (str(private / "out"), "Option 'output_dir'"),
@@ -161,13 +180,20 @@ def test_paths_outside_the_allowed_roots_are_refused_at_their_field(ws):
 def test_the_sample_preview_never_opens_a_file_outside_the_roots(ws, tiny_qwen):
     pytest.importorskip("transformers")
     root, private = ws
-    form = {"model_name_or_path": str(tiny_qwen), "template": "qwen", "stage": "pt", "cutoff_len": "64",
-            "dataset": str(private / "notes.txt")}
+    form = {
+        "model_name_or_path": str(tiny_qwen),
+        "template": "qwen",
+        "stage": "pt",
+        "cutoff_len": "64",
+        "dataset": str(private / "notes.txt"),
+    }
     check, pieces, _ = _board(root, allow=[tiny_qwen]).sample_preview(form, 1)
     assert not check.ok and pieces == [] and "SECRETSALT" not in check.message
-    assert check.by_field["dataset"][0].endswith("is outside the folders this board may use "
-                                                 f"({root}, {tiny_qwen}). Use a path inside them, or restart the "
-                                                 "board with --allow-path DIR (or --workspace DIR).")
+    assert check.by_field["dataset"][0].endswith(
+        "is outside the folders this board may use "
+        f"({root}, {tiny_qwen}). Use a path inside them, or restart the "
+        "board with --allow-path DIR (or --workspace DIR)."
+    )
     # the same form, once whoever started the board allowed the folder: the preview shows the file (the defect)
     check, pieces, note = _board(root, allow=[tiny_qwen, private]).sample_preview(form, 1)
     assert check.ok and note == "" and SECRET_LINES[0] in "".join(text for text, _ in pieces)
@@ -186,20 +212,27 @@ def test_load_config_never_echoes_file_contents(ws):
         with pytest.raises(ConfigError) as err:
             board.load_yaml(path.name)
         text, message = path.read_text(), str(err.value)
-        leaked = [text[i:i + 25] for i in range(len(text) - 24) if text[i:i + 25] in message]
+        leaked = [text[i : i + 25] for i in range(len(text) - 24) if text[i : i + 25] in message]
         assert leaked == [], message  # at most a 24-character excerpt of what the file holds
         return message
 
     cases = {
         # lines of a password file as option: value -> unknown options
-        "secret_keys.yaml": ("\n".join(f"{line.replace(':', '_')}: x" for line in SECRET_LINES),
-                             "6 unknown option(s): 'user0_$6$Zq0SECRETSALT$h…', 'user1_$6$Zq1SECRETSALT$h…', "
-                             "'user2_$6$Zq2SECRETSALT$h…' ..."),
+        "secret_keys.yaml": (
+            "\n".join(f"{line.replace(':', '_')}: x" for line in SECRET_LINES),
+            "6 unknown option(s): 'user0_$6$Zq0SECRETSALT$h…', 'user1_$6$Zq1SECRETSALT$h…', "
+            "'user2_$6$Zq2SECRETSALT$h…' ...",
+        ),
         # not YAML at all -> only the line and column
-        "broken.yaml": ("ok: 1\n" + SECRET_LINES[0] + "\n  - : ] " + SECRET_LINES[1] + "\n", "is not valid YAML (line "),
+        "broken.yaml": (
+            "ok: 1\n" + SECRET_LINES[0] + "\n  - : ] " + SECRET_LINES[1] + "\n",
+            "is not valid YAML (line ",
+        ),
         # a secret as a value -> the schema's message, with the value cut short
-        "values.yaml": (f"learning_rate: {SECRET_LINES[2].replace(':', '-')}\n",
-                        "Option 'learning_rate' (in values.yaml) got 'user2-$6$Zq2SECRETSALT$h…' (str), expected"),
+        "values.yaml": (
+            f"learning_rate: {SECRET_LINES[2].replace(':', '-')}\n",
+            "Option 'learning_rate' (in values.yaml) got 'user2-$6$Zq2SECRETSALT$h…' (str), expected",
+        ),
         "lines.json": (json.dumps(SECRET_LINES), "must hold a mapping of option: value, found list."),
     }
     for name, (text, expected) in cases.items():
@@ -222,8 +255,15 @@ def test_the_server_serves_only_the_board_folder_and_rate_limits_login(ws, monke
     (root / ".env").write_text("TOKEN=abc\n")
     (root / "notes.txt").write_text("notes\n")
     port = _free_port()
-    demo = launch("127.0.0.1", port, auth=("admin", "s3cret"), cwd=root, block=False,
-                  policy=PathPolicy(root, caches=[]), max_upload_bytes=10_000)
+    demo = launch(
+        "127.0.0.1",
+        port,
+        auth=("admin", "s3cret"),
+        cwd=root,
+        block=False,
+        policy=PathPolicy(root, caches=[]),
+        max_upload_bytes=10_000,
+    )
     try:
         board = demo.tk_board
         plot = root / "saves" / "training_loss.png"
@@ -252,10 +292,13 @@ def test_the_server_serves_only_the_board_folder_and_rate_limits_login(ws, monke
                 return exc.code
 
         def upload(data: bytes) -> tuple[int, bytes]:
-            body = (b'--tk\r\nContent-Disposition: form-data; name="files"; filename="a.png"\r\n'
-                    b"Content-Type: image/png\r\n\r\n" + data + b"\r\n--tk--\r\n")
-            req = urllib.request.Request(f"{base}/gradio_api/upload", data=body,
-                                         headers={"Content-Type": "multipart/form-data; boundary=tk"})
+            body = (
+                b'--tk\r\nContent-Disposition: form-data; name="files"; filename="a.png"\r\n'
+                b"Content-Type: image/png\r\n\r\n" + data + b"\r\n--tk--\r\n"
+            )
+            req = urllib.request.Request(
+                f"{base}/gradio_api/upload", data=body, headers={"Content-Type": "multipart/form-data; boundary=tk"}
+            )
             try:
                 with opener.open(req, timeout=30) as r:
                     return r.status, r.read()
@@ -292,26 +335,35 @@ def test_login_rate_limit_window():
 
 def test_an_exposed_board_needs_a_password_or_an_explicit_flag(tmp_path):
     for host, share in (("0.0.0.0", False), ("192.168.1.5", False), ("127.0.0.1", True)):
-        with pytest.raises(ConfigError, match="without a password: anyone who reaches it can start jobs. Pass "
-                                              "--auth USER:PASSWORD, bind to 127.0.0.1, or pass --i-understand-no-auth"):
+        with pytest.raises(
+            ConfigError,
+            match="without a password: anyone who reaches it can start jobs. Pass "
+            "--auth USER:PASSWORD, bind to 127.0.0.1, or pass --i-understand-no-auth",
+        ):
             check_exposure(host, share, None, False)
         check_exposure(host, share, ("u", "p"), False)
         check_exposure(host, share, None, True)
     check_exposure("127.0.0.1", False, None, False)
     out = _cli(["webui", "--host", "0.0.0.0"], tmp_path)
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr == ("error: refusing to serve the board on 0.0.0.0, which other machines can reach without a "
-                          "password: anyone who reaches it can start jobs. Pass --auth USER:PASSWORD, bind to "
-                          "127.0.0.1, or pass --i-understand-no-auth to accept it.\n")
+    assert out.stderr == (
+        "error: refusing to serve the board on 0.0.0.0, which other machines can reach without a "
+        "password: anyone who reaches it can start jobs. Pass --auth USER:PASSWORD, bind to "
+        "127.0.0.1, or pass --i-understand-no-auth to accept it.\n"
+    )
 
 
 def test_workspace_and_allowed_paths_must_be_folders(tmp_path):
     out = _cli(["webui", "--workspace", str(tmp_path / "nope")], tmp_path)
-    assert (out.returncode, out.stderr) == (2, f"error: --workspace {tmp_path / 'nope'} is not a folder: create it or "
-                                               f"pass an existing one.\n")
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: --workspace {tmp_path / 'nope'} is not a folder: create it or pass an existing one.\n",
+    )
     out = _cli(["webui", "--allow-path", str(tmp_path / "nope")], tmp_path)
-    assert (out.returncode, out.stderr) == (2, f"error: --allow-path {tmp_path / 'nope'} is not a folder: pass an "
-                                               f"existing folder.\n")
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: --allow-path {tmp_path / 'nope'} is not a folder: pass an existing folder.\n",
+    )
 
 
 # ------------------------------------------------------------------ 6. a taken port
@@ -324,8 +376,10 @@ def test_a_taken_port_is_one_line_naming_the_port_and_the_fix(tmp_path):
             check_port("127.0.0.1", port)
         out = _cli(["webui", "--port", str(port)], tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr == (f"error: port {port} on 127.0.0.1 is already in use (another board or server?): choose a "
-                          f"free one with --port {port + 1} or GRADIO_SERVER_PORT={port + 1}.\n")
+    assert out.stderr == (
+        f"error: port {port} on 127.0.0.1 is already in use (another board or server?): choose a "
+        f"free one with --port {port + 1} or GRADIO_SERVER_PORT={port + 1}.\n"
+    )
 
 
 # ------------------------------------------------------------------ 5. secrets
@@ -334,14 +388,25 @@ def test_secret_options_are_named_by_one_rule():
 
     flagged = sorted(n for n in Config.model_fields if is_secret(n))
     assert "swanlab_api_key" in flagged
-    for name in ("max_new_tokens", "add_special_tokens", "split_special_tokens", "ignore_pad_token_for_loss",
-                 "generation_max_new_tokens", "trained_tokens_loss"):
+    for name in (
+        "max_new_tokens",
+        "add_special_tokens",
+        "split_special_tokens",
+        "ignore_pad_token_for_loss",
+        "generation_max_new_tokens",
+        "trained_tokens_loss",
+    ):
         assert not is_secret(name), name
     assert all(is_secret(n) for n in ("hub_token", "my_service_secret", "db_password", "openai_api_key"))
     assert mask_secrets({"swanlab_api_key": "sk-1", "hub_token": "hf_x", "my_secret": None, "lr": 1}) == {
-        "swanlab_api_key": "${SWANLAB_API_KEY}", "hub_token": "${HF_TOKEN}", "my_secret": None, "lr": 1}
-    assert resolve_secrets({"swanlab_api_key": "${SWANLAB_API_KEY}", "run_name": "${SWANLAB_API_KEY}"},
-                           {"SWANLAB_API_KEY": "sk-env"}) == {"swanlab_api_key": "sk-env", "run_name": "${SWANLAB_API_KEY}"}
+        "swanlab_api_key": "${SWANLAB_API_KEY}",
+        "hub_token": "${HF_TOKEN}",
+        "my_secret": None,
+        "lr": 1,
+    }
+    assert resolve_secrets(
+        {"swanlab_api_key": "${SWANLAB_API_KEY}", "run_name": "${SWANLAB_API_KEY}"}, {"SWANLAB_API_KEY": "sk-env"}
+    ) == {"swanlab_api_key": "sk-env", "run_name": "${SWANLAB_API_KEY}"}
 
 
 def test_saved_configs_hold_references_not_secrets(tmp_path, monkeypatch):
@@ -374,4 +439,3 @@ def test_saved_configs_hold_references_not_secrets(tmp_path, monkeypatch):
     assert job.form["swanlab_api_key"] == "${SWANLAB_API_KEY}"  # what a reloaded page gets back
     assert board.secrets == {"SWANLAB_API_KEY": "sk-live-0123456789"}  # what the job's environment gets
     assert stat.S_IMODE(job.log_path.stat().st_mode) == 0o600
-

@@ -19,7 +19,7 @@ def test_basic_fields_first_and_the_rest_under_a_closed_advanced_accordion():
 
     demo = create_app()
     form = demo.tk_forms["train"]
-    assert list(form.comps)[:len(BASIC_FIELDS)] == list(BASIC_FIELDS)
+    assert list(form.comps)[: len(BASIC_FIELDS)] == list(BASIC_FIELDS)
     assert form.advanced is not None and form.advanced.open is False and form.advanced.label.startswith("Advanced")
     in_sections = [s.name for _acc, _name, specs in form.accordions for s in specs]
     assert not set(in_sections) & set(BASIC_FIELDS)

@@ -17,14 +17,19 @@ from tunekit.train.window_grouping import regroup
 
 
 def _rows(lengths, start=10):
-    return [{"input_ids": list(range(start + i, start + i + n)), "labels": [-100] * 2 + list(range(start + i + 2, start + i + n))}
-            for i, n in enumerate(lengths)]
+    return [
+        {
+            "input_ids": list(range(start + i, start + i + n)),
+            "labels": [-100] * 2 + list(range(start + i + 2, start + i + n)),
+        }
+        for i, n in enumerate(lengths)
+    ]
 
 
 def _batches(lengths, size=2):
     collate = PaddingCollator(pad_token_id=0, pad_to_multiple_of=8)
     rows = _rows(lengths)
-    return [collate(rows[i:i + size]) for i in range(0, len(rows), size)]
+    return [collate(rows[i : i + size]) for i in range(0, len(rows), size)]
 
 
 def _padded(batches):
@@ -49,7 +54,9 @@ def test_docstring_example_same_rows_less_padding():
     for b in after:  # padding is right padding with the collator's values
         pad = b["attention_mask"] == 0
         assert (b["input_ids"][pad] == 0).all() and (b["labels"][pad] == -100).all()
-    trained = lambda bs: sum(int((b["labels"][:, 1:] != -100).sum()) for b in bs)  # what HF's num_items_in_batch counts
+    trained = lambda bs: sum(
+        int((b["labels"][:, 1:] != -100).sum()) for b in bs
+    )  # what HF's num_items_in_batch counts
     assert trained(after) == trained(before)
 
 
@@ -61,8 +68,13 @@ def test_uneven_last_batch_keeps_the_sizes():
 
 
 def test_other_batches_pass_through():
-    packed = [{"input_ids": torch.ones(1, 8, dtype=torch.long), "position_ids": torch.zeros(1, 8, dtype=torch.long),
-               "labels": torch.ones(1, 8, dtype=torch.long)}] * 2
+    packed = [
+        {
+            "input_ids": torch.ones(1, 8, dtype=torch.long),
+            "position_ids": torch.zeros(1, 8, dtype=torch.long),
+            "labels": torch.ones(1, 8, dtype=torch.long),
+        }
+    ] * 2
     assert regroup(packed, 0) is packed
     left = _batches([3, 9, 4, 8])
     for b in left:
@@ -76,9 +88,14 @@ def varied_data(tmp_path_factory):
 
     rng = random.Random(7)
     folder = tmp_path_factory.mktemp("varied")
-    records = [{"instruction": "Repeat: " + " ".join(str(rng.randint(0, 99)) for _ in range(rng.randint(1, 3))),
-                "input": "", "output": " ".join(str(rng.randint(0, 99)) for _ in range(rng.choice([1, 2, 12, 25])))}
-               for _ in range(32)]
+    records = [
+        {
+            "instruction": "Repeat: " + " ".join(str(rng.randint(0, 99)) for _ in range(rng.randint(1, 3))),
+            "input": "",
+            "output": " ".join(str(rng.randint(0, 99)) for _ in range(rng.choice([1, 2, 12, 25]))),
+        }
+        for _ in range(32)
+    ]
     write_dataset(folder, "toy", records)
     return folder
 
@@ -87,9 +104,24 @@ def test_training_with_and_without_regrouping_is_the_same(tiny_qwen, varied_data
     results = {}
     for flag in (True, False):
         out = tmp_path / f"o-{flag}"
-        run_train(load_config(None, base_config(
-            tiny_qwen, varied_data, out, finetuning_type="lora", per_device_train_batch_size=2, gradient_accumulation_steps=4,
-            max_steps=3, learning_rate=1e-2, group_within_step=flag, gradient_checkpointing=False, dtype="float64")))
+        run_train(
+            load_config(
+                None,
+                base_config(
+                    tiny_qwen,
+                    varied_data,
+                    out,
+                    finetuning_type="lora",
+                    per_device_train_batch_size=2,
+                    gradient_accumulation_steps=4,
+                    max_steps=3,
+                    learning_rate=1e-2,
+                    group_within_step=flag,
+                    gradient_checkpointing=False,
+                    dtype="float64",
+                ),
+            )
+        )
         losses = [json.loads(x)["loss"] for x in (out / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in x]
         results[flag] = (losses, load_file(out / "adapter_model.safetensors"))
     (l_on, w_on), (l_off, w_off) = results[True], results[False]

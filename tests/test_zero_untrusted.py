@@ -8,9 +8,6 @@ and an allow-list of the DeepSpeed types real checkpoints hold, and refuses anyt
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,10 +31,14 @@ def _crafted_checkpoint(folder: Path, marker: Path) -> Path:
     (folder / "global_step1").mkdir(parents=True)
     (folder / "latest").write_text("global_step1")
     (folder / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
-    torch.save({"module": {}, "buffer_names": [], "param_shapes": [], "shared_params": {}, "payload": _OpensAFile(marker)},
-               folder / "global_step1" / "mp_rank_00_model_states.pt")
-    torch.save({"optimizer_state_dict": {"zero_stage": 2, "partition_count": 1}},
-               folder / "global_step1" / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    torch.save(
+        {"module": {}, "buffer_names": [], "param_shapes": [], "shared_params": {}, "payload": _OpensAFile(marker)},
+        folder / "global_step1" / "mp_rank_00_model_states.pt",
+    )
+    torch.save(
+        {"optimizer_state_dict": {"zero_stage": 2, "partition_count": 1}},
+        folder / "global_step1" / "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+    )
     return folder
 
 
@@ -58,7 +59,9 @@ def test_a_crafted_model_states_pickle_never_runs(tmp_path, capsys):
     assert f"`tunekit zero-to-fp32 {ckpt} OUT_DIR --trust-pickle`" in msg
     assert not (tmp_path / "out").exists()
 
-    assert main(["zero-to-fp32", str(ckpt), str(tmp_path / "out")]) == ModelError.exit_code  # CLI: named error, no traceback
+    assert (
+        main(["zero-to-fp32", str(ckpt), str(tmp_path / "out")]) == ModelError.exit_code
+    )  # CLI: named error, no traceback
     assert capsys.readouterr().err == f"error: {msg}\n" and not marker.exists()
     assert main(["export", f"model_name_or_path={ckpt}", "template=qwen", f"export_dir={tmp_path / 'export'}"]) != 0
     assert "refused: loading it would run code" in capsys.readouterr().err and not marker.exists()

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
-FP32_U = 2.0 ** -24
-FP64_U = 2.0 ** -53
+FP32_U = 2.0**-24
+FP64_U = 2.0**-53
 
 # Trained weights of two float64 runs that differ only in reduction order: each gradient element is a sum of at
 # most ~1e5 products in these tiny models, so its relative error is <= 2 * 1e5 * 2**-53 ~ 2e-11; through Adam's

@@ -31,34 +31,56 @@ from pathlib import Path
 
 MICRO, ACCUM = 4, 2
 HOST_OFF = {"TUNEKIT_MALLOC_TUNE": "0", "TUNEKIT_GC_PAUSE": "0"}
-PLAIN = {"trained_tokens_loss": False, "chunked_lm_loss": False, "elementwise_recompute": False,
-         "group_within_step": False, "gradient_checkpointing": False, "optim": "adamw_torch_fused",
-         "enable_liger_kernel": False, "padding_free": False}
+PLAIN = {
+    "trained_tokens_loss": False,
+    "chunked_lm_loss": False,
+    "elementwise_recompute": False,
+    "group_within_step": False,
+    "gradient_checkpointing": False,
+    "optim": "adamw_torch_fused",
+    "enable_liger_kernel": False,
+    "padding_free": False,
+}
 # name: (config overrides on top of PLAIN, environment on top of HOST_OFF, where to flip its CUDA default)
 F = "train/decisions/features.py"
 TRICKS: dict[str, tuple[dict, dict, str]] = {
-    "trained_tokens_loss": ({"trained_tokens_loss": True}, {},
-                            f"config/options/training.py trained_tokens_loss; {F} trained_tokens_loss"),
-    "chunked_lm_head": ({"trained_tokens_loss": True, "chunked_lm_loss": True}, {},
-                        f"config/options/training.py chunked_lm_loss; {F} chunked_lm_head"),
-    "elementwise_recompute": ({"elementwise_recompute": True}, {},
-                              f"{F} elementwise_recompute (its `machine.kind != 'cpu'` opt-in guard)"),
-    "gradient_checkpointing": ({"gradient_checkpointing": True}, {},
-                               f"{F} gradient_checkpointing; plan/decide.py (auto)"),
+    "trained_tokens_loss": (
+        {"trained_tokens_loss": True},
+        {},
+        f"config/options/training.py trained_tokens_loss; {F} trained_tokens_loss",
+    ),
+    "chunked_lm_head": (
+        {"trained_tokens_loss": True, "chunked_lm_loss": True},
+        {},
+        f"config/options/training.py chunked_lm_loss; {F} chunked_lm_head",
+    ),
+    "elementwise_recompute": (
+        {"elementwise_recompute": True},
+        {},
+        f"{F} elementwise_recompute (its `machine.kind != 'cpu'` opt-in guard)",
+    ),
+    "gradient_checkpointing": (
+        {"gradient_checkpointing": True},
+        {},
+        f"{F} gradient_checkpointing; plan/decide.py (auto)",
+    ),
     "group_within_step": ({"group_within_step": True}, {}, f"{F} group_within_step (option: config/options/data.py)"),
     "padding_free": ({"padding_free": True}, {}, f"{F} padding_free (option: config/options/data.py)"),
     "token_budget": ({"max_tokens_per_batch": None}, {}, f"{F} token_budget (max_tokens_per_batch)"),
-    "liger": ({"enable_liger_kernel": True}, {},
-              f"{F} liger, liger_fused_loss (option: config/options/model.py)"),
-    "unfused_optimizer": ({"optim": "adamw_torch"}, {},
-                          f"{F} fused_optimizer (optim: config/options/training.py)"),
-    "malloc_tune+heap_guard": ({}, {"TUNEKIT_MALLOC_TUNE": "1"},
-                               "train/decisions/cpu_host.py malloc_tune, heap_guard"),
+    "liger": ({"enable_liger_kernel": True}, {}, f"{F} liger, liger_fused_loss (option: config/options/model.py)"),
+    "unfused_optimizer": ({"optim": "adamw_torch"}, {}, f"{F} fused_optimizer (optim: config/options/training.py)"),
+    "malloc_tune+heap_guard": (
+        {},
+        {"TUNEKIT_MALLOC_TUNE": "1"},
+        "train/decisions/cpu_host.py malloc_tune, heap_guard",
+    ),
     "gc_pause": ({}, {"TUNEKIT_GC_PAUSE": "1"}, "train/decisions/cpu_host.py gc_pause"),
 }
 # tricks that put other samples into a step by design: their losses are not comparable step by step with hf's
-OTHER_BATCHES = {"token_budget": "loss not compared: batches formed by token count hold other samples per step "
-                                 "(train/token_budget.py)"}
+OTHER_BATCHES = {
+    "token_budget": "loss not compared: batches formed by token count hold other samples per step "
+    "(train/token_budget.py)"
+}
 
 
 def cells(model: str, cutoff: int, precision: str) -> list[dict]:
@@ -66,8 +88,15 @@ def cells(model: str, cutoff: int, precision: str) -> list[dict]:
     base = dict(model=model, method="lora", cutoff=cutoff, gc=False, liger=False, attn="sdpa", precision=precision)
     out = [dict(base, tag="ab-hf", ab="hf"), dict(base, tag="ab-hf-repeat", ab="hf-repeat")]
     for name, (over, _env, _where) in TRICKS.items():
-        out.append(dict(base, tag=f"ab-{name}", ab=name, gc=bool(over.get("gradient_checkpointing")),
-                        liger=bool(over.get("enable_liger_kernel"))))
+        out.append(
+            dict(
+                base,
+                tag=f"ab-{name}",
+                ab=name,
+                gc=bool(over.get("gradient_checkpointing")),
+                liger=bool(over.get("enable_liger_kernel")),
+            )
+        )
     out.append(dict(base, tag="ab-defaults", ab="defaults"))
     out.append(dict(base, tag="ab-lf", ab="lf", tool="lf", gc=True))
     return out
@@ -81,7 +110,7 @@ def apply(c: dict, cfg: dict) -> tuple[dict, dict]:
     if name == "defaults":  # tunekit's defaults: drop every switch the kit sets (precision and the job stay)
         for key in ("gradient_checkpointing", "enable_liger_kernel", "flash_attn"):
             cfg.pop(key, None)
-        return cfg, {key: None for key in HOST_OFF}
+        return cfg, dict.fromkeys(HOST_OFF)
     if name == "lf":  # LLaMA-Factory's own defaults on the same job (kit.lf_config spells the switches)
         return dict(cfg, gradient_checkpointing=True, optim=PLAIN["optim"]), {}
     over, env = TRICKS.get(name, ({}, {}, ""))[:2]
@@ -161,16 +190,26 @@ def summary(records: list[dict], env: dict, steps: int, reduction: int) -> tuple
     for name, rec in ab.items():
         r, lf = rec.get("result") or {}, name == "lf"
         losses, precision = r.get("losses") or [], rec["spec"]["precision"]
-        row = {"cell": name, "status": rec.get("status"), "note": rec.get("reason") or (r.get("error") or "")[:100],
-               "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None}
+        row = {
+            "cell": name,
+            "status": rec.get("status"),
+            "note": rec.get("reason") or (r.get("error") or "")[:100],
+            "first_loss": losses[0] if losses else None,
+            "final_loss": losses[-1] if losses else None,
+        }
         if name in OTHER_BATCHES:
             row["note"] = row["note"] or OTHER_BATCHES[name]
         elif losses and ref_losses and len(losses) == len(ref_losses):
             diff_first, diff_final = abs(losses[0] - ref_losses[0]), abs(losses[-1] - ref_losses[-1])
             bound_first = loss_bound(precision, reduction, ref_losses[0], 1)
             bound_final = loss_bound(precision, reduction, ref_losses[-1], len(ref_losses))
-            row.update(diff_first=diff_first, diff_final=diff_final, bound_first=bound_first, bound_final=bound_final,
-                       equal=diff_first <= bound_first and diff_final <= bound_final)
+            row.update(
+                diff_first=diff_first,
+                diff_final=diff_final,
+                bound_first=bound_first,
+                bound_final=bound_final,
+                equal=diff_first <= bound_first and diff_final <= bound_final,
+            )
         ran = rec.get("status") == "ok" and (ab.get("hf") or {}).get("status") == "ok"
         mem_a, mem_b = (measured(r), measured(ref)) if ran else (None, None)
         spd_a, spd_b = (speed(r, lf), speed(ref, lf)) if ran else (None, None)
@@ -188,14 +227,18 @@ def markdown(rows: list[dict], env: dict, steps: int, reduction: int) -> str:
 
     precision = "bf16" if env["device"] == "cuda" and env.get("bf16") else "fp32"
     kind = "max_memory_allocated" if env["device"] == "cuda" else "peak RSS (CPU dry run)"
-    lines = ["## A/B: each trick against plain transformers (same job)", "",
-             f"Job: LoRA SFT, micro-batch {MICRO} x accumulation {ACCUM}, {steps} steps, {precision}. Loss bound = "
-             f"2 (u + sqrt(K) 2^-24) |L| x step, u = 2^-{8 if precision == 'bf16' else 24} ({precision}), "
-             f"K = {reduction} (benchmarks/gpu/ab.py). Memory: {kind}; ratios against `hf` "
-             "(LLaMA-Factory: runtime tokens/s).", "",
-             "| cell | status | first loss | final loss | diff first / bound | diff final / bound | loss equal | "
-             "memory ratio | speed ratio | suggested CUDA default | where to flip it (src/tunekit/) | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## A/B: each trick against plain transformers (same job)",
+        "",
+        f"Job: LoRA SFT, micro-batch {MICRO} x accumulation {ACCUM}, {steps} steps, {precision}. Loss bound = "
+        f"2 (u + sqrt(K) 2^-24) |L| x step, u = 2^-{8 if precision == 'bf16' else 24} ({precision}), "
+        f"K = {reduction} (benchmarks/gpu/ab.py). Memory: {kind}; ratios against `hf` "
+        "(LLaMA-Factory: runtime tokens/s).",
+        "",
+        "| cell | status | first loss | final loss | diff first / bound | diff final / bound | loss equal | "
+        "memory ratio | speed ratio | suggested CUDA default | where to flip it (src/tunekit/) | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         eq = r.get("equal")
         lines.append(
@@ -204,5 +247,6 @@ def markdown(rows: list[dict], env: dict, steps: int, reduction: int) -> str:
             f"{f(r.get('diff_final'), '.2e')} / {f(r.get('bound_final'), '.2e')} | "
             f"{'' if eq is None else ('yes' if eq else 'NO')} | {f(r['memory_ratio'], '.3f')} | "
             f"{f(r['speed_ratio'], '.3f')} | {r['cuda_default']} | {r['flip_in']} | "
-            f"{(r['note'] or '').replace('|', '/')} |")
+            f"{(r['note'] or '').replace('|', '/')} |"
+        )
     return "\n".join(lines) + "\n"

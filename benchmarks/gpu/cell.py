@@ -63,15 +63,25 @@ def train(spec_path: str, result_path: str) -> int:
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         metrics = run_train(cfg)
-        result.update(ok=True, train_runtime=metrics.get("train_runtime"), train_loss=metrics.get("train_loss"),
-                      steps=metrics.get("total_steps"), num_input_tokens_seen=metrics.get("num_input_tokens_seen"),
-                      train_tokens_per_second=metrics.get("train_tokens_per_second"))
+        result.update(
+            ok=True,
+            train_runtime=metrics.get("train_runtime"),
+            train_loss=metrics.get("train_loss"),
+            steps=metrics.get("total_steps"),
+            num_input_tokens_seen=metrics.get("num_input_tokens_seen"),
+            train_tokens_per_second=metrics.get("train_tokens_per_second"),
+        )
         tps, sps = steady_tokens_per_s(Path(cfg.output_dir))
         runtime, seen = metrics.get("train_runtime"), metrics.get("num_input_tokens_seen")
-        result.update(tokens_per_s=tps, s_per_step=sps, runtime_tokens_per_s=seen / runtime if runtime and seen else None)
+        result.update(
+            tokens_per_s=tps, s_per_step=sps, runtime_tokens_per_s=seen / runtime if runtime and seen else None
+        )
         if cuda:
-            result.update(max_memory_allocated=torch.cuda.max_memory_allocated(),
-                          max_memory_reserved=torch.cuda.max_memory_reserved(), measured_kind="cuda_max_memory_allocated")
+            result.update(
+                max_memory_allocated=torch.cuda.max_memory_allocated(),
+                max_memory_reserved=torch.cuda.max_memory_reserved(),
+                measured_kind="cuda_max_memory_allocated",
+            )
         else:
             result["measured_kind"] = "cpu_peak_rss"
     except BaseException as exc:  # noqa: BLE001 - the kit records every failure and goes on
@@ -87,8 +97,9 @@ def train(spec_path: str, result_path: str) -> int:
 def build(shape: str, out_dir: str, dtype: str, device: str, data_dir: str | None = None) -> int:
     import _shapes
 
-    _shapes.build_random_model(Path(out_dir), shape, data_dir=Path(data_dir) if data_dir else None, dtype=dtype,
-                               device=device)
+    _shapes.build_random_model(
+        Path(out_dir), shape, data_dir=Path(data_dir) if data_dir else None, dtype=dtype, device=device
+    )
     return 0
 
 

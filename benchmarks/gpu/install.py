@@ -185,7 +185,9 @@ def main(argv: list[str]) -> int:
     if cmd == "check":
         need = missing(tunekit_requirements())
         where = tunekit_importable()
-        print(f"[install] tunekit: {where or 'not importable from this checkout'}; missing: {', '.join(need) or 'none'}")
+        print(
+            f"[install] tunekit: {where or 'not importable from this checkout'}; missing: {', '.join(need) or 'none'}"
+        )
         return 0 if where and not need else 1
     if cmd == "install":
         return install()

@@ -61,9 +61,54 @@ from lf import LF_LAUNCHER, lf_config, lf_device_ok, lf_python  # noqa: E402, F4
 GiB = 2**30
 TINY_CUTOFFS = (128, 256)
 REAL_CUTOFFS = (1024, 4096)
-WORDS = ("the model learns from data and each step updates weights while the loss goes down slowly over time "
-         "people write long answers about science history music cooking travel code numbers planets rivers "
-         "mountains cities languages animals plants weather stories games sports books art health water light").split()
+WORDS = [
+    "the",
+    "model",
+    "learns",
+    "from",
+    "data",
+    "and",
+    "each",
+    "step",
+    "updates",
+    "weights",
+    "while",
+    "the",
+    "loss",
+    "goes",
+    "down",
+    "slowly",
+    "over",
+    "time",
+    "people",
+    "write",
+    "long",
+    "answers",
+    "about",
+    "science",
+    "history",
+    "music",
+    "cooking",
+    "travel",
+    "code",
+    "numbers",
+    "planets",
+    "rivers",
+    "mountains",
+    "cities",
+    "languages",
+    "animals",
+    "plants",
+    "weather",
+    "stories",
+    "games",
+    "sports",
+    "books",
+    "art",
+    "health",
+    "water",
+    "light",
+]
 
 
 def now() -> float:
@@ -72,13 +117,22 @@ def now() -> float:
 
 # ---------------------------------------------------------------------------------------------- environment
 
+
 def environment(device: str) -> dict:
     import torch
 
-    env = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-           "device": device, "host": platform.node(), "cpus": os.cpu_count(),
-           "packages": {name: importlib.util.find_spec(name) is not None
-                        for name in ("flash_attn", "liger_kernel", "bitsandbytes", "llamafactory")}}
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": device,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "packages": {
+            name: importlib.util.find_spec(name) is not None
+            for name in ("flash_attn", "liger_kernel", "bitsandbytes", "llamafactory")
+        },
+    }
     for dist in ("transformers", "peft", "accelerate", "datasets", "trl", "tunekit"):
         try:
             from importlib.metadata import version
@@ -88,8 +142,12 @@ def environment(device: str) -> dict:
             env[dist] = None
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
-        env.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / GiB, 2),
-                   bf16=torch.cuda.is_bf16_supported(), capability=f"{props.major}.{props.minor}")
+        env.update(
+            gpu=props.name,
+            gpu_memory_gib=round(props.total_memory / GiB, 2),
+            bf16=torch.cuda.is_bf16_supported(),
+            capability=f"{props.major}.{props.minor}",
+        )
     else:
         import psutil
 
@@ -98,6 +156,7 @@ def environment(device: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- data
+
 
 def write_data(data_dir: Path, model_dir: Path, max_cutoff: int, samples: int) -> Path:
     """Alpaca records each longer than ``max_cutoff`` tokens of ``model_dir``'s tokenizer (cut to cutoff_len)."""
@@ -125,9 +184,19 @@ def write_data(data_dir: Path, model_dir: Path, max_cutoff: int, samples: int) -
 
 # ---------------------------------------------------------------------------------------------- grid
 
+
 def cell_name(c: dict) -> str:
-    parts = [c["model"], c["method"], f"s{c['cutoff']}", "gc" if c["gc"] else "nogc", "liger" if c["liger"] else "",
-             c["attn"], c["precision"], c.get("tool", "tunekit") if c.get("tool") == "lf" else "", c.get("tag", "")]
+    parts = [
+        c["model"],
+        c["method"],
+        f"s{c['cutoff']}",
+        "gc" if c["gc"] else "nogc",
+        "liger" if c["liger"] else "",
+        c["attn"],
+        c["precision"],
+        c.get("tool", "tunekit") if c.get("tool") == "lf" else "",
+        c.get("tag", ""),
+    ]
     return "-".join(p for p in parts if p)
 
 
@@ -159,15 +228,34 @@ def grid(models: list[str], cutoffs: tuple[int, int], precision: str) -> list[di
 def cell_config(c: dict, model_dir: Path, data_dir: Path, out_dir: Path, device: str, steps: int) -> dict:
     """The tunekit config of a cell (LLaMA-Factory's option names, so the LF cell reads the same)."""
     cfg = {
-        "model_name_or_path": str(model_dir), "stage": "sft", "do_train": True,
-        "finetuning_type": "full" if c["method"] == "full" else "lora", "dataset": "kit_fixed",
-        "dataset_dir": str(data_dir), "template": "qwen", "cutoff_len": c["cutoff"], "preprocessing_num_workers": 1,
-        "per_device_train_batch_size": 1, "gradient_accumulation_steps": 2, "max_steps": steps,
-        "learning_rate": 1.0e-5 if c["method"] == "full" else 1.0e-4, "lr_scheduler_type": "constant",
-        "logging_steps": 1, "save_strategy": "no", "report_to": "none", "output_dir": str(out_dir),
-        "overwrite_output_dir": True, "disable_tqdm": True, "seed": 42, "flash_attn": c["attn"],
-        "bf16": c["precision"] == "bf16", "fp16": False, "enable_liger_kernel": c["liger"],
-        "gradient_checkpointing": c["gc"], "use_cpu": device == "cpu", "dataloader_num_workers": 0,
+        "model_name_or_path": str(model_dir),
+        "stage": "sft",
+        "do_train": True,
+        "finetuning_type": "full" if c["method"] == "full" else "lora",
+        "dataset": "kit_fixed",
+        "dataset_dir": str(data_dir),
+        "template": "qwen",
+        "cutoff_len": c["cutoff"],
+        "preprocessing_num_workers": 1,
+        "per_device_train_batch_size": 1,
+        "gradient_accumulation_steps": 2,
+        "max_steps": steps,
+        "learning_rate": 1.0e-5 if c["method"] == "full" else 1.0e-4,
+        "lr_scheduler_type": "constant",
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "output_dir": str(out_dir),
+        "overwrite_output_dir": True,
+        "disable_tqdm": True,
+        "seed": 42,
+        "flash_attn": c["attn"],
+        "bf16": c["precision"] == "bf16",
+        "fp16": False,
+        "enable_liger_kernel": c["liger"],
+        "gradient_checkpointing": c["gc"],
+        "use_cpu": device == "cpu",
+        "dataloader_num_workers": 0,
     }
     if c["method"] != "full":
         cfg.update(lora_rank=8, lora_target="all")
@@ -191,7 +279,9 @@ def unsupported(c: dict, env: dict, device: str) -> str | None:
     if c.get("tool") == "lf" and not lf_python():
         return "LLaMA-Factory not installed (import llamafactory failed; set LF_PYTHON to an interpreter that has it)"
     if c.get("tool") == "lf" and not lf_device_ok(device):
-        return f"LLaMA-Factory's interpreter {lf_python()} has no CUDA torch (LF_PYTHON: a venv over the image's torch)"
+        return (
+            f"LLaMA-Factory's interpreter {lf_python()} has no CUDA torch (LF_PYTHON: a venv over the image's torch)"
+        )
     return None
 
 
@@ -202,14 +292,23 @@ def plan_cell(cfg: dict, memory_gib: float) -> dict:
 
     values = dict(cfg)
     values["use_cpu"] = False  # plan the GPU run the cell is (on the CPU dry run: the plan of that GPU run)
-    plan = make_plan(load_config(None, values), gpu_memory_gib=memory_gib, seq_len=cfg["cutoff_len"],
-                     num_samples=cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"] * cfg["max_steps"])
+    plan = make_plan(
+        load_config(None, values),
+        gpu_memory_gib=memory_gib,
+        seq_len=cfg["cutoff_len"],
+        num_samples=cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"] * cfg["max_steps"],
+    )
     mem = plan["memory"]
-    return {"total_gib": mem["total_gib"], "overhead_gib": mem.get("overhead", 0.0),
-            "fragmentation_gib": mem.get("fragmentation", 0.0),
-            "allocated_gib": round(mem["total_gib"] - mem.get("overhead", 0.0) - mem.get("fragmentation", 0.0), 3),
-            "components_gib": mem, "fits": plan.get("fits"), "setup": plan.get("setup"),
-            "time": {k: plan.get("time", {}).get(k) for k in ("flops_per_token", "seconds_per_step", "mfu")}}
+    return {
+        "total_gib": mem["total_gib"],
+        "overhead_gib": mem.get("overhead", 0.0),
+        "fragmentation_gib": mem.get("fragmentation", 0.0),
+        "allocated_gib": round(mem["total_gib"] - mem.get("overhead", 0.0) - mem.get("fragmentation", 0.0), 3),
+        "components_gib": mem,
+        "fits": plan.get("fits"),
+        "setup": plan.get("setup"),
+        "time": {k: plan.get("time", {}).get(k) for k in ("flops_per_token", "seconds_per_step", "mfu")},
+    }
 
 
 def run_subprocess(cmd: list[str], log: Path, timeout: float, env: dict, cwd: Path) -> tuple[int | None, float]:
@@ -241,10 +340,19 @@ def run_lf(cfg: dict, out_dir: Path, log: Path, timeout: float, env: dict, cwd: 
     path = out_dir / "all_results.json"
     if rc == 0 and path.is_file():
         r = json.loads(path.read_text())
-        tokens = cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"] * cfg["max_steps"] * cfg["cutoff_len"]
-        res.update(train_runtime=r.get("train_runtime"), train_loss=r.get("train_loss"), steps=cfg["max_steps"],
-                   runtime_tokens_per_s=tokens / r["train_runtime"] if r.get("train_runtime") else None,
-                   measured_kind=res.get("measured_kind", "lf_not_measured"))
+        tokens = (
+            cfg["per_device_train_batch_size"]
+            * cfg["gradient_accumulation_steps"]
+            * cfg["max_steps"]
+            * cfg["cutoff_len"]
+        )
+        res.update(
+            train_runtime=r.get("train_runtime"),
+            train_loss=r.get("train_loss"),
+            steps=cfg["max_steps"],
+            runtime_tokens_per_s=tokens / r["train_runtime"] if r.get("train_runtime") else None,
+            measured_kind=res.get("measured_kind", "lf_not_measured"),
+        )
     elif rc is None:
         res["error"] = f"timeout after {timeout:.0f} s"
     else:
@@ -253,6 +361,7 @@ def run_lf(cfg: dict, out_dir: Path, log: Path, timeout: float, env: dict, cwd: 
 
 
 # ---------------------------------------------------------------------------------------------- report
+
 
 def measured_gib(r: dict) -> float | None:
     if r.get("max_memory_allocated") is not None:
@@ -263,19 +372,26 @@ def measured_gib(r: dict) -> float | None:
 
 
 def markdown(env: dict, cells: list[dict], budget: dict) -> str:
-    lines = [f"# GPU check kit: {env.get('gpu') or 'CPU (dry run)'}", "",
-             f"torch {env['torch']} (CUDA {env['cuda']}), transformers {env['transformers']}, peft {env['peft']}, "
-             f"tunekit {env['tunekit']}; packages: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in env["packages"].items()),
-             f"budget {budget['budget_s']:.0f} s, used {budget['used_s']:.0f} s; cells run {budget['run']}, "
-             f"ok {budget['ok']}, failed {budget['failed']}, skipped {budget['skipped']}, not run {budget['not_run']}", "",
-             "Memory: planned = `tunekit plan` total per GPU; planned alloc = total − overhead − fragmentation "
-             "(what `torch.cuda.max_memory_allocated` counts); measured = max_memory_allocated "
-             "(on the CPU dry run: the cell's peak RSS, not comparable); error = planned alloc / measured − 1.", "",
-             "tokens/s: steady = between the first and last logged step (tunekit's log); runtime = all tokens over "
-             "train_runtime (first step included; the figure to compare with LLaMA-Factory, whose log has 1-s resolution).", "",
-             "| cell | status | planned GiB | planned alloc GiB | measured GiB | reserved GiB | error | tokens/s steady | "
-             "tokens/s runtime | s/step | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# GPU check kit: {env.get('gpu') or 'CPU (dry run)'}",
+        "",
+        f"torch {env['torch']} (CUDA {env['cuda']}), transformers {env['transformers']}, peft {env['peft']}, "
+        f"tunekit {env['tunekit']}; packages: "
+        + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in env["packages"].items()),
+        f"budget {budget['budget_s']:.0f} s, used {budget['used_s']:.0f} s; cells run {budget['run']}, "
+        f"ok {budget['ok']}, failed {budget['failed']}, skipped {budget['skipped']}, not run {budget['not_run']}",
+        "",
+        "Memory: planned = `tunekit plan` total per GPU; planned alloc = total − overhead − fragmentation "
+        "(what `torch.cuda.max_memory_allocated` counts); measured = max_memory_allocated "
+        "(on the CPU dry run: the cell's peak RSS, not comparable); error = planned alloc / measured − 1.",
+        "",
+        "tokens/s: steady = between the first and last logged step (tunekit's log); runtime = all tokens over "
+        "train_runtime (first step included; the figure to compare with LLaMA-Factory, whose log has 1-s resolution).",
+        "",
+        "| cell | status | planned GiB | planned alloc GiB | measured GiB | reserved GiB | error | tokens/s steady | "
+        "tokens/s runtime | s/step | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
 
     def f(v, d=2):
         return "" if v is None else f"{v:.{d}f}"
@@ -286,10 +402,12 @@ def markdown(env: dict, cells: list[dict], budget: dict) -> str:
         err = (p["allocated_gib"] / meas - 1) if p.get("allocated_gib") and meas else None
         reserved = r.get("max_memory_reserved")
         note = c.get("reason") or (r.get("error") or "")[:120].replace("|", "/").replace("\n", " ")
-        lines.append(f"| {c['name']} | {c['status']} | {f(p.get('total_gib'))} | {f(p.get('allocated_gib'))} | {f(meas)} | "
-                     f"{f(reserved / GiB if reserved else None)} | {'' if err is None else f'{100 * err:+.1f} %'} | "
-                     f"{f(r.get('tokens_per_s'), 0)} | {f(r.get('runtime_tokens_per_s'), 0)} | {f(r.get('s_per_step'), 3)} | "
-                     f"{note} |")
+        lines.append(
+            f"| {c['name']} | {c['status']} | {f(p.get('total_gib'))} | {f(p.get('allocated_gib'))} | {f(meas)} | "
+            f"{f(reserved / GiB if reserved else None)} | {'' if err is None else f'{100 * err:+.1f} %'} | "
+            f"{f(r.get('tokens_per_s'), 0)} | {f(r.get('runtime_tokens_per_s'), 0)} | {f(r.get('s_per_step'), 3)} | "
+            f"{note} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -302,6 +420,7 @@ def intermediate_size(model_dir: Path | None) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- main
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -316,8 +435,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ab-steps", type=int, default=0, help="optimizer steps of each A/B cell (default 8; --tiny 2)")
     ap.add_argument("--ab-cell-timeout", type=float, default=120.0, help="one A/B cell's limit (default 120 s)")
     ap.add_argument("--no-ab", action="store_true", help="leave out the A/B matrix (benchmarks/gpu/ab.py)")
-    ap.add_argument("--inject-failure", action="store_true",
-                    help="add a cell whose config names a dataset that does not exist (checks failure handling)")
+    ap.add_argument(
+        "--inject-failure",
+        action="store_true",
+        help="add a cell whose config names a dataset that does not exist (checks failure handling)",
+    )
     args = ap.parse_args(argv)
     t_start = now()
     out = Path(args.out_dir).resolve()
@@ -339,8 +461,13 @@ def main(argv: list[str] | None = None) -> int:
     # that OUT_DIR holds only results and logs (it may be a folder that is copied back from the GPU machine)
     cache = Path(os.environ.get("TUNEKIT_GPU_KIT_CACHE", Path.home() / ".cache" / "tunekit-gpu-kit"))
     scratch = cache / "scratch"
-    child_env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TUNEKIT_WARM="0", TUNEKIT_CACHE=str(scratch / "tunekit-cache"),
-                     PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    child_env = dict(
+        os.environ,
+        TOKENIZERS_PARALLELISM="false",
+        TUNEKIT_WARM="0",
+        TUNEKIT_CACHE=str(scratch / "tunekit-cache"),
+        PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    )
     if device == "cuda":
         child_env.setdefault("CUDA_VISIBLE_DEVICES", "0")
         child_env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
@@ -358,8 +485,13 @@ def main(argv: list[str] | None = None) -> int:
     dtype = "bfloat16" if precision == "bf16" else "float32"
     for m in models:
         folder = cache / f"{m}-{dtype}"
-        rc, wall = run_subprocess([sys.executable, str(HERE / "cell.py"), "build", m, str(folder), dtype, device],
-                                  logs / f"build-{m}.log", max(1.0, remaining() - 30), child_env, out)
+        rc, wall = run_subprocess(
+            [sys.executable, str(HERE / "cell.py"), "build", m, str(folder), dtype, device],
+            logs / f"build-{m}.log",
+            max(1.0, remaining() - 30),
+            child_env,
+            out,
+        )
         if rc == 0:
             model_dirs[m] = folder
             print(f"[kit] model {m}: {folder} ({wall:.0f} s)", flush=True)
@@ -367,7 +499,11 @@ def main(argv: list[str] | None = None) -> int:
             model_notes[m] = f"model build failed (exit {rc}, {wall:.0f} s): see {logs / f'build-{m}.log'}"
             print(f"[kit] {model_notes[m]}", flush=True)
     samples = max(16, ab.MICRO * ab.ACCUM * ab_steps)
-    data_dir = write_data(out / "data", next(iter(model_dirs.values())), max(cutoffs), samples) if model_dirs else out / "data"
+    data_dir = (
+        write_data(out / "data", next(iter(model_dirs.values())), max(cutoffs), samples)
+        if model_dirs
+        else out / "data"
+    )
 
     plain = grid(models, cutoffs, precision)
     cells = ([] if args.no_ab else ab.cells(models[0], cutoffs[0], precision)) + plain
@@ -403,8 +539,10 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - a planner error is a finding, recorded
             rec["plan"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         if rec["plan"].get("fits") is False:
-            rec.update(status="skipped", reason=f"planner: {rec['plan']['total_gib']:.1f} GiB does not fit "
-                                                f"{env['gpu_memory_gib']:.0f} GiB")
+            rec.update(
+                status="skipped",
+                reason=f"planner: {rec['plan']['total_gib']:.1f} GiB does not fit {env['gpu_memory_gib']:.0f} GiB",
+            )
             continue
         if args.max_cells and run_count >= args.max_cells:
             rec.update(status="not run", reason=f"--max-cells {args.max_cells}")
@@ -424,8 +562,13 @@ def main(argv: list[str] | None = None) -> int:
             spec_path, res_path = out / "runs" / f"{name}.spec.json", out / "runs" / f"{name}.result.json"
             spec_path.write_text(json.dumps({"name": name, "config": cfg}, indent=1))
             res_path.unlink(missing_ok=True)
-            rc, wall = run_subprocess([sys.executable, str(HERE / "cell.py"), "train", str(spec_path), str(res_path)],
-                                      log, timeout, cell_env, out)
+            rc, wall = run_subprocess(
+                [sys.executable, str(HERE / "cell.py"), "train", str(spec_path), str(res_path)],
+                log,
+                timeout,
+                cell_env,
+                out,
+            )
             res = json.loads(res_path.read_text()) if res_path.is_file() else {"ok": False}
             res.update(rc=rc, cell_wall_s=wall)
             if rc is None:
@@ -434,8 +577,11 @@ def main(argv: list[str] | None = None) -> int:
                 res["error"] = f"exit {rc} without a result: " + log.read_text(errors="replace")[-600:]
         keep = out / "runs" / name  # the run's small files (logs, metrics, resolved config); the weights are dropped
         keep.mkdir(parents=True, exist_ok=True)
-        for small in (list(cell_out.glob("*.json")) + list(cell_out.glob("*.jsonl")) + list(cell_out.glob("*.yaml"))
-                      if cell_out.is_dir() else []):
+        for small in (
+            list(cell_out.glob("*.json")) + list(cell_out.glob("*.jsonl")) + list(cell_out.glob("*.yaml"))
+            if cell_out.is_dir()
+            else []
+        ):
             shutil.copy2(small, keep / small.name)
         shutil.rmtree(cell_out, ignore_errors=True)
         res["losses"] = ab.step_losses(keep)
@@ -443,19 +589,42 @@ def main(argv: list[str] | None = None) -> int:
         rec["status"] = "ok" if res.get("ok") else ("timeout" if res.get("rc", 0) is None else "failed")
         rec["log"] = str(log)
         meas = measured_gib(res)
-        print(f"[kit] {name}: {rec['status']} | planned {rec['plan'].get('total_gib')} GiB (alloc "
-              f"{rec['plan'].get('allocated_gib')}) | measured {'' if meas is None else f'{meas:.2f}'} GiB | tokens/s "
-              f"{res.get('tokens_per_s')} | {res.get('cell_wall_s', 0):.0f} s | {(res.get('error') or '')[:160]}", flush=True)
+        print(
+            f"[kit] {name}: {rec['status']} | planned {rec['plan'].get('total_gib')} GiB (alloc "
+            f"{rec['plan'].get('allocated_gib')}) | measured {'' if meas is None else f'{meas:.2f}'} GiB | tokens/s "
+            f"{res.get('tokens_per_s')} | {res.get('cell_wall_s', 0):.0f} s | {(res.get('error') or '')[:160]}",
+            flush=True,
+        )
     used = now() - t_start
-    budget = {"budget_s": args.budget_s, "used_s": used, "run": run_count,
-              "ok": sum(r["status"] == "ok" for r in records), "failed": sum(r["status"] in ("failed", "timeout") for r in records),
-              "skipped": sum(r["status"] == "skipped" for r in records), "not_run": sum(r["status"] == "not run" for r in records)}
+    budget = {
+        "budget_s": args.budget_s,
+        "used_s": used,
+        "run": run_count,
+        "ok": sum(r["status"] == "ok" for r in records),
+        "failed": sum(r["status"] in ("failed", "timeout") for r in records),
+        "skipped": sum(r["status"] == "skipped" for r in records),
+        "not_run": sum(r["status"] == "not run" for r in records),
+    }
     reduction = intermediate_size(model_dirs.get(models[0]))
     ab_rows, ab_md = ab.summary(records, env, ab_steps, reduction) if not args.no_ab else ([], "")
-    (out / "results.json").write_text(json.dumps({"environment": env, "budget": budget, "models": {k: str(v) for k, v in model_dirs.items()},
-                                                  "cells": records, "ab": ab_rows}, indent=1, default=str))
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "environment": env,
+                "budget": budget,
+                "models": {k: str(v) for k, v in model_dirs.items()},
+                "cells": records,
+                "ab": ab_rows,
+            },
+            indent=1,
+            default=str,
+        )
+    )
     (out / "results.md").write_text(markdown(env, records, budget) + ("\n" + ab_md if ab_md else ""))
-    print(f"[kit] wrote {out / 'results.json'} and {out / 'results.md'} ({used:.0f} s of {args.budget_s:.0f})", flush=True)
+    print(
+        f"[kit] wrote {out / 'results.json'} and {out / 'results.md'} ({used:.0f} s of {args.budget_s:.0f})",
+        flush=True,
+    )
     return 0
 
 

@@ -52,8 +52,12 @@ def lf_device_ok(device: str) -> bool:
     py = lf_python()
     if device != "cuda" or py == sys.executable:
         return True
-    probe = subprocess.run([py, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
-                           capture_output=True, timeout=120, check=False)
+    probe = subprocess.run(
+        [py, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     return probe.returncode == 0
 
 

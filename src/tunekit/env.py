@@ -7,8 +7,8 @@ Cheap to import (no third-party modules): the CLI's help path and the start-up s
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 FALSE = ("0", "false", "no", "off")
 
@@ -55,8 +55,10 @@ def launcher_int(name: str) -> int | None:
     except ValueError:
         from .errors import EnvironmentProblem
 
-        raise EnvironmentProblem(f"The environment variable {name}={raw!r} is not a whole number; unset it or "
-                                 f"let the launcher (torchrun, deepspeed) set it.") from None
+        raise EnvironmentProblem(
+            f"The environment variable {name}={raw!r} is not a whole number; unset it or "
+            f"let the launcher (torchrun, deepspeed) set it."
+        ) from None
 
 
 def env_rank() -> int:

@@ -52,8 +52,11 @@ def announce(decisions) -> None:
     if decisions.checkpointing_note:
         print(decisions.checkpointing_note, flush=True)
     on = [name for name, d in decisions.features().items() if d.on]
-    print(f"run: {decisions.machine.kind} x {decisions.machine.processes} ({decisions.engine}); on: "
-          f"{', '.join(on) or 'nothing'}", flush=True)
+    print(
+        f"run: {decisions.machine.kind} x {decisions.machine.processes} ({decisions.engine}); on: "
+        f"{', '.join(on) or 'nothing'}",
+        flush=True,
+    )
 
 
 def predict(cfg, trainer, tokenizer, data) -> dict:
@@ -86,7 +89,9 @@ def run_train(cfg, config_path: str | None = None, machine=None) -> dict:
     if resume.finished is not None:
         return dict(resume.finished)  # resuming a finished run: nothing to do (plan_resume said so)
     prepared = steps.prepare_data(cfg, settle_gc=decide_host(cfg, machine)["gc_pause"].on)
-    decisions = decide_run(cfg, machine, longest_row=prepared.longest_row, precision=precision)  # same rows: every rank
+    decisions = decide_run(
+        cfg, machine, longest_row=prepared.longest_row, precision=precision
+    )  # same rows: every rank
     cfg = decisions.cfg
     announce(decisions)
     model = steps.build_model(cfg, decisions, prepared)

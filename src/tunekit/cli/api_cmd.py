@@ -43,9 +43,13 @@ def main(argv: list[str]) -> int:
     from tunekit.serve.server import body_bytes, port_number, serve, settings_from_env
 
     port = flags.get("--port")
-    settings = settings_from_env(host=flags.get("--host"), port=port_number(port, "--port") if port is not None else None,
-                                 api_key=flags.get("--api-key"), model_name=flags.get("--model-name"),
-                                 max_body_bytes=body_bytes(flags.get("--max-body-mb"), "--max-body-mb"))
+    settings = settings_from_env(
+        host=flags.get("--host"),
+        port=port_number(port, "--port") if port is not None else None,
+        api_key=flags.get("--api-key"),
+        model_name=flags.get("--model-name"),
+        max_body_bytes=body_bytes(flags.get("--max-body-mb"), "--max-body-mb"),
+    )
     check_listen_address(settings.host, settings.port, "--host" if flags.get("--host") else "API_HOST")
     serve(cfg, settings)
     return 0
@@ -61,13 +65,17 @@ def check_listen_address(host: str, port: int, where: str) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise ConfigError(f"{where} {host!r} is not an address this machine can listen on ({exc.strerror}): use an IP "
-                          f"address or host name such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network).") from None
+        raise ConfigError(
+            f"{where} {host!r} is not an address this machine can listen on ({exc.strerror}): use an IP "
+            f"address or host name such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network)."
+        ) from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a TIME_WAIT port is free
         try:
             sock.bind(address)
         except OSError as exc:
-            raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose a free port with --port "
-                              f"(or API_PORT), or another --host.") from None
+            raise ConfigError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose a free port with --port "
+                f"(or API_PORT), or another --host."
+            ) from None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Iterable, Iterator, TextIO
+from collections.abc import Iterable, Iterator
+from typing import TextIO
 
 HELP = """usage: tunekit chat [CONFIG.yaml] [key=value ...] [--system TEXT] [--prompt TEXT]
 
@@ -82,7 +83,7 @@ def not_utf8(text: str) -> str | None:
     """Where ``text`` (decoded with ``surrogateescape``: argv, a piped stdin) holds bytes that are not UTF-8."""
     for col, ch in enumerate(text, 1):
         if "\udc80" <= ch <= "\udcff":
-            return f"byte 0x{ord(ch) - 0xdc00:02x} at column {col}"
+            return f"byte 0x{ord(ch) - 0xDC00:02x} at column {col}"
     return None
 
 
@@ -105,8 +106,15 @@ def _stdin_lines(stream) -> Iterator[str]:
         yield text.removeprefix("\ufeff") if n == 1 else text
 
 
-def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, interactive: bool = False,
-         images: list[str] | None = None, **gen) -> int:
+def repl(
+    engine,
+    lines: Iterable[str],
+    out: TextIO,
+    system: str | None = None,
+    interactive: bool = False,
+    images: list[str] | None = None,
+    **gen,
+) -> int:
     """Run the conversation loop; returns the number of replies.
 
     ``images``: for the first message; a line ``/image PATH`` adds one to the next message. Every image of the
@@ -122,7 +130,7 @@ def repl(engine, lines: Iterable[str], out: TextIO, system: str | None = None, i
         if text.lower() in ("exit", "quit"):
             break
         if text.startswith("/image "):
-            pending.append(text[len("/image "):].strip())
+            pending.append(text[len("/image ") :].strip())
             if interactive:
                 out.write(f"Image added to your next message: {pending[-1]}\n")
             continue
@@ -170,8 +178,11 @@ def main(argv: list[str]) -> int:
         return 0
     interactive = sys.stdin.isatty()
     if interactive:
-        sys.stdout.write(f"tunekit chat: {cfg.model_name_or_path}" + (f" + {cfg.adapter_name_or_path}" if cfg.adapter_name_or_path else "")
-                         + f" (template {engine.cfg.template}). Type `clear` to reset the history, `exit` to quit.\n")
+        sys.stdout.write(
+            f"tunekit chat: {cfg.model_name_or_path}"
+            + (f" + {cfg.adapter_name_or_path}" if cfg.adapter_name_or_path else "")
+            + f" (template {engine.cfg.template}). Type `clear` to reset the history, `exit` to quit.\n"
+        )
         repl(engine, _interactive_lines(sys.stdout), sys.stdout, system, interactive=True, images=images, **gen)
     else:
         repl(engine, _stdin_lines(sys.stdin), sys.stdout, system, images=images, **gen)

@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
         i = argv.index("--plot")
         if i + 1 < len(argv) and argv[i + 1].lower().endswith(".png"):
             plot = argv[i + 1]
-            del argv[i:i + 2]
+            del argv[i : i + 2]
         else:
             plot = "token_lengths.png"
             del argv[i]
@@ -69,8 +69,15 @@ def main(argv: list[str]) -> int:
     if not cfg.dataset:
         raise ConfigError("No dataset configured: set dataset (names from dataset_info.json or file paths).")
     table = measure_lengths(cfg, load_tokenizer(cfg))
-    stats = dataset_stats(table, cfg.cutoff_len, cfg.per_device_train_batch_size, cfg.pad_to_multiple_of,
-                          cfg.preprocessing_batch_size, stage=cfg.stage, packing=cfg.use_packing)
+    stats = dataset_stats(
+        table,
+        cfg.cutoff_len,
+        cfg.per_device_train_batch_size,
+        cfg.pad_to_multiple_of,
+        cfg.preprocessing_batch_size,
+        stage=cfg.stage,
+        packing=cfg.use_packing,
+    )
     stats["batching"] = batching_stats(table, cfg, world_from(None, None)[0])  # torchrun's NPROC_PER_NODE x NNODES
     if plot:
         Path(plot).expanduser().parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,24 @@ import importlib
 import platform
 import sys
 
-PACKAGES = ("torch", "transformers", "peft", "trl", "datasets", "accelerate", "deepspeed", "tokenizers",
-            "safetensors", "pydantic", "bitsandbytes", "flash_attn", "liger_kernel", "gradio", "fastapi", "vllm")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "peft",
+    "trl",
+    "datasets",
+    "accelerate",
+    "deepspeed",
+    "tokenizers",
+    "safetensors",
+    "pydantic",
+    "bitsandbytes",
+    "flash_attn",
+    "liger_kernel",
+    "gradio",
+    "fastapi",
+    "vllm",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -19,8 +19,9 @@ export_quantization_method=gptq by GPTQ (needs gptqmodel + optimum; refused befo
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        from .options_help import format_options_help
         from tunekit.config.options import ExportOptions, ModelOptions
+
+        from .options_help import format_options_help
 
         sys.stdout.write(HELP + format_options_help([ModelOptions, ExportOptions]))
         return 0

@@ -19,7 +19,9 @@ def format_options_help(groups=None) -> str:
     if groups is not None:
         return _format(groups)
     try:
-        sig = "|".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(_OPTIONS_DIR.glob("*.py")))
+        sig = "|".join(
+            f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(_OPTIONS_DIR.glob("*.py"))
+        )
         cached = cache_dir("help", hashlib.sha256(sig.encode()).hexdigest()[:20] + ".txt")
         if cached.is_file():
             return cached.read_text(encoding="utf-8")

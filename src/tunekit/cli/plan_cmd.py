@@ -32,6 +32,7 @@ data, else these assumptions (image tokens from image_min_pixels .. image_max_pi
   --video-seconds S    their length: video_fps frames a second up to video_maxlen (default video_maxlen frames)
 """
 
+
 def image_size(text: str) -> tuple[int, int]:
     """``WxH`` -> ``(height, width)``."""
     w, sep, h = text.lower().partition("x")
@@ -41,9 +42,19 @@ def image_size(text: str) -> tuple[int, int]:
 
 
 image_size.__name__ = "size WxH (e.g. 1024x1024)"
-VALUE_FLAGS = {"--gpu": str, "--gpu-memory": float, "--gpus": int, "--nodes": int, "--num-samples": int, "--seq-len": int,
-               "--model-config": str, "--images": int, "--image-size": image_size, "--videos": int,
-               "--video-seconds": float}
+VALUE_FLAGS = {
+    "--gpu": str,
+    "--gpu-memory": float,
+    "--gpus": int,
+    "--nodes": int,
+    "--num-samples": int,
+    "--seq-len": int,
+    "--model-config": str,
+    "--images": int,
+    "--image-size": image_size,
+    "--videos": int,
+    "--video-seconds": float,
+}
 BOOL_FLAGS = ("--auto-fit", "--json")
 DEST = {"--gpu-memory": "gpu_memory_gib"}
 

@@ -35,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
         f"the trained (response) parts are wrapped in {OPEN} {CLOSE}.",
     )
     p.add_argument("name", nargs="?", help="template name (see the list)")
-    p.add_argument("--system", default=SAMPLE_SYSTEM, help="system prompt of the sample ('' for the template's default)")
+    p.add_argument(
+        "--system", default=SAMPLE_SYSTEM, help="system prompt of the sample ('' for the template's default)"
+    )
     p.add_argument("--tools", action="store_true", help="render a function-calling sample instead")
     p.add_argument("--no-thinking", action="store_true", help="reasoning templates: enable_thinking=false")
     return p
@@ -68,5 +70,7 @@ def main(argv: list[str]) -> int:
     print(f"\nSample (special tokens shown with the family's standard strings; trained parts in {OPEN} {CLOSE}):\n")
     print("".join(f"{p}{OPEN}{r}{CLOSE}" for p, r in turns))
     print("\nGeneration prompt for the last turn (what inference feeds the model):\n")
-    print(tpl.render_prompt(messages[:-1], system=args.system or None, tools=tools, enable_thinking=not args.no_thinking))
+    print(
+        tpl.render_prompt(messages[:-1], system=args.system or None, tools=tools, enable_thinking=not args.no_thinking)
+    )
     return 0

@@ -27,22 +27,33 @@ def parser() -> argparse.ArgumentParser:
         description="Write a small random-weight model with a trained byte-level BPE tokenizer and the family's "
         "chat template. The same arguments give identical files on every run. Nothing is downloaded.",
     )
-    p.add_argument("out_dir", help="folder to write (created if missing; an existing non-empty one only with --overwrite)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace the contents of OUT_DIR when it already holds a model (config.json)")
-    p.add_argument("--like", default="qwen2",
-                   help=f"family ({FAMILY_HELP}), a model name such as qwen2.5-7b / llama-3.1-8b / qwen3-30b-a3b (a "
-                        "name whose architecture tunekit cannot build is refused, never replaced), or a path to a "
-                        "config.json or model folder whose architecture is kept and shrunk (default: qwen2)")
+    p.add_argument(
+        "out_dir", help="folder to write (created if missing; an existing non-empty one only with --overwrite)"
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the contents of OUT_DIR when it already holds a model (config.json)",
+    )
+    p.add_argument(
+        "--like",
+        default="qwen2",
+        help=f"family ({FAMILY_HELP}), a model name such as qwen2.5-7b / llama-3.1-8b / qwen3-30b-a3b (a "
+        "name whose architecture tunekit cannot build is refused, never replaced), or a path to a "
+        "config.json or model folder whose architecture is kept and shrunk (default: qwen2)",
+    )
     p.add_argument("--seed", type=int, default=0, help="weight init seed (default: 0)")
     p.add_argument("--hidden-size", type=_count, default=64)
     p.add_argument("--num-layers", type=_count, default=2)
     p.add_argument("--intermediate-size", type=_count, default=None, help="default: 4 x hidden size")
     p.add_argument("--num-heads", type=_count, default=4)
     p.add_argument("--num-kv-heads", type=_count, default=2)
-    p.add_argument("--vocab-size", type=_count, default=None,
-                   help="BPE vocabulary target and embedding rows (default: what the corpus gives, ~1.8k, "
-                        "rounded up to 64)")
+    p.add_argument(
+        "--vocab-size",
+        type=_count,
+        default=None,
+        help="BPE vocabulary target and embedding rows (default: what the corpus gives, ~1.8k, rounded up to 64)",
+    )
     return p
 
 
@@ -56,15 +67,24 @@ def main(argv: list[str]) -> int:
         resolve_like(args.like)  # a name tunekit cannot build is refused before the folder is touched
         source, out = Path(args.like).expanduser().resolve(), Path(args.out_dir).expanduser().resolve()
         if args.overwrite and (source == out or out in source.parents):
-            raise ModelError(f"tiny-model: --like {args.like} is inside {args.out_dir}, which --overwrite would empty "
-                             f"first: write the tiny model into another folder.")
+            raise ModelError(
+                f"tiny-model: --like {args.like} is inside {args.out_dir}, which --overwrite would empty "
+                f"first: write the tiny model into another folder."
+            )
     prepare_out_dir(args.out_dir, args.overwrite)
     if is_vlm_family(args.like):  # weights + tokenizer with the family's vision tokens + image processor
         if args.intermediate_size is not None:
             print("tiny-model: --intermediate-size is ignored for vision-language families (4 x hidden size)")
-        path = build_tiny_vlm(args.out_dir, like=args.like, seed=args.seed, hidden_size=args.hidden_size,
-                              num_layers=args.num_layers, num_heads=args.num_heads, num_kv_heads=args.num_kv_heads,
-                              vocab_size=args.vocab_size)
+        path = build_tiny_vlm(
+            args.out_dir,
+            like=args.like,
+            seed=args.seed,
+            hidden_size=args.hidden_size,
+            num_layers=args.num_layers,
+            num_heads=args.num_heads,
+            num_kv_heads=args.num_kv_heads,
+            vocab_size=args.vocab_size,
+        )
         print(describe_vlm(path))
         return 0
     path = build_tiny_model(

@@ -18,9 +18,11 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(HELP + format_options_help())
         return 0
     if not argv:
-        sys.stderr.write("error: tunekit train needs a config file or options, e.g. `tunekit train examples/quickstart.yaml` "
-                         "or `tunekit train --model_name_or_path DIR --dataset NAME ...`; `tunekit train --help` lists every "
-                         "option.\n")
+        sys.stderr.write(
+            "error: tunekit train needs a config file or options, e.g. `tunekit train examples/quickstart.yaml` "
+            "or `tunekit train --model_name_or_path DIR --dataset NAME ...`; `tunekit train --help` lists every "
+            "option.\n"
+        )
         return 2
     from tunekit.train.engines.launcher import die_with_parent
 

@@ -14,18 +14,45 @@ from tunekit.env import env_flag
 VERBS: dict[str, tuple[str, str]] = {
     "train": ("tunekit.cli.train_cmd", "Train a model (any stage) from a config file and/or key=value options."),
     "env": ("tunekit.cli.env_cmd", "Print versions of python, torch and the HF stack, and the devices seen."),
-    "plan": ("tunekit.cli.plan_cmd", "Before training: steps, memory per device by component, time, and a set-up that fits."),
+    "plan": (
+        "tunekit.cli.plan_cmd",
+        "Before training: steps, memory per device by component, time, and a set-up that fits.",
+    ),
     "data": ("tunekit.cli.data_cmd", "data stats: token lengths, truncation, recommended cutoff_len, padding waste."),
     "templates": ("tunekit.cli.templates_cmd", "List the chat templates, or render a sample with one."),
     "tiny-model": ("tunekit.cli.tiny_model_cmd", "Write a small random-weight model + tokenizer of a given family."),
-    "expand-blocks": ("tunekit.cli.expand_blocks_cmd", "LLaMA Pro: interleave zero-output copies of decoder blocks into a model (same outputs)."),
-    "export": ("tunekit.cli.export_cmd", "Merge adapters / consolidate a checkpoint into a sharded HF folder with the chat template (4/8-bit optional)."),
-    "verify": ("tunekit.cli.verify_cmd", "Check an exported folder with plain transformers: index, shapes, template parity, generation, merge logits."),
-    "zero-to-fp32": ("tunekit.cli.zero_cmd", "Consolidate a DeepSpeed ZeRO checkpoint (global_step*/) into a normal fp32 model folder."),
-    "chat": ("tunekit.cli.chat_cmd", "Chat in the terminal with streaming and history (or answer --prompt / stdin for scripts)."),
-    "api": ("tunekit.cli.api_cmd", "Serve an OpenAI-compatible API (/v1/chat/completions, streaming, tools) on API_HOST:API_PORT."),
-    "predict": ("tunekit.cli.predict_cmd", "Generate for a dataset in batches and score it: BLEU-4, ROUGE-1/2/L, exact match."),
-    "webui": ("tunekit.cli.webui_cmd", "Serve the web board (127.0.0.1:7860): options, plan, training with live loss, chat, export."),
+    "expand-blocks": (
+        "tunekit.cli.expand_blocks_cmd",
+        "LLaMA Pro: interleave zero-output copies of decoder blocks into a model (same outputs).",
+    ),
+    "export": (
+        "tunekit.cli.export_cmd",
+        "Merge adapters / consolidate a checkpoint into a sharded HF folder with the chat template (4/8-bit optional).",
+    ),
+    "verify": (
+        "tunekit.cli.verify_cmd",
+        "Check an exported folder with plain transformers: index, shapes, template parity, generation, merge logits.",
+    ),
+    "zero-to-fp32": (
+        "tunekit.cli.zero_cmd",
+        "Consolidate a DeepSpeed ZeRO checkpoint (global_step*/) into a normal fp32 model folder.",
+    ),
+    "chat": (
+        "tunekit.cli.chat_cmd",
+        "Chat in the terminal with streaming and history (or answer --prompt / stdin for scripts).",
+    ),
+    "api": (
+        "tunekit.cli.api_cmd",
+        "Serve an OpenAI-compatible API (/v1/chat/completions, streaming, tools) on API_HOST:API_PORT.",
+    ),
+    "predict": (
+        "tunekit.cli.predict_cmd",
+        "Generate for a dataset in batches and score it: BLEU-4, ROUGE-1/2/L, exact match.",
+    ),
+    "webui": (
+        "tunekit.cli.webui_cmd",
+        "Serve the web board (127.0.0.1:7860): options, plan, training with live loss, chat, export.",
+    ),
 }
 
 USAGE = """usage: tunekit <command> [CONFIG.yaml] [key=value ...] [--key value ...]
@@ -62,7 +89,9 @@ def dispatch(argv: list[str]) -> int:
         import difflib
 
         close = difflib.get_close_matches(verb, VERBS, n=2)
-        sys.stderr.write(f"error: unknown command '{verb}'." + (f" Did you mean: {', '.join(close)}?" if close else "") + "\n")
+        sys.stderr.write(
+            f"error: unknown command '{verb}'." + (f" Did you mean: {', '.join(close)}?" if close else "") + "\n"
+        )
         print_usage(sys.stderr)
         return 2
     return run_verb(VERBS[verb][0], rest)

@@ -13,31 +13,63 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tunekit webui",
         description="Serve the web board: every option, command preview, memory plan, training with live "
-                    "loss, chat and export. Binds to loopback (127.0.0.1:7860) unless told otherwise. The board "
-                    "reads and writes only inside its workspace, the Hugging Face hub cache and each "
-                    "--allow-path (docs/webui.md, 'Security model').",
+        "loss, chat and export. Binds to loopback (127.0.0.1:7860) unless told otherwise. The board "
+        "reads and writes only inside its workspace, the Hugging Face hub cache and each "
+        "--allow-path (docs/webui.md, 'Security model').",
     )
     p.add_argument("--host", default=None, help="Address to bind (default: $GRADIO_SERVER_NAME or 127.0.0.1).")
     p.add_argument("--port", type=int, default=None, help="Port (default: $GRADIO_SERVER_PORT or 7860).")
-    p.add_argument("--share", action="store_true", help="Open a public Gradio share link (off by default; needs --auth).")
-    p.add_argument("--auth", default=None, metavar="USER:PASSWORD", help="Ask for this user name and password "
-                   "(5 wrong passwords a minute from one address, then 429).")
-    p.add_argument("--i-understand-no-auth", dest="accept_no_auth", action="store_true",
-                   help="Serve on a non-loopback address (or --share) without --auth: anyone who reaches the "
-                        "board can start jobs. Refused without this flag.")
-    p.add_argument("--workspace", default=None, metavar="DIR",
-                   help="The folder the board works in: jobs run there, relative paths resolve there, configs "
-                        "are saved only there (default: the current folder).")
-    p.add_argument("--allow-path", action="append", default=[], metavar="DIR",
-                   help="Also let the board read and write under DIR (models, data elsewhere); repeatable.")
-    p.add_argument("--allow-remote-code", action="store_true",
-                   help="Let the form set trust_remote_code and reward_funcs (they run code named in the form).")
-    p.add_argument("--trusted-proxy", action="append", default=[], metavar="IP",
-                   help="A reverse proxy (IP or network) whose X-Forwarded-For names the client the login limit "
-                        "counts; repeatable. Without it, clients are counted by their connection's address.")
+    p.add_argument(
+        "--share", action="store_true", help="Open a public Gradio share link (off by default; needs --auth)."
+    )
+    p.add_argument(
+        "--auth",
+        default=None,
+        metavar="USER:PASSWORD",
+        help="Ask for this user name and password (5 wrong passwords a minute from one address, then 429).",
+    )
+    p.add_argument(
+        "--i-understand-no-auth",
+        dest="accept_no_auth",
+        action="store_true",
+        help="Serve on a non-loopback address (or --share) without --auth: anyone who reaches the "
+        "board can start jobs. Refused without this flag.",
+    )
+    p.add_argument(
+        "--workspace",
+        default=None,
+        metavar="DIR",
+        help="The folder the board works in: jobs run there, relative paths resolve there, configs "
+        "are saved only there (default: the current folder).",
+    )
+    p.add_argument(
+        "--allow-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="Also let the board read and write under DIR (models, data elsewhere); repeatable.",
+    )
+    p.add_argument(
+        "--allow-remote-code",
+        action="store_true",
+        help="Let the form set trust_remote_code and reward_funcs (they run code named in the form).",
+    )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="IP",
+        help="A reverse proxy (IP or network) whose X-Forwarded-For names the client the login limit "
+        "counts; repeatable. Without it, clients are counted by their connection's address.",
+    )
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="Initial language of the board.")
-    p.add_argument("--max-upload-mb", type=float, default=20.0, metavar="MB",
-                   help="The largest file the board accepts as an upload (the Chat tab's images), in MB (default: 20).")
+    p.add_argument(
+        "--max-upload-mb",
+        type=float,
+        default=20.0,
+        metavar="MB",
+        help="The largest file the board accepts as an upload (the Chat tab's images), in MB (default: 20).",
+    )
     return p
 
 
@@ -87,8 +119,11 @@ def main(argv: list[str]) -> int:
     if host not in LOOPBACK and auth is None:
         print("warning: no --auth: anyone who reaches this address can start jobs on this machine", file=sys.stderr)
     if workspace == os.path.expanduser("~") or workspace == os.path.abspath(os.sep):
-        print(f"warning: the workspace is {workspace}: every file below it that is not hidden can be previewed "
-              f"from the board; start it in a project folder or pass --workspace DIR", file=sys.stderr)
+        print(
+            f"warning: the workspace is {workspace}: every file below it that is not hidden can be previewed "
+            f"from the board; start it in a project folder or pass --workspace DIR",
+            file=sys.stderr,
+        )
     if args.share:
         print("tunekit webui: --share opens a public link through Gradio's share servers", flush=True)
     import signal
@@ -99,6 +134,15 @@ def main(argv: list[str]) -> int:
     from tunekit.webui.paths import PathPolicy
 
     policy = PathPolicy(workspace, args.allow_path, allow_remote_code=args.allow_remote_code)
-    launch(host, port, share=args.share, auth=auth, lang=args.lang, cwd=workspace, policy=policy,
-           max_upload_bytes=int(args.max_upload_mb * 1_000_000), trusted_proxies=proxies)
+    launch(
+        host,
+        port,
+        share=args.share,
+        auth=auth,
+        lang=args.lang,
+        cwd=workspace,
+        policy=policy,
+        max_upload_bytes=int(args.max_upload_mb * 1_000_000),
+        trusted_proxies=proxies,
+    )
     return 0

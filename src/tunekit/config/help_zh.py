@@ -249,7 +249,7 @@ HELP_ZH: dict[str, str] = {
     "api_max_tokens": "API：请求可要求的最大 max_tokens（超过则返回 400）；同时受模型上下文长度限制。",
     "api_queue_timeout": "API：已有 1 + api_max_queue 个请求在服务时，新请求等待空位的秒数，超时返回 429 和 Retry-After。",
     "api_max_queue": "API：同时服务 1 + api_max_queue 个请求，其生成逐 token 轮流进行（不能轮流生成的模型一次只服务一个）；"
-                     "最多再有 api_max_queue 个请求等待空位（api_queue_timeout），更多请求立即返回 429。",
+    "最多再有 api_max_queue 个请求等待空位（api_queue_timeout），更多请求立即返回 429。",
     "api_stream_timeout": "API：流式数据块等待客户端读取的秒数；停止读取的客户端会被断开。",
     "api_parse_special_tokens": "API：把请求消息中写出的控制 token（如 <|im_end|>）解析为控制 token；关闭时按普通文本处理。",
     "api_media_dir": "API：客户端可在 image_url / video_url / audio_url 中引用的文件夹（file:// 或路径；解析符号链接和 ..，其外的文件一律拒绝）。未设置时不读取任何文件，媒体只能以 base64 data: URL 内联发送；未设置时读取 LLaMA-Factory 的 SAFE_MEDIA_PATH 环境变量。",

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import re
 import reprlib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from .problems import Problem, ProblemsError, problems_text
@@ -74,8 +75,10 @@ def parse_overrides(args: Iterable[str]) -> dict[str, Any]:
         elif "=" in arg:
             key, raw = arg.split("=", 1)
             if not key.strip():
-                raise ConfigError(f"Argument {excerpt(arg)} has no option name before '='; write it as option=value "
-                                  f"(e.g. learning_rate=1e-4).")
+                raise ConfigError(
+                    f"Argument {excerpt(arg)} has no option name before '='; write it as option=value "
+                    f"(e.g. learning_rate=1e-4)."
+                )
             out[key.strip()] = parse_scalar(raw.strip())
         else:
             raise ConfigError(
@@ -129,11 +132,15 @@ def _expanded_nodes(root, path) -> int:
             active.discard(id(node))
             sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
             if sizes[id(node)] > MAX_YAML_NODES:
-                raise ConfigError(f"{path} expands to more than {MAX_YAML_NODES:,} YAML nodes through its aliases (*name) "
-                                  f"(line {node.start_mark.line + 1}); a config needs only a few dozen: write the values out.")
+                raise ConfigError(
+                    f"{path} expands to more than {MAX_YAML_NODES:,} YAML nodes through its aliases (*name) "
+                    f"(line {node.start_mark.line + 1}); a config needs only a few dozen: write the values out."
+                )
             continue
         if id(node) in active:
-            raise ConfigError(f"{path}: a YAML alias refers to itself (line {node.start_mark.line + 1}); remove the recursion.")
+            raise ConfigError(
+                f"{path}: a YAML alias refers to itself (line {node.start_mark.line + 1}); remove the recursion."
+            )
         active.add(id(node))
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in sizes)
@@ -192,17 +199,25 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path} is not UTF-8: byte {exc.start} (line {line}: {raw[exc.start:exc.start + 4].hex(' ')}) "
-                          f"cannot be decoded. Save the config as UTF-8, e.g. `iconv -f <ENCODING> -t UTF-8`.") from None
+        raise ConfigError(
+            f"{path} is not UTF-8: byte {exc.start} (line {line}: {raw[exc.start : exc.start + 4].hex(' ')}) "
+            f"cannot be decoded. Save the config as UTF-8, e.g. `iconv -f <ENCODING> -t UTF-8`."
+        ) from None
     try:
-        data = json.loads(text, object_pairs_hook=_json_pairs(path)) if path.suffix == ".json" else load_yaml_text(text, path)
+        data = (
+            json.loads(text, object_pairs_hook=_json_pairs(path))
+            if path.suffix == ".json"
+            else load_yaml_text(text, path)
+        )
     except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else _yaml_problem(exc)
         why = why if len(why) <= 500 else why[:500] + " ..."
         raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {why}") from None
     if data is None:
-        raise ConfigError(f"{path} holds no options (it is empty or only comments): write the run's options into it "
-                          f"as `option: value` lines (see `tunekit train --help`).")
+        raise ConfigError(
+            f"{path} holds no options (it is empty or only comments): write the run's options into it "
+            f"as `option: value` lines (see `tunekit train --help`)."
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of option: value, found {type(data).__name__}.")
     return data
@@ -245,8 +260,10 @@ def _current_names(values: Mapping[str, Any], sources: dict) -> Mapping[str, Any
         if former in values:
             value = values.pop(former)
             if name in values and values[name] != value:
-                message = (f"{former} ({value!r}, {sources.get(former, 'config')}) and {name} ({values[name]!r}) disagree: "
-                           f"they are one option ({former} is its former name); keep {name}.")
+                message = (
+                    f"{former} ({value!r}, {sources.get(former, 'config')}) and {name} ({values[name]!r}) disagree: "
+                    f"they are one option ({former} is its former name); keep {name}."
+                )
                 raise ConfigError(message, [Problem(message, (name,))])
             values[name] = value
             sources.setdefault(name, sources.get(former, "config"))
@@ -269,15 +286,27 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
         for key in unknown:
             where = sources.get(key, "config")
             if key in not_yet:
-                lines.append(Problem(f"`{key}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): "
-                                     f"remove it; `tunekit train --help` lists what tunekit supports.", (str(key),)))
+                lines.append(
+                    Problem(
+                        f"`{key}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): "
+                        f"remove it; `tunekit train --help` lists what tunekit supports.",
+                        (str(key),),
+                    )
+                )
                 continue
             hint = suggest(key, known)
             shown = f"'{key}'" if isinstance(key, str) and len(key) <= 60 and key.isprintable() else excerpt(key)
-            lines.append(Problem(
-                f"Unknown option {shown} ({where})."
-                + (f" Did you mean: {', '.join(hint)}?" if hint else " See `tunekit train --help` for the options."),
-                (str(key),)))
+            lines.append(
+                Problem(
+                    f"Unknown option {shown} ({where})."
+                    + (
+                        f" Did you mean: {', '.join(hint)}?"
+                        if hint
+                        else " See `tunekit train --help` for the options."
+                    ),
+                    (str(key),),
+                )
+            )
         raise ConfigError(problems_text(lines), lines)
     _check_bools(values, sources)
     values = {k: _yaml_bool_words(k, _none_words(k, _comma_list(k, v))) for k, v in resolve_secrets(values).items()}
@@ -305,9 +334,18 @@ def _check_bools(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
         annotation = Config.model_fields[key].annotation
         if isinstance(value, bool) and _accepts(annotation, (int, float)) and not _accepts(annotation, (bool,)):
             where = sources.get(key, "config")
-            lines.append(Problem(f"Option '{key}' ({where}) got {str(value).lower()}, expected {_type_name(annotation)}"
-                                 + (f": `--{key}` needs a value (`--{key} VALUE` or {key}=VALUE); a flag without one means true, "
-                                    f"which only true/false options take." if where == "on the command line" else "."), (key,)))
+            lines.append(
+                Problem(
+                    f"Option '{key}' ({where}) got {str(value).lower()}, expected {_type_name(annotation)}"
+                    + (
+                        f": `--{key}` needs a value (`--{key} VALUE` or {key}=VALUE); a flag without one means true, "
+                        f"which only true/false options take."
+                        if where == "on the command line"
+                        else "."
+                    ),
+                    (key,),
+                )
+            )
     if lines:
         raise ConfigError(problems_text(lines), lines)
 
@@ -337,15 +375,24 @@ def _comma_list(key: str, value: Any) -> Any:
     import typing
 
     field = Config.model_fields[key]
-    if (isinstance(value, list) and value and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
-            and field.annotation in (str, typing.Optional[str]) and "comma-separated" in (field.description or "").lower()):
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
+        and field.annotation in (str, typing.Optional[str])
+        and "comma-separated" in (field.description or "").lower()
+    ):
         return ",".join(str(v).strip() for v in value)
     return value
 
 
 def _none_words(key: str, value: Any) -> Any:
     """``None``/``none`` (as LLaMA-Factory users write it) means null for options whose default is null."""
-    if isinstance(value, str) and value.strip().lower() in ("none", "null") and Config.model_fields[key].default is None:
+    if (
+        isinstance(value, str)
+        and value.strip().lower() in ("none", "null")
+        and Config.model_fields[key].default is None
+    ):
         return None
     return value
 
@@ -361,17 +408,21 @@ def _validation_problems(exc, values: Mapping[str, Any], sources: Mapping[str, s
             field = Config.model_fields[key]
             expected = _type_name(field.annotation)
             msg = err["msg"]
-            msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+            msg = msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
             if err.get("type") == "finite_number":
                 msg += " (inf or nan makes the loss and every weight NaN)"
-            lines.append(Problem(
-                f"Option '{key}' ({sources.get(key, 'config')}) got {excerpt(given)} ({type(given).__name__}), "
-                f"expected {expected}: {msg}.", (key,)))
+            lines.append(
+                Problem(
+                    f"Option '{key}' ({sources.get(key, 'config')}) got {excerpt(given)} ({type(given).__name__}), "
+                    f"expected {expected}: {msg}.",
+                    (key,),
+                )
+            )
         elif isinstance((err.get("ctx") or {}).get("error"), ProblemsError):  # the schema's rules (config/schema.py)
             lines.extend(err["ctx"]["error"].problems)
         else:  # another model-level rule: the message is already complete
             msg = err["msg"]
-            msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+            msg = msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
             lines.append(Problem(msg))
     first: dict[str, Problem] = {}
     for problem in lines:  # repeats dropped, the first kept
@@ -382,8 +433,13 @@ def _validation_problems(exc, values: Mapping[str, Any], sources: Mapping[str, s
 def _type_name(annotation) -> str:
     text = str(annotation).replace("typing.", "")
     text = re.sub(r"<class '(\w+)'>", r"\1", text)
-    text = text[len("Optional["):-1] if text.startswith("Optional[") and text.endswith("]") else text
-    return {"float": "a number (float)", "int": "a whole number (int)", "bool": "true or false (bool)", "str": "text (str)"}.get(text, text)
+    text = text[len("Optional[") : -1] if text.startswith("Optional[") and text.endswith("]") else text
+    return {
+        "float": "a number (float)",
+        "int": "a whole number (int)",
+        "bool": "true or false (bool)",
+        "str": "text (str)",
+    }.get(text, text)
 
 
 def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mapping[str, Any] = ()) -> Config:
@@ -415,8 +471,10 @@ def check_writable_folder(path: str | Path, option: str) -> None:
     try:
         tempfile.TemporaryDirectory(dir=existing, prefix=".tunekit-write-check-").cleanup()
     except OSError as exc:
-        raise ConfigError(f"{option} {path} cannot be written ({exc.strerror or exc} in {existing}); choose a folder you "
-                          f"can write to.") from None
+        raise ConfigError(
+            f"{option} {path} cannot be written ({exc.strerror or exc} in {existing}); choose a folder you "
+            f"can write to."
+        ) from None
 
 
 def config_to_dict(cfg: Config, only_set: bool = False) -> dict[str, Any]:
@@ -426,8 +484,9 @@ def config_to_dict(cfg: Config, only_set: bool = False) -> dict[str, Any]:
     return data
 
 
-def save_config(cfg: Config, output_dir: str | Path, name: str = RESOLVED_CONFIG_NAME,
-                notes: dict[str, str] | None = None) -> Path:
+def save_config(
+    cfg: Config, output_dir: str | Path, name: str = RESOLVED_CONFIG_NAME, notes: dict[str, str] | None = None
+) -> Path:
     """Write every option (defaults included) so the run can be reproduced from the file alone: first the options
     the run was given (set by the user, or decided by auto_fit / gradient_checkpointing: auto), then the rest as
     resolved, each part grouped as docs/options.md groups them (a ``# <group>`` comment before each group).

@@ -20,17 +20,23 @@ def _type_text(annotation) -> str:
 
 
 def render_options_markdown() -> str:
-    lines = ["# Options", "",
-             "Every option of `tunekit train` (and the other verbs), generated from the schema in",
-             "`src/tunekit/config/options/` by `python scripts/gen_options_doc.py`. Names follow LLaMA-Factory and",
-             "Hugging Face `TrainingArguments`; set them in YAML/JSON, as `key=value`, or as `--key value`.", ""]
+    lines = [
+        "# Options",
+        "",
+        "Every option of `tunekit train` (and the other verbs), generated from the schema in",
+        "`src/tunekit/config/options/` by `python scripts/gen_options_doc.py`. Names follow LLaMA-Factory and",
+        "Hugging Face `TrainingArguments`; set them in YAML/JSON, as `key=value`, or as `--key value`.",
+        "",
+    ]
     for group in GROUPS:
         lines += [f"## {group.TITLE}", "", "| option | type | default | meaning |", "|---|---|---|---|"]
         for name, info in group.model_fields.items():
             shown = format_default(info.default)  # as the CLI help and the board write it
             default = f"`{shown}`" if shown else ""
             note = option_note(option_facts(info))
-            desc = ((f"*{note[:1].upper()}{note[1:]}.* " if note else "") + (info.description or "")).replace("|", "\\|")
+            desc = ((f"*{note[:1].upper()}{note[1:]}.* " if note else "") + (info.description or "")).replace(
+                "|", "\\|"
+            )
             lines.append(f"| `{name}` | {_type_text(info.annotation)} | {default} | {desc} |")
         lines.append("")
     return "\n".join(lines)

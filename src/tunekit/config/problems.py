@@ -8,8 +8,8 @@ its message is the problems' messages, one per line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Problem:
         return self.message
 
 
-def as_problem(item: "Problem | str") -> Problem:
+def as_problem(item: Problem | str) -> Problem:
     """The one adapter for a rule that still yields a bare string: a problem of the whole config (no fields).
 
     ``tests/test_rule_fields.py`` lists such rules; give them their fields by yielding a :class:`Problem`."""

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .lists import split_list
 
@@ -66,14 +67,19 @@ def mask_secrets(values: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``values`` with every set secret replaced by its ``${ENV_VAR}`` reference.
 
     The one function every writer of options uses (saved configs, previews, job logs)."""
-    return {k: (reference(k) if is_secret(k) and v not in (None, "") and referenced_var(v) is None else v)
-            for k, v in values.items()}
+    return {
+        k: (reference(k) if is_secret(k) and v not in (None, "") and referenced_var(v) is None else v)
+        for k, v in values.items()
+    }
 
 
 def secret_env(values: Mapping[str, Any]) -> dict[str, str]:
     """``{ENV_VAR: value}`` for the secrets set in plain text in ``values`` (how a job receives them)."""
-    return {env_var(k): str(v) for k, v in values.items()
-            if is_secret(k) and v not in (None, "") and referenced_var(v) is None}
+    return {
+        env_var(k): str(v)
+        for k, v in values.items()
+        if is_secret(k) and v not in (None, "") and referenced_var(v) is None
+    }
 
 
 def has_secrets(values: Mapping[str, Any]) -> bool:
@@ -113,14 +119,13 @@ def job_secret_env(secrets: Mapping[str, str]) -> dict[str, str]:
     return {**secrets, SECRET_VARS_ENV: ",".join(sorted(secrets))}
 
 
-def write_options(data: Mapping[str, Any], path: str | Path, fmt: str = "yaml",
-                  comments: Mapping[str, str] | None = None) -> Path:
+def write_options(
+    data: Mapping[str, Any], path: str | Path, fmt: str = "yaml", comments: Mapping[str, str] | None = None
+) -> Path:
     """Write ``data`` (options) as YAML or JSON with secrets masked, atomically; mode 0600 when it
     holds any secret reference, else the usual mode (0644 under the common umask). ``comments`` (YAML only):
     ``{option: text}`` writes ``# text`` on the line before that option (section headings)."""
     import json
-
-    import yaml
 
     path = Path(path)
     masked = mask_secrets(data)
@@ -152,11 +157,27 @@ def _yaml_with_comments(data: Mapping[str, Any], comments: Mapping[str, str]) ->
         if key in comments:
             chunks.append((comments[key], {}))
         chunks[-1][1][key] = value
-    parts = [(f"\n# {note}\n" if note else "") + yaml.safe_dump(chunk, sort_keys=False, allow_unicode=True)
-             for note, chunk in chunks if chunk]
+    parts = [
+        (f"\n# {note}\n" if note else "") + yaml.safe_dump(chunk, sort_keys=False, allow_unicode=True)
+        for note, chunk in chunks
+        if chunk
+    ]
     return "".join(parts).lstrip("\n")
 
 
-__all__ = ["ENV_VARS", "SECRET_SUFFIXES", "SECRET_VARS_ENV", "env_var", "has_secrets", "is_secret", "job_secret_env",
-           "mask_secrets", "reference", "referenced_var", "references_kept", "resolve_secrets", "secret_env",
-           "write_options"]
+__all__ = [
+    "ENV_VARS",
+    "SECRET_SUFFIXES",
+    "SECRET_VARS_ENV",
+    "env_var",
+    "has_secrets",
+    "is_secret",
+    "job_secret_env",
+    "mask_secrets",
+    "reference",
+    "referenced_var",
+    "references_kept",
+    "resolve_secrets",
+    "secret_env",
+    "write_options",
+]

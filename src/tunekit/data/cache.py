@@ -56,11 +56,28 @@ def tokenizer_signature(tokenizer) -> str:
 
 
 #: the options that change what a dataset tokenizes to (the dataset cache's key and tokenized_path's check read them)
-TOKENIZATION_OPTIONS = ("cutoff_len", "train_on_prompt", "mask_history", "enable_thinking", "default_system", "tool_format",
-                        "empty_template_eos", "max_samples", "bad_records")
+TOKENIZATION_OPTIONS = (
+    "cutoff_len",
+    "train_on_prompt",
+    "mask_history",
+    "enable_thinking",
+    "default_system",
+    "tool_format",
+    "empty_template_eos",
+    "max_samples",
+    "bad_records",
+)
 #: the media plugin's options that change the token counts or the media inputs (data/mm_plugins)
-MEDIA_OPTIONS = ("image_min_pixels", "image_max_pixels", "video_min_pixels", "video_max_pixels", "video_fps",
-                 "video_maxlen", "audio_sampling_rate", "use_audio_in_video")
+MEDIA_OPTIONS = (
+    "image_min_pixels",
+    "image_max_pixels",
+    "video_min_pixels",
+    "video_max_pixels",
+    "video_fps",
+    "video_maxlen",
+    "audio_sampling_rate",
+    "use_audio_in_video",
+)
 
 
 def tokenization_options(cfg) -> dict[str, Any]:
@@ -75,5 +92,7 @@ def media_options(cfg) -> dict[str, Any]:
 def fingerprint(parts: dict[str, Any]) -> str:
     from tunekit import __version__
 
-    payload = json.dumps({"tunekit": __version__, "processor": PROCESSOR_VERSION, **parts}, sort_keys=True, default=str)
+    payload = json.dumps(
+        {"tunekit": __version__, "processor": PROCESSOR_VERSION, **parts}, sort_keys=True, default=str
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:24]

@@ -97,7 +97,9 @@ class MultimodalCollator(PaddingCollator):
         batch.update(self.mm.collate(paths, batch["input_ids"], **{k: v for k, v in media.items() if v}))
         if "position_ids" in batch and "mm_token_type_ids" in batch:  # neat-packed rows of an M-RoPE family
             if self.rope_index is None:
-                raise ValueError(f"neat-packed rows of the {self.mm.NAME} family need the model's get_rope_index (rope_index)")
+                raise ValueError(
+                    f"neat-packed rows of the {self.mm.NAME} family need the model's get_rope_index (rope_index)"
+                )
             batch["position_ids"] = _packed_rope_positions(self.rope_index, batch)
         return batch
 

@@ -20,23 +20,72 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..env import env_flag
 from ..errors import ConfigError, DataError
 
 INFO_FILE = "dataset_info.json"
 
-ALPACA_COLUMNS = {"prompt": "instruction", "query": "input", "response": "output", "history": None, "system": None,
-                  "tools": None, "chosen": None, "rejected": None, "kto_tag": None, "images": None, "videos": None, "audios": None}
-SHAREGPT_COLUMNS = {"messages": "conversations", "system": None, "tools": None, "chosen": None, "rejected": None,
-                    "kto_tag": None, "images": None, "videos": None, "audios": None}
-SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
-                 "observation_tag": "observation", "function_tag": "function_call", "system_tag": "system"}
-OPENAI_TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
-               "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}
-KNOWN_KEYS = {"file_name", "hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name", "formatting",
-              "ranking", "columns", "tags", "split", "subset", "folder", "num_samples"}
+ALPACA_COLUMNS = {
+    "prompt": "instruction",
+    "query": "input",
+    "response": "output",
+    "history": None,
+    "system": None,
+    "tools": None,
+    "chosen": None,
+    "rejected": None,
+    "kto_tag": None,
+    "images": None,
+    "videos": None,
+    "audios": None,
+}
+SHAREGPT_COLUMNS = {
+    "messages": "conversations",
+    "system": None,
+    "tools": None,
+    "chosen": None,
+    "rejected": None,
+    "kto_tag": None,
+    "images": None,
+    "videos": None,
+    "audios": None,
+}
+SHAREGPT_TAGS = {
+    "role_tag": "from",
+    "content_tag": "value",
+    "user_tag": "human",
+    "assistant_tag": "gpt",
+    "observation_tag": "observation",
+    "function_tag": "function_call",
+    "system_tag": "system",
+}
+OPENAI_TAGS = {
+    "role_tag": "role",
+    "content_tag": "content",
+    "user_tag": "user",
+    "assistant_tag": "assistant",
+    "observation_tag": "tool",
+    "function_tag": "function_call",
+    "system_tag": "system",
+}
+KNOWN_KEYS = {
+    "file_name",
+    "hf_hub_url",
+    "ms_hub_url",
+    "om_hub_url",
+    "script_url",
+    "cloud_file_name",
+    "formatting",
+    "ranking",
+    "columns",
+    "tags",
+    "split",
+    "subset",
+    "folder",
+    "num_samples",
+}
 
 
 @dataclass
@@ -49,14 +98,14 @@ class DatasetAttr:
     formatting: str = "alpaca"
     ranking: bool = False
     split: str = "train"
-    subset: Optional[str] = None
-    folder: Optional[str] = None
-    num_samples: Optional[int] = None
-    columns: dict[str, Optional[str]] = field(default_factory=dict)
+    subset: str | None = None
+    folder: str | None = None
+    num_samples: int | None = None
+    columns: dict[str, str | None] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
-    info_file: Optional[str] = None
+    info_file: str | None = None
 
-    def column(self, key: str) -> Optional[str]:
+    def column(self, key: str) -> str | None:
         return self.columns.get(key)
 
     def describe(self) -> str:
@@ -81,10 +130,12 @@ def read_dataset_info(dataset_dir: str | Path) -> dict[str, Any]:
 def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str | None = None) -> DatasetAttr:
     where = f"{info_file or INFO_FILE}, entry '{name}'"
     if not isinstance(entry, dict):
-        raise DataError(f"{where}: must be an object like {{\"file_name\": \"data.json\"}}.")
+        raise DataError(f'{where}: must be an object like {{"file_name": "data.json"}}.')
     unknown = set(entry) - KNOWN_KEYS
     if unknown:
-        raise DataError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; valid keys: {', '.join(sorted(KNOWN_KEYS))}.")
+        raise DataError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; valid keys: {', '.join(sorted(KNOWN_KEYS))}."
+        )
     _check_value_kinds(where, entry)
     formatting = entry.get("formatting", "alpaca")
     if formatting not in ("alpaca", "sharegpt", "openai"):
@@ -92,12 +143,16 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
     use_ms, use_om = env_flag("USE_MODELSCOPE_HUB", False), env_flag("USE_OPENMIND_HUB", False)
     sources = [k for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name") if k in entry]
     if "file_name" in entry and sources:  # LLaMA-Factory reads the hub one, a local-first reader the file: say which
-        raise DataError(f"{where}: gives both file_name (a local file) and {sources[0]} (a remote dataset); keep the "
-                        f"one to read (LLaMA-Factory would read {sources[0]}).")
+        raise DataError(
+            f"{where}: gives both file_name (a local file) and {sources[0]} (a remote dataset); keep the "
+            f"one to read (LLaMA-Factory would read {sources[0]})."
+        )
     if "file_name" in entry and entry.get("split", "train") != "train":
-        raise DataError(f"{where}: split '{entry['split']}' names a split of a hub dataset, but file_name is a local "
-                        f"file, which is read whole (its one split is train): remove split, or give each split its own "
-                        f"file and entry.")
+        raise DataError(
+            f"{where}: split '{entry['split']}' names a split of a hub dataset, but file_name is a local "
+            f"file, which is read whole (its one split is train): remove split, or give each split its own "
+            f"file and entry."
+        )
     if "file_name" in entry:
         load_from, path = "file", str(Path(dataset_dir) / entry["file_name"])
     elif use_ms and "ms_hub_url" in entry:
@@ -123,39 +178,69 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
     base_columns = ALPACA_COLUMNS if formatting == "alpaca" else SHAREGPT_COLUMNS
     bad_cols = set(columns_given) - set(base_columns)
     if bad_cols:
-        raise DataError(f"{where}: unknown column key(s) {', '.join(sorted(bad_cols))} for {formatting} data; valid: {', '.join(base_columns)}.")
+        raise DataError(
+            f"{where}: unknown column key(s) {', '.join(sorted(bad_cols))} for {formatting} data; valid: {', '.join(base_columns)}."
+        )
     columns = {**base_columns, **columns_given}
     if formatting == "openai" and "messages" not in columns_given:
         columns["messages"] = "messages"
     tags = {**(OPENAI_TAGS if formatting == "openai" else SHAREGPT_TAGS), **tags_given}
     bad_tags = set(tags) - set(SHAREGPT_TAGS)
     if bad_tags:
-        raise DataError(f"{where}: unknown tag key(s) {', '.join(sorted(bad_tags))}; valid: {', '.join(SHAREGPT_TAGS)}.")
+        raise DataError(
+            f"{where}: unknown tag key(s) {', '.join(sorted(bad_tags))}; valid: {', '.join(SHAREGPT_TAGS)}."
+        )
     return DatasetAttr(
-        name=name, load_from=load_from, path=path, formatting=formatting, ranking=bool(entry.get("ranking", False)),
-        split=entry.get("split", "train"), subset=entry.get("subset"), folder=entry.get("folder"),
-        num_samples=entry.get("num_samples"), columns=columns, tags=tags, info_file=info_file,
+        name=name,
+        load_from=load_from,
+        path=path,
+        formatting=formatting,
+        ranking=bool(entry.get("ranking", False)),
+        split=entry.get("split", "train"),
+        subset=entry.get("subset"),
+        folder=entry.get("folder"),
+        num_samples=entry.get("num_samples"),
+        columns=columns,
+        tags=tags,
+        info_file=info_file,
     )
 
 
-_TEXT_KEYS = ("file_name", "hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name", "formatting",
-              "split", "subset", "folder")
+_TEXT_KEYS = (
+    "file_name",
+    "hf_hub_url",
+    "ms_hub_url",
+    "om_hub_url",
+    "script_url",
+    "cloud_file_name",
+    "formatting",
+    "split",
+    "subset",
+    "folder",
+)
 
 
 def _check_value_kinds(where: str, entry: dict[str, Any]) -> None:
     """Each key's value is of the kind it means (``"ranking": "false"`` would read as true, a number as a column
     name would read no column): anything else is a :class:`DataError` naming the key, instead of a silent reading."""
+
     def kind(value: Any) -> str:
         return "null" if value is None else type(value).__name__
 
     for key in _TEXT_KEYS:
-        if key in entry and not isinstance(entry[key], str) and not (key in ("subset", "folder") and entry[key] is None):
-            raise DataError(f"{where}: \"{key}\" must be text, found {entry[key]!r} ({kind(entry[key])}).")
+        if (
+            key in entry
+            and not isinstance(entry[key], str)
+            and not (key in ("subset", "folder") and entry[key] is None)
+        ):
+            raise DataError(f'{where}: "{key}" must be text, found {entry[key]!r} ({kind(entry[key])}).')
     if "ranking" in entry and not isinstance(entry["ranking"], bool):
-        raise DataError(f"{where}: \"ranking\" must be true or false (JSON booleans, no quotes), found {entry['ranking']!r}.")
+        raise DataError(
+            f'{where}: "ranking" must be true or false (JSON booleans, no quotes), found {entry["ranking"]!r}.'
+        )
     samples = entry.get("num_samples")
     if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
-        raise DataError(f"{where}: \"num_samples\" must be a whole number of at least 1, found {samples!r}.")
+        raise DataError(f'{where}: "num_samples" must be a whole number of at least 1, found {samples!r}.')
     for group in ("columns", "tags"):
         for key, value in (entry.get(group) or {}).items() if isinstance(entry.get(group), dict) else ():
             if not isinstance(value, str) and not (group == "columns" and value is None):
@@ -176,8 +261,16 @@ def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetA
         direct = Path(name) if Path(name).exists() else Path(dataset_dir) / name
         if direct.exists():
             _check_confined(f"Dataset '{name}'", {"file_name": str(direct)}, ".")
-            attrs.append(DatasetAttr(name=name, load_from="file", path=str(direct), formatting="auto",
-                                     columns=dict(ALPACA_COLUMNS), tags=dict(SHAREGPT_TAGS)))
+            attrs.append(
+                DatasetAttr(
+                    name=name,
+                    load_from="file",
+                    path=str(direct),
+                    formatting="auto",
+                    columns=dict(ALPACA_COLUMNS),
+                    tags=dict(SHAREGPT_TAGS),
+                )
+            )
             continue
         import difflib
 
@@ -185,7 +278,11 @@ def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetA
         if not info:
             hint = f"no {INFO_FILE} in dataset_dir '{dataset_dir}': set dataset_dir to the folder that has it, or give a file path"
         else:
-            hint = f"Did you mean: {', '.join(close)}?" if close else f"registered names: {', '.join(list(info)[:12])}{' ...' if len(info) > 12 else ''}"
+            hint = (
+                f"Did you mean: {', '.join(close)}?"
+                if close
+                else f"registered names: {', '.join(list(info)[:12])}{' ...' if len(info) > 12 else ''}"
+            )
         raise ConfigError(f"Dataset '{name}' is not in {info_path} and is not a file. {hint}")
     return attrs
 
@@ -203,8 +300,7 @@ def hub_id_problem(value: Any, *folders: str | Path) -> str | None:
     """Why ``value`` is not a hub id: ``namespace/name`` in the hub's grammar (at most 96 characters, no ``--``,
     ``..`` or ``.git`` ending) that names no existing path in the working folder or ``folders``; None if it is."""
     text = str(value)
-    if (not _HUB_ID.fullmatch(text) or len(text) > 96 or ".." in text or "--" in text
-            or text.endswith(".git")):
+    if not _HUB_ID.fullmatch(text) or len(text) > 96 or ".." in text or "--" in text or text.endswith(".git"):
         return "is not a hub id (namespace/name)"
     for base in (Path.cwd(), *map(Path, folders)):
         if os.path.lexists(base / text):
@@ -258,11 +354,15 @@ def _check_confined(where: str, entry: Any, dataset_dir: str | Path) -> None:
         return
     for key, kind, value in entry_locations(entry, dataset_dir):
         if kind == "path" and _outside(value, roots):
-            problem = (f"'{value}' is outside the folders this job may read ({', '.join(map(str, roots))}) or "
-                       f"hidden: use a file inside them")
+            problem = (
+                f"'{value}' is outside the folders this job may read ({', '.join(map(str, roots))}) or "
+                f"hidden: use a file inside them"
+            )
         elif kind == "hub":
             problem = hub_id_problem(value)
-            problem = problem and f"'{value}' {problem}: give a hub dataset id, or register a local file with file_name"
+            problem = (
+                problem and f"'{value}' {problem}: give a hub dataset id, or register a local file with file_name"
+            )
         elif kind == "cloud":
             problem = "is not read here: download the file into the workspace and register it with file_name"
         else:

@@ -86,8 +86,13 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
             from .dataset_info import OPENAI_TAGS, SHAREGPT_COLUMNS, SHAREGPT_TAGS
 
             present.pop("history", None)
-            attr = DatasetAttr(**{**attr.__dict__, "columns": {**SHAREGPT_COLUMNS, **present, "messages": key},
-                                  "tags": dict(OPENAI_TAGS if role_key == "role" else SHAREGPT_TAGS)})
+            attr = DatasetAttr(
+                **{
+                    **attr.__dict__,
+                    "columns": {**SHAREGPT_COLUMNS, **present, "messages": key},
+                    "tags": dict(OPENAI_TAGS if role_key == "role" else SHAREGPT_TAGS),
+                }
+            )
         else:
             attr = DatasetAttr(**{**attr.__dict__, "columns": {**attr.columns, **present}})
     raw, media = media_parts(raw, attr, media_columns(raw, attr))
@@ -107,15 +112,18 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
 def _check_size(sample: dict[str, Any], raw: RawRecord) -> None:
     """Refuse a record too large to be one sample (see ``MAX_RECORD_CHARS``), or holding text that is not Unicode (a
     lone surrogate such as JSON's ``"\\ud800"``: no tokenizer can encode it), before it reaches the tokenizer."""
+
     def chars(value: Any) -> int:
         if isinstance(value, str):
             if not value.isascii():
                 try:
                     value.encode("utf-8")
                 except UnicodeEncodeError as exc:
-                    raise RecordError(f"{raw.where}: after {value[max(exc.start - 20, 0):exc.start]!r} the text holds "
-                                      f"U+{ord(value[exc.start]):04X}, half of a UTF-16 surrogate pair (a lone '\\u"
-                                      f"{ord(value[exc.start]):04x}' escape), no character: fix or remove it.") from None
+                    raise RecordError(
+                        f"{raw.where}: after {value[max(exc.start - 20, 0) : exc.start]!r} the text holds "
+                        f"U+{ord(value[exc.start]):04X}, half of a UTF-16 surrogate pair (a lone '\\u"
+                        f"{ord(value[exc.start]):04x}' escape), no character: fix or remove it."
+                    ) from None
             return len(value)
         if isinstance(value, dict):
             return sum(chars(v) for k, v in value.items() if k != "role")
@@ -125,8 +133,10 @@ def _check_size(sample: dict[str, Any], raw: RawRecord) -> None:
 
     size = chars({k: v for k, v in sample.items() if k != "_source"})
     if size > MAX_RECORD_CHARS:
-        raise RecordError(f"{raw.where}: the record holds {size:,} characters of text, more than one sample can use "
-                          f"(limit {MAX_RECORD_CHARS:,}, about a million tokens); split it into several records.")
+        raise RecordError(
+            f"{raw.where}: the record holds {size:,} characters of text, more than one sample can use "
+            f"(limit {MAX_RECORD_CHARS:,}, about a million tokens); split it into several records."
+        )
 
 
 def _is_v1_pair(rec: dict[str, Any]) -> bool:
@@ -148,8 +158,10 @@ def _text(value: Any, raw: RawRecord, what: str) -> str:
         text, reasoning, calls = _parts(value, raw, what)
         if reasoning is not None or calls:
             kind = "reasoning" if reasoning is not None else "tool_call"
-            raise RecordError(f"{raw.where}: {what} has a '{kind}' part; reasoning and tool_call parts belong to "
-                              f"assistant messages only.")
+            raise RecordError(
+                f"{raw.where}: {what} has a '{kind}' part; reasoning and tool_call parts belong to "
+                f"assistant messages only."
+            )
         return text
     raise RecordError(f"{raw.where}: {what} must be text, found {type(value).__name__}.")
 
@@ -163,14 +175,19 @@ def _parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | None, list
         where = f"{raw.where}: {what}, part {j}"
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(kind, str):
-            raise RecordError(f"{where} must be an object with a 'type' ({', '.join(PART_TYPES)}), "
-                              f"found {str(part)[:120]!r}.")
+            raise RecordError(
+                f"{where} must be an object with a 'type' ({', '.join(PART_TYPES)}), found {str(part)[:120]!r}."
+            )
         if kind in MEDIA_PARTS:
-            raise RecordError(f"{where} is '{kind}': {MEDIA_PARTS[kind]} are not supported yet (tunekit trains on "
-                              f"text only). Remove the part, or the record, to train on the text.")
+            raise RecordError(
+                f"{where} is '{kind}': {MEDIA_PARTS[kind]} are not supported yet (tunekit trains on "
+                f"text only). Remove the part, or the record, to train on the text."
+            )
         if kind not in PART_TYPES:
-            raise RecordError(f"{where} has unknown type '{kind}'; supported part types: {', '.join(PART_TYPES)} "
-                              f"(and OpenAI's 'text' parts with a 'text' key).")
+            raise RecordError(
+                f"{where} has unknown type '{kind}'; supported part types: {', '.join(PART_TYPES)} "
+                f"(and OpenAI's 'text' parts with a 'text' key)."
+            )
         # OpenAI keys text parts 'text', LLaMA-Factory v1 'value' (a hub dataset's Arrow rows carry both, one None)
         key = "text" if kind == "text" and isinstance(part.get("text"), str) else "value"
         body = part.get(key)
@@ -190,12 +207,15 @@ def _tool_call(body: Any, where: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise RecordError(f"{where} ('tool_call') is not valid JSON ({exc.msg}): {body[:200]!r}.") from None
     if not isinstance(body, dict) or "name" not in body or "arguments" not in body:
-        raise RecordError(f"{where} ('tool_call') must be an object with 'name' and 'arguments', found {str(body)[:200]!r}.")
+        raise RecordError(
+            f"{where} ('tool_call') must be an object with 'name' and 'arguments', found {str(body)[:200]!r}."
+        )
     return {"name": body["name"], "arguments": body["arguments"]}
 
 
-def _reply_message(value: Any, raw: RawRecord, what: str, extra_calls: list[Any] | None = None,
-                   extra_reasoning: str | None = None) -> dict[str, str]:
+def _reply_message(
+    value: Any, raw: RawRecord, what: str, extra_calls: list[Any] | None = None, extra_reasoning: str | None = None
+) -> dict[str, str]:
     """The canonical message of an assistant reply whose content may hold reasoning / tool_call parts.
 
     The reasoning the data separates (``reasoning`` parts, ``reasoning_content``) stays in its own ``reasoning``
@@ -212,10 +232,15 @@ def _reply_message(value: Any, raw: RawRecord, what: str, extra_calls: list[Any]
     if not calls:
         return {"role": "assistant", "content": text, **thought}
     if text.strip():
-        raise RecordError(f"{raw.where}: {what} has both text and tool calls; tunekit renders a tool-call reply as the "
-                          f"calls alone (and its reasoning). Move the text into its own assistant message, or drop it.")
-    return {"role": "function_call", "content": json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False),
-            **thought}
+        raise RecordError(
+            f"{raw.where}: {what} has both text and tool calls; tunekit renders a tool-call reply as the "
+            f"calls alone (and its reasoning). Move the text into its own assistant message, or drop it."
+        )
+    return {
+        "role": "function_call",
+        "content": json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False),
+        **thought,
+    }
 
 
 def reply_text(message: dict[str, Any]) -> str:
@@ -254,7 +279,13 @@ def _tools(value: Any, raw: RawRecord) -> str:
         parse_tools(value)
     except DataError as exc:
         raise RecordError(f"{raw.where}: {exc}; the tools column holds a JSON list of function definitions.") from None
-    return "" if value is None or value == "" else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return (
+        ""
+        if value is None or value == ""
+        else value
+        if isinstance(value, str)
+        else json.dumps(value, ensure_ascii=False)
+    )
 
 
 def _get(raw: RawRecord, attr: DatasetAttr, key: str, required: bool = False) -> Any:
@@ -264,8 +295,10 @@ def _get(raw: RawRecord, attr: DatasetAttr, key: str, required: bool = False) ->
     if col not in raw.data:
         if required:
             present = ", ".join(sorted(map(str, raw.data))) or "none"
-            raise RecordError(f"{raw.where}: missing column '{col}' ({key}); the record has: {present}. "
-                              f"Fix the record or map the column in dataset_info.json 'columns' of '{attr.name}'.")
+            raise RecordError(
+                f"{raw.where}: missing column '{col}' ({key}); the record has: {present}. "
+                f"Fix the record or map the column in dataset_info.json 'columns' of '{attr.name}'."
+            )
         return None
     return raw.data[col]
 
@@ -284,8 +317,14 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
     query = _text(_get(raw, attr, "query"), raw, f"'{attr.column('query')}'")
     content = "\n".join(p for p in (prompt, query) if p)
     messages.append({"role": "user", "content": content})
-    sample: dict[str, Any] = {"system": _text(_get(raw, attr, "system"), raw, "system"), "tools": _tools(_get(raw, attr, "tools"), raw),
-                              "chosen": None, "rejected": None, "kto_tag": None, "text": None}
+    sample: dict[str, Any] = {
+        "system": _text(_get(raw, attr, "system"), raw, "system"),
+        "tools": _tools(_get(raw, attr, "tools"), raw),
+        "chosen": None,
+        "rejected": None,
+        "kto_tag": None,
+        "text": None,
+    }
     if stage == "pt":
         sample["text"] = content
         sample["messages"] = []
@@ -296,8 +335,10 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
         if chosen is None and isinstance(response, list) and len(response) >= 2:
             chosen, rejected = response[0], response[1]
         if chosen is None or rejected is None:
-            raise RecordError(f"{raw.where}: preference data needs both chosen and rejected answers "
-                              f"(columns '{attr.column('chosen') or 'chosen'}' and '{attr.column('rejected') or 'rejected'}').")
+            raise RecordError(
+                f"{raw.where}: preference data needs both chosen and rejected answers "
+                f"(columns '{attr.column('chosen') or 'chosen'}' and '{attr.column('rejected') or 'rejected'}')."
+            )
         sample["chosen"] = {"role": "assistant", "content": _text(chosen, raw, "chosen")}
         sample["rejected"] = {"role": "assistant", "content": _text(rejected, raw, "rejected")}
     elif response is not None:
@@ -323,13 +364,17 @@ def _suggest_sharegpt(raw: RawRecord, attr: DatasetAttr) -> None:
     if openai_style:
         openai_cols = "" if key in ("messages", *V1_PAIR_KEYS) else f' with "columns": {{"messages": "{key}"}}'
         joiner = " and " if sharegpt_cols else " with "
-        fix = (f'"formatting": "openai"{openai_cols} (or "formatting": "sharegpt"{sharegpt_cols}{joiner}'
-               f'{_OPENAI_TAGS_HINT})')
+        fix = (
+            f'"formatting": "openai"{openai_cols} (or "formatting": "sharegpt"{sharegpt_cols}{joiner}'
+            f"{_OPENAI_TAGS_HINT})"
+        )
     else:
         fix = f'"formatting": "sharegpt"{sharegpt_cols}'
-    raise RecordError(f"{raw.where}: the record holds '{key}', a list of messages (sharegpt-style data), but the "
-                      f"dataset_info.json entry '{attr.name}' reads it as alpaca (the default formatting), which needs "
-                      f"'{prompt_col}'. Add {fix} to the entry '{attr.name}'.")
+    raise RecordError(
+        f"{raw.where}: the record holds '{key}', a list of messages (sharegpt-style data), but the "
+        f"dataset_info.json entry '{attr.name}' reads it as alpaca (the default formatting), which needs "
+        f"'{prompt_col}'. Add {fix} to the entry '{attr.name}'."
+    )
 
 
 def _as_bool(value: Any, raw: RawRecord) -> bool:
@@ -347,18 +392,27 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
     tags = attr.tags
     if not isinstance(convo, list) or not convo:
         raise RecordError(f"{raw.where}: '{column}' must be a non-empty list of messages.")
-    role_map = {tags["user_tag"]: "user", tags["assistant_tag"]: "assistant", tags["observation_tag"]: "observation",
-                tags["function_tag"]: "function_call", tags["system_tag"]: "system"}
+    role_map = {
+        tags["user_tag"]: "user",
+        tags["assistant_tag"]: "assistant",
+        tags["observation_tag"]: "observation",
+        tags["function_tag"]: "function_call",
+        tags["system_tag"]: "system",
+    }
     system = None
     messages: list[dict[str, str]] = []
     for i, msg in enumerate(convo):
         if not isinstance(msg, dict) or tags["role_tag"] not in msg or tags["content_tag"] not in msg:
-            raise RecordError(f"{raw.where}: message {i} must be an object with '{tags['role_tag']}' and "
-                              f"'{tags['content_tag']}'.{_tags_hint(msg, attr)}")
+            raise RecordError(
+                f"{raw.where}: message {i} must be an object with '{tags['role_tag']}' and "
+                f"'{tags['content_tag']}'.{_tags_hint(msg, attr)}"
+            )
         tag = msg[tags["role_tag"]]
         if tag not in role_map:
-            raise RecordError(f"{raw.where}: message {i} has unknown role '{tag}'; expected one of {', '.join(role_map)} "
-                              f"(set 'tags' in dataset_info.json entry '{attr.name}' to map other names).")
+            raise RecordError(
+                f"{raw.where}: message {i} has unknown role '{tag}'; expected one of {', '.join(role_map)} "
+                f"(set 'tags' in dataset_info.json entry '{attr.name}' to map other names)."
+            )
         role = role_map[tag]
         what = f"message {i} content"
         thought: dict[str, str] = {}
@@ -380,23 +434,31 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
             want = "a user/observation message" if expect is PROMPT_ROLES else "an assistant/function_call reply"
             hint = ""
             if role == "observation" and messages and messages[-1]["role"] == "observation":
-                hint = (" Several tool results in a row: put them in one tool message (e.g. a JSON list of the results), "
-                        "as LLaMA-Factory's tool-use data does.")
-            raise RecordError(f"{raw.where}: message {i} has role '{tag}' where {want} is expected; "
-                              f"conversations must alternate user → assistant.{hint}")
+                hint = (
+                    " Several tool results in a row: put them in one tool message (e.g. a JSON list of the results), "
+                    "as LLaMA-Factory's tool-use data does."
+                )
+            raise RecordError(
+                f"{raw.where}: message {i} has role '{tag}' where {want} is expected; "
+                f"conversations must alternate user → assistant.{hint}"
+            )
         messages.append({"role": role, "content": content, **thought})
     return system, messages
 
 
 def _tags_hint(msg: Any, attr: DatasetAttr) -> str:
     if isinstance(msg, dict) and "role" in msg and "content" in msg and attr.tags.get("role_tag") != "role":
-        return (f" This message has 'role'/'content' (OpenAI style): add \"formatting\": \"openai\" to the dataset_info.json "
-                f"entry '{attr.name}', or the sharegpt tags {_OPENAI_TAGS_HINT}.")
+        return (
+            f" This message has 'role'/'content' (OpenAI style): add \"formatting\": \"openai\" to the dataset_info.json "
+            f"entry '{attr.name}', or the sharegpt tags {_OPENAI_TAGS_HINT}."
+        )
     return ""
 
 
-_OPENAI_TAGS_HINT = ('"tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", '
-                     '"assistant_tag": "assistant", "system_tag": "system"}')
+_OPENAI_TAGS_HINT = (
+    '"tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", '
+    '"assistant_tag": "assistant", "system_tag": "system"}'
+)
 
 
 def _check_loss_weight(msg: dict[str, Any], role: str, raw: RawRecord, i: int) -> None:
@@ -406,22 +468,33 @@ def _check_loss_weight(msg: dict[str, Any], role: str, raw: RawRecord, i: int) -
         return
     expected = 1.0 if role in REPLY_ROLES else 0.0
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or float(weight) != expected:
-        raise RecordError(f"{raw.where}: message {i} ({role}) has loss_weight {weight!r}; tunekit trains every reply "
-                          f"with weight 1.0 and no other message (0.0), other per-message weights are not supported "
-                          f"(yet). Remove the key, or use mask_history: true to train only the last reply.")
+        raise RecordError(
+            f"{raw.where}: message {i} ({role}) has loss_weight {weight!r}; tunekit trains every reply "
+            f"with weight 1.0 and no other message (0.0), other per-message weights are not supported "
+            f"(yet). Remove the key, or use mask_history: true to train only the last reply."
+        )
 
 
 def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
     system, messages = _messages(_get(raw, attr, "messages", required=True), raw, attr, attr.column("messages"))
     if system is None:
         system = _text(_get(raw, attr, "system"), raw, "system")
-    sample: dict[str, Any] = {"messages": messages, "system": system, "tools": _tools(_get(raw, attr, "tools"), raw),
-                              "chosen": None, "rejected": None, "kto_tag": None, "text": None}
+    sample: dict[str, Any] = {
+        "messages": messages,
+        "system": system,
+        "tools": _tools(_get(raw, attr, "tools"), raw),
+        "chosen": None,
+        "rejected": None,
+        "kto_tag": None,
+        "text": None,
+    }
     chosen, rejected = _get(raw, attr, "chosen"), _get(raw, attr, "rejected")
     if attr.ranking or chosen is not None:
         if chosen is None or rejected is None:
-            raise RecordError(f"{raw.where}: preference data needs both '{attr.column('chosen') or 'chosen'}' and "
-                              f"'{attr.column('rejected') or 'rejected'}' messages.")
+            raise RecordError(
+                f"{raw.where}: preference data needs both '{attr.column('chosen') or 'chosen'}' and "
+                f"'{attr.column('rejected') or 'rejected'}' messages."
+            )
         sample["chosen"] = _reply(chosen, raw, attr, "chosen")
         sample["rejected"] = _reply(rejected, raw, attr, "rejected")
     kto = _get(raw, attr, "kto_tag")
@@ -438,15 +511,29 @@ def _from_v1_pair(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, An
     (sys_c, chosen), (sys_r, rejected) = sides
     for key, msgs in zip(V1_PAIR_KEYS, (chosen, rejected)):
         if msgs[-1]["role"] not in REPLY_ROLES:
-            raise RecordError(f"{raw.where}: '{key}' must end with the assistant's reply, found a {msgs[-1]['role']} message.")
+            raise RecordError(
+                f"{raw.where}: '{key}' must end with the assistant's reply, found a {msgs[-1]['role']} message."
+            )
     if sys_c != sys_r or chosen[:-1] != rejected[:-1]:
-        k = next((k for k, (a, b) in enumerate(zip(chosen[:-1], rejected[:-1])) if a != b), min(len(chosen), len(rejected)) - 1)
+        k = next(
+            (k for k, (a, b) in enumerate(zip(chosen[:-1], rejected[:-1])) if a != b),
+            min(len(chosen), len(rejected)) - 1,
+        )
         where = "the system message" if sys_c != sys_r else f"message {k + (sys_c is not None)}"
-        raise RecordError(f"{raw.where}: chosen_messages and rejected_messages must share the conversation before the "
-                          f"last reply; they differ at {where}.")
+        raise RecordError(
+            f"{raw.where}: chosen_messages and rejected_messages must share the conversation before the "
+            f"last reply; they differ at {where}."
+        )
     system = sys_c if sys_c is not None else _text(_get(raw, attr, "system"), raw, "system")
-    sample: dict[str, Any] = {"messages": chosen[:-1], "system": system, "tools": _tools(_get(raw, attr, "tools"), raw),
-                              "chosen": chosen[-1], "rejected": rejected[-1], "kto_tag": None, "text": None}
+    sample: dict[str, Any] = {
+        "messages": chosen[:-1],
+        "system": system,
+        "tools": _tools(_get(raw, attr, "tools"), raw),
+        "chosen": chosen[-1],
+        "rejected": rejected[-1],
+        "kto_tag": None,
+        "text": None,
+    }
     if stage == "pt":
         sample["text"] = "\n".join(reply_text(m) for m in chosen)
     return sample
@@ -458,7 +545,9 @@ def _reply(value: Any, raw: RawRecord, attr: DatasetAttr, what: str) -> dict[str
         tag = value.get(tags["role_tag"], tags["assistant_tag"])
         role = {tags["assistant_tag"]: "assistant", tags["function_tag"]: "function_call"}.get(tag)
         if role is None:
-            raise RecordError(f"{raw.where}: {what} must be an assistant or function_call message, found role '{tag}'.")
+            raise RecordError(
+                f"{raw.where}: {what} must be an assistant or function_call message, found role '{tag}'."
+            )
         calls, reasoning = _openai_extras(value, raw, what) if tags["role_tag"] == "role" else ([], None)
         reply = _reply_message(value.get(tags["content_tag"]), raw, what, calls, reasoning)
         return {**reply, "role": "function_call" if role == "function_call" else reply["role"]}
@@ -475,8 +564,10 @@ def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, 
         raise RecordError(f"{raw.where}: no messages.")
     if stage in ("rm", "dpo"):
         if sample["chosen"] is None:
-            raise RecordError(f"{raw.where}: stage {stage} needs preference data (chosen/rejected); set \"ranking\": true "
-                              f"in the dataset_info.json entry '{attr.name}' and map its columns.")
+            raise RecordError(
+                f'{raw.where}: stage {stage} needs preference data (chosen/rejected); set "ranking": true '
+                f"in the dataset_info.json entry '{attr.name}' and map its columns."
+            )
         if msgs[-1]["role"] not in PROMPT_ROLES:
             raise RecordError(f"{raw.where}: the conversation before chosen/rejected must end with a user message.")
         # an empty or identical answer is dropped (and counted) by the pairwise processor
@@ -488,13 +579,19 @@ def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, 
         return sample
     # sft, kto: must end with a non-empty reply
     if msgs[-1]["role"] not in REPLY_ROLES:
-        raise RecordError(f"{raw.where}: the conversation ends with a {msgs[-1]['role']} message; "
-                          f"{stage} needs it to end with the assistant's reply.")
+        raise RecordError(
+            f"{raw.where}: the conversation ends with a {msgs[-1]['role']} message; "
+            f"{stage} needs it to end with the assistant's reply."
+        )
     for i, m in enumerate(msgs):
         if m["role"] in REPLY_ROLES and is_empty_reply(m):
-            raise RecordError(f"{raw.where}: assistant turn {i // 2} is empty; remove the record or fill in the answer.")
+            raise RecordError(
+                f"{raw.where}: assistant turn {i // 2} is empty; remove the record or fill in the answer."
+            )
     if stage == "kto" and sample["kto_tag"] is None:
-        raise RecordError(f"{raw.where}: kto needs a desirable/undesirable label; map it with columns.kto_tag in '{attr.name}'.")
+        raise RecordError(
+            f"{raw.where}: kto needs a desirable/undesirable label; map it with columns.kto_tag in '{attr.name}'."
+        )
     if not msgs[0]["content"].strip() and len(msgs) == 2:
         raise RecordError(f"{raw.where}: the prompt is empty.")
     return sample

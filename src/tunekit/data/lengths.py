@@ -30,19 +30,34 @@ def _columns(ds, stage: str) -> dict[str, list]:
         chosen = [len(x) - p for x, p in zip(ds["chosen_input_ids"], prompt)]
         rejected = [len(x) - p for x, p in zip(ds["rejected_input_ids"], prompt)]
         longest = [max(c, r) for c, r in zip(chosen, rejected)]
-        return {"prompt_len": prompt, "chosen_len": chosen, "rejected_len": rejected, "longest_len": longest,
-                "total_len": total, "trainable_len": [c + r for c, r in zip(chosen, rejected)]}
+        return {
+            "prompt_len": prompt,
+            "chosen_len": chosen,
+            "rejected_len": rejected,
+            "longest_len": longest,
+            "total_len": total,
+            "trainable_len": [c + r for c, r in zip(chosen, rejected)],
+        }
     if stage == "kto":
         prompt = ds["_prompt_len"]
         response = [t - p for t, p in zip(total, prompt)]
-        return {"prompt_len": prompt, "response_len": response, "total_len": total, "trainable_len": response,
-                "kto_tag": [bool(x) for x in ds["kto_tag"]]}
+        return {
+            "prompt_len": prompt,
+            "response_len": response,
+            "total_len": total,
+            "trainable_len": response,
+            "kto_tag": [bool(x) for x in ds["kto_tag"]],
+        }
     if stage == "pt":
         return {"document_len": total, "total_len": total, "trainable_len": total}
     if stage in ("ppo", "grpo"):
         return {"prompt_len": total, "total_len": total, "trainable_len": [0] * len(total)}
-    return {"prompt_len": ds["_prompt_len"], "response_len": ds["_response_len"], "total_len": total,
-            "trainable_len": ds["_trainable"]}
+    return {
+        "prompt_len": ds["_prompt_len"],
+        "response_len": ds["_response_len"],
+        "total_len": total,
+        "trainable_len": ds["_trainable"],
+    }
 
 
 def measure_lengths(cfg, tokenizer, stage: str | None = None):
@@ -81,7 +96,9 @@ def _media_columns(ds, mm) -> dict[str, list]:
     """Per sample: how many media of each kind and how many tokens they became (counted in the ids)."""
     kinds = media_token_kinds(mm)
     out: dict[str, list] = {f"{k}_tokens": [] for k in MEDIA_KINDS}
-    column = "input_ids" if "input_ids" in ds.column_names else "chosen_input_ids"  # dpo: the prompt (and its media) once
+    column = (
+        "input_ids" if "input_ids" in ds.column_names else "chosen_input_ids"
+    )  # dpo: the prompt (and its media) once
     for ids in ds[column]:
         for k in MEDIA_KINDS:
             wanted = kinds.get(k, set())

@@ -12,8 +12,16 @@ from ..errors import RecordError
 from .dataset_info import DatasetAttr
 from .readers import RawRecord
 
-MEDIA_PARTS = {"image_url": "images", "image": "images", "input_image": "images", "video": "videos",
-               "video_url": "videos", "audio": "audios", "audio_url": "audios", "input_audio": "audios"}
+MEDIA_PARTS = {
+    "image_url": "images",
+    "image": "images",
+    "input_image": "images",
+    "video": "videos",
+    "video_url": "videos",
+    "audio": "audios",
+    "audio_url": "audios",
+    "input_audio": "audios",
+}
 
 MEDIA_KINDS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
 MEDIA_COLUMNS = tuple(MEDIA_KINDS)  # ("images", "videos", "audios"): a record's and a tokenized row's media columns
@@ -34,7 +42,9 @@ def media_columns(raw: RawRecord, attr: DatasetAttr) -> dict[str, list[str]]:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise RecordError(f"{raw.where}: '{col}' ({key}) must be a list of file paths, found {str(value)[:120]!r}.")
+            raise RecordError(
+                f"{raw.where}: '{col}' ({key}) must be a list of file paths, found {str(value)[:120]!r}."
+            )
         out[key] = list(value)
     return out
 
@@ -46,13 +56,16 @@ def _media_url(part: dict[str, Any], kind: str) -> Any:
     return body
 
 
-def media_parts(raw: RawRecord, attr: DatasetAttr, media: dict[str, list[str]]) -> tuple[RawRecord, dict[str, list[str]]]:
+def media_parts(
+    raw: RawRecord, attr: DatasetAttr, media: dict[str, list[str]]
+) -> tuple[RawRecord, dict[str, list[str]]]:
     """Media content parts (``{"type": "image_url", "image_url": {"url": PATH}}``, ``{"type": "image", "image": PATH}``
     ...) become a placeholder text part where they stand, their paths appended to the record's media lists in order."""
     col = attr.column("messages") or "messages"
     messages = raw.data.get(col)
     if not isinstance(messages, list) or not any(
-            isinstance(m, dict) and isinstance(m.get(attr.tags.get("content_tag", "content")), list) for m in messages):
+        isinstance(m, dict) and isinstance(m.get(attr.tags.get("content_tag", "content")), list) for m in messages
+    ):
         return raw, media
     content_tag = attr.tags.get("content_tag", "content")
     media = {k: list(v) for k, v in media.items()}
@@ -71,9 +84,11 @@ def media_parts(raw: RawRecord, attr: DatasetAttr, media: dict[str, list[str]]) 
             key = MEDIA_PARTS[kind]
             url = _media_url(part, kind)
             if not isinstance(url, str) or not url:
-                raise RecordError(f"{raw.where}: message {i}, part {j} ('{kind}') needs a file path (or "
-                                  f"{{\"url\": PATH}}), found {str(part)[:120]!r}.")
-            media[key].append(url[len("file://"):] if url.startswith("file://") else url)
+                raise RecordError(
+                    f"{raw.where}: message {i}, part {j} ('{kind}') needs a file path (or "
+                    f'{{"url": PATH}}), found {str(part)[:120]!r}.'
+                )
+            media[key].append(url[len("file://") :] if url.startswith("file://") else url)
             new_parts.append({"type": "text", "text": MEDIA_KINDS[key]})
         out_messages.append({**msg, content_tag: new_parts})
     return dataclasses.replace(raw, data={**raw.data, col: out_messages}), media
@@ -86,12 +101,16 @@ def check_placeholders(sample: dict[str, Any], raw: RawRecord, stage: str) -> No
     """
     if not any(sample[key] for key in MEDIA_KINDS):
         return
-    texts = [m["content"] for m in sample["messages"]] + [sample[k]["content"] for k in ("chosen", "rejected") if sample.get(k)]
+    texts = [m["content"] for m in sample["messages"]] + [
+        sample[k]["content"] for k in ("chosen", "rejected") if sample.get(k)
+    ]
     if stage == "pt" and sample.get("text"):
         texts = [sample["text"]]
     for key, tag in MEDIA_KINDS.items():
         found = sum(t.count(tag) for t in texts)
         if found != len(sample[key]):
-            raise RecordError(f"{raw.where}: {found} {tag} placeholder(s) in the text but {len(sample[key])} {key} in "
-                              f"the record; put one {tag} where each of its {key} goes (LLaMA-Factory's rule), or fix "
-                              f"the {key} list.")
+            raise RecordError(
+                f"{raw.where}: {found} {tag} placeholder(s) in the text but {len(sample[key])} {key} in "
+                f"the record; put one {tag} where each of its {key} goes (LLaMA-Factory's rule), or fix "
+                f"the {key} list."
+            )

@@ -50,7 +50,9 @@ from typing import Any
 from .labels import IGNORE_INDEX
 
 
-def concatenate(rows: list[list[int]], labels: list[list[int]] | None = None) -> tuple[list[int], list[int], list[int]]:
+def concatenate(
+    rows: list[list[int]], labels: list[list[int]] | None = None
+) -> tuple[list[int], list[int], list[int]]:
     """``(input_ids, position_ids, labels)`` of one padding-free row (see the module docstring).
 
     ``labels`` default to the ids themselves (pt). Every sample's first label becomes -100 (for the first sample
@@ -83,8 +85,8 @@ def segment_ids(position_ids) -> Any:
 #: media families that cannot be batched padding-free (or neat-packed), with the reason named in the refusal
 REFUSED_FAMILIES = {
     "gemma3": "transformers 5.24 builds Gemma 3's sliding-window mask with the image blocks as an or_mask_function, which "
-              "it then indexes by the restarted per-sample positions (masking_utils.remap_positions_for_packed_sequence), "
-              "so image tokens would attend to the wrong blocks",
+    "it then indexes by the restarted per-sample positions (masking_utils.remap_positions_for_packed_sequence), "
+    "so image tokens would attend to the wrong blocks",
 }
 
 
@@ -94,8 +96,10 @@ def refuse_family(mm, option: str) -> None:
     if reason is not None:
         from ..errors import ConfigError
 
-        raise ConfigError(f"{option} is not supported for the {mm.NAME} family: {reason}. Remove {option} for this model "
-                          f"(the padded batches are exact).")
+        raise ConfigError(
+            f"{option} is not supported for the {mm.NAME} family: {reason}. Remove {option} for this model "
+            f"(the padded batches are exact)."
+        )
 
 
 def rope_index_of(model) -> Any:
@@ -123,8 +127,8 @@ def sample_rope_positions(rope_index, row_ids, lengths: list[int], media: dict[s
     types = torch.zeros((n, width), dtype=media["mm_token_type_ids"].dtype)
     start = 0
     for i, k in enumerate(lengths):
-        ids[i, :k], mask[i, :k] = row_ids[0, start:start + k], 1
-        types[i, :k] = media["mm_token_type_ids"][0, start:start + k]
+        ids[i, :k], mask[i, :k] = row_ids[0, start : start + k], 1
+        types[i, :k] = media["mm_token_type_ids"][0, start : start + k]
         start += k
     grids = {k: media[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts") if k in media}
     positions, _ = rope_index(input_ids=ids, mm_token_type_ids=types, attention_mask=mask, **grids)
@@ -136,7 +140,9 @@ def media_of(features: list[dict[str, Any]], key: str = "images") -> list[str]:
     return [p for f in features for p in (f.get(key) or [])]
 
 
-def with_media(batch: dict[str, Any], mm, rope_index, images: list[str], lengths: list[int], **media: list[str]) -> dict[str, Any]:
+def with_media(
+    batch: dict[str, Any], mm, rope_index, images: list[str], lengths: list[int], **media: list[str]
+) -> dict[str, Any]:
     """``batch`` (one padding-free row: ``input_ids`` and ``position_ids`` ``[1, T]``) plus the media inputs of its samples
     (``images`` and ``media`` in sample order; ``lengths``: the samples' token counts), with M-RoPE positions
     ``[4, 1, T]`` when the model has ``rope_index`` (module docstring)."""
@@ -145,8 +151,10 @@ def with_media(batch: dict[str, Any], mm, rope_index, images: list[str], lengths
     batch.update(mm.collate(images, batch["input_ids"], **{k: v for k, v in media.items() if v}))
     if "mm_token_type_ids" in batch:  # an M-RoPE family (the plugin marks its media tokens for get_rope_index)
         if rope_index is None:
-            raise ValueError(f"a padding-free row of the {mm.NAME} family needs the model's get_rope_index (rope_index) "
-                             "for its 3-D positions")
+            raise ValueError(
+                f"a padding-free row of the {mm.NAME} family needs the model's get_rope_index (rope_index) "
+                "for its 3-D positions"
+            )
         rope = sample_rope_positions(rope_index, batch["input_ids"], lengths, batch)
         batch["position_ids"] = torch.cat([batch["position_ids"][None], rope.to(batch["position_ids"].dtype)], dim=0)
     return batch
@@ -167,15 +175,23 @@ class PaddingFreeCollator:
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
 
-        ids, positions, labels = concatenate([f["input_ids"] for f in features],
-                                             [f.get("labels", f["input_ids"]) for f in features])
+        ids, positions, labels = concatenate(
+            [f["input_ids"] for f in features], [f.get("labels", f["input_ids"]) for f in features]
+        )
         as_row = lambda values: torch.tensor(values, dtype=torch.long).unsqueeze(0)  # noqa: E731
         batch = {"input_ids": as_row(ids), "position_ids": as_row(positions), "labels": as_row(labels)}
         if self.mm is None:
             return batch
         lengths = [len(f["input_ids"]) for f in features if f["input_ids"]]
-        return with_media(batch, self.mm, self.rope_index, media_of(features), lengths,
-                          videos=media_of(features, "videos"), audios=media_of(features, "audios"))
+        return with_media(
+            batch,
+            self.mm,
+            self.rope_index,
+            media_of(features),
+            lengths,
+            videos=media_of(features, "videos"),
+            audios=media_of(features, "audios"),
+        )
 
 
 def padding_free_collator(tokenizer, mm=None, model=None) -> PaddingFreeCollator:
@@ -183,4 +199,6 @@ def padding_free_collator(tokenizer, mm=None, model=None) -> PaddingFreeCollator
     model with M-RoPE (``model``'s ``get_rope_index``), per-sample 3-D positions. Refused for :data:`REFUSED_FAMILIES`."""
     if mm is not None:
         refuse_family(mm, "padding_free")
-    return PaddingFreeCollator(pad_token_id=tokenizer.pad_token_id, mm=mm, rope_index=rope_index_of(model) if mm else None)
+    return PaddingFreeCollator(
+        pad_token_id=tokenizer.pad_token_id, mm=mm, rope_index=rope_index_of(model) if mm else None
+    )

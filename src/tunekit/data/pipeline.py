@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import ConfigError, DataError
 from . import tokenized_cache
@@ -41,7 +41,7 @@ class PreparedData:
     mm: Any = None  # the media plugin of a multimodal template (data/mm_plugins), for the collator
 
 
-def load_template(cfg, tokenizer, stage: Optional[str] = None):
+def load_template(cfg, tokenizer, stage: str | None = None):
     from .templates import get_template
 
     if not cfg.template and (stage or cfg.stage) == "pt":  # plain text needs no chat template (processors/pt.py)
@@ -50,8 +50,10 @@ def load_template(cfg, tokenizer, stage: Optional[str] = None):
         fix_tokenizer(tokenizer, [], [])  # only a PAD (and EOS) where the tokenizer has none
         return None
     if not cfg.template:
-        raise ConfigError("template is not set: name the chat template of your model (e.g. qwen, llama3, default; "
-                          "`tunekit templates` lists them) or 'jinja' to use the tokenizer's own chat_template.")
+        raise ConfigError(
+            "template is not set: name the chat template of your model (e.g. qwen, llama3, default; "
+            "`tunekit templates` lists them) or 'jinja' to use the tokenizer's own chat_template."
+        )
     template = get_template(cfg.template, tokenizer, tool_format=cfg.tool_format, empty_eos=cfg.empty_template_eos)
     template.fix_tokenizer(tokenizer)
     return template
@@ -61,17 +63,28 @@ def make_context(cfg, tokenizer, template) -> ProcessContext:
     from .mm_plugins import load_plugin, media_root
 
     return ProcessContext(
-        tokenizer=tokenizer, template=template, cutoff_len=cfg.cutoff_len, train_on_prompt=cfg.train_on_prompt,
-        mask_history=cfg.mask_history, enable_thinking=cfg.enable_thinking, default_system=cfg.default_system,
-        packing=cfg.use_packing, mm=load_plugin(cfg, cfg.template), media_root=str(media_root(cfg)),
+        tokenizer=tokenizer,
+        template=template,
+        cutoff_len=cfg.cutoff_len,
+        train_on_prompt=cfg.train_on_prompt,
+        mask_history=cfg.mask_history,
+        enable_thinking=cfg.enable_thinking,
+        default_system=cfg.default_system,
+        packing=cfg.use_packing,
+        mm=load_plugin(cfg, cfg.template),
+        media_root=str(media_root(cfg)),
     )
 
 
-def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool = True) -> PreparedData:
+def prepare_datasets(cfg, tokenizer, stage: str | None = None, verbose: bool = True) -> PreparedData:
     stage = stage or cfg.stage
     reuse = cfg.tokenized_path and Path(cfg.tokenized_path, tokenized_cache.META).is_file() and not cfg.overwrite_cache
-    if not reuse and not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names):  # evaluating/predicting only: eval_dataset suffices
-        raise ConfigError("dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path.")
+    if (
+        not reuse and not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names)
+    ):  # evaluating/predicting only: eval_dataset suffices
+        raise ConfigError(
+            "dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path."
+        )
     template = load_template(cfg, tokenizer, stage)
     ctx = make_context(cfg, tokenizer, template)
     if stage == "pt":  # said here too, so a run that loads the tokenized data from the cache says it as well
@@ -80,8 +93,13 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
         announce_document_end(tokenizer, template)
     if reuse:  # template and media plugin rebuilt as above: the collator and the saved tokenizer need them
         train, evaluation, reports = tokenized_cache.load(Path(cfg.tokenized_path), _depends(cfg, ctx, stage))
-        return PreparedData(train=train, eval=evaluation, reports=[DatasetReport.from_dict(r) for r in reports],
-                            template=template, mm=ctx.mm)
+        return PreparedData(
+            train=train,
+            eval=evaluation,
+            reports=[DatasetReport.from_dict(r) for r in reports],
+            template=template,
+            mm=ctx.mm,
+        )
     if cfg.tokenized_path and not cfg.overwrite_cache:
         tokenized_cache.refuse_foreign(Path(cfg.tokenized_path))
     train, train_reports = _load_many(cfg.dataset_names, cfg, ctx, stage) if cfg.dataset_names else (None, [])
@@ -94,8 +112,13 @@ def prepare_datasets(cfg, tokenizer, stage: Optional[str] = None, verbose: bool 
         train, evaluation = split_train_eval(train, cfg.val_size, cfg.seed)
     data = PreparedData(train=train, eval=evaluation, reports=reports, template=template, mm=ctx.mm)
     if cfg.tokenized_path:
-        tokenized_cache.save(Path(cfg.tokenized_path), data.train, data.eval, [r.to_dict() for r in data.reports],
-                             _depends(cfg, ctx, stage))
+        tokenized_cache.save(
+            Path(cfg.tokenized_path),
+            data.train,
+            data.eval,
+            [r.to_dict() for r in data.reports],
+            _depends(cfg, ctx, stage),
+        )
     return data
 
 
@@ -111,8 +134,10 @@ def split_train_eval(dataset, val_size: float, seed: int):
     n = len(dataset)
     n_train, n_eval = split_sizes(n, val_size)
     if n_train < 1:
-        raise ConfigError(f"val_size {val_size:g} leaves no training samples: the data has {n} usable sample(s) after "
-                          f"preprocessing. Use a smaller val_size (e.g. 0.1) or more data.")
+        raise ConfigError(
+            f"val_size {val_size:g} leaves no training samples: the data has {n} usable sample(s) after "
+            f"preprocessing. Use a smaller val_size (e.g. 0.1) or more data."
+        )
     perm = np.random.default_rng(seed).permutation(n)
     evaluation = dataset.select(np.sort(perm[:n_eval]))
     train = dataset.select(np.sort(perm[n_eval:]))
@@ -139,9 +164,11 @@ def check_kind_fits_stage(attr: DatasetAttr, stage: str) -> None:
     """Preference data (``ranking: true``) given to a stage that trains on single replies is refused by dataset
     before a record is read, instead of a per-record error that does not say what is wrong."""
     if attr.ranking and stage in _SINGLE_REPLY_STAGES:
-        raise DataError(f"Dataset '{attr.name}' is preference data (\"ranking\": true in dataset_info.json: chosen and "
-                        f"rejected replies), which stage {stage} does not train on; use it with stage: dpo or rm, or "
-                        f"choose a dataset of {'texts' if stage == 'pt' else 'conversations'} for {stage}.")
+        raise DataError(
+            f"Dataset '{attr.name}' is preference data (\"ranking\": true in dataset_info.json: chosen and "
+            f"rejected replies), which stage {stage} does not train on; use it with stage: dpo or rm, or "
+            f"choose a dataset of {'texts' if stage == 'pt' else 'conversations'} for {stage}."
+        )
 
 
 def _mix(parts, cfg):
@@ -162,15 +189,26 @@ def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str
     from .mm_plugins.settings import set_options
 
     template_sig = ctx.template.chat_template_jinja() if hasattr(ctx.template, "chat_template_jinja") else None
-    return fingerprint({
-        "source": source_signature(attr.path) if attr.load_from == "file" else [attr.path, attr.split, attr.subset],
-        "attr": {k: v for k, v in attr.__dict__.items() if k != "info_file"},
-        "stage": stage, "template": [cfg.template, repr(template_sig)],
-        "tokenizer": tokenizer_signature(ctx.tokenizer),
-        "options": tokenization_options(cfg),
-        "media": [cfg.media_dir, media_options(cfg), set_options(cfg), tokenized_cache._processor_signature(
-            cfg.model_name_or_path)] if ctx.mm is not None else None,  # the folder's settings apply unless set
-    })
+    return fingerprint(
+        {
+            "source": source_signature(attr.path)
+            if attr.load_from == "file"
+            else [attr.path, attr.split, attr.subset],
+            "attr": {k: v for k, v in attr.__dict__.items() if k != "info_file"},
+            "stage": stage,
+            "template": [cfg.template, repr(template_sig)],
+            "tokenizer": tokenizer_signature(ctx.tokenizer),
+            "options": tokenization_options(cfg),
+            "media": [
+                cfg.media_dir,
+                media_options(cfg),
+                set_options(cfg),
+                tokenized_cache._processor_signature(cfg.model_name_or_path),
+            ]
+            if ctx.mm is not None
+            else None,  # the folder's settings apply unless set
+        }
+    )
 
 
 def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
@@ -195,20 +233,33 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
             samples.append(prepare_media(convert_record(raw, attr, stage), ctx, stage))
         except RecordError as exc:
             if cfg.bad_records == "error":
-                raise DataError(f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records and count them)") from None
+                raise DataError(
+                    f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records and count them)"
+                ) from None
             report.invalid += 1
             if len(report.invalid_examples) < MAX_LISTED:
                 report.invalid_examples.append(str(exc))
     if not samples:
         first = f" First problem: {report.invalid_examples[0]}" if report.invalid_examples else ""
-        raise DataError(f"{attr.describe()} has no usable records ({report.records} read, {report.invalid} invalid).{first}")
+        raise DataError(
+            f"{attr.describe()} has no usable records ({report.records} read, {report.invalid} invalid).{first}"
+        )
 
     processor = get_processor(stage) if ctx.mm is None else media_processor.processor_for(stage)
     raw_ds = datasets.Dataset.from_list(samples)
-    workers = cfg.preprocessing_num_workers if (cfg.preprocessing_num_workers or 1) > 1 and len(raw_ds) >= 2 * cfg.preprocessing_batch_size else None
+    workers = (
+        cfg.preprocessing_num_workers
+        if (cfg.preprocessing_num_workers or 1) > 1 and len(raw_ds) >= 2 * cfg.preprocessing_batch_size
+        else None
+    )
     tokenized = raw_ds.map(
-        partial(processor.process, ctx=ctx), batched=True, batch_size=cfg.preprocessing_batch_size, num_proc=workers,
-        remove_columns=raw_ds.column_names, desc=f"Tokenizing {attr.name}", load_from_cache_file=False,
+        partial(processor.process, ctx=ctx),
+        batched=True,
+        batch_size=cfg.preprocessing_batch_size,
+        num_proc=workers,
+        remove_columns=raw_ds.column_names,
+        desc=f"Tokenizing {attr.name}",
+        load_from_cache_file=False,
         new_fingerprint=key,  # tunekit's own key names the result; datasets would otherwise dill-hash the processor (~0.3 s)
     )
     import numpy as np
@@ -224,8 +275,10 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
         tokenized = tokenized.select(np.flatnonzero(status != DROPPED))
     report.kept = len(tokenized)
     if report.kept == 0:
-        raise DataError(f"{attr.describe()}: every sample was dropped (no trainable tokens after cutoff_len {cfg.cutoff_len}); "
-                        f"e.g. {', '.join(report.dropped_sources[:3])}.")
+        raise DataError(
+            f"{attr.describe()}: every sample was dropped (no trainable tokens after cutoff_len {cfg.cutoff_len}); "
+            f"e.g. {', '.join(report.dropped_sources[:3])}."
+        )
     if stage == "sft" and ctx.packing:
         from .processors.packing import pack_dataset
 

@@ -79,4 +79,3 @@ def preview_samples(cfg, tokenizer, n: int = 3) -> list[SamplePreview]:
         sample.images, sample.videos, sample.audios = (list(row.get(k) or []) for k in MEDIA_COLUMNS)
         out.append(sample)
     return out
-

@@ -16,9 +16,10 @@ import codecs
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..env import env_flag
 from ..errors import DataError
@@ -26,7 +27,14 @@ from ..errors import DataError
 if TYPE_CHECKING:  # annotations only: dataset_info.py reads its files with read_text below
     from .dataset_info import DatasetAttr
 
-SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
+SUFFIXES = {
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".txt": "text",
+    ".arrow": "arrow",
+}
 
 
 ENCODING = "utf-8-sig"  # UTF-8, with or without a byte-order mark
@@ -51,7 +59,9 @@ def read_records(attr: DatasetAttr, cache_dir: str | None = None, bad_records: s
         return list(_read_local(Path(attr.path), bad_records))
     if attr.load_from in ("hf_hub", "ms_hub", "om_hub", "script"):
         return _read_hub(attr, cache_dir)
-    raise DataError(f"{attr.describe()}: loading from '{attr.load_from}' is not supported; download the file and use file_name.")
+    raise DataError(
+        f"{attr.describe()}: loading from '{attr.load_from}' is not supported; download the file and use file_name."
+    )
 
 
 def _check_readable(path: Path) -> None:
@@ -61,15 +71,21 @@ def _check_readable(path: Path) -> None:
         try:
             path.resolve(strict=True)
         except RuntimeError:  # Python 3.10-3.12 report a loop this way, 3.13 as OSError(ELOOP)
-            raise DataError(f"Data file {path} is a symbolic link that loops back on itself; point it at a real file.") from None
+            raise DataError(
+                f"Data file {path} is a symbolic link that loops back on itself; point it at a real file."
+            ) from None
         except OSError as exc:
-            why = "loops back on itself" if exc.errno == 40 else f"points at {os.readlink(path)!r}, which does not exist"
+            why = (
+                "loops back on itself" if exc.errno == 40 else f"points at {os.readlink(path)!r}, which does not exist"
+            )
             raise DataError(f"Data file {path} is a symbolic link that {why}; point it at a real file.") from None
     if not path.exists():
         raise DataError(f"Data file {path} does not exist (check file_name in dataset_info.json and dataset_dir).")
     if not (path.is_dir() or path.is_file()):
-        raise DataError(f"Data file {path} is not a regular file (a named pipe, device or socket); "
-                        f"tunekit reads data only from files and folders: save the data to a file.")
+        raise DataError(
+            f"Data file {path} is not a regular file (a named pipe, device or socket); "
+            f"tunekit reads data only from files and folders: save the data to a file."
+        )
 
 
 def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
@@ -80,7 +96,9 @@ def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
             raise DataError(f"Data folder {path} holds no .json/.jsonl/.csv/.parquet/.txt files.")
         kinds = {SUFFIXES[p.suffix] for p in files}
         if len(kinds) > 1:
-            raise DataError(f"Data folder {path} mixes file types ({', '.join(sorted(kinds))}); keep one type per dataset.")
+            raise DataError(
+                f"Data folder {path} mixes file types ({', '.join(sorted(kinds))}); keep one type per dataset."
+            )
         for p in files:
             yield from _read_file(p, bad_records)
     else:
@@ -116,7 +134,8 @@ def encoding_error(path: Path) -> DataError:
     return DataError(
         f"Data file {path} is not UTF-8: byte {offset} (line {line}: {bad.hex(' ')}) cannot be decoded; {likely}. "
         f"Convert it to UTF-8, e.g. `iconv -f {src} -t UTF-8 '{path}' > '{path.with_name(path.stem + '.utf8' + path.suffix)}'`, "
-        f"and point file_name at the converted file.")
+        f"and point file_name at the converted file."
+    )
 
 
 _SAMPLE = 1 << 16  # bytes the encoding is guessed from: from the start of the line with the first bad byte
@@ -139,7 +158,7 @@ def _first_bad_byte(path: Path) -> tuple[int, int, bytes, bytes]:
                 line_start = done + before.rfind(b"\n") + 1 if b"\n" in before else max(0, offset - _SAMPLE // 2)
                 f.seek(line_start)
                 sample = f.read(_SAMPLE)
-                return offset, newlines + 1, sample, sample[offset - line_start:][:4]
+                return offset, newlines + 1, sample, sample[offset - line_start :][:4]
             if not chunk:  # decodes after all: nothing to point at
                 return 0, 1, b"", b""
             done += len(chunk)
@@ -149,9 +168,22 @@ def _first_bad_byte(path: Path) -> tuple[int, int, bytes, bytes]:
 #: fallback guesses when charset_normalizer is missing: encodings data files commonly come in
 _CANDIDATES = ("gb18030", "big5", "shift_jis", "euc-kr", "cp1252")
 #: Python codec name -> the name iconv knows
-_ICONV = {"utf_16": "UTF-16", "gb18030": "GB18030", "gb2312": "GB2312", "gbk": "GBK", "big5": "BIG5",
-          "shift_jis": "SHIFT_JIS", "cp932": "CP932", "euc_jp": "EUC-JP", "euc_kr": "EUC-KR", "cp949": "CP949",
-          "cp1252": "CP1252", "latin_1": "ISO-8859-1", "iso8859_1": "ISO-8859-1", "cp1251": "CP1251"}
+_ICONV = {
+    "utf_16": "UTF-16",
+    "gb18030": "GB18030",
+    "gb2312": "GB2312",
+    "gbk": "GBK",
+    "big5": "BIG5",
+    "shift_jis": "SHIFT_JIS",
+    "cp932": "CP932",
+    "euc_jp": "EUC-JP",
+    "euc_kr": "EUC-KR",
+    "cp949": "CP949",
+    "cp1252": "CP1252",
+    "latin_1": "ISO-8859-1",
+    "iso8859_1": "ISO-8859-1",
+    "cp1251": "CP1251",
+}
 
 
 def _iconv_name(codec: str) -> str:
@@ -186,7 +218,9 @@ def _guess_encoding(sample: bytes) -> str | None:
 def _parse_file(path: Path, bad_records: str) -> Iterator[RawRecord]:
     kind = SUFFIXES.get(path.suffix)
     if kind is None:
-        raise DataError(f"Data file {path}: unsupported extension '{path.suffix}' (use .json, .jsonl, .csv, .parquet or .txt).")
+        raise DataError(
+            f"Data file {path}: unsupported extension '{path.suffix}' (use .json, .jsonl, .csv, .parquet or .txt)."
+        )
     if kind == "json":
         yield from _read_json(path, bad_records)
     elif kind == "jsonl":
@@ -206,15 +240,19 @@ def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     try:
         data = json.loads(text, parse_constant=_not_json(path))
     except RecursionError:
-        raise DataError(f"Data file {path} nests its lists or objects too deeply to be records "
-                        f"(more than {sys.getrecursionlimit()} levels); a record is a flat object of fields.") from None
+        raise DataError(
+            f"Data file {path} nests its lists or objects too deeply to be records "
+            f"(more than {sys.getrecursionlimit()} levels); a record is a flat object of fields."
+        ) from None
     except json.JSONDecodeError as exc:
         # A .json file holding one object per line is common: accept it as jsonl.
         if exc.msg.startswith("Extra data") and text.lstrip().startswith("{"):
             yield from _read_jsonl(path, bad_records)
             return
-        raise DataError(f"Data file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}. "
-                        f"Fix the file, or save it as .jsonl with one object per line.") from None
+        raise DataError(
+            f"Data file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}. "
+            f"Fix the file, or save it as .jsonl with one object per line."
+        ) from None
     if isinstance(data, dict):
         for key in ("data", "train", "examples", "rows"):  # common wrappers
             if isinstance(data.get(key), list):
@@ -231,10 +269,14 @@ def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
 def _not_json(path: Path, line: int | None = None):
     """``parse_constant`` for :func:`json.loads`: NaN, Infinity and -Infinity are not JSON (Python's reader accepts
     them, and a NaN in a text field would train as the text 'nan'): a :class:`DataError` naming the file."""
+
     def refuse(word: str):
         where = f"Data file {path}" + (f", line {line + 1}" if line is not None else "")
-        raise DataError(f"{where} holds {word}, which is not JSON (nor text): write the value as a quoted string, a "
-                        f"number, or null.")
+        raise DataError(
+            f"{where} holds {word}, which is not JSON (nor text): write the value as a quoted string, a "
+            f"number, or null."
+        )
+
     return refuse
 
 
@@ -246,11 +288,15 @@ def _read_jsonl(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
             try:
                 rec = json.loads(line.rstrip("\r\n"), parse_constant=_not_json(path, i))  # (columns count in the line)
             except (json.JSONDecodeError, RecursionError) as exc:
-                why = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                why = (
+                    f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                )
                 problem = f"Data file {path}, line {i + 1} is not valid JSON: {why}"
                 if bad_records != "skip":
-                    raise DataError(f"{problem}. Fix the line, or set bad_records: skip to skip it (it is then "
-                                    f"listed in preprocessing_report.json).") from None
+                    raise DataError(
+                        f"{problem}. Fix the line, or set bad_records: skip to skip it (it is then "
+                        f"listed in preprocessing_report.json)."
+                    ) from None
                 yield RawRecord({}, str(path), i, error=f"{problem}; skipped (bad_records: skip).")
                 continue
             yield RawRecord(rec, str(path), i)
@@ -283,14 +329,26 @@ def _read_hub(attr: DatasetAttr, cache_dir: str | None) -> list[RawRecord]:
     import datasets
 
     offline = env_flag("HF_HUB_OFFLINE", False) or env_flag("HF_DATASETS_OFFLINE", False)
-    hint = (f"Download it while online (it is then cached), or save it locally and register it with file_name in "
-            f"dataset_info.json.")
+    hint = (
+        "Download it while online (it is then cached), or save it locally and register it with file_name in "
+        "dataset_info.json."
+    )
     if attr.load_from != "hf_hub":
-        raise DataError(f"{attr.describe()} lives on {attr.load_from.replace('_', ' ')}, which tunekit reads through the "
-                        f"Hugging Face datasets cache only: {hint}")
+        raise DataError(
+            f"{attr.describe()} lives on {attr.load_from.replace('_', ' ')}, which tunekit reads through the "
+            f"Hugging Face datasets cache only: {hint}"
+        )
     try:
-        ds = datasets.load_dataset(attr.path, name=attr.subset, data_dir=attr.folder, split=attr.split, cache_dir=cache_dir)
+        ds = datasets.load_dataset(
+            attr.path, name=attr.subset, data_dir=attr.folder, split=attr.split, cache_dir=cache_dir
+        )
     except Exception as exc:  # noqa: BLE001 - network, auth, missing split...
-        state = "HF_HUB_OFFLINE is set and it is not in the cache" if offline else f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        raise DataError(f"{attr.describe()} is a Hugging Face Hub dataset and could not be loaded ({state}). {hint}") from None
+        state = (
+            "HF_HUB_OFFLINE is set and it is not in the cache"
+            if offline
+            else f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        )
+        raise DataError(
+            f"{attr.describe()} is a Hugging Face Hub dataset and could not be loaded ({state}). {hint}"
+        ) from None
     return [RawRecord(rec, f"{attr.path}[{attr.split}]", i) for i, rec in enumerate(ds)]

@@ -23,7 +23,7 @@ class DatasetReport:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "DatasetReport":
+    def from_dict(cls, data: dict) -> DatasetReport:
         return cls(**data)
 
     def pct(self, n: int) -> str:
@@ -36,24 +36,36 @@ def print_reports(reports: list[DatasetReport], cutoff_len: int, console=None) -
 
     console = console or Console(stderr=False)
     table = Table(title=f"Preprocessing (cutoff_len {cutoff_len})", title_justify="left")
-    for col in ("dataset", "records", "invalid (skipped)", "dropped", f"truncated", "kept"):
+    for col in ("dataset", "records", "invalid (skipped)", "dropped", "truncated", "kept"):
         table.add_column(col, justify="left" if col == "dataset" else "right")
     for r in reports:
-        table.add_row(r.name, str(r.records), f"{r.invalid} ({r.pct(r.invalid)})", f"{r.dropped} ({r.pct(r.dropped)})",
-                      f"{r.truncated} ({r.pct(r.truncated)})", str(r.kept))
+        table.add_row(
+            r.name,
+            str(r.records),
+            f"{r.invalid} ({r.pct(r.invalid)})",
+            f"{r.dropped} ({r.pct(r.dropped)})",
+            f"{r.truncated} ({r.pct(r.truncated)})",
+            str(r.kept),
+        )
     console.print(table)
     for r in reports:
         for msg in r.invalid_examples[:3]:
             console.print(f"  [yellow]skipped[/] {msg}", highlight=False)
         if r.truncated:
-            console.print(f"  [yellow]{r.name}: {r.truncated} sample(s) truncated to {cutoff_len} tokens[/], e.g. "
-                          f"{'; '.join(r.truncated_sources[:3])}. Raise cutoff_len to keep them whole "
-                          f"(`tunekit data stats` recommends one).", highlight=False)
+            console.print(
+                f"  [yellow]{r.name}: {r.truncated} sample(s) truncated to {cutoff_len} tokens[/], e.g. "
+                f"{'; '.join(r.truncated_sources[:3])}. Raise cutoff_len to keep them whole "
+                f"(`tunekit data stats` recommends one).",
+                highlight=False,
+            )
         if r.dropped:  # media samples are never cut (data/processors/media.py): one over cutoff_len is dropped whole
-            console.print(f"  [red]{r.name}: {r.dropped} sample(s) dropped (no trainable tokens left, or longer than cutoff_len "
-                          f"{cutoff_len} with media: images, videos and audio are never cut)[/], e.g. "
-                          f"{'; '.join(r.dropped_sources[:3])}. `tunekit data stats` lists the samples whose media "
-                          f"alone exceed cutoff_len.", highlight=False)
+            console.print(
+                f"  [red]{r.name}: {r.dropped} sample(s) dropped (no trainable tokens left, or longer than cutoff_len "
+                f"{cutoff_len} with media: images, videos and audio are never cut)[/], e.g. "
+                f"{'; '.join(r.dropped_sources[:3])}. `tunekit data stats` lists the samples whose media "
+                f"alone exceed cutoff_len.",
+                highlight=False,
+            )
 
 
 def write_reports(reports: list[DatasetReport], path: str | Path) -> None:

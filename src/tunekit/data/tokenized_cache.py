@@ -14,7 +14,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import DataError
 from .cache import PROCESSOR_VERSION, media_options, tokenization_options, tokenizer_signature
@@ -26,11 +26,11 @@ FORMAT = 2  # 1: reports only (tunekit before the checks); 2: the "depends" keys
 FIX = "set overwrite_cache: true to tokenize again (it replaces the saved data), or point tokenized_path to another folder"
 
 
-def _sha(text: Optional[str]) -> Optional[str]:
+def _sha(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _processor_signature(model: Optional[str]) -> Optional[str]:
+def _processor_signature(model: str | None) -> str | None:
     """The model's media processor configs (patch and merge sizes decide the token counts), hashed."""
     folder = Path(model or "")
     if not model or not folder.is_dir():
@@ -44,36 +44,48 @@ def depends_on(cfg, tokenizer, template, mm, stage: str) -> dict[str, Any]:
     jinja = template.chat_template_jinja() if hasattr(template, "chat_template_jinja") else None
     split_seed = (cfg.val_size > 0 and not cfg.eval_dataset_names) or cfg.mix_strategy != "concat"
     return {
-        "processor_version": PROCESSOR_VERSION, "stage": stage,
-        "template": cfg.template, "template_rendering": _sha(jinja),
-        "vocab_size": len(tokenizer), "tokenizer": tokenizer_signature(tokenizer)[:16],
+        "processor_version": PROCESSOR_VERSION,
+        "stage": stage,
+        "template": cfg.template,
+        "template_rendering": _sha(jinja),
+        "vocab_size": len(tokenizer),
+        "tokenizer": tokenizer_signature(tokenizer)[:16],
         **tokenization_options(cfg),
         "media_plugin": getattr(mm, "NAME", None),
         "media_options": media_options(cfg) if mm is not None else None,
         "media_processor": _processor_signature(cfg.model_name_or_path) if mm is not None else None,
-        "dataset": cfg.dataset_names, "eval_dataset": cfg.eval_dataset_names,
-        "mix_strategy": cfg.mix_strategy, "interleave_probs": cfg.interleave_probs,
-        "val_size": cfg.val_size, "split_seed": cfg.seed if split_seed else None,
+        "dataset": cfg.dataset_names,
+        "eval_dataset": cfg.eval_dataset_names,
+        "mix_strategy": cfg.mix_strategy,
+        "interleave_probs": cfg.interleave_probs,
+        "val_size": cfg.val_size,
+        "split_seed": cfg.seed if split_seed else None,
     }
 
 
 def _mismatch(path: Path, key: str, saved: Any, current: Any) -> DataError:
-    return DataError(f"tokenized_path {path} was tokenized with {key} = {saved!r}, but this config gives {key} = "
-                     f"{current!r}: its rows do not fit this run. {FIX[0].upper()}{FIX[1:]}.")
+    return DataError(
+        f"tokenized_path {path} was tokenized with {key} = {saved!r}, but this config gives {key} = "
+        f"{current!r}: its rows do not fit this run. {FIX[0].upper()}{FIX[1:]}."
+    )
 
 
 def check(path: Path, meta: dict, current: dict[str, Any]) -> None:
     """Raise a DataError for the first key whose saved value differs from this config's (an unknown folder too)."""
     saved = meta.get("depends")
     if meta.get("format") != FORMAT or not isinstance(saved, dict):
-        raise DataError(f"tokenized_path {path} was saved by an older tunekit that did not record what the data was "
-                        f"tokenized with (stage, template, tokenizer, cutoff_len, ...), so it cannot be checked against "
-                        f"this config: {FIX}.")
+        raise DataError(
+            f"tokenized_path {path} was saved by an older tunekit that did not record what the data was "
+            f"tokenized with (stage, template, tokenizer, cutoff_len, ...), so it cannot be checked against "
+            f"this config: {FIX}."
+        )
     if not current["dataset"] and not current["eval_dataset"]:  # no dataset in the config: the folder is the data
         current = {**current, "dataset": saved.get("dataset"), "eval_dataset": saved.get("eval_dataset")}
     for key, value in current.items():
         if key not in saved:
-            raise DataError(f"tokenized_path {path} does not record {key}, so it cannot be checked against this config: {FIX}.")
+            raise DataError(
+                f"tokenized_path {path} does not record {key}, so it cannot be checked against this config: {FIX}."
+            )
         if json.loads(json.dumps(value)) != saved[key]:  # through JSON: tuples and lists compare as saved
             raise _mismatch(path, key, saved[key], value)
 
@@ -100,20 +112,26 @@ def check_media(path: Path) -> None:
     for p, (size, mtime) in json.loads(listing.read_text(encoding="utf-8")).items():
         f = Path(p)
         if not f.is_file():
-            raise DataError(f"tokenized_path {path}: its rows use the media file {p}, which is missing. Put the file back "
-                            f"(the rows hold absolute paths), or {FIX}.")
+            raise DataError(
+                f"tokenized_path {path}: its rows use the media file {p}, which is missing. Put the file back "
+                f"(the rows hold absolute paths), or {FIX}."
+            )
         st = f.stat()
         if [st.st_size, st.st_mtime_ns] != [size, mtime]:
-            raise DataError(f"tokenized_path {path}: the media file {p} changed since it was tokenized (size {size} -> "
-                            f"{st.st_size} bytes, or its modification time), so its token count may not fit: {FIX}.")
+            raise DataError(
+                f"tokenized_path {path}: the media file {p} changed since it was tokenized (size {size} -> "
+                f"{st.st_size} bytes, or its modification time), so its token count may not fit: {FIX}."
+            )
 
 
 def refuse_foreign(path: Path) -> None:
     """A folder with a saved dataset but no tunekit meta (LLaMA-Factory's layout) is neither read nor overwritten."""
     if (path / "dataset_dict.json").is_file() or (path / "train" / "dataset_info.json").is_file():
-        raise DataError(f"tokenized_path {path} holds a saved dataset without {META} (LLaMA-Factory's tokenized_path, or "
-                        f"an interrupted save): tunekit cannot tell what it was tokenized with, and does not write over "
-                        f"it. Point tokenized_path to a new folder, or set overwrite_cache: true to replace it.")
+        raise DataError(
+            f"tokenized_path {path} holds a saved dataset without {META} (LLaMA-Factory's tokenized_path, or "
+            f"an interrupted save): tunekit cannot tell what it was tokenized with, and does not write over "
+            f"it. Point tokenized_path to a new folder, or set overwrite_cache: true to replace it."
+        )
 
 
 def save(path: Path, train, evaluation, reports: list[dict], depends: dict[str, Any]) -> None:
@@ -143,5 +161,7 @@ def load(path: Path, current: dict[str, Any]):
     meta = json.loads((path / META).read_text(encoding="utf-8"))
     check(path, meta, current)
     check_media(path)
-    train, evaluation = (datasets.load_from_disk(str(path / n)) if (path / n).is_dir() else None for n in ("train", "eval"))
+    train, evaluation = (
+        datasets.load_from_disk(str(path / n)) if (path / n).is_dir() else None for n in ("train", "eval")
+    )
     return train, evaluation, meta["reports"]

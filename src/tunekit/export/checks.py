@@ -28,7 +28,9 @@ def reference_model(base_cfg):
     tokenizer = load_tokenizer(base_cfg)
     if base_cfg.template:
         load_template(base_cfg, tokenizer)  # same tokenizer fixes (added tokens) as the export
-    model = load_model(base_cfg.model_copy(update={"adapter_name_or_path": None, "dtype": "float32"}), tokenizer, is_trainable=False)
+    model = load_model(
+        base_cfg.model_copy(update={"adapter_name_or_path": None, "dtype": "float32"}), tokenizer, is_trainable=False
+    )
     adapters = base_cfg.adapter_paths
     for i, adapter in enumerate(adapters):
         check_adapter_folder(adapter)  # a crafted adapter_model.bin: a one-line error naming it, before PEFT loads it

@@ -37,22 +37,27 @@ def check_export_dir(cfg) -> Path:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"export_dir {cfg.export_dir} is a file, not a folder.")
     weights = sorted(p.name for pattern in _WEIGHT_PATTERNS for p in out.glob(pattern)) if out.is_dir() else []
-    if weights and not (out / PROVENANCE).is_file():  # an export is re-exported in place; another model is not replaced
-        raise ConfigError(f"export_dir {cfg.export_dir} holds weights that tunekit did not export ({', '.join(weights[:3])}"
-                          f"{' ...' if len(weights) > 3 else ''}; no {PROVENANCE}): exporting would delete them. Choose "
-                          f"a new or empty folder, or remove those files first.")
+    if (
+        weights and not (out / PROVENANCE).is_file()
+    ):  # an export is re-exported in place; another model is not replaced
+        raise ConfigError(
+            f"export_dir {cfg.export_dir} holds weights that tunekit did not export ({', '.join(weights[:3])}"
+            f"{' ...' if len(weights) > 3 else ''}; no {PROVENANCE}): exporting would delete them. Choose "
+            f"a new or empty folder, or remove those files first."
+        )
     return out
 
 
 def export_model(cfg, verify: bool | None = None) -> Path:
     from ..model.loader import model_path
-
     from .media import check_multimodal_export
 
     out = check_export_dir(cfg)
     source = model_path(cfg)
     check_multimodal_export(cfg)
-    if cfg.export_quantization_bit is not None:  # a missing quantization package stops here, before anything is written
+    if (
+        cfg.export_quantization_bit is not None
+    ):  # a missing quantization package stops here, before anything is written
         from .quantize import check_available
 
         check_available(cfg)
@@ -108,13 +113,17 @@ def load_for_export(cfg):
     tokenizer = load_tokenizer(cfg)
     if not cfg.template:
         if not getattr(tokenizer, "chat_template", None):
-            raise ConfigError("template is not set: name the chat template the model was trained with (e.g. qwen), so "
-                              "the export carries it; `tunekit templates` lists them.")
+            raise ConfigError(
+                "template is not set: name the chat template the model was trained with (e.g. qwen), so "
+                "the export carries it; `tunekit templates` lists them."
+            )
         cfg = cfg.model_copy(update={"template": "jinja"})
     template = load_template(cfg, tokenizer)
     dtype = target_dtype(cfg)
     gpu = cfg.export_device == "auto" and torch.cuda.is_available()
-    merge_dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}[dtype] if gpu else "float32"
+    merge_dtype = (
+        {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}[dtype] if gpu else "float32"
+    )
     base_cfg = cfg.model_copy(update={"adapter_name_or_path": None, "dtype": merge_dtype})
     model = load_model(base_cfg, tokenizer, is_trainable=False)
     if gpu:
@@ -140,7 +149,9 @@ def write_merged(cfg, out: Path) -> Path:
     return out
 
 
-def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict | None, media: dict | None = None) -> None:
+def save_folder(
+    model, tokenizer, template, cfg, out: Path, quantization: dict | None, media: dict | None = None
+) -> None:
     """``media``: a multimodal model's processor files and official chat template (``media.media_export``)."""
     out.mkdir(parents=True, exist_ok=True)
     clear_weights(out)
@@ -164,15 +175,21 @@ def save_folder(model, tokenizer, template, cfg, out: Path, quantization: dict |
     provenance = {
         # local folders as absolute paths, and relative to the export (a tree moved as a whole still resolves);
         # `tunekit verify` finds them from any folder (verify.resolve_recorded). Hub ids as given.
-        "base": base, "adapters": adapters,
+        "base": base,
+        "adapters": adapters,
         "base_relative_to_export": _relative_to(base, out),
         "adapters_relative_to_export": [_relative_to(a, out) for a in adapters],
-        "written_from": os.getcwd(), "template": cfg.template,
-        "enable_thinking": cfg.enable_thinking, "default_system": cfg.default_system, "tool_format": cfg.tool_format,
+        "written_from": os.getcwd(),
+        "template": cfg.template,
+        "enable_thinking": cfg.enable_thinking,
+        "default_system": cfg.default_system,
+        "tool_format": cfg.tool_format,
         "empty_template_eos": cfg.empty_template_eos,
         "dtype": str(next(model.parameters()).dtype).replace("torch.", "") if quantization is None else None,
-        "export_size_gb": cfg.export_size, "quantization": quantization,
-        "stop_token_ids": stops, "torch": torch.__version__,
+        "export_size_gb": cfg.export_size,
+        "quantization": quantization,
+        "stop_token_ids": stops,
+        "torch": torch.__version__,
     }
     if media:
         from .media import provenance_entry
@@ -219,6 +236,8 @@ def push_to_hub(out: Path, repo_id: str) -> None:
         api.create_repo(repo_id, exist_ok=True)
         api.upload_folder(folder_path=str(out), repo_id=repo_id)
     except Exception as exc:  # network, auth
-        raise EnvironmentProblem(f"pushing {out} to the hub as {repo_id} failed ({str(exc).splitlines()[0][:200]}); "
-                                 f"log in with `huggingface-cli login` and check the network. The export itself is in {out}.") from None
+        raise EnvironmentProblem(
+            f"pushing {out} to the hub as {repo_id} failed ({str(exc).splitlines()[0][:200]}); "
+            f"log in with `huggingface-cli login` and check the network. The export itself is in {out}."
+        ) from None
     print(f"pushed to https://huggingface.co/{repo_id}")

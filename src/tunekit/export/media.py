@@ -61,12 +61,17 @@ def check_multimodal_export(cfg) -> None:
         if cfg.template and cfg.template not in list_templates():
             get_template(cfg.template)  # an unknown name is that error (with its suggestions), not "not multimodal"
 
-        serving = sorted(t for t, m in FAMILIES.items()
-                         if config.model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES)
-        message = (f"template '{cfg.template}' is not a multimodal template, but {cfg.model_name_or_path} is a "
-                   f"vision-language/audio model (model_type '{config.model_type}'): set template to the one it was "
-                   f"trained with ({', '.join(serving or sorted(FAMILIES))}), so the export's stop tokens and "
-                   f"`tunekit verify` follow it. Nothing was written.")
+        serving = sorted(
+            t
+            for t, m in FAMILIES.items()
+            if config.model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES
+        )
+        message = (
+            f"template '{cfg.template}' is not a multimodal template, but {cfg.model_name_or_path} is a "
+            f"vision-language/audio model (model_type '{config.model_type}'): set template to the one it was "
+            f"trained with ({', '.join(serving or sorted(FAMILIES))}), so the export's stop tokens and "
+            f"`tunekit verify` follow it. Nothing was written."
+        )
         raise ConfigError(message, problems=(Problem(message, ("template",)),))
 
 
@@ -74,10 +79,12 @@ def refuse_quantization(cfg, model_type: str) -> None:
     """``export_quantization_bit`` with a vision-language/audio model, refused by name."""
     from .quantize import quantization_method
 
-    message = (f"export_quantization_bit {cfg.export_quantization_bit} ({quantization_method(cfg)}) is not supported for "
-               f"'{model_type}' models, which have a vision or audio part: tunekit quantizes text models only (GPTQ "
-               f"calibrates on text, and its bitsandbytes path loads AutoModelForCausalLM, which drops the vision/audio "
-               f"tower). Remove export_quantization_bit to export the merged model unquantized. Nothing was written.")
+    message = (
+        f"export_quantization_bit {cfg.export_quantization_bit} ({quantization_method(cfg)}) is not supported for "
+        f"'{model_type}' models, which have a vision or audio part: tunekit quantizes text models only (GPTQ "
+        f"calibrates on text, and its bitsandbytes path loads AutoModelForCausalLM, which drops the vision/audio "
+        f"tower). Remove export_quantization_bit to export the merged model unquantized. Nothing was written."
+    )
     raise ConfigError(message, problems=(Problem(message, ("export_quantization_bit",)),))
 
 
@@ -90,8 +97,14 @@ def _found(source: str, cfg) -> dict[str, str]:
 
     out = {}
     for name in PROCESSOR_FILES:
-        path = cached_file(source, name, cache_dir=cfg.cache_dir, revision=cfg.model_revision,
-                           _raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False)
+        path = cached_file(
+            source,
+            name,
+            cache_dir=cfg.cache_dir,
+            revision=cfg.model_revision,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
         if path:
             out[name] = path
     return out
@@ -119,10 +132,12 @@ def processor_source(cfg) -> tuple[str, dict[str, str]]:
         files, tried = _found(base, cfg), tried + [base]
         source = base
     if not any(name in files for name in PROCESSOR_CORE):
-        raise ModelError(f"{' nor '.join(tried)} has no {' or '.join(PROCESSOR_CORE)}: the exported vision-language/audio "
-                         f"model would have no image processor (feature extractor), so AutoProcessor could not load it. "
-                         f"Copy the base model's processor files into {tried[0]} "
-                         f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)), then export again.")
+        raise ModelError(
+            f"{' nor '.join(tried)} has no {' or '.join(PROCESSOR_CORE)}: the exported vision-language/audio "
+            f"model would have no image processor (feature extractor), so AutoProcessor could not load it. "
+            f"Copy the base model's processor files into {tried[0]} "
+            f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)), then export again."
+        )
     return source, files
 
 
@@ -134,8 +149,9 @@ def official_chat_template(source: str, cfg, tokenizer) -> str | None:
         return getattr(tokenizer, "chat_template", None)
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(source, trust_remote_code=cfg.trust_remote_code, cache_dir=cfg.cache_dir,
-                                         revision=cfg.model_revision).chat_template
+    return AutoTokenizer.from_pretrained(
+        source, trust_remote_code=cfg.trust_remote_code, cache_dir=cfg.cache_dir, revision=cfg.model_revision
+    ).chat_template
 
 
 def trained_media_settings(cfg) -> dict[str, Any]:
@@ -156,21 +172,31 @@ def processor_edits(cfg, files: dict[str, str], settings: dict[str, Any]) -> dic
     from ..data.mm_plugins import FAMILIES
 
     edits: dict[str, dict[str, Any]] = {}
-    image = {k: settings[o] for k, o in (("shortest_edge", "image_min_pixels"), ("longest_edge", "image_max_pixels"))
-             if o in settings}
+    image = {
+        k: settings[o]
+        for k, o in (("shortest_edge", "image_min_pixels"), ("longest_edge", "image_max_pixels"))
+        if o in settings
+    }
     video = {k: settings[o] for k, o in (("fps", "video_fps"), ("max_frames", "video_maxlen")) if o in settings}
     if FAMILIES.get(cfg.template or "") not in ("qwen2_vl", "qwen3_vl"):
         if image:
             logging.getLogger(__name__).warning(
                 "image_min_pixels / image_max_pixels resized images before the %s processor in training; the exported "
                 "folder's processor does not (it has no such setting): resize images the same way at inference.",
-                cfg.template)
+                cfg.template,
+            )
         return edits
     if image and "preprocessor_config.json" in files:
         saved = json.loads(Path(files["preprocessor_config.json"]).read_text(encoding="utf-8"))
         size = {**(saved.get("size") or {}), **image}
-        edits["preprocessor_config.json"] = {"size": size, **{old: size[new] for old, new in (
-            ("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")) if old in saved and new in size}}
+        edits["preprocessor_config.json"] = {
+            "size": size,
+            **{
+                old: size[new]
+                for old, new in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge"))
+                if old in saved and new in size
+            },
+        }
     if video and "video_preprocessor_config.json" in files:
         edits["video_preprocessor_config.json"] = video
     return edits
@@ -184,9 +210,15 @@ def media_export(cfg, model, tokenizer) -> dict[str, Any] | None:
         return None
     source, files = processor_source(cfg)
     settings = trained_media_settings(cfg)
-    return {"model_class": type(model).__name__, "processor_source": source, "processor_files": sorted(files),
-            "paths": files, "chat_template": official_chat_template(source, cfg, tokenizer),
-            "media_settings": settings, "edits": processor_edits(cfg, files, settings)}
+    return {
+        "model_class": type(model).__name__,
+        "processor_source": source,
+        "processor_files": sorted(files),
+        "paths": files,
+        "chat_template": official_chat_template(source, cfg, tokenizer),
+        "media_settings": settings,
+        "edits": processor_edits(cfg, files, settings),
+    }
 
 
 def write_processor(media: dict[str, Any], out: Path) -> None:

@@ -25,7 +25,9 @@ from ..errors import ConfigError, EnvironmentProblem
 
 def merged_export_config(cfg, tmp: Path):
     """The options for the unquantized merge written first (one shard, safetensors) into ``tmp/merged``."""
-    return cfg.model_copy(update={"export_dir": str(tmp / "merged"), "export_size": 1000.0, "export_legacy_format": False})
+    return cfg.model_copy(
+        update={"export_dir": str(tmp / "merged"), "export_size": 1000.0, "export_legacy_format": False}
+    )
 
 
 def quantize_merged(cfg, merged: Path):
@@ -41,14 +43,22 @@ def quantize_merged(cfg, merged: Path):
     tcfg = cfg if cfg.template else cfg.model_copy(update={"template": "jinja"})
     template = load_template(tcfg, tokenizer)
     if method == "bnb":
-        print(f"quantizing to {bits} bits with bitsandbytes ({'NF4, double quantization' if bits == 4 else 'LLM.int8'}; "
-              f"data-free)" + ("" if cfg.export_quantization_method else ": export_quantization_method is not set and "
-                               "there is no export_quantization_dataset (GPTQ's calibration data)"))
+        print(
+            f"quantizing to {bits} bits with bitsandbytes ({'NF4, double quantization' if bits == 4 else 'LLM.int8'}; "
+            f"data-free)"
+            + (
+                ""
+                if cfg.export_quantization_method
+                else ": export_quantization_method is not set and "
+                "there is no export_quantization_dataset (GPTQ's calibration data)"
+            )
+        )
         qconfig = _bnb_config(bits)
     else:
         qconfig = _gptq_config(cfg, bits, tokenizer, template)
-    model = AutoModelForCausalLM.from_pretrained(merged, quantization_config=qconfig, dtype=torch.float32,
-                                                 device_map="auto" if method == "gptq" else None)
+    model = AutoModelForCausalLM.from_pretrained(
+        merged, quantization_config=qconfig, dtype=torch.float32, device_map="auto" if method == "gptq" else None
+    )
     return model, tokenizer, template, tcfg, {"method": method, "bits": bits}
 
 
@@ -66,24 +76,32 @@ def check_available(cfg) -> None:
     """Stop before anything is loaded or written when the chosen method's packages are missing."""
     method = quantization_method(cfg)
     if method == "bnb" and importlib.util.find_spec("bitsandbytes") is None:
-        raise EnvironmentProblem("export_quantization_bit with export_quantization_method bnb needs bitsandbytes: "
-                                 "pip install 'tunekit[quant]'. Nothing was written.")
+        raise EnvironmentProblem(
+            "export_quantization_bit with export_quantization_method bnb needs bitsandbytes: "
+            "pip install 'tunekit[quant]'. Nothing was written."
+        )
     if method == "gptq":
         missing = [name for name in GPTQ_PACKAGES if importlib.util.find_spec(name) is None]
         if missing:
-            why = ("export_quantization_method: gptq" if cfg.export_quantization_method else
-                   f"export_quantization_bit {cfg.export_quantization_bit} with export_quantization_dataset "
-                   f"{cfg.export_quantization_dataset} means GPTQ (as in LLaMA-Factory), and gptq")
+            why = (
+                "export_quantization_method: gptq"
+                if cfg.export_quantization_method
+                else f"export_quantization_bit {cfg.export_quantization_bit} with export_quantization_dataset "
+                f"{cfg.export_quantization_dataset} means GPTQ (as in LLaMA-Factory), and gptq"
+            )
             raise EnvironmentProblem(
                 f"{why} needs the gptqmodel package (with optimum; missing here: {', '.join(missing)}), which transformers' "
                 f"GPTQConfig quantizes through. tunekit cannot install it into this environment: every gptqmodel release "
                 f"conflicts with its pins (torch 2.13.0, protobuf 6.33.6, numpy 2.4.6), so use a separate environment with "
                 f"`pip install gptqmodel optimum` (an NVIDIA GPU is what gptqmodel is built and tested for). "
                 f"Nothing was written. For a data-free export on this machine set export_quantization_method: bnb "
-                f"(bitsandbytes) and remove export_quantization_dataset.")
+                f"(bitsandbytes) and remove export_quantization_dataset."
+            )
         if not cfg.export_quantization_dataset:
-            raise ConfigError("export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
-                              "(a dataset name from dataset_info.json or a file path). Nothing was written.")
+            raise ConfigError(
+                "export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
+                "(a dataset name from dataset_info.json or a file path). Nothing was written."
+            )
 
 
 def _bnb_config(bits: int):
@@ -92,8 +110,12 @@ def _bnb_config(bits: int):
 
     if bits == 8:
         return BitsAndBytesConfig(load_in_8bit=True)
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=torch.float32)
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.float32,
+    )
 
 
 def calibration_texts(cfg, template) -> list[str]:
@@ -103,8 +125,10 @@ def calibration_texts(cfg, template) -> list[str]:
     from ..data.readers import read_records
 
     if not cfg.export_quantization_dataset:
-        raise ConfigError("export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
-                          "(a dataset name from dataset_info.json or a file path).")
+        raise ConfigError(
+            "export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
+            "(a dataset name from dataset_info.json or a file path)."
+        )
     texts: list[str] = []
     for attr in resolve_datasets([cfg.export_quantization_dataset], cfg.dataset_dir):
         for raw in read_records(attr, cache_dir=cfg.cache_dir):
@@ -112,7 +136,9 @@ def calibration_texts(cfg, template) -> list[str]:
                 sample = convert_record(raw, attr, "sft")
             except RecordError:
                 continue
-            texts.append(template.render(sample["messages"], sample.get("system") or None, sample.get("tools") or None))
+            texts.append(
+                template.render(sample["messages"], sample.get("system") or None, sample.get("tools") or None)
+            )
             if len(texts) >= cfg.export_quantization_nsamples:
                 return texts
     return texts

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
-from .checks import LOGIT_TOLERANCE, problem as _problem, reference_model, skip as _skip  # noqa: F401
+from .checks import LOGIT_TOLERANCE, reference_model  # noqa: F401
+from .checks import problem as _problem
+from .checks import skip as _skip
 from .files import BIN_INDEX, SAFE_INDEX
 
 PROMPT = "Hello! What can you do?"
@@ -26,8 +28,11 @@ _FLOAT_CODES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "
 def _conversations() -> list[list[dict]]:
     return [
         [{"role": "user", "content": PROMPT}],
-        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello, how can I help?"},
-         {"role": "user", "content": "Tell me a joke."}],
+        [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello, how can I help?"},
+            {"role": "user", "content": "Tell me a joke."},
+        ],
     ]
 
 
@@ -36,10 +41,14 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
     path = Path(path)
     report: dict[str, Any] = {"path": str(path), "ok": True, "problems": [], "checks": {}}
     if not (path / "config.json").is_file():
-        raise ModelError(f"{path} has no config.json: it is not a model folder (give the export_dir of `tunekit export`).")
+        raise ModelError(
+            f"{path} has no config.json: it is not a model folder (give the export_dir of `tunekit export`)."
+        )
     provenance = _read_json(path / "tunekit_export.json") or {}
     report["provenance"] = provenance
-    quantized = bool(provenance.get("quantization")) or "quantization_config" in (_read_json(path / "config.json") or {})
+    quantized = bool(provenance.get("quantization")) or "quantization_config" in (
+        _read_json(path / "config.json") or {}
+    )
     _check_index(path, provenance, report)
     if not report["ok"]:  # missing or inconsistent weight files: loading would only fail less clearly
         return report
@@ -57,7 +66,9 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
     model.eval()
     bad = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
     if bad:
-        _problem(report, "transformers reported " + ", ".join(f"{k}: {sorted(map(str, v))[:5]}" for k, v in bad.items()))
+        _problem(
+            report, "transformers reported " + ", ".join(f"{k}: {sorted(map(str, v))[:5]}" for k, v in bad.items())
+        )
     report["checks"]["load"] = f"{type(model).__name__}, {sum(p.numel() for p in model.parameters()):,} parameters"
     if not quantized:
         _check_shapes(path, model, report)
@@ -65,8 +76,15 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
     if is_multimodal_config(config):
         from .verify_media import verify_media
 
-        verify_media(path, model, tokenizer, provenance, _adapters_cfg(provenance, base_cfg, path, quantized, report),
-                     report, max_new_tokens)
+        verify_media(
+            path,
+            model,
+            tokenizer,
+            provenance,
+            _adapters_cfg(provenance, base_cfg, path, quantized, report),
+            report,
+            max_new_tokens,
+        )
         return report
     _check_template(tokenizer, provenance, report)
     _generate(model, tokenizer, report, max_new_tokens)
@@ -83,8 +101,12 @@ def _adapters_cfg(provenance: dict, base_cfg, path: Path, quantized: bool, repor
         return None
     adapters_cfg, reason = (base_cfg, None) if base_cfg is not None else _base_cfg_from(provenance, path)
     if quantized:
-        _skip(report, "merged_logits", "a quantized export differs from base + adapter by its quantization error by "
-                                       "design; verify the export without export_quantization_bit for this check")
+        _skip(
+            report,
+            "merged_logits",
+            "a quantized export differs from base + adapter by its quantization error by "
+            "design; verify the export without export_quantization_bit for this check",
+        )
         return None
     if adapters_cfg is None:
         _skip(report, "merged_logits", reason)
@@ -128,8 +150,12 @@ def _check_index(path: Path, provenance: dict, report: dict) -> None:
         if set(seen) != set(weight_map) or any(weight_map[k] != v for k, v in seen.items()):
             extra = sorted(set(seen) - set(weight_map))[:5]
             absent = sorted(set(weight_map) - set(seen))[:5]
-            _problem(report, f"the index does not match the shards (not indexed: {extra}, indexed but absent: {absent})")
-    report["checks"]["index"] = f"{len(weight_map)} tensors in {len(files)} shard(s), largest {max(sizes.values()):,} bytes"
+            _problem(
+                report, f"the index does not match the shards (not indexed: {extra}, indexed but absent: {absent})"
+            )
+    report["checks"]["index"] = (
+        f"{len(weight_map)} tensors in {len(files)} shard(s), largest {max(sizes.values()):,} bytes"
+    )
     report["shards"] = sizes
 
 
@@ -146,12 +172,17 @@ def _check_shapes(path: Path, model, report: dict) -> None:
                 if sl.get_dtype() in _FLOAT_CODES:
                     dtypes.add(_FLOAT_CODES[sl.get_dtype()])
                 saved[k] = tuple(sl.get_shape())
-    wrong = [f"{k}: saved {shape}, model {tuple(state[k].shape)}" for k, shape in saved.items()
-             if k in state and shape != tuple(state[k].shape)]
+    wrong = [
+        f"{k}: saved {shape}, model {tuple(state[k].shape)}"
+        for k, shape in saved.items()
+        if k in state and shape != tuple(state[k].shape)
+    ]
     renamed = sorted(shape for k, shape in saved.items() if k not in state)
     if renamed and renamed != _other_shapes(state, set(saved)):
-        wrong.append(f"the {len(renamed)} tensors saved under other names than the model's do not have the shapes of "
-                     f"its remaining tensors")
+        wrong.append(
+            f"the {len(renamed)} tensors saved under other names than the model's do not have the shapes of "
+            f"its remaining tensors"
+        )
     if wrong:
         _problem(report, "shape mismatch: " + "; ".join(wrong[:5]))
     if declared and dtypes and dtypes != {declared}:
@@ -159,7 +190,9 @@ def _check_shapes(path: Path, model, report: dict) -> None:
     # transformers saves some classes (Qwen2-VL ...) in their original checkpoint layout, under other names than the
     # model's: those are compared by shape as a whole (loading already reported no missing/unexpected/mismatched key)
     note = f" ({len(renamed)} under the checkpoint layout's names, compared by shape)" if renamed else ""
-    report["checks"]["shapes"] = f"{len(saved)} tensors match the model's shapes{note}; dtype {', '.join(sorted(dtypes)) or '?'}"
+    report["checks"]["shapes"] = (
+        f"{len(saved)} tensors match the model's shapes{note}; dtype {', '.join(sorted(dtypes)) or '?'}"
+    )
 
 
 def _other_shapes(state: dict, saved: set[str]) -> list[tuple]:
@@ -186,15 +219,22 @@ def _check_template(tokenizer, provenance: dict, report: dict) -> None:
         return
     from ..data.templates import get_template
 
-    tpl = get_template(name, tokenizer, tool_format=provenance.get("tool_format"),
-                       empty_eos=provenance.get("empty_template_eos", True))
+    tpl = get_template(
+        name,
+        tokenizer,
+        tool_format=provenance.get("tool_format"),
+        empty_eos=provenance.get("empty_template_eos", True),
+    )
     thinking = provenance.get("enable_thinking", True)
     system = provenance.get("default_system")
     ours = [tpl.render_prompt(c, system or None, None, thinking) for c in convs]
     if ours != rendered:
         i = next(i for i in range(len(ours)) if ours[i] != rendered[i])
-        _problem(report, f"the saved chat_template renders differently from tunekit's '{name}' template: "
-                         f"{rendered[i]!r} vs {ours[i]!r}")
+        _problem(
+            report,
+            f"the saved chat_template renders differently from tunekit's '{name}' template: "
+            f"{rendered[i]!r} vs {ours[i]!r}",
+        )
     else:
         report["checks"]["chat_template"] = f"apply_chat_template == tunekit '{name}' on {len(convs)} conversations"
 
@@ -208,7 +248,7 @@ def _generate(model, tokenizer, report: dict, max_new_tokens: int) -> None:
     with torch.inference_mode():
         out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, min_new_tokens=1)
     seconds = time.perf_counter() - start
-    new = out[0, ids["input_ids"].shape[1]:]
+    new = out[0, ids["input_ids"].shape[1] :]
     report["generated"] = tokenizer.decode(new, skip_special_tokens=True)
     report["generated_tokens"] = int(new.numel())
     report["tokens_per_second"] = round(new.numel() / seconds, 1) if seconds > 0 else None
@@ -236,7 +276,11 @@ def resolve_recorded(recorded: dict, key: str, export_dir: Path) -> list[tuple[s
         if rel:
             candidates.append(export_dir / rel)
         if not p.is_absolute():
-            candidates += [export_dir / p] + ([Path(recorded["written_from"]) / p] if recorded.get("written_from") else []) + [Path.cwd() / p]
+            candidates += (
+                [export_dir / p]
+                + ([Path(recorded["written_from"]) / p] if recorded.get("written_from") else [])
+                + [Path.cwd() / p]
+            )
         found = next((c.resolve() for c in candidates if c.exists()), None)
         out.append((given, found))
     return out
@@ -259,22 +303,32 @@ def _base_cfg_from(provenance: dict, export_dir: Path):
     """(config of base + adapters as recorded, None) or (None, why the merged-vs-adapter check cannot run)."""
     if not provenance.get("base"):
         return None, "tunekit_export.json records adapters but no base model"
-    (base_given, base), = resolve_recorded(provenance, "base", export_dir)
+    ((base_given, base),) = resolve_recorded(provenance, "base", export_dir)
     if base is None:
         cached = _hub_cached(base_given)
         if cached is None:
-            return None, (f"the base model {base_given} recorded in tunekit_export.json is not a local folder here "
-                          f"(looked next to {export_dir} and in {Path.cwd()}) nor a hub model in the local cache")
+            return None, (
+                f"the base model {base_given} recorded in tunekit_export.json is not a local folder here "
+                f"(looked next to {export_dir} and in {Path.cwd()}) nor a hub model in the local cache"
+            )
         base = Path(cached)
     adapters = resolve_recorded(provenance, "adapters", export_dir)
     gone = [given for given, found in adapters if found is None]
     if gone:
-        return None, (f"adapter folder(s) {', '.join(gone)} recorded in tunekit_export.json not found here "
-                      f"(looked next to {export_dir} and in {Path.cwd()})")
+        return None, (
+            f"adapter folder(s) {', '.join(gone)} recorded in tunekit_export.json not found here "
+            f"(looked next to {export_dir} and in {Path.cwd()})"
+        )
     from ..config import load_config
 
-    return load_config(None, {"model_name_or_path": str(base), "adapter_name_or_path": ",".join(str(f) for _, f in adapters),
-                              "template": provenance.get("template")}), None
+    return load_config(
+        None,
+        {
+            "model_name_or_path": str(base),
+            "adapter_name_or_path": ",".join(str(f) for _, f in adapters),
+            "template": provenance.get("template"),
+        },
+    ), None
 
 
 def _compare_logits(path: Path, model, tokenizer, base_cfg, report: dict) -> None:
@@ -296,8 +350,10 @@ def _compare_logits(path: Path, model, tokenizer, base_cfg, report: dict) -> Non
     if effect > 0 and float((merged - base).abs().max()) == 0:
         _problem(report, "the exported weights equal the base model: the adapter was not merged")
     bound = LOGIT_TOLERANCE.get(exported_dtype)
-    detail = (f"max |merged - (base + adapter)| = {diff:.3e} over {ids.shape[1]} positions ({exported_dtype} export; "
-              f"the adapter moves logits by up to {effect:.3e})")
+    detail = (
+        f"max |merged - (base + adapter)| = {diff:.3e} over {ids.shape[1]} positions ({exported_dtype} export; "
+        f"the adapter moves logits by up to {effect:.3e})"
+    )
     if bound is not None and diff >= bound:
         _problem(report, detail + f", above {bound:g}")
     report["checks"]["merged_logits"] = detail + (f" < {bound:g}" if bound is not None and diff < bound else "")
@@ -308,8 +364,10 @@ def print_report(report: dict) -> None:
     if not report["ok"]:
         headline = "FAILED"
     elif skipped:  # never "OK" for a check that did not run
-        headline = (f"no problems found, but {len(skipped)} check{'s' if len(skipped) > 1 else ''} skipped "
-                    f"({', '.join(skipped)}): not verified")
+        headline = (
+            f"no problems found, but {len(skipped)} check{'s' if len(skipped) > 1 else ''} skipped "
+            f"({', '.join(skipped)}): not verified"
+        )
     else:
         headline = "OK"
     print(f"verify {report['path']}: {headline}")

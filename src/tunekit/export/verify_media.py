@@ -40,7 +40,9 @@ IMAGE_PROMPT, AUDIO_PROMPT = "Describe the picture.", "What do you hear?"
 TEXT_TURNS = [("user", "Tell me a joke.")]
 
 
-def verify_media(path: Path, model, tokenizer, provenance: dict, adapters_cfg, report: dict, max_new_tokens: int) -> None:
+def verify_media(
+    path: Path, model, tokenizer, provenance: dict, adapters_cfg, report: dict, max_new_tokens: int
+) -> None:
     from .checks import problem as _problem
 
     if not _check_files(path, provenance, report):
@@ -57,8 +59,11 @@ def verify_media(path: Path, model, tokenizer, provenance: dict, adapters_cfg, r
             try:
                 prompt = _tunekit_prompt(path, tokenizer, provenance, Path(tmp))
             except Exception as exc:  # the family plugin cannot read the export: what `tunekit chat` on it would hit
-                _problem(report, f"tunekit cannot render an image/audio prompt for {path} ({type(exc).__name__}: "
-                                 f"{str(exc).splitlines()[0][:300]})")
+                _problem(
+                    report,
+                    f"tunekit cannot render an image/audio prompt for {path} ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:300]})",
+                )
                 return
             _check_prompt(processor, tokenizer, prompt, provenance, report)
         inputs = prompt["inputs"]
@@ -83,9 +88,12 @@ def _check_files(path: Path, provenance: dict, report: dict) -> bool:
     if not any((path / f).is_file() for f in PROCESSOR_CORE) and not set(missing) & set(PROCESSOR_CORE):
         missing.append(" or ".join(PROCESSOR_CORE))
     if missing:
-        _problem(report, f"{path} has no {', '.join(missing)}: AutoProcessor cannot load the vision/audio processor "
-                         f"of this model. Copy the base model's processor files into it (AutoProcessor.from_pretrained("
-                         f"base).save_pretrained(folder)), or export again with tunekit export.")
+        _problem(
+            report,
+            f"{path} has no {', '.join(missing)}: AutoProcessor cannot load the vision/audio processor "
+            f"of this model. Copy the base model's processor files into it (AutoProcessor.from_pretrained("
+            f"base).save_pretrained(folder)), or export again with tunekit export.",
+        )
         return False
     present = [f for f in PROCESSOR_FILES if (path / f).is_file()]
     report["checks"]["processor_files"] = ", ".join(present)
@@ -103,9 +111,14 @@ def _load_processor(path: Path, report: dict):
     except ImportError as exc:
         if "torchvision" not in str(exc).lower():
             raise
-        why = next((line for line in str(exc).splitlines() if "torchvision" in line.lower()), str(exc)).split(". ")[0].strip()
-        report["checks"]["processor"] = (f"AutoProcessor cannot load here ({why}); the image processor and tokenizer "
-                                         f"are used alone")
+        why = (
+            next((line for line in str(exc).splitlines() if "torchvision" in line.lower()), str(exc))
+            .split(". ")[0]
+            .strip()
+        )
+        report["checks"]["processor"] = (
+            f"AutoProcessor cannot load here ({why}); the image processor and tokenizer are used alone"
+        )
         return None
     except (OSError, ValueError) as exc:
         _problem(report, f"AutoProcessor cannot load {path}: {str(exc).splitlines()[0][:300]}")
@@ -172,9 +185,18 @@ def _tunekit_prompt(path: Path, tokenizer, provenance: dict, tmp: Path) -> dict[
     inputs.update(plugin.collate(images, inputs["input_ids"], **({"audios": [str(media)]} if audio else {})))
     turns = [{"role": r, "content": c} for r, c in TEXT_TURNS]
     text_ids = tokenizer(render(turns, []), add_special_tokens=False)["input_ids"]
-    return {"kind": "audio" if audio else "image", "file": media, "text": text, "ids": ids, "inputs": inputs,
-            "one_token_text": None if audio else render(messages, [1]), "text_ids": text_ids,
-            "rate": plugin.sampling_rate if audio else None, "system": system, "thinking": thinking}
+    return {
+        "kind": "audio" if audio else "image",
+        "file": media,
+        "text": text,
+        "ids": ids,
+        "inputs": inputs,
+        "one_token_text": None if audio else render(messages, [1]),
+        "text_ids": text_ids,
+        "rate": plugin.sampling_rate if audio else None,
+        "system": system,
+        "thinking": thinking,
+    }
 
 
 def _processor_prompt(processor, tmp: Path, report: dict) -> dict[str, Any] | None:
@@ -186,12 +208,23 @@ def _processor_prompt(processor, tmp: Path, report: dict) -> dict[str, Any] | No
         for name in ("media_prompt", "generate"):
             _skip(report, name, reason + ", and AutoProcessor cannot load here")
         return None
-    audio = getattr(processor, "feature_extractor", None) is not None and getattr(processor, "image_processor", None) is None
+    audio = (
+        getattr(processor, "feature_extractor", None) is not None
+        and getattr(processor, "image_processor", None) is None
+    )
     rate = processor.feature_extractor.sampling_rate if audio else 16000
-    prompt = {"kind": "audio" if audio else "image", "file": _synthetic_audio(tmp, rate) if audio else _synthetic_image(tmp),
-              "text": AUDIO_PROMPT if audio else IMAGE_PROMPT, "rate": rate, "system": None}
-    prompt["inputs"] = dict(processor.apply_chat_template(_parts(prompt, True), add_generation_prompt=True, tokenize=True,
-                                                          return_dict=True, return_tensors="pt"))
+    prompt = {
+        "kind": "audio" if audio else "image",
+        "file": _synthetic_audio(tmp, rate) if audio else _synthetic_image(tmp),
+        "text": AUDIO_PROMPT if audio else IMAGE_PROMPT,
+        "rate": rate,
+        "system": None,
+    }
+    prompt["inputs"] = dict(
+        processor.apply_chat_template(
+            _parts(prompt, True), add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+        )
+    )
     _skip(report, "media_prompt", reason)
     return prompt
 
@@ -204,7 +237,10 @@ def _parts(prompt: dict, with_data: bool) -> list[dict]:
     else:
         from ..data.mm_plugins.audio import read_audio
 
-        part = {"type": "audio", **({"audio": read_audio(str(prompt["file"]), "verify", prompt["rate"])} if with_data else {})}
+        part = {
+            "type": "audio",
+            **({"audio": read_audio(str(prompt["file"]), "verify", prompt["rate"])} if with_data else {}),
+        }
     system = [{"role": "system", "content": [{"type": "text", "text": prompt["system"]}]}] if prompt["system"] else []
     return system + [{"role": "user", "content": [part, {"type": "text", "text": prompt["text"]}]}]
 
@@ -215,27 +251,43 @@ def _text_parts(prompt: dict) -> list[dict]:
 
 
 def _check_prompt(processor, tokenizer, prompt: dict, provenance: dict, report: dict) -> None:
-    from .checks import problem as _problem, skip as _skip
+    from .checks import problem as _problem
+    from .checks import skip as _skip
 
     kwargs = {"add_generation_prompt": True, **({} if prompt["thinking"] else {"enable_thinking": False})}
     name = provenance.get("template")
     if processor is None:
         official = tokenizer.apply_chat_template(_parts(prompt, False), tokenize=False, **kwargs)
         if official == prompt["one_token_text"]:
-            report["checks"]["media_prompt"] = (f"the chat template's text == tunekit '{name}' with one image token per "
-                                                f"image (the processor's input before expansion)")
+            report["checks"]["media_prompt"] = (
+                f"the chat template's text == tunekit '{name}' with one image token per "
+                f"image (the processor's input before expansion)"
+            )
         else:
-            _skip(report, "media_prompt", f"AutoProcessor cannot load here and the chat template's text differs from "
-                                          f"tunekit's before expansion ({official!r} vs {prompt['one_token_text']!r})")
+            _skip(
+                report,
+                "media_prompt",
+                f"AutoProcessor cannot load here and the chat template's text differs from "
+                f"tunekit's before expansion ({official!r} vs {prompt['one_token_text']!r})",
+            )
         return
-    official = processor.apply_chat_template(_parts(prompt, True), tokenize=True, return_dict=True, return_tensors="pt", **kwargs)
-    text = processor.apply_chat_template(_text_parts(prompt), tokenize=True, return_dict=True, return_tensors="pt", **kwargs)
-    for label, want, got in (("the image/audio conversation", official["input_ids"][0].tolist(), prompt["ids"]),
-                             ("a text conversation", text["input_ids"][0].tolist(), prompt["text_ids"])):
+    official = processor.apply_chat_template(
+        _parts(prompt, True), tokenize=True, return_dict=True, return_tensors="pt", **kwargs
+    )
+    text = processor.apply_chat_template(
+        _text_parts(prompt), tokenize=True, return_dict=True, return_tensors="pt", **kwargs
+    )
+    for label, want, got in (
+        ("the image/audio conversation", official["input_ids"][0].tolist(), prompt["ids"]),
+        ("a text conversation", text["input_ids"][0].tolist(), prompt["text_ids"]),
+    ):
         if want != got:
             i = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
-            _problem(report, f"on {label} the processor's official rendering and tunekit's '{name}' differ from token "
-                             f"{i}: {tokenizer.decode(want[i:i + 8])!r} vs {tokenizer.decode(got[i:i + 8])!r}")
+            _problem(
+                report,
+                f"on {label} the processor's official rendering and tunekit's '{name}' differ from token "
+                f"{i}: {tokenizer.decode(want[i : i + 8])!r} vs {tokenizer.decode(got[i : i + 8])!r}",
+            )
             return
     import torch
 
@@ -244,15 +296,19 @@ def _check_prompt(processor, tokenizer, prompt: dict, provenance: dict, report: 
     if unequal:
         _problem(report, f"the processor's {', '.join(unequal)} differ from tunekit's for the same {prompt['kind']}")
         return
-    report["checks"]["media_prompt"] = (f"{type(processor).__name__}.apply_chat_template == tunekit '{name}' on an "
-                                        f"{prompt['kind']} conversation ({len(prompt['ids'])} ids; {', '.join(common)} "
-                                        f"equal) and a text conversation")
+    report["checks"]["media_prompt"] = (
+        f"{type(processor).__name__}.apply_chat_template == tunekit '{name}' on an "
+        f"{prompt['kind']} conversation ({len(prompt['ids'])} ids; {', '.join(common)} "
+        f"equal) and a text conversation"
+    )
 
 
 def _on(model, inputs: dict) -> dict:
     """``inputs`` on the model's device, floating tensors in its dtype (pixel values, audio features)."""
     dtype, device = next(model.parameters()).dtype, next(model.parameters()).device
-    return {k: (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)) for k, v in inputs.items()}
+    return {
+        k: (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)) for k, v in inputs.items()
+    }
 
 
 def _greedy(model, inputs: dict, provenance: dict, tokenizer, max_new_tokens: int) -> list[int]:
@@ -260,9 +316,15 @@ def _greedy(model, inputs: dict, provenance: dict, tokenizer, max_new_tokens: in
 
     stops = provenance.get("stop_token_ids") or None
     with torch.inference_mode():
-        out = model.generate(**_on(model, inputs), max_new_tokens=max_new_tokens, do_sample=False, min_new_tokens=1,
-                             eos_token_id=stops, pad_token_id=tokenizer.pad_token_id)
-    return out[0, inputs["input_ids"].shape[1]:].tolist()
+        out = model.generate(
+            **_on(model, inputs),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            min_new_tokens=1,
+            eos_token_id=stops,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    return out[0, inputs["input_ids"].shape[1] :].tolist()
 
 
 def _logits(model, inputs: dict, continuation: list[int]):
@@ -272,17 +334,22 @@ def _logits(model, inputs: dict, continuation: list[int]):
 
     n = inputs["input_ids"].shape[1]
     extra = torch.tensor([continuation], dtype=torch.long)
-    full = {k: torch.cat([v, torch.zeros(1, extra.shape[1], dtype=v.dtype)], dim=1) if tuple(v.shape) == (1, n) else v
-            for k, v in inputs.items()}
+    full = {
+        k: torch.cat([v, torch.zeros(1, extra.shape[1], dtype=v.dtype)], dim=1) if tuple(v.shape) == (1, n) else v
+        for k, v in inputs.items()
+    }
     full["input_ids"] = torch.cat([inputs["input_ids"], extra], dim=1)
     full["attention_mask"] = torch.ones_like(full["input_ids"])
     with torch.inference_mode():
         return model(**_on(model, full)).logits.float()
 
 
-def compare_with_adapter(model, adapters_cfg, inputs, generated, provenance, tokenizer, report, max_new_tokens) -> None:
+def compare_with_adapter(
+    model, adapters_cfg, inputs, generated, provenance, tokenizer, report, max_new_tokens
+) -> None:
     """The merged export against base + adapter (unmerged) on the media prompt: logits and greedy ids."""
-    from .checks import LOGIT_TOLERANCE, problem as _problem, reference_model
+    from .checks import LOGIT_TOLERANCE, reference_model
+    from .checks import problem as _problem
 
     exported_dtype = str(model.dtype).replace("torch.", "")
     reference = reference_model(adapters_cfg)
@@ -295,9 +362,11 @@ def compare_with_adapter(model, adapters_cfg, inputs, generated, provenance, tok
     if effect > 0 and float((merged - base).abs().max()) == 0:
         _problem(report, "the exported weights equal the base model: the adapter was not merged")
     bound = LOGIT_TOLERANCE.get(exported_dtype)
-    detail = (f"max |merged - (base + adapter)| = {diff:.3e} over {merged.shape[1]} positions with the "
-              f"{'image' if 'pixel_values' in inputs else 'media'} ({exported_dtype} export; the adapter moves logits by "
-              f"up to {effect:.3e})")
+    detail = (
+        f"max |merged - (base + adapter)| = {diff:.3e} over {merged.shape[1]} positions with the "
+        f"{'image' if 'pixel_values' in inputs else 'media'} ({exported_dtype} export; the adapter moves logits by "
+        f"up to {effect:.3e})"
+    )
     if bound is not None and diff >= bound:
         _problem(report, detail + f", above {bound:g}")
     report["checks"]["merged_logits"] = detail + (f" < {bound:g}" if bound is not None and diff < bound else "")
@@ -317,9 +386,14 @@ def _compare_greedy(generated: list[int], wanted: list[int], ref, prompt_len: in
     top2 = ref[0, prompt_len + k - 1].topk(2).values
     margin = float(top2[0] - top2[1])
     if margin < 2 * diff:
-        report["checks"]["merged_generate"] = (f"greedy ids differ from token {k} ({generated} vs {wanted}), where the "
-                                               f"two best logits are {margin:.2e} apart, under twice the logit "
-                                               f"difference {diff:.2e}: a near tie")
+        report["checks"]["merged_generate"] = (
+            f"greedy ids differ from token {k} ({generated} vs {wanted}), where the "
+            f"two best logits are {margin:.2e} apart, under twice the logit "
+            f"difference {diff:.2e}: a near tie"
+        )
         return
-    _problem(report, f"greedy ids differ from base + adapter's from token {k} ({generated} vs {wanted}), though the two "
-                     f"best logits there are {margin:.2e} apart, more than twice the logit difference {diff:.2e}")
+    _problem(
+        report,
+        f"greedy ids differ from base + adapter's from token {k} ({generated} vs {wanted}), though the two "
+        f"best logits there are {margin:.2e} apart, more than twice the logit difference {diff:.2e}",
+    )

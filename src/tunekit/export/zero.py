@@ -21,9 +21,18 @@ from ..errors import EnvironmentProblem, ModelError
 from ..model.pickles import DEEPSPEED_SAFE_GLOBALS, deepspeed_safe_classes
 
 #: files copied next to the consolidated weights (whatever the checkpoint has of them)
-SIDE_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-              "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json") \
-    + PROCESSOR_FILES  # a vision-language / audio model's processor files, where the checkpoint has them
+SIDE_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "added_tokens.json",
+) + PROCESSOR_FILES  # a vision-language / audio model's processor files, where the checkpoint has them
 
 
 def zero_tag(folder: str | Path) -> str | None:
@@ -32,7 +41,11 @@ def zero_tag(folder: str | Path) -> str | None:
     if not folder.is_dir():
         return None
     latest = folder / "latest"
-    tags = [latest.read_text().strip()] if latest.is_file() else sorted(p.name for p in folder.glob("global_step*") if p.is_dir())
+    tags = (
+        [latest.read_text().strip()]
+        if latest.is_file()
+        else sorted(p.name for p in folder.glob("global_step*") if p.is_dir())
+    )
     for tag in reversed(tags):
         if any((folder / tag).glob("*model_states.pt")):
             return tag
@@ -48,24 +61,31 @@ def safe_load(path: Path, trust_pickle: bool = False, mmap: bool = False):
     if trust_pickle:
         return torch.load(path, map_location="cpu", mmap=mmap, weights_only=False)
     try:
-        extra = [g for g in torch.serialization.get_unsafe_globals_in_checkpoint(path) if g not in DEEPSPEED_SAFE_GLOBALS]
+        extra = [
+            g for g in torch.serialization.get_unsafe_globals_in_checkpoint(path) if g not in DEEPSPEED_SAFE_GLOBALS
+        ]
     except Exception as exc:  # not a torch zip file, truncated, ...
-        raise ModelError(f"{path} is not a readable torch checkpoint file ({type(exc).__name__}: {exc}); "
-                         f"the ZeRO checkpoint is damaged or incomplete.") from None
+        raise ModelError(
+            f"{path} is not a readable torch checkpoint file ({type(exc).__name__}: {exc}); "
+            f"the ZeRO checkpoint is damaged or incomplete."
+        ) from None
     if extra:
         raise ModelError(
             f"{path} refused: loading it would run code from the file. Its pickle names {', '.join(sorted(extra)[:8])}, "
             f"which a DeepSpeed ZeRO checkpoint does not contain (allowed besides tensors and plain data: "
             f"{', '.join(DEEPSPEED_SAFE_GLOBALS)}). If you trust whoever wrote this checkpoint, consolidate it "
             f"explicitly with `tunekit zero-to-fp32 {path.parent.parent} OUT_DIR --trust-pickle` (runs that code) "
-            f"and use OUT_DIR as model_name_or_path.")
+            f"and use OUT_DIR as model_name_or_path."
+        )
     try:
         with torch.serialization.safe_globals(deepspeed_safe_classes()):
             return torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
-        raise ModelError(f"{path} could not be read safely ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
-                         f"the ZeRO checkpoint is damaged, or written by a DeepSpeed version whose file layout tunekit "
-                         f"does not know (add --trust-pickle only if you trust its source).") from None
+        raise ModelError(
+            f"{path} could not be read safely ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
+            f"the ZeRO checkpoint is damaged, or written by a DeepSpeed version whose file layout tunekit "
+            f"does not know (add --trust-pickle only if you trust its source)."
+        ) from None
 
 
 def read_zero_state(ds_dir: Path, trust_pickle: bool = False) -> dict:
@@ -86,40 +106,58 @@ def read_zero_state(ds_dir: Path, trust_pickle: bool = False) -> dict:
         z._raise_if_autoep_zero3_partitioned_state(sd)
         names = sd[C.BUFFER_NAMES]
         buffers = {k: v.float() if v.is_floating_point() else v for k, v in sd["module"].items() if k in names}
-        states.append(z.zero_model_state(buffers=buffers, param_shapes=sd[C.PARAM_SHAPES],
-                                         shared_params=[[k, v] for k, v in sd["shared_params"].items()],
-                                         ds_version=sd.get(C.DS_VERSION), frozen_param_shapes=sd.get(C.FROZEN_PARAM_SHAPES),
-                                         frozen_param_fragments=sd.get(C.FROZEN_PARAM_FRAGMENTS)))
+        states.append(
+            z.zero_model_state(
+                buffers=buffers,
+                param_shapes=sd[C.PARAM_SHAPES],
+                shared_params=[[k, v] for k, v in sd["shared_params"].items()],
+                ds_version=sd.get(C.DS_VERSION),
+                frozen_param_shapes=sd.get(C.FROZEN_PARAM_SHAPES),
+                frozen_param_fragments=sd.get(C.FROZEN_PARAM_FRAGMENTS),
+            )
+        )
     optim_files = z.get_optim_files(str(ds_dir))
     optim = []
     for file in optim_files:
         sd = safe_load(Path(file), trust_pickle, mmap=True)
-        if not isinstance(sd, dict) or C.OPTIMIZER_STATE_DICT not in sd or C.ZERO_STAGE not in sd[C.OPTIMIZER_STATE_DICT]:
+        if (
+            not isinstance(sd, dict)
+            or C.OPTIMIZER_STATE_DICT not in sd
+            or C.ZERO_STAGE not in sd[C.OPTIMIZER_STATE_DICT]
+        ):
             raise ModelError(f"{file} is not a DeepSpeed ZeRO optimizer-states file (no '{C.ZERO_STAGE}' entry).")
         sd[C.OPTIMIZER_STATE_DICT].pop("optimizer_state_dict", None)  # Adam moments: not needed for the weights
         optim.append(sd[C.OPTIMIZER_STATE_DICT])
     stage, world = int(optim[0][C.ZERO_STAGE]), optim[0][C.PARTITION_COUNT]
     world = max(world) if isinstance(world, list) else world
     if world != len(optim_files):
-        raise ModelError(f"{ds_dir} holds {len(optim_files)} *_optim_states.pt files but was written by {world} processes: "
-                         f"the checkpoint is incomplete (a process did not save, or an older checkpoint was overwritten).")
+        raise ModelError(
+            f"{ds_dir} holds {len(optim_files)} *_optim_states.pt files but was written by {world} processes: "
+            f"the checkpoint is incomplete (a process did not save, or an older checkpoint was overwritten)."
+        )
     if stage not in (1, 2, 3):
         raise ModelError(f"{ds_dir}: unknown ZeRO stage {stage}.")
     try:
         if stage <= 2:
             groups = [o[C.SINGLE_PARTITION_OF_FP32_GROUPS] for o in optim]
-            state = z._get_fp32_state_dict_from_zero2_checkpoint(world, groups, states, False,
-                                                                 optim[0].get(C.PARAM_ALIGNMENT_PADDINGS))
+            state = z._get_fp32_state_dict_from_zero2_checkpoint(
+                world, groups, states, False, optim[0].get(C.PARAM_ALIGNMENT_PADDINGS)
+            )
         else:
-            state = z._get_fp32_state_dict_from_zero3_checkpoint(world, [o[C.FP32_FLAT_GROUPS] for o in optim], states, False)
+            state = z._get_fp32_state_dict_from_zero3_checkpoint(
+                world, [o[C.FP32_FLAT_GROUPS] for o in optim], states, False
+            )
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-        raise ModelError(f"the ZeRO-{stage} states in {ds_dir} are incomplete or damaged ({type(exc).__name__}: {exc}); "
-                         f"re-save the checkpoint or use an earlier one.") from None
+        raise ModelError(
+            f"the ZeRO-{stage} states in {ds_dir} are incomplete or damaged ({type(exc).__name__}: {exc}); "
+            f"re-save the checkpoint or use an earlier one."
+        ) from None
     return z.to_torch_tensor(state)
 
 
-def consolidate_zero(checkpoint_dir: str | Path, out_dir: str | Path, max_shard_size: int | str = "5GB",
-                     trust_pickle: bool = False) -> Path:
+def consolidate_zero(
+    checkpoint_dir: str | Path, out_dir: str | Path, max_shard_size: int | str = "5GB", trust_pickle: bool = False
+) -> Path:
     """Write fp32 safetensors (+ index when sharded) and the checkpoint's config/tokenizer files to ``out_dir``.
 
     The ZeRO files are read without running their pickles (see the module docstring); ``trust_pickle`` lifts that.
@@ -127,15 +165,21 @@ def consolidate_zero(checkpoint_dir: str | Path, out_dir: str | Path, max_shard_
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     tag = zero_tag(checkpoint_dir)
     if tag is None:
-        raise ModelError(f"{checkpoint_dir} is not a DeepSpeed ZeRO checkpoint: it has no global_step*/ folder with "
-                         f"*_model_states.pt files (and no 'latest' file naming one).")
+        raise ModelError(
+            f"{checkpoint_dir} is not a DeepSpeed ZeRO checkpoint: it has no global_step*/ folder with "
+            f"*_model_states.pt files (and no 'latest' file naming one)."
+        )
     if not (checkpoint_dir / "config.json").is_file():
-        raise ModelError(f"{checkpoint_dir} has ZeRO weights but no config.json; copy the model's config.json into it "
-                         f"(the weights alone do not say which architecture they belong to).")
+        raise ModelError(
+            f"{checkpoint_dir} has ZeRO weights but no config.json; copy the model's config.json into it "
+            f"(the weights alone do not say which architecture they belong to)."
+        )
     try:
         import deepspeed.utils.zero_to_fp32  # noqa: F401
     except ImportError:
-        raise EnvironmentProblem("consolidating a ZeRO checkpoint needs deepspeed: pip install 'tunekit[deepspeed]'.") from None
+        raise EnvironmentProblem(
+            "consolidating a ZeRO checkpoint needs deepspeed: pip install 'tunekit[deepspeed]'."
+        ) from None
     import torch
     from transformers import AutoConfig
 
@@ -152,9 +196,11 @@ def consolidate_zero(checkpoint_dir: str | Path, out_dir: str | Path, max_shard_
     params = dict(model.named_parameters(remove_duplicate=False))
     untied_missing = [k for k in missing if k in params and not _shared_with_loaded(params, k, state)]
     if unexpected or untied_missing:
-        raise ModelError(f"the ZeRO states of {checkpoint_dir} do not fit its config.json (missing: {untied_missing[:5]}, "
-                         f"unexpected: {list(unexpected)[:5]}): was it saved from a PEFT/LoRA model? Adapters are saved "
-                         f"as adapter_model.safetensors next to the checkpoint; export those with adapter_name_or_path.")
+        raise ModelError(
+            f"the ZeRO states of {checkpoint_dir} do not fit its config.json (missing: {untied_missing[:5]}, "
+            f"unexpected: {list(unexpected)[:5]}): was it saved from a PEFT/LoRA model? Adapters are saved "
+            f"as adapter_model.safetensors next to the checkpoint; export those with adapter_name_or_path."
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, max_shard_size=max_shard_size)
     for name in SIDE_FILES:

@@ -100,7 +100,9 @@ class HeapGuard:
             self.check()
             hidden = output[0] if isinstance(output, tuple) else output
             if torch.is_tensor(hidden) and hidden.requires_grad:
-                hidden.register_hook(self.in_backward)  # runs as backward reaches this layer; the gradient is unchanged
+                hidden.register_hook(
+                    self.in_backward
+                )  # runs as backward reaches this layer; the gradient is unchanged
 
     def in_backward(self, grad) -> None:
         """Backward frees more than it allocates, so its resident memory should not grow: when it grows by more than
@@ -128,7 +130,9 @@ def attach(model, layers, device) -> HeapGuard | None:
     if torch.device(device).type != "cpu" or not host_malloc.available():
         return None
     guard = HeapGuard()
-    guard.handles = [model.register_forward_pre_hook(guard.before_pass),
-                     *(layer.register_forward_hook(guard.after_layer) for layer in layers),
-                     model.register_forward_hook(guard.after_pass)]
+    guard.handles = [
+        model.register_forward_pre_hook(guard.before_pass),
+        *(layer.register_forward_hook(guard.after_layer) for layer in layers),
+        model.register_forward_hook(guard.after_pass),
+    ]
     return guard

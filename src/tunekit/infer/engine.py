@@ -24,8 +24,9 @@ import queue
 import secrets
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..errors import ConfigError, EnvironmentProblem
 from ..model.stops import generation_stops
@@ -34,8 +35,18 @@ from .stops import StopText
 from .turns import QUANTUM, RandomState, Turns
 
 #: per-call generation options (None = the config's value)
-GEN_OPTIONS = ("max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty", "do_sample", "num_beams",
-               "length_penalty", "stop", "seed")
+GEN_OPTIONS = (
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "do_sample",
+    "num_beams",
+    "length_penalty",
+    "stop",
+    "seed",
+)
 
 
 @dataclass
@@ -56,8 +67,12 @@ def generation_options(cfg, gen: dict[str, Any]) -> tuple[dict[str, Any], list[s
     if int(val["max_new_tokens"]) < 1:
         raise ConfigError(f"max_new_tokens must be at least 1, got {val['max_new_tokens']}.")
     sample = bool(val["do_sample"]) and float(val["temperature"]) > 0
-    kwargs: dict[str, Any] = dict(max_new_tokens=int(val["max_new_tokens"]), do_sample=sample,
-                                  repetition_penalty=float(val["repetition_penalty"]), num_beams=int(val["num_beams"]))
+    kwargs: dict[str, Any] = dict(
+        max_new_tokens=int(val["max_new_tokens"]),
+        do_sample=sample,
+        repetition_penalty=float(val["repetition_penalty"]),
+        num_beams=int(val["num_beams"]),
+    )
     if sample:
         kwargs.update(temperature=float(val["temperature"]), top_p=float(val["top_p"]), top_k=int(val["top_k"]))
     else:  # greedy: neutral sampling values so the model's generation_config does not warn or interfere
@@ -125,7 +140,7 @@ def _turn_criteria(event: threading.Event, turns: Turns, who: Any, interleave: b
 class Generation:
     """Iterate for text deltas; afterwards ``text``, ``completion_tokens``, ``finish_reason`` are set."""
 
-    def __init__(self, engine: "ChatEngine", prompt_ids: list[int], gen: dict[str, Any], media: dict | None = None):
+    def __init__(self, engine: ChatEngine, prompt_ids: list[int], gen: dict[str, Any], media: dict | None = None):
         self.engine = engine
         self.prompt_ids = prompt_ids
         self.media = media or {}  # a vision-language model's image inputs for this prompt (ChatEngine.render_media)
@@ -179,12 +194,18 @@ class Generation:
                 self.seed_used = _apply_seed(self.seed)
                 with torch.inference_mode():
                     out = eng.model.generate(
-                        input_ids=inputs, attention_mask=torch.ones_like(inputs), eos_token_id=eng.stop_ids,
-                        pad_token_id=eng.pad_id, use_cache=True, streamer=None if beams else streamer,
-                        stopping_criteria=[_turn_criteria(cancel, eng.lock, self, eng.interleaves)], **media, **self.kwargs,
+                        input_ids=inputs,
+                        attention_mask=torch.ones_like(inputs),
+                        eos_token_id=eng.stop_ids,
+                        pad_token_id=eng.pad_id,
+                        use_cache=True,
+                        streamer=None if beams else streamer,
+                        stopping_criteria=[_turn_criteria(cancel, eng.lock, self, eng.interleaves)],
+                        **media,
+                        **self.kwargs,
                     )
                 if beams:
-                    streamer.queue.put(out[0, inputs.shape[1]:].tolist())
+                    streamer.queue.put(out[0, inputs.shape[1] :].tolist())
             except BaseException as exc:  # re-raised in the consumer thread
                 errors.append(exc)
             finally:  # the model is free as soon as generate returns, however slowly the consumer reads
@@ -243,12 +264,16 @@ class ChatEngine:
         if tokenizer is None:
             tokenizer = load_tokenizer(cfg, padding_side="left")
         folder_template = getattr(tokenizer, "chat_template", None)
-        if not cfg.template and family_template(cfg, folder_template):  # a vision-language folder: its family's template
+        if not cfg.template and family_template(
+            cfg, folder_template
+        ):  # a vision-language folder: its family's template
             cfg = cfg.model_copy(update={"template": family_template(cfg, folder_template)})
         if not cfg.template:
             if not getattr(tokenizer, "chat_template", None):
-                raise ConfigError("template is not set and the tokenizer has no chat_template: set template "
-                                  "(e.g. qwen, llama3; `tunekit templates` lists them).")
+                raise ConfigError(
+                    "template is not set and the tokenizer has no chat_template: set template "
+                    "(e.g. qwen, llama3; `tunekit templates` lists them)."
+                )
             cfg = cfg.model_copy(update={"template": "jinja"})  # an exported folder carries its template
         self.cfg = cfg
         self.template = template if template is not None else load_template(cfg, tokenizer)
@@ -258,7 +283,11 @@ class ChatEngine:
         self.mm = load_plugin(cfg, cfg.template) if cfg.template != "jinja" else None
         if model is None:
             model = load_model(cfg.model_copy(update={"dtype": inference_dtype(cfg)}), tokenizer, is_trainable=False)
-            if _cuda() and next(model.parameters()).device.type == "cpu" and getattr(model, "hf_quantizer", None) is None:
+            if (
+                _cuda()
+                and next(model.parameters()).device.type == "cpu"
+                and getattr(model, "hf_quantizer", None) is None
+            ):
                 model.to("cuda")
         self.model, self.tokenizer = model, tokenizer
         # generations interleave token by token unless the model keeps generation state on its modules (docstring)
@@ -274,8 +303,9 @@ class ChatEngine:
         return generation_stops(self.tokenizer, self.template, getattr(self.model, "generation_config", None))
 
     # ------------------------------------------------------------------ the one path
-    def render(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,
-               parse_special_tokens: bool = True) -> list[int]:
+    def render(
+        self, messages: Sequence[dict], system: str | None = None, tools: Any = None, parse_special_tokens: bool = True
+    ) -> list[int]:
         """Prompt token ids, rendered exactly as in training (the template, then the tokenizer without extras).
 
         ``parse_special_tokens=False`` (the API's default): control-token text written *in* the messages or the
@@ -312,8 +342,9 @@ class ChatEngine:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def render_media(self, messages: Sequence[dict], images: Sequence[str], system: str | None = None,
-                     tools: Any = None) -> tuple[list[int], dict]:
+    def render_media(
+        self, messages: Sequence[dict], images: Sequence[str], system: str | None = None, tools: Any = None
+    ) -> tuple[list[int], dict]:
         """Prompt ids with each ``<image>`` expanded as in training (``data/mm_plugins``), and the image inputs.
 
         Messages without any ``<image>`` get one per image at the start of the last user message."""
@@ -325,9 +356,13 @@ class ChatEngine:
         if self.mm is None:
             from .media_prompt import jinja_hint
 
-            raise ConfigError(jinja_hint(self.cfg, "images") or (
-                f"images need a vision-language model with its multimodal template (qwen2_vl for Qwen2-VL / Qwen2.5-VL); "
-                f"template '{self.cfg.template}' is text-only."))
+            raise ConfigError(
+                jinja_hint(self.cfg, "images")
+                or (
+                    f"images need a vision-language model with its multimodal template (qwen2_vl for Qwen2-VL / Qwen2.5-VL); "
+                    f"template '{self.cfg.template}' is text-only."
+                )
+            )
         from pathlib import Path
 
         paths = resolve_media(list(images), "images", Path.cwd(), "chat")
@@ -344,8 +379,14 @@ class ChatEngine:
         ids = self.render(msgs, system, tools)
         return ids, self.mm.collate(paths, torch.tensor([ids]))
 
-    def start(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,
-              images: Sequence[str] | None = None, **gen: Any) -> Generation:
+    def start(
+        self,
+        messages: Sequence[dict],
+        system: str | None = None,
+        tools: Any = None,
+        images: Sequence[str] | None = None,
+        **gen: Any,
+    ) -> Generation:
         """A :class:`Generation` (not started: iterate it). Options are checked here, before any work."""
         if images:
             ids, media = self.render_media(messages, images, system, tools)
@@ -357,11 +398,19 @@ class ChatEngine:
         ``media`` inputs)."""
         return Generation(self, list(prompt_ids), gen, media)
 
-    def stream_chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None,
-                    images: Sequence[str] | None = None, **gen: Any) -> Iterator[str]:
+    def stream_chat(
+        self,
+        messages: Sequence[dict],
+        system: str | None = None,
+        tools: Any = None,
+        images: Sequence[str] | None = None,
+        **gen: Any,
+    ) -> Iterator[str]:
         yield from self.start(messages, system, tools, images=images, **gen)
 
-    def chat(self, messages: Sequence[dict], system: str | None = None, tools: Any = None, n: int = 1, **gen: Any) -> list[Response]:
+    def chat(
+        self, messages: Sequence[dict], system: str | None = None, tools: Any = None, n: int = 1, **gen: Any
+    ) -> list[Response]:
         out = []
         seed = gen.get("seed") if gen.get("seed") is not None else getattr(self.cfg, "generation_seed", None)
         for i in range(n):
@@ -389,8 +438,15 @@ class ChatEngine:
             was_training = self.model.training
             self.model.eval()
             try:
-                out = self.model.generate(input_ids=input_ids, attention_mask=mask, eos_token_id=self.stop_ids,
-                                          pad_token_id=self.pad_id, use_cache=True, **inputs, **kwargs)
+                out = self.model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    eos_token_id=self.stop_ids,
+                    pad_token_id=self.pad_id,
+                    use_cache=True,
+                    **inputs,
+                    **kwargs,
+                )
             finally:
                 self.model.train(was_training)
         results = []
@@ -431,8 +487,12 @@ def _vllm_message() -> str:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        return ("infer_backend: vllm needs the vllm package (pip install vllm, on a machine with an NVIDIA GPU); "
-                "or use infer_backend: huggingface (the default).")
-    return ("infer_backend: vllm is installed but tunekit serves through the huggingface backend only for now; "
-            "export the model (`tunekit export`) and serve the folder with `vllm serve EXPORT_DIR`: the exported "
-            "chat_template renders exactly what tunekit renders.")
+        return (
+            "infer_backend: vllm needs the vllm package (pip install vllm, on a machine with an NVIDIA GPU); "
+            "or use infer_backend: huggingface (the default)."
+        )
+    return (
+        "infer_backend: vllm is installed but tunekit serves through the huggingface backend only for now; "
+        "export the model (`tunekit export`) and serve the folder with `vllm serve EXPORT_DIR`: the exported "
+        "chat_template renders exactly what tunekit renders."
+    )

@@ -20,9 +20,10 @@ token, with special-token parsing on, would otherwise make the model fail mid-ge
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 from .untrusted import Trusted
@@ -48,8 +49,11 @@ def family_templates(model_type: str | None) -> list[str]:
 
     from ..data.mm_plugins import FAMILIES
 
-    return [t for t, m in FAMILIES.items()
-            if model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES]
+    return [
+        t
+        for t, m in FAMILIES.items()
+        if model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES
+    ]
 
 
 def family_examples() -> tuple[list[str], list[str]]:
@@ -61,7 +65,10 @@ def family_examples() -> tuple[list[str], list[str]]:
     first = {m: t for t, m in reversed(FAMILIES.items())}
     ordered = sorted(first, key=list(FAMILIES.values()).index)
     reads = {m: importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MEDIA for m in ordered}
-    return ([first[m] for m in ordered if "images" in reads[m]], [first[m] for m in ordered if "images" not in reads[m]])
+    return (
+        [first[m] for m in ordered if "images" in reads[m]],
+        [first[m] for m in ordered if "images" not in reads[m]],
+    )
 
 
 def family_template(cfg, chat_template: str | None = None) -> str | None:
@@ -81,8 +88,11 @@ def family_template(cfg, chat_template: str | None = None) -> str | None:
 
         plugin = importlib.import_module(f"tunekit.data.mm_plugins.{FAMILIES[names[0]]}").PLUGIN
         if hasattr(plugin, "fits"):  # the folder's language model and chat template (``chat_template``) decide
-            text_type = json.loads((Path(cfg.model_name_or_path) / "config.json").read_text(encoding="utf-8")).get(
-                "text_config", {}).get("model_type")
+            text_type = (
+                json.loads((Path(cfg.model_name_or_path) / "config.json").read_text(encoding="utf-8"))
+                .get("text_config", {})
+                .get("model_type")
+            )
             names = [n for n in names if plugin.fits(n, text_type, chat_template)]
     return names[0] if len(names) == 1 else None
 
@@ -103,9 +113,11 @@ def jinja_hint(cfg, kind: str) -> str | None:
     if not names:
         return None
     choice = " or ".join(f"template: {t}" for t in names)
-    return (f"template 'jinja' (the folder's own chat template) renders text only and does not expand {PLURAL[kind]}; "
-            f"{cfg.model_name_or_path} is a vision-language model (model_type '{model_type}'): set {choice}, whose "
-            f"prompts are the official chat template's with each {ITEM[kind]} expanded as the model's processor does.")
+    return (
+        f"template 'jinja' (the folder's own chat template) renders text only and does not expand {PLURAL[kind]}; "
+        f"{cfg.model_name_or_path} is a vision-language model (model_type '{model_type}'): set {choice}, whose "
+        f"prompts are the official chat template's with each {ITEM[kind]} expanded as the model's processor does."
+    )
 
 
 def check_kinds(engine, kinds: dict[str, str]) -> None:
@@ -117,22 +129,28 @@ def check_kinds(engine, kinds: dict[str, str]) -> None:
             raise ConfigError(f"{where}: {hint}")
         if engine.mm is None:
             vision, audio = family_examples()
-            raise ConfigError(f"{where}: this model (template '{template}') is text only and cannot read {PLURAL[kind]}: "
-                              f"use a vision-language model with its multimodal template ({', '.join(vision)}; "
-                              f"{', '.join(audio)} for audio), or remove the {PLURAL[kind]}.")
+            raise ConfigError(
+                f"{where}: this model (template '{template}') is text only and cannot read {PLURAL[kind]}: "
+                f"use a vision-language model with its multimodal template ({', '.join(vision)}; "
+                f"{', '.join(audio)} for audio), or remove the {PLURAL[kind]}."
+            )
         if kind not in engine.mm.MEDIA:
             readable = " and ".join(PLURAL[k] for k in engine.mm.MEDIA)
-            raise ConfigError(f"{where}: the {engine.mm.NAME} family reads {readable} only, not {PLURAL[kind]}. "
-                              f"Remove the {ITEM[kind]}, or serve a model of a family that reads {PLURAL[kind]}.")
+            raise ConfigError(
+                f"{where}: the {engine.mm.NAME} family reads {readable} only, not {PLURAL[kind]}. "
+                f"Remove the {ITEM[kind]}, or serve a model of a family that reads {PLURAL[kind]}."
+            )
 
 
 def _expansions(mm, media: dict[str, list[str]], where: str) -> tuple[dict[str, list[str]], list[int]]:
     """The text each item becomes (the family's token run), per kind in order; and each image's token count."""
     images, videos, audios = media["images"], media["videos"], media["audios"]
     counts = mm.image_token_counts(images, where) if images else []
-    return {"images": [mm.expand("<image>", counts, k)[0] for k in range(len(images))],
-            "videos": mm.video_expansions(videos, where) if videos else [],
-            "audios": mm.audio_expansions(audios, where) if audios else []}, counts
+    return {
+        "images": [mm.expand("<image>", counts, k)[0] for k in range(len(images))],
+        "videos": mm.video_expansions(videos, where) if videos else [],
+        "audios": mm.audio_expansions(audios, where) if audios else [],
+    }, counts
 
 
 def _inputs(engine, ids: list[int], media: dict[str, list[str]], runs: dict[str, list[str]]) -> dict[str, Any]:
@@ -141,18 +159,23 @@ def _inputs(engine, ids: list[int], media: dict[str, list[str]], runs: dict[str,
 
     media_ids = engine.mm.media_token_ids()
     with engine.encode_lock:
-        run_ids = engine.tokenizer("".join(r for rs in runs.values() for r in rs), add_special_tokens=False)["input_ids"]
+        run_ids = engine.tokenizer("".join(r for rs in runs.values() for r in rs), add_special_tokens=False)[
+            "input_ids"
+        ]
     want = sum(t in media_ids for t in run_ids)
     got = sum(t in media_ids for t in ids)
     if got != want:
-        raise ConfigError(f"the prompt holds {got} media tokens but its media need {want}: the text spells media "
-                          f"tokens (e.g. <|image_pad|>); remove them from the messages.")
+        raise ConfigError(
+            f"the prompt holds {got} media tokens but its media need {want}: the text spells media "
+            f"tokens (e.g. <|image_pad|>); remove them from the messages."
+        )
     extra = {k: media[k] for k in ("videos", "audios") if media[k]}
     return engine.mm.collate(media["images"], torch.tensor([ids]), **extra)
 
 
-def render_sample(engine, messages: Sequence[dict], system: str | None, tools: Any, media: dict[str, list[str]],
-                  where: str) -> tuple[list[int], dict[str, Any]]:
+def render_sample(
+    engine, messages: Sequence[dict], system: str | None, tools: Any, media: dict[str, list[str]], where: str
+) -> tuple[list[int], dict[str, Any]]:
     """A dataset sample's prompt ids and media inputs (placeholders expanded as in training; ``media``: kind -> paths)."""
     from ..data.processors.media import expand_messages
 
@@ -164,10 +187,13 @@ def render_sample(engine, messages: Sequence[dict], system: str | None, tools: A
     return ids, _inputs(engine, ids, media, runs)
 
 
-def render_parts(engine, messages: Sequence[dict], system: str | None = None, tools: Any = None,
-                 parse_special_tokens: bool = False) -> tuple[list[int], dict[str, Any]]:
+def render_parts(
+    engine, messages: Sequence[dict], system: str | None = None, tools: Any = None, parse_special_tokens: bool = False
+) -> tuple[list[int], dict[str, Any]]:
     """Prompt ids and media inputs of messages whose contents may be lists of ``str`` and :class:`MediaFile` pieces."""
-    items = [p for m in messages if isinstance(m.get("content"), list) for p in m["content"] if isinstance(p, MediaFile)]
+    items = [
+        p for m in messages if isinstance(m.get("content"), list) for p in m["content"] if isinstance(p, MediaFile)
+    ]
     if not items:
         return engine.render(messages, system, tools, parse_special_tokens=parse_special_tokens), {}
     first: dict[str, str] = {}
@@ -180,7 +206,10 @@ def render_parts(engine, messages: Sequence[dict], system: str | None = None, to
     out = []
     for m in messages:
         if isinstance(m.get("content"), list):
-            m = {**m, "content": [Trusted(next(taken[p.kind])) if isinstance(p, MediaFile) else p for p in m["content"]]}
+            m = {
+                **m,
+                "content": [Trusted(next(taken[p.kind])) if isinstance(p, MediaFile) else p for p in m["content"]],
+            }
         out.append(m)
     ids = engine.render(out, system, tools, parse_special_tokens=parse_special_tokens)
     return ids, _inputs(engine, ids, media, runs)

@@ -19,8 +19,10 @@ def _imports():
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
         from rouge_chinese import Rouge
     except ImportError as exc:
-        raise EnvironmentProblem(f"prediction metrics need jieba, nltk and rouge-chinese ({exc.name} is missing): "
-                                 "pip install 'tunekit[metrics]'.") from None
+        raise EnvironmentProblem(
+            f"prediction metrics need jieba, nltk and rouge-chinese ({exc.name} is missing): "
+            "pip install 'tunekit[metrics]'."
+        ) from None
     jieba.setLogLevel(logging.WARNING)
     return jieba, sentence_bleu, SmoothingFunction, Rouge
 
@@ -47,4 +49,7 @@ def score_predictions(preds: list[str], labels: list[str]) -> dict[str, float]:
     if not preds:
         return {}
     per = [sample_scores(p, l) for p, l in zip(preds, labels)]
-    return {k: round(sum(s[k] for s in per) / len(per), 4) for k in ("bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match")}
+    return {
+        k: round(sum(s[k] for s in per) / len(per), 4)
+        for k in ("bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match")
+    }

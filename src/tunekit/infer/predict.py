@@ -37,7 +37,9 @@ def load_samples(cfg) -> list[dict[str, Any]]:
 
     names = cfg.eval_dataset_names or cfg.dataset_names
     if not names:
-        raise ConfigError("predict needs data: set eval_dataset (or dataset) to dataset name(s) from dataset_info.json.")
+        raise ConfigError(
+            "predict needs data: set eval_dataset (or dataset) to dataset name(s) from dataset_info.json."
+        )
     samples = []
     for attr in resolve_datasets(names, cfg.dataset_dir):
         raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
@@ -46,15 +48,26 @@ def load_samples(cfg) -> list[dict[str, Any]]:
         for raw in raws:
             try:
                 sample = convert_record(raw, attr, "sft")
-                media = {k: resolve_media(sample.get(k) or [], k, media_root(cfg), sample["_source"]) for k in PLACEHOLDERS}
+                media = {
+                    k: resolve_media(sample.get(k) or [], k, media_root(cfg), sample["_source"]) for k in PLACEHOLDERS
+                }
             except (RecordError, DataError) as exc:
                 if cfg.bad_records == "error":
-                    raise DataError(f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records)") from None
+                    raise DataError(
+                        f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records)"
+                    ) from None
                 continue
             messages = sample["messages"]
-            samples.append({"messages": messages[:-1], "system": sample.get("system") or None,
-                            "tools": sample.get("tools") or None, "label": messages[-1]["content"], "media": media,
-                            "where": sample["_source"]})
+            samples.append(
+                {
+                    "messages": messages[:-1],
+                    "system": sample.get("system") or None,
+                    "tools": sample.get("tools") or None,
+                    "label": messages[-1]["content"],
+                    "media": media,
+                    "where": sample["_source"],
+                }
+            )
     if not samples:
         raise DataError(f"no usable samples in {', '.join(names)} to predict on.")
     return samples
@@ -65,7 +78,9 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
 
     out = Path(output_dir or cfg.output_dir or "")
     if not (output_dir or cfg.output_dir):
-        raise ConfigError("output_dir is not set: name the folder for generated_predictions.jsonl and predict_results.json.")
+        raise ConfigError(
+            "output_dir is not set: name the folder for generated_predictions.jsonl and predict_results.json."
+        )
     samples = load_samples(cfg)  # data mistakes fail before the model loads
     if engine is None:
         from .engine import ChatEngine
@@ -75,14 +90,16 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
     text_only = [i for i in range(len(prompts)) if not media[i]]
     order = sorted(text_only, key=lambda i: -len(prompts[i]))
     size = cfg.per_device_eval_batch_size
-    batches = [order[i:i + size] for i in range(0, len(order), size)]
+    batches = [order[i : i + size] for i in range(0, len(order), size)]
     batches += [[i] for i in range(len(prompts)) if media[i]]  # with their media inputs: one at a time
     results: list[Any] = [None] * len(prompts)
     progress = _progress(len(prompts), cfg.disable_tqdm)
     start = time.perf_counter()
     for batch in batches:
         with_media = media[batch[0]] or None
-        for i, response in zip(batch, engine.generate_batch([prompts[i] for i in batch], media=with_media, seed=cfg.seed)):
+        for i, response in zip(
+            batch, engine.generate_batch([prompts[i] for i in batch], media=with_media, seed=cfg.seed)
+        ):
             results[i] = response
         progress.update(len(batch))
     seconds = time.perf_counter() - start
@@ -91,19 +108,29 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
     out.mkdir(parents=True, exist_ok=True)
     with open(out / PREDICTIONS, "w", encoding="utf-8") as f:
         for ids, response, sample in zip(prompts, results, samples):
-            row = {"prompt": engine.tokenizer.decode(ids), "prediction": response.text, "label": sample["label"],
-                   "predict": response.text}  # "predict": the key LLaMA-Factory users' scripts read
+            row = {
+                "prompt": engine.tokenizer.decode(ids),
+                "prediction": response.text,
+                "label": sample["label"],
+                "predict": response.text,
+            }  # "predict": the key LLaMA-Factory users' scripts read
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     generated = sum(r.completion_tokens for r in results)
     scores = score_predictions([r.text for r in results], [s["label"] for s in samples])
     metrics = {f"predict_{k}": v for k, v in scores.items()}
-    metrics.update(predict_samples=len(samples), predict_runtime=round(seconds, 4),
-                   predict_samples_per_second=round(len(samples) / seconds, 3) if seconds else None,
-                   predict_generated_tokens=generated,
-                   predict_tokens_per_second=round(generated / seconds, 2) if seconds else None)
+    metrics.update(
+        predict_samples=len(samples),
+        predict_runtime=round(seconds, 4),
+        predict_samples_per_second=round(len(samples) / seconds, 3) if seconds else None,
+        predict_generated_tokens=generated,
+        predict_tokens_per_second=round(generated / seconds, 2) if seconds else None,
+    )
     (out / RESULTS).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    print(f"predict: {len(samples)} samples in {seconds:.1f} s ({metrics['predict_tokens_per_second']} generated tokens/s) | "
-          + " | ".join(f"{k} {v}" for k, v in scores.items()) + f" -> {out / PREDICTIONS}")
+    print(
+        f"predict: {len(samples)} samples in {seconds:.1f} s ({metrics['predict_tokens_per_second']} generated tokens/s) | "
+        + " | ".join(f"{k} {v}" for k, v in scores.items())
+        + f" -> {out / PREDICTIONS}"
+    )
     return metrics
 
 
@@ -116,17 +143,21 @@ def _render_prompts(cfg, engine, samples: list[dict[str, Any]]) -> tuple[list[li
         if any(s["media"].values()):
             ids, inputs = render_sample(engine, s["messages"], s["system"], s["tools"], s["media"], s["where"])
             if len(ids) > cfg.cutoff_len:
-                raise DataError(f"{s['where']}: the prompt with its media is {len(ids)} tokens, longer than cutoff_len "
-                                f"{cfg.cutoff_len}, and cutting it would cut through its media tokens: raise cutoff_len, "
-                                f"or lower image_max_pixels / video_max_pixels.")
+                raise DataError(
+                    f"{s['where']}: the prompt with its media is {len(ids)} tokens, longer than cutoff_len "
+                    f"{cfg.cutoff_len}, and cutting it would cut through its media tokens: raise cutoff_len, "
+                    f"or lower image_max_pixels / video_max_pixels."
+                )
         else:
             ids, inputs = engine.render(s["messages"], s["system"], s["tools"]), {}
             if len(ids) > cfg.cutoff_len:
-                ids, truncated = ids[-cfg.cutoff_len:], truncated + 1
+                ids, truncated = ids[-cfg.cutoff_len :], truncated + 1
         prompts.append(ids)
         media.append(inputs)
     if truncated:
-        print(f"predict: {truncated} prompt(s) longer than cutoff_len {cfg.cutoff_len} were cut to their last {cfg.cutoff_len} tokens")
+        print(
+            f"predict: {truncated} prompt(s) longer than cutoff_len {cfg.cutoff_len} were cut to their last {cfg.cutoff_len} tokens"
+        )
     return prompts, media
 
 

@@ -37,5 +37,5 @@ class StopText:
             end = len(text) if final else self._safe_end(text)
         if end <= self.sent:
             return ""
-        out, self.sent = text[self.sent:end], end
+        out, self.sent = text[self.sent : end], end
         return out

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: tokens a generation generates per turn while others wait
 QUANTUM = 4
@@ -72,7 +73,7 @@ class Turns:
     def locked(self) -> bool:
         return self._holder is not None
 
-    def __enter__(self) -> "Turns":
+    def __enter__(self) -> Turns:
         self._local.token = object()
         self.acquire(self._local.token)
         return self
@@ -89,7 +90,9 @@ class RandomState:
         import torch
 
         self.cpu = torch.get_rng_state()
-        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        self.cuda = (
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        )
 
     def restore(self) -> None:
         import torch

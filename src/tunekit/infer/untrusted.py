@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -38,7 +39,9 @@ def _pieces(message: dict) -> list[str]:
 
 def special_strings(tokenizer: Any) -> list[str]:
     """The texts of the tokenizer's special tokens (longest first)."""
-    found = {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)}
+    found = {
+        t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)
+    }
     found.update(t for t in getattr(tokenizer, "all_special_tokens", []) or [] if t)
     return sorted(found, key=len, reverse=True)
 
@@ -47,8 +50,9 @@ def first_special(text: str, specials: Sequence[str]) -> str | None:
     return next((s for s in specials if s in text), None)
 
 
-def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system: str | None, tools: Any,
-                     enable_thinking: bool) -> list[int]:
+def encode_untrusted(
+    template: Any, tokenizer: Any, messages: list[dict], system: str | None, tools: Any, enable_thinking: bool
+) -> list[int]:
     """Prompt ids of ``template.render_prompt(...)`` where no text from ``messages``/``system`` is a control token."""
     pieces = [_pieces(m) for m in messages]
     messages = plain_messages(messages)
@@ -59,10 +63,13 @@ def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system
 
         token = first_special(tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False), specials)
         if token:
-            raise ConfigError(f"the tool definitions contain the control token {token!r}; remove it (tool names, "
-                              f"descriptions and schemas cannot carry control tokens).")
-    hits = [i for i, ps in enumerate(pieces)
-            if any(not isinstance(p, Trusted) and first_special(p, specials) for p in ps)]
+            raise ConfigError(
+                f"the tool definitions contain the control token {token!r}; remove it (tool names, "
+                f"descriptions and schemas cannot carry control tokens)."
+            )
+    hits = [
+        i for i, ps in enumerate(pieces) if any(not isinstance(p, Trusted) and first_special(p, specials) for p in ps)
+    ]
     system_hit = bool(system and first_special(system, specials))
     if not hits and not system_hit:
         return tokenizer(plain, add_special_tokens=False)["input_ids"]
@@ -72,29 +79,40 @@ def encode_untrusted(template: Any, tokenizer: Any, messages: list[dict], system
     def wrap(text: str) -> str:
         core = text.strip()
         start = text.index(core)
-        return text[:start] + open_ + core + close + text[start + len(core):]
+        return text[:start] + open_ + core + close + text[start + len(core) :]
 
     wrapped = [dict(m) for m in messages]
     for i in hits:
         if wrapped[i]["role"] == "function_call":  # JSON the template re-formats: its text cannot be kept apart
             token = first_special(wrapped[i]["content"], specials)
-            raise ConfigError(f"messages[{i}]: a tool call contains the control token {token!r}; remove it "
-                              f"(tool-call arguments cannot carry control tokens).")
-        wrapped[i]["content"] = "".join(wrap(p) if not isinstance(p, Trusted) and first_special(p, specials) else p
-                                        for p in pieces[i])
+            raise ConfigError(
+                f"messages[{i}]: a tool call contains the control token {token!r}; remove it "
+                f"(tool-call arguments cannot carry control tokens)."
+            )
+        wrapped[i]["content"] = "".join(
+            wrap(p) if not isinstance(p, Trusted) and first_special(p, specials) else p for p in pieces[i]
+        )
     text = template.render_prompt(wrapped, wrap(system) if system_hit else system, tools, enable_thinking)
     pattern = re.compile(re.escape(open_) + "(.*?)" + re.escape(close), re.DOTALL)
-    if pattern.sub(lambda m: m.group(1), text) != plain or open_ in pattern.sub("", text) or close in pattern.sub("", text):
-        client_text = (system or "") if system_hit else "".join(p for p in pieces[hits[0]] if not isinstance(p, Trusted))
+    if (
+        pattern.sub(lambda m: m.group(1), text) != plain
+        or open_ in pattern.sub("", text)
+        or close in pattern.sub("", text)
+    ):
+        client_text = (
+            (system or "") if system_hit else "".join(p for p in pieces[hits[0]] if not isinstance(p, Trusted))
+        )
         token = first_special(client_text, specials)
-        raise ConfigError(f"the text of messages[{hits[0] if hits else 'system'}] holds the control token {token!r} and "
-                          f"template '{getattr(template, 'name', '?')}' rewrites that text, so it cannot be encoded as "
-                          f"ordinary text; remove the control token from the message.")
+        raise ConfigError(
+            f"the text of messages[{hits[0] if hits else 'system'}] holds the control token {token!r} and "
+            f"template '{getattr(template, 'name', '?')}' rewrites that text, so it cannot be encoded as "
+            f"ordinary text; remove the control token from the message."
+        )
     ids: list[int] = []
     pos = 0
     for m in pattern.finditer(text):
         if m.start() > pos:
-            ids += tokenizer(text[pos:m.start()], add_special_tokens=False)["input_ids"]
+            ids += tokenizer(text[pos : m.start()], add_special_tokens=False)["input_ids"]
         if m.group(1):
             ids += tokenizer(m.group(1), add_special_tokens=False, split_special_tokens=True)["input_ids"]
         pos = m.end()

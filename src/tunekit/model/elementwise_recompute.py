@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -56,13 +57,15 @@ class _Recipe:
 
 def _owns_storage(t: torch.Tensor) -> bool:
     """A fresh contiguous tensor filling its storage: a rebuilt one then has the same layout, so views map 1:1."""
-    return t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    return (
+        t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    )
 
 
 class _LayerWindow:
     """The recomputable storages of one decoder layer's forward call, while that call runs."""
 
-    def __init__(self, owner: "ElementwiseRecompute"):
+    def __init__(self, owner: ElementwiseRecompute):
         self.owner = owner
         self.entries: dict[int, tuple[weakref.ref, Callable[[], torch.Tensor]]] = {}
         self.mlp: dict[str, torch.Tensor] = {}
@@ -113,7 +116,9 @@ class ElementwiseRecompute:
         self.window: _LayerWindow | None = None
         self.packed = 0  # tensors saved as recipes so far
         self.layers = 0
-        self.kept: dict[int, int] | None = None  # when a dict: storage -> bytes of what was saved as is (tests, benchmarks)
+        self.kept: dict[int, int] | None = (
+            None  # when a dict: storage -> bytes of what was saved as is (tests, benchmarks)
+        )
 
     def _exact(self, module: torch.nn.Module, kind: str, got: torch.Tensor, build: Callable[[], torch.Tensor]) -> bool:
         key = (type(module), kind)
@@ -122,8 +127,11 @@ class ElementwiseRecompute:
                 again = build()
             self.checked[key] = again.shape == got.shape and again.dtype == got.dtype and torch.equal(again, got)
             if not self.checked[key]:
-                logger.info("elementwise_recompute: %s's %s does not recompute to the same bits; it stays saved",
-                            type(module).__name__, kind)
+                logger.info(
+                    "elementwise_recompute: %s's %s does not recompute to the same bits; it stays saved",
+                    type(module).__name__,
+                    kind,
+                )
         return self.checked[key]
 
     def attach(self, layer: torch.nn.Module) -> None:
@@ -166,6 +174,7 @@ class ElementwiseRecompute:
         def hook(module, args, output):
             if self.window is not None:
                 self.window.mlp[part] = output
+
         return hook
 
     def _act_hook(self, module, args, output):
@@ -184,8 +193,11 @@ class ElementwiseRecompute:
             if window is None or not args or not {"act", "up_proj", "gate_proj"} <= window.mlp.keys():
                 return
             h, s, u, g = args[0], window.mlp.pop("act"), window.mlp.pop("up_proj"), window.mlp.pop("gate_proj")
-            if isinstance(h, torch.Tensor) and self._exact(module, "input", h, lambda: s * u):  # the MLP multiplies s by u
+            if isinstance(h, torch.Tensor) and self._exact(
+                module, "input", h, lambda: s * u
+            ):  # the MLP multiplies s by u
                 window.note(h, lambda: act.forward(g) * u)
+
         return hook
 
 
@@ -195,7 +207,9 @@ def _norms(layer: torch.nn.Module) -> list[torch.nn.Module]:
 
 def _gated_mlp(layer: torch.nn.Module) -> torch.nn.Module | None:
     mlp = getattr(layer, "mlp", None)
-    return mlp if mlp is not None and all(isinstance(getattr(mlp, p, None), torch.nn.Module) for p in MLP_PARTS) else None
+    return (
+        mlp if mlp is not None and all(isinstance(getattr(mlp, p, None), torch.nn.Module) for p in MLP_PARTS) else None
+    )
 
 
 def enable(model, norms: bool = True) -> ElementwiseRecompute | None:
@@ -203,7 +217,9 @@ def enable(model, norms: bool = True) -> ElementwiseRecompute | None:
     recompute. ``norms=False`` leaves the norms out (their weights are sharded under ZeRO-3 / FSDP outside their
     forward)."""
     state = ElementwiseRecompute(norms)
-    for layer in decoder_layers(model):  # the language model's (a vision tower's blocks: the planner counts them as is)
+    for layer in decoder_layers(
+        model
+    ):  # the language model's (a vision tower's blocks: the planner counts them as is)
         state.attach(layer)
     if not state.layers:
         return None

@@ -24,8 +24,10 @@ ZEROED = ("o_proj", "down_proj")
 def llama_pro_layer_ids(n_layers: int, num_expand: int) -> list[int]:
     """Indices of the inserted blocks in a model expanded by :func:`expand_blocks` (every ``n / num_expand``-th)."""
     if num_expand < 1 or n_layers % num_expand:
-        raise ConfigError(f"use_llama_pro: freeze_trainable_layers {num_expand} (the expanded blocks) must divide the "
-                          f"model's {n_layers} layers; expand with tunekit expand-blocks --num-expand N and use that N.")
+        raise ConfigError(
+            f"use_llama_pro: freeze_trainable_layers {num_expand} (the expanded blocks) must divide the "
+            f"model's {n_layers} layers; expand with tunekit expand-blocks --num-expand N and use that N."
+        )
     stride = n_layers // num_expand
     return list(range(stride - 1, n_layers, stride))
 
@@ -42,7 +44,9 @@ def expand_blocks(src: str | Path, out: str | Path, num_expand: int) -> Path:
     if not isinstance(n, int):
         raise ModelError(f"{src}/config.json has no num_hidden_layers: cannot expand its blocks.")
     if num_expand < 1 or n % num_expand:
-        raise ConfigError(f"--num-expand {num_expand} must divide the {n} layers of {src} (e.g. {', '.join(str(k) for k in range(1, n + 1) if n % k == 0)}).")
+        raise ConfigError(
+            f"--num-expand {num_expand} must divide the {n} layers of {src} (e.g. {', '.join(str(k) for k in range(1, n + 1) if n % k == 0)})."
+        )
     model = AutoModelForCausalLM.from_pretrained(src, dtype="auto")
     split = n // num_expand
     state, new_state, new_index = model.state_dict(), {}, {}
@@ -64,12 +68,21 @@ def expand_blocks(src: str | Path, out: str | Path, num_expand: int) -> Path:
         config.layer_types = [layer_types[i] for i in range(n) for _ in range(2 if (i + 1) % split == 0 else 1)]
     expanded = AutoModelForCausalLM.from_config(config, dtype=model.dtype)
     missing, unexpected = expanded.load_state_dict(new_state, strict=False)
-    missing = [k for k in missing if not k.endswith("lm_head.weight") or not getattr(config, "tie_word_embeddings", False)]
+    missing = [
+        k for k in missing if not k.endswith("lm_head.weight") or not getattr(config, "tie_word_embeddings", False)
+    ]
     if missing or unexpected:
-        raise ModelError(f"expanding {src}: parameters not mapped (missing {missing[:3]}, unexpected {unexpected[:3]}); "
-                         f"this architecture's blocks are not under '*.layers.N.'.")
+        raise ModelError(
+            f"expanding {src}: parameters not mapped (missing {missing[:3]}, unexpected {unexpected[:3]}); "
+            f"this architecture's blocks are not under '*.layers.N.'."
+        )
     expanded.save_pretrained(out)
     for f in src.iterdir():  # tokenizer, chat template, generation config
-        if f.is_file() and not (out / f.name).exists() and not f.name.endswith((".safetensors", ".bin")) and "index" not in f.name:
+        if (
+            f.is_file()
+            and not (out / f.name).exists()
+            and not f.name.endswith((".safetensors", ".bin"))
+            and "index" not in f.name
+        ):
             shutil.copy2(f, out / f.name)
     return out

@@ -13,10 +13,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import ConfigError, ModelError
 from ..config.lists import split_list
-from .trainable import (adapted_layers, adapter_targets, check_frozen, freeze_by_parts, freeze_tuning_scope,
-                        modules_to_save)
+from ..errors import ConfigError, ModelError
+from .trainable import (
+    adapted_layers,
+    adapter_targets,
+    check_frozen,
+    freeze_by_parts,
+    freeze_tuning_scope,
+    modules_to_save,
+)
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
@@ -71,7 +77,9 @@ def num_layers(config) -> int:
         n = getattr(config, key, None)
         if isinstance(n, int):
             return n
-    raise ModelError("Cannot tell how many layers this model has (no num_hidden_layers in config.json); use finetuning_type lora or full.")
+    raise ModelError(
+        "Cannot tell how many layers this model has (no num_hidden_layers in config.json); use finetuning_type lora or full."
+    )
 
 
 def trainable_layer_ids(n_layers: int, k: int) -> list[int]:
@@ -88,8 +96,10 @@ def _apply_freeze(model, cfg) -> None:
     config = model.config.get_text_config() if lm_parts else model.config
     n = num_layers(config)
     if cfg.freeze_trainable_layers == 0 or abs(cfg.freeze_trainable_layers) > n:
-        raise ConfigError(f"freeze_trainable_layers {cfg.freeze_trainable_layers} must be between -{n} and {n} (not 0): "
-                          f"the model has {n} layers.")
+        raise ConfigError(
+            f"freeze_trainable_layers {cfg.freeze_trainable_layers} must be between -{n} and {n} (not 0): "
+            f"the model has {n} layers."
+        )
     if getattr(cfg, "use_llama_pro", False):  # LLaMA Pro: the blocks tunekit expand-blocks inserted
         from .expand import llama_pro_layer_ids
 
@@ -104,18 +114,22 @@ def _apply_freeze(model, cfg) -> None:
         all_names.update(name.split("."))
         m = _LAYER_INDEX.search(name)
         if m:
-            rest = name[m.end():].split(".")
+            rest = name[m.end() :].split(".")
             if rest:
                 layer_children.add(rest[0])
     if modules != ["all"]:
         missing = [mod for mod in modules if mod not in all_names]
         if missing:
-            raise ConfigError(f"freeze_trainable_modules names {', '.join(missing)}, which the layers do not have; "
-                              f"available: {', '.join(sorted(layer_children))}.")
+            raise ConfigError(
+                f"freeze_trainable_modules names {', '.join(missing)}, which the layers do not have; "
+                f"available: {', '.join(sorted(layer_children))}."
+            )
     missing_extra = [mod for mod in extras if mod not in all_names]
     if missing_extra:
-        raise ConfigError(f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have "
-                          f"(e.g. embed_tokens, norm, lm_head).")
+        raise ConfigError(
+            f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have "
+            f"(e.g. embed_tokens, norm, lm_head)."
+        )
     for name, p in model.named_parameters():
         parts = name.split(".")
         if lm_parts and not any(name == q or name.startswith(q + ".") for q in lm_parts):
@@ -139,9 +153,15 @@ def lora_config(cfg, model) -> Any:
     if cfg.pissa_init:
         init = "pissa" if cfg.pissa_iter == -1 else f"pissa_niter_{cfg.pissa_iter}"
     return LoraConfig(
-        task_type=TaskType.CAUSAL_LM, r=cfg.lora_rank, lora_alpha=cfg.resolved_lora_alpha, lora_dropout=cfg.lora_dropout,
-        target_modules=targets, modules_to_save=modules_to_save(model, cfg), use_rslora=cfg.use_rslora,
-        use_dora=cfg.use_dora, init_lora_weights=init,
+        task_type=TaskType.CAUSAL_LM,
+        r=cfg.lora_rank,
+        lora_alpha=cfg.resolved_lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=targets,
+        modules_to_save=modules_to_save(model, cfg),
+        use_rslora=cfg.use_rslora,
+        use_dora=cfg.use_dora,
+        init_lora_weights=init,
     )
 
 
@@ -152,8 +172,14 @@ def oft_config(cfg, model) -> Any:
 
     targets = adapter_targets(model, cfg, "oft_target")  # the one selection: nothing inside a frozen part
     check_oft_blocks(cfg, adapted_layers(model, targets))
-    return OFTConfig(task_type=TaskType.CAUSAL_LM, r=cfg.oft_rank, oft_block_size=cfg.oft_block_size, target_modules=targets,
-                     module_dropout=cfg.module_dropout, modules_to_save=modules_to_save(model, cfg))
+    return OFTConfig(
+        task_type=TaskType.CAUSAL_LM,
+        r=cfg.oft_rank,
+        oft_block_size=cfg.oft_block_size,
+        target_modules=targets,
+        module_dropout=cfg.module_dropout,
+        modules_to_save=modules_to_save(model, cfg),
+    )
 
 
 def _widths(layers: dict[str, tuple[int, int]]) -> str:
@@ -166,9 +192,11 @@ def check_lora_rank(rank: int, layers: dict[str, tuple[int, int]]) -> None:
     adapted layer only adds parameters (and memory) that cannot learn anything more; refused before any is created."""
     usable = max((min(shape) for shape in layers.values()), default=rank)
     if rank > usable:
-        raise ConfigError(f"lora_rank {rank} is larger than any adapted layer can use: a LoRA update of a d_in x d_out layer "
-                          f"has rank at most min(d_in, d_out), and the adapted layers are {_widths(layers)} (in x out); "
-                          f"set lora_rank to at most {usable}.")
+        raise ConfigError(
+            f"lora_rank {rank} is larger than any adapted layer can use: a LoRA update of a d_in x d_out layer "
+            f"has rank at most min(d_in, d_out), and the adapted layers are {_widths(layers)} (in x out); "
+            f"set lora_rank to at most {usable}."
+        )
 
 
 def check_oft_blocks(cfg, layers: dict[str, tuple[int, int]]) -> None:
@@ -182,10 +210,12 @@ def check_oft_blocks(cfg, layers: dict[str, tuple[int, int]]) -> None:
 
         common = math.gcd(*widths)
         fits = [d for d in range(1, common + 1) if common % d == 0]
-        raise ConfigError(f"{option} {value} does not divide the input width of every adapted layer (widths "
-                          f"{', '.join(map(str, widths))}; not {', '.join(map(str, bad))}): peft would change it layer by "
-                          f"layer. Set {option} to a divisor of all of them ({', '.join(map(str, fits))}), or narrow "
-                          f"oft_target.")
+        raise ConfigError(
+            f"{option} {value} does not divide the input width of every adapted layer (widths "
+            f"{', '.join(map(str, widths))}; not {', '.join(map(str, bad))}): peft would change it layer by "
+            f"layer. Set {option} to a divisor of all of them ({', '.join(map(str, fits))}), or narrow "
+            f"oft_target."
+        )
 
 
 def _apply_lora(model, cfg, adapters: list[str]):
@@ -207,8 +237,12 @@ def _apply_lora(model, cfg, adapters: list[str]):
         try:
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:
-            raise ModelError(f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}") from None
-    keep_dtype = dict(autocast_adapter_dtype=False) if getattr(cfg, "pure_bf16", False) else {}  # pure_bf16: adapters in bf16 too
+            raise ModelError(
+                f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}"
+            ) from None
+    keep_dtype = (
+        dict(autocast_adapter_dtype=False) if getattr(cfg, "pure_bf16", False) else {}
+    )  # pure_bf16: adapters in bf16 too
     if cfg.finetuning_type == "oft":
         return get_peft_model(model, oft_config(cfg, model), **keep_dtype)
     model = get_peft_model(model, lora_config(cfg, model), **keep_dtype)
@@ -248,8 +282,10 @@ def save_pissa_converted(model, folder) -> None:
 
     initial = getattr(model, PISSA_INIT_ATTR, None)
     if initial is None:
-        raise ModelError("pissa_convert: the initial PiSSA adapter was not kept (the model was not built with "
-                         "pissa_init and pissa_convert by tunekit); cannot convert the adapter to plain LoRA.")
+        raise ModelError(
+            "pissa_convert: the initial PiSSA adapter was not kept (the model was not built with "
+            "pissa_init and pissa_convert by tunekit); cannot convert the adapter to plain LoRA."
+        )
     with tempfile.TemporaryDirectory(prefix="tunekit-pissa-") as tmp:
         init_dir = Path(tmp) / "pissa_init"
         config = copy.deepcopy(model.peft_config["default"])

@@ -19,40 +19,63 @@ from ..config.lists import split_list
 from ..env import env_flag
 from ..errors import ConfigError, EnvironmentProblem, ModelError
 
-
 # Files a tokenizer's vocabulary can come from (fast, sentencepiece, BPE, WordPiece, tiktoken); see _check_vocabulary.
-_VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "merges.txt", "spiece.model",
-                "sentencepiece.bpe.model", "vocab.model", "tiktoken.model")
+_VOCAB_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "vocab.model",
+    "tiktoken.model",
+)
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
 def is_local_path(path: str) -> bool:
     """A path (not a hub id): absolute or ./-relative, existing, not of the form org/name, or org/name whose
     ``org`` folder exists here (``saves/run1`` when ``saves/`` exists is a wrong local path, not a hub id)."""
-    return (path.startswith(("/", "./", "../", "~", ".\\")) or os.path.exists(path) or path.count("/") != 1
-            or Path(path).parent.is_dir())
+    return (
+        path.startswith(("/", "./", "../", "~", ".\\"))
+        or os.path.exists(path)
+        or path.count("/") != 1
+        or Path(path).parent.is_dir()
+    )
 
 
 def model_path(cfg, attr: str = "model_name_or_path") -> str:
     path = getattr(cfg, attr)
     if not path:
-        raise ConfigError(f"{attr} is not set: give a local model folder or a hub id (e.g. Qwen/Qwen2.5-0.5B-Instruct).")
+        raise ConfigError(
+            f"{attr} is not set: give a local model folder or a hub id (e.g. Qwen/Qwen2.5-0.5B-Instruct)."
+        )
     if is_local_path(path):
         p = Path(path).expanduser()
         if not p.exists():
-            raise ModelError(f"Model folder {path} does not exist ({attr}). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B.")
+            raise ModelError(
+                f"Model folder {path} does not exist ({attr}). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B."
+            )
         if p.is_file():
-            raise ModelError(f"{attr} {path} is a file, not a model folder: give the folder that holds config.json and "
-                             f"the weights{' (the folder ' + str(p.parent) + ')' if (p.parent / 'config.json').is_file() else ''}.")
+            raise ModelError(
+                f"{attr} {path} is a file, not a model folder: give the folder that holds config.json and "
+                f"the weights{' (the folder ' + str(p.parent) + ')' if (p.parent / 'config.json').is_file() else ''}."
+            )
         if not (p / "config.json").is_file():
             adapter = p / "adapter_config.json"
             if adapter.is_file():
                 try:
-                    base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path") or "the base model"
+                    base = (
+                        json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+                        or "the base model"
+                    )
                 except (OSError, ValueError):
                     base = "the base model"
-                raise ModelError(f"{path} is a LoRA adapter folder (adapter_config.json), not a model: set {attr} to its "
-                                 f"base model ({base}) and adapter_name_or_path: {path}.")
+                raise ModelError(
+                    f"{path} is a LoRA adapter folder (adapter_config.json), not a model: set {attr} to its "
+                    f"base model ({base}) and adapter_name_or_path: {path}."
+                )
             raise ModelError(f"{path} has no config.json: it is not a Hugging Face model folder.")
         _read_config_json(p)
         return str(p)
@@ -65,10 +88,14 @@ def _read_config_json(folder: Path) -> dict:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise ModelError(f"{file} is not UTF-8 text (byte {exc.start}): it is not a model config; re-download or re-save the model.") from None
+        raise ModelError(
+            f"{file} is not UTF-8 text (byte {exc.start}): it is not a model config; re-download or re-save the model."
+        ) from None
     except json.JSONDecodeError as exc:
-        raise ModelError(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); re-download the "
-                         f"model or fix the file.") from None
+        raise ModelError(
+            f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); re-download the "
+            f"model or fix the file."
+        ) from None
     if not isinstance(data, dict):
         raise ModelError(f"{file} must hold a JSON object, found {type(data).__name__}; re-download the model.")
     return data
@@ -79,11 +106,18 @@ def check_weight_files(folder: Path) -> None:
     truncated (safetensors header vs. size) or is not a PyTorch checkpoint (a .bin that is neither zip nor pickle)."""
     import zipfile
 
-    files = sorted(f for f in folder.iterdir() if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES)
-                   and not f.name.startswith(("adapter_model", "optimizer", "scheduler", "rng_state", "training_args")))
+    files = sorted(
+        f
+        for f in folder.iterdir()
+        if f.is_file()
+        and f.name.endswith(_WEIGHT_SUFFIXES)
+        and not f.name.startswith(("adapter_model", "optimizer", "scheduler", "rng_state", "training_args"))
+    )
     if not files:
-        raise ModelError(f"{folder} has config.json but no weights (model.safetensors, model-*-of-*.safetensors or "
-                         f"pytorch_model.bin): copy the weight files into it, or point model_name_or_path at the full model.")
+        raise ModelError(
+            f"{folder} has config.json but no weights (model.safetensors, model-*-of-*.safetensors or "
+            f"pytorch_model.bin): copy the weight files into it, or point model_name_or_path at the full model."
+        )
     for file in files:
         if file.suffix == ".safetensors":
             from safetensors import SafetensorError, safe_open
@@ -92,25 +126,33 @@ def check_weight_files(folder: Path) -> None:
                 with safe_open(str(file), framework="pt"):
                     pass
             except (SafetensorError, OSError) as exc:
-                raise ModelError(f"{file} is not a readable safetensors file ({str(exc).splitlines()[0][:200]}): it is "
-                                 f"truncated or corrupted; re-download or re-save the model.") from None
+                raise ModelError(
+                    f"{file} is not a readable safetensors file ({str(exc).splitlines()[0][:200]}): it is "
+                    f"truncated or corrupted; re-download or re-save the model."
+                ) from None
         elif file.suffix in (".bin", ".pt", ".pth"):
             with open(file, "rb") as f:
                 head = f.read(4)
             if head.startswith(b"PK\x03\x04"):
                 if not zipfile.is_zipfile(file):
-                    raise ModelError(f"{file} is a truncated PyTorch checkpoint (its zip directory is missing); re-download "
-                                     f"or re-save the model.")
+                    raise ModelError(
+                        f"{file} is a truncated PyTorch checkpoint (its zip directory is missing); re-download "
+                        f"or re-save the model."
+                    )
             elif not head.startswith(b"\x80"):  # legacy torch.save: a pickle (protocol 2+)
-                raise ModelError(f"{file} is not a PyTorch checkpoint (it starts with {head!r}, neither zip nor pickle); "
-                                 f"re-download or re-save the model.")
+                raise ModelError(
+                    f"{file} is not a PyTorch checkpoint (it starts with {head!r}, neither zip nor pickle); "
+                    f"re-download or re-save the model."
+                )
 
 
 def _hub_hint(path: str, exc: Exception) -> str:
     offline = env_flag("HF_HUB_OFFLINE", False)
     why = "HF_HUB_OFFLINE is set and it is not in the local cache" if offline else str(exc).splitlines()[0][:300]
-    return (f"Could not load '{path}' ({why}). Download it while online (huggingface-cli download {path}) or point "
-            f"model_name_or_path at a local folder.")
+    return (
+        f"Could not load '{path}' ({why}). Download it while online (huggingface-cli download {path}) or point "
+        f"model_name_or_path at a local folder."
+    )
 
 
 def invalid_config(path: str, exc: Exception) -> ModelError:
@@ -118,28 +160,38 @@ def invalid_config(path: str, exc: Exception) -> ModelError:
     a negative size), named with the first line of what transformers found."""
     where = Path(path) / "config.json" if is_local_path(path) else f"the config.json of {path}"
     why = " ".join(str(exc).split())[:300]
-    return ModelError(f"{where} is not a valid configuration ({why}); fix that field or re-download the model's config.json.")
+    return ModelError(
+        f"{where} is not a valid configuration ({why}); fix that field or re-download the model's config.json."
+    )
 
 
 def load_tokenizer(cfg, padding_side: str = "right"):
-    from transformers import AutoTokenizer
-
     from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoTokenizer
 
     path = model_path(cfg)
     try:
         tokenizer = AutoTokenizer.from_pretrained(
-            path, trust_remote_code=cfg.trust_remote_code, use_fast=cfg.use_fast_tokenizer, revision=cfg.model_revision,
-            cache_dir=cfg.cache_dir, split_special_tokens=cfg.split_special_tokens, padding_side=padding_side,
+            path,
+            trust_remote_code=cfg.trust_remote_code,
+            use_fast=cfg.use_fast_tokenizer,
+            revision=cfg.model_revision,
+            cache_dir=cfg.cache_dir,
+            split_special_tokens=cfg.split_special_tokens,
+            padding_side=padding_side,
         )
     except StrictDataclassError as exc:  # transformers validates config.json's fields while it reads the tokenizer
         raise invalid_config(path, exc) from None
     except (OSError, ValueError) as exc:
         if "trust_remote_code" in str(exc):
-            raise ModelError(f"{path} ships its own tokenizer code; set trust_remote_code: true if you trust it.") from None
+            raise ModelError(
+                f"{path} ships its own tokenizer code; set trust_remote_code: true if you trust it."
+            ) from None
         if is_local_path(path):
-            raise ModelError(f"Could not load the tokenizer of {path} ({str(exc).splitlines()[0][:300]}); copy the base "
-                             f"model's tokenizer files into it.") from None
+            raise ModelError(
+                f"Could not load the tokenizer of {path} ({str(exc).splitlines()[0][:300]}); copy the base "
+                f"model's tokenizer files into it."
+            ) from None
         raise ModelError(_hub_hint(path, exc)) from None
     _check_vocabulary(path, tokenizer)
     if cfg.add_special_tokens:
@@ -155,11 +207,17 @@ def _check_vocabulary(path: str, tokenizer) -> None:
     if size >= 256 and not is_local_path(path):
         return
     folder = Path(path)
-    has_vocab = not folder.is_dir() or any((folder / name).is_file() for name in _VOCAB_FILES) or any(folder.glob("*.tiktoken"))
+    has_vocab = (
+        not folder.is_dir()
+        or any((folder / name).is_file() for name in _VOCAB_FILES)
+        or any(folder.glob("*.tiktoken"))
+    )
     if size < 2 or (not has_vocab and size < 256):
-        raise ModelError(f"{path} has no tokenizer files ({', '.join(_VOCAB_FILES[:4])}, ...): the tokenizer loaded from "
-                         f"it has {size} token{'s' if size != 1 else ''}, so nothing could be learned. Copy the tokenizer "
-                         f"files of the model it was made from into {path}.")
+        raise ModelError(
+            f"{path} has no tokenizer files ({', '.join(_VOCAB_FILES[:4])}, ...): the tokenizer loaded from "
+            f"it has {size} token{'s' if size != 1 else ''}, so nothing could be learned. Copy the tokenizer "
+            f"files of the model it was made from into {path}."
+        )
 
 
 def load_model_config(cfg):
@@ -170,20 +228,28 @@ def load_model_config(cfg):
     if local:
         data = _read_config_json(Path(path))
         if "model_type" not in data and not cfg.trust_remote_code:
-            raise ModelError(f"{Path(path) / 'config.json'} has no model_type: transformers cannot tell the architecture; "
-                             f"re-download the model's config.json.")
+            raise ModelError(
+                f"{Path(path) / 'config.json'} has no model_type: transformers cannot tell the architecture; "
+                f"re-download the model's config.json."
+            )
     from huggingface_hub.errors import StrictDataclassError
 
     try:
-        return AutoConfig.from_pretrained(path, trust_remote_code=cfg.trust_remote_code, revision=cfg.model_revision, cache_dir=cfg.cache_dir)
+        return AutoConfig.from_pretrained(
+            path, trust_remote_code=cfg.trust_remote_code, revision=cfg.model_revision, cache_dir=cfg.cache_dir
+        )
     except StrictDataclassError as exc:
         raise invalid_config(path, exc) from None
     except (OSError, ValueError, KeyError) as exc:
         if "trust_remote_code" in str(exc):
-            raise ModelError(f"{path} needs its own modelling code; set trust_remote_code: true if you trust it.") from None
+            raise ModelError(
+                f"{path} needs its own modelling code; set trust_remote_code: true if you trust it."
+            ) from None
         if local:
-            raise ModelError(f"{Path(path) / 'config.json'} cannot be used ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
-                             f"check that it is this model's config (model_type, architecture fields).") from None
+            raise ModelError(
+                f"{Path(path) / 'config.json'} cannot be used ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
+                f"check that it is this model's config (model_type, architecture fields)."
+            ) from None
         raise ModelError(_hub_hint(path, exc)) from None
 
 
@@ -212,12 +278,16 @@ def attention_implementation(cfg) -> str:
         return "eager"
     # fa2
     if importlib.util.find_spec("flash_attn") is None:
-        raise EnvironmentProblem("flash_attn: fa2 needs the flash-attn package (pip install flash-attn --no-build-isolation) "
-                                 "and an NVIDIA GPU; or use flash_attn: sdpa.")
+        raise EnvironmentProblem(
+            "flash_attn: fa2 needs the flash-attn package (pip install flash-attn --no-build-isolation) "
+            "and an NVIDIA GPU; or use flash_attn: sdpa."
+        )
     import torch
 
     if not torch.cuda.is_available():
-        raise EnvironmentProblem("flash_attn: fa2 needs an NVIDIA GPU and none is visible; use flash_attn: sdpa on this machine.")
+        raise EnvironmentProblem(
+            "flash_attn: fa2 needs an NVIDIA GPU and none is visible; use flash_attn: sdpa on this machine."
+        )
     return "flash_attention_2"
 
 
@@ -226,7 +296,7 @@ def apply_rope_scaling(config, cfg) -> None:
         return
     current = getattr(config, "max_position_embeddings", None)
     if not current:
-        raise ModelError(f"rope_scaling: this model's config has no max_position_embeddings to scale from.")
+        raise ModelError("rope_scaling: this model's config has no max_position_embeddings to scale from.")
     target = cfg.rope_scaling_target_len or cfg.cutoff_len
     if target <= current:
         print(f"rope_scaling: target length {target} fits the model's {current} positions; no scaling applied.")
@@ -251,7 +321,9 @@ def check_quantization_packages(cfg) -> None:
         return
     method = cfg.quantization_method
     if method == "bnb" and importlib.util.find_spec("bitsandbytes") is None:
-        raise EnvironmentProblem("quantization_bit needs bitsandbytes: pip install bitsandbytes (or `pip install tunekit[quant]`).")
+        raise EnvironmentProblem(
+            "quantization_bit needs bitsandbytes: pip install bitsandbytes (or `pip install tunekit[quant]`)."
+        )
     if method == "hqq" and importlib.util.find_spec("hqq") is None:
         raise EnvironmentProblem("quantization_method: hqq needs the hqq package (pip install hqq).")
     if method == "eetq":
@@ -260,7 +332,9 @@ def check_quantization_packages(cfg) -> None:
 
             if torch.cuda.is_available():
                 return
-        raise EnvironmentProblem("quantization_method: eetq needs the eetq package and an NVIDIA GPU; use bnb on this machine.")
+        raise EnvironmentProblem(
+            "quantization_method: eetq needs the eetq package and an NVIDIA GPU; use bnb on this machine."
+        )
 
 
 def quantization_config(cfg, dtype):
@@ -276,9 +350,14 @@ def quantization_config(cfg, dtype):
         skip = quantization_skip_modules(cfg)
         if cfg.quantization_bit == 8:
             return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type=cfg.quantization_type,
-                                  bnb_4bit_use_double_quant=cfg.double_quantization, bnb_4bit_quant_storage=dtype,
-                                  llm_int8_skip_modules=skip)
+        return BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_compute_dtype=dtype,
+            bnb_4bit_quant_type=cfg.quantization_type,
+            bnb_4bit_use_double_quant=cfg.double_quantization,
+            bnb_4bit_quant_storage=dtype,
+            llm_int8_skip_modules=skip,
+        )
     if method == "hqq":
         from transformers import HqqConfig
 
@@ -294,29 +373,48 @@ def check_accelerators(cfg) -> None:
 
     if cfg.enable_liger_kernel:
         if importlib.util.find_spec("liger_kernel") is None:
-            raise EnvironmentProblem("enable_liger_kernel needs the liger-kernel package (pip install liger-kernel) and a GPU.")
+            raise EnvironmentProblem(
+                "enable_liger_kernel needs the liger-kernel package (pip install liger-kernel) and a GPU."
+            )
         if not torch.cuda.is_available():
-            raise EnvironmentProblem("enable_liger_kernel needs a GPU (Liger's kernels are Triton GPU kernels); none is visible. Remove the option on CPU.")
+            raise EnvironmentProblem(
+                "enable_liger_kernel needs a GPU (Liger's kernels are Triton GPU kernels); none is visible. Remove the option on CPU."
+            )
     if cfg.use_unsloth:
         if importlib.util.find_spec("unsloth") is None or not torch.cuda.is_available():
-            raise EnvironmentProblem("use_unsloth needs the unsloth package and an NVIDIA GPU; remove it on this machine.")
-        raise EnvironmentProblem("use_unsloth is not wired into tunekit yet; remove it (enable_liger_kernel gives fused kernels on GPUs).")
+            raise EnvironmentProblem(
+                "use_unsloth needs the unsloth package and an NVIDIA GPU; remove it on this machine."
+            )
+        raise EnvironmentProblem(
+            "use_unsloth is not wired into tunekit yet; remove it (enable_liger_kernel gives fused kernels on GPUs)."
+        )
 
 
 # Pre-quantized bases (config.json's quantization_config.quant_method; LLaMA-Factory's train_qlora examples): the
 # packages transformers loads them through, and what those packages need. Checked before any weight is read.
-AQLM_CPU_TRAINING = ("on CPU, aqlm 1.1.7 loads the model but peft 0.21's AQLM LoRA layer adds the adapter in place to "
-                     "aqlm's output ('Output 0 of _QuantizedMatmul is a view and is being modified inplace'), which "
-                     "autograd forbids, so QLoRA on an AQLM base does not train without CUDA")
+AQLM_CPU_TRAINING = (
+    "on CPU, aqlm 1.1.7 loads the model but peft 0.21's AQLM LoRA layer adds the adapter in place to "
+    "aqlm's output ('Output 0 of _QuantizedMatmul is a view and is being modified inplace'), which "
+    "autograd forbids, so QLoRA on an AQLM base does not train without CUDA"
+)
 PREQUANTIZED = {
-    "gptq": (("gptqmodel", "optimum"), "pip install gptqmodel optimum",
-             "gptqmodel has CPU kernels, but no gptqmodel release installs next to tunekit's pins (torch 2.13.0, "
-             "protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU"),
-    "awq": (("gptqmodel",), "pip install gptqmodel",
-            "transformers loads AWQ through gptqmodel, and no gptqmodel release installs next to tunekit's pins "
-            "(torch 2.13.0, protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU"),
-    "aqlm": (("aqlm",), "pip install 'aqlm[gpu]' on an NVIDIA GPU ('aqlm[cpu]' for inference on CPU)",
-             "training needs a GPU: " + AQLM_CPU_TRAINING),
+    "gptq": (
+        ("gptqmodel", "optimum"),
+        "pip install gptqmodel optimum",
+        "gptqmodel has CPU kernels, but no gptqmodel release installs next to tunekit's pins (torch 2.13.0, "
+        "protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU",
+    ),
+    "awq": (
+        ("gptqmodel",),
+        "pip install gptqmodel",
+        "transformers loads AWQ through gptqmodel, and no gptqmodel release installs next to tunekit's pins "
+        "(torch 2.13.0, protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU",
+    ),
+    "aqlm": (
+        ("aqlm",),
+        "pip install 'aqlm[gpu]' on an NVIDIA GPU ('aqlm[cpu]' for inference on CPU)",
+        "training needs a GPU: " + AQLM_CPU_TRAINING,
+    ),
 }
 
 
@@ -326,28 +424,38 @@ def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> Non
     qc = getattr(config, "quantization_config", None)
     if qc is None:
         return
-    method = str((qc if isinstance(qc, dict) else getattr(qc, "to_dict", lambda: {})()).get("quant_method", "")).lower()
+    method = str(
+        (qc if isinstance(qc, dict) else getattr(qc, "to_dict", lambda: {})()).get("quant_method", "")
+    ).lower()
     if cfg.quantization_bit is not None:
-        raise ConfigError(f"{path} is already quantized ({method or 'quantization_config in config.json'}): remove "
-                          f"quantization_bit (it would quantize the model a second time).")
+        raise ConfigError(
+            f"{path} is already quantized ({method or 'quantization_config in config.json'}): remove "
+            f"quantization_bit (it would quantize the model a second time)."
+        )
     if is_trainable and cfg.finetuning_type not in ("lora", "oft"):
-        raise ConfigError(f"{path} is a {method or 'pre-quantized'} model: its quantized weights cannot be trained "
-                          f"directly; set finetuning_type: lora (QLoRA on the quantized base) or use the unquantized model.")
+        raise ConfigError(
+            f"{path} is a {method or 'pre-quantized'} model: its quantized weights cannot be trained "
+            f"directly; set finetuning_type: lora (QLoRA on the quantized base) or use the unquantized model."
+        )
     if method == "aqlm" and is_trainable:
         import torch
 
         if not torch.cuda.is_available():
-            raise EnvironmentProblem(f"{path} is a pre-quantized AQLM model: {AQLM_CPU_TRAINING}. Train it on an NVIDIA "
-                                     f"GPU (pip install 'aqlm[gpu]'), or train on the unquantized model with "
-                                     f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU).")
+            raise EnvironmentProblem(
+                f"{path} is a pre-quantized AQLM model: {AQLM_CPU_TRAINING}. Train it on an NVIDIA "
+                f"GPU (pip install 'aqlm[gpu]'), or train on the unquantized model with "
+                f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)."
+            )
     if method in PREQUANTIZED:
         packages, install, where = PREQUANTIZED[method]
         missing = [p for p in packages if importlib.util.find_spec(p) is None]
         if missing:
-            raise EnvironmentProblem(f"{path} is a pre-quantized {method.upper()} model (quantization_config in config.json); "
-                                     f"loading it needs {' and '.join(packages)} (missing: {', '.join(missing)}): "
-                                     f"{install}; {where}. Or train on the unquantized model with "
-                                     f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU).")
+            raise EnvironmentProblem(
+                f"{path} is a pre-quantized {method.upper()} model (quantization_config in config.json); "
+                f"loading it needs {' and '.join(packages)} (missing: {', '.join(missing)}): "
+                f"{install}; {where}. Or train on the unquantized model with "
+                f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)."
+            )
 
 
 def limit_checkpointed_layers(model, count: int) -> int:
@@ -369,15 +477,25 @@ def check_loaded_weights(info: dict, path: str, architecture: str, allowed: bool
     lacks would start random (``missing_keys``), the folder's weights it has no place for would be dropped
     (``unexpected_keys``), both with only transformers' load report as a notice. Refused, naming the counts and a few
     keys, unless ``allow_new_weights`` says the difference is intended (a model extended by a new part, on purpose)."""
-    missing, unexpected = sorted(map(str, info.get("missing_keys") or ())), sorted(map(str, info.get("unexpected_keys") or ()))
+    missing, unexpected = (
+        sorted(map(str, info.get("missing_keys") or ())),
+        sorted(map(str, info.get("unexpected_keys") or ())),
+    )
     if allowed or not (missing or unexpected):
         return
-    parts = [f"{len(keys)} {what} (e.g. {', '.join(keys[:3])})" for keys, what in
-             ((missing, "weights it needs are missing and would start random"),
-              (unexpected, "weights in the folder have no place in it and would be dropped")) if keys]
-    raise ModelError(f"the weights in {path} do not belong to its config.json's architecture ({architecture}): "
-                     f"{'; '.join(parts)}. Check that config.json and the weight files come from the same model, or set "
-                     f"allow_new_weights: true if the difference is intended.")
+    parts = [
+        f"{len(keys)} {what} (e.g. {', '.join(keys[:3])})"
+        for keys, what in (
+            (missing, "weights it needs are missing and would start random"),
+            (unexpected, "weights in the folder have no place in it and would be dropped"),
+        )
+        if keys
+    ]
+    raise ModelError(
+        f"the weights in {path} do not belong to its config.json's architecture ({architecture}): "
+        f"{'; '.join(parts)}. Check that config.json and the weight files come from the same model, or set "
+        f"allow_new_weights: true if the difference is intended."
+    )
 
 
 def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
@@ -397,9 +515,15 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
         from .multimodal import model_class  # AutoModelForImageTextToText for vision-language models
 
         model, info = model_class(config).from_pretrained(
-            path, config=config, dtype=dtype, attn_implementation=attention_implementation(cfg),
-            quantization_config=quantization_config(cfg, dtype), trust_remote_code=cfg.trust_remote_code,
-            revision=cfg.model_revision, cache_dir=cfg.cache_dir, low_cpu_mem_usage=cfg.low_cpu_mem_usage,
+            path,
+            config=config,
+            dtype=dtype,
+            attn_implementation=attention_implementation(cfg),
+            quantization_config=quantization_config(cfg, dtype),
+            trust_remote_code=cfg.trust_remote_code,
+            revision=cfg.model_revision,
+            cache_dir=cfg.cache_dir,
+            low_cpu_mem_usage=cfg.low_cpu_mem_usage,
             output_loading_info=True,
         )
     except OSError as exc:
@@ -408,21 +532,30 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
         raise ModelError(_hub_hint(path, exc)) from None
     except (pickle.UnpicklingError, EOFError, RuntimeError) as exc:
         if isinstance(exc, RuntimeError) and "ignore_mismatched_sizes" in str(exc):  # shapes other than config.json's
-            raise ModelError(f"the weights in {path} do not belong to its config.json's architecture "
-                             f"({', '.join(config.architectures or [config.model_type])}): some have other shapes than "
-                             f"the config gives them (transformers' load report above lists them). Check that config.json "
-                             f"and the weight files come from the same model.") from None
+            raise ModelError(
+                f"the weights in {path} do not belong to its config.json's architecture "
+                f"({', '.join(config.architectures or [config.model_type])}): some have other shapes than "
+                f"the config gives them (transformers' load report above lists them). Check that config.json "
+                f"and the weight files come from the same model."
+            ) from None
         pickles = sorted(f.name for f in Path(path).glob("*.bin")) if is_local_path(path) else []
-        if not pickles or (isinstance(exc, RuntimeError) and not re.search(r"PytorchStreamReader|torch\.load|pickle|zip archive", str(exc))):
+        if not pickles or (
+            isinstance(exc, RuntimeError)
+            and not re.search(r"PytorchStreamReader|torch\.load|pickle|zip archive", str(exc))
+        ):
             raise
-        raise ModelError(f"{', '.join(pickles)} in {path} cannot be read as weights ({type(exc).__name__}): truncated, "
-                         f"corrupted, or a pickle that needs code to run, which tunekit never does (weights-only loading). "
-                         f"Re-download it, or re-save the model as safetensors where it was made.") from None
+        raise ModelError(
+            f"{', '.join(pickles)} in {path} cannot be read as weights ({type(exc).__name__}): truncated, "
+            f"corrupted, or a pickle that needs code to run, which tunekit never does (weights-only loading). "
+            f"Re-download it, or re-save the model as safetensors where it was made."
+        ) from None
     check_loaded_weights(info, path, type(model).__name__, getattr(cfg, "allow_new_weights", False))
     embeddings = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 under ZeRO-3 (partitioned)
     if cfg.resize_vocab or cfg.add_special_tokens or len(tokenizer) > embeddings:
         if len(tokenizer) > embeddings or cfg.resize_vocab:
-            model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64 if len(tokenizer) > embeddings else None)
+            model.resize_token_embeddings(
+                len(tokenizer), pad_to_multiple_of=64 if len(tokenizer) > embeddings else None
+            )
     if is_trainable:
         model.config.use_cache = False
         # a vision-language model's language model reads its own config; with a KV cache it would build no mask from

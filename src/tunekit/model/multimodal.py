@@ -10,21 +10,21 @@ projector frozen, language model trained, as LLaMA-Factory) is one selection for
 from __future__ import annotations
 
 import importlib
-from typing import Any, Optional
+from typing import Any
 
 
 def is_multimodal_config(config) -> bool:
     return getattr(config, "vision_config", None) is not None or getattr(config, "audio_config", None) is not None
 
 
-def plugin_class(cfg) -> Optional[type]:
+def plugin_class(cfg) -> type | None:
     from ..data.mm_plugins import FAMILIES
 
     module = FAMILIES.get(cfg.template or "")
     return importlib.import_module(f"tunekit.data.mm_plugins.{module}").PLUGIN if module else None
 
 
-def quantization_skip_modules(cfg) -> Optional[list[str]]:
+def quantization_skip_modules(cfg) -> list[str] | None:
     """Modules bitsandbytes leaves unquantized (``llm_int8_skip_modules``) for QLoRA on a VLM: the vision tower and the
     projector (small next to the language model, and what the image features depend on; LLaMA-Factory 0.9.5 quantizes
     them too) and ``lm_head`` (transformers' own default, which a given list replaces). ``None`` (transformers'

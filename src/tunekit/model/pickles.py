@@ -94,13 +94,19 @@ def check_pickle_file(path: Path, what: str, fix: str, allow_numpy: bool = False
             return
         except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError) as exc:
             first = str(exc).splitlines()[0][:120] if str(exc) else ""
-            why = "its pickle holds more than tensors and plain data" if (
-                isinstance(exc, pickle.UnpicklingError) or "weights_only" in first) else f"{type(exc).__name__}: {first}"
-            raise ModelError(f"{path} could not be loaded safely ({why}); tunekit never runs code from a pickle. "
-                             f"{fix}") from None
+            why = (
+                "its pickle holds more than tensors and plain data"
+                if (isinstance(exc, pickle.UnpicklingError) or "weights_only" in first)
+                else f"{type(exc).__name__}: {first}"
+            )
+            raise ModelError(
+                f"{path} could not be loaded safely ({why}); tunekit never runs code from a pickle. {fix}"
+            ) from None
     if names:
-        raise ModelError(f"{path} could not be loaded safely: its pickle names {', '.join(names[:6])}, which {what} "
-                         f"never holds (loading it would run code from the file). {fix}")
+        raise ModelError(
+            f"{path} could not be loaded safely: its pickle names {', '.join(names[:6])}, which {what} "
+            f"never holds (loading it would run code from the file). {fix}"
+        )
 
 
 def check_adapter_folder(folder: str | Path) -> None:
@@ -108,8 +114,12 @@ def check_adapter_folder(folder: str | Path) -> None:
     folder = Path(folder)
     path = folder / "adapter_model.bin"
     if folder.is_dir() and path.is_file() and not (folder / "adapter_model.safetensors").is_file():
-        check_pickle_file(path, "a PEFT adapter", "Use a copy of the adapter saved as adapter_model.safetensors (PEFT's "
-                                                  "default), or convert this one only where you trust its source.")
+        check_pickle_file(
+            path,
+            "a PEFT adapter",
+            "Use a copy of the adapter saved as adapter_model.safetensors (PEFT's "
+            "default), or convert this one only where you trust its source.",
+        )
 
 
 #: the pickles transformers loads when it resumes a checkpoint (besides rng_state*.pth); it never loads training_args.bin

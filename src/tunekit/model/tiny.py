@@ -36,9 +36,7 @@ from .tiny_names import family_of_name
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "resources" / "corpus"
 
 # Qwen2's pre-tokenizer regex (one digit per piece). Used for every family, see the module docstring.
-SPLIT_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+SPLIT_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 DEFAULT_VOCAB_SIZE = 2048
 PROBE_TEXT = "Hello world 你好，世界! 12345 + 678 = 13023\n  def f(x):\treturn x**2  # 中文 ok"
@@ -75,8 +73,12 @@ _QWEN = TokenizerFamily(
 
 TOKENIZERS: dict[str, TokenizerFamily] = {
     "qwen": _QWEN,
-    "qwen3": replace(_QWEN, name="qwen3", template="qwen3",
-                     extra=_QWEN.extra + ("<tool_response>", "</tool_response>", "<think>", "</think>")),
+    "qwen3": replace(
+        _QWEN,
+        name="qwen3",
+        template="qwen3",
+        extra=_QWEN.extra + ("<tool_response>", "</tool_response>", "<think>", "</think>"),
+    ),
     "llama3": TokenizerFamily(
         name="llama3",
         template="llama3",
@@ -141,32 +143,120 @@ class Family:
 
 # Structural flags of a typical small member of each family (sizes are overwritten).
 FAMILIES: dict[str, Family] = {
-    "qwen2": Family("qwen2", "qwen", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-                                       "use_sliding_window": False, "rope_theta": 1000000.0}),
-    "qwen3": Family("qwen3", "qwen3", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-                                       "attention_bias": False, "rope_theta": 1000000.0}),
-    "llama": Family("llama", "llama3", {"tie_word_embeddings": False, "rms_norm_eps": 1e-5, "hidden_act": "silu",
-                                        "attention_bias": False, "mlp_bias": False, "rope_theta": 500000.0}),
-    "mistral": Family("mistral", "mistral", {"tie_word_embeddings": False, "rms_norm_eps": 1e-5,
-                                             "hidden_act": "silu", "sliding_window": None, "rope_theta": 1000000.0}),
-    "gemma": Family("gemma", "gemma", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6,
-                                       "hidden_activation": "gelu_pytorch_tanh", "rope_theta": 10000.0}),
-    "gemma2": Family("gemma2", "gemma", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6,
-                                         "hidden_activation": "gelu_pytorch_tanh", "rope_theta": 10000.0,
-                                         "sliding_window": 128, "final_logit_softcapping": 30.0,
-                                         "attn_logit_softcapping": 50.0}),
-    "gemma3_text": Family("gemma3_text", "gemma", {"tie_word_embeddings": True, "rms_norm_eps": 1e-6,
-                                                   "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 128}),
+    "qwen2": Family(
+        "qwen2",
+        "qwen",
+        {
+            "tie_word_embeddings": True,
+            "rms_norm_eps": 1e-6,
+            "hidden_act": "silu",
+            "use_sliding_window": False,
+            "rope_theta": 1000000.0,
+        },
+    ),
+    "qwen3": Family(
+        "qwen3",
+        "qwen3",
+        {
+            "tie_word_embeddings": True,
+            "rms_norm_eps": 1e-6,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "rope_theta": 1000000.0,
+        },
+    ),
+    "llama": Family(
+        "llama",
+        "llama3",
+        {
+            "tie_word_embeddings": False,
+            "rms_norm_eps": 1e-5,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "mlp_bias": False,
+            "rope_theta": 500000.0,
+        },
+    ),
+    "mistral": Family(
+        "mistral",
+        "mistral",
+        {
+            "tie_word_embeddings": False,
+            "rms_norm_eps": 1e-5,
+            "hidden_act": "silu",
+            "sliding_window": None,
+            "rope_theta": 1000000.0,
+        },
+    ),
+    "gemma": Family(
+        "gemma",
+        "gemma",
+        {
+            "tie_word_embeddings": True,
+            "rms_norm_eps": 1e-6,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "rope_theta": 10000.0,
+        },
+    ),
+    "gemma2": Family(
+        "gemma2",
+        "gemma",
+        {
+            "tie_word_embeddings": True,
+            "rms_norm_eps": 1e-6,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "rope_theta": 10000.0,
+            "sliding_window": 128,
+            "final_logit_softcapping": 30.0,
+            "attn_logit_softcapping": 50.0,
+        },
+    ),
+    "gemma3_text": Family(
+        "gemma3_text",
+        "gemma",
+        {
+            "tie_word_embeddings": True,
+            "rms_norm_eps": 1e-6,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "sliding_window": 128,
+        },
+    ),
     # mixture of experts (a name's "a3b" word): Qwen3-30B-A3B / -235B-A22B, Qwen1.5-MoE-A2.7B / Qwen2-57B-A14B
-    "qwen3_moe": Family("qwen3_moe", "qwen3", {"tie_word_embeddings": False, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-                                               "attention_bias": False, "rope_theta": 1000000.0, "num_experts": 128,
-                                               "num_experts_per_tok": 8, "moe_intermediate_size": 768,
-                                               "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []}),
-    "qwen2_moe": Family("qwen2_moe", "qwen", {"tie_word_embeddings": False, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-                                              "rope_theta": 1000000.0, "num_experts": 64, "num_experts_per_tok": 8,
-                                              "moe_intermediate_size": 2560, "shared_expert_intermediate_size": 20480,
-                                              "norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": [],
-                                              "use_sliding_window": False}),
+    "qwen3_moe": Family(
+        "qwen3_moe",
+        "qwen3",
+        {
+            "tie_word_embeddings": False,
+            "rms_norm_eps": 1e-6,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "rope_theta": 1000000.0,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 768,
+            "norm_topk_prob": True,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+        },
+    ),
+    "qwen2_moe": Family(
+        "qwen2_moe",
+        "qwen",
+        {
+            "tie_word_embeddings": False,
+            "rms_norm_eps": 1e-6,
+            "hidden_act": "silu",
+            "rope_theta": 1000000.0,
+            "num_experts": 64,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2560,
+            "shared_expert_intermediate_size": 20480,
+            "norm_topk_prob": False,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "use_sliding_window": False,
+        },
+    ),
 }
 
 # model_type (from a config.json) -> tokenizer family, for model types not in FAMILIES.
@@ -253,13 +343,20 @@ def train_bpe(texts: list[str], special_tokens: list[str], vocab_size: int):
 
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=special_tokens,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
     return tok
 
@@ -349,8 +446,9 @@ def build_tiny_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    tokenizer = build_tokenizer(fam, vocab_size or DEFAULT_VOCAB_SIZE, chat_template_for(fam.template),
-                                max_position_embeddings)
+    tokenizer = build_tokenizer(
+        fam, vocab_size or DEFAULT_VOCAB_SIZE, chat_template_for(fam.template), max_position_embeddings
+    )
     n_tok = len(tokenizer)
     model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
     tokenizer.save_pretrained(out)
@@ -400,11 +498,15 @@ def prepare_out_dir(out_dir: str | os.PathLike, overwrite: bool) -> None:
     if not entries:
         return
     if not overwrite:
-        raise ModelError(f"tiny-model: {out} exists and is not empty ({len(entries)} entries, e.g. {entries[0].name}): "
-                         f"choose a new or empty folder, or pass --overwrite to replace the model in it.")
+        raise ModelError(
+            f"tiny-model: {out} exists and is not empty ({len(entries)} entries, e.g. {entries[0].name}): "
+            f"choose a new or empty folder, or pass --overwrite to replace the model in it."
+        )
     if not (out / "config.json").is_file():
-        raise ModelError(f"tiny-model: --overwrite replaces a model folder (one with config.json), and {out} has none: "
-                         f"choose a new or empty folder; nothing was removed.")
+        raise ModelError(
+            f"tiny-model: --overwrite replaces a model folder (one with config.json), and {out} has none: "
+            f"choose a new or empty folder; nothing was removed."
+        )
     for entry in entries:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)

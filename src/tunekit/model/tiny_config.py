@@ -11,8 +11,19 @@ DEFAULT_MAX_POSITIONS = 2048
 
 
 # Keys whose value is a size/count we shrink, or bookkeeping of the original checkpoint we drop.
-_DROP_KEYS = ("quantization_config", "_name_or_path", "transformers_version", "torch_dtype", "dtype",
-              "auto_map", "architectures", "_commit_hash", "id2label", "label2id", "task_specific_params")
+_DROP_KEYS = (
+    "quantization_config",
+    "_name_or_path",
+    "transformers_version",
+    "torch_dtype",
+    "dtype",
+    "auto_map",
+    "architectures",
+    "_commit_hash",
+    "id2label",
+    "label2id",
+    "task_specific_params",
+)
 
 
 def shrink_config(
@@ -43,8 +54,9 @@ def shrink_config(
         num_key_value_heads=kv,
         head_dim=head_dim,
         vocab_size=vocab_size,
-        max_position_embeddings=min(int(cfg.get("max_position_embeddings") or max_position_embeddings),
-                                    max_position_embeddings),
+        max_position_embeddings=min(
+            int(cfg.get("max_position_embeddings") or max_position_embeddings), max_position_embeddings
+        ),
         initializer_range=0.02,
         use_cache=True,
     )

@@ -56,19 +56,28 @@ ALIASES: list[tuple[str, str]] = [
 #: text family -> its mixture-of-experts family, selected by an ``a<N>b`` (active parameters) or ``moe`` word
 MOE_OF = {"qwen3": "qwen3_moe", "qwen2": "qwen2_moe"}
 
-_PLAIN_WORD = re.compile(r"(\d+(\.\d+)*[bmk]?|v\d+(\.\d+)*|\d{4}|instruct|chat|base|it|hf|pt|coder|math|distill|"
-                         r"thinking|nemo|r1)")
+_PLAIN_WORD = re.compile(
+    r"(\d+(\.\d+)*[bmk]?|v\d+(\.\d+)*|\d{4}|instruct|chat|base|it|hf|pt|coder|math|distill|"
+    r"thinking|nemo|r1)"
+)
 _MOE_WORD = re.compile(r"a\d+(\.\d+)?b|moe")
-_KNOWN_VARIANTS = {"vl": "a vision-language model", "vision": "a vision-language model", "omni": "an omni (audio-visual) model",
-                   "audio": "an audio-language model", "next": "a hybrid-attention model (Qwen3-Next)",
-                   "moe": "a mixture-of-experts model"}
+_KNOWN_VARIANTS = {
+    "vl": "a vision-language model",
+    "vision": "a vision-language model",
+    "omni": "an omni (audio-visual) model",
+    "audio": "an audio-language model",
+    "next": "a hybrid-attention model (Qwen3-Next)",
+    "moe": "a mixture-of-experts model",
+}
 
 
 def buildable(text_families) -> str:
     """The --like names tunekit builds (``text_families``: tiny.FAMILIES' keys), for messages."""
     vlm = sorted({k for k in VLM_FAMILIES if "_" not in k})
-    return (f"text: {', '.join(sorted(text_families))} (and names such as qwen2.5-7b, llama-3.1-8b, qwen3-30b-a3b); "
-            f"vision-language / audio: {', '.join(vlm)}; or a path to a config.json / model folder")
+    return (
+        f"text: {', '.join(sorted(text_families))} (and names such as qwen2.5-7b, llama-3.1-8b, qwen3-30b-a3b); "
+        f"vision-language / audio: {', '.join(vlm)}; or a path to a config.json / model folder"
+    )
 
 
 def refuse(like, why: str, text_families) -> ModelError:
@@ -86,15 +95,19 @@ def family_of_name(like: str, families) -> str:
     if match is None:
         raise refuse(like, "an unknown family", families)
     m, family = match
-    words = [w for w in re.split(r"[-_\s]+", name[m.end():]) if w]
+    words = [w for w in re.split(r"[-_\s]+", name[m.end() :]) if w]
     moe = [w for w in words if _MOE_WORD.fullmatch(w)]
     others = [w for w in words if not _MOE_WORD.fullmatch(w) and not _PLAIN_WORD.fullmatch(w)]
     if others:
-        what = [_KNOWN_VARIANTS[w] for w in others if w in _KNOWN_VARIANTS] + (["a mixture-of-experts model"] if moe else [])
+        what = [_KNOWN_VARIANTS[w] for w in others if w in _KNOWN_VARIANTS] + (
+            ["a mixture-of-experts model"] if moe else []
+        )
         why = " and ".join(dict.fromkeys(what)) or f"'{'-'.join(others)}' is not a {family} variant tunekit knows"
         raise refuse(like, f"{name} is {why}" if what else why, families)
     if moe:
         if family not in MOE_OF:
-            raise refuse(like, f"a mixture-of-experts {family} model ('{moe[0]}'), which tunekit does not build", families)
+            raise refuse(
+                like, f"a mixture-of-experts {family} model ('{moe[0]}'), which tunekit does not build", families
+            )
         return MOE_OF[family]
     return family

@@ -25,13 +25,31 @@ from pathlib import Path
 from tunekit.errors import ModelError
 
 from . import tiny_names
-from .tiny import (DEFAULT_MAX_POSITIONS, FAMILIES, DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, _set_tokenizer_class,
-                   build_tokenizer, check_tokenizer_roundtrip)
+from .tiny import (
+    DEFAULT_MAX_POSITIONS,
+    DEFAULT_VOCAB_SIZE,
+    FAMILIES,
+    TOKENIZERS,
+    TokenizerFamily,
+    _set_tokenizer_class,
+    build_tokenizer,
+    check_tokenizer_roundtrip,
+)
 
 #: the special tokens of the Qwen VL tokenizers (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): Qwen's, then the vision ones
 QWEN_VL_SPECIAL = TOKENIZERS["qwen"].special + (
-    "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
-    "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
 QWEN2_VL_TOKENS = replace(TOKENIZERS["qwen"], name="qwen2_vl", template="qwen2_vl", special=QWEN_VL_SPECIAL)
 TOKENIZERS.setdefault(QWEN2_VL_TOKENS.name, QWEN2_VL_TOKENS)  # tiny.py trains a family's BPE by its name
 
@@ -52,12 +70,17 @@ QWEN2_VL_CHAT_TEMPLATE = (
 #: --like name -> model_type (one table, shared with the text builder's name check: tiny_names)
 VLM_FAMILIES = tiny_names.VLM_FAMILIES
 #: model_type -> "module:builder" of a family built by its own module, called as ``builder(out_dir, like, seed, sizes)``
-BUILDERS = {"qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl", "qwen2_audio": "tiny_audio:build_tiny_qwen2_audio",
-            "llava": "tiny_vlm_families:build_tiny_llava_or_gemma3", "llava_next": "tiny_vlm_families:build_tiny_llava_or_gemma3",
-            "gemma3": "tiny_vlm_families:build_tiny_llava_or_gemma3",
-            "llava_next_mistral": "tiny_vlm_llava_next:build_tiny_llava_next_variant",
-            "llava_next_llama3": "tiny_vlm_llava_next:build_tiny_llava_next_variant",
-            "idefics3": "tiny_vlm_idefics3:build_tiny_idefics3", "smolvlm": "tiny_vlm_idefics3:build_tiny_idefics3"}
+BUILDERS = {
+    "qwen3_vl": "tiny_vlm_qwen3:build_tiny_qwen3_vl",
+    "qwen2_audio": "tiny_audio:build_tiny_qwen2_audio",
+    "llava": "tiny_vlm_families:build_tiny_llava_or_gemma3",
+    "llava_next": "tiny_vlm_families:build_tiny_llava_or_gemma3",
+    "gemma3": "tiny_vlm_families:build_tiny_llava_or_gemma3",
+    "llava_next_mistral": "tiny_vlm_llava_next:build_tiny_llava_next_variant",
+    "llava_next_llama3": "tiny_vlm_llava_next:build_tiny_llava_next_variant",
+    "idefics3": "tiny_vlm_idefics3:build_tiny_idefics3",
+    "smolvlm": "tiny_vlm_idefics3:build_tiny_idefics3",
+}
 #: the tiny image processor's pixel budget: a 224x224 image gives (224/28)^2 = 64 image tokens at most
 TINY_MAX_PIXELS = 224 * 224
 TINY_MIN_PIXELS = 28 * 28
@@ -81,7 +104,9 @@ def new_folder(out_dir, fam: TokenizerFamily, chat_template: str, sizes: TinySiz
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if tokenizer is None:
-        tokenizer = build_tokenizer(fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, chat_template, sizes.max_position_embeddings)
+        tokenizer = build_tokenizer(
+            fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, chat_template, sizes.max_position_embeddings
+        )
     n_tok = len(tokenizer)
     return out, tokenizer, (max(sizes.vocab_size, n_tok) if sizes.vocab_size else -(-n_tok // 64) * 64)
 
@@ -96,8 +121,9 @@ def random_model(auto_class, config, seed: int, fam: TokenizerFamily, ids: dict[
         torch.manual_seed(seed)
         model = auto_class.from_config(config, dtype=torch.float32)
     model.config.architectures = [type(model).__name__]
-    model.generation_config = GenerationConfig(eos_token_id=[ids[t] for t in fam.generation_eos],
-                                               pad_token_id=ids[fam.pad], do_sample=False, **generation)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[ids[t] for t in fam.generation_eos], pad_token_id=ids[fam.pad], do_sample=False, **generation
+    )
     return model
 
 
@@ -112,33 +138,75 @@ def is_vlm_family(like) -> bool:
     return isinstance(like, str) and like.strip().lower() in VLM_FAMILIES
 
 
-def _config(model_type: str, hidden_size: int, num_layers: int, num_heads: int, num_kv_heads: int,
-            vocab_size: int, ids: dict[str, int], max_positions: int):
+def _config(
+    model_type: str,
+    hidden_size: int,
+    num_layers: int,
+    num_heads: int,
+    num_kv_heads: int,
+    vocab_size: int,
+    ids: dict[str, int],
+    max_positions: int,
+):
     from transformers import AutoConfig
 
     head_dim = hidden_size // num_heads
     if head_dim % 8:
-        raise ModelError(f"tiny-model: {model_type} needs hidden_size / num_heads divisible by 8 (M-RoPE splits the "
-                         f"rotary half in 3 sections); got head_dim {head_dim}.")
+        raise ModelError(
+            f"tiny-model: {model_type} needs hidden_size / num_heads divisible by 8 (M-RoPE splits the "
+            f"rotary half in 3 sections); got head_dim {head_dim}."
+        )
     half = head_dim // 2
     section = [half - 2 * (3 * half // 8), 3 * half // 8, 3 * half // 8]  # real models: [16, 24, 24] of 64
-    text = dict(hidden_size=hidden_size, intermediate_size=4 * hidden_size, num_hidden_layers=num_layers,
-                num_attention_heads=num_heads, num_key_value_heads=num_kv_heads, vocab_size=vocab_size,
-                max_position_embeddings=max_positions, rms_norm_eps=1e-6, hidden_act="silu", max_window_layers=num_layers,
-                rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": section},
-                bos_token_id=None, eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
-                initializer_range=0.02, tie_word_embeddings=False)
-    common_vision = dict(depth=2, num_heads=2, in_channels=3, patch_size=14, spatial_merge_size=2,
-                         temporal_patch_size=2, initializer_range=0.02)
+    text = dict(
+        hidden_size=hidden_size,
+        intermediate_size=4 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        vocab_size=vocab_size,
+        max_position_embeddings=max_positions,
+        rms_norm_eps=1e-6,
+        hidden_act="silu",
+        max_window_layers=num_layers,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": section},
+        bos_token_id=None,
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        initializer_range=0.02,
+        tie_word_embeddings=False,
+    )
+    common_vision = dict(
+        depth=2,
+        num_heads=2,
+        in_channels=3,
+        patch_size=14,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        initializer_range=0.02,
+    )
     if model_type == "qwen2_vl":
         vision = dict(common_vision, embed_dim=32, hidden_size=hidden_size, mlp_ratio=2, hidden_act="quick_gelu")
     else:
-        vision = dict(common_vision, hidden_size=32, intermediate_size=64, out_hidden_size=hidden_size,
-                      hidden_act="silu", window_size=56, fullatt_block_indexes=[1], tokens_per_second=2)
+        vision = dict(
+            common_vision,
+            hidden_size=32,
+            intermediate_size=64,
+            out_hidden_size=hidden_size,
+            hidden_act="silu",
+            window_size=56,
+            fullatt_block_indexes=[1],
+            tokens_per_second=2,
+        )
     return AutoConfig.for_model(
-        model_type, text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False,
+        model_type,
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
     )
 
 
@@ -175,11 +243,21 @@ def _build_qwen2_vl(out_dir, model_type: str, seed: int, sizes: TinySizes) -> Pa
     fam = QWEN2_VL_TOKENS
     out, tokenizer, model_vocab = new_folder(out_dir, fam, QWEN2_VL_CHAT_TEMPLATE, sizes)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (*fam.special, *fam.extra)}
-    config = _config(model_type, sizes.hidden_size, sizes.num_layers, sizes.num_heads, sizes.num_kv_heads, model_vocab, ids,
-                     sizes.max_position_embeddings)
+    config = _config(
+        model_type,
+        sizes.hidden_size,
+        sizes.num_layers,
+        sizes.num_heads,
+        sizes.num_kv_heads,
+        model_vocab,
+        ids,
+        sizes.max_position_embeddings,
+    )
     model = random_model(AutoModelForImageTextToText, config, seed, fam, ids)
     model.save_pretrained(out)
-    image_processor = Qwen2VLImageProcessorPil(size={"shortest_edge": TINY_MIN_PIXELS, "longest_edge": TINY_MAX_PIXELS})
+    image_processor = Qwen2VLImageProcessorPil(
+        size={"shortest_edge": TINY_MIN_PIXELS, "longest_edge": TINY_MAX_PIXELS}
+    )
     image_processor.save_pretrained(out)
     save_tokenizer(out, tokenizer, fam)
     _check_processor(out)
@@ -195,8 +273,10 @@ def _check_processor(out: Path) -> None:
     cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
     got = AutoTokenizer.from_pretrained(out).convert_tokens_to_ids("<|image_pad|>")
     if got != cfg["image_token_id"]:
-        raise ModelError(f"tiny-model: {out}: the tokenizer's <|image_pad|> id {got} is not the model's image_token_id "
-                         f"{cfg['image_token_id']} (tunekit.model.tiny_vlm needs fixing).")
+        raise ModelError(
+            f"tiny-model: {out}: the tokenizer's <|image_pad|> id {got} is not the model's image_token_id "
+            f"{cfg['image_token_id']} (tunekit.model.tiny_vlm needs fixing)."
+        )
 
 
 def describe_vlm(folder: str | os.PathLike) -> str:
@@ -207,22 +287,29 @@ def describe_vlm(folder: str | os.PathLike) -> str:
     pre = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
     size = pre.get("size", {})
     template = {"qwen3_vl": "qwen3_vl_nothink (Instruct) / qwen3_vl (Thinking)", "qwen2_audio": "qwen2_audio"}.get(
-        cfg.get("model_type"), "qwen2_vl")
+        cfg.get("model_type"), "qwen2_vl"
+    )
     if "audio_config" in cfg:
         audio = cfg["audio_config"]
-        media = [f"  audio         layers {audio.get('encoder_layers')}, width {audio.get('d_model')}, mel bins "
-                 f"{audio.get('num_mel_bins')}",
-                 f"  processor     {pre.get('feature_extractor_type')} at {pre.get('sampling_rate')} Hz; audio token "
-                 f"<|AUDIO|> = {cfg.get('audio_token_index')}; template {template}"]
+        media = [
+            f"  audio         layers {audio.get('encoder_layers')}, width {audio.get('d_model')}, mel bins "
+            f"{audio.get('num_mel_bins')}",
+            f"  processor     {pre.get('feature_extractor_type')} at {pre.get('sampling_rate')} Hz; audio token "
+            f"<|AUDIO|> = {cfg.get('audio_token_index')}; template {template}",
+        ]
     else:
-        media = [f"  vision        depth {vision.get('depth')}, patch {vision.get('patch_size')}, merge {vision.get('spatial_merge_size')}",
-                 f"  processor     {pre.get('image_processor_type')} (PIL path), pixels {size.get('shortest_edge')}.."
-                 f"{size.get('longest_edge')}; image token <|image_pad|> = {cfg.get('image_token_id')}; template {template}"]
-    return "\n".join([
-        f"wrote {folder}",
-        f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
-        f"  language      hidden {text.get('hidden_size')}, layers {text.get('num_hidden_layers')}, heads "
-        f"{text.get('num_attention_heads')}/{text.get('num_key_value_heads')}, vocab {text.get('vocab_size')}",
-        *media,
-        f"  weights       {(folder / 'model.safetensors').stat().st_size / 2**20:.2f} MiB",
-    ])
+        media = [
+            f"  vision        depth {vision.get('depth')}, patch {vision.get('patch_size')}, merge {vision.get('spatial_merge_size')}",
+            f"  processor     {pre.get('image_processor_type')} (PIL path), pixels {size.get('shortest_edge')}.."
+            f"{size.get('longest_edge')}; image token <|image_pad|> = {cfg.get('image_token_id')}; template {template}",
+        ]
+    return "\n".join(
+        [
+            f"wrote {folder}",
+            f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
+            f"  language      hidden {text.get('hidden_size')}, layers {text.get('num_hidden_layers')}, heads "
+            f"{text.get('num_attention_heads')}/{text.get('num_key_value_heads')}, vocab {text.get('vocab_size')}",
+            *media,
+            f"  weights       {(folder / 'model.safetensors').stat().st_size / 2**20:.2f} MiB",
+        ]
+    )

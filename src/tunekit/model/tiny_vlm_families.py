@@ -33,13 +33,32 @@ from . import tiny_vlm
 from .tiny import DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, check_tokenizer_roundtrip
 
 LLAVA_TOKENS = TokenizerFamily(
-    name="llava", template="llava", special=("<unk>", "<s>", "</s>", "<pad>", "<image>"),
-    bos="<s>", eos="</s>", pad="<pad>", unk="<unk>", add_bos=True, generation_eos=("</s>",),
+    name="llava",
+    template="llava",
+    special=("<unk>", "<s>", "</s>", "<pad>", "<image>"),
+    bos="<s>",
+    eos="</s>",
+    pad="<pad>",
+    unk="<unk>",
+    add_bos=True,
+    generation_eos=("</s>",),
 )
 GEMMA3_TOKENS = replace(  # Gemma's bos/eos/pad/unk; its special tokens in Gemma 3's id order (<mask>, the image ones)
-    TOKENIZERS["gemma"], name="gemma3_vl", template="gemma3",
-    special=("<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
-             "<end_of_image>", "<image_soft_token>"),
+    TOKENIZERS["gemma"],
+    name="gemma3_vl",
+    template="gemma3",
+    special=(
+        "<pad>",
+        "<eos>",
+        "<bos>",
+        "<unk>",
+        "<mask>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<start_of_image>",
+        "<end_of_image>",
+        "<image_soft_token>",
+    ),
 )
 for _fam in (LLAVA_TOKENS, GEMMA3_TOKENS):
     TOKENIZERS.setdefault(_fam.name, _fam)  # tiny.py trains a family's BPE by its name
@@ -60,10 +79,10 @@ GEMMA3_CHAT_TEMPLATE = (
     "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n    {%- if messages[0]['content'] is string -%}\n"
     "        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}\n    {%- else -%}\n"
     "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}\n    {%- endif -%}\n"
-    "    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n    {%- set first_user_prefix = \"\" -%}\n"
+    '    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n    {%- set first_user_prefix = "" -%}\n'
     "    {%- set loop_messages = messages -%}\n{%- endif -%}\n{%- for message in loop_messages -%}\n"
     "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
-    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    '        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}\n'
     "    {%- endif -%}\n    {%- if (message['role'] == 'assistant') -%}\n        {%- set role = \"model\" -%}\n"
     "    {%- else -%}\n        {%- set role = message['role'] -%}\n    {%- endif -%}\n"
     "    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}\n"
@@ -81,7 +100,9 @@ PINPOINTS = [[56, 112], [112, 56], [112, 112]]  # LLaVA-NeXT anyres grid (real: 
 
 #: --like name -> family key
 #: --like name -> model_type of the families built here (the names are declared once, in tiny_vlm.VLM_FAMILIES)
-FAMILIES = {like: family for like, family in tiny_vlm.VLM_FAMILIES.items() if family in ("llava", "llava_next", "gemma3")}
+FAMILIES = {
+    like: family for like, family in tiny_vlm.VLM_FAMILIES.items() if family in ("llava", "llava_next", "gemma3")
+}
 
 
 def _tokenizer(fam: TokenizerFamily, vocab_size: int, chat_template: str, max_length: int, **named: str):
@@ -93,31 +114,64 @@ def _tokenizer(fam: TokenizerFamily, vocab_size: int, chat_template: str, max_le
 
     raw = Tokenizer.from_str(_trained_tokenizer_json(fam.name, vocab_size))
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, bos_token=fam.bos, eos_token=fam.eos, pad_token=fam.pad, unk_token=fam.unk,
-        add_bos_token=fam.add_bos, add_eos_token=False, model_max_length=max_length, padding_side="right",
-        clean_up_tokenization_spaces=False, **named)
+        tokenizer_object=raw,
+        bos_token=fam.bos,
+        eos_token=fam.eos,
+        pad_token=fam.pad,
+        unk_token=fam.unk,
+        add_bos_token=fam.add_bos,
+        add_eos_token=False,
+        model_max_length=max_length,
+        padding_side="right",
+        clean_up_tokenization_spaces=False,
+        **named,
+    )
     tokenizer.chat_template = chat_template
     return tokenizer
 
 
-def _text_config(model_type: str, sizes: dict[str, int], vocab: int, ids: dict[str, int], fam: TokenizerFamily,
-                 max_positions: int) -> dict[str, Any]:
+def _text_config(
+    model_type: str, sizes: dict[str, int], vocab: int, ids: dict[str, int], fam: TokenizerFamily, max_positions: int
+) -> dict[str, Any]:
     h, heads = sizes["hidden_size"], sizes["num_heads"]
-    text = dict(model_type=model_type, hidden_size=h, intermediate_size=4 * h, num_hidden_layers=sizes["num_layers"],
-                num_attention_heads=heads, num_key_value_heads=sizes["num_kv_heads"], head_dim=h // heads,
-                vocab_size=vocab, max_position_embeddings=max_positions, initializer_range=0.02,
-                bos_token_id=ids[fam.bos], eos_token_id=ids[fam.eos], pad_token_id=ids[fam.pad])
+    text = dict(
+        model_type=model_type,
+        hidden_size=h,
+        intermediate_size=4 * h,
+        num_hidden_layers=sizes["num_layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=sizes["num_kv_heads"],
+        head_dim=h // heads,
+        vocab_size=vocab,
+        max_position_embeddings=max_positions,
+        initializer_range=0.02,
+        bos_token_id=ids[fam.bos],
+        eos_token_id=ids[fam.eos],
+        pad_token_id=ids[fam.pad],
+    )
     if model_type == "llama":
         text.update(rms_norm_eps=1e-5, hidden_act="silu", tie_word_embeddings=False)
     else:  # gemma3_text, as the real 4B: tied embeddings, local/global layers
-        text.update(rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh", sliding_window=128,
-                    query_pre_attn_scalar=h // heads, tie_word_embeddings=True)
+        text.update(
+            rms_norm_eps=1e-6,
+            hidden_activation="gelu_pytorch_tanh",
+            sliding_window=128,
+            query_pre_attn_scalar=h // heads,
+            tie_word_embeddings=True,
+        )
     return text
 
 
 def _vision_config(model_type: str) -> dict[str, Any]:
-    vision = dict(model_type=model_type, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                  image_size=IMAGE_SIZE, patch_size=PATCH)
+    vision = dict(
+        model_type=model_type,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH,
+    )
     if model_type == "clip_vision_model":
         vision.update(projection_dim=32, hidden_act="quick_gelu")
     else:
@@ -130,14 +184,28 @@ def _config(family: str, text: dict, ids: dict[str, int]):
 
     if family == "gemma3":
         return AutoConfig.for_model(
-            "gemma3", text_config=text, vision_config=_vision_config("siglip_vision_model"), mm_tokens_per_image=4,
-            boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
-            image_token_index=ids["<image_soft_token>"], initializer_range=0.02)
+            "gemma3",
+            text_config=text,
+            vision_config=_vision_config("siglip_vision_model"),
+            mm_tokens_per_image=4,
+            boi_token_index=ids["<start_of_image>"],
+            eoi_token_index=ids["<end_of_image>"],
+            image_token_index=ids["<image_soft_token>"],
+            initializer_range=0.02,
+        )
     extra = {"image_grid_pinpoints": PINPOINTS} if family == "llava_next" else {}
     return AutoConfig.for_model(
-        family, text_config=text, vision_config=_vision_config("clip_vision_model"), image_token_id=ids["<image>"],
-        vision_feature_layer=-2, vision_feature_select_strategy="default", projector_hidden_act="gelu",
-        image_seq_length=(IMAGE_SIZE // PATCH) ** 2, tie_word_embeddings=False, **extra)
+        family,
+        text_config=text,
+        vision_config=_vision_config("clip_vision_model"),
+        image_token_id=ids["<image>"],
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        projector_hidden_act="gelu",
+        image_seq_length=(IMAGE_SIZE // PATCH) ** 2,
+        tie_word_embeddings=False,
+        **extra,
+    )
 
 
 def _processor(family: str, tokenizer, chat_template: str):
@@ -147,16 +215,25 @@ def _processor(family: str, tokenizer, chat_template: str):
         from transformers import Gemma3Processor
         from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
-        return Gemma3Processor(image_processor=Gemma3ImageProcessorPil(size=crop), tokenizer=tokenizer,
-                               chat_template=chat_template, image_seq_length=4)
-    common = dict(patch_size=PATCH, vision_feature_select_strategy="default", num_additional_image_tokens=1,
-                  chat_template=chat_template)
+        return Gemma3Processor(
+            image_processor=Gemma3ImageProcessorPil(size=crop),
+            tokenizer=tokenizer,
+            chat_template=chat_template,
+            image_seq_length=4,
+        )
+    common = dict(
+        patch_size=PATCH,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=chat_template,
+    )
     if family == "llava_next":
         from transformers import LlavaNextProcessor
         from transformers.models.llava_next.image_processing_pil_llava_next import LlavaNextImageProcessorPil
 
-        image_processor = LlavaNextImageProcessorPil(size={"shortest_edge": IMAGE_SIZE}, crop_size=crop,
-                                                     image_grid_pinpoints=PINPOINTS)
+        image_processor = LlavaNextImageProcessorPil(
+            size={"shortest_edge": IMAGE_SIZE}, crop_size=crop, image_grid_pinpoints=PINPOINTS
+        )
         return LlavaNextProcessor(image_processor=image_processor, tokenizer=tokenizer, **common)
     from transformers import LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
@@ -165,8 +242,9 @@ def _processor(family: str, tokenizer, chat_template: str):
     return LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, **common)
 
 
-def build_tiny_llava_or_gemma3(out_dir: str | os.PathLike, like: str = "llava", seed: int = 0,
-                              sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes()) -> Path:
+def build_tiny_llava_or_gemma3(
+    out_dir: str | os.PathLike, like: str = "llava", seed: int = 0, sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes()
+) -> Path:
     """Write a tiny random LLaVA-1.5 / LLaVA-NeXT / Gemma 3 (weights, tokenizer, chat template, processor)."""
     from transformers import AutoModelForImageTextToText
 
@@ -174,14 +252,25 @@ def build_tiny_llava_or_gemma3(out_dir: str | os.PathLike, like: str = "llava", 
     family = FAMILIES[key]
     gemma = family == "gemma3"
     fam, template = (GEMMA3_TOKENS, GEMMA3_CHAT_TEMPLATE) if gemma else (LLAVA_TOKENS, LLAVA_CHAT_TEMPLATE)
-    named = dict(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>") if gemma \
+    named = (
+        dict(boi_token="<start_of_image>", eoi_token="<end_of_image>", image_token="<image_soft_token>")
+        if gemma
         else dict(image_token="<image>")
-    tokenizer = _tokenizer(fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, template, sizes.max_position_embeddings, **named)
+    )
+    tokenizer = _tokenizer(
+        fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, template, sizes.max_position_embeddings, **named
+    )
     out, tokenizer, model_vocab = tiny_vlm.new_folder(out_dir, fam, template, sizes, tokenizer=tokenizer)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
-    shape = dict(hidden_size=sizes.hidden_size, num_layers=sizes.num_layers, num_heads=sizes.num_heads,
-                 num_kv_heads=sizes.num_kv_heads)
-    text = _text_config("gemma3_text" if gemma else "llama", shape, model_vocab, ids, fam, sizes.max_position_embeddings)
+    shape = dict(
+        hidden_size=sizes.hidden_size,
+        num_layers=sizes.num_layers,
+        num_heads=sizes.num_heads,
+        num_kv_heads=sizes.num_kv_heads,
+    )
+    text = _text_config(
+        "gemma3_text" if gemma else "llama", shape, model_vocab, ids, fam, sizes.max_position_embeddings
+    )
     config = _config(family, text, ids)
     model = tiny_vlm.random_model(AutoModelForImageTextToText, config, seed, fam, ids, bos_token_id=ids[fam.bos])
     if gemma:
@@ -216,9 +305,11 @@ def _check_processor(out: Path, family: str) -> None:
     got = processor.tokenizer.convert_tokens_to_ids(token)
     model_id = cfg.get("image_token_id", cfg.get("image_token_index"))
     if type(processor).__name__ != want or got != model_id:
-        raise ModelError(f"tiny-model: {out} reloads as {type(processor).__name__} with image token {token} = {got}, "
-                         f"expected {want} with the model's image token id {model_id} (tunekit.model.tiny_vlm_families "
-                         f"needs fixing).")
+        raise ModelError(
+            f"tiny-model: {out} reloads as {type(processor).__name__} with image token {token} = {got}, "
+            f"expected {want} with the model's image token id {model_id} (tunekit.model.tiny_vlm_families "
+            f"needs fixing)."
+        )
 
 
 def describe_vlm(folder: str | os.PathLike) -> str:
@@ -229,16 +320,20 @@ def describe_vlm(folder: str | os.PathLike) -> str:
         return tiny_vlm.describe_vlm(folder)
     text, vision = cfg.get("text_config", {}), cfg.get("vision_config", {})
     proc = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
-    image = proc.get("image_processor") or json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
+    image = proc.get("image_processor") or json.loads(
+        (folder / "preprocessor_config.json").read_text(encoding="utf-8")
+    )
     per_image = cfg.get("mm_tokens_per_image") or cfg.get("image_seq_length") or proc.get("image_seq_len")
-    return "\n".join([
-        f"wrote {folder}",
-        f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
-        f"  language      {text.get('model_type')}: hidden {text.get('hidden_size')}, layers {text.get('num_hidden_layers')}, "
-        f"heads {text.get('num_attention_heads')}/{text.get('num_key_value_heads')}, vocab {text.get('vocab_size')}",
-        f"  vision        {vision.get('model_type')}: layers {vision.get('num_hidden_layers')}, image "
-        f"{vision.get('image_size')} px, patch {vision.get('patch_size')}",
-        f"  processor     {proc.get('processor_class')} + {image.get('image_processor_type')} (PIL path); "
-        f"{per_image} image tokens per image (tile); template {'smolvlm' if proc.get('image_seq_len') else cfg['model_type']}",
-        f"  weights       {(folder / 'model.safetensors').stat().st_size / 2**20:.2f} MiB",
-    ])
+    return "\n".join(
+        [
+            f"wrote {folder}",
+            f"  architecture  {', '.join(cfg.get('architectures') or [])} (model_type {cfg.get('model_type')})",
+            f"  language      {text.get('model_type')}: hidden {text.get('hidden_size')}, layers {text.get('num_hidden_layers')}, "
+            f"heads {text.get('num_attention_heads')}/{text.get('num_key_value_heads')}, vocab {text.get('vocab_size')}",
+            f"  vision        {vision.get('model_type')}: layers {vision.get('num_hidden_layers')}, image "
+            f"{vision.get('image_size')} px, patch {vision.get('patch_size')}",
+            f"  processor     {proc.get('processor_class')} + {image.get('image_processor_type')} (PIL path); "
+            f"{per_image} image tokens per image (tile); template {'smolvlm' if proc.get('image_seq_len') else cfg['model_type']}",
+            f"  weights       {(folder / 'model.safetensors').stat().st_size / 2**20:.2f} MiB",
+        ]
+    )

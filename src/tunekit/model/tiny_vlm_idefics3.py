@@ -33,10 +33,22 @@ from .tiny import DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, check_tokeniz
 
 ROW_COL = tuple(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7))
 IDEFICS3_TOKENS = TokenizerFamily(
-    name="idefics3", template="smolvlm",
-    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<fake_token_around_image>", "<image>", "<global-img>",
-             "<end_of_utterance>", *ROW_COL),
-    bos="<|im_start|>", eos="<end_of_utterance>", pad="<|im_end|>", unk="<|endoftext|>",
+    name="idefics3",
+    template="smolvlm",
+    special=(
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<fake_token_around_image>",
+        "<image>",
+        "<global-img>",
+        "<end_of_utterance>",
+        *ROW_COL,
+    ),
+    bos="<|im_start|>",
+    eos="<end_of_utterance>",
+    pad="<|im_end|>",
+    unk="<|endoftext|>",
     generation_eos=("<end_of_utterance>",),
 )
 TOKENIZERS.setdefault(IDEFICS3_TOKENS.name, IDEFICS3_TOKENS)  # tiny.py trains a family's BPE by its name
@@ -66,9 +78,17 @@ def _tokenizer(sizes: tiny_vlm.TinySizes, template: str):
     fam = IDEFICS3_TOKENS
     raw = Tokenizer.from_str(_trained_tokenizer_json(fam.name, sizes.vocab_size or DEFAULT_VOCAB_SIZE))
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, bos_token=fam.bos, eos_token=fam.eos, pad_token=fam.pad, unk_token=fam.unk,
-        add_bos_token=False, add_eos_token=False, model_max_length=sizes.max_position_embeddings, padding_side="right",
-        clean_up_tokenization_spaces=False)
+        tokenizer_object=raw,
+        bos_token=fam.bos,
+        eos_token=fam.eos,
+        pad_token=fam.pad,
+        unk_token=fam.unk,
+        add_bos_token=False,
+        add_eos_token=False,
+        model_max_length=sizes.max_position_embeddings,
+        padding_side="right",
+        clean_up_tokenization_spaces=False,
+    )
     tokenizer.chat_template = template
     return tokenizer
 
@@ -77,15 +97,43 @@ def _config(family: str, sizes: tiny_vlm.TinySizes, vocab: int, ids: dict[str, i
     from transformers import AutoConfig
 
     h, heads = sizes.hidden_size, sizes.num_heads
-    text = dict(model_type="llama", hidden_size=h, intermediate_size=4 * h, num_hidden_layers=sizes.num_layers,
-                num_attention_heads=heads, num_key_value_heads=sizes.num_kv_heads, head_dim=h // heads, vocab_size=vocab,
-                max_position_embeddings=sizes.max_position_embeddings, rms_norm_eps=1e-5, hidden_act="silu",
-                initializer_range=0.02, tie_word_embeddings=False, bos_token_id=ids["<|im_start|>"],
-                eos_token_id=ids["<end_of_utterance>"], pad_token_id=ids["<|im_end|>"])
-    vision = dict(model_type=f"{family}_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=2, image_size=TILE, patch_size=PATCH, initializer_range=0.02)
-    return AutoConfig.for_model(family, text_config=text, vision_config=vision, scale_factor=SCALE,
-                                image_token_id=ids["<image>"], tie_word_embeddings=False, pad_token_id=ids["<|im_end|>"])
+    text = dict(
+        model_type="llama",
+        hidden_size=h,
+        intermediate_size=4 * h,
+        num_hidden_layers=sizes.num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=sizes.num_kv_heads,
+        head_dim=h // heads,
+        vocab_size=vocab,
+        max_position_embeddings=sizes.max_position_embeddings,
+        rms_norm_eps=1e-5,
+        hidden_act="silu",
+        initializer_range=0.02,
+        tie_word_embeddings=False,
+        bos_token_id=ids["<|im_start|>"],
+        eos_token_id=ids["<end_of_utterance>"],
+        pad_token_id=ids["<|im_end|>"],
+    )
+    vision = dict(
+        model_type=f"{family}_vision",
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=TILE,
+        patch_size=PATCH,
+        initializer_range=0.02,
+    )
+    return AutoConfig.for_model(
+        family,
+        text_config=text,
+        vision_config=vision,
+        scale_factor=SCALE,
+        image_token_id=ids["<image>"],
+        tie_word_embeddings=False,
+        pad_token_id=ids["<|im_end|>"],
+    )
 
 
 def _save_processor(out: Path, family: str, tokenizer, template: str) -> None:
@@ -99,29 +147,43 @@ def _save_processor(out: Path, family: str, tokenizer, template: str) -> None:
         from transformers import Idefics3Processor
         from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-        Idefics3Processor(image_processor=Idefics3ImageProcessorPil(**image), tokenizer=tokenizer,
-                          image_seq_len=IMAGE_SEQ_LEN, chat_template=template).save_pretrained(out)
+        Idefics3Processor(
+            image_processor=Idefics3ImageProcessorPil(**image),
+            tokenizer=tokenizer,
+            image_seq_len=IMAGE_SEQ_LEN,
+            chat_template=template,
+        ).save_pretrained(out)
         return
     from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
 
     SmolVLMImageProcessorPil(**image).save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "processor_config.json").write_text(json.dumps({"image_seq_len": IMAGE_SEQ_LEN,
-                                                           "processor_class": "SmolVLMProcessor"}, indent=2) + "\n")
+    (out / "processor_config.json").write_text(
+        json.dumps({"image_seq_len": IMAGE_SEQ_LEN, "processor_class": "SmolVLMProcessor"}, indent=2) + "\n"
+    )
 
 
-def build_tiny_idefics3(out_dir: str | os.PathLike, like: str = "smolvlm", seed: int = 0,
-                        sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes()) -> Path:
+def build_tiny_idefics3(
+    out_dir: str | os.PathLike, like: str = "smolvlm", seed: int = 0, sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes()
+) -> Path:
     """Write a tiny random Idefics3 / SmolVLM (weights, tokenizer, chat template, processor) into ``out_dir``."""
     from transformers import AutoModelForImageTextToText
 
     family = FAMILIES[like.strip().lower()]
     template = chat_template()
     fam = IDEFICS3_TOKENS
-    out, tokenizer, model_vocab = tiny_vlm.new_folder(out_dir, fam, template, sizes, tokenizer=_tokenizer(sizes, template))
+    out, tokenizer, model_vocab = tiny_vlm.new_folder(
+        out_dir, fam, template, sizes, tokenizer=_tokenizer(sizes, template)
+    )
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
-    model = tiny_vlm.random_model(AutoModelForImageTextToText, _config(family, sizes, model_vocab, ids), seed, fam, ids,
-                                  bos_token_id=ids[fam.bos])
+    model = tiny_vlm.random_model(
+        AutoModelForImageTextToText,
+        _config(family, sizes, model_vocab, ids),
+        seed,
+        fam,
+        ids,
+        bos_token_id=ids[fam.bos],
+    )
     model.save_pretrained(out)
     _save_processor(out, family, tokenizer, template)
     check_tokenizer_roundtrip(out, tokenizer)
@@ -146,5 +208,7 @@ def _check_processor(out: Path, family: str) -> None:
     cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
     got = tokenizer.convert_tokens_to_ids("<image>")
     if name != PROCESSORS[family] or got != cfg["image_token_id"]:
-        raise ModelError(f"tiny-model: {out} reloads as {name} with <image> = {got}, expected {PROCESSORS[family]} with "
-                         f"the model's image_token_id {cfg['image_token_id']} (tunekit.model.tiny_vlm_idefics3 needs fixing).")
+        raise ModelError(
+            f"tiny-model: {out} reloads as {name} with <image> = {got}, expected {PROCESSORS[family]} with "
+            f"the model's image_token_id {cfg['image_token_id']} (tunekit.model.tiny_vlm_idefics3 needs fixing)."
+        )

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import tiny_vlm, tiny_vlm_families as fams
+from . import tiny_vlm
+from . import tiny_vlm_families as fams
 from .tiny import DEFAULT_VOCAB_SIZE, TOKENIZERS, TokenizerFamily, check_tokenizer_roundtrip
 
 #: the Mistral chat_template of transformers' LLaVA-NeXT conversion (``chat_mistral``: images first as
@@ -40,30 +41,53 @@ LLAVA_NEXT_LLAMA3_CHAT_TEMPLATE = (
 
 #: Llama 3's special tokens + <image> and a pad (as the llava-hf conversion adds them)
 LLAMA3_LLAVA_TOKENS = TokenizerFamily(
-    name="llava_next_llama3", template="llava_next_llama3",
-    special=("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<pad>",
-             "<image>"),
-    bos="<|begin_of_text|>", eos="<|eot_id|>", pad="<pad>", add_bos=True, generation_eos=("<|eot_id|>", "<|end_of_text|>"),
+    name="llava_next_llama3",
+    template="llava_next_llama3",
+    special=(
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eot_id|>",
+        "<pad>",
+        "<image>",
+    ),
+    bos="<|begin_of_text|>",
+    eos="<|eot_id|>",
+    pad="<pad>",
+    add_bos=True,
+    generation_eos=("<|eot_id|>", "<|end_of_text|>"),
 )
 TOKENIZERS.setdefault(LLAMA3_LLAVA_TOKENS.name, LLAMA3_LLAVA_TOKENS)  # tiny.py trains a family's BPE by its name
 
 #: like name -> (text model_type, chat template, tokenizer family)
-VARIANTS = {"llava_next_mistral": ("mistral", LLAVA_NEXT_MISTRAL_CHAT_TEMPLATE, fams.LLAVA_TOKENS),
-            "llava_next_llama3": ("llama", LLAVA_NEXT_LLAMA3_CHAT_TEMPLATE, LLAMA3_LLAVA_TOKENS)}
+VARIANTS = {
+    "llava_next_mistral": ("mistral", LLAVA_NEXT_MISTRAL_CHAT_TEMPLATE, fams.LLAVA_TOKENS),
+    "llava_next_llama3": ("llama", LLAVA_NEXT_LLAMA3_CHAT_TEMPLATE, LLAMA3_LLAVA_TOKENS),
+}
 
 
-def build_tiny_llava_next_variant(out_dir: str | os.PathLike, like: str = "llava-next-mistral", seed: int = 0,
-                                  sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes()) -> Path:
+def build_tiny_llava_next_variant(
+    out_dir: str | os.PathLike,
+    like: str = "llava-next-mistral",
+    seed: int = 0,
+    sizes: tiny_vlm.TinySizes = tiny_vlm.TinySizes(),
+) -> Path:
     """Write a tiny random LLaVA-NeXT on the variant's language model (weights, tokenizer, template, processor)."""
     from transformers import AutoModelForImageTextToText
 
     text_type, template, fam = VARIANTS[tiny_vlm.VLM_FAMILIES[like.strip().lower()]]
-    tokenizer = fams._tokenizer(fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, template, sizes.max_position_embeddings,
-                                image_token="<image>")
+    tokenizer = fams._tokenizer(
+        fam, sizes.vocab_size or DEFAULT_VOCAB_SIZE, template, sizes.max_position_embeddings, image_token="<image>"
+    )
     out, tokenizer, model_vocab = tiny_vlm.new_folder(out_dir, fam, template, sizes, tokenizer=tokenizer)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
-    shape = dict(hidden_size=sizes.hidden_size, num_layers=sizes.num_layers, num_heads=sizes.num_heads,
-                 num_kv_heads=sizes.num_kv_heads)
+    shape = dict(
+        hidden_size=sizes.hidden_size,
+        num_layers=sizes.num_layers,
+        num_heads=sizes.num_heads,
+        num_kv_heads=sizes.num_kv_heads,
+    )
     text = fams._text_config("llama", shape, model_vocab, ids, fam, sizes.max_position_embeddings)
     if text_type == "mistral":
         text.update(model_type=text_type, sliding_window=None)  # Mistral-7B-Instruct-v0.2: full attention

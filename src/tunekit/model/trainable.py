@@ -19,7 +19,7 @@ A text model has no parts (``freeze_*`` do not apply to it).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Optional
+from typing import Any
 
 from ..config.lists import split_list
 from ..errors import ConfigError, ModelError
@@ -33,14 +33,14 @@ _PEFT_PREFIX = "base_model.model."
 
 def base_name(name: str) -> str:
     """A parameter/module name of the base model (a PeftModel's ``base_model.model.`` prefix removed)."""
-    return name[len(_PEFT_PREFIX):] if name.startswith(_PEFT_PREFIX) else name
+    return name[len(_PEFT_PREFIX) :] if name.startswith(_PEFT_PREFIX) else name
 
 
 def under(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def model_plugin(model, cfg) -> Optional[type]:
+def model_plugin(model, cfg) -> type | None:
     """The media family (plugin class) of a multimodal ``model``: the template's, else the one serving its model_type."""
     from ..data.mm_plugins import FAMILIES
     from .multimodal import is_multimodal_config, plugin_class
@@ -64,26 +64,38 @@ def model_parts(model, cfg) -> dict[str, tuple[str, ...]]:
     plugin = model_plugin(model, cfg)
     if plugin is None:
         return {}
-    parts = dict(zip(FREEZE_OPTIONS, (tuple(plugin.VISION_TOWER), tuple(plugin.PROJECTOR), tuple(plugin.LANGUAGE_MODEL))))
+    parts = dict(
+        zip(FREEZE_OPTIONS, (tuple(plugin.VISION_TOWER), tuple(plugin.PROJECTOR), tuple(plugin.LANGUAGE_MODEL)))
+    )
     names = [base_name(n) for n, _ in model.named_parameters()]
     for prefix in (p for prefixes in parts.values() for p in prefixes):
         if not any(under(n, [prefix]) for n in names):
-            raise ConfigError(f"the {plugin.NAME} family declares the module '{prefix}', which {type(model).__name__} does "
-                              f"not have (a different transformers version?); tunekit.data.mm_plugins.{plugin.NAME} needs "
-                              f"updating.")
+            raise ConfigError(
+                f"the {plugin.NAME} family declares the module '{prefix}', which {type(model).__name__} does "
+                f"not have (a different transformers version?); tunekit.data.mm_plugins.{plugin.NAME} needs "
+                f"updating."
+            )
     return parts
 
 
 def frozen_parts(model, cfg) -> dict[str, str]:
     """Module prefix -> the option that freezes it, for every part ``cfg`` freezes (``{}`` for a text model)."""
-    return {prefix: option for option, prefixes in model_parts(model, cfg).items() if getattr(cfg, option)
-            for prefix in prefixes}
+    return {
+        prefix: option
+        for option, prefixes in model_parts(model, cfg).items()
+        if getattr(cfg, option)
+        for prefix in prefixes
+    }
 
 
 def is_linear(module) -> bool:
     import torch
 
-    return isinstance(module, torch.nn.Linear) or type(module).__name__ in ("Linear4bit", "Linear8bitLt", *PREQUANTIZED_LINEAR)
+    return isinstance(module, torch.nn.Linear) or type(module).__name__ in (
+        "Linear4bit",
+        "Linear8bitLt",
+        *PREQUANTIZED_LINEAR,
+    )
 
 
 def _output_layer(model) -> str:
@@ -105,28 +117,36 @@ def adapter_targets(model, cfg, option: str) -> Any:
     linears = [n for n, m in model.named_modules() if is_linear(m)]
     if requested == "all":
         if not frozen and model_plugin(model, cfg) is None:  # a text model: peft's own selection
-            prequantized = sorted({n.split(".")[-1] for n, m in model.named_modules() if type(m).__name__ in PREQUANTIZED_LINEAR})
+            prequantized = sorted(
+                {n.split(".")[-1] for n, m in model.named_modules() if type(m).__name__ in PREQUANTIZED_LINEAR}
+            )
             return prequantized or "all-linear"
         head = _output_layer(model)
         names = [n for n in linears if not under(n, frozen) and n != head and not n.endswith(".lm_head")]
         if not names:
-            raise ConfigError(f"{option}: all finds no linear layer to adapt: every part is frozen. Set freeze_language_model: "
-                              f"false (or unfreeze the vision tower / projector).")
+            raise ConfigError(
+                f"{option}: all finds no linear layer to adapt: every part is frozen. Set freeze_language_model: "
+                f"false (or unfreeze the vision tower / projector)."
+            )
         return names
     wanted = split_list(requested)
     available = sorted({n.split(".")[-1] for n in linears})
     missing = [t for t in wanted if t not in available]
     if missing:
-        raise ConfigError(f"{option} names {', '.join(missing)}, which are not linear layers of this model; available: "
-                          f"{', '.join(available)} (or {option}: all).")
+        raise ConfigError(
+            f"{option} names {', '.join(missing)}, which are not linear layers of this model; available: "
+            f"{', '.join(available)} (or {option}: all)."
+        )
     if not frozen:
         return wanted
     names = [n for n in linears if n.split(".")[-1] in wanted and not under(n, frozen)]
     only_frozen = [t for t in wanted if not any(n.split(".")[-1] == t for n in names)]
     if only_frozen:
         inside = [n for n in linears if n.split(".")[-1] in only_frozen]
-        raise ConfigError(f"{option} names {', '.join(only_frozen)}, which only frozen parts have ({_frozen_hint(inside, frozen)}): "
-                          f"remove {'it' if len(only_frozen) == 1 else 'them'} from {option}, or unfreeze that part.")
+        raise ConfigError(
+            f"{option} names {', '.join(only_frozen)}, which only frozen parts have ({_frozen_hint(inside, frozen)}): "
+            f"remove {'it' if len(only_frozen) == 1 else 'them'} from {option}, or unfreeze that part."
+        )
     return names
 
 
@@ -148,15 +168,17 @@ def adapted_layers(model, targets) -> dict[str, tuple[int, int]]:
     return out
 
 
-def modules_to_save(model, cfg) -> Optional[list[str]]:
+def modules_to_save(model, cfg) -> list[str] | None:
     """``additional_target`` (peft's modules_to_save: trained in full); a module inside a frozen part is refused."""
     wanted = split_list(cfg.additional_target)
     frozen = frozen_parts(model, cfg)
     inside = [n for n, _ in model.named_modules() if n and n.split(".")[-1] in wanted and under(n, frozen)]
     if inside:
         names = sorted({n.split(".")[-1] for n in inside})
-        raise ConfigError(f"additional_target names {', '.join(names)}, which lies in a frozen part ({_frozen_hint(inside, frozen)}: "
-                          f"e.g. {inside[0]}): remove it from additional_target, or unfreeze that part.")
+        raise ConfigError(
+            f"additional_target names {', '.join(names)}, which lies in a frozen part ({_frozen_hint(inside, frozen)}: "
+            f"e.g. {inside[0]}): remove it from additional_target, or unfreeze that part."
+        )
     return wanted or None
 
 
@@ -167,12 +189,17 @@ def check_frozen(model, cfg) -> None:
         return
     bad = [n for n, p in model.named_parameters() if p.requires_grad and under(base_name(n), frozen)]
     if bad:
-        where = {"lora": "lora_target / additional_target", "oft": "oft_target / additional_target",
-                 "freeze": "freeze_extra_modules / freeze_trainable_modules"}.get(cfg.finetuning_type, "the method")
+        where = {
+            "lora": "lora_target / additional_target",
+            "oft": "oft_target / additional_target",
+            "freeze": "freeze_extra_modules / freeze_trainable_modules",
+        }.get(cfg.finetuning_type, "the method")
         if cfg.adapter_paths and cfg.finetuning_type in ("lora", "oft"):
             where = f"the adapter {cfg.adapter_paths[-1]} (adapter_name_or_path)"
-        raise ModelError(f"{len(bad)} parameters of a frozen part would train ({_frozen_hint([base_name(n) for n in bad], frozen)}; "
-                         f"e.g. {bad[0]}), from {where}: unfreeze that part or keep it out of {where}.")
+        raise ModelError(
+            f"{len(bad)} parameters of a frozen part would train ({_frozen_hint([base_name(n) for n in bad], frozen)}; "
+            f"e.g. {bad[0]}), from {where}: unfreeze that part or keep it out of {where}."
+        )
 
 
 def freeze_by_parts(model, cfg) -> None:
@@ -189,8 +216,10 @@ def freeze_tuning_scope(model, cfg) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not parts:
         return (), ()
     if cfg.freeze_language_model:
-        raise ConfigError("finetuning_type freeze trains the language model's last layers, but freeze_language_model is "
-                          "true: set freeze_language_model: false, or use finetuning_type full to train only the vision "
-                          "tower / projector.")
+        raise ConfigError(
+            "finetuning_type freeze trains the language model's last layers, but freeze_language_model is "
+            "true: set freeze_language_model: false, or use finetuning_type full to train only the vision "
+            "tower / projector."
+        )
     media = tuple(p for option in FREEZE_OPTIONS[:2] if not getattr(cfg, option) for p in parts[option])
     return parts["freeze_language_model"], media

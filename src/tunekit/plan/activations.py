@@ -24,7 +24,9 @@ ATTN_OUT = ("o_proj", "dense", "out_proj", "wo")
 MLP_OUT = ("down_proj", "fc2", "w2", "dense_4h_to_h")
 
 # Constants of the peak model (docs/memory-model.md, section "Peak").
-VOCAB_PEAK_PER_TOKEN = 14  # x V bytes: log_softmax output + nll grad + its input grad (12 V) + a 2 V block the allocator cannot reuse
+VOCAB_PEAK_PER_TOKEN = (
+    14  # x V bytes: log_softmax output + nll grad + its input grad (12 V) + a 2 V block the allocator cannot reuse
+)
 RECOMPUTE_PEAK_FACTOR = 1.6  # one recomputed layer: its saved activations x 1.6 while its backward runs
 NOGC_BACKWARD_EXTRA = 0.6  # without checkpointing: transient gradients of the layer being back-propagated
 
@@ -172,11 +174,20 @@ def chunked_head(shape: ModelShape, setup: Setup) -> bool:
     return setup.chunked_loss and not shape.logit_softcap and not wrapped
 
 
-def head_saved_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, lm_head_trainable: bool,
-                         final_norm_trainable: bool, embed_trainable: bool, rd: int) -> float:
+def head_saved_per_token(
+    shape: ModelShape,
+    setup: Setup,
+    counts: ParamCounts,
+    lm_head_trainable: bool,
+    final_norm_trainable: bool,
+    embed_trainable: bool,
+    rd: int,
+) -> float:
     h, V, c = shape.hidden, shape.vocab, setup.compute_bytes
     total = 4 * h + 4 + (rd * h if final_norm_trainable else 0)
-    if chunked_head(shape, setup):  # only d loss / d hidden of the trained rows is held (d W is a constant, see saved_bytes)
+    if chunked_head(
+        shape, setup
+    ):  # only d loss / d hidden of the trained rows is held (d W is a constant, see saved_bytes)
         return total + rd * h + 8 + (8 if embed_trainable else 0)
     if lm_head_trainable:
         total += c * h if (setup.autocast and rd != c) else rd * h
@@ -221,7 +232,11 @@ def _head_flags(shape: ModelShape, setup: Setup) -> tuple[bool, bool, bool]:
     if setup.finetuning_type == "full":
         return True, True, True
     names = set(setup.additional_target) | set(setup.freeze_extra)
-    return ("lm_head" in names or (shape.tied and "embed_tokens" in names)), ("norm" in names), ("embed_tokens" in names)
+    return (
+        ("lm_head" in names or (shape.tied and "embed_tokens" in names)),
+        ("norm" in names),
+        ("embed_tokens" in names),
+    )
 
 
 def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bool | None = None) -> dict[str, float]:
@@ -231,9 +246,13 @@ def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bo
     lm_tr, norm_tr, emb_tr = _head_flags(shape, setup)
     rd_last = stream_bytes(setup, shape)
     ck = checkpointed_layers(shape, setup)
-    layers = float(rd_last * shape.hidden * T * ck)  # a checkpointed layer keeps only its input (cos/sin travel as kwargs)
+    layers = float(
+        rd_last * shape.hidden * T * ck
+    )  # a checkpointed layer keeps only its input (cos/sin travel as kwargs)
     if ck < shape.layers:  # the layers above keep everything their backward needs
-        layers += sum(layer_saved_per_token(shape, setup, k, padded) * T + layer_saved_const(shape, setup, k) for k in kinds[ck:])
+        layers += sum(
+            layer_saved_per_token(shape, setup, k, padded) * T + layer_saved_const(shape, setup, k) for k in kinds[ck:]
+        )
         layers += 2 * rd_last * shape.head_dim * T
     head = head_saved_per_token(shape, setup, counts, lm_tr, norm_tr, emb_tr, rd_last) * T
     if lm_tr and chunked_head(shape, setup):
@@ -255,7 +274,9 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     if setup.liger_loss:
         chunk_rows = min(T, 1 << max(0, (max(1, -(-T // max(1, -(-V // h)))) - 1).bit_length()))
         vocab = c * h * T + chunk_rows * V * 10  # grad_input + one chunk of logits (16-bit, fp32, grad)
-    elif chunked_head(shape, setup):  # one chunk of fp32 logits (turned into its gradient in place) + its compute-dtype copies
+    elif chunked_head(
+        shape, setup
+    ):  # one chunk of fp32 logits (turned into its gradient in place) + its compute-dtype copies
         from ..train.chunked_head import chunk_rows
 
         rows = min(T, chunk_rows(V))

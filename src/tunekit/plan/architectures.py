@@ -15,26 +15,64 @@ from typing import Any
 
 from ..errors import ModelError
 
-_QWEN25 = dict(model_type="qwen2", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0, max_position_embeddings=32768)
-_QWEN3 = dict(model_type="qwen3", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0, head_dim=128,
-              vocab_size=151936, max_position_embeddings=40960, attention_bias=False)
-_LLAMA3 = dict(model_type="llama", hidden_act="silu", rms_norm_eps=1e-5, rope_theta=500_000.0, vocab_size=128256,
-               max_position_embeddings=131072)
+_QWEN25 = dict(
+    model_type="qwen2", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0, max_position_embeddings=32768
+)
+_QWEN3 = dict(
+    model_type="qwen3",
+    hidden_act="silu",
+    rms_norm_eps=1e-6,
+    rope_theta=1_000_000.0,
+    head_dim=128,
+    vocab_size=151936,
+    max_position_embeddings=40960,
+    attention_bias=False,
+)
+_LLAMA3 = dict(
+    model_type="llama",
+    hidden_act="silu",
+    rms_norm_eps=1e-5,
+    rope_theta=500_000.0,
+    vocab_size=128256,
+    max_position_embeddings=131072,
+)
 
 
 def _q25(h, i, l, a, kv, v, tie):
-    return {**_QWEN25, "hidden_size": h, "intermediate_size": i, "num_hidden_layers": l, "num_attention_heads": a,
-            "num_key_value_heads": kv, "vocab_size": v, "tie_word_embeddings": tie}
+    return {
+        **_QWEN25,
+        "hidden_size": h,
+        "intermediate_size": i,
+        "num_hidden_layers": l,
+        "num_attention_heads": a,
+        "num_key_value_heads": kv,
+        "vocab_size": v,
+        "tie_word_embeddings": tie,
+    }
 
 
 def _q3(h, i, l, a, kv, tie):
-    return {**_QWEN3, "hidden_size": h, "intermediate_size": i, "num_hidden_layers": l, "num_attention_heads": a,
-            "num_key_value_heads": kv, "tie_word_embeddings": tie}
+    return {
+        **_QWEN3,
+        "hidden_size": h,
+        "intermediate_size": i,
+        "num_hidden_layers": l,
+        "num_attention_heads": a,
+        "num_key_value_heads": kv,
+        "tie_word_embeddings": tie,
+    }
 
 
 def _l3(h, i, l, a, kv, tie):
-    return {**_LLAMA3, "hidden_size": h, "intermediate_size": i, "num_hidden_layers": l, "num_attention_heads": a,
-            "num_key_value_heads": kv, "tie_word_embeddings": tie}
+    return {
+        **_LLAMA3,
+        "hidden_size": h,
+        "intermediate_size": i,
+        "num_hidden_layers": l,
+        "num_attention_heads": a,
+        "num_key_value_heads": kv,
+        "tie_word_embeddings": tie,
+    }
 
 
 # config.json fields of the published models (the fields that decide shapes).
@@ -56,65 +94,212 @@ BUILTIN: dict[str, dict[str, Any]] = {
     "llama-3.2-3b": {**_l3(3072, 8192, 28, 24, 8, True), "head_dim": 128},
     "llama-3.1-8b": _l3(4096, 14336, 32, 32, 8, False),
     "llama-3.1-70b": _l3(8192, 28672, 80, 64, 8, False),
-    "mistral-7b": {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                   "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32768,
-                   "rope_theta": 1_000_000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-                   "max_position_embeddings": 32768, "sliding_window": None},
-    "glm-4-9b": {"model_type": "glm", "hidden_size": 4096, "intermediate_size": 13696, "num_hidden_layers": 40,
-                 "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 151552,
-                 "attention_bias": True, "partial_rotary_factor": 0.5, "rms_norm_eps": 1.5625e-7,
-                 "tie_word_embeddings": False, "max_position_embeddings": 131072},
-    "gemma-2-2b": {"model_type": "gemma2", "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-                   "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 256000,
-                   "tie_word_embeddings": True, "max_position_embeddings": 8192},
-    "gemma-2-9b": {"model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
-                   "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
-                   "tie_word_embeddings": True, "max_position_embeddings": 8192},
-    "gemma-3-1b": {"model_type": "gemma3_text", "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26,
-                   "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
-                   "tie_word_embeddings": True, "max_position_embeddings": 32768},
+    "mistral-7b": {
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 32768,
+        "rope_theta": 1_000_000.0,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+        "sliding_window": None,
+    },
+    "glm-4-9b": {
+        "model_type": "glm",
+        "hidden_size": 4096,
+        "intermediate_size": 13696,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "vocab_size": 151552,
+        "attention_bias": True,
+        "partial_rotary_factor": 0.5,
+        "rms_norm_eps": 1.5625e-7,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+    },
+    "gemma-2-2b": {
+        "model_type": "gemma2",
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 8192,
+    },
+    "gemma-2-9b": {
+        "model_type": "gemma2",
+        "hidden_size": 3584,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 42,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 8192,
+    },
+    "gemma-3-1b": {
+        "model_type": "gemma3_text",
+        "hidden_size": 1152,
+        "intermediate_size": 6912,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "vocab_size": 262144,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 32768,
+    },
 }
 
 # vision-language models: the official config.json fields (Qwen/Qwen2-VL-2B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct,
 # Qwen/Qwen3-VL-4B-Instruct, Qwen/Qwen3-VL-8B-Instruct); token ids as published
-_QWEN_VL_IDS = dict(vision_start_token_id=151652, vision_end_token_id=151653, image_token_id=151655, video_token_id=151656)
-_Q3VL_TEXT = dict(model_type="qwen3_vl_text", head_dim=128, hidden_act="silu", rms_norm_eps=1e-6, rope_theta=5_000_000,
-                  vocab_size=151936, max_position_embeddings=262144, attention_bias=False,
-                  rope_scaling={"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"})
-_Q3VL_VISION = dict(hidden_act="gelu_pytorch_tanh", num_heads=16, in_channels=3, patch_size=16, spatial_merge_size=2,
-                    temporal_patch_size=2, num_position_embeddings=2304)
-BUILTIN.update({
-    "qwen2-vl-2b": {**_QWEN25, **_QWEN_VL_IDS, "model_type": "qwen2_vl", "hidden_size": 1536, "intermediate_size": 8960,
-                    "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
-                    "tie_word_embeddings": True, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-                    "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3,
-                                      "hidden_size": 1536, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14,
-                                      "temporal_patch_size": 2}},
-    "qwen2.5-vl-7b": {**_QWEN25, **_QWEN_VL_IDS, "model_type": "qwen2_5_vl", "hidden_size": 3584, "intermediate_size": 18944,
-                      "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-                      "tie_word_embeddings": False, "max_position_embeddings": 128000,
-                      "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-                      "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
-                                        "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14,
-                                        "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
-                                        "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2,
-                                        "temporal_patch_size": 2}},
-    "qwen3-vl-4b": {**_QWEN_VL_IDS, "model_type": "qwen3_vl", "tie_word_embeddings": True,
-                    "text_config": {**_Q3VL_TEXT, "hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
-                                    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": True},
-                    "vision_config": {**_Q3VL_VISION, "depth": 24, "hidden_size": 1024, "intermediate_size": 4096,
-                                      "out_hidden_size": 2560, "deepstack_visual_indexes": [5, 11, 17]}},
-    "qwen3-vl-8b": {**_QWEN_VL_IDS, "model_type": "qwen3_vl", "tie_word_embeddings": False,
-                    "text_config": {**_Q3VL_TEXT, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
-                                    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": False},
-                    "vision_config": {**_Q3VL_VISION, "depth": 27, "hidden_size": 1152, "intermediate_size": 4304,
-                                      "out_hidden_size": 4096, "deepstack_visual_indexes": [8, 16, 24]}},
-})
+_QWEN_VL_IDS = dict(
+    vision_start_token_id=151652, vision_end_token_id=151653, image_token_id=151655, video_token_id=151656
+)
+_Q3VL_TEXT = dict(
+    model_type="qwen3_vl_text",
+    head_dim=128,
+    hidden_act="silu",
+    rms_norm_eps=1e-6,
+    rope_theta=5_000_000,
+    vocab_size=151936,
+    max_position_embeddings=262144,
+    attention_bias=False,
+    rope_scaling={"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
+)
+_Q3VL_VISION = dict(
+    hidden_act="gelu_pytorch_tanh",
+    num_heads=16,
+    in_channels=3,
+    patch_size=16,
+    spatial_merge_size=2,
+    temporal_patch_size=2,
+    num_position_embeddings=2304,
+)
+BUILTIN.update(
+    {
+        "qwen2-vl-2b": {
+            **_QWEN25,
+            **_QWEN_VL_IDS,
+            "model_type": "qwen2_vl",
+            "hidden_size": 1536,
+            "intermediate_size": 8960,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            "vision_config": {
+                "depth": 32,
+                "embed_dim": 1280,
+                "mlp_ratio": 4,
+                "num_heads": 16,
+                "in_chans": 3,
+                "hidden_size": 1536,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "spatial_patch_size": 14,
+                "temporal_patch_size": 2,
+            },
+        },
+        "qwen2.5-vl-7b": {
+            **_QWEN25,
+            **_QWEN_VL_IDS,
+            "model_type": "qwen2_5_vl",
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "vocab_size": 152064,
+            "tie_word_embeddings": False,
+            "max_position_embeddings": 128000,
+            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            "vision_config": {
+                "depth": 32,
+                "hidden_act": "silu",
+                "hidden_size": 1280,
+                "intermediate_size": 3420,
+                "num_heads": 16,
+                "in_chans": 3,
+                "out_hidden_size": 3584,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "spatial_patch_size": 14,
+                "window_size": 112,
+                "fullatt_block_indexes": [7, 15, 23, 31],
+                "tokens_per_second": 2,
+                "temporal_patch_size": 2,
+            },
+        },
+        "qwen3-vl-4b": {
+            **_QWEN_VL_IDS,
+            "model_type": "qwen3_vl",
+            "tie_word_embeddings": True,
+            "text_config": {
+                **_Q3VL_TEXT,
+                "hidden_size": 2560,
+                "intermediate_size": 9728,
+                "num_hidden_layers": 36,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "tie_word_embeddings": True,
+            },
+            "vision_config": {
+                **_Q3VL_VISION,
+                "depth": 24,
+                "hidden_size": 1024,
+                "intermediate_size": 4096,
+                "out_hidden_size": 2560,
+                "deepstack_visual_indexes": [5, 11, 17],
+            },
+        },
+        "qwen3-vl-8b": {
+            **_QWEN_VL_IDS,
+            "model_type": "qwen3_vl",
+            "tie_word_embeddings": False,
+            "text_config": {
+                **_Q3VL_TEXT,
+                "hidden_size": 4096,
+                "intermediate_size": 12288,
+                "num_hidden_layers": 36,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "tie_word_embeddings": False,
+            },
+            "vision_config": {
+                **_Q3VL_VISION,
+                "depth": 27,
+                "hidden_size": 1152,
+                "intermediate_size": 4304,
+                "out_hidden_size": 4096,
+                "deepstack_visual_indexes": [8, 16, 24],
+            },
+        },
+    }
+)
 
 ALIASES = {
-    "qwen2-7b": "qwen2.5-7b", "llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b",
-    "llama-3.3-70b": "llama-3.1-70b", "glm4-9b": "glm-4-9b", "mistral-7b-v0.3": "mistral-7b",
-    "qwen2_5-vl-7b": "qwen2.5-vl-7b", "qwen2.5vl-7b": "qwen2.5-vl-7b",
+    "qwen2-7b": "qwen2.5-7b",
+    "llama-3-8b": "llama-3.1-8b",
+    "llama-3-70b": "llama-3.1-70b",
+    "llama-3.3-70b": "llama-3.1-70b",
+    "glm4-9b": "glm-4-9b",
+    "mistral-7b-v0.3": "mistral-7b",
+    "qwen2_5-vl-7b": "qwen2.5-vl-7b",
+    "qwen2.5vl-7b": "qwen2.5-vl-7b",
 }
 
 
@@ -182,9 +367,16 @@ class ModelShape:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "model_type": self.model_type, "hidden_size": self.hidden, "num_layers": self.layers,
-            "num_heads": self.heads, "num_kv_heads": self.kv_heads, "head_dim": self.head_dim,
-            "intermediate_size": self.intermediate, "vocab_size": self.vocab, "tied_embeddings": self.tied,
+            "name": self.name,
+            "model_type": self.model_type,
+            "hidden_size": self.hidden,
+            "num_layers": self.layers,
+            "num_heads": self.heads,
+            "num_kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "intermediate_size": self.intermediate,
+            "vocab_size": self.vocab,
+            "tied_embeddings": self.tied,
             "total_params": self.total_params + (self.vision.total_params if self.vision else 0),
             **({"language_model_params": self.total_params, "vision": self.vision.to_dict()} if self.vision else {}),
         }
@@ -254,10 +446,18 @@ def text_only(data: dict[str, Any]) -> dict[str, Any]:
     a VLM tunekit trains keeps its vision_config (``plan/vision.py``)."""
     from .vision import plugin_for
 
-    if any(k in data for k in ("vision_config", "audio_config")) and plugin_for(str(data.get("model_type"))) is not None:
+    if (
+        any(k in data for k in ("vision_config", "audio_config"))
+        and plugin_for(str(data.get("model_type"))) is not None
+    ):
         return data
     if "text_config" in data and "hidden_size" not in data:  # multimodal wrapper: plan the language model
-        data = {**data["text_config"], "tie_word_embeddings": data.get("tie_word_embeddings", data["text_config"].get("tie_word_embeddings", False))}
+        data = {
+            **data["text_config"],
+            "tie_word_embeddings": data.get(
+                "tie_word_embeddings", data["text_config"].get("tie_word_embeddings", False)
+            ),
+        }
     return data
 
 
@@ -277,8 +477,10 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
     try:
         hf_cfg = AutoConfig.for_model(model_type, **data)
     except StrictDataclassError as exc:  # transformers' own validation of the fields
-        raise ModelError(f"config.json of {name} is not a valid {model_type} configuration "
-                         f"({' '.join(str(exc).split())[:300]}); fix that field.") from None
+        raise ModelError(
+            f"config.json of {name} is not a valid {model_type} configuration "
+            f"({' '.join(str(exc).split())[:300]}); fix that field."
+        ) from None
     except (ValueError, KeyError) as exc:
         raise ModelError(f"transformers does not know model_type {model_type!r} ({name}): {exc}") from None
     _check_head_split(name, hf_cfg)
@@ -306,10 +508,17 @@ def _check_head_split(name: str, hf_cfg) -> None:
     rounds the head size down and would plan a model that cannot run."""
     text = getattr(hf_cfg, "text_config", None) or hf_cfg
     hidden, heads = getattr(text, "hidden_size", None), getattr(text, "num_attention_heads", None)
-    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and getattr(text, "head_dim", None) is None \
-            and hidden % heads:
-        raise ModelError(f"config.json of {name}: hidden_size {hidden} does not split into num_attention_heads {heads} "
-                         f"heads (and no head_dim is given); fix one of them.")
+    if (
+        isinstance(hidden, int)
+        and isinstance(heads, int)
+        and heads > 0
+        and getattr(text, "head_dim", None) is None
+        and hidden % heads
+    ):
+        raise ModelError(
+            f"config.json of {name}: hidden_size {hidden} does not split into num_attention_heads {heads} "
+            f"heads (and no head_dim is given); fix one of them."
+        )
 
 
 def outside_zero3_init():
@@ -354,7 +563,9 @@ def _outside_layers(base, layers_path: str, within) -> tuple[list[tuple[str, int
     largest = 0
     for mod_name, module in base.named_modules():
         if _under(mod_name, within):
-            largest = max(largest, sum(p.numel() for n, p in module.named_parameters(recurse=False) if "lora_" not in n))
+            largest = max(
+                largest, sum(p.numel() for n, p in module.named_parameters(recurse=False) if "lora_" not in n)
+            )
     return others, largest
 
 
@@ -375,9 +586,13 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
         if not isinstance(module, torch.nn.Linear) or "lora_" in mod_name:
             continue
         path = mod_name[: -len(".base_layer")] if mod_name.endswith(".base_layer") else mod_name
-        linears.append(Linear(path.split(".")[-1], path, module.in_features, module.out_features, module.bias is not None))
+        linears.append(
+            Linear(path.split(".")[-1], path, module.in_features, module.out_features, module.bias is not None)
+        )
+
     def plain(params):
         return [(n.replace(".base_layer", ""), p) for n, p in params if "lora_" not in n]
+
     layer_named = plain(layer0.named_parameters())
     layer_params = sum(p.numel() for _, p in layer_named)
     linear_param_total = sum(lin.params for lin in linears)
@@ -402,7 +617,12 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
     heads = int(cfg.num_attention_heads)
     hidden = int(cfg.hidden_size)
     head_dim = int(getattr(cfg, "head_dim", None) or hidden // heads)
-    experts = int(getattr(cfg, "num_experts", 0) or getattr(cfg, "num_local_experts", 0) or getattr(cfg, "n_routed_experts", 0) or 0)
+    experts = int(
+        getattr(cfg, "num_experts", 0)
+        or getattr(cfg, "num_local_experts", 0)
+        or getattr(cfg, "n_routed_experts", 0)
+        or 0
+    )
     return ModelShape(
         name=name,
         model_type=str(cfg.model_type),

@@ -61,12 +61,21 @@ def decide(peak_without: float, budget: float, device: str) -> CheckpointingDeci
     """Off when the run's planned peak without checkpointing stays within ``budget`` bytes."""
     need, have = peak_without / GiB, budget / GiB
     if peak_without <= budget:
-        return CheckpointingDecision(False, peak_without, budget, device,
-                                     f"without it this run needs {need:.2f} GiB per device, within {have:.1f} GiB "
-                                     f"({device}); set gradient_checkpointing: true to force it")
-    return CheckpointingDecision(True, peak_without, budget, device,
-                                 f"without it this run would need {need:.2f} GiB per device, over {have:.1f} GiB "
-                                 f"({device})")
+        return CheckpointingDecision(
+            False,
+            peak_without,
+            budget,
+            device,
+            f"without it this run needs {need:.2f} GiB per device, within {have:.1f} GiB "
+            f"({device}); set gradient_checkpointing: true to force it",
+        )
+    return CheckpointingDecision(
+        True,
+        peak_without,
+        budget,
+        device,
+        f"without it this run would need {need:.2f} GiB per device, over {have:.1f} GiB ({device})",
+    )
 
 
 def fewest_layers(shape, setup, budget: float) -> tuple[int, float] | None:
@@ -98,10 +107,15 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
         setup = replace(setup, host=True)
     peak = estimate_memory(shape, replace(setup, grad_ckpt=False, ckpt_layers=None)).total
     if gpu is not None:
-        budget, where = gpu.memory_gib * GiB * GPU_SHARE, f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB"
+        budget, where = (
+            gpu.memory_gib * GiB * GPU_SHARE,
+            f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB",
+        )
     else:
         ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        where = f"{CPU_SHARE:.0%} of {ram / GiB:.0f} GiB RAM" + (f" / {local_processes} processes" if local_processes > 1 else "")
+        where = f"{CPU_SHARE:.0%} of {ram / GiB:.0f} GiB RAM" + (
+            f" / {local_processes} processes" if local_processes > 1 else ""
+        )
         budget = ram * CPU_SHARE / max(1, local_processes)
     decision = decide(peak, budget, where)
     if not decision.enabled:
@@ -110,18 +124,27 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
     if partial is None:
         return replace(decision, of_layers=shape.layers)
     k, with_k = partial
-    return replace(decision, layers=k, of_layers=shape.layers,
-                   reason=f"{decision.reason}; with the lowest {k} layers checkpointed it needs {with_k / GiB:.2f} GiB")
+    return replace(
+        decision,
+        layers=k,
+        of_layers=shape.layers,
+        reason=f"{decision.reason}; with the lowest {k} layers checkpointed it needs {with_k / GiB:.2f} GiB",
+    )
 
 
 def planned_at(decision: CheckpointingDecision, setup, source: str) -> CheckpointingDecision:
     """``decision`` whose reason ends with the rows it was planned at (``source``: where ``setup.seq_len`` came from)."""
-    rows = f"{setup.seq_len} tokens per row, from {source}" if not setup.token_budget else f"max_tokens_per_batch {setup.token_budget}"
+    rows = (
+        f"{setup.seq_len} tokens per row, from {source}"
+        if not setup.token_budget
+        else f"max_tokens_per_batch {setup.token_budget}"
+    )
     return replace(decision, reason=f"{decision.reason}; planned at {rows}")
 
 
-def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None, longest_row: int | None = None,
-                                   machine=None):
+def resolve_gradient_checkpointing(
+    cfg, gpu=None, world_size: int | None = None, longest_row: int | None = None, machine=None
+):
     """Return ``cfg`` with ``gradient_checkpointing`` decided (True/False) when it is ``auto``, and the decision.
 
     ``gpu`` (a :class:`~tunekit.plan.gpus.GPU`) defaults to the first visible CUDA device; without one the
@@ -146,11 +169,10 @@ def resolve_gradient_checkpointing(cfg, gpu=None, world_size: int | None = None,
 def _decision(cfg, gpu, world_size, longest_row, machine=None) -> CheckpointingDecision:
     from ..env import env_nodes, env_world_size
     from ..errors import ConfigError, TunekitError
+    from ..train.decisions import decide_features
     from .architectures import training_shape
     from .gpus import detect_gpu
-    from ..train.decisions import decide_features
-    from .training_setup import planned_machine
-    from .training_setup import memory_seq_len, resolve_setup
+    from .training_setup import memory_seq_len, planned_machine, resolve_setup
 
     world = world_size or env_world_size() or 1
     machine = machine or planned_machine(cfg, world)
@@ -165,9 +187,13 @@ def _decision(cfg, gpu, world_size, longest_row, machine=None) -> CheckpointingD
             from .vision import assumed_media
 
             media = assumed_media(shape.vision, cfg, None, None, None)
-            setup = setup.with_(media_patches=setup.micro_batch * media.patches, largest_image_patches=media.image_patches)
+            setup = setup.with_(
+                media_patches=setup.micro_batch * media.patches, largest_image_patches=media.image_patches
+            )
         return planned_at(decide_for(shape, setup, gpu, local), setup, source)
     except (TunekitError, OSError, ValueError, KeyError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"gradient_checkpointing: auto decides from the memory plan of {cfg.model_name_or_path}, which "
-                          f"could not be made ({first}): set gradient_checkpointing: true or false.") from None
+        raise ConfigError(
+            f"gradient_checkpointing: auto decides from the memory plan of {cfg.model_name_or_path}, which "
+            f"could not be made ({first}): set gradient_checkpointing: true or false."
+        ) from None

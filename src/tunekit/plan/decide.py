@@ -22,7 +22,8 @@ def decide_run(cfg, machine: Machine, longest_row: int | None = None, gpu=None, 
     if cfg.do_train and checkpointing_is_auto(cfg):
         from .checkpointing import resolve_gradient_checkpointing
 
-        cfg, decision = resolve_gradient_checkpointing(cfg, gpu=gpu, world_size=machine.processes,
-                                                       longest_row=longest_row, machine=machine)
+        cfg, decision = resolve_gradient_checkpointing(
+            cfg, gpu=gpu, world_size=machine.processes, longest_row=longest_row, machine=machine
+        )
         note = decision.message() if decision is not None else None
     return decide_features(cfg, machine, checkpointing_note=note, precision=precision)

@@ -30,9 +30,14 @@ class FitResult:
     gpus_needed: int | None = None
 
     def to_dict(self) -> dict:
-        return {"fits": self.fits, "choice": self.rung, "overrides": self.overrides,
-                "total_gib": round(self.memory.total / GiB, 3), "missing_gib": round(self.missing_gib, 2),
-                "gpus_needed": self.gpus_needed}
+        return {
+            "fits": self.fits,
+            "choice": self.rung,
+            "overrides": self.overrides,
+            "total_gib": round(self.memory.total / GiB, 3),
+            "missing_gib": round(self.missing_gib, 2),
+            "gpus_needed": self.gpus_needed,
+        }
 
 
 def usable_bytes(gpu: GPU) -> float:
@@ -59,16 +64,31 @@ def _ladder(setup: Setup) -> list[tuple[str, dict]]:
             if stage < current or (stage == current and not off_opt and offload):
                 continue
             bucket, overlap, max_live = deepspeed_buffers(preset)
-            rungs.append((f"DeepSpeed {preset} + gradient checkpointing + Liger",
-                          {"grad_ckpt": True, "liger": True, "zero_stage": stage, "offload_optimizer": off_opt,
-                           "offload_params": off_par, "ds_reduce_bucket": bucket, "ds_overlap_comm": overlap,
-                           "ds_max_live": max_live, "_preset": preset}))
+            rungs.append(
+                (
+                    f"DeepSpeed {preset} + gradient checkpointing + Liger",
+                    {
+                        "grad_ckpt": True,
+                        "liger": True,
+                        "zero_stage": stage,
+                        "offload_optimizer": off_opt,
+                        "offload_params": off_par,
+                        "ds_reduce_bucket": bucket,
+                        "ds_overlap_comm": overlap,
+                        "ds_max_live": max_live,
+                        "_preset": preset,
+                    },
+                )
+            )
     return rungs
 
 
 def _overrides(cfg, setup: Setup, changes: dict, micro: int, accum: int) -> dict:
-    out: dict = {"per_device_train_batch_size": micro, "gradient_accumulation_steps": accum,
-                 "gradient_checkpointing": setup.grad_ckpt}
+    out: dict = {
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accum,
+        "gradient_checkpointing": setup.grad_ckpt,
+    }
     if "disable_gradient_checkpointing" in cfg.model_fields_set:
         out["disable_gradient_checkpointing"] = not setup.grad_ckpt
     if setup.liger != cfg.enable_liger_kernel:
@@ -101,8 +121,15 @@ def auto_fit_overrides(cfg, shape: ModelShape, setup: Setup, gpu: GPU) -> FitRes
     total, trial, mem, rung, changes = best
     needed = None
     if setup.fsdp is None:  # how many GPUs would ZeRO-3 need?
-        z3 = trial.with_(zero_stage=3, offload_optimizer=False, offload_params=False, micro_batch=1,
-                         grad_accum=per_device, grad_ckpt=True, **liger)
+        z3 = trial.with_(
+            zero_stage=3,
+            offload_optimizer=False,
+            offload_params=False,
+            micro_batch=1,
+            grad_accum=per_device,
+            grad_ckpt=True,
+            **liger,
+        )
         for n in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
             if n <= setup.world_size:
                 continue
@@ -122,5 +149,9 @@ def _liger_fields(cfg, setup: Setup) -> dict:
 
     machine = Machine.cpu(setup.world_size) if setup.host else Machine.cuda(setup.world_size)
     d = decide_features(cfg.model_copy(update={"enable_liger_kernel": True}), machine)
-    return {"liger": True, "liger_loss": d.liger_fused_loss.on, "chunked_loss": d.chunked_lm_head.on,
-            "recompute": tuple(d.elementwise_recompute.detail)}
+    return {
+        "liger": True,
+        "liger_loss": d.liger_fused_loss.on,
+        "chunked_loss": d.chunked_lm_head.on,
+        "recompute": tuple(d.elementwise_recompute.detail),
+    }

@@ -59,7 +59,9 @@ class MemoryEstimate:
         return out
 
 
-def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> tuple[dict[str, float], float, list[str]]:
+def model_state_bytes(
+    shape: ModelShape, setup: Setup, counts: ParamCounts
+) -> tuple[dict[str, float], float, list[str]]:
     """Weights, gradients, optimizer states and master weights per device, plus CPU bytes when offloaded."""
     notes: list[str] = []
     P_t = counts.trainable
@@ -67,7 +69,9 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     # QLoRA: what is not quantized (embeddings, norms, lm_head) stays in the load dtype (model/finetuning.py)
     frozen = quantized_bytes(counts, setup) + counts.frozen_other * setup.base_bytes
     tb = setup.trainable_bytes
-    c: dict[str, float] = {k: 0.0 for k in ("base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights")}
+    c: dict[str, float] = dict.fromkeys(
+        ("base_weights", "trainable_params", "gradients", "optimizer_states", "master_weights"), 0.0
+    )
     cpu = 0.0
     if setup.zero_stage is not None:
         c, cpu = zero_state_bytes(shape, setup, counts, frozen)
@@ -90,7 +94,9 @@ def model_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> t
     return c, cpu, notes
 
 
-def zero_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, frozen: float) -> tuple[dict[str, float], float]:
+def zero_state_bytes(
+    shape: ModelShape, setup: Setup, counts: ParamCounts, frozen: float
+) -> tuple[dict[str, float], float]:
     """DeepSpeed's model states per device and on the host (per node), placed where DeepSpeed 0.19.8 allocates them
     (docs/memory-model.md section 2, "Sharding"; ``tests/test_plan_zero_offload.py`` checks them against DeepSpeed's
     own estimators). 16-bit gradients: ZeRO-1 keeps each parameter's whole ``.grad`` until the boundary reduction;
@@ -128,8 +134,13 @@ def zero_state_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, froze
     if setup.offload_params and s >= 3:
         host += frozen + w16
         frozen = w16 = 0.0
-    c = dict(base_weights=frozen, trainable_params=w16, gradients=grads_lp + grads_fp32, optimizer_states=opt,
-             master_weights=master)
+    c = dict(
+        base_weights=frozen,
+        trainable_params=w16,
+        gradients=grads_lp + grads_fp32,
+        optimizer_states=opt,
+        master_weights=master,
+    )
     return c, host * N / setup.nodes * DS_ABF
 
 
@@ -177,17 +188,25 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
     if shape.vision is not None:
         vision_memory(shape, seqs, comps, notes)
     if shape.num_experts:
-        notes.append(f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate.")
-    if setup.reference_copy:  # the reference: the starting model (or ref_model, planned at its size) frozen, load dtype
+        notes.append(
+            f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate."
+        )
+    if (
+        setup.reference_copy
+    ):  # the reference: the starting model (or ref_model, planned at its size) frozen, load dtype
         comps["base_weights"] += shape.total_params * setup.base_bytes / (N if (setup.zero_stage or 0) >= 3 else 1)
-        notes.append(f"stage {setup.stage}: a frozen reference model is held (counted in base_weights at this model's size; "
-                     f"with LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it "
-                     f"before training).")
+        notes.append(
+            f"stage {setup.stage}: a frozen reference model is held (counted in base_weights at this model's size; "
+            f"with LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it "
+            f"before training)."
+        )
     if setup.host:
         notes.append(host_fragmentation_note(setup, comps["activations"] + comps["logits"]))
     if seqs is not setup:
-        notes.append(f"stage {setup.stage}: chosen and rejected run together: the activations are those of "
-                     f"{seqs.micro_batch} sequences per micro-batch of {setup.micro_batch}.")
+        notes.append(
+            f"stage {setup.stage}: chosen and rejected run together: the activations are those of "
+            f"{seqs.micro_batch} sequences per micro-batch of {setup.micro_batch}."
+        )
     return MemoryEstimate(components=comps, cpu_bytes=cpu, counts=counts, notes=notes)
 
 
@@ -204,10 +223,14 @@ def fragmentation_bytes(setup: Setup, token_bytes: float) -> float:
 def host_fragmentation_note(setup: Setup, token_bytes: float) -> str:
     held = fragmentation_bytes(setup, token_bytes)
     if held < HOST_FRAGMENTATION * token_bytes:
-        return (f"on the CPU: fragmentation is {held / GiB:.2f} GiB, twice the heap guard's slack (freed tensors glibc "
-                f"keeps resident; host/heap.py trims them, docs/memory-model.md section 3.8).")
-    return (f"on the CPU: fragmentation is {HOST_FRAGMENTATION:.0%} of the token-dependent memory (freed tensors stay "
-            f"in glibc's heap: resident memory, measured, docs/memory-model.md section 3.7).")
+        return (
+            f"on the CPU: fragmentation is {held / GiB:.2f} GiB, twice the heap guard's slack (freed tensors glibc "
+            f"keeps resident; host/heap.py trims them, docs/memory-model.md section 3.8)."
+        )
+    return (
+        f"on the CPU: fragmentation is {HOST_FRAGMENTATION:.0%} of the token-dependent memory (freed tensors stay "
+        f"in glibc's heap: resident memory, measured, docs/memory-model.md section 3.7)."
+    )
 
 
 def sequences_setup(setup: Setup) -> Setup:
@@ -234,9 +257,12 @@ def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], note
 
     v = shape.vision
     if not v.patch_size and not v.tower:
-        notes.append(f"{v.family}: the activations of its {'audio' if v.media == ('audios',) else 'vision'} tower are not modelled "
-                     f"(its weights and trainable parameters are; its media tokens are part of the sequence"
-                     + (f", {v.fixed_tokens} per image without measured data" if v.fixed_tokens else "") + ").")
+        notes.append(
+            f"{v.family}: the activations of its {'audio' if v.media == ('audios',) else 'vision'} tower are not modelled "
+            f"(its weights and trainable parameters are; its media tokens are part of the sequence"
+            + (f", {v.fixed_tokens} per image without measured data" if v.fixed_tokens else "")
+            + ")."
+        )
         return
     counts = count_vision(v, setup)
     saved = tower_saved_bytes(v, setup, counts, setup.media_patches)

@@ -35,11 +35,20 @@ def _split(value: str | None) -> tuple[str, ...]:
 def optimizer_method(cfg) -> tuple[str | None, tuple]:
     """``(name, settings)`` of the custom optimizer a config uses, as the planner's ``Setup`` carries it (hashable)."""
     if getattr(cfg, "use_galore", False):
-        return "galore", (("rank", cfg.galore_rank), ("proj_type", cfg.galore_proj_type), ("target", _split(cfg.galore_target)),
-                          ("layerwise", cfg.galore_layerwise))
+        return "galore", (
+            ("rank", cfg.galore_rank),
+            ("proj_type", cfg.galore_proj_type),
+            ("target", _split(cfg.galore_target)),
+            ("layerwise", cfg.galore_layerwise),
+        )
     if getattr(cfg, "use_apollo", False):
-        return "apollo", (("rank", cfg.apollo_rank), ("proj_type", cfg.apollo_proj_type), ("target", _split(cfg.apollo_target)),
-                          ("proj", cfg.apollo_proj), ("layerwise", cfg.apollo_layerwise))
+        return "apollo", (
+            ("rank", cfg.apollo_rank),
+            ("proj_type", cfg.apollo_proj_type),
+            ("target", _split(cfg.apollo_target)),
+            ("proj", cfg.apollo_proj),
+            ("layerwise", cfg.apollo_layerwise),
+        )
     if getattr(cfg, "use_badam", False):
         return "badam", (("mode", cfg.badam_mode), ("ratio", cfg.badam_update_ratio))
     if getattr(cfg, "use_adam_mini", False):
@@ -71,7 +80,9 @@ def _projected(rank: int, proj_type: str, m: int, n: int, svd_view: bool) -> tup
     weights the package converts the slice, a copy of ``r`` rows/columns; a random projector is generated at size.
     """
     r, k = rank, (min(m, n) if svd_view else rank)
-    side = {"std": "right" if m >= n else "left", "reverse_std": "left" if m >= n else "right"}.get(proj_type, proj_type)
+    side = {"std": "right" if m >= n else "left", "reverse_std": "left" if m >= n else "right"}.get(
+        proj_type, proj_type
+    )
     if side == "right":
         return k * n, m * r
     if side == "left":

@@ -37,7 +37,11 @@ class ParamCounts:
 def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
     if setup.lora_targets is None:
         return tuple(lin.path for lin in shape.linears)
-    vision = {n.split(".")[-1] for _, n, _, _ in shape.vision.linears + shape.vision.convs} if shape.vision is not None else set()
+    vision = (
+        {n.split(".")[-1] for _, n, _, _ in shape.vision.linears + shape.vision.convs}
+        if shape.vision is not None
+        else set()
+    )
     missing = [t for t in setup.lora_targets if not any(lin.name == t for lin in shape.linears) and t not in vision]
     if missing:
         raise ConfigError(
@@ -49,7 +53,9 @@ def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
 
 def freeze_layer_ids(n_layers: int, k: int) -> tuple[int, ...]:
     if k == 0 or abs(k) > n_layers:
-        raise ConfigError(f"freeze_trainable_layers {k} must be between -{n_layers} and {n_layers} (not 0): the model has {n_layers} layers.")
+        raise ConfigError(
+            f"freeze_trainable_layers {k} must be between -{n_layers} and {n_layers} (not 0): the model has {n_layers} layers."
+        )
     return tuple(range(max(0, n_layers - k), n_layers)) if k > 0 else tuple(range(min(-k, n_layers)))
 
 
@@ -67,22 +73,33 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
     from .vision_memory import count_vision
 
     if setup.finetuning_type == "oft" and not (setup.vision_freeze[0] and setup.vision_freeze[1]):
-        raise ConfigError(f"finetuning_type oft is planned for the language model of the vision-language model "
-                          f"{shape.name} only (its vision tower and projector frozen): set freeze_vision_tower and "
-                          "freeze_multi_modal_projector to true, or use finetuning_type lora, freeze or full.")
+        raise ConfigError(
+            f"finetuning_type oft is planned for the language model of the vision-language model "
+            f"{shape.name} only (its vision tower and projector frozen): set freeze_vision_tower and "
+            "freeze_multi_modal_projector to true, or use finetuning_type lora, freeze or full."
+        )
     L = shape.layers
     if lm_frozen(shape, setup):
         linear = shape.linear_params_per_layer * L
-        lm = ParamCounts(0, 0, linear, sum(lin.out_features for lin in shape.linears) * L, shape.total_params - linear,
-                         0, (), (), 0)
+        lm = ParamCounts(
+            0, 0, linear, sum(lin.out_features for lin in shape.linears) * L, shape.total_params - linear, 0, (), (), 0
+        )
     elif setup.vision_freeze[2] and setup.finetuning_type == "lora":
-        lm = _count_lm(shape, setup.with_(lora_targets=()))  # no adapter on a frozen language model (model/trainable.py)
+        lm = _count_lm(
+            shape, setup.with_(lora_targets=())
+        )  # no adapter on a frozen language model (model/trainable.py)
     else:
         lm = _count_lm(shape, setup)
     v = count_vision(shape.vision, setup)
-    return replace(lm, trainable=lm.trainable + v.trainable, trainable_tensors=lm.trainable_tensors + v.tensors,
-                   frozen_other=lm.frozen_other + v.frozen, lora=lm.lora + v.lora,
-                   largest_trainable_tensor=max(lm.largest_trainable_tensor, v.largest), media_grad=v.trainable > 0)
+    return replace(
+        lm,
+        trainable=lm.trainable + v.trainable,
+        trainable_tensors=lm.trainable_tensors + v.tensors,
+        frozen_other=lm.frozen_other + v.frozen,
+        lora=lm.lora + v.lora,
+        largest_trainable_tensor=max(lm.largest_trainable_tensor, v.largest),
+        media_grad=v.trainable > 0,
+    )
 
 
 def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
@@ -106,15 +123,19 @@ def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
             if not found and target == "lm_head" and shape.tied:  # tied to the embeddings: PEFT copies that weight
                 found = [(n, k) for n, k in shape.other_param_names if "embed_tokens" in n.split(".")]
             if not found:
-                raise ConfigError(f"additional_target names {target!r}, which {shape.name} does not have outside its layers "
-                                  f"(e.g. embed_tokens, lm_head).")
+                raise ConfigError(
+                    f"additional_target names {target!r}, which {shape.name} does not have outside its layers "
+                    f"(e.g. embed_tokens, lm_head)."
+                )
             trainable += sum(k for _, k in found)
             n_tensors += len(found)
             largest = max([largest] + [k for _, k in found])
         frozen_linear = shape.linear_params_per_layer * L
         rows = sum(lin.out_features for lin in shape.linears) * L
         frozen_other = shape.total_params - frozen_linear
-        return ParamCounts(trainable, n_tensors, frozen_linear, rows, frozen_other, lora, adapted, tuple(range(L)), largest)
+        return ParamCounts(
+            trainable, n_tensors, frozen_linear, rows, frozen_other, lora, adapted, tuple(range(L)), largest
+        )
     if setup.finetuning_type == "oft":
         return _count_oft(shape, setup)
     if setup.finetuning_type == "full":
@@ -138,16 +159,22 @@ def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
         missing = [m for m in modules if m not in layer_parts and m not in other_parts]
         if missing:
             raise ConfigError(f"freeze_trainable_modules names {', '.join(missing)}, which the layers do not have.")
-    missing_extra = [m for m in setup.freeze_extra if m not in layer_parts | other_parts | set(shape.layers_path.split("."))]
+    missing_extra = [
+        m for m in setup.freeze_extra if m not in layer_parts | other_parts | set(shape.layers_path.split("."))
+    ]
     if missing_extra:
-        raise ConfigError(f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have (e.g. embed_tokens, norm, lm_head).")
+        raise ConfigError(
+            f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have (e.g. embed_tokens, norm, lm_head)."
+        )
     trainable = tensors = frozen_linear = rows = 0
     largest = 0
     path_parts = shape.layers_path.split(".")
     for i in range(L):
         for n, k in shape.layer_param_names:
             parts = path_parts + [str(i)] + n.split(".")
-            train = (i in ids and (modules == ("all",) or any(m in parts for m in modules))) or any(m in parts for m in setup.freeze_extra)
+            train = (i in ids and (modules == ("all",) or any(m in parts for m in modules))) or any(
+                m in parts for m in setup.freeze_extra
+            )
             if train:
                 trainable += k
                 tensors += 1
@@ -179,8 +206,17 @@ def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
             largest = max(largest, n)
     frozen_linear = shape.linear_params_per_layer * L
     rows = sum(lin.out_features for lin in shape.linears) * L
-    return ParamCounts(per_layer * L, len(adapted) * L, frozen_linear, rows, shape.total_params - frozen_linear, per_layer * L,
-                       adapted, tuple(range(L)), largest)
+    return ParamCounts(
+        per_layer * L,
+        len(adapted) * L,
+        frozen_linear,
+        rows,
+        shape.total_params - frozen_linear,
+        per_layer * L,
+        adapted,
+        tuple(range(L)),
+        largest,
+    )
 
 
 def quantized_bytes(counts: ParamCounts, setup: Setup) -> float:

@@ -7,19 +7,20 @@ from typing import Any
 
 from ..env import env_nodes, env_world_size
 from ..errors import ConfigError, TunekitError
+from ..train.decisions import decide_features
 from ..train.steps import plan_steps, split_sizes
 from .architectures import ModelShape, load_shape
 from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, estimate_memory
 from .params import count_params
-from ..train.decisions import decide_features
-from .training_setup import planned_machine
-from .training_setup import Setup, memory_seq_len, resolve_setup
 from .time import estimate_time
+from .training_setup import Setup, memory_seq_len, planned_machine, resolve_setup
 
-TUTORIAL_NOTE = ("Older transformers rounded steps per epoch down (the published tutorial's 456 steps for 2876 samples); "
-                 "transformers 5 also steps on the last partial accumulation window, which is what tunekit train does.")
+TUTORIAL_NOTE = (
+    "Older transformers rounded steps per epoch down (the published tutorial's 456 steps for 2876 samples); "
+    "transformers 5 also steps on the last partial accumulation window, which is what tunekit train does."
+)
 
 
 def _positive(name: str, value: Any) -> None:
@@ -54,19 +55,34 @@ def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
     n = setup.world_size
     what = "ZeRO-%d" % setup.zero_stage if setup.zero_stage is not None else f"FSDP {setup.fsdp}"
     if n > 1 and trainable < n:
-        raise ConfigError(f"{what} would shard {trainable} trainable parameter(s) of {shape.name} over {n} GPUs, fewer than one "
-                          f"per GPU: use fewer GPUs (--gpus) or plain data parallelism (remove deepspeed/fsdp).")
+        raise ConfigError(
+            f"{what} would shard {trainable} trainable parameter(s) of {shape.name} over {n} GPUs, fewer than one "
+            f"per GPU: use fewer GPUs (--gpus) or plain data parallelism (remove deepspeed/fsdp)."
+        )
     if n > 1 and (setup.zero_stage or 0) >= 2 and trainable // n < 1024:
-        raise ConfigError(f"{what} over {n} GPUs leaves {trainable // n} trainable parameters per GPU for {shape.name}: "
-                          f"sharding a model this small costs more than it saves; use at most {max(1, trainable // 1024)} GPU(s) "
-                          f"or no ZeRO.")
+        raise ConfigError(
+            f"{what} over {n} GPUs leaves {trainable // n} trainable parameters per GPU for {shape.name}: "
+            f"sharding a model this small costs more than it saves; use at most {max(1, trainable // 1024)} GPU(s) "
+            f"or no ZeRO."
+        )
 
 
-def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, gpus: int | None = None,
-              nodes: int | None = None, num_samples: int | None = None, seq_len: int | None = None,
-              model_config: str | None = None, auto_fit: bool = False, lengths=None, images: int | None = None,
-              image_size: tuple[int, int] | None = None, videos: int | None = None,
-              video_seconds: float | None = None) -> dict:
+def make_plan(
+    cfg,
+    gpu: str | None = None,
+    gpu_memory_gib: float | None = None,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    num_samples: int | None = None,
+    seq_len: int | None = None,
+    model_config: str | None = None,
+    auto_fit: bool = False,
+    lengths=None,
+    images: int | None = None,
+    image_size: tuple[int, int] | None = None,
+    videos: int | None = None,
+    video_seconds: float | None = None,
+) -> dict:
     """Plan a run of ``cfg``: the dict that ``tunekit plan --json`` prints (keys in docs/memory-model.md)."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--num-samples", num_samples), ("--seq-len", seq_len)):
         _positive(name, value)
@@ -81,7 +97,12 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     lengths, samples, s_mem, s_time, s_source = _data_section(cfg, lengths, num_samples, seq_len, notes)
 
     # ---- steps (the trainer's own arithmetic)
-    result: dict[str, Any] = {"model": shape.to_dict(), "world_size": world, "nodes": n_nodes, "gpus_per_node": world // n_nodes}
+    result: dict[str, Any] = {
+        "model": shape.to_dict(),
+        "world_size": world,
+        "nodes": n_nodes,
+        "gpus_per_node": world // n_nodes,
+    }
     steps = None
     if samples is not None:
         if cfg.eval_dataset:
@@ -90,21 +111,44 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
         else:
             train_n, eval_n = split_sizes(samples, cfg.val_size)
         if train_n < 1:
-            raise ConfigError(f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size.")
+            raise ConfigError(
+                f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size."
+            )
         warm, ratio = cfg.warmup
         budget = _budget_batches(cfg, lengths, notes) if num_samples is None else None
-        steps = plan_steps(train_n, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world,
-                           cfg.num_train_epochs, cfg.max_steps, warm, ratio, cfg.save_strategy, cfg.save_steps,
-                           num_batches=budget)
+        steps = plan_steps(
+            train_n,
+            cfg.per_device_train_batch_size,
+            cfg.gradient_accumulation_steps,
+            world,
+            cfg.num_train_epochs,
+            cfg.max_steps,
+            warm,
+            ratio,
+            cfg.save_strategy,
+            cfg.save_steps,
+            num_batches=budget,
+        )
         legacy = max(steps.micro_batches_per_device // cfg.gradient_accumulation_steps, 1)
-        result.update(num_samples=samples, train_samples=train_n, eval_samples=eval_n, **{
-            k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")})
+        result.update(
+            num_samples=samples,
+            train_samples=train_n,
+            eval_samples=eval_n,
+            **{k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")},
+        )
         result["steps_per_epoch_floor_rounding"] = legacy
         if legacy != steps.steps_per_epoch:
             notes.append(TUTORIAL_NOTE + f" Floor rounding would give {legacy} per epoch.")
     else:
-        result.update(num_samples=None, train_samples=None, eval_samples=None, steps_per_epoch=None, total_steps=None,
-                      warmup_steps=None, num_checkpoints=None)
+        result.update(
+            num_samples=None,
+            train_samples=None,
+            eval_samples=None,
+            steps_per_epoch=None,
+            total_steps=None,
+            warmup_steps=None,
+            num_checkpoints=None,
+        )
     result["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * world
     if lengths is not None and num_samples is None:  # pad share and tokens per optimizer step of every batching mode
         from .stats import batching_stats
@@ -116,8 +160,15 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     result["decisions"] = {name: {"on": d.on, "why": d.why} for name, d in decisions.features().items()}
     setup = resolve_setup(cfg, world, n_nodes, s_mem, decisions)
     if shape.vision is not None:
-        setup = _media(shape, cfg, setup, lengths if num_samples is None else None, (images, image_size, videos, video_seconds),
-                       result, notes)
+        setup = _media(
+            shape,
+            cfg,
+            setup,
+            lengths if num_samples is None else None,
+            (images, image_size, videos, video_seconds),
+            result,
+            notes,
+        )
     if decisions.gradient_checkpointing.detail[1]:  # auto, still to decide
         setup = _auto_checkpointing(shape, setup, device, notes, s_source)
     counts = count_params(shape, setup)
@@ -126,17 +177,33 @@ def make_plan(cfg, gpu: str | None = None, gpu_memory_gib: float | None = None, 
     notes.extend(mem.notes)
     result.update(seq_len=s_mem, seq_len_source=s_source, tokens_per_micro_batch=setup.tokens)
     total = shape.total_params + (shape.vision.total_params if shape.vision is not None else 0)
-    result["params"] = {"total": total, "trainable": counts.trainable, "lora": counts.lora,
-                        "trainable_share": round(counts.trainable / max(1, total), 6)}
+    result["params"] = {
+        "total": total,
+        "trainable": counts.trainable,
+        "lora": counts.lora,
+        "trainable_share": round(counts.trainable / max(1, total), 6),
+    }
     result["memory"] = mem.gib()
     result["cpu_memory_gib"] = round(mem.cpu_bytes / GiB, 2)
     result["setup"] = _describe(setup)
 
     # ---- time
     if steps is not None:
-        processed = steps.total_steps * result["effective_batch_size"] if cfg.max_steps > 0 else steps.train_samples * cfg.num_train_epochs
-        result["time"] = estimate_time(shape, setup, counts, s_time, int(processed), 1.0, steps.total_steps,
-                                       device.peak_flops if device and device.bf16_tflops else None)
+        processed = (
+            steps.total_steps * result["effective_batch_size"]
+            if cfg.max_steps > 0
+            else steps.train_samples * cfg.num_train_epochs
+        )
+        result["time"] = estimate_time(
+            shape,
+            setup,
+            counts,
+            s_time,
+            int(processed),
+            1.0,
+            steps.total_steps,
+            device.peak_flops if device and device.bf16_tflops else None,
+        )
 
     # ---- fit
     _fit_section(cfg, shape, setup, mem, device, auto_fit, result, notes)
@@ -164,8 +231,11 @@ def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
         s_mem, s_source = memory_seq_len(cfg, int(clipped.max()))
         from .stats import padded_tokens_per_sample
 
-        s_time = (float(clipped.mean()) if cfg.padding_free else
-                  padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length))
+        s_time = (
+            float(clipped.mean())
+            if cfg.padding_free
+            else padded_tokens_per_sample(clipped, cfg.per_device_train_batch_size, pad, cfg.group_by_length)
+        )
     else:
         s_mem, s_source = memory_seq_len(cfg)
         s_time = float(cfg.cutoff_len)
@@ -179,20 +249,26 @@ def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
 
 def _media(shape: ModelShape, cfg, setup: Setup, lengths, assumed, result: dict, notes: list[str]) -> Setup:
     """A VLM's media per sample (measured, else assumed from the resolution options) into the plan and the set-up."""
-    from .vision import assumed_media, media_section, measured_media
+    from .vision import assumed_media, measured_media, media_section
 
     v = shape.vision
     media = (measured_media(v, lengths) if assumed == (None,) * 4 else None) or assumed_media(v, cfg, *assumed)
     result["media"], more = media_section(v, cfg, media, setup.micro_batch)
     notes.extend(more)
-    return setup.with_(media_patches=setup.micro_batch * media.patches,
-                       largest_image_patches=max(media.image_patches, media.video_patches))
+    return setup.with_(
+        media_patches=setup.micro_batch * media.patches,
+        largest_image_patches=max(media.image_patches, media.video_patches),
+    )
 
 
 def _fit_section(cfg, shape, setup, mem, device, auto_fit: bool, result: dict, notes: list[str]) -> None:
     """Whether the plan fits the GPU, and ``--auto-fit``'s overrides, into ``result``."""
     if device is not None:
-        result["gpu"] = {"name": device.name, "memory_gib": device.memory_gib, "bf16_tflops": device.bf16_tflops or None}
+        result["gpu"] = {
+            "name": device.name,
+            "memory_gib": device.memory_gib,
+            "bf16_tflops": device.bf16_tflops or None,
+        }
         result["fits"] = bool(mem.total <= usable_bytes(device))
         result["headroom_gib"] = round(device.memory_gib - mem.total / GiB, 3)
         result["safety_margin"] = SAFETY_MARGIN
@@ -207,8 +283,10 @@ def _fit_section(cfg, shape, setup, mem, device, auto_fit: bool, result: dict, n
         result["fit"]["memory"] = fit.memory.gib()
         if not fit.fits:
             more = f" or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
-            notes.append(f"Nothing fits on {device.name}: the smallest set-up ({fit.rung}) needs {fit.missing_gib:.1f} GiB "
-                         f"more than the {device.memory_gib:g} GiB x {1 - SAFETY_MARGIN:.2f} usable{more}.")
+            notes.append(
+                f"Nothing fits on {device.name}: the smallest set-up ({fit.rung}) needs {fit.missing_gib:.1f} GiB "
+                f"more than the {device.memory_gib:g} GiB x {1 - SAFETY_MARGIN:.2f} usable{more}."
+            )
 
 
 def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
@@ -216,21 +294,40 @@ def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
     if not cfg.max_tokens_per_batch:
         return None
     if lengths is None:
-        notes.append("max_tokens_per_batch: data not measured, so steps are planned as per_device_train_batch_size "
-                     "batches; measure the data (dataset on disk) to plan the token-budget batches.")
+        notes.append(
+            "max_tokens_per_batch: data not measured, so steps are planned as per_device_train_batch_size "
+            "batches; measure the data (dataset on disk) to plan the token-budget batches."
+        )
         return None
     from ..train.token_budget import budget_batches
     from .stats import training_rows
 
-    rows = training_rows(lengths, cfg.stage, cfg.cutoff_len, cfg.use_packing, cfg.preprocessing_batch_size,
-                         0.0 if cfg.eval_dataset else cfg.val_size, cfg.seed, pairs=True)
-    plan = budget_batches(rows, cfg.max_tokens_per_batch, cfg.padding_free, 1 if cfg.padding_free else cfg.pad_to_multiple_of,
-                          cfg.data_seed or cfg.seed)
-    notes.append(f"max_tokens_per_batch {cfg.max_tokens_per_batch}: {len(rows):,} training rows make {len(plan):,} "
-                 f"micro-batches per epoch (samples per optimizer step vary; per_device_train_batch_size is not used).")
+    rows = training_rows(
+        lengths,
+        cfg.stage,
+        cfg.cutoff_len,
+        cfg.use_packing,
+        cfg.preprocessing_batch_size,
+        0.0 if cfg.eval_dataset else cfg.val_size,
+        cfg.seed,
+        pairs=True,
+    )
+    plan = budget_batches(
+        rows,
+        cfg.max_tokens_per_batch,
+        cfg.padding_free,
+        1 if cfg.padding_free else cfg.pad_to_multiple_of,
+        cfg.data_seed or cfg.seed,
+    )
+    notes.append(
+        f"max_tokens_per_batch {cfg.max_tokens_per_batch}: {len(rows):,} training rows make {len(plan):,} "
+        f"micro-batches per epoch (samples per optimizer step vary; per_device_train_batch_size is not used)."
+    )
     if plan.oversized:
-        notes.append(f"max_tokens_per_batch: {len(plan.oversized)} sample(s) alone exceed it once padded to a multiple of "
-                     f"{cfg.pad_to_multiple_of}; each is its own micro-batch.")
+        notes.append(
+            f"max_tokens_per_batch: {len(plan.oversized)} sample(s) alone exceed it once padded to a multiple of "
+            f"{cfg.pad_to_multiple_of}; each is its own micro-batch."
+        )
     return len(plan)
 
 
@@ -238,30 +335,47 @@ def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, not
     """``gradient_checkpointing: auto`` as ``tunekit train`` decides it (plan/checkpointing.py), for the planned GPU,
     or for this host's RAM when the run trains on the CPU (``use_cpu``)."""
     if device is None and not setup.host:
-        notes.append("gradient_checkpointing auto: planned on; tunekit train turns it off when the run fits the device "
-                     "without it (give --gpu to see that decision).")
+        notes.append(
+            "gradient_checkpointing auto: planned on; tunekit train turns it off when the run fits the device "
+            "without it (give --gpu to see that decision)."
+        )
         return setup
     from dataclasses import replace
 
     from .checkpointing import decide_for, planned_at
 
-    decision = planned_at(decide_for(shape, setup, device, setup.gpus_per_node), setup, source)  # host: RAM per process
+    decision = planned_at(
+        decide_for(shape, setup, device, setup.gpus_per_node), setup, source
+    )  # host: RAM per process
     notes.append(decision.message())
     return replace(setup, grad_ckpt=decision.enabled, ckpt_layers=decision.layers)
 
 
 def _describe(setup: Setup) -> dict:
-    engine = ("CPU" if setup.host else "single GPU") if setup.world_size == 1 else "DDP" + (" (CPU)" if setup.host else "")
+    engine = (
+        ("CPU" if setup.host else "single GPU") if setup.world_size == 1 else "DDP" + (" (CPU)" if setup.host else "")
+    )
     if setup.zero_stage is not None:
-        engine = f"DeepSpeed ZeRO-{setup.zero_stage}" + (" + optimizer offload" if setup.offload_optimizer else "") + (
-            " + param offload" if setup.offload_params else "")
+        engine = (
+            f"DeepSpeed ZeRO-{setup.zero_stage}"
+            + (" + optimizer offload" if setup.offload_optimizer else "")
+            + (" + param offload" if setup.offload_params else "")
+        )
     elif setup.fsdp:
         engine = f"FSDP {setup.fsdp}" + (" + offload" if setup.offload_params else "")
     precision = {2: "bf16/fp16", 4: "fp32", 8: "fp64"}[setup.compute_bytes] + (" autocast" if setup.autocast else "")
-    return {"method": setup.finetuning_type + (f" (QLoRA {setup.quant_bits}-bit)" if setup.quant_bits else ""),
-            "engine": engine, "precision": precision, "gradient_checkpointing": setup.grad_ckpt, "liger": setup.liger,
-            "attention": setup.attn, "optimizer": setup.optim, "micro_batch": setup.micro_batch,
-            "gradient_accumulation_steps": setup.grad_accum, "host": setup.host}
+    return {
+        "method": setup.finetuning_type + (f" (QLoRA {setup.quant_bits}-bit)" if setup.quant_bits else ""),
+        "engine": engine,
+        "precision": precision,
+        "gradient_checkpointing": setup.grad_ckpt,
+        "liger": setup.liger,
+        "attention": setup.attn,
+        "optimizer": setup.optim,
+        "micro_batch": setup.micro_batch,
+        "gradient_accumulation_steps": setup.grad_accum,
+        "host": setup.host,
+    }
 
 
 def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):
@@ -282,8 +396,10 @@ def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):
     fit = auto_fit_overrides(cfg, shape, setup, gpu)
     if not fit.fits:
         more = f", or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
-        raise ConfigError(f"auto_fit: nothing fits on {gpu.name} ({gpu.memory_gib:.1f} GiB): the smallest set-up "
-                          f"({fit.rung}) needs {fit.missing_gib:.1f} GiB more{more}. Run `tunekit plan` for the breakdown.")
+        raise ConfigError(
+            f"auto_fit: nothing fits on {gpu.name} ({gpu.memory_gib:.1f} GiB): the smallest set-up "
+            f"({fit.rung}) needs {fit.missing_gib:.1f} GiB more{more}. Run `tunekit plan` for the breakdown."
+        )
     values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
     values.update(fit.overrides)
     print("auto_fit: " + " ".join(f"{k}={v}" for k, v in fit.overrides.items()))

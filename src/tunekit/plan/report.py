@@ -14,7 +14,10 @@ LABELS = {
     "logits": ("LM head + loss", "fp32 logits, log-softmax and its gradient over the vocabulary"),
     "optimizer_step": ("Optimizer step (transient)", "foreach AdamW temporaries beyond the freed activations"),
     "distributed_buffers": ("Distributed buffers", "DDP buckets / ZeRO buckets and gathered params / FSDP units"),
-    "fragmentation": ("Allocator fragmentation", "of the token-dependent memory: 10 % on a GPU, 45 % on the CPU (glibc heap)"),
+    "fragmentation": (
+        "Allocator fragmentation",
+        "of the token-dependent memory: 10 % on a GPU, 45 % on the CPU (glibc heap)",
+    ),
     "overhead": ("CUDA context + runtime", "context, workspaces, NCCL"),
 }
 HOST_LABELS = {  # the two rows whose meaning differs on the CPU (use_cpu)
@@ -44,10 +47,12 @@ def print_plan(plan: dict, console=None) -> None:
     s = plan["setup"]
     n = m["total_params"]
     size = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
-    console.print(f"[bold]{m['name']}[/] ({m['model_type']}, {size} params, {m['num_layers']} layers, "
-                  f"hidden {m['hidden_size']}, vocab {m['vocab_size']:,})  ·  {s['method']}, {s['engine']}, {s['precision']}, "
-                  f"attention {s['attention']}, checkpointing {'on' if s['gradient_checkpointing'] else 'off'}"
-                  f"{', Liger' if s['liger'] else ''}")
+    console.print(
+        f"[bold]{m['name']}[/] ({m['model_type']}, {size} params, {m['num_layers']} layers, "
+        f"hidden {m['hidden_size']}, vocab {m['vocab_size']:,})  ·  {s['method']}, {s['engine']}, {s['precision']}, "
+        f"attention {s['attention']}, checkpointing {'on' if s['gradient_checkpointing'] else 'off'}"
+        f"{', Liger' if s['liger'] else ''}"
+    )
     p = plan["params"]
     console.print(f"trainable parameters: {p['trainable']:,} ({100 * p['trainable_share']:.3f} %)")
     if plan.get("media"):
@@ -56,14 +61,22 @@ def print_plan(plan: dict, console=None) -> None:
     steps = Table(title="Steps", show_header=False, title_justify="left")
     steps.add_column(style="bold")
     steps.add_column(justify="right")
-    steps.add_row("train / eval samples", f"{_fmt_int(plan.get('train_samples'))} / {_fmt_int(plan.get('eval_samples'))}")
+    steps.add_row(
+        "train / eval samples", f"{_fmt_int(plan.get('train_samples'))} / {_fmt_int(plan.get('eval_samples'))}"
+    )
     steps.add_row("world size (data parallel)", f"{plan['world_size']} ({plan['nodes']} node(s))")
     budget = (plan.get("batching") or {}).get("max_tokens_per_batch")
     if budget:  # token-budget batches: the sample count per step varies
-        steps.add_row("tokens per optimizer step (at most)", f"{budget * s['gradient_accumulation_steps'] * plan['world_size']:,}  "
-                      f"(= max_tokens_per_batch {budget:,} x {s['gradient_accumulation_steps']} x {plan['world_size']})")
+        steps.add_row(
+            "tokens per optimizer step (at most)",
+            f"{budget * s['gradient_accumulation_steps'] * plan['world_size']:,}  "
+            f"(= max_tokens_per_batch {budget:,} x {s['gradient_accumulation_steps']} x {plan['world_size']})",
+        )
     else:
-        steps.add_row("samples per optimizer step", f"{plan['effective_batch_size']:,}  (= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan['world_size']})")
+        steps.add_row(
+            "samples per optimizer step",
+            f"{plan['effective_batch_size']:,}  (= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan['world_size']})",
+        )
     steps.add_row("steps per epoch", _fmt_int(plan.get("steps_per_epoch")))
     steps.add_row("total steps", _fmt_int(plan.get("total_steps")))
     steps.add_row("warmup steps", _fmt_int(plan.get("warmup_steps")))
@@ -72,10 +85,12 @@ def print_plan(plan: dict, console=None) -> None:
     if plan.get("batching"):
         print_batching(plan["batching"], console)
 
-    shape = (f"{plan['tokens_per_micro_batch']:,} tokens per micro-batch (max_tokens_per_batch)" if budget
-             else f"{plan['seq_len']} tokens x micro-batch {s['micro_batch']}")
-    mem = Table(title=f"Memory per device (peak, {shape}; seq from {plan['seq_len_source']})",
-                title_justify="left")
+    shape = (
+        f"{plan['tokens_per_micro_batch']:,} tokens per micro-batch (max_tokens_per_batch)"
+        if budget
+        else f"{plan['seq_len']} tokens x micro-batch {s['micro_batch']}"
+    )
+    mem = Table(title=f"Memory per device (peak, {shape}; seq from {plan['seq_len_source']})", title_justify="left")
     mem.add_column("component")
     mem.add_column("GiB", justify="right")
     mem.add_column("what", style="dim")
@@ -93,12 +108,16 @@ def print_plan(plan: dict, console=None) -> None:
     if plan.get("gpu"):
         g = plan["gpu"]
         verdict = "[green]fits[/]" if plan["fits"] else "[red]does not fit[/]"
-        console.print(f"{g['name']} ({g['memory_gib']:g} GiB): {verdict}, headroom {plan['headroom_gib']:.2f} GiB "
-                      f"(keeping {100 * plan['safety_margin']:.0f} % free)")
+        console.print(
+            f"{g['name']} ({g['memory_gib']:g} GiB): {verdict}, headroom {plan['headroom_gib']:.2f} GiB "
+            f"(keeping {100 * plan['safety_margin']:.0f} % free)"
+        )
     t = plan.get("time")
     if t:
-        line = (f"compute: {t['flops_per_token'] / 1e9:.1f} GFLOP per token x {t['tokens'] / 1e6:.2f}M tokens = "
-                f"{t['total_flops']:.3g} FLOP")
+        line = (
+            f"compute: {t['flops_per_token'] / 1e9:.1f} GFLOP per token x {t['tokens'] / 1e6:.2f}M tokens = "
+            f"{t['total_flops']:.3g} FLOP"
+        )
         if "seconds" in t:
             line += f" → about {_duration(t['seconds'])} ({t['seconds_per_step']:.2f} s/step)"
         console.print(line)
@@ -115,9 +134,14 @@ def print_plan(plan: dict, console=None) -> None:
 def print_decisions(decisions: dict, console) -> None:
     """Each feature as the run decides it on the planned device (``train/decisions``: the same answer training reads)."""
     if decisions:
-        console.print("run decisions (the planned device): " + "; ".join(
-            f"{name} {'[green]on[/]' if d['on'] else '[dim]off[/]'}" + ("" if d["on"] else f" [dim]({d['why']})[/]")
-            for name, d in decisions.items()))
+        console.print(
+            "run decisions (the planned device): "
+            + "; ".join(
+                f"{name} {'[green]on[/]' if d['on'] else '[dim]off[/]'}"
+                + ("" if d["on"] else f" [dim]({d['why']})[/]")
+                for name, d in decisions.items()
+            )
+        )
 
 
 def _yaml(v: Any) -> str:
@@ -130,10 +154,13 @@ def print_vision(model: dict, media: dict, console) -> None:
     parts = [f"{media['images_per_sample']} image(s) x {media['tokens_per_image']:,}"]
     if media["videos_per_sample"]:
         parts.append(f"{media['videos_per_sample']} video(s) x {media['tokens_per_video']:,}")
-    console.print(f"vision ({v['family']}): tower {v['tower_params']:,} + projector {v['projector_params']:,} parameters, "
-                  f"{v['depth']} blocks, patch {v['patch_size']}, merge {v['merge_size']}  ·  media per sample: "
-                  f"{media['media_tokens_per_sample']:,} tokens ({', '.join(parts)}), {media['patches_per_micro_batch']:,} "
-                  f"patches per micro-batch; {media['source']}", highlight=False)
+    console.print(
+        f"vision ({v['family']}): tower {v['tower_params']:,} + projector {v['projector_params']:,} parameters, "
+        f"{v['depth']} blocks, patch {v['patch_size']}, merge {v['merge_size']}  ·  media per sample: "
+        f"{media['media_tokens_per_sample']:,} tokens ({', '.join(parts)}), {media['patches_per_micro_batch']:,} "
+        f"patches per micro-batch; {media['source']}",
+        highlight=False,
+    )
 
 
 def print_media(media: dict, cutoff: int, console) -> None:
@@ -141,20 +168,30 @@ def print_media(media: dict, cutoff: int, console) -> None:
     for kind in ("image", "video", "audio"):
         if kind in media:
             d, t = media[kind], media[kind]["tokens"]
-            console.print(f"{kind} tokens per sample ({d['samples']:,} samples with {d['media']:,} {kind}s): min {t['min']:,}, "
-                          f"mean {t['mean']:,.1f}, max {t['max']:,} (per {kind}: mean {d['tokens_per_item']['mean']:,.1f}, "
-                          f"max {d['tokens_per_item']['max']:,})")
+            console.print(
+                f"{kind} tokens per sample ({d['samples']:,} samples with {d['media']:,} {kind}s): min {t['min']:,}, "
+                f"mean {t['mean']:,.1f}, max {t['max']:,} (per {kind}: mean {d['tokens_per_item']['mean']:,.1f}, "
+                f"max {d['tokens_per_item']['max']:,})"
+            )
     over = media["over_cutoff"]
     if over["samples"]:
-        console.print(f"[red]{over['samples']:,} sample(s) whose media tokens alone exceed cutoff_len {cutoff}[/] (training drops "
-                      f"them, an image is never cut; raise cutoff_len to at least {media['recommended_cutoff_len']}, or lower "
-                      f"image_max_pixels):", highlight=False)
+        console.print(
+            f"[red]{over['samples']:,} sample(s) whose media tokens alone exceed cutoff_len {cutoff}[/] (training drops "
+            f"them, an image is never cut; raise cutoff_len to at least {media['recommended_cutoff_len']}, or lower "
+            f"image_max_pixels):",
+            highlight=False,
+        )
         for row in over["listed"]:
-            console.print(f"  {row['dataset']}: {row['source']}: {row['media_tokens']:,} media tokens ({row['total_len']:,} in all)",
-                          highlight=False)
+            console.print(
+                f"  {row['dataset']}: {row['source']}: {row['media_tokens']:,} media tokens ({row['total_len']:,} in all)",
+                highlight=False,
+            )
     if media["dropped_in_training"]:
-        console.print(f"multimodal samples longer than cutoff_len {cutoff}: {media['dropped_in_training']:,}; training drops them "
-                      f"whole (never truncated) and names them in its preprocessing report.", highlight=False)
+        console.print(
+            f"multimodal samples longer than cutoff_len {cutoff}: {media['dropped_in_training']:,}; training drops them "
+            f"whole (never truncated) and names them in its preprocessing report.",
+            highlight=False,
+        )
 
 
 def print_stats(stats: dict, console=None) -> None:
@@ -162,7 +199,9 @@ def print_stats(stats: dict, console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title=f"Token lengths (tokens per sample, before cutoff_len {stats['cutoff_len']})", title_justify="left")
+    table = Table(
+        title=f"Token lengths (tokens per sample, before cutoff_len {stats['cutoff_len']})", title_justify="left"
+    )
     for col in ("dataset", "part", "samples", "min", "mean", "p50", "p90", "p95", "p99", "max"):
         table.add_column(col, justify="left" if col in ("dataset", "part") else "right")
     rows = list(stats["datasets"].items())
@@ -170,29 +209,46 @@ def print_stats(stats: dict, console=None) -> None:
         rows.append(("all", stats["overall"]))
     for name, block in rows:
         for part, d in (("total", block), *((p, block[p]) for p in stats.get("parts", ("prompt", "response")))):
-            table.add_row(name if part == "total" else "", part, f"{d['count']:,}", f"{d['min']:,}", f"{d['mean']:,.1f}",
-                          *[f"{d[k]:,}" for k in ("p50", "p90", "p95", "p99", "max")])
+            table.add_row(
+                name if part == "total" else "",
+                part,
+                f"{d['count']:,}",
+                f"{d['min']:,}",
+                f"{d['mean']:,.1f}",
+                *[f"{d[k]:,}" for k in ("p50", "p90", "p95", "p99", "max")],
+            )
     console.print(table)
     o = stats["overall"]
     tr = o["truncation"]
-    console.print(f"cutoff_len {tr['cutoff_len']}: truncates {tr['samples_truncated']:,} samples ({100 * tr['samples_share']:.2f} %), "
-                  f"{100 * tr['tokens_share']:.2f} % of tokens")
+    console.print(
+        f"cutoff_len {tr['cutoff_len']}: truncates {tr['samples_truncated']:,} samples ({100 * tr['samples_share']:.2f} %), "
+        f"{100 * tr['tokens_share']:.2f} % of tokens"
+    )
     p95 = o["p95_truncates"]
-    console.print(f"recommended cutoff_len: [bold]{o['recommended_cutoff_len']}[/] (covers P99); {o['p95_cutoff_len']} (P95) would cut "
-                  f"the longest batch's activations by {100 * o['p95_saves_share']:.0f} % and truncate {100 * p95['samples_share']:.2f} % of samples")
+    console.print(
+        f"recommended cutoff_len: [bold]{o['recommended_cutoff_len']}[/] (covers P99); {o['p95_cutoff_len']} (P95) would cut "
+        f"the longest batch's activations by {100 * o['p95_saves_share']:.0f} % and truncate {100 * p95['samples_share']:.2f} % of samples"
+    )
     console.print(f"trainable tokens: {o['trainable_tokens']:,} of {o['total_tokens']:,}")
     pw = o["padding_waste"]
-    console.print(f"padding waste at batch {stats['batch_size']}: random {100 * pw['random']:.1f} %, group_by_length "
-                  f"{100 * pw['group_by_length']:.1f} %, packing {100 * pw['packing']:.1f} %")
+    console.print(
+        f"padding waste at batch {stats['batch_size']}: random {100 * pw['random']:.1f} %, group_by_length "
+        f"{100 * pw['group_by_length']:.1f} %, packing {100 * pw['packing']:.1f} %"
+    )
     if "media" in stats:
         print_media(stats["media"], stats["cutoff_len"], console)
     if "labels" in o:  # kto
         console.print(f"labels: {o['labels']['desirable']:,} desirable, {o['labels']['undesirable']:,} undesirable")
     if "blocks" in o:  # pt
         b = o["blocks"]
-        console.print(f"pt blocks of {b['block_len']} tokens: {b['blocks']:,}" + (
-            f" ({b['full_blocks']:,} full, {b['tail_blocks']:,} shorter tail block(s) keeping {b['tail_tokens']:,} tokens; none dropped)"
-            if b["packing"] else f" (no packing: {b['documents_truncated']:,} document(s) cut, {b['tokens_dropped']:,} tokens dropped)"))
+        console.print(
+            f"pt blocks of {b['block_len']} tokens: {b['blocks']:,}"
+            + (
+                f" ({b['full_blocks']:,} full, {b['tail_blocks']:,} shorter tail block(s) keeping {b['tail_tokens']:,} tokens; none dropped)"
+                if b["packing"]
+                else f" (no packing: {b['documents_truncated']:,} document(s) cut, {b['tokens_dropped']:,} tokens dropped)"
+            )
+        )
     if stats.get("batching"):
         print_batching(stats["batching"], console)
     if stats.get("plot"):
@@ -207,16 +263,27 @@ def print_batching(batching: dict, console=None) -> None:
     console = console or Console()
     held = f", val_size {batching['val_size']:g} held out" if batching.get("val_size") else ""
     ranks = f", {batching['world_size']} ranks" if batching.get("world_size", 1) > 1 else ""
-    table = Table(title=f"Batching (batch {batching['batch_size']} x accumulation {batching['gradient_accumulation_steps']}, "
-                        f"per device{ranks}, one epoch of the training split{held})", title_justify="left")
+    table = Table(
+        title=f"Batching (batch {batching['batch_size']} x accumulation {batching['gradient_accumulation_steps']}, "
+        f"per device{ranks}, one epoch of the training split{held})",
+        title_justify="left",
+    )
     # micro-batches per epoch, optimizer steps, pad share, tokens through the model and real tokens per step, largest micro-batch
     for col in ("mode", "batches", "steps", "pad", "tok/step", "real/step", "max batch"):
         table.add_column(col, justify="left" if col == "mode" else "right", no_wrap=col != "mode")
     for name, m in batching["modes"].items():
         mark = name == batching["configured"]
-        table.add_row(("[bold]* " if mark else "") + name + ("[/]" if mark else ""), f"{m['micro_batches']:,}",
-                      f"{m['steps_per_epoch']:,}", f"{100 * m['padding_share']:.1f} %", f"{m['model_tokens_per_step']:,.0f}",
-                      f"{m['real_tokens_per_step']:,.0f}", f"{m['largest_micro_batch_tokens']:,}")
+        table.add_row(
+            ("[bold]* " if mark else "") + name + ("[/]" if mark else ""),
+            f"{m['micro_batches']:,}",
+            f"{m['steps_per_epoch']:,}",
+            f"{100 * m['padding_share']:.1f} %",
+            f"{m['model_tokens_per_step']:,.0f}",
+            f"{m['real_tokens_per_step']:,.0f}",
+            f"{m['largest_micro_batch_tokens']:,}",
+        )
     console.print(table)
-    console.print("[dim]* = the configured mode; tok/step = tokens through the model per optimizer step (pads included), "
-                  "real/step = sample tokens per step; fixed-size batches simulated in a seeded random order[/]")
+    console.print(
+        "[dim]* = the configured mode; tok/step = tokens through the model per optimizer step (pads included), "
+        "real/step = sample tokens per step; fixed-size batches simulated in a seeded random order[/]"
+    )

@@ -8,7 +8,8 @@ sorted by length, as transformers' ``LengthGroupedSampler``) with a fixed seed, 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,12 @@ def truncation(total: np.ndarray, cutoff: int) -> dict[str, float]:
         return {"cutoff_len": cutoff, "samples_truncated": 0, "samples_share": 0.0, "tokens_share": 0.0}
     over = total > cutoff
     lost = np.clip(total - cutoff, 0, None).sum()
-    return {"cutoff_len": int(cutoff), "samples_truncated": int(over.sum()), "samples_share": round(float(over.mean()), 6),
-            "tokens_share": round(float(lost / max(1, total.sum())), 6)}
+    return {
+        "cutoff_len": int(cutoff),
+        "samples_truncated": int(over.sum()),
+        "samples_share": round(float(over.mean()), 6),
+        "tokens_share": round(float(lost / max(1, total.sum())), 6),
+    }
 
 
 def recommend_cutoff(total: np.ndarray) -> dict[str, Any]:
@@ -49,19 +54,24 @@ def recommend_cutoff(total: np.ndarray) -> dict[str, Any]:
     stats = describe(total)
     rec = round_up(stats["p99"])
     p95 = round_up(stats["p95"])
-    return {"recommended_cutoff_len": rec, "p95_cutoff_len": p95,
-            "p95_saves_share": round(1 - p95 / rec, 4),  # of the longest micro-batch's activations (linear in tokens)
-            "p95_truncates": truncation(total, p95)}
+    return {
+        "recommended_cutoff_len": rec,
+        "p95_cutoff_len": p95,
+        "p95_saves_share": round(1 - p95 / rec, 4),  # of the longest micro-batch's activations (linear in tokens)
+        "p95_truncates": truncation(total, p95),
+    }
 
 
-def _batches(lengths: np.ndarray, batch: int, group: bool, seed: int = 0, group_batch: int | None = None) -> list[np.ndarray]:
+def _batches(
+    lengths: np.ndarray, batch: int, group: bool, seed: int = 0, group_batch: int | None = None
+) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(lengths))
     if group:
         mega = (group_batch or batch) * max(1, min(len(lengths) // max(1, (group_batch or batch) * 4), 50))
-        parts = [order[i:i + mega] for i in range(0, len(order), mega)]
+        parts = [order[i : i + mega] for i in range(0, len(order), mega)]
         order = np.concatenate([p[np.argsort(-lengths[p], kind="stable")] for p in parts]) if parts else order
-    return [lengths[order[i:i + batch]] for i in range(0, len(order), batch)]
+    return [lengths[order[i : i + batch]] for i in range(0, len(order), batch)]
 
 
 def padding_waste(lengths: Iterable[int], batch: int, pad_to: int = 1, group: bool = False, seed: int = 0) -> float:
@@ -88,7 +98,7 @@ def packed_rows(lengths: Iterable[int], cutoff: int, chunk: int = 1000) -> int:
     """Rows of ``cutoff`` tokens that packing makes: each preprocessing batch of ``chunk`` samples is
     concatenated and cut on its own (tunekit.data.processors.pt.pack), so each leaves one short row."""
     arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
-    return int(sum(math.ceil(int(arr[i:i + chunk].sum()) / cutoff) for i in range(0, len(arr), chunk)))
+    return int(sum(math.ceil(int(arr[i : i + chunk].sum()) / cutoff) for i in range(0, len(arr), chunk)))
 
 
 def packing_waste(lengths: Iterable[int], cutoff: int, chunk: int = 1000) -> float:
@@ -122,18 +132,33 @@ def pt_blocks(lengths: Iterable[int], cutoff: int, packing: bool, chunk: int = 1
     arr = np.asarray(list(lengths) if not isinstance(lengths, np.ndarray) else lengths, dtype=np.int64)
     total = int(arr.sum())
     if packing:
-        sums = [int(arr[i:i + chunk].sum()) for i in range(0, len(arr), chunk)]
+        sums = [int(arr[i : i + chunk].sum()) for i in range(0, len(arr), chunk)]
         full = sum(t // cutoff for t in sums)
         tails = [t % cutoff for t in sums if t % cutoff]
-        return {"packing": True, "block_len": int(cutoff), "blocks": full + len(tails), "full_blocks": full,
-                "tail_blocks": len(tails), "tail_tokens": sum(tails), "tokens_kept": total, "tokens_dropped": 0}
+        return {
+            "packing": True,
+            "block_len": int(cutoff),
+            "blocks": full + len(tails),
+            "full_blocks": full,
+            "tail_blocks": len(tails),
+            "tail_tokens": sum(tails),
+            "tokens_kept": total,
+            "tokens_dropped": 0,
+        }
     dropped = int(np.clip(arr - cutoff, 0, None).sum())
-    return {"packing": False, "block_len": int(cutoff), "blocks": int(arr.size), "documents_truncated": int((arr > cutoff).sum()),
-            "tokens_kept": total - dropped, "tokens_dropped": dropped}
+    return {
+        "packing": False,
+        "block_len": int(cutoff),
+        "blocks": int(arr.size),
+        "documents_truncated": int((arr > cutoff).sum()),
+        "tokens_kept": total - dropped,
+        "tokens_dropped": dropped,
+    }
 
 
-def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 1000, stage: str = "sft",
-                  packing: bool | None = None) -> dict[str, Any]:
+def dataset_stats(
+    table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 1000, stage: str = "sft", packing: bool | None = None
+) -> dict[str, Any]:
     """Per-dataset and overall statistics from a lengths table (columns of measure_lengths for ``stage``).
 
     Every stage: the total length per sample (what ``cutoff_len`` is compared with) and one length summary per
@@ -154,7 +179,9 @@ def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 
             out[part] = describe(cols[part][mask])
         out["total_tokens"] = int(total.sum())
         out["trainable_tokens"] = int(cols["trainable"][mask].sum())
-        out["truncation"] = truncation(total if not (stage == "pt" and packing) else np.zeros(0, dtype=np.int64), cutoff)
+        out["truncation"] = truncation(
+            total if not (stage == "pt" and packing) else np.zeros(0, dtype=np.int64), cutoff
+        )
         out.update(recommend_cutoff(total))
         out["padding_waste"] = {
             "random": padding_waste(clipped, batch, pad_to, False),
@@ -163,8 +190,11 @@ def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 
         }
         if tags is not None:
             good = int(tags[mask].sum())
-            out["labels"] = {"desirable": good, "undesirable": int(mask.sum()) - good,
-                             "desirable_share": round(good / max(1, int(mask.sum())), 6)}
+            out["labels"] = {
+                "desirable": good,
+                "undesirable": int(mask.sum()) - good,
+                "desirable_share": round(good / max(1, int(mask.sum())), 6),
+            }
         if stage == "pt":
             out["blocks"] = pt_blocks(total, cutoff, packing, chunk)
         return out
@@ -172,10 +202,19 @@ def dataset_stats(table, cutoff: int, batch: int, pad_to: int = 8, chunk: int = 
     per = {str(n): block(names == n) for n in dict.fromkeys(names.tolist())}
     overall = block(np.ones(len(names), dtype=bool))
     if stage == "pt" and len(per) > 1:  # each dataset is packed on its own: the blocks add up
-        overall["blocks"] = {k: (sum(b["blocks"][k] for b in per.values()) if k not in ("packing", "block_len") else v)
-                             for k, v in overall["blocks"].items()}
-    out = {"stage": stage, "parts": list(parts), "cutoff_len": cutoff, "batch_size": batch, "datasets": per,
-           "overall": overall, "recommended_cutoff_len": overall["recommended_cutoff_len"]}
+        overall["blocks"] = {
+            k: (sum(b["blocks"][k] for b in per.values()) if k not in ("packing", "block_len") else v)
+            for k, v in overall["blocks"].items()
+        }
+    out = {
+        "stage": stage,
+        "parts": list(parts),
+        "cutoff_len": cutoff,
+        "batch_size": batch,
+        "datasets": per,
+        "overall": overall,
+        "recommended_cutoff_len": overall["recommended_cutoff_len"],
+    }
     if "image_tokens" in (table.column_names if hasattr(table, "column_names") else table):
         out["media"] = media_stats(table, cutoff)
     return out
@@ -196,15 +235,30 @@ def media_stats(table, cutoff: int) -> dict[str, Any]:
     for k, tokens in kinds.items():
         has = counts[k] > 0
         if has.any():
-            out[k] = {"samples": int(has.sum()), "media": int(counts[k].sum()), "tokens": describe(tokens[has]),
-                      "tokens_per_item": describe((tokens[has] / counts[k][has]).round().astype(np.int64))}
+            out[k] = {
+                "samples": int(has.sum()),
+                "media": int(counts[k].sum()),
+                "tokens": describe(tokens[has]),
+                "tokens_per_item": describe((tokens[has] / counts[k][has]).round().astype(np.int64)),
+            }
     over = np.flatnonzero(media > cutoff)
     names, sources = table["dataset"], table["source"]
-    out["over_cutoff"] = {"samples": int(len(over)), "listed": [
-        {"dataset": names[int(i)], "source": sources[int(i)], "media_tokens": int(media[i]), "total_len": int(total[i])}
-        for i in over[:MEDIA_LISTED]]}
+    out["over_cutoff"] = {
+        "samples": int(len(over)),
+        "listed": [
+            {
+                "dataset": names[int(i)],
+                "source": sources[int(i)],
+                "media_tokens": int(media[i]),
+                "total_len": int(total[i]),
+            }
+            for i in over[:MEDIA_LISTED]
+        ],
+    }
     dropped = (media > 0) & (total > cutoff)
-    out["dropped_in_training"] = int(dropped.sum())  # multimodal samples longer than cutoff_len: dropped whole, never cut
+    out["dropped_in_training"] = int(
+        dropped.sum()
+    )  # multimodal samples longer than cutoff_len: dropped whole, never cut
     out["recommended_cutoff_len"] = round_up(int(media.max())) if len(media) else 0
     return out
 
@@ -218,10 +272,17 @@ def plot_cdf(table, path: str, cutoff: int, recommended: int) -> str:
     names = np.asarray(table["dataset"])
     total = np.asarray(table["total_len"], dtype=np.int64)
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
-    groups = [("all", total)] + ([(str(n), total[names == n]) for n in dict.fromkeys(names.tolist())] if len(set(names.tolist())) > 1 else [])
+    groups = [("all", total)] + (
+        [(str(n), total[names == n]) for n in dict.fromkeys(names.tolist())] if len(set(names.tolist())) > 1 else []
+    )
     for label, values in groups:
         xs = np.sort(values)
-        ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs), label=f"{label} (n={len(xs)})", linewidth=2 if label == "all" else 1.2)
+        ax.plot(
+            xs,
+            np.arange(1, len(xs) + 1) / len(xs),
+            label=f"{label} (n={len(xs)})",
+            linewidth=2 if label == "all" else 1.2,
+        )
     ax.axvline(cutoff, color="#c0392b", linestyle="--", label=f"cutoff_len {cutoff}")
     if recommended != cutoff:
         ax.axvline(recommended, color="#27ae60", linestyle=":", label=f"recommended {recommended} (P99)")
@@ -249,8 +310,16 @@ def batching_mode(packing: bool, neat_packing: bool, padding_free: bool) -> str:
     return "padded"
 
 
-def training_rows(table, stage: str, cutoff: int, packing: bool, chunk: int = 1000, val_size: float = 0.0,
-                  seed: int = 0, pairs: bool = False) -> np.ndarray:
+def training_rows(
+    table,
+    stage: str,
+    cutoff: int,
+    packing: bool,
+    chunk: int = 1000,
+    val_size: float = 0.0,
+    seed: int = 0,
+    pairs: bool = False,
+) -> np.ndarray:
     """Token length of every row the trainer gets, from the measured (uncut) lengths: cut to ``cutoff``; with packing
     the rows packing makes (sft: best-fit bins of ``data/processors/packing.py``; pt: ``chunk``-document blocks), each
     dataset on its own as the pipeline does; then ``val_size`` held out with the pipeline's seeded permutation.
@@ -265,8 +334,10 @@ def training_rows(table, stage: str, cutoff: int, packing: bool, chunk: int = 10
     total = np.asarray(table["total_len"], dtype=np.int64)
     if pairs and stage in ("dpo", "rm"):
         prompt = np.asarray(table["prompt_len"], dtype=np.int64)
-        total = np.minimum(np.stack([prompt + np.asarray(table[k], dtype=np.int64) for k in ("chosen_len", "rejected_len")],
-                                    axis=1), cutoff)
+        total = np.minimum(
+            np.stack([prompt + np.asarray(table[k], dtype=np.int64) for k in ("chosen_len", "rejected_len")], axis=1),
+            cutoff,
+        )
         packing = False
     parts = []
     for name in dict.fromkeys(names.tolist()):
@@ -276,12 +347,14 @@ def training_rows(table, stage: str, cutoff: int, packing: bool, chunk: int = 10
         elif packing and stage == "pt":
             rows = []
             for i in range(0, len(lengths), chunk):
-                t = int(lengths[i:i + chunk].sum())
+                t = int(lengths[i : i + chunk].sum())
                 rows += [cutoff] * (t // cutoff) + ([t % cutoff] if t % cutoff else [])
             parts.append(np.asarray(rows, dtype=np.int64))
         elif packing:
             clipped = np.minimum(lengths, cutoff)
-            parts.append(np.asarray([int(clipped[b].sum()) for b in plan_bins(clipped.tolist(), cutoff)], dtype=np.int64))
+            parts.append(
+                np.asarray([int(clipped[b].sum()) for b in plan_bins(clipped.tolist(), cutoff)], dtype=np.int64)
+            )
         else:
             parts.append(np.minimum(lengths, cutoff))
     rows = np.concatenate(parts) if parts else np.zeros((0,) + total.shape[1:], dtype=np.int64)
@@ -292,28 +365,40 @@ def training_rows(table, stage: str, cutoff: int, packing: bool, chunk: int = 10
     return rows
 
 
-def _micro_batches(rows: np.ndarray, batch: int, accum: int, regroup: bool, group: bool, seed: int) -> list[np.ndarray]:
+def _micro_batches(
+    rows: np.ndarray, batch: int, accum: int, regroup: bool, group: bool, seed: int
+) -> list[np.ndarray]:
     batches = _batches(rows, batch, group, seed)
     if not regroup:
         return batches
     out = []  # the trainer's group_within_step: each accumulation window's samples sorted and dealt back (window_grouping.py)
     for w in range(0, len(batches), accum):
-        window = batches[w:w + accum]
+        window = batches[w : w + accum]
         ordered = np.sort(np.concatenate(window))[::-1]
         start = 0
         for b in window:
-            out.append(ordered[start:start + len(b)])
+            out.append(ordered[start : start + len(b)])
             start += len(b)
     return out
 
 
-def batching_summary(rows, batch: int, accum: int = 1, world: int = 1, padding_free: bool = False, pad_to: int = 8,
-                     budget: int | None = None, regroup: bool = False, group: bool = False, seed: int = 0) -> dict[str, Any]:
+def batching_summary(
+    rows,
+    batch: int,
+    accum: int = 1,
+    world: int = 1,
+    padding_free: bool = False,
+    pad_to: int = 8,
+    budget: int | None = None,
+    regroup: bool = False,
+    group: bool = False,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Pad share and tokens per optimizer step (per device) of one epoch batched as the trainer would.
 
     Fixed-size batches are simulated in a seeded random order (the trainer's own order is torch's; the share is a
     property of the lengths, not of one permutation); ``budget`` batches are exactly ``train/token_budget.py``'s."""
-    from ..train.token_budget import budget_batches, batch_cost
+    from ..train.token_budget import batch_cost, budget_batches
 
     arr = np.asarray(rows, dtype=np.int64)
     if budget:
@@ -325,22 +410,41 @@ def batching_summary(rows, batch: int, accum: int = 1, world: int = 1, padding_f
     through = sum(batch_cost(b.tolist(), padding_free, pad_to) for b in micro)
     per_device = math.ceil(len(micro) / max(1, world))
     steps = max(1, per_device // accum + int(per_device % accum > 0))
-    out = {"rows": int(len(arr)), "micro_batches": len(micro), "steps_per_epoch": steps, "real_tokens": real, "model_tokens": int(through),
-           "padding_share": round(1 - real / through, 6) if through else 0.0,
-           "model_tokens_per_step": round(through / max(1, world) / steps, 1),
-           "real_tokens_per_step": round(real / max(1, world) / steps, 1),
-           "largest_micro_batch_tokens": max((batch_cost(b.tolist(), padding_free, pad_to) for b in micro), default=0)}
+    out = {
+        "rows": int(len(arr)),
+        "micro_batches": len(micro),
+        "steps_per_epoch": steps,
+        "real_tokens": real,
+        "model_tokens": int(through),
+        "padding_share": round(1 - real / through, 6) if through else 0.0,
+        "model_tokens_per_step": round(through / max(1, world) / steps, 1),
+        "real_tokens_per_step": round(real / max(1, world) / steps, 1),
+        "largest_micro_batch_tokens": max((batch_cost(b.tolist(), padding_free, pad_to) for b in micro), default=0),
+    }
     if budget:
         out["oversized"] = len(plan.oversized)
     return out
 
 
-def mode_comparison(table, stage: str, cutoff: int, batch: int, accum: int = 1, pad_to: int = 8, chunk: int = 1000,
-                    budget: int | None = None, seed: int = 0, packing: bool = False, val_size: float = 0.0,
-                    split_seed: int = 0, world: int = 1) -> dict[str, dict]:
+def mode_comparison(
+    table,
+    stage: str,
+    cutoff: int,
+    batch: int,
+    accum: int = 1,
+    pad_to: int = 8,
+    chunk: int = 1000,
+    budget: int | None = None,
+    seed: int = 0,
+    packing: bool = False,
+    val_size: float = 0.0,
+    split_seed: int = 0,
+    world: int = 1,
+) -> dict[str, dict]:
     """:func:`batching_summary` of every mode on the same data (``tunekit data stats``; docs/data.md has the figures),
     over the rows that train: ``val_size`` held out with the pipeline's split (``split_seed``: the run's ``seed``), the
     micro-batches dealt to ``world`` ranks, so the steps are those ``tunekit train`` counts."""
+
     def rows(packed: bool, pairs: bool = False) -> np.ndarray:
         return training_rows(table, stage, cutoff, packed, chunk, val_size, split_seed, pairs=pairs)
 
@@ -358,8 +462,9 @@ def mode_comparison(table, stage: str, cutoff: int, batch: int, accum: int = 1, 
     if budget:  # over the rows the run has: packed rows when packing is on; dpo / rm: [chosen, rejected] per pair
         rows_b = rows(False, pairs=True) if stage in ("dpo", "rm") else (packed if packing else plain)
         out[f"max_tokens_per_batch {budget}"] = batching_summary(rows_b, batch, accum, budget=budget, **kw)
-        out[f"max_tokens_per_batch {budget} + padding_free"] = batching_summary(rows_b, batch, accum, world=world,
-                                                                                 padding_free=True, budget=budget, seed=seed)
+        out[f"max_tokens_per_batch {budget} + padding_free"] = batching_summary(
+            rows_b, batch, accum, world=world, padding_free=True, budget=budget, seed=seed
+        )
     return out
 
 
@@ -368,16 +473,36 @@ def batching_stats(table, cfg, world: int = 1) -> dict[str, Any]:
     the split that trains (``val_size`` held out unless ``eval_dataset`` is separate) over ``world`` ranks."""
     mode = batching_mode(cfg.use_packing, cfg.neat_packing, cfg.padding_free)
     val_size = 0.0 if cfg.eval_dataset else cfg.val_size
-    modes = mode_comparison(table, cfg.stage, cfg.cutoff_len, cfg.per_device_train_batch_size,
-                            cfg.gradient_accumulation_steps, cfg.pad_to_multiple_of, cfg.preprocessing_batch_size,
-                            cfg.max_tokens_per_batch, cfg.data_seed or cfg.seed, cfg.use_packing, val_size, cfg.seed, world)
+    modes = mode_comparison(
+        table,
+        cfg.stage,
+        cfg.cutoff_len,
+        cfg.per_device_train_batch_size,
+        cfg.gradient_accumulation_steps,
+        cfg.pad_to_multiple_of,
+        cfg.preprocessing_batch_size,
+        cfg.max_tokens_per_batch,
+        cfg.data_seed or cfg.seed,
+        cfg.use_packing,
+        val_size,
+        cfg.seed,
+        world,
+    )
     configured = "packing" if mode == "neat_packing" else mode
     if mode == "padded" and cfg.group_by_length:
         configured = "group_by_length"
     elif mode == "padded" and cfg.group_within_step and cfg.stage in REGROUPED_STAGES:
         configured = "padded + group_within_step"
     if cfg.max_tokens_per_batch:
-        configured = f"max_tokens_per_batch {cfg.max_tokens_per_batch}" + (" + padding_free" if cfg.padding_free else "")
-    return {"configured": configured, "max_tokens_per_batch": cfg.max_tokens_per_batch, "batch_size": cfg.per_device_train_batch_size,
-            "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "world_size": world, "val_size": val_size,
-            "modes": modes}
+        configured = f"max_tokens_per_batch {cfg.max_tokens_per_batch}" + (
+            " + padding_free" if cfg.padding_free else ""
+        )
+    return {
+        "configured": configured,
+        "max_tokens_per_batch": cfg.max_tokens_per_batch,
+        "batch_size": cfg.per_device_train_batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "world_size": world,
+        "val_size": val_size,
+        "modes": modes,
+    }

@@ -25,7 +25,9 @@ def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_le
         backward = 2 * forward
         recompute = recomputed * (2 * N_L + F_att) if setup.grad_ckpt else 0.0
     elif setup.finetuning_type == "lora":
-        backward = 2 * N_L + 2 * N_H + 2 * F_att + 6 * counts.lora / 1  # input grads everywhere, weight grads for adapters
+        backward = (
+            2 * N_L + 2 * N_H + 2 * F_att + 6 * counts.lora / 1
+        )  # input grads everywhere, weight grads for adapters
         recompute = recomputed * (2 * N_L + F_att) if setup.grad_ckpt else 0.0
         forward += 2 * counts.lora
     else:  # freeze: backward reaches down to the lowest trainable layer
@@ -35,12 +37,25 @@ def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_le
         backward = 2 * N_H + through * (2 * n_layer + 2 * att_layer) + k * 2 * n_layer
         # checkpointed are the lowest ckpt_layers; backward recomputes those it reaches (lowest and above)
         recompute = max(0, checkpointed - lowest) * (2 * n_layer + att_layer) if setup.grad_ckpt else 0.0
-    return {"forward": float(forward), "backward": float(backward), "recompute": float(recompute),
-            "total": float(forward + backward + recompute)}
+    return {
+        "forward": float(forward),
+        "backward": float(backward),
+        "recompute": float(recompute),
+        "total": float(forward + backward + recompute),
+    }
 
 
-def estimate_time(shape: ModelShape, setup: Setup, counts: ParamCounts, tokens_per_sample: float, samples_per_epoch: int,
-                  epochs: float, total_steps: int, peak_flops: float | None, mfu: float | None = None) -> dict:
+def estimate_time(
+    shape: ModelShape,
+    setup: Setup,
+    counts: ParamCounts,
+    tokens_per_sample: float,
+    samples_per_epoch: int,
+    epochs: float,
+    total_steps: int,
+    peak_flops: float | None,
+    mfu: float | None = None,
+) -> dict:
     fpt = flops_per_token(shape, setup, counts, int(tokens_per_sample))
     tokens = tokens_per_sample * samples_per_epoch * epochs
     total = fpt["total"] * tokens
@@ -50,12 +65,21 @@ def estimate_time(shape: ModelShape, setup: Setup, counts: ParamCounts, tokens_p
         mfu *= 0.5  # PCIe transfers every step; a rough factor
     ckpt = "no checkpointing"
     if setup.grad_ckpt:
-        ckpt = "gradient checkpointing" + (f" of the lowest {setup.ckpt_layers} layers" if setup.ckpt_layers is not None else "")
-    speed = ("a CPU run: no wall time is estimated (benchmarks/real_shape.py measures one)" if setup.host else
-             f"MFU {mfu:.2f} of dense bf16 peak")
+        ckpt = "gradient checkpointing" + (
+            f" of the lowest {setup.ckpt_layers} layers" if setup.ckpt_layers is not None else ""
+        )
+    speed = (
+        "a CPU run: no wall time is estimated (benchmarks/real_shape.py measures one)"
+        if setup.host
+        else f"MFU {mfu:.2f} of dense bf16 peak"
+    )
     out = {
-        "flops_per_token": fpt["total"], "flops_per_token_breakdown": fpt, "tokens": tokens, "total_flops": total,
-        "mfu": mfu, "assumptions": f"{method}, {ckpt}, {tokens_per_sample:.0f} tokens per sample, {speed}",
+        "flops_per_token": fpt["total"],
+        "flops_per_token_breakdown": fpt,
+        "tokens": tokens,
+        "total_flops": total,
+        "mfu": mfu,
+        "assumptions": f"{method}, {ckpt}, {tokens_per_sample:.0f} tokens per sample, {speed}",
     }
     if peak_flops:
         seconds = total / (peak_flops * mfu * setup.world_size)

@@ -13,6 +13,7 @@ from ..config.engines import DEEPSPEED_PRESETS
 from ..config.lists import split_list
 from .optimizer_states import optimizer_method
 
+
 @dataclass(frozen=True)
 class Setup:
     finetuning_type: str
@@ -42,9 +43,13 @@ class Setup:
     grad_accum: int
     seq_len: int
     stage: str
-    padded: bool = True  # batches carry an attention mask (dynamic padding, or the block mask packed rows get on sdpa/eager)
+    padded: bool = (
+        True  # batches carry an attention mask (dynamic padding, or the block mask packed rows get on sdpa/eager)
+    )
     padding_free: bool = False  # the micro-batch is one row of micro_batch x seq_len tokens (data/padding_free.py)
-    token_budget: int | None = None  # max_tokens_per_batch: a micro-batch holds at most this many tokens (padding included)
+    token_budget: int | None = (
+        None  # max_tokens_per_batch: a micro-batch holds at most this many tokens (padding included)
+    )
     ds_reduce_bucket: float | None = None  # elements; None = HF "auto" (hidden^2)
     ds_overlap_comm: bool = False
     ds_max_live: float = 1e9
@@ -56,7 +61,11 @@ class Setup:
     reference_copy: bool = False  # a frozen reference model is held while training (holds_reference_copy)
     ckpt_layers: int | None = None  # with grad_ckpt: how many decoder layers (the lowest) are checkpointed; None = all
     chunked_loss: bool = False  # the LM head + loss run in chunks of tokens (train/chunked_head.py): no whole logits
-    vision_freeze: tuple[bool, bool, bool] = (True, True, False)  # freeze_vision_tower, _multi_modal_projector, _language_model
+    vision_freeze: tuple[bool, bool, bool] = (
+        True,
+        True,
+        False,
+    )  # freeze_vision_tower, _multi_modal_projector, _language_model
     media_patches: int = 0  # image/video patches of the largest micro-batch (the vision tower's tokens)
     largest_image_patches: int = 0  # patches of the largest single image or clip (eager attention's score matrix)
     recompute: tuple[bool, bool] = (False, False)  # elementwise_recompute: (MLP element-wise outputs, norm outputs)
@@ -90,7 +99,7 @@ class Setup:
     def shards(self) -> int:
         return self.world_size  # FSDP2 and ZeRO shard over every rank (tunekit has no hybrid sharding)
 
-    def with_(self, **changes) -> "Setup":
+    def with_(self, **changes) -> Setup:
         return replace(self, **changes)
 
 
@@ -124,7 +133,11 @@ def deepspeed_buffers(value: str | None) -> tuple[float | None, bool, float]:
         raw = zero.get(key, default)
         return None if raw in ("auto", None) else float(raw)
 
-    return number("reduce_bucket_size", 5e8), bool(zero.get("overlap_comm", False)), number("stage3_max_live_parameters", 1e9) or 1e9
+    return (
+        number("reduce_bucket_size", 5e8),
+        bool(zero.get("overlap_comm", False)),
+        number("stage3_max_live_parameters", 1e9) or 1e9,
+    )
 
 
 def engine_settings(cfg, world_size: int) -> tuple[int | None, bool, bool, str | None, bool]:
@@ -166,8 +179,13 @@ def holds_reference_copy(cfg) -> bool:
     ``ref_model``, or the starting model again when the policy is not LoRA (whose disabled adapter serves instead) —
     for the stages that use one: dpo (not orpo/simpo), kto, ppo, grpo with ``grpo_beta > 0``, sft with ASFT. A
     precomputed reference (dpo/kto ``precompute_ref_log_probs``) is freed before training starts."""
-    uses = {"sft": bool(cfg.use_asft_loss), "dpo": cfg.pref_loss not in ("orpo", "simpo"), "kto": True, "ppo": True,
-            "grpo": cfg.grpo_beta > 0}.get(cfg.stage, False)
+    uses = {
+        "sft": bool(cfg.use_asft_loss),
+        "dpo": cfg.pref_loss not in ("orpo", "simpo"),
+        "kto": True,
+        "ppo": True,
+        "grpo": cfg.grpo_beta > 0,
+    }.get(cfg.stage, False)
     if cfg.stage in ("dpo", "kto") and cfg.precompute_ref_log_probs:
         uses = False
     return bool(uses and (cfg.ref_model or cfg.finetuning_type != "lora"))
@@ -240,5 +258,7 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         host=decisions.machine.kind == "cpu",
         heap_guard=decisions.heap_guard.on,
         vision_freeze=(cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model),
-        oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target)) if cfg.finetuning_type == "oft" else (),
+        oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target))
+        if cfg.finetuning_type == "oft"
+        else (),
     )

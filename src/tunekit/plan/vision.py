@@ -36,7 +36,9 @@ class VisionShape:
     model_type: str
     params: tuple[tuple[str, str, int], ...]  # (part, full parameter name, numel)
     linears: tuple[tuple[str, str, int, int], ...]  # (part, full module name, in_features, out_features)
-    convs: tuple[tuple[str, str, int, int], ...] = ()  # patch convolutions (part, name, in x kernel, out): PEFT adapts a
+    convs: tuple[
+        tuple[str, str, int, int], ...
+    ] = ()  # patch convolutions (part, name, in x kernel, out): PEFT adapts a
     # Conv named in an explicit lora_target (Qwen-VL's patch_embed.proj for "proj"), lora_target all does not
     hidden: int = 0  # width of the tower blocks
     depth: int = 0
@@ -66,8 +68,15 @@ class VisionShape:
         return sum(k for _, _, k in self.params)
 
     def to_dict(self) -> dict:
-        return {"family": self.family, "tower_params": self.part_params("tower"), "projector_params": self.part_params("projector"),
-                "depth": self.depth, "hidden_size": self.hidden, "patch_size": self.patch_size, "merge_size": self.merge}
+        return {
+            "family": self.family,
+            "tower_params": self.part_params("tower"),
+            "projector_params": self.part_params("projector"),
+            "depth": self.depth,
+            "hidden_size": self.hidden,
+            "patch_size": self.patch_size,
+            "merge_size": self.merge,
+        }
 
 
 def plugin_for(model_type: str):
@@ -120,9 +129,16 @@ def vision_shape_from_model(model, plugin) -> VisionShape:
 
     dims = _tower_dims(model, plugin, vc) or encoder_dims(model, plugin, cfg)
     fixed = int(getattr(cfg, "mm_tokens_per_image", 0) or getattr(cfg, "image_seq_length", 0) or 0)
-    return VisionShape(family=plugin.NAME, model_type=str(cfg.model_type), params=tuple(params), linears=tuple(linears),
-                       convs=tuple(convs), media=tuple(plugin.MEDIA),
-                       fixed_tokens=fixed if not dims.get("patch_size") else 0, **dims)
+    return VisionShape(
+        family=plugin.NAME,
+        model_type=str(cfg.model_type),
+        params=tuple(params),
+        linears=tuple(linears),
+        convs=tuple(convs),
+        media=tuple(plugin.MEDIA),
+        fixed_tokens=fixed if not dims.get("patch_size") else 0,
+        **dims,
+    )
 
 
 def _tower_dims(model, plugin, vc) -> dict:
@@ -131,21 +147,32 @@ def _tower_dims(model, plugin, vc) -> dict:
 
     if plugin.NAME not in ("qwen2_vl", "qwen3_vl") or vc is None:
         return {}
-    blocks = next(m for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and n.endswith("visual.blocks"))
+    blocks = next(
+        m for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and n.endswith("visual.blocks")
+    )
     block = blocks[0]
     mlp = [m for n, m in block.named_modules() if isinstance(m, torch.nn.Linear) and n.startswith("mlp.")]
     act = "gated" if len(mlp) == 3 else str(getattr(vc, "hidden_act", "gelu"))
     hidden = block.attn.qkv.in_features
-    return dict(hidden=hidden, depth=len(blocks), heads=int(vc.num_heads), intermediate=max(m.out_features for m in mlp),
-                act=act if act in ACT_SAVED else "gelu", layer_norm=isinstance(block.norm1, torch.nn.LayerNorm),
-                patch_size=int(vc.patch_size), temporal_patch=int(vc.temporal_patch_size), merge=int(vc.spatial_merge_size),
-                in_channels=int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3))),
-                deepstack=len(getattr(vc, "deepstack_visual_indexes", None) or ()))
+    return dict(
+        hidden=hidden,
+        depth=len(blocks),
+        heads=int(vc.num_heads),
+        intermediate=max(m.out_features for m in mlp),
+        act=act if act in ACT_SAVED else "gelu",
+        layer_norm=isinstance(block.norm1, torch.nn.LayerNorm),
+        patch_size=int(vc.patch_size),
+        temporal_patch=int(vc.temporal_patch_size),
+        merge=int(vc.spatial_merge_size),
+        in_channels=int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3))),
+        deepstack=len(getattr(vc, "deepstack_visual_indexes", None) or ()),
+    )
 
 
 # ------------------------------------------------------------------------------------------------- media tokens
-def image_grid(v: VisionShape, height: int, width: int, min_pixels: int, max_pixels: int,
-               folder: str | None = None) -> tuple[int, int]:
+def image_grid(
+    v: VisionShape, height: int, width: int, min_pixels: int, max_pixels: int, folder: str | None = None
+) -> tuple[int, int]:
     """``(patches, tokens)`` of one image of ``height`` x ``width`` pixels, as the family's image processor makes them
     (an encoder family: tower positions of its crops / tiles, after LLaMA-Factory's resize into the pixel limits)."""
     if v.tower:
@@ -158,11 +185,12 @@ def image_grid(v: VisionShape, height: int, width: int, min_pixels: int, max_pix
 
     h, w = smart_resize(height, width, factor=v.patch_size * v.merge, min_pixels=min_pixels, max_pixels=max_pixels)
     patches = (h // v.patch_size) * (w // v.patch_size)
-    return patches, patches // v.merge ** 2
+    return patches, patches // v.merge**2
 
 
-def video_grid(v: VisionShape, frames: int, height: int, width: int, max_pixels: int, min_pixels: int,
-               folder: str | None = None) -> tuple[int, int]:
+def video_grid(
+    v: VisionShape, frames: int, height: int, width: int, max_pixels: int, min_pixels: int, folder: str | None = None
+) -> tuple[int, int]:
     """``(patches, tokens)`` of a clip of ``frames`` sampled frames of ``height`` x ``width``: each frame regularised into
     ``video_min_pixels`` .. ``video_max_pixels`` (``mm_plugins.video.regularize_frame``), an odd count padded, then the
     family's video resize with the video processor saved in ``folder`` (else the family's defaults)."""
@@ -179,7 +207,7 @@ def video_grid(v: VisionShape, frames: int, height: int, width: int, max_pixels:
     rule = qwen3_resize if v.family == "qwen3_vl" else qwen2_resize
     h, w = rule(frames, frame.height, frame.width, spec)
     patches = -(-frames // spec.temporal_patch_size) * (h // spec.patch_size) * (w // spec.patch_size)
-    return patches, patches // spec.merge_size ** 2
+    return patches, patches // spec.merge_size**2
 
 
 @dataclass(frozen=True)
@@ -206,8 +234,14 @@ class Media:
         return self.images * self.image_patches + self.videos * self.video_patches + self.audios * self.audio_patches
 
 
-def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int, int] | None, videos: int | None,
-                  video_seconds: float | None = None) -> Media:
+def assumed_media(
+    v: VisionShape,
+    cfg,
+    images: int | None,
+    image_size: tuple[int, int] | None,
+    videos: int | None,
+    video_seconds: float | None = None,
+) -> Media:
     """Media per sample when the data is not measured: ``images`` images of ``image_size`` (default: a square of
     ``image_max_pixels``), ``videos`` clips of ``video_seconds`` (``video_fps`` frames a second up to ``video_maxlen``;
     default: ``video_maxlen`` frames) of square frames at ``video_max_pixels``."""
@@ -215,8 +249,12 @@ def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int
 
     folder = cfg.model_name_or_path if cfg.model_name_or_path and Path(cfg.model_name_or_path).is_dir() else None
     if v.crops == "audio":  # one audio per sample, padded to 30 s by the processor: the longest one's tokens
-        return Media(audios=1, audio_tokens=v.positions // 2, audio_patches=v.positions,
-                     source="assumed per sample: 1 audio of 30 s (the encoder's padded length)")
+        return Media(
+            audios=1,
+            audio_tokens=v.positions // 2,
+            audio_patches=v.positions,
+            source="assumed per sample: 1 audio of 30 s (the encoder's padded length)",
+        )
     if not v.patch_size and not v.fixed_tokens and not v.tower:
         return Media(source=f"{v.family}: media tokens not assumed without data (measure the data for them)")
     from ..data.mm_plugins.settings import used_settings
@@ -232,14 +270,22 @@ def assumed_media(v: VisionShape, cfg, images: int | None, image_size: tuple[int
     maxlen = used["video_maxlen"]
     frames = maxlen if video_seconds is None else max(1, min(maxlen, math.floor(video_seconds * used["video_fps"])))
     side = int(math.isqrt(used["video_max_pixels"] or 256 * 256))  # unset: frames assumed 256x256
-    vp, vt = video_grid(v, frames, side, side, used["video_max_pixels"], used["video_min_pixels"], folder) if n_vid else (0, 0)
-    what = f"{n_img} image(s) of {image_size[1]}x{image_size[0]}" + (f", {n_vid} video(s) of {frames} frames" if n_vid else "")
+    vp, vt = (
+        video_grid(v, frames, side, side, used["video_max_pixels"], used["video_min_pixels"], folder)
+        if n_vid
+        else (0, 0)
+    )
+    what = f"{n_img} image(s) of {image_size[1]}x{image_size[0]}" + (
+        f", {n_vid} video(s) of {frames} frames" if n_vid else ""
+    )
     return Media(n_img, it, ip, n_vid, vt, vp, source=f"assumed per sample: {what}")
 
 
 def measured_media(v: VisionShape, lengths) -> Media | None:
     """The sample with the most media tokens in the measured data (``data/lengths.py`` columns), or None."""
-    if lengths is None or "image_tokens" not in (lengths.column_names if hasattr(lengths, "column_names") else lengths):
+    if lengths is None or "image_tokens" not in (
+        lengths.column_names if hasattr(lengths, "column_names") else lengths
+    ):
         return None
     import numpy as np
 
@@ -249,9 +295,16 @@ def measured_media(v: VisionShape, lengths) -> Media | None:
     if v.tower:
         return _measured_encoder_media(v, lengths)
     i = int(np.argmax(img + vid))
-    m2 = v.merge ** 2 if v.patch_size else 1
-    return Media(1 if img[i] else 0, int(img[i]), int(img[i]) * m2, 1 if vid[i] else 0, int(vid[i]), int(vid[i]) * m2,
-                 source=f"measured: the sample with the most media tokens ({lengths['source'][i]})")
+    m2 = v.merge**2 if v.patch_size else 1
+    return Media(
+        1 if img[i] else 0,
+        int(img[i]),
+        int(img[i]) * m2,
+        1 if vid[i] else 0,
+        int(vid[i]),
+        int(vid[i]) * m2,
+        source=f"measured: the sample with the most media tokens ({lengths['source'][i]})",
+    )
 
 
 def _measured_encoder_media(v: VisionShape, lengths) -> Media:
@@ -262,7 +315,9 @@ def _measured_encoder_media(v: VisionShape, lengths) -> Media:
 
     kind = "audio" if v.crops == "audio" else "image"
     cols = lengths.column_names if hasattr(lengths, "column_names") else lengths
-    tokens = np.asarray(lengths[f"{kind}_tokens"] if f"{kind}_tokens" in cols else lengths["image_tokens"], dtype=np.int64)
+    tokens = np.asarray(
+        lengths[f"{kind}_tokens"] if f"{kind}_tokens" in cols else lengths["image_tokens"], dtype=np.int64
+    )
     count = np.asarray(lengths[f"{kind}s"], dtype=np.int64) if f"{kind}s" in cols else (tokens > 0).astype(np.int64)
     i = int(np.argmax(tokens))
     n, t = int(count[i]) or (1 if tokens[i] else 0), int(tokens[i])
@@ -277,12 +332,28 @@ def media_section(v: VisionShape, cfg, media: Media, micro_batch: int) -> tuple[
     """The plan's ``media`` entry and its notes."""
     notes = []
     if media.tokens > cfg.cutoff_len:
-        notes.append(f"media: {media.tokens} media tokens per sample alone exceed cutoff_len {cfg.cutoff_len}: tunekit train "
-                     f"drops such samples (an image is never cut) and names them; raise cutoff_len or lower image_max_pixels.")
-    entry = {"source": media.source, "images_per_sample": media.images, "tokens_per_image": media.image_tokens,
-             "patches_per_image": media.image_patches, "videos_per_sample": media.videos, "tokens_per_video": media.video_tokens,
-             "patches_per_video": media.video_patches, "media_tokens_per_sample": media.tokens,
-             **({"audios_per_sample": media.audios, "tokens_per_audio": media.audio_tokens,
-                 "patches_per_audio": media.audio_patches} if media.audios else {}),
-             "patches_per_micro_batch": micro_batch * media.patches}
+        notes.append(
+            f"media: {media.tokens} media tokens per sample alone exceed cutoff_len {cfg.cutoff_len}: tunekit train "
+            f"drops such samples (an image is never cut) and names them; raise cutoff_len or lower image_max_pixels."
+        )
+    entry = {
+        "source": media.source,
+        "images_per_sample": media.images,
+        "tokens_per_image": media.image_tokens,
+        "patches_per_image": media.image_patches,
+        "videos_per_sample": media.videos,
+        "tokens_per_video": media.video_tokens,
+        "patches_per_video": media.video_patches,
+        "media_tokens_per_sample": media.tokens,
+        **(
+            {
+                "audios_per_sample": media.audios,
+                "tokens_per_audio": media.audio_tokens,
+                "patches_per_audio": media.audio_patches,
+            }
+            if media.audios
+            else {}
+        ),
+        "patches_per_micro_batch": micro_batch * media.patches,
+    }
     return entry, notes

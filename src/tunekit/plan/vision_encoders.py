@@ -19,8 +19,13 @@ import math
 from pathlib import Path
 
 #: plugin NAME -> (tower kind, crops rule)
-ENCODERS = {"llava": ("clip", "one"), "llava_next": ("clip", "anyres"), "gemma3": ("siglip", "one"),
-            "idefics3": ("siglip", "split"), "qwen2_audio": ("whisper", "audio")}
+ENCODERS = {
+    "llava": ("clip", "one"),
+    "llava_next": ("clip", "anyres"),
+    "gemma3": ("siglip", "one"),
+    "idefics3": ("siglip", "split"),
+    "qwen2_audio": ("whisper", "audio"),
+}
 
 
 def encoder_dims(model, plugin, cfg) -> dict:
@@ -32,22 +37,40 @@ def encoder_dims(model, plugin, cfg) -> dict:
     kind, rule = ENCODERS[plugin.NAME]
     vc = getattr(cfg, "vision_config", None) or getattr(cfg, "audio_config", None)
     tower = plugin.VISION_TOWER[0]
-    blocks = next(m for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and n.startswith(tower)
-                  and n.endswith("layers"))
+    blocks = next(
+        m
+        for n, m in model.named_modules()
+        if isinstance(m, torch.nn.ModuleList) and n.startswith(tower) and n.endswith("layers")
+    )
     fc = {n.rsplit(".", 1)[-1]: m for n, m in blocks[0].named_modules() if isinstance(m, torch.nn.Linear)}
     heads = int(getattr(vc, "num_attention_heads", 0) or getattr(vc, "encoder_attention_heads", 0))
     act = str(getattr(vc, "hidden_act", None) or getattr(vc, "activation_function", "gelu"))
-    dims = dict(tower=kind, hidden=fc["q_proj"].in_features, depth=len(blocks), heads=heads,
-                intermediate=fc["fc1"].out_features, act=act if act in ("quick_gelu", "gelu_pytorch_tanh") else "gelu",
-                layer_norm=True, crops=rule)
+    dims = dict(
+        tower=kind,
+        hidden=fc["q_proj"].in_features,
+        depth=len(blocks),
+        heads=heads,
+        intermediate=fc["fc1"].out_features,
+        act=act if act in ("quick_gelu", "gelu_pytorch_tanh") else "gelu",
+        layer_norm=True,
+        crops=rule,
+    )
     if kind == "whisper":
         return dict(dims, positions=int(vc.max_source_positions), in_channels=int(vc.num_mel_bins))
     grid = (int(vc.image_size) // int(vc.patch_size)) ** 2
-    dims.update(image_size=int(vc.image_size), in_channels=int(getattr(vc, "num_channels", 3)) * int(vc.patch_size) ** 2)
-    if kind == "clip":  # every layer counts, also those above vision_feature_layer (LLaVA's -2: docs/memory-model.md 3.5)
+    dims.update(
+        image_size=int(vc.image_size), in_channels=int(getattr(vc, "num_channels", 3)) * int(vc.patch_size) ** 2
+    )
+    if (
+        kind == "clip"
+    ):  # every layer counts, also those above vision_feature_layer (LLaVA's -2: docs/memory-model.md 3.5)
         strategy = getattr(cfg, "vision_feature_select_strategy", "default")
-        return dict(dims, positions=grid + 1, feature_tokens=grid + (0 if strategy == "default" else 1),
-                    pinpoints=tuple(tuple(p) for p in getattr(cfg, "image_grid_pinpoints", None) or ()))
+        return dict(
+            dims,
+            positions=grid + 1,
+            feature_tokens=grid + (0 if strategy == "default" else 1),
+            pinpoints=tuple(tuple(p) for p in getattr(cfg, "image_grid_pinpoints", None) or ()),
+        )
     if plugin.NAME == "gemma3":
         return dict(dims, positions=grid, feature_tokens=int(cfg.mm_tokens_per_image))
     return dict(dims, positions=grid, feature_tokens=grid // int(cfg.scale_factor) ** 2)
@@ -56,8 +79,10 @@ def encoder_dims(model, plugin, cfg) -> dict:
 def fitted_size(height: int, width: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """``(height, width)`` after LLaMA-Factory's resize into the pixel limits (``mm_plugins.hf_processor.fit_pixels``:
     the area scaled down to ``max_pixels`` or up to ``min_pixels``), without making the image."""
-    for limit, outside in ((max_pixels, max_pixels is not None and height * width > max_pixels),
-                           (min_pixels, min_pixels is not None and height * width < min_pixels)):  # None: unset
+    for limit, outside in (
+        (max_pixels, max_pixels is not None and height * width > max_pixels),
+        (min_pixels, min_pixels is not None and height * width < min_pixels),
+    ):  # None: unset
         if outside:
             factor = math.sqrt(limit / (height * width))
             height, width = max(1, int(height * factor)), max(1, int(width * factor))

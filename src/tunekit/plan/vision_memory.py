@@ -23,7 +23,8 @@ class VisionCounts:
     def grad(self, v: VisionShape, part: str) -> bool:
         """Whether anything of ``part`` trains (so gradients flow into it)."""
         return any(p == part and (n in self.trained) for p, n, _ in v.params) or any(
-            p == part and n in self.adapted for p, n, _, _ in v.linears)
+            p == part and n in self.adapted for p, n, _, _ in v.linears
+        )
 
 
 def frozen_parts(setup: Setup) -> set[str]:
@@ -51,7 +52,9 @@ def count_vision(v: VisionShape, setup: Setup) -> VisionCounts:
     trainable = lora + sum(sizes[n] for n in trained)
     tensors += len(trained)
     largest = max([largest] + [sizes[n] for n in trained])
-    return VisionCounts(trainable, tensors, v.total_params - (trainable - lora), lora, largest, frozenset(trained), frozenset(adapted))
+    return VisionCounts(
+        trainable, tensors, v.total_params - (trainable - lora), lora, largest, frozenset(trained), frozenset(adapted)
+    )
 
 
 def _norm(v: VisionShape, c: int, trains: bool, autocast: bool) -> tuple[float, int]:
@@ -118,7 +121,7 @@ class _Block:
         norm_trains = any(n.startswith(prefix + ".") and ("norm" in n or "ln_q" in n) for n in self.counts.trained)
         per, out = _norm(v, c, norm_trains, s.autocast)
         if input_grad:
-            total = per * width_norm + (8 if v.layer_norm else 4) / (1 if width_norm == v.hidden else v.merge ** 2)
+            total = per * width_norm + (8 if v.layer_norm else 4) / (1 if width_norm == v.hidden else v.merge**2)
         else:
             total = c * width_norm if norm_trains else 0.0
         total += self.consumers(v.hidden, out, lin[:1]) + c * v.hidden + self.consumers(v.hidden, c, lin[1:])
@@ -134,13 +137,24 @@ def vision_saved_bytes(v: VisionShape, setup: Setup, counts: VisionCounts, patch
         return 0.0
     b, c = _Block(v, setup, counts), setup.compute_bytes
     per = 0.0
-    mergers = sorted({n.rsplit(".", 2)[0] if "deepstack" in n else n.split(".merger.")[0] + ".merger"
-                      for p, n, _, _ in v.linears if ".merger" in n})
+    mergers = sorted(
+        {
+            n.rsplit(".", 2)[0] if "deepstack" in n else n.split(".merger.")[0] + ".merger"
+            for p, n, _, _ in v.linears
+            if ".merger" in n
+        }
+    )
     main = [m for m in mergers if "deepstack" not in m]
     per += sum(b.merger(m, v.hidden, tower) for m in main)
     if tower:
-        blocks = sorted({n.split(".blocks.")[0] + ".blocks." + n.split(".blocks.")[1].split(".")[0]
-                         for _, n, _, _ in v.linears if ".blocks." in n}, key=lambda k: int(k.rsplit(".", 1)[1]))
+        blocks = sorted(
+            {
+                n.split(".blocks.")[0] + ".blocks." + n.split(".blocks.")[1].split(".")[0]
+                for _, n, _, _ in v.linears
+                if ".blocks." in n
+            },
+            key=lambda k: int(k.rsplit(".", 1)[1]),
+        )
         if setup.grad_ckpt:  # a checkpointed block keeps only its input
             per += len(blocks) * c * v.hidden
         else:
@@ -149,7 +163,7 @@ def vision_saved_bytes(v: VisionShape, setup: Setup, counts: VisionCounts, patch
             per += 2 * 4 * (v.hidden // max(v.heads, 1))  # rotary cos / sin (fp32), shared by the blocks
         per += sum(b.merger(m, v.hidden, True) for m in mergers if "deepstack" in m)
         if any(".patch_embed." in n for n in counts.trained):
-            per += v.in_channels * v.temporal_patch * v.patch_size ** 2 * c  # the pixels in the compute dtype
+            per += v.in_channels * v.temporal_patch * v.patch_size**2 * c  # the pixels in the compute dtype
     return per * patches + _const(v, setup, counts)
 
 
@@ -167,7 +181,9 @@ def _const(v: VisionShape, setup: Setup, counts: VisionCounts) -> float:
             total += c * fin * fout
         if name in counts.adapted:
             total += c * setup.lora_rank * (fin + fout)
-    total += sum(c * k for n, k in sizes.items() if ".patch_embed." in n and n.endswith("weight") and n in counts.trained)
+    total += sum(
+        c * k for n, k in sizes.items() if ".patch_embed." in n and n.endswith("weight") and n in counts.trained
+    )
     return total
 
 
@@ -179,5 +195,5 @@ def vision_forward_peak(v: VisionShape, setup: Setup, patches: int, largest_imag
         return 0.0
     c, h = setup.compute_bytes, v.hidden
     per = max(c * h + 3 * c * h + 8 * h + c * h, c * h + 3 * c * v.intermediate)
-    scores = (4 + c) * v.heads * largest_image ** 2 if setup.attn == "eager" else 0.0
+    scores = (4 + c) * v.heads * largest_image**2 if setup.attn == "eager" else 0.0
     return per * patches + scores

@@ -25,10 +25,18 @@ def tower_saved_bytes(v: VisionShape, setup: Setup, counts: VisionCounts, patche
     per = _projector(v, b, tower, res)
     if tower:
         per += _embeddings(v, b, counts)
-        blocks = sorted({n.split(".layers.")[0] + ".layers." + n.split(".layers.")[1].split(".")[0]
-                         for p, n, _, _ in v.linears if p == "tower" and ".layers." in n}, key=lambda k: int(k.rsplit(".", 1)[1]))
+        blocks = sorted(
+            {
+                n.split(".layers.")[0] + ".layers." + n.split(".layers.")[1].split(".")[0]
+                for p, n, _, _ in v.linears
+                if p == "tower" and ".layers." in n
+            },
+            key=lambda k: int(k.rsplit(".", 1)[1]),
+        )
         embed = _embeddings_train(v, counts)
-        if setup.grad_ckpt:  # a checkpointed layer keeps only its inputs: the hidden state, Whisper's bool padding mask
+        if (
+            setup.grad_ckpt
+        ):  # a checkpointed layer keeps only its inputs: the hidden state, Whisper's bool padding mask
             per += len(blocks) * res * v.hidden + (v.positions if v.tower == "whisper" else 0)
         else:
             per += sum(_block(v, b, k, input_grad=embed or i > 0) for i, k in enumerate(blocks))
@@ -67,8 +75,15 @@ def _block(v: VisionShape, b: _Block, prefix: str, input_grad: bool) -> float:
     its norm frozen too, LoRA: that norm keeps nothing)."""
     c, s, h, I = b.c, b.setup, v.hidden, v.intermediate
     lin = [n for _, n, _, _ in v.linears if n.startswith(prefix + ".")]
-    role = {r: [n for n in lin if n.rsplit(".", 1)[1] in names] for r, names in
-            (("in", ("q_proj", "k_proj", "v_proj")), ("out", ("out_proj",)), ("fc1", ("fc1",)), ("fc2", ("fc2",)))}
+    role = {
+        r: [n for n in lin if n.rsplit(".", 1)[1] in names]
+        for r, names in (
+            ("in", ("q_proj", "k_proj", "v_proj")),
+            ("out", ("out_proj",)),
+            ("fc1", ("fc1",)),
+            ("fc2", ("fc2",)),
+        )
+    }
     norm_trains = any(n.startswith(prefix + ".") and "norm" in n for n in b.counts.trained)
     per, out = _norm(v, c, norm_trains, s.autocast)
     total = 2 * (per * h + 8) - (0 if input_grad or norm_trains else per * h + 8)

@@ -48,7 +48,9 @@ class Places:
         except anyio.WouldBlock:
             pass
         if self.waiting >= self.limits.max_queue:
-            raise self._busy(f"{self.waiting} more request(s) are already waiting (api_max_queue: {self.limits.max_queue})")
+            raise self._busy(
+                f"{self.waiting} more request(s) are already waiting (api_max_queue: {self.limits.max_queue})"
+            )
         self.waiting += 1
         try:
             with anyio.move_on_after(self.limits.queue_timeout):
@@ -63,8 +65,12 @@ class Places:
 
     def _busy(self, why: str) -> APIError:
         at_once = f"{self.size} requests at once (1 + api_max_queue)" if self.size > 1 else "one request at a time"
-        err = APIError(429, f"The server is busy: it serves {at_once} and {why}; retry later.",
-                       type_="rate_limit_error", code="server_busy")
+        err = APIError(
+            429,
+            f"The server is busy: it serves {at_once} and {why}; retry later.",
+            type_="rate_limit_error",
+            code="server_busy",
+        )
         err.headers = {"Retry-After": str(max(1, math.ceil(self.limits.queue_timeout)))}
         return err
 
@@ -84,9 +90,14 @@ def check_prompt_size(engine, turns: list[dict], system: str | None) -> None:
         return
     chars = _chars(system) + sum(_chars(t["content"]) for t in turns if t["role"] in ("user", "observation"))
     if chars > ctx * per_token:
-        raise APIError(400, f"The messages hold {chars:,} characters, more than the model's context of {ctx} tokens can "
-                            f"hold (at most {ctx * per_token:,}: this tokenizer's longest token has {per_token} characters); "
-                            f"shorten the messages.", param="messages", code="context_length_exceeded")
+        raise APIError(
+            400,
+            f"The messages hold {chars:,} characters, more than the model's context of {ctx} tokens can "
+            f"hold (at most {ctx * per_token:,}: this tokenizer's longest token has {per_token} characters); "
+            f"shorten the messages.",
+            param="messages",
+            code="context_length_exceeded",
+        )
 
 
 def render_prompt(engine, limits, turns: list[dict], system: str | None, tools: Any) -> tuple[list[int], dict]:

@@ -30,8 +30,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import Request  # module level: FastAPI resolves the string annotations of the endpoints here
 
@@ -43,7 +44,6 @@ from .protocol import MAX_DEPTH, ChatCompletionRequest, ChatMessage
 from .request_checks import APIError, authorized, parse_json
 from .streaming import GuardedStream, drain, drain_watching
 from .toolcalls import extract_tool_calls
-
 
 
 @dataclass
@@ -58,10 +58,15 @@ class Limits:
     media: MediaPolicy = MediaPolicy()
 
     @classmethod
-    def from_config(cls, cfg) -> "Limits":
-        return cls(max_tokens=cfg.api_max_tokens, queue_timeout=cfg.api_queue_timeout, max_queue=cfg.api_max_queue,
-                   stream_timeout=cfg.api_stream_timeout, parse_special_tokens=cfg.api_parse_special_tokens,
-                   media=MediaPolicy.from_config(cfg))
+    def from_config(cls, cfg) -> Limits:
+        return cls(
+            max_tokens=cfg.api_max_tokens,
+            queue_timeout=cfg.api_queue_timeout,
+            max_queue=cfg.api_max_queue,
+            stream_timeout=cfg.api_stream_timeout,
+            parse_special_tokens=cfg.api_parse_special_tokens,
+            media=MediaPolicy.from_config(cfg),
+        )
 
 
 # ------------------------------------------------------------------------------------ request -> engine
@@ -77,8 +82,12 @@ def _text(msg: ChatMessage, i: int, media: bool = False) -> str | list:
             parts.append(media_source(part, f"messages[{i}].content[{j}]"))
         elif part.type != "text" or part.text is None:
             where = "user messages only" if is_media_part(part.type) else "text, image_url, video_url, input_audio"
-            raise APIError(400, f"messages[{i}]: content part of type '{part.type}' is not supported here ({where}; "
-                                f"a text part needs 'text').", param=f"messages.{i}.content")
+            raise APIError(
+                400,
+                f"messages[{i}]: content part of type '{part.type}' is not supported here ({where}; "
+                f"a text part needs 'text').",
+                param=f"messages.{i}.content",
+            )
         else:
             parts.append(part.text)
     return parts if any(not isinstance(p, str) for p in parts) else "".join(parts)
@@ -93,7 +102,9 @@ def to_conversation(messages: list[ChatMessage]) -> tuple[list[dict], str | None
     for i, msg in enumerate(messages):
         if msg.role in ("system", "developer"):
             if turns:
-                raise APIError(400, f"messages[{i}]: a {msg.role} message must come before the conversation.", param="messages")
+                raise APIError(
+                    400, f"messages[{i}]: a {msg.role} message must come before the conversation.", param="messages"
+                )
             system.append(_text(msg, i))
         elif msg.role == "user":
             turns.append({"role": "user", "content": _text(msg, i, media=True)})
@@ -103,7 +114,11 @@ def to_conversation(messages: list[ChatMessage]) -> tuple[list[dict], str | None
                 try:
                     args = json.loads(call.function.arguments or "{}")
                 except json.JSONDecodeError:
-                    raise APIError(400, f"messages[{i}]: tool call arguments are not valid JSON.", param=f"messages.{i}.tool_calls") from None
+                    raise APIError(
+                        400,
+                        f"messages[{i}]: tool call arguments are not valid JSON.",
+                        param=f"messages.{i}.tool_calls",
+                    ) from None
                 calls.append({"name": call.function.name, "arguments": args})
             turns.append({"role": "function_call", "content": json.dumps(calls, ensure_ascii=False)})
         elif msg.role == "assistant":
@@ -116,13 +131,19 @@ def to_conversation(messages: list[ChatMessage]) -> tuple[list[dict], str | None
     if not turns:
         raise APIError(400, "messages hold only system text: add a user message.", param="messages")
     if turns[-1]["role"] not in ("user", "observation"):
-        raise APIError(400, "the last message must be a user or tool message (the model answers it).", param="messages")
+        raise APIError(
+            400, "the last message must be a user or tool message (the model answers it).", param="messages"
+        )
     return turns, "\n".join(system) or None
 
 
 def generation_args(req: ChatCompletionRequest) -> dict[str, Any]:
-    gen: dict[str, Any] = {"max_new_tokens": req.max_completion_tokens or req.max_tokens, "top_p": req.top_p,
-                           "stop": req.stop, "seed": req.seed}
+    gen: dict[str, Any] = {
+        "max_new_tokens": req.max_completion_tokens or req.max_tokens,
+        "top_p": req.top_p,
+        "stop": req.stop,
+        "seed": req.seed,
+    }
     if req.temperature is not None:
         gen["temperature"] = req.temperature
         gen["do_sample"] = req.temperature > 0
@@ -130,8 +151,10 @@ def generation_args(req: ChatCompletionRequest) -> dict[str, Any]:
 
 
 def _tool_calls(calls: list[tuple[str, str]]) -> list[dict]:
-    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": {"name": n, "arguments": a}}
-            for n, a in calls]
+    return [
+        {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": {"name": n, "arguments": a}}
+        for n, a in calls
+    ]
 
 
 # ------------------------------------------------------------------------------------ the app
@@ -149,8 +172,13 @@ class _Served:
     state: dict
 
 
-def create_app(engine, model_name: str, api_key: str | None = None, max_body_bytes: int | None = None,
-               limits: Limits | None = None):
+def create_app(
+    engine,
+    model_name: str,
+    api_key: str | None = None,
+    max_body_bytes: int | None = None,
+    limits: Limits | None = None,
+):
     from fastapi import FastAPI
 
     limits = limits or Limits.from_config(engine.cfg)
@@ -158,8 +186,16 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_body_byt
         max_body_bytes = default_body_bytes(engine.context_length)
     app = FastAPI(title="tunekit OpenAI-compatible API", docs_url=None, redoc_url=None)
     places = Places(limits, interleaved=getattr(engine, "interleaves", True))
-    served = _Served(engine=engine, model_name=model_name, limits=limits, slot=places, created=int(time.time()),
-                     tool_format=getattr(engine.template, "tool_format", None), inflight=set(), state={"stopping": False})
+    served = _Served(
+        engine=engine,
+        model_name=model_name,
+        limits=limits,
+        slot=places,
+        created=int(time.time()),
+        tool_format=getattr(engine.template, "tool_format", None),
+        inflight=set(),
+        state={"stopping": False},
+    )
 
     def stop_generations() -> None:
         """Cancel every running generation and refuse new ones (the server is stopping); safe in a signal handler."""
@@ -195,8 +231,12 @@ def _install_error_handlers(app) -> None:
 
     @app.exception_handler(Exception)
     async def _server_error(request: Request, exc: Exception):
-        return APIError(500, f"Internal server error ({type(exc).__name__}); the server log has the details.",
-                        type_="server_error", code="internal_error").response()
+        return APIError(
+            500,
+            f"Internal server error ({type(exc).__name__}); the server log has the details.",
+            type_="server_error",
+            code="internal_error",
+        ).response()
 
 
 def _auth_middleware(api_key: str | None):
@@ -210,8 +250,12 @@ def _auth_middleware(api_key: str | None):
             if scope["type"] == "http" and api_key is not None:
                 header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
                 if not authorized(header, api_key):
-                    err = APIError(401, "Incorrect or missing API key: send 'Authorization: Bearer <API_KEY>'.",
-                                   type_="authentication_error", code="invalid_api_key")
+                    err = APIError(
+                        401,
+                        "Incorrect or missing API key: send 'Authorization: Bearer <API_KEY>'.",
+                        type_="authentication_error",
+                        code="invalid_api_key",
+                    )
                     await err.response()(scope, receive, send)
                     return
             await self.app(scope, receive, send)
@@ -232,8 +276,12 @@ def _install_model_routes(app, served: _Served) -> None:
     @app.get("/v1/models/{model_id:path}")
     async def get_model(model_id: str, request: Request):
         if model_id != model_name:
-            raise APIError(404, f"The model '{model_id}' does not exist; this server serves '{model_name}'.",
-                           param="model", code="model_not_found")
+            raise APIError(
+                404,
+                f"The model '{model_id}' does not exist; this server serves '{model_name}'.",
+                param="model",
+                code="model_not_found",
+            )
         return model_card()
 
 
@@ -243,15 +291,22 @@ async def _read_request(request: Request, max_body_bytes: int, note: str = "") -
 
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > max_body_bytes:
-        raise APIError(413, f"Request body of {int(length):,} bytes is larger than the limit of {max_body_bytes:,} bytes"
-                            f"{note}; send less, or start the server with a larger --max-body-mb.", code="request_too_large")
+        raise APIError(
+            413,
+            f"Request body of {int(length):,} bytes is larger than the limit of {max_body_bytes:,} bytes"
+            f"{note}; send less, or start the server with a larger --max-body-mb.",
+            code="request_too_large",
+        )
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > max_body_bytes:
-            raise APIError(413, f"Request body is larger than the limit of {max_body_bytes:,} bytes{note}; send less, or start "
-                                f"the server with a larger --max-body-mb.",
-                           code="request_too_large")
+            raise APIError(
+                413,
+                f"Request body is larger than the limit of {max_body_bytes:,} bytes{note}; send less, or start "
+                f"the server with a larger --max-body-mb.",
+                code="request_too_large",
+            )
     return await anyio.to_thread.run_sync(_parse_request, bytes(body))
 
 
@@ -273,17 +328,29 @@ def _budget(engine, limits: Limits, prompt_tokens: int, requested: int | None) -
     """max_new_tokens for this request: requested (checked) or the configured default, within the context."""
     ctx = engine.context_length
     if ctx is not None and prompt_tokens >= ctx:
-        raise APIError(400, f"The prompt is {prompt_tokens} tokens but the model's context is {ctx} tokens: shorten "
-                            f"the messages.", param="messages", code="context_length_exceeded")
+        raise APIError(
+            400,
+            f"The prompt is {prompt_tokens} tokens but the model's context is {ctx} tokens: shorten the messages.",
+            param="messages",
+            code="context_length_exceeded",
+        )
     room = ctx - prompt_tokens if ctx is not None else None
     if requested is not None:
         if requested > limits.max_tokens:
-            raise APIError(400, f"max_tokens {requested} is larger than this server's limit of {limits.max_tokens} "
-                                f"(option api_max_tokens).", param="max_tokens")
+            raise APIError(
+                400,
+                f"max_tokens {requested} is larger than this server's limit of {limits.max_tokens} "
+                f"(option api_max_tokens).",
+                param="max_tokens",
+            )
         if room is not None and requested > room:
-            raise APIError(400, f"The prompt ({prompt_tokens} tokens) plus max_tokens ({requested}) exceeds the model's "
-                                f"context of {ctx} tokens: ask for at most {room}.", param="max_tokens",
-                           code="context_length_exceeded")
+            raise APIError(
+                400,
+                f"The prompt ({prompt_tokens} tokens) plus max_tokens ({requested}) exceeds the model's "
+                f"context of {ctx} tokens: ask for at most {room}.",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
         return requested
     return min(int(engine.cfg.max_new_tokens), limits.max_tokens, *([room] if room is not None else []))
 
@@ -296,9 +363,14 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
     from fastapi.responses import JSONResponse
 
     engine, model_name, limits, state = served.engine, served.model_name, served.limits, served.state
-    note = "" if getattr(engine, "mm", None) is None else (
-        f" (base64 media count in it: each image, video or audio may be up to {limits.media.max_bytes / 1e6:g} MB "
-        f"decoded, option api_max_media_mb)")
+    note = (
+        ""
+        if getattr(engine, "mm", None) is None
+        else (
+            f" (base64 media count in it: each image, video or audio may be up to {limits.media.max_bytes / 1e6:g} MB "
+            f"decoded, option api_max_media_mb)"
+        )
+    )
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -308,8 +380,12 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
             raise _shutting_down()
         req = await _read_request(request, max_body_bytes, note)
         if req.model != model_name:
-            raise APIError(404, f"The model '{req.model}' does not exist; this server serves '{model_name}'.",
-                           param="model", code="model_not_found")
+            raise APIError(
+                404,
+                f"The model '{req.model}' does not exist; this server serves '{model_name}'.",
+                param="model",
+                code="model_not_found",
+            )
         turns, system = to_conversation(req.messages)
         tools = req.tools if req.tools and req.tool_choice != "none" else None
         gen = generation_args(req)
@@ -320,7 +396,9 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
             # decoding) is CPU work: in a worker thread, inside the request's place
             ids, media = await anyio.to_thread.run_sync(render_prompt, engine, limits, turns, system, tools)
             gen["max_new_tokens"] = _budget(engine, limits, len(ids), gen["max_new_tokens"])
-            generations = [engine.start_ids(ids, media, **{**gen, "seed": choice_seed(base_seed, i)}) for i in range(req.n)]
+            generations = [
+                engine.start_ids(ids, media, **{**gen, "seed": choice_seed(base_seed, i)}) for i in range(req.n)
+            ]
         except TunekitError as exc:
             served.slot.release()
             raise APIError(400, str(exc), param="messages") from None
@@ -345,8 +423,13 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
         rid, now = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return GuardedStream(_sse(served, generations, rid, now, bool(tools), include_usage), finish,
-                                  limits.stream_timeout, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+            return GuardedStream(
+                _sse(served, generations, rid, now, bool(tools), include_usage),
+                finish,
+                limits.stream_timeout,
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
         try:
             choices = []
             for i, g in enumerate(generations):
@@ -355,12 +438,26 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
                     return JSONResponse({}, status_code=499)  # nobody reads it
                 if state["stopping"]:
                     raise _shutting_down("The server is shutting down; the generation was stopped.")
-                choices.append({"index": i, "message": _message(g, bool(tools), served.tool_format),
-                                "finish_reason": _finish(g, bool(tools), served.tool_format), "logprobs": None})
+                choices.append(
+                    {
+                        "index": i,
+                        "message": _message(g, bool(tools), served.tool_format),
+                        "finish_reason": _finish(g, bool(tools), served.tool_format),
+                        "logprobs": None,
+                    }
+                )
         finally:
             finish()
-        return JSONResponse({"id": rid, "object": "chat.completion", "created": now, "model": model_name,
-                             "choices": choices, "usage": _usage(generations)})
+        return JSONResponse(
+            {
+                "id": rid,
+                "object": "chat.completion",
+                "created": now,
+                "model": model_name,
+                "choices": choices,
+                "usage": _usage(generations),
+            }
+        )
 
 
 def _message(g, with_tools: bool, tool_format) -> dict:
@@ -377,25 +474,38 @@ def _finish(g, with_tools: bool, tool_format) -> str:
     return g.finish_reason
 
 
-async def _sse(served: _Served, generations, rid: str, now: int, with_tools: bool, include_usage: bool) -> AsyncIterator[str]:
+async def _sse(
+    served: _Served, generations, rid: str, now: int, with_tools: bool, include_usage: bool
+) -> AsyncIterator[str]:
     import anyio
 
     def chunk(choices: list, usage: dict | None = None) -> str:
-        body = {"id": rid, "object": "chat.completion.chunk", "created": now, "model": served.model_name, "choices": choices}
+        body = {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": now,
+            "model": served.model_name,
+            "choices": choices,
+        }
         if include_usage:
             body["usage"] = usage
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
     for i, g in enumerate(generations):
-        yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}])
+        yield chunk(
+            [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}]
+        )
         if with_tools:  # calls are known only at the end: send the whole reply as one delta
             try:
                 await anyio.to_thread.run_sync(drain, g, abandon_on_cancel=True)
             finally:  # client gone: the worker thread stops at its next token
                 g.cancel()
             msg = _message(g, True, served.tool_format)
-            delta = {"content": msg["content"]} if "tool_calls" not in msg else {
-                "tool_calls": [{"index": k, **c} for k, c in enumerate(msg["tool_calls"])]}
+            delta = (
+                {"content": msg["content"]}
+                if "tool_calls" not in msg
+                else {"tool_calls": [{"index": k, **c} for k, c in enumerate(msg["tool_calls"])]}
+            )
             yield chunk([{"index": i, "delta": delta, "finish_reason": None, "logprobs": None}])
         else:
             iterator = iter(g)
@@ -410,11 +520,17 @@ async def _sse(served: _Served, generations, rid: str, now: int, with_tools: boo
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(iterator.close)
         if served.state["stopping"]:
-            error = {"message": "The server is shutting down; the generation was stopped.", "type": "server_error",
-                     "param": None, "code": "shutting_down"}
+            error = {
+                "message": "The server is shutting down; the generation was stopped.",
+                "type": "server_error",
+                "param": None,
+                "code": "shutting_down",
+            }
             yield f"data: {json.dumps({'error': error})}\n\n"
             return
-        yield chunk([{"index": i, "delta": {}, "finish_reason": _finish(g, with_tools, served.tool_format), "logprobs": None}])
+        yield chunk(
+            [{"index": i, "delta": {}, "finish_reason": _finish(g, with_tools, served.tool_format), "logprobs": None}]
+        )
     if include_usage:
         yield chunk([], _usage(generations))
     yield "data: [DONE]\n\n"

@@ -25,7 +25,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import ConfigError, TunekitError
 from ..infer.media_prompt import ITEM, MediaFile, check_kinds, render_parts
@@ -45,18 +45,20 @@ class MediaPolicy:
     """Which files a request may name (``folder``, resolved; None: none), the largest decoded item (bytes), and where
     inline media are decoded to (``scratch``: a private folder is made in it per request; None: the system's temp)."""
 
-    folder: Optional[Path] = None
+    folder: Path | None = None
     max_bytes: int = 20 * MB
-    scratch: Optional[Path] = None
+    scratch: Path | None = None
 
     @classmethod
-    def from_config(cls, cfg) -> "MediaPolicy":
+    def from_config(cls, cfg) -> MediaPolicy:
         folder = getattr(cfg, "api_media_dir", None) or os.environ.get("SAFE_MEDIA_PATH") or None
         if folder is not None:
             resolved = Path(os.path.realpath(Path(folder).expanduser()))
             if not resolved.is_dir():
-                raise ConfigError(f"api_media_dir '{folder}' is not a folder: create it, or unset api_media_dir "
-                                  f"(then requests send media inline as base64 data: URLs only).")
+                raise ConfigError(
+                    f"api_media_dir '{folder}' is not a folder: create it, or unset api_media_dir "
+                    f"(then requests send media inline as base64 data: URLs only)."
+                )
             folder = resolved
         return cls(folder, int(getattr(cfg, "api_max_media_mb", 20.0) * MB))
 
@@ -84,9 +86,13 @@ def media_source(part, where: str) -> MediaSource:
 
 # ------------------------------------------------------------------------------------ one part -> one local file
 def _too_large(where: str, kind: str, size: int, policy: MediaPolicy) -> APIError:
-    return APIError(413, f"{where}: the {ITEM[kind]} is {size / MB:.1f} MB decoded, larger than this server's limit of "
-                         f"{policy.max_bytes / MB:g} MB (option api_max_media_mb): send a smaller {ITEM[kind]}.",
-                    param=where, code="media_too_large")
+    return APIError(
+        413,
+        f"{where}: the {ITEM[kind]} is {size / MB:.1f} MB decoded, larger than this server's limit of "
+        f"{policy.max_bytes / MB:g} MB (option api_max_media_mb): send a smaller {ITEM[kind]}.",
+        param=where,
+        code="media_too_large",
+    )
 
 
 def _decode_base64(data: str, where: str, kind: str, policy: MediaPolicy) -> bytes:
@@ -108,15 +114,21 @@ def _data_url(url: str, where: str, kind: str, policy: MediaPolicy) -> tuple[byt
     found = _DATA_URL.match(url)
     mime = (found.group("mime") if found else "").strip().lower()
     if not found or ";base64" not in found.group("params").lower():
-        raise APIError(400, f"{where}: a data URL must be base64: data:{MIME[kind]}/<type>;base64,<data>.", param=where)
+        raise APIError(
+            400, f"{where}: a data URL must be base64: data:{MIME[kind]}/<type>;base64,<data>.", param=where
+        )
     main, _, sub = mime.partition("/")
     if main != MIME[kind]:
-        raise APIError(400, f"{where}: this part carries an {ITEM[kind]}, but its data URL is of type '{mime or 'none'}': "
-                            f"send data:{MIME[kind]}/<type>;base64,<data>.", param=where)
+        raise APIError(
+            400,
+            f"{where}: this part carries an {ITEM[kind]}, but its data URL is of type '{mime or 'none'}': "
+            f"send data:{MIME[kind]}/<type>;base64,<data>.",
+            param=where,
+        )
     return _decode_base64(found.group("data"), where, kind, policy), _suffix(sub)
 
 
-def _suffix(subtype: Optional[str]) -> str:
+def _suffix(subtype: str | None) -> str:
     clean = re.sub(r"[^a-z0-9]", "", (subtype or "").lower())[:10]
     return f".{clean}" if clean else ".bin"
 
@@ -124,15 +136,22 @@ def _suffix(subtype: Optional[str]) -> str:
 def _local_file(path: str, where: str, kind: str, policy: MediaPolicy) -> Path:
     """A file the request names, if it lies under ``api_media_dir`` once symlinks and ``..`` are resolved."""
     if policy.folder is None:
-        raise APIError(400, f"{where}: local files are refused: this server reads no file unless the option "
-                            f"api_media_dir names the folder clients may read from. Send the {ITEM[kind]} inline as a "
-                            f"data: URL (base64), or start the server with api_media_dir=FOLDER.", param=where)
+        raise APIError(
+            400,
+            f"{where}: local files are refused: this server reads no file unless the option "
+            f"api_media_dir names the folder clients may read from. Send the {ITEM[kind]} inline as a "
+            f"data: URL (base64), or start the server with api_media_dir=FOLDER.",
+            param=where,
+        )
     given = Path(path)
     real = Path(os.path.realpath(given if given.is_absolute() else policy.folder / given))
     if not real.is_relative_to(policy.folder):
-        raise APIError(400, f"{where}: '{path}' is outside the folder this server reads files from (option "
-                            f"api_media_dir; symlinks and .. are resolved first): name a file under that folder.",
-                       param=where)
+        raise APIError(
+            400,
+            f"{where}: '{path}' is outside the folder this server reads files from (option "
+            f"api_media_dir; symlinks and .. are resolved first): name a file under that folder.",
+            param=where,
+        )
     if not real.is_file():
         raise APIError(400, f"{where}: '{path}' is not a file under api_media_dir.", param=where)
     size = real.stat().st_size
@@ -146,8 +165,9 @@ def _file_url(url: str, where: str) -> str:
 
     parsed = urlparse(url)
     if parsed.netloc not in ("", "localhost"):
-        raise APIError(400, f"{where}: file URL of host '{parsed.netloc}': only local files (file:///path) are read.",
-                       param=where)
+        raise APIError(
+            400, f"{where}: file URL of host '{parsed.netloc}': only local files (file:///path) are read.", param=where
+        )
     return unquote(parsed.path)
 
 
@@ -155,8 +175,11 @@ def _url_of(part, where: str) -> str:
     ref = getattr(part, part.type)
     url = ref if isinstance(ref, str) else getattr(ref, "url", None)
     if not url:
-        raise APIError(400, f"{where}: the {part.type} part has no {part.type}.url: send a data: URL (base64) or a file "
-                            f"path.", param=where)
+        raise APIError(
+            400,
+            f"{where}: the {part.type} part has no {part.type}.url: send a data: URL (base64) or a file path.",
+            param=where,
+        )
     return url
 
 
@@ -173,18 +196,25 @@ def fetch(src: MediaSource, policy: MediaPolicy, tmp: Path, index: int) -> Media
             raw, suffix = _decode_base64(data, where, kind, policy), _suffix(part.input_audio.format)
     else:
         url = _url_of(part, where)
-        scheme = (_SCHEME.match(url).group("scheme").lower() if _SCHEME.match(url) else "")
+        scheme = _SCHEME.match(url).group("scheme").lower() if _SCHEME.match(url) else ""
         if scheme == "data":
             raw, suffix = _data_url(url, where, kind, policy)
         elif scheme in ("http", "https"):
-            raise APIError(400, f"{where}: {scheme} URLs are refused: tunekit api fetches nothing from the network. Send "
-                                f"the {ITEM[kind]} inline as a data: URL (base64), or as a file under api_media_dir.",
-                           param=where)
+            raise APIError(
+                400,
+                f"{where}: {scheme} URLs are refused: tunekit api fetches nothing from the network. Send "
+                f"the {ITEM[kind]} inline as a data: URL (base64), or as a file under api_media_dir.",
+                param=where,
+            )
         elif scheme == "file":
             return _checked(MediaFile(kind, str(_local_file(_file_url(url, where), where, kind, policy)), where))
         elif len(scheme) > 1:  # not a Windows drive letter
-            raise APIError(400, f"{where}: URLs of scheme '{scheme}' are not read: send a data: URL (base64) or a file "
-                                f"path under api_media_dir.", param=where)
+            raise APIError(
+                400,
+                f"{where}: URLs of scheme '{scheme}' are not read: send a data: URL (base64) or a file "
+                f"path under api_media_dir.",
+                param=where,
+            )
         else:
             return _checked(MediaFile(kind, str(_local_file(url, where, kind, policy)), where))
     path = tmp / f"{index}{suffix}"
@@ -203,13 +233,19 @@ def _checked(item: MediaFile) -> MediaFile:
                 img.load()
         except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
             reason = str(exc).replace(repr(item.path), "").replace(item.path, "").strip()[:120]
-            raise APIError(400, f"{where}: the image cannot be decoded ({type(exc).__name__}: {reason}): it is "
-                                f"corrupt or not an image; send a PNG, JPEG, WebP, GIF or BMP image.", param=where) from None
+            raise APIError(
+                400,
+                f"{where}: the image cannot be decoded ({type(exc).__name__}: {reason}): it is "
+                f"corrupt or not an image; send a PNG, JPEG, WebP, GIF or BMP image.",
+                param=where,
+            ) from None
         return item
     try:
         import av
     except ImportError:
-        raise APIError(400, f"{where}: reading {what}s needs PyAV on the server (pip install av).", param=where) from None
+        raise APIError(
+            400, f"{where}: reading {what}s needs PyAV on the server (pip install av).", param=where
+        ) from None
     try:
         with av.open(item.path) as container:
             streams = container.streams.video if item.kind == "videos" else container.streams.audio
@@ -217,8 +253,12 @@ def _checked(item: MediaFile) -> MediaFile:
                 raise ValueError(f"no {what} stream")
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         reason = str(exc).replace(repr(item.path), "").replace(item.path, "").strip(" :")[:120]
-        raise APIError(400, f"{where}: the {what} cannot be decoded ({type(exc).__name__}: {reason}): it is "
-                            f"corrupt or not a {what} file.", param=where) from None
+        raise APIError(
+            400,
+            f"{where}: the {what} cannot be decoded ({type(exc).__name__}: {reason}): it is "
+            f"corrupt or not a {what} file.",
+            param=where,
+        ) from None
     return item
 
 
@@ -227,8 +267,9 @@ def sources_of(turns: list[dict]) -> list[MediaSource]:
     return [p for t in turns if isinstance(t["content"], list) for p in t["content"] if isinstance(p, MediaSource)]
 
 
-def render_with_media(engine, policy: MediaPolicy, turns: list[dict], system: Optional[str], tools: Any,
-                      parse_special_tokens: bool) -> tuple[list[int], dict]:
+def render_with_media(
+    engine, policy: MediaPolicy, turns: list[dict], system: str | None, tools: Any, parse_special_tokens: bool
+) -> tuple[list[int], dict]:
     """Prompt ids and media inputs of a conversation whose user turns hold :class:`MediaSource` pieces (blocking:
     run it in a worker thread). The decoded files live in a temporary folder removed before this returns."""
     sources = sources_of(turns)
@@ -241,8 +282,12 @@ def render_with_media(engine, policy: MediaPolicy, turns: list[dict], system: Op
         raise APIError(400, str(exc), param=next(iter(first.values()))) from None
     with tempfile.TemporaryDirectory(prefix="tunekit-api-media-", dir=policy.scratch) as tmp:
         files = {id(s): fetch(s, policy, Path(tmp), k) for k, s in enumerate(sources)}
-        messages = [{**t, "content": [files[id(p)] if isinstance(p, MediaSource) else p for p in t["content"]]}
-                    if isinstance(t["content"], list) else t for t in turns]
+        messages = [
+            {**t, "content": [files[id(p)] if isinstance(p, MediaSource) else p for p in t["content"]]}
+            if isinstance(t["content"], list)
+            else t
+            for t in turns
+        ]
         try:
             return render_parts(engine, messages, system, tools, parse_special_tokens=parse_special_tokens)
         except TunekitError as exc:

@@ -9,7 +9,7 @@ schema runs (:data:`MAX_DEPTH`, :func:`tunekit.serve.request_checks.check_json`)
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
@@ -30,7 +30,7 @@ class FunctionCall(_Lenient):
 
 
 class ToolCall(_Lenient):
-    id: Optional[str] = None
+    id: str | None = None
     type: Literal["function"] = "function"
     function: FunctionCall
 
@@ -39,31 +39,31 @@ class MediaURL(_Lenient):
     """``image_url`` / ``video_url`` / ``audio_url``: a ``data:`` URL (base64) or a file under ``api_media_dir``."""
 
     url: str
-    detail: Optional[str] = None  # OpenAI's image detail; ignored (the resolution is the image_*_pixels options)
+    detail: str | None = None  # OpenAI's image detail; ignored (the resolution is the image_*_pixels options)
 
 
 class InputAudio(_Lenient):
     """OpenAI's ``input_audio``: base64 audio bytes and their format (``wav``, ``mp3``, ...)."""
 
     data: str
-    format: Optional[str] = None
+    format: str | None = None
 
 
 class ContentPart(_Lenient):
     type: str
-    text: Optional[str] = None
-    image_url: Union[MediaURL, str, None] = None
-    video_url: Union[MediaURL, str, None] = None
-    audio_url: Union[MediaURL, str, None] = None
-    input_audio: Optional[InputAudio] = None
+    text: str | None = None
+    image_url: MediaURL | str | None = None
+    video_url: MediaURL | str | None = None
+    audio_url: MediaURL | str | None = None
+    input_audio: InputAudio | None = None
 
 
 class ChatMessage(_Lenient):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: Union[str, list[ContentPart], None] = None
-    name: Optional[str] = None
-    tool_calls: Optional[list[ToolCall]] = None
-    tool_call_id: Optional[str] = None
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
 
 
 class StreamOptions(_Lenient):
@@ -73,14 +73,14 @@ class StreamOptions(_Lenient):
 class ChatCompletionRequest(_Lenient):
     model: str
     messages: list[ChatMessage]
-    tools: Optional[list[dict[str, Any]]] = None
+    tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
-    temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, gt=0, le=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
     n: int = Field(1, ge=1, le=16)
-    max_tokens: Optional[int] = Field(None, ge=1, lt=2**31)
-    max_completion_tokens: Optional[int] = Field(None, ge=1, lt=2**31)
-    stop: Union[StopText, Annotated[list[StopText], Field(max_length=16)], None] = None
+    max_tokens: int | None = Field(None, ge=1, lt=2**31)
+    max_completion_tokens: int | None = Field(None, ge=1, lt=2**31)
+    stop: StopText | Annotated[list[StopText], Field(max_length=16)] | None = None
     stream: StrictBool = False
-    stream_options: Optional[StreamOptions] = None
-    seed: Optional[int] = Field(None, ge=-INT64, lt=INT64)
+    stream_options: StreamOptions | None = None
+    seed: int | None = Field(None, ge=-INT64, lt=INT64)

@@ -11,8 +11,14 @@ from .protocol import MAX_DEPTH
 
 
 class APIError(Exception):
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
 
@@ -35,7 +41,9 @@ def parse_json(body: bytes) -> Any:
     try:
         data = json.loads(body, parse_constant=_reject_constant)
     except RecursionError:
-        raise APIError(400, f"The body is nested too deeply (more than {MAX_DEPTH} levels of arrays/objects).") from None
+        raise APIError(
+            400, f"The body is nested too deeply (more than {MAX_DEPTH} levels of arrays/objects)."
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, int digits limit
         raise APIError(400, f"The body is not valid JSON: {exc}.") from None
     check_json(data)
@@ -49,18 +57,28 @@ def check_json(data: Any) -> None:
         value, depth, where = stack.pop()
         if isinstance(value, (dict, list)):
             if depth > MAX_DEPTH:
-                raise APIError(400, f"The body is nested too deeply: more than {MAX_DEPTH} levels of arrays/objects "
-                                    f"(at {where or 'the top'}).", param=where or None)
+                raise APIError(
+                    400,
+                    f"The body is nested too deeply: more than {MAX_DEPTH} levels of arrays/objects "
+                    f"(at {where or 'the top'}).",
+                    param=where or None,
+                )
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, item in items:
                 if isinstance(key, str) and _SURROGATE.search(key):
-                    raise APIError(400, f"A key at {where or 'the top'} holds a lone UTF-16 surrogate: send valid Unicode.")
+                    raise APIError(
+                        400, f"A key at {where or 'the top'} holds a lone UTF-16 surrogate: send valid Unicode."
+                    )
                 stack.append((item, depth + 1, f"{where}.{key}" if where else str(key)))
         elif isinstance(value, str):
             found = _SURROGATE.search(value)
             if found:
-                raise APIError(400, f"{where or 'The body'} holds a lone UTF-16 surrogate (\\u{ord(found.group()):04x} at "
-                                    f"character {found.start()}), which is not valid Unicode text.", param=where or None)
+                raise APIError(
+                    400,
+                    f"{where or 'The body'} holds a lone UTF-16 surrogate (\\u{ord(found.group()):04x} at "
+                    f"character {found.start()}), which is not valid Unicode text.",
+                    param=where or None,
+                )
 
 
 def authorized(header: str, api_key: str) -> bool:

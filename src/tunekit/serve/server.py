@@ -20,8 +20,9 @@ class ServeSettings:
 def settings_from_env(**flags) -> ServeSettings:
     """Settings from the flags given (not None), else from the environment (each checked only when used)."""
     env = os.environ.get
-    s = ServeSettings(host=env("API_HOST") or "127.0.0.1", api_key=env("API_KEY") or None,
-                      model_name=env("API_MODEL_NAME") or None)
+    s = ServeSettings(
+        host=env("API_HOST") or "127.0.0.1", api_key=env("API_KEY") or None, model_name=env("API_MODEL_NAME") or None
+    )
     if flags.get("port") is None:
         s.port = port_number(env("API_PORT") or "8000", "API_PORT")
     if flags.get("max_body_bytes") is None:
@@ -81,11 +82,17 @@ def serve(cfg, settings: ServeSettings) -> None:
     if engine.mm is not None:
         folder = limits.media.folder
         files = f"files under {folder}" if folder else "no local files (api_media_dir is unset)"
-        print(f"media: {', '.join(engine.mm.MEDIA)} as base64 data: URLs up to {limits.media.max_bytes / 1e6:g} MB each "
-              f"(api_max_media_mb); {files}", flush=True)
-    print(f"serving '{name}' on http://{settings.host}:{settings.port}/v1 (OpenAI-compatible; "
-          f"{'API key required' if settings.api_key else 'no API key'}; request bodies up to {body / 1e6:g} MB); "
-          f"Ctrl+C stops", flush=True)
+        print(
+            f"media: {', '.join(engine.mm.MEDIA)} as base64 data: URLs up to {limits.media.max_bytes / 1e6:g} MB each "
+            f"(api_max_media_mb); {files}",
+            flush=True,
+        )
+    print(
+        f"serving '{name}' on http://{settings.host}:{settings.port}/v1 (OpenAI-compatible; "
+        f"{'API key required' if settings.api_key else 'no API key'}; request bodies up to {body / 1e6:g} MB); "
+        f"Ctrl+C stops",
+        flush=True,
+    )
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=5)
     StoppingServer(config, app.state.stop_generations).run()
 

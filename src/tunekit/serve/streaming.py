@@ -17,6 +17,7 @@ async def drain_watching(g, request: Request) -> None:
     import anyio
 
     async with anyio.create_task_group() as tg:
+
         async def watch() -> None:
             while True:
                 if await request.is_disconnected():

@@ -34,7 +34,7 @@ def pad(rows: list[list[int]], value: int, multiple: int = 1, left: bool = False
     for i, r in enumerate(rows):
         if r:
             if left:
-                out[i, width - len(r):] = torch.as_tensor(r, dtype=torch.long)
+                out[i, width - len(r) :] = torch.as_tensor(r, dtype=torch.long)
             else:
                 out[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
     return out
@@ -49,8 +49,11 @@ def packed_row(rows: list[list[int]], labels: list[list[int]] | None = None) -> 
     ids, positions, flat = concatenate(rows, labels)
     cu = torch.zeros(len(rows) + 1, dtype=torch.long)
     cu[1:] = torch.cumsum(torch.tensor([len(r) for r in rows], dtype=torch.long), 0)
-    batch = {"input_ids": torch.tensor(ids, dtype=torch.long)[None],
-             "position_ids": torch.tensor(positions, dtype=torch.long)[None], "cu_seqlens": cu}
+    batch = {
+        "input_ids": torch.tensor(ids, dtype=torch.long)[None],
+        "position_ids": torch.tensor(positions, dtype=torch.long)[None],
+        "cu_seqlens": cu,
+    }
     if labels is not None:
         batch["token_labels"] = torch.tensor(flat, dtype=torch.long)[None]
     return batch
@@ -62,7 +65,9 @@ def segment_of_tokens(cu_seqlens: torch.Tensor) -> torch.Tensor:
     return torch.repeat_interleave(torch.arange(len(lengths), device=cu_seqlens.device), lengths)
 
 
-def packed_sequence_logps(logits: torch.Tensor, labels: torch.Tensor, cu_seqlens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def packed_sequence_logps(
+    logits: torch.Tensor, labels: torch.Tensor, cu_seqlens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Σ_t log p(y_t | y_<t), n)`` per sequence of a packed row (``logits [1, T, V]``, ``labels [1, T]``): what
     :func:`tunekit.train.losses.sequence_logps` gives per row of the padded batch (``logits[t]`` predicts ``labels[t + 1]``;
     a sequence's first label is -100, so no sum crosses a boundary)."""
@@ -86,16 +91,20 @@ def sequence_view(batch: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """The model inputs of one set of sequences of a collated batch (``prefix`` ``kl_``: KTO's mismatched pairs), padded
     (``attention_mask``) or padding-free (``position_ids`` + ``cu_seqlens``, no mask): the keys of
     :func:`tunekit.train.stages.reference_policy.forward_logps`."""
-    return {"input_ids": batch[f"{prefix}input_ids"], "attention_mask": batch.get(f"{prefix}attention_mask"),
-            "labels": batch.get(f"{prefix}token_labels"), "position_ids": batch.get(f"{prefix}position_ids"),
-            "cu_seqlens": batch.get(f"{prefix}cu_seqlens")}
+    return {
+        "input_ids": batch[f"{prefix}input_ids"],
+        "attention_mask": batch.get(f"{prefix}attention_mask"),
+        "labels": batch.get(f"{prefix}token_labels"),
+        "position_ids": batch.get(f"{prefix}position_ids"),
+        "cu_seqlens": batch.get(f"{prefix}cu_seqlens"),
+    }
 
 
 def mask_of(rows: list[list[int]], like: torch.Tensor, left: bool = False) -> torch.Tensor:
     mask = torch.zeros_like(like)
     for i, r in enumerate(rows):
         if left:
-            mask[i, like.shape[1] - len(r):] = 1
+            mask[i, like.shape[1] - len(r) :] = 1
         else:
             mask[i, : len(r)] = 1
     return mask
@@ -111,8 +120,11 @@ class PairCollator:
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         ids, labels = pair_rows(features)
         input_ids = pad(ids, self.pad_token_id, self.pad_to_multiple_of)
-        batch = {"input_ids": input_ids, "attention_mask": mask_of(ids, input_ids),
-                 "token_labels": pad(labels, IGNORE_INDEX, self.pad_to_multiple_of)}
+        batch = {
+            "input_ids": input_ids,
+            "attention_mask": mask_of(ids, input_ids),
+            "token_labels": pad(labels, IGNORE_INDEX, self.pad_to_multiple_of),
+        }
         return with_pair_references(batch, features)
 
 
@@ -125,7 +137,9 @@ def pair_rows(features: list[dict[str, Any]]) -> tuple[list[list[int]], list[lis
 
 def with_pair_references(batch: dict[str, Any], features: list[dict[str, Any]]) -> dict[str, Any]:
     if "ref_chosen_logps" in features[0]:
-        batch["ref_logps"] = torch.tensor([f["ref_chosen_logps"] for f in features] + [f["ref_rejected_logps"] for f in features])
+        batch["ref_logps"] = torch.tensor(
+            [f["ref_chosen_logps"] for f in features] + [f["ref_rejected_logps"] for f in features]
+        )
     return batch
 
 
@@ -146,8 +160,15 @@ class PaddingFreePairCollator:
         batch = packed_row(rows, labels)
         if self.mm is not None:  # every kind of media twice: with the chosen sequences, then with the rejected ones
             media = {k: media_of(features, k) for k in MEDIA_COLUMNS}
-            batch = with_media(batch, self.mm, self.rope_index, media["images"] * 2, [len(r) for r in rows],
-                               videos=media["videos"] * 2, audios=media["audios"] * 2)
+            batch = with_media(
+                batch,
+                self.mm,
+                self.rope_index,
+                media["images"] * 2,
+                [len(r) for r in rows],
+                videos=media["videos"] * 2,
+                audios=media["audios"] * 2,
+            )
         return with_pair_references(batch, features)
 
 
@@ -189,9 +210,11 @@ class KTOCollator:
         input_ids = pad(ids, self.pad_token_id, self.pad_to_multiple_of)
         kl_input_ids = pad(kl_ids, self.pad_token_id, self.pad_to_multiple_of)
         batch = {
-            "input_ids": input_ids, "attention_mask": mask_of(ids, input_ids),
+            "input_ids": input_ids,
+            "attention_mask": mask_of(ids, input_ids),
             "token_labels": pad(labels, IGNORE_INDEX, self.pad_to_multiple_of),
-            "kl_input_ids": kl_input_ids, "kl_attention_mask": mask_of(kl_ids, kl_input_ids),
+            "kl_input_ids": kl_input_ids,
+            "kl_attention_mask": mask_of(kl_ids, kl_input_ids),
             "kl_token_labels": pad(kl_labels, IGNORE_INDEX, self.pad_to_multiple_of),
         }
         return with_kto_fields(batch, features)
@@ -233,8 +256,15 @@ class PaddingFreeKTOCollator:
         if self.mm is not None:
             media = {k: media_of(features, k) for k in MEDIA_COLUMNS}
             for row, ids in ((batch, rows), (kl, kl_ids[0])):
-                with_media(row, self.mm, self.rope_index, media["images"], [len(r) for r in ids],
-                           videos=media["videos"], audios=media["audios"])
+                with_media(
+                    row,
+                    self.mm,
+                    self.rope_index,
+                    media["images"],
+                    [len(r) for r in ids],
+                    videos=media["videos"],
+                    audios=media["audios"],
+                )
         batch.update({f"kl_{k}": v for k, v in kl.items()})
         return with_kto_fields(batch, features)
 
@@ -248,6 +278,9 @@ class PromptCollator:
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         ids = [f["input_ids"] for f in features]
         input_ids = pad(ids, self.pad_token_id, left=True)
-        return {"input_ids": input_ids, "attention_mask": mask_of(ids, input_ids, left=True),
-                "prompt_text": [f.get("prompt_text", "") for f in features],
-                "reference": [f.get("reference", "") for f in features]}
+        return {
+            "input_ids": input_ids,
+            "attention_mask": mask_of(ids, input_ids, left=True),
+            "prompt_text": [f.get("prompt_text", "") for f in features],
+            "reference": [f.get("reference", "") for f in features],
+        }

@@ -17,7 +17,10 @@ from .plotting import LOG_NAME
 
 
 def _strict_json(row: dict) -> dict:
-    return {k: None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v for k, v in row.items()}
+    return {
+        k: None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v
+        for k, v in row.items()
+    }
 
 
 class JsonlLogCallback(TrainerCallback):
@@ -69,8 +72,11 @@ class JsonlLogCallback(TrainerCallback):
         for key, value in logs.items():  # stage metrics (rewards/..., logps/...)
             if "/" in key and key not in row:
                 row[key] = value
-        row.update(num_input_tokens_seen=state.num_input_tokens_seen, elapsed_s=round(elapsed, 2),
-                   eta_s=round(eta, 2) if eta is not None else None)
+        row.update(
+            num_input_tokens_seen=state.num_input_tokens_seen,
+            elapsed_s=round(elapsed, 2),
+            eta_s=round(eta, 2) if eta is not None else None,
+        )
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(_strict_json(row), allow_nan=False) + "\n")
 
@@ -86,10 +92,25 @@ class RichProgressCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero:
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
-        self.progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), refresh_per_second=4)
+        self.progress = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            refresh_per_second=4,
+        )
         self.progress.start()
         self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step, info="")
 
@@ -106,9 +127,13 @@ class RichProgressCallback(TrainerCallback):
             self.progress.update(self.task, info=info)
             self.progress.console.print(
                 f"step {state.global_step}/{state.max_steps}  epoch {state.epoch or 0:.2f}  loss {logs['loss']:.4f}  "
-                f"grad_norm {logs.get('grad_norm', float('nan')):.3f}  lr {logs.get('learning_rate', 0):.3e}", highlight=False)
+                f"grad_norm {logs.get('grad_norm', float('nan')):.3f}  lr {logs.get('learning_rate', 0):.3e}",
+                highlight=False,
+            )
         elif "eval_loss" in logs:
-            self.progress.console.print(f"eval at step {state.global_step}: eval_loss {logs['eval_loss']:.4f}", highlight=False)
+            self.progress.console.print(
+                f"eval at step {state.global_step}: eval_loss {logs['eval_loss']:.4f}", highlight=False
+            )
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.progress is not None:
@@ -149,8 +174,12 @@ class CompleteCheckpointCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         # Hugging Face's rule for save_total_limit 1 with a best checkpoint: at the end keep only the best one
         # (only when training reached its end: a stopped run keeps its newest checkpoint to resume from).
-        if (state.is_world_process_zero and self.save_total_limit == 1 and state.best_model_checkpoint
-                and state.global_step >= state.max_steps):
+        if (
+            state.is_world_process_zero
+            and self.save_total_limit == 1
+            and state.best_model_checkpoint
+            and state.global_step >= state.max_steps
+        ):
             rotate_checkpoints(args.output_dir, 1, state.best_model_checkpoint, keep_newest=False)
 
 
@@ -191,8 +220,11 @@ class GracefulStopCallback(TrainerCallback):
             raise KeyboardInterrupt
         self.requested = signum
         if env_rank() == 0:
-            print(f"\nreceived {signal.Signals(signum).name}: saving a checkpoint after this step, then stopping "
-                  f"(press Ctrl+C again to abort without saving)", flush=True)
+            print(
+                f"\nreceived {signal.Signals(signum).name}: saving a checkpoint after this step, then stopping "
+                f"(press Ctrl+C again to abort without saving)",
+                flush=True,
+            )
 
     def on_step_end(self, args, state, control, **kwargs):
         if any_rank(self.requested is not None, args.device):

@@ -139,8 +139,9 @@ def purge_trash(output_dir: str | Path) -> None:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | None = None,
-                       keep_newest: bool = True) -> list[str]:
+def rotate_checkpoints(
+    output_dir: str | Path, limit: int | None, best: str | None = None, keep_newest: bool = True
+) -> list[str]:
     """Keep the newest ``limit`` complete checkpoints (and ``best``); delete older ones, complete or torn.
 
     Called after the newest checkpoint is marked complete. Checkpoints newer than the newest complete one are not
@@ -179,19 +180,48 @@ def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | No
 _NOT_TRAINING_GROUPS = ("infer", "export", "logging")
 _NOT_TRAINING = {
     # where and how often things are written
-    "output_dir", "overwrite_output_dir", "save_strategy", "save_steps", "save_total_limit", "save_only_model",
+    "output_dir",
+    "overwrite_output_dir",
+    "save_strategy",
+    "save_steps",
+    "save_total_limit",
+    "save_only_model",
     "resume_from_checkpoint",
     # evaluation and prediction (the evaluation set is not trained on; val_size, which takes it from the training
     # data, is compared)
-    "do_eval", "do_predict", "eval_strategy", "eval_steps", "per_device_eval_batch_size", "eval_dataset",
-    "load_best_model_at_end", "metric_for_best_model",
+    "do_eval",
+    "do_predict",
+    "eval_strategy",
+    "eval_steps",
+    "per_device_eval_batch_size",
+    "eval_dataset",
+    "load_best_model_at_end",
+    "metric_for_best_model",
     # speed and memory only: same losses
-    "gradient_checkpointing", "disable_gradient_checkpointing", "torch_compile", "trained_tokens_loss",
-    "group_within_step", "enable_liger_kernel", "use_unsloth", "flash_attn", "low_cpu_mem_usage", "auto_fit",
-    "elementwise_recompute", "gradient_checkpointing_layers",
-    "dataloader_num_workers", "dataloader_pin_memory", "ddp_timeout", "ddp_find_unused_parameters", "ddp_backend",
-    "include_num_input_tokens_seen", "preprocessing_num_workers", "preprocessing_batch_size", "overwrite_cache",
-    "tokenized_path", "cache_dir", "print_param_status",
+    "gradient_checkpointing",
+    "disable_gradient_checkpointing",
+    "torch_compile",
+    "trained_tokens_loss",
+    "group_within_step",
+    "enable_liger_kernel",
+    "use_unsloth",
+    "flash_attn",
+    "low_cpu_mem_usage",
+    "auto_fit",
+    "elementwise_recompute",
+    "gradient_checkpointing_layers",
+    "dataloader_num_workers",
+    "dataloader_pin_memory",
+    "ddp_timeout",
+    "ddp_find_unused_parameters",
+    "ddp_backend",
+    "include_num_input_tokens_seen",
+    "preprocessing_num_workers",
+    "preprocessing_batch_size",
+    "overwrite_cache",
+    "tokenized_path",
+    "cache_dir",
+    "print_param_status",
 }
 _BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps")
 
@@ -221,7 +251,9 @@ def saved_run_config(folder: Path) -> tuple[dict | None, Path | None]:
     return None, None
 
 
-def training_differences(saved: dict, current: dict, saved_world: int | None = None, current_world: int = 1) -> list[str]:
+def training_differences(
+    saved: dict, current: dict, saved_world: int | None = None, current_world: int = 1
+) -> list[str]:
     """``option: saved there, current here`` for every option that changes training. Options only one side knows
     (another tunekit version) are skipped. The global batch (micro-batch x accumulation x processes) is compared
     as one number when the saved run's process count is known: 2 x 1 x 2 processes trains what 2 x 2 x 1 does."""
@@ -231,15 +263,20 @@ def training_differences(saved: dict, current: dict, saved_world: int | None = N
     batch_known = saved_world is not None and all(k in saved and k in current for k in _BATCH)
     if batch_known:
         ignore |= set(_BATCH)
-    out = [f"{key}: {saved[key]!r} there, {current[key]!r} here" for key in current
-           if key in saved and key not in ignore and not same_value(saved[key], current[key])]
+    out = [
+        f"{key}: {saved[key]!r} there, {current[key]!r} here"
+        for key in current
+        if key in saved and key not in ignore and not same_value(saved[key], current[key])
+    ]
     if batch_known:
         there = saved[_BATCH[0]] * saved[_BATCH[1]] * saved_world
         here = current[_BATCH[0]] * current[_BATCH[1]] * current_world
         if there != here:
-            out.append(f"global batch (per_device_train_batch_size x gradient_accumulation_steps x processes): "
-                       f"{saved[_BATCH[0]]} x {saved[_BATCH[1]]} x {saved_world} = {there} there, "
-                       f"{current[_BATCH[0]]} x {current[_BATCH[1]]} x {current_world} = {here} here")
+            out.append(
+                f"global batch (per_device_train_batch_size x gradient_accumulation_steps x processes): "
+                f"{saved[_BATCH[0]]} x {saved[_BATCH[1]]} x {saved_world} = {there} there, "
+                f"{current[_BATCH[0]]} x {current[_BATCH[1]]} x {current_world} = {here} here"
+            )
     return out
 
 
@@ -254,8 +291,10 @@ def same_value(a: Any, b: Any) -> bool:
     if len(items_a) != len(items_b):
         return False
     try:
-        return all(x == y or (os.path.exists(x) and os.path.exists(y) and os.path.samefile(x, y))
-                   for x, y in zip(items_a, items_b))
+        return all(
+            x == y or (os.path.exists(x) and os.path.exists(y) and os.path.samefile(x, y))
+            for x, y in zip(items_a, items_b)
+        )
     except OSError:
         return False
 
@@ -270,9 +309,11 @@ def check_same_training(folder: Path, current: dict | None, current_world: int =
     diffs = training_differences(saved, current, marker_world_size(folder) if what is None else None, current_world)
     if diffs:
         raise ConfigError(
-            f"{what or f'checkpoint {folder}'} belongs to a run with other training options ({path}): " + "; ".join(diffs)
+            f"{what or f'checkpoint {folder}'} belongs to a run with other training options ({path}): "
+            + "; ".join(diffs)
             + ". Continuing it with this config would mix two runs. Use that run's values, or start a new run "
-              "(another output_dir, or overwrite_output_dir: true without resume_from_checkpoint).")
+            "(another output_dir, or overwrite_output_dir: true without resume_from_checkpoint)."
+        )
 
 
 # ------------------------------------------------------------------ what to resume
@@ -324,8 +365,15 @@ def _superseded(output_dir, after: int) -> list[Path]:
     return [p for p in list_checkpoints(output_dir) if checkpoint_step(p) > after]
 
 
-def plan_resume(output_dir: str | Path, resume, deepspeed: bool | None = None, current: dict | None = None,
-                world_size: int = 1, overwrite: bool = False, check_finished: bool = True) -> ResumePlan:
+def plan_resume(
+    output_dir: str | Path,
+    resume,
+    deepspeed: bool | None = None,
+    current: dict | None = None,
+    world_size: int = 1,
+    overwrite: bool = False,
+    check_finished: bool = True,
+) -> ResumePlan:
     """Decide before anything loads. ``resume``: None/False (fresh), True (newest good checkpoint), ``"auto"``
     (newest good checkpoint, else fresh), or a checkpoint path. ``current``: this run's resolved options
     (``config_to_dict``), compared with the checkpoint's; ``overwrite``: ``overwrite_output_dir``; ``check_finished``:
@@ -335,39 +383,59 @@ def plan_resume(output_dir: str | Path, resume, deepspeed: bool | None = None, c
     if resume in (None, False) or (isinstance(resume, str) and resume.lower() in ("false", "")):
         plan = ResumePlan()
         if overwrite:  # a new run: the old run's checkpoints and results are not its own
-            plan.clear = list_checkpoints(out) + [p for p in out.glob("*_results.json")] + \
-                [p for p in (out / "trainer_state.json",) if p.is_file()]
-            plan.clear_note = f"overwrite_output_dir: deleting the previous run's {', '.join(p.name for p in plan.clear)} in {out}"
+            plan.clear = (
+                list_checkpoints(out)
+                + [p for p in out.glob("*_results.json")]
+                + [p for p in (out / "trainer_state.json",) if p.is_file()]
+            )
+            plan.clear_note = (
+                f"overwrite_output_dir: deleting the previous run's {', '.join(p.name for p in plan.clear)} in {out}"
+            )
         return plan
     if resume is True or auto or str(resume).lower() == "true":
         done = finished_results(out) if check_finished else None
         if done is not None:
             check_same_training(out, current, world_size, what=f"the finished run in {out}")
-            return ResumePlan(finished=done, notes=[
-                f"resume: the run in {out} already finished (step {done.get('total_steps', '?')}, train_loss "
-                f"{done.get('train_loss', float('nan')):.4f}); nothing to train, its results are kept. To train again, "
-                f"use another output_dir or overwrite_output_dir: true without resume_from_checkpoint."])
+            return ResumePlan(
+                finished=done,
+                notes=[
+                    f"resume: the run in {out} already finished (step {done.get('total_steps', '?')}, train_loss "
+                    f"{done.get('train_loss', float('nan')):.4f}); nothing to train, its results are kept. To train again, "
+                    f"use another output_dir or overwrite_output_dir: true without resume_from_checkpoint."
+                ],
+            )
         chosen, passed = _choose(out)
         if chosen is None and auto:
             if (out / RUN_CONFIG).is_file():
                 check_same_training(out, current, world_size, what=f"the run in {out}")
             elif out.is_dir() and any(not p.name.startswith(TRASH_PREFIX) for p in out.iterdir()):
                 shown = ", ".join(sorted(p.name for p in out.iterdir())[:5])
-                raise ConfigError(f"resume_from_checkpoint: auto found no checkpoint and no {RUN_CONFIG} in output_dir "
-                                  f"{out}, which is not empty ({shown}): it is not a tunekit run's folder. Choose a new "
-                                  f"output_dir, or set overwrite_output_dir: true to write into it.")
+                raise ConfigError(
+                    f"resume_from_checkpoint: auto found no checkpoint and no {RUN_CONFIG} in output_dir "
+                    f"{out}, which is not empty ({shown}): it is not a tunekit run's folder. Choose a new "
+                    f"output_dir, or set overwrite_output_dir: true to write into it."
+                )
             plan = ResumePlan(clear=list_checkpoints(out))
             plan.clear_note = f"deleting the incomplete {', '.join(p.name for p in plan.clear)}"
-            plan.notes.append(f"resume_from_checkpoint: auto: no complete checkpoint in {out}"
-                              + (f" ({'; '.join(passed)})" if passed else "") + ": starting from scratch")
+            plan.notes.append(
+                f"resume_from_checkpoint: auto: no complete checkpoint in {out}"
+                + (f" ({'; '.join(passed)})" if passed else "")
+                + ": starting from scratch"
+            )
             return plan
         if chosen is None:
             torn = f" ({'; '.join(passed)})" if passed else ""
-            raise ConfigError(f"resume_from_checkpoint: true found no complete checkpoint in {out}{torn}. "
-                              f"Remove resume_from_checkpoint to start from scratch, or use resume_from_checkpoint: auto.")
-        plan = ResumePlan(checkpoint=str(chosen), step=_trained_step(chosen), clear=_superseded(out, checkpoint_step(chosen)))
+            raise ConfigError(
+                f"resume_from_checkpoint: true found no complete checkpoint in {out}{torn}. "
+                f"Remove resume_from_checkpoint to start from scratch, or use resume_from_checkpoint: auto."
+            )
+        plan = ResumePlan(
+            checkpoint=str(chosen), step=_trained_step(chosen), clear=_superseded(out, checkpoint_step(chosen))
+        )
         if passed:
-            plan.notes.append(f"resume: not using {'; '.join(passed)}; using {chosen.name}, the newest good checkpoint")
+            plan.notes.append(
+                f"resume: not using {'; '.join(passed)}; using {chosen.name}, the newest good checkpoint"
+            )
     else:
         path = Path(str(resume))
         if not (path / "trainer_state.json").is_file():
@@ -375,23 +443,34 @@ def plan_resume(output_dir: str | Path, resume, deepspeed: bool | None = None, c
         problem = checkpoint_problem(path)
         if problem is not None:
             good, _ = _choose(path.parent)
-            raise ConfigError(f"checkpoint {path} is incomplete or damaged: {problem}."
-                              + (f" The newest good one is {good}." if good is not None else ""))
+            raise ConfigError(
+                f"checkpoint {path} is incomplete or damaged: {problem}."
+                + (f" The newest good one is {good}." if good is not None else "")
+            )
         done = finished_results(path.parent) if check_finished and path.parent.resolve() == out.resolve() else None
         if done is not None:
             check_same_training(path, current, world_size)
-            return ResumePlan(finished=done, notes=[
-                f"resume: the run in {out} already finished (step {done.get('total_steps', '?')}); resuming {path.name} "
-                f"with the same options would train the same steps again. Nothing to do, its results are kept."])
+            return ResumePlan(
+                finished=done,
+                notes=[
+                    f"resume: the run in {out} already finished (step {done.get('total_steps', '?')}); resuming {path.name} "
+                    f"with the same options would train the same steps again. Nothing to do, its results are kept."
+                ],
+            )
         same_dir = path.parent.resolve() == out.resolve()
-        plan = ResumePlan(checkpoint=str(path), step=_trained_step(path),
-                          clear=_superseded(out, checkpoint_step(path)) if same_dir else [])
+        plan = ResumePlan(
+            checkpoint=str(path),
+            step=_trained_step(path),
+            clear=_superseded(out, checkpoint_step(path)) if same_dir else [],
+        )
     check_resume_setup(Path(plan.checkpoint), deepspeed)
     check_resume_pickles(Path(plan.checkpoint))  # a crafted optimizer.pt ...: one line naming it
     check_same_training(Path(plan.checkpoint), current, world_size)
     if plan.clear:
-        plan.clear_note = (f"resume: deleting {', '.join(p.name for p in plan.clear)} (after {Path(plan.checkpoint).name}, "
-                           f"which this run continues; those steps are trained again)")
+        plan.clear_note = (
+            f"resume: deleting {', '.join(p.name for p in plan.clear)} (after {Path(plan.checkpoint).name}, "
+            f"which this run continues; those steps are trained again)"
+        )
     return plan
 
 
@@ -435,7 +514,9 @@ def _disk_full(exc: BaseException, where: Path) -> bool:
         return False
 
 
-def disk_full_error(exc: BaseException, output_dir: str | Path, step: int, final: bool = False) -> EnvironmentProblem | None:
+def disk_full_error(
+    exc: BaseException, output_dir: str | Path, step: int, final: bool = False
+) -> EnvironmentProblem | None:
     """The error to raise when ``exc`` (raised while training or saving) means the disk is full, None otherwise.
     Removes the partial ``checkpoint-{step}`` (no marker) to free the space; the complete ones are kept."""
     out = Path(output_dir)
@@ -447,8 +528,10 @@ def disk_full_error(exc: BaseException, output_dir: str | Path, step: int, final
     good, _ = _choose(out, verify=False)
     intact = f"{good.name} is intact" if good is not None else "no earlier checkpoint exists"
     what = f"the final model to {out}" if final else f"checkpoint-{step} to {partial}"
-    return EnvironmentProblem(f"no space left on device while saving {what}; {intact}. Free some space (or set "
-                              f"save_total_limit), then continue with resume_from_checkpoint: auto.")
+    return EnvironmentProblem(
+        f"no space left on device while saving {what}; {intact}. Free some space (or set "
+        f"save_total_limit), then continue with resume_from_checkpoint: auto."
+    )
 
 
 def is_deepspeed_checkpoint(folder: Path) -> bool:
@@ -468,20 +551,25 @@ def check_resume_setup(folder: Path, deepspeed: bool | None = None) -> None:
     """Refuse, before any model loads, what transformers/DeepSpeed cannot resume exactly: another engine (a DeepSpeed
     checkpoint without deepspeed would silently restart the optimizer), and a ZeRO checkpoint with another number
     of processes. DDP checkpoints resume with any number of processes. ``deepspeed`` None: engine not checked."""
-    import os
 
     from .engines.launcher import under_launcher
 
     weights = "adapter_name_or_path" if (folder / "adapter_config.json").is_file() else "model_name_or_path"
-    fresh = (f"or start a new run from its weights ({weights}: {folder}, without resume_from_checkpoint; the optimizer "
-             f"state and the learning-rate schedule then start afresh)")
+    fresh = (
+        f"or start a new run from its weights ({weights}: {folder}, without resume_from_checkpoint; the optimizer "
+        f"state and the learning-rate schedule then start afresh)"
+    )
     if deepspeed is not None and deepspeed != is_deepspeed_checkpoint(folder):
         if deepspeed:
-            raise ConfigError(f"checkpoint {folder} was written without DeepSpeed, which cannot load its optimizer state. "
-                              f"Resume without deepspeed, {fresh}.")
-        raise ConfigError(f"checkpoint {folder} was written by DeepSpeed (its optimizer state is in DeepSpeed's "
-                          f"global_step* files) and this run has no deepspeed: transformers would restart the optimizer "
-                          f"without a word. Resume with the same deepspeed setting, {fresh}.")
+            raise ConfigError(
+                f"checkpoint {folder} was written without DeepSpeed, which cannot load its optimizer state. "
+                f"Resume without deepspeed, {fresh}."
+            )
+        raise ConfigError(
+            f"checkpoint {folder} was written by DeepSpeed (its optimizer state is in DeepSpeed's "
+            f"global_step* files) and this run has no deepspeed: transformers would restart the optimizer "
+            f"without a word. Resume with the same deepspeed setting, {fresh}."
+        )
     written = zero_world_size(folder)
     current = (env_world_size() or 1) if under_launcher() else 1
     if written is None or written == current:

@@ -55,7 +55,7 @@ def _logits_into(buf: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias:
     one buffer. A fresh chunk-sized tensor per chunk (512 MiB at V = 151,936) made glibc's heap grow by a chunk each
     time on CPU — the small tensors allocated between two chunks are carved from the freed block — so the process
     kept ~3 chunks of freed memory resident per forward pass (benchmarks/dpo_memory.py, docs/memory-model.md 3.7)."""
-    z = buf[:x.shape[0]]
+    z = buf[: x.shape[0]]
     if x.dtype != buf.dtype or weight.dtype != buf.dtype or torch.is_autocast_enabled(x.device.type):
         return z.copy_(F.linear(x, weight, bias))  # a 16-bit or autocast matmul as before, upcast into the buffer
     if bias is None:
@@ -74,8 +74,11 @@ def _exp_shifted(z: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.
 def _needs(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[bool, bool, bool]:
     """Which of ``d hidden``, ``d W``, ``d b`` the backward pass will ask for (grad mode on and the tensor requires it)."""
     grad = torch.is_grad_enabled()
-    return (grad and hidden.requires_grad, grad and weight.requires_grad,
-            grad and bias is not None and bias.requires_grad)
+    return (
+        grad and hidden.requires_grad,
+        grad and weight.requires_grad,
+        grad and bias is not None and bias.requires_grad,
+    )
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
@@ -88,8 +91,8 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_b = torch.zeros(bias.shape, dtype=acc, device=bias.device) if need_b else None
         buf = hidden.new_empty((min(rows, hidden.shape[0]), weight.shape[0]), dtype=acc)  # every chunk's logits
         for start in range(0, hidden.shape[0], rows):
-            x = hidden[start:start + rows]
-            t = targets[start:start + rows]
+            x = hidden[start : start + rows]
+            t = targets[start : start + rows]
             z = _logits_into(buf, x, weight, bias)
             m, s, picked = _exp_shifted(z, t)  # z now holds exp(z - m)
             total += (m + s.log() - picked).sum()
@@ -101,7 +104,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 grad_b += g.sum(dim=0)
             low = g.to(weight.dtype)  # g itself when the head is fp32 / float64; a 16-bit copy for the 16-bit matmul
             if need_x:
-                grad_x[start:start + rows] = low @ weight
+                grad_x[start : start + rows] = low @ weight
             if need_w:
                 if low is not g:  # the 16-bit gradient upcast into g's own storage, not into a second fp32 chunk
                     g.copy_(low)
@@ -116,8 +119,10 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         if ctx.grads is None:  # the buffers became the gradients the first time
-            raise RuntimeError("the chunked LM head's backward ran twice over one forward (retain_graph): set "
-                               "chunked_lm_loss: false for this")
+            raise RuntimeError(
+                "the chunked LM head's backward ran twice over one forward (retain_graph): set "
+                "chunked_lm_loss: false for this"
+            )
         grad_x, grad_w, grad_b = ctx.grads
         ctx.grads = None
         w_dtype, b_dtype = ctx.dtypes
@@ -127,8 +132,13 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         return dx, dw, db, None, None, None, None, None
 
 
-def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                                 targets: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+def chunked_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    rows: int | None = None,
+) -> torch.Tensor:
     """``sum`` over tokens of ``cross_entropy((hidden @ weight.T + bias).float(), targets)``, ``rows`` tokens at a time.
 
     ``hidden`` is ``[N, hidden]`` (the trained positions only), ``targets`` ``[N]`` (no ignore index: every row is
@@ -157,7 +167,14 @@ def usable(head) -> bool:
     return type(weight.data) is torch.Tensor and weight.numel() == head.in_features * head.out_features
 
 
-def head_input(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, strict: bool = True, option: str = "trained_tokens_loss"):
+def head_input(
+    model,
+    head: torch.nn.Module,
+    inputs: dict,
+    keep: torch.Tensor,
+    strict: bool = True,
+    option: str = "trained_tokens_loss",
+):
     """Run ``model(**inputs)`` with the head fed no rows; returns ``(outputs, hidden[keep])`` (the head's input rows).
 
     ``None`` when the model changed the head's output before returning it (Gemma 2's soft-capping, Cohere's logit
@@ -173,8 +190,10 @@ def head_input(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, s
             if not strict:
                 cap.mismatch = True
                 return None
-            raise RuntimeError(f"the LM head received hidden states of shape {tuple(hidden.shape)}, expected "
-                               f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set {option}: false for this model")
+            raise RuntimeError(
+                f"the LM head received hidden states of shape {tuple(hidden.shape)}, expected "
+                f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set {option}: false for this model"
+            )
         cap.hidden = hidden[keep]
         return (cap.hidden[:0].unsqueeze(0), *args[1:]), kwargs
 
@@ -190,15 +209,18 @@ def head_input(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, s
     if cap.mismatch:
         return None
     if cap.hidden is None:
-        raise RuntimeError(f"the model never called its output embedding (get_output_embeddings()): "
-                           f"set {option}: false for this model")
+        raise RuntimeError(
+            f"the model never called its output embedding (get_output_embeddings()): "
+            f"set {option}: false for this model"
+        )
     if getattr(outputs, "logits", None) is not cap.output:
         return None
     return outputs, cap.hidden
 
 
-def fused_forward(model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, targets: torch.Tensor,
-                  rows: int | None = None):
+def fused_forward(
+    model, head: torch.nn.Module, inputs: dict, keep: torch.Tensor, targets: torch.Tensor, rows: int | None = None
+):
     """Run ``model(**inputs)`` with the head fed no rows and compute the summed loss of the ``keep`` rows here.
 
     Returns ``(outputs, loss_sum)``, or ``None`` when the model changed the head's output (:func:`head_input`)."""
@@ -231,17 +253,17 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         lses = torch.empty_like(out) if (need_w or need_b) else None
         buf = hidden.new_empty((min(rows, hidden.shape[0]), weight.shape[0]), dtype=acc)
         for start in range(0, hidden.shape[0], rows):
-            x, t = hidden[start:start + rows], targets[start:start + rows]
+            x, t = hidden[start : start + rows], targets[start : start + rows]
             z = _logits_into(buf, x, weight, bias)
             m, s, picked = _exp_shifted(z, t)  # z now holds exp(z - m)
             lse = m + s.log()
-            out[start:start + rows] = picked - lse
+            out[start : start + rows] = picked - lse
             if lses is not None:
-                lses[start:start + rows] = lse
+                lses[start : start + rows] = lse
             if early:
                 g = z.div_(s[:, None]).neg_()  # - softmax, in the logits' storage
                 g[torch.arange(t.shape[0], device=t.device), t] += 1.0
-                grad_x[start:start + rows] = g.to(weight.dtype) @ weight
+                grad_x[start : start + rows] = g.to(weight.dtype) @ weight
                 del g  # g is z: holding it would keep this chunk alive while the next one is computed
             del z
         ctx.rows, ctx.needs, ctx.early = rows, (need_x, need_w, need_b), early
@@ -255,8 +277,10 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs
         if ctx.early:
             if ctx.grad_x is None:  # the buffer became the gradient the first time
-                raise RuntimeError("the chunked log-probs' backward ran twice over one forward (retain_graph): set "
-                                   "chunked_lm_loss: false for this")
+                raise RuntimeError(
+                    "the chunked log-probs' backward ran twice over one forward (retain_graph): set "
+                    "chunked_lm_loss: false for this"
+                )
             grad_x, ctx.grad_x = ctx.grad_x, None
             return grad_x.mul_(grad_out[:, None].to(grad_x.dtype)), None, None, None, None, None, None, None
         hidden, weight, bias, targets, lses = ctx.saved_tensors
@@ -266,16 +290,16 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         db = torch.zeros(bias.shape, dtype=acc, device=bias.device) if need_b else None
         buf = hidden.new_empty((min(ctx.rows, hidden.shape[0]), weight.shape[0]), dtype=acc)
         for start in range(0, hidden.shape[0], ctx.rows):
-            x, t = hidden[start:start + ctx.rows], targets[start:start + ctx.rows]
+            x, t = hidden[start : start + ctx.rows], targets[start : start + ctx.rows]
             z = _logits_into(buf, x, weight, bias)
-            g = z.sub_(lses[start:start + ctx.rows, None]).exp_().neg_()
+            g = z.sub_(lses[start : start + ctx.rows, None]).exp_().neg_()
             g[torch.arange(t.shape[0], device=t.device), t] += 1.0
-            g.mul_(grad_out[start:start + ctx.rows, None].to(acc))
+            g.mul_(grad_out[start : start + ctx.rows, None].to(acc))
             if need_b:
                 db += g.sum(dim=0)
             g = g.to(weight.dtype)
             if need_x:
-                dx[start:start + ctx.rows] = g @ weight
+                dx[start : start + ctx.rows] = g @ weight
             if need_w:
                 dw = torch.mm(g.t().to(acc), x.to(acc)) if dw is None else dw.addmm_(g.t().to(acc), x.to(acc))
             del z, g
@@ -286,8 +310,13 @@ class _ChunkedTokenLogps(torch.autograd.Function):
         return dx, dw, db, None, None, None, None, None
 
 
-def chunked_token_logps(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor,
-                        rows: int | None = None) -> torch.Tensor:
+def chunked_token_logps(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    rows: int | None = None,
+) -> torch.Tensor:
     """``log_softmax((hidden @ weight.T + bias).float())[i, targets[i]]`` for every row ``i`` of ``hidden`` (``[N, hidden]``),
     ``rows`` tokens at a time (fp32, float64 for float64 weights, as :func:`tunekit.train.losses.sequence_logps`)."""
     rows = rows or chunk_rows(weight.shape[0], hidden.device)
@@ -316,8 +345,9 @@ def trained_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return keep, targets[keep]
 
 
-def forward_sequence_logps(model, inputs: dict, labels: torch.Tensor, cu_seqlens: torch.Tensor | None = None,
-                           rows: int | None = None):
+def forward_sequence_logps(
+    model, inputs: dict, labels: torch.Tensor, cu_seqlens: torch.Tensor | None = None, rows: int | None = None
+):
     """``(Σ log p, n)`` over the labelled tokens per row of a padded batch (``labels [B, T]``) or, with ``cu_seqlens``,
     per sequence of a padding-free row: what ``losses.sequence_logps`` / ``batching.packed_sequence_logps`` give
     from whole logits, with the head and the log-softmax run on the labelled positions only, a chunk at a time.

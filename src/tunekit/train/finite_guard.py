@@ -51,20 +51,27 @@ class FiniteGuardCallback(TrainerCallback):
         from .checkpoints import is_complete, list_checkpoints
 
         good = [p for p in list_checkpoints(self.output_dir) if is_complete(p)]
-        last = (f"the last good checkpoint is {good[-1]} (resume_from_checkpoint: {good[-1]})" if good
-                else f"no checkpoint was saved before it in {self.output_dir}")
+        last = (
+            f"the last good checkpoint is {good[-1]} (resume_from_checkpoint: {good[-1]})"
+            if good
+            else f"no checkpoint was saved before it in {self.output_dir}"
+        )
         raise TrainingDiverged(
             f"Training stopped at step {step} of {state.max_steps}: {what}. Nothing from this step was saved; {last}. "
             f"Lower learning_rate, keep max_grad_norm > 0 (gradient clipping), check the data for extreme samples, or "
-            f"use bf16 instead of fp16.")
+            f"use bf16 instead of fp16."
+        )
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         if args.fp16 or model is None:
             return
         grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
         if not _all_finite(grads):
-            self._stop(state, state.global_step + 1, "the gradient is not finite (inf or nan; the loss was inf/nan or "
-                       "overflowed in the backward pass)")
+            self._stop(
+                state,
+                state.global_step + 1,
+                "the gradient is not finite (inf or nan; the loss was inf/nan or overflowed in the backward pass)",
+            )
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         for key in _LOGGED:
@@ -77,9 +84,13 @@ class FiniteGuardCallback(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if control.should_save and model is not None:
             if not _all_finite([p for p in model.parameters() if p.requires_grad]):
-                self._stop(state, state.global_step, "the trained weights are not finite (inf or nan) after the update")
+                self._stop(
+                    state, state.global_step, "the trained weights are not finite (inf or nan) after the update"
+                )
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         # the last update may have broken the weights without a checkpoint step after it; the final save follows this
         if model is not None and not _all_finite([p for p in model.parameters() if p.requires_grad]):
-            self._stop(state, state.global_step, "the trained weights are not finite (inf or nan) at the end of training")
+            self._stop(
+                state, state.global_step, "the trained weights are not finite (inf or nan) at the end of training"
+            )

@@ -76,11 +76,15 @@ def require_backend(recipe: Fp8Recipe, installed=None) -> None:
 
         installed = lambda module: find_spec(module) is not None  # noqa: E731
     if recipe.backend == "TE" and not installed("transformer_engine"):
-        raise EnvironmentProblem("fp8_backend te needs NVIDIA Transformer Engine (pip install transformer-engine[pytorch], "
-                                 "on a CUDA machine), which is not installed: install it, or use fp8_backend: torchao.")
+        raise EnvironmentProblem(
+            "fp8_backend te needs NVIDIA Transformer Engine (pip install transformer-engine[pytorch], "
+            "on a CUDA machine), which is not installed: install it, or use fp8_backend: torchao."
+        )
     if recipe.backend == "AO" and not installed("torchao"):
-        raise EnvironmentProblem(f"fp8 with fp8_backend torchao (or auto) needs torchao, which is not installed: {INSTALL} "
-                                 f"(the fp8 extra), or use fp8_backend: te, or remove fp8.")
+        raise EnvironmentProblem(
+            f"fp8 with fp8_backend torchao (or auto) needs torchao, which is not installed: {INSTALL} "
+            f"(the fp8 extra), or use fp8_backend: te, or remove fp8."
+        )
 
 
 def accelerate_handlers(recipe: Fp8Recipe) -> list:
@@ -89,8 +93,13 @@ def accelerate_handlers(recipe: Fp8Recipe) -> list:
         from accelerate.utils import TERecipeKwargs, is_transformer_engine_available
 
         require_backend(recipe, lambda module: is_transformer_engine_available())
-        return [TERecipeKwargs(fp8_format=recipe.fp8_format, amax_history_len=recipe.amax_history_len,
-                               amax_compute_algo=recipe.amax_compute_algo)]
+        return [
+            TERecipeKwargs(
+                fp8_format=recipe.fp8_format,
+                amax_history_len=recipe.amax_history_len,
+                amax_compute_algo=recipe.amax_compute_algo,
+            )
+        ]
     try:
         from torchao.float8 import Float8LinearConfig
     except ImportError:

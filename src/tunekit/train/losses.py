@@ -22,7 +22,9 @@ def _at_least_float32(logits: torch.Tensor) -> torch.Tensor:
     return logits if logits.dtype == torch.float64 else logits.float()
 
 
-def sequence_logps(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def sequence_logps(
+    logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Σ_t log p(y_t | y_<t), n)`` per row over the tokens whose label is not -100.
 
     ``logits[:, t]`` predicts ``labels[:, t + 1]`` (causal shift, as in the HF loss).
@@ -51,10 +53,18 @@ class PreferenceOutput:
     rejected_rewards: torch.Tensor
 
 
-def preference_loss(kind: str, beta: float, policy_chosen: torch.Tensor, policy_rejected: torch.Tensor,
-                    ref_chosen: torch.Tensor | None, ref_rejected: torch.Tensor | None,
-                    chosen_len: torch.Tensor, rejected_len: torch.Tensor,
-                    label_smoothing: float = 0.0, simpo_gamma: float = 0.5) -> PreferenceOutput:
+def preference_loss(
+    kind: str,
+    beta: float,
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    ref_chosen: torch.Tensor | None,
+    ref_rejected: torch.Tensor | None,
+    chosen_len: torch.Tensor,
+    rejected_len: torch.Tensor,
+    label_smoothing: float = 0.0,
+    simpo_gamma: float = 0.5,
+) -> PreferenceOutput:
     """Per-pair preference losses (sums of log-probs in, losses and implicit rewards out).
 
     With ``h = [log π(y_w|x) - log π_ref(y_w|x)] - [log π(y_l|x) - log π_ref(y_l|x)]``:
@@ -73,7 +83,9 @@ def preference_loss(kind: str, beta: float, policy_chosen: torch.Tensor, policy_
     if kind in ("orpo", "simpo"):
         lw, ll = policy_chosen / chosen_len, policy_rejected / rejected_len
         if kind == "orpo":
-            log_odds = (lw - ll) - (torch.log1p(-torch.exp(lw).clamp(max=1 - 1e-6)) - torch.log1p(-torch.exp(ll).clamp(max=1 - 1e-6)))
+            log_odds = (lw - ll) - (
+                torch.log1p(-torch.exp(lw).clamp(max=1 - 1e-6)) - torch.log1p(-torch.exp(ll).clamp(max=1 - 1e-6))
+            )
             losses = -lw - beta * F.logsigmoid(log_odds)
         else:
             losses = -F.logsigmoid(beta * (lw - ll) - simpo_gamma)
@@ -100,8 +112,15 @@ def pairwise_reward_loss(chosen_scores: torch.Tensor, rejected_scores: torch.Ten
     return -F.logsigmoid(chosen_scores - rejected_scores)
 
 
-def kto_loss(policy: torch.Tensor, ref: torch.Tensor, desirable: torch.Tensor, kl: torch.Tensor, beta: float,
-             desirable_weight: float = 1.0, undesirable_weight: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def kto_loss(
+    policy: torch.Tensor,
+    ref: torch.Tensor,
+    desirable: torch.Tensor,
+    kl: torch.Tensor,
+    beta: float,
+    desirable_weight: float = 1.0,
+    undesirable_weight: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """KTO (Ethayarajh et al. 2024), per example; returns ``(losses, rewards)``.
 
     ``r = log π(y|x) - log π_ref(y|x)``, ``z₀ = max(0, KL estimate)`` (no gradient), then
@@ -110,8 +129,11 @@ def kto_loss(policy: torch.Tensor, ref: torch.Tensor, desirable: torch.Tensor, k
     """
     z0 = kl.detach().clamp(min=0)
     rewards = policy - ref
-    losses = torch.where(desirable, desirable_weight * (1 - torch.sigmoid(beta * (rewards - z0))),
-                         undesirable_weight * (1 - torch.sigmoid(beta * (z0 - rewards))))
+    losses = torch.where(
+        desirable,
+        desirable_weight * (1 - torch.sigmoid(beta * (rewards - z0))),
+        undesirable_weight * (1 - torch.sigmoid(beta * (z0 - rewards))),
+    )
     return losses, (beta * rewards).detach()
 
 
@@ -129,7 +151,9 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) 
     return out if shift_mean else out + mean
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+def gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation (Schulman et al. 2016) over the response tokens.
 
     ``δ_t = r_t + γ V_{t+1} - V_t``, ``A_t = δ_t + γ λ A_{t+1}`` (``V`` after the last token is 0),
@@ -149,9 +173,17 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
     return advantages, advantages + values
 
 
-def ppo_losses(logps: torch.Tensor, old_logps: torch.Tensor, advantages: torch.Tensor, values: torch.Tensor,
-               old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, cliprange: float,
-               cliprange_value: float) -> dict[str, torch.Tensor]:
+def ppo_losses(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    cliprange: float,
+    cliprange_value: float,
+) -> dict[str, torch.Tensor]:
     """PPO-clip (Schulman et al. 2017) for the policy, clipped value loss, per token, averaged over response tokens.
 
     ``ρ_t = exp(log π(a_t) - log π_old(a_t))``,
@@ -165,8 +197,12 @@ def ppo_losses(logps: torch.Tensor, old_logps: torch.Tensor, advantages: torch.T
     clipped_values = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
     value_loss = 0.5 * masked_mean(torch.max((values - returns) ** 2, (clipped_values - returns) ** 2), mask)
     clipfrac = masked_mean((pg2 > pg1).float(), mask)
-    return {"policy_loss": policy_loss, "value_loss": value_loss, "clipfrac": clipfrac.detach(),
-            "approx_kl": masked_mean(0.5 * (logps - old_logps) ** 2, mask).detach()}
+    return {
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "clipfrac": clipfrac.detach(),
+        "approx_kl": masked_mean(0.5 * (logps - old_logps) ** 2, mask).detach(),
+    }
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -177,8 +213,15 @@ def group_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     return ((grouped - mean) / (std + 1e-4)).view(-1)
 
 
-def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Tensor | None, advantages: torch.Tensor,
-              mask: torch.Tensor, beta: float, cliprange: float) -> tuple[torch.Tensor, torch.Tensor]:
+def grpo_loss(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    ref_logps: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    beta: float,
+    cliprange: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO objective (Shao et al. 2024, eq. 3), negated; returns ``(loss per sequence, KL per sequence)``.
 
     ``L_i = -1/|o_i| Σ_t [min(ρ_t A_i, clip(ρ_t, 1-ε, 1+ε) A_i) - β D_t]``, with
@@ -195,8 +238,13 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Ten
     return -masked_mean(objective, mask, dim=1), masked_mean(kl, mask, dim=1).detach()
 
 
-def sft_token_losses(logits: torch.Tensor, targets: torch.Tensor, kind: str | None = None, alpha: float = 1.0,
-                     ref_logits: torch.Tensor | None = None) -> torch.Tensor:
+def sft_token_losses(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    kind: str | None = None,
+    alpha: float = 1.0,
+    ref_logits: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Per-token SFT losses ``w_t · CE_t`` on already-aligned rows (``logits[i]`` predicts ``targets[i]``), 16-bit upcast to fp32.
 
     ``CE_t = -log p(y_t)``; the weight ``w_t`` carries no gradient (computed under ``no_grad``, as in LLaMA-Factory's

@@ -34,11 +34,11 @@ class Machine:
         return "cuda" if self.gpus else "accelerator" if self.other_accelerator else "cpu"
 
     @classmethod
-    def cpu(cls, processes: int = 1, cpu_bf16: bool = False) -> "Machine":
+    def cpu(cls, processes: int = 1, cpu_bf16: bool = False) -> Machine:
         return cls(processes=processes, cpu_bf16=cpu_bf16)
 
     @classmethod
-    def cuda(cls, processes: int = 1, capability: tuple[int, int] = (9, 0), name: str = "GPU") -> "Machine":
+    def cuda(cls, processes: int = 1, capability: tuple[int, int] = (9, 0), name: str = "GPU") -> Machine:
         """``processes`` visible devices of one ``capability``, one process per device."""
         return cls(gpus=(capability,) * processes, names=(name,) * processes, processes=processes)
 
@@ -111,21 +111,28 @@ def check_machine(cfg, machine: Machine | None = None) -> None:
         raise ConfigError(f"fp16 mixed precision needs a GPU and {where}; on CPU use fp32 (the default) or bf16.")
     if cfg.fp8:
         if not machine.gpus:
-            raise ConfigError(f"fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and {where}; "
-                              "remove fp8 (on CPU train in fp32, the default).")
+            raise ConfigError(
+                f"fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and {where}; "
+                "remove fp8 (on CPU train in fp32, the default)."
+            )
         from .fp8 import MIN_CAPABILITY
 
         _refuse_older(machine, MIN_CAPABILITY, "fp8 training", "Ada, Hopper", "remove fp8 and use bf16: true")
     if bf16 and machine.gpus:
-        _refuse_older(machine, BF16_CAPABILITY, "bf16", "Ampere or newer", "use fp16: true instead (with a DeepSpeed file, "
-                      "its bf16 block disabled or \"auto\")")
+        _refuse_older(
+            machine,
+            BF16_CAPABILITY,
+            "bf16",
+            "Ampere or newer",
+            'use fp16: true instead (with a DeepSpeed file, its bf16 block disabled or "auto")',
+        )
 
 
 def _refuse_older(machine: Machine, minimum: tuple[int, int], what: str, family: str, fix: str) -> None:
     for i, capability in enumerate(machine.gpus):
         if tuple(capability) < minimum:
             name = machine.names[i] if i < len(machine.names) else f"GPU {i}"
-            raise ConfigError(f"{what} needs a GPU of compute capability {minimum[0]}.{minimum[1]} or newer ({family}); "
-                              f"{name} is {capability[0]}.{capability[1]}: {fix}.")
-
-
+            raise ConfigError(
+                f"{what} needs a GPU of compute capability {minimum[0]}.{minimum[1]} or newer ({family}); "
+                f"{name} is {capability[0]}.{capability[1]}: {fix}."
+            )

@@ -47,8 +47,10 @@ def _require(module: str, package: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ConfigError(f"this optimizer needs the {package} package: pip install -c constraints.txt '.[optimizers]' "
-                          f"(or pip install {package}).") from None
+        raise ConfigError(
+            f"this optimizer needs the {package} package: pip install -c constraints.txt '.[optimizers]' "
+            f"(or pip install {package})."
+        ) from None
 
 
 # ------------------------------------------------------------------ parameter selection
@@ -66,16 +68,26 @@ def projected_params(model, target: str) -> list[torch.nn.Parameter]:
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear) or name in heads:
             continue
-        names.update(name.split("."))  # a target is any part of the module path: q_proj, or self_attn / mlp (LLaMA-Factory's examples)
+        names.update(
+            name.split(".")
+        )  # a target is any part of the module path: q_proj, or self_attn / mlp (LLaMA-Factory's examples)
         if targets is not None and not any(t in name.split(".") for t in targets):
             continue
         found.extend(p for p in module.parameters(recurse=False) if p.requires_grad and p.dim() == 2)
     if targets is not None:
         missing = [t for t in targets if t not in names]
         if missing:
-            leaves = sorted({n.split(".")[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and n not in heads})
-            raise ConfigError(f"the target modules {', '.join(missing)} are not linear layers (or modules holding them) of this "
-                              f"model; linear layers: {', '.join(leaves)} (or all).")
+            leaves = sorted(
+                {
+                    n.split(".")[-1]
+                    for n, m in model.named_modules()
+                    if isinstance(m, torch.nn.Linear) and n not in heads
+                }
+            )
+            raise ConfigError(
+                f"the target modules {', '.join(missing)} are not linear layers (or modules holding them) of this "
+                f"model; linear layers: {', '.join(leaves)} (or all)."
+            )
     return found
 
 
@@ -103,7 +115,11 @@ def _decay_groups(model, decay_names, wd: float, params=None, **extra) -> list[d
     for name, p in model.named_parameters():
         if p.requires_grad and (chosen is None or id(p) in chosen):
             (decay if name in decay_names else nodecay).append(p)
-    return [g for g in (dict(params=nodecay, weight_decay=0.0, **extra), dict(params=decay, weight_decay=wd, **extra)) if g["params"]]
+    return [
+        g
+        for g in (dict(params=nodecay, weight_decay=0.0, **extra), dict(params=decay, weight_decay=wd, **extra))
+        if g["params"]
+    ]
 
 
 # ------------------------------------------------------------------ checkpoint-safe projector state
@@ -177,7 +193,10 @@ class LayerwiseOptimizer(torch.optim.Optimizer):
         pass
 
     def state_dict(self):
-        return {"layerwise": [opt.state_dict() for opt in self.optimizers.values()], "param_groups": super().state_dict()["param_groups"]}
+        return {
+            "layerwise": [opt.state_dict() for opt in self.optimizers.values()],
+            "param_groups": super().state_dict()["param_groups"],
+        }
 
     def load_state_dict(self, state_dict) -> None:
         for opt, sd in zip(self.optimizers.values(), state_dict["layerwise"]):
@@ -210,7 +229,11 @@ class MuonWithAdamW(torch.optim.Optimizer):
     """
 
     def __init__(self, muon_groups: list[dict], adamw_groups: list[dict], lr: float, betas, eps: float):
-        self.muon = torch.optim.Muon(muon_groups, lr=lr, adjust_lr_fn="match_rms_adamw", **MUON_DEFAULTS) if muon_groups else None
+        self.muon = (
+            torch.optim.Muon(muon_groups, lr=lr, adjust_lr_fn="match_rms_adamw", **MUON_DEFAULTS)
+            if muon_groups
+            else None
+        )
         self.adamw = torch.optim.AdamW(adamw_groups, lr=lr, betas=betas, eps=eps) if adamw_groups else None
         inner = [o for o in (self.muon, self.adamw) if o is not None]
         super().__init__([p for o in inner for g in o.param_groups for p in g["params"]], {"lr": lr})
@@ -232,7 +255,10 @@ class MuonWithAdamW(torch.optim.Optimizer):
             opt.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self):
-        return {"muon": self.muon.state_dict() if self.muon else None, "adamw": self.adamw.state_dict() if self.adamw else None}
+        return {
+            "muon": self.muon.state_dict() if self.muon else None,
+            "adamw": self.adamw.state_dict() if self.adamw else None,
+        }
 
     def load_state_dict(self, state_dict) -> None:
         for name in ("muon", "adamw"):
@@ -258,9 +284,12 @@ def _resumable_block_optimizer():
 
         def _full_state_dict(self):
             sd = self.base_optimizer.state_dict()
-            sd["badam"] = {"active_block_idx": self.active_block_idx, "global_step": self.global_step,
-                           "block_order": list(getattr(self, "block_order", [])),
-                           "lr": [g["lr"] for g in self.param_groups]}  # the scheduled lr of the next step (the base has the last one)
+            sd["badam"] = {
+                "active_block_idx": self.active_block_idx,
+                "global_step": self.global_step,
+                "block_order": list(getattr(self, "block_order", [])),
+                "lr": [g["lr"] for g in self.param_groups],
+            }  # the scheduled lr of the next step (the base has the last one)
             return sd
 
         def __init__(self, *args, **kwargs):
@@ -297,7 +326,9 @@ def badam_callbacks(cfg) -> list:
 
 def grad_norm_with_sparse(parameters) -> torch.Tensor:
     """The 2-norm of all gradients together, sparse ones (BAdam's ratio mode) by their stored values."""
-    norms = [(g.coalesce().values() if g.is_sparse else g).norm(2) for g in (p.grad for p in parameters) if g is not None]
+    norms = [
+        (g.coalesce().values() if g.is_sparse else g).norm(2) for g in (p.grad for p in parameters) if g is not None
+    ]
     return torch.linalg.vector_norm(torch.stack(norms), 2) if norms else torch.tensor(0.0)
 
 
@@ -330,17 +361,30 @@ def build_optimizer(cfg, args, model, decay_names: list[str]):
         adam_mini = _require("adam_mini", "adam-mini")
         conf = model.config
         return adam_mini.Adam_mini(
-            named_parameters=model.named_parameters(), weight_decay=wd, model_sharding=False, verbose=False,
-            dim=getattr(conf, "hidden_size", None), n_heads=getattr(conf, "num_attention_heads", None),
-            n_kv_heads=getattr(conf, "num_key_value_heads", None), **_adam_kwargs(args))
+            named_parameters=model.named_parameters(),
+            weight_decay=wd,
+            model_sharding=False,
+            verbose=False,
+            dim=getattr(conf, "hidden_size", None),
+            n_heads=getattr(conf, "num_attention_heads", None),
+            n_kv_heads=getattr(conf, "num_key_value_heads", None),
+            **_adam_kwargs(args),
+        )
     # Muon
     muon, adamw = muon_params(model)
     if not muon:
-        raise ConfigError("use_muon found no trainable 2-D weight inside the decoder layers: train them (finetuning_type: full "
-                          "or freeze) or remove use_muon.")
+        raise ConfigError(
+            "use_muon found no trainable 2-D weight inside the decoder layers: train them (finetuning_type: full "
+            "or freeze) or remove use_muon."
+        )
     kw = _adam_kwargs(args)
-    return MuonWithAdamW(_decay_groups(model, decay_names, wd, muon), _decay_groups(model, decay_names, wd, adamw),
-                         kw["lr"], kw["betas"], kw["eps"])
+    return MuonWithAdamW(
+        _decay_groups(model, decay_names, wd, muon),
+        _decay_groups(model, decay_names, wd, adamw),
+        kw["lr"],
+        kw["betas"],
+        kw["eps"],
+    )
 
 
 def _projected_optimizer(cfg, args, model, decay_names, wd):
@@ -356,10 +400,16 @@ def _projected_optimizer(cfg, args, model, decay_names, wd):
         elif optim.startswith("adafactor"):
             optim_cls = lib.GaLoreAdafactor
         else:
-            raise ConfigError(f"use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {args.optim}: set optim: adamw_torch.")
+            raise ConfigError(
+                f"use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {args.optim}: set optim: adamw_torch."
+            )
         target, layerwise = cfg.galore_target, cfg.galore_layerwise
-        extra = dict(rank=cfg.galore_rank, update_proj_gap=cfg.galore_update_interval, scale=cfg.galore_scale,
-                     proj_type=cfg.galore_proj_type)
+        extra = dict(
+            rank=cfg.galore_rank,
+            update_proj_gap=cfg.galore_update_interval,
+            scale=cfg.galore_scale,
+            proj_type=cfg.galore_proj_type,
+        )
         classes = {"GaLoreProjector": GaLoreProjector}
     else:
         lib = _require("apollo_torch", "apollo-torch")
@@ -370,15 +420,25 @@ def _projected_optimizer(cfg, args, model, decay_names, wd):
             raise ConfigError(f"use_apollo works with optim adamw_torch, not {args.optim}: set optim: adamw_torch.")
         optim_cls = lib.APOLLOAdamW
         target, layerwise = cfg.apollo_target, cfg.apollo_layerwise
-        extra = dict(rank=cfg.apollo_rank, proj=cfg.apollo_proj, proj_type=cfg.apollo_proj_type,
-                     update_proj_gap=cfg.apollo_update_interval, scale=cfg.apollo_scale, scale_type=cfg.apollo_scale_type)
+        extra = dict(
+            rank=cfg.apollo_rank,
+            proj=cfg.apollo_proj,
+            proj_type=cfg.apollo_proj_type,
+            update_proj_gap=cfg.apollo_update_interval,
+            scale=cfg.apollo_scale,
+            scale_type=cfg.apollo_scale_type,
+        )
         classes = {"GradientProjector": GradientProjector, "GaLoreProjector": SVDProjector}
     projected = projected_params(model, target)
     ids = {id(p) for p in projected}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
     groups = _decay_groups(model, decay_names, wd, rest)
     groups.append(dict(params=projected, weight_decay=wd, **extra))
-    kwargs = _adam_kwargs(args) if optim_cls is not getattr(lib, "GaLoreAdafactor", None) else dict(lr=args.learning_rate, relative_step=False, scale_parameter=False)
+    kwargs = (
+        _adam_kwargs(args)
+        if optim_cls is not getattr(lib, "GaLoreAdafactor", None)
+        else dict(lr=args.learning_rate, relative_step=False, scale_parameter=False)
+    )
     if cfg.use_apollo:
         kwargs["scale_front"] = cfg.apollo_scale_front
     if layerwise:
@@ -396,21 +456,35 @@ def _badam(cfg, args, model, decay_names, wd):
         base = torch.optim.AdamW(groups[::-1], **_adam_kwargs(args))
         base.defaults.pop("weight_decay")
         return _resumable_block_optimizer()(
-            base_optimizer=base, named_parameters_list=list(model.named_parameters()), block_prefix_list=None,
-            switch_block_every=cfg.badam_switch_interval, start_block=cfg.badam_start_block,
-            switch_mode=cfg.badam_switch_mode, verbose=cfg.badam_verbose)
+            base_optimizer=base,
+            named_parameters_list=list(model.named_parameters()),
+            block_prefix_list=None,
+            switch_block_every=cfg.badam_switch_interval,
+            start_block=cfg.badam_start_block,
+            switch_mode=cfg.badam_switch_mode,
+            verbose=cfg.badam_verbose,
+        )
     from badam import BlockOptimizerRatio
 
     if args.max_grad_norm:
-        raise ConfigError("badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
-                          "set max_grad_norm: 0 (or use badam_mode: layer).")
+        raise ConfigError(
+            "badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
+            "set max_grad_norm: 0 (or use badam_mode: layer)."
+        )
     named = list(model.named_parameters())
     # badam freezes the parameter named lm_head (include_lm_head=False, LLaMA-Factory's setting) and fails when there is
     # none: with tied embeddings the head is the embedding, already frozen by include_embedding=False
     tied = not any("lm_head" in n for n, _ in named)
-    return BlockOptimizerRatio(param_groups=groups, named_parameters_list=named,
-                               update_ratio=cfg.badam_update_ratio, mask_mode=cfg.badam_mask_mode,
-                               verbose=cfg.badam_verbose, include_embedding=False, include_lm_head=tied, **_adam_kwargs(args))
+    return BlockOptimizerRatio(
+        param_groups=groups,
+        named_parameters_list=named,
+        update_ratio=cfg.badam_update_ratio,
+        mask_mode=cfg.badam_mask_mode,
+        verbose=cfg.badam_verbose,
+        include_embedding=False,
+        include_lm_head=tied,
+        **_adam_kwargs(args),
+    )
 
 
 def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:
@@ -435,4 +509,3 @@ def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:
     for entry in states.values():
         collect(entry)
     return out
-

@@ -41,7 +41,9 @@ def is_pair_batch(batch: dict) -> bool:
     return set(batch) in (PAIR_KEYS, PAIR_KEYS | {"ref_logps"})
 
 
-def regroup_pairs(batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = IGNORE_INDEX) -> list[dict]:
+def regroup_pairs(
+    batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = IGNORE_INDEX
+) -> list[dict]:
     """The window's pairs sorted by pair length (longest first) and dealt into micro-batches of the original sizes."""
     if len(batches) < 2 or not all(is_pair_batch(b) for b in batches):
         return batches
@@ -61,8 +63,10 @@ def regroup_pairs(batches: list[dict], pad_token_id: int, pad_to_multiple_of: in
             pairs.append((max(c, r), bi, pi, c, r))
     pairs.sort(key=lambda p: (-p[0], p[1], p[2]))
     half = batches[0]["input_ids"].shape[0] // 2
-    return [_batch_of(batches, pairs[s:s + half], pad_token_id, pad_to_multiple_of, label_pad_id)
-            for s in range(0, len(pairs), half)]
+    return [
+        _batch_of(batches, pairs[s : s + half], pad_token_id, pad_to_multiple_of, label_pad_id)
+        for s in range(0, len(pairs), half)
+    ]
 
 
 def _batch_of(batches: list[dict], group: list[tuple], pad_token_id: int, pad_to: int, label_pad_id: int) -> dict:

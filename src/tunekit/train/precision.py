@@ -98,8 +98,11 @@ def _deepspeed_precision(cfg) -> str | None:
 def _explicit(cfg) -> list[str]:
     """The precision options the config sets, as written (``bf16: true``, ``bf16: false``, ``dtype: float32``, ...)."""
     written = cfg.model_fields_set
-    names = [f"{key}: {str(bool(getattr(cfg, key))).lower()}" for key in ("bf16", "fp16", "pure_bf16", "fp8")
-             if getattr(cfg, key, False) or (key in ("bf16", "fp16") and key in written)]
+    names = [
+        f"{key}: {str(bool(getattr(cfg, key))).lower()}"
+        for key in ("bf16", "fp16", "pure_bf16", "fp8")
+        if getattr(cfg, key, False) or (key in ("bf16", "fp16") and key in written)
+    ]
     if cfg.dtype != "auto":
         names.append(f"dtype: {cfg.dtype}")
     deepspeed = _deepspeed_precision(cfg)
@@ -122,8 +125,9 @@ def stated_precision(cfg) -> PrecisionDecision:
     autocast = "bf16" if cfg.bf16 else "fp16" if cfg.fp16 else None
     trainable = "bfloat16" if cfg.pure_bf16 else "float64" if weights == "float64" else "float32"
     reason = f"set by {', '.join(given)}" if given else "no precision option set"
-    return PrecisionDecision(weights=weights, trainable=trainable, autocast=autocast, reason=reason,
-                             explicit=bool(given))
+    return PrecisionDecision(
+        weights=weights, trainable=trainable, autocast=autocast, reason=reason, explicit=bool(given)
+    )
 
 
 def decide_precision(cfg, machine: Machine) -> PrecisionDecision:
@@ -133,8 +137,13 @@ def decide_precision(cfg, machine: Machine) -> PrecisionDecision:
     if not stated.explicit:
         return device
     if device.autocast is not None and _same(stated, device):  # a run's applied decision, or the user's equal choice
-        return PrecisionDecision(stated.weights, stated.trainable, stated.autocast, explicit=True,
-                                 reason=f"{stated.reason}, this device's default: {device.reason}")
+        return PrecisionDecision(
+            stated.weights,
+            stated.trainable,
+            stated.autocast,
+            explicit=True,
+            reason=f"{stated.reason}, this device's default: {device.reason}",
+        )
     return stated
 
 
@@ -149,27 +158,39 @@ def _device_default(cfg, machine: Machine) -> PrecisionDecision:
     if machine.other_accelerator:
         return _decided(None, "Apple MPS / Intel XPU: fp32, bf16 there is unmeasured (set bf16: true to use it)")
     if not machine.cpu_bf16:
-        return _decided(None, "this CPU has no native bf16 (no AVX512_BF16 or AMX), where bf16 is emulated and "
-                              "several times slower; bf16: true asks for it")
+        return _decided(
+            None,
+            "this CPU has no native bf16 (no AVX512_BF16 or AMX), where bf16 is emulated and "
+            "several times slower; bf16: true asks for it",
+        )
     if cfg.quantization_bit is not None:
         return _decided(None, "quantized weights on the CPU: fp32, bf16 there is unmeasured (set bf16: true)")
-    return _decided("bf16", "this CPU computes bf16 natively (AVX512_BF16 / AMX): bf16 mixed precision, measured "
-                            "2x faster than fp32 at equal loss; dtype: float32 for fp32")
+    return _decided(
+        "bf16",
+        "this CPU computes bf16 natively (AVX512_BF16 / AMX): bf16 mixed precision, measured "
+        "2x faster than fp32 at equal loss; dtype: float32 for fp32",
+    )
 
 
 def _cuda(cfg, machine: Machine) -> PrecisionDecision:
     older = [i for i, capability in enumerate(machine.gpus) if tuple(capability) < BF16_CAPABILITY]
     if not older:
-        return _decided("bf16", "the GPU computes bf16 natively (compute capability 8.0 or newer): bf16 mixed "
-                                "precision, as Axolotl's bf16: auto and LLaMA-Factory's examples run it; "
-                                "dtype: float32 for fp32")
+        return _decided(
+            "bf16",
+            "the GPU computes bf16 natively (compute capability 8.0 or newer): bf16 mixed "
+            "precision, as Axolotl's bf16: auto and LLaMA-Factory's examples run it; "
+            "dtype: float32 for fp32",
+        )
     i = older[0]
     name = machine.names[i] if i < len(machine.names) else f"GPU {i}"
     capability = "{}.{}".format(*machine.gpus[i])
     if cfg.fsdp:
         return _decided(None, f"{name} (compute capability {capability}) has no bf16 and fsdp refuses fp16: fp32")
-    return _decided("fp16", f"{name} (compute capability {capability}) has no bf16: fp16 mixed precision with loss "
-                            "scaling, LLaMA-Factory's and Axolotl's fallback there; dtype: float32 for fp32")
+    return _decided(
+        "fp16",
+        f"{name} (compute capability {capability}) has no bf16: fp16 mixed precision with loss "
+        "scaling, LLaMA-Factory's and Axolotl's fallback there; dtype: float32 for fp32",
+    )
 
 
 def apply_precision(cfg, decision: PrecisionDecision):

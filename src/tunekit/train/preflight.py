@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 from .machine import Machine, check_machine, this_machine  # noqa: F401 - preflight's names too
 
+
 def preflight(cfg, machine: Machine | None = None) -> None:
     """Raise the first :class:`~tunekit.errors.TunekitError` that ``cfg`` meets on this machine (see the module doc);
     ``machine`` defaults to :func:`this_machine`."""
@@ -74,7 +75,9 @@ def check_datasets(cfg) -> None:
     if cfg.tokenized_path and Path(cfg.tokenized_path, META).is_file() and not cfg.overwrite_cache:
         return
     if not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names):
-        raise ConfigError("dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path.")
+        raise ConfigError(
+            "dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path."
+        )
     for names in (cfg.dataset_names, cfg.eval_dataset_names):
         if names:
             resolve_datasets(names, cfg.dataset_dir)
@@ -112,7 +115,13 @@ def check_quantization(cfg) -> None:
     from pathlib import Path
     from types import SimpleNamespace
 
-    from ..model.loader import _read_config_json, check_prequantized, check_quantization_packages, is_local_path, model_path
+    from ..model.loader import (
+        _read_config_json,
+        check_prequantized,
+        check_quantization_packages,
+        is_local_path,
+        model_path,
+    )
 
     check_quantization_packages(cfg)
     path = model_path(cfg)

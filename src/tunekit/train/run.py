@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.stages import STAGES as _REGISTRY
 from ..config.stages import StageModule
 from ..errors import ConfigError
 from .engines import distributed
 from .engines.distributed import is_main_process
-
-from ..config.stages import STAGES as _REGISTRY
 
 STAGES = {name: stage.trainer for name, stage in _REGISTRY.items()}  # config/stages.py is the registry
 
@@ -55,8 +54,10 @@ def check_output_dir(cfg) -> None:
         contents = sorted(p.name for p in out.iterdir() if p.name not in _OWN_FILES)
         if contents:
             shown = ", ".join(contents[:5]) + (" ..." if len(contents) > 5 else "")
-            raise ConfigError(f"output_dir {out} is not empty ({shown}). Set overwrite_output_dir: true to write into it, "
-                              f"resume_from_checkpoint: true to continue that run, or choose a new output_dir.")
+            raise ConfigError(
+                f"output_dir {out} is not empty ({shown}). Set overwrite_output_dir: true to write into it, "
+                f"resume_from_checkpoint: true to continue that run, or choose a new output_dir."
+            )
 
 
 def peak_memory_mb() -> dict:
@@ -135,12 +136,26 @@ def start_run(cfg):
 
     model_path(cfg)  # a wrong path fails here, in milliseconds
     check_output_dir(cfg)
-    if not cfg.do_train and "do_train" not in cfg.model_fields_set:  # LLaMA-Factory's predict/eval-only configs (schema.py)
+    if (
+        not cfg.do_train and "do_train" not in cfg.model_fields_set
+    ):  # LLaMA-Factory's predict/eval-only configs (schema.py)
         asked = [k for k in ("do_eval", "do_predict") if getattr(cfg, k)]
         doing = " and ".join({"do_eval": "evaluating", "do_predict": "predicting"}[k] for k in asked)
-        log(f"do_train is not set and {' and '.join(asked)} {'are' if len(asked) > 1 else 'is'}: only {doing} (set do_train: true to train first)")
-    plan = plan_resume(cfg.output_dir, cfg.resume_from_checkpoint, bool(cfg.deepspeed), config_to_dict(cfg),
-                       distributed.world_size(cfg), cfg.overwrite_output_dir) if cfg.do_train else ResumePlan()
+        log(
+            f"do_train is not set and {' and '.join(asked)} {'are' if len(asked) > 1 else 'is'}: only {doing} (set do_train: true to train first)"
+        )
+    plan = (
+        plan_resume(
+            cfg.output_dir,
+            cfg.resume_from_checkpoint,
+            bool(cfg.deepspeed),
+            config_to_dict(cfg),
+            distributed.world_size(cfg),
+            cfg.overwrite_output_dir,
+        )
+        if cfg.do_train
+        else ResumePlan()
+    )
     for note in plan.notes:
         log(note)
     return plan
@@ -207,13 +222,17 @@ def build_model(cfg, decisions, prepared: Prepared):
     tokenizer, data = prepared.tokenizer, prepared.data
     with distributed.saying(f"loading the model {cfg.model_name_or_path}"):  # a long load says so every minute
         own = _REGISTRY[cfg.stage].own_model
-        model = prepared.stage.load_model(cfg, tokenizer) if own else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
+        model = (
+            prepared.stage.load_model(cfg, tokenizer) if own else load_model(cfg, tokenizer, is_trainable=cfg.do_train)
+        )
     if cfg.do_train:  # recipes, not the MLP's element-wise outputs and the norm outputs
         enable_for_training(model, tuple(decisions.elementwise_recompute.detail))
     trainable, total = count_parameters(model)
-    log(f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
+    log(
+        f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
         f"({100 * trainable / max(total, 1):.4f}%) | train samples: {len(data.train) if data.train is not None else 0}"
-        f" | eval samples: {len(data.eval) if data.eval is not None else 0}")
+        f" | eval samples: {len(data.eval) if data.eval is not None else 0}"
+    )
     return model
 
 
@@ -227,13 +246,22 @@ def build_trainer(cfg, decisions, prepared: Prepared, model) -> BuiltRun:
 
     callbacks, stopper = run_callbacks(cfg)
     with building_with(decisions):
-        trainer = prepared.stage.build_trainer(cfg, prepared.args, model, prepared.tokenizer, prepared.data,
-                                               callbacks + tracker_callbacks(cfg))
+        trainer = prepared.stage.build_trainer(
+            cfg, prepared.args, model, prepared.tokenizer, prepared.data, callbacks + tracker_callbacks(cfg)
+        )
     for cb in (transformers.trainer_callback.PrinterCallback, transformers.trainer_callback.ProgressCallback):
         trainer.remove_callback(cb)
-    settle_collector(decisions.gc_pause.on)  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
-    return BuiltRun(trainer=trainer, tokenizer=prepared.tokenizer, data=prepared.data, stopper=stopper, cfg=cfg,
-                    decisions=decisions)
+    settle_collector(
+        decisions.gc_pause.on
+    )  # the model and trainer are long-lived too: the Trainer's gc.collect() skips them
+    return BuiltRun(
+        trainer=trainer,
+        tokenizer=prepared.tokenizer,
+        data=prepared.data,
+        stopper=stopper,
+        cfg=cfg,
+        decisions=decisions,
+    )
 
 
 def execute(cfg, built: BuiltRun, plan) -> dict:
@@ -243,7 +271,9 @@ def execute(cfg, built: BuiltRun, plan) -> dict:
     if cfg.do_train:
         results.update(train_and_save(cfg, built, plan))
     trainer, data = built.trainer, built.data
-    if (cfg.do_eval or cfg.eval_strategy != "no") and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
+    if (
+        cfg.do_eval or cfg.eval_strategy != "no"
+    ) and data.eval is not None:  # HF's rule: evaluating during training implies a final eval
         metrics = evaluation_of_final_weights(trainer, cfg) or trainer.evaluate(metric_key_prefix="eval")
         if trainer.is_world_process_zero():
             trainer.save_metrics("eval", metrics)
@@ -253,8 +283,10 @@ def execute(cfg, built: BuiltRun, plan) -> dict:
 
 def report_done(cfg, results: dict) -> None:
     if cfg.do_train:
-        log(f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
-            f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)")
+        log(
+            f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
+            f"{results.get('train_runtime', 0):.1f} s, {results.get('train_tokens_per_second') or 0:.0f} tokens/s)"
+        )
 
 
 def run_callbacks(cfg) -> tuple[list, Any]:
@@ -311,12 +343,18 @@ def train_and_save(cfg, built: BuiltRun, plan) -> dict:
     metrics = dict(train_result.metrics)
     runtime = metrics.get("train_runtime") or 0.0
     tokens = trainer.state.num_input_tokens_seen or 0
-    metrics.update(num_input_tokens_seen=tokens, train_tokens_per_second=round(tokens / runtime, 2) if runtime else None,
-                   total_steps=trainer.state.global_step, **peak_memory_mb())
+    metrics.update(
+        num_input_tokens_seen=tokens,
+        train_tokens_per_second=round(tokens / runtime, 2) if runtime else None,
+        total_steps=trainer.state.global_step,
+        **peak_memory_mb(),
+    )
     metrics["stopped_early"] = stopper.requested is not None  # all_results.json merges: always say which
     if stopper.requested is not None:
-        log(f"stopped at step {trainer.state.global_step}: the last checkpoint is in {cfg.output_dir}; "
-            f"continue with resume_from_checkpoint: true")
+        log(
+            f"stopped at step {trainer.state.global_step}: the last checkpoint is in {cfg.output_dir}; "
+            f"continue with resume_from_checkpoint: true"
+        )
     else:
         save_final_model(cfg, trainer)
     trainer.save_state()
@@ -329,8 +367,10 @@ def train_and_save(cfg, built: BuiltRun, plan) -> dict:
         for path in plots:
             log(f"loss plot: {path}")
         if not plots:  # plot_loss asked for, nothing to draw: say so (logging_steps longer than the run)
-            log(f"plot_loss: no loss was logged, so no plot was written (logging_steps {cfg.logging_steps} against "
-                f"{trainer.state.global_step} steps): lower logging_steps to see the curve.")
+            log(
+                f"plot_loss: no loss was logged, so no plot was written (logging_steps {cfg.logging_steps} against "
+                f"{trainer.state.global_step} steps): lower logging_steps to see the curve."
+            )
     if stopper.requested is not None:
         sys.exit(128 + int(stopper.requested))
     return metrics
@@ -343,7 +383,9 @@ def save_final_model(cfg, trainer) -> None:
             from ..model.finetuning import save_pissa_converted
 
             save_pissa_converted(trainer.model, cfg.output_dir)
-            log(f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) for the original base")
+            log(
+                f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) for the original base"
+            )
     except Exception as exc:
         _raise_if_disk_full(exc, trainer, cfg, final=True)
         raise

@@ -13,8 +13,6 @@ from dataclasses import asdict, dataclass
 from ..data.split import split_sizes  # noqa: F401 - data/pipeline.py splits with it; plan and train count with it
 
 
-
-
 @dataclass(frozen=True)
 class StepPlan:
     train_samples: int

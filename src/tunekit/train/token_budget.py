@@ -160,18 +160,31 @@ class TokenBudgetMixin:
         from torch.utils.data import DataLoader
         from transformers.trainer_utils import seed_worker
 
-        plan = budget_batches(dataset_lengths(self.train_dataset), budget, cfg.padding_free,
-                              1 if cfg.padding_free else cfg.pad_to_multiple_of, self.args.data_seed or self.args.seed)
+        plan = budget_batches(
+            dataset_lengths(self.train_dataset),
+            budget,
+            cfg.padding_free,
+            1 if cfg.padding_free else cfg.pad_to_multiple_of,
+            self.args.data_seed or self.args.seed,
+        )
         if plan.oversized:
-            print(f"max_tokens_per_batch {budget}: {len(plan.oversized)} sample(s) alone exceed it once padded to a "
-                  f"multiple of {cfg.pad_to_multiple_of}; each is its own micro-batch.", flush=True)
+            print(
+                f"max_tokens_per_batch {budget}: {len(plan.oversized)} sample(s) alone exceed it once padded to a "
+                f"multiple of {cfg.pad_to_multiple_of}; each is its own micro-batch.",
+                flush=True,
+            )
         self.token_budget_plan = plan
         sampler = TokenBudgetBatchSampler(plan, seed=self.args.data_seed or self.args.seed)
-        params = {"batch_sampler": sampler, "collate_fn": self.data_collator,
-                  "num_workers": self.args.dataloader_num_workers, "pin_memory": self.args.dataloader_pin_memory,
-                  "persistent_workers": self.args.dataloader_persistent_workers,
-                  "worker_init_fn": partial(seed_worker, num_workers=self.args.dataloader_num_workers,
-                                            rank=self.args.process_index)}
+        params = {
+            "batch_sampler": sampler,
+            "collate_fn": self.data_collator,
+            "num_workers": self.args.dataloader_num_workers,
+            "pin_memory": self.args.dataloader_pin_memory,
+            "persistent_workers": self.args.dataloader_persistent_workers,
+            "worker_init_fn": partial(
+                seed_worker, num_workers=self.args.dataloader_num_workers, rank=self.args.process_index
+            ),
+        }
         if self.args.dataloader_num_workers > 0 and self.args.dataloader_prefetch_factor is not None:
             params["prefetch_factor"] = self.args.dataloader_prefetch_factor
         return self.accelerator.prepare(DataLoader(self.train_dataset, **params))

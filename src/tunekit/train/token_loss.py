@@ -35,8 +35,10 @@ def head_on(head: torch.nn.Module, keep: torch.Tensor):
     def select(module, args, kwargs):
         hidden = args[0]
         if hidden.dim() != 3 or hidden.shape[:2] != keep.shape:
-            raise RuntimeError(f"the LM head received hidden states of shape {tuple(hidden.shape)}, expected "
-                               f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set trained_tokens_loss: false for this model")
+            raise RuntimeError(
+                f"the LM head received hidden states of shape {tuple(hidden.shape)}, expected "
+                f"[{keep.shape[0]}, {keep.shape[1]}, hidden]: set trained_tokens_loss: false for this model"
+            )
         seen.append(True)
         return (hidden[keep].unsqueeze(0), *args[1:]), kwargs
 
@@ -47,8 +49,14 @@ def head_on(head: torch.nn.Module, keep: torch.Tensor):
         handle.remove()
 
 
-def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor, num_items_in_batch=None, kind: str | None = None,
-                   alpha: float = 1.0, ref_logits: torch.Tensor | None = None) -> torch.Tensor:
+def causal_lm_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    num_items_in_batch=None,
+    kind: str | None = None,
+    alpha: float = 1.0,
+    ref_logits: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``ForCausalLMLoss`` on already-selected rows: sum / num_items_in_batch, or the mean without a count.
 
     ``kind`` = ``dft`` / ``eaft`` / ``asft`` (+ the reference's ``ref_logits`` on the same rows) changes each token's
@@ -135,17 +143,25 @@ class TrainedTokensLossMixin:
         if kind == "asft" and "labels" in inputs:
             plain = {k: v for k, v in inputs.items() if k != "labels"}
             ref_logits = self._asft_reference_rows(model, plain, trained_positions(inputs["labels"])[0], head)
-        if head is None and kind is not None and "labels" in inputs:  # full logits, the variant's loss on the trained rows
+        if (
+            head is None and kind is not None and "labels" in inputs
+        ):  # full logits, the variant's loss on the trained rows
             inputs = dict(inputs)
             keep, targets = trained_positions(inputs.pop("labels"))
             outputs = model(**inputs)
             scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
-            loss = causal_lm_loss(outputs.logits[keep], targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits)
+            loss = causal_lm_loss(
+                outputs.logits[keep], targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits
+            )
             if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
-                loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
+                loss = loss * (
+                    self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
+                )
             return (loss, outputs) if return_outputs else loss
         if head is None:
-            return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
         inputs = dict(inputs)
         keep, targets = trained_positions(inputs.pop("labels"))
         scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
@@ -158,9 +174,15 @@ class TrainedTokensLossMixin:
             with head_on(head, keep) as seen:
                 outputs = model(**inputs)
             if not seen:
-                raise RuntimeError("the model never called its output embedding (get_output_embeddings()): "
-                                   "set trained_tokens_loss: false for this model")
-            loss = causal_lm_loss(outputs.logits, targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits)
+                raise RuntimeError(
+                    "the model never called its output embedding (get_output_embeddings()): "
+                    "set trained_tokens_loss: false for this model"
+                )
+            loss = causal_lm_loss(
+                outputs.logits, targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits
+            )
         if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
-            loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
+            loss = loss * (
+                self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
+            )
         return (loss, outputs) if return_outputs else loss

@@ -9,7 +9,12 @@ import socket
 
 from ..errors import EnvironmentProblem
 
-PACKAGES = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",), "swanlab": ("swanlab",), "mlflow": ("mlflow",)}
+PACKAGES = {
+    "tensorboard": ("tensorboard", "tensorboardX"),
+    "wandb": ("wandb",),
+    "swanlab": ("swanlab",),
+    "mlflow": ("mlflow",),
+}
 SWANLAB_HOST = ("api.swanlab.cn", 443)
 
 
@@ -30,13 +35,22 @@ def check_trackers(cfg) -> list[str]:
     names = cfg.trackers
     for name in names:
         if not any(importlib.util.find_spec(pkg) for pkg in PACKAGES[name]):
-            raise EnvironmentProblem(f"report_to includes {name} but the {PACKAGES[name][0]} package is not installed: "
-                                     f"pip install {PACKAGES[name][0]}, or remove {name} from report_to"
-                                     + (" / set use_swanlab: false" if name == "swanlab" else "") + ".")
-    if "wandb" in names and os.environ.get("WANDB_MODE") not in ("offline", "disabled") and not os.environ.get("WANDB_API_KEY"):
+            raise EnvironmentProblem(
+                f"report_to includes {name} but the {PACKAGES[name][0]} package is not installed: "
+                f"pip install {PACKAGES[name][0]}, or remove {name} from report_to"
+                + (" / set use_swanlab: false" if name == "swanlab" else "")
+                + "."
+            )
+    if (
+        "wandb" in names
+        and os.environ.get("WANDB_MODE") not in ("offline", "disabled")
+        and not os.environ.get("WANDB_API_KEY")
+    ):
         netrc = os.path.expanduser("~/.netrc")
         if not (os.path.isfile(netrc) and "api.wandb.ai" in open(netrc, encoding="utf-8", errors="ignore").read()):
-            raise EnvironmentProblem("wandb needs a login: set WANDB_API_KEY (or run `wandb login`), or WANDB_MODE=offline to log locally.")
+            raise EnvironmentProblem(
+                "wandb needs a login: set WANDB_API_KEY (or run `wandb login`), or WANDB_MODE=offline to log locally."
+            )
     if "swanlab" in names:
         _check_swanlab(cfg)
     return [n for n in names if n != "swanlab"]
@@ -47,12 +61,16 @@ def _check_swanlab(cfg) -> None:
         return
     key = cfg.swanlab_api_key or os.environ.get("SWANLAB_API_KEY")
     if not _reachable(SWANLAB_HOST):
-        raise EnvironmentProblem(f"swanlab_mode: cloud needs network access to {SWANLAB_HOST[0]}, which is not reachable "
-                                 f"from this machine. Use swanlab_mode: local (logs to disk, view with `swanlab watch`) "
-                                 f"or remove use_swanlab.")
+        raise EnvironmentProblem(
+            f"swanlab_mode: cloud needs network access to {SWANLAB_HOST[0]}, which is not reachable "
+            f"from this machine. Use swanlab_mode: local (logs to disk, view with `swanlab watch`) "
+            f"or remove use_swanlab."
+        )
     if not key and not os.path.isfile(os.path.expanduser("~/.swanlab/.netrc")):
-        raise EnvironmentProblem("swanlab_mode: cloud needs an API key: set swanlab_api_key or SWANLAB_API_KEY "
-                                 "(or run `swanlab login`), or use swanlab_mode: local.")
+        raise EnvironmentProblem(
+            "swanlab_mode: cloud needs an API key: set swanlab_api_key or SWANLAB_API_KEY "
+            "(or run `swanlab login`), or use swanlab_mode: local."
+        )
     if key:
         os.environ["SWANLAB_API_KEY"] = key
 
@@ -66,6 +84,12 @@ def tracker_callbacks(cfg) -> list:
     mode = {"cloud": "online"}.get(cfg.swanlab_mode, cfg.swanlab_mode)
     if mode == "local" and importlib.util.find_spec("swanboard") is None:
         mode = "offline"  # same files on disk; 'local' only adds swanlab's dashboard server (pip install 'swanlab[dashboard]')
-    return [SwanLabCallback(project=cfg.swanlab_project, workspace=cfg.swanlab_workspace,
-                            experiment_name=cfg.swanlab_run_name or cfg.run_name, mode=mode,
-                            log_dir=cfg.swanlab_logdir or os.path.join(cfg.output_dir, "swanlog"))]
+    return [
+        SwanLabCallback(
+            project=cfg.swanlab_project,
+            workspace=cfg.swanlab_workspace,
+            experiment_name=cfg.swanlab_run_name or cfg.run_name,
+            mode=mode,
+            log_dir=cfg.swanlab_logdir or os.path.join(cfg.output_dir, "swanlog"),
+        )
+    ]

@@ -15,8 +15,16 @@ from .token_loss import TrainedTokensLossMixin
 from .window_grouping import WindowGroupingMixin
 
 
-class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMixin, FSDPTrainerMixin, ConvertedCheckpointMixin,
-                     Fp8AcceleratorMixin, SparseGradNormMixin, Trainer):
+class TunekitTrainer(
+    TokenBudgetMixin,
+    WindowGroupingMixin,
+    TrainedTokensLossMixin,
+    FSDPTrainerMixin,
+    ConvertedCheckpointMixin,
+    Fp8AcceleratorMixin,
+    SparseGradNormMixin,
+    Trainer,
+):
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
     recipe, :mod:`tunekit.train.fp8`) + resume of a full checkpoint saved in the original weight layout
@@ -38,7 +46,9 @@ class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMix
             from .optimizers import badam_callbacks
 
             self.run_decisions = decisions_for(tunekit_config)
-            if self.run_decisions.heap_guard.on:  # CPU: freed heap memory a forward pass strands goes back to the kernel
+            if (
+                self.run_decisions.heap_guard.on
+            ):  # CPU: freed heap memory a forward pass strands goes back to the kernel
                 from ..host import heap
                 from ..model.layers import decoder_layers
 
@@ -48,7 +58,9 @@ class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMix
                 self.add_callback(callback)
 
     def create_optimizer(self, *args, **kwargs):
-        reshard(self.model)  # FSDP2: the optimizer must hold the sharded parameters, even after a forward (no-op otherwise)
+        reshard(
+            self.model
+        )  # FSDP2: the optimizer must hold the sharded parameters, even after a forward (no-op otherwise)
         cfg = self.tunekit_config
         if cfg is not None and self.optimizer is None:  # GaLore, APOLLO, BAdam, Adam-mini, Muon (train/optimizers.py)
             from .optimizers import build_optimizer
@@ -61,8 +73,11 @@ class TunekitTrainer(TokenBudgetMixin, WindowGroupingMixin, TrainedTokensLossMix
 
             optim_cls, optim_kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, self.model)
             self.optimizer = create_loraplus_optimizer(
-                model=self.model, optimizer_cls=optim_cls, lr=self.args.learning_rate,
-                loraplus_lr_ratio=cfg.loraplus_lr_ratio, **{k: v for k, v in optim_kwargs.items() if k != "lr"},
+                model=self.model,
+                optimizer_cls=optim_cls,
+                lr=self.args.learning_rate,
+                loraplus_lr_ratio=cfg.loraplus_lr_ratio,
+                **{k: v for k, v in optim_kwargs.items() if k != "lr"},
             )
             return self.optimizer
         return super().create_optimizer(*args, **kwargs)

@@ -31,7 +31,9 @@ from .pair_grouping import is_pair_batch, regroup_pairs
 KEYS = {"input_ids", "attention_mask", "labels"}
 
 
-def regroup(batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = IGNORE_INDEX) -> list[dict]:
+def regroup(
+    batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = IGNORE_INDEX
+) -> list[dict]:
     """The same rows, sorted by length (longest first) and dealt into micro-batches of the original sizes."""
     if len(batches) < 2 or any(set(b) != KEYS for b in batches):
         return batches
@@ -46,14 +48,16 @@ def regroup(batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8,
     out, start = [], 0
     for b in batches:
         size = b["input_ids"].shape[0]
-        group = rows[start:start + size]
+        group = rows[start : start + size]
         start += size
         longest = group[0][0]
         width = -(-longest // pad_to_multiple_of) * pad_to_multiple_of if pad_to_multiple_of > 1 else longest
         ref = b["input_ids"]
-        new = {"input_ids": torch.full((size, width), pad_token_id, dtype=ref.dtype, device=ref.device),
-               "attention_mask": torch.zeros((size, width), dtype=b["attention_mask"].dtype, device=ref.device),
-               "labels": torch.full((size, width), label_pad_id, dtype=b["labels"].dtype, device=ref.device)}
+        new = {
+            "input_ids": torch.full((size, width), pad_token_id, dtype=ref.dtype, device=ref.device),
+            "attention_mask": torch.zeros((size, width), dtype=b["attention_mask"].dtype, device=ref.device),
+            "labels": torch.full((size, width), label_pad_id, dtype=b["labels"].dtype, device=ref.device),
+        }
         for i, (n, bi, ri) in enumerate(group):
             for key in KEYS:
                 new[key][i, :n] = batches[bi][key][ri, :n]
@@ -70,9 +74,17 @@ class WindowGroupingMixin:
         if decisions is not None and decisions.group_within_step.on:
             pad_id = getattr(self.data_collator, "pad_token_id", None)
             if pad_id is not None and batches and all(is_pair_batch(b) for b in batches):  # dpo / rm
-                batches = regroup_pairs(batches, pad_id, getattr(self.data_collator, "pad_to_multiple_of", 8),
-                                        getattr(self.data_collator, "label_pad_id", IGNORE_INDEX))
+                batches = regroup_pairs(
+                    batches,
+                    pad_id,
+                    getattr(self.data_collator, "pad_to_multiple_of", 8),
+                    getattr(self.data_collator, "label_pad_id", IGNORE_INDEX),
+                )
             elif pad_id is not None:
-                batches = regroup(batches, pad_id, getattr(self.data_collator, "pad_to_multiple_of", 8),
-                                  getattr(self.data_collator, "label_pad_id", IGNORE_INDEX))
+                batches = regroup(
+                    batches,
+                    pad_id,
+                    getattr(self.data_collator, "pad_to_multiple_of", 8),
+                    getattr(self.data_collator, "label_pad_id", IGNORE_INDEX),
+                )
         return batches, num_items

@@ -41,8 +41,14 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
     with gr.Blocks(title="tunekit board", analytics_enabled=False) as demo:
         with gr.Row():
             title = page.label(gr.Markdown(_title(lang), elem_id="tk-title"), "title", "value")
-            page.lang_radio = gr.Radio(choices=[(v, k) for k, v in LANG_LABELS.items()], value=lang,
-                                       label="Language / 语言", elem_id="tk-lang", scale=0, min_width=200)
+            page.lang_radio = gr.Radio(
+                choices=[(v, k) for k, v in LANG_LABELS.items()],
+                value=lang,
+                label="Language / 语言",
+                elem_id="tk-lang",
+                scale=0,
+                min_width=200,
+            )
         with gr.Tabs(elem_id="tk-tabs"):
             train = train_tab.build(page)
             evaluate = eval_tab.build(page)
@@ -83,8 +89,10 @@ def _wire_datasets(page: Page, train: train_tab.TrainTab, evaluate: eval_tab.Eva
         event(on_dataset_dir, inputs=form["dataset_dir"], outputs=pickers, api_visibility="private")
 
 
-def _wire_use_trained(page: Page, train: train_tab.TrainTab, chat: chat_tab.ChatTab, export: export_tab.ExportTab) -> None:
-    """"← Train" copies the Train tab's model, template and (finished run's) adapter."""
+def _wire_use_trained(
+    page: Page, train: train_tab.TrainTab, chat: chat_tab.ChatTab, export: export_tab.ExportTab
+) -> None:
+    """ "← Train" copies the Train tab's model, template and (finished run's) adapter."""
     board, form = page.board, train.form
 
     def use_trained(model, template, output_dir):
@@ -93,11 +101,17 @@ def _wire_use_trained(page: Page, train: train_tab.TrainTab, chat: chat_tab.Chat
         return model or "", adapter, template or ""
 
     for tab in (chat, export):
-        tab.use_trained.click(use_trained, inputs=[form["model_name_or_path"], form["template"], form["output_dir"]],
-                              outputs=[tab.model, tab.adapter, tab.template], api_visibility="private")
+        tab.use_trained.click(
+            use_trained,
+            inputs=[form["model_name_or_path"], form["template"], form["output_dir"]],
+            outputs=[tab.model, tab.adapter, tab.template],
+            api_visibility="private",
+        )
 
 
-def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab, evaluate: eval_tab.EvalTab, export: export_tab.ExportTab) -> None:
+def _wire_progress(
+    page: Page, demo: gr.Blocks, train: train_tab.TrainTab, evaluate: eval_tab.EvalTab, export: export_tab.ExportTab
+) -> None:
     """Progress polled from the run's files (so it survives a refresh), and the page-load restore."""
     board, form = page.board, train.form
     view_sig = gr.State(None)
@@ -132,15 +146,31 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab, evalu
                 out[evaluate.results] = view["results"]
         return out
 
-    page.timer.tick(on_tick, inputs={view_sig, page.lang_radio},
-                    outputs=[train.progress, train.status, train.loss_plot, train.loss_png, train.log, export.log,
-                             evaluate.status, evaluate.results, view_sig, page.timer],
-                    show_progress="hidden", api_visibility="private")
+    page.timer.tick(
+        on_tick,
+        inputs={view_sig, page.lang_radio},
+        outputs=[
+            train.progress,
+            train.status,
+            train.loss_plot,
+            train.loss_png,
+            train.log,
+            export.log,
+            evaluate.status,
+            evaluate.results,
+            view_sig,
+            page.timer,
+        ],
+        show_progress="hidden",
+        api_visibility="private",
+    )
 
     def on_page_load(lang):
         """A refreshed page shows the form of the job that is running (or ran) on this board."""
         job = board.runner.poll()
-        names = board.dataset_names(job.form.get("dataset_dir") if job and job.form else board.defaults().get("dataset_dir"))
+        names = board.dataset_names(
+            job.form.get("dataset_dir") if job and job.form else board.defaults().get("dataset_dir")
+        )
         out: dict[Any, Any] = {evaluate.dataset: gr.update(choices=names), view_sig: None}
         if job is None or job.kind not in ("train", "eval") or not job.form:
             return out
@@ -148,9 +178,14 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab, evalu
         _check, cmd, yml = board.preview(restored)
         return {**out, **form.update_map(values=restored), train.command: cmd, train.yaml: yml}
 
-    page.then_wake(demo.load(on_page_load, inputs=[page.lang_radio],
-                             outputs=[*form.inputs, evaluate.dataset, view_sig, train.command, train.yaml],
-                             api_visibility="private"))
+    page.then_wake(
+        demo.load(
+            on_page_load,
+            inputs=[page.lang_radio],
+            outputs=[*form.inputs, evaluate.dataset, view_sig, train.command, train.yaml],
+            api_visibility="private",
+        )
+    )
 
 
 def _wire_language(page: Page, forms: list) -> None:
@@ -174,14 +209,26 @@ def _wire_language(page: Page, forms: list) -> None:
             out += f.updates(lang=lang, labels=True)
         return out
 
-    page.lang_radio.change(on_lang, inputs=page.lang_radio,
-                           outputs=[c for c, _, _ in page.texts] + [c for f in forms for c in f.inputs],
-                           api_visibility="private")
+    page.lang_radio.change(
+        on_lang,
+        inputs=page.lang_radio,
+        outputs=[c for c, _, _ in page.texts] + [c for f in forms for c in f.inputs],
+        api_visibility="private",
+    )
 
 
-def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None, lang: str = "en",
-           cwd: str | Path | None = None, block: bool = True, policy=None, max_upload_bytes: int | None = None,
-           trusted_proxies: list[str] | tuple[str, ...] = ()):
+def launch(
+    host: str,
+    port: int,
+    share: bool = False,
+    auth: tuple[str, str] | None = None,
+    lang: str = "en",
+    cwd: str | Path | None = None,
+    block: bool = True,
+    policy=None,
+    max_upload_bytes: int | None = None,
+    trusted_proxies: list[str] | tuple[str, ...] = (),
+):
     """Serve the board. Gradio may serve only :attr:`Board.served_dir` (copies of the plots, chat images and
     sample thumbnails), uploads are refused over ``max_upload_bytes`` (default
     :data:`tunekit.webui.chat.MAX_UPLOAD_BYTES`), and ``/login`` is rate-limited (:mod:`tunekit.webui.ratelimit`)
@@ -211,16 +258,26 @@ def launch(host: str, port: int, share: bool = False, auth: tuple[str, str] | No
     proxies = check_trusted_proxies(trusted_proxies)
     try:
         with _forwarded_allow_ips(proxies):
-            demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=CSS, show_error=True,
-                        ssr_mode=False, prevent_thread_lock=not block, quiet=True, footer_links=["settings"],
-                        max_file_size=board.chat.max_upload_bytes, allowed_paths=[str(board.served_dir)],
-                        app_kwargs={"middleware": [Middleware(LoginRateLimit)]})
+            demo.launch(
+                server_name=host,
+                server_port=port,
+                share=share,
+                auth=auth,
+                css=CSS,
+                show_error=True,
+                ssr_mode=False,
+                prevent_thread_lock=not block,
+                quiet=True,
+                footer_links=["settings"],
+                max_file_size=board.chat.max_upload_bytes,
+                allowed_paths=[str(board.served_dir)],
+                app_kwargs={"middleware": [Middleware(LoginRateLimit)]},
+            )
     except OSError as exc:
         if "port" in str(exc).lower():  # Gradio: "Cannot find empty port in range: 7860-7860 ..."
             raise EnvironmentProblem(port_taken_message(host, port)) from None
         raise
     return demo
-
 
 
 @contextlib.contextmanager

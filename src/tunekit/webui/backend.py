@@ -85,8 +85,13 @@ def detected_gpu() -> str:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=10, check=False).stdout
+            out = subprocess.run(
+                [smi, "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            ).stdout
             names = [line.strip() for line in out.splitlines() if line.strip()]
         except (OSError, subprocess.SubprocessError):
             names = []

@@ -15,8 +15,10 @@ ACCEPT_NO_AUTH_FLAG = "--i-understand-no-auth"
 
 
 def port_taken_message(host: str, port: int) -> str:
-    return (f"port {port} on {host} is already in use (another board or server?): "
-            f"choose a free one with --port {port + 1} or GRADIO_SERVER_PORT={port + 1}.")
+    return (
+        f"port {port} on {host} is already in use (another board or server?): "
+        f"choose a free one with --port {port + 1} or GRADIO_SERVER_PORT={port + 1}."
+    )
 
 
 def check_port(host: str, port: int) -> None:
@@ -36,10 +38,12 @@ def check_port(host: str, port: int) -> None:
             if exc.errno == errno.EADDRINUSE:
                 raise EnvironmentProblem(port_taken_message(host, port)) from None
             if exc.errno == errno.EACCES:
-                raise EnvironmentProblem(f"port {port} on {host} needs privileges to bind: use --port 7860 "
-                                         f"(or any port above 1023).") from None
-            raise EnvironmentProblem(f"cannot listen on {host}:{port}: {exc.strerror}: pass another --host or "
-                                     f"--port.") from None
+                raise EnvironmentProblem(
+                    f"port {port} on {host} needs privileges to bind: use --port 7860 (or any port above 1023)."
+                ) from None
+            raise EnvironmentProblem(
+                f"cannot listen on {host}:{port}: {exc.strerror}: pass another --host or --port."
+            ) from None
 
 
 def check_exposure(host: str, share: bool, auth, accepted: bool) -> None:
@@ -49,7 +53,8 @@ def check_exposure(host: str, share: bool, auth, accepted: bool) -> None:
         where = "a public share link" if share else f"{host}, which other machines can reach"
         raise ConfigError(
             f"refusing to serve the board on {where} without a password: anyone who reaches it can start "
-            f"jobs. Pass --auth USER:PASSWORD, bind to 127.0.0.1, or pass {ACCEPT_NO_AUTH_FLAG} to accept it.")
+            f"jobs. Pass --auth USER:PASSWORD, bind to 127.0.0.1, or pass {ACCEPT_NO_AUTH_FLAG} to accept it."
+        )
 
 
 def check_trusted_proxies(values) -> list[str]:
@@ -65,7 +70,9 @@ def check_trusted_proxies(values) -> list[str]:
         try:
             ipaddress.ip_network(text, strict=False)
         except ValueError:
-            raise ConfigError(f"--trusted-proxy {value!r} is not an IP address or network: give the reverse proxy's "
-                              f"address, e.g. --trusted-proxy 127.0.0.1 or 10.0.0.0/24.") from None
+            raise ConfigError(
+                f"--trusted-proxy {value!r} is not an IP address or network: give the reverse proxy's "
+                f"address, e.g. --trusted-proxy 127.0.0.1 or 10.0.0.0/24."
+            ) from None
         out.append(text)
     return out

@@ -11,13 +11,20 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tunekit.config import Config, build_config
 from tunekit.config.loader import load_yaml_text
 from tunekit.config.secrets import (
-    is_secret, job_secret_env, mask_secrets, referenced_var, references_kept, secret_env, write_options,
+    is_secret,
+    job_secret_env,
+    mask_secrets,
+    referenced_var,
+    references_kept,
+    secret_env,
+    write_options,
 )
 from tunekit.errors import ConfigError, TunekitError
 
@@ -27,7 +34,13 @@ from .command import command_line, override_args, yaml_text
 from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_to_values
 from .i18n import t
 from .monitor import (
-    error_summary, format_seconds, loss_points, progress_of, read_results, read_trainer_log, tail,
+    error_summary,
+    format_seconds,
+    loss_points,
+    progress_of,
+    read_results,
+    read_trainer_log,
+    tail,
 )
 from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_message
 from .runner import Job, JobRunner
@@ -36,9 +49,14 @@ from .validation import Validation, check_deepspeed, validate
 
 
 class Board:
-    def __init__(self, cwd: str | Path | None = None, specs: list[FieldSpec] | None = None,
-                 policy: PathPolicy | None = None, served_dir: str | Path | None = None,
-                 max_upload_bytes: int = MAX_UPLOAD_BYTES):
+    def __init__(
+        self,
+        cwd: str | Path | None = None,
+        specs: list[FieldSpec] | None = None,
+        policy: PathPolicy | None = None,
+        served_dir: str | Path | None = None,
+        max_upload_bytes: int = MAX_UPLOAD_BYTES,
+    ):
         """``cwd``: the workspace (jobs run there, relative paths resolve there); ``policy``: which paths the
         board may use (default: the workspace and the caches); ``served_dir``: the only folder the board
         hands to Gradio to serve (copies of the loss plots, chat images, sample thumbnails), a fresh private
@@ -119,7 +137,9 @@ class Board:
             raise ConfigError(f"Config file {target} is larger than {MAX_CONFIG_BYTES // 1000} kB: not a config.")
         text = target.read_text(encoding="utf-8", errors="replace")
         try:
-            data = json.loads(text) if target.suffix.lower() == ".json" else load_yaml_text(text, target)  # alias budget
+            data = (
+                json.loads(text) if target.suffix.lower() == ".json" else load_yaml_text(text, target)
+            )  # alias budget
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}).") from None
         except yaml.YAMLError as exc:
@@ -132,11 +152,12 @@ class Board:
         unknown = [str(k) for k in data if k not in Config.model_fields]
         if unknown:
             shown = ", ".join(f"'{excerpt(k)}'" for k in unknown[:3]) + (" ..." if len(unknown) > 3 else "")
-            raise ConfigError(f"{target}: {len(unknown)} unknown option(s): {shown}. "
-                              f"See `tunekit train --help` for the options.")
+            raise ConfigError(
+                f"{target}: {len(unknown)} unknown option(s): {shown}. See `tunekit train --help` for the options."
+            )
         try:
             with references_kept():  # the form goes to the browser: a ${VAR} stays a reference
-                cfg = build_config(data, {k: f"in {target.name}" for k in data})
+                cfg = build_config(data, dict.fromkeys(data, f"in {target.name}"))
         except ConfigError as exc:
             message = str(exc)
             pieces = {s for k, v in data.items() for s in (str(k), str(v), repr(v))}
@@ -151,8 +172,9 @@ class Board:
         an existing file is replaced only with ``overwrite``."""
         target = self.policy.config_file(path, write=True)
         if target.exists() and not overwrite:
-            raise PathRefused(f"Config file {target} already exists: tick 'Overwrite' to replace it, "
-                              f"or choose another name.")
+            raise PathRefused(
+                f"Config file {target} already exists: tick 'Overwrite' to replace it, or choose another name."
+            )
         if target.exists() and not target.is_file():
             raise PathRefused(f"Config file {target} is a folder, not a file: choose another name.")
         return write_options(self.values(form), target, "json" if target.suffix.lower() == ".json" else "yaml")
@@ -175,7 +197,9 @@ class Board:
         shown = mask_secrets(values)  # secrets appear as ${ENV_VAR}, as in the saved YAML and the job's argv
         return self.validate(values), command_line(shown, verb), yaml_text(shown)
 
-    def sample_preview(self, form: Mapping[str, Any], n: int = 2) -> tuple[Validation, list[tuple[str, str | None]], str]:
+    def sample_preview(
+        self, form: Mapping[str, Any], n: int = 2
+    ) -> tuple[Validation, list[tuple[str, str | None]], str]:
         """The first ``n`` samples of the form's first dataset as ``(text, "trained" | "media" | None)`` pieces,
         after the path policy (a file outside the allowed roots is never opened); a note when there is nothing to
         show. A run of media tokens is one ``"<image> × N tokens"`` piece labelled ``"media"``."""
@@ -191,8 +215,9 @@ class Board:
             return check, [], [], "⚠ set model_name_or_path, template and dataset to preview samples"
         from tunekit.data.dataset_info import confined_to
 
-        cfg = check.config.model_copy(update={k: None for k, v in check.config.model_dump().items()
-                                              if is_secret(k) and referenced_var(v)})  # unexpanded: as unset
+        cfg = check.config.model_copy(
+            update={k: None for k, v in check.config.model_dump().items() if is_secret(k) and referenced_var(v)}
+        )  # unexpanded: as unset
         try:
             with confined_to(self.policy.roots):  # a dataset_info.json changed since the check is held to it too
                 samples = adapters.preview_samples(cfg, n)
@@ -204,7 +229,9 @@ class Board:
         for i, sample in enumerate(samples):
             if i:
                 pieces.append(("\n\n────────\n\n", None))
-            pieces += [(text, "media" if media else "trained" if trained else None) for text, trained, media in sample.pieces]
+            pieces += [
+                (text, "media" if media else "trained" if trained else None) for text, trained, media in sample.pieces
+            ]
         return check, pieces, samples, ""
 
     def sample_media(self, samples: list, lang: str = "en") -> tuple[list[tuple[str, str]], str]:
@@ -213,14 +240,22 @@ class Board:
 
         return gallery(samples, self.policy, self.served_dir), media_markdown(samples, self.policy, lang)
 
-    def start_job(self, verb: str, values: Mapping[str, Any], output_dir: str | Path, *, form: Mapping | None = None,
-                  kind: str = "train") -> Job:
+    def start_job(
+        self,
+        verb: str,
+        values: Mapping[str, Any],
+        output_dir: str | Path,
+        *,
+        form: Mapping | None = None,
+        kind: str = "train",
+    ) -> Job:
         """Run ``tunekit <verb>`` with ``values``: secrets go to the job's environment, its argv and log
         carry only their ${ENV_VAR} references."""
         self.secrets.update(secret_env(values))
         masked_form = mask_secrets(dict(form)) if form else None
-        return self.runner.start(verb, override_args(mask_secrets(values)), output_dir, form=masked_form, kind=kind,
-                                 env=self.job_env())
+        return self.runner.start(
+            verb, override_args(mask_secrets(values)), output_dir, form=masked_form, kind=kind, env=self.job_env()
+        )
 
     def job_env(self) -> dict[str, str]:
         """What a job's environment gets: the secrets typed into the board (and only those may be expanded
@@ -238,14 +273,23 @@ class Board:
         job = self.start_job("train", values, check.config.output_dir or ".", form=dict(form), kind=kind)
         return check, job
 
-    def eval_values(self, form: Mapping[str, Any], adapter: str | None, datasets: list[str] | None,
-                    output_dir: str | None, do_eval: bool, do_predict: bool) -> dict[str, Any]:
+    def eval_values(
+        self,
+        form: Mapping[str, Any],
+        adapter: str | None,
+        datasets: list[str] | None,
+        output_dir: str | None,
+        do_eval: bool,
+        do_predict: bool,
+    ) -> dict[str, Any]:
         """The Evaluate & predict tab: the Train form's options, no training, on the chosen data."""
         base = self.values(form)
         for key in ("eval_strategy", "val_size", "load_best_model_at_end", "do_train", "do_eval", "do_predict"):
             base.pop(key, None)  # training-time evaluation settings do not apply to a run without training
         extra: dict[str, Any] = {
-            "do_train": False, "do_eval": do_eval, "do_predict": do_predict,
+            "do_train": False,
+            "do_eval": do_eval,
+            "do_predict": do_predict,
             "eval_dataset": ",".join(datasets or []) or base.get("eval_dataset") or base.get("dataset"),
             "output_dir": output_dir or self.default_output_dir(form, "eval"),
         }
@@ -275,8 +319,18 @@ class Board:
         """Everything the status area shows, from the job and its files."""
         job = self.runner.poll()
         if job is None:
-            return {"state": "idle", "status": t("idle", lang), "html": progress_html(None), "points": [],
-                    "log": "", "png": None, "results": {}, "kind": None, "output_dir": None, "signature": ("idle",)}
+            return {
+                "state": "idle",
+                "status": t("idle", lang),
+                "html": progress_html(None),
+                "points": [],
+                "log": "",
+                "png": None,
+                "results": {},
+                "kind": None,
+                "output_dir": None,
+                "signature": ("idle",),
+            }
         records = read_trainer_log(job.output_dir) if job.kind != "export" else []
         prog = progress_of(records)
         log = tail(job.log_path, 40)
@@ -286,9 +340,15 @@ class Board:
         png = job.output_dir / "training_loss.png"
         size = job.log_path.stat().st_size if job.log_path.exists() else 0
         return {
-            "state": job.state, "status": status, "html": progress_html(prog, job.state), "points": loss_points(records),
-            "log": log, "png": self.served_copy(png) if png.is_file() else None, "results": read_results(job.output_dir),
-            "kind": job.kind, "output_dir": str(job.output_dir),
+            "state": job.state,
+            "status": status,
+            "html": progress_html(prog, job.state),
+            "points": loss_points(records),
+            "log": log,
+            "png": self.served_copy(png) if png.is_file() else None,
+            "results": read_results(job.output_dir),
+            "kind": job.kind,
+            "output_dir": str(job.output_dir),
             "signature": (id(job), job.state, len(records), size, png.is_file()),
         }
 
@@ -311,7 +371,7 @@ def progress_html(prog, state: str = "idle") -> str:
     return (
         f'<div id="tk-progress-bar" class="tk-progress" data-state="{state}" data-step="{prog.step}" '
         f'data-total="{prog.total}"><div class="tk-bar" style="width:{pct:.1f}%"></div>'
-        f'<span>{" · ".join(parts)}</span></div>'
+        f"<span>{' · '.join(parts)}</span></div>"
     )
 
 
@@ -324,12 +384,16 @@ def format_plan(plan: Mapping[str, Any], lang: str = "en") -> str:
     gpu = plan.get("gpu")
     gpu_mem = plan.get("gpu_memory_gib") or (gpu.get("memory_gib") if isinstance(gpu, dict) else None)
     if fits is not None:
-        verdict = ("✓ fits" if fits else "✗ does not fit") if lang == "en" else ("✓ 显存够用" if fits else "✗ 显存不足")
+        verdict = (
+            ("✓ fits" if fits else "✗ does not fit") if lang == "en" else ("✓ 显存够用" if fits else "✗ 显存不足")
+        )
         head = f"### {verdict}"
         if total is not None:
             head += f" — {total:.2f} GiB" + (f" / {gpu_mem:.0f} GiB" if isinstance(gpu_mem, (int, float)) else "")
         lines.append(head)
-    components = mem.get("components") or {k: v for k, v in mem.items() if k != "total_gib" and isinstance(v, (int, float))}
+    components = mem.get("components") or {
+        k: v for k, v in mem.items() if k != "total_gib" and isinstance(v, (int, float))
+    }
     if components:
         lines += ["", "| component | GiB |", "|---|---:|"]
         shown = {k: v for k, v in components.items() if isinstance(v, (int, float)) and v >= 0.005}

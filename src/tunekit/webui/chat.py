@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import shutil
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from tunekit.errors import DataError, TunekitError
 
@@ -77,8 +78,9 @@ class ChatSession:
     def loaded(self) -> bool:
         return self.engine is not None
 
-    def stream(self, messages: list[dict[str, str]], system: str | None, images: list[str] | None = None,
-               **gen: Any) -> Iterator[str]:
+    def stream(
+        self, messages: list[dict[str, str]], system: str | None, images: list[str] | None = None, **gen: Any
+    ) -> Iterator[str]:
         if self.engine is None:
             raise RuntimeError("no model loaded")
         yield from self.engine.stream_chat(messages, system=system or None, images=images or None, **gen)
@@ -98,8 +100,11 @@ class ChatSession:
         if size < 0:
             raise UploadRefused(t("chat_image_missing", lang).format(name=name))
         if size > self.max_upload_bytes:
-            raise UploadRefused(t("chat_image_too_large", lang).format(
-                name=name, size=size_text(size), limit=size_text(self.max_upload_bytes)))
+            raise UploadRefused(
+                t("chat_image_too_large", lang).format(
+                    name=name, size=size_text(size), limit=size_text(self.max_upload_bytes)
+                )
+            )
         try:
             open_image(str(file), "chat")  # fully decoded: a truncated or non-image file fails here
         except DataError:
@@ -113,8 +118,15 @@ class ChatSession:
         return str(target)
 
     # ---------------------------------------------------------------- one turn
-    def turn(self, convo: Mapping[str, list] | None, text: str, image: str | None = None, system: str | None = None,
-             lang: str = "en", **gen: Any) -> Iterator[dict[str, list]]:
+    def turn(
+        self,
+        convo: Mapping[str, list] | None,
+        text: str,
+        image: str | None = None,
+        system: str | None = None,
+        lang: str = "en",
+        **gen: Any,
+    ) -> Iterator[dict[str, list]]:
         """Send ``text`` (with ``image``, if one was uploaded): yields the conversation as the reply streams in.
 
         The turn joins ``messages`` / ``images`` only when the reply completes; a refused image or a failed

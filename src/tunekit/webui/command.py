@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tunekit.config import parse_scalar
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Union
+from typing import Any, Literal, Union
 
 from pydantic_core import PydanticUndefined
 
@@ -108,11 +109,19 @@ def field_specs(groups: Iterable | None = None, multi: Iterable[str] = MULTI_PIC
         kind, optional, choices = classify(info.annotation)
         if kind == "text" and name in multi:
             kind = "multi"
-        specs.append(FieldSpec(
-            name=name, group=getattr(group, "GROUP", "other"), group_title=getattr(group, "TITLE", "Other"),
-            kind=kind, default=info.default, description=info.description or "", optional=optional,
-            choices=choices, facts=option_facts(info),
-        ))
+        specs.append(
+            FieldSpec(
+                name=name,
+                group=getattr(group, "GROUP", "other"),
+                group_title=getattr(group, "TITLE", "Other"),
+                kind=kind,
+                default=info.default,
+                description=info.description or "",
+                optional=optional,
+                choices=choices,
+                facts=option_facts(info),
+            )
+        )
     return specs
 
 
@@ -185,9 +194,16 @@ def from_form(spec: FieldSpec, raw: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b or (
-        isinstance(a, (int, float)) and isinstance(b, (int, float))
-        and not isinstance(a, bool) and not isinstance(b, bool) and a == b
+    return (
+        type(a) is type(b)
+        and a == b
+        or (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and not isinstance(a, bool)
+            and not isinstance(b, bool)
+            and a == b
+        )
     )
 
 

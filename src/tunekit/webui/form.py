@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gradio as gr
 
@@ -31,8 +32,12 @@ def make_widget(spec: FieldSpec, lang: str, templates: list[str] | None = None):
     if spec.kind == "multi":
         return gr.Dropdown(choices=[], value=value, multiselect=True, allow_custom_value=True, **common)
     if spec.name == "template" and spec.kind == "text":
-        return gr.Dropdown(choices=[("(none)", "")] + [(n, n) for n in templates or []], value=value,
-                           allow_custom_value=True, **common)
+        return gr.Dropdown(
+            choices=[("(none)", "")] + [(n, n) for n in templates or []],
+            value=value,
+            allow_custom_value=True,
+            **common,
+        )
     if is_secret(spec.name):  # typed as dots; saved, previewed and logged as its ${ENV_VAR} reference
         return gr.Textbox(value=value, type="password", **common)
     return gr.Textbox(value=value, **common)
@@ -47,8 +52,9 @@ class FormView:
         self.accordions: list[tuple[Any, str, list[FieldSpec]]] = []
         self.advanced: Any = None  # the "Advanced" accordion when the form has basic options
 
-    def render(self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3,
-               basic: tuple[str, ...] = ()) -> None:
+    def render(
+        self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3, basic: tuple[str, ...] = ()
+    ) -> None:
         """The tab's options in their sections. With ``basic``, those options come first, in that order,
         and every section of the rest goes into one closed "Advanced" accordion (:attr:`advanced`)."""
         by_name = {s.name: s for s in self.specs}
@@ -66,21 +72,22 @@ class FormView:
 
     def _sections(self, specs: list[FieldSpec], lang: str, tab: str, templates, per_row: int) -> None:
         for name, group in sections(specs, tab).items():
-            with gr.Accordion(section_title(name, group, lang), open=name in OPEN_SECTIONS,
-                              elem_id=f"tk-section-{name}") as acc:
+            with gr.Accordion(
+                section_title(name, group, lang), open=name in OPEN_SECTIONS, elem_id=f"tk-section-{name}"
+            ) as acc:
                 self._rows(group, lang, templates, per_row)
             self.accordions.append((acc, name, group))
 
     def _rows(self, specs: list[FieldSpec], lang: str, templates, per_row: int) -> None:
         for i in range(0, len(specs), per_row):
             with gr.Row():
-                for spec in specs[i:i + per_row]:
+                for spec in specs[i : i + per_row]:
                     self.comps[spec.name] = make_widget(spec, lang, templates)
 
     def render_flat(self, lang: str, per_row: int = 3) -> None:
         for i in range(0, len(self.specs), per_row):
             with gr.Row():
-                for spec in self.specs[i:i + per_row]:
+                for spec in self.specs[i : i + per_row]:
                     self.comps[spec.name] = make_widget(spec, lang)
 
     @property
@@ -101,8 +108,14 @@ class FormView:
         """:meth:`updates` as ``{component: update}`` for a handler that answers with a dict."""
         return dict(zip(self.inputs, self.updates(**kwargs)))
 
-    def updates(self, values: Mapping[str, Any] | None = None, check: Validation | None = None,
-                lang: str | None = None, labels: bool = False, flagged: set[str] | None = None) -> list[Any]:
+    def updates(
+        self,
+        values: Mapping[str, Any] | None = None,
+        check: Validation | None = None,
+        lang: str | None = None,
+        labels: bool = False,
+        flagged: set[str] | None = None,
+    ) -> list[Any]:
         """One update per widget: new values, validation messages next to the field, or help text.
 
         With ``flagged`` (the fields shown as invalid so far), only fields whose state changes are

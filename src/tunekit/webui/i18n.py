@@ -36,7 +36,10 @@ TEXT: dict[str, dict[str, str]] = {
     "sec_distributed": {"en": "Distributed", "zh": "分布式"},
     "sec_logging": {"en": "Logging and output", "zh": "日志与输出"},
     "sec_export": {"en": "Export options", "zh": "导出参数"},
-    "sec_optimizers": {"en": "Optimizers (GaLore, APOLLO, BAdam, Muon, Adam-mini)", "zh": "优化器（GaLore、APOLLO、BAdam、Muon、Adam-mini）"},
+    "sec_optimizers": {
+        "en": "Optimizers (GaLore, APOLLO, BAdam, Muon, Adam-mini)",
+        "zh": "优化器（GaLore、APOLLO、BAdam、Muon、Adam-mini）",
+    },
     "sec_multimodal": {"en": "Images, video and audio", "zh": "图像、视频与音频"},
     "sec_infer": {"en": "Generation", "zh": "生成参数"},
     "advanced": {"en": "Advanced (every other option)", "zh": "高级（其余全部参数）"},
@@ -44,14 +47,19 @@ TEXT: dict[str, dict[str, str]] = {
     "datasets_refresh": {"en": "Reload dataset_info.json", "zh": "重新读取 dataset_info.json"},
     "samples_n": {"en": "Samples", "zh": "样本数"},
     "samples_btn": {"en": "Preview samples", "zh": "预览样本"},
-    "samples_out": {"en": "Rendered samples (highlighted: trained tokens)", "zh": "渲染后的样本（高亮：参与训练的 token）"},
+    "samples_out": {
+        "en": "Rendered samples (highlighted: trained tokens)",
+        "zh": "渲染后的样本（高亮：参与训练的 token）",
+    },
     "samples_media": {"en": "Media of the previewed samples", "zh": "预览样本中的媒体"},
     "samples_images": {"en": "images", "zh": "图像"},
     "samples_videos": {"en": "videos", "zh": "视频"},
     "samples_audios": {"en": "audios", "zh": "音频"},
     "samples_tokens": {"en": "media tokens", "zh": "媒体 token"},
-    "samples_outside": {"en": "outside the folders this board may use: not shown",
-                        "zh": "不在面板可访问的目录内：不显示"},
+    "samples_outside": {
+        "en": "outside the folders this board may use: not shown",
+        "zh": "不在面板可访问的目录内：不显示",
+    },
     "preview_btn": {"en": "Preview command", "zh": "预览命令"},
     "start_btn": {"en": "Start", "zh": "开始"},
     "stop_btn": {"en": "Stop", "zh": "停止"},
@@ -95,31 +103,39 @@ TEXT: dict[str, dict[str, str]] = {
     "chat_clear": {"en": "Clear history", "zh": "清空历史"},
     "chat_box": {"en": "Chat", "zh": "对话"},
     "chat_info": {"en": "Model status", "zh": "模型状态"},
-    "chat_image": {"en": "Image (goes with your next message; vision-language models)",
-                   "zh": "图像（随下一条消息发送；需视觉语言模型）"},
+    "chat_image": {
+        "en": "Image (goes with your next message; vision-language models)",
+        "zh": "图像（随下一条消息发送；需视觉语言模型）",
+    },
     "chat_need_model": {"en": "Load a model first (Load model).", "zh": "请先加载模型（“加载模型”）。"},
     "chat_image_text_only": {
         "en": "{name}: the loaded model is text-only (template '{template}') and cannot see images. Load a "
-              "vision-language model with its multimodal template (e.g. qwen2_vl for Qwen2-VL / Qwen2.5-VL), or "
-              "remove the image and send the text alone.",
+        "vision-language model with its multimodal template (e.g. qwen2_vl for Qwen2-VL / Qwen2.5-VL), or "
+        "remove the image and send the text alone.",
         "zh": "{name}：已加载的是纯文本模型（模板 '{template}'），无法读取图像。请加载视觉语言模型并使用其多模态模板"
-              "（如 Qwen2-VL / Qwen2.5-VL 用 qwen2_vl），或移除图像后只发送文本。"},
+        "（如 Qwen2-VL / Qwen2.5-VL 用 qwen2_vl），或移除图像后只发送文本。",
+    },
     "chat_image_too_large": {
         "en": "{name} is {size}, over the board's upload limit of {limit}: send a smaller image (downscale or "
-              "compress it).",
-        "zh": "{name} 大小为 {size}，超过面板的上传上限 {limit}：请发送更小的图像（缩小或压缩）。"},
+        "compress it).",
+        "zh": "{name} 大小为 {size}，超过面板的上传上限 {limit}：请发送更小的图像（缩小或压缩）。",
+    },
     "chat_image_corrupt": {
         "en": "{name} cannot be read as an image (the file is corrupt or not an image): upload a PNG, JPEG or "
-              "WebP file.",
-        "zh": "{name} 无法作为图像读取（文件已损坏或不是图像）：请上传 PNG、JPEG 或 WebP 文件。"},
-    "chat_image_missing": {"en": "{name}: the uploaded file is gone; upload it again.",
-                           "zh": "{name}：上传的文件已不存在，请重新上传。"},
+        "WebP file.",
+        "zh": "{name} 无法作为图像读取（文件已损坏或不是图像）：请上传 PNG、JPEG 或 WebP 文件。",
+    },
+    "chat_image_missing": {
+        "en": "{name}: the uploaded file is gone; upload it again.",
+        "zh": "{name}：上传的文件已不存在，请重新上传。",
+    },
     # export tab
     "export_model": {"en": "Base model", "zh": "基座模型"},
     "export_adapter": {"en": "Adapter(s) to merge", "zh": "要合并的适配器"},
     "export_btn": {"en": "Export", "zh": "导出"},
     "export_log": {"en": "Export log", "zh": "导出日志"},
 }
+
 
 def t(key: str, lang: str) -> str:
     entry = TEXT.get(key)

@@ -9,8 +9,8 @@ no thumbnail, and only its file name is listed.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tunekit.data.media_columns import MEDIA_COLUMNS
 
@@ -66,8 +66,11 @@ def media_markdown(samples: Sequence, policy: PathPolicy, lang: str = "en") -> s
             names = []
             for path in getattr(sample, kind):
                 rel = allowed_path(policy, path)
-                names.append(f"`{excerpt(rel, 120)}`" if rel is not None
-                             else f"`{excerpt(Path(path).name, 60)}` ({t('samples_outside', lang)})")
+                names.append(
+                    f"`{excerpt(rel, 120)}`"
+                    if rel is not None
+                    else f"`{excerpt(Path(path).name, 60)}` ({t('samples_outside', lang)})"
+                )
             if names:
                 parts.append(f"{t('samples_' + kind, lang)}: " + ", ".join(names))
         if sample.media_tokens:

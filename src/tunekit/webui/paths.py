@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from tunekit.config.engines import DEEPSPEED_PRESETS  # presets are not paths (declared once: z1 was missing here)
 from tunekit.config.lists import split_list
@@ -35,9 +36,21 @@ MAX_CONFIG_BYTES = 1_000_000
 EXCERPT_CHARS = 24  # the most of a file's text a message quotes
 
 # option -> what it names; "read" paths are opened by the board or its jobs, "write" folders are created
-READ_OPTIONS = ("model_name_or_path", "adapter_name_or_path", "ref_model", "ref_model_adapters", "reward_model",
-                "reward_model_adapters", "dataset_dir", "media_dir", "deepspeed", "fsdp_config", "tokenized_path",
-                "resume_from_checkpoint", "export_quantization_dataset")
+READ_OPTIONS = (
+    "model_name_or_path",
+    "adapter_name_or_path",
+    "ref_model",
+    "ref_model_adapters",
+    "reward_model",
+    "reward_model_adapters",
+    "dataset_dir",
+    "media_dir",
+    "deepspeed",
+    "fsdp_config",
+    "tokenized_path",
+    "resume_from_checkpoint",
+    "export_quantization_dataset",
+)
 DATASET_OPTIONS = ("dataset", "eval_dataset", "export_quantization_dataset")  # names in dataset_info.json, or paths
 WRITE_OPTIONS = ("output_dir", "export_dir", "cache_dir", "swanlab_logdir")
 LIST_OPTIONS = ("adapter_name_or_path", "ref_model_adapters", "reward_model_adapters")  # comma-separated
@@ -60,6 +73,7 @@ _QUOTED = re.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"")
 def safe_message(message: str, max_lines: int = 6, limit: int = EXCERPT_CHARS) -> str:
     """A message safe to show: every quoted piece cut to a short excerpt, each line to 200 characters,
     at most ``max_lines`` lines (the rest counted)."""
+
     def cut(m: re.Match) -> str:
         q = "'" if m.group(1) is not None else '"'
         return q + excerpt(m.group(1) if m.group(1) is not None else m.group(2), limit) + q
@@ -88,8 +102,13 @@ def _inside(path: Path, root: Path) -> bool:
 class PathPolicy:
     """The allowed roots of one board, and the checks of every path it is given."""
 
-    def __init__(self, workspace: str | Path, allow: Iterable[str | Path] = (), caches: Iterable[str | Path] | None = None,
-                 allow_remote_code: bool = False):
+    def __init__(
+        self,
+        workspace: str | Path,
+        allow: Iterable[str | Path] = (),
+        caches: Iterable[str | Path] | None = None,
+        allow_remote_code: bool = False,
+    ):
         self.workspace = Path(workspace).expanduser().resolve()
         self.extra = [Path(p).expanduser().resolve() for p in allow]
         self.caches = [Path(p).expanduser().resolve() for p in (_default_caches() if caches is None else caches)]
@@ -121,11 +140,13 @@ class PathPolicy:
                     return path
                 raise PathRefused(
                     f"{what} '{excerpt(value, 80)}' is refused: the board does not read or write hidden files or "
-                    f"folders ('{excerpt(hidden, 40)}'). Use a path without a part starting with '.'.")
+                    f"folders ('{excerpt(hidden, 40)}'). Use a path without a part starting with '.'."
+                )
         where = ", ".join(str(r) for r in roots)
         raise PathRefused(
             f"{what} '{excerpt(value, 80)}' is outside the folders this board may use ({where}). Use a path inside "
-            f"them, or restart the board with --allow-path DIR (or --workspace DIR).")
+            f"them, or restart the board with --allow-path DIR (or --workspace DIR)."
+        )
 
     # ---------------------------------------------------------------- config files
     def config_file(self, value: str, *, write: bool = False) -> Path:
@@ -135,8 +156,10 @@ class PathPolicy:
         what = "Config file"
         path = self.check(value, what, [self.workspace] if write else None)
         if path.suffix.lower() not in CONFIG_SUFFIXES:
-            raise PathRefused(f"{what} '{excerpt(value, 80)}' is refused: the board only "
-                              f"{'saves' if write else 'loads'} .yaml, .yml or .json files.")
+            raise PathRefused(
+                f"{what} '{excerpt(value, 80)}' is refused: the board only "
+                f"{'saves' if write else 'loads'} .yaml, .yml or .json files."
+            )
         return path
 
     # ---------------------------------------------------------------- options
@@ -164,9 +187,14 @@ class PathPolicy:
         if not self.allow_remote_code:
             for option in CODE_OPTIONS:
                 if values.get(option) not in (None, "", False):
-                    out.append((option, f"Option '{option}' runs code named in the form, so the board refuses it; "
-                                        f"restart the board with --allow-remote-code to allow it, or run "
-                                        f"`tunekit train` from a shell."))
+                    out.append(
+                        (
+                            option,
+                            f"Option '{option}' runs code named in the form, so the board refuses it; "
+                            f"restart the board with --allow-remote-code to allow it, or run "
+                            f"`tunekit train` from a shell.",
+                        )
+                    )
         dataset_dir = values.get("dataset_dir") or "data"
         if not any(o == "dataset_dir" for o, _ in out):
             for option in DATASET_OPTIONS:
@@ -198,11 +226,15 @@ class PathPolicy:
                 elif kind == "hub":
                     problem = hub_id_problem(value, self.workspace)
                     if problem:
-                        return (f"{what} {key} '{excerpt(value, 80)}' {problem}: the board reads hub datasets by id "
-                                f"only. Register a local file with file_name, inside the workspace.")
+                        return (
+                            f"{what} {key} '{excerpt(value, 80)}' {problem}: the board reads hub datasets by id "
+                            f"only. Register a local file with file_name, inside the workspace."
+                        )
                 else:
-                    return (f"{what} {key} is refused: the board does not read cloud files. Download the file into "
-                            f"the workspace and register it with file_name.")
+                    return (
+                        f"{what} {key} is refused: the board does not read cloud files. Download the file into "
+                        f"the workspace and register it with file_name."
+                    )
             except PathRefused as exc:
                 return str(exc)
         return None

@@ -18,7 +18,8 @@ import json
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_FAILURES = 5  # per client and window
 GLOBAL_MAX_FAILURES = 20  # all clients together, per window
@@ -27,8 +28,14 @@ ALL = "*"  # the key of the global count
 
 
 class LoginRateLimit:
-    def __init__(self, app, max_failures: int = MAX_FAILURES, window_s: float = WINDOW_S,
-                 clock: Callable[[], float] = time.monotonic, global_max_failures: int = GLOBAL_MAX_FAILURES):
+    def __init__(
+        self,
+        app,
+        max_failures: int = MAX_FAILURES,
+        window_s: float = WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+        global_max_failures: int = GLOBAL_MAX_FAILURES,
+    ):
         self.app = app
         self.max_failures = max_failures
         self.global_max_failures = global_max_failures
@@ -102,8 +109,12 @@ class LoginRateLimit:
         wait, who, stamp = self.acquire(client)
         if stamp is None:
             whom = "on this board" if who == ALL else f"from {client}"
-            await _send_json(send, 429, {"detail": f"Too many failed logins {whom}: try again in {int(wait) + 1} s."},
-                             {"retry-after": str(int(wait) + 1)})
+            await _send_json(
+                send,
+                429,
+                {"detail": f"Too many failed logins {whom}: try again in {int(wait) + 1} s."},
+                {"retry-after": str(int(wait) + 1)},
+            )
             return
         status: dict[str, Any] = {}
 

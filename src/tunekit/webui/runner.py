@@ -75,8 +75,16 @@ class JobRunner:
         job = self.poll()
         return job is not None and job.running
 
-    def start(self, verb: str, args: list[str], output_dir: str | Path, *, form: dict | None = None,
-              kind: str = "train", env: dict[str, str] | None = None) -> Job:
+    def start(
+        self,
+        verb: str,
+        args: list[str],
+        output_dir: str | Path,
+        *,
+        form: dict | None = None,
+        kind: str = "train",
+        env: dict[str, str] | None = None,
+    ) -> Job:
         """Run ``tunekit <verb> args``; ``env`` adds variables (the secrets ``args`` refer to as ${VAR})."""
         argv = verb_argv(verb, args)
         if self.busy:
@@ -101,8 +109,13 @@ class JobRunner:
             log.flush()
             try:
                 proc = subprocess.Popen(
-                    argv, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env=env, start_new_session=True,
+                    argv,
+                    cwd=self.cwd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
                 )
             finally:
                 log.close()  # the child holds its own copy

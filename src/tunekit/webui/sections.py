@@ -14,8 +14,17 @@ from .fields import FieldSpec
 
 # Sections in display order; groups not listed follow in schema order.
 SECTION_ORDER = (
-    "model", "data", "method", "lora", "freeze", "training", "rlhf", "quantization", "acceleration",
-    "distributed", "logging",
+    "model",
+    "data",
+    "method",
+    "lora",
+    "freeze",
+    "training",
+    "rlhf",
+    "quantization",
+    "acceleration",
+    "distributed",
+    "logging",
 )
 OPEN_SECTIONS = ("model", "data", "method", "training")
 
@@ -23,9 +32,22 @@ OPEN_SECTIONS = ("model", "data", "method", "training")
 # the closed "Advanced" accordion (in its section). dataset_dir is here because the dataset picker lists it;
 # max_steps for a quick first run.
 BASIC_FIELDS = (
-    "model_name_or_path", "template", "dataset_dir", "dataset", "stage", "finetuning_type",
-    "learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "cutoff_len", "lora_rank", "lora_alpha", "lora_target", "output_dir",
+    "model_name_or_path",
+    "template",
+    "dataset_dir",
+    "dataset",
+    "stage",
+    "finetuning_type",
+    "learning_rate",
+    "num_train_epochs",
+    "max_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "cutoff_len",
+    "lora_rank",
+    "lora_alpha",
+    "lora_target",
+    "output_dir",
 )
 
 # Groups shown on other tabs instead of Train.
@@ -40,7 +62,7 @@ def tab_of(spec: FieldSpec) -> str:
     return TAB_OF_GROUP.get(spec.group, "train")
 
 
-def sections(specs: list[FieldSpec], tab: str = "train") -> "OrderedDict[str, list[FieldSpec]]":
+def sections(specs: list[FieldSpec], tab: str = "train") -> OrderedDict[str, list[FieldSpec]]:
     """Section name → its options, in display order, for one tab."""
     found: dict[str, list[FieldSpec]] = {}
     for spec in specs:

@@ -9,9 +9,10 @@ launches (``train/preflight.py``); the board applies it once its path policy has
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from tunekit.config import Config, build_config
 from tunekit.config.problems import problems_text
@@ -43,7 +44,7 @@ def validate(values: Mapping[str, Any]) -> Validation:
     """Build the config the form stands for, then apply the rules of a training run (the board starts runs); on
     failure, each problem goes to the fields it names."""
     try:
-        cfg = build_config(dict(values), {k: "in the form" for k in values})
+        cfg = build_config(dict(values), dict.fromkeys(values, "in the form"))
     except ConfigError as exc:
         return Validation(None, str(exc), problems_by_field(exc.problems))
     problems = list(run_problems(cfg))

@@ -15,14 +15,25 @@ from .training import TrainingOptions
 
 # Display order (CLI help, web board, docs).
 GROUPS = (
-    ModelOptions, DataOptions, MethodOptions, TrainingOptions, RLHFOptions,
-    OptimizerOptions, DistributedOptions, LoggingOptions, ExportOptions, InferOptions, MultimodalOptions,
+    ModelOptions,
+    DataOptions,
+    MethodOptions,
+    TrainingOptions,
+    RLHFOptions,
+    OptimizerOptions,
+    DistributedOptions,
+    LoggingOptions,
+    ExportOptions,
+    InferOptions,
+    MultimodalOptions,
 )
 
 
 def options_only_for(method: str) -> tuple[str, ...]:
     """The options declared ``only=method`` (config/options/facts.py), in display order."""
-    return tuple(name for group in GROUPS for name, info in group.model_fields.items() if option_facts(info).only == method)
+    return tuple(
+        name for group in GROUPS for name, info in group.model_fields.items() if option_facts(info).only == method
+    )
 
 
 # Options that only make sense for one finetuning_type (the schema's cross-field rules refuse them with another).
@@ -43,4 +54,6 @@ def _switched() -> dict[str, tuple[str, ...]]:
 # switch → the options that only take effect with it on (declared needs="switch"), for the schema's rule.
 SWITCHED = _switched()
 
-__all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY", "OFT_ONLY", "SWITCHED", "options_only_for"] + [g.__name__ for g in GROUPS]
+__all__ = ["GROUPS", "LORA_ONLY", "FREEZE_ONLY", "OFT_ONLY", "SWITCHED", "options_only_for"] + [
+    g.__name__ for g in GROUPS
+]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from .base import OptionGroup
@@ -13,8 +11,17 @@ class DistributedOptions(OptionGroup):
     GROUP = "distributed"
     TITLE = "Distributed"
 
-    deepspeed: Optional[str] = Field(None, description="DeepSpeed config JSON path, or a preset: z0, z2, z2_offload, z3, z3_offload.")
-    fsdp: Optional[str] = Field(None, description="FSDP2 sharding: full_shard, shard_grad_op or no_shard; add ' offload' to offload parameters to the CPU.")
-    fsdp_config: Optional[str] = Field(None, description="FSDP config JSON path (advanced).")
-    ddp_find_unused_parameters: Optional[bool] = Field(None, description="DDP: search for parameters without gradients (slower; needed by some models).")
-    ddp_backend: Optional[str] = Field(None, description="torch.distributed backend (nccl on GPUs, gloo on CPU by default).")
+    deepspeed: str | None = Field(
+        None, description="DeepSpeed config JSON path, or a preset: z0, z2, z2_offload, z3, z3_offload."
+    )
+    fsdp: str | None = Field(
+        None,
+        description="FSDP2 sharding: full_shard, shard_grad_op or no_shard; add ' offload' to offload parameters to the CPU.",
+    )
+    fsdp_config: str | None = Field(None, description="FSDP config JSON path (advanced).")
+    ddp_find_unused_parameters: bool | None = Field(
+        None, description="DDP: search for parameters without gradients (slower; needed by some models)."
+    )
+    ddp_backend: str | None = Field(
+        None, description="torch.distributed backend (nccl on GPUs, gloo on CPU by default)."
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -13,18 +13,27 @@ class ExportOptions(OptionGroup):
     GROUP = "export"
     TITLE = "Export"
 
-    export_dir: Optional[str] = Field(None, description="Folder for the exported model.")
+    export_dir: str | None = Field(None, description="Folder for the exported model.")
     export_size: float = Field(5, gt=0, description="Largest safetensors shard, in GB.")
     export_device: Literal["cpu", "auto"] = Field("cpu", description="Device used to merge.")
     export_legacy_format: bool = Field(False, description="Write .bin (pickle) files instead of safetensors.")
-    export_quantization_bit: Optional[Literal[4, 8]] = Field(None, description="Quantize the exported model to 4 or 8 bits.")
-    export_quantization_dataset: Optional[str] = Field(None, description="Calibration data for GPTQ export (a dataset name from dataset_info.json or a file); it selects GPTQ when export_quantization_method is not set.")
+    export_quantization_bit: Literal[4, 8] | None = Field(
+        None, description="Quantize the exported model to 4 or 8 bits."
+    )
+    export_quantization_dataset: str | None = Field(
+        None,
+        description="Calibration data for GPTQ export (a dataset name from dataset_info.json or a file); it selects GPTQ when export_quantization_method is not set.",
+    )
     export_quantization_nsamples: int = Field(128, ge=1, description="Calibration samples.")
     export_quantization_maxlen: int = Field(1024, ge=1, description="Calibration sample length in tokens.")
-    export_hub_model_id: Optional[str] = Field(None, description="Push the export to this hub repository.")
-    export_quantization_method: Optional[Literal["bnb", "gptq"]] = Field(
-        None, description="Quantized export: gptq = GPTQ with export_quantization_dataset as calibration data (what "
-                          "LLaMA-Factory's export_quantization_bit means; needs the gptqmodel and optimum packages); bnb = "
-                          "bitsandbytes NF4 / LLM.int8 (data-free, runs on CPU). Unset: gptq when "
-                          "export_quantization_dataset is given, else bnb.")
-    export_verify: bool = Field(True, description="Check the exported folder with plain transformers at the end of export (tunekit verify).")
+    export_hub_model_id: str | None = Field(None, description="Push the export to this hub repository.")
+    export_quantization_method: Literal["bnb", "gptq"] | None = Field(
+        None,
+        description="Quantized export: gptq = GPTQ with export_quantization_dataset as calibration data (what "
+        "LLaMA-Factory's export_quantization_bit means; needs the gptqmodel and optimum packages); bnb = "
+        "bitsandbytes NF4 / LLM.int8 (data-free, runs on CPU). Unset: gptq when "
+        "export_quantization_dataset is given, else bnb.",
+    )
+    export_verify: bool = Field(
+        True, description="Check the exported folder with plain transformers at the end of export (tunekit verify)."
+    )

@@ -32,7 +32,10 @@ NOTES: dict[str, dict[str, str]] = {
     "lora": {"en": "LoRA only", "zh": "仅用于 LoRA"},
     "freeze": {"en": "freeze only", "zh": "仅用于 freeze"},
     "oft": {"en": "OFT only", "zh": "仅用于 OFT"},
-    "ignored": {"en": "accepted for LLaMA-Factory configs, ignored", "zh": "为兼容 LLaMA-Factory 配置而接受，不起作用"},
+    "ignored": {
+        "en": "accepted for LLaMA-Factory configs, ignored",
+        "zh": "为兼容 LLaMA-Factory 配置而接受，不起作用",
+    },
 }
 NEEDS = {"en": "needs {switch}: true", "zh": "需要 {switch}: true"}
 
@@ -45,14 +48,24 @@ class OptionFacts:
     status: str | None = None
 
 
-def option(default: Any = PydanticUndefined, *, description: str, section: str | None = None, only: str | None = None,
-           needs: str | None = None, status: str | None = None, **constraints: Any) -> Any:
+def option(
+    default: Any = PydanticUndefined,
+    *,
+    description: str,
+    section: str | None = None,
+    only: str | None = None,
+    needs: str | None = None,
+    status: str | None = None,
+    **constraints: Any,
+) -> Any:
     """``Field(default, description=..., **constraints)`` carrying the option's facts (see the module's docstring)."""
     if only is not None and only not in METHODS:
         raise ValueError(f"option(only={only!r}): use one of {', '.join(METHODS)}")
     if status is not None and status not in STATUSES:
         raise ValueError(f"option(status={status!r}): use one of {', '.join(STATUSES)}")
-    facts = {k: v for k, v in (("section", section), ("only", only), ("needs", needs), ("status", status)) if v is not None}
+    facts = {
+        k: v for k, v in (("section", section), ("only", only), ("needs", needs), ("status", status)) if v is not None
+    }
     return Field(default, description=description, json_schema_extra=facts or None, **constraints)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -13,16 +13,25 @@ class LoggingOptions(OptionGroup):
     GROUP = "logging"
     TITLE = "Logging and output"
 
-    logging_steps: float = Field(10, gt=0, description="Log loss, learning rate and grad norm every N optimizer steps.")
+    logging_steps: float = Field(
+        10, gt=0, description="Log loss, learning rate and grad norm every N optimizer steps."
+    )
     logging_first_step: bool = Field(False, description="Also log the first step.")
     plot_loss: bool = Field(False, description="Write training_loss.png (and training_eval_loss.png) to output_dir.")
-    report_to: str = Field("none", description="Trackers, comma-separated: none, tensorboard, wandb, swanlab, mlflow (each needs its package).")
-    run_name: Optional[str] = Field(None, description="Run name shown in trackers.")
+    report_to: str = Field(
+        "none",
+        description="Trackers, comma-separated: none, tensorboard, wandb, swanlab, mlflow (each needs its package).",
+    )
+    run_name: str | None = Field(None, description="Run name shown in trackers.")
     disable_tqdm: bool = Field(False, description="Hide the progress bar.")
-    use_swanlab: bool = Field(False, description="Log to SwanLab (LLaMA-Factory's option; same as adding swanlab to report_to).")
-    swanlab_project: Optional[str] = Field("tunekit", description="SwanLab project name.")
-    swanlab_workspace: Optional[str] = Field(None, description="SwanLab workspace.")
-    swanlab_run_name: Optional[str] = Field(None, description="SwanLab experiment name.")
-    swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = Field("cloud", description="SwanLab mode: cloud needs network and an API key; local/offline write to disk.")
-    swanlab_api_key: Optional[str] = Field(None, description="SwanLab API key (or set SWANLAB_API_KEY).")
-    swanlab_logdir: Optional[str] = Field(None, description="SwanLab local log folder (default: output_dir/swanlog).")
+    use_swanlab: bool = Field(
+        False, description="Log to SwanLab (LLaMA-Factory's option; same as adding swanlab to report_to)."
+    )
+    swanlab_project: str | None = Field("tunekit", description="SwanLab project name.")
+    swanlab_workspace: str | None = Field(None, description="SwanLab workspace.")
+    swanlab_run_name: str | None = Field(None, description="SwanLab experiment name.")
+    swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = Field(
+        "cloud", description="SwanLab mode: cloud needs network and an API key; local/offline write to disk."
+    )
+    swanlab_api_key: str | None = Field(None, description="SwanLab API key (or set SWANLAB_API_KEY).")
+    swanlab_logdir: str | None = Field(None, description="SwanLab local log folder (default: output_dir/swanlog).")

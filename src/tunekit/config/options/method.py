@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -18,27 +18,77 @@ class MethodOptions(OptionGroup):
     GROUP = "method"
     TITLE = "Stage and method"
 
-    stage: Literal[STAGE_NAMES] = Field("sft", description="Training stage: pt (pretrain), sft, rm (reward model), ppo, dpo, kto, grpo.")  # config/stages.py
-    do_train: bool = Field(True, description="Run training. Not set: true, unless do_predict or do_eval is set, which then run alone (LLaMA-Factory's predict/eval-only configs).")
+    stage: Literal[STAGE_NAMES] = Field(
+        "sft", description="Training stage: pt (pretrain), sft, rm (reward model), ppo, dpo, kto, grpo."
+    )  # config/stages.py
+    do_train: bool = Field(
+        True,
+        description="Run training. Not set: true, unless do_predict or do_eval is set, which then run alone (LLaMA-Factory's predict/eval-only configs).",
+    )
     do_eval: bool = Field(False, description="Run evaluation on the validation data after training.")
     do_predict: bool = Field(False, description="Generate predictions for the evaluation data and score them.")
-    finetuning_type: Literal["lora", "oft", "freeze", "full"] = Field("lora", description="lora (adapters), oft (orthogonal adapters, peft OFT), freeze (train the last layers), or full.")
+    finetuning_type: Literal["lora", "oft", "freeze", "full"] = Field(
+        "lora",
+        description="lora (adapters), oft (orthogonal adapters, peft OFT), freeze (train the last layers), or full.",
+    )
 
     # LoRA
     lora_rank: int = option(8, ge=1, description="LoRA rank r.", only="lora", section="lora")
-    lora_alpha: Optional[int] = option(None, ge=1, description="LoRA scale alpha (default: 2 x lora_rank).", only="lora", section="lora")
-    lora_dropout: float = option(0.0, ge=0, lt=1, description="Dropout on the LoRA input.", only="lora", section="lora")
-    lora_target: str = option("all", min_length=1, description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names (q_proj,v_proj).", only="lora", section="lora")
-    additional_target: Optional[str] = option(None, description="Extra modules trained in full and saved with the adapter (e.g. embed_tokens,lm_head).", only="lora", section="lora")
-    use_rslora: bool = option(False, description="Rank-stabilised LoRA scaling alpha/sqrt(r).", only="lora", section="lora")
+    lora_alpha: int | None = option(
+        None, ge=1, description="LoRA scale alpha (default: 2 x lora_rank).", only="lora", section="lora"
+    )
+    lora_dropout: float = option(
+        0.0, ge=0, lt=1, description="Dropout on the LoRA input.", only="lora", section="lora"
+    )
+    lora_target: str = option(
+        "all",
+        min_length=1,
+        description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names (q_proj,v_proj).",
+        only="lora",
+        section="lora",
+    )
+    additional_target: str | None = option(
+        None,
+        description="Extra modules trained in full and saved with the adapter (e.g. embed_tokens,lm_head).",
+        only="lora",
+        section="lora",
+    )
+    use_rslora: bool = option(
+        False, description="Rank-stabilised LoRA scaling alpha/sqrt(r).", only="lora", section="lora"
+    )
     use_dora: bool = option(False, description="Weight-decomposed LoRA (DoRA).", only="lora", section="lora")
-    pissa_init: bool = option(False, description="Initialise LoRA from the principal singular vectors (PiSSA).", only="lora", section="lora")
-    pissa_iter: int = option(16, ge=-1, description="Fast-SVD iterations for PiSSA (-1 = exact SVD).", only="lora", section="lora")
-    pissa_convert: bool = option(False, description="Save the PiSSA adapter converted to a plain LoRA adapter.", only="lora", section="lora")
-    loraplus_lr_ratio: Optional[float] = option(None, gt=0, description="LoRA+: learning-rate ratio of B over A.", only="lora", section="lora")
-    create_new_adapter: bool = option(False, description="Start a new adapter on top of adapter_name_or_path instead of training the last one.", only="lora", section="lora")
+    pissa_init: bool = option(
+        False, description="Initialise LoRA from the principal singular vectors (PiSSA).", only="lora", section="lora"
+    )
+    pissa_iter: int = option(
+        16, ge=-1, description="Fast-SVD iterations for PiSSA (-1 = exact SVD).", only="lora", section="lora"
+    )
+    pissa_convert: bool = option(
+        False, description="Save the PiSSA adapter converted to a plain LoRA adapter.", only="lora", section="lora"
+    )
+    loraplus_lr_ratio: float | None = option(
+        None, gt=0, description="LoRA+: learning-rate ratio of B over A.", only="lora", section="lora"
+    )
+    create_new_adapter: bool = option(
+        False,
+        description="Start a new adapter on top of adapter_name_or_path instead of training the last one.",
+        only="lora",
+        section="lora",
+    )
 
     # Freeze
-    freeze_trainable_layers: int = option(2, description="Freeze: train the last N layers (negative: the first -N).", only="freeze", section="freeze")
-    freeze_trainable_modules: str = option("all", description="Freeze: modules trained inside those layers, comma-separated (all = every module).", only="freeze", section="freeze")
-    freeze_extra_modules: Optional[str] = option(None, description="Freeze: extra modules outside the layers to train (e.g. embed_tokens,norm).", only="freeze", section="freeze")
+    freeze_trainable_layers: int = option(
+        2, description="Freeze: train the last N layers (negative: the first -N).", only="freeze", section="freeze"
+    )
+    freeze_trainable_modules: str = option(
+        "all",
+        description="Freeze: modules trained inside those layers, comma-separated (all = every module).",
+        only="freeze",
+        section="freeze",
+    )
+    freeze_extra_modules: str | None = option(
+        None,
+        description="Freeze: extra modules outside the layers to train (e.g. embed_tokens,norm).",
+        only="freeze",
+        section="freeze",
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -14,49 +14,102 @@ class ModelOptions(OptionGroup):
     GROUP = "model"
     TITLE = "Model"
 
-    model_name_or_path: Optional[str] = Field(None, description="Local model folder or hub id (e.g. Qwen/Qwen2.5-7B-Instruct).")
-    adapter_name_or_path: Optional[str] = Field(None, description="LoRA adapter folder(s), comma-separated; merged in order, the last one keeps training if finetuning_type is lora.")
-    cache_dir: Optional[str] = Field(None, description="Where hub downloads are cached (default: the Hugging Face cache).")
+    model_name_or_path: str | None = Field(
+        None, description="Local model folder or hub id (e.g. Qwen/Qwen2.5-7B-Instruct)."
+    )
+    adapter_name_or_path: str | None = Field(
+        None,
+        description="LoRA adapter folder(s), comma-separated; merged in order, the last one keeps training if finetuning_type is lora.",
+    )
+    cache_dir: str | None = Field(
+        None, description="Where hub downloads are cached (default: the Hugging Face cache)."
+    )
     model_revision: str = Field("main", description="Hub revision (branch, tag or commit) of the model.")
-    trust_remote_code: bool = Field(False, description="Run modelling code shipped with the model folder; off unless you trust it.")
+    trust_remote_code: bool = Field(
+        False, description="Run modelling code shipped with the model folder; off unless you trust it."
+    )
     use_fast_tokenizer: bool = Field(True, description="Use the fast (Rust) tokenizer.")
     split_special_tokens: bool = Field(False, description="Tokenize special-token strings in the data as plain text.")
     resize_vocab: bool = Field(False, description="Resize the embeddings to the tokenizer's vocabulary size.")
-    add_special_tokens: Optional[str] = Field(None, description="Comma-separated special tokens to add to the tokenizer (embeddings are resized).")
+    add_special_tokens: str | None = Field(
+        None, description="Comma-separated special tokens to add to the tokenizer (embeddings are resized)."
+    )
     dtype: Literal["auto", "bfloat16", "float16", "float32", "float64"] = Field(
-        "auto", description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32 "
+        "auto",
+        description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32 "
         "(with no precision option set the device decides bf16/fp16, printed at the start and noted in tunekit_config.yaml); "
         "float32 keeps fp32 on every device; float64 is for numerical reference runs (parity checks against a float32 run; "
-        "CPU, slow)."
+        "CPU, slow).",
     )
     flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = option(
-        "auto", description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention.",
-        section="acceleration")
-    rope_scaling: Optional[Literal["linear", "dynamic", "yarn", "llama3"]] = option(
-        None, description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or cutoff_len).",
-        section="acceleration")
-    rope_scaling_target_len: Optional[int] = option(None, ge=1, description="Context length to reach with rope_scaling (default: cutoff_len).", section="acceleration")
+        "auto",
+        description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention.",
+        section="acceleration",
+    )
+    rope_scaling: Literal["linear", "dynamic", "yarn", "llama3"] | None = option(
+        None,
+        description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or cutoff_len).",
+        section="acceleration",
+    )
+    rope_scaling_target_len: int | None = option(
+        None,
+        ge=1,
+        description="Context length to reach with rope_scaling (default: cutoff_len).",
+        section="acceleration",
+    )
     gradient_checkpointing: Literal["auto", True, False] = option(
-        "auto", description="Recompute activations in the backward pass to save memory (about 25 % slower); auto = on unless "
+        "auto",
+        description="Recompute activations in the backward pass to save memory (about 25 % slower); auto = on unless "
         "the memory plan, made once the data is tokenized (at its longest training row), shows the run fits without it "
-        "with a wide margin (the decision is printed).", section="acceleration")
-    gradient_checkpointing_layers: Optional[int] = option(
-        None, ge=1, description="With gradient checkpointing: recompute only this many decoder layers (the lowest ones); "
+        "with a wide margin (the decision is printed).",
+        section="acceleration",
+    )
+    gradient_checkpointing_layers: int | None = option(
+        None,
+        ge=1,
+        description="With gradient checkpointing: recompute only this many decoder layers (the lowest ones); "
         "the others keep their activations and are not recomputed. Empty = all layers; auto sets it to the fewest that fit.",
-        section="acceleration")
+        section="acceleration",
+    )
     elementwise_recompute: bool = option(
-        True, description="Save recipes instead of the gated MLP's activation output and product and the RMSNorm outputs, "
+        True,
+        description="Save recipes instead of the gated MLP's activation output and product and the RMSNorm outputs, "
         "and recompute them in the backward pass (the same bits): about 45 % less activation memory per decoder layer that "
         "is not checkpointed, for a few element-wise ops. Off under torch_compile and enable_liger_kernel. On by default "
         "for a run on the CPU, where it was measured; off by default on a GPU, where it was never measured: set it true "
-        "there to opt in (train/decisions).", section="acceleration")
-    disable_gradient_checkpointing: bool = option(False, description="LLaMA-Factory's spelling of gradient_checkpointing: false.", section="acceleration")
-    enable_liger_kernel: bool = option(False, description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.", section="acceleration")
-    use_unsloth: bool = option(False, description="Use Unsloth's patched model (needs unsloth and a GPU).", section="acceleration")
-    quantization_bit: Optional[Literal[4, 8]] = option(None, description="Load the base model quantized to 4 or 8 bits (QLoRA; needs finetuning_type lora).", section="quantization")
-    quantization_method: Literal["bnb", "hqq", "eetq"] = option("bnb", description="Quantization library for quantization_bit.", section="quantization")
-    quantization_type: Literal["nf4", "fp4"] = option("nf4", description="4-bit data type for bitsandbytes.", section="quantization")
-    double_quantization: bool = option(True, description="Quantize the 4-bit scales too (bitsandbytes).", section="quantization")
+        "there to opt in (train/decisions).",
+        section="acceleration",
+    )
+    disable_gradient_checkpointing: bool = option(
+        False, description="LLaMA-Factory's spelling of gradient_checkpointing: false.", section="acceleration"
+    )
+    enable_liger_kernel: bool = option(
+        False,
+        description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.",
+        section="acceleration",
+    )
+    use_unsloth: bool = option(
+        False, description="Use Unsloth's patched model (needs unsloth and a GPU).", section="acceleration"
+    )
+    quantization_bit: Literal[4, 8] | None = option(
+        None,
+        description="Load the base model quantized to 4 or 8 bits (QLoRA; needs finetuning_type lora).",
+        section="quantization",
+    )
+    quantization_method: Literal["bnb", "hqq", "eetq"] = option(
+        "bnb", description="Quantization library for quantization_bit.", section="quantization"
+    )
+    quantization_type: Literal["nf4", "fp4"] = option(
+        "nf4", description="4-bit data type for bitsandbytes.", section="quantization"
+    )
+    double_quantization: bool = option(
+        True, description="Quantize the 4-bit scales too (bitsandbytes).", section="quantization"
+    )
     low_cpu_mem_usage: bool = Field(True, description="Load weights without a random-init copy in memory.")
-    allow_new_weights: bool = Field(False, description="Load a model folder whose weights do not all match its config.json's architecture: weights the folder lacks start random, weights it has no place for are dropped (for a model extended on purpose). Off: such a folder is refused, naming the keys.")
-    print_param_status: bool = Field(False, description="Print every parameter's name, shape, dtype and trainable flag after set-up.")
+    allow_new_weights: bool = Field(
+        False,
+        description="Load a model folder whose weights do not all match its config.json's architecture: weights the folder lacks start random, weights it has no place for are dropped (for a model extended on purpose). Off: such a folder is refused, naming the keys.",
+    )
+    print_param_status: bool = Field(
+        False, description="Print every parameter's name, shape, dtype and trainable flag after set-up."
+    )

@@ -27,9 +27,21 @@ from ...errors import ConfigError, DataError
 from ..dataset_info import outside_data_roots
 
 #: template name -> family module (under tunekit.data.mm_plugins)
-FAMILIES = {"qwen2_vl": "qwen2_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_nothink": "qwen3_vl", "qwen2_audio": "qwen2_audio"}
-FAMILIES.update({"llava": "llava", "llava_next": "llava_next", "llava_next_mistral": "llava_next",
-                 "llava_next_llama3": "llava_next", "gemma3": "gemma3"})
+FAMILIES = {
+    "qwen2_vl": "qwen2_vl",
+    "qwen3_vl": "qwen3_vl",
+    "qwen3_vl_nothink": "qwen3_vl",
+    "qwen2_audio": "qwen2_audio",
+}
+FAMILIES.update(
+    {
+        "llava": "llava",
+        "llava_next": "llava_next",
+        "llava_next_mistral": "llava_next",
+        "llava_next_llama3": "llava_next",
+        "gemma3": "gemma3",
+    }
+)
 FAMILIES.update({"smolvlm": "idefics3", "idefics3": "idefics3"})
 PLACEHOLDERS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
 
@@ -63,7 +75,7 @@ class MediaPlugin:
         raise NotImplementedError
 
 
-def model_type_of(path: str) -> tuple[Optional[str], bool]:
+def model_type_of(path: str) -> tuple[str | None, bool]:
     """``(model_type, has a vision/audio part)`` of the model at ``path`` (a local folder), or ``(None, False)``."""
     import json
 
@@ -97,7 +109,7 @@ def special_token_ids(path: str, tokens: tuple[str, ...], family: str) -> dict[s
     return ids
 
 
-def load_plugin(cfg, template_name: Optional[str]) -> Optional[MediaPlugin]:
+def load_plugin(cfg, template_name: str | None) -> MediaPlugin | None:
     """The family plugin for ``template_name`` loaded for ``cfg``'s model, or None for a text-only template.
 
     A vision-language model with a text-only template, or a multimodal template with a text-only model,
@@ -108,21 +120,30 @@ def load_plugin(cfg, template_name: Optional[str]) -> Optional[MediaPlugin]:
     module = FAMILIES.get(template_name or "")
     if module is None:
         if multimodal_model:
-            serving = [t for t, m in FAMILIES.items()
-                       if model_type in importlib.import_module(f"{__name__}.{m}").PLUGIN.MODEL_TYPES]
+            serving = [
+                t
+                for t, m in FAMILIES.items()
+                if model_type in importlib.import_module(f"{__name__}.{m}").PLUGIN.MODEL_TYPES
+            ]
             known = ", ".join(sorted(serving or FAMILIES))  # the templates of this model_type, else every one
-            raise ConfigError(f"template '{template_name}' is text-only, but {path} is a vision-language model "
-                              f"(model_type '{model_type}'): use its multimodal template ({known}), so images are "
-                              f"expanded into the model's image tokens.")
+            raise ConfigError(
+                f"template '{template_name}' is text-only, but {path} is a vision-language model "
+                f"(model_type '{model_type}'): use its multimodal template ({known}), so images are "
+                f"expanded into the model's image tokens."
+            )
         return None
     plugin_cls = importlib.import_module(f"{__name__}.{module}").PLUGIN
     if model_type is not None and model_type not in plugin_cls.MODEL_TYPES:
-        raise ConfigError(f"template '{template_name}' is for {', '.join(plugin_cls.MODEL_TYPES)} models, but {path} "
-                          f"has model_type '{model_type}': choose the template of this model (`tunekit templates`).")
+        raise ConfigError(
+            f"template '{template_name}' is for {', '.join(plugin_cls.MODEL_TYPES)} models, but {path} "
+            f"has model_type '{model_type}': choose the template of this model (`tunekit templates`)."
+        )
     if getattr(cfg, "use_audio_in_video", False) and not plugin_cls.AUDIO_IN_VIDEO:
-        raise ConfigError(f"use_audio_in_video is true, but the {plugin_cls.NAME} family reads no audio track from videos "
-                          f"(its videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
-                          f"such as Qwen2.5-Omni yet).")
+        raise ConfigError(
+            f"use_audio_in_video is true, but the {plugin_cls.NAME} family reads no audio track from videos "
+            f"(its videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
+            f"such as Qwen2.5-Omni yet)."
+        )
     return plugin_cls.load(cfg, path)
 
 
@@ -138,17 +159,23 @@ def resolve_media(paths: list[Any], kind: str, root: Path, where: str) -> list[s
         if not isinstance(value, str) or not value:
             raise DataError(f"{where}: {kind}[{j}] must be a file path (string), found {str(value)[:80]!r}.")
         if value.startswith(("http://", "https://", "data:")):
-            raise DataError(f"{where}: {kind}[{j}] is a URL ({value[:80]}); tunekit reads local media files only: "
-                            f"download it and give its path (relative to media_dir / dataset_dir).")
+            raise DataError(
+                f"{where}: {kind}[{j}] is a URL ({value[:80]}); tunekit reads local media files only: "
+                f"download it and give its path (relative to media_dir / dataset_dir)."
+            )
         p = Path(value).expanduser()
         full = p if p.is_absolute() else root / p
         if not full.is_file():
-            raise DataError(f"{where}: {kind}[{j}] '{value}' not found (looked for {full}). Fix the path, or set "
-                            f"media_dir to the folder the paths are relative to.")
+            raise DataError(
+                f"{where}: {kind}[{j}] '{value}' not found (looked for {full}). Fix the path, or set "
+                f"media_dir to the folder the paths are relative to."
+            )
         roots = outside_data_roots(full)
         if roots is not None:  # a job of the web board: media as confined as the data files that name them
-            raise DataError(f"{where}: {kind}[{j}] '{value}' is outside the folders this job may read "
-                            f"({', '.join(map(str, roots))}) or hidden: keep media files inside them.")
+            raise DataError(
+                f"{where}: {kind}[{j}] '{value}' is outside the folders this job may read "
+                f"({', '.join(map(str, roots))}) or hidden: keep media files inside them."
+            )
         out.append(str(full.resolve()))
     return out
 
@@ -158,7 +185,9 @@ def require_av(where: str, what: str):
     try:
         import av
     except ImportError:
-        raise DataError(f"{where}: reading {what} needs PyAV: pip install -e \".[vision]\" (or pip install av).") from None
+        raise DataError(
+            f'{where}: reading {what} needs PyAV: pip install -e ".[vision]" (or pip install av).'
+        ) from None
     return av
 
 
@@ -171,5 +200,7 @@ def open_image(path: str, where: str):
             img.load()
             return img.convert("RGB")
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise DataError(f"{where}: image {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
-                        f"corrupt or not an image. Replace it, or remove the record.") from None
+        raise DataError(
+            f"{where}: image {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
+            f"corrupt or not an image. Replace it, or remove the record."
+        ) from None

@@ -23,8 +23,10 @@ def read_audio(path: str, where: str, sampling_rate: int):
             chunks = [g.to_ndarray() for frame in container.decode(stream) for g in resampler.resample(frame)]
             chunks += [g.to_ndarray() for g in resampler.resample(None)]
     except (av.error.FFmpegError, IndexError, OSError, ValueError) as exc:
-        raise DataError(f"{where}: audio {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
-                        f"corrupt or not an audio file. Replace it, or remove the record.") from None
+        raise DataError(
+            f"{where}: audio {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
+            f"corrupt or not an audio file. Replace it, or remove the record."
+        ) from None
     if not chunks or sum(c.shape[1] for c in chunks) == 0:
         raise DataError(f"{where}: audio {path} has no samples.")
     return np.concatenate(chunks, axis=1).mean(axis=0).astype(np.float32)

@@ -18,18 +18,20 @@ A subclass says how a placeholder is written out (``expand``) and which processo
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from ...errors import DataError
 from . import MediaPlugin, open_image
 
 
-def fit_pixels(image, min_pixels: Optional[int], max_pixels: Optional[int]):
+def fit_pixels(image, min_pixels: int | None, max_pixels: int | None):
     """LLaMA-Factory's resize before the processor: scale down to ``max_pixels`` / up to ``min_pixels`` (area); a
     limit that is None (the option unset: the processor's own rule alone, as at inference) is not applied."""
     area = image.width * image.height
-    for limit, outside in ((max_pixels, max_pixels is not None and area > max_pixels),
-                           (min_pixels, min_pixels is not None and area < min_pixels)):
+    for limit, outside in (
+        (max_pixels, max_pixels is not None and area > max_pixels),
+        (min_pixels, min_pixels is not None and area < min_pixels),
+    ):
         if outside:
             factor = math.sqrt(limit / area)
             image = image.resize((max(1, int(image.width * factor)), max(1, int(image.height * factor))))
@@ -37,13 +39,15 @@ def fit_pixels(image, min_pixels: Optional[int], max_pixels: Optional[int]):
     return image
 
 
-def pixel_limits(cfg, path: str) -> tuple[Optional[int], Optional[int]]:
+def pixel_limits(cfg, path: str) -> tuple[int | None, int | None]:
     """``(image_min_pixels, image_max_pixels)`` of a family whose processor has no pixel limits: None unless set (an
     option that is set resizes images before the processor, which the run says once)."""
     from .settings import choose
 
-    return (choose(cfg, "image_min_pixels", None, path, "pixel limit (none: images as they are)"),
-            choose(cfg, "image_max_pixels", None, path, "pixel limit (none: images as they are)"))
+    return (
+        choose(cfg, "image_min_pixels", None, path, "pixel limit (none: images as they are)"),
+        choose(cfg, "image_max_pixels", None, path, "pixel limit (none: images as they are)"),
+    )
 
 
 class ProcessorPlugin(MediaPlugin):
@@ -53,7 +57,7 @@ class ProcessorPlugin(MediaPlugin):
     #: image-processor outputs the model takes (the rest, e.g. Gemma 3's ``num_crops``, are dropped)
     MODEL_INPUTS: ClassVar[tuple[str, ...]] = ("pixel_values",)
 
-    def __init__(self, processor, min_pixels: Optional[int], max_pixels: Optional[int]):
+    def __init__(self, processor, min_pixels: int | None, max_pixels: int | None):
         self.processor = processor
         self.min_pixels, self.max_pixels = min_pixels, max_pixels
         self.image_token = self.media_token(processor)  # the token a placeholder is repeated as
@@ -65,24 +69,32 @@ class ProcessorPlugin(MediaPlugin):
         return processor.image_token
 
     @classmethod
-    def load(cls, cfg, path: str) -> "ProcessorPlugin":
+    def load(cls, cfg, path: str) -> ProcessorPlugin:
         from pathlib import Path
 
         from transformers import AutoProcessor
 
         folder = Path(path)
-        if folder.is_dir() and not any((folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")):
-            raise DataError(f"{path} has no image processor (processor_config.json or preprocessor_config.json), which "
-                            f"the {cls.NAME} family needs: copy the files of the base model's processor into the folder "
-                            f"(AutoProcessor.from_pretrained(base).save_pretrained(folder)).")
+        if folder.is_dir() and not any(
+            (folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")
+        ):
+            raise DataError(
+                f"{path} has no image processor (processor_config.json or preprocessor_config.json), which "
+                f"the {cls.NAME} family needs: copy the files of the base model's processor into the folder "
+                f"(AutoProcessor.from_pretrained(base).save_pretrained(folder))."
+            )
         try:
             processor = AutoProcessor.from_pretrained(path)
         except (OSError, ValueError, ImportError) as exc:
-            raise DataError(f"{path}: the {cls.NAME} processor cannot be loaded (processor_config.json / "
-                            f"preprocessor_config.json + tokenizer): {str(exc)[:240]}") from None
+            raise DataError(
+                f"{path}: the {cls.NAME} processor cannot be loaded (processor_config.json / "
+                f"preprocessor_config.json + tokenizer): {str(exc)[:240]}"
+            ) from None
         if type(processor).__name__ != cls.PROCESSOR:
-            raise DataError(f"{path} has the processor {type(processor).__name__}, but template '{cfg.template}' "
-                            f"is for {cls.PROCESSOR} models: choose the template of this model (`tunekit templates`).")
+            raise DataError(
+                f"{path} has the processor {type(processor).__name__}, but template '{cfg.template}' "
+                f"is for {cls.PROCESSOR} models: choose the template of this model (`tunekit templates`)."
+            )
         plugin = cls(processor, *pixel_limits(cfg, path))
         if plugin.image_token_id in (None, processor.tokenizer.unk_token_id):
             raise DataError(f"the tokenizer of {path} has no token {plugin.image_token}: is it a {cls.NAME} model?")

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
-from .hf_processor import ProcessorPlugin, fit_pixels, pixel_limits
 from . import open_image
+from .hf_processor import ProcessorPlugin, fit_pixels, pixel_limits
 
 GRID = 1000  # image_token_counts' code: rows * GRID + cols
 MARKERS = ("<fake_token_around_image>", "<global-img>")
@@ -57,8 +57,14 @@ class SmolVLMLayout:
 
         rows = [r for row in image_inputs["rows"] for r in row][image_idx]
         cols = [c for col in image_inputs["cols"] for c in col][image_idx]
-        return get_image_prompt_string(rows, cols, self.image_seq_len, fake_token_around_image=MARKERS[0],
-                                       image_token=self.image_token, global_image_token=MARKERS[1])
+        return get_image_prompt_string(
+            rows,
+            cols,
+            self.image_seq_len,
+            fake_token_around_image=MARKERS[0],
+            image_token=self.image_token,
+            global_image_token=MARKERS[1],
+        )
 
 
 class Idefics3Plugin(ProcessorPlugin):
@@ -80,7 +86,7 @@ class Idefics3Plugin(ProcessorPlugin):
         return (template == "idefics3") == idefics3
 
     @classmethod
-    def load(cls, cfg, path: str) -> "Idefics3Plugin":
+    def load(cls, cfg, path: str) -> Idefics3Plugin:
         folder = Path(path)
         model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
         if model_type != "smolvlm":
@@ -90,10 +96,16 @@ class Idefics3Plugin(ProcessorPlugin):
 
         proc_file = folder / "processor_config.json"
         if not proc_file.is_file() or not (folder / "preprocessor_config.json").is_file():
-            raise DataError(f"{path} lacks processor_config.json or preprocessor_config.json, which the SmolVLM family "
-                            f"needs (image_seq_len, the image processor): copy them from the base model's folder.")
-        seq_len = json.loads(proc_file.read_text(encoding="utf-8")).get("image_seq_len", 169)  # SmolVLMProcessor's default
-        layout = SmolVLMLayout(AutoTokenizer.from_pretrained(path), SmolVLMImageProcessorPil.from_pretrained(path), seq_len)
+            raise DataError(
+                f"{path} lacks processor_config.json or preprocessor_config.json, which the SmolVLM family "
+                f"needs (image_seq_len, the image processor): copy them from the base model's folder."
+            )
+        seq_len = json.loads(proc_file.read_text(encoding="utf-8")).get(
+            "image_seq_len", 169
+        )  # SmolVLMProcessor's default
+        layout = SmolVLMLayout(
+            AutoTokenizer.from_pretrained(path), SmolVLMImageProcessorPil.from_pretrained(path), seq_len
+        )
         plugin = cls(layout, *pixel_limits(cfg, path))
         if plugin.image_token_id in (None, layout.tokenizer.unk_token_id):
             raise DataError(f"the tokenizer of {path} has no token <image>: is it a SmolVLM model?")

@@ -38,7 +38,11 @@ class LlavaNextPlugin(LlavaPlugin):
     #: template -> the language models (``text_config.model_type``) it is the chat format of
     TEXT_MODEL_TYPES = {"llava_next": ("llama",), "llava_next_mistral": ("mistral",), "llava_next_llama3": ("llama",)}
     #: template -> text its official chat template holds (tells Vicuna's from Llama 3's, both on ``llama``)
-    CHAT_MARKERS = {"llava_next": "ASSISTANT:", "llava_next_mistral": "[INST]", "llava_next_llama3": "<|start_header_id|>"}
+    CHAT_MARKERS = {
+        "llava_next": "ASSISTANT:",
+        "llava_next_mistral": "[INST]",
+        "llava_next_llama3": "<|start_header_id|>",
+    }
     #: template -> (after each image's tokens, before the text, between text pieces): the official template's rule
     LAYOUT = {"llava_next": ("\n", "", " "), "llava_next_mistral": ("\n", "", ""), "llava_next_llama3": ("", "\n", "")}
 
@@ -50,15 +54,17 @@ class LlavaNextPlugin(LlavaPlugin):
         return (text_type is None or text_type in types) and (not chat_template or marker in chat_template)
 
     @classmethod
-    def load(cls, cfg, path: str) -> "LlavaNextPlugin":
+    def load(cls, cfg, path: str) -> LlavaNextPlugin:
         plugin = super().load(cfg, path)
         text_type, chat_template = text_model_type(path), getattr(plugin.processor, "chat_template", None)
         if not cls.fits(cfg.template, text_type, chat_template):
             fits = [t for t in cls.TEMPLATES if cls.fits(t, text_type, chat_template)]
             fix = f"set template: {fits[0]}" if fits else "no tunekit template has its chat format yet"
-            raise ConfigError(f"template '{cfg.template}' is the chat format of LLaVA-NeXT on "
-                              f"{'/'.join(cls.TEXT_MODEL_TYPES[cfg.template])} ({VARIANT[cfg.template]}), but {path} is "
-                              f"LLaVA-NeXT on {text_type} whose chat template is not that one: {fix}.")
+            raise ConfigError(
+                f"template '{cfg.template}' is the chat format of LLaVA-NeXT on "
+                f"{'/'.join(cls.TEXT_MODEL_TYPES[cfg.template])} ({VARIANT[cfg.template]}), but {path} is "
+                f"LLaVA-NeXT on {text_type} whose chat template is not that one: {fix}."
+            )
         plugin.layout = cls.LAYOUT[cfg.template]
         return plugin
 

@@ -46,7 +46,7 @@ class Qwen2AudioPlugin(MediaPlugin):
         self.sampling_rate = sampling_rate
 
     @classmethod
-    def load(cls, cfg, path: str) -> "Qwen2AudioPlugin":
+    def load(cls, cfg, path: str) -> Qwen2AudioPlugin:
         from transformers import WhisperFeatureExtractor
 
         feature_extractor = from_preprocessor_config(WhisperFeatureExtractor, path, "feature extractor", "Qwen2-Audio")
@@ -54,22 +54,31 @@ class Qwen2AudioPlugin(MediaPlugin):
 
         rate = set_options(cfg).get("audio_sampling_rate") or feature_extractor.sampling_rate  # unset: the extractor's
         if feature_extractor.sampling_rate != rate:
-            raise DataError(f"audio_sampling_rate is {rate} Hz but the feature extractor of {path} works at "
-                            f"{feature_extractor.sampling_rate} Hz: remove audio_sampling_rate (the feature extractor's "
-                            f"rate is the default) or set it to {feature_extractor.sampling_rate}.")
+            raise DataError(
+                f"audio_sampling_rate is {rate} Hz but the feature extractor of {path} works at "
+                f"{feature_extractor.sampling_rate} Hz: remove audio_sampling_rate (the feature extractor's "
+                f"rate is the default) or set it to {feature_extractor.sampling_rate}."
+            )
         ids = special_token_ids(path, (AUDIO, AUDIO_BOS, AUDIO_EOS), "Qwen2-Audio")
         return cls(feature_extractor, ids, rate)
 
     def features(self, paths: list[str], where: str = "") -> dict[str, Any]:
         """``input_features`` and ``feature_attention_mask`` of the audio files, as ``Qwen2AudioProcessor`` makes them."""
         audios = [read_audio(p, where or p, self.sampling_rate) for p in paths]
-        out = self.feature_extractor(audios, sampling_rate=self.sampling_rate, return_attention_mask=True,
-                                     padding="max_length", return_tensors="pt")
+        out = self.feature_extractor(
+            audios,
+            sampling_rate=self.sampling_rate,
+            return_attention_mask=True,
+            padding="max_length",
+            return_tensors="pt",
+        )
         return {"input_features": out["input_features"], "feature_attention_mask": out["attention_mask"]}
 
     def audio_expansions(self, paths: list[str], where: str) -> list[str]:
         frames = self.features(paths, where)["feature_attention_mask"].sum(-1).tolist()
-        return [f"Audio {k + 1}: {AUDIO_BOS}{AUDIO * audio_token_count(int(n))}{AUDIO_EOS}\n" for k, n in enumerate(frames)]
+        return [
+            f"Audio {k + 1}: {AUDIO_BOS}{AUDIO * audio_token_count(int(n))}{AUDIO_EOS}\n" for k, n in enumerate(frames)
+        ]
 
     def image_token_counts(self, paths: list[str], where: str) -> list[int]:
         return []  # images are refused before (MEDIA)

@@ -24,9 +24,16 @@ from .video import VideoClip, VideoSpec, batch_videos, qwen2_resize, read_clip, 
 
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"
 #: ``Qwen2VLVideoProcessor``'s class defaults (a folder's saved video/image processor config overrides them)
-VIDEO_DEFAULTS = dict(min_pixels=128 * 28 * 28, max_pixels=28 * 28 * 768, patch_size=14, temporal_patch_size=2,
-                      merge_size=2, image_mean=(0.48145466, 0.4578275, 0.40821073),
-                      image_std=(0.26862954, 0.26130258, 0.27577711), rescale_factor=1 / 255)
+VIDEO_DEFAULTS = dict(
+    min_pixels=128 * 28 * 28,
+    max_pixels=28 * 28 * 768,
+    patch_size=14,
+    temporal_patch_size=2,
+    merge_size=2,
+    image_mean=(0.48145466, 0.4578275, 0.40821073),
+    image_std=(0.26862954, 0.26130258, 0.27577711),
+    rescale_factor=1 / 255,
+)
 
 
 class Qwen2VLPlugin(MediaPlugin):
@@ -40,8 +47,15 @@ class Qwen2VLPlugin(MediaPlugin):
     VIDEO_DEFAULTS = VIDEO_DEFAULTS
     resize_rule = staticmethod(qwen2_resize)
 
-    def __init__(self, image_processor, token_ids: dict[str, int], size: dict[str, int],
-                 video_spec: VideoSpec = None, video_options: dict[str, Any] = None, model_type: str = ""):
+    def __init__(
+        self,
+        image_processor,
+        token_ids: dict[str, int],
+        size: dict[str, int],
+        video_spec: VideoSpec = None,
+        video_options: dict[str, Any] = None,
+        model_type: str = "",
+    ):
         self.image_processor = image_processor
         self.token_ids = token_ids
         self.size = size  # {"shortest_edge": min pixels, "longest_edge": max pixels} (mm_plugins.settings)
@@ -50,7 +64,7 @@ class Qwen2VLPlugin(MediaPlugin):
         self.model_type = model_type
 
     @classmethod
-    def load(cls, cfg, path: str) -> "Qwen2VLPlugin":
+    def load(cls, cfg, path: str) -> Qwen2VLPlugin:
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
         from . import model_type_of
@@ -59,8 +73,14 @@ class Qwen2VLPlugin(MediaPlugin):
         image_processor = from_preprocessor_config(Qwen2VLImageProcessorPil, path, "image processor", "Qwen2-VL")
         ids = special_token_ids(path, (VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD), "Qwen2-VL")
         size = image_limits(cfg, dict(image_processor.size), path)  # the folder's, unless image_*_pixels are set
-        return cls(image_processor, ids, size, VideoSpec.load(path, cls.VIDEO_DEFAULTS), video_options(cfg, path),
-                   model_type_of(path)[0] or "")
+        return cls(
+            image_processor,
+            ids,
+            size,
+            VideoSpec.load(path, cls.VIDEO_DEFAULTS),
+            video_options(cfg, path),
+            model_type_of(path)[0] or "",
+        )
 
     def process_images(self, images: list[Any]) -> dict[str, Any]:
         return self.image_processor(images=images, size=self.size, return_tensors="pt")
@@ -69,7 +89,7 @@ class Qwen2VLPlugin(MediaPlugin):
         if not paths:
             return []
         grids = self.process_images([open_image(p, where) for p in paths])["image_grid_thw"]
-        merge = self.image_processor.merge_size ** 2
+        merge = self.image_processor.merge_size**2
         return [int(g.prod()) // merge for g in grids]
 
     def expand(self, text: str, counts: list[int], start: int) -> tuple[str, int]:
@@ -103,8 +123,14 @@ class Qwen2VLPlugin(MediaPlugin):
             data = self.process_images([open_image(p, p) for p in paths])
             out["pixel_values"], out["image_grid_thw"] = data["pixel_values"], data["image_grid_thw"]
         if videos:
-            out.update(batch_videos([self.clip(p, p) for p in videos], self.video_spec, self.resize_rule,
-                                    seconds_per_grid=self.model_type == "qwen2_5_vl"))
+            out.update(
+                batch_videos(
+                    [self.clip(p, p) for p in videos],
+                    self.video_spec,
+                    self.resize_rule,
+                    seconds_per_grid=self.model_type == "qwen2_5_vl",
+                )
+            )
         types = (input_ids == self.token_ids[IMAGE_PAD]).long() + 2 * (input_ids == self.token_ids[VIDEO_PAD]).long()
         out["mm_token_type_ids"] = types
         return out

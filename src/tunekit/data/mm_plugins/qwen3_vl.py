@@ -20,8 +20,16 @@ from .qwen2_vl import VIDEO_PAD, VISION_END, VISION_START, Qwen2VLPlugin
 from .video import VideoClip, qwen3_resize, video_grid
 
 #: ``Qwen3VLVideoProcessor``'s class defaults (a folder's saved video processor config overrides them)
-VIDEO_DEFAULTS = dict(min_pixels=128 * 32 * 32, max_pixels=32 * 32 * 768, patch_size=16, temporal_patch_size=2,
-                      merge_size=2, image_mean=(0.5, 0.5, 0.5), image_std=(0.5, 0.5, 0.5), rescale_factor=1 / 255)
+VIDEO_DEFAULTS = dict(
+    min_pixels=128 * 32 * 32,
+    max_pixels=32 * 32 * 768,
+    patch_size=16,
+    temporal_patch_size=2,
+    merge_size=2,
+    image_mean=(0.5, 0.5, 0.5),
+    image_std=(0.5, 0.5, 0.5),
+    rescale_factor=1 / 255,
+)
 
 
 def frame_timestamps(clip: VideoClip, temporal_patch_size: int) -> list[float]:
@@ -36,8 +44,12 @@ class Qwen3VLPlugin(Qwen2VLPlugin):
     NAME = "qwen3_vl"
     TEMPLATES = ("qwen3_vl", "qwen3_vl_nothink")
     MODEL_TYPES = ("qwen3_vl",)
-    VISION_TOWER = ("model.visual.patch_embed", "model.visual.pos_embed", "model.visual.blocks",
-                    "model.visual.deepstack_merger_list")
+    VISION_TOWER = (
+        "model.visual.patch_embed",
+        "model.visual.pos_embed",
+        "model.visual.blocks",
+        "model.visual.deepstack_merger_list",
+    )
     PROJECTOR = ("model.visual.merger",)
     LANGUAGE_MODEL = ("model.language_model", "lm_head")
     MEDIA = ("images", "videos")
@@ -47,7 +59,7 @@ class Qwen3VLPlugin(Qwen2VLPlugin):
     def video_text(self, clip: VideoClip) -> str:
         spec = self.video_spec
         t, h, w = video_grid(clip, spec, self.resize_rule)
-        frame = VISION_START + VIDEO_PAD * (h * w // spec.merge_size ** 2) + VISION_END
+        frame = VISION_START + VIDEO_PAD * (h * w // spec.merge_size**2) + VISION_END
         return "".join(f"<{s:.1f} seconds>" + frame for s in frame_timestamps(clip, spec.temporal_patch_size)[:t])
 
 

@@ -26,14 +26,21 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ...errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-MEDIA_OPTIONS = ("image_min_pixels", "image_max_pixels", "video_min_pixels", "video_max_pixels", "video_fps",
-                 "video_maxlen", "audio_sampling_rate")
+MEDIA_OPTIONS = (
+    "image_min_pixels",
+    "image_max_pixels",
+    "video_min_pixels",
+    "video_max_pixels",
+    "video_fps",
+    "video_maxlen",
+    "audio_sampling_rate",
+)
 #: the video processors' class defaults of ``fps`` / ``max_frames`` (Qwen2VLVideoProcessor, Qwen3VLVideoProcessor)
 VIDEO_FPS, VIDEO_MAX_FRAMES = 2.0, 768
 _said: set[tuple] = set()  # overrides already reported in this process
@@ -83,10 +90,20 @@ def choose(cfg, option: str, folder_value: Any, path: str, what: str) -> Any:
         key = (option, value, folder_value, str(path))
         if key not in _said:
             _said.add(key)
-            fix = (f"unset {option} to use the processor's" if own is not None else
-                   f"as the adapter was trained (its tunekit_config.yaml); set {option} to change it")
-            logger.warning("%s: %s is used instead of the model processor's %s (%s in %s); %s.", option, value, what,
-                           _shown(folder_value), path, fix)
+            fix = (
+                f"unset {option} to use the processor's"
+                if own is not None
+                else f"as the adapter was trained (its tunekit_config.yaml); set {option} to change it"
+            )
+            logger.warning(
+                "%s: %s is used instead of the model processor's %s (%s in %s); %s.",
+                option,
+                value,
+                what,
+                _shown(folder_value),
+                path,
+                fix,
+            )
     return value
 
 
@@ -96,12 +113,14 @@ def image_limits(cfg, size: dict, path: str) -> dict[str, int]:
     low = choose(cfg, "image_min_pixels", size.get("shortest_edge", size.get("min_pixels")), path, "min_pixels")
     high = choose(cfg, "image_max_pixels", size.get("longest_edge", size.get("max_pixels")), path, "max_pixels")
     if low is not None and high is not None and low > high:
-        raise ConfigError(f"image_min_pixels {low} is larger than image_max_pixels {high} (one of them the processor's "
-                          f"in {path}): set both, or lower image_min_pixels / raise image_max_pixels.")
+        raise ConfigError(
+            f"image_min_pixels {low} is larger than image_max_pixels {high} (one of them the processor's "
+            f"in {path}): set both, or lower image_min_pixels / raise image_max_pixels."
+        )
     return {"shortest_edge": low, "longest_edge": high}
 
 
-def saved_video_config(folder: Optional[str]) -> dict[str, Any]:
+def saved_video_config(folder: str | None) -> dict[str, Any]:
     """The saved video processor settings of ``folder`` (``video_preprocessor_config.json``, else
     ``preprocessor_config.json``, as transformers looks them up); empty without one."""
     for name in ("video_preprocessor_config.json", "preprocessor_config.json"):
@@ -115,13 +134,15 @@ def video_options(cfg, path: str) -> dict[str, Any]:
     """``read_clip``'s keyword arguments: fps and frame limit (the folder's video processor, else the class's) and the
     per-frame pixel limits (none unless set)."""
     saved = saved_video_config(path)
-    return dict(fps=choose(cfg, "video_fps", float(saved.get("fps") or VIDEO_FPS), path, "fps"),
-                maxlen=choose(cfg, "video_maxlen", int(saved.get("max_frames") or VIDEO_MAX_FRAMES), path, "max_frames"),
-                max_pixels=choose(cfg, "video_max_pixels", None, path, "per-frame limit"),
-                min_pixels=choose(cfg, "video_min_pixels", None, path, "per-frame limit"))
+    return dict(
+        fps=choose(cfg, "video_fps", float(saved.get("fps") or VIDEO_FPS), path, "fps"),
+        maxlen=choose(cfg, "video_maxlen", int(saved.get("max_frames") or VIDEO_MAX_FRAMES), path, "max_frames"),
+        max_pixels=choose(cfg, "video_max_pixels", None, path, "per-frame limit"),
+        min_pixels=choose(cfg, "video_min_pixels", None, path, "per-frame limit"),
+    )
 
 
-def used_settings(cfg, folder: Optional[str], qwen: bool) -> dict[str, Any]:
+def used_settings(cfg, folder: str | None, qwen: bool) -> dict[str, Any]:
     """The image and video options as a run on ``folder`` uses them (for ``tunekit plan``, which loads no processor):
     ``qwen``: the family has Qwen-VL's image pixel limits (else the image limits are the options, None when unset)."""
     given = set_options(cfg)
@@ -132,8 +153,13 @@ def used_settings(cfg, folder: Optional[str], qwen: bool) -> dict[str, Any]:
         if file is not None and file.is_file():
             data = json.loads(file.read_text(encoding="utf-8"))
             size = dict(data.get("size") or {})
-            size.update({("shortest_edge" if k == "min_pixels" else "longest_edge"): data[k]
-                         for k in ("min_pixels", "max_pixels") if k in data})
+            size.update(
+                {
+                    ("shortest_edge" if k == "min_pixels" else "longest_edge"): data[k]
+                    for k in ("min_pixels", "max_pixels")
+                    if k in data
+                }
+            )
         if not size:  # Qwen2VLImageProcessorPil's class default
             size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280}
         limits = image_limits(cfg, size, str(folder))

@@ -22,8 +22,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ...errors import DataError
 from . import require_av
@@ -58,7 +59,7 @@ def sample_indices(total_frames: int, duration_s: float, fps: float, maxlen: int
     return [int(i) for i in np.linspace(0, total_frames - 1, n).astype(np.int32)]
 
 
-def regularize_frame(image, max_pixels: Optional[int], min_pixels: Optional[int]):
+def regularize_frame(image, max_pixels: int | None, min_pixels: int | None):
     """One frame scaled into ``min_pixels`` .. ``max_pixels`` (LLaMA-Factory's ``_preprocess_image``; a limit that is
     None, ``video_*_pixels`` unset, leaves the frame as it is), then Qwen2-VL's guards: both sides at least 28 pixels,
     aspect ratio at most 200 (``Qwen2VLPlugin._preprocess_image``)."""
@@ -77,8 +78,9 @@ def regularize_frame(image, max_pixels: Optional[int], min_pixels: Optional[int]
     return image.convert("RGB") if image.mode != "RGB" else image
 
 
-def read_clip(path: str, where: str, fps: float, maxlen: int, max_pixels: Optional[int] = None,
-              min_pixels: Optional[int] = None) -> VideoClip:
+def read_clip(
+    path: str, where: str, fps: float, maxlen: int, max_pixels: int | None = None, min_pixels: int | None = None
+) -> VideoClip:
     """Decode ``path`` with PyAV (the ``vision`` extra), sample and regularise its frames (see the module docstring)."""
     av = require_av(where, "videos")
     try:
@@ -89,14 +91,18 @@ def read_clip(path: str, where: str, fps: float, maxlen: int, max_pixels: Option
             else:
                 duration = (container.duration or 0) / av.time_base
             total = stream.frames or sum(1 for _ in container.decode(stream))
-            average_fps = float(stream.average_rate) if stream.average_rate else (total / duration if duration else 1.0)
+            average_fps = (
+                float(stream.average_rate) if stream.average_rate else (total / duration if duration else 1.0)
+            )
             container.seek(0)
             wanted = sample_indices(total, duration, fps, maxlen) if total else []
             keep = set(wanted)
             decoded = {i: f.to_image() for i, f in enumerate(container.decode(stream)) if i in keep}
     except (av.error.FFmpegError, IndexError, OSError, ValueError) as exc:
-        raise DataError(f"{where}: video {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
-                        f"corrupt or not a video. Replace it, or remove the record.") from None
+        raise DataError(
+            f"{where}: video {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
+            f"corrupt or not a video. Replace it, or remove the record."
+        ) from None
     indices = [i for i in wanted if i in decoded]
     if not indices:
         raise DataError(f"{where}: video {path} has no frames.")
@@ -120,7 +126,7 @@ class VideoSpec:
     rescale_factor: float = 1 / 255
 
     @classmethod
-    def load(cls, folder: str, defaults: dict[str, Any]) -> "VideoSpec":
+    def load(cls, folder: str, defaults: dict[str, Any]) -> VideoSpec:
         """The spec saved in ``folder`` (``video_preprocessor_config.json``, else ``preprocessor_config.json``, as
         transformers' ``BaseVideoProcessor.from_pretrained`` looks them up), missing keys from ``defaults``."""
         saved: dict[str, Any] = {}
@@ -132,14 +138,18 @@ class VideoSpec:
         size = saved.get("size") or {}
         values = {**defaults, **{k: saved[k] for k in defaults if k in saved}}
         # Qwen2-VL checkpoints write min_pixels / max_pixels (top level, or in an old-style size dict), newer ones size
-        values["min_pixels"] = saved.get("min_pixels", size.get("shortest_edge", size.get("min_pixels", defaults["min_pixels"])))
-        values["max_pixels"] = saved.get("max_pixels", size.get("longest_edge", size.get("max_pixels", defaults["max_pixels"])))
+        values["min_pixels"] = saved.get(
+            "min_pixels", size.get("shortest_edge", size.get("min_pixels", defaults["min_pixels"]))
+        )
+        values["max_pixels"] = saved.get(
+            "max_pixels", size.get("longest_edge", size.get("max_pixels", defaults["max_pixels"]))
+        )
         values["image_mean"], values["image_std"] = tuple(values["image_mean"]), tuple(values["image_std"])
         return cls(**values)
 
     def tokens(self, grid: tuple[int, int, int]) -> int:
         """Tokens of a video grid: ``t * h * w / merge_size²`` (the processors' ``replace_video_token``)."""
-        return grid[0] * grid[1] * grid[2] // self.merge_size ** 2
+        return grid[0] * grid[1] * grid[2] // self.merge_size**2
 
 
 #: the family's resize rule: (num_frames, height, width, spec) -> (resized height, resized width)
@@ -150,8 +160,9 @@ def qwen2_resize(num_frames: int, height: int, width: int, spec: VideoSpec) -> t
     """Qwen2-VL / Qwen2.5-VL: ``smart_resize`` of one frame (``Qwen2VLVideoProcessor.resize``, no per-frame cap)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
-    return smart_resize(height, width, factor=spec.patch_size * spec.merge_size, min_pixels=spec.min_pixels,
-                        max_pixels=spec.max_pixels)
+    return smart_resize(
+        height, width, factor=spec.patch_size * spec.merge_size, min_pixels=spec.min_pixels, max_pixels=spec.max_pixels
+    )
 
 
 def qwen3_resize(num_frames: int, height: int, width: int, spec: VideoSpec) -> tuple[int, int]:
@@ -163,7 +174,9 @@ def qwen3_resize(num_frames: int, height: int, width: int, spec: VideoSpec) -> t
         scale = max(factor / height, factor / width)
         height, width = int(height * scale), int(width * scale)
     if max(height, width) / min(height, width) > 200:
-        raise ValueError(f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}")
+        raise ValueError(
+            f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}"
+        )
     h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
     t_bar = round(num_frames / temporal) * temporal
     if t_bar * h_bar * w_bar > spec.max_pixels:
@@ -193,10 +206,17 @@ def video_patches(frames: list, spec: VideoSpec, rule: ResizeRule):
     height, width = rule(t, frames[0].height, frames[0].width, spec)
     mean = np.asarray(spec.image_mean, dtype=np.float32)[:, None, None]
     std = np.asarray(spec.image_std, dtype=np.float32)[:, None, None]
-    video = np.stack([
-        (np.asarray(f.resize((width, height), Image.Resampling.BICUBIC), dtype=np.float32).transpose(2, 0, 1)
-         * np.float32(spec.rescale_factor) - mean) / std
-        for f in frames])
+    video = np.stack(
+        [
+            (
+                np.asarray(f.resize((width, height), Image.Resampling.BICUBIC), dtype=np.float32).transpose(2, 0, 1)
+                * np.float32(spec.rescale_factor)
+                - mean
+            )
+            / std
+            for f in frames
+        ]
+    )
     tp, p, m = spec.temporal_patch_size, spec.patch_size, spec.merge_size
     if pad := -t % tp:
         video = np.concatenate([video, np.repeat(video[-1:], pad, axis=0)])
@@ -207,8 +227,9 @@ def video_patches(frames: list, spec: VideoSpec, rule: ResizeRule):
     return np.ascontiguousarray(patches.reshape(gt * gh * gw, channel * tp * p * p)), (gt, gh, gw)
 
 
-def batch_videos(clips: list[VideoClip], spec: VideoSpec, rule: ResizeRule,
-                 seconds_per_grid: Optional[bool] = False) -> dict[str, Any]:
+def batch_videos(
+    clips: list[VideoClip], spec: VideoSpec, rule: ResizeRule, seconds_per_grid: bool | None = False
+) -> dict[str, Any]:
     """Model inputs of a batch's clips (in order): ``pixel_values_videos``, ``video_grid_thw`` and, for Qwen2.5-VL,
     ``second_per_grid_ts`` = ``temporal_patch_size / sampled fps`` per video (LLaMA-Factory's rule)."""
     import numpy as np
@@ -217,8 +238,10 @@ def batch_videos(clips: list[VideoClip], spec: VideoSpec, rule: ResizeRule,
     if not clips:
         return {}
     pieces = [video_patches(c.frames, spec, rule) for c in clips]
-    out = {"pixel_values_videos": torch.from_numpy(np.concatenate([p for p, _ in pieces])),
-           "video_grid_thw": torch.tensor([g for _, g in pieces], dtype=torch.long)}
+    out = {
+        "pixel_values_videos": torch.from_numpy(np.concatenate([p for p, _ in pieces])),
+        "video_grid_thw": torch.tensor([g for _, g in pieces], dtype=torch.long),
+    }
     if seconds_per_grid:
         out["second_per_grid_ts"] = torch.tensor([spec.temporal_patch_size / c.sampled_fps for c in clips])
     return out

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from ..labels import IGNORE_INDEX
 from .cutoff import Head, Spans, Turn
@@ -24,7 +25,7 @@ def split_first_prompt(prompt: str, user_text: str) -> tuple[str, str]:
     at = prompt.rfind(text) if text else len(prompt)
     if at < 0:  # the template rewrote the text: nothing is known to be lead or tail
         return "", ""
-    return prompt[:at], prompt[at + len(text):]
+    return prompt[:at], prompt[at + len(text) :]
 
 
 @dataclass
@@ -35,7 +36,7 @@ class ProcessContext:
     train_on_prompt: bool = False
     mask_history: bool = False
     enable_thinking: bool = True
-    default_system: Optional[str] = None
+    default_system: str | None = None
     packing: bool = False  # pt: concatenate texts into cutoff_len blocks
     ignore_index: int = IGNORE_INDEX
     mm: Any = None  # the model family's media plugin (data/mm_plugins) for multimodal templates, else None
@@ -50,8 +51,9 @@ class ProcessContext:
             return []
         return self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
 
-    def render_turns(self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, *,
-                     history_trained: bool) -> list[tuple[str, str]]:
+    def render_turns(
+        self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, *, history_trained: bool
+    ) -> list[tuple[str, str]]:
         """The one rule for how a conversation renders for training, used by every stage (sft, rm/dpo, kto).
 
         History replies render as the template's official history (for reasoning templates such as qwen3:
@@ -59,18 +61,31 @@ class ProcessContext:
         are trained: a trained reply keeps the form the model is taught to produce (its thought, empty if
         none). SFT trains history unless ``mask_history``; rm/dpo and kto train only the last reply.
         """
-        return self.template.encode_turns(list(messages), system=self.system_for(system), tools=tools or None,
-                                          enable_thinking=self.enable_thinking, strip_history_thoughts=not history_trained)
+        return self.template.encode_turns(
+            list(messages),
+            system=self.system_for(system),
+            tools=tools or None,
+            enable_thinking=self.enable_thinking,
+            strip_history_thoughts=not history_trained,
+        )
 
-    def head_of(self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, start: int, *,
-                history_trained: bool) -> Head:
+    def head_of(
+        self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, start: int, *, history_trained: bool
+    ) -> Head:
         """The first prompt of the conversation rendered from turn ``start`` on, for the cutoff policy (``cutoff.py``)."""
-        sub = list(messages[2 * start:])
+        sub = list(messages[2 * start :])
         prompt = self.render_turns(sub, system, tools, history_trained=history_trained)[0][0]
         return self.head_of_text(prompt, sub[0]["content"])
 
-    def spans(self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, *, history_trained: bool,
-              known: Sequence[tuple[tuple[str, str], Turn]] = ()) -> "RenderedSpans":
+    def spans(
+        self,
+        messages: Sequence[dict[str, Any]],
+        system: str | None,
+        tools: Any,
+        *,
+        history_trained: bool,
+        known: Sequence[tuple[tuple[str, str], Turn]] = (),
+    ) -> RenderedSpans:
         """The conversation's runs of turns rendered on their own, for the cutoff policy (``cutoff.py``).
 
         ``known``: ``(texts, ids)`` of turns already tokenized (the whole conversation's), not tokenized again."""
@@ -80,7 +95,9 @@ class ProcessContext:
         """:class:`Head` of a rendered first prompt whose (first) user message is ``user_text``."""
         lead, tail = split_first_prompt(prompt, user_text)
         prefix = getattr(self.template, "prefix_text", "") or ""
-        ids, lead_ids, tail_ids, prefix_ids = self.tokenizer([prompt, lead, tail, prefix], add_special_tokens=False)["input_ids"]
+        ids, lead_ids, tail_ids, prefix_ids = self.tokenizer([prompt, lead, tail, prefix], add_special_tokens=False)[
+            "input_ids"
+        ]
         n_lead = _common_prefix(ids, lead_ids) if lead else 0
         n_tail = _common_prefix(ids[::-1], tail_ids[::-1]) if tail else 0
         keep = _common_prefix(ids, prefix_ids) if prefix else 0
@@ -93,15 +110,23 @@ class ProcessContext:
 class RenderedSpans(Spans):
     """Turns ``start..stop`` of one conversation as the template renders those messages alone (ids memoized by text)."""
 
-    def __init__(self, ctx: ProcessContext, messages: list[dict[str, Any]], system: str | None, tools: Any,
-                 history_trained: bool, known: Sequence[tuple[tuple[str, str], Turn]] = ()):
+    def __init__(
+        self,
+        ctx: ProcessContext,
+        messages: list[dict[str, Any]],
+        system: str | None,
+        tools: Any,
+        history_trained: bool,
+        known: Sequence[tuple[tuple[str, str], Turn]] = (),
+    ):
         self.ctx, self.messages, self.system, self.tools = ctx, messages, system, tools
         self.history_trained = history_trained
         self._ids: dict[str, list[int]] = {text: ids for texts, turn in known for text, ids in zip(texts, turn)}
 
     def _texts(self, start: int, stop: int) -> list[tuple[str, str]]:
-        return self.ctx.render_turns(self.messages[2 * start:2 * stop + 2], self.system, self.tools,
-                                     history_trained=self.history_trained)
+        return self.ctx.render_turns(
+            self.messages[2 * start : 2 * stop + 2], self.system, self.tools, history_trained=self.history_trained
+        )
 
     def head(self, start: int, stop: int) -> Head:
         return self.ctx.head_of_text(self._texts(start, stop)[0][0], self.messages[2 * start]["content"])

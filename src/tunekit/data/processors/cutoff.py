@@ -45,8 +45,8 @@ end, as the assistant header must stay next to the answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
 
 Turn = tuple[list[int], list[int]]
 
@@ -73,7 +73,7 @@ class Spans:
     family writes the system prompt into the last user message or ends the last reply with its own stop.
     """
 
-    def __init__(self, turns: list[Turn], first_prompt: Optional[Callable[[int], Head]] = None):
+    def __init__(self, turns: list[Turn], first_prompt: Callable[[int], Head] | None = None):
         self._turns = turns
         self._first = first_prompt or (lambda j: Head(turns[j][0], lead=0, tail=len(turns[j][0]), keep=0))
 
@@ -84,8 +84,8 @@ class Spans:
     def turns(self, start: int, stop: int) -> list[Turn]:
         """``(prompt_ids, response_ids)`` of turns ``start..stop``."""
         if start == 0:
-            return self._turns[:stop + 1]
-        return [(self.head(start, stop).ids, self._turns[start][1])] + self._turns[start + 1:stop + 1]
+            return self._turns[: stop + 1]
+        return [(self.head(start, stop).ids, self._turns[start][1])] + self._turns[start + 1 : stop + 1]
 
 
 def cut_turn(head: Head, response: list[int], budget: int) -> Turn:
@@ -95,21 +95,25 @@ def cut_turn(head: Head, response: list[int], budget: int) -> Turn:
     lead = min(head.lead, p)
     tail = min(head.tail, p - lead)
     if lead + tail + min(n_resp, 1) <= budget:
-        body = ids[lead:p - tail]
+        body = ids[lead : p - tail]
         p_len = max(lead + tail, min(p, max(budget - n_resp, budget // 2)))
         b_len = p_len - lead - tail
         front, back = b_len - b_len // 2, b_len // 2
-        prompt = ids[:lead] + body[:front] + body[len(body) - back:] + ids[p - tail:]
-        return prompt, response[:min(n_resp, budget - p_len)]
+        prompt = ids[:lead] + body[:front] + body[len(body) - back :] + ids[p - tail :]
+        return prompt, response[: min(n_resp, budget - p_len)]
     keep = max(0, min(head.keep, p, budget - 2))
     room = budget - keep
     p_len = min(p - keep, max(room - n_resp, room // 2))
-    prompt = ids[:keep] + (ids[p - p_len:] if p_len else [])
-    return prompt, response[:min(n_resp, room - p_len)]
+    prompt = ids[:keep] + (ids[p - p_len :] if p_len else [])
+    return prompt, response[: min(n_resp, room - p_len)]
 
 
-def fit_turns(turns: list[Turn], cutoff_len: int, last_first: bool = False,
-              first_prompt: Union[Spans, Callable[[int], Head], None] = None) -> tuple[list[tuple[int, Turn]], bool]:
+def fit_turns(
+    turns: list[Turn],
+    cutoff_len: int,
+    last_first: bool = False,
+    first_prompt: Spans | Callable[[int], Head] | None = None,
+) -> tuple[list[tuple[int, Turn]], bool]:
     """Return the kept ``(turn_index, (prompt_ids, response_ids))`` in conversation order, and whether anything was cut.
 
     ``first_prompt``: the :class:`Spans` of the conversation, or ``first_prompt(j)``, the :class:`Head` of the
@@ -146,6 +150,6 @@ def _fit_from_start(turns: list[Turn], cutoff_len: int, spans: Spans) -> list[tu
             break
         kept = run
     if not kept:
-        (_, response), = spans.turns(0, 0)
+        ((_, response),) = spans.turns(0, 0)
         return [(0, cut_turn(spans.head(0, 0), response, cutoff_len))]
     return list(enumerate(kept))

@@ -8,40 +8,64 @@ mismatched (prompt i, answer j) pairs of KTO's KL estimate without re-tokenizing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any
 
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
 from .cutoff import Head
 from .pairwise import shared_prompt_cut
 
-OUTPUT_COLUMNS = ("input_ids", "labels", "prompt_ids", "response_ids", "kto_tag", "length", "_status", "_source", "_prompt_len")
+OUTPUT_COLUMNS = (
+    "input_ids",
+    "labels",
+    "prompt_ids",
+    "response_ids",
+    "kto_tag",
+    "length",
+    "_status",
+    "_source",
+    "_prompt_len",
+)
 
 
-def build_example(turn_ids: list[tuple[list[int], list[int]]], tag: bool, ctx: ProcessContext,
-                  first_prompt: Optional[Callable[[int], Head]] = None) -> dict[str, Any]:
+def build_example(
+    turn_ids: list[tuple[list[int], list[int]]],
+    tag: bool,
+    ctx: ProcessContext,
+    first_prompt: Callable[[int], Head] | None = None,
+) -> dict[str, Any]:
     history, (prompt, response) = turn_ids[:-1], turn_ids[-1]
     prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, response, ctx.cutoff_len, first_prompt)
     resp = response[:budget]
     return {
-        "input_ids": prompt_ids + resp, "labels": [ctx.ignore_index] * len(prompt_ids) + resp,
-        "prompt_ids": prompt_ids, "response_ids": resp, "kto_tag": bool(tag), "length": len(prompt_ids) + len(resp),
-        "_prompt_len": len(prompt_ids), "_status": DROPPED if not resp else (TRUNCATED if truncated else KEPT),
+        "input_ids": prompt_ids + resp,
+        "labels": [ctx.ignore_index] * len(prompt_ids) + resp,
+        "prompt_ids": prompt_ids,
+        "response_ids": resp,
+        "kto_tag": bool(tag),
+        "length": len(prompt_ids) + len(resp),
+        "_prompt_len": len(prompt_ids),
+        "_status": DROPPED if not resp else (TRUNCATED if truncated else KEPT),
     }
 
 
 def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
     n = len(batch["messages"])
     samples = [{key: batch[key][i] for key in batch} for i in range(n)]
-    rendered = [ctx.render_turns(s["messages"], s.get("system"), s.get("tools"), history_trained=False) for s in samples]
+    rendered = [
+        ctx.render_turns(s["messages"], s.get("system"), s.get("tools"), history_trained=False) for s in samples
+    ]
     ids = ctx.encode_pieces([text for turns in rendered for pair in turns for text in pair])
     out: dict[str, list] = {key: [] for key in OUTPUT_COLUMNS}
     pos = 0
     for sample, turns in zip(samples, rendered):
         turn_ids = [(ids[pos + 2 * i], ids[pos + 2 * i + 1]) for i in range(len(turns))]
         pos += 2 * len(turns)
-        first_prompt = partial(ctx.head_of, sample["messages"], sample.get("system"), sample.get("tools"), history_trained=False)
+        first_prompt = partial(
+            ctx.head_of, sample["messages"], sample.get("system"), sample.get("tools"), history_trained=False
+        )
         example = build_example(turn_ids, sample["kto_tag"], ctx, first_prompt)
         example["_source"] = sample["_source"]
         for key in OUTPUT_COLUMNS:

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import DROPPED, TRUNCATED
-from . import kto, pairwise, sft
+from ...errors import DataError
 from ..formats import RecordError
 from ..media_columns import MEDIA_COLUMNS
 from ..mm_plugins import PLACEHOLDERS, resolve_media
-from ...errors import DataError
+from . import DROPPED, TRUNCATED, kto, pairwise, sft
 
 OUTPUT_COLUMNS = sft.OUTPUT_COLUMNS + MEDIA_COLUMNS
 SUPPORTED_STAGES = ("sft", "dpo", "kto", "rm")
@@ -37,18 +36,24 @@ def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
     kinds = [k for k in PLACEHOLDERS if sample.get(k)]
     if ctx.mm is None:
         if kinds:
-            raise RecordError(f"{where}: has {', '.join(kinds)}, but template '{getattr(ctx.template, 'name', None)}' is "
-                              f"text-only: train a vision-language model with its multimodal template (e.g. qwen2_vl for "
-                              f"Qwen2-VL / Qwen2.5-VL), or remove the {kinds[0]} column from the dataset to train on the text.")
+            raise RecordError(
+                f"{where}: has {', '.join(kinds)}, but template '{getattr(ctx.template, 'name', None)}' is "
+                f"text-only: train a vision-language model with its multimodal template (e.g. qwen2_vl for "
+                f"Qwen2-VL / Qwen2.5-VL), or remove the {kinds[0]} column from the dataset to train on the text."
+            )
         return sample
     if stage not in SUPPORTED_STAGES:
-        raise DataError(f"stage {stage} with a multimodal model is not supported by tunekit yet (supported: "
-                        f"{', '.join(SUPPORTED_STAGES)}); see docs/multimodal.md.")
+        raise DataError(
+            f"stage {stage} with a multimodal model is not supported by tunekit yet (supported: "
+            f"{', '.join(SUPPORTED_STAGES)}); see docs/multimodal.md."
+        )
     unsupported = [k for k in kinds if k not in ctx.mm.MEDIA]
     if unsupported:
-        raise RecordError(f"{where}: has {', '.join(unsupported)}; the {ctx.mm.NAME} family in tunekit trains on "
-                          f"{', '.join(ctx.mm.MEDIA)} only so far (see docs/multimodal.md). Remove the record, or the "
-                          f"{unsupported[0]} column.")
+        raise RecordError(
+            f"{where}: has {', '.join(unsupported)}; the {ctx.mm.NAME} family in tunekit trains on "
+            f"{', '.join(ctx.mm.MEDIA)} only so far (see docs/multimodal.md). Remove the record, or the "
+            f"{unsupported[0]} column."
+        )
     from pathlib import Path
 
     try:
@@ -69,8 +74,9 @@ def _splice(text: str, tag: str, texts: list[str], start: int) -> tuple[str, int
     return parts[0] + "".join(texts[start + k] + rest for k, rest in enumerate(parts[1:])), start + len(parts) - 1
 
 
-def expand_messages(messages: list[dict[str, Any]], counts: list[int], mm, videos: list[str] = (),
-                    audios: list[str] = ()) -> list[dict[str, Any]]:
+def expand_messages(
+    messages: list[dict[str, Any]], counts: list[int], mm, videos: list[str] = (), audios: list[str] = ()
+) -> list[dict[str, Any]]:
     out, k, v, a = [], 0, 0, 0
     for m in messages:
         content, k = mm.expand(m["content"], counts, k)
@@ -86,8 +92,10 @@ def _expanded(batch: dict[str, list], ctx, n: int) -> dict[str, list]:
     counts = batch.get("_image_tokens") or [[]] * n
     videos, audios = batch.get("_video_text") or [[]] * n, batch.get("_audio_text") or [[]] * n
     expanded = dict(batch)
-    expanded["messages"] = [expand_messages(batch["messages"][i], counts[i] or [], ctx.mm, videos[i] or [],
-                                            audios[i] or []) for i in range(n)]
+    expanded["messages"] = [
+        expand_messages(batch["messages"][i], counts[i] or [], ctx.mm, videos[i] or [], audios[i] or [])
+        for i in range(n)
+    ]
     return expanded
 
 

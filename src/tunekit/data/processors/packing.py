@@ -27,10 +27,9 @@ lets a real token see.
 
 from __future__ import annotations
 
-from . import KEPT, TRUNCATED
-
 from ..labels import IGNORE_INDEX
 from ..media_columns import MEDIA_COLUMNS
+from . import KEPT, TRUNCATED
 
 
 def plan_bins(lengths: list[int], capacity: int) -> list[list[int]]:

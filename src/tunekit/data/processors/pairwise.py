@@ -14,8 +14,9 @@ empty or the two answers are identical after the cut.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ..formats import is_empty_reply
 from ..labels import IGNORE_INDEX
@@ -23,13 +24,22 @@ from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
 from .cutoff import Head, fit_turns
 
-OUTPUT_COLUMNS = ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels", "length", "_status",
-                  "_source", "_prompt_len")
+OUTPUT_COLUMNS = (
+    "chosen_input_ids",
+    "chosen_labels",
+    "rejected_input_ids",
+    "rejected_labels",
+    "length",
+    "_status",
+    "_source",
+    "_prompt_len",
+)
 
 
 def render(sample: dict[str, Any], ctx: ProcessContext, reply: dict[str, str]) -> list[tuple[str, str]]:
-    return ctx.render_turns(list(sample["messages"]) + [reply], sample.get("system"), sample.get("tools"),
-                            history_trained=False)
+    return ctx.render_turns(
+        list(sample["messages"]) + [reply], sample.get("system"), sample.get("tools"), history_trained=False
+    )
 
 
 def head_for(sample: dict[str, Any], ctx: ProcessContext, reply: dict[str, str]) -> Callable[[int], Head]:
@@ -38,8 +48,13 @@ def head_for(sample: dict[str, Any], ctx: ProcessContext, reply: dict[str, str])
     return partial(ctx.head_of, messages, sample.get("system"), sample.get("tools"), history_trained=False)
 
 
-def shared_prompt_cut(history: list[tuple[list[int], list[int]]], prompt: list[int], longest: list[int],
-                      cutoff_len: int, first_prompt: Optional[Callable[[int], Head]] = None) -> tuple[list[int], int, bool]:
+def shared_prompt_cut(
+    history: list[tuple[list[int], list[int]]],
+    prompt: list[int],
+    longest: list[int],
+    cutoff_len: int,
+    first_prompt: Callable[[int], Head] | None = None,
+) -> tuple[list[int], int, bool]:
     """Prompt ids (kept history + last prompt, cut) and the response budget, via the common cutoff policy."""
     kept, truncated = fit_turns(history + [(prompt, longest)], cutoff_len, last_first=True, first_prompt=first_prompt)
     ids: list[int] = []
@@ -53,16 +68,26 @@ def shared_prompt_cut(history: list[tuple[list[int], list[int]]], prompt: list[i
     return ids, budget, truncated
 
 
-def build_pair(history, prompt, chosen, rejected, ctx: ProcessContext, ignore: int = IGNORE_INDEX,
-               first_prompt: Optional[Callable[[int], Head]] = None) -> dict[str, Any]:
+def build_pair(
+    history,
+    prompt,
+    chosen,
+    rejected,
+    ctx: ProcessContext,
+    ignore: int = IGNORE_INDEX,
+    first_prompt: Callable[[int], Head] | None = None,
+) -> dict[str, Any]:
     longest = chosen if len(chosen) >= len(rejected) else rejected
     prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, longest, ctx.cutoff_len, first_prompt)
     c, r = chosen[:budget], rejected[:budget]
     bad = not c or not r or c == r
     return {
-        "chosen_input_ids": prompt_ids + c, "chosen_labels": [ignore] * len(prompt_ids) + c,
-        "rejected_input_ids": prompt_ids + r, "rejected_labels": [ignore] * len(prompt_ids) + r,
-        "length": len(prompt_ids) + max(len(c), len(r)), "_prompt_len": len(prompt_ids),
+        "chosen_input_ids": prompt_ids + c,
+        "chosen_labels": [ignore] * len(prompt_ids) + c,
+        "rejected_input_ids": prompt_ids + r,
+        "rejected_labels": [ignore] * len(prompt_ids) + r,
+        "length": len(prompt_ids) + max(len(c), len(r)),
+        "_prompt_len": len(prompt_ids),
         "_status": DROPPED if bad else (TRUNCATED if truncated else KEPT),
     }
 
@@ -82,7 +107,9 @@ def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
             chosen = []
         if is_empty_reply(sample["rejected"]):
             rejected = []
-        example = build_pair(history, prompt, chosen, rejected, ctx, ctx.ignore_index, head_for(sample, ctx, sample["chosen"]))
+        example = build_pair(
+            history, prompt, chosen, rejected, ctx, ctx.ignore_index, head_for(sample, ctx, sample["chosen"])
+        )
         example["_source"] = sample["_source"]
         for key in OUTPUT_COLUMNS:
             out[key].append(example[key])

@@ -17,8 +17,9 @@ OUTPUT_COLUMNS = ("input_ids", "prompt_text", "reference", "length", "_status", 
 
 
 def _render(ctx: ProcessContext, messages, system, tools) -> str:
-    return ctx.template.render_prompt(messages, system=ctx.system_for(system), tools=tools or None,
-                                      enable_thinking=ctx.enable_thinking)
+    return ctx.template.render_prompt(
+        messages, system=ctx.system_for(system), tools=tools or None, enable_thinking=ctx.enable_thinking
+    )
 
 
 def fit_prompt(ctx: ProcessContext, messages, system, tools, ids: list[int]) -> list[int]:

@@ -26,7 +26,9 @@ _ANNOUNCED: set[tuple[str, str]] = set()  # said once per process
 def _token_id(tokenizer: Any, token: str) -> int | None:
     """The id of ``token`` if the vocabulary holds it as one token (not the unknown token)."""
     tid = tokenizer.convert_tokens_to_ids(token)
-    if tid is None or (tokenizer.unk_token_id is not None and tid == tokenizer.unk_token_id and token != tokenizer.unk_token):
+    if tid is None or (
+        tokenizer.unk_token_id is not None and tid == tokenizer.unk_token_id and token != tokenizer.unk_token
+    ):
         return None
     return tid if tokenizer.convert_ids_to_tokens(tid) == token else None
 
@@ -53,13 +55,21 @@ def document_end(tokenizer: Any, template: Any = None) -> tuple[int, str, str]:
         if family.document_end and family.document_end != eos and eos in (family.eos, *family.stop_words):
             tid = _token_id(tokenizer, family.document_end)
             if tid is not None:
-                return tid, family.document_end, (f"{note}the tokenizer's EOS {eos} is the {family.name} chat "
-                                                  f"end-of-turn, so documents end with that family's document token")
+                return (
+                    tid,
+                    family.document_end,
+                    (
+                        f"{note}the tokenizer's EOS {eos} is the {family.name} chat "
+                        f"end-of-turn, so documents end with that family's document token"
+                    ),
+                )
     if eos_id is None:
         from ...errors import DataError
 
-        raise DataError("stage pt: the tokenizer has no EOS token to end documents with; set eos_token in its "
-                        "tokenizer_config.json or name the model's chat template (template: ...).")
+        raise DataError(
+            "stage pt: the tokenizer has no EOS token to end documents with; set eos_token in its "
+            "tokenizer_config.json or name the model's chat template (template: ...)."
+        )
     return eos_id, eos, f"{note}the tokenizer's EOS"
 
 
@@ -88,7 +98,7 @@ def pack(ids: list[list[int]], sources: list[str], block: int) -> dict[str, list
     owner = [i for i, x in enumerate(ids) for _ in x]
     flat = [t for x in ids for t in x]
     for start in range(0, len(flat), block):
-        piece = flat[start:start + block]
+        piece = flat[start : start + block]
         first, last = owner[start], owner[start + len(piece) - 1]
         src = sources[first] if first == last else f"{sources[first]} .. {sources[last].rsplit(', ', 1)[-1]}"
         out["input_ids"].append(piece)

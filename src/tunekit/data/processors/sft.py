@@ -9,7 +9,7 @@ decided by ``ProcessContext.render_turns`` (the same rule as dpo/rm/kto); cuts f
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
@@ -19,17 +19,25 @@ OUTPUT_COLUMNS = ("input_ids", "labels", "length", "_status", "_source", "_promp
 
 
 def encode_conversation(sample: dict[str, Any], ctx: ProcessContext) -> list[tuple[str, str]]:
-    return ctx.render_turns(sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history)
+    return ctx.render_turns(
+        sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history
+    )
 
 
 def head_for(sample: dict[str, Any], ctx: ProcessContext, known=()) -> Spans:
     """The conversation's runs of turns rendered on their own (what the cutoff policy keeps)."""
-    return ctx.spans(sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history,
-                     known=known)
+    return ctx.spans(
+        sample["messages"],
+        sample.get("system"),
+        sample.get("tools"),
+        history_trained=not ctx.mask_history,
+        known=known,
+    )
 
 
-def build_example(turn_ids: list[tuple[list[int], list[int]]], ctx: ProcessContext,
-                  first_prompt: Optional[Spans] = None) -> dict[str, Any]:
+def build_example(
+    turn_ids: list[tuple[list[int], list[int]]], ctx: ProcessContext, first_prompt: Spans | None = None
+) -> dict[str, Any]:
     """Cut and label one tokenized conversation."""
     kept, truncated = fit_turns(turn_ids, ctx.cutoff_len, last_first=ctx.mask_history, first_prompt=first_prompt)
     last = len(turn_ids) - 1
@@ -37,14 +45,18 @@ def build_example(turn_ids: list[tuple[list[int], list[int]]], ctx: ProcessConte
     labels: list[int] = []
     for i, (prompt, response) in kept:
         input_ids += prompt + response
-        labels += (prompt if ctx.train_on_prompt else [ctx.ignore_index] * len(prompt))
+        labels += prompt if ctx.train_on_prompt else [ctx.ignore_index] * len(prompt)
         trained = not ctx.mask_history or i == last
         labels += response if trained else [ctx.ignore_index] * len(response)
     trainable = sum(1 for t in labels if t != ctx.ignore_index)
     status = DROPPED if trainable == 0 else (TRUNCATED if truncated else KEPT)
     return {
-        "input_ids": input_ids, "labels": labels, "length": len(input_ids), "_status": status,
-        "_prompt_len": sum(len(p) for p, _ in turn_ids), "_response_len": sum(len(r) for _, r in turn_ids),
+        "input_ids": input_ids,
+        "labels": labels,
+        "length": len(input_ids),
+        "_status": status,
+        "_prompt_len": sum(len(p) for p, _ in turn_ids),
+        "_response_len": sum(len(r) for _, r in turn_ids),
         "_trainable": trainable,
     }
 

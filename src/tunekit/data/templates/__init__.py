@@ -44,7 +44,9 @@ def _adds_bos(tokenizer: Any) -> bool:
     return bool(ids) and ids[0] == tokenizer.bos_token_id
 
 
-def get_template(name: str, tokenizer: Any = None, *, tool_format: str | None = None, empty_eos: bool = True) -> Template:
+def get_template(
+    name: str, tokenizer: Any = None, *, tool_format: str | None = None, empty_eos: bool = True
+) -> Template:
     """The template called ``name``, using ``tokenizer``'s BOS/EOS strings where its format needs them.
 
     ``empty_eos=False`` (option ``empty_template_eos``): template ``empty`` ends replies without EOS, as
@@ -62,7 +64,9 @@ def get_template(name: str, tokenizer: Any = None, *, tool_format: str | None = 
             f"unknown template '{name}'.{hint} Available: {', '.join(list_templates())} (see `tunekit templates`)."
         )
     if name == "empty" and not empty_eos:
-        spec = replace(spec, assistant="{content}", description=spec.description.replace(", each reply ends with EOS", ""))
+        spec = replace(
+            spec, assistant="{content}", description=spec.description.replace(", each reply ends with EOS", "")
+        )
     bos, eos = spec.bos, spec.eos
     if tokenizer is not None:
         bos = getattr(tokenizer, "bos_token", None) or spec.bos

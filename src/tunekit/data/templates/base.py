@@ -8,7 +8,8 @@ including its end-of-turn marker. Separators after the marker open the next prom
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tunekit.errors import ConfigError, DataError
 
@@ -32,8 +33,8 @@ def split_thought(content: str) -> tuple[str | None, str]:
     """
     if THINK_CLOSE not in content:
         return None, content
-    reasoning = content.split(THINK_CLOSE)[0].rstrip("\n").split(THINK_OPEN)[-1].lstrip("\n")
-    return reasoning, content.split(THINK_CLOSE)[-1].lstrip("\n")
+    reasoning = content.split(THINK_CLOSE, maxsplit=1)[0].rstrip("\n").split(THINK_OPEN)[-1].lstrip("\n")
+    return reasoning, content.rsplit(THINK_CLOSE, maxsplit=1)[-1].lstrip("\n")
 
 
 def reply_parts(msg: dict[str, Any], split: bool) -> tuple[str | None, str]:
@@ -57,8 +58,10 @@ def check_messages(messages: Sequence[dict[str, Any]], *, for_prompt: bool) -> N
         if not isinstance(msg, dict) or "role" not in msg or not isinstance(msg.get("content"), str):
             raise DataError(f"message {i} must be a dict with a 'role' and a string 'content', got {str(msg)[:200]!r}")
         if not isinstance(msg.get("reasoning"), (str, type(None))):
-            raise DataError(f"message {i}: 'reasoning' must be a string (the reply's thought) or absent, "
-                            f"got {type(msg['reasoning']).__name__}")
+            raise DataError(
+                f"message {i}: 'reasoning' must be a string (the reply's thought) or absent, "
+                f"got {type(msg['reasoning']).__name__}"
+            )
         want = USER_SIDE if i % 2 == 0 else ASSISTANT_SIDE
         if msg["role"] not in want:
             raise DataError(
@@ -211,7 +214,9 @@ class Template:
         if msg["role"] == "function_call":
             if self.tool_format is None:
                 raise ConfigError(f"template '{self.name}' cannot express function calls")
-            plain = msg.get("reasoning") is None  # a thought written in the text is kept verbatim, as LLaMA-Factory does
+            plain = (
+                msg.get("reasoning") is None
+            )  # a thought written in the text is kept verbatim, as LLaMA-Factory does
             if not self.spec.reasoning and plain and THINK_CLOSE in content:
                 cut = content.index(THINK_CLOSE) + len(THINK_CLOSE)
                 thought, content = content[:cut] + "\n\n", content[cut:].lstrip("\n")

@@ -9,7 +9,7 @@ strings written in. Generated templates render system/user/assistant/tool messag
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .base import Template
 
 
-@lru_cache(maxsize=None)
+@cache
 def official_jinja(stem: str) -> str:
     return resources.files("tunekit.data.templates").joinpath(f"official_{stem}.jinja").read_text(encoding="utf-8")
 
@@ -27,12 +27,12 @@ def lit(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
 
 
-def _parts(tpl: "Template", fmt: str) -> tuple[str, str]:
+def _parts(tpl: Template, fmt: str) -> tuple[str, str]:
     pre, _, post = fmt.partition("{content}")
     return tpl._sub(pre), tpl._sub(post)
 
 
-def chat_template_for(tpl: "Template", enable_thinking: bool = True) -> str | None:
+def chat_template_for(tpl: Template, enable_thinking: bool = True) -> str | None:
     """The Jinja text; ``enable_thinking=False`` makes thinking off the default (reasoning templates).
 
     ``None`` for a reasoning template without an official Jinja text (qwen3_vl): the generated template does not
@@ -53,7 +53,7 @@ def chat_template_for(tpl: "Template", enable_thinking: bool = True) -> str | No
     return head + _generated(tpl)
 
 
-def _generated(tpl: "Template") -> str:
+def _generated(tpl: Template) -> str:
     spec = tpl.spec
 
     def content(role: str, var: str = "m['content']") -> str:
@@ -81,13 +81,15 @@ def _generated(tpl: "Template") -> str:
     if spec.prefix:
         j.append(f"{{{{- {lit(tpl._sub(spec.prefix))} -}}}}")
     if spec.system_in == "block":
-        j.append(f"{{%- if sys -%}}{{{{- {lit(s_pre)} + {content('system', 'sys')} + {lit(s_post)} -}}}}{{%- endif -%}}")
+        j.append(
+            f"{{%- if sys -%}}{{{{- {lit(s_pre)} + {content('system', 'sys')} + {lit(s_post)} -}}}}{{%- endif -%}}"
+        )
     merge_when = {"first_user": "loop.first", "last_user": "loop.index0 == ns.last_user"}.get(spec.system_in)
     j.append("{%- for m in msgs -%}")
     j.append("{%- if m['role'] in ['user', 'tool', 'observation'] -%}")
     if spec.sep:
         j.append(f"{{%- if not loop.first -%}}{{{{- {lit(tpl._sub(spec.sep))} -}}}}{{%- endif -%}}")
-    j.append(f"{{%- if m['role'] == 'user' -%}}")
+    j.append("{%- if m['role'] == 'user' -%}")
     if merge_when and spec.trim_after_merge:
         j.append(
             f"{{%- if {merge_when} and sys -%}}{{%- set c = ({lit(s_pre)} + sys + {lit(s_post)} + m['content']) | trim -%}}"

@@ -15,7 +15,8 @@ the last reply so the model learns to stop.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tunekit.errors import ConfigError
 
@@ -86,7 +87,8 @@ class JinjaTemplate:
             if role == "function_call":
                 reasoning, rest = reply_parts(msg, split=True)
                 calls = [
-                    {"type": "function", "function": {"name": n, "arguments": json.loads(a)}} for n, a in parse_calls(rest)
+                    {"type": "function", "function": {"name": n, "arguments": json.loads(a)}}
+                    for n, a in parse_calls(rest)
                 ]
                 item: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": calls}
             else:

@@ -11,7 +11,8 @@ Function-call messages hold JSON: ``{"name": ..., "arguments": {...}}`` or a lis
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tunekit.errors import DataError
 
@@ -78,7 +79,9 @@ def parse_calls(content: str) -> list[tuple[str, str]]:
     try:
         calls = json.loads(content)
     except json.JSONDecodeError:
-        raise DataError(f"a function_call message must be JSON with name and arguments, got: {content[:200]!r}") from None
+        raise DataError(
+            f"a function_call message must be JSON with name and arguments, got: {content[:200]!r}"
+        ) from None
     calls = calls if isinstance(calls, list) else [calls]
     out = []
     for call in calls:
@@ -106,9 +109,13 @@ def _default_tools(tools: list[dict], system: str) -> str:
         for name, param in props.items():
             req = ", required" if name in required else ""
             enum = ", should be one of [{}]".format(", ".join(param["enum"])) if param.get("enum") else ""
-            items = ", where each item should be {}".format(param["items"].get("type", "")) if param.get("items") else ""
+            items = (
+                ", where each item should be {}".format(param["items"].get("type", "")) if param.get("items") else ""
+            )
             params += f"  - {name} ({param.get('type', '')}{req}): {param.get('description', '')}{enum}{items}\n"
-        tool_text += f"> Tool Name: {tool['name']}\nTool Description: {tool.get('description', '')}\nTool Args:\n{params}\n"
+        tool_text += (
+            f"> Tool Name: {tool['name']}\nTool Description: {tool.get('description', '')}\nTool Args:\n{params}\n"
+        )
         names.append(tool["name"])
     return system + DEFAULT_TOOL_PROMPT.format(tool_text=tool_text, tool_names=", ".join(names))
 
@@ -137,7 +144,12 @@ def _llama3_tools(tools: list[dict], system: str) -> str:
 
 
 def _mistral_tools(tools: list[dict], system: str) -> str:
-    return system + "[AVAILABLE_TOOLS] " + json.dumps([openai_tool(t) for t in tools], ensure_ascii=False) + "[/AVAILABLE_TOOLS]"
+    return (
+        system
+        + "[AVAILABLE_TOOLS] "
+        + json.dumps([openai_tool(t) for t in tools], ensure_ascii=False)
+        + "[/AVAILABLE_TOOLS]"
+    )
 
 
 # --- function calls -> assistant text ------------------------------------------------------------

@@ -16,30 +16,65 @@ from typing import Any
 
 from ..machine import Machine
 from ..precision import PrecisionDecision, decide_precision
-from . import cpu_host, features as f
+from . import cpu_host
+from . import features as f
 from .features import Decision, Feature
 
 FEATURES: tuple[Feature, ...] = (
-    Feature("chunked_lm_head", f.chunked_lm_head, "plan/activations.py chunked_head (Setup.chunked_loss)",
-            "train/token_loss.py _chunked_head_loss; stages/reference_policy.forward_logps(chunked=...)"),
-    Feature("trained_tokens_loss", f.trained_tokens_loss, "not modelled (the plain path's peak is the bound)",
-            "train/token_loss.py _trained_tokens_head"),
+    Feature(
+        "chunked_lm_head",
+        f.chunked_lm_head,
+        "plan/activations.py chunked_head (Setup.chunked_loss)",
+        "train/token_loss.py _chunked_head_loss; stages/reference_policy.forward_logps(chunked=...)",
+    ),
+    Feature(
+        "trained_tokens_loss",
+        f.trained_tokens_loss,
+        "not modelled (the plain path's peak is the bound)",
+        "train/token_loss.py _trained_tokens_head",
+    ),
     Feature("liger", f.liger, "plan/activations.py (Setup.liger: kernels)", "train/arguments.py use_liger_kernel"),
-    Feature("liger_fused_loss", f.liger_fused_loss, "plan/activations.py head terms (Setup.liger_loss)",
-            "the model's forward, patched by Liger (HF Trainer)"),
-    Feature("elementwise_recompute", f.elementwise_recompute, "plan/activations.py recomputed_parts (Setup.recompute)",
-            "train/run.py build_model -> model/elementwise_recompute.enable"),
-    Feature("gradient_checkpointing", f.gradient_checkpointing, "plan/activations.py checkpointed_layers "
-            "(Setup.grad_ckpt, ckpt_layers)", "model/loader.py (the resolved config)"),
-    Feature("padding_free", f.padding_free, "plan/training_setup.py Setup.padding_free", "data/padding_free.py collator"),
+    Feature(
+        "liger_fused_loss",
+        f.liger_fused_loss,
+        "plan/activations.py head terms (Setup.liger_loss)",
+        "the model's forward, patched by Liger (HF Trainer)",
+    ),
+    Feature(
+        "elementwise_recompute",
+        f.elementwise_recompute,
+        "plan/activations.py recomputed_parts (Setup.recompute)",
+        "train/run.py build_model -> model/elementwise_recompute.enable",
+    ),
+    Feature(
+        "gradient_checkpointing",
+        f.gradient_checkpointing,
+        "plan/activations.py checkpointed_layers (Setup.grad_ckpt, ckpt_layers)",
+        "model/loader.py (the resolved config)",
+    ),
+    Feature(
+        "padding_free", f.padding_free, "plan/training_setup.py Setup.padding_free", "data/padding_free.py collator"
+    ),
     Feature("token_budget", f.token_budget, "plan/training_setup.py Setup.token_budget", "train/token_budget.py"),
-    Feature("group_within_step", f.group_within_step, "none (same samples, less padding)",
-            "train/window_grouping.py WindowGroupingMixin"),
+    Feature(
+        "group_within_step",
+        f.group_within_step,
+        "none (same samples, less padding)",
+        "train/window_grouping.py WindowGroupingMixin",
+    ),
     Feature("fused_optimizer", f.fused_optimizer, "none (the same states)", "HF Trainer (optim)"),
-    Feature("heap_guard", cpu_host.heap_guard, "plan/memory.py fragmentation_bytes (Setup.heap_guard)",
-            "train/run.py build_trainer -> host/heap.attach"),
-    Feature("malloc_tune", cpu_host.malloc_tune, "none (reuse, measured -2..+4 % RSS)",
-            "tunekit/flow.py start_host -> host/malloc.tune"),
+    Feature(
+        "heap_guard",
+        cpu_host.heap_guard,
+        "plan/memory.py fragmentation_bytes (Setup.heap_guard)",
+        "train/run.py build_trainer -> host/heap.attach",
+    ),
+    Feature(
+        "malloc_tune",
+        cpu_host.malloc_tune,
+        "none (reuse, measured -2..+4 % RSS)",
+        "tunekit/flow.py start_host -> host/malloc.tune",
+    ),
     Feature("gc_pause", cpu_host.gc_pause, "none", "tunekit/flow.py start_host -> host/gc_pause.pause/settle"),
 )
 HOST_FEATURES = ("heap_guard", "malloc_tune", "gc_pause")  # tunekit.host's: never on for a GPU run by default
@@ -101,16 +136,23 @@ def _engine(cfg, machine: Machine) -> str:
     return plan.engine + (f" z{plan.zero_stage}" if plan.zero_stage else "")
 
 
-def decide_features(cfg, machine: Machine, checkpointing_note: str | None = None,
-                    precision: PrecisionDecision | None = None) -> RunDecisions:
+def decide_features(
+    cfg, machine: Machine, checkpointing_note: str | None = None, precision: PrecisionDecision | None = None
+) -> RunDecisions:
     """The one function that decides a run's features for ``cfg`` (``gradient_checkpointing`` already resolved when
     it was ``auto``: ``plan/decide.py``) on ``machine``; ``precision``: the decision the run already applied to
     ``cfg`` (``tunekit/flow.py``), kept with its reason (decided again from the applied options it would read as set
     by them)."""
     values = {feature.name: feature.decide(cfg, machine) for feature in FEATURES}
-    return RunDecisions(machine=machine, engine=_engine(cfg, machine), attention=ATTENTION[cfg.flash_attn],
-                        precision=precision or decide_precision(cfg, machine), checkpointing_note=checkpointing_note,
-                        cfg=cfg, **values)
+    return RunDecisions(
+        machine=machine,
+        engine=_engine(cfg, machine),
+        attention=ATTENTION[cfg.flash_attn],
+        precision=precision or decide_precision(cfg, machine),
+        checkpointing_note=checkpointing_note,
+        cfg=cfg,
+        **values,
+    )
 
 
 _BUILDING: ContextVar[RunDecisions | None] = ContextVar("run_decisions", default=None)
@@ -138,5 +180,14 @@ def decisions_for(cfg) -> RunDecisions:
 
 
 assert {x.name for x in fields(RunDecisions)} >= {feature.name for feature in FEATURES}
-__all__ = ["Decision", "Feature", "FEATURES", "HOST_FEATURES", "RunDecisions", "building_with", "decide_features",
-           "decide_host", "decisions_for"]
+__all__ = [
+    "Decision",
+    "Feature",
+    "FEATURES",
+    "HOST_FEATURES",
+    "RunDecisions",
+    "building_with",
+    "decide_features",
+    "decide_host",
+    "decisions_for",
+]

@@ -44,4 +44,3 @@ def heap_guard(cfg, machine) -> Decision:
     if not malloc.available():
         return off("glibc's mallinfo2/malloc_trim are not available here")
     return on("stranded heap memory trimmed when a forward pass would make a new peak")
-

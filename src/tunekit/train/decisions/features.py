@@ -11,8 +11,8 @@ saving was measured on 2-core CPUs only. The CPU-host machinery has its own modu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..engines.deepspeed_config import CUSTOM_OPTIMIZERS  # the options that build tunekit's own optimizer
 
@@ -111,11 +111,18 @@ def elementwise_recompute(cfg, machine) -> Decision:
     if cfg.enable_liger_kernel:
         return off("enable_liger_kernel: its fused SwiGLU keeps gate and up only already", False, False)
     if machine.kind != "cpu" and "elementwise_recompute" not in cfg.model_fields_set:
-        return off(f"not measured on a {machine.kind.upper()} device yet: opt in with elementwise_recompute: true",
-                   False, False)
+        return off(
+            f"not measured on a {machine.kind.upper()} device yet: opt in with elementwise_recompute: true",
+            False,
+            False,
+        )
     norms = not (cfg.fsdp or cfg.deepspeed)  # the norm weights are gathered for their own forward only when sharded
-    return on("recipes instead of the MLP's element-wise outputs" + (" and the norm outputs" if norms else
-              " (not the norms: sharded weights)"), True, norms)
+    return on(
+        "recipes instead of the MLP's element-wise outputs"
+        + (" and the norm outputs" if norms else " (not the norms: sharded weights)"),
+        True,
+        norms,
+    )
 
 
 def gradient_checkpointing(cfg, machine) -> Decision:

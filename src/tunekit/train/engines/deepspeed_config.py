@@ -44,8 +44,14 @@ class DeepSpeedSettings:
 def preset_config(name: str) -> dict:
     """The preset ``name`` (z0, z1, z2, z2_offload, z3, z3_offload) as a dict."""
     if name not in PRESETS:
-        raise ConfigError(f"Unknown DeepSpeed preset {name!r}: use one of {', '.join(PRESETS)} or a path to a JSON file.")
-    text = resources.files("tunekit").joinpath("resources", "deepspeed", f"ds_{name}_config.json").read_text(encoding="utf-8")
+        raise ConfigError(
+            f"Unknown DeepSpeed preset {name!r}: use one of {', '.join(PRESETS)} or a path to a JSON file."
+        )
+    text = (
+        resources.files("tunekit")
+        .joinpath("resources", "deepspeed", f"ds_{name}_config.json")
+        .read_text(encoding="utf-8")
+    )
     return json.loads(text)
 
 
@@ -56,7 +62,11 @@ def read_deepspeed(value: str) -> DeepSpeedSettings:
     else:
         path = Path(value).expanduser()
         if not path.is_file():
-            hint = f" (a preset name: {', '.join(PRESETS)})" if os.sep not in value and not value.endswith(".json") else ""
+            hint = (
+                f" (a preset name: {', '.join(PRESETS)})"
+                if os.sep not in value and not value.endswith(".json")
+                else ""
+            )
             raise ConfigError(f"deepspeed: {value!r} is neither a preset{hint} nor an existing JSON file.")
         config = read_json_object(path, "deepspeed")
     zero = config.get("zero_optimization") or {}
@@ -65,11 +75,15 @@ def read_deepspeed(value: str) -> DeepSpeedSettings:
     try:
         stage = int(zero.get("stage", 0))
     except (TypeError, ValueError):
-        raise ConfigError(f"deepspeed: zero_optimization.stage in {value} must be 0, 1, 2 or 3, got {zero.get('stage')!r}.") from None
+        raise ConfigError(
+            f"deepspeed: zero_optimization.stage in {value} must be 0, 1, 2 or 3, got {zero.get('stage')!r}."
+        ) from None
     if stage not in (0, 1, 2, 3):
         raise ConfigError(f"deepspeed: zero_optimization.stage in {value} must be 0, 1, 2 or 3, got {stage}.")
     return DeepSpeedSettings(
-        source=value, config=config, stage=stage,
+        source=value,
+        config=config,
+        stage=stage,
         offload_optimizer=_offloads(zero.get("offload_optimizer")),
         offload_param=_offloads(zero.get("offload_param")),
     )
@@ -118,7 +132,7 @@ def _raise_conflicts(settings: DeepSpeedSettings, conflicts: list[str]) -> None:
     if conflicts:
         raise ConfigError(
             f"deepspeed: {settings.source} contradicts tunekit's options in {len(conflicts)} place(s): "
-            f"{'; '.join(f'({i}) {text}' for i, text in enumerate(conflicts, 1))}. Set each of these fields to \"auto\" "
+            f'{"; ".join(f"({i}) {text}" for i, text in enumerate(conflicts, 1))}. Set each of these fields to "auto" '
             f"(recommended: tunekit's options fill them) or make both agree."
         )
 
@@ -127,25 +141,36 @@ def batch_conflicts(settings: DeepSpeedSettings, micro_batch: int, accumulation:
     """The batch fields of the file that are numbers and differ from the options (``train_batch_size`` must be
     ``micro x accumulation x world``); a field that is not a positive whole number or ``"auto"`` is an error."""
     cfg = settings.config
-    given = {k: cfg.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")}
+    given = {
+        k: cfg.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    }
     numeric = {k: v for k, v in given.items() if v not in (None, "auto")}
     for key, value in numeric.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"deepspeed: {key} in {settings.source} must be a positive whole number or \"auto\", got {value!r}.")
+            raise ConfigError(
+                f'deepspeed: {key} in {settings.source} must be a positive whole number or "auto", got {value!r}.'
+            )
     out = []
     micro = numeric.get("train_micro_batch_size_per_gpu", micro_batch)
     accum = numeric.get("gradient_accumulation_steps", accumulation)
     if micro != micro_batch:
         out.append(f"train_micro_batch_size_per_gpu is {micro} but per_device_train_batch_size is {micro_batch}")
     if accum != accumulation:
-        out.append(f"gradient_accumulation_steps is {accum} but tunekit's gradient_accumulation_steps is {accumulation}")
+        out.append(
+            f"gradient_accumulation_steps is {accum} but tunekit's gradient_accumulation_steps is {accumulation}"
+        )
     total = numeric.get("train_batch_size")
     if total is not None and total != micro * accum * world:
         per_rank, rest = divmod(total, micro * world)
-        fix = (f"gradient_accumulation_steps: {per_rank}" if rest == 0 and per_rank >= 1
-               else f"a train_batch_size divisible by per_device_train_batch_size x world size ({micro} x {world})")
-        out.append(f"train_batch_size {total} is not per_device_train_batch_size x gradient_accumulation_steps x world size "
-                   f"= {micro} x {accum} x {world} = {micro * accum * world} (or use {fix})")
+        fix = (
+            f"gradient_accumulation_steps: {per_rank}"
+            if rest == 0 and per_rank >= 1
+            else f"a train_batch_size divisible by per_device_train_batch_size x world size ({micro} x {world})"
+        )
+        out.append(
+            f"train_batch_size {total} is not per_device_train_batch_size x gradient_accumulation_steps x world size "
+            f"= {micro} x {accum} x {world} = {micro * accum * world} (or use {fix})"
+        )
     return out
 
 
@@ -192,11 +217,15 @@ def option_conflicts(settings: DeepSpeedSettings, cfg, world: int) -> list[str]:
             out.append(f"{key} is {shown} but {option} is {mine}")
     tp = field(settings.config, "tensor_parallel.autotp_size")
     if isinstance(tp, int) and tp > 1 and world % tp:
-        out.append(f"tensor_parallel.autotp_size is {tp} but the run has {world} process(es): AutoTP splits each layer "
-                   f"over {tp} ranks (set NPROC_PER_NODE to a multiple of {tp}, or remove the tensor_parallel block)")
+        out.append(
+            f"tensor_parallel.autotp_size is {tp} but the run has {world} process(es): AutoTP splits each layer "
+            f"over {tp} ranks (set NPROC_PER_NODE to a multiple of {tp}, or remove the tensor_parallel block)"
+        )
     custom = [name for name in CUSTOM_OPTIMIZERS if getattr(cfg, name, False)]
     if custom and isinstance(settings.config.get("optimizer"), dict):
-        out.append(f"its optimizer block would run instead of {', '.join(custom)} (remove the block to use {custom[0]})")
+        out.append(
+            f"its optimizer block would run instead of {', '.join(custom)} (remove the block to use {custom[0]})"
+        )
     return out
 
 
@@ -255,10 +284,18 @@ def _ops_prebuilt() -> bool:
 
 # ------------------------------------------------------------------ what a DeepSpeed file runs instead of the options
 _AUTO_PARAMS = {  # what transformers fills for "auto" (HfTrainerDeepSpeedConfig), as the options say it
-    "optimizer": lambda cfg: {"lr": cfg.learning_rate, "betas": [cfg.adam_beta1, cfg.adam_beta2], "eps": cfg.adam_epsilon,
-                              "weight_decay": cfg.weight_decay},
-    "scheduler": lambda cfg: {"warmup_min_lr": 0, "warmup_max_lr": cfg.learning_rate,
-                              "warmup_num_steps": "the run's warm-up steps", "total_num_steps": "the run's steps"},
+    "optimizer": lambda cfg: {
+        "lr": cfg.learning_rate,
+        "betas": [cfg.adam_beta1, cfg.adam_beta2],
+        "eps": cfg.adam_epsilon,
+        "weight_decay": cfg.weight_decay,
+    },
+    "scheduler": lambda cfg: {
+        "warmup_min_lr": 0,
+        "warmup_max_lr": cfg.learning_rate,
+        "warmup_num_steps": "the run's warm-up steps",
+        "total_num_steps": "the run's steps",
+    },
 }
 # the option each block replaces: transformers hands the step to DeepSpeed's optimizer / schedule and never builds these
 _REPLACED = {"optimizer": ("optim", "optimizer"), "scheduler": ("lr_scheduler_type", "learning-rate schedule")}
@@ -277,11 +314,15 @@ def takeovers(settings: DeepSpeedSettings, cfg) -> dict[str, str]:
         filled = _AUTO_PARAMS[block](cfg)
         params = {k: (filled.get(k, v) if v == "auto" else v) for k, v in params.items()}
         shown = ", ".join(f"{k}={v}" for k, v in params.items())
-        out[option] = (f"not used: the {block} block of {settings.source} runs DeepSpeed's {section.get('type', '?')} "
-                       f"({shown or 'its defaults'}) as the {what}")
+        out[option] = (
+            f"not used: the {block} block of {settings.source} runs DeepSpeed's {section.get('type', '?')} "
+            f"({shown or 'its defaults'}) as the {what}"
+        )
     return out
 
 
 def takeover_lines(settings: DeepSpeedSettings, cfg) -> list[str]:
     """One line per replaced option, for the start of a run."""
-    return [f"deepspeed: {option}: {getattr(cfg, option)} is {note}" for option, note in takeovers(settings, cfg).items()]
+    return [
+        f"deepspeed: {option}: {getattr(cfg, option)} is {note}" for option, note in takeovers(settings, cfg).items()
+    ]

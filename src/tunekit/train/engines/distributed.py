@@ -26,19 +26,39 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
 from ...config.jsonfile import read_json_object
 from ...env import env_local_rank, env_rank, env_world_size
-from ...config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
 from ...errors import ConfigError
-from .deepspeed_config import check_options, read_deepspeed, require_deepspeed, resolve_deepspeed, takeover_lines, takeovers
+from .deepspeed_config import (
+    check_options,
+    read_deepspeed,
+    require_deepspeed,
+    resolve_deepspeed,
+    takeover_lines,
+    takeovers,
+)
 from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
 
 __all__ = [
-    "maybe_relaunch", "training_args_kwargs", "before_model_load", "world_size", "rank", "local_rank",
-    "is_main_process", "is_local_main_process", "check_divisibility", "engine_plan", "EnginePlan",
-    "record_rank_error", "shutdown", "fsdp_settings", "FSDPSettings", "option_notes", "saying",
+    "maybe_relaunch",
+    "training_args_kwargs",
+    "before_model_load",
+    "world_size",
+    "rank",
+    "local_rank",
+    "is_main_process",
+    "is_local_main_process",
+    "check_divisibility",
+    "engine_plan",
+    "EnginePlan",
+    "record_rank_error",
+    "shutdown",
+    "fsdp_settings",
+    "FSDPSettings",
+    "option_notes",
+    "saying",
 ]
-
 
 
 # ------------------------------------------------------------------ who am I
@@ -133,11 +153,19 @@ class FSDPSettings:
     reshard_after_forward: bool  # full_shard: True (ZeRO-3 like); shard_grad_op: False (ZeRO-2 like)
     offload: bool  # parameters, gradients and the optimizer step on the CPU (CPUOffloadPolicy)
     mixed_precision: str | None = None  # "bf16": compute in bf16, fp32 master weights and gradient reduction
-    wrap_classes: tuple[str, ...] = ()  # module classes sharded as their own unit; empty: the model's _no_split_modules
+    wrap_classes: tuple[
+        str, ...
+    ] = ()  # module classes sharded as their own unit; empty: the model's _no_split_modules
 
 
 # fsdp_config keys tunekit reads (with or without the "fsdp_" prefix of transformers' fsdp_config).
-_FSDP_CONFIG_KEYS = ("transformer_layer_cls_to_wrap", "reshard_after_forward", "cpu_offload", "offload_params", "version")
+_FSDP_CONFIG_KEYS = (
+    "transformer_layer_cls_to_wrap",
+    "reshard_after_forward",
+    "cpu_offload",
+    "offload_params",
+    "version",
+)
 
 
 def fsdp_settings(cfg) -> FSDPSettings | None:
@@ -153,7 +181,11 @@ def fsdp_settings(cfg) -> FSDPSettings | None:
     if problems:
         raise ConfigError(problems[0].message, problems[:1])
     parts = fsdp_words(cfg.fsdp)
-    values: dict = {"reshard_after_forward": strategy == "full_shard", "offload": "offload" in parts, "wrap_classes": ()}
+    values: dict = {
+        "reshard_after_forward": strategy == "full_shard",
+        "offload": "offload" in parts,
+        "wrap_classes": (),
+    }
     if cfg.fsdp_config:
         user = _read_fsdp_config(cfg.fsdp_config)
         if "reshard_after_forward" in user:
@@ -175,15 +207,20 @@ def _read_fsdp_config(value: str) -> dict:
     raw = read_json_object(path, "fsdp_config")
     user = {k[5:] if k.startswith("fsdp_") else k: v for k, v in raw.items()}
     if "activation_checkpointing" in user:
-        raise ConfigError(f"fsdp_config: {path}: use the option gradient_checkpointing: true instead of "
-                          "activation_checkpointing.")
+        raise ConfigError(
+            f"fsdp_config: {path}: use the option gradient_checkpointing: true instead of activation_checkpointing."
+        )
     unknown = sorted(k for k in user if k not in _FSDP_CONFIG_KEYS)
     if unknown:
-        raise ConfigError(f"fsdp_config: {path} has key(s) tunekit does not use: {', '.join(unknown)}. tunekit applies FSDP2 "
-                          f"itself and reads only {', '.join(_FSDP_CONFIG_KEYS)}.")
+        raise ConfigError(
+            f"fsdp_config: {path} has key(s) tunekit does not use: {', '.join(unknown)}. tunekit applies FSDP2 "
+            f"itself and reads only {', '.join(_FSDP_CONFIG_KEYS)}."
+        )
     if str(user.get("version", 2)) != "2":
-        raise ConfigError(f"fsdp_config: {path}: tunekit runs FSDP2 (version 2); FSDP1 is deprecated in transformers. "
-                          "Remove 'version'.")
+        raise ConfigError(
+            f"fsdp_config: {path}: tunekit runs FSDP2 (version 2); FSDP1 is deprecated in transformers. "
+            "Remove 'version'."
+        )
     return user
 
 
@@ -219,7 +256,9 @@ def training_args_kwargs(cfg, output_dir) -> dict:
         check_deepspeed_machine(cfg)
         settings = read_deepspeed(cfg.deepspeed)
         require_deepspeed(settings, on_gpu=gpu)
-        if is_main_process():  # which optimizer / schedule really run, said at the start (tunekit_config.yaml notes it too)
+        if (
+            is_main_process()
+        ):  # which optimizer / schedule really run, said at the start (tunekit_config.yaml notes it too)
             for line in takeover_lines(settings, cfg):
                 print(line, flush=True)
         kwargs["deepspeed"] = resolve_deepspeed(cfg.deepspeed, output_dir)
@@ -231,7 +270,9 @@ def training_args_kwargs(cfg, output_dir) -> dict:
                 kwargs["accelerator_config"] = {"use_configured_state": True}
         return kwargs
 
-    fsdp_settings(cfg)  # FSDP2 needs no TrainingArguments: tunekit shards the model itself (tunekit.train.engines.fsdp)
+    fsdp_settings(
+        cfg
+    )  # FSDP2 needs no TrainingArguments: tunekit shards the model itself (tunekit.train.engines.fsdp)
     if not gpu and under_launcher():  # DDP, FSDP2 (any fsdp value) on CPU: gloo
         kwargs["use_cpu"] = True
         _start_cpu_process_group(backend or "gloo", cfg.ddp_timeout, deepspeed=False)
@@ -242,8 +283,10 @@ def training_args_kwargs(cfg, output_dir) -> dict:
 def check_deepspeed_machine(cfg) -> None:
     """DeepSpeed runs on the GPUs, or on its CPU accelerator when none is visible; not on the CPU of a GPU machine."""
     if cfg.deepspeed and cfg.use_cpu and _cuda_visible():
-        raise ConfigError("deepspeed with use_cpu: true is not supported on a GPU machine: remove use_cpu, or hide the "
-                          "GPUs (CUDA_VISIBLE_DEVICES=) to run DeepSpeed on its CPU accelerator.")
+        raise ConfigError(
+            "deepspeed with use_cpu: true is not supported on a GPU machine: remove use_cpu, or hide the "
+            "GPUs (CUDA_VISIBLE_DEVICES=) to run DeepSpeed on its CPU accelerator."
+        )
 
 
 def _cuda_visible() -> bool:
@@ -271,7 +314,8 @@ def _start_cpu_process_group(backend: str, timeout_s: int, deepspeed: bool) -> N
     if deepspeed:
         os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
     what = "starting the process group (waiting for every rank" + (
-        "; DeepSpeed compiles its CPU communication op on first use)" if deepspeed else ")")
+        "; DeepSpeed compiles its CPU communication op on first use)" if deepspeed else ")"
+    )
     try:
         with saying(what):
             PartialState(cpu=not deepspeed, backend=backend, timeout=timedelta(seconds=timeout_s))
@@ -322,8 +366,10 @@ def before_model_load(cfg) -> None:
         from transformers.integrations import is_deepspeed_zero3_enabled
 
         if not is_deepspeed_zero3_enabled():
-            raise RuntimeError("ZeRO-3 is configured but transformers does not know it: build TrainingArguments "
-                               "(with training_args_kwargs) before loading the model.")
+            raise RuntimeError(
+                "ZeRO-3 is configured but transformers does not know it: build TrainingArguments "
+                "(with training_args_kwargs) before loading the model."
+            )
 
 
 def option_notes(cfg) -> dict[str, str]:

@@ -72,13 +72,17 @@ def shard(model, settings, device: torch.device):
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise ConfigError(f"fsdp: {settings.strategy} needs torch.distributed: start it with `tunekit train` "
-                          "(it runs torchrun) or your own launcher (torchrun / accelerate launch).")
+        raise ConfigError(
+            f"fsdp: {settings.strategy} needs torch.distributed: start it with `tunekit train` "
+            "(it runs torchrun) or your own launcher (torchrun / accelerate launch)."
+        )
     classes = set(settings.wrap_classes) or _no_split_modules(model)
     units = [m for m in model.modules() if type(m).__name__ in classes and m is not model]
     if not units:
-        raise ConfigError(f"fsdp: {type(model).__name__} has no module of class {', '.join(sorted(classes))}: name its decoder "
-                          "layer class in an fsdp_config file: {\"transformer_layer_cls_to_wrap\": [\"...DecoderLayer\"]}.")
+        raise ConfigError(
+            f"fsdp: {type(model).__name__} has no module of class {', '.join(sorted(classes))}: name its decoder "
+            'layer class in an fsdp_config file: {"transformer_layer_cls_to_wrap": ["...DecoderLayer"]}.'
+        )
     _check_trainable_dtypes(model, units)
 
     kwargs: dict = {"mesh": init_device_mesh(device.type, (dist.get_world_size(),))}
@@ -115,8 +119,10 @@ def _no_split_modules(model) -> set[str]:
     for module in model.modules():
         names.update(getattr(module, "_no_split_modules", None) or ())
     if not names:
-        raise ConfigError(f"fsdp: {type(model).__name__} names no decoder layer class (_no_split_modules): name it in an "
-                          "fsdp_config file: {\"transformer_layer_cls_to_wrap\": [\"...DecoderLayer\"]}.")
+        raise ConfigError(
+            f"fsdp: {type(model).__name__} names no decoder layer class (_no_split_modules): name it in an "
+            'fsdp_config file: {"transformer_layer_cls_to_wrap": ["...DecoderLayer"]}.'
+        )
     return names
 
 
@@ -133,8 +139,10 @@ def _check_trainable_dtypes(model, units) -> None:
     mixed = [dtypes for dtypes in groups.values() if len(dtypes) > 1]
     if mixed:
         shown = ", ".join(str(d).replace("torch.", "") for d in sorted(mixed[0], key=str))
-        raise ConfigError(f"fsdp: the trainable parameters of one layer have different dtypes ({shown}); FSDP2 needs one "
-                          "per layer. Load the model in float32 (dtype: float32); bf16: true still computes in bf16.")
+        raise ConfigError(
+            f"fsdp: the trainable parameters of one layer have different dtypes ({shown}); FSDP2 needs one "
+            "per layer. Load the model in float32 (dtype: float32); bf16: true still computes in bf16."
+        )
 
 
 # ------------------------------------------------------------------ saving
@@ -175,8 +183,10 @@ def save_state(model, optimizer, folder: str | os.PathLike) -> None:
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
     reshard(model)
-    state = {"model": get_model_state_dict(model, options=_model_options()),
-             "optimizer": get_optimizer_state_dict(model, _raw_optimizer(optimizer))}
+    state = {
+        "model": get_model_state_dict(model, options=_model_options()),
+        "optimizer": get_optimizer_state_dict(model, _raw_optimizer(optimizer)),
+    }
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*TypedStorage is deprecated.*")
         dcp.save(state, checkpoint_id=str(Path(folder) / STATE_DIR))
@@ -185,9 +195,11 @@ def save_state(model, optimizer, folder: str | os.PathLike) -> None:
 def _state_dir(folder: str | os.PathLike) -> Path:
     path = Path(folder) / STATE_DIR
     if not (path / ".metadata").is_file():
-        raise ConfigError(f"checkpoint {folder} has no {STATE_DIR}/ (it was not written by an fsdp run, or with "
-                          "save_only_model: true): FSDP2 resumes only from its own checkpoints. Resume it without fsdp, "
-                          "or start from scratch.")
+        raise ConfigError(
+            f"checkpoint {folder} has no {STATE_DIR}/ (it was not written by an fsdp run, or with "
+            "save_only_model: true): FSDP2 resumes only from its own checkpoints. Resume it without fsdp, "
+            "or start from scratch."
+        )
     return path
 
 
@@ -253,8 +265,10 @@ class FSDPTrainerMixin:
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         if not is_sharded(self.model):
             if (Path(resume_from_checkpoint) / STATE_DIR).is_dir():
-                raise ConfigError(f"checkpoint {resume_from_checkpoint} was written by an fsdp run: resume it with the same "
-                                  "fsdp setting (its optimizer state is sharded).")
+                raise ConfigError(
+                    f"checkpoint {resume_from_checkpoint} was written by an fsdp run: resume it with the same "
+                    "fsdp setting (its optimizer state is sharded)."
+                )
             return super()._load_from_checkpoint(resume_from_checkpoint, model)
         load_model_state(self.model, resume_from_checkpoint)
 

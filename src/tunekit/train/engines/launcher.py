@@ -20,8 +20,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ...config.lists import split_list
 from ...env import env_flag, env_nodes
@@ -140,10 +140,19 @@ def check_port_free(port: int, host: str = "") -> None:
 
 def torchrun_command(plan: LaunchPlan, port: int, argv: list[str], log_dir: str | None = None) -> list[str]:
     cmd = [
-        sys.executable, "-m", "tunekit.train.engines.launcher",  # torchrun (see torchrun_main)
-        "--nnodes", str(plan.nnodes), "--node_rank", str(plan.node_rank),
-        "--nproc_per_node", str(plan.nproc_per_node),
-        "--master_addr", plan.master_addr, "--master_port", str(port),
+        sys.executable,
+        "-m",
+        "tunekit.train.engines.launcher",  # torchrun (see torchrun_main)
+        "--nnodes",
+        str(plan.nnodes),
+        "--node_rank",
+        str(plan.node_rank),
+        "--nproc_per_node",
+        str(plan.nproc_per_node),
+        "--master_addr",
+        plan.master_addr,
+        "--master_port",
+        str(port),
     ]
     if log_dir:
         cmd += ["--log_dir", log_dir]
@@ -188,7 +197,7 @@ class StopForwarding:
         self.received: list = []
         self._previous: dict = {}
 
-    def __enter__(self) -> "StopForwarding":
+    def __enter__(self) -> StopForwarding:
         import signal
 
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -221,8 +230,10 @@ class StopForwarding:
         elif signum == signal.SIGINT:
             raise KeyboardInterrupt
         else:
-            _say("tunekit: SIGTERM: torchrun stops the ranks (each saves a checkpoint after its current step); send "
-                 "SIGTERM or press Ctrl+C again to kill them now")
+            _say(
+                "tunekit: SIGTERM: torchrun stops the ranks (each saves a checkpoint after its current step); send "
+                "SIGTERM or press Ctrl+C again to kill them now"
+            )
             self.proc.send_signal(signal.SIGTERM)
 
 
@@ -280,8 +291,11 @@ _FAILURE = re.compile(
     r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*\d+\))?[ \t]*(?:\((\w+)\))?"
 )
 # A rank that lost its peer says so in its own error (gloo, NCCL, sockets): it stopped because of another rank.
-_PEER_LOST = re.compile(r"Connection (reset|closed) by peer|Broken pipe|ECONNRESET|remote process exited|"
-                        r"NCCL communicator was aborted|peer .{0,40}(closed|exited|died)", re.IGNORECASE)
+_PEER_LOST = re.compile(
+    r"Connection (reset|closed) by peer|Broken pipe|ECONNRESET|remote process exited|"
+    r"NCCL communicator was aborted|peer .{0,40}(closed|exited|died)",
+    re.IGNORECASE,
+)
 # Signals a rank gets because of the others (torchrun stops the survivors with SIGTERM; a collective library aborts
 # a rank whose peer vanished with SIGABRT): a rank killed by any other signal is the cause.
 _FOLLOWER_SIGNALS = ("SIGTERM", "SIGABRT")
@@ -301,7 +315,7 @@ class RankFailure:
 def rank_failures(tail: str) -> list[RankFailure]:
     """Every failed rank in the last failure table torchrun printed in ``tail`` (root cause included)."""
     start = tail.rfind("Failures:")
-    table = tail[start:] if start >= 0 else tail[max(tail.rfind("Root Cause"), 0):]
+    table = tail[start:] if start >= 0 else tail[max(tail.rfind("Root Cause"), 0) :]
     root_at = table.find("Root Cause")
     out = []
     for match in _FAILURE.finditer(table):
@@ -315,6 +329,7 @@ def cause_of(failures: list[RankFailure], errors: Mapping[int, str]) -> RankFail
     """The rank that made the job fail, whatever order torchrun noticed the exits in: a rank killed by a signal of
     its own (SIGKILL, SIGSEGV ...) first, then one that wrote an error other than a lost peer, then one that did not
     lose a peer, then torchrun's root cause."""
+
     def signalled(f: RankFailure) -> bool:
         return f.exitcode < 0 and f.signal not in _FOLLOWER_SIGNALS
 
@@ -345,9 +360,13 @@ def failure_summary(rc: int, tail: str, errors: Mapping[int, str]) -> str:
             how = f"was killed by {signal_name}" if code < 0 else f"exited with code {code}"
             text = f"error: distributed training failed: {who} {how}; its output above shows why."
             if signal_name == "SIGKILL" or code == -9:
-                text += (" A SIGKILL without a Python error is usually the out-of-memory killer: lower the batch size "
-                         "or cutoff_len, or shard with deepspeed (z2/z3, offload).")
-        followers = sorted({r for r in errors if r != local} | {f.local_rank for f in failures if f.local_rank != local})
+                text += (
+                    " A SIGKILL without a Python error is usually the out-of-memory killer: lower the batch size "
+                    "or cutoff_len, or shard with deepspeed (z2/z3, offload)."
+                )
+        followers = sorted(
+            {r for r in errors if r != local} | {f.local_rank for f in failures if f.local_rank != local}
+        )
         if followers:
             text += f" The other ranks stopped because of it (local rank(s) {', '.join(map(str, followers))})."
     elif errors:
@@ -364,7 +383,7 @@ def _strip_class(message: str) -> str:
     """``ConfigError: text`` -> ``text`` for tunekit's own errors (their text is complete); others keep the class."""
     for prefix in ("TunekitError: ", "ConfigError: ", "DataError: ", "ModelError: ", "EnvironmentProblem: "):
         if message.startswith(prefix):
-            return message[len(prefix):].strip()
+            return message[len(prefix) :].strip()
     return message.strip()
 
 
@@ -402,10 +421,9 @@ def torchrun_main() -> int:
     reads it; the traceback of the launcher itself would only bury the rank's error."""
     die_with_parent()  # tunekit train was killed: so is torchrun, and (below) so are its ranks
     os.environ[PARENT_PID_ENV] = str(os.getpid())  # each rank arms die_with_parent for this process (cli/train_cmd.py)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main
-
-    from torch.distributed.elastic.multiprocessing.api import SignalException
 
     try:
         main()

@@ -18,7 +18,6 @@ from ...data.media_columns import MEDIA_COLUMNS
 from ...errors import ConfigError
 
 
-
 def samples_without_media(dataset) -> int:
     """How many samples of ``dataset`` have no image, video or audio (0 for a dataset without media columns)."""
     if dataset is None:
@@ -54,8 +53,10 @@ def check_media_on_every_rank(cfg, data) -> None:
                 f"{where} have no image, video or audio. These engines gather the vision tower's weights only on the ranks "
                 f"whose micro-batch has media, so the ranks would wait on each other. Give every sample its media, train "
                 f"the text-only samples in a separate run, or use deepspeed: z2 with the vision tower and projector frozen "
-                f"(or DDP / one process), which keep whole weights on every rank.")
+                f"(or DDP / one process), which keep whole weights on every rank."
+            )
         raise ConfigError(
             f"{where} have no image, video or audio, and the vision tower or projector trains: a rank without media has "
             f"no gradient for them and the ranks' gradient reductions would not match. Give every sample its media, set "
-            f"freeze_vision_tower and freeze_multi_modal_projector to true, or train without deepspeed (DDP).")
+            f"freeze_vision_tower and freeze_multi_modal_projector to true, or train without deepspeed (DDP)."
+        )

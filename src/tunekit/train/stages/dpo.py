@@ -26,7 +26,14 @@ import torch
 
 from ..batching import MultimodalPairCollator, PairCollator, padding_free_pair_collator, sequence_view
 from ..losses import preference_loss
-from .reference_policy import forward_logps, iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
+from .reference_policy import (
+    forward_logps,
+    iter_reference_logps,
+    load_reference,
+    media_inputs,
+    prepare_frozen,
+    reference_forward,
+)
 from .stage_trainer import StageTrainer
 
 REFERENCE_FREE = ("orpo", "simpo")
@@ -54,30 +61,48 @@ class DPOTrainer(StageTrainer):
             # before the policy's forward pass: the reference's no-grad transients then come and go while nothing is
             # held, instead of on top of the policy's activations (and, on the CPU, splitting the heap around them)
             ref = inputs["ref_logps"] if "ref_logps" in inputs else self.reference_logps(model, inputs)
-        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)
+        logps, lengths = forward_logps(
+            model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps
+        )
         b = logps.shape[0] // 2
         if ref is not None:
             ref = ref.to(logps)
-        out = preference_loss(cfg.pref_loss, cfg.pref_beta, logps[:b], logps[b:], None if ref is None else ref[:b],
-                              None if ref is None else ref[b:], lengths[:b], lengths[b:], cfg.dpo_label_smoothing, cfg.simpo_gamma)
+        out = preference_loss(
+            cfg.pref_loss,
+            cfg.pref_beta,
+            logps[:b],
+            logps[b:],
+            None if ref is None else ref[:b],
+            None if ref is None else ref[b:],
+            lengths[:b],
+            lengths[b:],
+            cfg.dpo_label_smoothing,
+            cfg.simpo_gamma,
+        )
         losses = out.losses
         metrics = {}
         if cfg.pref_ftx > 0:
             sft = -logps[:b] / lengths[:b]
             losses = losses + cfg.pref_ftx * sft
             metrics["loss/sft"] = sft.mean()
-        metrics.update({
-            "rewards/chosen": out.chosen_rewards.mean(), "rewards/rejected": out.rejected_rewards.mean(),
-            "rewards/accuracies": (out.chosen_rewards > out.rejected_rewards).float().mean(),
-            "rewards/margins": (out.chosen_rewards - out.rejected_rewards).mean(),
-            "logps/chosen": logps[:b].detach().mean(), "logps/rejected": logps[b:].detach().mean(),
-        })
+        metrics.update(
+            {
+                "rewards/chosen": out.chosen_rewards.mean(),
+                "rewards/rejected": out.rejected_rewards.mean(),
+                "rewards/accuracies": (out.chosen_rewards > out.rejected_rewards).float().mean(),
+                "rewards/margins": (out.chosen_rewards - out.rejected_rewards).mean(),
+                "logps/chosen": logps[:b].detach().mean(),
+                "logps/rejected": logps[b:].detach().mean(),
+            }
+        )
         self.store_metrics(metrics)
         loss = self.pair_loss(losses, num_items_in_batch)
         return (loss, {"losses": losses}) if return_outputs else loss
 
 
-def precompute_reference(dataset, collator, model, ref_model, batch_size: int, columns=("ref_chosen_logps", "ref_rejected_logps")):
+def precompute_reference(
+    dataset, collator, model, ref_model, batch_size: int, columns=("ref_chosen_logps", "ref_rejected_logps")
+):
     """Add the reference log-prob sums of every pair as columns (computed once, in eval mode)."""
     if dataset is None:
         return None
@@ -94,7 +119,9 @@ def pair_collator(cfg, tokenizer, mm=None, model=None):
     if cfg.padding_free:
         return padding_free_pair_collator(mm, model)
     if mm is not None:  # both answers see the pair's images
-        return MultimodalPairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm)
+        return MultimodalPairCollator(
+            pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm
+        )
     return PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
@@ -102,12 +129,23 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     collator = pair_collator(cfg, tokenizer, getattr(data, "mm", None), model)
     ref_model = load_reference(cfg, tokenizer) if cfg.pref_loss not in REFERENCE_FREE else None
     trainer = DPOTrainer(
-        model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
-        processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg, ref_model=ref_model,
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        data_collator=collator,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        tunekit_config=cfg,
+        ref_model=ref_model,
     )
     if cfg.precompute_ref_log_probs and trainer.needs_reference:  # on the training device, then the reference is freed
         size = cfg.per_device_eval_batch_size
-        trainer.train_dataset = precompute_reference(trainer.train_dataset, collator, trainer.model, trainer.ref_model, size)
-        trainer.eval_dataset = precompute_reference(trainer.eval_dataset, collator, trainer.model, trainer.ref_model, size)
+        trainer.train_dataset = precompute_reference(
+            trainer.train_dataset, collator, trainer.model, trainer.ref_model, size
+        )
+        trainer.eval_dataset = precompute_reference(
+            trainer.eval_dataset, collator, trainer.model, trainer.ref_model, size
+        )
         trainer.ref_model = None
     return trainer

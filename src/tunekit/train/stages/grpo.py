@@ -24,8 +24,17 @@ from ..batching import PromptCollator
 from ..losses import group_advantages, grpo_loss, masked_mean
 from .reference_policy import load_reference, prepare_frozen, reference_forward
 from .rollout import (
-    RepeatSampler, RolloutCache, Samples, check_rewards, compute_rewards, decode_completions, generate,
-    load_reward_functions, load_reward_model, response_logps, rollout_stop_ids,
+    RepeatSampler,
+    RolloutCache,
+    Samples,
+    check_rewards,
+    compute_rewards,
+    decode_completions,
+    generate,
+    load_reward_functions,
+    load_reward_model,
+    response_logps,
+    rollout_stop_ids,
 )
 from .stage_trainer import StageTrainer
 
@@ -40,8 +49,12 @@ class GRPORollout:
 
 
 def lm_logits(model, samples: Samples) -> torch.Tensor:
-    return model(input_ids=samples.sequences, attention_mask=samples.attention_mask, position_ids=samples.position_ids,
-                 use_cache=False).logits
+    return model(
+        input_ids=samples.sequences,
+        attention_mask=samples.attention_mask,
+        position_ids=samples.position_ids,
+        use_cache=False,
+    ).logits
 
 
 class RolloutTrainerBase(StageTrainer):
@@ -74,14 +87,22 @@ class RolloutTrainerBase(StageTrainer):
 
     def sample(self, model, inputs, num_return: int):
         cfg = self.tunekit_config
-        samples = generate(self.policy_lm(model), inputs["input_ids"], inputs["attention_mask"], num_return=num_return,
-                           max_new_tokens=cfg.generation_max_new_tokens, temperature=cfg.rollout_temperature,
-                           stop_ids=self.stop_ids, pad_id=self.processing_class.pad_token_id)
+        samples = generate(
+            self.policy_lm(model),
+            inputs["input_ids"],
+            inputs["attention_mask"],
+            num_return=num_return,
+            max_new_tokens=cfg.generation_max_new_tokens,
+            temperature=cfg.rollout_temperature,
+            stop_ids=self.stop_ids,
+            pad_id=self.processing_class.pad_token_id,
+        )
         prompts = [p for p in inputs["prompt_text"] for _ in range(num_return)]
         refs = [r for r in inputs["reference"] for _ in range(num_return)]
         completions = decode_completions(self.processing_class, samples)
-        rewards = compute_rewards(samples, prompts, refs, completions, self.reward_fns, self.reward_model,
-                                  self.processing_class.pad_token_id)
+        rewards = compute_rewards(
+            samples, prompts, refs, completions, self.reward_fns, self.reward_model, self.processing_class.pad_token_id
+        )
         return samples, rewards
 
     def rollout_for(self, model, inputs):
@@ -120,12 +141,20 @@ class GRPOTrainer(RolloutTrainerBase):
         s = rollout.samples
         logps = response_logps(lm_logits(model, s), s, cfg.rollout_temperature)
         old = rollout.old_logps if rollout.old_logps is not None else logps.detach()
-        losses, kl = grpo_loss(logps, old, rollout.ref_logps, rollout.advantages, s.response_mask, cfg.grpo_beta, cfg.cliprange)
+        losses, kl = grpo_loss(
+            logps, old, rollout.ref_logps, rollout.advantages, s.response_mask, cfg.grpo_beta, cfg.cliprange
+        )
         ratio = torch.exp(logps.detach() - old)
         clipped = ((ratio < 1 - cfg.cliprange) | (ratio > 1 + cfg.cliprange)).float()
-        self.store_metrics({"rewards/mean": rollout.rewards.mean(), "rewards/std": rollout.rewards.std() if len(rollout.rewards) > 1 else 0.0,
-                            "completions/mean_length": s.response_mask.sum(1).float().mean(), "objective/kl": kl.mean(),
-                            "objective/clipfrac": masked_mean(clipped, s.response_mask)})
+        self.store_metrics(
+            {
+                "rewards/mean": rollout.rewards.mean(),
+                "rewards/std": rollout.rewards.std() if len(rollout.rewards) > 1 else 0.0,
+                "completions/mean_length": s.response_mask.sum(1).float().mean(),
+                "objective/kl": kl.mean(),
+                "objective/clipfrac": masked_mean(clipped, s.response_mask),
+            }
+        )
         loss = losses.mean()
         return (loss, {"losses": losses}) if return_outputs else loss
 
@@ -134,7 +163,17 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     fns, reward_model = load_reward_functions(cfg.reward_funcs), load_reward_model(cfg)
     check_rewards(cfg, fns, reward_model)
     ref_model = load_reference(cfg, tokenizer) if cfg.grpo_beta > 0 else None
-    return GRPOTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval,
-                       data_collator=PromptCollator(pad_token_id=tokenizer.pad_token_id), processing_class=tokenizer,
-                       callbacks=callbacks, tunekit_config=cfg, ref_model=ref_model, reward_fns=fns,
-                       reward_model=reward_model, stop_ids=rollout_stop_ids(model, tokenizer, data.template))
+    return GRPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        data_collator=PromptCollator(pad_token_id=tokenizer.pad_token_id),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        tunekit_config=cfg,
+        ref_model=ref_model,
+        reward_fns=fns,
+        reward_model=reward_model,
+        stop_ids=rollout_stop_ids(model, tokenizer, data.template),
+    )

@@ -25,10 +25,9 @@ from typing import Any
 import torch
 
 from ...data.media_columns import MEDIA_COLUMNS
-from ...errors import ConfigError
 from ..batching import KTOCollator, PaddingFreeKTOCollator, sequence_view
-from .dpo import forward_logps
 from ..losses import kto_loss
+from .dpo import forward_logps
 from .reference_policy import iter_reference_logps, load_reference, media_inputs, prepare_frozen, reference_forward
 from .stage_trainer import StageTrainer
 
@@ -46,7 +45,9 @@ class MultimodalKTOCollator(KTOCollator):
         media = {k: [p for f in features for p in (f.get(k) or [])] for k in MEDIA_COLUMNS}
         extra = {k: v for k, v in media.items() if k != "images" and v}
         batch.update(self.mm.collate(media["images"], batch["input_ids"], **extra))
-        batch.update({f"kl_{k}": v for k, v in self.mm.collate(media["images"], batch["kl_input_ids"], **extra).items()})
+        batch.update(
+            {f"kl_{k}": v for k, v in self.mm.collate(media["images"], batch["kl_input_ids"], **extra).items()}
+        )
         return batch
 
 
@@ -58,14 +59,18 @@ class KTOTrainer(StageTrainer):
     def reference_logps(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad(), reference_forward(model, self.ref_model) as ref:
             main = forward_logps(ref, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)[0]
-            kl = forward_logps(ref, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
+            kl = forward_logps(
+                ref, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps
+            )[0]
         return main, kl
 
     def policy_kl_logps(self, model, inputs) -> torch.Tensor:
         """The policy's log-probs of the KL pairs, without gradient: the estimate ``z0`` is a detached baseline (as in
         the KTO paper and TRL)."""
         with torch.no_grad():
-            return forward_logps(model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps)[0]
+            return forward_logps(
+                model, **sequence_view(inputs, "kl_"), **media_inputs(inputs, "kl_"), chunked=self.chunked_logps
+            )[0]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cfg = self.tunekit_config
@@ -76,11 +81,15 @@ class KTOTrainer(StageTrainer):
         else:
             ref, ref_kl = self.reference_logps(model, inputs)
         kl_logps = self.policy_kl_logps(model, inputs)  # also before the policy's forward, for the same reason
-        logps, lengths = forward_logps(model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps)
+        logps, lengths = forward_logps(
+            model, **sequence_view(inputs), **media_inputs(inputs), chunked=self.chunked_logps
+        )
         ref, ref_kl = ref.to(logps), ref_kl.to(logps)
         kl = self.accelerator.reduce((kl_logps - ref_kl).mean(), reduction="mean")  # one estimate for the global batch
         desirable = inputs["desirable"].bool()
-        losses, rewards = kto_loss(logps, ref, desirable, kl, cfg.pref_beta, cfg.kto_chosen_weight, cfg.kto_rejected_weight)
+        losses, rewards = kto_loss(
+            logps, ref, desirable, kl, cfg.pref_beta, cfg.kto_chosen_weight, cfg.kto_rejected_weight
+        )
         if cfg.pref_ftx > 0:
             losses = losses + cfg.pref_ftx * torch.where(desirable, -logps / lengths, torch.zeros_like(logps))
         right = torch.where(desirable, rewards > 0, rewards < 0)
@@ -126,18 +135,32 @@ def kto_collator(cfg, tokenizer, mm=None, model=None):
             return PaddingFreeKTOCollator(mm=mm, rope_index=rope_index_of(model))
         return PaddingFreeKTOCollator()
     if mm is not None:
-        return MultimodalKTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm)
+        return MultimodalKTOCollator(
+            pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, mm=mm
+        )
     return KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     collator = kto_collator(cfg, tokenizer, getattr(data, "mm", None), model)
-    trainer = KTOTrainer(model=model, args=args, train_dataset=with_kl_pairs(data.train), eval_dataset=with_kl_pairs(data.eval),
-                         data_collator=collator, processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
-                         ref_model=load_reference(cfg, tokenizer))
+    trainer = KTOTrainer(
+        model=model,
+        args=args,
+        train_dataset=with_kl_pairs(data.train),
+        eval_dataset=with_kl_pairs(data.eval),
+        data_collator=collator,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        tunekit_config=cfg,
+        ref_model=load_reference(cfg, tokenizer),
+    )
     if cfg.precompute_ref_log_probs:  # on the training device, then the reference is freed
         size = cfg.per_device_eval_batch_size
-        trainer.train_dataset = precompute_reference(trainer.train_dataset, collator, trainer.model, trainer.ref_model, size)
-        trainer.eval_dataset = precompute_reference(trainer.eval_dataset, collator, trainer.model, trainer.ref_model, size)
+        trainer.train_dataset = precompute_reference(
+            trainer.train_dataset, collator, trainer.model, trainer.ref_model, size
+        )
+        trainer.eval_dataset = precompute_reference(
+            trainer.eval_dataset, collator, trainer.model, trainer.ref_model, size
+        )
         trainer.ref_model = None
     return trainer

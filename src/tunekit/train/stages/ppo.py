@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import torch
 
 from ..batching import PromptCollator
-from .grpo import RolloutTrainerBase
 from ..losses import gae, masked_mean, masked_whiten, ppo_losses
+from .grpo import RolloutTrainerBase
 from .reference_policy import load_reference
 from .rollout import Samples, check_rewards, load_reward_functions, load_reward_model, response_logps, rollout_stop_ids
 from .value_head import ValueHeadSaveMixin, with_value_head
@@ -56,7 +56,7 @@ class PPORollout:
 
 def policy_forward(model, samples: Samples, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     logits, values = model(samples.sequences, attention_mask=samples.attention_mask, position_ids=samples.position_ids)
-    return response_logps(logits, samples, temperature), values[:, samples.prompt_width - 1:-1].float()
+    return response_logps(logits, samples, temperature), values[:, samples.prompt_width - 1 : -1].float()
 
 
 class PPOTrainer(ValueHeadSaveMixin, RolloutTrainerBase):
@@ -95,23 +95,49 @@ class PPOTrainer(ValueHeadSaveMixin, RolloutTrainerBase):
         rollout = self.rollout_for(model, inputs)
         s = rollout.samples
         logps, values = policy_forward(model, s, cfg.rollout_temperature)
-        parts = ppo_losses(logps, rollout.old_logps, rollout.advantages, values, rollout.old_values, rollout.returns,
-                           s.response_mask, cfg.cliprange, cfg.cliprange_value)
+        parts = ppo_losses(
+            logps,
+            rollout.old_logps,
+            rollout.advantages,
+            values,
+            rollout.old_values,
+            rollout.returns,
+            s.response_mask,
+            cfg.cliprange,
+            cfg.cliprange_value,
+        )
         loss = parts["policy_loss"] + cfg.vf_coef * parts["value_loss"]
-        self.store_metrics({
-            "rewards/mean": rollout.scores.mean(), "rewards/std": rollout.scores.std() if len(rollout.scores) > 1 else 0.0,
-            "completions/mean_length": s.response_mask.sum(1).float().mean(), "objective/kl": rollout.kl.mean(),
-            "objective/kl_coef": self.kl_coef, "ppo/policy_loss": parts["policy_loss"].detach(),
-            "ppo/value_loss": parts["value_loss"].detach(), "ppo/clipfrac": parts["clipfrac"], "ppo/approx_kl": parts["approx_kl"],
-            "ppo/values": masked_mean(values.detach(), s.response_mask),
-        })
+        self.store_metrics(
+            {
+                "rewards/mean": rollout.scores.mean(),
+                "rewards/std": rollout.scores.std() if len(rollout.scores) > 1 else 0.0,
+                "completions/mean_length": s.response_mask.sum(1).float().mean(),
+                "objective/kl": rollout.kl.mean(),
+                "objective/kl_coef": self.kl_coef,
+                "ppo/policy_loss": parts["policy_loss"].detach(),
+                "ppo/value_loss": parts["value_loss"].detach(),
+                "ppo/clipfrac": parts["clipfrac"],
+                "ppo/approx_kl": parts["approx_kl"],
+                "ppo/values": masked_mean(values.detach(), s.response_mask),
+            }
+        )
         return (loss, parts) if return_outputs else loss
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     fns, reward_model = load_reward_functions(cfg.reward_funcs), load_reward_model(cfg)
     check_rewards(cfg, fns, reward_model)
-    return PPOTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval,
-                      data_collator=PromptCollator(pad_token_id=tokenizer.pad_token_id), processing_class=tokenizer,
-                      callbacks=callbacks, tunekit_config=cfg, ref_model=load_reference(cfg, tokenizer), reward_fns=fns,
-                      reward_model=reward_model, stop_ids=rollout_stop_ids(model, tokenizer, data.template))
+    return PPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        data_collator=PromptCollator(pad_token_id=tokenizer.pad_token_id),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        tunekit_config=cfg,
+        ref_model=load_reference(cfg, tokenizer),
+        reward_fns=fns,
+        reward_model=reward_model,
+        stop_ids=rollout_stop_ids(model, tokenizer, data.template),
+    )

@@ -19,7 +19,9 @@ def load_reference(cfg, tokenizer) -> nn.Module | None:
     from ...model.loader import load_model
 
     if cfg.ref_model:
-        ref_cfg = cfg.model_copy(update={"model_name_or_path": cfg.ref_model, "adapter_name_or_path": cfg.ref_model_adapters})
+        ref_cfg = cfg.model_copy(
+            update={"model_name_or_path": cfg.ref_model, "adapter_name_or_path": cfg.ref_model_adapters}
+        )
         return load_model(ref_cfg, tokenizer, is_trainable=False)
     if cfg.finetuning_type == "lora":
         return None
@@ -64,8 +66,11 @@ def zero3_inference_engine(module, train_config: dict):
     zero.pop("offload_optimizer", None)
     hidden = getattr(module.config, "hidden_size", None) or module.config.get_text_config().hidden_size
     # the "auto" sizes transformers fills only for the trained model
-    for key, value in (("reduce_bucket_size", hidden * hidden), ("stage3_prefetch_bucket_size", int(0.9 * hidden * hidden)),
-                       ("stage3_param_persistence_threshold", 10 * hidden)):
+    for key, value in (
+        ("reduce_bucket_size", hidden * hidden),
+        ("stage3_prefetch_bucket_size", int(0.9 * hidden * hidden)),
+        ("stage3_param_persistence_threshold", 10 * hidden),
+    ):
         if zero.get(key, "auto") == "auto":
             zero[key] = value
     engine, *_ = deepspeed.initialize(model=module, config=config)
@@ -115,9 +120,11 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
     if ref_model is None and is_deepspeed_zero3_enabled():
         from ...errors import ConfigError
 
-        raise ConfigError("precompute_ref_log_probs with LoRA under DeepSpeed ZeRO-3 is not supported: the reference is the "
-                          "policy with its adapter disabled, which DeepSpeed shards only when training starts. Remove "
-                          "precompute_ref_log_probs (the LoRA reference needs no second copy of the model) or use deepspeed: z2.")
+        raise ConfigError(
+            "precompute_ref_log_probs with LoRA under DeepSpeed ZeRO-3 is not supported: the reference is the "
+            "policy with its adapter disabled, which DeepSpeed shards only when training starts. Remove "
+            "precompute_ref_log_probs (the LoRA reference needs no second copy of the model) or use deepspeed: z2."
+        )
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -126,17 +133,28 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
             rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
             batch = {k: v.to(device) for k, v in collator(rows).items()}
             with torch.no_grad(), reference_forward(model, ref_model) as ref:
-                out = [forward_logps(ref, **sequence_view(batch, prefix), **media_inputs(batch, prefix))[0] for prefix in fields]
+                out = [
+                    forward_logps(ref, **sequence_view(batch, prefix), **media_inputs(batch, prefix))[0]
+                    for prefix in fields
+                ]
             yield len(rows), out
     finally:
         model.train(was_training)
 
 
 #: batch keys a vision-language / audio model takes besides the text (``data/mm_plugins``: the family plugin's collate)
-MEDIA_INPUTS = ("pixel_values", "image_grid_thw", "mm_token_type_ids",
-                "image_sizes", "token_type_ids",  # LLaVA-NeXT's tile layout, Gemma 3's image-token mask
-                "pixel_values_videos", "video_grid_thw", "second_per_grid_ts",  # Qwen2-VL / Qwen2.5-VL / Qwen3-VL videos
-                "input_features", "feature_attention_mask")  # Qwen2-Audio
+MEDIA_INPUTS = (
+    "pixel_values",
+    "image_grid_thw",
+    "mm_token_type_ids",
+    "image_sizes",
+    "token_type_ids",  # LLaVA-NeXT's tile layout, Gemma 3's image-token mask
+    "pixel_values_videos",
+    "video_grid_thw",
+    "second_per_grid_ts",  # Qwen2-VL / Qwen2.5-VL / Qwen3-VL videos
+    "input_features",
+    "feature_attention_mask",
+)  # Qwen2-Audio
 
 
 def media_inputs(batch, prefix: str = "") -> dict:

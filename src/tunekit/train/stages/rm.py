@@ -38,24 +38,43 @@ class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         view = sequence_view(inputs)
-        _, values = model(view["input_ids"], attention_mask=view["attention_mask"], position_ids=view["position_ids"],
-                          **media_inputs(inputs))
+        _, values = model(
+            view["input_ids"],
+            attention_mask=view["attention_mask"],
+            position_ids=view["position_ids"],
+            **media_inputs(inputs),
+        )
         scores = sequence_scores(values, view)
         b = scores.shape[0] // 2
         chosen, rejected = scores[:b], scores[b:]
         loss = self.pair_loss(pairwise_reward_loss(chosen, rejected), num_items_in_batch)
         correct = (chosen > rejected).float().mean()
-        self.store_metrics({"rewards/chosen": chosen.detach().mean(), "rewards/rejected": rejected.detach().mean(),
-                            "rewards/accuracies": correct, "rewards/margins": (chosen - rejected).detach().mean(),
-                            "accuracy": correct})
+        self.store_metrics(
+            {
+                "rewards/chosen": chosen.detach().mean(),
+                "rewards/rejected": rejected.detach().mean(),
+                "rewards/accuracies": correct,
+                "rewards/margins": (chosen - rejected).detach().mean(),
+                "accuracy": correct,
+            }
+        )
         return (loss, {"chosen": chosen, "rejected": rejected}) if return_outputs else loss
 
 
 def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     mm = getattr(data, "mm", None)
     if mm is not None and cfg.padding_free:
-        raise ConfigError(f"padding_free is not supported for stage rm with a vision-language model ({mm.NAME} family): its "
-                          "media inputs are built per padded row. Remove padding_free.")
-    return RewardTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval,
-                         data_collator=pair_collator(cfg, tokenizer, mm),
-                         processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg)
+        raise ConfigError(
+            f"padding_free is not supported for stage rm with a vision-language model ({mm.NAME} family): its "
+            "media inputs are built per padded row. Remove padding_free."
+        )
+    return RewardTrainer(
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        data_collator=pair_collator(cfg, tokenizer, mm),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        tunekit_config=cfg,
+    )

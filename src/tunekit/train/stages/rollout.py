@@ -17,8 +17,8 @@ reward model saved by stage rm (``reward_model``), which scores prompt + complet
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch.utils.data import Sampler
@@ -61,8 +61,10 @@ def load_reward_functions(spec: str | None) -> list[Callable]:
         try:
             fn = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError(f"reward_funcs: cannot import '{name}' ({exc}); write it as package.module:function "
-                              f"and make sure the module is importable (on PYTHONPATH).") from None
+            raise ConfigError(
+                f"reward_funcs: cannot import '{name}' ({exc}); write it as package.module:function "
+                f"and make sure the module is importable (on PYTHONPATH)."
+            ) from None
         if not callable(fn):
             raise ConfigError(f"reward_funcs: '{name}' is not a function.")
         fns.append(fn)
@@ -105,18 +107,37 @@ class Samples:
 
     @property
     def responses(self) -> torch.Tensor:
-        return self.sequences[:, self.prompt_width:]
+        return self.sequences[:, self.prompt_width :]
 
 
-def generate(lm, input_ids, attention_mask, *, num_return: int, max_new_tokens: int, temperature: float,
-             stop_ids: list[int], pad_id: int) -> Samples:
+def generate(
+    lm,
+    input_ids,
+    attention_mask,
+    *,
+    num_return: int,
+    max_new_tokens: int,
+    temperature: float,
+    stop_ids: list[int],
+    pad_id: int,
+) -> Samples:
     """Sample ``num_return`` completions per prompt (pure sampling: top_p 1, top_k off)."""
     was_training = lm.training
     lm.eval()
     with torch.no_grad():
-        out = lm.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=True, temperature=temperature,
-                          top_p=1.0, top_k=0, max_new_tokens=max_new_tokens, num_return_sequences=num_return,
-                          eos_token_id=stop_ids, pad_token_id=pad_id, use_cache=True)
+        out = lm.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            do_sample=True,
+            temperature=temperature,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=num_return,
+            eos_token_id=stop_ids,
+            pad_token_id=pad_id,
+            use_cache=True,
+        )
     lm.train(was_training)
     width = input_ids.shape[1]
     responses = out[:, width:]
@@ -138,7 +159,7 @@ def response_logps(lm_out_logits: torch.Tensor, samples: Samples, temperature: f
     """Per-token log-probs of the completion tokens ``[N, T]`` (logits at position t predict token t+1)."""
     from ..losses import token_logps
 
-    logits = lm_out_logits[:, samples.prompt_width - 1:-1]
+    logits = lm_out_logits[:, samples.prompt_width - 1 : -1]
     return token_logps(logits, samples.responses, temperature)
 
 
@@ -147,14 +168,23 @@ def decode_completions(tokenizer, samples: Samples) -> list[str]:
     return tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
-def compute_rewards(samples: Samples, prompts: list[str], references: list[str], completions: list[str], fns: list[Callable],
-                    reward_model, pad_id: int) -> torch.Tensor:
+def compute_rewards(
+    samples: Samples,
+    prompts: list[str],
+    references: list[str],
+    completions: list[str],
+    fns: list[Callable],
+    reward_model,
+    pad_id: int,
+) -> torch.Tensor:
     n = samples.sequences.shape[0]
     total = torch.zeros(n)
     for fn in fns:
         values = fn(prompts=prompts, completions=completions, reference=references)
         if len(values) != n:
-            raise ConfigError(f"reward function {getattr(fn, '__name__', fn)} returned {len(values)} rewards for {n} completions.")
+            raise ConfigError(
+                f"reward function {getattr(fn, '__name__', fn)} returned {len(values)} rewards for {n} completions."
+            )
         total += torch.tensor([float(v) for v in values])
     if reward_model is not None:
         from ..batching import mask_of, pad

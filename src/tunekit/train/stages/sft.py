@@ -16,31 +16,48 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
     from ...data.collator import PaddingCollator
     from ..trainer import TunekitTrainer
 
-    collator = PaddingCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                               label_pad_id=IGNORE_INDEX)
+    collator = PaddingCollator(
+        pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, label_pad_id=IGNORE_INDEX
+    )
     if getattr(data, "mm", None) is not None:  # a vision-language model: the batch's images become model inputs
         from ...data.collator import MultimodalCollator
-
         from ...data.padding_free import refuse_family, rope_index_of
 
         if cfg.use_packing and cfg.neat_packing:
             refuse_family(data.mm, "neat_packing")
-        collator = MultimodalCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                                      label_pad_id=IGNORE_INDEX, mm=data.mm, rope_index=rope_index_of(model))
+        collator = MultimodalCollator(
+            pad_token_id=tokenizer.pad_token_id,
+            pad_to_multiple_of=cfg.pad_to_multiple_of,
+            label_pad_id=IGNORE_INDEX,
+            mm=data.mm,
+            rope_index=rope_index_of(model),
+        )
     if cfg.padding_free:  # one row per micro-batch, restarting position ids (data/padding_free.py)
         from ...data.padding_free import padding_free_collator
 
         collator = padding_free_collator(tokenizer, getattr(data, "mm", None), model)
-    elif (cfg.use_packing and cfg.neat_packing
-          and getattr(model.config, "_attn_implementation", None) == "flash_attention_2"):
-        collator.flatten_packed = True  # FA2 finds the packed samples from position ids only in one row (data/collator.py)
+    elif (
+        cfg.use_packing
+        and cfg.neat_packing
+        and getattr(model.config, "_attn_implementation", None) == "flash_attention_2"
+    ):
+        collator.flatten_packed = (
+            True  # FA2 finds the packed samples from position ids only in one row (data/collator.py)
+        )
     trainer = TunekitTrainer(
-        model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
-        processing_class=tokenizer, callbacks=callbacks, tunekit_config=cfg,
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        data_collator=collator,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        tunekit_config=cfg,
     )
-    if cfg.use_asft_loss:  # ASFT's KL anchor (token_loss.py): a frozen copy, or with LoRA the policy without its adapter
+    if (
+        cfg.use_asft_loss
+    ):  # ASFT's KL anchor (token_loss.py): a frozen copy, or with LoRA the policy without its adapter
         from .reference_policy import load_reference, prepare_frozen
 
         trainer.asft_reference = prepare_frozen(load_reference(cfg, tokenizer), trainer)
     return trainer
-

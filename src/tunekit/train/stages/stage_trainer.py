@@ -71,7 +71,9 @@ class StageTrainer(TunekitTrainer):
     def store_metrics(self, metrics: dict[str, float | torch.Tensor]) -> None:
         mode = "train" if self.model.training else "eval"
         for key, value in metrics.items():
-            self._metrics[mode][key].append(float(value.detach().float().mean()) if torch.is_tensor(value) else float(value))
+            self._metrics[mode][key].append(
+                float(value.detach().float().mean()) if torch.is_tensor(value) else float(value)
+            )
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         mode = "train" if "loss" in logs else "eval"

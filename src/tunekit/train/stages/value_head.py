@@ -40,8 +40,14 @@ class ValueHeadModel(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, **kwargs):
         """Returns ``(logits, values)``; ``values[:, t]`` is the head applied to position ``t``."""
-        out = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                                    output_hidden_states=True, use_cache=False, **kwargs)
+        out = self.pretrained_model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            output_hidden_states=True,
+            use_cache=False,
+            **kwargs,
+        )
         hidden = out.hidden_states[-1]
         values = self.v_head(hidden.to(self.v_head.weight.dtype)).squeeze(-1)
         return out.logits, values
@@ -72,9 +78,12 @@ class ValueHeadModel(nn.Module):
         head = self.value_head_state()
         if state_dict is not None:
             lm_prefix, head_prefix = "pretrained_model.", "v_head."
-            head = {f"v_head.summary.{k[len(head_prefix):]}": v.detach().cpu().contiguous()
-                    for k, v in state_dict.items() if k.startswith(head_prefix)}
-            kwargs["state_dict"] = {k[len(lm_prefix):]: v for k, v in state_dict.items() if k.startswith(lm_prefix)}
+            head = {
+                f"v_head.summary.{k[len(head_prefix) :]}": v.detach().cpu().contiguous()
+                for k, v in state_dict.items()
+                if k.startswith(head_prefix)
+            }
+            kwargs["state_dict"] = {k[len(lm_prefix) :]: v for k, v in state_dict.items() if k.startswith(lm_prefix)}
         self.pretrained_model.save_pretrained(folder, **kwargs)
         save_file(head, str(Path(folder) / VALUE_HEAD_FILE), metadata={"format": "pt"})
 
@@ -126,9 +135,12 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
 
         check_adapter_folder(folder)  # a crafted adapter_model.bin: a one-line error naming it, before PEFT loads it
         base = base or json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
-        lm = PeftModel.from_pretrained(model_class(AutoConfig.from_pretrained(base)).from_pretrained(base, dtype=dtype),
-                                       str(folder))
-        if not is_deepspeed_zero3_enabled():  # ZeRO-3 loaded the base partitioned: keep the adapter beside it, unmerged
+        lm = PeftModel.from_pretrained(
+            model_class(AutoConfig.from_pretrained(base)).from_pretrained(base, dtype=dtype), str(folder)
+        )
+        if (
+            not is_deepspeed_zero3_enabled()
+        ):  # ZeRO-3 loaded the base partitioned: keep the adapter beside it, unmerged
             lm = lm.merge_and_unload()
     else:
         lm = model_class(AutoConfig.from_pretrained(str(folder))).from_pretrained(str(folder), dtype=dtype)

@@ -47,9 +47,16 @@ def errors_md(check: Validation | None, lang: str) -> str:
 
 
 def template_dropdown(page: Page, elem_id: str):
-    return page.label(gr.Dropdown(choices=[("(none)", "")] + [(n, n) for n in page.templates], value="",
-                                  allow_custom_value=True, label=t("chat_template", page.lang), elem_id=elem_id),
-                      "chat_template")
+    return page.label(
+        gr.Dropdown(
+            choices=[("(none)", "")] + [(n, n) for n in page.templates],
+            value="",
+            allow_custom_value=True,
+            label=t("chat_template", page.lang),
+            elem_id=elem_id,
+        ),
+        "chat_template",
+    )
 
 
 def model_values(model: str | None, adapter: str | None, template: str | None) -> dict[str, Any]:

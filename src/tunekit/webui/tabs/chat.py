@@ -50,7 +50,9 @@ def build(page: Page) -> ChatTab:
             template = template_dropdown(page, "tk-chat-template")
         with gr.Row():
             use_trained = gr.Button("← Train", size="sm", elem_id="tk-chat-use-trained")
-            load_btn = L(gr.Button(t("chat_load", lang), variant="primary", elem_id="tk-chat-load"), "chat_load", "value")
+            load_btn = L(
+                gr.Button(t("chat_load", lang), variant="primary", elem_id="tk-chat-load"), "chat_load", "value"
+            )
             unload_btn = L(gr.Button(t("chat_unload", lang), elem_id="tk-chat-unload"), "chat_unload", "value")
         info = gr.Markdown(elem_id="tk-chat-info")
         form = FormView(page.board.tab_specs("chat"))
@@ -61,14 +63,36 @@ def build(page: Page) -> ChatTab:
         chatbot = L(gr.Chatbot(label=t("chat_box", lang), elem_id="tk-chatbot", height=360), "chat_box")
         with gr.Row():
             message = L(gr.Textbox(label=t("chat_input", lang), scale=4, elem_id="tk-chat-input"), "chat_input")
-            send_btn = L(gr.Button(t("chat_send", lang), variant="primary", scale=1, elem_id="tk-chat-send"),
-                         "chat_send", "value")
+            send_btn = L(
+                gr.Button(t("chat_send", lang), variant="primary", scale=1, elem_id="tk-chat-send"),
+                "chat_send",
+                "value",
+            )
             clear_btn = L(gr.Button(t("chat_clear", lang), scale=1, elem_id="tk-chat-clear"), "chat_clear", "value")
-        image = L(gr.File(label=t("chat_image", lang), file_types=["image"], type="filepath", height=120,
-                          elem_id="tk-chat-image"), "chat_image")
+        image = L(
+            gr.File(
+                label=t("chat_image", lang), file_types=["image"], type="filepath", height=120, elem_id="tk-chat-image"
+            ),
+            "chat_image",
+        )
         conversation = gr.State(new_conversation())
-    return ChatTab(model, adapter, template, use_trained, load_btn, unload_btn, info, form, system, chatbot,
-                   message, image, conversation, send_btn, clear_btn)
+    return ChatTab(
+        model,
+        adapter,
+        template,
+        use_trained,
+        load_btn,
+        unload_btn,
+        info,
+        form,
+        system,
+        chatbot,
+        message,
+        image,
+        conversation,
+        send_btn,
+        clear_btn,
+    )
 
 
 def wire(page: Page, tab: ChatTab) -> None:
@@ -90,15 +114,20 @@ def wire(page: Page, tab: ChatTab) -> None:
             return f"⚠ could not load the model: {type(exc).__name__}: {exc}"
         return f"✓ loaded {desc}"
 
-    tab.load_btn.click(on_load, inputs={tab.model, tab.adapter, tab.template, *tab.form.inputs}, outputs=tab.info,
-                       api_visibility="private")
+    tab.load_btn.click(
+        on_load,
+        inputs={tab.model, tab.adapter, tab.template, *tab.form.inputs},
+        outputs=tab.info,
+        api_visibility="private",
+    )
     tab.unload_btn.click(lambda: (board.chat.unload(), "unloaded")[1], outputs=tab.info, api_visibility="private")
 
     def on_send(data):
         gen = {k: v for k, v in board.values(tab.form.read_map(data)).items() if k in CHAT_GEN_KEYS}
         text, image = data[tab.message], data[tab.image]
-        for convo in board.chat.turn(data[tab.conversation], text, image, data[tab.system] or None,
-                                     data[page.lang_radio], **gen):
+        for convo in board.chat.turn(
+            data[tab.conversation], text, image, data[tab.system] or None, data[page.lang_radio], **gen
+        ):
             cleared = {tab.message: "", tab.image: None} if text else {}
             yield {tab.chatbot: convo["shown"], tab.conversation: convo, **cleared}
 
@@ -106,5 +135,6 @@ def wire(page: Page, tab: ChatTab) -> None:
     outputs = [tab.chatbot, tab.conversation, tab.message, tab.image]
     for event in (tab.send_btn.click, tab.message.submit):
         event(on_send, inputs=inputs, outputs=outputs, api_visibility="private")
-    tab.clear_btn.click(lambda: ([], new_conversation()), outputs=[tab.chatbot, tab.conversation],
-                        api_visibility="private")
+    tab.clear_btn.click(
+        lambda: ([], new_conversation()), outputs=[tab.chatbot, tab.conversation], api_visibility="private"
+    )

@@ -40,13 +40,25 @@ def build(page: Page) -> ExportTab:
         form.render_flat(lang)
         with gr.Row():
             use_trained = gr.Button("← Train", size="sm", elem_id="tk-export-use-trained")
-            export_btn = L(gr.Button(t("export_btn", lang), variant="primary", elem_id="tk-export-btn"), "export_btn",
-                           "value")
-        command = L(gr.Code(language="shell", label=t("command", lang), lines=2, max_lines=8, interactive=False,
-                            elem_id="tk-export-command", wrap_lines=True), "command")
+            export_btn = L(
+                gr.Button(t("export_btn", lang), variant="primary", elem_id="tk-export-btn"), "export_btn", "value"
+            )
+        command = L(
+            gr.Code(
+                language="shell",
+                label=t("command", lang),
+                lines=2,
+                max_lines=8,
+                interactive=False,
+                elem_id="tk-export-command",
+                wrap_lines=True,
+            ),
+            "command",
+        )
         errors = gr.Markdown(elem_id="tk-export-errors")
-        log = L(gr.Textbox(label=t("export_log", lang), lines=8, interactive=False, elem_id="tk-export-log"),
-                "export_log")
+        log = L(
+            gr.Textbox(label=t("export_log", lang), lines=8, interactive=False, elem_id="tk-export-log"), "export_log"
+        )
     return ExportTab(model, adapter, template, form, use_trained, export_btn, command, errors, log)
 
 
@@ -70,5 +82,6 @@ def wire(page: Page, tab: ExportTab) -> None:
         return "", cmd
 
     inputs = {tab.model, tab.adapter, tab.template, *tab.form.inputs, page.lang_radio}
-    page.then_wake(tab.export_btn.click(on_export, inputs=inputs, outputs=[tab.errors, tab.command],
-                                        api_visibility="private"))
+    page.then_wake(
+        tab.export_btn.click(on_export, inputs=inputs, outputs=[tab.errors, tab.command], api_visibility="private")
+    )

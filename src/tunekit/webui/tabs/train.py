@@ -73,25 +73,65 @@ def _form_column(page: Page) -> dict[str, Any]:
     with gr.Accordion(t("samples_out", lang), open=True, elem_id="tk-samples") as samples_acc:
         L(samples_acc, "samples_out")
         with gr.Row():
-            ds_refresh = L(gr.Button(t("datasets_refresh", lang), size="sm", elem_id="tk-ds-refresh"), "datasets_refresh", "value")
-            samples_n = L(gr.Number(value=2, precision=0, label=t("samples_n", lang), elem_id="tk-samples-n"), "samples_n")
-            samples_btn = L(gr.Button(t("samples_btn", lang), size="sm", elem_id="tk-samples-btn"), "samples_btn", "value")
-        samples_out = gr.HighlightedText(color_map={"trained": "green", "media": "blue"}, show_legend=True,
-                                         combine_adjacent=True, elem_id="tk-samples-out", show_label=False)
+            ds_refresh = L(
+                gr.Button(t("datasets_refresh", lang), size="sm", elem_id="tk-ds-refresh"), "datasets_refresh", "value"
+            )
+            samples_n = L(
+                gr.Number(value=2, precision=0, label=t("samples_n", lang), elem_id="tk-samples-n"), "samples_n"
+            )
+            samples_btn = L(
+                gr.Button(t("samples_btn", lang), size="sm", elem_id="tk-samples-btn"), "samples_btn", "value"
+            )
+        samples_out = gr.HighlightedText(
+            color_map={"trained": "green", "media": "blue"},
+            show_legend=True,
+            combine_adjacent=True,
+            elem_id="tk-samples-out",
+            show_label=False,
+        )
         samples_media = gr.Markdown(elem_id="tk-samples-media")
-        samples_gallery = L(gr.Gallery(label=t("samples_media", lang), columns=6, height="auto", visible=False,
-                                       elem_id="tk-samples-gallery", buttons=["fullscreen"], interactive=False), "samples_media")
+        samples_gallery = L(
+            gr.Gallery(
+                label=t("samples_media", lang),
+                columns=6,
+                height="auto",
+                visible=False,
+                elem_id="tk-samples-gallery",
+                buttons=["fullscreen"],
+                interactive=False,
+            ),
+            "samples_media",
+        )
     with gr.Row():
-        config_path = L(gr.Textbox(value="saves/webui_config.yaml", label=t("config_path", lang), scale=3,
-                                   elem_id="tk-config-path"), "config_path")
-        overwrite = L(gr.Checkbox(value=False, label=t("overwrite", lang), elem_id="tk-overwrite", scale=1,
-                                  min_width=100), "overwrite")
+        config_path = L(
+            gr.Textbox(
+                value="saves/webui_config.yaml", label=t("config_path", lang), scale=3, elem_id="tk-config-path"
+            ),
+            "config_path",
+        )
+        overwrite = L(
+            gr.Checkbox(value=False, label=t("overwrite", lang), elem_id="tk-overwrite", scale=1, min_width=100),
+            "overwrite",
+        )
         save_btn = L(gr.Button(t("save_btn", lang), elem_id="tk-save", scale=1), "save_btn", "value")
         load_btn = L(gr.Button(t("load_btn", lang), elem_id="tk-load", scale=1), "load_btn", "value")
-    flagged = gr.State([])  # inside the column: a State as a direct child of a gr.Tab makes Gradio 6 duplicate tab labels
-    return dict(flagged=flagged, form=form, ds_refresh=ds_refresh, samples_n=samples_n, samples_btn=samples_btn, samples_out=samples_out,
-                samples_gallery=samples_gallery, samples_media=samples_media,
-                config_path=config_path, overwrite=overwrite, save_btn=save_btn, load_btn=load_btn)
+    flagged = gr.State(
+        []
+    )  # inside the column: a State as a direct child of a gr.Tab makes Gradio 6 duplicate tab labels
+    return dict(
+        flagged=flagged,
+        form=form,
+        ds_refresh=ds_refresh,
+        samples_n=samples_n,
+        samples_btn=samples_btn,
+        samples_out=samples_out,
+        samples_gallery=samples_gallery,
+        samples_media=samples_media,
+        config_path=config_path,
+        overwrite=overwrite,
+        save_btn=save_btn,
+        load_btn=load_btn,
+    )
 
 
 def _side_column(page: Page) -> dict[str, Any]:
@@ -105,28 +145,71 @@ def _side_column(page: Page) -> dict[str, Any]:
         L(plan_acc, "plan_title")
         with gr.Row():
             gpu_choices = [(t("plan_no_gpu", lang), adapters.NO_GPU)] + [(n, n) for n in adapters.gpu_choices()]
-            gpu = L(gr.Dropdown(choices=gpu_choices, value=adapters.detected_gpu(), label=t("plan_gpu", lang),
-                                allow_custom_value=True, elem_id="tk-plan-gpu"), "plan_gpu")
+            gpu = L(
+                gr.Dropdown(
+                    choices=gpu_choices,
+                    value=adapters.detected_gpu(),
+                    label=t("plan_gpu", lang),
+                    allow_custom_value=True,
+                    elem_id="tk-plan-gpu",
+                ),
+                "plan_gpu",
+            )
             gpus = L(gr.Number(value=1, precision=0, label=t("plan_gpus", lang), elem_id="tk-plan-gpus"), "plan_gpus")
         plan_md = gr.Markdown(elem_id="tk-plan-out")
         with gr.Row():
             plan_btn = L(gr.Button(t("plan_btn", lang), elem_id="tk-plan-btn", size="sm"), "plan_btn", "value")
             autofit_btn = L(gr.Button(t("autofit_btn", lang), elem_id="tk-autofit", size="sm"), "autofit_btn", "value")
-    command = L(gr.Code(language="shell", label=t("command", lang), lines=2, max_lines=8, interactive=False,
-                        elem_id="tk-command", wrap_lines=True), "command")
-    yaml = L(gr.Code(language="yaml", label=t("yaml", lang), lines=4, max_lines=16, interactive=False,
-                     elem_id="tk-yaml"), "yaml")
+    command = L(
+        gr.Code(
+            language="shell",
+            label=t("command", lang),
+            lines=2,
+            max_lines=8,
+            interactive=False,
+            elem_id="tk-command",
+            wrap_lines=True,
+        ),
+        "command",
+    )
+    yaml = L(
+        gr.Code(language="yaml", label=t("yaml", lang), lines=4, max_lines=16, interactive=False, elem_id="tk-yaml"),
+        "yaml",
+    )
     progress = gr.HTML(page.board.job_view(lang)["html"], elem_id="tk-progress")
     status = gr.Markdown(elem_id="tk-status")
-    loss_plot = L(gr.LinePlot(x="step", y="value", color="series", label=t("loss_plot", lang), elem_id="tk-loss-plot",
-                              height=260), "loss_plot")
-    loss_png = L(gr.Image(label=t("loss_png", lang), type="filepath", elem_id="tk-loss-png", interactive=False,
-                          height=260), "loss_png")
-    log = L(gr.Textbox(label=t("log", lang), lines=10, max_lines=10, interactive=False, elem_id="tk-log",
-                       autoscroll=True), "log")
-    return dict(preview_btn=preview_btn, start_btn=start_btn, stop_btn=stop_btn, errors=errors, gpu=gpu, gpus=gpus,
-                plan_md=plan_md, plan_btn=plan_btn, autofit_btn=autofit_btn, command=command, yaml=yaml,
-                progress=progress, status=status, loss_plot=loss_plot, loss_png=loss_png, log=log)
+    loss_plot = L(
+        gr.LinePlot(
+            x="step", y="value", color="series", label=t("loss_plot", lang), elem_id="tk-loss-plot", height=260
+        ),
+        "loss_plot",
+    )
+    loss_png = L(
+        gr.Image(label=t("loss_png", lang), type="filepath", elem_id="tk-loss-png", interactive=False, height=260),
+        "loss_png",
+    )
+    log = L(
+        gr.Textbox(label=t("log", lang), lines=10, max_lines=10, interactive=False, elem_id="tk-log", autoscroll=True),
+        "log",
+    )
+    return dict(
+        preview_btn=preview_btn,
+        start_btn=start_btn,
+        stop_btn=stop_btn,
+        errors=errors,
+        gpu=gpu,
+        gpus=gpus,
+        plan_md=plan_md,
+        plan_btn=plan_btn,
+        autofit_btn=autofit_btn,
+        command=command,
+        yaml=yaml,
+        progress=progress,
+        status=status,
+        loss_plot=loss_plot,
+        loss_png=loss_png,
+        log=log,
+    )
 
 
 # ---------------------------------------------------------------- handlers
@@ -159,8 +242,11 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
     def on_edit(data):
         lang = data[page.lang_radio]
         check = board.validate(board.values(form.read_map(data)))
-        return {**form.update_map(check=check, lang=lang, flagged=set(data[tab.flagged] or ())),
-                tab.errors: errors_md(check, lang), tab.flagged: sorted(check.by_field)}
+        return {
+            **form.update_map(check=check, lang=lang, flagged=set(data[tab.flagged] or ())),
+            tab.errors: errors_md(check, lang),
+            tab.flagged: sorted(check.by_field),
+        }
 
     def on_plan(data):
         check = board.validate(board.values(form.read_map(data)))
@@ -174,23 +260,42 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
             check = board.validate(dict(values, **overrides))
             if check.ok:
                 plan = plan_text(page, check, data[tab.gpu], data[tab.gpus], lang)[0]
-                return {**form.update_map(values=board.form_from_config(check.config), check=check, lang=lang),
-                        tab.errors: errors_md(check, lang), tab.plan_md: plan}
+                return {
+                    **form.update_map(values=board.form_from_config(check.config), check=check, lang=lang),
+                    tab.errors: errors_md(check, lang),
+                    tab.plan_md: plan,
+                }
             return {**form.update_map(check=check, lang=lang), tab.errors: errors_md(check, lang), tab.plan_md: plan}
         return {tab.errors: errors_md(check, lang), tab.plan_md: plan}
 
     edits = [c.change for c in form.inputs]
     # Validation is instant; the plan may tokenize the data the first time: separate queues, so a
     # slow plan never delays the messages next to the fields or a Start.
-    gr.on(edits, on_edit, inputs={*form.inputs, page.lang_radio, tab.flagged},
-          outputs=[*form.inputs, tab.errors, tab.flagged], trigger_mode="always_last", show_progress="hidden",
-          concurrency_id="validate", api_visibility="private")
+    gr.on(
+        edits,
+        on_edit,
+        inputs={*form.inputs, page.lang_radio, tab.flagged},
+        outputs=[*form.inputs, tab.errors, tab.flagged],
+        trigger_mode="always_last",
+        show_progress="hidden",
+        concurrency_id="validate",
+        api_visibility="private",
+    )
     plan_inputs = {*form.inputs, page.lang_radio, tab.gpu, tab.gpus}
-    gr.on(edits + [tab.gpu.change, tab.gpus.change, tab.plan_btn.click], on_plan, inputs=plan_inputs,
-          outputs=tab.plan_md, trigger_mode="always_last", show_progress="minimal", concurrency_id="plan",
-          concurrency_limit=1, api_visibility="private")
-    tab.autofit_btn.click(on_autofit, inputs=plan_inputs, outputs=[*form.inputs, tab.errors, tab.plan_md],
-                          api_visibility="private")
+    gr.on(
+        edits + [tab.gpu.change, tab.gpus.change, tab.plan_btn.click],
+        on_plan,
+        inputs=plan_inputs,
+        outputs=tab.plan_md,
+        trigger_mode="always_last",
+        show_progress="minimal",
+        concurrency_id="plan",
+        concurrency_limit=1,
+        api_visibility="private",
+    )
+    tab.autofit_btn.click(
+        on_autofit, inputs=plan_inputs, outputs=[*form.inputs, tab.errors, tab.plan_md], api_visibility="private"
+    )
 
 
 def _wire_run(page: Page, tab: TrainTab) -> None:
@@ -200,8 +305,12 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
     def on_preview(data):
         lang, values = data[page.lang_radio], board.with_output_dir(form.read_map(data))
         check, cmd, yml = board.preview(values)
-        return {**form.update_map(values={"output_dir": values.get("output_dir")}, check=check, lang=lang),
-                tab.errors: errors_md(check, lang), tab.command: cmd, tab.yaml: yml}
+        return {
+            **form.update_map(values={"output_dir": values.get("output_dir")}, check=check, lang=lang),
+            tab.errors: errors_md(check, lang),
+            tab.command: cmd,
+            tab.yaml: yml,
+        }
 
     def on_start(data):
         lang, values = data[page.lang_radio], board.with_output_dir(form.read_map(data))
@@ -213,8 +322,11 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
             check, _job = board.start_train(values)
         except (OSError, RuntimeError, ValueError) as exc:
             return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {exc}", **shown}
-        return {**form.update_map(values={"output_dir": values.get("output_dir")}, check=check, lang=lang),
-                tab.errors: errors_md(check, lang), **shown}
+        return {
+            **form.update_map(values={"output_dir": values.get("output_dir")}, check=check, lang=lang),
+            tab.errors: errors_md(check, lang),
+            **shown,
+        }
 
     inputs = {*form.inputs, page.lang_radio}
     outputs = [*form.inputs, tab.errors, tab.command, tab.yaml]
@@ -248,10 +360,18 @@ def _wire_files(page: Page, tab: TrainTab) -> None:
         check = board.validate(board.values(new_form))
         return {**form.update_map(values=new_form, check=check, lang=lang), tab.errors: f"✓ loaded {path}"}
 
-    tab.save_btn.click(on_save, inputs={*form.inputs, tab.config_path, tab.overwrite, page.lang_radio},
-                       outputs=[*form.inputs, tab.errors, tab.overwrite], api_visibility="private")
-    tab.load_btn.click(on_load, inputs={tab.config_path, page.lang_radio}, outputs=[*form.inputs, tab.errors],
-                       api_visibility="private")
+    tab.save_btn.click(
+        on_save,
+        inputs={*form.inputs, tab.config_path, tab.overwrite, page.lang_radio},
+        outputs=[*form.inputs, tab.errors, tab.overwrite],
+        api_visibility="private",
+    )
+    tab.load_btn.click(
+        on_load,
+        inputs={tab.config_path, page.lang_radio},
+        outputs=[*form.inputs, tab.errors],
+        api_visibility="private",
+    )
 
 
 def _wire_data(page: Page, tab: TrainTab) -> None:
@@ -262,18 +382,30 @@ def _wire_data(page: Page, tab: TrainTab) -> None:
         lang = data[page.lang_radio]
         check, pieces, samples, note = board.sample_preview_media(form.read_map(data), int(data[tab.samples_n] or 2))
         thumbs, media = board.sample_media(samples, lang) if samples else ([], "")
-        return {tab.samples_out: pieces, tab.errors: errors_md(check, lang) if not check.ok else note,
-                tab.samples_gallery: gr.Gallery(value=thumbs or None, visible=bool(thumbs)), tab.samples_media: media}
+        return {
+            tab.samples_out: pieces,
+            tab.errors: errors_md(check, lang) if not check.ok else note,
+            tab.samples_gallery: gr.Gallery(value=thumbs or None, visible=bool(thumbs)),
+            tab.samples_media: media,
+        }
 
-    tab.samples_btn.click(on_samples, inputs={*form.inputs, tab.samples_n, page.lang_radio},
-                          outputs=[tab.samples_out, tab.errors, tab.samples_gallery, tab.samples_media],
-                          api_visibility="private")
+    tab.samples_btn.click(
+        on_samples,
+        inputs={*form.inputs, tab.samples_n, page.lang_radio},
+        outputs=[tab.samples_out, tab.errors, tab.samples_gallery, tab.samples_media],
+        api_visibility="private",
+    )
 
     if "model_name_or_path" in form.comps and "template" in form.comps:
+
         def on_model(model, template):
             if template or not board.model_chat_template(model):
                 return gr.skip()
             return "jinja"  # the model's own chat template (tokenizer_config.json / chat_template.jinja)
 
-        form["model_name_or_path"].change(on_model, inputs=[form["model_name_or_path"], form["template"]],
-                                          outputs=form["template"], api_visibility="private")
+        form["model_name_or_path"].change(
+            on_model,
+            inputs=[form["model_name_or_path"], form["template"]],
+            outputs=form["template"],
+            api_visibility="private",
+        )
