@@ -32,7 +32,12 @@ install-test: $(VENV)/.test
 demo: install
 	$(BIN)/python examples/quickstart.py
 
+# lint first: the formatter and the linter (pyproject.toml [tool.ruff]) over everything CI ships
+LINT_PATHS := src tests benchmarks examples scripts
+
 test: install-test
+	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/ruff check $(LINT_PATHS)
 	bash scripts/test-system-deps.sh
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 

@@ -14,6 +14,8 @@ only. The test venv (``.venv``) also has bitsandbytes and deepspeed, and their p
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import statistics
 import subprocess
@@ -95,10 +97,10 @@ def run_measured(
     marks: dict[str, float] = {}
     peak_tree = 0
     done = threading.Event()
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    load_before = loadavg()
-    t0 = time.time()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    with open(log, "wb") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+        load_before = loadavg()
+        t0 = time.time()
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
 
     def sampler() -> None:
         nonlocal peak_tree
@@ -123,10 +125,8 @@ def run_measured(
                 except psutil.Error:
                     procs = []
                 for p in procs:
-                    try:
+                    with contextlib.suppress(psutil.Error):
                         total += p.memory_info().rss
-                    except psutil.Error:
-                        pass
                 peak_tree = max(peak_tree, total)
             done.wait(interval if len(marks) < len(watch) else min(rss_interval, 0.25))
 
@@ -137,8 +137,6 @@ def run_measured(
     proc.returncode = os.waitstatus_to_exitcode(status)
     done.set()
     thread.join()
-    if log:
-        out.close()
     return Measured(
         rc=proc.returncode,
         wall_s=wall,
@@ -158,6 +156,6 @@ def med(values: list[float]) -> float:
 
 
 def fmt(value, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     return f"{value:.{digits}f}"

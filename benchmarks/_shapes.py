@@ -11,7 +11,7 @@ The tokenizer is a byte-level BPE with Qwen2's pre-tokenizer and ChatML special 
 trained on LLaMA-Factory's demo data when that folder is given (the text the benchmarks train on, as
 ``../shared/bench/llamafactory-baseline/make_tiny_model.py`` does), else on tunekit's shipped corpus.
 
-Needs torch, transformers, tokenizers and tunekit (``tunekit.model.tiny`` for the tokenizer conventions).
+Needs torch, transformers, tokenizers and tunekit (``tunekit.tiny.tokenizer`` for the tokenizer conventions).
 """
 
 from __future__ import annotations
@@ -115,17 +115,17 @@ def corpus(data_dir: Path | None) -> tuple[list[str], str]:
                 texts.extend(_strings(json.loads(path.read_text(encoding="utf-8"))))
         if texts:
             return texts, f"demo data in {data_dir}"
-    from tunekit.model.tiny import corpus_texts
+    from tunekit.tiny.tokenizer import corpus_texts
 
     return corpus_texts(), "tunekit's shipped corpus"
 
 
 def build_qwen_tokenizer(texts: list[str], vocab_size: int = BPE_VOCAB, max_length: int = 32768):
-    """A Qwen2-style tokenizer (tunekit.model.tiny's qwen conventions) trained on ``texts``."""
+    """A Qwen2-style tokenizer (tunekit.tiny.tokenizer's qwen conventions) trained on ``texts``."""
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
-    from tunekit.model.tiny import TOKENIZERS, chat_template_for, train_bpe
+    from tunekit.tiny.tokenizer import TOKENIZERS, chat_template_for, train_bpe
 
     fam = TOKENIZERS["qwen"]
     tok = train_bpe(texts, list(fam.special) + list(fam.extra), vocab_size)
@@ -164,7 +164,8 @@ def build_random_model(
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from tunekit.model.tiny import _make_config, check_tokenizer_roundtrip
+    from tunekit.tiny.config import make_config
+    from tunekit.tiny.tokenizer import check_tokenizer_roundtrip
 
     out = Path(out_dir)
     marker = out / ".built.json"
@@ -194,7 +195,7 @@ def build_random_model(
     tcfg_path.write_text(json.dumps(tcfg, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.special}
     fields.update(bos_token_id=None, eos_token_id=ids[fam.eos], pad_token_id=ids[fam.pad])
-    config = _make_config(fields)
+    config = make_config(fields)
     torch_dtype = getattr(torch, dtype)
     with torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(seed)
@@ -215,9 +216,9 @@ def count_params(shape: str) -> dict[str, int]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from tunekit.model.tiny import _make_config
+    from tunekit.tiny.config import make_config
 
-    config = _make_config(dict(REAL_SHAPES[shape]))
+    config = make_config(dict(REAL_SHAPES[shape]))
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     total = sum(p.numel() for p in model.parameters())  # tied: counted once

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seconds per optimizer step of each distributed engine on a tiny model, on this machine's CPUs (gloo).
 
-Every engine trains the same tiny Qwen2 (``tunekit.model.tiny``, hidden 64, 2 layers; full fine-tuning,
+Every engine trains the same tiny Qwen2 (``tunekit.tiny.text``, hidden 64, 2 layers; full fine-tuning,
 fp32) with the same global batch (2 sequences per step) for ``--steps`` steps, each through a real
 ``tunekit train`` subprocess:
 
@@ -52,7 +52,7 @@ GLOBAL_BATCH = 2
 
 def prepare(root: Path) -> tuple[Path, Path]:
     """The tiny model (built once, cached in WORK) and a small alpaca dataset."""
-    from tunekit.model.tiny import build_tiny_model
+    from tunekit.tiny.text import build_tiny_model
 
     model = root / "tiny-qwen2"
     if not (model / "model.safetensors").is_file():
@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {ENGINES[name][0]} | {r['error']} | | |")
         else:
             print(
-                f"| {name} | {ENGINES[name][0]} | {fmt(r['runtime_per_step'], 3)} s | {fmt(r['steady_per_step'], 3)} s "
+                f"| {name} | {ENGINES[name][0]} | {fmt(r['runtime_per_step'], 3)} s | {fmt(r['steady_per_step'], 3)} "
+                "s "
                 f"| {fmt(r['wall'], 1)} s |"
             )
     print(f"\nload after: {loadavg()}")

@@ -184,14 +184,16 @@ def run(args) -> dict:
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train's loop
     t0 = time.time()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        with record_function("phase:step"), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            trainer.training_step(trainer.model, batch)
+    with (
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+        record_function("phase:step"),
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+    ):
+        trainer.training_step(trainer.model, batch)
     wall = time.time() - t0
     dpo_mod.forward_logps = plain
     curve, marks = live_curve(prof)
     phases = {}
-    step_start = next(s for n, s, e in marks if n == "phase:step")
     base = 0  # live bytes relative to the step's start
     for name, s, e in marks:
         inside = [b for t, b in curve if s <= t <= e]

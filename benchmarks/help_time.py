@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[help_time] {exe} | min of {args.n} runs | load {loadavg()} | cpus {os.cpu_count()}")
     base = time_command([str(python), "-c", "pass"], args.n)
     print(
-        f"  {'python -c pass (interpreter floor)':<36} min {fmt(min(base), 3)} s  median {fmt(statistics.median(base), 3)} s"
+        f"  {'python -c pass (interpreter floor)':<36} min {fmt(min(base), 3)} s  median "
+        f"{fmt(statistics.median(base), 3)} s"
     )
     ok = True
     results = {}

@@ -6,8 +6,10 @@ qwen template, cutoff 512, LoRA r8 on all linear layers, bs 2 x GA 4, lr 1e-4 co
 val 0.1 with eval every 20 steps, fp32, 33 optimizer steps) on the tiny Qwen2 that the baseline's
 ``make_tiny_model.py`` builds (5.0M parameters). Both tools get the same command line::
 
-    tunekit train          lora_sft.yaml model_name_or_path=M output_dir=O dataset_dir=D logging_first_step=true do_eval=true
-    llamafactory-cli train lora_sft.yaml model_name_or_path=M output_dir=O dataset_dir=D logging_first_step=true do_eval=true
+    tunekit train          lora_sft.yaml $ARGS
+    llamafactory-cli train lora_sft.yaml $ARGS
+
+with ``ARGS="model_name_or_path=M output_dir=O dataset_dir=D logging_first_step=true do_eval=true"``.
 
 ``logging_first_step=true`` (a TrainingArguments option both accept; it adds one log line) makes each
 tool append its first line to ``output_dir/trainer_log.jsonl`` right after optimizer step 1.
@@ -237,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     build_model(model_dir, Path(args.tunekit).parent / "python")
     print(
         f"[lf_compare] job {JOB} | model {model_dir} | cpus {os.cpu_count()} | "
-        f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | nice {args.nice} | load {loadavg()}",
+        f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | nice {args.nice} | load "
+        f"{loadavg()}",
         flush=True,
     )
     rows = []

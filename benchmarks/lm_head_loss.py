@@ -124,8 +124,9 @@ def main(argv=None) -> int:
         )
     plain = [r for r in rows if r["variant"] == "plain"]
     chunk = [r for r in rows if r["variant"] == "chunked"]
+    time_ratio = statistics.median(c["s_per_pass"] / p["s_per_pass"] for p, c in zip(plain, chunk))
     print(
-        f"chunked / plain: time {statistics.median(c['s_per_pass'] / p['s_per_pass'] for p, c in zip(plain, chunk)):.2f}, "
+        f"chunked / plain: time {time_ratio:.2f}, "
         f"peak {statistics.median(c['peak_mb'] / p['peak_mb'] for p, c in zip(plain, chunk)):.3f} "
         f"({a.tokens} tokens, vocab {a.vocab}, hidden {a.hidden}, head {'trainable' if a.trainable else 'frozen'})"
     )

@@ -26,11 +26,11 @@ MFU = 6 x N x (training tokens/s) / (this machine's fp32 matmul throughput)
 
 Shape: batch 16 x 256 tokens (4096 tokens per micro-batch) by default; ``--grad-accum K`` accumulates K
 micro-batches per optimizer step, as fine-tuning runs do (LLaMA-Factory's examples use 8), which spreads the
-optimizer step, clipping and zeroing (~4 % of a 4096-token step here) over K x 4096 tokens. The 6N count leaves attention
-out, which is fair only when attention is a small share of the FLOPs, as in the models people fine-tune:
-12 x L x d x seq / 6N is ~5 % for Qwen2.5-7B at 2K tokens and ~7 % here at 256 tokens, but ~14 % at
-512 tokens on this 512-wide model, where the headline would then mostly measure the attention kernel.
-``--seq 512 --batch 8`` gives that variant (the alternative count below includes attention either way).
+optimizer step, clipping and zeroing (~4 % of a 4096-token step here) over K x 4096 tokens. The 6N count leaves
+attention out, which is fair only when attention is a small share of the FLOPs, as in the models people fine-tune: 12 x
+L x d x seq / 6N is ~5 % for Qwen2.5-7B at 2K tokens and ~7 % here at 256 tokens, but ~14 % at 512 tokens on this
+512-wide model, where the headline would then mostly measure the attention kernel. ``--seq 512 --batch 8`` gives that
+variant (the alternative count below includes attention either way).
 
 ``--compile`` sets tunekit's ``torch_compile: true`` (TrainingArguments' torch.compile, inductor): on a
 CPU it fuses the element-wise work (RMSNorm, rotary, SwiGLU, the residual adds) that eager mode runs as
@@ -40,9 +40,10 @@ separate memory-bound kernels. Compilation happens in the first steps, which the
 The run goes through tunekit's own path: ``load_config`` -> ``build_training_arguments`` ->
 ``load_tokenizer``/``load_model`` (finetuning_type full, gradient checkpointing off) ->
 ``tunekit.train.stages.sft.build_trainer`` (TunekitTrainer + PaddingCollator) -> ``trainer.train()``. The model is
-a tunekit tiny model (``tunekit.model.tiny.build_tiny_model``, llama family by default, untied lm_head).
+a tunekit tiny model (``tunekit.tiny.text.build_tiny_model``, llama family by default, untied lm_head).
 
-    benchmarks/.venv-base/bin/python benchmarks/mfu.py [--compile] [--grad-accum 4] [--batch 16 --seq 256 --steps 14 --warmup 4]
+    benchmarks/.venv-base/bin/python benchmarks/mfu.py [--compile] [--grad-accum 4] [--batch 16 --seq
+    256 --steps 14 --warmup 4]
 
 ``--shape qwen2.5-0.5b``: Qwen2.5-0.5B's exact architecture with random weights (benchmarks/_shapes.py; 494M
 parameters, 151,936-row tied embedding), full fine-tuning, fp32, no checkpointing, sequence 1024 (batch 1 x
@@ -112,7 +113,7 @@ class MatmulPeak:
 
 
 def build_model(folder: Path, args) -> Path:
-    from tunekit.model.tiny import build_tiny_model
+    from tunekit.tiny.text import build_tiny_model
 
     if args.shape != "custom":
         import _shapes
@@ -288,8 +289,10 @@ def main(argv: list[str] | None = None) -> int:
             began = resumed[-2] if len(resumed) >= 2 else t_train
             first = " (with start-up, and compilation under --compile)" if len(times) == 1 else ""
             print(
-                f"[mfu] step {state.global_step}: {times[-1] - began:.1f} s, {c_end - (cpu_at[-2][1] if len(cpu_at) >= 2 else 0):.1f} "
-                f"CPU-s{first} | peak RSS {use.ru_maxrss / 2**20:.2f} GiB | peak block {peaks[-1] / 1e9:.0f} GFLOP/s | "
+                f"[mfu] step {state.global_step}: {times[-1] - began:.1f} s, "
+                f"{c_end - (cpu_at[-2][1] if len(cpu_at) >= 2 else 0):.1f} "
+                f"CPU-s{first} | peak RSS {use.ru_maxrss / 2**20:.2f} GiB | peak block {peaks[-1] / 1e9:.0f} GFLOP/s "
+                "| "
                 f"load {loadavg()}",
                 flush=True,
             )
@@ -335,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"[mfu] fp32 matmul {args.peak_n}^3 after training: {peak_after / 1e9:.1f} GFLOP/s; whole-window peak "
-        f"{peak / 1e9:.1f} GFLOP/s | peak blocks between steps {min(peaks) / 1e9:.0f}-{max(peaks) / 1e9:.0f} GFLOP/s | "
+        f"{peak / 1e9:.1f} GFLOP/s | peak blocks between steps {min(peaks) / 1e9:.0f}-{max(peaks) / 1e9:.0f} GFLOP/s "
+        "| "
         f"load {loadavg()}"
     )
     n_faults = usage[args.steps - 1][0] - usage[args.warmup - 1][0]

@@ -1,5 +1,5 @@
-"""Peak memory of full fine-tuning a ~100M-parameter model on CPU with AdamW, GaLore, APOLLO, BAdam, Adam-mini and Muon,
-measured, next to the planner's prediction.
+"""Peak memory of full fine-tuning a ~100M-parameter model on CPU with AdamW, GaLore, APOLLO, BAdam, Adam-mini and
+Muon, measured, next to the planner's prediction.
 
 Each optimizer runs in its own process (a fresh heap): build a random Qwen2-shaped model (hidden 768, 12 layers, MLP
 2048, vocab 16384, tied embeddings: 97.6M parameters) in fp32, then ``--steps`` optimizer steps of batch 1 x
@@ -134,7 +134,7 @@ def main() -> int:
             capture_output=True,
             text=True,
         )
-        line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+        line = next((out for out in proc.stdout.splitlines() if out.startswith("RESULT ")), None)
         if line is None:
             print(f"{method}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
             continue
@@ -142,12 +142,14 @@ def main() -> int:
         print(json.dumps(rows[-1]), flush=True)
     print(f"\n{rows[0]['params'] / 1e6:.1f}M parameters, fp32, batch 1 x {a.seq}, {a.steps} steps\n" if rows else "")
     print(
-        "| optimizer | measured peak (MB) | planned peak (MB) | measured optimizer state (MB) | planned optimizer state (MB) |"
+        "| optimizer | measured peak (MB) | planned peak (MB) | measured optimizer state (MB) | planned optimizer "
+        "state (MB) |"
     )
     print("|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['method']} | {r['measured_peak_mb']} | {r['planned_peak_mb']} | {r['measured_state_mb']} | {r['planned_state_mb']} |"
+            f"| {r['method']} | {r['measured_peak_mb']} | {r['planned_peak_mb']} | {r['measured_state_mb']} | "
+            f"{r['planned_state_mb']} |"
         )
     return 0
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Padding share of the preference stages (dpo, rm: dpo_en_demo; kto: kto_en_demo): padded, padded + group_within_step, ``padding_free``.
+"""Padding share of the preference stages (dpo, rm: dpo_en_demo; kto: kto_en_demo): padded, padded +
+group_within_step, ``padding_free``.
 
 The batches are the ones training sees: the stage's own trainer (``build_trainer``) and its training DataLoader
 (the HF Trainer's shuffled sampler, seed 42), ``cutoff_len`` 1024, ``per_device_train_batch_size`` 2, tunekit's
@@ -12,7 +13,8 @@ through the trainer's ``get_batch_samples``, which re-deals each window's pairs 
 kto passes through, so its two padded columns agree).
 ``--time N``: also the seconds of N training steps (forward + backward + AdamW) of each layout, alternating.
 
-    .venv/bin/python benchmarks/padding_share_preference.py [--stages dpo,kto,rm] [--cutoff 1024] [--batch 2] [--accum 2] [--time 20]
+    .venv/bin/python benchmarks/padding_share_preference.py [--stages dpo,kto,rm] [--cutoff 1024] [--batch
+    2] [--accum 2] [--time 20]
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def build(stage: str, padding_free: bool, args, model_dir: Path):
     )
     module = {"dpo": dpo, "kto": kto, "rm": rm}[stage]
     tokenizer = load_tokenizer(cfg)
-    data = prepare_datasets(cfg, tokenizer, stage, verbose=False)
+    data = prepare_datasets(cfg, tokenizer, stage)
     model = module.load_model(cfg, tokenizer) if stage == "rm" else load_model(cfg, tokenizer)
     return module.build_trainer(cfg, build_training_arguments(cfg, []), model, tokenizer, data, [])
 
@@ -140,13 +142,16 @@ def main(argv=None) -> int:
         rows.append(row)
         a, b, g = row["padded"], row["padding_free"], row["padded + group_within_step"]
         print(
-            f"{stage} ({DATASET[stage]}, cutoff {args.cutoff}, batch {args.batch} x accumulation {args.accum}): padded "
-            f"{a['batch_tokens']:,} batch tokens for {a['real_tokens']:,} real = padding share {a['padding_share']:.1%}; "
+            f"{stage} ({DATASET[stage]}, cutoff {args.cutoff}, batch {args.batch} x accumulation {args.accum}): "
+            "padded "
+            f"{a['batch_tokens']:,} batch tokens for {a['real_tokens']:,} real = padding share "
+            f"{a['padding_share']:.1%}; "
             f"padded + group_within_step {g['batch_tokens']:,} for {g['real_tokens']:,} = {g['padding_share']:.1%}; "
             f"padding-free {b['batch_tokens']:,} for "
             f"{b['real_tokens']:,} = {b['padding_share']:.1%}; {a['micro_batches']} micro-batches"
             + (
-                f"; {args.time} steps: padded {row['seconds']['padded']} s, padding-free {row['seconds']['padding_free']} s"
+                f"; {args.time} steps: padded {row['seconds']['padded']} s, padding-free "
+                f"{row['seconds']['padding_free']} s"
                 if args.time
                 else ""
             ),

@@ -33,7 +33,8 @@ CHILD = (
 
 def cpu_bf16_flags() -> str:
     try:
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next(line for line in cpuinfo if line.startswith("flags")).split()
     except (OSError, StopIteration):
         return "unknown"
     found = sorted({"avx512_bf16", "amx_bf16"} & set(flags))
@@ -82,7 +83,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS (0: torch's default)")
     args = ap.parse_args()
-    from tunekit.model.tiny import build_tiny_model
+    from tunekit.tiny.text import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="tunekit-precision-"))
     model = build_tiny_model(

@@ -10,8 +10,9 @@ embedding are never looked up but still cost their full share of the LM head, th
 The job (one YAML, given unchanged to both ``tunekit train`` and ``llamafactory-cli train``; each tool's
 defaults otherwise): ``--stage sft`` alpaca_en_demo + identity (``--max-samples`` each, default 40),
 ``--stage dpo`` dpo_en_demo; ``qwen`` template, cutoff 1024, batch 2 x accumulation 2, ``--method lora``
-(r8, ``lora_target: all``) or ``full``, fp32 on the CPU, ``--steps`` optimizer steps (default: one epoch, so
-that both tools train on exactly the same samples and the token counts below are the same for both).
+(r8, ``lora_target: all``) or ``full``, each tool's own default precision (no bf16/fp16 keys), ``--steps``
+optimizer steps (default: one epoch, so that both tools train on exactly the same samples and the token counts
+below are the same for both).
 
 Printed per run and as medians / pairwise ratios (tunekit / LF, each tunekit run against the LF run beside it):
   tokens/s in       tokens entering the model (real tokens, padding excluded; chosen + rejected for DPO)
@@ -81,8 +82,6 @@ def job_config(args, model_dir: Path, data_dir: Path) -> dict:
         "learning_rate": 1.0e-4 if args.method == "lora" else 1.0e-5,
         "lr_scheduler_type": "cosine",
         "warmup_ratio": 0.1,
-        "bf16": False,
-        "fp16": False,
         "seed": 42,
         "use_cpu": True,
         "plot_loss": False,
@@ -98,6 +97,15 @@ def job_config(args, model_dir: Path, data_dir: Path) -> dict:
     else:
         job["num_train_epochs"] = 1.0
     return job
+
+
+def cpu_bf16() -> str:
+    """Which CPU this is and whether it has native bf16 (the default precision of both tools depends on it)."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    native = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    return f"cpu {name}, native bf16: {'yes (' + ', '.join(native) + ')' if native else 'no'}"
 
 
 def write_yaml(job: dict, path: Path) -> Path:
@@ -117,7 +125,7 @@ def count_tokens(job: dict, stage: str) -> dict:
     values["output_dir"] = str(WORK / "real-shape-count")
     cfg = load_config(None, values)
     tokenizer = load_tokenizer(cfg)
-    train = prepare_datasets(cfg, tokenizer, stage, verbose=False).train
+    train = prepare_datasets(cfg, tokenizer, stage).train
     cols = ("chosen_input_ids", "rejected_input_ids") if stage == "dpo" else ("input_ids",)
     labels = ("chosen_labels", "rejected_labels") if stage == "dpo" else ("labels",)
     tokens = sum(len(x) for c in cols for x in train[c])
@@ -195,7 +203,8 @@ def run_one(
             row["steady_s_per_step"] = (logged[-1][1] - logged[0][1]) / (logged[-1][0] - logged[0][0])
     elif m.rc != 0:
         print(
-            f"[real_shape] {tool} failed (exit {m.rc}); last lines of {log}:\n{log.read_text(errors='replace')[-3000:]}",
+            f"[real_shape] {tool} failed (exit {m.rc}); last lines of {log}:\n"
+            f"{log.read_text(errors='replace')[-3000:]}",
             flush=True,
         )
     return row
@@ -320,9 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     epoch_steps = math.ceil(counts["samples"] / counts["per_step_samples"])
     print(
         f"[real_shape] {args.shape}: {n['total']:,} parameters (embedding {n['embedding']:,}) | {args.method} "
-        f"{args.stage} | {counts['samples']} samples, {counts['tokens']:,} tokens, {counts['trained_tokens']:,} trained "
+        f"{args.stage} | {counts['samples']} samples, {counts['tokens']:,} tokens, {counts['trained_tokens']:,} "
+        "trained "
         f"| {args.steps or epoch_steps} steps (one epoch = {epoch_steps}) | job {job_path} | cpus {os.cpu_count()} | "
-        f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | load {loadavg()}",
+        f"OMP_NUM_THREADS {args.threads or os.environ.get('OMP_NUM_THREADS', 'unset')} | load {loadavg()} | "
+        f"{cpu_bf16()}",
         flush=True,
     )
     rows = []

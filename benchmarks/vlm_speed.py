@@ -18,10 +18,10 @@ own). Printed per family:
 
 The default ``--steps`` (30) is whole epochs (3 steps each), so the per-step counts from the data are exact averages;
 the tokens in counted by the Trainer are printed next to them as a cross-check. One thread by default: on a 2-core host
-shared with other jobs, torch's default (2 threads) made this model's steps 9-24x slower (most likely each tiny op waiting at an
-OpenMP barrier for a thread the host has descheduled). On a model this small the figures
-measure tunekit's per-step cost on CPU (collation, the image processor's output, the vision tower's forward, the
-LoRA step), not a real VLM's throughput.
+shared with other jobs, torch's default (2 threads) made this model's steps 9-24x slower (most likely each tiny op
+waiting at an OpenMP barrier for a thread the host has descheduled). On a model this small the figures measure
+tunekit's per-step cost on CPU (collation, the image processor's output, the vision tower's forward, the LoRA step),
+not a real VLM's throughput.
 
     .venv/bin/python benchmarks/vlm_speed.py [--like qwen2.5-vl,llava,gemma3] [--steps 30] [--threads 1]
 """
@@ -145,7 +145,7 @@ def summarise(run: dict, steps: int) -> dict:
 
 
 def run_family(like: str, steps: int, threads: int) -> dict:
-    from tunekit.model.tiny_vlm import build_tiny_vlm
+    from tunekit.tiny.vlm import build_tiny_vlm
 
     model = ROOT / f"tiny-{like}"
     if not (model / "config.json").is_file():
@@ -190,7 +190,8 @@ def table(results: dict) -> None:
             continue
         print(
             f"| {like} | {fmt(r['in_step'], 1)} / {fmt(r['trained_step'], 1)} / {fmt(r['image_step'], 1)} "
-            f"| {fmt(r['tok_s'], 0)} ({fmt(r['tok_s_steady'], 0)}) | {fmt(r['trained_s'], 0)} ({fmt(r['trained_s_steady'], 0)}) "
+            f"| {fmt(r['tok_s'], 0)} ({fmt(r['tok_s_steady'], 0)}) | {fmt(r['trained_s'], 0)} "
+            f"({fmt(r['trained_s_steady'], 0)}) "
             f"| {fmt(r['s_step'], 3)} ({fmt(r['s_step_steady'], 3)}) | {fmt(r['rss'], 0)} MB |"
         )
 
@@ -230,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             + (
                 r["error"]
                 if "error" in r
-                else f"{fmt(r['tok_s'], 0)} tokens/s in, {fmt(r['s_step'], 3)} s/step, loss {fmt(r['loss'], 3)}; tokens in/step "
+                else f"{fmt(r['tok_s'], 0)} tokens/s in, {fmt(r['s_step'], 3)} s/step, loss {fmt(r['loss'], 3)}; "
+                "tokens in/step "
                 f"{fmt(r['in_step'], 1)} (Trainer) vs {fmt(r['in_step_data'], 1)} (data)"
             ),
             flush=True,

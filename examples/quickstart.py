@@ -118,7 +118,7 @@ def run_train(model_dir: Path, run_dir: Path, extra: Sequence[str]) -> dict[str,
         *extra,
     ]
     print("$ tunekit train " + " ".join(cmd[4:]), flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT)
+    proc = subprocess.run(cmd, cwd=ROOT, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"tunekit train failed (exit {proc.returncode})")
     return json.loads((run_dir / "all_results.json").read_text(encoding="utf-8"))
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from tunekit.model.tiny import build_tiny_model
+    from tunekit.tiny.text import build_tiny_model
 
     t0 = time.time()
     out = Path(args.output_dir).resolve()

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-REFERENCE_DATA = SHARED / "reference-data" / "llamafactory"
+from tests.helpers import REFERENCE_DATA
+from tests.stage_helpers import write_unequal_pairs
 
 # Tiny models gain nothing from intra-op threads, and on a shared 2-core machine torch's spinning
 # threads slow small ops down several times: one thread per process (subprocesses inherit it).
@@ -40,7 +39,7 @@ def _isolated_cache(tmp_path_factory):
 
 
 def _tiny(tmp_path_factory, like: str, **kwargs) -> Path:
-    from tunekit.model.tiny import build_tiny_model
+    from tunekit.tiny.text import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp(f"tiny-{like}") / "model", like=like, seed=0, **kwargs)
 
@@ -69,3 +68,9 @@ def demo_dir() -> Path:
     if not (REFERENCE_DATA / "mllm_demo.json").is_file():
         pytest.skip(f"reference data not found at {REFERENCE_DATA}")
     return REFERENCE_DATA
+
+
+@pytest.fixture(scope="module")
+def pair_data(tmp_path_factory) -> Path:
+    """Four preference pairs, one long and three short (stage_helpers.write_unequal_pairs): dataset "pairs"."""
+    return write_unequal_pairs(tmp_path_factory.mktemp("pairs"))

@@ -11,12 +11,13 @@ from pathlib import Path
 import torch
 import yaml
 
-from tests.helpers import base_config
+from tests.helpers import ROOT, alpaca_records, base_config, train_rows, write_dataset
+from tests.stage_helpers import PAIR_SGD_OPTIONS
+from tests.tolerances import adam_drift
 from tunekit.config import load_config
 from tunekit.flow import run_train
 from tunekit.train.engines.launcher import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached in ~/.cache/torch_extensions)
 
@@ -114,11 +115,6 @@ def run_cache(model: Path, data_dir: Path, root: Path, common: dict):
     return get
 
 
-def train_rows(out: Path) -> list[dict]:
-    """The training lines of ``trainer_log.jsonl`` (rank 0 writes it alone)."""
-    return [row for row in map(json.loads, (out / "trainer_log.jsonl").read_text().splitlines()) if "loss" in row]
-
-
 def series(out: Path, key: str = "loss") -> dict[int, float]:
     return {row["step"]: row[key] for row in train_rows(out) if key in row}
 
@@ -147,11 +143,9 @@ def assert_trained_alike(
     such elements move that much: with the starting weights ``init``, the distance between the runs must also stay a
     small share of how far training moved the weights (a run that lost a rank's gradient, trained other samples or
     saved its initial weights is at a share of ~0.3 .. 1). Returns the largest element difference."""
-    from tests.tolerances import adam_drift
-
     assert set(a) <= set(b), set(a) ^ set(b)  # ZeRO-2 may also save the tied lm_head
-    for key in b:
-        assert b[key].numel() > 0, f"{what}: {key} saved empty (a ZeRO-3 partition instead of the gathered weight)"
+    for key, weight in b.items():
+        assert weight.numel() > 0, f"{what}: {key} saved empty (a ZeRO-3 partition instead of the gathered weight)"
     worst = max((a[k].double() - b[k].double()).abs().max().item() for k in a)
     assert worst <= adam_drift(lr, steps), (
         f"{what}: differ by {worst:.3g}, more than Adam can move in {steps} steps at lr {lr}"
@@ -167,9 +161,8 @@ def assert_trained_alike(
 
 
 def zero_checkpoint_run(model: Path, tmp_path: Path, stage: str) -> Path:
-    """``tunekit train`` with DeepSpeed ``stage`` (z2/z3) on 2 CPU processes, 2 steps, a checkpoint at step 2: its output_dir."""
-    from tests.helpers import alpaca_records, write_dataset
-
+    """``tunekit train`` with DeepSpeed ``stage`` (z2/z3) on 2 CPU processes, 2 steps, a checkpoint at
+    step 2: its output_dir."""
     write_dataset(tmp_path / "data", "toy", alpaca_records(8))
     out = tmp_path / "run"
     cfg = base_config(
@@ -185,3 +178,81 @@ def zero_checkpoint_run(model: Path, tmp_path: Path, stage: str) -> Path:
     )
     launch("reexec", cfg, tmp_path / "cfg.yaml")
     return out
+
+
+DDP_PAIR_OPTIONS = {**PAIR_SGD_OPTIONS, "gradient_accumulation_steps": 1, "overwrite_output_dir": True}
+PADDED_PAIR_BUDGET = 384  # write_unequal_pairs padded: batches [long], [short x 3] (test_pair_weighting.py)
+
+
+def record_pair_batches(folder: Path):
+    """``StageTrainer.get_batch_samples`` wrapped: every rank appends, per accumulation window, the pairs of each of
+    its micro-batches (chosen / rejected lengths from the padded batch's attention mask) and the step's pair count."""
+    from tunekit.train.stages.stage_trainer import StageTrainer, pair_count
+
+    original = StageTrainer.get_batch_samples
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        batches, num_items = original(self, epoch_iterator, num_batches, device)
+        if batches:
+            rows = []
+            for batch in batches:  # sequence lengths: padded rows' masks, or a padding-free row's cu_seqlens
+                cu = batch.get("cu_seqlens")
+                n, mask = (
+                    pair_count(batch),
+                    (cu.diff() if cu is not None else batch["attention_mask"].sum(dim=1)).tolist(),
+                )
+                rows.append([[mask[i], mask[n + i]] for i in range(n)])
+            line = {"micro_batches": rows, "num_items": None if num_items is None else int(num_items)}
+            with open(folder / f"rank{self.args.process_index}.jsonl", "a") as f:
+                f.write(json.dumps(line) + "\n")
+        return batches, num_items
+
+    return get_batch_samples
+
+
+def read_pair_records(folder: Path) -> dict[int, list[dict]]:
+    """What :func:`record_pair_batches` wrote in ``folder``: each rank's windows, by rank."""
+    return {
+        int(p.stem[4:]): [json.loads(x) for x in p.read_text().splitlines()]
+        for p in sorted(folder.glob("rank*.jsonl"))
+    }
+
+
+def ddp_pair_run(model: Path, data_dir: Path, root: Path, stage: str, **options) -> tuple[Path, dict]:
+    """``tunekit train`` on 2 gloo processes under torchrun, each recording its pairs (this module's ``__main__``);
+    ``options`` replace :data:`DDP_PAIR_OPTIONS`."""
+    out, record = root / "ddp", root / "record"
+    record.mkdir(parents=True)
+    cfg_path = root / "ddp.yaml"
+    options = {
+        **DDP_PAIR_OPTIONS,
+        "max_tokens_per_batch": PADDED_PAIR_BUDGET,
+        "per_device_train_batch_size": 1,
+        **options,
+    }
+    cfg_path.write_text(yaml.safe_dump(base_config(model, data_dir, out, stage=stage, **options)))
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "tests.distributed_helpers",
+        str(cfg_path),
+        str(record),
+    ]
+    proc = subprocess.run(cmd, env=launch_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return out, read_pair_records(record)
+
+
+# one rank of ddp_pair_run: python -m torch.distributed.run ... -m tests.distributed_helpers CFG DIR
+if __name__ == "__main__":
+    from tunekit.cli.main import main
+    from tunekit.train.stages.stage_trainer import StageTrainer
+
+    StageTrainer.get_batch_samples = record_pair_batches(Path(sys.argv[2]))
+    raise SystemExit(main(["train", sys.argv[1]]))

@@ -6,6 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+REFERENCE_DATA = ROOT.parent / "shared" / "reference-data" / "llamafactory"  # LLaMA-Factory's data/ folder
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CHAT_TEMPLATES = FIXTURES / "chat_templates"  # the families' official chat templates
+LLAMAFACTORY_INPUTS = FIXTURES / "llamafactory"  # LLaMA-Factory's own configs and command lines, as written there
+TUTORIAL_FLAGS = (LLAMAFACTORY_INPUTS / "tutorial_flags.txt").read_text(encoding="utf-8").split()
+
 
 def write_dataset(
     folder: Path, name: str, records: list[Any] | str, entry: dict | None = None, suffix: str = ".json"
@@ -118,3 +125,23 @@ def padded_and_padding_free_weights(model_dir: Path, options: dict, root: Path) 
     base = load_file(str(Path(model_dir) / "model.safetensors"))
     moved = max((weights[False][k].double() - base[k].double()).abs().max().item() for k in base)
     return moved, max((weights[True][k] - weights[False][k]).abs().max().item() for k in base)
+
+
+def log_rows(out: Path) -> list[dict]:
+    """Every line of ``out/trainer_log.jsonl`` (rank 0 writes it alone), read as strict JSON: a non-finite value
+    must be logged as ``null``, never as ``NaN`` or ``Infinity``."""
+
+    def refuse(constant):
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    return [json.loads(line, parse_constant=refuse) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
+
+
+def train_rows(out: Path) -> list[dict]:
+    """The training lines of ``out/trainer_log.jsonl``: those with a ``loss``."""
+    return [row for row in log_rows(out) if "loss" in row]
+
+
+def logged_losses(out: Path) -> list[float]:
+    """The loss of every logged training step of the run in ``out``."""
+    return [row["loss"] for row in train_rows(out)]

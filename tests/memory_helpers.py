@@ -32,8 +32,9 @@ def peak_of(events: list[int]) -> int:
 
 
 def held_at_reference_start(trainer, model, batch, method: str = "reference_logps") -> tuple[int, int, int]:
-    """One ``compute_loss`` of a dpo/kto trainer: ``(bytes allocated before its ``method`` (reference_logps) began, bytes
-    the step's forward saved for backward, calls)``. Wraps the trainer instance's own method (not a library's)."""
+    """One ``compute_loss`` of a dpo/kto trainer: ``(bytes allocated before its ``method``
+    (reference_logps) began, bytes the step's forward saved for backward, calls)``. Wraps the trainer
+    instance's own method (not a library's)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     plain = getattr(trainer, method)
@@ -47,11 +48,13 @@ def held_at_reference_start(trainer, model, batch, method: str = "reference_logp
     setattr(trainer, method, marked)
     saved = []
     try:
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            with torch.autograd.graph.saved_tensors_hooks(
+        with (
+            profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+            torch.autograd.graph.saved_tensors_hooks(
                 lambda t: saved.append(t.untyped_storage().nbytes()) or t, lambda t: t
-            ):
-                loss = trainer.compute_loss(model, batch)
+            ),
+        ):
+            loss = trainer.compute_loss(model, batch)
         assert torch.isfinite(loss)
         del loss
     finally:

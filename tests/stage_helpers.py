@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
-from tests.helpers import write_dataset
+from tests.helpers import logged_losses, write_dataset
+from tests.tolerances import FP64_U, sum_order_bound
 
 WORDS = ["apple", "river", "stone", "cloud", "green", "table", "music", "light", "paper", "window"]
 PREF_COLUMNS = {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"}
+PAIR_LR = 0.5
+# The pair-weighting runs (test_pair_weighting.py's module doc): one plain SGD step in float64 on write_unequal_pairs
+PAIR_SGD_OPTIONS = dict(
+    dataset="pairs",
+    dtype="float64",
+    gradient_checkpointing=False,
+    cutoff_len=128,
+    max_steps=1,
+    learning_rate=PAIR_LR,
+    optim="sgd",
+    max_grad_norm=0.0,
+    warmup_steps=0,
+    weight_decay=0.0,
+)
 KTO_ENTRY = {
     "formatting": "sharegpt",
     "columns": {"messages": "messages", "kto_tag": "label"},
@@ -57,14 +71,6 @@ def write_kto(folder: Path, name: str = "toy", n: int = 32, seed: int = 0) -> Pa
     return write_dataset(folder, name, kto_records(n, seed), KTO_ENTRY)
 
 
-def read_log(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
-
-
-def train_rows(out: Path) -> list[dict]:
-    return [row for row in read_log(out) if "loss" in row]
-
-
 def ascii_share(prompts, completions, reference, **kwargs):
     """Reward for the RL tests: the share of lowercase ASCII letters in the completion (about 0.4 for the
     untrained tiny model, whose vocabulary mixes Latin and CJK pieces)."""
@@ -86,20 +92,60 @@ def pair_stage_trainer(cfg):
 
     module = {"dpo": dpo, "rm": rm}[cfg.stage]
     tokenizer = load_tokenizer(cfg)
-    data = prepare_datasets(cfg, tokenizer, cfg.stage, verbose=False)
+    data = prepare_datasets(cfg, tokenizer, cfg.stage)
     model = module.load_model(cfg, tokenizer) if cfg.stage == "rm" else load_model(cfg, tokenizer)
     return module.build_trainer(cfg, build_training_arguments(cfg, []), model, tokenizer, data, [])
 
 
 def run_losses_and_weights(cfg) -> tuple[list[float], dict]:
     """Train ``cfg``; the logged loss of every step and the final LoRA (+ value head) weights."""
-    from safetensors.torch import load_file
-
     from tunekit.flow import run_train
 
     run_train(cfg)
-    out = Path(cfg.output_dir)
+    return losses_and_weights(Path(cfg.output_dir))
+
+
+def losses_and_weights(out: Path) -> tuple[list[float], dict]:
+    """The logged loss of every step of the run in ``out`` and its final LoRA (+ value head) weights."""
+    from safetensors.torch import load_file
+
     weights = load_file(out / "adapter_model.safetensors")
     if (out / "value_head.safetensors").is_file():
         weights.update(load_file(out / "value_head.safetensors"))
-    return [r["loss"] for r in train_rows(out)], weights
+    return logged_losses(out), weights
+
+
+def write_unequal_pairs(folder: Path) -> Path:
+    """Dataset "pairs" in ``folder``: 4 pairs, one long (answers of ~90 words) and three short, so that a token budget
+    forms micro-batches of unequal pair counts."""
+    rng = random.Random(3)
+    pairs = [
+        {
+            "instruction": "Describe " + random_words(rng, 2),
+            "input": "",
+            "chosen": random_words(rng, 90) + " 7 7",
+            "rejected": random_words(rng, 90) + " 3 3",
+        }
+    ]
+    pairs += [
+        {
+            "instruction": "Describe " + random_words(rng, 1),
+            "input": "",
+            "chosen": random_words(rng, 1 + i) + " 7",
+            "rejected": random_words(rng, 3 - i) + " 3",
+        }
+        for i in range(3)
+    ]
+    write_dataset(folder, "pairs", pairs, {"ranking": True, "columns": PREF_COLUMNS})
+    return folder
+
+
+def sgd_step_bound(weights: dict) -> float:
+    """Float64 bound on two summation orders of one SGD step (test_pair_weighting.py's module doc), scaled by the
+    largest trained weight."""
+    return sum_order_bound(10**5, max(w.abs().max().item() for w in weights.values()), FP64_U)
+
+
+def lora_step(weights: dict) -> float:
+    """The largest element of the step: LoRA's B starts at zero, so after one step it IS ``-lr x`` its gradient."""
+    return max(w.abs().max().item() for k, w in weights.items() if "lora_B" in k)

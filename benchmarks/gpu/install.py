@@ -3,7 +3,7 @@
 
     python benchmarks/gpu/install.py check      # exit 0 when tunekit (this checkout) and its dependencies import
     python benchmarks/gpu/install.py install    # install what is missing, from benchmarks/gpu/wheels when present
-    python benchmarks/gpu/install.py closure    # (here, for fetch_wheels.sh) name==version of every wheel the kit carries
+    python benchmarks/gpu/install.py closure    # name==version of every wheel the kit carries (for fetch_wheels.sh)
 
 Rules:
 - torch, triton and the nvidia-* / cuda-* runtime wheels are never installed, upgraded or downgraded: the image's
@@ -142,7 +142,8 @@ def install() -> int:
 
 
 def _expand(need: list[str]) -> list[str]:
-    """The wheels in the folder for ``need`` and, recursively, for their absent dependencies (metadata of the wheel)."""
+    """The wheels in the folder for ``need`` and, recursively, for their absent dependencies
+    (metadata of the wheel)."""
     import zipfile
 
     wheels = {}

@@ -298,16 +298,16 @@ def plan_cell(cfg: dict, memory_gib: float) -> dict:
         seq_len=cfg["cutoff_len"],
         num_samples=cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"] * cfg["max_steps"],
     )
-    mem = plan["memory"]
+    mem = plan.memory
     return {
         "total_gib": mem["total_gib"],
         "overhead_gib": mem.get("overhead", 0.0),
         "fragmentation_gib": mem.get("fragmentation", 0.0),
         "allocated_gib": round(mem["total_gib"] - mem.get("overhead", 0.0) - mem.get("fragmentation", 0.0), 3),
         "components_gib": mem,
-        "fits": plan.get("fits"),
-        "setup": plan.get("setup"),
-        "time": {k: plan.get("time", {}).get(k) for k in ("flops_per_token", "seconds_per_step", "mfu")},
+        "fits": plan.fits,
+        "setup": plan.setup,
+        "time": {k: (plan.time or {}).get(k) for k in ("flops_per_token", "seconds_per_step", "mfu")},
     }
 
 

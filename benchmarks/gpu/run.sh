@@ -2,7 +2,7 @@
 # The GPU check kit in one command (under ten minutes, install included):
 #
 #   bash benchmarks/gpu/run.sh OUT_DIR                      # on a GPU machine: Qwen2.5-1.5B and 7B grid
-#   bash benchmarks/gpu/run.sh OUT_DIR --device cpu --tiny  # dry run on a CPU (what tests/test_gpu_kit.py does)
+#   bash benchmarks/gpu/run.sh OUT_DIR --device cpu --tiny  # dry run on a CPU (what tests/project/test_gpu_kit.py does)
 #   PYTHON=/opt/conda/bin/python bash benchmarks/gpu/run.sh OUT_DIR --budget-s 400
 #
 # 1. the interpreter ($PYTHON, default python3) must already have torch: the kit never installs, upgrades or

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from .errors import ConfigError, EnvironmentProblem
+
 FALSE = ("0", "false", "no", "off")
 
 
@@ -53,8 +55,6 @@ def launcher_int(name: str) -> int | None:
     try:
         return int(raw)
     except ValueError:
-        from .errors import EnvironmentProblem
-
         raise EnvironmentProblem(
             f"The environment variable {name}={raw!r} is not a whole number; unset it or "
             f"let the launcher (torchrun, deepspeed) set it."
@@ -84,8 +84,6 @@ def env_nodes(environ: Mapping[str, str] | None = None) -> int:
     raw = (os.environ if environ is None else environ).get("NNODES", "").strip()
     if not raw:
         return 1
-    from .errors import ConfigError
-
     try:
         value = int(raw)
     except ValueError:

@@ -11,26 +11,37 @@ machinery (``tunekit.host``: malloc tuning, the collector pause, the heap guard)
 for the device the run uses say so, so a GPU run never imports it.
 
 It sits above ``train``, ``plan`` and ``infer`` (it needs all three) and below ``serve``/``webui``/``cli``;
-nothing below imports it (``tests/test_import_graph.py``).
+nothing below imports it (``tests/project/test_import_graph.py``).
 """
 
 from __future__ import annotations
 
+from .config import load_config
+from .config.schema import Config
+from .config.stages import STAGES
+from .infer.engine import ChatEngine
+from .infer.predict import run_predict
+from .plan import apply_auto_fit
+from .plan.decide import decide_run
+from .train import run as steps
+from .train.decisions import RunDecisions, decide_host
+from .train.engines import distributed
+from .train.machine import Machine, run_machine
+from .train.precision import run_precision
+from .train.preflight import preflight
+from .train.quiet import quiet_library_notices
 
-def decide(cfg):
+
+def decide(cfg: Config) -> Config:
     """``cfg`` with ``auto_fit`` applied, as training runs it (before the data is read)."""
     if cfg.auto_fit:
-        from .plan import apply_auto_fit
-
         cfg = apply_auto_fit(cfg)
     return cfg
 
 
-def start_host(cfg, machine) -> dict:
+def start_host(cfg: Config, machine: Machine) -> dict:
     """The CPU-host features of a run on ``machine`` (``train/decisions/cpu_host.py``): the collector paused until the
     run settles it, glibc's malloc tuned; nothing (no import of ``tunekit.host``) where they are off."""
-    from .train.decisions import decide_host
-
     host = decide_host(cfg, machine)
     if host["gc_pause"].on:
         from .host import gc_pause
@@ -43,11 +54,9 @@ def start_host(cfg, machine) -> dict:
     return host
 
 
-def announce(decisions) -> None:
+def announce(decisions: RunDecisions) -> None:
     """What the run decided, in a line or two, on the main process (``tunekit plan`` shows each reason)."""
-    from .train.engines.distributed import is_main_process
-
-    if not is_main_process():
+    if not distributed.is_main_process():
         return
     if decisions.checkpointing_note:
         print(decisions.checkpointing_note, flush=True)
@@ -59,28 +68,17 @@ def announce(decisions) -> None:
     )
 
 
-def predict(cfg, trainer, tokenizer, data) -> dict:
+def predict(cfg: Config, trainer, tokenizer, data) -> dict:
     """``do_predict``: generate for eval_dataset (else dataset) with the trained model and score it (main process)."""
     if not trainer.is_world_process_zero():
         return {}
-    from .infer.engine import ChatEngine
-    from .infer.predict import run_predict
-
     engine = ChatEngine(cfg, model=trainer.model, tokenizer=tokenizer, template=data.template)
     return run_predict(cfg, engine=engine)
 
 
-def run_train(cfg, config_path: str | None = None, machine=None) -> dict:
+def run_train(cfg: Config, config_path: str | None = None, machine: Machine | None = None) -> dict:
     """Train ``cfg`` in this process (already relaunched if it needed to be); ``machine``: the device the run uses
     (default: :func:`~tunekit.train.machine.run_machine`). The one function that trains."""
-    from .config.stages import STAGES
-    from .plan.decide import decide_run
-    from .train import run as steps
-    from .train.decisions import decide_host
-    from .train.machine import run_machine
-    from .train.precision import run_precision
-    from .train.quiet import quiet_library_notices
-
     quiet_library_notices(cfg)  # before the planner's imports too (train/quiet.py)
     cfg = decide(cfg)  # auto_fit
     machine = machine or run_machine(cfg)  # the device and the engine the run uses
@@ -106,11 +104,6 @@ def run_train(cfg, config_path: str | None = None, machine=None) -> dict:
 def train_command(argv: list[str], path: str | None, overrides: list[str]) -> int:
     """``tunekit train ARGV`` (ARGV = the config ``path`` and its ``overrides``): load the config, resolve the device
     (the CPU-host machinery started for a CPU run), relaunch under torchrun when needed, then :func:`run_train`."""
-    from .config import load_config
-    from .train.engines import distributed
-    from .train.machine import run_machine
-    from .train.preflight import preflight
-
     cfg = load_config(path, overrides)
     machine = run_machine(cfg)
     start_host(cfg, machine)

@@ -1,8 +1,15 @@
-"""``tunekit api CONFIG.yaml [key=value ...] [--host H] [--port P] [--api-key K] [--model-name NAME] [--max-body-mb MB]``."""
+"""``tunekit api CONFIG.yaml [key=value ...] [--host H] [--port P] [--api-key K] [--model-name NAME]
+[--max-body-mb MB]``."""
 
 from __future__ import annotations
 
+import socket
 import sys
+
+from tunekit.errors import ConfigError
+from tunekit.serve.server import body_bytes, port_number, serve, settings_from_env
+
+from .args import config_and_flags
 
 HELP = """usage: tunekit api [CONFIG.yaml] [key=value ...] [--host H] [--port P] [--api-key KEY] [--model-name NAME]
                   [--max-body-mb MB]
@@ -37,11 +44,7 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         sys.stdout.write(HELP)
         return 0
-    from .chat_cmd import config_and_flags
-
     flags, cfg = config_and_flags(argv, FLAGS)
-    from tunekit.serve.server import body_bytes, port_number, serve, settings_from_env
-
     port = flags.get("--port")
     settings = settings_from_env(
         host=flags.get("--host"),
@@ -58,10 +61,6 @@ def main(argv: list[str]) -> int:
 def check_listen_address(host: str, port: int, where: str) -> None:
     """Bind ``host:port`` once before the model loads: a name that does not resolve, an address not on this machine
     or a port in use is a named error now, not a server that starts, logs the OS error and exits after the load."""
-    import socket
-
-    from tunekit.errors import ConfigError
-
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:

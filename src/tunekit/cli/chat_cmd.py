@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterable, Iterator
 from typing import TextIO
+
+from tunekit.errors import DataError
+from tunekit.infer.engine import ChatEngine
+
+from .args import config_and_flags
 
 HELP = """usage: tunekit chat [CONFIG.yaml] [key=value ...] [--system TEXT] [--prompt TEXT]
 
@@ -25,47 +31,9 @@ replies differ from run to run; generation_seed=N makes them reproducible (the t
 FLAGS = ("--system", "--prompt", "--image")
 
 
-def pop_flags(argv: list[str], names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
-    """Take ``--name VALUE`` / ``--name=VALUE`` for the given names out of argv (the rest are config options)."""
-    names = set(names)
-    found: dict[str, str] = {}
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        key = arg.split("=", 1)[0]
-        if key in names:
-            if "=" in arg:
-                found[key] = arg.split("=", 1)[1]
-            elif i + 1 < len(argv):
-                i += 1
-                found[key] = argv[i]
-            else:
-                from tunekit.errors import ConfigError
-
-                raise ConfigError(f"{key} needs a value.")
-        else:
-            rest.append(arg)
-        i += 1
-    return found, rest
-
-
-def config_and_flags(argv: list[str], names: Iterable[str]):
-    """The verb's own ``--flags`` and the config the rest of argv names (``CONFIG.yaml key=value ...``)."""
-    from tunekit.config import load_config
-
-    from .train_cmd import split_config_path
-
-    flags, argv = pop_flags(argv, names)
-    path, rest = split_config_path(argv)
-    return flags, load_config(path, rest)
-
-
 def _interactive_lines(out: TextIO) -> Iterator[str]:
-    try:
+    with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
-    except ImportError:
-        pass
     while True:
         try:
             yield input("\nUser: ")
@@ -90,8 +58,6 @@ def not_utf8(text: str) -> str | None:
 def check_utf8(text: str | None, what: str) -> None:
     where = not_utf8(text or "")
     if where:
-        from tunekit.errors import DataError
-
         raise DataError(f"chat: {what} is not UTF-8 text ({where}); send UTF-8 (convert it with e.g. iconv -t UTF-8).")
 
 
@@ -167,8 +133,6 @@ def main(argv: list[str]) -> int:
     flags, cfg = config_and_flags(argv, FLAGS)
     for name in ("--prompt", "--system"):
         check_utf8(flags.get(name), name)
-    from tunekit.infer.engine import ChatEngine
-
     engine = ChatEngine(cfg)
     system = flags.get("--system")
     images = [flags["--image"]] if "--image" in flags else None

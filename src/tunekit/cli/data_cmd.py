@@ -6,6 +6,16 @@ import json
 import sys
 from pathlib import Path
 
+from tunekit.config import load_config
+from tunekit.config.loader import check_writable_folder
+from tunekit.data.lengths import measure_lengths
+from tunekit.errors import ConfigError
+from tunekit.model.loader import load_tokenizer
+from tunekit.plan.batching import batching_stats
+from tunekit.plan.planner import world_from
+from tunekit.plan.report import print_stats
+from tunekit.plan.stats import dataset_stats, plot_cdf
+
 HELP = """usage: tunekit data stats CONFIG.yaml [key=value ...] [--plot [PATH]] [--json]
 
 Tokenize the configured datasets exactly as training does (model tokenizer + template) and report
@@ -31,8 +41,6 @@ cutoff_len, named by file and record (training drops them: a sample with media i
 
 
 def main(argv: list[str]) -> int:
-    from tunekit.errors import ConfigError
-
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(HELP)
         return 0
@@ -55,16 +63,8 @@ def main(argv: list[str]) -> int:
             del argv[i]
     path = argv[0] if argv and not argv[0].startswith("-") and "=" not in argv[0] else None
     rest = argv[1:] if path else argv
-    from tunekit.config import load_config
-    from tunekit.data.lengths import measure_lengths
-    from tunekit.model.loader import load_tokenizer
-    from tunekit.plan.planner import world_from
-    from tunekit.plan.stats import batching_stats, dataset_stats, plot_cdf
-
     cfg = load_config(path, rest)
     if plot:  # before the data is read: a folder that cannot be written fails now, a missing one is created
-        from tunekit.config.loader import check_writable_folder
-
         check_writable_folder(Path(plot).expanduser().parent, "--plot")
     if not cfg.dataset:
         raise ConfigError("No dataset configured: set dataset (names from dataset_info.json or file paths).")
@@ -85,7 +85,5 @@ def main(argv: list[str]) -> int:
     if as_json:
         sys.stdout.write(json.dumps(stats, indent=2) + "\n")
     else:
-        from tunekit.plan.report import print_stats
-
         print_stats(stats)
     return 0

@@ -5,6 +5,10 @@ from __future__ import annotations
 import importlib
 import platform
 import sys
+from importlib import metadata
+
+import tunekit
+from tunekit.errors import ConfigError
 
 PACKAGES = (
     "torch",
@@ -27,18 +31,11 @@ PACKAGES = (
 
 
 def main(argv: list[str]) -> int:
-    from importlib import metadata
-
     if any(a in ("-h", "--help") for a in argv):
         print("usage: tunekit env\n\nPrint versions of python, torch and the HF stack, and the devices seen.")
         return 0
     if argv:
-        from tunekit.errors import ConfigError
-
         raise ConfigError(f"tunekit env takes no arguments, got {argv[0]!r}: run `tunekit env` alone.")
-
-    import tunekit
-
     rows = [("tunekit", tunekit.__version__), ("python", sys.version.split()[0]), ("platform", platform.platform())]
     for name in PACKAGES:
         dist = {"flash_attn": "flash-attn", "liger_kernel": "liger-kernel"}.get(name, name)

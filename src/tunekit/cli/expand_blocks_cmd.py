@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from types import SimpleNamespace
+
+from tunekit.model.expand import expand_blocks
+from tunekit.model.loader import model_path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -20,11 +24,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    from types import SimpleNamespace
-
-    from tunekit.model.expand import expand_blocks
-    from tunekit.model.loader import model_path
-
     # a folder that is not there (or holds no model) is named now, not handed to the hub client as a repo id
     out = expand_blocks(model_path(SimpleNamespace(model=args.model), "model"), args.out_dir, args.num_expand)
     print(

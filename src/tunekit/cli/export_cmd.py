@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from tunekit.config import load_config
+from tunekit.config.options import ExportOptions, ModelOptions
+from tunekit.export import export_model
+
+from .args import split_config_path
+from .options_help import format_options_help
+
 HELP = """usage: tunekit export [CONFIG.yaml] [key=value ...] [--no-verify]
 
 Merge adapter_name_or_path (one or several, comma-separated) into model_name_or_path — or re-shard a full/
@@ -19,23 +26,13 @@ export_quantization_method=gptq by GPTQ (needs gptqmodel + optimum; refused befo
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        from tunekit.config.options import ExportOptions, ModelOptions
-
-        from .options_help import format_options_help
-
         sys.stdout.write(HELP + format_options_help([ModelOptions, ExportOptions]))
         return 0
-    from tunekit.config import load_config
-
-    from .train_cmd import split_config_path
-
     verify = None
     if "--no-verify" in argv:
         argv = [a for a in argv if a != "--no-verify"]
         verify = False
     path, rest = split_config_path(argv)
     cfg = load_config(path, rest)
-    from tunekit.export import export_model
-
     export_model(cfg, verify=verify)
     return 0

@@ -39,14 +39,15 @@ def format_options_help(groups=None) -> str:
 
 
 def _format(groups) -> str:
-    from tunekit.config.options import GROUPS
-    from tunekit.config.options.facts import option_facts, option_help
+    # the schema (pydantic) only when the cached text is missing or stale: `tunekit train --help` stays at a few
+    # hundredths of a second (benchmarks/help_time.py)
+    from tunekit.config.options import GROUPS, facts
 
     out = []
     for group in groups or GROUPS:
         out.append(f"\n{group.TITLE}:")
         for name, info in group.model_fields.items():
-            text = option_help(info.description or "", info.default, option_facts(info))  # the board's help line too
+            text = facts.option_help(info.description or "", info.default, facts.option_facts(info))  # the board's too
             wrapped = textwrap.wrap(text, width=78) or [""]
             out.append(f"  --{name}")
             out.extend(f"      {line}" for line in wrapped)

@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
+from tunekit.config import load_config
+from tunekit.errors import ConfigError
+from tunekit.plan import make_plan
+from tunekit.plan.report import print_plan
+
 HELP = """usage: tunekit plan CONFIG.yaml [key=value ...] [--gpu NAME | --gpu-memory GiB] [--gpus N] [--nodes N]
                     [--num-samples N] [--seq-len S] [--model-config NAME|PATH] [--auto-fit] [--json]
                     [--images N] [--image-size WxH] [--videos N] [--video-seconds S]
@@ -60,8 +65,6 @@ DEST = {"--gpu-memory": "gpu_memory_gib"}
 
 
 def parse(argv: list[str]) -> tuple[str | None, list[str], dict]:
-    from tunekit.errors import ConfigError
-
     opts: dict = {"auto_fit": False, "json": False}
     rest: list[str] = []
     path = None
@@ -97,16 +100,11 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(HELP)
         return 0
     path, rest, opts = parse(argv)
-    from tunekit.config import load_config
-    from tunekit.plan import make_plan
-
     cfg = load_config(path, rest)
     as_json = opts.pop("json")
     plan = make_plan(cfg, **opts)
     if as_json:
-        sys.stdout.write(json.dumps(plan, indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
     else:
-        from tunekit.plan.report import print_plan
-
         print_plan(plan)
     return 0

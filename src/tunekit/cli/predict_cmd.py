@@ -1,8 +1,13 @@
-"""``tunekit predict CONFIG.yaml [key=value ...]``: generate for a dataset and score it (BLEU-4, ROUGE, exact match)."""
+"""``tunekit predict CONFIG.yaml [key=value ...]``: generate for a dataset and score it (BLEU-4, ROUGE,
+exact match)."""
 
 from __future__ import annotations
 
 import sys
+
+from tunekit.infer.predict import run_predict
+
+from .args import config_and_flags
 
 HELP = """usage: tunekit predict [CONFIG.yaml] [key=value ...]
 
@@ -19,13 +24,6 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         sys.stdout.write(HELP)
         return 0
-    from tunekit.config import load_config
-
-    from .train_cmd import split_config_path
-
-    path, rest = split_config_path(argv)
-    cfg = load_config(path, rest)
-    from tunekit.infer.predict import run_predict
-
+    _, cfg = config_and_flags(argv, ())
     run_predict(cfg)
     return 0

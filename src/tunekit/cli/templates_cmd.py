@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from tunekit.data.templates import describe_templates, get_template
+
 SAMPLE = [
     {"role": "user", "content": "What is the capital of France?"},
     {"role": "assistant", "content": "Paris."},
@@ -45,8 +47,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    from tunekit.data.templates import describe_templates, get_template
-
     if not args.name:
         desc = describe_templates()
         width = max(map(len, desc))

@@ -6,8 +6,14 @@ import argparse
 from pathlib import Path
 
 from tunekit.errors import ModelError
+from tunekit.tiny.text import build_tiny_model, describe, prepare_out_dir, resolve_like
+from tunekit.tiny.vlm import build_tiny_vlm, describe_vlm, is_vlm_family  # every vision-language family
 
-FAMILY_HELP = "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text, qwen3_moe, qwen2_moe; vision-language: qwen2-vl, qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, gemma3, smolvlm, idefics3; audio: qwen2-audio"
+FAMILY_HELP = (
+    "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text, qwen3_moe, qwen2_moe; vision-language: qwen2-vl, "
+    "qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, gemma3, smolvlm, idefics3; "
+    "audio: qwen2-audio"
+)
 
 
 def _count(text: str) -> int:
@@ -59,10 +65,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    from tunekit.model.tiny import build_tiny_model, describe, prepare_out_dir, resolve_like
-    from tunekit.model.tiny_vlm import build_tiny_vlm, is_vlm_family  # every vision-language family
-    from tunekit.model.tiny_vlm_families import describe_vlm
-
     if not is_vlm_family(args.like):
         resolve_like(args.like)  # a name tunekit cannot build is refused before the folder is touched
         source, out = Path(args.like).expanduser().resolve(), Path(args.out_dir).expanduser().resolve()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from .options_help import format_options_help
+
 HELP = """usage: tunekit train [CONFIG.yaml|.json] [key=value ...] [--key value ...]
 
 Train a model. Options come from the config file, then the command line (later wins).
@@ -13,8 +15,6 @@ Option names follow LLaMA-Factory and Hugging Face TrainingArguments.
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        from .options_help import format_options_help
-
         sys.stdout.write(HELP + format_options_help())
         return 0
     if not argv:
@@ -24,16 +24,14 @@ def main(argv: list[str]) -> int:
             "option.\n"
         )
         return 2
+    # The run's modules only now: `tunekit train --help` imports neither the config schema nor pydantic (its target,
+    # benchmarks/help_time.py: <= 0.3 s, is met with the help text cached by options_help).
     from tunekit.train.engines.launcher import die_with_parent
 
-    die_with_parent()  # a rank of tunekit's own torchrun ends with it, even when torchrun is SIGKILLed
+    die_with_parent()  # a rank of tunekit's own torchrun ends with it, even when torchrun is SIGKILLed: set it first
     from tunekit.flow import train_command  # the CPU-host machinery starts there, once the run's device is known
+
+    from .args import split_config_path
 
     path, rest = split_config_path(argv)
     return train_command(argv, path, rest)  # the one flow: tunekit/flow.py
-
-
-def split_config_path(argv: list[str]) -> tuple[str | None, list[str]]:
-    if argv and not argv[0].startswith("-") and "=" not in argv[0]:
-        return argv[0], argv[1:]
-    return None, argv

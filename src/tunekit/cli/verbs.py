@@ -6,10 +6,17 @@ Add a verb by adding one line to :data:`VERBS`: ``name: (module, one-line help)`
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import difflib
+import importlib
 import os
 import sys
+import threading
 
+from tunekit import __version__
 from tunekit.env import env_flag
+from tunekit.errors import TunekitError
 
 VERBS: dict[str, tuple[str, str]] = {
     "train": ("tunekit.cli.train_cmd", "Train a model (any stage) from a config file and/or key=value options."),
@@ -27,7 +34,8 @@ VERBS: dict[str, tuple[str, str]] = {
     ),
     "export": (
         "tunekit.cli.export_cmd",
-        "Merge adapters / consolidate a checkpoint into a sharded HF folder with the chat template (4/8-bit optional).",
+        "Merge adapters / consolidate a checkpoint into a sharded HF folder with the chat template "
+        "(4/8-bit optional).",
     ),
     "verify": (
         "tunekit.cli.verify_cmd",
@@ -80,14 +88,10 @@ def dispatch(argv: list[str]) -> int:
         print_usage()
         return 0
     if argv[0] in ("-V", "--version", "version"):
-        from tunekit import __version__
-
         print(f"tunekit {__version__}")
         return 0
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
-        import difflib
-
         close = difflib.get_close_matches(verb, VERBS, n=2)
         sys.stderr.write(
             f"error: unknown command '{verb}'." + (f" Did you mean: {', '.join(close)}?" if close else "") + "\n"
@@ -98,10 +102,7 @@ def dispatch(argv: list[str]) -> int:
 
 
 def run_verb(module_name: str, argv: list[str]) -> int:
-    import importlib
-
-    from tunekit.errors import TunekitError
-
+    """Import the verb's module (the one place a verb is imported: ``tunekit --help`` imports none) and run it."""
     debug = env_flag("TUNEKIT_DEBUG", False)
     try:
         module = importlib.import_module(module_name)
@@ -122,23 +123,19 @@ def run_verb(module_name: str, argv: list[str]) -> int:
 
 def finish_process() -> None:
     """What a normal exit does that matters: join non-daemon threads, run atexit handlers, flush stdio."""
-    import atexit
-    import threading
-
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()  # CPython's own exit step (documented in the atexit module's source), run explicitly
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def _record_rank_error(exc: BaseException) -> None:
     """Under torchrun, hand this rank's error to the launcher's failure summary."""
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        # only under torchrun: `tunekit --help` and an unknown verb import nothing but this module
         from tunekit.train.engines.distributed import record_rank_error
 
         record_rank_error(exc)

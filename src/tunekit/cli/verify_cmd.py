@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
+from tunekit.errors import ConfigError
+from tunekit.export.verify import print_report, verify_export
+
 HELP = """usage: tunekit verify EXPORT_DIR [--json] [--strict]
 
 Load EXPORT_DIR with plain transformers and check it: the weight index against the shard files (and the
@@ -26,11 +29,7 @@ def main(argv: list[str]) -> int:
     strict = "--strict" in argv
     paths = [a for a in argv if a not in ("--json", "--strict")]
     if len(paths) != 1:
-        from tunekit.errors import ConfigError
-
         raise ConfigError("tunekit verify takes one folder: tunekit verify EXPORT_DIR [--json] [--strict].")
-    from tunekit.export.verify import print_report, verify_export
-
     report = verify_export(paths[0])
     if as_json:
         print(json.dumps(report, indent=2, ensure_ascii=False, default=str))

@@ -1,10 +1,16 @@
-"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--workspace DIR] [--allow-path DIR] [--max-upload-mb MB] [--trusted-proxy IP]``."""
+"""``tunekit webui [--host H] [--port P] [--share] [--auth user:password] [--workspace DIR] [--allow-path DIR]
+[--max-upload-mb MB] [--trusted-proxy IP]``."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+
+from tunekit.errors import ConfigError
+from tunekit.webui.bind import check_exposure, check_port, check_trusted_proxies
+from tunekit.webui.paths import PathPolicy
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -81,8 +87,6 @@ def resolve_bind(host: str | None, port: int | None, env=None) -> tuple[str, int
 
 
 def parse_auth(text: str | None) -> tuple[str, str] | None:
-    from tunekit.errors import ConfigError
-
     if not text:
         return None
     user, sep, password = text.partition(":")
@@ -92,9 +96,6 @@ def parse_auth(text: str | None) -> tuple[str, str] | None:
 
 
 def main(argv: list[str]) -> int:
-    from tunekit.errors import ConfigError
-    from tunekit.webui.bind import check_exposure, check_port, check_trusted_proxies
-
     args = build_parser().parse_args(argv)
     host, port = resolve_bind(args.host, args.port)
     auth = parse_auth(args.auth)
@@ -126,12 +127,9 @@ def main(argv: list[str]) -> int:
         )
     if args.share:
         print("tunekit webui: --share opens a public link through Gradio's share servers", flush=True)
-    import signal
-
     # SIGTERM (a service manager, a test) exits like Ctrl-C, so the running job is stopped cleanly too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    from tunekit.webui.app import launch
-    from tunekit.webui.paths import PathPolicy
+    from tunekit.webui.app import launch  # Gradio and FastAPI: imported once the arguments are good, never for --help
 
     policy = PathPolicy(workspace, args.allow_path, allow_remote_code=args.allow_remote_code)
     launch(

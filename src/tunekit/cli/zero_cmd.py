@@ -1,8 +1,14 @@
-"""``tunekit zero-to-fp32 CHECKPOINT_DIR OUT_DIR``: consolidate a DeepSpeed ZeRO checkpoint into a normal model folder."""
+"""``tunekit zero-to-fp32 CHECKPOINT_DIR OUT_DIR``: consolidate a DeepSpeed ZeRO checkpoint into a normal model
+folder."""
 
 from __future__ import annotations
 
 import sys
+
+from tunekit.errors import ConfigError
+from tunekit.export.zero import consolidate_zero
+
+from .args import pop_flags
 
 HELP = """usage: tunekit zero-to-fp32 CHECKPOINT_DIR OUT_DIR [--max-shard-size 5GB] [--trust-pickle]
 
@@ -22,16 +28,10 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         sys.stdout.write(HELP)
         return 0
-    from tunekit.errors import ConfigError
-
-    from .chat_cmd import pop_flags
-
     trust = "--trust-pickle" in argv
     flags, rest = pop_flags([a for a in argv if a != "--trust-pickle"], ("--max-shard-size",))
     if len(rest) != 2:
         raise ConfigError("usage: tunekit zero-to-fp32 CHECKPOINT_DIR OUT_DIR [--max-shard-size 5GB] [--trust-pickle]")
-    from tunekit.export.zero import consolidate_zero
-
     out = consolidate_zero(rest[0], rest[1], max_shard_size=flags.get("--max-shard-size", "5GB"), trust_pickle=trust)
     print(f"consolidated {rest[0]} into {out}")
     return 0

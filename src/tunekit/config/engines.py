@@ -7,10 +7,14 @@ builds the config, refuses what training refuses; the launcher (``train/engines/
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from .problems import Problem
 from .stages import STAGES, spoken_list, stages_with
+
+if TYPE_CHECKING:  # annotations only: the schema runs these rules
+    from .schema import Config
 
 DEEPSPEED_PRESETS = ("z0", "z1", "z2", "z2_offload", "z3", "z3_offload")  # resources/deepspeed/ds_<name>_config.json
 FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "no_shard")
@@ -49,7 +53,7 @@ def fsdp_strategy(value: str | None) -> str | None:
     return strategy
 
 
-def engine_problems(cfg) -> Iterator[Problem]:
+def engine_problems(cfg: Config) -> Iterator[Problem]:
     """The engine rules that need no environment (the schema yields them; ``train.distributed`` relies on them)."""
     strategy, problem = _strategy_problem(cfg.fsdp)
     if problem:

@@ -1,7 +1,7 @@
 """Chinese help text of every option, keyed by option name (the English help is the field's ``description``).
 
 One table for the whole schema: the board (``webui``) shows it in Chinese mode, and
-``tests/test_help_zh.py`` fails, naming the options, when an option has no entry here.
+``tests/config/test_help_zh.py`` fails, naming the options, when an option has no entry here.
 """
 
 from __future__ import annotations
@@ -17,11 +17,15 @@ HELP_ZH: dict[str, str] = {
     "split_special_tokens": "把数据中的特殊 token 字符串当作普通文本分词。",
     "resize_vocab": "把词嵌入大小调整为分词器的词表大小。",
     "add_special_tokens": "要加入分词器的特殊 token，逗号分隔（会调整词嵌入大小）。",
-    "dtype": "加载权重的数据类型：auto = bf16: true 时为 bfloat16，fp16: true 时为 float16，否则 float32（未设置任何精度选项时由设备决定 bf16/fp16，开始时打印并记入 tunekit_config.yaml）；float32 在任何设备上都保持 fp32。",
-    "flash_attn": "注意力实现：auto = sdpa；fa2 = FlashAttention-2（需要 flash-attn 包和 GPU）；disabled/eager = 普通实现。",
+    "dtype": "加载权重的数据类型：auto = bf16: true 时为 bfloat16，fp16: true 时为 float16，否则 "
+    "float32（未设置任何精度选项时由设备决定 bf16/fp16，开始时打印并记入 tunekit_config.yaml）；float32 "
+    "在任何设备上都保持 fp32。",
+    "flash_attn": "注意力实现：auto = sdpa；fa2 = FlashAttention-2（需要 flash-attn 包和 GPU）；disabled/eager "
+    "= 普通实现。",
     "rope_scaling": "RoPE 缩放以扩展上下文长度；缩放系数由 rope_scaling_target_len（或 cutoff_len）决定。",
     "rope_scaling_target_len": "rope_scaling 要达到的上下文长度（默认：cutoff_len）。",
-    "gradient_checkpointing": "反向传播时重算激活以节省显存（约慢 25%）；auto = 数据分词后按最长训练样本做显存规划，放不下时开启（决定会打印出来）。",
+    "gradient_checkpointing": "反向传播时重算激活以节省显存（约慢 25%）；auto = 数据分词后按最长训练样本做显存规划，"
+    "放不下时开启（决定会打印出来）。",
     "disable_gradient_checkpointing": "LLaMA-Factory 的写法，等同于 gradient_checkpointing: false。",
     "enable_liger_kernel": "使用 Liger 融合算子（RMSNorm、SwiGLU、融合线性交叉熵）；需要 liger-kernel 和 GPU。",
     "use_unsloth": "使用 Unsloth 改写的模型（需要 unsloth 和 GPU）。",
@@ -30,7 +34,8 @@ HELP_ZH: dict[str, str] = {
     "quantization_type": "bitsandbytes 的 4 比特数据类型。",
     "double_quantization": "对 4 比特的缩放系数再量化一次（bitsandbytes）。",
     "low_cpu_mem_usage": "加载权重时不在内存中保留随机初始化的副本。",
-    "allow_new_weights": "允许加载权重与 config.json 的架构不完全对应的模型目录：缺少的权重随机初始化，多余的权重被丢弃（用于有意扩展的模型）。关闭时此类目录会被拒绝，并列出相应的键。",
+    "allow_new_weights": "允许加载权重与 config.json 的架构不完全对应的模型目录：缺少的权重随机初始化，"
+    "多余的权重被丢弃（用于有意扩展的模型）。关闭时此类目录会被拒绝，并列出相应的键。",
     "print_param_status": "设置完成后打印每个参数的名称、形状、数据类型和是否可训练。",
     "template": "对话模板（qwen、llama3、default 等），或 jinja 使用分词器自带模板。",
     # ---- data
@@ -47,22 +52,32 @@ HELP_ZH: dict[str, str] = {
     "preprocessing_num_workers": "分词使用的进程数（默认一个）。",
     "preprocessing_batch_size": "每个分词批次的样本数。",
     "overwrite_cache": "即使存在指纹相同的缓存结果也重新分词。",
-    "tokenized_path": "把分词后的数据集保存到此处；若已存在则直接读取（跳过分词）。保存的目录记录了数据行所依赖的设置（阶段、模板、分词器、cutoff_len、掩码、打包、媒体设置与文件、数据集）；为其他配置生成的目录会被拒绝并指明原因（overwrite_cache: true 重新分词）。",
+    "tokenized_path": "把分词后的数据集保存到此处；若已存在则直接读取（跳过分词）。"
+    "保存的目录记录了数据行所依赖的设置（阶段、模板、分词器、cutoff_len、掩码、打包、媒体设置与文件、数据集）；"
+    "为其他配置生成的目录会被拒绝并指明原因（overwrite_cache: true 重新分词）。",
     "packing": "把多个样本拼接成一个序列（pt 默认开启，其他阶段默认关闭）。",
     "neat_packing": "拼接样本之间互不注意：每个样本的位置编号重新开始，只注意自身。",
-    "padding_free": "无填充批次：一个微批的所有序列拼成一行、不加填充、不传注意力掩码，每个序列的位置编号重新开始，注意力不跨序列（sft、pt；dpo/kto/rm 的一对回答在同一行；不可与 packing 同用）。",
-    "batching_strategy": "LLaMA-Factory v1 的批次方式名称，读作 tunekit 的选项：padding_free = padding_free: true；dynamic_batching = max_tokens_per_batch: cutoff_len × per_device_train_batch_size；dynamic_padding_free = 两者；normal = 都不用。",
-    "max_tokens_per_batch": "按词元数而非样本数组成微批次（动态批次）：padding_free 时计真实词元，否则计 行数 × 最长行；不小于 cutoff_len。dpo 和 rm 以一对为单位，计两条序列（不小于 2 × cutoff_len）；不支持 kto。",
+    "padding_free": "无填充批次：一个微批的所有序列拼成一行、不加填充、不传注意力掩码，每个序列的位置编号重新开始，"
+    "注意力不跨序列（sft、pt；dpo/kto/rm 的一对回答在同一行；不可与 packing 同用）。",
+    "batching_strategy": "LLaMA-Factory v1 的批次方式名称，读作 tunekit 的选项：padding_free = padding_free: true；"
+    "dynamic_batching = max_tokens_per_batch: cutoff_len × per_device_train_batch_size；dynamic_padding_free = 两者；"
+    "normal = 都不用。",
+    "max_tokens_per_batch": "按词元数而非样本数组成微批次（动态批次）：padding_free 时计真实词元，否则计 行数 × "
+    "最长行；不小于 cutoff_len。dpo 和 rm 以一对为单位，计两条序列（不小于 2 × cutoff_len）；不支持 kto。",
     "default_system": "样本没有系统提示词时使用的系统提示词（覆盖模板默认值）。",
     "enable_thinking": "推理模板（qwen3 等）：保留思考过程；false 时渲染空的 <think></think>。",
     "tool_format": "函数调用的工具调用格式（默认：模板自带的格式）。",
-    "empty_template_eos": "template: empty 时每条回复以 EOS 结尾，让模型学会停止；false 时不加 EOS（同 LLaMA-Factory）。",
+    "empty_template_eos": "template: empty 时每条回复以 EOS 结尾，让模型学会停止；false 时不加 EOS（同 "
+    "LLaMA-Factory）。",
     "bad_records": "遇到无效记录时：error（停止并指出该记录）或 skip（跳过、计数并报告）。",
     "ignore_pad_token_for_loss": "填充 token 的标签设为 -100（不参与训练）。",
     "pad_to_multiple_of": "把每个批次填充到该 token 数的整数倍。",
     "group_by_length": "把长度相近的样本放在同一批次以减少填充。",
-    "elementwise_recompute": "不保存门控 MLP 激活函数的输出、其乘积以及 RMSNorm 的输出，只保存重算方法，在反向传播时重算（结果逐位相同）：未做梯度检查点的每个解码层约省 45 % 激活内存，代价是几次逐元素运算。torch_compile 与 enable_liger_kernel 时关闭。",
-    "group_within_step": "在每次优化器更新内按长度重组微批：样本相同、梯度相同、填充更少（sft、pt、dpo、rm；dpo/rm 整对移动，仅限大小相同的填充批次）。不用于 kto：其 KL 估计按微批计算。",
+    "elementwise_recompute": "不保存门控 MLP 激活函数的输出、其乘积以及 RMSNorm 的输出，只保存重算方法，"
+    "在反向传播时重算（结果逐位相同）：未做梯度检查点的每个解码层约省 45 % 激活内存，代价是几次逐元素运算。"
+    "torch_compile 与 enable_liger_kernel 时关闭。",
+    "group_within_step": "在每次优化器更新内按长度重组微批：样本相同、梯度相同、填充更少（sft、pt、dpo、rm；dpo/rm "
+    "整对移动，仅限大小相同的填充批次）。不用于 kto：其 KL 估计按微批计算。",
     # ---- stage and method
     "stage": "训练阶段：pt（预训练）、sft、rm、ppo、dpo、kto、grpo。",
     "finetuning_type": "微调方法：lora、freeze（只训练最后几层）或 full（全参数）。",
@@ -99,7 +114,8 @@ HELP_ZH: dict[str, str] = {
     "lr_scheduler_type": "预热后的学习率调度方式。",
     "lr_scheduler_kwargs": "学习率调度器的额外参数（如 {min_lr_rate: 0.1}）。",
     "warmup_ratio": "预热步数占总步数的比例。",
-    "warmup_steps": "线性预热步数（大于 0 时优先于 warmup_ratio）；小于 1 的小数表示占总步数的比例（与 transformers 5 相同）。",
+    "warmup_steps": "线性预热步数（大于 0 时优先于 warmup_ratio）；小于 1 的小数表示占总步数的比例（与 "
+    "transformers 5 相同）。",
     "optim": "优化器，Hugging Face 接受的任意名称（adamw_torch_fused = 单个融合算子，Hugging Face 默认）。",
     "weight_decay": "解耦的权重衰减。",
     "adam_beta1": "Adam 的 beta1。",
@@ -108,12 +124,14 @@ HELP_ZH: dict[str, str] = {
     "max_grad_norm": "把梯度的全局范数裁剪到此值（0 = 不裁剪）。",
     "seed": "初始化、打乱数据和划分验证集的随机种子。",
     "data_seed": "只用于打乱数据的随机种子（默认：seed）。",
-    "bf16": "bfloat16 混合精度。未设置时由设备决定：计算能力 8.0 以上的 GPU 和原生支持 bf16 的 CPU（AVX512_BF16/AMX）上开启；写明 false 则为 fp32。",
+    "bf16": "bfloat16 混合精度。未设置时由设备决定：计算能力 8.0 以上的 GPU 和原生支持 bf16 的 CPU（AVX512_BF16/AMX）"
+    "上开启；写明 false 则为 fp32。",
     "fp16": "float16 混合精度（GPU）。未设置时由设备决定：计算能力低于 8.0 的 GPU（无 bf16）上开启，fsdp 除外。",
     "tf32": "在 Ampere 及更新的 GPU 上允许 TF32 矩阵乘法。",
     "pure_bf16": "完全以 bfloat16 训练：权重、梯度和优化器状态都是 bf16，没有 fp32 主权重和自动混合精度。",
     "fp8": "通过 accelerate 的 FP8 混合精度（torchao / Transformer Engine）：需要 Hopper 或更新的 GPU。",
-    "fp8_backend": "FP8 后端：auto 或 torchao（torchao 的 Float8Linear，按行缩放；需 fp8 附加包）、te（NVIDIA Transformer Engine）；msamp 不支持。",
+    "fp8_backend": "FP8 后端：auto 或 torchao（torchao 的 Float8Linear，按行缩放；需 fp8 附加包）、te（NVIDIA "
+    "Transformer Engine）；msamp 不支持。",
     "fp8_enable_fsdp_float8_all_gather": "FP8：以 float8 all-gather FSDP2 权重（torchao，按张量缩放）。",
     "use_cpu": "即使有可见 GPU 也在 CPU 上训练。",
     "dataloader_num_workers": "数据加载器的工作进程数。",
@@ -123,9 +141,12 @@ HELP_ZH: dict[str, str] = {
     "eval_strategy": "训练中何时评估（也接受旧名称 evaluation_strategy，旧版 LLaMA-Factory 示例这样写）。",
     "eval_steps": "每 N 步评估一次（默认：logging_steps）。",
     "torch_compile": "用 torch.compile 编译模型。",
-    "gradient_checkpointing_layers": "开启梯度检查点时只对这么多个（最底层的）解码层重算，其余层保留激活、不再重算。留空 = 全部层；auto 会设为放得下所需的最少层数。",
+    "gradient_checkpointing_layers": "开启梯度检查点时只对这么多个（最底层的）解码层重算，其余层保留激活、不再重算。"
+    "留空 = 全部层；auto 会设为放得下所需的最少层数。",
     "trained_tokens_loss": "只对参与训练（有标签）的 token 计算 LM 头和交叉熵：损失相同，计算更少。",
-    "chunked_lm_loss": "配合 trained_tokens_loss：LM 头和交叉熵按 token 分块计算，梯度同步求出，从不完整保存 token × 词表的 logits（损失相同；对会改动 LM 头输出的模型，如 logit 软截断，自动退回普通路径）。在 dpo 和 kto 中：回答的对数概率（策略与参考模型）同样分块计算。",
+    "chunked_lm_loss": "配合 trained_tokens_loss：LM 头和交叉熵按 token 分块计算，梯度同步求出，从不完整保存 token × "
+    "词表的 logits（损失相同；对会改动 LM 头输出的模型，如 logit 软截断，自动退回普通路径）。在 dpo 和 kto 中："
+    "回答的对数概率（策略与参考模型）同样分块计算。",
     "auto_fit": "训练前由显存规划选择批大小、梯度累积、重算和 ZeRO，使其放得进 GPU。",
     "use_dft_loss": "DFT 损失（Wu 等，2025）：每个训练 token 的交叉熵乘以其（不求导的）概率。",
     "use_eaft_loss": "EAFT 损失：每个训练 token 的交叉熵乘以模型（top-20）熵 / 3 的 eaft_alpha 次方。",
@@ -245,18 +266,26 @@ HELP_ZH: dict[str, str] = {
     "repetition_penalty": "重复 token 的惩罚（1 = 不惩罚）。",
     "length_penalty": "束搜索的长度惩罚。",
     "predict_with_generate": "通过生成来预测（用于 do_predict）。",
-    "generation_seed": "chat、api 和面板中采样回复的种子（n 个回复中第 i 个用 generation_seed + i）；未设置则每次不同。",
+    "generation_seed": "chat、api 和面板中采样回复的种子（n 个回复中第 i 个用 generation_seed + i）；"
+    "未设置则每次不同。",
     "api_max_tokens": "API：请求可要求的最大 max_tokens（超过则返回 400）；同时受模型上下文长度限制。",
-    "api_queue_timeout": "API：已有 1 + api_max_queue 个请求在服务时，新请求等待空位的秒数，超时返回 429 和 Retry-After。",
-    "api_max_queue": "API：同时服务 1 + api_max_queue 个请求，其生成逐 token 轮流进行（不能轮流生成的模型一次只服务一个）；"
-    "最多再有 api_max_queue 个请求等待空位（api_queue_timeout），更多请求立即返回 429。",
+    "api_queue_timeout": "API：已有 1 + api_max_queue 个请求在服务时，新请求等待空位的秒数，超时返回 429 和 "
+    "Retry-After。",
+    "api_max_queue": "API：同时服务 1 + api_max_queue 个请求，其生成逐 token "
+    "轮流进行（不能轮流生成的模型一次只服务一个）；最多再有 api_max_queue 个请求等待空位（api_queue_timeout），"
+    "更多请求立即返回 429。",
     "api_stream_timeout": "API：流式数据块等待客户端读取的秒数；停止读取的客户端会被断开。",
-    "api_parse_special_tokens": "API：把请求消息中写出的控制 token（如 <|im_end|>）解析为控制 token；关闭时按普通文本处理。",
-    "api_media_dir": "API：客户端可在 image_url / video_url / audio_url 中引用的文件夹（file:// 或路径；解析符号链接和 ..，其外的文件一律拒绝）。未设置时不读取任何文件，媒体只能以 base64 data: URL 内联发送；未设置时读取 LLaMA-Factory 的 SAFE_MEDIA_PATH 环境变量。",
+    "api_parse_special_tokens": "API：把请求消息中写出的控制 token（如 <|im_end|>）解析为控制 token；"
+    "关闭时按普通文本处理。",
+    "api_media_dir": "API：客户端可在 image_url / video_url / audio_url 中引用的文件夹（file:// 或路径；"
+    "解析符号链接和 ..，其外的文件一律拒绝）。未设置时不读取任何文件，媒体只能以 base64 data: URL 内联发送；"
+    "未设置时读取 LLaMA-Factory 的 SAFE_MEDIA_PATH 环境变量。",
     "api_max_media_mb": "API：单个图像、视频或音频解码后的最大大小（MB，10^6 字节）；超过则返回 413。",
     # ---- multimodal
-    "image_max_pixels": "交给图像处理器的最大图像面积（高 × 宽，像素）；更大的图像会缩小。默认：模型文件夹中处理器的设置（Qwen2-VL 为其 max_pixels；没有该设置的模型族按原图）。",
-    "image_min_pixels": "最小图像面积（像素）；更小的图像会放大。默认：模型文件夹中处理器的设置（Qwen2-VL 为其 min_pixels）。",
+    "image_max_pixels": "交给图像处理器的最大图像面积（高 × 宽，像素）；更大的图像会缩小。默认："
+    "模型文件夹中处理器的设置（Qwen2-VL 为其 max_pixels；没有该设置的模型族按原图）。",
+    "image_min_pixels": "最小图像面积（像素）；更小的图像会放大。默认：模型文件夹中处理器的设置（Qwen2-VL 为其 "
+    "min_pixels）。",
     "video_max_pixels": "视频帧的最大面积（像素），每帧先缩小再交给视频处理器。默认：不设（按视频处理器自身的限制）。",
     "video_min_pixels": "视频帧的最小面积（像素），每帧先放大再交给视频处理器。默认：不设（按视频处理器自身的限制）。",
     "video_fps": "每秒视频采样的帧数。默认：模型文件夹中视频处理器的 fps（没有则为 2，与 Qwen-VL 相同）。",
@@ -265,7 +294,8 @@ HELP_ZH: dict[str, str] = {
     "use_audio_in_video": "同时使用每个视频的音轨（音视频模型系列）。",
     "media_dir": "数据中图像/视频/音频相对路径的根目录（默认：dataset_dir）。",
     "freeze_vision_tower": "冻结视觉编码器。使用 LoRA 时，false 也会给其线性层加适配器。",
-    "freeze_multi_modal_projector": "冻结多模态投影层（视觉 → 语言，如 Qwen2-VL 的 merger）。使用 LoRA 时，false 也会给它加适配器。",
+    "freeze_multi_modal_projector": "冻结多模态投影层（视觉 → 语言，如 Qwen2-VL 的 merger）。使用 LoRA 时，false "
+    "也会给它加适配器。",
     "freeze_language_model": "冻结语言模型（只训练未冻结的视觉部分）。",
 }
 

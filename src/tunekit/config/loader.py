@@ -7,33 +7,21 @@ and what would be valid.
 
 from __future__ import annotations
 
-import json
 import re
-import reprlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .problems import Problem, ProblemsError, problems_text
+from .files import load_yaml_text, read_config_file
+from .llamafactory_options import unsupported
+from .options import GROUPS
+from .problems import Problem, ProblemsError, excerpt, problems_text
 from .schema import FORMER_NAMES, Config
 from .secrets import resolve_secrets, write_options
 
 RESOLVED_CONFIG_NAME = "tunekit_config.yaml"
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-# A config holds tens of options; YAML aliases can multiply a 471-byte file into 10**9 nodes ("billion
-# laughs"). Refuse a document whose nodes, counted with every alias expanded, exceed this.
-MAX_YAML_NODES = 100_000
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
-_REPR.maxlevel = 2
-
-
-def excerpt(value: Any) -> str:
-    """A short, escaped rendering of a user value for messages (never the whole of a huge value)."""
-    return _REPR.repr(value)
 
 
 def parse_scalar(text: str) -> Any:
@@ -87,140 +75,6 @@ def parse_overrides(args: Iterable[str]) -> dict[str, Any]:
             )
         i += 1
     return out
-
-
-def _yaml_loader_class():
-    """SafeLoader (libyaml's when available) that refuses duplicate keys, naming both lines."""
-    import yaml
-
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class StrictLoader(base):
-        def construct_mapping(self, node, deep=False):
-            first: dict[Any, tuple[int, int]] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
-                    continue
-                key = self.construct_object(key_node)
-                at = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-                if key in first:
-                    (line, col), (line2, col2) = first[key], at
-                    where = f"lines {line} and {line2}" if line != line2 else f"line {line}, columns {col} and {col2}"
-                    raise ConfigError(f"{self.name}: key {excerpt(key)} is given twice ({where}); keep one of them.")
-                first[key] = at
-            return super().construct_mapping(node, deep=deep)
-
-    return StrictLoader
-
-
-def _expanded_nodes(root, path) -> int:
-    """Nodes of the YAML graph with every alias expanded (memoized per node, so linear in the file size)."""
-    import yaml
-
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-    stack = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        if isinstance(node, yaml.ScalarNode):
-            sizes[id(node)] = 1
-            continue
-        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
-        if children_done:
-            active.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
-            if sizes[id(node)] > MAX_YAML_NODES:
-                raise ConfigError(
-                    f"{path} expands to more than {MAX_YAML_NODES:,} YAML nodes through its aliases (*name) "
-                    f"(line {node.start_mark.line + 1}); a config needs only a few dozen: write the values out."
-                )
-            continue
-        if id(node) in active:
-            raise ConfigError(
-                f"{path}: a YAML alias refers to itself (line {node.start_mark.line + 1}); remove the recursion."
-            )
-        active.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in children if id(c) not in sizes)
-    return sizes[id(root)]
-
-
-def load_yaml_text(text: str, path) -> Any:
-    """YAML text → data, as every config reader should: duplicate keys and alias bombs (more than
-    ``MAX_YAML_NODES`` nodes once aliases are expanded) are :class:`ConfigError`s naming ``path``."""
-    loader = _yaml_loader_class()(text)
-    loader.name = str(path)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _expanded_nodes(node, path)
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-def _json_pairs(path):
-    def hook(pairs):
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise ConfigError(f"{path}: key {excerpt(key)} is given twice; keep one of them.")
-            out[key] = value
-        return out
-
-    return hook
-
-
-def _yaml_problem(exc: Exception) -> str:
-    """One line for a YAML error (PyYAML's own text spans four lines, with a caret under the text): where and what."""
-    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
-    if mark is None or not problem:
-        return " ".join(str(exc).split())
-    if "could not determine a constructor for the tag" in problem:
-        problem += " (a Python or custom tag: config files hold plain values only; remove the tag)"
-    elif "tab character" in problem or ("cannot start any token" in problem and "\\t" in problem):
-        problem += " (YAML indents with spaces, never tabs)"
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    import yaml
-
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"Config file {path} is a folder, not a file: give the YAML or JSON file inside it.")
-    if not path.is_file():
-        raise ConfigError(f"Config file {path} does not exist.")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{path} is not UTF-8: byte {exc.start} (line {line}: {raw[exc.start : exc.start + 4].hex(' ')}) "
-            f"cannot be decoded. Save the config as UTF-8, e.g. `iconv -f <ENCODING> -t UTF-8`."
-        ) from None
-    try:
-        data = (
-            json.loads(text, object_pairs_hook=_json_pairs(path))
-            if path.suffix == ".json"
-            else load_yaml_text(text, path)
-        )
-    except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else _yaml_problem(exc)
-        why = why if len(why) <= 500 else why[:500] + " ..."
-        raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {why}") from None
-    if data is None:
-        raise ConfigError(
-            f"{path} holds no options (it is empty or only comments): write the run's options into it "
-            f"as `option: value` lines (see `tunekit train --help`)."
-        )
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of option: value, found {type(data).__name__}.")
-    return data
 
 
 def _edit_distance(a: str, b: str) -> int:
@@ -279,8 +133,6 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
     known = set(Config.model_fields)
     unknown = [k for k in values if k not in known]
     if unknown:
-        from .llamafactory_options import unsupported
-
         not_yet = unsupported(known | set(FORMER_NAMES))
         lines = []
         for key in unknown:
@@ -372,14 +224,13 @@ def _yaml_bool_words(key: str, value: Any) -> Any:
 def _comma_list(key: str, value: Any) -> Any:
     """A YAML/JSON list for a comma-separated text option (``dataset: [a, b]``) is that text (``a,b``), as
     LLaMA-Factory reads it (its ``split_arg`` keeps a list as the list)."""
-    import typing
 
     field = Config.model_fields[key]
     if (
         isinstance(value, list)
         and value
         and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
-        and field.annotation in (str, typing.Optional[str])
+        and field.annotation in (str, str | None)
         and "comma-separated" in (field.description or "").lower()
     ):
         return ",".join(str(v).strip() for v in value)
@@ -434,6 +285,8 @@ def _type_name(annotation) -> str:
     text = str(annotation).replace("typing.", "")
     text = re.sub(r"<class '(\w+)'>", r"\1", text)
     text = text[len("Optional[") : -1] if text.startswith("Optional[") and text.endswith("]") else text
+    text = text.removesuffix(" | None")  # an optional option: name the type a given value must have
+    text = re.sub(r"^dict\[", "Dict[", text)  # the spelling of the messages from when the annotation was typing's
     return {
         "float": "a number (float)",
         "int": "a whole number (int)",
@@ -490,7 +343,8 @@ def save_config(
     """Write every option (defaults included) so the run can be reproduced from the file alone: first the options
     the run was given (set by the user, or decided by auto_fit / gradient_checkpointing: auto), then the rest as
     resolved, each part grouped as docs/options.md groups them (a ``# <group>`` comment before each group).
-    ``notes``: ``{option: text}`` written as a comment above that option (e.g. a DeepSpeed file's optimizer ran instead)."""
+    ``notes``: ``{option: text}`` written as a comment above that option (e.g. a DeepSpeed file's optimizer ran
+    instead)."""
     data, comments = ordered_options(cfg)
     for key, text in (notes or {}).items():
         if key in data:
@@ -501,8 +355,6 @@ def save_config(
 
 def ordered_options(cfg: Config) -> tuple[dict[str, Any], dict[str, str]]:
     """``(options, {first option of a group: heading})``: the set options first, then the rest, by option group."""
-    from .options import GROUPS
-
     values = config_to_dict(cfg)
     given = cfg.model_fields_set
     grouped = [(group.TITLE, list(group.model_fields)) for group in GROUPS]
@@ -511,8 +363,8 @@ def ordered_options(cfg: Config) -> tuple[dict[str, Any], dict[str, str]]:
     data: dict[str, Any] = {}
     comments: dict[str, str] = {}
     for part, wanted in (("set for this run", True), ("defaults and resolved values", False)):
-        for title, keys in grouped:
-            keys = [k for k in keys if k in values and (k in given) == wanted]
+        for title, group_keys in grouped:
+            keys = [k for k in group_keys if k in values and (k in given) == wanted]
             if keys:
                 comments[keys[0]] = f"{title}: {part}"
                 data.update((k, values[k]) for k in keys)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 import typing
 
 from .options import GROUPS
@@ -13,9 +14,11 @@ def _type_text(annotation) -> str:
     args = typing.get_args(annotation)
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)
-    if origin is typing.Union:
+    if origin in (typing.Union, types.UnionType):  # Optional[X] and X | None
         parts = [_type_text(a) for a in args if a is not type(None)]
         return " or ".join(parts) + (" or null" if type(None) in args else "")
+    if origin is dict:
+        return "Dict"  # the reference's word from when the annotation was typing.Dict
     return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
 
 

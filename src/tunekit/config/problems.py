@@ -1,20 +1,33 @@
 """A problem with a config: the message a user reads and the options it concerns.
 
-Every cross-field rule (``config/schema.py``, ``config/engines.py``, the groups' own rule functions) yields a
-:class:`Problem` naming its fields, so the web board shows each message next to those options without guessing
-them from the text. :class:`~tunekit.errors.ConfigError` carries the problems of a refused config as ``.problems``;
-its message is the problems' messages, one per line.
+Every cross-field rule (``config/schema.py``, ``config/engines.py``, ``config/method_rules.py``, the groups' own
+rule functions in ``config/options/``) yields a :class:`Problem` naming its fields, so the web board shows each
+message next to those options without guessing them from the text. :class:`~tunekit.errors.ConfigError` carries
+the problems of a refused config as ``.problems``; its message is the problems' messages, one per line.
 """
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+_REPR.maxlevel = 2
+
+
+def excerpt(value: Any) -> str:
+    """A short, escaped rendering of a user value for messages (never the whole of a huge value)."""
+    return _REPR.repr(value)
 
 
 @dataclass(frozen=True)
 class Problem:
-    """``message`` (complete: what is wrong and how to fix it) about the options ``fields`` (empty: the whole config)."""
+    """``message`` (complete: what is wrong and how to fix it) about the options ``fields`` (empty: the whole
+    config)."""
 
     message: str
     fields: tuple[str, ...] = ()
@@ -31,7 +44,7 @@ class Problem:
 def as_problem(item: Problem | str) -> Problem:
     """The one adapter for a rule that still yields a bare string: a problem of the whole config (no fields).
 
-    ``tests/test_rule_fields.py`` lists such rules; give them their fields by yielding a :class:`Problem`."""
+    ``tests/config/test_rule_fields.py`` lists such rules; give them their fields by yielding a :class:`Problem`."""
     return item if isinstance(item, Problem) else Problem(str(item))
 
 

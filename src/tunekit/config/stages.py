@@ -8,7 +8,10 @@ trainer modules ``train/run.py`` imports. A stage's trainer module follows :clas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # annotations only: the schema reads this registry
+    from .schema import Config
 
 
 @dataclass(frozen=True)
@@ -20,8 +23,6 @@ class Stage:
     packing: bool = False  # packing: true is supported
     padding_free: bool = False  # padding_free: true is supported (docs/padding-free.md)
     fsdp: bool = True  # FSDP2 can shard its models
-    reference_model: bool = False  # a frozen reference model beside the trained one
-    value_head: bool = False  # a value head saved beside the model
     generation: bool = False  # generates while training
     own_model: bool = False  # the trainer module loads the model itself (StageModule.load_model)
     predict: bool = False  # do_predict generates and scores (LLaMA-Factory's predict)
@@ -30,9 +31,9 @@ class Stage:
 class StageModule(Protocol):
     """What ``train/run.py`` calls on a stage's trainer module (``load_model`` only when ``Stage.own_model``)."""
 
-    def build_trainer(self, cfg: Any, args: Any, model: Any, tokenizer: Any, data: Any, callbacks: list) -> Any: ...
+    def build_trainer(self, cfg: Config, args: Any, model: Any, tokenizer: Any, data: Any, callbacks: list) -> Any: ...
 
-    def load_model(self, cfg: Any, tokenizer: Any) -> Any: ...
+    def load_model(self, cfg: Config, tokenizer: Any) -> Any: ...
 
 
 _ALL = (
@@ -52,7 +53,6 @@ _ALL = (
         "pairwise",
         "tunekit.train.stages.rm",
         fsdp=False,
-        value_head=True,
         own_model=True,
         padding_free=True,
     ),
@@ -62,14 +62,12 @@ _ALL = (
         "prompt",
         "tunekit.train.stages.ppo",
         fsdp=False,
-        reference_model=True,
-        value_head=True,
         generation=True,
         own_model=True,
     ),
-    Stage("dpo", "DPO", "pairwise", "tunekit.train.stages.dpo", reference_model=True, padding_free=True),
-    Stage("kto", "KTO", "kto", "tunekit.train.stages.kto", reference_model=True, padding_free=True),
-    Stage("grpo", "GRPO", "prompt", "tunekit.train.stages.grpo", fsdp=False, reference_model=True, generation=True),
+    Stage("dpo", "DPO", "pairwise", "tunekit.train.stages.dpo", padding_free=True),
+    Stage("kto", "KTO", "kto", "tunekit.train.stages.kto", padding_free=True),
+    Stage("grpo", "GRPO", "prompt", "tunekit.train.stages.grpo", fsdp=False, generation=True),
 )
 STAGES: dict[str, Stage] = {s.name: s for s in _ALL}
 STAGE_NAMES: tuple[str, ...] = tuple(STAGES)

@@ -14,7 +14,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
+from ..config.schema import Config
 from ..env import cache_dir
+from .readers import data_files
 
 PROCESSOR_VERSION = "3"  # 2: pt documents end with the document token; typed content parts; 3: reasoning kept apart
 
@@ -26,8 +29,6 @@ def cache_root() -> Path:
 def source_signature(path: str) -> list:
     """The data files' sizes and times, and of a dataset folder every file below it (media in subfolders too). A folder
     the reader finds no data files in (``file_name: /`` names the whole disk) is left to the reader to refuse."""
-    from .readers import data_files
-
     p = Path(path)
     if not p.exists() or (p.is_dir() and not data_files(p)):
         return [path]
@@ -80,18 +81,16 @@ MEDIA_OPTIONS = (
 )
 
 
-def tokenization_options(cfg) -> dict[str, Any]:
+def tokenization_options(cfg: Config) -> dict[str, Any]:
     packing = ("neat" if cfg.neat_packing else "packed") if cfg.use_packing else "off"
     return {**{k: getattr(cfg, k) for k in TOKENIZATION_OPTIONS}, "packing": packing}
 
 
-def media_options(cfg) -> dict[str, Any]:
+def media_options(cfg: Config) -> dict[str, Any]:
     return {k: getattr(cfg, k) for k in MEDIA_OPTIONS}
 
 
 def fingerprint(parts: dict[str, Any]) -> str:
-    from tunekit import __version__
-
     payload = json.dumps(
         {"tunekit": __version__, "processor": PROCESSOR_VERSION, **parts}, sort_keys=True, default=str
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .labels import IGNORE_INDEX
+from .padding_free import sample_rope_positions, segment_ids
 
 
 @dataclass
@@ -60,7 +61,8 @@ class PaddingCollator:
 
 
 def _one_row(features: list[dict[str, Any]]) -> dict[str, Any]:
-    """Packed rows (restarting ``position_ids``) concatenated into one row; each row's first label -100 (data/padding_free.py)."""
+    """Packed rows (restarting ``position_ids``) concatenated into one row; each row's first label -100
+    (data/padding_free.py)."""
     import torch
 
     ids, positions, labels = [], [], []
@@ -105,11 +107,10 @@ class MultimodalCollator(PaddingCollator):
 
 
 def _packed_rope_positions(rope_index, batch: dict[str, Any]):
-    """``[4, B, W]`` positions of neat-packed rows: the text positions, then each packed sample's (and the padding block's)
-    M-RoPE positions computed for it alone (``padding_free.sample_rope_positions`` over the rows laid end to end)."""
+    """``[4, B, W]`` positions of neat-packed rows: the text positions, then each packed sample's (and the padding
+    block's) M-RoPE positions computed for it alone (``padding_free.sample_rope_positions`` over the rows laid end to
+    end)."""
     import torch
-
-    from .padding_free import sample_rope_positions, segment_ids
 
     text = batch["position_ids"]
     rows, width = text.shape

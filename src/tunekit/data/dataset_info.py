@@ -24,6 +24,7 @@ from typing import Any
 
 from ..env import env_flag
 from ..errors import ConfigError, DataError
+from .readers import read_text
 
 INFO_FILE = "dataset_info.json"
 
@@ -116,8 +117,6 @@ def read_dataset_info(dataset_dir: str | Path) -> dict[str, Any]:
     path = Path(dataset_dir) / INFO_FILE
     if not path.is_file():
         return {}
-    from .readers import read_text  # (readers imports this module)
-
     try:
         info = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
@@ -179,7 +178,8 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
     bad_cols = set(columns_given) - set(base_columns)
     if bad_cols:
         raise DataError(
-            f"{where}: unknown column key(s) {', '.join(sorted(bad_cols))} for {formatting} data; valid: {', '.join(base_columns)}."
+            f"{where}: unknown column key(s) {', '.join(sorted(bad_cols))} for {formatting} data; "
+            f"valid: {', '.join(base_columns)}."
         )
     columns = {**base_columns, **columns_given}
     if formatting == "openai" and "messages" not in columns_given:
@@ -276,7 +276,10 @@ def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetA
 
         close = difflib.get_close_matches(name, list(info), n=3)
         if not info:
-            hint = f"no {INFO_FILE} in dataset_dir '{dataset_dir}': set dataset_dir to the folder that has it, or give a file path"
+            hint = (
+                f"no {INFO_FILE} in dataset_dir '{dataset_dir}': set dataset_dir to the folder that has it, "
+                "or give a file path"
+            )
         else:
             hint = (
                 f"Did you mean: {', '.join(close)}?"

@@ -15,19 +15,8 @@ Canonical sample (what every stage's processor reads)::
 Messages alternate (user|observation) → (assistant|function_call). What a stage needs is checked here,
 so a bad record is reported with its file and index instead of silently disappearing later.
 
-A message ``content`` may be a string or a list of typed parts (:func:`_parts`):
-
-- ``{"type": "text", "text": ...}`` (OpenAI) or ``{"type": "text", "value": ...}`` (LLaMA-Factory v1): text,
-  joined without separator;
-- ``{"type": "reasoning", "value": ...}`` (assistant only): the reply's thought, kept apart from its text in the
-  message's ``reasoning`` key (as ``reasoning_content`` is), never joined into the text and parsed back: reasoning
-  templates (qwen3) render it as their thinking block and keep the text whole, whatever ``<think>`` / ``</think>``
-  it quotes (the official template's rule for ``reasoning_content``); a template without a thinking block writes
-  it as a ``<think>\\n...\\n</think>\\n\\n`` block in front of the reply, as LLaMA-Factory does;
-- ``{"type": "tool_call", "value": '{"name": ..., "arguments": ...}'}`` (assistant only): the reply becomes
-  a ``function_call`` message (several calls: a JSON list), rendered in the template's tool-call format.
-
-OpenAI assistant messages may instead carry ``tool_calls`` (and ``reasoning_content``). LLaMA-Factory v1
+A message ``content`` may be a string or a list of typed parts (text, reasoning, tool_call; OpenAI assistant
+messages may instead carry ``tool_calls`` and ``reasoning_content``): ``message_content.py``. LLaMA-Factory v1
 preference records (``chosen_messages`` / ``rejected_messages``: two whole conversations with the same
 prompt) become one prompt with a chosen and a rejected reply. Media parts (``image_url``, ...) and unknown
 part types are named errors, never dropped.
@@ -44,13 +33,14 @@ import json
 from typing import Any
 
 from ..errors import DataError, RecordError
-from .dataset_info import DatasetAttr
-from .media_columns import MEDIA_PARTS, check_placeholders, media_columns, media_parts
+from .dataset_info import OPENAI_TAGS, SHAREGPT_COLUMNS, SHAREGPT_TAGS, DatasetAttr
+from .media_columns import check_placeholders, media_columns, media_parts
+from .message_content import content_text, is_empty_reply, openai_extras, reply_message, reply_text
 from .readers import RawRecord
+from .templates.tools import parse_tools
 
 PROMPT_ROLES = ("user", "observation")
 REPLY_ROLES = ("assistant", "function_call")
-PART_TYPES = ("text", "reasoning", "tool_call")
 V1_PAIR_KEYS = ("chosen_messages", "rejected_messages")
 #: optional columns a file given by path (no dataset_info.json entry) is read with when its records have them
 AUTO_COLUMNS = ("system", "tools", "history", "chosen", "rejected", "images", "videos", "audios")
@@ -83,8 +73,6 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
         elif formatting == "sharegpt":
             key = "conversations" if "conversations" in rec else "messages"
             role_key = "role" if _first_msg_has(rec.get(key, rec.get(V1_PAIR_KEYS[0])), "role") else "from"
-            from .dataset_info import OPENAI_TAGS, SHAREGPT_COLUMNS, SHAREGPT_TAGS
-
             present.pop("history", None)
             attr = DatasetAttr(
                 **{
@@ -147,134 +135,8 @@ def _first_msg_has(messages: Any, key: str) -> bool:
     return isinstance(messages, list) and bool(messages) and isinstance(messages[0], dict) and key in messages[0]
 
 
-def _text(value: Any, raw: RawRecord, what: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, list):
-        text, reasoning, calls = _parts(value, raw, what)
-        if reasoning is not None or calls:
-            kind = "reasoning" if reasoning is not None else "tool_call"
-            raise RecordError(
-                f"{raw.where}: {what} has a '{kind}' part; reasoning and tool_call parts belong to "
-                f"assistant messages only."
-            )
-        return text
-    raise RecordError(f"{raw.where}: {what} must be text, found {type(value).__name__}.")
-
-
-def _parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | None, list[Any]]:
-    """(text, reasoning or None, tool calls) of a content given as typed parts (see the module docstring)."""
-    texts: list[str] = []
-    thoughts: list[str] = []
-    calls: list[Any] = []
-    for j, part in enumerate(value):
-        where = f"{raw.where}: {what}, part {j}"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if not isinstance(kind, str):
-            raise RecordError(
-                f"{where} must be an object with a 'type' ({', '.join(PART_TYPES)}), found {str(part)[:120]!r}."
-            )
-        if kind in MEDIA_PARTS:
-            raise RecordError(
-                f"{where} is '{kind}': {MEDIA_PARTS[kind]} are not supported yet (tunekit trains on "
-                f"text only). Remove the part, or the record, to train on the text."
-            )
-        if kind not in PART_TYPES:
-            raise RecordError(
-                f"{where} has unknown type '{kind}'; supported part types: {', '.join(PART_TYPES)} "
-                f"(and OpenAI's 'text' parts with a 'text' key)."
-            )
-        # OpenAI keys text parts 'text', LLaMA-Factory v1 'value' (a hub dataset's Arrow rows carry both, one None)
-        key = "text" if kind == "text" and isinstance(part.get("text"), str) else "value"
-        body = part.get(key)
-        if kind == "tool_call":
-            calls.append(_tool_call(body, where))
-            continue
-        if not isinstance(body, str):
-            raise RecordError(f"{where} ('{kind}') needs a string '{key}', found {type(body).__name__}.")
-        (texts if kind == "text" else thoughts).append(body)
-    return "".join(texts), ("".join(thoughts) if thoughts else None), calls
-
-
-def _tool_call(body: Any, where: str) -> dict[str, Any]:
-    if isinstance(body, str):
-        try:
-            body = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{where} ('tool_call') is not valid JSON ({exc.msg}): {body[:200]!r}.") from None
-    if not isinstance(body, dict) or "name" not in body or "arguments" not in body:
-        raise RecordError(
-            f"{where} ('tool_call') must be an object with 'name' and 'arguments', found {str(body)[:200]!r}."
-        )
-    return {"name": body["name"], "arguments": body["arguments"]}
-
-
-def _reply_message(
-    value: Any, raw: RawRecord, what: str, extra_calls: list[Any] | None = None, extra_reasoning: str | None = None
-) -> dict[str, str]:
-    """The canonical message of an assistant reply whose content may hold reasoning / tool_call parts.
-
-    The reasoning the data separates (``reasoning`` parts, ``reasoning_content``) stays in its own ``reasoning``
-    key and the text stays whole: the template renders the two (``templates/base.py``), nothing re-parses text.
-    """
-    if isinstance(value, list):
-        text, reasoning, calls = _parts(value, raw, what)
-    else:
-        text, reasoning, calls = _text(value, raw, what), None, []
-    calls = calls + list(extra_calls or [])
-    if extra_reasoning is not None:
-        reasoning = (reasoning or "") + extra_reasoning
-    thought = {} if reasoning is None else {"reasoning": reasoning}
-    if not calls:
-        return {"role": "assistant", "content": text, **thought}
-    if text.strip():
-        raise RecordError(
-            f"{raw.where}: {what} has both text and tool calls; tunekit renders a tool-call reply as the "
-            f"calls alone (and its reasoning). Move the text into its own assistant message, or drop it."
-        )
-    return {
-        "role": "function_call",
-        "content": json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False),
-        **thought,
-    }
-
-
-def reply_text(message: dict[str, Any]) -> str:
-    """A reply as one plain text (stage pt): its separated reasoning as a ``<think>`` block in front of its text."""
-    reasoning = message.get("reasoning")
-    thought = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" if reasoning and reasoning.strip() else ""
-    return thought + message["content"]
-
-
-def is_empty_reply(message: dict[str, Any]) -> bool:
-    """No text and no reasoning (a reply with only a thought still trains its thinking block)."""
-    return not message["content"].strip() and not (message.get("reasoning") or "").strip()
-
-
-def _openai_extras(msg: dict[str, Any], raw: RawRecord, what: str) -> tuple[list[Any], str | None]:
-    """OpenAI-style ``tool_calls`` and ``reasoning_content`` fields of an assistant message."""
-    calls = []
-    tool_calls = msg.get("tool_calls")
-    if tool_calls:
-        if not isinstance(tool_calls, list):
-            raise RecordError(f"{raw.where}: {what} 'tool_calls' must be a list, found {type(tool_calls).__name__}.")
-        for j, call in enumerate(tool_calls):
-            fn = call.get("function", call) if isinstance(call, dict) else call
-            calls.append(_tool_call(fn, f"{raw.where}: {what}, tool_calls[{j}]"))
-    reasoning = msg.get("reasoning_content")
-    if reasoning is not None and not isinstance(reasoning, str):
-        raise RecordError(f"{raw.where}: {what} 'reasoning_content' must be text, found {type(reasoning).__name__}.")
-    return calls, reasoning
-
-
 def _tools(value: Any, raw: RawRecord) -> str:
     """The record's tool list as JSON text, checked here where the record is known (the template parses it later)."""
-    from .templates.tools import parse_tools
-
     try:
         parse_tools(value)
     except DataError as exc:
@@ -310,15 +172,15 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
         if not isinstance(history, list) or not all(isinstance(t, (list, tuple)) and len(t) == 2 for t in history):
             raise RecordError(f"{raw.where}: history must be a list of [question, answer] pairs.")
         for q, a in history:
-            messages.append({"role": "user", "content": _text(q, raw, "history question")})
-            messages.append({"role": "assistant", "content": _text(a, raw, "history answer")})
+            messages.append({"role": "user", "content": content_text(q, raw, "history question")})
+            messages.append({"role": "assistant", "content": content_text(a, raw, "history answer")})
     _suggest_sharegpt(raw, attr)
-    prompt = _text(_get(raw, attr, "prompt", required=True), raw, f"'{attr.column('prompt')}'")
-    query = _text(_get(raw, attr, "query"), raw, f"'{attr.column('query')}'")
+    prompt = content_text(_get(raw, attr, "prompt", required=True), raw, f"'{attr.column('prompt')}'")
+    query = content_text(_get(raw, attr, "query"), raw, f"'{attr.column('query')}'")
     content = "\n".join(p for p in (prompt, query) if p)
     messages.append({"role": "user", "content": content})
     sample: dict[str, Any] = {
-        "system": _text(_get(raw, attr, "system"), raw, "system"),
+        "system": content_text(_get(raw, attr, "system"), raw, "system"),
         "tools": _tools(_get(raw, attr, "tools"), raw),
         "chosen": None,
         "rejected": None,
@@ -339,10 +201,10 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
                 f"{raw.where}: preference data needs both chosen and rejected answers "
                 f"(columns '{attr.column('chosen') or 'chosen'}' and '{attr.column('rejected') or 'rejected'}')."
             )
-        sample["chosen"] = {"role": "assistant", "content": _text(chosen, raw, "chosen")}
-        sample["rejected"] = {"role": "assistant", "content": _text(rejected, raw, "rejected")}
+        sample["chosen"] = {"role": "assistant", "content": content_text(chosen, raw, "chosen")}
+        sample["rejected"] = {"role": "assistant", "content": content_text(rejected, raw, "rejected")}
     elif response is not None:
-        messages.append({"role": "assistant", "content": _text(response, raw, f"'{attr.column('response')}'")})
+        messages.append({"role": "assistant", "content": content_text(response, raw, f"'{attr.column('response')}'")})
     kto = _get(raw, attr, "kto_tag")
     if kto is not None:
         sample["kto_tag"] = _as_bool(kto, raw)
@@ -417,12 +279,12 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
         what = f"message {i} content"
         thought: dict[str, str] = {}
         if role in REPLY_ROLES:
-            calls, reasoning = _openai_extras(msg, raw, f"message {i}") if tags["role_tag"] == "role" else ([], None)
-            reply = _reply_message(msg[tags["content_tag"]], raw, what, calls, reasoning)
+            calls, reasoning = openai_extras(msg, raw, f"message {i}") if tags["role_tag"] == "role" else ([], None)
+            reply = reply_message(msg[tags["content_tag"]], raw, what, calls, reasoning)
             role = "function_call" if role == "function_call" else reply["role"]
             content, thought = reply["content"], ({"reasoning": reply["reasoning"]} if "reasoning" in reply else {})
         else:
-            content = _text(msg[tags["content_tag"]], raw, what)
+            content = content_text(msg[tags["content_tag"]], raw, what)
         _check_loss_weight(msg, role, raw, i)
         if role == "system":
             if i != 0:
@@ -449,8 +311,8 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
 def _tags_hint(msg: Any, attr: DatasetAttr) -> str:
     if isinstance(msg, dict) and "role" in msg and "content" in msg and attr.tags.get("role_tag") != "role":
         return (
-            f" This message has 'role'/'content' (OpenAI style): add \"formatting\": \"openai\" to the dataset_info.json "
-            f"entry '{attr.name}', or the sharegpt tags {_OPENAI_TAGS_HINT}."
+            " This message has 'role'/'content' (OpenAI style): add \"formatting\": \"openai\" to the "
+            f"dataset_info.json entry '{attr.name}', or the sharegpt tags {_OPENAI_TAGS_HINT}."
         )
     return ""
 
@@ -478,7 +340,7 @@ def _check_loss_weight(msg: dict[str, Any], role: str, raw: RawRecord, i: int) -
 def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
     system, messages = _messages(_get(raw, attr, "messages", required=True), raw, attr, attr.column("messages"))
     if system is None:
-        system = _text(_get(raw, attr, "system"), raw, "system")
+        system = content_text(_get(raw, attr, "system"), raw, "system")
     sample: dict[str, Any] = {
         "messages": messages,
         "system": system,
@@ -524,7 +386,7 @@ def _from_v1_pair(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, An
             f"{raw.where}: chosen_messages and rejected_messages must share the conversation before the "
             f"last reply; they differ at {where}."
         )
-    system = sys_c if sys_c is not None else _text(_get(raw, attr, "system"), raw, "system")
+    system = sys_c if sys_c is not None else content_text(_get(raw, attr, "system"), raw, "system")
     sample: dict[str, Any] = {
         "messages": chosen[:-1],
         "system": system,
@@ -548,10 +410,10 @@ def _reply(value: Any, raw: RawRecord, attr: DatasetAttr, what: str) -> dict[str
             raise RecordError(
                 f"{raw.where}: {what} must be an assistant or function_call message, found role '{tag}'."
             )
-        calls, reasoning = _openai_extras(value, raw, what) if tags["role_tag"] == "role" else ([], None)
-        reply = _reply_message(value.get(tags["content_tag"]), raw, what, calls, reasoning)
+        calls, reasoning = openai_extras(value, raw, what) if tags["role_tag"] == "role" else ([], None)
+        reply = reply_message(value.get(tags["content_tag"]), raw, what, calls, reasoning)
         return {**reply, "role": "function_call" if role == "function_call" else reply["role"]}
-    return _reply_message(value, raw, what)
+    return reply_message(value, raw, what)
 
 
 def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:

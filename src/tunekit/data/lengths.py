@@ -1,4 +1,4 @@
-"""Token lengths of every sample, tokenized exactly as training does but before any cutoff (for ``data stats`` and ``plan``).
+"""Token lengths of every sample, tokenized as training does but before any cutoff (for ``data stats`` and ``plan``).
 
 Columns for every stage: ``dataset``, ``total_len`` (what ``cutoff_len`` is compared with) and
 ``trainable_len``; then per stage:
@@ -18,6 +18,10 @@ media alone exceed ``cutoff_len``.
 """
 
 from __future__ import annotations
+
+from ..config.schema import Config
+from .dataset_info import resolve_datasets
+from .pipeline import load_one, load_template, make_context
 
 UNLIMITED = 10**9
 
@@ -60,12 +64,9 @@ def _columns(ds, stage: str) -> dict[str, list]:
     }
 
 
-def measure_lengths(cfg, tokenizer, stage: str | None = None):
+def measure_lengths(cfg: Config, tokenizer, stage: str | None = None):
     """A ``datasets.Dataset`` with the columns of ``stage`` (module docstring), one row per sample."""
     import datasets
-
-    from .dataset_info import resolve_datasets
-    from .pipeline import load_one, load_template, make_context
 
     stage = stage or cfg.stage
     # packing off: pt is measured per document (one giant block per map batch would say nothing)
@@ -84,7 +85,8 @@ MEDIA_KINDS = ("image", "video", "audio")
 
 
 def media_token_kinds(mm) -> dict[str, set[int]]:
-    """The family's media token ids by kind: video pads (Qwen-VL's ``<|video_pad|>``) apart from the image (or audio) ones."""
+    """The family's media token ids by kind: video pads (Qwen-VL's ``<|video_pad|>``) apart from the image (or audio)
+    ones."""
     ids = set(mm.media_token_ids())
     named = getattr(mm, "token_ids", {}) or {}
     video = {i for t, i in named.items() if t == "<|video_pad|>"}

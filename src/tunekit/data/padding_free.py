@@ -27,7 +27,7 @@ The loss needs nothing special. The HF Trainer counts the step's trained tokens 
 shifted label of B's first position is the -100 above, so the count equals the padded batch's exactly; the
 trained-token LM head (``train/token_loss.py``) keeps the positions whose next label is not -100, which is the
 same set of (hidden state, target) pairs as in the padded batch. So loss and gradients equal the padded batch's
-up to the floating-point summation order (tests/test_padding_free.py).
+up to the floating-point summation order (tests/train/test_padding_free.py).
 
 **With media** (vision-language and audio models, ``data/mm_plugins``): the samples' images, videos and audio go
 through the family plugin's ``collate`` in sample order, so ``pixel_values`` / ``image_grid_thw`` (etc.) are the
@@ -38,7 +38,7 @@ with 3-D positions (M-RoPE, ``get_rope_index``): each sample's (t, h, w) positio
 ``get_rope_index`` of that sample alone, and the row gets ``position_ids`` of shape ``[4, 1, T]``: row 0 the text
 positions restarting per sample, which transformers 5.24 (``Qwen2VLTextModel.forward``) reads for the
 block-diagonal mask and for FlashAttention-2's varlen boundaries, rows 1-3 the per-sample M-RoPE positions
-(tests/test_padding_free_media.py). Families whose attention mask transformers cannot combine with packed
+(tests/multimodal/test_padding_free_media.py). Families whose attention mask transformers cannot combine with packed
 positions are refused by name (:data:`REFUSED_FAMILIES`).
 """
 
@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError
 from .labels import IGNORE_INDEX
 
 
@@ -84,18 +85,17 @@ def segment_ids(position_ids) -> Any:
 
 #: media families that cannot be batched padding-free (or neat-packed), with the reason named in the refusal
 REFUSED_FAMILIES = {
-    "gemma3": "transformers 5.24 builds Gemma 3's sliding-window mask with the image blocks as an or_mask_function, which "
-    "it then indexes by the restarted per-sample positions (masking_utils.remap_positions_for_packed_sequence), "
+    "gemma3": "transformers 5.24 builds Gemma 3's sliding-window mask with the image blocks as an or_mask_function, "
+    "which it then indexes by the restarted per-sample positions (masking_utils.remap_positions_for_packed_sequence), "
     "so image tokens would attend to the wrong blocks",
 }
 
 
 def refuse_family(mm, option: str) -> None:
-    """A :class:`~tunekit.errors.ConfigError` for a media family of :data:`REFUSED_FAMILIES` batched with ``option``."""
+    """A :class:`~tunekit.errors.ConfigError` for a media family of :data:`REFUSED_FAMILIES` batched with
+    ``option``."""
     reason = REFUSED_FAMILIES.get(getattr(mm, "NAME", ""))
     if reason is not None:
-        from ..errors import ConfigError
-
         raise ConfigError(
             f"{option} is not supported for the {mm.NAME} family: {reason}. Remove {option} for this model "
             f"(the padded batches are exact)."
@@ -114,11 +114,11 @@ def rope_index_of(model) -> Any:
 
 
 def sample_rope_positions(rope_index, row_ids, lengths: list[int], media: dict[str, Any]) -> Any:
-    """The M-RoPE positions ``[3, 1, T]`` of a row of samples of ``lengths`` tokens (``row_ids`` ``[1, T]``), each sample's
-    as ``rope_index`` gives it for that sample alone: the samples are stacked into a right-padded batch with its
-    attention mask (``get_rope_index`` numbers the unmasked tokens of each row from 0, taking the grids in order), and
-    each sample's slice is concatenated back. ``media``: the plugin's inputs of the row (``mm_token_type_ids`` ``[1, T]``,
-    grids in sample order)."""
+    """The M-RoPE positions ``[3, 1, T]`` of a row of samples of ``lengths`` tokens (``row_ids`` ``[1, T]``), each
+    sample's as ``rope_index`` gives it for that sample alone: the samples are stacked into a right-padded batch with
+    its attention mask (``get_rope_index`` numbers the unmasked tokens of each row from 0, taking the grids in order),
+    and each sample's slice is concatenated back. ``media``: the plugin's inputs of the row (``mm_token_type_ids``
+    ``[1, T]``, grids in sample order)."""
     import torch
 
     n, width = len(lengths), max(lengths)
@@ -143,8 +143,8 @@ def media_of(features: list[dict[str, Any]], key: str = "images") -> list[str]:
 def with_media(
     batch: dict[str, Any], mm, rope_index, images: list[str], lengths: list[int], **media: list[str]
 ) -> dict[str, Any]:
-    """``batch`` (one padding-free row: ``input_ids`` and ``position_ids`` ``[1, T]``) plus the media inputs of its samples
-    (``images`` and ``media`` in sample order; ``lengths``: the samples' token counts), with M-RoPE positions
+    """``batch`` (one padding-free row: ``input_ids`` and ``position_ids`` ``[1, T]``) plus the media inputs of its
+    samples (``images`` and ``media`` in sample order; ``lengths``: the samples' token counts), with M-RoPE positions
     ``[4, 1, T]`` when the model has ``rope_index`` (module docstring)."""
     import torch
 
@@ -196,7 +196,8 @@ class PaddingFreeCollator:
 
 def padding_free_collator(tokenizer, mm=None, model=None) -> PaddingFreeCollator:
     """The collator of ``padding_free: true``; with a media plugin ``mm`` the row carries the samples' media and, for a
-    model with M-RoPE (``model``'s ``get_rope_index``), per-sample 3-D positions. Refused for :data:`REFUSED_FAMILIES`."""
+    model with M-RoPE (``model``'s ``get_rope_index``), per-sample 3-D positions. Refused for
+    :data:`REFUSED_FAMILIES`."""
     if mm is not None:
         refuse_family(mm, "padding_free")
     return PaddingFreeCollator(

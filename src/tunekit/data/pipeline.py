@@ -17,17 +17,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Config
 from ..errors import ConfigError, DataError
 from . import tokenized_cache
 from .cache import cache_root, fingerprint, media_options, source_signature, tokenization_options, tokenizer_signature
 from .dataset_info import DatasetAttr, resolve_datasets
 from .formats import RecordError, convert_record
+from .mm_plugins import load_plugin, media_root
+from .mm_plugins.settings import set_options
 from .processors import DROPPED, TRUNCATED, get_processor
 from .processors import media as media_processor
 from .processors.context import ProcessContext
 from .processors.media import prepare_media
+from .processors.packing import pack_dataset
+from .processors.pt import announce_document_end
 from .readers import read_records
 from .report import DatasetReport
+from .split import split_sizes
+from .templates import get_template
+from .templates.tokenizer_fix import fix_tokenizer
 
 MAX_LISTED = 1000  # sources listed per category in the report file
 
@@ -41,12 +49,8 @@ class PreparedData:
     mm: Any = None  # the media plugin of a multimodal template (data/mm_plugins), for the collator
 
 
-def load_template(cfg, tokenizer, stage: str | None = None):
-    from .templates import get_template
-
+def load_template(cfg: Config, tokenizer, stage: str | None = None):
     if not cfg.template and (stage or cfg.stage) == "pt":  # plain text needs no chat template (processors/pt.py)
-        from .templates.tokenizer_fix import fix_tokenizer
-
         fix_tokenizer(tokenizer, [], [])  # only a PAD (and EOS) where the tokenizer has none
         return None
     if not cfg.template:
@@ -59,9 +63,7 @@ def load_template(cfg, tokenizer, stage: str | None = None):
     return template
 
 
-def make_context(cfg, tokenizer, template) -> ProcessContext:
-    from .mm_plugins import load_plugin, media_root
-
+def make_context(cfg: Config, tokenizer, template) -> ProcessContext:
     return ProcessContext(
         tokenizer=tokenizer,
         template=template,
@@ -76,7 +78,7 @@ def make_context(cfg, tokenizer, template) -> ProcessContext:
     )
 
 
-def prepare_datasets(cfg, tokenizer, stage: str | None = None, verbose: bool = True) -> PreparedData:
+def prepare_datasets(cfg: Config, tokenizer, stage: str | None = None) -> PreparedData:
     stage = stage or cfg.stage
     reuse = cfg.tokenized_path and Path(cfg.tokenized_path, tokenized_cache.META).is_file() and not cfg.overwrite_cache
     if (
@@ -88,8 +90,6 @@ def prepare_datasets(cfg, tokenizer, stage: str | None = None, verbose: bool = T
     template = load_template(cfg, tokenizer, stage)
     ctx = make_context(cfg, tokenizer, template)
     if stage == "pt":  # said here too, so a run that loads the tokenized data from the cache says it as well
-        from .processors.pt import announce_document_end
-
         announce_document_end(tokenizer, template)
     if reuse:  # template and media plugin rebuilt as above: the collator and the saved tokenizer need them
         train, evaluation, reports = tokenized_cache.load(Path(cfg.tokenized_path), _depends(cfg, ctx, stage))
@@ -122,14 +122,12 @@ def prepare_datasets(cfg, tokenizer, stage: str | None = None, verbose: bool = T
     return data
 
 
-def _depends(cfg, ctx: ProcessContext, stage: str) -> dict:
+def _depends(cfg: Config, ctx: ProcessContext, stage: str) -> dict:
     return tokenized_cache.depends_on(cfg, ctx.tokenizer, ctx.template, ctx.mm, stage)
 
 
 def split_train_eval(dataset, val_size: float, seed: int):
     import numpy as np
-
-    from .split import split_sizes
 
     n = len(dataset)
     n_train, n_eval = split_sizes(n, val_size)
@@ -144,7 +142,7 @@ def split_train_eval(dataset, val_size: float, seed: int):
     return train, evaluation
 
 
-def _load_many(names: list[str], cfg, ctx: ProcessContext, stage: str):
+def _load_many(names: list[str], cfg: Config, ctx: ProcessContext, stage: str):
     attrs = resolve_datasets(names, cfg.dataset_dir)
     for attr in attrs:  # every dataset's kind before the first is read
         check_kind_fits_stage(attr, stage)
@@ -171,7 +169,7 @@ def check_kind_fits_stage(attr: DatasetAttr, stage: str) -> None:
         )
 
 
-def _mix(parts, cfg):
+def _mix(parts, cfg: Config):
     import datasets
 
     if len(parts) == 1:
@@ -185,9 +183,7 @@ def _mix(parts, cfg):
     return datasets.interleave_datasets(parts, probabilities=probs, seed=cfg.seed, stopping_strategy=strategy)
 
 
-def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str:
-    from .mm_plugins.settings import set_options
-
+def _fingerprint(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str) -> str:
     template_sig = ctx.template.chat_template_jinja() if hasattr(ctx.template, "chat_template_jinja") else None
     return fingerprint(
         {
@@ -211,7 +207,7 @@ def _fingerprint(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str) -> str
     )
 
 
-def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
+def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
     """Tokenize one dataset (or load it from the cache); returns ``(dataset, report)``."""
     import datasets
 
@@ -260,7 +256,8 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
         remove_columns=raw_ds.column_names,
         desc=f"Tokenizing {attr.name}",
         load_from_cache_file=False,
-        new_fingerprint=key,  # tunekit's own key names the result; datasets would otherwise dill-hash the processor (~0.3 s)
+        # tunekit's own key names the result; datasets would otherwise dill-hash the processor (~0.3 s)
+        new_fingerprint=key,
     )
     import numpy as np
 
@@ -280,8 +277,6 @@ def load_one(attr: DatasetAttr, cfg, ctx: ProcessContext, stage: str):
             f"e.g. {', '.join(report.dropped_sources[:3])}."
         )
     if stage == "sft" and ctx.packing:
-        from .processors.packing import pack_dataset
-
         tokenized = pack_dataset(tokenized, cfg.cutoff_len, neat=cfg.neat_packing)
     _store(entry, tokenized, report)
     return datasets.load_from_disk(str(entry / "data")), report

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..config.schema import Config
+from .dataset_info import resolve_datasets
 from .labels import IGNORE_INDEX
 from .media_columns import MEDIA_COLUMNS
+from .pipeline import load_one, load_template, make_context
 
 
 @dataclass
@@ -63,11 +66,8 @@ def _pieces(ids: list[int], labels: list[int], tokenizer, kinds: dict[int, str])
     return sample
 
 
-def preview_samples(cfg, tokenizer, n: int = 3) -> list[SamplePreview]:
+def preview_samples(cfg: Config, tokenizer, n: int = 3) -> list[SamplePreview]:
     """The first ``n`` samples of the first dataset after cutoff and masking, media runs collapsed."""
-    from .dataset_info import resolve_datasets
-    from .pipeline import load_one, load_template, make_context
-
     template = load_template(cfg, tokenizer)
     ctx = make_context(cfg, tokenizer, template)
     attr = resolve_datasets(cfg.dataset_names[:1], cfg.dataset_dir)[0]

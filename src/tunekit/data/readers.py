@@ -131,9 +131,10 @@ def encoding_error(path: Path) -> DataError:
     guess = _guess_encoding(sample)
     likely = f"it looks like {guess}" if guess else "its encoding could not be guessed"
     src = guess if guess else "<ENCODING>"
+    converted = path.with_name(path.stem + ".utf8" + path.suffix)
     return DataError(
         f"Data file {path} is not UTF-8: byte {offset} (line {line}: {bad.hex(' ')}) cannot be decoded; {likely}. "
-        f"Convert it to UTF-8, e.g. `iconv -f {src} -t UTF-8 '{path}' > '{path.with_name(path.stem + '.utf8' + path.suffix)}'`, "
+        f"Convert it to UTF-8, e.g. `iconv -f {src} -t UTF-8 '{path}' > '{converted}'`, "
         f"and point file_name at the converted file."
     )
 
@@ -227,8 +228,8 @@ def _parse_file(path: Path, bad_records: str) -> Iterator[RawRecord]:
         yield from _read_jsonl(path, bad_records)
     elif kind == "text":
         with open(path, encoding=ENCODING) as f:
-            for i, line in enumerate(f):
-                line = line.rstrip("\n")
+            for i, raw_line in enumerate(f):
+                line = raw_line.rstrip("\n")
                 if line.strip():
                     yield RawRecord({"text": line}, str(path), i)
     else:

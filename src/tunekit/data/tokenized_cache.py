@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Config
 from ..errors import DataError
 from .cache import PROCESSOR_VERSION, media_options, tokenization_options, tokenizer_signature
 from .media_columns import MEDIA_COLUMNS, PROCESSOR_FILES
@@ -23,7 +24,10 @@ from .media_columns import MEDIA_COLUMNS, PROCESSOR_FILES
 META = "tunekit_tokenized.json"
 MEDIA = "tunekit_media.json"
 FORMAT = 2  # 1: reports only (tunekit before the checks); 2: the "depends" keys and the media listing
-FIX = "set overwrite_cache: true to tokenize again (it replaces the saved data), or point tokenized_path to another folder"
+FIX = (
+    "set overwrite_cache: true to tokenize again (it replaces the saved data), "
+    "or point tokenized_path to another folder"
+)
 
 
 def _sha(text: str | None) -> str | None:
@@ -39,8 +43,9 @@ def _processor_signature(model: str | None) -> str | None:
     return _sha("\n".join(parts))
 
 
-def depends_on(cfg, tokenizer, template, mm, stage: str) -> dict[str, Any]:
-    """What the tokenized rows of ``cfg`` depend on; ``template``/``mm`` as :func:`pipeline.prepare_datasets` builds them."""
+def depends_on(cfg: Config, tokenizer, template, mm, stage: str) -> dict[str, Any]:
+    """What the tokenized rows of ``cfg`` depend on; ``template``/``mm`` as :func:`pipeline.prepare_datasets` builds
+    them."""
     jinja = template.chat_template_jinja() if hasattr(template, "chat_template_jinja") else None
     split_seed = (cfg.val_size > 0 and not cfg.eval_dataset_names) or cfg.mix_strategy != "concat"
     return {

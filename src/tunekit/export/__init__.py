@@ -6,13 +6,6 @@ with plain transformers. Both are what ``tunekit export`` / ``tunekit verify`` a
 
 from __future__ import annotations
 
-from pathlib import Path
-
-
-def export_model(cfg, verify: bool | None = None) -> Path:
-    from .exporter import export_model as _export
-
-    return _export(cfg, verify=verify)
-
+from .exporter import export_model
 
 __all__ = ["export_model"]

@@ -1,6 +1,12 @@
-"""What verify.py and verify_media.py share: the report's problem/skip entries, the logit bound, the reference model."""
+"""What verify.py and verify_media.py share: the report's problem/skip entries, the logit bound, the reference
+model."""
 
 from __future__ import annotations
+
+from ..config.schema import Config
+from ..data.pipeline import load_template
+from ..model.loader import load_model, load_tokenizer
+from ..model.pickles import check_adapter_folder
 
 #: enforced bound on the merged-vs-adapter logit difference, per export dtype (fp32 is the contract)
 LOGIT_TOLERANCE = {"float32": 1e-4}
@@ -17,13 +23,9 @@ def skip(report: dict, name: str, reason: str) -> None:
     report["checks"][name] = f"skipped: {reason}"
 
 
-def reference_model(base_cfg):
+def reference_model(base_cfg: Config):
     """Base + adapters in fp32 with the last adapter left unmerged (PEFT computes W x + B A x on the fly)."""
     from peft import PeftModel
-
-    from ..data.pipeline import load_template
-    from ..model.loader import load_model, load_tokenizer
-    from ..model.pickles import check_adapter_folder
 
     tokenizer = load_tokenizer(base_cfg)
     if base_cfg.template:

@@ -14,20 +14,27 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..errors import ConfigError, ModelError
+from ..config.schema import Config
+from ..data.pipeline import load_template
+from ..errors import ConfigError, EnvironmentProblem, ModelError
+from ..model.finetuning import apply_finetuning
+from ..model.loader import load_model, load_model_config, load_tokenizer, model_path
 from ..model.stops import stop_token_ids
 from .files import BIN_INDEX, SAFE_INDEX, ensure_index, shard_bytes, to_legacy_bin
+from .media import check_multimodal_export, media_export, provenance_entry, write_processor
+from .quantize import check_available, merged_export_config, quantize_merged
+from .verify import print_report, verify_export
 from .zero import consolidate_zero, zero_tag
 
 PROVENANCE = "tunekit_export.json"
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", SAFE_INDEX, BIN_INDEX)
 
 
-def adapters_of(cfg) -> list[str]:
+def adapters_of(cfg: Config) -> list[str]:
     return cfg.adapter_paths
 
 
-def check_export_dir(cfg) -> Path:
+def check_export_dir(cfg: Config) -> Path:
     if not cfg.export_dir:
         raise ConfigError("export_dir is not set: name the folder to write the exported model to.")
     out = Path(cfg.export_dir).expanduser().resolve()
@@ -48,26 +55,19 @@ def check_export_dir(cfg) -> Path:
     return out
 
 
-def export_model(cfg, verify: bool | None = None) -> Path:
-    from ..model.loader import model_path
-    from .media import check_multimodal_export
-
+def export_model(cfg: Config, verify: bool | None = None) -> Path:
     out = check_export_dir(cfg)
     source = model_path(cfg)
     check_multimodal_export(cfg)
     if (
         cfg.export_quantization_bit is not None
     ):  # a missing quantization package stops here, before anything is written
-        from .quantize import check_available
-
         check_available(cfg)
     with tempfile.TemporaryDirectory(prefix="tunekit-export-", dir=out.parent if out.parent.exists() else None) as tmp:
         if zero_tag(source):
             print(f"{source} is a DeepSpeed ZeRO checkpoint: consolidating it to fp32 first")
             cfg = cfg.model_copy(update={"model_name_or_path": str(consolidate_zero(source, Path(tmp) / "zero"))})
         if cfg.export_quantization_bit is not None:
-            from .quantize import merged_export_config, quantize_merged
-
             merged = write_merged(merged_export_config(cfg, Path(tmp)), Path(tmp) / "merged")
             model, tokenizer, template, qcfg, quantization = quantize_merged(cfg, merged)
             save_folder(model, tokenizer, template, qcfg, out, quantization=quantization)
@@ -75,8 +75,6 @@ def export_model(cfg, verify: bool | None = None) -> Path:
             write_merged(cfg, out)
     print(f"exported to {out}")
     if verify if verify is not None else cfg.export_verify:
-        from .verify import print_report, verify_export
-
         report = verify_export(out, base_cfg=cfg if adapters_of(cfg) and cfg.export_quantization_bit is None else None)
         print_report(report)
         if not report["ok"]:
@@ -86,11 +84,9 @@ def export_model(cfg, verify: bool | None = None) -> Path:
     return out
 
 
-def target_dtype(cfg):
+def target_dtype(cfg: Config):
     """infer_dtype, else dtype, else the dtype the base model was saved in."""
     import torch
-
-    from ..model.loader import load_model_config
 
     names = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
     for choice in (cfg.infer_dtype, cfg.dtype):
@@ -102,13 +98,9 @@ def target_dtype(cfg):
     return saved if saved in names.values() else torch.float32
 
 
-def load_for_export(cfg):
+def load_for_export(cfg: Config):
     """(model merged in fp32 on CPU, or in the target dtype on a GPU with export_device auto; tokenizer; template)."""
     import torch
-
-    from ..data.pipeline import load_template
-    from ..model.finetuning import apply_finetuning
-    from ..model.loader import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(cfg)
     if not cfg.template:
@@ -141,16 +133,14 @@ def clear_weights(out: Path) -> None:
                 path.unlink()
 
 
-def write_merged(cfg, out: Path) -> Path:
-    from .media import media_export
-
+def write_merged(cfg: Config, out: Path) -> Path:
     model, tokenizer, template, cfg = load_for_export(cfg)
     save_folder(model, tokenizer, template, cfg, out, quantization=None, media=media_export(cfg, model, tokenizer))
     return out
 
 
 def save_folder(
-    model, tokenizer, template, cfg, out: Path, quantization: dict | None, media: dict | None = None
+    model, tokenizer, template, cfg: Config, out: Path, quantization: dict | None, media: dict | None = None
 ) -> None:
     """``media``: a multimodal model's processor files and official chat template (``media.media_export``)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -163,8 +153,6 @@ def save_folder(
     model.save_pretrained(out, max_shard_size=shard_bytes(cfg.export_size))
     save_tokenizer(tokenizer, template, out, cfg.enable_thinking, official=media["chat_template"] if media else None)
     if media:
-        from .media import write_processor
-
         write_processor(media, out)
     ensure_index(out)
     if cfg.export_legacy_format and quantization is None:
@@ -192,8 +180,6 @@ def save_folder(
         "torch": torch.__version__,
     }
     if media:
-        from .media import provenance_entry
-
         provenance["multimodal"] = provenance_entry(media)
     (out / PROVENANCE).write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -216,7 +202,8 @@ def _relative_to(path: str | None, out: Path) -> str | None:
 
 
 def save_tokenizer(tokenizer, template, out: Path, enable_thinking: bool = True, official: str | None = None) -> None:
-    """The tokenizer with the template as its ``chat_template``: plain ``apply_chat_template`` renders what tunekit renders.
+    """The tokenizer with the template as its ``chat_template``: plain ``apply_chat_template`` renders what tunekit
+    renders.
 
     ``official``: a multimodal model's own chat template, kept instead (it renders image/audio content parts)."""
     jinja = official or template.chat_template_jinja(enable_thinking)
@@ -228,8 +215,6 @@ def save_tokenizer(tokenizer, template, out: Path, enable_thinking: bool = True,
 
 def push_to_hub(out: Path, repo_id: str) -> None:
     from huggingface_hub import HfApi
-
-    from ..errors import EnvironmentProblem
 
     try:
         api = HfApi()

@@ -24,7 +24,7 @@ def ensure_index(folder: Path) -> Path:
 
     weight_map, total = {}, 0
     with safe_open(str(folder / SAFE_SINGLE), framework="pt") as f:
-        for name in f.keys():
+        for name in list(f.keys()):  # a safetensors handle, not a dict: it has keys() only
             sl = f.get_slice(name)
             weight_map[name] = SAFE_SINGLE
             total += _numel(sl.get_shape()) * _dtype_bytes(sl.get_dtype())

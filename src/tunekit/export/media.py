@@ -11,7 +11,7 @@ the model's own folder, unchanged:
   ``processor_config.json``: the processor class and its settings, LLaVA's image processor too);
 - its chat template: the family's official one, which renders typed image/audio content parts. tunekit's
   generated template renders text only (an ``<image>`` placeholder stays text), so it is not written for a
-  multimodal model; training ids equal the official template's rendering (tests/test_vlm_*.py).
+  multimodal model; training ids equal the official template's rendering (tests/multimodal/test_vlm_*.py).
 
 The media settings training used go with them (:func:`trained_media_settings`): a media option set for the run
 (``image_min_pixels`` ..., in the export config or recorded in the adapter's / run folder's ``tunekit_config.yaml``)
@@ -32,31 +32,35 @@ from pathlib import Path
 from typing import Any
 
 from ..config.problems import Problem
+from ..config.schema import Config
 from ..data.media_columns import PROCESSOR_FILES
+from ..data.mm_plugins import FAMILIES
+from ..data.mm_plugins.settings import set_options
+from ..data.templates import get_template, list_templates
 from ..errors import ConfigError, ModelError
+from ..model.loader import load_model_config, model_path
+from ..model.multimodal import is_multimodal_config
+from ..train.resume import saved_run_config
+from .quantize import quantization_method
 
-#: processor files copied from the model folder (transformers' IMAGE_PROCESSOR_NAME, VIDEO_PROCESSOR_NAME, PROCESSOR_NAME)
+#: processor files copied from the model folder (transformers' IMAGE_PROCESSOR_NAME, VIDEO_PROCESSOR_NAME,
+#: PROCESSOR_NAME)
 #: the files that make AutoProcessor find an image processor / feature extractor (one of them is needed)
 PROCESSOR_CORE = ("preprocessor_config.json", "processor_config.json")
 
 
-def check_multimodal_export(cfg) -> None:
+def check_multimodal_export(cfg: Config) -> None:
     """Before anything is loaded or written: for a model with a vision or audio part (its config.json), the family's
     multimodal template must be set, and ``export_quantization_bit`` is refused (:func:`refuse_quantization`)."""
-    from ..model.loader import load_model_config
-    from ..model.multimodal import is_multimodal_config
 
     config = load_model_config(cfg)
     if not is_multimodal_config(config):
         return
     if cfg.export_quantization_bit is not None:
         refuse_quantization(cfg, config.model_type)
-    from ..data.mm_plugins import FAMILIES
 
     if cfg.template not in FAMILIES:
         import importlib
-
-        from ..data.templates import get_template, list_templates
 
         if cfg.template and cfg.template not in list_templates():
             get_template(cfg.template)  # an unknown name is that error (with its suggestions), not "not multimodal"
@@ -75,9 +79,8 @@ def check_multimodal_export(cfg) -> None:
         raise ConfigError(message, problems=(Problem(message, ("template",)),))
 
 
-def refuse_quantization(cfg, model_type: str) -> None:
+def refuse_quantization(cfg: Config, model_type: str) -> None:
     """``export_quantization_bit`` with a vision-language/audio model, refused by name."""
-    from .quantize import quantization_method
 
     message = (
         f"export_quantization_bit {cfg.export_quantization_bit} ({quantization_method(cfg)}) is not supported for "
@@ -88,7 +91,7 @@ def refuse_quantization(cfg, model_type: str) -> None:
     raise ConfigError(message, problems=(Problem(message, ("export_quantization_bit",)),))
 
 
-def _found(source: str, cfg) -> dict[str, str]:
+def _found(source: str, cfg: Config) -> dict[str, str]:
     """``{file name: local path}`` of the processor files ``source`` (a local folder or a hub id) has."""
     folder = Path(source).expanduser()
     if folder.is_dir():
@@ -112,17 +115,15 @@ def _found(source: str, cfg) -> dict[str, str]:
 
 def recorded_base(folder: Path) -> str | None:
     """The ``model_name_or_path`` a tunekit run folder (or its ``checkpoint-N``) was trained from, else None."""
-    from ..train.checkpoints import saved_run_config
 
     saved, _ = saved_run_config(folder)
     base = (saved or {}).get("model_name_or_path")
     return str(base) if base and Path(str(base)).expanduser().resolve() != folder.resolve() else None
 
 
-def processor_source(cfg) -> tuple[str, dict[str, str]]:
+def processor_source(cfg: Config) -> tuple[str, dict[str, str]]:
     """(the folder or hub id the processor files and chat template come from, ``{name: local path}``); see the
     module docstring. A :class:`ModelError` naming the files and the fix when none is found."""
-    from ..model.loader import model_path
 
     source = model_path(cfg)
     files = _found(source, cfg)
@@ -141,9 +142,8 @@ def processor_source(cfg) -> tuple[str, dict[str, str]]:
     return source, files
 
 
-def official_chat_template(source: str, cfg, tokenizer) -> str | None:
+def official_chat_template(source: str, cfg: Config, tokenizer) -> str | None:
     """The chat template of ``source``'s tokenizer (the model folder's own, official one)."""
-    from ..model.loader import model_path
 
     if source == model_path(cfg):
         return getattr(tokenizer, "chat_template", None)
@@ -154,22 +154,19 @@ def official_chat_template(source: str, cfg, tokenizer) -> str | None:
     ).chat_template
 
 
-def trained_media_settings(cfg) -> dict[str, Any]:
+def trained_media_settings(cfg: Config) -> dict[str, Any]:
     """The media options set for the model being exported: the export config's, else those recorded (not null) in the
     ``tunekit_config.yaml`` of its adapters (the last first) or of the model folder (a full fine-tuning run)."""
-    from ..data.mm_plugins.settings import set_options
 
     return set_options(cfg, model_folder=True)
 
 
-def processor_edits(cfg, files: dict[str, str], settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def processor_edits(cfg: Config, files: dict[str, str], settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{file name: {key: value}}`` written over the copied processor files so they hold ``settings``: Qwen-VL's image
     ``size`` and video ``fps`` / ``max_frames`` (the other families' processors have no such keys: a pixel option of
     theirs resizes images before the processor, which the exported folder cannot say, and the export warns)."""
     import json
     import logging
-
-    from ..data.mm_plugins import FAMILIES
 
     edits: dict[str, dict[str, Any]] = {}
     image = {
@@ -202,9 +199,8 @@ def processor_edits(cfg, files: dict[str, str], settings: dict[str, Any]) -> dic
     return edits
 
 
-def media_export(cfg, model, tokenizer) -> dict[str, Any] | None:
+def media_export(cfg: Config, model, tokenizer) -> dict[str, Any] | None:
     """For a multimodal model: what :func:`write_processor` needs (and provenance records); None for a text model."""
-    from ..model.multimodal import is_multimodal_config
 
     if not is_multimodal_config(model.config):
         return None

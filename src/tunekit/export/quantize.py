@@ -20,24 +20,28 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from ..config.schema import Config
+from ..data.dataset_info import resolve_datasets
+from ..data.formats import RecordError, convert_record
+from ..data.pipeline import load_template
+from ..data.readers import read_records
 from ..errors import ConfigError, EnvironmentProblem
 
 
-def merged_export_config(cfg, tmp: Path):
+def merged_export_config(cfg: Config, tmp: Path):
     """The options for the unquantized merge written first (one shard, safetensors) into ``tmp/merged``."""
     return cfg.model_copy(
         update={"export_dir": str(tmp / "merged"), "export_size": 1000.0, "export_legacy_format": False}
     )
 
 
-def quantize_merged(cfg, merged: Path):
-    """Load the merged folder quantized: ``(model, tokenizer, template, cfg, quantization)`` for exporter.save_folder."""
+def quantize_merged(cfg: Config, merged: Path):
+    """Load the merged folder quantized: ``(model, tokenizer, template, cfg, quantization)`` for
+    exporter.save_folder."""
     method, bits = quantization_method(cfg), cfg.export_quantization_bit
     check_available(cfg)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ..data.pipeline import load_template
 
     tokenizer = AutoTokenizer.from_pretrained(merged)
     tcfg = cfg if cfg.template else cfg.model_copy(update={"template": "jinja"})
@@ -62,8 +66,9 @@ def quantize_merged(cfg, merged: Path):
     return model, tokenizer, template, tcfg, {"method": method, "bits": bits}
 
 
-def quantization_method(cfg) -> str:
-    """``export_quantization_method``, else ``gptq`` when a calibration dataset is given (LLaMA-Factory's meaning), else ``bnb``."""
+def quantization_method(cfg: Config) -> str:
+    """``export_quantization_method``, else ``gptq`` when a calibration dataset is given (LLaMA-Factory's meaning),
+    else ``bnb``."""
     if cfg.export_quantization_method:
         return cfg.export_quantization_method
     return "gptq" if cfg.export_quantization_dataset else "bnb"
@@ -72,7 +77,7 @@ def quantization_method(cfg) -> str:
 GPTQ_PACKAGES = ("gptqmodel", "optimum")
 
 
-def check_available(cfg) -> None:
+def check_available(cfg: Config) -> None:
     """Stop before anything is loaded or written when the chosen method's packages are missing."""
     method = quantization_method(cfg)
     if method == "bnb" and importlib.util.find_spec("bitsandbytes") is None:
@@ -90,9 +95,10 @@ def check_available(cfg) -> None:
                 f"{cfg.export_quantization_dataset} means GPTQ (as in LLaMA-Factory), and gptq"
             )
             raise EnvironmentProblem(
-                f"{why} needs the gptqmodel package (with optimum; missing here: {', '.join(missing)}), which transformers' "
-                f"GPTQConfig quantizes through. tunekit cannot install it into this environment: every gptqmodel release "
-                f"conflicts with its pins (torch 2.13.0, protobuf 6.33.6, numpy 2.4.6), so use a separate environment with "
+                f"{why} needs the gptqmodel package (with optimum; missing here: {', '.join(missing)}), "
+                f"which transformers' GPTQConfig quantizes through. tunekit cannot install it into this environment: "
+                f"every gptqmodel release conflicts with its pins (torch 2.13.0, protobuf 6.33.6, numpy 2.4.6), "
+                f"so use a separate environment with "
                 f"`pip install gptqmodel optimum` (an NVIDIA GPU is what gptqmodel is built and tested for). "
                 f"Nothing was written. For a data-free export on this machine set export_quantization_method: bnb "
                 f"(bitsandbytes) and remove export_quantization_dataset."
@@ -118,11 +124,9 @@ def _bnb_config(bits: int):
     )
 
 
-def calibration_texts(cfg, template) -> list[str]:
-    """``export_quantization_nsamples`` whole conversations of ``export_quantization_dataset``, rendered by the template."""
-    from ..data.dataset_info import resolve_datasets
-    from ..data.formats import RecordError, convert_record
-    from ..data.readers import read_records
+def calibration_texts(cfg: Config, template) -> list[str]:
+    """``export_quantization_nsamples`` whole conversations of ``export_quantization_dataset``, rendered by the
+    template."""
 
     if not cfg.export_quantization_dataset:
         raise ConfigError(
@@ -144,7 +148,7 @@ def calibration_texts(cfg, template) -> list[str]:
     return texts
 
 
-def _gptq_config(cfg, bits: int, tokenizer, template):
+def _gptq_config(cfg: Config, bits: int, tokenizer, template):
     from transformers import GPTQConfig
 
     texts = calibration_texts(cfg, template)

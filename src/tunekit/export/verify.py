@@ -15,11 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config import load_config
+from ..config.schema import Config
+from ..data.templates import get_template
 from ..errors import ModelError
-from .checks import LOGIT_TOLERANCE, reference_model  # noqa: F401
+from ..model.multimodal import is_multimodal_config, model_class
+from .checks import LOGIT_TOLERANCE, reference_model
 from .checks import problem as _problem
 from .checks import skip as _skip
 from .files import BIN_INDEX, SAFE_INDEX
+from .verify_media import verify_media
 
 PROMPT = "Hello! What can you do?"
 _FLOAT_CODES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
@@ -36,7 +41,7 @@ def _conversations() -> list[list[dict]]:
     ]
 
 
-def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 8) -> dict:
+def verify_export(path: str | Path, base_cfg: Config | None = None, max_new_tokens: int = 8) -> dict:
     """A report dict: ``ok``, ``problems`` (list of text), ``checks`` (name -> detail) and measured figures."""
     path = Path(path)
     report: dict[str, Any] = {"path": str(path), "ok": True, "problems": [], "checks": {}}
@@ -55,8 +60,6 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
 
     from transformers import AutoConfig, AutoTokenizer
 
-    from ..model.multimodal import is_multimodal_config, model_class
-
     try:
         config = AutoConfig.from_pretrained(path)
         model, info = model_class(config).from_pretrained(path, dtype="auto", output_loading_info=True)
@@ -74,8 +77,6 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
         _check_shapes(path, model, report)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if is_multimodal_config(config):
-        from .verify_media import verify_media
-
         verify_media(
             path,
             model,
@@ -95,7 +96,7 @@ def verify_export(path: str | Path, base_cfg: Any = None, max_new_tokens: int = 
     return report
 
 
-def _adapters_cfg(provenance: dict, base_cfg, path: Path, quantized: bool, report: dict):
+def _adapters_cfg(provenance: dict, base_cfg: Config | None, path: Path, quantized: bool, report: dict):
     """The config of base + adapters a merged export must equal, or None (not merged, or the check is skipped)."""
     if not provenance.get("adapters") and base_cfg is None:
         return None
@@ -167,7 +168,7 @@ def _check_shapes(path: Path, model, report: dict) -> None:
     saved, dtypes = {}, set()
     for f in sorted(path.glob("*.safetensors")):
         with safe_open(str(f), framework="pt") as handle:
-            for k in handle.keys():
+            for k in list(handle.keys()):  # a safetensors handle, not a dict: it has keys() only
                 sl = handle.get_slice(k)
                 if sl.get_dtype() in _FLOAT_CODES:
                     dtypes.add(_FLOAT_CODES[sl.get_dtype()])
@@ -217,7 +218,6 @@ def _check_template(tokenizer, provenance: dict, report: dict) -> None:
     if not name or name == "jinja":
         report["checks"]["chat_template"] = "renders (no tunekit template recorded to compare with)"
         return
-    from ..data.templates import get_template
 
     tpl = get_template(
         name,
@@ -319,7 +319,6 @@ def _base_cfg_from(provenance: dict, export_dir: Path):
             f"adapter folder(s) {', '.join(gone)} recorded in tunekit_export.json not found here "
             f"(looked next to {export_dir} and in {Path.cwd()})"
         )
-    from ..config import load_config
 
     return load_config(
         None,
@@ -331,7 +330,7 @@ def _base_cfg_from(provenance: dict, export_dir: Path):
     ), None
 
 
-def _compare_logits(path: Path, model, tokenizer, base_cfg, report: dict) -> None:
+def _compare_logits(path: Path, model, tokenizer, base_cfg: Config, report: dict) -> None:
     import torch
 
     exported_dtype = str(model.dtype).replace("torch.", "")

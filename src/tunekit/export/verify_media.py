@@ -31,7 +31,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config import load_config
+from ..config.schema import Config
 from ..data.media_columns import PROCESSOR_FILES
+from ..data.mm_plugins import FAMILIES, load_plugin
+from ..data.mm_plugins.audio import read_audio
+from ..data.pipeline import load_template
+from ..data.processors.media import expand_messages
+from .checks import LOGIT_TOLERANCE, reference_model
+from .checks import problem as _problem
+from .checks import skip as _skip
 from .media import PROCESSOR_CORE
 
 IMAGE_PROMPT, AUDIO_PROMPT = "Describe the picture.", "What do you hear?"
@@ -41,13 +50,10 @@ TEXT_TURNS = [("user", "Tell me a joke.")]
 
 
 def verify_media(
-    path: Path, model, tokenizer, provenance: dict, adapters_cfg, report: dict, max_new_tokens: int
+    path: Path, model, tokenizer, provenance: dict, adapters_cfg: Config | None, report: dict, max_new_tokens: int
 ) -> None:
-    from .checks import problem as _problem
-
     if not _check_files(path, provenance, report):
         return
-    from ..data.mm_plugins import FAMILIES
 
     processor = _load_processor(path, report)
     with tempfile.TemporaryDirectory(prefix="tunekit-verify-") as tmp:
@@ -81,8 +87,6 @@ def verify_media(
 
 
 def _check_files(path: Path, provenance: dict, report: dict) -> bool:
-    from .checks import problem as _problem
-
     recorded = (provenance.get("multimodal") or {}).get("processor_files") or []
     missing = [f for f in recorded if not (path / f).is_file()]
     if not any((path / f).is_file() for f in PROCESSOR_CORE) and not set(missing) & set(PROCESSOR_CORE):
@@ -103,8 +107,6 @@ def _check_files(path: Path, provenance: dict, report: dict) -> bool:
 def _load_processor(path: Path, report: dict):
     """``AutoProcessor`` of the folder, or None where only torchvision is missing (said in the report)."""
     from transformers import AutoProcessor
-
-    from .checks import problem as _problem
 
     try:
         processor = AutoProcessor.from_pretrained(path)
@@ -158,11 +160,6 @@ def _tunekit_prompt(path: Path, tokenizer, provenance: dict, tmp: Path) -> dict[
     """The image (audio) conversation rendered as training and ``tunekit chat`` render it, with its model inputs."""
     import torch
 
-    from ..config import load_config
-    from ..data.mm_plugins import load_plugin
-    from ..data.pipeline import load_template
-    from ..data.processors.media import expand_messages
-
     options = {"model_name_or_path": str(path), "template": provenance.get("template")}
     cfg = load_config(None, options)
     template = load_template(cfg, tokenizer)
@@ -201,7 +198,6 @@ def _tunekit_prompt(path: Path, tokenizer, provenance: dict, tmp: Path) -> dict[
 
 def _processor_prompt(processor, tmp: Path, report: dict) -> dict[str, Any] | None:
     """Without a tunekit multimodal template recorded: the processor's official rendering is the prompt."""
-    from .checks import skip as _skip
 
     reason = "tunekit_export.json records no tunekit multimodal template to compare the processor's rendering with"
     if processor is None:
@@ -235,8 +231,6 @@ def _parts(prompt: dict, with_data: bool) -> list[dict]:
     if prompt["kind"] == "image":
         part = {"type": "image", **({"image": Image.open(prompt["file"]).convert("RGB")} if with_data else {})}
     else:
-        from ..data.mm_plugins.audio import read_audio
-
         part = {
             "type": "audio",
             **({"audio": read_audio(str(prompt["file"]), "verify", prompt["rate"])} if with_data else {}),
@@ -251,9 +245,6 @@ def _text_parts(prompt: dict) -> list[dict]:
 
 
 def _check_prompt(processor, tokenizer, prompt: dict, provenance: dict, report: dict) -> None:
-    from .checks import problem as _problem
-    from .checks import skip as _skip
-
     kwargs = {"add_generation_prompt": True, **({} if prompt["thinking"] else {"enable_thinking": False})}
     name = provenance.get("template")
     if processor is None:
@@ -345,11 +336,9 @@ def _logits(model, inputs: dict, continuation: list[int]):
 
 
 def compare_with_adapter(
-    model, adapters_cfg, inputs, generated, provenance, tokenizer, report, max_new_tokens
+    model, adapters_cfg: Config, inputs, generated, provenance, tokenizer, report, max_new_tokens
 ) -> None:
     """The merged export against base + adapter (unmerged) on the media prompt: logits and greedy ids."""
-    from .checks import LOGIT_TOLERANCE, reference_model
-    from .checks import problem as _problem
 
     exported_dtype = str(model.dtype).replace("torch.", "")
     reference = reference_model(adapters_cfg)
@@ -375,8 +364,6 @@ def compare_with_adapter(
 
 
 def _compare_greedy(generated: list[int], wanted: list[int], ref, prompt_len: int, diff: float, report: dict) -> None:
-    from .checks import problem as _problem
-
     if generated == wanted:
         report["checks"]["merged_generate"] = f"greedy ids equal base + adapter's: {wanted}"
         return

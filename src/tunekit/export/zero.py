@@ -13,11 +13,13 @@ such a file with a full unpickler, for checkpoints whose source you trust.
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from pathlib import Path
 
 from ..data.media_columns import PROCESSOR_FILES
 from ..errors import EnvironmentProblem, ModelError
+from ..model.multimodal import model_class
 from ..model.pickles import DEEPSPEED_SAFE_GLOBALS, deepspeed_safe_classes
 
 #: files copied next to the consolidated weights (whatever the checkpoint has of them)
@@ -71,7 +73,8 @@ def safe_load(path: Path, trust_pickle: bool = False, mmap: bool = False):
         ) from None
     if extra:
         raise ModelError(
-            f"{path} refused: loading it would run code from the file. Its pickle names {', '.join(sorted(extra)[:8])}, "
+            f"{path} refused: loading it would run code from the file. "
+            f"Its pickle names {', '.join(sorted(extra)[:8])}, "
             f"which a DeepSpeed ZeRO checkpoint does not contain (allowed besides tensors and plain data: "
             f"{', '.join(DEEPSPEED_SAFE_GLOBALS)}). If you trust whoever wrote this checkpoint, consolidate it "
             f"explicitly with `tunekit zero-to-fp32 {path.parent.parent} OUT_DIR --trust-pickle` (runs that code) "
@@ -175,15 +178,13 @@ def consolidate_zero(
             f"(the weights alone do not say which architecture they belong to)."
         )
     try:
-        import deepspeed.utils.zero_to_fp32  # noqa: F401
+        importlib.import_module("deepspeed.utils.zero_to_fp32")
     except ImportError:
         raise EnvironmentProblem(
             "consolidating a ZeRO checkpoint needs deepspeed: pip install 'tunekit[deepspeed]'."
         ) from None
     import torch
     from transformers import AutoConfig
-
-    from ..model.multimodal import model_class
 
     state = read_zero_state(checkpoint_dir / tag, trust_pickle)
     # Through the model (not DeepSpeed's own safetensors writer, which refuses tied embeddings): transformers

@@ -26,22 +26,22 @@ def enabled() -> bool:
     return env_flag("TUNEKIT_GC_PAUSE", True)
 
 
-_paused = False  # pause() ran: this process is the tunekit program, whose start-up objects live as long as it
+#: "paused": pause() ran, so this process is the tunekit program, whose start-up objects live as long as it
+_state = {"paused": False}
 
 
 def pause() -> None:
     """Stop automatic collection until :func:`settle` (no-op with ``TUNEKIT_GC_PAUSE=0``). Only the program calls
     this (``tunekit train``): a process that runs training as a function, such as a test session, keeps its
     collector, since freezing there would keep whatever it held before (earlier models) for good."""
-    global _paused
     if enabled():
         gc.disable()
-        _paused = True
+        _state["paused"] = True
 
 
 def settle() -> None:
     """After :func:`pause`: freeze what is alive now (later collections skip it) and collect automatically again.
     Called at each point where the long-lived objects are built (after the imports, after the trainer)."""
-    if _paused:
+    if _state["paused"]:
         gc.freeze()
         gc.enable()

@@ -104,7 +104,7 @@ class HeapGuard:
                     self.in_backward
                 )  # runs as backward reaches this layer; the gradient is unchanged
 
-    def in_backward(self, grad) -> None:
+    def in_backward(self, _grad) -> None:
         """Backward frees more than it allocates, so its resident memory should not grow: when it grows by more than
         ``slack`` over its first reading (the top layer's backward, after the LM head), the growth is stranded; it is
         returned when it would make a new peak."""

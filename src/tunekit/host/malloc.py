@@ -22,10 +22,10 @@ run's page faults fall from 480-650k to 170-180k. Blocks over 32 MiB (full-vocab
 get their own mapping: glibc allows no higher threshold.
 
 ``tunekit train`` calls it for a run on the CPU once the config is read (``tunekit/flow.py`` ``start_host``, as
-``train/decisions/cpu_host.py`` decides: off by default on a GPU, never measured there), as does ``benchmarks/mfu.py``. ``TUNEKIT_MALLOC_TUNE=0`` keeps
-glibc's defaults (and turns :func:`unused_resident_bytes` / :func:`release_free_heap` off, see host/heap.py).
-It does nothing where the C library is not glibc (musl, macOS), and it does not touch
-GPU memory, which PyTorch's CUDA caching allocator already reuses.
+``train/decisions/cpu_host.py`` decides: off by default on a GPU, never measured there), as does
+``benchmarks/mfu.py``. ``TUNEKIT_MALLOC_TUNE=0`` keeps glibc's defaults (and turns :func:`unused_resident_bytes` /
+:func:`release_free_heap` off, see host/heap.py). It does nothing where the C library is not glibc (musl, macOS),
+and it does not touch GPU memory, which PyTorch's CUDA caching allocator already reuses.
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ _LIBC = {}
 
 
 def _libc():
-    """glibc's ``mallinfo2`` and ``malloc_trim`` (glibc >= 2.33 for mallinfo2), or None where tuning is off or absent."""
+    """glibc's ``mallinfo2`` and ``malloc_trim`` (glibc >= 2.33 for mallinfo2), or None where tuning is off or
+    absent."""
     if not enabled():
         return None
     if "fns" not in _LIBC:
@@ -138,8 +139,8 @@ def anonymous_resident_bytes() -> int:
 
 
 def release_free_heap() -> bool:
-    """Return the free pages inside glibc's heaps to the kernel (``malloc_trim(0)``: ``madvise(MADV_DONTNEED)`` on every
-    free chunk's whole pages, which the trim threshold never does for free memory below the heap's top)."""
+    """Return the free pages inside glibc's heaps to the kernel (``malloc_trim(0)``: ``madvise(MADV_DONTNEED)`` on
+    every free chunk's whole pages, which the trim threshold never does for free memory below the heap's top)."""
     fns = _libc()
     return fns is not None and fns[1](0) == 1
 

@@ -26,13 +26,19 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, EnvironmentProblem
+from ..config.schema import Config
+from ..data.mm_plugins import load_plugin, resolve_media
+from ..data.pipeline import load_template
+from ..errors import ConfigError, DataError, EnvironmentProblem
+from ..model.loader import load_model, load_tokenizer
 from ..model.stops import generation_stops
-from .media_prompt import family_template
+from .media_prompt import family_template, jinja_hint
 from .stops import StopText
 from .turns import QUANTUM, RandomState, Turns
+from .untrusted import encode_untrusted, plain_messages
 
 #: per-call generation options (None = the config's value)
 GEN_OPTIONS = (
@@ -57,7 +63,7 @@ class Response:
     finish_reason: str  # "stop" (a stop word/string or EOS) or "length" (max_new_tokens reached)
 
 
-def generation_options(cfg, gen: dict[str, Any]) -> tuple[dict[str, Any], list[str], int | None]:
+def generation_options(cfg: Config, gen: dict[str, Any]) -> tuple[dict[str, Any], list[str], int | None]:
     """``(generate kwargs, stop strings, seed)`` from the config and per-call overrides."""
     unknown = [k for k in gen if k not in GEN_OPTIONS]
     if unknown:
@@ -89,14 +95,12 @@ def choice_seed(seed: int | None, index: int) -> int | None:
     return None if seed is None else (int(seed) + index) % 2**64
 
 
-def _apply_seed(seed: int | None) -> int:
+def _apply_seed(seed: int | None) -> None:
     """Seed torch's generators with ``seed``, or with fresh OS randomness when None (torch's default seed is the
-    same in every process, so unseeded sampling would repeat across runs); returns the seed used."""
+    same in every process, so unseeded sampling would repeat across runs)."""
     import torch
 
-    used = secrets.randbits(63) if seed is None else int(seed) % 2**64
-    torch.manual_seed(used)
-    return used
+    torch.manual_seed(secrets.randbits(63) if seed is None else int(seed) % 2**64)
 
 
 class _IdStreamer:
@@ -150,7 +154,6 @@ class Generation:
         self.completion_tokens = 0
         self.finish_reason = "stop"
         self.seconds = 0.0
-        self.seed_used: int | None = None
         self._cancel = threading.Event()
 
     def cancel(self) -> None:
@@ -191,7 +194,7 @@ class Generation:
             try:
                 if not eng.lock.acquire(self, cancel.is_set):  # cancelled while waiting for the first turn
                     return
-                self.seed_used = _apply_seed(self.seed)
+                _apply_seed(self.seed)
                 with torch.inference_mode():
                     out = eng.model.generate(
                         input_ids=inputs,
@@ -251,15 +254,12 @@ class Generation:
 class ChatEngine:
     """A loaded model + tokenizer + template (base, base + adapters, or an exported folder)."""
 
-    def __init__(self, cfg, *, model: Any = None, tokenizer: Any = None, template: Any = None):
+    def __init__(self, cfg: Config, *, model: Any = None, tokenizer: Any = None, template: Any = None):
         if cfg.infer_backend == "vllm":
             raise EnvironmentProblem(_vllm_message())
-        from ..data.pipeline import load_template
-        from ..model.loader import load_model, load_tokenizer
-
         self.lock = Turns()  # generations take turns on the model (module docstring)
-        # held while the tokenizer encodes: a fast tokenizer's split_special_tokens is shared state, and the API renders
-        # prompts in worker threads
+        # held while the tokenizer encodes: a fast tokenizer's split_special_tokens is shared state, and the API
+        # renders prompts in worker threads
         self.encode_lock = threading.RLock()
         if tokenizer is None:
             tokenizer = load_tokenizer(cfg, padding_side="left")
@@ -277,8 +277,6 @@ class ChatEngine:
             cfg = cfg.model_copy(update={"template": "jinja"})  # an exported folder carries its template
         self.cfg = cfg
         self.template = template if template is not None else load_template(cfg, tokenizer)
-        from ..data.mm_plugins import load_plugin
-
         # a vision-language model's family plugin (images in chat); "jinja" renders text only (media_prompt.jinja_hint)
         self.mm = load_plugin(cfg, cfg.template) if cfg.template != "jinja" else None
         if model is None:
@@ -314,8 +312,6 @@ class ChatEngine:
         give exactly the ids of the default path. A message's content may be a list of pieces
         (:class:`tunekit.infer.untrusted.Trusted` ones are tunekit's own text: media token runs).
         """
-        from .untrusted import encode_untrusted, plain_messages
-
         system = system or self.cfg.default_system or None
         args = (list(messages), system, tools or None, self.cfg.enable_thinking)
         with self.encode_lock:
@@ -350,21 +346,15 @@ class ChatEngine:
         Messages without any ``<image>`` get one per image at the start of the last user message."""
         import torch
 
-        from ..data.mm_plugins import resolve_media
-        from ..errors import DataError
-
         if self.mm is None:
-            from .media_prompt import jinja_hint
-
             raise ConfigError(
                 jinja_hint(self.cfg, "images")
                 or (
-                    f"images need a vision-language model with its multimodal template (qwen2_vl for Qwen2-VL / Qwen2.5-VL); "
+                    "images need a vision-language model with its multimodal template "
+                    "(qwen2_vl for Qwen2-VL / Qwen2.5-VL); "
                     f"template '{self.cfg.template}' is text-only."
                 )
             )
-        from pathlib import Path
-
         paths = resolve_media(list(images), "images", Path.cwd(), "chat")
         msgs = [dict(m) for m in messages]
         placed = sum(str(m.get("content", "")).count("<image>") for m in msgs)
@@ -470,8 +460,9 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def inference_dtype(cfg) -> str:
-    """infer_dtype; ``auto``: the training dtype option if set, else bf16 (fp16 without bf16 support) on a GPU, fp32 on CPU."""
+def inference_dtype(cfg: Config) -> str:
+    """infer_dtype; ``auto``: the training dtype option if set, else bf16 (fp16 without bf16 support) on a GPU,
+    fp32 on CPU."""
     if cfg.infer_dtype != "auto":
         return cfg.infer_dtype
     if cfg.dtype != "auto":

@@ -19,12 +19,16 @@ token, with special-token parsing on, would otherwise make the model fail mid-ge
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Config
+from ..data.mm_plugins import FAMILIES, model_type_of
+from ..data.processors.media import expand_messages
 from ..errors import ConfigError
 from .untrusted import Trusted
 
@@ -43,50 +47,37 @@ class MediaFile:
     where: str
 
 
+def _family_plugin(module: str):
+    """The plugin of a family module of ``data/mm_plugins`` (``qwen2_vl``)."""
+    return importlib.import_module(f"tunekit.data.mm_plugins.{module}").PLUGIN
+
+
 def family_templates(model_type: str | None) -> list[str]:
-    """The multimodal templates whose family plugin serves ``model_type`` (``llava_next`` -> ``["llava_next", ...]``)."""
-    import importlib
-
-    from ..data.mm_plugins import FAMILIES
-
-    return [
-        t
-        for t, m in FAMILIES.items()
-        if model_type in importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MODEL_TYPES
-    ]
+    """The multimodal templates whose family plugin serves ``model_type`` (``llava_next``: ``["llava_next", ...]``)."""
+    return [t for t, m in FAMILIES.items() if model_type in _family_plugin(m).MODEL_TYPES]
 
 
 def family_examples() -> tuple[list[str], list[str]]:
     """One template per family (its first in ``FAMILIES``): those that read images, and the audio-only ones."""
-    import importlib
-
-    from ..data.mm_plugins import FAMILIES
-
     first = {m: t for t, m in reversed(FAMILIES.items())}
     ordered = sorted(first, key=list(FAMILIES.values()).index)
-    reads = {m: importlib.import_module(f"tunekit.data.mm_plugins.{m}").PLUGIN.MEDIA for m in ordered}
+    reads = {m: _family_plugin(m).MEDIA for m in ordered}
     return (
         [first[m] for m in ordered if "images" in reads[m]],
         [first[m] for m in ordered if "images" not in reads[m]],
     )
 
 
-def family_template(cfg, chat_template: str | None = None) -> str | None:
+def family_template(cfg: Config, chat_template: str | None = None) -> str | None:
     """The one multimodal template of the vision-language folder ``cfg.model_name_or_path`` (an exported VLM served
-    without ``template``: ``llava_next_mistral`` for a LLaVA-NeXT on Mistral), or None (a text model, or several templates
-    serve the family, as Qwen3-VL's thinking and no-thinking ones)."""
-    from ..data.mm_plugins import model_type_of
-
+    without ``template``: ``llava_next_mistral`` for a LLaVA-NeXT on Mistral), or None (a text model, or several
+    templates serve the family, as Qwen3-VL's thinking and no-thinking ones)."""
     if not cfg.model_name_or_path:
         return None
     model_type, multimodal = model_type_of(cfg.model_name_or_path)
     names = family_templates(model_type) if multimodal else []
     if len(names) > 1:  # variants on several language models (LLaVA-NeXT): the folder's text_config.model_type decides
-        import importlib
-
-        from ..data.mm_plugins import FAMILIES
-
-        plugin = importlib.import_module(f"tunekit.data.mm_plugins.{FAMILIES[names[0]]}").PLUGIN
+        plugin = _family_plugin(FAMILIES[names[0]])
         if hasattr(plugin, "fits"):  # the folder's language model and chat template (``chat_template``) decide
             text_type = (
                 json.loads((Path(cfg.model_name_or_path) / "config.json").read_text(encoding="utf-8"))
@@ -97,15 +88,14 @@ def family_template(cfg, chat_template: str | None = None) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
-def jinja_hint(cfg, kind: str) -> str | None:
+def jinja_hint(cfg: Config, kind: str) -> str | None:
     """Why ``template: jinja`` refuses media of a vision-language folder, naming the template to set; None otherwise.
 
     ``jinja`` renders the folder's own chat template with string contents, and the official VLM templates need typed
     content parts (LLaVA's drops string text; Gemma 3's trims the newlines its processor writes around an image), so
-    the media layout would not be the processor's: the family's named template is (tests/test_vlm_serving_families.py).
+    the media layout would not be the processor's: the family's named template is
+    (tests/serve/test_vlm_serving_families.py).
     """
-    from ..data.mm_plugins import model_type_of
-
     if cfg.template != "jinja" or not cfg.model_name_or_path:
         return None
     model_type, multimodal = model_type_of(cfg.model_name_or_path)
@@ -176,9 +166,8 @@ def _inputs(engine, ids: list[int], media: dict[str, list[str]], runs: dict[str,
 def render_sample(
     engine, messages: Sequence[dict], system: str | None, tools: Any, media: dict[str, list[str]], where: str
 ) -> tuple[list[int], dict[str, Any]]:
-    """A dataset sample's prompt ids and media inputs (placeholders expanded as in training; ``media``: kind -> paths)."""
-    from ..data.processors.media import expand_messages
-
+    """A dataset sample's prompt ids and media inputs (placeholders expanded as in training; ``media``: kind ->
+    paths)."""
     media = {k: list(media.get(k) or []) for k in ITEM}
     check_kinds(engine, {k: where for k, v in media.items() if v})
     runs, counts = _expansions(engine.mm, media, where)
@@ -205,11 +194,11 @@ def render_parts(
     taken = {k: iter(v) for k, v in runs.items()}
     out = []
     for m in messages:
-        if isinstance(m.get("content"), list):
-            m = {
-                **m,
-                "content": [Trusted(next(taken[p.kind])) if isinstance(p, MediaFile) else p for p in m["content"]],
-            }
-        out.append(m)
+        content = m.get("content")
+        if isinstance(content, list):
+            content = [Trusted(next(taken[p.kind])) if isinstance(p, MediaFile) else p for p in content]
+            out.append({**m, "content": content})
+        else:
+            out.append(m)
     ids = engine.render(out, system, tools, parse_special_tokens=parse_special_tokens)
     return ids, _inputs(engine, ids, media, runs)

@@ -48,7 +48,7 @@ def score_predictions(preds: list[str], labels: list[str]) -> dict[str, float]:
         raise ValueError(f"{len(preds)} predictions for {len(labels)} labels")
     if not preds:
         return {}
-    per = [sample_scores(p, l) for p, l in zip(preds, labels)]
+    per = [sample_scores(pred, label) for pred, label in zip(preds, labels)]
     return {
         k: round(sum(s[k] for s in per) / len(per), 4)
         for k in ("bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match")

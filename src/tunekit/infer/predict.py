@@ -21,20 +21,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Config
+from ..data.dataset_info import resolve_datasets
+from ..data.formats import RecordError, convert_record
+from ..data.mm_plugins import PLACEHOLDERS, media_root, resolve_media
+from ..data.readers import read_records
 from ..errors import ConfigError, DataError
+from .engine import ChatEngine
+from .media_prompt import render_sample
+from .metrics import score_predictions
 
 PREDICTIONS = "generated_predictions.jsonl"
 RESULTS = "predict_results.json"
 
 
-def load_samples(cfg) -> list[dict[str, Any]]:
+def load_samples(cfg: Config) -> list[dict[str, Any]]:
     """``{"messages", "system", "tools", "label", "media", "where"}`` per record of eval_dataset (else dataset); the
     last reply is the label, ``media`` the record's resolved media paths per kind (empty for text)."""
-    from ..data.dataset_info import resolve_datasets
-    from ..data.formats import RecordError, convert_record
-    from ..data.mm_plugins import PLACEHOLDERS, media_root, resolve_media
-    from ..data.readers import read_records
-
     names = cfg.eval_dataset_names or cfg.dataset_names
     if not names:
         raise ConfigError(
@@ -73,9 +76,7 @@ def load_samples(cfg) -> list[dict[str, Any]]:
     return samples
 
 
-def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -> dict[str, float]:
-    from .metrics import score_predictions
-
+def run_predict(cfg: Config, engine: Any = None, output_dir: str | Path | None = None) -> dict[str, float]:
     out = Path(output_dir or cfg.output_dir or "")
     if not (output_dir or cfg.output_dir):
         raise ConfigError(
@@ -83,8 +84,6 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
         )
     samples = load_samples(cfg)  # data mistakes fail before the model loads
     if engine is None:
-        from .engine import ChatEngine
-
         engine = ChatEngine(cfg)
     prompts, media = _render_prompts(cfg, engine, samples)
     text_only = [i for i in range(len(prompts)) if not media[i]]
@@ -127,17 +126,16 @@ def run_predict(cfg, engine: Any = None, output_dir: str | Path | None = None) -
     )
     (out / RESULTS).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     print(
-        f"predict: {len(samples)} samples in {seconds:.1f} s ({metrics['predict_tokens_per_second']} generated tokens/s) | "
+        f"predict: {len(samples)} samples in {seconds:.1f} s "
+        f"({metrics['predict_tokens_per_second']} generated tokens/s) | "
         + " | ".join(f"{k} {v}" for k, v in scores.items())
         + f" -> {out / PREDICTIONS}"
     )
     return metrics
 
 
-def _render_prompts(cfg, engine, samples: list[dict[str, Any]]) -> tuple[list[list[int]], list[dict]]:
+def _render_prompts(cfg: Config, engine, samples: list[dict[str, Any]]) -> tuple[list[list[int]], list[dict]]:
     """Every sample's prompt ids (text prompts over ``cutoff_len`` keep their last tokens) and media inputs."""
-    from .media_prompt import render_sample
-
     prompts, media, truncated = [], [], 0
     for s in samples:
         if any(s["media"].values()):
@@ -156,7 +154,8 @@ def _render_prompts(cfg, engine, samples: list[dict[str, Any]]) -> tuple[list[li
         media.append(inputs)
     if truncated:
         print(
-            f"predict: {truncated} prompt(s) longer than cutoff_len {cfg.cutoff_len} were cut to their last {cfg.cutoff_len} tokens"
+            f"predict: {truncated} prompt(s) longer than cutoff_len {cfg.cutoff_len} were cut to their last "
+            f"{cfg.cutoff_len} tokens"
         )
     return prompts, media
 

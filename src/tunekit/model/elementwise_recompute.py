@@ -27,6 +27,7 @@ hooks, so torch's checkpoint hooks are the innermost and pack nothing of ours. O
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Callable
@@ -166,7 +167,7 @@ class ElementwiseRecompute:
         if window is None or len(args) != 1 or not isinstance(args[0], torch.Tensor):
             return
         x = args[0]
-        build = lambda: module.forward(x)  # noqa: E731 - the norm's own forward on its kept input (no module hooks)
+        build = functools.partial(module.forward, x)  # the norm's own forward on its kept input (no module hooks)
         if self._exact(module, "output", output, build):
             window.note(output, build)
 
@@ -182,7 +183,7 @@ class ElementwiseRecompute:
         if window is None or not args or args[0] is not window.mlp.get("gate_proj"):
             return
         g = args[0]
-        build = lambda: module.forward(g)  # noqa: E731
+        build = functools.partial(module.forward, g)
         if self._exact(module, "output", output, build):
             window.mlp["act"] = output
             window.note(output, build)

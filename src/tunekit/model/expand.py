@@ -45,7 +45,8 @@ def expand_blocks(src: str | Path, out: str | Path, num_expand: int) -> Path:
         raise ModelError(f"{src}/config.json has no num_hidden_layers: cannot expand its blocks.")
     if num_expand < 1 or n % num_expand:
         raise ConfigError(
-            f"--num-expand {num_expand} must divide the {n} layers of {src} (e.g. {', '.join(str(k) for k in range(1, n + 1) if n % k == 0)})."
+            f"--num-expand {num_expand} must divide the {n} layers of {src} "
+            f"(e.g. {', '.join(str(k) for k in range(1, n + 1) if n % k == 0)})."
         )
     model = AutoModelForCausalLM.from_pretrained(src, dtype="auto")
     split = n // num_expand

@@ -14,7 +14,10 @@ import re
 from typing import Any
 
 from ..config.lists import split_list
+from ..config.schema import Config
 from ..errors import ConfigError, ModelError
+from .expand import llama_pro_layer_ids
+from .pickles import check_adapter_folder
 from .trainable import (
     adapted_layers,
     adapter_targets,
@@ -27,7 +30,7 @@ from .trainable import (
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
 
-def apply_finetuning(model, cfg, is_trainable: bool = True):
+def apply_finetuning(model, cfg: Config, is_trainable: bool = True):
     adapters = cfg.adapter_paths
     if not is_trainable:
         for path in adapters:
@@ -54,8 +57,6 @@ def apply_finetuning(model, cfg, is_trainable: bool = True):
 def _merge_adapter(model, path: str):
     from peft import PeftModel
 
-    from .pickles import check_adapter_folder
-
     check_adapter_folder(path)  # a crafted adapter_model.bin: a one-line error naming it
     try:
         return PeftModel.from_pretrained(model, path).merge_and_unload()
@@ -78,7 +79,8 @@ def num_layers(config) -> int:
         if isinstance(n, int):
             return n
     raise ModelError(
-        "Cannot tell how many layers this model has (no num_hidden_layers in config.json); use finetuning_type lora or full."
+        "Cannot tell how many layers this model has (no num_hidden_layers in config.json); "
+        "use finetuning_type lora or full."
     )
 
 
@@ -88,7 +90,7 @@ def trainable_layer_ids(n_layers: int, k: int) -> list[int]:
     return list(range(min(-k, n_layers)))
 
 
-def _apply_freeze(model, cfg) -> None:
+def _apply_freeze(model, cfg: Config) -> None:
     """Freeze-tuning: the last (or first) ``freeze_trainable_layers`` layers train. In a vision-language model these
     are the language model's layers; its vision tower and projector train as ``freeze_vision_tower`` /
     ``freeze_multi_modal_projector`` say (as in full fine-tuning)."""
@@ -101,8 +103,6 @@ def _apply_freeze(model, cfg) -> None:
             f"the model has {n} layers."
         )
     if getattr(cfg, "use_llama_pro", False):  # LLaMA Pro: the blocks tunekit expand-blocks inserted
-        from .expand import llama_pro_layer_ids
-
         ids = set(llama_pro_layer_ids(n, cfg.freeze_trainable_layers))
     else:
         ids = set(trainable_layer_ids(n, cfg.freeze_trainable_layers))
@@ -144,7 +144,7 @@ def _apply_freeze(model, cfg) -> None:
         p.requires_grad_(train)
 
 
-def lora_config(cfg, model) -> Any:
+def lora_config(cfg: Config, model) -> Any:
     from peft import LoraConfig, TaskType
 
     targets = adapter_targets(model, cfg, "lora_target")  # the one selection: nothing inside a frozen part
@@ -165,7 +165,7 @@ def lora_config(cfg, model) -> Any:
     )
 
 
-def oft_config(cfg, model) -> Any:
+def oft_config(cfg: Config, model) -> Any:
     """peft's OFT (QOFT on a quantized base) with LLaMA-Factory's options: each target Linear gets a block-diagonal
     orthogonal matrix on its input (``oft_rank`` blocks, or blocks of ``oft_block_size``), identity at the start."""
     from peft import OFTConfig, TaskType
@@ -199,9 +199,10 @@ def check_lora_rank(rank: int, layers: dict[str, tuple[int, int]]) -> None:
         )
 
 
-def check_oft_blocks(cfg, layers: dict[str, tuple[int, int]]) -> None:
-    """OFT splits each adapted layer's input into blocks: oft_block_size (or oft_rank, the number of blocks) must divide
-    every input width, or peft silently picks another size per layer (a warning, and not the run that was asked for)."""
+def check_oft_blocks(cfg: Config, layers: dict[str, tuple[int, int]]) -> None:
+    """OFT splits each adapted layer's input into blocks: oft_block_size (or oft_rank, the number of blocks) must
+    divide every input width, or peft silently picks another size per layer (a warning, and not the run that was asked
+    for)."""
     option, value = ("oft_block_size", cfg.oft_block_size) if cfg.oft_rank == 0 else ("oft_rank", cfg.oft_rank)
     widths = sorted({shape[0] for shape in layers.values()})
     bad = [w for w in widths if w % value or value > w]
@@ -218,7 +219,7 @@ def check_oft_blocks(cfg, layers: dict[str, tuple[int, int]]) -> None:
         )
 
 
-def _apply_lora(model, cfg, adapters: list[str]):
+def _apply_lora(model, cfg: Config, adapters: list[str]):
     from peft import PeftModel, get_peft_model
 
     if cfg.quantization_bit is not None:
@@ -231,8 +232,6 @@ def _apply_lora(model, cfg, adapters: list[str]):
     if cfg.use_gradient_checkpointing:
         model.enable_input_require_grads()
     if resume:
-        from .pickles import check_adapter_folder
-
         check_adapter_folder(resume)  # a crafted adapter_model.bin: a one-line error naming it
         try:
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
@@ -273,7 +272,8 @@ def remember_pissa_init(model) -> None:
 
 
 def save_pissa_converted(model, folder) -> None:
-    """Save the trained PiSSA adapter converted to plain LoRA on the original base (rank 2r, init_lora_weights true)."""
+    """Save the trained PiSSA adapter converted to plain LoRA on the original base (rank 2r, init_lora_weights
+    true)."""
     import copy
     import tempfile
     from pathlib import Path

@@ -16,8 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from ..config.lists import split_list
+from ..config.schema import Config
 from ..env import env_flag
 from ..errors import ConfigError, EnvironmentProblem, ModelError
+from .finetuning import apply_finetuning
+from .layers import decoder_layers
+from .multimodal import model_class
+from .quantization import check_prequantized, quantization_config
 
 # Files a tokenizer's vocabulary can come from (fast, sentencepiece, BPE, WordPiece, tiktoken); see _check_vocabulary.
 _VOCAB_FILES = (
@@ -45,7 +50,7 @@ def is_local_path(path: str) -> bool:
     )
 
 
-def model_path(cfg, attr: str = "model_name_or_path") -> str:
+def model_path(cfg: Config, attr: str = "model_name_or_path") -> str:
     path = getattr(cfg, attr)
     if not path:
         raise ConfigError(
@@ -165,7 +170,7 @@ def invalid_config(path: str, exc: Exception) -> ModelError:
     )
 
 
-def load_tokenizer(cfg, padding_side: str = "right"):
+def load_tokenizer(cfg: Config, padding_side: str = "right"):
     from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoTokenizer
 
@@ -220,7 +225,7 @@ def _check_vocabulary(path: str, tokenizer) -> None:
         )
 
 
-def load_model_config(cfg):
+def load_model_config(cfg: Config):
     from transformers import AutoConfig
 
     path = model_path(cfg)
@@ -247,13 +252,14 @@ def load_model_config(cfg):
             ) from None
         if local:
             raise ModelError(
-                f"{Path(path) / 'config.json'} cannot be used ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
+                f"{Path(path) / 'config.json'} cannot be used "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
                 f"check that it is this model's config (model_type, architecture fields)."
             ) from None
         raise ModelError(_hub_hint(path, exc)) from None
 
 
-def load_dtype_name(cfg) -> str:
+def load_dtype_name(cfg: Config) -> str:
     """The dtype the weights load in for the precision options: ``dtype`` when set, else bfloat16 with ``bf16`` or
     ``pure_bf16`` (the weights themselves train in bf16), float16 with ``fp16``, else float32. A training run's options
     carry its precision decision (``train/precision.py`` writes ``bf16``/``fp16`` where the config chose nothing), so
@@ -265,13 +271,13 @@ def load_dtype_name(cfg) -> str:
     return "float16" if cfg.fp16 else "float32"
 
 
-def compute_dtype(cfg):
+def compute_dtype(cfg: Config):
     import torch
 
     return getattr(torch, load_dtype_name(cfg))
 
 
-def attention_implementation(cfg) -> str:
+def attention_implementation(cfg: Config) -> str:
     if cfg.flash_attn in ("auto", "sdpa"):
         return "sdpa"
     if cfg.flash_attn in ("disabled", "eager"):
@@ -291,7 +297,7 @@ def attention_implementation(cfg) -> str:
     return "flash_attention_2"
 
 
-def apply_rope_scaling(config, cfg) -> None:
+def apply_rope_scaling(config, cfg: Config) -> None:
     if not cfg.rope_scaling:
         return
     current = getattr(config, "max_position_embeddings", None)
@@ -314,60 +320,7 @@ def apply_rope_scaling(config, cfg) -> None:
     config.max_position_embeddings = int(current * factor)
 
 
-def check_quantization_packages(cfg) -> None:
-    """The package (and machine) ``quantization_bit`` / ``quantization_method`` need: refused before any process
-    starts (``train/preflight.py``) and again before the weights load. bitsandbytes runs on CPU too."""
-    if cfg.quantization_bit is None:
-        return
-    method = cfg.quantization_method
-    if method == "bnb" and importlib.util.find_spec("bitsandbytes") is None:
-        raise EnvironmentProblem(
-            "quantization_bit needs bitsandbytes: pip install bitsandbytes (or `pip install tunekit[quant]`)."
-        )
-    if method == "hqq" and importlib.util.find_spec("hqq") is None:
-        raise EnvironmentProblem("quantization_method: hqq needs the hqq package (pip install hqq).")
-    if method == "eetq":
-        if importlib.util.find_spec("eetq") is not None:
-            import torch  # only with eetq installed: the parent's preflight imports no torch otherwise
-
-            if torch.cuda.is_available():
-                return
-        raise EnvironmentProblem(
-            "quantization_method: eetq needs the eetq package and an NVIDIA GPU; use bnb on this machine."
-        )
-
-
-def quantization_config(cfg, dtype):
-    if cfg.quantization_bit is None:
-        return None
-    check_quantization_packages(cfg)
-    method = cfg.quantization_method
-    if method == "bnb":
-        from transformers import BitsAndBytesConfig
-
-        from .multimodal import quantization_skip_modules  # a VLM's vision tower and projector stay unquantized
-
-        skip = quantization_skip_modules(cfg)
-        if cfg.quantization_bit == 8:
-            return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
-        return BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_compute_dtype=dtype,
-            bnb_4bit_quant_type=cfg.quantization_type,
-            bnb_4bit_use_double_quant=cfg.double_quantization,
-            bnb_4bit_quant_storage=dtype,
-            llm_int8_skip_modules=skip,
-        )
-    if method == "hqq":
-        from transformers import HqqConfig
-
-        return HqqConfig(nbits=cfg.quantization_bit, group_size=64)
-    from transformers import EetqConfig  # eetq
-
-    return EetqConfig("int8")
-
-
-def check_accelerators(cfg) -> None:
+def check_accelerators(cfg: Config) -> None:
     """GPU-only kernels fail here, before any weight is loaded, with what to do instead."""
     import torch
 
@@ -378,7 +331,8 @@ def check_accelerators(cfg) -> None:
             )
         if not torch.cuda.is_available():
             raise EnvironmentProblem(
-                "enable_liger_kernel needs a GPU (Liger's kernels are Triton GPU kernels); none is visible. Remove the option on CPU."
+                "enable_liger_kernel needs a GPU (Liger's kernels are Triton GPU kernels); none is visible. "
+                "Remove the option on CPU."
             )
     if cfg.use_unsloth:
         if importlib.util.find_spec("unsloth") is None or not torch.cuda.is_available():
@@ -390,81 +344,13 @@ def check_accelerators(cfg) -> None:
         )
 
 
-# Pre-quantized bases (config.json's quantization_config.quant_method; LLaMA-Factory's train_qlora examples): the
-# packages transformers loads them through, and what those packages need. Checked before any weight is read.
-AQLM_CPU_TRAINING = (
-    "on CPU, aqlm 1.1.7 loads the model but peft 0.21's AQLM LoRA layer adds the adapter in place to "
-    "aqlm's output ('Output 0 of _QuantizedMatmul is a view and is being modified inplace'), which "
-    "autograd forbids, so QLoRA on an AQLM base does not train without CUDA"
-)
-PREQUANTIZED = {
-    "gptq": (
-        ("gptqmodel", "optimum"),
-        "pip install gptqmodel optimum",
-        "gptqmodel has CPU kernels, but no gptqmodel release installs next to tunekit's pins (torch 2.13.0, "
-        "protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU",
-    ),
-    "awq": (
-        ("gptqmodel",),
-        "pip install gptqmodel",
-        "transformers loads AWQ through gptqmodel, and no gptqmodel release installs next to tunekit's pins "
-        "(torch 2.13.0, protobuf 6.33.6, numpy 2.4.6): use an environment built for it, usually on an NVIDIA GPU",
-    ),
-    "aqlm": (
-        ("aqlm",),
-        "pip install 'aqlm[gpu]' on an NVIDIA GPU ('aqlm[cpu]' for inference on CPU)",
-        "training needs a GPU: " + AQLM_CPU_TRAINING,
-    ),
-}
-
-
-def check_prequantized(config, cfg, path: str, is_trainable: bool = True) -> None:
-    """A base saved already quantized (GPTQ/AWQ/AQLM/...) trains only adapters, through its own package: refused
-    before loading, naming the package, instead of transformers' ImportError traceback."""
-    qc = getattr(config, "quantization_config", None)
-    if qc is None:
-        return
-    method = str(
-        (qc if isinstance(qc, dict) else getattr(qc, "to_dict", lambda: {})()).get("quant_method", "")
-    ).lower()
-    if cfg.quantization_bit is not None:
-        raise ConfigError(
-            f"{path} is already quantized ({method or 'quantization_config in config.json'}): remove "
-            f"quantization_bit (it would quantize the model a second time)."
-        )
-    if is_trainable and cfg.finetuning_type not in ("lora", "oft"):
-        raise ConfigError(
-            f"{path} is a {method or 'pre-quantized'} model: its quantized weights cannot be trained "
-            f"directly; set finetuning_type: lora (QLoRA on the quantized base) or use the unquantized model."
-        )
-    if method == "aqlm" and is_trainable:
-        import torch
-
-        if not torch.cuda.is_available():
-            raise EnvironmentProblem(
-                f"{path} is a pre-quantized AQLM model: {AQLM_CPU_TRAINING}. Train it on an NVIDIA "
-                f"GPU (pip install 'aqlm[gpu]'), or train on the unquantized model with "
-                f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)."
-            )
-    if method in PREQUANTIZED:
-        packages, install, where = PREQUANTIZED[method]
-        missing = [p for p in packages if importlib.util.find_spec(p) is None]
-        if missing:
-            raise EnvironmentProblem(
-                f"{path} is a pre-quantized {method.upper()} model (quantization_config in config.json); "
-                f"loading it needs {' and '.join(packages)} (missing: {', '.join(missing)}): "
-                f"{install}; {where}. Or train on the unquantized model with "
-                f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)."
-            )
-
-
 def limit_checkpointed_layers(model, count: int) -> int:
-    """Keep gradient checkpointing on the lowest ``count`` decoder layers only; the layers above keep their activations.
+    """Keep gradient checkpointing on the lowest ``count`` decoder layers only; the layers above keep their
+    activations.
 
     Each decoder layer is a ``GradientCheckpointingLayer`` whose ``gradient_checkpointing`` flag says whether its call
     goes through ``torch.utils.checkpoint`` (the flag ``activation_checkpointing_enable(every_n_layers=...)`` sets
     too); other checkpointed towers (a vision encoder) stay as they are. Returns how many layers stay checkpointed."""
-    from .layers import decoder_layers
 
     layers = decoder_layers(model)
     for index, layer in enumerate(layers):
@@ -498,10 +384,8 @@ def check_loaded_weights(info: dict, path: str, architecture: str, allowed: bool
     )
 
 
-def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
+def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
     """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
-
-    from .finetuning import apply_finetuning
 
     check_accelerators(cfg)
     path = model_path(cfg)
@@ -512,8 +396,7 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
     apply_rope_scaling(config, cfg)
     dtype = compute_dtype(cfg)
     try:
-        from .multimodal import model_class  # AutoModelForImageTextToText for vision-language models
-
+        # AutoModelForImageTextToText for vision-language models
         model, info = model_class(config).from_pretrained(
             path,
             config=config,
@@ -551,11 +434,8 @@ def load_model(cfg, tokenizer, is_trainable: bool = True) -> Any:
         ) from None
     check_loaded_weights(info, path, type(model).__name__, getattr(cfg, "allow_new_weights", False))
     embeddings = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 under ZeRO-3 (partitioned)
-    if cfg.resize_vocab or cfg.add_special_tokens or len(tokenizer) > embeddings:
-        if len(tokenizer) > embeddings or cfg.resize_vocab:
-            model.resize_token_embeddings(
-                len(tokenizer), pad_to_multiple_of=64 if len(tokenizer) > embeddings else None
-            )
+    if len(tokenizer) > embeddings or cfg.resize_vocab:
+        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64 if len(tokenizer) > embeddings else None)
     if is_trainable:
         model.config.use_cache = False
         # a vision-language model's language model reads its own config; with a KV cache it would build no mask from

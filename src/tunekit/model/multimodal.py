@@ -12,19 +12,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..config.schema import Config
+from ..data.mm_plugins import FAMILIES
+
 
 def is_multimodal_config(config) -> bool:
     return getattr(config, "vision_config", None) is not None or getattr(config, "audio_config", None) is not None
 
 
-def plugin_class(cfg) -> type | None:
-    from ..data.mm_plugins import FAMILIES
-
+def plugin_class(cfg: Config) -> type | None:
     module = FAMILIES.get(cfg.template or "")
     return importlib.import_module(f"tunekit.data.mm_plugins.{module}").PLUGIN if module else None
 
 
-def quantization_skip_modules(cfg) -> list[str] | None:
+def quantization_skip_modules(cfg: Config) -> list[str] | None:
     """Modules bitsandbytes leaves unquantized (``llm_int8_skip_modules``) for QLoRA on a VLM: the vision tower and the
     projector (small next to the language model, and what the image features depend on; LLaMA-Factory 0.9.5 quantizes
     them too) and ``lm_head`` (transformers' own default, which a given list replaces). ``None`` (transformers'

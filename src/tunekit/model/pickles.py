@@ -17,12 +17,15 @@ is what makes DeepSpeed's own load of the same bytes safe.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 from pathlib import Path
 
+from ..errors import ModelError
+
 #: the non-torch types DeepSpeed pickles into ZeRO checkpoints (optimizer states: the stage enum, the loss scaler
 #: object, the fp32 fragment addresses); plain data classes and enums, built without running code. Found in
-#: checkpoints written by deepspeed 0.19.8 (tests/test_zero_untrusted.py checks a real one).
+#: checkpoints written by deepspeed 0.19.8 (tests/export/test_zero_untrusted.py checks a real one).
 DEEPSPEED_SAFE_GLOBALS = (
     "deepspeed.runtime.zero.config.ZeroStageEnum",
     "deepspeed.utils.tensor_fragment.fragment_address",
@@ -38,10 +41,8 @@ def deepspeed_safe_classes() -> list:
     out = []
     for name in DEEPSPEED_SAFE_GLOBALS:
         module, _, attr = name.rpartition(".")
-        try:
+        with contextlib.suppress(ImportError, AttributeError):
             out.append(getattr(importlib.import_module(module), attr))
-        except (ImportError, AttributeError):
-            pass
     return out
 
 
@@ -83,7 +84,6 @@ def check_pickle_file(path: Path, what: str, fix: str, allow_numpy: bool = False
     """Raise a one-line :class:`ModelError` when loading ``path`` (``what`` it is) would need to run code from it.
     ``deepspeed``: a file DeepSpeed will load with ``weights_only=False``: its allow-list, and always the full
     restricted load (the scan alone judges only what a ``weights_only`` loader reads next)."""
-    from ..errors import ModelError
 
     path = Path(path)
     names = unsafe_globals(path, allow_numpy, DEEPSPEED_SAFE_GLOBALS if deepspeed else ())
@@ -122,14 +122,18 @@ def check_adapter_folder(folder: str | Path) -> None:
         )
 
 
-#: the pickles transformers loads when it resumes a checkpoint (besides rng_state*.pth); it never loads training_args.bin
+#: the pickles transformers loads when it resumes a checkpoint (besides rng_state*.pth); it never loads
+#: training_args.bin
 RESUME_PICKLES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "pytorch_model.bin", "adapter_model.bin")
 
 
 def check_resume_pickles(folder: str | Path) -> None:
-    """The pickles of a checkpoint about to be resumed (``train/checkpoints.plan_resume``), DeepSpeed's
+    """The pickles of a checkpoint about to be resumed (``train/resume.plan_resume``), DeepSpeed's
     ``global_step*/*.pt`` (model and optimizer states) included."""
-    fix = "Resume from another checkpoint (resume_from_checkpoint: PATH), or train afresh without resume_from_checkpoint."
+    fix = (
+        "Resume from another checkpoint (resume_from_checkpoint: PATH), "
+        "or train afresh without resume_from_checkpoint."
+    )
     folder = Path(folder)
     for path in sorted(folder.iterdir()):
         rng = path.name.startswith("rng_state") and path.suffix == ".pth"

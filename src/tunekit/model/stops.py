@@ -12,7 +12,8 @@ from typing import Any
 
 
 def generation_stops(tokenizer, template, generation_config: Any = None) -> tuple[list[int], list[str]]:
-    """``(stop token ids, multi-token stop texts)`` for ``tokenizer`` + ``template`` + the model's generation config."""
+    """``(stop token ids, multi-token stop texts)`` for ``tokenizer`` + ``template`` + the model's generation
+    config."""
     ids: list[int] = []
     texts: list[str] = []
     vocab = tokenizer.get_vocab()

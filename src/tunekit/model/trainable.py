@@ -22,7 +22,10 @@ import importlib
 from typing import Any
 
 from ..config.lists import split_list
+from ..config.schema import Config
+from ..data.mm_plugins import FAMILIES
 from ..errors import ConfigError, ModelError
+from .multimodal import is_multimodal_config, plugin_class
 
 #: the freeze options, in the order of the parts they freeze
 FREEZE_OPTIONS = ("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model")
@@ -40,10 +43,9 @@ def under(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def model_plugin(model, cfg) -> type | None:
-    """The media family (plugin class) of a multimodal ``model``: the template's, else the one serving its model_type."""
-    from ..data.mm_plugins import FAMILIES
-    from .multimodal import is_multimodal_config, plugin_class
+def model_plugin(model, cfg: Config) -> type | None:
+    """The media family (plugin class) of a multimodal ``model``: the template's, else the one serving its
+    model_type."""
 
     if not is_multimodal_config(model.config):
         return None
@@ -58,7 +60,7 @@ def model_plugin(model, cfg) -> type | None:
     return None
 
 
-def model_parts(model, cfg) -> dict[str, tuple[str, ...]]:
+def model_parts(model, cfg: Config) -> dict[str, tuple[str, ...]]:
     """freeze option -> the module prefixes of the part it freezes; ``{}`` for a text model. A part the family declares
     but the model lacks is an error (the plugin no longer matches transformers' module names)."""
     plugin = model_plugin(model, cfg)
@@ -78,7 +80,7 @@ def model_parts(model, cfg) -> dict[str, tuple[str, ...]]:
     return parts
 
 
-def frozen_parts(model, cfg) -> dict[str, str]:
+def frozen_parts(model, cfg: Config) -> dict[str, str]:
     """Module prefix -> the option that freezes it, for every part ``cfg`` freezes (``{}`` for a text model)."""
     return {
         prefix: option
@@ -109,9 +111,9 @@ def _frozen_hint(names: list[str], frozen: dict[str, str]) -> str:
     return " and ".join(f"{o}: true" for o in options)
 
 
-def adapter_targets(model, cfg, option: str) -> Any:
-    """What ``lora_target`` / ``oft_target`` (``option``) adapts, as peft's ``target_modules``: "all" = every linear layer
-    but the LM head, a list = the linear layers of those names; in both, none inside a frozen part."""
+def adapter_targets(model, cfg: Config, option: str) -> Any:
+    """What ``lora_target`` / ``oft_target`` (``option``) adapts, as peft's ``target_modules``: "all" = every linear
+    layer but the LM head, a list = the linear layers of those names; in both, none inside a frozen part."""
     requested = str(getattr(cfg, option)).strip()
     frozen = frozen_parts(model, cfg)
     linears = [n for n, m in model.named_modules() if is_linear(m)]
@@ -158,17 +160,14 @@ def adapted_layers(model, targets) -> dict[str, tuple[int, int]]:
     for name, module in model.named_modules():
         if not is_linear(module):
             continue
-        if targets == "all-linear":
-            hit = name != head
-        else:
-            hit = any(name == t or name.endswith("." + t) for t in targets)
+        hit = name != head if targets == "all-linear" else any(name == t or name.endswith("." + t) for t in targets)
         width = (getattr(module, "in_features", None), getattr(module, "out_features", None))
         if hit and all(isinstance(w, int) for w in width):
             out[name] = width
     return out
 
 
-def modules_to_save(model, cfg) -> list[str] | None:
+def modules_to_save(model, cfg: Config) -> list[str] | None:
     """``additional_target`` (peft's modules_to_save: trained in full); a module inside a frozen part is refused."""
     wanted = split_list(cfg.additional_target)
     frozen = frozen_parts(model, cfg)
@@ -176,13 +175,14 @@ def modules_to_save(model, cfg) -> list[str] | None:
     if inside:
         names = sorted({n.split(".")[-1] for n in inside})
         raise ConfigError(
-            f"additional_target names {', '.join(names)}, which lies in a frozen part ({_frozen_hint(inside, frozen)}: "
+            f"additional_target names {', '.join(names)}, which lies in a frozen part "
+            f"({_frozen_hint(inside, frozen)}: "
             f"e.g. {inside[0]}): remove it from additional_target, or unfreeze that part."
         )
     return wanted or None
 
 
-def check_frozen(model, cfg) -> None:
+def check_frozen(model, cfg: Config) -> None:
     """No parameter under a frozen part may train, whatever the method did (see the module docstring)."""
     frozen = frozen_parts(model, cfg)
     if not frozen:
@@ -197,19 +197,20 @@ def check_frozen(model, cfg) -> None:
         if cfg.adapter_paths and cfg.finetuning_type in ("lora", "oft"):
             where = f"the adapter {cfg.adapter_paths[-1]} (adapter_name_or_path)"
         raise ModelError(
-            f"{len(bad)} parameters of a frozen part would train ({_frozen_hint([base_name(n) for n in bad], frozen)}; "
+            f"{len(bad)} parameters of a frozen part would train "
+            f"({_frozen_hint([base_name(n) for n in bad], frozen)}; "
             f"e.g. {bad[0]}), from {where}: unfreeze that part or keep it out of {where}."
         )
 
 
-def freeze_by_parts(model, cfg) -> None:
+def freeze_by_parts(model, cfg: Config) -> None:
     """Full fine-tuning: every parameter trains but those of the frozen parts."""
     frozen = frozen_parts(model, cfg)
     for name, p in model.named_parameters():
         p.requires_grad_(not under(name, frozen))
 
 
-def freeze_tuning_scope(model, cfg) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def freeze_tuning_scope(model, cfg: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Freeze-tuning of a VLM: (the language model's prefixes, whose layers freeze_trainable_layers counts; the vision
     tower / projector prefixes that train by the freeze_* options). ``((), ())`` for a text model."""
     parts = model_parts(model, cfg)

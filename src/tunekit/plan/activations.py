@@ -8,7 +8,7 @@ Two quantities:
   the saved bytes plus the transient peak of the backward pass (the loss over the vocabulary, or the
   one decoder layer being recomputed under gradient checkpointing).
 
-Notation per token: h hidden, q = heads*head_dim, kv = kv_heads*head_dim, I intermediate, a heads,
+Notation per token: h hidden, q = heads*head_dim, kv = kv_heads*head_dim, inter intermediate, a heads,
 V vocabulary, c = bytes of the compute dtype, rd = bytes of the residual stream.
 """
 
@@ -65,7 +65,7 @@ def _qk_norm(shape: ModelShape) -> bool:
 
 def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bool | None = None) -> float:
     """Bytes per token one decoder layer keeps for backward (no checkpointing)."""
-    h, q, kv, I, a = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate, shape.heads
+    h, q, kv, inter, a = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate, shape.heads
     c = setup.compute_bytes
     rd = stream_bytes(setup, shape)
     la = 4  # PEFT keeps adapters in fp32 (autocast_adapter_dtype)
@@ -74,7 +74,8 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
     if not kind.input_requires_grad and not kind.trainable and not kind.adapted:
         return 0.0  # below every trainable layer: no gradient flows here
     total = 0.0
-    # RMSNorms: an fp32 copy of the input (the input itself when fp32) and rstd; the normalized value when the weight trains
+    # RMSNorms: an fp32 copy of the input (the input itself when fp32) and rstd; the normalized value when the
+    # weight trains
     per_norm = 4 * h + 4 + (rd * h if kind.norms_trainable else 0)
     n_norms = _norm_count(shape)
     total += n_norms * per_norm
@@ -128,10 +129,10 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
             total += c * (q + kv)
     total += consumers(q, c, attn_out, True)
     # gated MLP: act(gate) input, act output and up output
-    gated = len(mlp_in) >= 2 or any(lin.out_features == 2 * I for lin in shape.linears if lin.path in mlp_in)
-    total += (2 if mlp_rc else 3 if gated else 1) * c * I  # elementwise_recompute: act(gate) is a recipe
+    gated = len(mlp_in) >= 2 or any(lin.out_features == 2 * inter for lin in shape.linears if lin.path in mlp_in)
+    total += (2 if mlp_rc else 3 if gated else 1) * c * inter  # elementwise_recompute: act(gate) is a recipe
     total += consumers(h, norm_out, mlp_in, norm_rc)
-    total += consumers(I, c, mlp_out, mlp_rc)  # ... and so is act(gate) * up
+    total += consumers(inter, c, mlp_out, mlp_rc)  # ... and so is act(gate) * up
     return total
 
 

@@ -2,305 +2,23 @@
 
 A :class:`ModelShape` is read off the real transformers module tree built on the ``meta`` device
 (no memory, exact parameter counts, tied embeddings, biases, extra norms), so the planner counts
-exactly what a training run would hold. ``BUILTIN`` holds the config.json fields of common models
+exactly what a training run would hold. ``plan/builtin_shapes.py`` holds the config.json fields of common models
 so ``--model-config qwen2.5-7b`` works without a download.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Config
 from ..errors import ModelError
-
-_QWEN25 = dict(
-    model_type="qwen2", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0, max_position_embeddings=32768
-)
-_QWEN3 = dict(
-    model_type="qwen3",
-    hidden_act="silu",
-    rms_norm_eps=1e-6,
-    rope_theta=1_000_000.0,
-    head_dim=128,
-    vocab_size=151936,
-    max_position_embeddings=40960,
-    attention_bias=False,
-)
-_LLAMA3 = dict(
-    model_type="llama",
-    hidden_act="silu",
-    rms_norm_eps=1e-5,
-    rope_theta=500_000.0,
-    vocab_size=128256,
-    max_position_embeddings=131072,
-)
-
-
-def _q25(h, i, l, a, kv, v, tie):
-    return {
-        **_QWEN25,
-        "hidden_size": h,
-        "intermediate_size": i,
-        "num_hidden_layers": l,
-        "num_attention_heads": a,
-        "num_key_value_heads": kv,
-        "vocab_size": v,
-        "tie_word_embeddings": tie,
-    }
-
-
-def _q3(h, i, l, a, kv, tie):
-    return {
-        **_QWEN3,
-        "hidden_size": h,
-        "intermediate_size": i,
-        "num_hidden_layers": l,
-        "num_attention_heads": a,
-        "num_key_value_heads": kv,
-        "tie_word_embeddings": tie,
-    }
-
-
-def _l3(h, i, l, a, kv, tie):
-    return {
-        **_LLAMA3,
-        "hidden_size": h,
-        "intermediate_size": i,
-        "num_hidden_layers": l,
-        "num_attention_heads": a,
-        "num_key_value_heads": kv,
-        "tie_word_embeddings": tie,
-    }
-
-
-# config.json fields of the published models (the fields that decide shapes).
-BUILTIN: dict[str, dict[str, Any]] = {
-    "qwen2.5-0.5b": _q25(896, 4864, 24, 14, 2, 151936, True),
-    "qwen2.5-1.5b": _q25(1536, 8960, 28, 12, 2, 151936, True),
-    "qwen2.5-3b": _q25(2048, 11008, 36, 16, 2, 151936, True),
-    "qwen2.5-7b": _q25(3584, 18944, 28, 28, 4, 152064, False),
-    "qwen2.5-14b": _q25(5120, 13824, 48, 40, 8, 152064, False),
-    "qwen2.5-32b": _q25(5120, 27648, 64, 40, 8, 152064, False),
-    "qwen2.5-72b": _q25(8192, 29568, 80, 64, 8, 152064, False),
-    "qwen3-0.6b": _q3(1024, 3072, 28, 16, 8, True),
-    "qwen3-1.7b": _q3(2048, 6144, 28, 16, 8, True),
-    "qwen3-4b": _q3(2560, 9728, 36, 32, 8, True),
-    "qwen3-8b": _q3(4096, 12288, 36, 32, 8, False),
-    "qwen3-14b": _q3(5120, 17408, 40, 40, 8, False),
-    "qwen3-32b": _q3(5120, 25600, 64, 64, 8, False),
-    "llama-3.2-1b": {**_l3(2048, 8192, 16, 32, 8, True), "head_dim": 64},
-    "llama-3.2-3b": {**_l3(3072, 8192, 28, 24, 8, True), "head_dim": 128},
-    "llama-3.1-8b": _l3(4096, 14336, 32, 32, 8, False),
-    "llama-3.1-70b": _l3(8192, 28672, 80, 64, 8, False),
-    "mistral-7b": {
-        "model_type": "mistral",
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "vocab_size": 32768,
-        "rope_theta": 1_000_000.0,
-        "rms_norm_eps": 1e-5,
-        "tie_word_embeddings": False,
-        "max_position_embeddings": 32768,
-        "sliding_window": None,
-    },
-    "glm-4-9b": {
-        "model_type": "glm",
-        "hidden_size": 4096,
-        "intermediate_size": 13696,
-        "num_hidden_layers": 40,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "vocab_size": 151552,
-        "attention_bias": True,
-        "partial_rotary_factor": 0.5,
-        "rms_norm_eps": 1.5625e-7,
-        "tie_word_embeddings": False,
-        "max_position_embeddings": 131072,
-    },
-    "gemma-2-2b": {
-        "model_type": "gemma2",
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "vocab_size": 256000,
-        "tie_word_embeddings": True,
-        "max_position_embeddings": 8192,
-    },
-    "gemma-2-9b": {
-        "model_type": "gemma2",
-        "hidden_size": 3584,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 42,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 8,
-        "head_dim": 256,
-        "vocab_size": 256000,
-        "tie_word_embeddings": True,
-        "max_position_embeddings": 8192,
-    },
-    "gemma-3-1b": {
-        "model_type": "gemma3_text",
-        "hidden_size": 1152,
-        "intermediate_size": 6912,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 1,
-        "head_dim": 256,
-        "vocab_size": 262144,
-        "tie_word_embeddings": True,
-        "max_position_embeddings": 32768,
-    },
-}
-
-# vision-language models: the official config.json fields (Qwen/Qwen2-VL-2B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct,
-# Qwen/Qwen3-VL-4B-Instruct, Qwen/Qwen3-VL-8B-Instruct); token ids as published
-_QWEN_VL_IDS = dict(
-    vision_start_token_id=151652, vision_end_token_id=151653, image_token_id=151655, video_token_id=151656
-)
-_Q3VL_TEXT = dict(
-    model_type="qwen3_vl_text",
-    head_dim=128,
-    hidden_act="silu",
-    rms_norm_eps=1e-6,
-    rope_theta=5_000_000,
-    vocab_size=151936,
-    max_position_embeddings=262144,
-    attention_bias=False,
-    rope_scaling={"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
-)
-_Q3VL_VISION = dict(
-    hidden_act="gelu_pytorch_tanh",
-    num_heads=16,
-    in_channels=3,
-    patch_size=16,
-    spatial_merge_size=2,
-    temporal_patch_size=2,
-    num_position_embeddings=2304,
-)
-BUILTIN.update(
-    {
-        "qwen2-vl-2b": {
-            **_QWEN25,
-            **_QWEN_VL_IDS,
-            "model_type": "qwen2_vl",
-            "hidden_size": 1536,
-            "intermediate_size": 8960,
-            "num_hidden_layers": 28,
-            "num_attention_heads": 12,
-            "num_key_value_heads": 2,
-            "vocab_size": 151936,
-            "tie_word_embeddings": True,
-            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-            "vision_config": {
-                "depth": 32,
-                "embed_dim": 1280,
-                "mlp_ratio": 4,
-                "num_heads": 16,
-                "in_chans": 3,
-                "hidden_size": 1536,
-                "patch_size": 14,
-                "spatial_merge_size": 2,
-                "spatial_patch_size": 14,
-                "temporal_patch_size": 2,
-            },
-        },
-        "qwen2.5-vl-7b": {
-            **_QWEN25,
-            **_QWEN_VL_IDS,
-            "model_type": "qwen2_5_vl",
-            "hidden_size": 3584,
-            "intermediate_size": 18944,
-            "num_hidden_layers": 28,
-            "num_attention_heads": 28,
-            "num_key_value_heads": 4,
-            "vocab_size": 152064,
-            "tie_word_embeddings": False,
-            "max_position_embeddings": 128000,
-            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-            "vision_config": {
-                "depth": 32,
-                "hidden_act": "silu",
-                "hidden_size": 1280,
-                "intermediate_size": 3420,
-                "num_heads": 16,
-                "in_chans": 3,
-                "out_hidden_size": 3584,
-                "patch_size": 14,
-                "spatial_merge_size": 2,
-                "spatial_patch_size": 14,
-                "window_size": 112,
-                "fullatt_block_indexes": [7, 15, 23, 31],
-                "tokens_per_second": 2,
-                "temporal_patch_size": 2,
-            },
-        },
-        "qwen3-vl-4b": {
-            **_QWEN_VL_IDS,
-            "model_type": "qwen3_vl",
-            "tie_word_embeddings": True,
-            "text_config": {
-                **_Q3VL_TEXT,
-                "hidden_size": 2560,
-                "intermediate_size": 9728,
-                "num_hidden_layers": 36,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "tie_word_embeddings": True,
-            },
-            "vision_config": {
-                **_Q3VL_VISION,
-                "depth": 24,
-                "hidden_size": 1024,
-                "intermediate_size": 4096,
-                "out_hidden_size": 2560,
-                "deepstack_visual_indexes": [5, 11, 17],
-            },
-        },
-        "qwen3-vl-8b": {
-            **_QWEN_VL_IDS,
-            "model_type": "qwen3_vl",
-            "tie_word_embeddings": False,
-            "text_config": {
-                **_Q3VL_TEXT,
-                "hidden_size": 4096,
-                "intermediate_size": 12288,
-                "num_hidden_layers": 36,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "tie_word_embeddings": False,
-            },
-            "vision_config": {
-                **_Q3VL_VISION,
-                "depth": 27,
-                "hidden_size": 1152,
-                "intermediate_size": 4304,
-                "out_hidden_size": 4096,
-                "deepstack_visual_indexes": [8, 16, 24],
-            },
-        },
-    }
-)
-
-ALIASES = {
-    "qwen2-7b": "qwen2.5-7b",
-    "llama-3-8b": "llama-3.1-8b",
-    "llama-3-70b": "llama-3.1-70b",
-    "llama-3.3-70b": "llama-3.1-70b",
-    "glm4-9b": "glm-4-9b",
-    "mistral-7b-v0.3": "mistral-7b",
-    "qwen2_5-vl-7b": "qwen2.5-vl-7b",
-    "qwen2.5vl-7b": "qwen2.5-vl-7b",
-}
+from ..model.loader import is_local_path, load_model_config
+from ..model.multimodal import is_multimodal_config, model_class
+from .builtin_shapes import builtin_key, builtin_names, find_builtin
+from .vision import plugin_for, vision_shape_from_model
 
 
 @dataclass(frozen=True)
@@ -336,8 +54,6 @@ class ModelShape:
     embed_params: int
     lm_head_params: int  # 0 when tied to the embeddings
     layer_params: int  # one decoder layer, all of it
-    layer_norm_params: int  # the non-Linear parameters of one decoder layer (norms, ...)
-    final_norm_params: int
     linears: tuple[Linear, ...] = field(default_factory=tuple)  # of one decoder layer
     largest_module_params: int = 0  # for ZeRO-3 gathering
     num_param_tensors: int = 0
@@ -382,26 +98,6 @@ class ModelShape:
         }
 
 
-def builtin_names() -> list[str]:
-    return sorted(BUILTIN)
-
-
-def _norm_name(name: str) -> str:
-    key = name.strip().lower().split("/")[-1]
-    for suffix in ("-instruct", "-chat-hf", "-chat", "-it", "-base", "-hf"):
-        if key.endswith(suffix):
-            key = key[: -len(suffix)]
-    key = key.replace("meta-llama-", "llama-").replace("qwen2.5", "qwen2.5")
-    key = key.replace("mistral-7b-instruct-v0.3", "mistral-7b").replace("-v0.3", "").replace("-v0.1", "")
-    key = key.replace("glm-4-9b-0414", "glm-4-9b")
-    return ALIASES.get(key, key)
-
-
-def find_builtin(name: str) -> dict[str, Any] | None:
-    key = _norm_name(name)
-    return dict(BUILTIN[key]) if key in BUILTIN else None
-
-
 def read_config_json(model_config: str | None, model_name_or_path: str | None) -> tuple[str, dict[str, Any]]:
     """``(name, config dict)`` from ``--model-config`` (builtin name, config.json or folder) or the model path."""
     for candidate in (model_config, model_name_or_path):
@@ -412,23 +108,24 @@ def read_config_json(model_config: str | None, model_name_or_path: str | None) -
             cfg_file = path / "config.json"
             if not cfg_file.is_file():
                 raise ModelError(
-                    f"Model folder {path} has no config.json: point model_name_or_path at a Hugging Face model folder, "
-                    f"or pass --model-config with a config.json or one of: {', '.join(builtin_names())}."
+                    f"Model folder {path} has no config.json: point model_name_or_path at a Hugging Face model "
+                    f"folder, or pass --model-config with a config.json or one of: {', '.join(builtin_names())}."
                 )
             return path.name, _load_json(cfg_file)
         if path.is_file():
             return path.parent.name if path.name == "config.json" else path.stem, _load_json(path)
         builtin = find_builtin(candidate)
         if builtin is not None:
-            return _norm_name(candidate), builtin
+            return builtin_key(candidate), builtin
         if candidate is model_config:
             raise ModelError(
                 f"--model-config {candidate!r} is neither a config.json, a model folder nor a built-in architecture. "
                 f"Built-in: {', '.join(builtin_names())}."
             )
         raise ModelError(
-            f"model_name_or_path {candidate!r} is not a folder on disk and not a built-in architecture, so its config.json "
-            f"is unknown: download the model's config.json and pass --model-config PATH, or use one of: {', '.join(builtin_names())}."
+            f"model_name_or_path {candidate!r} is not a folder on disk and not a built-in architecture, so its "
+            f"config.json is unknown: download the model's config.json and pass --model-config PATH, or use one of: "
+            f"{', '.join(builtin_names())}."
         )
     raise ModelError("No model given: set model_name_or_path in the config or pass --model-config NAME|PATH.")
 
@@ -444,8 +141,6 @@ def _load_json(path: Path) -> dict[str, Any]:
 def text_only(data: dict[str, Any]) -> dict[str, Any]:
     """The language model's fields of a multimodal config.json that tunekit has no family for (planned as text only);
     a VLM tunekit trains keeps its vision_config (``plan/vision.py``)."""
-    from .vision import plugin_for
-
     if (
         any(k in data for k in ("vision_config", "audio_config"))
         and plugin_for(str(data.get("model_type"))) is not None
@@ -485,9 +180,6 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
         raise ModelError(f"transformers does not know model_type {model_type!r} ({name}): {exc}") from None
     _check_head_split(name, hf_cfg)
     hf_cfg.use_cache = False
-    from ..model.multimodal import is_multimodal_config, model_class
-    from .vision import plugin_for, vision_shape_from_model
-
     plugin = plugin_for(model_type) if is_multimodal_config(hf_cfg) else None
     auto = model_class(hf_cfg) if plugin is not None else AutoModelForCausalLM
     try:
@@ -497,15 +189,13 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
         raise ModelError(f"Cannot build {name} ({model_type}) as a causal LM on the meta device: {exc}") from None
     if plugin is None:
         return shape_from_model(name, model)
-    from dataclasses import replace
-
     lm = shape_from_model(name, model, within=plugin.LANGUAGE_MODEL + ("lm_head",))
     return replace(lm, model_type=model_type, vision=vision_shape_from_model(model, plugin))
 
 
 def _check_head_split(name: str, hf_cfg) -> None:
-    """``hidden_size`` must split into ``num_attention_heads`` heads when no ``head_dim`` says otherwise: the meta build
-    rounds the head size down and would plan a model that cannot run."""
+    """``hidden_size`` must split into ``num_attention_heads`` heads when no ``head_dim`` says otherwise: the meta
+    build rounds the head size down and would plan a model that cannot run."""
     text = getattr(hf_cfg, "text_config", None) or hf_cfg
     hidden, heads = getattr(text, "hidden_size", None), getattr(text, "num_attention_heads", None)
     if (
@@ -547,14 +237,14 @@ def _decoder_layers(model, within=None):
 
     best = None
     for n, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) > 0 and _under(n, within):
-            if best is None or len(module) > len(best):
-                best = module
+        is_layers = isinstance(module, torch.nn.ModuleList) and len(module) > 0 and _under(n, within)
+        if is_layers and (best is None or len(module) > len(best)):
+            best = module
     return best
 
 
 def _outside_layers(base, layers_path: str, within) -> tuple[list[tuple[str, int]], int]:
-    """``(parameters outside the decoder layers, the largest module's direct parameter count)`` of the language model."""
+    """``(parameters outside the decoder layers, the largest module's direct parameter count)`` of the LM."""
     others = []
     for n, p in base.named_parameters(remove_duplicate=True):
         if "lora_" in n or n.startswith(layers_path + ".") or not _under(n.replace(".base_layer", ""), within):
@@ -569,11 +259,37 @@ def _outside_layers(base, layers_path: str, within) -> tuple[list[tuple[str, int
     return others, largest
 
 
+def _layer_linears(layer) -> list[Linear]:
+    """The ``nn.Linear`` modules of one decoder layer, LoRA wrappers looked through."""
+    import torch
+
+    linears = []
+    for mod_name, module in layer.named_modules():
+        if not isinstance(module, torch.nn.Linear) or "lora_" in mod_name:
+            continue
+        path = mod_name[: -len(".base_layer")] if mod_name.endswith(".base_layer") else mod_name
+        linears.append(
+            Linear(path.split(".")[-1], path, module.in_features, module.out_features, module.bias is not None)
+        )
+    return linears
+
+
+def _count_unique(base, within) -> tuple[int, int]:
+    """``(parameters, tensors)`` of the language model, each shared (tied) tensor counted once, LoRA's left out."""
+    seen: set[int] = set()
+    total = tensors = 0
+    for n, p in base.named_parameters(remove_duplicate=True):
+        if "lora_" in n or id(p) in seen or not _under(n.replace(".base_layer", ""), within):
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        tensors += 1
+    return total, tensors
+
+
 def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) -> ModelShape:
     """Read a (meta or real) causal LM's parameter layout; LoRA wrappers are looked through. ``within``: module-name
     prefixes of the language model inside a multimodal model (the rest is ``plan/vision.py``'s)."""
-    import torch
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     cfg = base.config
     cfg = getattr(cfg, "text_config", None) or cfg
@@ -581,37 +297,15 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
     if layers is None:
         raise ModelError(f"{name}: no decoder layers found.")
     layer0 = layers[0]
-    linears: list[Linear] = []
-    for mod_name, module in layer0.named_modules():
-        if not isinstance(module, torch.nn.Linear) or "lora_" in mod_name:
-            continue
-        path = mod_name[: -len(".base_layer")] if mod_name.endswith(".base_layer") else mod_name
-        linears.append(
-            Linear(path.split(".")[-1], path, module.in_features, module.out_features, module.bias is not None)
-        )
-
-    def plain(params):
-        return [(n.replace(".base_layer", ""), p) for n, p in params if "lora_" not in n]
-
-    layer_named = plain(layer0.named_parameters())
+    linears = _layer_linears(layer0)
+    layer_named = [(n.replace(".base_layer", ""), p) for n, p in layer0.named_parameters() if "lora_" not in n]
     layer_params = sum(p.numel() for _, p in layer_named)
-    linear_param_total = sum(lin.params for lin in linears)
     emb = base.get_input_embeddings()
     out = base.get_output_embeddings()
     tied = out is not None and out.weight is emb.weight
     embed_params = emb.weight.numel()
     lm_head_params = 0 if (tied or out is None) else sum(p.numel() for p in out.parameters())
-    seen: set[int] = set()
-    total = 0
-    tensors = 0
-    for n, p in base.named_parameters(remove_duplicate=True):
-        if "lora_" in n or id(p) in seen or not _under(n.replace(".base_layer", ""), within):
-            continue
-        seen.add(id(p))
-        total += p.numel()
-        tensors += 1
-    layer_total = layer_params * len(layers)
-    final_norm = total - layer_total - embed_params - lm_head_params
+    total, tensors = _count_unique(base, within)
     layers_path = next(n for n, m in base.named_modules() if m is layers)
     others, largest = _outside_layers(base, layers_path, within)
     heads = int(cfg.num_attention_heads)
@@ -638,8 +332,6 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
         embed_params=embed_params,
         lm_head_params=lm_head_params,
         layer_params=layer_params,
-        layer_norm_params=layer_params - linear_param_total,
-        final_norm_params=max(final_norm, 0),
         linears=tuple(linears),
         largest_module_params=largest,
         num_param_tensors=tensors,
@@ -658,13 +350,11 @@ def load_shape(model_config: str | None, model_name_or_path: str | None) -> Mode
     return shape_from_config(name, config)
 
 
-def training_shape(cfg) -> ModelShape:
+def training_shape(cfg: Config) -> ModelShape:
     """The shape of the model ``tunekit train`` is about to load: a folder or built-in name as :func:`load_shape` reads
     it, a hub id of another model from the config.json training fetches next (the hub or its cache, ``revision`` and
     ``cache_dir`` included: ``model.loader.load_model_config``)."""
-    from ..model.loader import is_local_path, load_model_config
-
     path = cfg.model_name_or_path
     if not path or is_local_path(path) or find_builtin(path) is not None:
         return load_shape(None, path)
-    return shape_from_config(_norm_name(path), text_only(load_model_config(cfg).to_dict()))
+    return shape_from_config(builtin_key(path), text_only(load_model_config(cfg).to_dict()))

@@ -23,8 +23,8 @@ That holds on a GPU as on a CPU: recompute is FLOPs, and memory left unused buys
 
 A plan that cannot be made (a model the planner cannot read, no model path yet, an error while planning) is a
 ConfigError naming why, never a silent choice: the planner works under every engine (a live ZeRO-3 config included,
-``architectures.outside_zero3_init``), and the user settles what it cannot. ``gradient_checkpointing: true/false`` (or LLaMA-Factory's
-``disable_gradient_checkpointing: true``) skip the decision. The decision is a pure function of the
+``architectures.outside_zero3_init``), and the user settles what it cannot. ``gradient_checkpointing: true/false``
+(or LLaMA-Factory's ``disable_gradient_checkpointing: true``) skip the decision. The decision is a pure function of the
 config, the model's config.json, the device model and the tokenized rows (the same on every rank), so every rank
 of a job takes the same one.
 """
@@ -34,7 +34,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from .memory import GiB
+from ..config import build_config
+from ..config.schema import Config
+from ..env import env_nodes, env_world_size
+from ..errors import ConfigError, TunekitError
+from ..train.decisions import decide_features
+from ..train.decisions.features import checkpointing_is_auto
+from .architectures import training_shape
+from .gpus import detect_gpu
+from .memory import GiB, estimate_memory
+from .training_setup import memory_seq_len, planned_machine, resolve_setup
+from .vision import assumed_media
 
 GPU_SHARE = 0.80
 CPU_SHARE = 0.50
@@ -79,10 +89,10 @@ def decide(peak_without: float, budget: float, device: str) -> CheckpointingDeci
 
 
 def fewest_layers(shape, setup, budget: float) -> tuple[int, float] | None:
-    """``(k, planned peak)`` for the smallest k < layers whose peak with the lowest k layers checkpointed fits ``budget``
-    (the peak falls as k grows: binary search), or None when nothing does. k stops below the layer count: the top
-    layer's recompute would run first thing in backward, rebuilding what it saved, so checkpointing it saves nothing."""
-    from .memory import estimate_memory
+    """``(k, planned peak)`` for the smallest k < layers whose peak with the lowest k layers checkpointed fits
+    ``budget`` (the peak falls as k grows: binary search), or None when nothing does. k stops below the layer count:
+    the top layer's recompute would run first thing in backward, rebuilding what it saved, so checkpointing it saves
+    nothing."""
 
     def peak(k: int) -> float:
         return estimate_memory(shape, replace(setup, grad_ckpt=True, ckpt_layers=k)).total
@@ -101,8 +111,6 @@ def fewest_layers(shape, setup, budget: float) -> tuple[int, float] | None:
 
 def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> CheckpointingDecision:
     """The decision for ``setup`` (its own ``grad_ckpt`` is ignored) on ``gpu``, or on this host's RAM without one."""
-    from .memory import estimate_memory
-
     if gpu is None:  # the run trains on this host's CPU: glibc's heap, not the CUDA allocator (plan/memory.py)
         setup = replace(setup, host=True)
     peak = estimate_memory(shape, replace(setup, grad_ckpt=False, ckpt_layers=None)).total
@@ -133,7 +141,7 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
 
 
 def planned_at(decision: CheckpointingDecision, setup, source: str) -> CheckpointingDecision:
-    """``decision`` whose reason ends with the rows it was planned at (``source``: where ``setup.seq_len`` came from)."""
+    """``decision`` whose reason ends with the rows it was planned at (``source``: where ``setup.seq_len`` is from)."""
     rows = (
         f"{setup.seq_len} tokens per row, from {source}"
         if not setup.token_budget
@@ -143,7 +151,7 @@ def planned_at(decision: CheckpointingDecision, setup, source: str) -> Checkpoin
 
 
 def resolve_gradient_checkpointing(
-    cfg, gpu=None, world_size: int | None = None, longest_row: int | None = None, machine=None
+    cfg: Config, gpu=None, world_size: int | None = None, longest_row: int | None = None, machine=None
 ):
     """Return ``cfg`` with ``gradient_checkpointing`` decided (True/False) when it is ``auto``, and the decision.
 
@@ -152,12 +160,9 @@ def resolve_gradient_checkpointing(
     ``machine``: the device the run trains on (``train/machine.run_machine``; None: the plan's, from ``use_cpu``),
     whose feature decisions the memory plan counts. ``plan/decide.decide_run`` is the caller.
     """
-    from ..train.decisions.features import checkpointing_is_auto
-
     if not checkpointing_is_auto(cfg):
         return cfg, None
     decision = _decision(cfg, gpu, world_size, longest_row, machine)
-    from ..config import build_config
 
     values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
     values["gradient_checkpointing"] = decision.enabled
@@ -166,14 +171,7 @@ def resolve_gradient_checkpointing(
     return build_config(values), decision
 
 
-def _decision(cfg, gpu, world_size, longest_row, machine=None) -> CheckpointingDecision:
-    from ..env import env_nodes, env_world_size
-    from ..errors import ConfigError, TunekitError
-    from ..train.decisions import decide_features
-    from .architectures import training_shape
-    from .gpus import detect_gpu
-    from .training_setup import memory_seq_len, planned_machine, resolve_setup
-
+def _decision(cfg: Config, gpu, world_size, longest_row, machine=None) -> CheckpointingDecision:
     world = world_size or env_world_size() or 1
     machine = machine or planned_machine(cfg, world)
     if gpu is None and machine.kind != "cpu":
@@ -184,8 +182,6 @@ def _decision(cfg, gpu, world_size, longest_row, machine=None) -> CheckpointingD
         seq, source = memory_seq_len(cfg, longest_row)
         shape, setup = training_shape(cfg), resolve_setup(cfg, world, nodes, seq, decide_features(cfg, machine))
         if shape.vision is not None:  # a VLM: one image of image_max_pixels per sample (`tunekit plan` reads the data)
-            from .vision import assumed_media
-
             media = assumed_media(shape.vision, cfg, None, None, None)
             setup = setup.with_(
                 media_patches=setup.micro_batch * media.patches, largest_image_patches=media.image_patches

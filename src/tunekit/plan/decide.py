@@ -8,20 +8,22 @@ that value; the planner's memory terms from the same value (``training_setup.res
 
 from __future__ import annotations
 
+from ..config.schema import Config
 from ..train.decisions import RunDecisions, decide_features
 from ..train.decisions.features import checkpointing_is_auto
 from ..train.machine import Machine
+from .checkpointing import resolve_gradient_checkpointing
 
 
-def decide_run(cfg, machine: Machine, longest_row: int | None = None, gpu=None, precision=None) -> RunDecisions:
+def decide_run(
+    cfg: Config, machine: Machine, longest_row: int | None = None, gpu=None, precision=None
+) -> RunDecisions:
     """The run's decisions for ``cfg`` on ``machine``; ``longest_row``: the longest tokenized training row (None:
-    ``cutoff_len``); ``gpu``: the planner's GPU model for the checkpointing budget (None: the visible one, or the host's
-    RAM on a CPU machine); ``precision``: the decision already applied to ``cfg`` (``train/precision.py``). The decided
-    config is ``.cfg``."""
+    ``cutoff_len``); ``gpu``: the planner's GPU model for the checkpointing budget (None: the visible one, or the
+    host's RAM on a CPU machine); ``precision``: the decision already applied to ``cfg`` (``train/precision.py``).
+    The decided config is ``.cfg``."""
     note = None
     if cfg.do_train and checkpointing_is_auto(cfg):
-        from .checkpointing import resolve_gradient_checkpointing
-
         cfg, decision = resolve_gradient_checkpointing(
             cfg, gpu=gpu, world_size=machine.processes, longest_row=longest_row, machine=machine
         )

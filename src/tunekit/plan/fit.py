@@ -10,6 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..config.schema import Config
+from ..train.decisions import decide_features
+from ..train.machine import Machine
 from .architectures import ModelShape
 from .gpus import GPU
 from .memory import GiB, MemoryEstimate, estimate_memory
@@ -83,7 +86,7 @@ def _ladder(setup: Setup) -> list[tuple[str, dict]]:
     return rungs
 
 
-def _overrides(cfg, setup: Setup, changes: dict, micro: int, accum: int) -> dict:
+def _overrides(cfg: Config, setup: Setup, changes: dict, micro: int, accum: int) -> dict:
     out: dict = {
         "per_device_train_batch_size": micro,
         "gradient_accumulation_steps": accum,
@@ -98,7 +101,7 @@ def _overrides(cfg, setup: Setup, changes: dict, micro: int, accum: int) -> dict
     return out
 
 
-def auto_fit_overrides(cfg, shape: ModelShape, setup: Setup, gpu: GPU) -> FitResult:
+def auto_fit_overrides(cfg: Config, shape: ModelShape, setup: Setup, gpu: GPU) -> FitResult:
     """Search the ladder; ``overrides`` are the ``key=value`` options to pass to ``tunekit train``."""
     per_device = setup.micro_batch * setup.grad_accum
     limit = usable_bytes(gpu)
@@ -141,12 +144,9 @@ def auto_fit_overrides(cfg, shape: ModelShape, setup: Setup, gpu: GPU) -> FitRes
     return FitResult(False, trial, mem, overrides, rung, missing_gib=(total - limit) / GiB, gpus_needed=needed)
 
 
-def _liger_fields(cfg, setup: Setup) -> dict:
+def _liger_fields(cfg: Config, setup: Setup) -> dict:
     """The set-up's fields with ``enable_liger_kernel: true``, as the run's decisions give them (``train/decisions``):
     Liger's fused loss where the stage's loss is the model's, the chunked head and the recompute as they then are."""
-    from ..train.decisions import decide_features
-    from ..train.machine import Machine
-
     machine = Machine.cpu(setup.world_size) if setup.host else Machine.cuda(setup.world_size)
     d = decide_features(cfg.model_copy(update={"enable_liger_kernel": True}), machine)
     return {

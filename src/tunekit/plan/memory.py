@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 
 from .activations import dynamic_peak_bytes
 from .architectures import ModelShape
+from .optimizer_states import custom_gradient_bytes
 from .params import ParamCounts, count_params, optimizer_state_bytes, optimizer_step_temp_bytes, quantized_bytes
 from .training_setup import Setup
+from .vision_memory import count_vision
+from .vision_towers import tower_forward_peak, tower_saved_bytes
 
 GiB = 1024**3
 CUDA_OVERHEAD = 0.9 * GiB  # context, cuBLAS workspaces, allocator slack (one process)
@@ -27,7 +30,8 @@ HOST_FRAGMENTATION = 0.45
 # With the guard (every CPU training run on glibc, section 3.8) the freed memory a pass strands is bounded instead: a
 # full reading comes at the latest after the resident memory grew by the slack, and it trims once the stranded part
 # exceeds the slack, so at most twice the slack is stranded at any check.
-HOST_GUARD_BOUND = 2 * (256 << 20)  # twice host/heap.py's slack (host.malloc.GUARD_SLACK; tests/test_plan_memory.py)
+# Twice host/heap.py's slack (host.malloc.GUARD_SLACK; tests/plan/test_plan_memory.py).
+HOST_GUARD_BOUND = 2 * (256 << 20)
 DS_ABF = 1.5  # DeepSpeed's additional_buffer_factor for CPU memory of offloaded states
 
 
@@ -79,8 +83,6 @@ def model_state_bytes(
         opt = optimizer_state_bytes(setup, counts, shape, tb)
         weights, grads = tb * P_t, tb * P_t
         if setup.custom_optim and setup.finetuning_type == "full":  # BAdam / layer-wise: fewer live gradients
-            from .optimizer_states import custom_gradient_bytes
-
             live = custom_gradient_bytes(setup.custom_optim, setup.custom_optim_settings, shape, tb)
             grads = grads if live is None else min(grads, live)
         if setup.fsdp == "full_shard":
@@ -98,7 +100,7 @@ def zero_state_bytes(
     shape: ModelShape, setup: Setup, counts: ParamCounts, frozen: float
 ) -> tuple[dict[str, float], float]:
     """DeepSpeed's model states per device and on the host (per node), placed where DeepSpeed 0.19.8 allocates them
-    (docs/memory-model.md section 2, "Sharding"; ``tests/test_plan_zero_offload.py`` checks them against DeepSpeed's
+    (docs/memory-model.md section 2, "Sharding"; tests/plan/test_plan_zero_offload.py checks them against DeepSpeed's
     own estimators). 16-bit gradients: ZeRO-1 keeps each parameter's whole ``.grad`` until the boundary reduction;
     ZeRO-2 copies its partition into ``grads_in_partition`` on the GPU, or straight into the fp32 gradients on the host
     under optimizer offload (``stage_1_and_2.copy_grads_in_partition``); ZeRO-3 reduces into
@@ -113,7 +115,8 @@ def zero_state_bytes(
     master, grads_fp32 = (4 * P_t, 4 * P_t) if mixed else (0.0, 0.0)
     if s >= 1 and not mixed:  # fp32 weights: ZeRO-1/2 still clone the fp32 partition and flatten its gradients into a
         # new fp32 tensor at the step; ZeRO-3 shares its partition (copies it only to the host) but keeps the fp32
-        # gradient buffer (stage_1_and_2.py __init__ / step, stage3.py _create_fp32_partitions / initialize_optimizer_states)
+        # gradient buffer (stage_1_and_2.py __init__ / step, stage3.py _create_fp32_partitions /
+        # initialize_optimizer_states)
         grads_fp32 = 4 * P_t
         master = 4 * P_t if s <= 2 or setup.offload_optimizer else 0.0
     opt = optimizer_state_bytes(setup, counts, shape, 4)
@@ -189,7 +192,8 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
         vision_memory(shape, seqs, comps, notes)
     if shape.num_experts:
         notes.append(
-            f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, activations are a rough estimate."
+            f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, "
+            f"activations are a rough estimate."
         )
     if (
         setup.reference_copy
@@ -252,14 +256,11 @@ def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], note
     ``plan/vision_towers.py``): what the tower and projector keep for backward for the micro-batch's patches (encoder
     positions) while the LM runs, and the tower's own forward peak when it exceeds the LM's token-dependent peak (it
     runs first, before the LM holds anything)."""
-    from .vision_memory import count_vision
-    from .vision_towers import tower_forward_peak, tower_saved_bytes
-
     v = shape.vision
     if not v.patch_size and not v.tower:
         notes.append(
-            f"{v.family}: the activations of its {'audio' if v.media == ('audios',) else 'vision'} tower are not modelled "
-            f"(its weights and trainable parameters are; its media tokens are part of the sequence"
+            f"{v.family}: the activations of its {'audio' if v.media == ('audios',) else 'vision'} tower are not "
+            f"modelled (its weights and trainable parameters are; its media tokens are part of the sequence"
             + (f", {v.fixed_tokens} per image without measured data" if v.fixed_tokens else "")
             + ")."
         )

@@ -1,14 +1,14 @@
 """Optimizer-state bytes of GaLore, APOLLO, BAdam, Adam-mini and Muon, tensor by tensor, from the shape alone.
 
 Each formula is what the implementation that ``tunekit.train.optimizers`` builds allocates in its first
-``step()`` (``tests/test_optimizers.py`` counts the real tensors and holds them equal). ``b`` is the bytes of a
+``step()`` (``tests/train/test_optimizers.py`` counts the real tensors and holds them equal). ``b`` is the bytes of a
 trainable weight (4 in fp32, 2 under ``pure_bf16``); a weight matrix is ``m x n`` (out x in), ``r`` the rank.
 
 * **GaLore** (galore-torch ``GaLoreAdamW``): each projected matrix keeps its projector and both Adam moments in
   the projected space. ``std``: ``m >= n`` → projector ``r x n`` and moments ``m x r``; else projector ``m x r``
   and moments ``r x n`` (``left``/``right``/``reverse_std`` fix the side). For fp32 weights the projector is a
-  view that keeps the SVD factor alive: ``min(m, n) x n`` or ``m x min(m, n)`` bytes are held (:func:`_projected`). Every other parameter: 2 moments like
-  the parameter. The step counter is a Python int (0 bytes).
+  view that keeps the SVD factor alive: ``min(m, n) x n`` or ``m x min(m, n)`` bytes are held (:func:`_projected`).
+  Every other parameter: 2 moments like the parameter. The step counter is a Python int (0 bytes).
 * **APOLLO** (apollo-torch ``APOLLOAdamW``): the same projected moments and projector, plus the norm-growth
   limiter's last norm (one 0-d tensor) per projected matrix.
 * **BAdam**, layer mode (badam ``BlockOptimizer``): only the active block (one decoder layer) has state:
@@ -25,6 +25,7 @@ trainable weight (4 in fp32, 2 under ``pure_bf16``); a weight matrix is ``m x n`
 from __future__ import annotations
 
 from ..config.lists import split_list
+from ..config.schema import Config
 from .architectures import ModelShape
 
 
@@ -32,7 +33,7 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(split_list(value))
 
 
-def optimizer_method(cfg) -> tuple[str | None, tuple]:
+def optimizer_method(cfg: Config) -> tuple[str | None, tuple]:
     """``(name, settings)`` of the custom optimizer a config uses, as the planner's ``Setup`` carries it (hashable)."""
     if getattr(cfg, "use_galore", False):
         return "galore", (
@@ -125,7 +126,7 @@ def custom_state_bytes(method: str, settings: tuple, shape: ModelShape, b: float
                 total += b * (numel + 1)
         return total
     if method == "muon":
-        for where, name, m, n in _tensors(shape):
+        for where, _name, m, n in _tensors(shape):
             if where == "layer" and n:
                 total += b * m * n
             else:

@@ -8,12 +8,14 @@ Mirrors ``tunekit.model.finetuning``: LoRA through PEFT (``all`` = every Linear 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
+from ..model.expand import llama_pro_layer_ids
 from .architectures import ModelShape
 from .optimizer_states import custom_state_bytes
 from .training_setup import Setup
+from .vision_memory import count_vision
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
 def freeze_layer_ids(n_layers: int, k: int) -> tuple[int, ...]:
     if k == 0 or abs(k) > n_layers:
         raise ConfigError(
-            f"freeze_trainable_layers {k} must be between -{n_layers} and {n_layers} (not 0): the model has {n_layers} layers."
+            f"freeze_trainable_layers {k} must be between -{n_layers} and {n_layers} (not 0): "
+            f"the model has {n_layers} layers."
         )
     return tuple(range(max(0, n_layers - k), n_layers)) if k > 0 else tuple(range(min(-k, n_layers)))
 
@@ -68,10 +71,6 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
     """Trainable and frozen parameters of the language model, plus a VLM's vision tower and projector."""
     if shape.vision is None:
         return _count_lm(shape, setup)
-    from dataclasses import replace
-
-    from .vision_memory import count_vision
-
     if setup.finetuning_type == "oft" and not (setup.vision_freeze[0] and setup.vision_freeze[1]):
         raise ConfigError(
             f"finetuning_type oft is planned for the language model of the vision-language model "
@@ -103,48 +102,59 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
 
 
 def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
-    L = shape.layers
-    linear_weight = {f"{lin.path}.weight": lin for lin in shape.linears}
+    """The language model's parameters under ``setup.finetuning_type``."""
     if setup.finetuning_type == "lora":
-        adapted = lora_adapted(shape, setup)
-        r = setup.lora_rank
-        per_layer = 0
-        tensors = 0
-        largest = 0
-        for lin in shape.linears:
-            if lin.path in adapted:
-                per_layer += r * (lin.in_features + lin.out_features) + (lin.out_features if setup.use_dora else 0)
-                tensors += 2 + int(setup.use_dora)
-                largest = max(largest, r * lin.in_features, r * lin.out_features)
-        lora = per_layer * L
-        trainable, n_tensors = lora, tensors * L
-        for target in setup.additional_target:  # modules_to_save: a trainable copy, the original stays frozen
-            found = [(n, k) for n, k in shape.other_param_names if target in n.split(".")]
-            if not found and target == "lm_head" and shape.tied:  # tied to the embeddings: PEFT copies that weight
-                found = [(n, k) for n, k in shape.other_param_names if "embed_tokens" in n.split(".")]
-            if not found:
-                raise ConfigError(
-                    f"additional_target names {target!r}, which {shape.name} does not have outside its layers "
-                    f"(e.g. embed_tokens, lm_head)."
-                )
-            trainable += sum(k for _, k in found)
-            n_tensors += len(found)
-            largest = max([largest] + [k for _, k in found])
-        frozen_linear = shape.linear_params_per_layer * L
-        rows = sum(lin.out_features for lin in shape.linears) * L
-        frozen_other = shape.total_params - frozen_linear
-        return ParamCounts(
-            trainable, n_tensors, frozen_linear, rows, frozen_other, lora, adapted, tuple(range(L)), largest
-        )
+        return _count_lora(shape, setup)
     if setup.finetuning_type == "oft":
         return _count_oft(shape, setup)
     if setup.finetuning_type == "full":
         largest = max([k for _, k in shape.layer_param_names] + [k for _, k in shape.other_param_names])
-        return ParamCounts(shape.total_params, shape.num_param_tensors, 0, 0, 0, 0, (), tuple(range(L)), largest)
-    # freeze
-    if setup.llama_pro:
-        from ..model.expand import llama_pro_layer_ids
+        return ParamCounts(
+            shape.total_params, shape.num_param_tensors, 0, 0, 0, 0, (), tuple(range(shape.layers)), largest
+        )
+    return _count_freeze(shape, setup)
 
+
+def _count_lora(shape: ModelShape, setup: Setup) -> ParamCounts:
+    """LoRA (DoRA): the adapters of the targeted Linears, and ``additional_target``'s trainable copies."""
+    L = shape.layers
+    adapted = lora_adapted(shape, setup)
+    r = setup.lora_rank
+    per_layer = 0
+    tensors = 0
+    largest = 0
+    for lin in shape.linears:
+        if lin.path in adapted:
+            per_layer += r * (lin.in_features + lin.out_features) + (lin.out_features if setup.use_dora else 0)
+            tensors += 2 + int(setup.use_dora)
+            largest = max(largest, r * lin.in_features, r * lin.out_features)
+    lora = per_layer * L
+    trainable, n_tensors = lora, tensors * L
+    for target in setup.additional_target:  # modules_to_save: a trainable copy, the original stays frozen
+        found = [(n, k) for n, k in shape.other_param_names if target in n.split(".")]
+        if not found and target == "lm_head" and shape.tied:  # tied to the embeddings: PEFT copies that weight
+            found = [(n, k) for n, k in shape.other_param_names if "embed_tokens" in n.split(".")]
+        if not found:
+            raise ConfigError(
+                f"additional_target names {target!r}, which {shape.name} does not have outside its layers "
+                f"(e.g. embed_tokens, lm_head)."
+            )
+        trainable += sum(k for _, k in found)
+        n_tensors += len(found)
+        largest = max([largest] + [k for _, k in found])
+    frozen_linear = shape.linear_params_per_layer * L
+    rows = sum(lin.out_features for lin in shape.linears) * L
+    frozen_other = shape.total_params - frozen_linear
+    return ParamCounts(
+        trainable, n_tensors, frozen_linear, rows, frozen_other, lora, adapted, tuple(range(L)), largest
+    )
+
+
+def _count_freeze(shape: ModelShape, setup: Setup) -> ParamCounts:
+    """Freeze tuning: the trainable layers' (``freeze_trainable_modules``) and ``freeze_extra_modules``' parameters."""
+    L = shape.layers
+    linear_weight = {f"{lin.path}.weight": lin for lin in shape.linears}
+    if setup.llama_pro:
         ids = tuple(llama_pro_layer_ids(L, setup.freeze_layers))
     else:
         ids = freeze_layer_ids(L, setup.freeze_layers)
@@ -164,7 +174,8 @@ def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
     ]
     if missing_extra:
         raise ConfigError(
-            f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have (e.g. embed_tokens, norm, lm_head)."
+            f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have "
+            f"(e.g. embed_tokens, norm, lm_head)."
         )
     trainable = tensors = frozen_linear = rows = 0
     largest = 0
@@ -192,8 +203,8 @@ def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
 
 
 def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
-    """peft OFT: per adapted Linear, ``in / b`` blocks of ``b(b-1)/2`` skew-symmetric parameters (one ``oft_R`` tensor),
-    ``b = oft_block_size`` or ``in / oft_rank``."""
+    """peft OFT: per adapted Linear, ``in / b`` blocks of ``b(b-1)/2`` skew-symmetric parameters (one ``oft_R``
+    tensor), ``b = oft_block_size`` or ``in / oft_rank``."""
     rank, block, targets = setup.oft
     L = shape.layers
     adapted = tuple(lin.path for lin in shape.linears if targets is None or lin.name in targets)

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
+from ..config import build_config
+from ..config.schema import Config
+from ..data.lengths import measure_lengths
 from ..env import env_nodes, env_world_size
 from ..errors import ConfigError, TunekitError
+from ..model.loader import load_tokenizer
 from ..train.decisions import decide_features
-from ..train.steps import plan_steps, split_sizes
+from ..train.steps import StepPlan, plan_steps, split_sizes
+from ..train.token_budget import budget_batches
 from .architectures import ModelShape, load_shape
+from .batching import batching_stats, training_rows
+from .checkpointing import decide_for, planned_at
 from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
-from .memory import GiB, estimate_memory
-from .params import count_params
+from .memory import GiB, MemoryEstimate, estimate_memory
+from .params import ParamCounts, count_params
+from .result import Plan
+from .stats import packed_rows, padded_tokens_per_sample
 from .time import estimate_time
 from .training_setup import Setup, memory_seq_len, planned_machine, resolve_setup
+from .vision import assumed_media, measured_media, media_section
 
 TUTORIAL_NOTE = (
     "Older transformers rounded steps per epoch down (the published tutorial's 456 steps for 2876 samples); "
@@ -35,14 +48,11 @@ def world_from(gpus: int | None, nodes: int | None) -> tuple[int, int]:
     return per_node * n_nodes, n_nodes
 
 
-def measure_data(cfg):
+def measure_data(cfg: Config):
     """Token lengths of the configured data, or ``(None, reason)`` when the data/tokenizer is not on disk."""
     if not cfg.dataset:
         return None, "no dataset configured"
     try:
-        from ..data.lengths import measure_lengths
-        from ..model.loader import load_tokenizer
-
         tokenizer = load_tokenizer(cfg)
         return measure_lengths(cfg, tokenizer), None
     except TunekitError as exc:
@@ -53,7 +63,7 @@ def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
     if setup.zero_stage is None and setup.fsdp is None:
         return
     n = setup.world_size
-    what = "ZeRO-%d" % setup.zero_stage if setup.zero_stage is not None else f"FSDP {setup.fsdp}"
+    what = f"ZeRO-{setup.zero_stage}" if setup.zero_stage is not None else f"FSDP {setup.fsdp}"
     if n > 1 and trainable < n:
         raise ConfigError(
             f"{what} would shard {trainable} trainable parameter(s) of {shape.name} over {n} GPUs, fewer than one "
@@ -68,7 +78,7 @@ def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
 
 
 def make_plan(
-    cfg,
+    cfg: Config,
     gpu: str | None = None,
     gpu_memory_gib: float | None = None,
     gpus: int | None = None,
@@ -82,8 +92,8 @@ def make_plan(
     image_size: tuple[int, int] | None = None,
     videos: int | None = None,
     video_seconds: float | None = None,
-) -> dict:
-    """Plan a run of ``cfg``: the dict that ``tunekit plan --json`` prints (keys in docs/memory-model.md)."""
+) -> Plan:
+    """Plan a run of ``cfg``; ``Plan.to_json()`` is what ``tunekit plan --json`` prints (docs/memory-model.md)."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--num-samples", num_samples), ("--seq-len", seq_len)):
         _positive(name, value)
     if gpu and gpu_memory_gib:
@@ -92,135 +102,126 @@ def make_plan(
     shape = load_shape(model_config, cfg.model_name_or_path)
     world, n_nodes = world_from(gpus, nodes)
     notes: list[str] = []
+    fields: dict[str, Any] = {"model": shape.to_dict(), "world_size": world, "nodes": n_nodes}
+    fields["gpus_per_node"] = world // n_nodes
 
-    # ---- data: sample count and tokens per sample
     lengths, samples, s_mem, s_time, s_source = _data_section(cfg, lengths, num_samples, seq_len, notes)
-
-    # ---- steps (the trainer's own arithmetic)
-    result: dict[str, Any] = {
-        "model": shape.to_dict(),
-        "world_size": world,
-        "nodes": n_nodes,
-        "gpus_per_node": world // n_nodes,
-    }
-    steps = None
-    if samples is not None:
-        if cfg.eval_dataset:
-            train_n, eval_n = samples, None
-            notes.append("eval_dataset is separate: its size is not counted in train_samples.")
-        else:
-            train_n, eval_n = split_sizes(samples, cfg.val_size)
-        if train_n < 1:
-            raise ConfigError(
-                f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size."
-            )
-        warm, ratio = cfg.warmup
-        budget = _budget_batches(cfg, lengths, notes) if num_samples is None else None
-        steps = plan_steps(
-            train_n,
-            cfg.per_device_train_batch_size,
-            cfg.gradient_accumulation_steps,
-            world,
-            cfg.num_train_epochs,
-            cfg.max_steps,
-            warm,
-            ratio,
-            cfg.save_strategy,
-            cfg.save_steps,
-            num_batches=budget,
-        )
-        legacy = max(steps.micro_batches_per_device // cfg.gradient_accumulation_steps, 1)
-        result.update(
-            num_samples=samples,
-            train_samples=train_n,
-            eval_samples=eval_n,
-            **{k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")},
-        )
-        result["steps_per_epoch_floor_rounding"] = legacy
-        if legacy != steps.steps_per_epoch:
-            notes.append(TUTORIAL_NOTE + f" Floor rounding would give {legacy} per epoch.")
-    else:
-        result.update(
-            num_samples=None,
-            train_samples=None,
-            eval_samples=None,
-            steps_per_epoch=None,
-            total_steps=None,
-            warmup_steps=None,
-            num_checkpoints=None,
-        )
-    result["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * world
+    steps = _steps_section(cfg, lengths if num_samples is None else None, samples, world, fields, notes)
+    fields["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * world
     if lengths is not None and num_samples is None:  # pad share and tokens per optimizer step of every batching mode
-        from .stats import batching_stats
+        fields["batching"] = batching_stats(lengths, cfg, world)
 
-        result["batching"] = batching_stats(lengths, cfg, world)
-
-    # ---- memory: the run's decisions for the planned device, the same step tunekit train takes (plan/decide.py)
+    # memory: the run's decisions for the planned device, the same step tunekit train takes (plan/decide.py)
     decisions = decide_features(cfg, planned_machine(cfg, world))
-    result["decisions"] = {name: {"on": d.on, "why": d.why} for name, d in decisions.features().items()}
+    fields["decisions"] = {name: {"on": d.on, "why": d.why} for name, d in decisions.features().items()}
     setup = resolve_setup(cfg, world, n_nodes, s_mem, decisions)
     if shape.vision is not None:
-        setup = _media(
-            shape,
-            cfg,
-            setup,
-            lengths if num_samples is None else None,
-            (images, image_size, videos, video_seconds),
-            result,
-            notes,
-        )
+        measured = lengths if num_samples is None else None
+        setup = _media(shape, cfg, setup, measured, (images, image_size, videos, video_seconds), fields, notes)
     if decisions.gradient_checkpointing.detail[1]:  # auto, still to decide
         setup = _auto_checkpointing(shape, setup, device, notes, s_source)
     counts = count_params(shape, setup)
     _check_sharding(shape, setup, counts.trainable)
     mem = estimate_memory(shape, setup, counts)
     notes.extend(mem.notes)
-    result.update(seq_len=s_mem, seq_len_source=s_source, tokens_per_micro_batch=setup.tokens)
+    fields.update(seq_len=s_mem, seq_len_source=s_source, tokens_per_micro_batch=setup.tokens)
+    fields.update(params=_params(shape, counts), memory=mem.gib(), cpu_memory_gib=round(mem.cpu_bytes / GiB, 2))
+    fields["setup"] = _describe(setup)
+
+    if steps is not None:
+        fields["time"] = _time_section(
+            cfg, shape, setup, counts, steps, s_time, fields["effective_batch_size"], device
+        )
+    _fit_section(cfg, shape, setup, mem, device, auto_fit, fields, notes)
+    return Plan(**fields, notes=notes)
+
+
+def _steps_section(
+    cfg: Config, lengths, samples: int | None, world: int, fields: dict[str, Any], notes: list[str]
+) -> StepPlan | None:
+    """The steps as the trainer counts them (``train/steps.py``) into ``fields``; ``None`` without a sample count.
+
+    ``lengths``: the measured rows, when they are what trains (not replaced by ``--num-samples``)."""
+    if samples is None:
+        return None
+    if cfg.eval_dataset:
+        train_n, eval_n = samples, None
+        notes.append("eval_dataset is separate: its size is not counted in train_samples.")
+    else:
+        train_n, eval_n = split_sizes(samples, cfg.val_size)
+    if train_n < 1:
+        raise ConfigError(
+            f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size."
+        )
+    warm, ratio = cfg.warmup
+    budget = _budget_batches(cfg, lengths, notes) if lengths is not None else None
+    steps = plan_steps(
+        train_n,
+        cfg.per_device_train_batch_size,
+        cfg.gradient_accumulation_steps,
+        world,
+        cfg.num_train_epochs,
+        cfg.max_steps,
+        warm,
+        ratio,
+        cfg.save_strategy,
+        cfg.save_steps,
+        num_batches=budget,
+    )
+    legacy = max(steps.micro_batches_per_device // cfg.gradient_accumulation_steps, 1)
+    fields.update(num_samples=samples, train_samples=train_n, eval_samples=eval_n)
+    fields.update({k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")})
+    fields["steps_per_epoch_floor_rounding"] = legacy
+    if legacy != steps.steps_per_epoch:
+        notes.append(TUTORIAL_NOTE + f" Floor rounding would give {legacy} per epoch.")
+    return steps
+
+
+def _params(shape: ModelShape, counts: ParamCounts) -> dict[str, Any]:
+    """The ``params`` section: every parameter (a VLM's tower and projector included) and the trainable ones."""
     total = shape.total_params + (shape.vision.total_params if shape.vision is not None else 0)
-    result["params"] = {
+    return {
         "total": total,
         "trainable": counts.trainable,
         "lora": counts.lora,
         "trainable_share": round(counts.trainable / max(1, total), 6),
     }
-    result["memory"] = mem.gib()
-    result["cpu_memory_gib"] = round(mem.cpu_bytes / GiB, 2)
-    result["setup"] = _describe(setup)
-
-    # ---- time
-    if steps is not None:
-        processed = (
-            steps.total_steps * result["effective_batch_size"]
-            if cfg.max_steps > 0
-            else steps.train_samples * cfg.num_train_epochs
-        )
-        result["time"] = estimate_time(
-            shape,
-            setup,
-            counts,
-            s_time,
-            int(processed),
-            1.0,
-            steps.total_steps,
-            device.peak_flops if device and device.bf16_tflops else None,
-        )
-
-    # ---- fit
-    _fit_section(cfg, shape, setup, mem, device, auto_fit, result, notes)
-    result["notes"] = notes
-    return result
 
 
-def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
-    """``(lengths, samples, seq_len for memory, tokens per sample for time, where the seq came from)`` of ``make_plan``."""
+def _time_section(
+    cfg: Config,
+    shape: ModelShape,
+    setup: Setup,
+    counts: ParamCounts,
+    steps: StepPlan,
+    tokens_per_sample: float,
+    effective_batch_size: int,
+    device: GPU | None,
+) -> dict[str, Any]:
+    """FLOPs of the planned steps and, on a GPU with a known peak, their time."""
+    processed = (
+        steps.total_steps * effective_batch_size if cfg.max_steps > 0 else steps.train_samples * cfg.num_train_epochs
+    )
+    return estimate_time(
+        shape,
+        setup,
+        counts,
+        tokens_per_sample,
+        int(processed),
+        1.0,
+        steps.total_steps,
+        device.peak_flops if device and device.bf16_tflops else None,
+    )
+
+
+def _data_section(cfg: Config, lengths, num_samples, seq_len, notes: list[str]):
+    """``(lengths, samples, seq_len for memory, tokens per sample for time, where the seq came from)``."""
     if lengths is None and num_samples is None:
         lengths, why = measure_data(cfg)
         if lengths is None:
             notes.append(f"Data not measured ({why}); pass --num-samples N to plan the steps.")
     measured = None
     if lengths is not None:
-        import numpy as np
-
         measured = np.asarray(lengths["total_len"], dtype=np.int64)
     samples = num_samples if num_samples is not None else (len(measured) if measured is not None else None)
     pad = max(1, cfg.pad_to_multiple_of)
@@ -229,8 +230,6 @@ def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
     elif measured is not None and len(measured) and not cfg.use_packing:  # packed rows are cutoff_len long
         clipped = np.minimum(measured, cfg.cutoff_len)
         s_mem, s_source = memory_seq_len(cfg, int(clipped.max()))
-        from .stats import padded_tokens_per_sample
-
         s_time = (
             float(clipped.mean())
             if cfg.padding_free
@@ -240,20 +239,18 @@ def _data_section(cfg, lengths, num_samples, seq_len, notes: list[str]):
         s_mem, s_source = memory_seq_len(cfg)
         s_time = float(cfg.cutoff_len)
     if cfg.use_packing and measured is not None and num_samples is None:
-        from .stats import packed_rows
-
         samples = max(1, packed_rows(measured, cfg.cutoff_len, cfg.preprocessing_batch_size))
         notes.append(f"packing: {len(measured)} samples make about {samples} sequences of {cfg.cutoff_len} tokens.")
     return lengths, samples, s_mem, s_time, s_source
 
 
-def _media(shape: ModelShape, cfg, setup: Setup, lengths, assumed, result: dict, notes: list[str]) -> Setup:
+def _media(
+    shape: ModelShape, cfg: Config, setup: Setup, lengths, assumed, fields: dict[str, Any], notes: list[str]
+) -> Setup:
     """A VLM's media per sample (measured, else assumed from the resolution options) into the plan and the set-up."""
-    from .vision import assumed_media, measured_media, media_section
-
     v = shape.vision
     media = (measured_media(v, lengths) if assumed == (None,) * 4 else None) or assumed_media(v, cfg, *assumed)
-    result["media"], more = media_section(v, cfg, media, setup.micro_batch)
+    fields["media"], more = media_section(v, cfg, media, setup.micro_batch)
     notes.extend(more)
     return setup.with_(
         media_patches=setup.micro_batch * media.patches,
@@ -261,26 +258,34 @@ def _media(shape: ModelShape, cfg, setup: Setup, lengths, assumed, result: dict,
     )
 
 
-def _fit_section(cfg, shape, setup, mem, device, auto_fit: bool, result: dict, notes: list[str]) -> None:
-    """Whether the plan fits the GPU, and ``--auto-fit``'s overrides, into ``result``."""
+def _fit_section(
+    cfg: Config,
+    shape: ModelShape,
+    setup: Setup,
+    mem: MemoryEstimate,
+    device: GPU | None,
+    auto_fit: bool,
+    fields: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """Whether the plan fits the GPU, and ``--auto-fit``'s overrides, into ``fields``."""
     if device is not None:
-        result["gpu"] = {
+        fields["gpu"] = {
             "name": device.name,
             "memory_gib": device.memory_gib,
             "bf16_tflops": device.bf16_tflops or None,
         }
-        result["fits"] = bool(mem.total <= usable_bytes(device))
-        result["headroom_gib"] = round(device.memory_gib - mem.total / GiB, 3)
-        result["safety_margin"] = SAFETY_MARGIN
+        fields["fits"] = bool(mem.total <= usable_bytes(device))
+        fields["headroom_gib"] = round(device.memory_gib - mem.total / GiB, 3)
+        fields["safety_margin"] = SAFETY_MARGIN
     else:
-        result["fits"] = None
+        fields["fits"] = None
     if auto_fit:
         if device is None:
             raise ConfigError("--auto-fit needs a GPU to fit into: pass --gpu NAME or --gpu-memory GiB.")
         fit = auto_fit_overrides(cfg, shape, setup, device)
-        result["overrides"] = fit.overrides
-        result["fit"] = fit.to_dict()
-        result["fit"]["memory"] = fit.memory.gib()
+        fields["overrides"] = fit.overrides
+        fields["fit"] = {**fit.to_dict(), "memory": fit.memory.gib()}
         if not fit.fits:
             more = f" or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
             notes.append(
@@ -289,8 +294,8 @@ def _fit_section(cfg, shape, setup, mem, device, auto_fit: bool, result: dict, n
             )
 
 
-def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
-    """``max_tokens_per_batch``: the micro-batches of an epoch, formed from the measured rows as the trainer forms them."""
+def _budget_batches(cfg: Config, lengths, notes: list[str]) -> int | None:
+    """``max_tokens_per_batch``: the micro-batches of an epoch, formed from the measured rows as the trainer does."""
     if not cfg.max_tokens_per_batch:
         return None
     if lengths is None:
@@ -299,9 +304,6 @@ def _budget_batches(cfg, lengths, notes: list[str]) -> int | None:
             "batches; measure the data (dataset on disk) to plan the token-budget batches."
         )
         return None
-    from ..train.token_budget import budget_batches
-    from .stats import training_rows
-
     rows = training_rows(
         lengths,
         cfg.stage,
@@ -340,10 +342,6 @@ def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, not
             "without it (give --gpu to see that decision)."
         )
         return setup
-    from dataclasses import replace
-
-    from .checkpointing import decide_for, planned_at
-
     decision = planned_at(
         decide_for(shape, setup, device, setup.gpus_per_node), setup, source
     )  # host: RAM per process
@@ -378,13 +376,11 @@ def _describe(setup: Setup) -> dict:
     }
 
 
-def apply_auto_fit(cfg, gpu: GPU | None = None, world_size: int | None = None):
+def apply_auto_fit(cfg: Config, gpu: GPU | None = None, world_size: int | None = None) -> Config:
     """``auto_fit: true`` in a train config: return the Config with the chosen overrides applied.
 
     On a machine without a GPU there is nothing to fit and ``cfg`` comes back unchanged.
     """
-    from ..config import build_config
-
     gpu = gpu or detect_gpu()
     if gpu is None:
         print("auto_fit: no GPU visible, nothing to fit; training with the options as given.")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .result import Plan
+
 LABELS = {
     "base_weights": ("Base weights", "frozen weights in the load dtype (quantized under QLoRA)"),
     "trainable_params": ("Trainable parameters", "fp32 (LoRA adapters / upcast full-freeze), 16-bit under DeepSpeed"),
@@ -38,13 +40,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def print_plan(plan: dict, console=None) -> None:
+def print_plan(plan: Plan, console=None) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = console or Console()
-    m = plan["model"]
-    s = plan["setup"]
+    m, s = plan.model, plan.setup
     n = m["total_params"]
     size = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
     console.print(
@@ -53,66 +53,85 @@ def print_plan(plan: dict, console=None) -> None:
         f"attention {s['attention']}, checkpointing {'on' if s['gradient_checkpointing'] else 'off'}"
         f"{', Liger' if s['liger'] else ''}"
     )
-    p = plan["params"]
+    p = plan.params
     console.print(f"trainable parameters: {p['trainable']:,} ({100 * p['trainable_share']:.3f} %)")
-    if plan.get("media"):
-        print_vision(m, plan["media"], console)
+    if plan.media:
+        print_vision(m, plan.media, console)
+    budget = (plan.batching or {}).get("max_tokens_per_batch")
+    _print_steps(plan, budget, console)
+    if plan.batching:
+        print_batching(plan.batching, console)
+    _print_memory(plan, budget, console)
+    if plan.cpu_memory_gib:
+        console.print(f"CPU RAM for offloaded states: {plan.cpu_memory_gib:.1f} GiB per node")
+    print_decisions(plan.decisions or {}, console)
+    _print_fit_and_time(plan, console)
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {note}")
 
+
+def _print_steps(plan: Plan, budget: int | None, console) -> None:
+    """The samples, the world size and the steps they make (tokens per step under ``max_tokens_per_batch``)."""
+    from rich.table import Table
+
+    s = plan.setup
     steps = Table(title="Steps", show_header=False, title_justify="left")
     steps.add_column(style="bold")
     steps.add_column(justify="right")
-    steps.add_row(
-        "train / eval samples", f"{_fmt_int(plan.get('train_samples'))} / {_fmt_int(plan.get('eval_samples'))}"
-    )
-    steps.add_row("world size (data parallel)", f"{plan['world_size']} ({plan['nodes']} node(s))")
-    budget = (plan.get("batching") or {}).get("max_tokens_per_batch")
+    steps.add_row("train / eval samples", f"{_fmt_int(plan.train_samples)} / {_fmt_int(plan.eval_samples)}")
+    steps.add_row("world size (data parallel)", f"{plan.world_size} ({plan.nodes} node(s))")
     if budget:  # token-budget batches: the sample count per step varies
         steps.add_row(
             "tokens per optimizer step (at most)",
-            f"{budget * s['gradient_accumulation_steps'] * plan['world_size']:,}  "
-            f"(= max_tokens_per_batch {budget:,} x {s['gradient_accumulation_steps']} x {plan['world_size']})",
+            f"{budget * s['gradient_accumulation_steps'] * plan.world_size:,}  "
+            f"(= max_tokens_per_batch {budget:,} x {s['gradient_accumulation_steps']} x {plan.world_size})",
         )
     else:
         steps.add_row(
             "samples per optimizer step",
-            f"{plan['effective_batch_size']:,}  (= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan['world_size']})",
+            f"{plan.effective_batch_size:,}  "
+            f"(= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan.world_size})",
         )
-    steps.add_row("steps per epoch", _fmt_int(plan.get("steps_per_epoch")))
-    steps.add_row("total steps", _fmt_int(plan.get("total_steps")))
-    steps.add_row("warmup steps", _fmt_int(plan.get("warmup_steps")))
-    steps.add_row("checkpoints", _fmt_int(plan.get("num_checkpoints")))
+    steps.add_row("steps per epoch", _fmt_int(plan.steps_per_epoch))
+    steps.add_row("total steps", _fmt_int(plan.total_steps))
+    steps.add_row("warmup steps", _fmt_int(plan.warmup_steps))
+    steps.add_row("checkpoints", _fmt_int(plan.num_checkpoints))
     console.print(steps)
-    if plan.get("batching"):
-        print_batching(plan["batching"], console)
 
+
+def _print_memory(plan: Plan, budget: int | None, console) -> None:
+    """The peak memory per device by component (the rows that are zero and usually so left out)."""
+    from rich.table import Table
+
+    s = plan.setup
     shape = (
-        f"{plan['tokens_per_micro_batch']:,} tokens per micro-batch (max_tokens_per_batch)"
+        f"{plan.tokens_per_micro_batch:,} tokens per micro-batch (max_tokens_per_batch)"
         if budget
-        else f"{plan['seq_len']} tokens x micro-batch {s['micro_batch']}"
+        else f"{plan.seq_len} tokens x micro-batch {s['micro_batch']}"
     )
-    mem = Table(title=f"Memory per device (peak, {shape}; seq from {plan['seq_len_source']})", title_justify="left")
+    mem = Table(title=f"Memory per device (peak, {shape}; seq from {plan.seq_len_source})", title_justify="left")
     mem.add_column("component")
     mem.add_column("GiB", justify="right")
     mem.add_column("what", style="dim")
-    for key, value in plan["memory"].items():
+    for key, value in plan.memory.items():
         if key == "total_gib" or (value == 0 and key in ("master_weights", "distributed_buffers", "optimizer_step")):
             continue
         label, what = (s.get("host") and HOST_LABELS.get(key)) or LABELS.get(key, (key, ""))
         mem.add_row(label, f"{value:.2f}", what)
-    mem.add_row("[bold]total (predicted peak)[/]", f"[bold]{plan['memory']['total_gib']:.2f}[/]", "")
+    mem.add_row("[bold]total (predicted peak)[/]", f"[bold]{plan.memory['total_gib']:.2f}[/]", "")
     console.print(mem)
-    if plan.get("cpu_memory_gib"):
-        console.print(f"CPU RAM for offloaded states: {plan['cpu_memory_gib']:.1f} GiB per node")
-    print_decisions(plan.get("decisions") or {}, console)
 
-    if plan.get("gpu"):
-        g = plan["gpu"]
-        verdict = "[green]fits[/]" if plan["fits"] else "[red]does not fit[/]"
+
+def _print_fit_and_time(plan: Plan, console) -> None:
+    """Whether the plan fits the GPU, its compute and time, and ``--auto-fit``'s choice."""
+    if plan.gpu:
+        g = plan.gpu
+        verdict = "[green]fits[/]" if plan.fits else "[red]does not fit[/]"
         console.print(
-            f"{g['name']} ({g['memory_gib']:g} GiB): {verdict}, headroom {plan['headroom_gib']:.2f} GiB "
-            f"(keeping {100 * plan['safety_margin']:.0f} % free)"
+            f"{g['name']} ({g['memory_gib']:g} GiB): {verdict}, headroom {plan.headroom_gib:.2f} GiB "
+            f"(keeping {100 * plan.safety_margin:.0f} % free)"
         )
-    t = plan.get("time")
+    t = plan.time
     if t:
         line = (
             f"compute: {t['flops_per_token'] / 1e9:.1f} GFLOP per token x {t['tokens'] / 1e6:.2f}M tokens = "
@@ -122,17 +141,15 @@ def print_plan(plan: dict, console=None) -> None:
             line += f" → about {_duration(t['seconds'])} ({t['seconds_per_step']:.2f} s/step)"
         console.print(line)
         console.print(f"[dim]assumes {t['assumptions']}[/]")
-    if "fit" in plan:
-        f = plan["fit"]
+    if plan.fit is not None:
+        f = plan.fit
         head = "[green]auto-fit[/]" if f["fits"] else "[red]auto-fit: nothing fits[/]"
         console.print(f"{head}: {f['choice']} → {f['total_gib']:.2f} GiB")
-        console.print("pass to tunekit train: " + " ".join(f"{k}={_yaml(v)}" for k, v in plan["overrides"].items()))
-    for note in plan.get("notes", []):
-        console.print(f"[yellow]note:[/] {note}")
+        console.print("pass to tunekit train: " + " ".join(f"{k}={_yaml(v)}" for k, v in plan.overrides.items()))
 
 
 def print_decisions(decisions: dict, console) -> None:
-    """Each feature as the run decides it on the planned device (``train/decisions``: the same answer training reads)."""
+    """Each feature as the run decides it on the planned device (``train/decisions``: the answer training reads)."""
     if decisions:
         console.print(
             "run decisions (the planned device): "
@@ -164,7 +181,8 @@ def print_vision(model: dict, media: dict, console) -> None:
 
 
 def print_media(media: dict, cutoff: int, console) -> None:
-    """``data stats`` of multimodal data: media tokens per sample by kind, and the samples they alone push past cutoff_len."""
+    """``data stats`` of multimodal data: media tokens per sample by kind, and the samples they alone push past
+    cutoff_len."""
     for kind in ("image", "video", "audio"):
         if kind in media:
             d, t = media[kind], media[kind]["tokens"]
@@ -176,20 +194,21 @@ def print_media(media: dict, cutoff: int, console) -> None:
     over = media["over_cutoff"]
     if over["samples"]:
         console.print(
-            f"[red]{over['samples']:,} sample(s) whose media tokens alone exceed cutoff_len {cutoff}[/] (training drops "
-            f"them, an image is never cut; raise cutoff_len to at least {media['recommended_cutoff_len']}, or lower "
-            f"image_max_pixels):",
+            f"[red]{over['samples']:,} sample(s) whose media tokens alone exceed cutoff_len {cutoff}[/] "
+            f"(training drops them, an image is never cut; raise cutoff_len to at least "
+            f"{media['recommended_cutoff_len']}, or lower image_max_pixels):",
             highlight=False,
         )
         for row in over["listed"]:
             console.print(
-                f"  {row['dataset']}: {row['source']}: {row['media_tokens']:,} media tokens ({row['total_len']:,} in all)",
+                f"  {row['dataset']}: {row['source']}: {row['media_tokens']:,} media tokens "
+                f"({row['total_len']:,} in all)",
                 highlight=False,
             )
     if media["dropped_in_training"]:
         console.print(
-            f"multimodal samples longer than cutoff_len {cutoff}: {media['dropped_in_training']:,}; training drops them "
-            f"whole (never truncated) and names them in its preprocessing report.",
+            f"multimodal samples longer than cutoff_len {cutoff}: {media['dropped_in_training']:,}; "
+            f"training drops them whole (never truncated) and names them in its preprocessing report.",
             highlight=False,
         )
 
@@ -221,13 +240,15 @@ def print_stats(stats: dict, console=None) -> None:
     o = stats["overall"]
     tr = o["truncation"]
     console.print(
-        f"cutoff_len {tr['cutoff_len']}: truncates {tr['samples_truncated']:,} samples ({100 * tr['samples_share']:.2f} %), "
+        f"cutoff_len {tr['cutoff_len']}: truncates {tr['samples_truncated']:,} samples "
+        f"({100 * tr['samples_share']:.2f} %), "
         f"{100 * tr['tokens_share']:.2f} % of tokens"
     )
     p95 = o["p95_truncates"]
     console.print(
-        f"recommended cutoff_len: [bold]{o['recommended_cutoff_len']}[/] (covers P99); {o['p95_cutoff_len']} (P95) would cut "
-        f"the longest batch's activations by {100 * o['p95_saves_share']:.0f} % and truncate {100 * p95['samples_share']:.2f} % of samples"
+        f"recommended cutoff_len: [bold]{o['recommended_cutoff_len']}[/] (covers P99); {o['p95_cutoff_len']} (P95) "
+        f"would cut the longest batch's activations by {100 * o['p95_saves_share']:.0f} % and truncate "
+        f"{100 * p95['samples_share']:.2f} % of samples"
     )
     console.print(f"trainable tokens: {o['trainable_tokens']:,} of {o['total_tokens']:,}")
     pw = o["padding_waste"]
@@ -244,9 +265,11 @@ def print_stats(stats: dict, console=None) -> None:
         console.print(
             f"pt blocks of {b['block_len']} tokens: {b['blocks']:,}"
             + (
-                f" ({b['full_blocks']:,} full, {b['tail_blocks']:,} shorter tail block(s) keeping {b['tail_tokens']:,} tokens; none dropped)"
+                f" ({b['full_blocks']:,} full, {b['tail_blocks']:,} shorter tail block(s) keeping "
+                f"{b['tail_tokens']:,} tokens; none dropped)"
                 if b["packing"]
-                else f" (no packing: {b['documents_truncated']:,} document(s) cut, {b['tokens_dropped']:,} tokens dropped)"
+                else f" (no packing: {b['documents_truncated']:,} document(s) cut, "
+                f"{b['tokens_dropped']:,} tokens dropped)"
             )
         )
     if stats.get("batching"):
@@ -256,7 +279,7 @@ def print_stats(stats: dict, console=None) -> None:
 
 
 def print_batching(batching: dict, console=None) -> None:
-    """The modes' pad share and tokens per optimizer step (``plan.stats.batching_stats``), the configured one marked."""
+    """The modes' pad share and tokens per optimizer step (``batching.batching_stats``), the configured one marked."""
     from rich.console import Console
     from rich.table import Table
 
@@ -268,7 +291,8 @@ def print_batching(batching: dict, console=None) -> None:
         f"per device{ranks}, one epoch of the training split{held})",
         title_justify="left",
     )
-    # micro-batches per epoch, optimizer steps, pad share, tokens through the model and real tokens per step, largest micro-batch
+    # micro-batches per epoch, optimizer steps, pad share, tokens through the model and real tokens per step,
+    # largest micro-batch
     for col in ("mode", "batches", "steps", "pad", "tok/step", "real/step", "max batch"):
         table.add_column(col, justify="left" if col == "mode" else "right", no_wrap=col != "mode")
     for name, m in batching["modes"].items():

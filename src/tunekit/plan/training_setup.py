@@ -11,6 +11,11 @@ from dataclasses import dataclass, replace
 
 from ..config.engines import DEEPSPEED_PRESETS
 from ..config.lists import split_list
+from ..config.schema import Config
+from ..train.decisions import decide_features
+from ..train.engines.deepspeed_config import read_deepspeed
+from ..train.engines.distributed import engine_plan
+from ..train.machine import Machine, cpu_has_native_bf16
 from .optimizer_states import optimizer_method
 
 
@@ -111,7 +116,6 @@ def deepspeed_settings(value: str | None) -> tuple[int | None, bool, bool]:
     """``(stage, offload_optimizer, offload_params)`` from a preset name or a DeepSpeed JSON file."""
     if not value:
         return None, False, False
-    from ..train.engines.deepspeed_config import read_deepspeed
 
     ds = read_deepspeed(value.strip())
     return ds.stage, ds.offload_optimizer, ds.offload_param
@@ -125,7 +129,6 @@ def deepspeed_buffers(value: str | None) -> tuple[float | None, bool, float]:
     """``(reduce_bucket_size or None for "auto", overlap_comm, stage3_max_live_parameters)`` in elements."""
     if not value:
         return None, False, 1e9
-    from ..train.engines.deepspeed_config import read_deepspeed
 
     zero = read_deepspeed(value.strip()).config.get("zero_optimization") or {}
 
@@ -140,23 +143,17 @@ def deepspeed_buffers(value: str | None) -> tuple[float | None, bool, float]:
     )
 
 
-def engine_settings(cfg, world_size: int) -> tuple[int | None, bool, bool, str | None, bool]:
+def engine_settings(cfg: Config, world_size: int) -> tuple[int | None, bool, bool, str | None, bool]:
     """``(zero_stage, offload_optimizer, offload_params, fsdp mode, fsdp offload)`` as the launcher decides them
     (``train.distributed.engine_plan``): FSDP acts as full_shard when it reshards after forward (ZeRO-3 like),
     else as shard_grad_op (ZeRO-2 like), ``fsdp_config.reshard_after_forward`` included."""
-    from ..train.engines.distributed import engine_plan
-
     plan = engine_plan(cfg, world_size)
     if plan.engine == "fsdp":
         return None, False, False, "full_shard" if plan.zero_stage == 3 else "shard_grad_op", plan.offload_param
     return plan.zero_stage, plan.offload_optimizer, plan.offload_param, None, False
 
 
-def _dtype_bytes(name: str) -> int:
-    return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[name]
-
-
-def memory_seq_len(cfg, longest_row: int | None = None) -> tuple[int, str]:
+def memory_seq_len(cfg: Config, longest_row: int | None = None) -> tuple[int, str]:
     """``(tokens per row of the largest micro-batch, where that came from)``, the row length the memory plan uses.
 
     ``longest_row`` is the longest training row in tokens (cut to ``cutoff_len``): the data's, measured by ``tunekit
@@ -174,7 +171,7 @@ def memory_seq_len(cfg, longest_row: int | None = None) -> tuple[int, str]:
     return seq, source
 
 
-def holds_reference_copy(cfg) -> bool:
+def holds_reference_copy(cfg: Config) -> bool:
     """Whether training holds a frozen second model as reference (``stages/reference_policy.load_reference``): a
     ``ref_model``, or the starting model again when the policy is not LoRA (whose disabled adapter serves instead) —
     for the stages that use one: dpo (not orpo/simpo), kto, ppo, grpo with ``grpo_beta > 0``, sft with ASFT. A
@@ -191,20 +188,18 @@ def holds_reference_copy(cfg) -> bool:
     return bool(uses and (cfg.ref_model or cfg.finetuning_type != "lora"))
 
 
-def planned_machine(cfg, world_size: int = 1):
+def planned_machine(cfg: Config, world_size: int = 1):
     """The device ``tunekit plan`` plans for: this host's CPU with ``use_cpu``, else CUDA GPUs (one per process)."""
-    from ..train.machine import Machine, cpu_has_native_bf16
-
     return Machine.cpu(world_size, cpu_has_native_bf16()) if cfg.use_cpu else Machine.cuda(world_size)
 
 
-def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None = None, decisions=None) -> Setup:
+def resolve_setup(
+    cfg: Config, world_size: int = 1, nodes: int = 1, seq_len: int | None = None, decisions=None
+) -> Setup:
     """The planner's set-up of ``cfg``; its features (chunked head, recompute, Liger's loss, the heap guard, the host)
     are read from ``decisions`` (:class:`~tunekit.train.decisions.RunDecisions`, what the run decided), by default
     those of the planned device (:func:`planned_machine`)."""
     if decisions is None:
-        from ..train.decisions import decide_features
-
         decisions = decide_features(cfg, planned_machine(cfg, world_size))
     precision = decisions.precision  # the device's default or the options' choice (train/precision.py)
     base, compute, autocast = precision.weight_bytes, precision.compute_bytes, precision.autocast is not None
@@ -240,8 +235,8 @@ def resolve_setup(cfg, world_size: int = 1, nodes: int = 1, seq_len: int | None 
         grad_accum=cfg.gradient_accumulation_steps,
         seq_len=seq_len or cfg.cutoff_len,
         stage=cfg.stage,
-        # FlashAttention-2 runs neat-packed / padding-free rows as varlen sequences without a mask; sdpa and eager get the
-        # block-diagonal mask transformers builds from the restarting position ids (data/padding_free.py)
+        # FlashAttention-2 runs neat-packed / padding-free rows as varlen sequences without a mask; sdpa and eager get
+        # the block-diagonal mask transformers builds from the restarting position ids (data/padding_free.py)
         padded=not (cfg.padding_free or (cfg.use_packing and cfg.neat_packing)) or attn != "fa2",
         padding_free=cfg.padding_free,
         token_budget=cfg.max_tokens_per_batch,

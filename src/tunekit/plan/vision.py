@@ -23,7 +23,12 @@ import importlib
 import math
 from dataclasses import dataclass
 
+from ..config.schema import Config
+from ..data.mm_plugins import FAMILIES
+from ..data.mm_plugins.settings import used_settings
+from ..data.mm_plugins.video import VideoSpec, qwen2_resize, qwen3_resize, regularize_frame
 from ..errors import ConfigError
+from .vision_encoders import encoder_dims, encoder_image, fitted_size, positions_from_tokens
 
 PARTS = ("tower", "projector")
 #: bytes per patch x c kept by the MLP activation (its input and what the next Linear reads, see the docs)
@@ -50,7 +55,6 @@ class VisionShape:
     temporal_patch: int = 1
     merge: int = 1
     in_channels: int = 3
-    deepstack: int = 0  # Qwen3-VL's extra mergers
     fixed_tokens: int = 0  # tokens per image of a fixed-grid family (LLaVA, Gemma 3)
     media: tuple[str, ...] = ("images",)  # the kinds the family trains on (its plugin's MEDIA)
     tower: str = ""  # an encoder tower (plan/vision_encoders.py): clip | siglip | whisper; "" for Qwen-VL's
@@ -81,8 +85,6 @@ class VisionShape:
 
 def plugin_for(model_type: str):
     """The family plugin class serving ``model_type``, or None."""
-    from ..data.mm_plugins import FAMILIES
-
     for module in dict.fromkeys(FAMILIES.values()):
         cls = importlib.import_module(f"tunekit.data.mm_plugins.{module}").PLUGIN
         if model_type in cls.MODEL_TYPES:
@@ -125,7 +127,6 @@ def vision_shape_from_model(model, plugin) -> VisionShape:
             convs.append((*entry, m.in_channels // m.groups * math.prod(m.kernel_size), m.out_channels))
     cfg = model.config
     vc = getattr(cfg, "vision_config", None) or getattr(cfg, "audio_config", None)
-    from .vision_encoders import encoder_dims
 
     dims = _tower_dims(model, plugin, vc) or encoder_dims(model, plugin, cfg)
     fixed = int(getattr(cfg, "mm_tokens_per_image", 0) or getattr(cfg, "image_seq_length", 0) or 0)
@@ -165,7 +166,6 @@ def _tower_dims(model, plugin, vc) -> dict:
         temporal_patch=int(vc.temporal_patch_size),
         merge=int(vc.spatial_merge_size),
         in_channels=int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3))),
-        deepstack=len(getattr(vc, "deepstack_visual_indexes", None) or ()),
     )
 
 
@@ -176,8 +176,6 @@ def image_grid(
     """``(patches, tokens)`` of one image of ``height`` x ``width`` pixels, as the family's image processor makes them
     (an encoder family: tower positions of its crops / tiles, after LLaMA-Factory's resize into the pixel limits)."""
     if v.tower:
-        from .vision_encoders import encoder_image, fitted_size
-
         return encoder_image(v, *fitted_size(height, width, min_pixels, max_pixels), folder)
     if not v.patch_size:
         return v.fixed_tokens, v.fixed_tokens
@@ -191,14 +189,12 @@ def image_grid(
 def video_grid(
     v: VisionShape, frames: int, height: int, width: int, max_pixels: int, min_pixels: int, folder: str | None = None
 ) -> tuple[int, int]:
-    """``(patches, tokens)`` of a clip of ``frames`` sampled frames of ``height`` x ``width``: each frame regularised into
-    ``video_min_pixels`` .. ``video_max_pixels`` (``mm_plugins.video.regularize_frame``), an odd count padded, then the
-    family's video resize with the video processor saved in ``folder`` (else the family's defaults)."""
+    """``(patches, tokens)`` of a clip of ``frames`` sampled frames of ``height`` x ``width``: each frame regularised
+    into ``video_min_pixels`` .. ``video_max_pixels`` (``mm_plugins.video.regularize_frame``), an odd count padded,
+    then the family's video resize with the video processor saved in ``folder`` (else the family's defaults)."""
     if not v.patch_size:
         raise ConfigError(f"the {v.family} family has no video input: plan without --videos.")
     from PIL import Image
-
-    from ..data.mm_plugins.video import VideoSpec, qwen2_resize, qwen3_resize, regularize_frame
 
     plugin = plugin_for(v.model_type)
     spec = VideoSpec.load(folder, plugin.VIDEO_DEFAULTS) if folder else VideoSpec(**plugin.VIDEO_DEFAULTS)
@@ -236,7 +232,7 @@ class Media:
 
 def assumed_media(
     v: VisionShape,
-    cfg,
+    cfg: Config,
     images: int | None,
     image_size: tuple[int, int] | None,
     videos: int | None,
@@ -257,7 +253,6 @@ def assumed_media(
         )
     if not v.patch_size and not v.fixed_tokens and not v.tower:
         return Media(source=f"{v.family}: media tokens not assumed without data (measure the data for them)")
-    from ..data.mm_plugins.settings import used_settings
 
     used = used_settings(cfg, folder, qwen=bool(v.patch_size and not v.tower))  # the folder's, unless options are set
     n_img = 1 if images is None else images
@@ -311,8 +306,6 @@ def _measured_encoder_media(v: VisionShape, lengths) -> Media:
     """An encoder family's sample with the most media tokens: its encoder positions from its tokens and media count."""
     import numpy as np
 
-    from .vision_encoders import positions_from_tokens
-
     kind = "audio" if v.crops == "audio" else "image"
     cols = lengths.column_names if hasattr(lengths, "column_names") else lengths
     tokens = np.asarray(
@@ -328,7 +321,7 @@ def _measured_encoder_media(v: VisionShape, lengths) -> Media:
     return Media(images=n, image_tokens=t // max(1, n), image_patches=per, source=source)
 
 
-def media_section(v: VisionShape, cfg, media: Media, micro_batch: int) -> tuple[dict, list[str]]:
+def media_section(v: VisionShape, cfg: Config, media: Media, micro_batch: int) -> tuple[dict, list[str]]:
     """The plan's ``media`` entry and its notes."""
     notes = []
     if media.tokens > cfg.cutoff_len:

@@ -28,14 +28,14 @@ ENCODERS = {
 }
 
 
-def encoder_dims(model, plugin, cfg) -> dict:
+def encoder_dims(model, plugin, hf_config) -> dict:
     """VisionShape fields of an encoder tower (empty for a family not in :data:`ENCODERS`)."""
     import torch
 
     if plugin.NAME not in ENCODERS:
         return {}
     kind, rule = ENCODERS[plugin.NAME]
-    vc = getattr(cfg, "vision_config", None) or getattr(cfg, "audio_config", None)
+    vc = getattr(hf_config, "vision_config", None) or getattr(hf_config, "audio_config", None)
     tower = plugin.VISION_TOWER[0]
     blocks = next(
         m
@@ -64,16 +64,16 @@ def encoder_dims(model, plugin, cfg) -> dict:
     if (
         kind == "clip"
     ):  # every layer counts, also those above vision_feature_layer (LLaVA's -2: docs/memory-model.md 3.5)
-        strategy = getattr(cfg, "vision_feature_select_strategy", "default")
+        strategy = getattr(hf_config, "vision_feature_select_strategy", "default")
         return dict(
             dims,
             positions=grid + 1,
             feature_tokens=grid + (0 if strategy == "default" else 1),
-            pinpoints=tuple(tuple(p) for p in getattr(cfg, "image_grid_pinpoints", None) or ()),
+            pinpoints=tuple(tuple(p) for p in getattr(hf_config, "image_grid_pinpoints", None) or ()),
         )
     if plugin.NAME == "gemma3":
-        return dict(dims, positions=grid, feature_tokens=int(cfg.mm_tokens_per_image))
-    return dict(dims, positions=grid, feature_tokens=grid // int(cfg.scale_factor) ** 2)
+        return dict(dims, positions=grid, feature_tokens=int(hf_config.mm_tokens_per_image))
+    return dict(dims, positions=grid, feature_tokens=grid // int(hf_config.scale_factor) ** 2)
 
 
 def fitted_size(height: int, width: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -103,7 +103,8 @@ def _processor_config(folder: str | None) -> dict:
 
 def crops_per_image(v, height: int, width: int, folder: str | None = None) -> int:
     """How many crops/tiles the family's processor makes of one image of ``height`` x ``width`` (already fitted into
-    ``image_min_pixels`` .. ``image_max_pixels``); ``folder``: the model folder whose image-processor settings apply."""
+    ``image_min_pixels`` .. ``image_max_pixels``); ``folder``: the model folder whose image-processor settings
+    apply."""
     if v.crops == "anyres" and v.pinpoints:
         from transformers.models.llava_next.modeling_llava_next import image_size_to_num_patches
 

@@ -1,6 +1,7 @@
-"""Trainable parameters and activation bytes of a VLM's vision tower and projector (derivation: docs/memory-model.md,
-section "Vision tower"). Parameters as ``tunekit.model.trainable`` trains them (module docstring of ``plan/vision.py``);
-activations per image patch, checked on CPU against what autograd saves (``tests/test_plan_vlm.py``)."""
+"""Trainable parameters and activation bytes of a VLM's vision tower and projector (derivation:
+docs/memory-model.md, section "Vision tower"). Parameters as ``tunekit.model.trainable`` trains them (module docstring
+of ``plan/vision.py``); activations per image patch, checked on CPU against what autograd saves
+(``tests/plan/test_plan_vlm.py``)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def _norm(v: VisionShape, c: int, trains: bool, autocast: bool) -> tuple[float, 
 
 
 class _Block:
-    """Per-patch saved bytes of one kind of module, with the Linear-input rule of the text layers (plan/activations.py)."""
+    """Per-patch saved bytes of one kind of module, with the Linear-input rule of the text layers
+    (plan/activations.py)."""
 
     def __init__(self, v: VisionShape, setup: Setup, counts: VisionCounts):
         self.v, self.setup, self.counts = v, setup, counts
@@ -90,10 +92,11 @@ class _Block:
         return extra + (xd * width if shared and not already else 0)
 
     def block(self, prefix: str, input_grad: bool = True) -> float:
-        """One tower block (``prefix`` = its module name): norms, attention, MLP. ``input_grad`` false for the lowest
-        block when the patch embedding does not train: its first norm's input needs no gradient (nor its statistics)."""
+        """One tower block (``prefix`` = its module name): norms, attention, MLP. ``input_grad`` false for the
+        lowest block when the patch embedding does not train: its first norm's input needs no gradient (nor its
+        statistics)."""
         v, c, s = self.v, self.c, self.setup
-        h, I, a = v.hidden, v.intermediate, v.heads
+        h, inter, a = v.hidden, v.intermediate, v.heads
         lin = [n for p, n, _, _ in v.linears if n.startswith(prefix + ".")]
         attn_in = [n for n in lin if n.endswith(".attn.qkv")]
         attn_out = [n for n in lin if n.endswith(".attn.proj")]
@@ -109,7 +112,7 @@ class _Block:
         total += 3 * c * h + 2 * c * h + c * h + 4 * a  # qkv output (holds v), rotated q and k, attention output, lse
         total += self.consumers(h, c, attn_out)
         total += self.consumers(h, out, mlp_in)
-        total += (ACT_SAVED[v.act] - 1) * c * I + self.consumers(I, c, mlp_out)
+        total += (ACT_SAVED[v.act] - 1) * c * inter + self.consumers(inter, c, mlp_out)
         return total
 
     def merger(self, prefix: str, width_norm: float, input_grad: bool) -> float:

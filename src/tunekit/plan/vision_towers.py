@@ -1,8 +1,8 @@
-"""Saved-for-backward bytes and forward peak of the encoder towers (CLIP, SigLIP, Whisper; ``plan/vision_encoders.py``)
-and their projectors, per tower position (derivation: docs/memory-model.md section 3.5). The block rules are the Qwen-VL
-ones (``plan/vision_memory.py``: norms, the Linear-input and PEFT-cast rules of the text layers); what differs is the
-block (separate q/k/v, no rotary), the embeddings and each family's projector. Checked on CPU against what autograd
-saves (``tests/test_plan_vlm_towers.py``)."""
+"""Saved-for-backward bytes and forward peak of the encoder towers (CLIP, SigLIP, Whisper;
+``plan/vision_encoders.py``) and their projectors, per tower position (derivation: docs/memory-model.md section 3.5).
+The block rules are the Qwen-VL ones (``plan/vision_memory.py``: norms, the Linear-input and PEFT-cast rules of the
+text layers); what differs is the block (separate q/k/v, no rotary), the embeddings and each family's projector.
+Checked on CPU against what autograd saves (``tests/plan/test_plan_vlm_towers.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ _EMBED_CONVS = ("patch_embedding.weight", "conv1.weight", "conv2.weight")
 
 
 def tower_saved_bytes(v: VisionShape, setup: Setup, counts: VisionCounts, patches: int) -> float:
-    """Bytes the vision (audio) side keeps for backward for ``patches`` patches (an encoder family: tower positions)."""
+    """Bytes the vision (audio) side keeps for backward for ``patches`` patches (an encoder: tower positions)."""
     if not v.tower:
         return vision_saved_bytes(v, setup, counts, patches)
     tower, projector = counts.grad(v, "tower"), counts.grad(v, "projector")
@@ -60,8 +60,8 @@ def _embeddings_train(v: VisionShape, counts: VisionCounts) -> bool:
 
 
 def _residual_bytes(v: VisionShape, setup: Setup, counts: VisionCounts) -> int:
-    """The residual stream's dtype: the patch/conv output (compute dtype) plus the position embedding, so fp32 when that
-    embedding is an fp32 trained weight (autocast's type promotion), else its load dtype."""
+    """The residual stream's dtype: the patch/conv output (compute dtype) plus the position embedding, so fp32 when
+    that embedding is an fp32 trained weight (autocast's type promotion), else its load dtype."""
     if not setup.autocast:
         return setup.compute_bytes
     pos = [n for _, n, _ in v.params if "position" in n and n.endswith("weight")]
@@ -73,7 +73,7 @@ def _block(v: VisionShape, b: _Block, prefix: str, input_grad: bool) -> float:
     """One encoder layer per position: two LayerNorms (input copy + mean/rstd), q/k/v/out_proj, SDPA's q, k, v, output
     and logsumexp, fc1 -> activation -> fc2. ``input_grad`` false for the lowest layer over frozen embeddings (with
     its norm frozen too, LoRA: that norm keeps nothing)."""
-    c, s, h, I = b.c, b.setup, v.hidden, v.intermediate
+    c, s, h, inter = b.c, b.setup, v.hidden, v.intermediate
     lin = [n for _, n, _, _ in v.linears if n.startswith(prefix + ".")]
     role = {
         r: [n for n in lin if n.rsplit(".", 1)[1] in names]
@@ -93,7 +93,7 @@ def _block(v: VisionShape, b: _Block, prefix: str, input_grad: bool) -> float:
         total += c * v.positions
     total += b.consumers(h, c, role["out"], already=True)
     total += b.consumers(h, out, role["fc1"])
-    return total + (ACT_SAVED[v.act] - 1) * c * I + b.consumers(I, c, role["fc2"])
+    return total + (ACT_SAVED[v.act] - 1) * c * inter + b.consumers(inter, c, role["fc2"])
 
 
 def _embeddings(v: VisionShape, b: _Block, counts: VisionCounts) -> float:

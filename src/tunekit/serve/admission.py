@@ -16,6 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import anyio
+
+from .media import render_with_media, sources_of
 from .request_checks import APIError
 
 #: the body limit (bytes) when the server is not told one: 32 bytes per context token, at least 1 MiB; 4 MiB when
@@ -38,8 +41,6 @@ class Places:
         self._sem = None
 
     async def acquire(self) -> None:
-        import anyio
-
         if self._sem is None:
             self._sem = anyio.Semaphore(self.size)
         try:  # free: take it without a checkpoint (with api_queue_timeout 0 a timed wait would never get it)
@@ -102,8 +103,6 @@ def check_prompt_size(engine, turns: list[dict], system: str | None) -> None:
 
 def render_prompt(engine, limits, turns: list[dict], system: str | None, tools: Any) -> tuple[list[int], dict]:
     """Prompt ids (and media inputs) of the conversation; blocking CPU work: run it in a worker thread."""
-    from .media import render_with_media, sources_of
-
     if sources_of(turns):
         return render_with_media(engine, limits.media, turns, system, tools, limits.parse_special_tokens)
     return engine.render(turns, system=system, tools=tools, parse_special_tokens=limits.parse_special_tokens), {}

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Config
 from ..errors import ConfigError, TunekitError
 from ..infer.media_prompt import ITEM, MediaFile, check_kinds, render_parts
 from .request_checks import APIError
 
 #: content part type -> media kind
 PART_KINDS = {"image_url": "images", "video_url": "videos", "audio_url": "audios", "input_audio": "audios"}
-PART_TYPES = ("text", *PART_KINDS)
 MIME = {"images": "image", "videos": "video", "audios": "audio"}
 MB = 10**6
 _DATA_URL = re.compile(r"^data:(?P<mime>[^;,]*)(?P<params>(;[^;,]*)*),(?P<data>.*)$", re.DOTALL)
@@ -50,7 +50,7 @@ class MediaPolicy:
     scratch: Path | None = None
 
     @classmethod
-    def from_config(cls, cfg) -> MediaPolicy:
+    def from_config(cls, cfg: Config) -> MediaPolicy:
         folder = getattr(cfg, "api_media_dir", None) or os.environ.get("SAFE_MEDIA_PATH") or None
         if folder is not None:
             resolved = Path(os.path.realpath(Path(folder).expanduser()))

@@ -7,6 +7,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.schema import Config
+from ..errors import ConfigError
+from ..infer.engine import ChatEngine
+from .admission import default_body_bytes
+
 
 @dataclass
 class ServeSettings:
@@ -35,8 +40,6 @@ def settings_from_env(**flags) -> ServeSettings:
 
 def port_number(text: str, where: str) -> int:
     """A TCP port (1-65535) from ``--port`` / ``API_PORT``; anything else is a named error."""
-    from ..errors import ConfigError
-
     text = str(text).strip()
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise ConfigError(f"{where} must be a port number from 1 to 65535, got {text!r}.")
@@ -47,8 +50,6 @@ def body_bytes(megabytes: str | None, where: str) -> int | None:
     """The request body limit in bytes from a number of MB (``--max-body-mb`` / ``API_MAX_BODY_MB``); None: unset."""
     if not megabytes:
         return None
-    from ..errors import ConfigError
-
     try:
         value = float(megabytes)
     except ValueError:
@@ -58,23 +59,20 @@ def body_bytes(megabytes: str | None, where: str) -> int | None:
     return max(1, int(value * 1e6))
 
 
-def default_model_name(cfg) -> str:
+def default_model_name(cfg: Config) -> str:
     adapters = cfg.adapter_paths
     return Path(adapters[-1] if adapters else cfg.model_name_or_path).name or "tunekit"
 
 
-def serve(cfg, settings: ServeSettings) -> None:
+def serve(cfg: Config, settings: ServeSettings) -> None:
     """Load the model and serve it until SIGINT/SIGTERM; a stop signal cancels the running generations first, so
     the process ends within a few seconds even mid-generation."""
     import uvicorn
 
-    from ..infer.engine import ChatEngine
-    from .app import Limits, create_app
+    from .app import Limits, create_app  # FastAPI: imported only to serve
 
     engine = ChatEngine(cfg)
     name = settings.model_name or default_model_name(cfg)
-    from .admission import default_body_bytes
-
     limits = Limits.from_config(cfg)
     body = settings.max_body_bytes or default_body_bytes(engine.context_length)
     body = body if engine.mm is None else limits.media.body_bytes(body)

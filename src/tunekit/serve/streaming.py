@@ -3,6 +3,9 @@ streamed response that gives the generation slot back however it ends (serve/app
 
 from __future__ import annotations
 
+import contextlib
+
+import anyio
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
@@ -14,8 +17,6 @@ def drain(generation) -> None:
 
 async def drain_watching(g, request: Request) -> None:
     """Run ``g`` to its end in a worker thread; cancel it when the client disconnects."""
-    import anyio
-
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
@@ -42,22 +43,16 @@ class GuardedStream(StreamingResponse):
         self._finish, self._write_timeout = finish, write_timeout
 
     async def stream_response(self, send) -> None:
-        import anyio
-
         async def timed_send(message) -> None:
             with anyio.move_on_after(self._write_timeout) as scope:
                 await send(message)
             if scope.cancelled_caught:  # the client does not read: stop (the connection is closed by the server)
                 raise StalledClient()
 
-        try:
+        with contextlib.suppress(StalledClient):
             await super().stream_response(timed_send)
-        except StalledClient:
-            pass
 
     async def __call__(self, scope, receive, send) -> None:
-        import anyio
-
         try:
             await super().__call__(scope, receive, send)
         finally:

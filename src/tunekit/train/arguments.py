@@ -1,14 +1,18 @@
-"""Config → ``transformers.TrainingArguments`` (the options keep Hugging Face's names, so this is a mapping, not a translation)."""
+"""Config → ``transformers.TrainingArguments`` (the options keep Hugging Face's names, so this is a mapping, not a
+translation)."""
 
 from __future__ import annotations
 
+from ..config.schema import Config
+from ..errors import ConfigError
 from .engines import distributed
+from .fp8 import accelerate_handlers, fp8_recipe
+from .machine import check_machine, cpu_has_native_bf16
+from .precision import stated_precision
 
 
-def training_arguments_kwargs(cfg, report_to: list[str]) -> dict:
+def training_arguments_kwargs(cfg: Config, report_to: list[str]) -> dict:
     import torch
-
-    from .precision import stated_precision
 
     precision = stated_precision(cfg)  # a run's options carry its precision decision (train/precision.py)
 
@@ -80,17 +84,12 @@ def _accelerator_available() -> bool:
     )
 
 
-def build_training_arguments(cfg, report_to: list[str], **overrides):
+def build_training_arguments(cfg: Config, report_to: list[str], **overrides):
     from transformers import TrainingArguments
-
-    from ..errors import ConfigError
-    from .machine import check_machine, cpu_has_native_bf16
 
     check_machine(cfg)  # tunekit train ran all of preflight already; a caller of flow.run_train may not have
     kwargs = training_arguments_kwargs(cfg, report_to)
     if getattr(cfg, "fp8", False):  # before the model loads: the backend's package (train/fp8.py)
-        from .fp8 import accelerate_handlers, fp8_recipe
-
         accelerate_handlers(fp8_recipe(cfg))
     if not _accelerator_available():
         if cfg.bf16 and not cpu_has_native_bf16():

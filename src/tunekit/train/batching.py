@@ -41,9 +41,10 @@ def pad(rows: list[list[int]], value: int, multiple: int = 1, left: bool = False
 
 
 def packed_row(rows: list[list[int]], labels: list[list[int]] | None = None) -> dict[str, torch.Tensor]:
-    """``rows`` concatenated into one row: ``input_ids``/``position_ids`` ``[1, T]``, ``cu_seqlens`` ``[len(rows) + 1]``
-    and, with ``labels``, ``token_labels`` ``[1, T]`` (each sequence's first label -100, see the module doc).
-    The row itself is SFT's padding-free row (``data.padding_free.concatenate``); ``cu_seqlens`` marks the sequences."""
+    """``rows`` concatenated into one row: ``input_ids``/``position_ids`` ``[1, T]``, ``cu_seqlens``
+    ``[len(rows) + 1]`` and, with ``labels``, ``token_labels`` ``[1, T]`` (each sequence's first label -100, see the
+    module doc). The row itself is SFT's padding-free row (``data.padding_free.concatenate``); ``cu_seqlens`` marks the
+    sequences."""
     if any(not r for r in rows):
         raise ValueError("padding-free batch with an empty sequence")
     ids, positions, flat = concatenate(rows, labels)
@@ -69,8 +70,8 @@ def packed_sequence_logps(
     logits: torch.Tensor, labels: torch.Tensor, cu_seqlens: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Σ_t log p(y_t | y_<t), n)`` per sequence of a packed row (``logits [1, T, V]``, ``labels [1, T]``): what
-    :func:`tunekit.train.losses.sequence_logps` gives per row of the padded batch (``logits[t]`` predicts ``labels[t + 1]``;
-    a sequence's first label is -100, so no sum crosses a boundary)."""
+    :func:`tunekit.train.losses.sequence_logps` gives per row of the padded batch (``logits[t]`` predicts
+    ``labels[t + 1]``; a sequence's first label is -100, so no sum crosses a boundary)."""
     logits, labels = logits[0, :-1], labels[0, 1:]
     logits = logits if logits.dtype == torch.float64 else logits.float()  # as sequence_logps: half precision upcast
     mask = labels != IGNORE_INDEX
@@ -88,8 +89,8 @@ def segment_last(values: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor
 
 
 def sequence_view(batch: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """The model inputs of one set of sequences of a collated batch (``prefix`` ``kl_``: KTO's mismatched pairs), padded
-    (``attention_mask``) or padding-free (``position_ids`` + ``cu_seqlens``, no mask): the keys of
+    """The model inputs of one set of sequences of a collated batch (``prefix`` ``kl_``: KTO's mismatched pairs),
+    padded (``attention_mask``) or padding-free (``position_ids`` + ``cu_seqlens``, no mask): the keys of
     :func:`tunekit.train.stages.reference_policy.forward_logps`."""
     return {
         "input_ids": batch[f"{prefix}input_ids"],
@@ -149,8 +150,9 @@ class PaddingFreePairCollator:
     both answers of a pair always share a micro-batch and sequence ``i`` is row ``i`` of :class:`PairCollator`'s batch.
 
     With ``mm`` (a vision-language model's plugin) the pair's images (videos, audio) go with its chosen and again with
-    its rejected sequence, in the row's sequence order, and a model with M-RoPE (``rope_index``) gets each sequence's 3-D positions
-    as it has them alone (``data.padding_free.with_media``): the same per-sequence inputs as :class:`MultimodalPairCollator`."""
+    its rejected sequence, in the row's sequence order, and a model with M-RoPE (``rope_index``) gets each sequence's
+    3-D positions as it has them alone (``data.padding_free.with_media``): the same per-sequence inputs as
+    :class:`MultimodalPairCollator`."""
 
     mm: Any = None
     rope_index: Any = None
@@ -183,8 +185,9 @@ def padding_free_pair_collator(mm=None, model=None) -> PaddingFreePairCollator:
 
 @dataclass
 class MultimodalPairCollator(PairCollator):
-    """:class:`PairCollator` for a vision-language model: the pair's images (videos, audio) go with its chosen row and again with its
-    rejected row (rows are chosen 0..B-1, then rejected 0..B-1), as the family plugin builds them (``data/mm_plugins``)."""
+    """:class:`PairCollator` for a vision-language model: the pair's images (videos, audio) go with its chosen row and
+    again with its rejected row (rows are chosen 0..B-1, then rejected 0..B-1), as the family plugin builds them
+    (``data/mm_plugins``)."""
 
     mm: Any = None
 
@@ -198,7 +201,8 @@ class MultimodalPairCollator(PairCollator):
 
 @dataclass
 class KTOCollator:
-    """The examples, plus mismatched pairs (prompt i, ``kl_response_ids`` of i — another example's answer) for KTO's KL estimate."""
+    """The examples, plus mismatched pairs (prompt i, ``kl_response_ids`` of i — another example's answer) for KTO's KL
+    estimate."""
 
     pad_token_id: int
     pad_to_multiple_of: int = 8

@@ -3,7 +3,9 @@ graceful stop on SIGINT/SIGTERM (save a checkpoint, then end). Only rank 0 write
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import shutil
 import signal
 import time
@@ -17,10 +19,7 @@ from .plotting import LOG_NAME
 
 
 def _strict_json(row: dict) -> dict:
-    return {
-        k: None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v
-        for k, v in row.items()
-    }
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
 
 
 class JsonlLogCallback(TrainerCallback):
@@ -206,10 +205,8 @@ class GracefulStopCallback(TrainerCallback):
 
     def install(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
+            with contextlib.suppress(ValueError):  # not the main thread
                 self._previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                pass
 
     def uninstall(self) -> None:
         for sig, handler in self._previous.items():

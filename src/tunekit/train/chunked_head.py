@@ -27,7 +27,7 @@ through its matmuls twice (three times when the head trains), so small chunks ar
 GPU. Measured at Qwen2.5-0.5B's head on one CPU core (``benchmarks/lm_head_loss.py``, frozen head): 41-row chunks
 took 1.47x the plain path's time, 128 rows 1.10x; 883 rows 0.92x at 1,600 tokens, with 0.38x its peak memory.
 
-Equal to the plain path up to summation order (``tests/test_chunked_lm_head.py`` holds the loss and every
+Equal to the plain path up to summation order (``tests/train/test_chunked_lm_head.py`` holds the loss and every
 gradient to a derived fp32 bound). Used by ``TrainedTokensLossMixin`` for the plain token-mean loss only (the
 DFT/EAFT/ASFT variants need the per-token probabilities and take the plain path), and only for a head that is a
 plain ``nn.Linear`` whose output the model returns unchanged (checked on the model itself, see token_loss.py).
@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.labels import IGNORE_INDEX
+from .batching import segment_of_tokens
 
 CHUNK_BYTES = 512 << 20  # fp32 logits per chunk: 883 rows of a 152k vocabulary, enough rows per pass over the weight
 
@@ -51,9 +52,9 @@ def chunk_rows(vocab: int, device: torch.device | None = None) -> int:
 
 
 def _logits_into(buf: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """The chunk's logits ``x @ W^T + b`` in ``buf[:len(x)]`` (the accumulation dtype): every chunk of one call reuses the
-    one buffer. A fresh chunk-sized tensor per chunk (512 MiB at V = 151,936) made glibc's heap grow by a chunk each
-    time on CPU — the small tensors allocated between two chunks are carved from the freed block — so the process
+    """The chunk's logits ``x @ W^T + b`` in ``buf[:len(x)]`` (the accumulation dtype): every chunk of one call reuses
+    the one buffer. A fresh chunk-sized tensor per chunk (512 MiB at V = 151,936) made glibc's heap grow by a chunk
+    each time on CPU — the small tensors allocated between two chunks are carved from the freed block — so the process
     kept ~3 chunks of freed memory resident per forward pass (benchmarks/dpo_memory.py, docs/memory-model.md 3.7)."""
     z = buf[: x.shape[0]]
     if x.dtype != buf.dtype or weight.dtype != buf.dtype or torch.is_autocast_enabled(x.device.type):
@@ -65,14 +66,16 @@ def _logits_into(buf: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias:
 
 def _exp_shifted(z: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(row max m, sum exp(z - m), z[i, t_i])`` with ``z`` overwritten by ``exp(z - m)``: the logsumexp is then
-    ``m + log(sum)``, computed in the logits' own storage (``torch.logsumexp`` allocates a second chunk-sized tensor)."""
+    ``m + log(sum)``, computed in the logits' own storage (``torch.logsumexp`` allocates a second chunk-sized
+    tensor)."""
     m = z.amax(dim=-1)
     picked = z.gather(1, t[:, None]).squeeze(1)
     return m, z.sub_(m[:, None]).exp_().sum(dim=-1), picked
 
 
 def _needs(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[bool, bool, bool]:
-    """Which of ``d hidden``, ``d W``, ``d b`` the backward pass will ask for (grad mode on and the tensor requires it)."""
+    """Which of ``d hidden``, ``d W``, ``d b`` the backward pass will ask for (grad mode on and the tensor requires
+    it)."""
     grad = torch.is_grad_enabled()
     return (
         grad and hidden.requires_grad,
@@ -139,7 +142,8 @@ def chunked_linear_cross_entropy(
     targets: torch.Tensor,
     rows: int | None = None,
 ) -> torch.Tensor:
-    """``sum`` over tokens of ``cross_entropy((hidden @ weight.T + bias).float(), targets)``, ``rows`` tokens at a time.
+    """``sum`` over tokens of ``cross_entropy((hidden @ weight.T + bias).float(), targets)``, ``rows`` tokens at a
+    time.
 
     ``hidden`` is ``[N, hidden]`` (the trained positions only), ``targets`` ``[N]`` (no ignore index: every row is
     trained). Gradients flow to ``hidden``, ``weight`` and ``bias`` where they require grad and grad mode is on."""
@@ -159,8 +163,9 @@ class _Capture:
 
 
 def usable(head) -> bool:
-    """A plain ``nn.Linear`` head with its whole weight at hand: not PEFT-wrapped (``modules_to_save`` / LoRA on the head),
-    not sharded (an FSDP2 DTensor, a ZeRO-3 partition: the weight is whole only inside the head's own forward)."""
+    """A plain ``nn.Linear`` head with its whole weight at hand: not PEFT-wrapped (``modules_to_save`` / LoRA on the
+    head), not sharded (an FSDP2 DTensor, a ZeRO-3 partition: the weight is whole only inside the head's own
+    forward)."""
     if type(head) is not torch.nn.Linear:
         return False
     weight = head.weight
@@ -231,7 +236,8 @@ def fused_forward(
     return outputs, chunked_linear_cross_entropy(hidden, head.weight, head.bias, targets, rows)
 
 
-# ---- per-token log-probs (dpo / kto): log p(target) = z[target] - logsumexp(z), a chunk of tokens at a time ----------
+# ---- per-token log-probs (dpo / kto): log p(target) = z[target] - logsumexp(z), a chunk of tokens at a time
+# ----------
 
 
 class _ChunkedTokenLogps(torch.autograd.Function):
@@ -317,8 +323,9 @@ def chunked_token_logps(
     targets: torch.Tensor,
     rows: int | None = None,
 ) -> torch.Tensor:
-    """``log_softmax((hidden @ weight.T + bias).float())[i, targets[i]]`` for every row ``i`` of ``hidden`` (``[N, hidden]``),
-    ``rows`` tokens at a time (fp32, float64 for float64 weights, as :func:`tunekit.train.losses.sequence_logps`)."""
+    """``log_softmax((hidden @ weight.T + bias).float())[i, targets[i]]`` for every row ``i`` of ``hidden``
+    (``[N, hidden]``), ``rows`` tokens at a time (fp32, float64 for float64 weights, as
+    :func:`tunekit.train.losses.sequence_logps`)."""
     rows = rows or chunk_rows(weight.shape[0], hidden.device)
     return _ChunkedTokenLogps.apply(hidden, weight, bias, targets, rows, *_needs(hidden, weight, bias))
 
@@ -366,8 +373,6 @@ def forward_sequence_logps(
     if cu_seqlens is None:
         owner, n = keep.nonzero(as_tuple=True)[0], labels.shape[0]
     else:
-        from .batching import segment_of_tokens
-
         owner, n = segment_of_tokens(cu_seqlens)[1:][keep[0, :-1]], cu_seqlens.numel() - 1
     sums = torch.zeros(n, dtype=token.dtype, device=token.device).index_add(0, owner, token)
     counts = torch.zeros(n, dtype=torch.long, device=labels.device).index_add(0, owner, torch.ones_like(owner))

@@ -25,6 +25,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from ..errors import TrainingDiverged
+from .checkpoints import is_complete, list_checkpoints
 
 _LOGGED = ("loss", "grad_norm", "eval_loss")
 
@@ -48,7 +49,6 @@ class FiniteGuardCallback(TrainerCallback):
         self.output_dir = Path(output_dir)
 
     def _stop(self, state, step: int, what: str) -> None:
-        from .checkpoints import is_complete, list_checkpoints
 
         good = [p for p in list_checkpoints(self.output_dir) if is_complete(p)]
         last = (
@@ -82,11 +82,12 @@ class FiniteGuardCallback(TrainerCallback):
                 self._stop(state, state.global_step, f"the logged {key} is {value}")
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        if control.should_save and model is not None:
-            if not _all_finite([p for p in model.parameters() if p.requires_grad]):
-                self._stop(
-                    state, state.global_step, "the trained weights are not finite (inf or nan) after the update"
-                )
+        if (
+            control.should_save
+            and model is not None
+            and not _all_finite([p for p in model.parameters() if p.requires_grad])
+        ):
+            self._stop(state, state.global_step, "the trained weights are not finite (inf or nan) after the update")
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         # the last update may have broken the weights without a checkpoint step after it; the final save follows this

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.schema import Config
+from ..errors import ConfigError, EnvironmentProblem
+
 SKIPPED_NAMES = ("embed", "lm_head", "output", "classifier")
 MIN_CAPABILITY = (8, 9)  # float8 matmuls (torch._scaled_mm): Ada / Hopper and newer
 INSTALL = 'pip install -c constraints.txt -e ".[fp8]"'
@@ -41,10 +44,8 @@ class Fp8Recipe:
     amax_compute_algo: str | None = None  # TE
 
 
-def fp8_recipe(cfg) -> Fp8Recipe:
+def fp8_recipe(cfg: Config) -> Fp8Recipe:
     """The recipe of ``cfg`` (``fp8_backend``, ``fp8_enable_fsdp_float8_all_gather``); see the module doc."""
-    from ..errors import ConfigError
-
     backend = cfg.fp8_backend
     if backend == "te":
         return Fp8Recipe("TE", fp8_format="HYBRID", amax_history_len=16, amax_compute_algo="max")
@@ -69,8 +70,6 @@ def fp8_module_filter(module, name: str) -> bool:
 def require_backend(recipe: Fp8Recipe, installed=None) -> None:
     """A clear error naming what to install when the backend's package is missing (no import: tunekit train's preflight
     calls it before any process starts); ``installed(module) -> bool`` defaults to "importable"."""
-    from ..errors import EnvironmentProblem
-
     if installed is None:
         from importlib.util import find_spec
 

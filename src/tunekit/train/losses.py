@@ -72,7 +72,8 @@ def preference_loss(
     * ``sigmoid`` (DPO, Rafailov et al. 2023; cDPO label smoothing ε):
       ``L = -(1-ε) log σ(β h) - ε log σ(-β h)``  — equals ln 2 when π = π_ref.
     * ``hinge`` (SLiC, Zhao et al. 2023): ``L = max(0, 1 - β h)`` — equals 1 when π = π_ref.
-    * ``ipo`` (Azar et al. 2023), on length-averaged log-probs ``h̄``: ``L = (h̄ - 1/(2β))²`` — equals 1/(4β²) when π = π_ref.
+    * ``ipo`` (Azar et al. 2023), on length-averaged log-probs ``h̄``: ``L = (h̄ - 1/(2β))²`` — equals 1/(4β²) when π =
+      π_ref.
     * ``orpo`` (Hong et al. 2024), reference-free, ``ℓ = log π(y|x)/|y|``:
       ``L = -ℓ_w - β log σ(log odds(y_w) - log odds(y_l))``, ``log odds(y) = ℓ - log(1 - e^ℓ)``.
     * ``simpo`` (Meng et al. 2024), reference-free: ``L = -log σ(β ℓ_w - β ℓ_l - γ)``.
@@ -245,7 +246,8 @@ def sft_token_losses(
     alpha: float = 1.0,
     ref_logits: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-token SFT losses ``w_t · CE_t`` on already-aligned rows (``logits[i]`` predicts ``targets[i]``), 16-bit upcast to fp32.
+    """Per-token SFT losses ``w_t · CE_t`` on already-aligned rows (``logits[i]`` predicts ``targets[i]``), 16-bit
+    upcast to fp32.
 
     ``CE_t = -log p(y_t)``; the weight ``w_t`` carries no gradient (computed under ``no_grad``, as in LLaMA-Factory's
     ``trainer_utils``):
@@ -257,8 +259,8 @@ def sft_token_losses(
     * ``asft`` (anchored SFT, LLaMA-Factory's ``asft_loss_func``): the DFT term plus ``alpha`` (``asft_alpha``) times
       the token's KL divergence from the frozen reference, ``p(y_t)·CE_t + alpha · KL(π_ref(·|t) ‖ π(·|t))`` with
       ``KL = Σ_v q_v (log q_v - log p_v)``, ``q = softmax(ref_logits)``; the KL term keeps its gradient.
-      ``ref_logits`` are the reference's logits on the same rows. LLaMA-Factory averages both terms over a micro-batch's
-      trained tokens; averaging their sum is the same number.
+      ``ref_logits`` are the reference's logits on the same rows. LLaMA-Factory averages both terms over a
+      micro-batch's trained tokens; averaging their sum is the same number.
 
     The caller sums and divides by the step's trained-token count (or takes the mean), like the plain loss.
     """

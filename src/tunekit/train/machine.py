@@ -1,8 +1,9 @@
 """The device a run trains on (:class:`Machine`, :func:`run_machine`: its kind, its processes, the CPU's native bf16),
 which the run's decisions read (``train/decisions``, ``train/precision.py``), and what the precision options need
-from it: fp16 an accelerator, bf16 a GPU of compute capability 8.0 or newer (or the CPU), fp8 a GPU of 8.9 or newer. :func:`check_machine` is the one home of these rules:
-``train/preflight.py`` applies it before any process starts, ``train/arguments.py`` before TrainingArguments.
-torch is imported only on a machine with NVIDIA devices, or to look for MPS/XPU when fp16 asks for them.
+from it: fp16 an accelerator, bf16 a GPU of compute capability 8.0 or newer (or the CPU), fp8 a GPU of 8.9 or newer.
+:func:`check_machine` is the one home of these rules: ``train/preflight.py`` applies it before any process starts,
+``train/arguments.py`` before TrainingArguments. torch is imported only on a machine with NVIDIA devices, or to look
+for MPS/XPU when fp16 asks for them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ import os
 import sys
 from dataclasses import dataclass, replace
 
+from ..config.schema import Config
 from ..errors import ConfigError
+from .engines.deepspeed_config import field, read_deepspeed
+from .engines.distributed import world_size
+from .engines.launcher import visible_device_count
+from .fp8 import MIN_CAPABILITY
 
 BF16_CAPABILITY = (8, 0)  # Ampere and newer compute in bfloat16
 
@@ -45,8 +51,6 @@ class Machine:
 
 def this_machine(use_cpu: bool = False, need_other: bool = False) -> Machine:
     """The visible CUDA devices (none with ``use_cpu``); ``need_other``: also look for MPS/XPU (imports torch)."""
-    from .engines.launcher import visible_device_count
-
     count = 0 if use_cpu else visible_device_count()
     if count:
         import torch  # visible_device_count imported it already on a GPU machine
@@ -66,7 +70,8 @@ def this_machine(use_cpu: bool = False, need_other: bool = False) -> Machine:
 
 def cpu_has_native_bf16() -> bool:
     """The CPU computes bf16 natively (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``); False where unreadable.
-    ``TUNEKIT_CPU_BF16=0``/``1`` describes the CPU instead (the test suite sets 0, so it computes alike on every host)."""
+    ``TUNEKIT_CPU_BF16=0``/``1`` describes the CPU instead (the test suite sets 0, so it computes alike on every
+    host)."""
     described = os.environ.get("TUNEKIT_CPU_BF16", "").strip()
     if described in ("0", "1"):
         return described == "1"
@@ -81,25 +86,22 @@ def cpu_has_native_bf16() -> bool:
     return False
 
 
-def run_machine(cfg) -> Machine:
+def run_machine(cfg: Config) -> Machine:
     """The machine the run of ``cfg`` trains on: this one's visible CUDA devices (none with ``use_cpu``), the processes
-    the launcher starts (``train.engines.distributed.world_size``) and the CPU's native bf16. Decided from the device the
-    run uses, not the one the command starts on."""
-    from .engines.distributed import world_size
-
+    the launcher starts (``train.engines.distributed.world_size``) and the CPU's native bf16. Decided from the device
+    the run uses, not the one the command starts on."""
     found = this_machine(cfg.use_cpu, need_other=True)  # MPS/XPU too: the precision rule reads them
     return replace(found, processes=max(1, world_size(cfg)), cpu_bf16=cpu_has_native_bf16())
 
 
-def _deepspeed_enables(cfg, key: str) -> bool:
+def _deepspeed_enables(cfg: Config, key: str) -> bool:
     if not cfg.deepspeed:
         return False
-    from .engines.deepspeed_config import field, read_deepspeed
 
     return field(read_deepspeed(cfg.deepspeed).config, f"{key}.enabled") is True
 
 
-def check_machine(cfg, machine: Machine | None = None) -> None:
+def check_machine(cfg: Config, machine: Machine | None = None) -> None:
     """fp16, bf16 (the option or an enabled block of the DeepSpeed file) and fp8 on this machine's devices."""
     fp16 = cfg.fp16 or _deepspeed_enables(cfg, "fp16")
     bf16 = cfg.bf16 or _deepspeed_enables(cfg, "bf16")
@@ -115,7 +117,6 @@ def check_machine(cfg, machine: Machine | None = None) -> None:
                 f"fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and {where}; "
                 "remove fp8 (on CPU train in fp32, the default)."
             )
-        from .fp8 import MIN_CAPABILITY
 
         _refuse_older(machine, MIN_CAPABILITY, "fp8 training", "Ada, Hopper", "remove fp8 and use bf16: true")
     if bf16 and machine.gpus:

@@ -11,20 +11,8 @@ Parameter split, as LLaMA-Factory does it: weight decay on every weight but norm
 modules (``all`` = every Linear but the output embedding), the other parameters get the same optimizer without
 projection. Muon takes the 2-D weights inside the decoder layers (not the input/output embeddings).
 
-What is tunekit's own here, and why:
-
-* **Checkpoints hold only tensors and plain values.** GaLore and APOLLO keep a projector *object* per weight
-  in ``optimizer.state``; HF saves the optimizer with ``torch.save`` and resumes with ``weights_only=True``,
-  which refuses arbitrary objects. A state-dict post-hook writes each projector's attributes beside the state
-  and a load post-hook rebuilds it (:func:`_projectors_to_dicts`, :func:`_dicts_to_projectors`).
-* **BAdam's active block is saved.** ``BlockOptimizer.state_dict`` is the base optimizer's, without the block
-  index and step counter, so a resumed run would restart at the first block; ``ResumableBlockOptimizer``
-  adds them (and the scheduled learning rate of its own groups, which it copies into the base at each step:
-  the base's saved one is a step old) and switches back to the saved block on load.
-* **Layer-wise GaLore / APOLLO** (``*_layerwise``) step each parameter from a post-accumulate-grad hook
-  (``Tensor.register_post_accumulate_grad_hook``, the pattern the packages document) and free its gradient;
-  :class:`LayerwiseOptimizer` is what the Trainer sees: its ``step`` is a no-op, its one param group carries the
-  scheduled learning rate that each hook copies, and its ``state_dict`` holds every per-parameter optimizer.
+What is tunekit's own here (checkpoint-safe wrappers of the packages' optimizers):
+:mod:`tunekit.train.optimizer_wrappers`.
 """
 
 from __future__ import annotations
@@ -32,12 +20,12 @@ from __future__ import annotations
 import torch
 
 from ..config.lists import split_list
+from ..config.schema import Config
 from ..errors import ConfigError
+from .optimizer_wrappers import MuonWithAdamW, layerwise_optimizer, make_resumable, resumable_block_optimizer
 
-MUON_DEFAULTS = dict(momentum=0.95, nesterov=True, ns_steps=5)
 
-
-def uses_custom_optimizer(cfg) -> bool:
+def uses_custom_optimizer(cfg: Config) -> bool:
     return any(getattr(cfg, k, False) for k in ("use_galore", "use_apollo", "use_badam", "use_adam_mini", "use_muon"))
 
 
@@ -92,7 +80,8 @@ def projected_params(model, target: str) -> list[torch.nn.Parameter]:
 
 
 def muon_params(model) -> tuple[list, list]:
-    """``(muon, adamw)``: 2-D weights inside the decoder layers for Muon; embeddings, LM head, norms, biases for AdamW."""
+    """``(muon, adamw)``: 2-D weights inside the decoder layers for Muon; embeddings, LM head, norms, biases for
+    AdamW."""
     heads = output_embedding_names(model)
     get_in = getattr(model, "get_input_embeddings", None)
     embed = get_in() if callable(get_in) else None
@@ -109,7 +98,8 @@ def muon_params(model) -> tuple[list, list]:
 
 
 def _decay_groups(model, decay_names, wd: float, params=None, **extra) -> list[dict]:
-    """``[no-decay group, decay group (weight_decay wd)]`` over the trainable parameters (or ``params``), both with ``extra``."""
+    """``[no-decay group, decay group (weight_decay wd)]`` over the trainable parameters (or ``params``), both with
+    ``extra``."""
     chosen = None if params is None else {id(p) for p in params}
     decay, nodecay = [], []
     for name, p in model.named_parameters():
@@ -122,202 +112,7 @@ def _decay_groups(model, decay_names, wd: float, params=None, **extra) -> list[d
     ]
 
 
-# ------------------------------------------------------------------ checkpoint-safe projector state
-# Projectors are saved beside ``state`` (under ``"projectors"``: parameter index -> class name and attributes), not
-# inside it: ``Optimizer.load_state_dict`` casts every value inside ``state`` and turns strings (``proj_type``)
-# into garbage, while extra top-level keys pass through untouched.
-def _projectors_to_dicts(optimizer, state_dict):
-    """State-dict post-hook: move each projector object out of the state into plain values."""
-    projectors = {}
-    for key, entry in list(state_dict["state"].items()):
-        proj = entry.get("projector")
-        if proj is not None:
-            projectors[key] = {"class": type(proj).__name__, "attrs": dict(vars(proj))}
-            state_dict["state"][key] = {k: v for k, v in entry.items() if k != "projector"}
-    state_dict["projectors"] = projectors
-    return state_dict
-
-
-def _stash_projectors(optimizer, state_dict):
-    state_dict = dict(state_dict)
-    optimizer._loaded_projectors = state_dict.pop("projectors", {})
-    return state_dict
-
-
-def _dicts_to_projectors(optimizer):
-    """Load post-hook: rebuild the projector objects the package's ``step`` expects."""
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    for key, saved in getattr(optimizer, "_loaded_projectors", {}).items():
-        cls = optimizer._projector_classes[saved["class"]]
-        obj = cls.__new__(cls)
-        obj.__dict__.update(saved["attrs"])
-        optimizer.state[params[int(key)]]["projector"] = obj
-    optimizer._loaded_projectors = {}
-
-
-def _make_resumable(optimizer, projector_classes: dict):
-    optimizer._projector_classes = projector_classes
-    optimizer.register_state_dict_post_hook(_projectors_to_dicts)
-    optimizer.register_load_state_dict_pre_hook(_stash_projectors)
-    optimizer.register_load_state_dict_post_hook(_dicts_to_projectors)
-    return optimizer
-
-
-# ------------------------------------------------------------------ layer-wise stepping
-class LayerwiseOptimizer(torch.optim.Optimizer):
-    """What the Trainer sees for layer-wise GaLore/APOLLO: each parameter has its own optimizer, stepped by a
-    post-accumulate-grad hook during backward (its gradient is freed right after). ``param_groups[0]["lr"]`` is
-    the scheduled learning rate; every hook applies it to its optimizer before stepping."""
-
-    def __init__(self, optimizers: dict, lr: float):
-        self.optimizers = optimizers  # parameter -> optimizer (insertion order = model order)
-        self._base_lr = {p: [g["lr"] for g in opt.param_groups] for p, opt in optimizers.items()}
-        super().__init__([torch.zeros(1)], {"lr": lr})
-        self._lr0 = lr
-        self._handles = [p.register_post_accumulate_grad_hook(self._hook) for p in optimizers]
-
-    def _hook(self, param) -> None:
-        if param.grad is None:
-            return
-        opt = self.optimizers[param]
-        scale = self.param_groups[0]["lr"] / self._lr0 if self._lr0 else 0.0
-        for group, base in zip(opt.param_groups, self._base_lr[param]):
-            group["lr"] = base * scale
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    def step(self, closure=None):  # the hooks already stepped every parameter
-        return closure() if closure is not None else None
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        pass
-
-    def state_dict(self):
-        return {
-            "layerwise": [opt.state_dict() for opt in self.optimizers.values()],
-            "param_groups": super().state_dict()["param_groups"],
-        }
-
-    def load_state_dict(self, state_dict) -> None:
-        for opt, sd in zip(self.optimizers.values(), state_dict["layerwise"]):
-            opt.load_state_dict(sd)
-        self.param_groups[0]["lr"] = state_dict["param_groups"][0]["lr"]  # the scheduled lr of the next step
-
-    @property
-    def inner_states(self) -> dict:
-        return {p: s for opt in self.optimizers.values() for p, s in opt.state.items()}
-
-
-def _layerwise(optim_cls, groups: list[dict], lr: float, kwargs: dict, wrap) -> LayerwiseOptimizer:
-    optimizers, index = {}, 0
-    for group in groups:
-        for p in group["params"]:
-            index += 1
-            opt = optimizers[p] = wrap(optim_cls([{**group, "params": [p]}], **kwargs))
-            if "seed" in opt.state[p]:  # APOLLO seeds each projection by the parameter's position in the optimizer:
-                opt.state[p]["seed"] = index  # keep the whole-model position, so layer-wise = whole-model APOLLO
-    return LayerwiseOptimizer(optimizers, lr)
-
-
-# ------------------------------------------------------------------ Muon + AdamW
-class MuonWithAdamW(torch.optim.Optimizer):
-    """``torch.optim.Muon`` on the hidden matrices and ``torch.optim.AdamW`` on everything else, as one optimizer.
-
-    ``param_groups`` are the two optimizers' own group dicts (a scheduler that sets ``lr`` sets it on both);
-    ``state_dict`` holds both. Muon's update is scaled with ``adjust_lr_fn="match_rms_adamw"`` (0.2·sqrt(max(A, B)),
-    Moonlight's rule, which LLaMA-Factory's Muon uses) so one ``learning_rate`` suits both parts.
-    """
-
-    def __init__(self, muon_groups: list[dict], adamw_groups: list[dict], lr: float, betas, eps: float):
-        self.muon = (
-            torch.optim.Muon(muon_groups, lr=lr, adjust_lr_fn="match_rms_adamw", **MUON_DEFAULTS)
-            if muon_groups
-            else None
-        )
-        self.adamw = torch.optim.AdamW(adamw_groups, lr=lr, betas=betas, eps=eps) if adamw_groups else None
-        inner = [o for o in (self.muon, self.adamw) if o is not None]
-        super().__init__([p for o in inner for g in o.param_groups for p in g["params"]], {"lr": lr})
-        self.param_groups = [g for o in inner for g in o.param_groups]
-
-    @property
-    def inner(self) -> list:
-        return [o for o in (self.muon, self.adamw) if o is not None]
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = closure() if closure is not None else None
-        for opt in self.inner:
-            opt.step()
-        return loss
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for opt in self.inner:
-            opt.zero_grad(set_to_none=set_to_none)
-
-    def state_dict(self):
-        return {
-            "muon": self.muon.state_dict() if self.muon else None,
-            "adamw": self.adamw.state_dict() if self.adamw else None,
-        }
-
-    def load_state_dict(self, state_dict) -> None:
-        for name in ("muon", "adamw"):
-            opt = getattr(self, name)
-            if opt is not None and state_dict.get(name) is not None:
-                opt.load_state_dict(state_dict[name])
-
-    @property
-    def inner_states(self) -> dict:
-        return {p: s for opt in self.inner for p, s in opt.state.items()}
-
-
-# ------------------------------------------------------------------ BAdam
-def _resumable_block_optimizer():
-    from badam import BlockOptimizer
-
-    class ResumableBlockOptimizer(BlockOptimizer):
-        """badam's ``BlockOptimizer`` whose state dict also holds the active block and the step counter."""
-
-        def switch_trainable_params(self, verbose=None):
-            self.active_block_idx = self.current_block_idx
-            super().switch_trainable_params(verbose=self.verbose if verbose is None else verbose)
-
-        def _full_state_dict(self):
-            sd = self.base_optimizer.state_dict()
-            sd["badam"] = {
-                "active_block_idx": self.active_block_idx,
-                "global_step": self.global_step,
-                "block_order": list(getattr(self, "block_order", [])),
-                "lr": [g["lr"] for g in self.param_groups],
-            }  # the scheduled lr of the next step (the base has the last one)
-            return sd
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.state_dict = self._full_state_dict  # BlockOptimizer sets state_dict per instance too
-
-        def load_state_dict(self, state_dict) -> None:
-            state_dict = dict(state_dict)
-            saved = state_dict.pop("badam", None)
-            if saved is not None:
-                for group, lr in zip(self.param_groups, saved["lr"]):  # BAdam copies its own groups' lr into the base
-                    group["lr"] = lr
-                if saved["active_block_idx"] != self.active_block_idx:
-                    self.current_block_idx = saved["active_block_idx"]
-                    self.switch_trainable_params(verbose=0)
-                self.global_step = saved["global_step"]
-                if saved["block_order"]:
-                    self.block_order = list(saved["block_order"])
-            self.base_optimizer.load_state_dict(state_dict)
-
-        @property
-        def inner_states(self) -> dict:
-            return dict(self.base_optimizer.state)
-
-    return ResumableBlockOptimizer
-
-
-def badam_callbacks(cfg) -> list:
+def badam_callbacks(cfg: Config) -> list:
     """The callback badam documents for the Trainer (gradient checkpointing of inactive blocks, ZeRO-3 wiring)."""
     if not getattr(cfg, "use_badam", False):
         return []
@@ -348,7 +143,7 @@ def _adam_kwargs(args) -> dict:
     return dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
 
 
-def build_optimizer(cfg, args, model, decay_names: list[str]):
+def build_optimizer(cfg: Config, args, model, decay_names: list[str]):
     """The optimizer for the configured method, or ``None`` for the Trainer's own ``optim``."""
     if not uses_custom_optimizer(cfg):
         return None
@@ -387,7 +182,7 @@ def build_optimizer(cfg, args, model, decay_names: list[str]):
     )
 
 
-def _projected_optimizer(cfg, args, model, decay_names, wd):
+def _projected_optimizer(cfg: Config, args, model, decay_names, wd):
     if cfg.use_galore:
         lib = _require("galore_torch", "galore-torch")
         from galore_torch.galore_projector import GaLoreProjector
@@ -401,7 +196,8 @@ def _projected_optimizer(cfg, args, model, decay_names, wd):
             optim_cls = lib.GaLoreAdafactor
         else:
             raise ConfigError(
-                f"use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {args.optim}: set optim: adamw_torch."
+                "use_galore works with optim adamw_torch (or adamw_8bit, adafactor), "
+                f"not {args.optim}: set optim: adamw_torch."
             )
         target, layerwise = cfg.galore_target, cfg.galore_layerwise
         extra = dict(
@@ -442,20 +238,22 @@ def _projected_optimizer(cfg, args, model, decay_names, wd):
     if cfg.use_apollo:
         kwargs["scale_front"] = cfg.apollo_scale_front
     if layerwise:
-        return _layerwise(optim_cls, groups, args.learning_rate, kwargs, lambda opt: _make_resumable(opt, classes))
-    return _make_resumable(optim_cls(groups, **kwargs), classes)
+        return layerwise_optimizer(
+            optim_cls, groups, args.learning_rate, kwargs, lambda opt: make_resumable(opt, classes)
+        )
+    return make_resumable(optim_cls(groups, **kwargs), classes)
 
 
-def _badam(cfg, args, model, decay_names, wd):
+def _badam(cfg: Config, args, model, decay_names, wd):
     _require("badam", "badam")
     groups = _decay_groups(model, decay_names, wd)
     if cfg.badam_mode == "layer":
         # BlockOptimizer rebuilds each block's groups as {"weight_decay": <base group 0's>, **base.defaults} and
         # {"weight_decay": 0.0, **base.defaults} (biases; badam's split): a weight_decay in the defaults (AdamW's own
-        # 0.01, whatever weight_decay says) would override both, so the defaults carry none and the decay group is first
+        # 0.01, whatever weight_decay says) would override both, so the defaults carry none, decay group first
         base = torch.optim.AdamW(groups[::-1], **_adam_kwargs(args))
         base.defaults.pop("weight_decay")
-        return _resumable_block_optimizer()(
+        return resumable_block_optimizer()(
             base_optimizer=base,
             named_parameters_list=list(model.named_parameters()),
             block_prefix_list=None,
@@ -472,8 +270,8 @@ def _badam(cfg, args, model, decay_names, wd):
             "set max_grad_norm: 0 (or use badam_mode: layer)."
         )
     named = list(model.named_parameters())
-    # badam freezes the parameter named lm_head (include_lm_head=False, LLaMA-Factory's setting) and fails when there is
-    # none: with tied embeddings the head is the embedding, already frozen by include_embedding=False
+    # badam freezes the parameter named lm_head (include_lm_head=False, LLaMA-Factory's setting) and fails when there
+    # is none: with tied embeddings the head is the embedding, already frozen by include_embedding=False
     tied = not any("lm_head" in n for n, _ in named)
     return BlockOptimizerRatio(
         param_groups=groups,
@@ -488,7 +286,8 @@ def _badam(cfg, args, model, decay_names, wd):
 
 
 def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:
-    """Every tensor the optimizer holds as state (what the planner's ``optimizer_states`` counts), projectors included."""
+    """Every tensor the optimizer holds as state (what the planner's ``optimizer_states`` counts), projectors
+    included."""
     states = getattr(optimizer, "inner_states", None)
     if states is None:
         states = optimizer.state

@@ -1,4 +1,5 @@
-"""``group_within_step`` for preference pairs (dpo, rm): an optimizer step's pairs re-dealt into micro-batches by length.
+"""``group_within_step`` for preference pairs (dpo, rm): an optimizer step's pairs re-dealt into micro-batches by
+length.
 
 A padded pair batch (:class:`~tunekit.train.batching.PairCollator`) holds ``2B`` right-padded rows, chosen ``0..B-1``
 then rejected ``0..B-1``, as wide as its longest row. :func:`regroup_pairs` takes the micro-batches of one
@@ -10,7 +11,8 @@ keeps the layout "chosen 0..B-1, then rejected 0..B-1".
 
 Why the step's gradient is unchanged (exactness): every dpo/rm micro-batch loss is the sum of its per-pair losses
 divided by the window's pair count (``StageTrainer.pair_loss``; the Trainer does not divide by the accumulation count
-again), so the step's loss is ``(1/N) Σ_window ℓ``: the mean over the window's pairs, whatever the dealing. Each pair's ``ℓ`` depends on that pair alone:
+again), so the step's loss is ``(1/N) Σ_window ℓ``: the mean over the window's pairs, whatever the dealing. Each pair's
+``ℓ`` depends on that pair alone:
 
 * ``pref_loss`` sigmoid (with ``dpo_label_smoothing``), hinge, ipo, orpo, simpo: functions of the pair's log-prob
   sums, its lengths and (sigmoid / hinge / ipo) its reference log-probs (``losses.preference_loss``);
@@ -18,12 +20,12 @@ again), so the step's loss is ``(1/N) Σ_window ℓ``: the mean over the window'
 * rm: ``-log σ(r_w - r_l)`` of the pair's two scores (``rm.py``).
 
 None of them normalises over the micro-batch's tokens, so regrouping is exact up to floating-point summation order
-(tests/test_pair_grouping.py: float64 runs, same losses and weights). The logged metrics are micro-batch means
+(tests/train/test_pair_grouping.py: float64 runs, same losses and weights). The logged metrics are micro-batch means
 averaged over the micro-batches: with equal sizes also the window's mean, which is why a window of UNEQUAL
 micro-batch sizes (the last of an epoch) passes through unchanged (its loss would be exact, its logged ``rewards/*``
-means would move), as do left-padded batches. KTO is excluded: its KL estimate is a micro-batch-level quantity (the mean over the
-micro-batch's mismatched pairs), so which examples share a micro-batch changes the loss; its batches (``kl_`` keys)
-never reach this function (``window_grouping.WindowGroupingMixin``).
+means would move), as do left-padded batches. KTO is excluded: its KL estimate is a micro-batch-level quantity (the
+mean over the micro-batch's mismatched pairs), so which examples share a micro-batch changes the loss; its batches
+(``kl_`` keys) never reach this function (``window_grouping.WindowGroupingMixin``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ ROW_KEYS = ("input_ids", "attention_mask", "token_labels")
 
 
 def is_pair_batch(batch: dict) -> bool:
-    """A padded text pair batch: exactly ``input_ids``/``attention_mask``/``token_labels``, optionally ``ref_logps``."""
+    """A padded text pair batch: exactly ``input_ids``/``attention_mask``/``token_labels``, optionally
+    ``ref_logps``."""
     return set(batch) in (PAIR_KEYS, PAIR_KEYS | {"ref_logps"})
 
 

@@ -22,8 +22,7 @@ def read_log(output_dir: str | Path) -> list[dict]:
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
+    for line in map(str.strip, path.read_text(encoding="utf-8").splitlines()):
         if line:
             try:
                 rows.append(json.loads(line))

@@ -29,10 +29,14 @@ reproduces the run on any machine. ``tunekit/flow.py`` applies it before the res
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..config import build_config
+from ..config.schema import Config
 from ..model.loader import load_dtype_name
-from .machine import BF16_CAPABILITY, Machine
+from .engines.deepspeed_config import field, read_deepspeed
+from .engines.distributed import is_main_process
+from .machine import BF16_CAPABILITY, Machine, run_machine
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
 
@@ -41,13 +45,15 @@ _BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
 class PrecisionDecision:
     """What a run computes in: ``weights`` the dtype the (frozen) base weights load in, ``trainable`` the dtype of the
     trained parameters, ``autocast`` ``"bf16"``/``"fp16"`` (TrainingArguments' bf16/fp16) or None, ``reason`` one
-    line, ``explicit`` whether the config's options chose it."""
+    line, ``explicit`` whether the config's options chose it, ``every_weight_trains`` full fine-tuning (no frozen base:
+    the weights load in ``weights`` and train in ``trainable``)."""
 
     weights: str
     trainable: str
     autocast: str | None
     reason: str
     explicit: bool
+    every_weight_trains: bool = False
 
     @property
     def options(self) -> dict[str, bool]:
@@ -74,6 +80,8 @@ class PrecisionDecision:
         mixed = f", {self.autocast} autocast" if self.autocast else ""
         if self.weights == self.trainable and not self.autocast:
             return f"{self.weights} throughout"
+        if self.every_weight_trains:
+            return f"weights loaded in {self.weights}, trained in {self.trainable}{mixed}"
         return f"frozen weights {self.weights}, trainable {self.trainable}{mixed}"
 
     def message(self) -> str:
@@ -81,12 +89,11 @@ class PrecisionDecision:
         return f"precision: {self.summary()} ({self.reason})"
 
 
-def _deepspeed_precision(cfg) -> str | None:
+def _deepspeed_precision(cfg: Config) -> str | None:
     """``"bf16"``, ``"fp16"`` or ``"fp32"`` when the DeepSpeed file sets its fp16/bf16 blocks (not ``"auto"``),
     else None."""
     if not cfg.deepspeed:
         return None
-    from .engines.deepspeed_config import field, read_deepspeed
 
     config = read_deepspeed(cfg.deepspeed).config
     given = {key: field(config, f"{key}.enabled") for key in ("bf16", "fp16")}
@@ -95,7 +102,7 @@ def _deepspeed_precision(cfg) -> str | None:
     return next((key for key, value in given.items() if value is True), "fp32")
 
 
-def _explicit(cfg) -> list[str]:
+def _explicit(cfg: Config) -> list[str]:
     """The precision options the config sets, as written (``bf16: true``, ``bf16: false``, ``dtype: float32``, ...)."""
     written = cfg.model_fields_set
     names = [
@@ -117,7 +124,7 @@ def _decided(autocast: str | None, reason: str) -> PrecisionDecision:
     return PrecisionDecision(weights=weights, trainable="float32", autocast=autocast, reason=reason, explicit=False)
 
 
-def stated_precision(cfg) -> PrecisionDecision:
+def stated_precision(cfg: Config) -> PrecisionDecision:
     """The precision the options state as they are, with no machine: what the loader and TrainingArguments run for
     ``cfg``. A run's options carry its decision (:func:`resolve_precision`), so for a run this is the decision."""
     given = _explicit(cfg)
@@ -126,14 +133,20 @@ def stated_precision(cfg) -> PrecisionDecision:
     trainable = "bfloat16" if cfg.pure_bf16 else "float64" if weights == "float64" else "float32"
     reason = f"set by {', '.join(given)}" if given else "no precision option set"
     return PrecisionDecision(
-        weights=weights, trainable=trainable, autocast=autocast, reason=reason, explicit=bool(given)
+        weights=weights,
+        trainable=trainable,
+        autocast=autocast,
+        reason=reason,
+        explicit=bool(given),
+        every_weight_trains=cfg.finetuning_type == "full",
     )
 
 
-def decide_precision(cfg, machine: Machine) -> PrecisionDecision:
+def decide_precision(cfg: Config, machine: Machine) -> PrecisionDecision:
     """The precision of a run of ``cfg`` on ``machine`` (the device the run trains on, not the one the command
     starts on): the options when they choose one, else the rule of this module's docstring."""
-    stated, device = stated_precision(cfg), _device_default(cfg, machine)
+    stated = stated_precision(cfg)
+    device = replace(_device_default(cfg, machine), every_weight_trains=stated.every_weight_trains)
     if not stated.explicit:
         return device
     if device.autocast is not None and _same(stated, device):  # a run's applied decision, or the user's equal choice
@@ -143,6 +156,7 @@ def decide_precision(cfg, machine: Machine) -> PrecisionDecision:
             stated.autocast,
             explicit=True,
             reason=f"{stated.reason}, this device's default: {device.reason}",
+            every_weight_trains=stated.every_weight_trains,
         )
     return stated
 
@@ -151,7 +165,7 @@ def _same(a: PrecisionDecision, b: PrecisionDecision) -> bool:
     return (a.weights, a.trainable, a.autocast) == (b.weights, b.trainable, b.autocast)
 
 
-def _device_default(cfg, machine: Machine) -> PrecisionDecision:
+def _device_default(cfg: Config, machine: Machine) -> PrecisionDecision:
     """The rule for a config that states no precision (it reads the method, fsdp and quantization, not the options)."""
     if machine.gpus:
         return _cuda(cfg, machine)
@@ -172,7 +186,7 @@ def _device_default(cfg, machine: Machine) -> PrecisionDecision:
     )
 
 
-def _cuda(cfg, machine: Machine) -> PrecisionDecision:
+def _cuda(cfg: Config, machine: Machine) -> PrecisionDecision:
     older = [i for i, capability in enumerate(machine.gpus) if tuple(capability) < BF16_CAPABILITY]
     if not older:
         return _decided(
@@ -193,34 +207,29 @@ def _cuda(cfg, machine: Machine) -> PrecisionDecision:
     )
 
 
-def apply_precision(cfg, decision: PrecisionDecision):
+def apply_precision(cfg: Config, decision: PrecisionDecision):
     """``cfg`` with the options that express ``decision`` set (as ``gradient_checkpointing: auto`` writes its
     decision): the loader, TrainingArguments, the planner and ``tunekit_config.yaml`` read them."""
     if not decision.options:
         return cfg
-    from ..config import build_config
 
     values = {key: getattr(cfg, key) for key in cfg.model_fields_set}
     values.update(decision.options)
     return build_config(values)
 
 
-def resolve_precision(cfg, machine: Machine | None = None):
+def resolve_precision(cfg: Config, machine: Machine | None = None):
     """``(cfg with the decision applied, the decision)`` for the run of ``cfg`` (``machine``: the device it trains on,
     by default this machine's as the run will use it, ``train.machine.run_machine``)."""
     if machine is None:
-        from .machine import run_machine
-
         machine = run_machine(cfg)
     decision = decide_precision(cfg, machine)
     return apply_precision(cfg, decision), decision
 
 
-def run_precision(cfg, machine: Machine | None = None):
+def run_precision(cfg: Config, machine: Machine | None = None):
     """``(cfg with the run's precision applied, the decision)``, the decision printed on the main process
     (``tunekit/flow.py``)."""
-    from .engines.distributed import is_main_process
-
     cfg, decision = resolve_precision(cfg, machine)
     if is_main_process():
         print(decision.message(), flush=True)

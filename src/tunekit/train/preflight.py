@@ -22,11 +22,22 @@ when a precision option needs to know about a non-CUDA accelerator; never transf
 
 from __future__ import annotations
 
+from ..config.schema import Config, run_problems
+from ..data.dataset_info import resolve_datasets
+from ..data.tokenized_cache import META
 from ..errors import ConfigError
+from ..model.loader import _read_config_json, attention_implementation, check_accelerators, is_local_path, model_path
+from ..model.quantization import check_prequantized, check_quantization_packages
+from .engines import distributed
+from .engines.deepspeed_config import check_options, read_deepspeed, require_deepspeed
+from .engines.distributed import _has_gpu, check_deepspeed_machine
+from .fp8 import fp8_recipe, require_backend
 from .machine import Machine, check_machine, this_machine  # noqa: F401 - preflight's names too
+from .run import check_output_dir
+from .trackers import check_trackers
 
 
-def preflight(cfg, machine: Machine | None = None) -> None:
+def preflight(cfg: Config, machine: Machine | None = None) -> None:
     """Raise the first :class:`~tunekit.errors.TunekitError` that ``cfg`` meets on this machine (see the module doc);
     ``machine`` defaults to :func:`this_machine`."""
     check_config(cfg)
@@ -35,42 +46,29 @@ def preflight(cfg, machine: Machine | None = None) -> None:
     check_packages(cfg)
 
 
-def check_config(cfg) -> None:
+def check_config(cfg: Config) -> None:
     """The rules of a training run, the DeepSpeed file against the options, FSDP settings, the fp8 recipe."""
-    from ..config.schema import run_problems
-    from .engines import distributed
-
     problems = list(run_problems(cfg))
     if problems:
         raise ConfigError("\n".join(p.message for p in problems), problems)
     if cfg.deepspeed:
-        from .engines.deepspeed_config import check_options, read_deepspeed
-
         check_options(read_deepspeed(cfg.deepspeed), cfg, distributed.world_size(cfg))
     distributed.fsdp_settings(cfg)
     if cfg.fp8:
-        from .fp8 import fp8_recipe
-
         fp8_recipe(cfg)
 
 
-def check_paths(cfg) -> None:
+def check_paths(cfg: Config) -> None:
     """The model folder, ``output_dir`` and every dataset name the run reads."""
-    from ..model.loader import model_path
-    from .run import check_output_dir
-
     model_path(cfg)
     check_output_dir(cfg)
     check_datasets(cfg)
 
 
-def check_datasets(cfg) -> None:
+def check_datasets(cfg: Config) -> None:
     """Each name of ``dataset`` and ``eval_dataset`` is in ``dataset_info.json`` or a file (records are read later);
     nothing to check when the tokenized data is reused from ``tokenized_path``."""
     from pathlib import Path
-
-    from ..data.dataset_info import resolve_datasets
-    from ..data.tokenized_cache import META
 
     if cfg.tokenized_path and Path(cfg.tokenized_path, META).is_file() and not cfg.overwrite_cache:
         return
@@ -83,45 +81,27 @@ def check_datasets(cfg) -> None:
             resolve_datasets(names, cfg.dataset_dir)
 
 
-def check_packages(cfg) -> None:
+def check_packages(cfg: Config) -> None:
     """DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels, quantization libraries."""
     if cfg.deepspeed:
-        from .engines.deepspeed_config import read_deepspeed, require_deepspeed
-        from .engines.distributed import _has_gpu, check_deepspeed_machine
-
         check_deepspeed_machine(cfg)
         require_deepspeed(read_deepspeed(cfg.deepspeed), on_gpu=_has_gpu(cfg))
     if cfg.fp8:
-        from .fp8 import fp8_recipe, require_backend
-
         require_backend(fp8_recipe(cfg))
-    from .trackers import check_trackers
 
     check_trackers(cfg)
     if cfg.enable_liger_kernel or cfg.use_unsloth:
-        from ..model.loader import check_accelerators
-
         check_accelerators(cfg)
     if cfg.flash_attn == "fa2":  # the package, then a GPU (model/loader.py)
-        from ..model.loader import attention_implementation
-
         attention_implementation(cfg)
     check_quantization(cfg)
 
 
-def check_quantization(cfg) -> None:
+def check_quantization(cfg: Config) -> None:
     """``quantization_bit``'s library, and a local model folder saved already quantized (its config.json's
     ``quantization_config``): the same decisions as ``model/loader.load_model``, before any process starts."""
     from pathlib import Path
     from types import SimpleNamespace
-
-    from ..model.loader import (
-        _read_config_json,
-        check_prequantized,
-        check_quantization_packages,
-        is_local_path,
-        model_path,
-    )
 
     check_quantization_packages(cfg)
     path = model_path(cfg)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import warnings
 
+from ..config.schema import Config
+
 DEEPSPEED_LOGGER = "DeepSpeed"
 DEEPSPEED_CPU_NOTICE = "Setting accelerator to CPU."
 BNB_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
@@ -49,7 +51,7 @@ def _drop(logger_name: str, prefix: str) -> None:
         logger.addFilter(DropMessage(prefix))
 
 
-def quiet_library_notices(cfg) -> None:
+def quiet_library_notices(cfg: Config) -> None:
     """Install the filters this run's options allow (see the module docstring); call before the libraries load."""
     warnings.filterwarnings("ignore", message=GRADIENT_CHECKPOINTING_RENAME, category=FutureWarning)
     if not cfg.deepspeed:

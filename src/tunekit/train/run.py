@@ -15,11 +15,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import config_to_dict, save_config
+from ..config.loader import check_writable_folder
+from ..config.schema import Config
 from ..config.stages import STAGES as _REGISTRY
 from ..config.stages import StageModule
-from ..errors import ConfigError
+from ..data.pipeline import prepare_datasets
+from ..data.report import print_reports, write_reports
+from ..errors import ConfigError, TunekitError
+from ..model.finetuning import count_parameters, save_pissa_converted
+from ..model.loader import load_model, load_tokenizer, model_path
+from .arguments import build_training_arguments
+from .checkpoints import apply_clear, disk_full_error, purge_trash
+from .decisions import building_with
 from .engines import distributed
 from .engines.distributed import is_main_process
+from .engines.media_ranks import check_media_on_every_rank
+from .plotting import plot_loss
+from .precision import precision_notes
+from .quiet import quiet_library_notices
+from .resume import ResumePlan, plan_resume
+from .trackers import check_trackers, tracker_callbacks
 
 STAGES = {name: stage.trainer for name, stage in _REGISTRY.items()}  # config/stages.py is the registry
 
@@ -39,13 +55,12 @@ def log(msg: str) -> None:
         print(msg, flush=True)
 
 
-def check_output_dir(cfg) -> None:
+def check_output_dir(cfg: Config) -> None:
     if not cfg.output_dir:
         raise ConfigError("output_dir is not set: name the folder for the model, checkpoints and logs.")
     out = Path(cfg.output_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output_dir {out} is a file, not a folder.")
-    from ..config.loader import check_writable_folder
 
     check_writable_folder(out, "output_dir")  # /proc/x, a read-only mount: refused before anything loads
     if not cfg.do_train or cfg.overwrite_output_dir or cfg.resume_from_checkpoint not in (None, False):
@@ -69,7 +84,7 @@ def peak_memory_mb() -> dict:
     return out
 
 
-def evaluation_of_final_weights(trainer, cfg) -> dict | None:
+def evaluation_of_final_weights(trainer, cfg: Config) -> dict | None:
     """The metrics of the evaluation the Trainer already ran on the weights training ended with, if any.
 
     With ``eval_strategy`` steps or epoch, HF evaluates at the last step too; evaluating the same weights
@@ -86,11 +101,8 @@ def evaluation_of_final_weights(trainer, cfg) -> dict | None:
     return metrics or None
 
 
-def _raise_if_disk_full(exc: Exception, trainer, cfg, final: bool = False) -> None:
+def _raise_if_disk_full(exc: Exception, trainer, cfg: Config, final: bool = False) -> None:
     """A full disk while training or saving: the partial checkpoint removed, the intact one named (checkpoints.py)."""
-    from ..errors import TunekitError
-    from .checkpoints import disk_full_error
-
     if isinstance(exc, TunekitError) or not is_main_process():
         return
     error = disk_full_error(exc, cfg.output_dir, trainer.state.global_step, final=final)
@@ -128,12 +140,8 @@ class BuiltRun:
     decisions: Any = None  # the RunDecisions they read (train/decisions)
 
 
-def start_run(cfg):
+def start_run(cfg: Config):
     """The checks that need nothing loaded (model path, output_dir) and the resume plan (train/checkpoints.py)."""
-    from ..config import config_to_dict
-    from ..model.loader import model_path
-    from .checkpoints import ResumePlan, plan_resume
-
     model_path(cfg)  # a wrong path fails here, in milliseconds
     check_output_dir(cfg)
     if (
@@ -142,7 +150,8 @@ def start_run(cfg):
         asked = [k for k in ("do_eval", "do_predict") if getattr(cfg, k)]
         doing = " and ".join({"do_eval": "evaluating", "do_predict": "predicting"}[k] for k in asked)
         log(
-            f"do_train is not set and {' and '.join(asked)} {'are' if len(asked) > 1 else 'is'}: only {doing} (set do_train: true to train first)"
+            f"do_train is not set and {' and '.join(asked)} {'are' if len(asked) > 1 else 'is'}: "
+            f"only {doing} (set do_train: true to train first)"
         )
     plan = (
         plan_resume(
@@ -170,23 +179,14 @@ def settle_collector(on: bool) -> None:
         gc_pause.settle()
 
 
-def prepare_data(cfg, settle_gc: bool = False) -> Prepared:
+def prepare_data(cfg: Config, settle_gc: bool = False) -> Prepared:
     """Trackers, TrainingArguments, tokenizer, datasets (tokenized once, cached). ``settle_gc``: the run paused the
     collector (``RunDecisions.gc_pause``), settled once the imports are done."""
-    from .quiet import quiet_library_notices
-    from .trackers import check_trackers
-
     report_to = check_trackers(cfg)
     stage = get_stage(cfg.stage)
     quiet_library_notices(cfg)
 
     import transformers
-
-    from ..data.pipeline import prepare_datasets
-    from ..data.report import print_reports
-    from ..model.loader import load_tokenizer
-    from .arguments import build_training_arguments
-    from .engines.media_ranks import check_media_on_every_rank
 
     transformers.logging.set_verbosity_warning()
     transformers.set_seed(cfg.seed)
@@ -208,13 +208,12 @@ def prepare_data(cfg, settle_gc: bool = False) -> Prepared:
     return Prepared(args=args, tokenizer=tokenizer, data=data, report_to=report_to, stage=stage)
 
 
-def build_model(cfg, decisions, prepared: Prepared):
-    """The model with its fine-tuning method, as ``decisions`` (RunDecisions) say: ``elementwise_recompute``'s hooks."""
+def build_model(cfg: Config, decisions, prepared: Prepared):
+    """The model with its fine-tuning method, as ``decisions`` (RunDecisions) say: ``elementwise_recompute``'s
+    hooks."""
     import transformers
 
     from ..model.elementwise_recompute import enable_for_training
-    from ..model.finetuning import count_parameters
-    from ..model.loader import load_model
 
     # the random init (adapters, value head) from the seed alone, not from what data preparation drew: the ranks of a
     # ZeRO-3 run reached this point with different RNG states, and ZeRO-3 keeps each rank's own shard of the init
@@ -229,20 +228,18 @@ def build_model(cfg, decisions, prepared: Prepared):
         enable_for_training(model, tuple(decisions.elementwise_recompute.detail))
     trainable, total = count_parameters(model)
     log(
-        f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | trainable params: {trainable:,} / {total:,} "
-        f"({100 * trainable / max(total, 1):.4f}%) | train samples: {len(data.train) if data.train is not None else 0}"
+        f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | "
+        f"trainable params: {trainable:,} / {total:,} ({100 * trainable / max(total, 1):.4f}%) | "
+        f"train samples: {len(data.train) if data.train is not None else 0}"
         f" | eval samples: {len(data.eval) if data.eval is not None else 0}"
     )
     return model
 
 
-def build_trainer(cfg, decisions, prepared: Prepared, model) -> BuiltRun:
+def build_trainer(cfg: Config, decisions, prepared: Prepared, model) -> BuiltRun:
     """The stage's trainer, built under ``decisions`` (the features it attaches read them: chunked head, trained-token
     loss, heap guard, grouping), with tunekit's callbacks."""
     import transformers
-
-    from .decisions import building_with
-    from .trackers import tracker_callbacks
 
     callbacks, stopper = run_callbacks(cfg)
     with building_with(decisions):
@@ -264,8 +261,9 @@ def build_trainer(cfg, decisions, prepared: Prepared, model) -> BuiltRun:
     )
 
 
-def execute(cfg, built: BuiltRun, plan) -> dict:
-    """Write the run's files, train and save (``do_train``), evaluate (``do_eval`` or an eval strategy): the metrics."""
+def execute(cfg: Config, built: BuiltRun, plan) -> dict:
+    """Write the run's files, train and save (``do_train``), evaluate (``do_eval`` or an eval strategy): the
+    metrics."""
     write_run_files(cfg, plan, built.data, built.decisions)
     results: dict = {}
     if cfg.do_train:
@@ -281,7 +279,7 @@ def execute(cfg, built: BuiltRun, plan) -> dict:
     return results
 
 
-def report_done(cfg, results: dict) -> None:
+def report_done(cfg: Config, results: dict) -> None:
     if cfg.do_train:
         log(
             f"done: {cfg.output_dir} (train_loss {results.get('train_loss', float('nan')):.4f}, "
@@ -289,7 +287,7 @@ def report_done(cfg, results: dict) -> None:
         )
 
 
-def run_callbacks(cfg) -> tuple[list, Any]:
+def run_callbacks(cfg: Config) -> tuple[list, Any]:
     """tunekit's callbacks (jsonl log, complete checkpoints, graceful stop, finite guard, progress) and the stopper."""
     from .callbacks import CompleteCheckpointCallback, GracefulStopCallback, JsonlLogCallback, RichProgressCallback
     from .finite_guard import FiniteGuardCallback
@@ -302,13 +300,10 @@ def run_callbacks(cfg) -> tuple[list, Any]:
     return callbacks, stopper
 
 
-def write_run_files(cfg, plan, data, decisions=None) -> None:
+def write_run_files(cfg: Config, plan, data, decisions=None) -> None:
     """The inputs are validated: now the run's files may replace what output_dir holds (main process)."""
     if not is_main_process():
         return
-    from ..config import save_config
-    from ..data.report import write_reports
-    from .checkpoints import apply_clear, purge_trash
 
     if plan.clear:
         log(plan.clear_note)
@@ -318,8 +313,6 @@ def write_run_files(cfg, plan, data, decisions=None) -> None:
     # replaced (a DeepSpeed optimizer/scheduler block) gets a note saying what ran instead
     notes = distributed.option_notes(cfg)
     if decisions is not None and decisions.precision is not None:  # what ran and why (train/precision.py)
-        from .precision import precision_notes
-
         notes = {**precision_notes(decisions.precision), **notes}
     if decisions is not None:  # an option the device's decision overrode (elementwise_recompute on a GPU)
         notes = {**decisions.option_notes(), **notes}
@@ -327,7 +320,7 @@ def write_run_files(cfg, plan, data, decisions=None) -> None:
     write_reports(data.reports, Path(cfg.output_dir) / "preprocessing_report.json")
 
 
-def train_and_save(cfg, built: BuiltRun, plan) -> dict:
+def train_and_save(cfg: Config, built: BuiltRun, plan) -> dict:
     """Train (resuming ``plan.checkpoint``), save the model, state, metrics and plots; the train metrics."""
     trainer, stopper, resume = built.trainer, built.stopper, plan.checkpoint
     if resume:
@@ -361,8 +354,6 @@ def train_and_save(cfg, built: BuiltRun, plan) -> dict:
     if trainer.is_world_process_zero():
         trainer.save_metrics("train", metrics)
     if cfg.plot_loss and trainer.is_world_process_zero():
-        from .plotting import plot_loss
-
         plots = plot_loss(cfg.output_dir)
         for path in plots:
             log(f"loss plot: {path}")
@@ -376,15 +367,14 @@ def train_and_save(cfg, built: BuiltRun, plan) -> dict:
     return metrics
 
 
-def save_final_model(cfg, trainer) -> None:
+def save_final_model(cfg: Config, trainer) -> None:
     try:
         trainer.save_model()
         if cfg.pissa_convert and trainer.is_world_process_zero():  # output_dir: plain LoRA on the original base
-            from ..model.finetuning import save_pissa_converted
-
             save_pissa_converted(trainer.model, cfg.output_dir)
             log(
-                f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) for the original base"
+                f"pissa_convert: {cfg.output_dir} holds the adapter as plain LoRA (rank {2 * cfg.lora_rank}) "
+                "for the original base"
             )
     except Exception as exc:
         _raise_if_disk_full(exc, trainer, cfg, final=True)

@@ -28,7 +28,7 @@ Data parallelism: the DataLoader gets the batch sampler, and accelerate's ``Batc
 None``: dynamic batches) deals WHOLE batches to the ranks in turn (batch ``i`` to rank ``i % world``), cycling back
 to the first batches so every rank gets ``ceil(batches / world)``: the same rule ``plan_steps`` applies. The batches
 dealt again are trained again (3 batches on 2 ranks: the epoch's first batch twice), and dpo/rm count their pairs again
-in that step's pair count (tests/test_ddp_pair_budget_padding_free.py).
+in that step's pair count (tests/distributed/test_ddp_pair_budget_padding_free.py).
 
 The Trainer hook: transformers 5's ``Trainer._get_dataloader`` passes a sampler as ``batch_sampler`` only for its
 own ``BatchRebalanceSampler``, so :class:`TokenBudgetMixin` overrides the public ``get_train_dataloader`` (no private
@@ -64,8 +64,8 @@ class BudgetBatches:
 
 
 def budget_batches(lengths, budget: int, padding_free: bool, pad_to: int = 1, seed: int = 0) -> BudgetBatches:
-    """Micro-batches of dataset indices, each costing at most ``budget`` tokens (module docstring). ``lengths``: ``[N]``
-    (one sequence per sample) or ``[N, k]`` (``k`` sequences per sample: a pair's chosen and rejected)."""
+    """Micro-batches of dataset indices, each costing at most ``budget`` tokens (module docstring). ``lengths``:
+    ``[N]`` (one sequence per sample) or ``[N, k]`` (``k`` sequences per sample: a pair's chosen and rejected)."""
     import numpy as np
 
     if budget < 1:
@@ -148,7 +148,8 @@ def dataset_lengths(dataset) -> list:
 
 
 class TokenBudgetMixin:
-    """``Trainer.get_train_dataloader`` with a :class:`TokenBudgetBatchSampler` when ``max_tokens_per_batch`` is set."""
+    """``Trainer.get_train_dataloader`` with a :class:`TokenBudgetBatchSampler` when ``max_tokens_per_batch`` is
+    set."""
 
     def get_train_dataloader(self):
         cfg = getattr(self, "tunekit_config", None)
@@ -173,7 +174,6 @@ class TokenBudgetMixin:
                 f"multiple of {cfg.pad_to_multiple_of}; each is its own micro-batch.",
                 flush=True,
             )
-        self.token_budget_plan = plan
         sampler = TokenBudgetBatchSampler(plan, seed=self.args.data_seed or self.args.seed)
         params = {
             "batch_sampler": sampler,

@@ -24,7 +24,10 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from . import chunked_head
 from .chunked_head import trained_positions  # which hidden states the LM head sees (re-exported)
+from .losses import sft_token_losses
+from .stages.reference_policy import reference_forward
 
 
 @contextmanager
@@ -65,8 +68,6 @@ def causal_lm_loss(
     if targets.numel() == 0:  # nothing trained in this micro-batch: a zero that keeps the graph connected
         return logits.sum() * 0.0
     if kind is not None:
-        from .losses import sft_token_losses
-
         if ref_logits is not None:
             ref_logits = ref_logits.reshape(-1, ref_logits.shape[-1])
         per_token = sft_token_losses(logits, targets, kind, alpha, ref_logits)
@@ -114,9 +115,8 @@ class TrainedTokensLossMixin:
 
     def _asft_reference_rows(self, model, inputs, keep, head) -> torch.Tensor | None:
         """ASFT: the reference's logits on the trained rows, without gradient (``stages/reference_policy``: the frozen
-        copy ``asft_reference``, or with LoRA the policy with its adapter disabled); its LM head sees only those rows."""
-        from .stages.reference_policy import reference_forward
-
+        copy ``asft_reference``, or with LoRA the policy with its adapter disabled); its LM head sees only those
+        rows."""
         with torch.no_grad(), reference_forward(model, getattr(self, "asft_reference", None)) as ref:
             if head is None:
                 return ref(**inputs).logits[keep]
@@ -124,10 +124,9 @@ class TrainedTokensLossMixin:
                 return ref(**inputs).logits
 
     def _chunked_head_loss(self, model, head, inputs, keep, targets):
-        """``(outputs, summed loss)`` from :func:`chunked_head.fused_forward`, or None for the plain path (``chunked_lm_loss:
-        false``, a wrapped or sharded head, or a model that changes its head's output: remembered after the first try)."""
-        from . import chunked_head
-
+        """``(outputs, summed loss)`` from :func:`chunked_head.fused_forward`, or None for the plain path
+        (``chunked_lm_loss: false``, a wrapped or sharded head, or a model that changes its head's output: remembered
+        after the first try)."""
         if not self.run_decisions.chunked_lm_head.on or getattr(self, "_chunked_head_off", False):
             return None
         if not chunked_head.usable(head):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+from pathlib import Path
 
+from ..config.schema import Config
 from ..errors import EnvironmentProblem
 
 PACKAGES = {
@@ -26,7 +28,7 @@ def _reachable(host: tuple[str, int], timeout: float = 3.0) -> bool:
         return False
 
 
-def check_trackers(cfg) -> list[str]:
+def check_trackers(cfg: Config) -> list[str]:
     """Validate every tracker, set its environment, and return the names for TrainingArguments.report_to.
 
     SwanLab is left out of report_to: transformers' built-in SwanLab callback does not work with current
@@ -47,7 +49,7 @@ def check_trackers(cfg) -> list[str]:
         and not os.environ.get("WANDB_API_KEY")
     ):
         netrc = os.path.expanduser("~/.netrc")
-        if not (os.path.isfile(netrc) and "api.wandb.ai" in open(netrc, encoding="utf-8", errors="ignore").read()):
+        if not (os.path.isfile(netrc) and "api.wandb.ai" in Path(netrc).read_text(encoding="utf-8", errors="ignore")):
             raise EnvironmentProblem(
                 "wandb needs a login: set WANDB_API_KEY (or run `wandb login`), or WANDB_MODE=offline to log locally."
             )
@@ -56,7 +58,7 @@ def check_trackers(cfg) -> list[str]:
     return [n for n in names if n != "swanlab"]
 
 
-def _check_swanlab(cfg) -> None:
+def _check_swanlab(cfg: Config) -> None:
     if cfg.swanlab_mode != "cloud":
         return
     key = cfg.swanlab_api_key or os.environ.get("SWANLAB_API_KEY")
@@ -75,7 +77,7 @@ def _check_swanlab(cfg) -> None:
         os.environ["SWANLAB_API_KEY"] = key
 
 
-def tracker_callbacks(cfg) -> list:
+def tracker_callbacks(cfg: Config) -> list:
     """swanlab's own Trainer callback (local/offline modes write to output_dir/swanlog)."""
     if "swanlab" not in cfg.trackers:
         return []
@@ -83,7 +85,7 @@ def tracker_callbacks(cfg) -> list:
 
     mode = {"cloud": "online"}.get(cfg.swanlab_mode, cfg.swanlab_mode)
     if mode == "local" and importlib.util.find_spec("swanboard") is None:
-        mode = "offline"  # same files on disk; 'local' only adds swanlab's dashboard server (pip install 'swanlab[dashboard]')
+        mode = "offline"  # same files on disk; 'local' adds swanlab's dashboard (pip install 'swanlab[dashboard]')
     return [
         SwanLabCallback(
             project=cfg.swanlab_project,

@@ -1,15 +1,17 @@
 """The HF Trainer with tunekit's additions: LoRA+ optimizer groups, token-normalised loss across accumulation, FSDP2,
-the LM head on trained tokens only (token_loss.py), micro-batches regrouped by length within a step (window_grouping.py)
-and token-budget micro-batches (token_budget.py: max_tokens_per_batch)."""
+the LM head on trained tokens only (token_loss.py), micro-batches regrouped by length within a step
+(window_grouping.py) and token-budget micro-batches (token_budget.py: max_tokens_per_batch)."""
 
 from __future__ import annotations
 
 from transformers import Trainer
 
-from .checkpoint_weights import ConvertedCheckpointMixin
+from ..model.layers import decoder_layers
+from .checkpoint_weights import CheckpointWeightsMixin
+from .decisions import decisions_for
 from .engines.fsdp import FSDPTrainerMixin, reshard
 from .fp8 import Fp8AcceleratorMixin
-from .optimizers import SparseGradNormMixin
+from .optimizers import SparseGradNormMixin, badam_callbacks, build_optimizer
 from .token_budget import TokenBudgetMixin
 from .token_loss import TrainedTokensLossMixin
 from .window_grouping import WindowGroupingMixin
@@ -20,16 +22,17 @@ class TunekitTrainer(
     WindowGroupingMixin,
     TrainedTokensLossMixin,
     FSDPTrainerMixin,
-    ConvertedCheckpointMixin,
+    CheckpointWeightsMixin,
     Fp8AcceleratorMixin,
     SparseGradNormMixin,
     Trainer,
 ):
     """``transformers.Trainer`` + LoRA+ (``loraplus_lr_ratio``: B matrices get ``ratio x lr``) + FSDP2 (``fsdp``, see
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
-    recipe, :mod:`tunekit.train.fp8`) + resume of a full checkpoint saved in the original weight layout
-    (:mod:`tunekit.train.checkpoint_weights`) + on the CPU, freed heap memory returned when a forward pass strands it
-    (:mod:`tunekit.host.heap`, when ``run_decisions.heap_guard`` says so).
+    recipe, :mod:`tunekit.train.fp8`) + the model's weights saved and resumed by
+    :mod:`tunekit.train.checkpoint_weights` (a value head beside its LM, a full checkpoint saved in the original
+    layout) + on the CPU, freed heap memory returned when a forward pass strands it (:mod:`tunekit.host.heap`, when
+    ``run_decisions.heap_guard`` says so).
 
     ``run_decisions`` (:class:`~tunekit.train.decisions.RunDecisions`): what the run decided, read by the features
     (trained-token loss, chunked head, heap guard): the value ``train/run.build_trainer`` builds the trainer under
@@ -42,15 +45,11 @@ class TunekitTrainer(
         self.run_decisions = None
         self.heap_guard = None
         if tunekit_config is not None:
-            from .decisions import decisions_for
-            from .optimizers import badam_callbacks
-
             self.run_decisions = decisions_for(tunekit_config)
             if (
                 self.run_decisions.heap_guard.on
             ):  # CPU: freed heap memory a forward pass strands goes back to the kernel
                 from ..host import heap
-                from ..model.layers import decoder_layers
 
                 self.heap_guard = heap.attach(self.model, decoder_layers(self.model), self.args.device)
 
@@ -63,8 +62,6 @@ class TunekitTrainer(
         )  # FSDP2: the optimizer must hold the sharded parameters, even after a forward (no-op otherwise)
         cfg = self.tunekit_config
         if cfg is not None and self.optimizer is None:  # GaLore, APOLLO, BAdam, Adam-mini, Muon (train/optimizers.py)
-            from .optimizers import build_optimizer
-
             self.optimizer = build_optimizer(cfg, self.args, self.model, self.get_decay_parameter_names(self.model))
             if self.optimizer is not None:
                 return self.optimizer

@@ -7,16 +7,26 @@ Widgets only: what they do lives in :class:`tunekit.webui.board.Board`; each tab
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import importlib
 import os
+import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from starlette.middleware import Middleware
+
+from tunekit.errors import EnvironmentProblem
 
 from . import backend as adapters
+from .bind import check_trusted_proxies, port_taken_message
 from .board import Board
+from .chat import MAX_UPLOAD_BYTES
 from .i18n import LANG_LABELS, t
+from .ratelimit import LoginRateLimit
 from .sections import section_title
 from .tabs import Page
 from .tabs import chat as chat_tab
@@ -233,23 +243,8 @@ def launch(
     sample thumbnails), uploads are refused over ``max_upload_bytes`` (default
     :data:`tunekit.webui.chat.MAX_UPLOAD_BYTES`), and ``/login`` is rate-limited (:mod:`tunekit.webui.ratelimit`)
     by the connection's address: ``X-Forwarded-For`` is believed only from ``trusted_proxies``."""
-    import importlib
-    import shutil
-    import threading
-
-    from starlette.middleware import Middleware
-
-    from tunekit.errors import EnvironmentProblem
-
-    from .bind import check_trusted_proxies, port_taken_message
-    from .ratelimit import LoginRateLimit
-
     # Warm the ML imports while the page loads: the first plan / sample preview / chat is then quick.
     threading.Thread(target=importlib.import_module, args=("transformers",), daemon=True).start()
-    import atexit
-
-    from .chat import MAX_UPLOAD_BYTES
-
     board = Board(cwd, policy=policy, max_upload_bytes=max_upload_bytes or MAX_UPLOAD_BYTES)
     atexit.register(board.runner.shutdown)  # a job does not outlive its board
     atexit.register(shutil.rmtree, board.served_dir, True)  # the plot copies go with it

@@ -1,16 +1,26 @@
 """Adapters from the board to the layers below (data, model, plan): the few calls the board makes.
 
-Each imports its module when called, so a page never imports torch before it needs to.
+None of these modules imports torch until it loads a tokenizer or a model, so a page never imports torch before it
+needs to.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from tunekit import plan
+from tunekit.config.schema import Config
+from tunekit.data import preview
+from tunekit.data.dataset_info import read_dataset_info
+from tunekit.data.templates import list_templates
 from tunekit.errors import TunekitError
+from tunekit.model.loader import load_tokenizer
+from tunekit.plan.gpus import find_gpu, known_gpus
 
 NO_GPU = ""  # the GPU picker's "none / CPU" choice: the plan then reports memory without a GPU to fit
 
@@ -20,8 +30,6 @@ def dataset_names(dataset_dir: str | None) -> list[str]:
     """Names registered in ``dataset_dir/dataset_info.json`` (empty when there is none)."""
     if not dataset_dir:
         return []
-    from tunekit.data.dataset_info import read_dataset_info
-
     try:
         info = read_dataset_info(Path(dataset_dir))
     except Exception:  # a broken file: the train run will word the error; the picker just stays empty
@@ -30,21 +38,16 @@ def dataset_names(dataset_dir: str | None) -> list[str]:
 
 
 def template_names() -> list[str]:
-    from tunekit.data.templates import list_templates
-
     return sorted(list_templates())
 
 
-def preview_samples(cfg, n: int) -> list:
+def preview_samples(cfg: Config, n: int) -> list:
     """A few samples rendered with cfg's template (``data.preview.SamplePreview``: pieces and media).
 
     The tokenizer comes from tunekit's own loader with the config, so the preview honours every
     tokenizer option training honours (revision, cache_dir, split_special_tokens, ...).
     """
-    from tunekit.data.preview import preview_samples as _preview
-    from tunekit.model.loader import load_tokenizer
-
-    return _preview(cfg, load_tokenizer(cfg), n)
+    return preview.preview_samples(cfg, load_tokenizer(cfg), n)
 
 
 def model_has_chat_template(model_dir: str | None) -> bool:
@@ -54,8 +57,6 @@ def model_has_chat_template(model_dir: str | None) -> bool:
     folder = Path(model_dir)
     if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
         return True
-    import json
-
     try:
         conf = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -66,8 +67,6 @@ def model_has_chat_template(model_dir: str | None) -> bool:
 # ------------------------------------------------------------------ plan
 def gpu_choices() -> list[str]:
     """GPU names from the planner's table."""
-    from tunekit.plan.gpus import known_gpus
-
     return list(known_gpus())
 
 
@@ -77,10 +76,6 @@ def detected_gpu() -> str:
     ``nvidia-smi`` first: it reads the name without creating a CUDA context in the board process (one
     would hold GPU memory the training job needs); torch only when torch is already imported.
     """
-    import sys
-
-    from tunekit.plan.gpus import find_gpu
-
     names: list[str] = []
     smi = shutil.which("nvidia-smi")
     if smi:
@@ -107,14 +102,12 @@ def detected_gpu() -> str:
     return NO_GPU
 
 
-def make_plan(cfg, gpu: str | None, gpus: int) -> dict[str, Any]:
-    from tunekit.plan import make_plan as _make_plan
-
+def make_plan(cfg: Config, gpu: str | None, gpus: int) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"gpus": int(gpus or 1)}
     if gpu:
         kwargs["gpu"] = gpu
         try:
-            return _make_plan(cfg, auto_fit=True, **kwargs)  # the overrides feed the Auto-fit button
+            return plan.make_plan(cfg, auto_fit=True, **kwargs).to_json()  # the overrides feed the Auto-fit button
         except TunekitError:
             pass  # auto-fit found nothing that fits: the plan without it still says why
-    return _make_plan(cfg, **kwargs)
+    return plan.make_plan(cfg, **kwargs).to_json()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tunekit.config import Config, build_config
-from tunekit.config.loader import load_yaml_text
+from tunekit.config.files import load_yaml_text
 from tunekit.config.secrets import (
     is_secret,
     job_secret_env,
@@ -26,6 +26,7 @@ from tunekit.config.secrets import (
     secret_env,
     write_options,
 )
+from tunekit.data.dataset_info import ROOTS_ENV, confined_to
 from tunekit.errors import ConfigError, TunekitError
 
 from . import backend as adapters
@@ -33,6 +34,7 @@ from .chat import MAX_UPLOAD_BYTES, ChatSession
 from .command import command_line, override_args, yaml_text
 from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_to_values
 from .i18n import t
+from .media import gallery, media_markdown
 from .monitor import (
     error_summary,
     format_seconds,
@@ -104,7 +106,7 @@ class Board:
     def defaults(self, tab: str = "train") -> dict[str, Any]:
         return defaults_form(self.tab_specs(tab))
 
-    def form_from_config(self, cfg, tab: str = "train") -> dict[str, Any]:
+    def form_from_config(self, cfg: Config, tab: str = "train") -> dict[str, Any]:
         return config_to_form(self.tab_specs(tab), cfg)
 
     def dataset_names(self, dataset_dir: str | None) -> list[str]:
@@ -213,8 +215,6 @@ class Board:
             return check, [], [], ""
         if not check.config.model_name_or_path or not check.config.dataset:
             return check, [], [], "⚠ set model_name_or_path, template and dataset to preview samples"
-        from tunekit.data.dataset_info import confined_to
-
         cfg = check.config.model_copy(
             update={k: None for k, v in check.config.model_dump().items() if is_secret(k) and referenced_var(v)}
         )  # unexpanded: as unset
@@ -236,8 +236,6 @@ class Board:
 
     def sample_media(self, samples: list, lang: str = "en") -> tuple[list[tuple[str, str]], str]:
         """The previewed samples' image thumbnails ``(file, caption)`` and their media list (Markdown)."""
-        from .media import gallery, media_markdown
-
         return gallery(samples, self.policy, self.served_dir), media_markdown(samples, self.policy, lang)
 
     def start_job(
@@ -260,8 +258,6 @@ class Board:
     def job_env(self) -> dict[str, str]:
         """What a job's environment gets: the secrets typed into the board (and only those may be expanded
         from a ${VAR} reference: ``$TUNEKIT_SECRET_VARS``), and the roots its data reading is confined to."""
-        from tunekit.data.dataset_info import ROOTS_ENV
-
         return {**job_secret_env(self.secrets), ROOTS_ENV: os.pathsep.join(str(r) for r in self.policy.roots)}
 
     def start_train(self, form: Mapping[str, Any], kind: str = "train") -> tuple[Validation, Job | None]:
@@ -355,7 +351,10 @@ class Board:
 
 def progress_html(prog, state: str = "idle") -> str:
     if prog is None:
-        return '<div id="tk-progress-bar" class="tk-progress" data-state="idle"><div class="tk-bar" style="width:0%"></div><span>-</span></div>'
+        return (
+            '<div id="tk-progress-bar" class="tk-progress" data-state="idle">'
+            '<div class="tk-bar" style="width:0%"></div><span>-</span></div>'
+        )
     pct = 100.0 if state == "finished" and prog.total and prog.step >= prog.total else 100.0 * prog.fraction
     parts = [f"step {prog.step}/{prog.total or '?'}"]
     if prog.epoch is not None:

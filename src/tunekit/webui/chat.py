@@ -22,7 +22,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tunekit.config.schema import Config
+from tunekit.data.mm_plugins import open_image
 from tunekit.errors import DataError, TunekitError
+from tunekit.infer.engine import ChatEngine
 
 from .i18n import t
 
@@ -32,12 +35,6 @@ MAX_UPLOAD_BYTES = 20 * 1000 * 1000
 
 class UploadRefused(DataError):
     """An uploaded file the chat cannot use (the message says which file and what to do)."""
-
-
-def engine_class():
-    from tunekit.infer.engine import ChatEngine
-
-    return ChatEngine
 
 
 def new_conversation() -> dict[str, list]:
@@ -58,10 +55,10 @@ class ChatSession:
         self.max_upload_bytes = int(max_upload_bytes)
         self._lock = threading.Lock()
 
-    def load(self, cfg) -> str:
+    def load(self, cfg: Config) -> str:
         with self._lock:
             self.engine = None
-            self.engine = engine_class()(cfg)
+            self.engine = ChatEngine(cfg)
             adapter = f" + {cfg.adapter_name_or_path}" if cfg.adapter_name_or_path else ""
             self.description = f"{cfg.model_name_or_path}{adapter}"
             return self.description
@@ -88,8 +85,6 @@ class ChatSession:
     # ---------------------------------------------------------------- images
     def accept_image(self, path: str, lang: str = "en") -> str:
         """The checked copy of an uploaded image (in :attr:`upload_dir`); :class:`UploadRefused` says why not."""
-        from tunekit.data.mm_plugins import open_image
-
         file = Path(path)
         name = file.name
         if self.engine is None:

@@ -30,6 +30,7 @@ from pydantic_core import PydanticUndefined
 from tunekit.config import iter_fields, parse_scalar
 from tunekit.config.lists import split_list
 from tunekit.config.options.facts import OptionFacts, option_facts, option_help
+from tunekit.config.schema import Config
 
 Kind = Literal["bool", "tristate", "choice", "int", "float", "text", "yaml", "multi"]
 
@@ -67,7 +68,8 @@ class FieldSpec:
         return self.facts.section or self.group
 
     def help(self, description: str | None = None, lang: str = "en") -> str:
-        """``description`` (default: the schema's, English) with the option's note and default, as the CLI writes it."""
+        """``description`` (default: the schema's, English) with the option's note and default, as the CLI writes
+        it."""
         return option_help(self.description if description is None else description, self.default, self.facts, lang)
 
 
@@ -76,9 +78,8 @@ def _unwrap_optional(annotation) -> tuple[Any, bool]:
     if origin in (Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         optional = len(args) < len(typing.get_args(annotation))
-        if len(args) == 1:
-            return args[0], optional
-        return Union[tuple(args)], optional  # type: ignore[return-value]
+        # several types are left: no one widget fits them (classify: "yaml"), so the annotation stands for them
+        return (args[0] if len(args) == 1 else annotation), optional
     return annotation, False
 
 
@@ -224,7 +225,7 @@ def form_to_values(specs: Iterable[FieldSpec], form: dict[str, Any]) -> dict[str
     return values
 
 
-def config_to_form(specs: Iterable[FieldSpec], cfg) -> dict[str, Any]:
+def config_to_form(specs: Iterable[FieldSpec], cfg: Config) -> dict[str, Any]:
     return {spec.name: to_form(spec, getattr(cfg, spec.name)) for spec in specs}
 
 

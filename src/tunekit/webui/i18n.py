@@ -1,7 +1,7 @@
 """The board's own words in English and Chinese (option names stay as written in YAML).
 
 Option help comes from the schema: the field's description (English) and
-:data:`tunekit.config.help_zh.HELP_ZH` (Chinese, one entry per option; ``tests/test_help_zh.py`` keeps it
+:data:`tunekit.config.help_zh.HELP_ZH` (Chinese, one entry per option; ``tests/config/test_help_zh.py`` keeps it
 complete).
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from tunekit.config.help_zh import help_zh
 
-LANGS = ("en", "zh")
 LANG_LABELS = {"en": "English", "zh": "中文"}
 
 TEXT: dict[str, dict[str, str]] = {

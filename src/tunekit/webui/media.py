@@ -33,7 +33,8 @@ def allowed_path(policy: PathPolicy, path: str) -> Path | None:
 
 
 def thumbnail(path: str, folder: Path) -> str:
-    """A PNG of ``path`` at most :data:`THUMBNAIL_PX` on its longer side, in ``folder`` (made once per file version)."""
+    """A PNG of ``path`` at most :data:`THUMBNAIL_PX` on its longer side, in ``folder`` (made once per file
+    version)."""
     from PIL import Image
 
     st = Path(path).stat()

@@ -29,6 +29,7 @@ from typing import Any
 
 from tunekit.config.engines import DEEPSPEED_PRESETS  # presets are not paths (declared once: z1 was missing here)
 from tunekit.config.lists import split_list
+from tunekit.data.dataset_info import entry_locations, hub_id_problem, read_dataset_info
 from tunekit.errors import ConfigError, TunekitError
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
@@ -118,9 +119,6 @@ class PathPolicy:
     def roots(self) -> list[Path]:
         return [self.workspace, *self.caches, *self.extra]
 
-    def describe(self) -> str:
-        return ", ".join(str(r) for r in self.roots)
-
     def _resolve(self, value: str) -> Path:
         p = Path(str(value)).expanduser()
         return (p if p.is_absolute() else self.workspace / p).resolve()
@@ -206,8 +204,6 @@ class PathPolicy:
 
     def dataset_problem(self, option: str, name: str, dataset_dir: str) -> str | None:
         """Why dataset ``name`` (a dataset_info.json entry, else a path) names a place the board may not read."""
-        from tunekit.data.dataset_info import entry_locations, hub_id_problem, read_dataset_info
-
         what = f"Option '{option}': dataset '{excerpt(name, 40)}'"
         ddir = self._resolve(dataset_dir)
         try:
@@ -216,7 +212,7 @@ class PathPolicy:
             return f"{what}: {safe_message(str(exc), 1)}"
         if name in info:
             places = entry_locations(info[name], ddir)
-        else:  # the name as a path, as resolve_datasets reads it: as given (relative to the workspace), else in dataset_dir
+        else:  # a path, as resolve_datasets reads it: as given (relative to the workspace), else in dataset_dir
             p = Path(name).expanduser()
             places = [("file", "path", str(p))] + ([("file", "path", str(ddir / name))] if not p.is_absolute() else [])
         for key, kind, value in places:

@@ -10,6 +10,7 @@ server, not in the page, so a browser refresh finds the running job again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.secrets import mask_secrets
 from ..env import RESET_SIGINT_ENV
 from .command import verb_argv
 
@@ -34,8 +36,6 @@ class Job:
     form: dict[str, Any] = field(default_factory=dict)  # the form it was started from (for reattaching)
     kind: str = "train"  # train | eval | export: which tab started it
     proc: subprocess.Popen | None = None
-    started: float = field(default_factory=time.time)
-    ended: float | None = None
     returncode: int | None = None
     stop_requests: int = 0
 
@@ -67,7 +67,6 @@ class JobRunner:
                 code = job.proc.poll()
                 if code is not None:
                     job.returncode = code
-                    job.ended = time.time()
             return job
 
     @property
@@ -129,10 +128,8 @@ class JobRunner:
             return job
         job.stop_requests += 1
         sig = signal.SIGINT if job.stop_requests == 1 else signal.SIGTERM
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(job.proc.pid, sig)
-        except ProcessLookupError:
-            pass
         return job
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -158,8 +155,6 @@ class JobRunner:
 
 def _masked(args: list[str]) -> list[str]:
     """``key=value`` arguments with secret values shown as their ${ENV_VAR} reference (for the log)."""
-    from tunekit.config.secrets import mask_secrets
-
     out = []
     for arg in args:
         key, sep, value = arg.partition("=")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from .fields import FieldSpec
+from .i18n import TEXT, t
 
 # Sections in display order; groups not listed follow in schema order.
 SECTION_ORDER = (
@@ -77,8 +78,6 @@ def sections(specs: list[FieldSpec], tab: str = "train") -> OrderedDict[str, lis
 
 
 def section_title(name: str, specs: list[FieldSpec], lang: str) -> str:
-    from .i18n import TEXT, t
-
     if f"sec_{name}" in TEXT:
         return t(f"sec_{name}", lang)
     return specs[0].group_title if specs else name

@@ -18,6 +18,8 @@ from tunekit.config import Config, build_config
 from tunekit.config.problems import problems_text
 from tunekit.config.schema import run_problems
 from tunekit.errors import ConfigError
+from tunekit.train.engines import distributed
+from tunekit.train.engines.deepspeed_config import PRESETS, check_options, read_deepspeed
 
 
 @dataclass
@@ -60,9 +62,6 @@ def check_deepspeed(check: Validation, workspace: str | Path) -> Validation:
     cfg = check.config
     if cfg is None or not cfg.deepspeed:
         return check
-    from tunekit.train.engines import distributed
-    from tunekit.train.engines.deepspeed_config import PRESETS, check_options, read_deepspeed
-
     value = str(cfg.deepspeed)
     path = value if value in PRESETS else str(Path(workspace, Path(value).expanduser()))
     try:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from pydantic import Field
 
+from ..problems import Problem
 from .base import OptionGroup
+
+if TYPE_CHECKING:  # annotations only: the schema combines this group
+    from ..schema import Config
 
 
 class DistributedOptions(OptionGroup):
@@ -16,7 +23,8 @@ class DistributedOptions(OptionGroup):
     )
     fsdp: str | None = Field(
         None,
-        description="FSDP2 sharding: full_shard, shard_grad_op or no_shard; add ' offload' to offload parameters to the CPU.",
+        description="FSDP2 sharding: full_shard, shard_grad_op or no_shard; add ' offload' to offload "
+        "parameters to the CPU.",
     )
     fsdp_config: str | None = Field(None, description="FSDP config JSON path (advanced).")
     ddp_find_unused_parameters: bool | None = Field(
@@ -25,3 +33,12 @@ class DistributedOptions(OptionGroup):
     ddp_backend: str | None = Field(
         None, description="torch.distributed backend (nccl on GPUs, gloo on CPU by default)."
     )
+
+
+def fsdp_config_problems(cfg: Config) -> Iterator[Problem]:
+    """``fsdp_config`` without ``fsdp``."""
+    if cfg.fsdp_config and not cfg.fsdp:  # read only under fsdp: alone it would be ignored
+        yield Problem(
+            "fsdp_config is read only when FSDP runs: set fsdp (e.g. fsdp: full_shard) or remove fsdp_config.",
+            ("fsdp_config", "fsdp"),
+        )

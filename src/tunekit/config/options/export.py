@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from ..problems import Problem
 from .base import OptionGroup
+
+if TYPE_CHECKING:  # annotations only: the schema combines this group
+    from ..schema import Config
 
 
 class ExportOptions(OptionGroup):
@@ -22,7 +27,8 @@ class ExportOptions(OptionGroup):
     )
     export_quantization_dataset: str | None = Field(
         None,
-        description="Calibration data for GPTQ export (a dataset name from dataset_info.json or a file); it selects GPTQ when export_quantization_method is not set.",
+        description="Calibration data for GPTQ export (a dataset name from dataset_info.json or a file); it selects "
+        "GPTQ when export_quantization_method is not set.",
     )
     export_quantization_nsamples: int = Field(128, ge=1, description="Calibration samples.")
     export_quantization_maxlen: int = Field(1024, ge=1, description="Calibration sample length in tokens.")
@@ -37,3 +43,14 @@ class ExportOptions(OptionGroup):
     export_verify: bool = Field(
         True, description="Check the exported folder with plain transformers at the end of export (tunekit verify)."
     )
+
+
+def export_problems(cfg: Config) -> Iterator[Problem]:
+    """The quantization method against its calibration data."""
+    if cfg.export_quantization_method == "bnb" and cfg.export_quantization_dataset:
+        yield Problem(
+            "export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb "
+            "(data-free, it would not be used): remove export_quantization_dataset, or set "
+            "export_quantization_method: gptq.",
+            ("export_quantization_dataset", "export_quantization_method"),
+        )

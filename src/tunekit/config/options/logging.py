@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from ..lists import split_list
+from ..problems import Problem
 from .base import OptionGroup
+
+if TYPE_CHECKING:  # annotations only: the schema combines this group
+    from ..schema import Config
+
+KNOWN_TRACKERS = ("none", "tensorboard", "wandb", "swanlab", "mlflow")
 
 
 class LoggingOptions(OptionGroup):
@@ -35,3 +43,13 @@ class LoggingOptions(OptionGroup):
     )
     swanlab_api_key: str | None = Field(None, description="SwanLab API key (or set SWANLAB_API_KEY).")
     swanlab_logdir: str | None = Field(None, description="SwanLab local log folder (default: output_dir/swanlog).")
+
+
+def tracker_problems(cfg: Config) -> Iterator[Problem]:
+    """``report_to`` names only trackers tunekit knows."""
+    unknown_trackers = [t for t in split_list(cfg.report_to) if t not in KNOWN_TRACKERS]
+    if unknown_trackers:
+        yield Problem(
+            f"report_to names unknown tracker(s) {', '.join(unknown_trackers)}: use {', '.join(KNOWN_TRACKERS)}.",
+            ("report_to",),
+        )

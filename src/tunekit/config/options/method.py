@@ -18,12 +18,14 @@ class MethodOptions(OptionGroup):
     GROUP = "method"
     TITLE = "Stage and method"
 
+    # The stages are declared in config/stages.py.
     stage: Literal[STAGE_NAMES] = Field(
         "sft", description="Training stage: pt (pretrain), sft, rm (reward model), ppo, dpo, kto, grpo."
-    )  # config/stages.py
+    )
     do_train: bool = Field(
         True,
-        description="Run training. Not set: true, unless do_predict or do_eval is set, which then run alone (LLaMA-Factory's predict/eval-only configs).",
+        description="Run training. Not set: true, unless do_predict or do_eval is set, which then run alone "
+        "(LLaMA-Factory's predict/eval-only configs).",
     )
     do_eval: bool = Field(False, description="Run evaluation on the validation data after training.")
     do_predict: bool = Field(False, description="Generate predictions for the evaluation data and score them.")
@@ -43,7 +45,8 @@ class MethodOptions(OptionGroup):
     lora_target: str = option(
         "all",
         min_length=1,
-        description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names (q_proj,v_proj).",
+        description="Modules that get adapters: all (every linear layer but the LM head) or comma-separated names "
+        "(q_proj,v_proj).",
         only="lora",
         section="lora",
     )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from ..problems import Problem
 from .base import OptionGroup
 from .facts import option
+
+if TYPE_CHECKING:  # annotations only: the schema combines this group
+    from ..schema import Config
 
 
 class ModelOptions(OptionGroup):
@@ -19,7 +24,8 @@ class ModelOptions(OptionGroup):
     )
     adapter_name_or_path: str | None = Field(
         None,
-        description="LoRA adapter folder(s), comma-separated; merged in order, the last one keeps training if finetuning_type is lora.",
+        description="LoRA adapter folder(s), comma-separated; merged in order, the last one keeps training if "
+        "finetuning_type is lora.",
     )
     cache_dir: str | None = Field(
         None, description="Where hub downloads are cached (default: the Hugging Face cache)."
@@ -36,19 +42,21 @@ class ModelOptions(OptionGroup):
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32", "float64"] = Field(
         "auto",
-        description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else float32 "
-        "(with no precision option set the device decides bf16/fp16, printed at the start and noted in tunekit_config.yaml); "
-        "float32 keeps fp32 on every device; float64 is for numerical reference runs (parity checks against a float32 run; "
-        "CPU, slow).",
+        description="Weight dtype when loading: auto = bfloat16 with bf16: true, float16 with fp16: true, else "
+        "float32 (with no precision option set the device decides bf16/fp16, printed at the start and noted in "
+        "tunekit_config.yaml); float32 keeps fp32 on every device; float64 is for numerical reference runs (parity "
+        "checks against a float32 run; CPU, slow).",
     )
     flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = option(
         "auto",
-        description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention.",
+        description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); "
+        "disabled/eager = plain attention.",
         section="acceleration",
     )
     rope_scaling: Literal["linear", "dynamic", "yarn", "llama3"] | None = option(
         None,
-        description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or cutoff_len).",
+        description="RoPE scaling to extend the context; the factor is chosen from rope_scaling_target_len (or "
+        "cutoff_len).",
         section="acceleration",
     )
     rope_scaling_target_len: int | None = option(
@@ -60,24 +68,25 @@ class ModelOptions(OptionGroup):
     gradient_checkpointing: Literal["auto", True, False] = option(
         "auto",
         description="Recompute activations in the backward pass to save memory (about 25 % slower); auto = on unless "
-        "the memory plan, made once the data is tokenized (at its longest training row), shows the run fits without it "
-        "with a wide margin (the decision is printed).",
+        "the memory plan, made once the data is tokenized (at its longest training row), shows the run fits without "
+        "it with a wide margin (the decision is printed).",
         section="acceleration",
     )
     gradient_checkpointing_layers: int | None = option(
         None,
         ge=1,
-        description="With gradient checkpointing: recompute only this many decoder layers (the lowest ones); "
-        "the others keep their activations and are not recomputed. Empty = all layers; auto sets it to the fewest that fit.",
+        description="With gradient checkpointing: recompute only this many decoder layers (the lowest ones); the "
+        "others keep their activations and are not recomputed. Empty = all layers; auto sets it to the "
+        "fewest that fit.",
         section="acceleration",
     )
     elementwise_recompute: bool = option(
         True,
         description="Save recipes instead of the gated MLP's activation output and product and the RMSNorm outputs, "
-        "and recompute them in the backward pass (the same bits): about 45 % less activation memory per decoder layer that "
-        "is not checkpointed, for a few element-wise ops. Off under torch_compile and enable_liger_kernel. On by default "
-        "for a run on the CPU, where it was measured; off by default on a GPU, where it was never measured: set it true "
-        "there to opt in (train/decisions).",
+        "and recompute them in the backward pass (the same bits): about 45 % less activation memory per decoder layer "
+        "that is not checkpointed, for a few element-wise ops. Off under torch_compile and enable_liger_kernel. On by "
+        "default for a run on the CPU, where it was measured; off by default on a GPU, where it was never measured: "
+        "set it true there to opt in (train/decisions).",
         section="acceleration",
     )
     disable_gradient_checkpointing: bool = option(
@@ -85,7 +94,8 @@ class ModelOptions(OptionGroup):
     )
     enable_liger_kernel: bool = option(
         False,
-        description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs liger-kernel and a GPU.",
+        description="Use Liger's fused kernels (RMSNorm, SwiGLU, fused linear cross-entropy); needs "
+        "liger-kernel and a GPU.",
         section="acceleration",
     )
     use_unsloth: bool = option(
@@ -108,8 +118,23 @@ class ModelOptions(OptionGroup):
     low_cpu_mem_usage: bool = Field(True, description="Load weights without a random-init copy in memory.")
     allow_new_weights: bool = Field(
         False,
-        description="Load a model folder whose weights do not all match its config.json's architecture: weights the folder lacks start random, weights it has no place for are dropped (for a model extended on purpose). Off: such a folder is refused, naming the keys.",
+        description="Load a model folder whose weights do not all match its config.json's architecture: weights the "
+        "folder lacks start random, weights it has no place for are dropped (for a model extended on purpose). Off: "
+        "such a folder is refused, naming the keys.",
     )
     print_param_status: bool = Field(
         False, description="Print every parameter's name, shape, dtype and trainable flag after set-up."
     )
+
+
+def checkpointing_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
+    """Hugging Face's and LLaMA-Factory's switch for gradient checkpointing, both given, must agree."""
+    if (
+        "gradient_checkpointing" in given
+        and "disable_gradient_checkpointing" in given
+        and cfg.gradient_checkpointing is cfg.disable_gradient_checkpointing
+    ):
+        yield Problem(
+            "gradient_checkpointing and disable_gradient_checkpointing disagree: set only one of them.",
+            ("gradient_checkpointing", "disable_gradient_checkpointing"),
+        )

@@ -2,18 +2,22 @@
 
 LLaMA-Factory's names. The media options (``image_*_pixels``, ``video_*``, ``audio_sampling_rate``) default to None:
 the model folder's processor settings apply, as at inference (``tunekit.data.mm_plugins.settings`` resolves them);
-a value set here overrides the folder's, and the run says so. Which modules are the vision tower, the projector and the language
-model is declared per model family in ``tunekit.data.mm_plugins`` (docs/multimodal.md).
+a value set here overrides the folder's, and the run says so. Which modules are the vision tower, the projector and
+the language model is declared per model family in ``tunekit.data.mm_plugins`` (docs/multimodal.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from ..problems import Problem
 from .base import OptionGroup
+
+if TYPE_CHECKING:  # annotations only: the schema combines this group
+    from ..schema import Config
 
 
 class MultimodalOptions(OptionGroup):
@@ -23,32 +27,39 @@ class MultimodalOptions(OptionGroup):
     image_max_pixels: int | None = Field(
         None,
         ge=1,
-        description="Largest image area (height x width, pixels) given to the image processor; larger images are scaled down (fewer image tokens). Default: the model folder's processor setting (Qwen2-VL: its max_pixels; families without one: images as they are). Qwen2-VL: one token per 28x28 pixels.",
+        description="Largest image area (height x width, pixels) given to the image processor; larger images are "
+        "scaled down (fewer image tokens). Default: the model folder's processor setting (Qwen2-VL: its max_pixels; "
+        "families without one: images as they are). Qwen2-VL: one token per 28x28 pixels.",
     )
     image_min_pixels: int | None = Field(
         None,
         ge=1,
-        description="Smallest image area (pixels); smaller images are scaled up. Default: the model folder's processor setting (Qwen2-VL: its min_pixels).",
+        description="Smallest image area (pixels); smaller images are scaled up. Default: the model folder's "
+        "processor setting (Qwen2-VL: its min_pixels).",
     )
     video_max_pixels: int | None = Field(
         None,
         ge=1,
-        description="Largest area of a video frame (pixels), each frame scaled down before the video processor. Default: none (the video processor's own limits).",
+        description="Largest area of a video frame (pixels), each frame scaled down before the video processor. "
+        "Default: none (the video processor's own limits).",
     )
     video_min_pixels: int | None = Field(
         None,
         ge=1,
-        description="Smallest area of a video frame (pixels), each frame scaled up before the video processor. Default: none (the video processor's own limits).",
+        description="Smallest area of a video frame (pixels), each frame scaled up before the video processor. "
+        "Default: none (the video processor's own limits).",
     )
     video_fps: float | None = Field(
         None,
         gt=0,
-        description="Frames sampled per second of video. Default: the model folder's video processor fps (else 2, Qwen-VL's).",
+        description="Frames sampled per second of video. Default: the model folder's video processor fps (else "
+        "2, Qwen-VL's).",
     )
     video_maxlen: int | None = Field(
         None,
         ge=1,
-        description="Most frames sampled from one video. Default: the model folder's video processor max_frames (Qwen-VL's class default: 768).",
+        description="Most frames sampled from one video. Default: the model folder's video processor max_frames "
+        "(Qwen-VL's class default: 768).",
     )
     audio_sampling_rate: int | None = Field(
         None,
@@ -60,33 +71,37 @@ class MultimodalOptions(OptionGroup):
     )
     media_dir: str | None = Field(
         None,
-        description="Folder that relative image/video/audio paths in the data are resolved against (default: dataset_dir).",
+        description="Folder that relative image/video/audio paths in the data are resolved against (default: "
+        "dataset_dir).",
     )
     freeze_vision_tower: bool = Field(
         True, description="Keep the vision tower frozen. With LoRA, false also puts adapters on its linear layers."
     )
     freeze_multi_modal_projector: bool = Field(
         True,
-        description="Keep the multimodal projector (vision → language, e.g. Qwen2-VL's merger) frozen. With LoRA, false also puts adapters on its linear layers.",
+        description="Keep the multimodal projector (vision → language, e.g. Qwen2-VL's merger) frozen. With LoRA, "
+        "false also puts adapters on its linear layers.",
     )
     freeze_language_model: bool = Field(
         False, description="Keep the language model frozen (train only the unfrozen vision parts)."
     )
 
 
-def multimodal_problems(cfg) -> Iterator[Problem]:
+def multimodal_problems(cfg: Config) -> Iterator[Problem]:
     """Cross-field rules of this group (``Config._check_combinations`` calls it)."""
     for kind in ("image", "video"):
         lo, hi = getattr(cfg, f"{kind}_min_pixels"), getattr(cfg, f"{kind}_max_pixels")
         if lo is not None and hi is not None and lo > hi:
             yield Problem(
-                f"{kind}_min_pixels {lo} is larger than {kind}_max_pixels {hi}: lower {kind}_min_pixels or raise {kind}_max_pixels.",
+                f"{kind}_min_pixels {lo} is larger than {kind}_max_pixels {hi}: lower {kind}_min_pixels or raise "
+                f"{kind}_max_pixels.",
                 (f"{kind}_min_pixels", f"{kind}_max_pixels"),
             )
     frozen = (cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model)
     if all(frozen) and cfg.finetuning_type in ("full", "lora"):
         yield Problem(
-            "freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model are all true: nothing would be "
-            "trained. Set freeze_language_model: false (the usual choice), or unfreeze the vision tower or projector.",
+            "freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model are all true: nothing would "
+            "be trained. Set freeze_language_model: false (the usual choice), or unfreeze the vision tower "
+            "or projector.",
             ("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model"),
         )

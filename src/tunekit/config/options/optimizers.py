@@ -8,12 +8,17 @@ SFT loss variants DFT / EAFT / ASFT are here too. docs/optimizers.md explains ea
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from ..problems import Problem
 from .base import OptionGroup
 from .facts import option
+
+if TYPE_CHECKING:  # annotations only: the schema combines this group
+    from ..schema import Config
 
 # needs="use_galore" & co.: the option only takes effect with that switch on (the schema refuses it otherwise).
 
@@ -25,11 +30,13 @@ class OptimizerOptions(OptionGroup):
     # GaLore (Zhao et al. 2024): gradients projected to a low rank, Adam moments kept in that space
     use_galore: bool = Field(
         False,
-        description="GaLore: project the gradients of the target linear weights to low rank (galore-torch); full fine-tuning only.",
+        description="GaLore: project the gradients of the target linear weights to low rank (galore-torch); full "
+        "fine-tuning only.",
     )
     galore_target: str = option(
         "all",
-        description="GaLore: linear modules whose weights are projected (all = every linear layer but the LM head), comma-separated.",
+        description="GaLore: linear modules whose weights are projected (all = every linear layer but the LM head), "
+        "comma-separated.",
         needs="use_galore",
     )
     galore_rank: int = option(16, ge=1, description="GaLore: rank of the projected gradients.", needs="use_galore")
@@ -47,18 +54,21 @@ class OptimizerOptions(OptionGroup):
     )
     galore_layerwise: bool = option(
         False,
-        description="GaLore: step each weight as soon as its gradient is ready and free it (less memory; no gradient accumulation, no clipping).",
+        description="GaLore: step each weight as soon as its gradient is ready and free it (less memory; no gradient "
+        "accumulation, no clipping).",
         needs="use_galore",
     )
 
     # APOLLO (Zhu et al. 2024): AdamW scaled by channel-wise factors estimated in a random low-rank space
     use_apollo: bool = Field(
         False,
-        description="APOLLO: approximated gradient scaling from a low-rank auxiliary space (apollo-torch); full fine-tuning only.",
+        description="APOLLO: approximated gradient scaling from a low-rank auxiliary space (apollo-torch); full "
+        "fine-tuning only.",
     )
     apollo_target: str = option(
         "all",
-        description="APOLLO: linear modules it applies to (all = every linear layer but the LM head), comma-separated.",
+        description="APOLLO: linear modules it applies to (all = every linear layer but the LM head), "
+        "comma-separated.",
         needs="use_apollo",
     )
     apollo_rank: int = option(16, ge=1, description="APOLLO: rank of the auxiliary space.", needs="use_apollo")
@@ -83,7 +93,8 @@ class OptimizerOptions(OptionGroup):
     )
     apollo_layerwise: bool = option(
         False,
-        description="APOLLO: step each weight as soon as its gradient is ready (less memory; no gradient accumulation, no clipping).",
+        description="APOLLO: step each weight as soon as its gradient is ready (less memory; no gradient "
+        "accumulation, no clipping).",
         needs="use_apollo",
     )
     apollo_scale_front: bool = option(
@@ -93,11 +104,13 @@ class OptimizerOptions(OptionGroup):
     # BAdam (Luo et al. 2024): block coordinate descent, Adam on one block of layers at a time
     use_badam: bool = Field(
         False,
-        description="BAdam: Adam on one block (a decoder layer) at a time, switching blocks periodically (badam); full fine-tuning only.",
+        description="BAdam: Adam on one block (a decoder layer) at a time, switching blocks periodically (badam); "
+        "full fine-tuning only.",
     )
     badam_mode: Literal["layer", "ratio"] = option(
         "layer",
-        description="BAdam: layer = one decoder layer per block; ratio = a share of every weight matrix (badam_update_ratio).",
+        description="BAdam: layer = one decoder layer per block; ratio = a share of every weight matrix "
+        "(badam_update_ratio).",
         needs="use_badam",
     )
     badam_start_block: int | None = option(
@@ -129,18 +142,21 @@ class OptimizerOptions(OptionGroup):
     # Muon and Adam-mini
     use_muon: bool = Field(
         False,
-        description="Muon (torch.optim.Muon) for the 2-D hidden weight matrices, AdamW for embeddings, LM head, norms and biases; full or freeze fine-tuning.",
+        description="Muon (torch.optim.Muon) for the 2-D hidden weight matrices, AdamW for embeddings, LM head, norms "
+        "and biases; full or freeze fine-tuning.",
     )
     use_adam_mini: bool = Field(
         False,
-        description="Adam-mini (adam-mini): one second-moment value per block (head, neuron) instead of per weight; full or freeze fine-tuning.",
+        description="Adam-mini (adam-mini): one second-moment value per block (head, neuron) instead of per weight; "
+        "full or freeze fine-tuning.",
     )
 
     # OFT / QOFT (peft's OFTConfig)
     oft_rank: int = option(
         0,
         ge=0,
-        description="OFT: number of orthogonal blocks per weight (0 = derived from oft_block_size; set one of the two).",
+        description="OFT: number of orthogonal blocks per weight (0 = derived from oft_block_size; set one "
+        "of the two).",
         only="oft",
     )
     oft_block_size: int = option(
@@ -148,7 +164,8 @@ class OptimizerOptions(OptionGroup):
     )
     oft_target: str = option(
         "all",
-        description="OFT: linear modules that get an orthogonal adapter (all = every linear layer but the LM head), comma-separated.",
+        description="OFT: linear modules that get an orthogonal adapter (all = every linear layer but the LM head), "
+        "comma-separated.",
         only="oft",
     )
     module_dropout: float = option(
@@ -158,21 +175,25 @@ class OptimizerOptions(OptionGroup):
     # LLaMA Pro
     use_llama_pro: bool = Field(
         False,
-        description="LLaMA Pro: train only the expanded blocks of a model made by `tunekit expand-blocks` (finetuning_type: freeze, freeze_trainable_layers = how many were added).",
+        description="LLaMA Pro: train only the expanded blocks of a model made by `tunekit expand-blocks` "
+        "(finetuning_type: freeze, freeze_trainable_layers = how many were added).",
     )
 
     # precision
     pure_bf16: bool = Field(
         False,
-        description="Train entirely in bfloat16: weights, gradients and optimizer states in bf16, no fp32 master weights, no autocast.",
+        description="Train entirely in bfloat16: weights, gradients and optimizer states in bf16, no fp32 master "
+        "weights, no autocast.",
     )
     fp8: bool = Field(
         False,
-        description="FP8 mixed precision through accelerate (torchao / Transformer Engine): needs a Hopper or newer GPU.",
+        description="FP8 mixed precision through accelerate (torchao / Transformer Engine): needs a Hopper "
+        "or newer GPU.",
     )
     fp8_backend: Literal["auto", "torchao", "te", "msamp"] = option(
         "auto",
-        description="FP8 backend: auto or torchao (torchao's Float8Linear, rowwise scaling; the fp8 extra), te (NVIDIA Transformer Engine); msamp is refused.",
+        description="FP8 backend: auto or torchao (torchao's Float8Linear, rowwise scaling; the fp8 extra), te "
+        "(NVIDIA Transformer Engine); msamp is refused.",
         needs="fp8",
     )
     fp8_enable_fsdp_float8_all_gather: bool = option(
@@ -182,15 +203,162 @@ class OptimizerOptions(OptionGroup):
     # SFT loss variants
     use_dft_loss: bool = Field(
         False,
-        description="DFT loss (Wu et al. 2025): each trained token's cross-entropy weighted by its probability (detached).",
+        description="DFT loss (Wu et al. 2025): each trained token's cross-entropy weighted by its "
+        "probability (detached).",
     )
     use_eaft_loss: bool = Field(
         False,
-        description="EAFT loss: each trained token's cross-entropy weighted by the model's (top-20) entropy / 3, to the power eaft_alpha (detached).",
+        description="EAFT loss: each trained token's cross-entropy weighted by the model's (top-20) entropy / 3, to "
+        "the power eaft_alpha (detached).",
     )
     eaft_alpha: float = option(1.0, ge=0, description="EAFT: exponent of the entropy weight.", needs="use_eaft_loss")
     use_asft_loss: bool = Field(
         False,
-        description="ASFT loss: DFT loss + asft_alpha x KL(reference || model) per trained token, against the frozen starting model.",
+        description="ASFT loss: DFT loss + asft_alpha x KL(reference || model) per trained token, against the frozen "
+        "starting model.",
     )
     asft_alpha: float = option(0.1, ge=0, description="ASFT: weight of the KL term.", needs="use_asft_loss")
+
+
+def optimizer_problems(cfg: Config) -> Iterator[Problem]:
+    """The group's rules, as LLaMA-Factory enforces them (``Config._check_combinations`` calls it)."""
+    yield from _optimizer_choice_problems(cfg)
+    yield from _projection_problems(cfg)
+    yield from _optimizer_pairing_problems(cfg)
+    yield from _badam_engine_problems(cfg)
+    if cfg.use_llama_pro and cfg.finetuning_type != "freeze":
+        yield Problem(
+            "use_llama_pro trains only the expanded blocks, with finetuning_type: freeze in tunekit (now "
+            f"'{cfg.finetuning_type}'; LoRA on the expanded blocks is not supported yet): set finetuning_type: freeze "
+            "and freeze_trainable_layers to the number of added blocks.",
+            ("use_llama_pro", "finetuning_type"),
+        )
+    yield from _low_precision_problems(cfg)
+
+
+def _optimizer_choice_problems(cfg: Config) -> Iterator[Problem]:
+    """One optimizer that replaces ``optim`` at a time, not with LoRA+ (each builds the optimizer), and the ones that
+    project the full weights not with an adapter method."""
+    custom = [k for k in ("use_galore", "use_apollo", "use_badam", "use_muon", "use_adam_mini") if getattr(cfg, k)]
+    if len(custom) > 1:
+        yield Problem(f"{' and '.join(custom)} are all optimizers: choose one.", tuple(custom))
+    if custom and cfg.loraplus_lr_ratio:
+        yield Problem(
+            f"{custom[0]} and loraplus_lr_ratio each build the optimizer: choose one.",
+            (custom[0], "loraplus_lr_ratio"),
+        )
+    projected = [k for k in ("use_galore", "use_apollo", "use_badam") if getattr(cfg, k)]
+    if projected and cfg.finetuning_type in ("lora", "oft"):
+        yield Problem(
+            f"{projected[0]} trains the full weights with less optimizer memory; it cannot be combined with "
+            f"finetuning_type '{cfg.finetuning_type}' (adapters are small already): set finetuning_type: full or "
+            f"remove {projected[0]}.",
+            (projected[0], "finetuning_type"),
+        )
+
+
+def _projection_problems(cfg: Config) -> Iterator[Problem]:
+    """GaLore and APOLLO: a projection per full weight matrix (no sharding), layerwise steps (no accumulation)."""
+    for name in ("use_galore", "use_apollo"):
+        if getattr(cfg, name) and (cfg.deepspeed or cfg.fsdp):
+            yield Problem(
+                f"{name} keeps its projection per full weight matrix and does not run under "
+                f"{'DeepSpeed' if cfg.deepspeed else 'FSDP'} (sharded weights): remove "
+                f"{'deepspeed' if cfg.deepspeed else 'fsdp'}, or use BAdam (use_badam) on one device.",
+                (name, "deepspeed" if cfg.deepspeed else "fsdp"),
+            )
+    for name, layerwise in (("use_galore", "galore_layerwise"), ("use_apollo", "apollo_layerwise")):
+        if getattr(cfg, name) and getattr(cfg, layerwise) and cfg.gradient_accumulation_steps != 1:
+            yield Problem(
+                f"{layerwise} steps each weight inside backward, so gradients cannot be accumulated: set "
+                f"gradient_accumulation_steps: 1 (raise per_device_train_batch_size instead) or {layerwise}: false.",
+                (layerwise, "gradient_accumulation_steps"),
+            )
+
+
+def _optimizer_pairing_problems(cfg: Config) -> Iterator[Problem]:
+    """The optimizers that wrap a torch optimizer take only the ones they are built on (train/optimizers.py builds
+    them: GaLoreAdamW / GaLoreAdamW8bit / GaLoreAdafactor, APOLLOAdamW; BAdam's ratio mode has sparse gradients)."""
+    optim = cfg.optim.lower()
+    if cfg.use_galore and not (optim.startswith(("adamw", "adafactor")) or "8bit" in optim):
+        yield Problem(
+            f"use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {cfg.optim}: set optim: "
+            "adamw_torch.",
+            ("use_galore", "optim"),
+        )
+    if cfg.use_apollo and not optim.startswith("adamw"):
+        yield Problem(
+            f"use_apollo works with optim adamw_torch, not {cfg.optim}: set optim: adamw_torch.",
+            ("use_apollo", "optim"),
+        )
+    if cfg.use_badam and cfg.badam_mode == "ratio" and cfg.max_grad_norm:
+        yield Problem(
+            "badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
+            "set max_grad_norm: 0 (or use badam_mode: layer).",
+            ("badam_mode", "max_grad_norm"),
+        )
+
+
+def _badam_engine_problems(cfg: Config) -> Iterator[Problem]:
+    """BAdam trains one block at a time on one device: neither FSDP nor DeepSpeed."""
+    if cfg.use_badam and cfg.fsdp:
+        yield Problem(
+            "use_badam does not run under FSDP: remove fsdp (BAdam runs on one device).", ("use_badam", "fsdp")
+        )
+    if cfg.use_badam and cfg.deepspeed:
+        # Layer mode under ZeRO-3 ran on 2 CPU ranks but its losses left the one-device run's by ~2e-3 from the second
+        # step (AdamW under ZeRO-3: <= 2e-6), cause not found: refused rather than train something that is not BAdam.
+        yield Problem(
+            "use_badam does not run under DeepSpeed in tunekit: under ZeRO-3 badam's update was found to differ from "
+            "its one-device update, and ratio mode does not support DeepSpeed at all. Remove deepspeed (BAdam is made "
+            "to fully fine-tune a large model on one GPU), or use deepspeed with AdamW.",
+            ("use_badam", "deepspeed"),
+        )
+
+
+def _low_precision_problems(cfg: Config) -> Iterator[Problem]:
+    """pure_bf16 (bf16 weights, no autocast) and FP8 training, against the other precision and engine options."""
+    if cfg.pure_bf16 and (cfg.bf16 or cfg.fp16):
+        yield Problem(
+            "pure_bf16 trains without autocast, so bf16/fp16 mixed precision must be off: remove bf16/fp16 (pure_bf16 "
+            "loads the weights in bf16 itself).",
+            ("pure_bf16", *(k for k in ("bf16", "fp16") if getattr(cfg, k))),
+        )
+    if cfg.pure_bf16 and cfg.dtype not in ("auto", "bfloat16"):
+        yield Problem(
+            f"pure_bf16 loads the model in bfloat16, but dtype is {cfg.dtype}: remove dtype or set dtype: bfloat16.",
+            ("pure_bf16", "dtype"),
+        )
+    if cfg.pure_bf16 and str(cfg.deepspeed or "").startswith("z3"):
+        yield Problem(
+            "pure_bf16 does not run under DeepSpeed ZeRO-3 (it keeps its own fp32 master weights): use bf16: true, or "
+            "a ZeRO-2 preset.",
+            ("pure_bf16", "deepspeed"),
+        )
+    if cfg.fp8 and cfg.fp8_backend == "msamp":  # LLaMA-Factory's third backend; accelerate's MS-AMP path is not wired
+        yield Problem(
+            "fp8_backend msamp is not supported: use fp8_backend: torchao (or auto) or te.", ("fp8_backend",)
+        )
+    if cfg.fp8 and cfg.quantization_bit is not None:
+        yield Problem(
+            "fp8 and quantization_bit cannot be combined (FP8 training computes in 8 bits; QLoRA stores a 4/8-bit "
+            "base): remove one.",
+            ("fp8", "quantization_bit"),
+        )
+    if cfg.fp8 and cfg.fp8_enable_fsdp_float8_all_gather and not cfg.fsdp:
+        yield Problem(
+            "fp8_enable_fsdp_float8_all_gather needs fsdp: set fsdp: full_shard or remove it.",
+            ("fp8_enable_fsdp_float8_all_gather", "fsdp"),
+        )
+
+
+def sft_loss_problems(cfg: Config) -> Iterator[Problem]:
+    """DFT, EAFT and ASFT are alternative losses of stage sft: one at a time, and only there."""
+    losses = [k for k in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(cfg, k)]
+    if len(losses) > 1:
+        yield Problem(f"{' and '.join(losses)} are alternative SFT losses: choose one.", tuple(losses))
+    if losses and cfg.stage != "sft":
+        yield Problem(
+            f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}.",
+            (losses[0], "stage"),
+        )

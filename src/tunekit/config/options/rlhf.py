@@ -41,14 +41,16 @@ class RLHFOptions(OptionGroup):
     )
     reward_funcs: str | None = Field(
         None,
-        description="Reward function(s) for grpo/ppo as dotted paths (package.module:function), comma-separated, summed; called as fn(prompts=[...], completions=[...], reference=[...]) -> list of floats.",
+        description="Reward function(s) for grpo/ppo as dotted paths (package.module:function), comma-separated, "
+        "summed; called as fn(prompts=[...], completions=[...], reference=[...]) -> list of floats.",
     )
     num_generations: int = Field(4, ge=2, description="GRPO: completions sampled per prompt.")
     ppo_epochs: int = Field(4, ge=1, description="PPO: optimisation epochs per batch of rollouts.")
     ppo_buffer_size: int = option(
         1,
         ge=1,
-        description="PPO: LLaMA-Factory's rollout buffer; tunekit rolls out each micro-batch and reuses it ppo_epochs times.",
+        description="PPO: LLaMA-Factory's rollout buffer; tunekit rolls out each micro-batch and reuses it "
+        "ppo_epochs times.",
         status="ignored",
     )
     ppo_target: float = Field(6.0, description="PPO: target KL of the adaptive KL controller.")
@@ -63,12 +65,14 @@ class RLHFOptions(OptionGroup):
     grpo_iterations: int = Field(
         1,
         ge=1,
-        description="GRPO: optimizer steps per rollout (>1 reuses it off-policy; the clipping then bounds the update).",
+        description="GRPO: optimizer steps per rollout (>1 reuses it off-policy; the clipping then bounds "
+        "the update).",
     )
     ppo_kl_coef: float = Field(
         0.05,
         ge=0,
-        description="PPO: initial coefficient of the per-token KL penalty against the reference (adapted towards ppo_target).",
+        description="PPO: initial coefficient of the per-token KL penalty against the reference (adapted towards "
+        "ppo_target).",
     )
     ppo_adaptive_kl: bool = Field(
         True, description="PPO: adapt the KL coefficient towards ppo_target (Ziegler et al. 2019)."

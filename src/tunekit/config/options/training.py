@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from ..problems import Problem
 from .base import OptionGroup
 from .facts import option
+
+if TYPE_CHECKING:  # annotations only: the schema combines this group
+    from ..schema import Config
 
 
 class TrainingOptions(OptionGroup):
@@ -21,7 +25,8 @@ class TrainingOptions(OptionGroup):
     num_train_epochs: float = Field(3.0, gt=0, description="Epochs over the training data (fractions allowed).")
     max_steps: int = Field(
         -1,
-        description="Stop after this many optimizer steps (overrides num_train_epochs); -1: train for num_train_epochs.",
+        description="Stop after this many optimizer steps (overrides num_train_epochs); -1: train for "
+        "num_train_epochs.",
     )
     per_device_train_batch_size: int = Field(8, ge=1, description="Micro-batch size per device.")
     per_device_eval_batch_size: int = Field(8, ge=1, description="Evaluation batch size per device.")
@@ -50,7 +55,8 @@ class TrainingOptions(OptionGroup):
     warmup_ratio: float = Field(0.0, ge=0, le=1, description="Warm-up as a share of total steps.")
     optim: str = Field(
         "adamw_torch_fused",
-        description="Optimizer, any name Hugging Face accepts (adamw_torch_fused = one fused kernel, Hugging Face's default; adamw_torch, sgd, adafactor, adamw_bnb_8bit, ...).",
+        description="Optimizer, any name Hugging Face accepts (adamw_torch_fused = one fused kernel, Hugging Face's "
+        "default; adamw_torch, sgd, adafactor, adamw_bnb_8bit, ...).",
     )
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
     adam_beta1: float = Field(0.9, ge=0, lt=1, description="Adam beta1.")
@@ -95,14 +101,18 @@ class TrainingOptions(OptionGroup):
     save_total_limit: int | None = Field(
         None,
         ge=1,
-        description="Keep at most this many checkpoints (oldest deleted first, only after the new one is complete; the best one with load_best_model_at_end is kept too).",
+        description="Keep at most this many checkpoints (oldest deleted first, only after the new one is complete; "
+        "the best one with load_best_model_at_end is kept too).",
     )
     save_only_model: bool = Field(
         False, description="Checkpoints without optimizer/scheduler state (cannot resume exactly)."
     )
     resume_from_checkpoint: bool | Literal["auto"] | str | None = Field(
         None,
-        description="Resume from a checkpoint folder; true: the newest good checkpoint in output_dir (error if none); auto: the same, or start fresh when there is none (for commands run again and again, e.g. preemptible queues). A checkpoint of a run with other training options is refused, and a finished run is never trained again.",
+        description="Resume from a checkpoint folder; true: the newest good checkpoint in output_dir (error if none); "
+        "auto: the same, or start fresh when there is none (for commands run again and again, e.g. preemptible "
+        "queues). A checkpoint of a run with other training options is refused, and a finished run is never "
+        "trained again.",
     )
     load_best_model_at_end: bool = Field(
         False, description="Reload the checkpoint with the best eval metric at the end."
@@ -113,32 +123,35 @@ class TrainingOptions(OptionGroup):
     torch_compile: bool = option(False, description="Compile the model with torch.compile.", section="acceleration")
     trained_tokens_loss: bool = Field(
         True,
-        description="Run the LM head and cross-entropy only on trained (labelled) tokens: same loss, less compute and no full-vocabulary logits for prompt and padding (sft, pt).",
+        description="Run the LM head and cross-entropy only on trained (labelled) tokens: same loss, less compute and "
+        "no full-vocabulary logits for prompt and padding (sft, pt).",
     )
     chunked_lm_loss: bool = Field(
         True,
-        description="With trained_tokens_loss: run the LM head and cross-entropy a chunk of tokens at a time, gradients in the same pass, so the tokens x vocabulary logits are never held whole (same loss; falls back to the plain path for models that change the head's output, e.g. logit soft-capping). In dpo and kto: the answers' log-probs (policy and reference), the same way.",
+        description="With trained_tokens_loss: run the LM head and cross-entropy a chunk of tokens at a time, "
+        "gradients in the same pass, so the tokens x vocabulary logits are never held whole (same loss; falls back to "
+        "the plain path for models that change the head's output, e.g. logit soft-capping). In dpo and kto: the "
+        "answers' log-probs (policy and reference), the same way.",
     )
     auto_fit: bool = Field(
         False,
-        description="Before training, let the planner choose batch size, accumulation, checkpointing and ZeRO to fit the GPU.",
+        description="Before training, let the planner choose batch size, accumulation, checkpointing and ZeRO to "
+        "fit the GPU.",
     )
 
 
-def output_problems(cfg) -> Iterator[Problem]:
+def output_problems(cfg: Config) -> Iterator[Problem]:
     """output_dir must be a folder of its own: training into the model's, an adapter's or the data's folder mixes the
     run's files with what it loads (a full run's save replaces the base weights). Compared as folders (``m`` and
-    ``/abs/m`` are one), and only for a folder that exists here (a hub id is not a folder). ``Config._check_combinations``
-    calls it."""
+    ``/abs/m`` are one), and only for a folder that exists here (a hub id is not a folder).
+    ``Config._check_combinations`` calls it."""
     if not cfg.output_dir:
         return
     out = Path(cfg.output_dir).expanduser().resolve()
-    loaded = [("model_name_or_path", cfg.model_name_or_path)] + [
-        ("adapter_name_or_path", a) for a in cfg.adapter_paths
-    ]
-    loaded.append(
-        ("dataset_dir", cfg.dataset_dir)
-    )  # the run's files would land among the data and its dataset_info.json
+    loaded = [("model_name_or_path", cfg.model_name_or_path)]
+    loaded += [("adapter_name_or_path", a) for a in cfg.adapter_paths]
+    # the data folder too: the run's files would land among the data and its dataset_info.json
+    loaded.append(("dataset_dir", cfg.dataset_dir))
     for name, path in loaded:
         if path and Path(path).expanduser().is_dir() and Path(path).expanduser().resolve() == out:
             yield Problem(
@@ -146,3 +159,137 @@ def output_problems(cfg) -> Iterator[Problem]:
                 f"weights and files into the folder it loads; choose a new output_dir.",
                 ("output_dir", name),
             )
+
+
+def schedule_problems(cfg: Config) -> Iterator[Problem]:
+    """``max_steps`` and the warm-up: counts a run can take, and one way to give the warm-up."""
+    if cfg.max_steps == 0 or cfg.max_steps < -1:  # the Trainer would run one step for 0 and show "1/0"
+        yield Problem(
+            f"max_steps {cfg.max_steps} is not a step count: use a positive number of optimizer steps, or -1 "
+            "(the default) to train for num_train_epochs.",
+            ("max_steps",),
+        )
+    if cfg.warmup_steps >= 1 and cfg.warmup_steps != int(cfg.warmup_steps):
+        yield Problem(
+            f"warmup_steps {cfg.warmup_steps} is neither a fraction below 1 (a share of the steps) nor a whole step "
+            "count: use e.g. 0.1 or 100.",
+            ("warmup_steps",),
+        )
+    if 0 < cfg.warmup_steps < 1 and cfg.warmup_ratio:
+        yield Problem(
+            "warmup_steps is a fraction (a ratio) and warmup_ratio is set too: keep one of them.",
+            ("warmup_steps", "warmup_ratio"),
+        )
+
+
+def evaluation_problems(cfg: Config) -> Iterator[Problem]:
+    """Held-out data, evaluation and the best checkpoint."""
+    if cfg.val_size >= 1 and cfg.val_size != int(cfg.val_size):
+        yield Problem(
+            f"val_size {cfg.val_size} is neither a fraction below 1 nor a whole sample count: use e.g. 0.1 or 100.",
+            ("val_size",),
+        )
+    if cfg.val_size > 0 and cfg.eval_dataset:
+        yield Problem(
+            "val_size and eval_dataset are both set: evaluate on a held-out share (val_size) or on "
+            "eval_dataset, not both.",
+            ("val_size", "eval_dataset"),
+        )
+    if cfg.eval_strategy != "no" and cfg.val_size == 0 and not cfg.eval_dataset and cfg.do_train:
+        yield Problem(
+            f"eval_strategy '{cfg.eval_strategy}' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset, or "
+            "set eval_strategy: no.",
+            ("eval_strategy", "val_size", "eval_dataset"),
+        )
+    if cfg.load_best_model_at_end and cfg.eval_strategy == "no":
+        yield Problem(
+            "load_best_model_at_end needs evaluation: set eval_strategy: steps (and val_size or eval_dataset).",
+            ("load_best_model_at_end", "eval_strategy"),
+        )
+    if cfg.load_best_model_at_end and cfg.eval_strategy != cfg.save_strategy:
+        yield Problem(
+            f"load_best_model_at_end needs save_strategy equal to eval_strategy (now {cfg.save_strategy} vs "
+            f"{cfg.eval_strategy}).",
+            ("load_best_model_at_end", "save_strategy", "eval_strategy"),
+        )
+    yield from _step_problems(cfg)
+
+
+def _step_problems(cfg: Config) -> Iterator[Problem]:
+    """The rules Hugging Face's TrainingArguments applies to the step options when training starts, here so that the
+    board (and `tunekit plan`) refuse them too."""
+    for name, counted in (
+        ("logging_steps", True),
+        ("eval_steps", cfg.eval_strategy == "steps"),
+        ("save_steps", cfg.save_strategy == "steps"),
+    ):
+        value = getattr(cfg, name)
+        if counted and value is not None and value > 1 and value != int(value):
+            yield Problem(
+                f"{name} {value:g} is neither a fraction below 1 (a share of the training steps) nor a whole step "
+                f"count: use e.g. {int(value)} or 0.1.",
+                (name,),
+            )
+    every = cfg.eval_steps or cfg.logging_steps  # Hugging Face evaluates every logging_steps without eval_steps
+    if (
+        cfg.load_best_model_at_end
+        and cfg.eval_strategy == cfg.save_strategy == "steps"
+        and not _saves_at_evaluations(cfg.save_steps, every)
+    ):
+        yield Problem(
+            f"load_best_model_at_end needs a checkpoint at evaluations: save_steps {cfg.save_steps:g} must be a "
+            f"multiple of eval_steps {every:g}{'' if cfg.eval_steps else ' (logging_steps, eval_steps not set)'} "
+            f"(both whole step counts or both fractions below 1): set save_steps or eval_steps.",
+            ("load_best_model_at_end", "save_steps", "eval_steps"),
+        )
+    if cfg.lr_scheduler_type == "reduce_lr_on_plateau" and cfg.eval_strategy == "no":
+        yield Problem(
+            "lr_scheduler_type reduce_lr_on_plateau lowers the learning rate when the evaluation loss stops "
+            "improving, so it needs evaluation: set eval_strategy: steps (and val_size or eval_dataset), or "
+            "choose another lr_scheduler_type.",
+            ("lr_scheduler_type", "eval_strategy"),
+        )
+
+
+def _saves_at_evaluations(save_steps: float, eval_steps: float) -> bool:
+    """Hugging Face's test (TrainingArguments.__post_init__), fractions and mixed kinds included."""
+    if save_steps % eval_steps == 0:
+        return True
+    if save_steps < 1 and eval_steps < 1:
+        return (save_steps * 1_000_000) % (eval_steps * 1_000_000) == 0
+    return False
+
+
+# Arguments Hugging Face's get_scheduler passes itself (or that resuming restores): not for lr_scheduler_kwargs.
+_SCHEDULER_OWN_ARGS = {"self", "optimizer", "num_warmup_steps", "num_training_steps", "last_epoch"}
+
+
+def scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[Problem]:
+    """Check lr_scheduler_kwargs' keys against the signature of the function Hugging Face builds ``scheduler`` with
+    (imported only when lr_scheduler_kwargs is given: it imports torch)."""
+    from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
+
+    if scheduler in ("constant", "constant_with_warmup"):  # get_scheduler passes them no extra arguments
+        yield Problem(
+            f"lr_scheduler_type {scheduler} takes no lr_scheduler_kwargs (Hugging Face ignores them): remove "
+            f"lr_scheduler_kwargs ({', '.join(map(str, kwargs))}).",
+            ("lr_scheduler_kwargs", "lr_scheduler_type"),
+        )
+        return
+    if scheduler == "reduce_lr_on_plateau":
+        from torch.optim.lr_scheduler import ReduceLROnPlateau as function
+    else:
+        function = TYPE_TO_SCHEDULER_FUNCTION[SchedulerType(scheduler)]
+    params = inspect.signature(function).parameters
+    allowed = [
+        n
+        for n, p in params.items()
+        if n not in _SCHEDULER_OWN_ARGS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    wrong = [str(k) for k in kwargs if k not in allowed]
+    if wrong:
+        yield Problem(
+            f"lr_scheduler_kwargs has {', '.join(wrong)}, which lr_scheduler_type {scheduler} does not take; "
+            + (f"it takes: {', '.join(allowed)}." if allowed else "it takes none: remove lr_scheduler_kwargs."),
+            ("lr_scheduler_kwargs", "lr_scheduler_type"),
+        )

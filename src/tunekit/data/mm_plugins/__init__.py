@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
+from ...config.schema import Config
 from ...errors import ConfigError, DataError
 from ..dataset_info import outside_data_roots
 
@@ -109,7 +110,7 @@ def special_token_ids(path: str, tokens: tuple[str, ...], family: str) -> dict[s
     return ids
 
 
-def load_plugin(cfg, template_name: str | None) -> MediaPlugin | None:
+def load_plugin(cfg: Config, template_name: str | None) -> MediaPlugin | None:
     """The family plugin for ``template_name`` loaded for ``cfg``'s model, or None for a text-only template.
 
     A vision-language model with a text-only template, or a multimodal template with a text-only model,
@@ -147,7 +148,7 @@ def load_plugin(cfg, template_name: str | None) -> MediaPlugin | None:
     return plugin_cls.load(cfg, path)
 
 
-def media_root(cfg) -> Path:
+def media_root(cfg: Config) -> Path:
     """Where relative media paths are resolved: ``media_dir``, else ``dataset_dir`` (as LLaMA-Factory)."""
     return Path(cfg.media_dir or cfg.dataset_dir)
 

@@ -12,7 +12,8 @@ from . import require_av
 
 
 def read_audio(path: str, where: str, sampling_rate: int):
-    """The audio at ``path`` as a mono float32 numpy array at ``sampling_rate`` Hz; a corrupt file names file and record."""
+    """The audio at ``path`` as a mono float32 numpy array at ``sampling_rate`` Hz; a corrupt file names file and
+    record."""
     import numpy as np
 
     av = require_av(where, "audio")

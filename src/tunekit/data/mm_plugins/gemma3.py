@@ -1,4 +1,5 @@
-"""Gemma 3 (``gemma3``): ``<image>`` → ``"\n\n<start_of_image>"`` + n × ``<image_soft_token>`` + ``"<end_of_image>\n\n"``.
+"""Gemma 3 (``gemma3``): ``<image>`` → ``"\n\n<start_of_image>"`` + n × ``<image_soft_token>``
++ ``"<end_of_image>\n\n"``.
 
 That is ``Gemma3Processor.full_image_sequence`` (what ``replace_image_token`` writes for an image in place of
 the official template's ``<start_of_image>``), n = its ``image_seq_length`` = the model's ``mm_tokens_per_image``

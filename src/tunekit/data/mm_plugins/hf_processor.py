@@ -20,8 +20,10 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
+from ...config.schema import Config
 from ...errors import DataError
 from . import MediaPlugin, open_image
+from .settings import choose
 
 
 def fit_pixels(image, min_pixels: int | None, max_pixels: int | None):
@@ -39,11 +41,9 @@ def fit_pixels(image, min_pixels: int | None, max_pixels: int | None):
     return image
 
 
-def pixel_limits(cfg, path: str) -> tuple[int | None, int | None]:
+def pixel_limits(cfg: Config, path: str) -> tuple[int | None, int | None]:
     """``(image_min_pixels, image_max_pixels)`` of a family whose processor has no pixel limits: None unless set (an
     option that is set resizes images before the processor, which the run says once)."""
-    from .settings import choose
-
     return (
         choose(cfg, "image_min_pixels", None, path, "pixel limit (none: images as they are)"),
         choose(cfg, "image_max_pixels", None, path, "pixel limit (none: images as they are)"),
@@ -69,7 +69,7 @@ class ProcessorPlugin(MediaPlugin):
         return processor.image_token
 
     @classmethod
-    def load(cls, cfg, path: str) -> ProcessorPlugin:
+    def load(cls, cfg: Config, path: str) -> ProcessorPlugin:
         from pathlib import Path
 
         from transformers import AutoProcessor

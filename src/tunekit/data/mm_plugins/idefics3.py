@@ -11,7 +11,7 @@ then ``"\n<fake_token_around_image><global-img>"`` + ``image_seq_len`` x ``<imag
 Idefics3-8B. All of these tokens are media (never trained).
 
 ``image_token_counts`` returns, per image, its tile grid as ``rows * GRID + cols`` (the layout the block needs,
-not a token count; :func:`tokens_of_grid` turns it into the count).
+not a token count: ``rows * cols * (image_seq_len + 2) + image_seq_len + 3`` tokens, not counting its ``"\n"``).
 
 Which processor: ``model_type idefics3`` (Idefics3-8B, SmolVLM-256M/500M/2.2B-Instruct) loads ``Idefics3Processor``
 with ``AutoProcessor`` (no torchvision needed). ``model_type smolvlm`` (SmolVLM2) ships ``SmolVLMProcessor``,
@@ -30,18 +30,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...config.schema import Config
 from ...errors import DataError
 from . import open_image
 from .hf_processor import ProcessorPlugin, fit_pixels, pixel_limits
 
 GRID = 1000  # image_token_counts' code: rows * GRID + cols
 MARKERS = ("<fake_token_around_image>", "<global-img>")
-
-
-def tokens_of_grid(code: int, image_seq_len: int) -> int:
-    """Media tokens of an image whose grid code is ``code`` (the block's tokens, not counting its ``"\n"``)."""
-    rows, cols = divmod(code, GRID)
-    return rows * cols * (image_seq_len + 2) + image_seq_len + 3
 
 
 class SmolVLMLayout:
@@ -86,7 +81,7 @@ class Idefics3Plugin(ProcessorPlugin):
         return (template == "idefics3") == idefics3
 
     @classmethod
-    def load(cls, cfg, path: str) -> Idefics3Plugin:
+    def load(cls, cfg: Config, path: str) -> Idefics3Plugin:
         folder = Path(path)
         model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
         if model_type != "smolvlm":

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...config.schema import Config
 from ...errors import ConfigError
 from .llava import LlavaPlugin
 
@@ -54,7 +55,7 @@ class LlavaNextPlugin(LlavaPlugin):
         return (text_type is None or text_type in types) and (not chat_template or marker in chat_template)
 
     @classmethod
-    def load(cls, cfg, path: str) -> LlavaNextPlugin:
+    def load(cls, cfg: Config, path: str) -> LlavaNextPlugin:
         plugin = super().load(cfg, path)
         text_type, chat_template = text_model_type(path), getattr(plugin.processor, "chat_template", None)
         if not cls.fits(cfg.template, text_type, chat_template):

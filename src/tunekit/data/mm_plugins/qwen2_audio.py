@@ -5,7 +5,7 @@ rendering of the k-th audio part of a conversation (``Qwen2AudioProcessor.defaul
 ``Qwen2AudioProcessor``'s rule on the feature extractor's mask: L = frames of the ``WhisperFeatureExtractor``
 features, n = ((L - 1) // 2 + 1 - 2) // 2 + 1 (the encoder's stride-2 conv, then its stride-2 pooling).
 LLaMA-Factory writes only ``<|audio_bos|>`` + n × ``<|AUDIO|>`` + ``<|audio_eos|>``; tunekit follows the chat
-template, so training ids equal the inference rendering (tests/test_audio.py).
+template, so training ids equal the inference rendering (tests/multimodal/test_audio.py).
 
 Audio is decoded with PyAV and resampled to the feature extractor's ``sampling_rate`` (``audio_sampling_rate``, which
 must equal it where set; ``mm_plugins.audio``); the feature extractor
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.schema import Config
 from ...errors import DataError
 from . import MediaPlugin, from_preprocessor_config, special_token_ids
 from .audio import read_audio
+from .settings import set_options
 
 AUDIO, AUDIO_BOS, AUDIO_EOS = "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"
 
@@ -46,12 +48,10 @@ class Qwen2AudioPlugin(MediaPlugin):
         self.sampling_rate = sampling_rate
 
     @classmethod
-    def load(cls, cfg, path: str) -> Qwen2AudioPlugin:
+    def load(cls, cfg: Config, path: str) -> Qwen2AudioPlugin:
         from transformers import WhisperFeatureExtractor
 
         feature_extractor = from_preprocessor_config(WhisperFeatureExtractor, path, "feature extractor", "Qwen2-Audio")
-        from .settings import set_options
-
         rate = set_options(cfg).get("audio_sampling_rate") or feature_extractor.sampling_rate  # unset: the extractor's
         if feature_extractor.sampling_rate != rate:
             raise DataError(
@@ -63,7 +63,8 @@ class Qwen2AudioPlugin(MediaPlugin):
         return cls(feature_extractor, ids, rate)
 
     def features(self, paths: list[str], where: str = "") -> dict[str, Any]:
-        """``input_features`` and ``feature_attention_mask`` of the audio files, as ``Qwen2AudioProcessor`` makes them."""
+        """``input_features`` and ``feature_attention_mask`` of the audio files, as ``Qwen2AudioProcessor`` makes
+        them."""
         audios = [read_audio(p, where or p, self.sampling_rate) for p in paths]
         out = self.feature_extractor(
             audios,

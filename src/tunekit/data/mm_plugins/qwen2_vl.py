@@ -1,7 +1,8 @@
 """Qwen2-VL and Qwen2.5-VL: ``<image>`` → ``<|vision_start|>`` + n × ``<|image_pad|>`` + ``<|vision_end|>``.
 
 n = the image's patch grid (t·h·w from the model's own image processor at its own ``min_pixels`` .. ``max_pixels``,
-or ``image_min_pixels`` .. ``image_max_pixels`` where set: ``mm_plugins.settings``) divided by ``merge_size²``: the rule of ``Qwen2VLProcessor.replace_image_token``.
+or ``image_min_pixels`` .. ``image_max_pixels`` where set: ``mm_plugins.settings``) divided by ``merge_size²``:
+the rule of ``Qwen2VLProcessor.replace_image_token``.
 transformers 5.24 cannot build ``Qwen2VLProcessor`` without torchvision (its video processor needs it),
 so the image processor is loaded explicitly as the PIL/numpy ``Qwen2VLImageProcessorPil`` and the
 tokenizer is used directly.
@@ -9,7 +10,8 @@ tokenizer is used directly.
 ``<video>`` → ``<|vision_start|>`` + n × ``<|video_pad|>`` + ``<|vision_end|>``, n = the clip's grid t·h·w /
 ``merge_size²`` from the video processor's math (``mm_plugins.video``: PyAV frames at ``video_fps`` up to
 ``video_maxlen`` (default: the video processor's ``fps`` / ``max_frames``), scaled into ``video_min_pixels`` ..
-``video_max_pixels`` as LLaMA-Factory does where set, then the video processor's own size limits). Qwen2.5-VL also gets ``second_per_grid_ts`` (temporal patch / sampled fps).
+``video_max_pixels`` as LLaMA-Factory does where set, then the video processor's own size limits). Qwen2.5-VL also
+gets ``second_per_grid_ts`` (temporal patch / sampled fps).
 
 Modules (transformers 5 ``Qwen2VLForConditionalGeneration``): vision tower ``model.visual.patch_embed`` +
 ``model.visual.blocks``, projector ``model.visual.merger``, language model ``model.language_model`` + ``lm_head``.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import MediaPlugin, from_preprocessor_config, open_image, special_token_ids
+from ...config.schema import Config
+from . import MediaPlugin, from_preprocessor_config, model_type_of, open_image, special_token_ids
+from .settings import image_limits, video_options
 from .video import VideoClip, VideoSpec, batch_videos, qwen2_resize, read_clip, video_grid
 
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"
@@ -64,11 +68,8 @@ class Qwen2VLPlugin(MediaPlugin):
         self.model_type = model_type
 
     @classmethod
-    def load(cls, cfg, path: str) -> Qwen2VLPlugin:
+    def load(cls, cfg: Config, path: str) -> Qwen2VLPlugin:
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-
-        from . import model_type_of
-        from .settings import image_limits, video_options
 
         image_processor = from_preprocessor_config(Qwen2VLImageProcessorPil, path, "image processor", "Qwen2-VL")
         ids = special_token_ids(path, (VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD), "Qwen2-VL")
@@ -93,7 +94,8 @@ class Qwen2VLPlugin(MediaPlugin):
         return [int(g.prod()) // merge for g in grids]
 
     def expand(self, text: str, counts: list[int], start: int) -> tuple[str, int]:
-        """``text`` with each ``<image>`` expanded (the k-th uses ``counts[start + k]``); returns (text, next index)."""
+        """``text`` with each ``<image>`` expanded (the k-th uses ``counts[start + k]``); returns (text, next
+        index)."""
         parts = text.split("<image>")
         out = [parts[0]]
         for k, rest in enumerate(parts[1:]):
@@ -117,7 +119,8 @@ class Qwen2VLPlugin(MediaPlugin):
         return [self.video_text(self.clip(p, where)) for p in paths]
 
     def collate(self, paths: list[str], input_ids, videos: list[str] = ()) -> dict[str, Any]:
-        """Model inputs of one batch: pixel patches + grids of every image and video (in order), M-RoPE's token types."""
+        """Model inputs of one batch: pixel patches + grids of every image and video (in order), M-RoPE's token
+        types."""
         out: dict[str, Any] = {}
         if paths:
             data = self.process_images([open_image(p, p) for p in paths])

@@ -28,6 +28,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ...config.schema import Config
 from ...errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def recorded_options(folders: list[str]) -> dict[str, Any]:
     return found
 
 
-def set_options(cfg, model_folder: bool = False) -> dict[str, Any]:
+def set_options(cfg: Config, model_folder: bool = False) -> dict[str, Any]:
     """The media options set for ``cfg``'s model: the config's, else its adapters' runs' (the last adapter first),
     with ``model_folder`` also the model folder's own run (a full fine-tuning output, for export)."""
     folders = [*reversed(getattr(cfg, "adapter_paths", None) or [])]
@@ -79,7 +80,7 @@ def set_options(cfg, model_folder: bool = False) -> dict[str, Any]:
     return {**recorded_options(folders), **own}
 
 
-def choose(cfg, option: str, folder_value: Any, path: str, what: str) -> Any:
+def choose(cfg: Config, option: str, folder_value: Any, path: str, what: str) -> Any:
     """The value of ``option`` the run uses: the one set for it (:func:`set_options`), else ``folder_value``
     (``what``: the folder's setting, for the notice). An override is reported once per process."""
     own = getattr(cfg, option, None)
@@ -107,7 +108,7 @@ def choose(cfg, option: str, folder_value: Any, path: str, what: str) -> Any:
     return value
 
 
-def image_limits(cfg, size: dict, path: str) -> dict[str, int]:
+def image_limits(cfg: Config, size: dict, path: str) -> dict[str, int]:
     """Qwen-VL's image ``size`` (``shortest_edge`` / ``longest_edge``) with the options applied; a minimum above the
     maximum (one set, the other the folder's) is a ConfigError naming both."""
     low = choose(cfg, "image_min_pixels", size.get("shortest_edge", size.get("min_pixels")), path, "min_pixels")
@@ -130,7 +131,7 @@ def saved_video_config(folder: str | None) -> dict[str, Any]:
     return {}
 
 
-def video_options(cfg, path: str) -> dict[str, Any]:
+def video_options(cfg: Config, path: str) -> dict[str, Any]:
     """``read_clip``'s keyword arguments: fps and frame limit (the folder's video processor, else the class's) and the
     per-frame pixel limits (none unless set)."""
     saved = saved_video_config(path)
@@ -142,7 +143,7 @@ def video_options(cfg, path: str) -> dict[str, Any]:
     )
 
 
-def used_settings(cfg, folder: str | None, qwen: bool) -> dict[str, Any]:
+def used_settings(cfg: Config, folder: str | None, qwen: bool) -> dict[str, Any]:
     """The image and video options as a run on ``folder`` uses them (for ``tunekit plan``, which loads no processor):
     ``qwen``: the family has Qwen-VL's image pixel limits (else the image limits are the options, None when unset)."""
     given = set_options(cfg)

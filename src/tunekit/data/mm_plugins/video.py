@@ -5,9 +5,9 @@ transformers 5.24's ``Qwen2VLVideoProcessor`` / ``Qwen3VLVideoProcessor`` need t
 break imports here, so :func:`video_patches` reproduces their ``_preprocess`` in one function:
 
 1. frames sampled at ``video_fps`` up to ``video_maxlen`` (LLaMA-Factory's ``_get_video_sample_indices``),
-   each frame scaled into ``video_min_pixels`` .. ``video_max_pixels`` where set (LLaMA-Factory's ``_preprocess_image``;
-   default: the frames as decoded, ``mm_plugins.settings``) and Qwen2-VL's 28-pixel / aspect-ratio guards, an odd count padded by repeating the last frame
-   (:func:`read_clip`);
+   each frame scaled into ``video_min_pixels`` .. ``video_max_pixels`` where set (LLaMA-Factory's
+   ``_preprocess_image``; default: the frames as decoded, ``mm_plugins.settings``) and Qwen2-VL's 28-pixel /
+   aspect-ratio guards, an odd count padded by repeating the last frame (:func:`read_clip`);
 2. one target size for the whole clip from the family's ``smart_resize`` (Qwen2-VL: per frame; Qwen3-VL: the
    frame count is part of the pixel budget), bicubic resize, ``x * rescale_factor``, ``(x - mean) / std``;
 3. the video processor's ``patchify``: ``(T, C, H, W)`` -> ``(T/tp * H/p * W/p, C * tp * p * p)`` with the
@@ -81,7 +81,7 @@ def regularize_frame(image, max_pixels: int | None, min_pixels: int | None):
 def read_clip(
     path: str, where: str, fps: float, maxlen: int, max_pixels: int | None = None, min_pixels: int | None = None
 ) -> VideoClip:
-    """Decode ``path`` with PyAV (the ``vision`` extra), sample and regularise its frames (see the module docstring)."""
+    """Decode ``path`` with PyAV (the ``vision`` extra), sample and regularise its frames (module docstring)."""
     av = require_av(where, "videos")
     try:
         with av.open(path) as container:
@@ -198,7 +198,8 @@ def video_grid(clip: VideoClip, spec: VideoSpec, rule: ResizeRule) -> tuple[int,
 
 
 def video_patches(frames: list, spec: VideoSpec, rule: ResizeRule):
-    """``(pixel_values_videos, (t, h, w))`` of one clip, as the family's video processor computes them (module docstring)."""
+    """``(pixel_values_videos, (t, h, w))`` of one clip, as the family's video processor computes them (module
+    docstring)."""
     import numpy as np
     from PIL import Image
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 from ...config.stages import STAGES
+from ...errors import ConfigError
 
 KEPT, TRUNCATED, DROPPED = 0, 1, 2
 
@@ -18,7 +19,5 @@ PROCESSORS = {name: f"tunekit.data.processors.{stage.processor}" for name, stage
 
 def get_processor(stage: str):
     if stage not in PROCESSORS:
-        from ...errors import ConfigError
-
         raise ConfigError(f"stage '{stage}' has no data processor yet (available: {', '.join(PROCESSORS)}).")
     return importlib.import_module(PROCESSORS[stage])

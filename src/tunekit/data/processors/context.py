@@ -72,7 +72,8 @@ class ProcessContext:
     def head_of(
         self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, start: int, *, history_trained: bool
     ) -> Head:
-        """The first prompt of the conversation rendered from turn ``start`` on, for the cutoff policy (``cutoff.py``)."""
+        """The first prompt of the conversation rendered from turn ``start`` on, for the cutoff policy
+        (``cutoff.py``)."""
         sub = list(messages[2 * start :])
         prompt = self.render_turns(sub, system, tools, history_trained=history_trained)[0][0]
         return self.head_of_text(prompt, sub[0]["content"])
@@ -108,7 +109,8 @@ class ProcessContext:
 
 
 class RenderedSpans(Spans):
-    """Turns ``start..stop`` of one conversation as the template renders those messages alone (ids memoized by text)."""
+    """Turns ``start..stop`` of one conversation as the template renders those messages alone (ids memoized by
+    text)."""
 
     def __init__(
         self,

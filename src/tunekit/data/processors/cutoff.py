@@ -114,7 +114,8 @@ def fit_turns(
     last_first: bool = False,
     first_prompt: Spans | Callable[[int], Head] | None = None,
 ) -> tuple[list[tuple[int, Turn]], bool]:
-    """Return the kept ``(turn_index, (prompt_ids, response_ids))`` in conversation order, and whether anything was cut.
+    """Return the kept ``(turn_index, (prompt_ids, response_ids))`` in conversation order, and whether anything was
+    cut.
 
     ``first_prompt``: the :class:`Spans` of the conversation, or ``first_prompt(j)``, the :class:`Head` of the
     conversation rendered from turn ``j`` on (``j == 0``: the first prompt as it is).

@@ -2,8 +2,9 @@
 
 The last turn is kept first when cutting (the oldest history goes first, BOS, system prompt and tools
 stay: ``cutoff.py``), only the last reply carries labels, so history renders as for dpo/rm
-(``ProcessContext.render_turns`` with an untrained history: no empty ``<think>`` blocks under qwen3). ``prompt_ids``/``response_ids`` are kept separately so the trainer can build the
-mismatched (prompt i, answer j) pairs of KTO's KL estimate without re-tokenizing.
+(``ProcessContext.render_turns`` with an untrained history: no empty ``<think>`` blocks under qwen3).
+``prompt_ids``/``response_ids`` are kept separately so the trainer can build the mismatched
+(prompt i, answer j) pairs of KTO's KL estimate without re-tokenizing.
 """
 
 from __future__ import annotations

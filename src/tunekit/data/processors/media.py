@@ -10,8 +10,8 @@ Two steps, so that every problem is named with its file and record and follows `
    video / audio is decoded too and the text its placeholder becomes is stored (``_video_text`` /
    ``_audio_text``, from the family plugin's ``video_expansions`` / ``audio_expansions``).
 2. :func:`process` (``datasets.map``): each ``<image>`` / ``<video>`` / ``<audio>`` in the messages becomes the
-   family's token run (``data/mm_plugins``), then the SFT processor tokenizes, masks and cuts as for text. Media tokens are
-   never trained (also with ``train_on_prompt``). A multimodal sample is never cut: one that does not fit
+   family's token run (``data/mm_plugins``), then the SFT processor tokenizes, masks and cuts as for text. Media
+   tokens are never trained (also with ``train_on_prompt``). A multimodal sample is never cut: one that does not fit
    ``cutoff_len`` whole is dropped and listed in the report (cutting through an image would leave the
    model fewer image tokens than image patches).
 """
@@ -123,7 +123,8 @@ def process_pairs(batch: dict[str, list], ctx) -> dict[str, list]:
 
 def process_kto(batch: dict[str, list], ctx) -> dict[str, list]:
     """kto: the placeholders expanded, then the kto processor (only the last reply is labelled; its mismatched pair
-    for the KL estimate is this prompt, with this sample's media, and another sample's answer: ``train/stages/kto.py``)."""
+    for the KL estimate is this prompt, with this sample's media, and another sample's answer:
+    ``train/stages/kto.py``)."""
     n = len(batch["messages"])
     return _finish(kto.process(_expanded(batch, ctx, n), ctx), batch, n)
 

@@ -52,8 +52,8 @@ def plan_bins(lengths: list[int], capacity: int) -> list[list[int]]:
 
 
 def pack_dataset(dataset, cutoff_len: int, neat: bool = False):
-    """A new ``datasets.Dataset`` of packed rows (input_ids, labels, length, _status, _source; + position_ids when neat;
-    + the samples' images / videos / audios, concatenated in sample order, for a multimodal dataset)."""
+    """A new ``datasets.Dataset`` of packed rows (input_ids, labels, length, _status, _source; + position_ids when
+    neat; + the samples' images / videos / audios, concatenated in sample order, for a multimodal dataset)."""
     import datasets
 
     ids, labels, status, sources = dataset["input_ids"], dataset["labels"], dataset["_status"], dataset["_source"]

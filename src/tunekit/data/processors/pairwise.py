@@ -18,8 +18,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ..formats import is_empty_reply
 from ..labels import IGNORE_INDEX
+from ..message_content import is_empty_reply
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
 from .cutoff import Head, fit_turns

@@ -23,7 +23,8 @@ def _render(ctx: ProcessContext, messages, system, tools) -> str:
 
 
 def fit_prompt(ctx: ProcessContext, messages, system, tools, ids: list[int]) -> list[int]:
-    """``ids`` (the whole prompt) cut to ``cutoff_len``: whole history turns first, oldest first, then the user text."""
+    """``ids`` (the whole prompt) cut to ``cutoff_len``: whole history turns first, oldest first, then the user
+    text."""
     for start in range(2, len(messages), 2):
         shorter = ctx.encode_pieces([_render(ctx, messages[start:], system, tools)])[0]
         if len(shorter) <= ctx.cutoff_len:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ...errors import DataError
+from ..templates.registry import SPECS
 from . import KEPT, TRUNCATED
 from .context import ProcessContext
 
@@ -41,8 +43,6 @@ def document_end(tokenizer: Any, template: Any = None) -> tuple[int, str, str]:
     known family's chat end-of-turn (an instruct tokenizer: ``<|eot_id|>``, ``<|im_end|>``) and the
     vocabulary holds that family's document token, which is then used.
     """
-    from ..templates.registry import SPECS
-
     spec = getattr(template, "spec", None)
     eos, eos_id = tokenizer.eos_token, tokenizer.eos_token_id
     note = "no chat template: " if spec is None else f"template '{spec.name}' declares none: "
@@ -64,8 +64,6 @@ def document_end(tokenizer: Any, template: Any = None) -> tuple[int, str, str]:
                     ),
                 )
     if eos_id is None:
-        from ...errors import DataError
-
         raise DataError(
             "stage pt: the tokenizer has no EOS token to end documents with; set eos_token in its "
             "tokenizer_config.json or name the model's chat template (template: ...)."

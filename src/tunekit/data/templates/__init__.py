@@ -1,8 +1,12 @@
 """Chat templates: render conversations exactly as each model family expects, and mark what is trained.
 
 >>> tpl = get_template("qwen", tokenizer)
->>> tpl.encode_turns([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])
-[('<|im_start|>system\\n...<|im_end|>\\n<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n', 'Hello<|im_end|>')]
+>>> messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+>>> [(prompt, reply)] = tpl.encode_turns(messages)
+>>> prompt
+'<|im_start|>system\\n...<|im_end|>\\n<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
+>>> reply
+'Hello<|im_end|>'
 
 Names follow LLaMA-Factory; ``jinja`` uses the tokenizer's own ``chat_template``. Importing this package
 is cheap (no torch/transformers).
@@ -17,6 +21,7 @@ from typing import Any
 from tunekit.errors import ConfigError
 
 from .base import Template
+from .jinja_mode import JinjaTemplate
 from .registry import BY_NAME, JINJA_DESCRIPTION, SPECS
 from .tokenizer_fix import FALLBACK_EOS
 
@@ -53,8 +58,6 @@ def get_template(
     LLaMA-Factory's ``empty`` does (tunekit's default adds it, so the model learns to stop).
     """
     if name == "jinja":
-        from .jinja_mode import JinjaTemplate
-
         return JinjaTemplate(tokenizer)
     spec = BY_NAME.get(name)
     if spec is None:

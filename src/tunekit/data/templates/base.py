@@ -13,7 +13,9 @@ from typing import Any
 
 from tunekit.errors import ConfigError, DataError
 
+from .jinja_export import chat_template_for
 from .spec import TemplateSpec
+from .tokenizer_fix import fix_tokenizer
 from .tools import TOOL_FORMATS, parse_calls, parse_tools
 
 logger = logging.getLogger(__name__)
@@ -144,13 +146,9 @@ class Template:
         ``enable_thinking=False`` (reasoning templates): thinking is off unless the caller turns it on,
         matching a model trained with ``enable_thinking: false``.
         """
-        from .jinja_export import chat_template_for
-
         return chat_template_for(self, enable_thinking)
 
     def fix_tokenizer(self, tokenizer: Any) -> None:
-        from .tokenizer_fix import fix_tokenizer
-
         fix_tokenizer(tokenizer, self.stop_words if self.spec.replace_eos else [], self.stop_words)
 
     # --- engine -----------------------------------------------------------------------------------

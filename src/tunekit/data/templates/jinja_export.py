@@ -76,7 +76,8 @@ def _generated(tpl: Template) -> str:
         f"{{%- else -%}}{{%- set sys = {default} -%}}{{%- set msgs = messages -%}}{{%- endif -%}}"
         f"{{%- if not sys -%}}{{%- set sys = {default} -%}}{{%- endif -%}}"
         "{%- set ns = namespace(last_user=-1) -%}"
-        "{%- for m in msgs -%}{%- if m['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
+        "{%- for m in msgs -%}{%- if m['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}"
+        "{%- endfor -%}"
     )
     if spec.prefix:
         j.append(f"{{{{- {lit(tpl._sub(spec.prefix))} -}}}}")
@@ -92,7 +93,8 @@ def _generated(tpl: Template) -> str:
     j.append("{%- if m['role'] == 'user' -%}")
     if merge_when and spec.trim_after_merge:
         j.append(
-            f"{{%- if {merge_when} and sys -%}}{{%- set c = ({lit(s_pre)} + sys + {lit(s_post)} + m['content']) | trim -%}}"
+            f"{{%- if {merge_when} and sys -%}}"
+            f"{{%- set c = ({lit(s_pre)} + sys + {lit(s_post)} + m['content']) | trim -%}}"
             f"{{%- else -%}}{{%- set c = {content('user')} -%}}{{%- endif -%}}"
         )
     elif merge_when:
@@ -110,7 +112,8 @@ def _generated(tpl: Template) -> str:
     j.append(f"{{{{- {lit(a_pre)} + {content('assistant')} + {lit(a_post)} -}}}}")
     if spec.final_stop:
         j.append(
-            f"{{%- if loop.last and not add_generation_prompt -%}}{{{{- {lit(tpl._sub(spec.final_stop))} -}}}}{{%- endif -%}}"
+            f"{{%- if loop.last and not add_generation_prompt -%}}"
+            f"{{{{- {lit(tpl._sub(spec.final_stop))} -}}}}{{%- endif -%}}"
         )
     j.append("{%- endif -%}")
     j.append("{%- endfor -%}")

@@ -124,7 +124,8 @@ SPECS: list[TemplateSpec] = [
     ),
     TemplateSpec(
         name="qwen3_vl",
-        description="Qwen3-VL Thinking models (<think> blocks; <image>/<video> expanded into the model's tokens, data/mm_plugins).",
+        description="Qwen3-VL Thinking models (<think> blocks; <image>/<video> expanded into the model's tokens, "
+        "data/mm_plugins).",
         **_QWEN_TOOLS,
         tool_format="qwen",
         reasoning=True,
@@ -139,10 +140,12 @@ SPECS: list[TemplateSpec] = [
     ),
     TemplateSpec(
         name="qwen2_audio",
-        description="Qwen2-Audio-Instruct (ChatML; <audio> expanded into 'Audio k: <|audio_bos|>...<|audio_eos|>', data/mm_plugins).",
+        description="Qwen2-Audio-Instruct (ChatML; <audio> expanded into 'Audio k: <|audio_bos|>...<|audio_eos|>', "
+        "data/mm_plugins).",
         **_QWEN,
         default_system="You are a helpful assistant.",
-        source="Qwen/Qwen2-Audio-7B-Instruct chat_template (Qwen2AudioProcessor.default_chat_template); LLaMA-Factory 'qwen2_audio'",
+        source="Qwen/Qwen2-Audio-7B-Instruct chat_template (Qwen2AudioProcessor.default_chat_template); "
+        "LLaMA-Factory 'qwen2_audio'",
     ),
     TemplateSpec(
         name="llama3",
@@ -186,7 +189,8 @@ SPECS: list[TemplateSpec] = [
         description="Gemma / Gemma 2 instruct (<start_of_turn>, system glued to the first user turn).",
         **GEMMA_TURNS,
         trim=frozenset({"user", "assistant", "observation"}),  # gemma3 does not trim "user" (its plugin does)
-        source="google/gemma-2-9b-it chat_template (system as in Gemma 3: '<system>\\n\\n' before the first user text)",
+        source="google/gemma-2-9b-it chat_template (system as in Gemma 3: '<system>\\n\\n' before the first user "
+        "text)",
     ),
     TemplateSpec(
         name="glm4",
@@ -204,7 +208,8 @@ SPECS: list[TemplateSpec] = [
         eos="</s>",
         **_glm_turns(" "),
         final_stop="{eos}",
-        source="THUDM/chatglm3-6b chat_template; the last reply ends with </s> (EOS) as in THUDM's ChatGLM3 finetune demo",
+        source="THUDM/chatglm3-6b chat_template; the last reply ends with </s> (EOS) as in THUDM's ChatGLM3 "
+        "finetune demo",
     ),
     TemplateSpec(
         name="deepseek3",

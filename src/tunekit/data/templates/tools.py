@@ -10,6 +10,7 @@ Function-call messages hold JSON: ``{"name": ..., "arguments": {...}}`` or a lis
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +46,8 @@ HERMES_TOOLS_HEAD = (
 )
 HERMES_TOOLS_TAIL = (
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-    """<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>"""
+    """<tool_call></tool_call> XML tags:\n<tool_call>\n"""
+    """{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>"""
 )
 
 
@@ -89,10 +91,8 @@ def parse_calls(content: str) -> list[tuple[str, str]]:
             raise DataError(f"a function_call needs 'name' and 'arguments', got: {str(call)[:200]!r}")
         args = call["arguments"]
         if isinstance(args, str):  # some datasets store arguments as a JSON string
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 args = json.loads(args)
-            except json.JSONDecodeError:
-                pass
         out.append((str(call["name"]), json.dumps(args, ensure_ascii=False)))
     return out
 

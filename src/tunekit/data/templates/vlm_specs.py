@@ -62,7 +62,8 @@ VLM_SPECS: list[TemplateSpec] = [
     ),
     TemplateSpec(
         name="llava",
-        description="LLaVA-1.5 (llava-hf): 'USER: <image>\\n... ASSISTANT:'; <image> expanded into the model's image tokens.",
+        description="LLaVA-1.5 (llava-hf): 'USER: <image>\\n... ASSISTANT:'; <image> expanded into the model's image "
+        "tokens.",
         **VICUNA_TURNS,
         source="llava-hf/llava-1.5-7b-hf chat_template (replies end with </s> as LLaVA-1.5's conv_llava_v1); "
         "LLaMA-Factory 'llava' without Vicuna's default system",
@@ -76,7 +77,8 @@ VLM_SPECS: list[TemplateSpec] = [
     ),
     TemplateSpec(
         name="llava_next_mistral",
-        description="LLaVA-NeXT / LLaVA-1.6 on Mistral (llava-hf/llava-v1.6-mistral-7b-hf): '[INST] <image>\\n... [/INST]'.",
+        description="LLaVA-NeXT / LLaVA-1.6 on Mistral (llava-hf/llava-v1.6-mistral-7b-hf): "
+        "'[INST] <image>\\n... [/INST]'.",
         prefix="{bos}",
         auto_bos=True,
         bos="<s>",
@@ -86,8 +88,8 @@ VLM_SPECS: list[TemplateSpec] = [
         header=" [/INST]",
         assistant=" {content}{eos}",
         tool_format=None,
-        source="transformers' LLaVA-NeXT conversion chat_mistral (llava-v1.6-mistral-7b-hf; replies end with </s>, not its "
-        "literal '<\\s> '); LLaMA-Factory 'llava_next_mistral' (its '[/INST]' has no space before it)",
+        source="transformers' LLaVA-NeXT conversion chat_mistral (llava-v1.6-mistral-7b-hf; replies end with </s>, "
+        "not its literal '<\\s> '); LLaMA-Factory 'llava_next_mistral' (its '[/INST]' has no space before it)",
     ),
     TemplateSpec(
         name="llava_next_llama3",

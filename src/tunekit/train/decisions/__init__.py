@@ -14,7 +14,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..machine import Machine
+from ...config.schema import Config
+from ..engines.distributed import engine_plan
+from ..machine import Machine, run_machine
 from ..precision import PrecisionDecision, decide_precision
 from . import cpu_host
 from . import features as f
@@ -116,28 +118,20 @@ class RunDecisions:
             notes["elementwise_recompute"] = f"elementwise_recompute: off for this run ({recompute.why})"
         return notes
 
-    def lines(self) -> list[str]:
-        """One line per decision, as the run prints them at its start and ``tunekit plan`` shows them."""
-        head = [f"device: {self.machine.kind} x {self.machine.processes} ({self.engine}), attention {self.attention}"]
-        if self.precision is not None:
-            head.append(f"precision: {self.precision.summary()} ({self.precision.reason})")
-        return head + [decision.line(name) for name, decision in self.features().items()]
 
-
-def decide_host(cfg, machine: Machine) -> dict[str, Decision]:
+def decide_host(cfg: Config, machine: Machine) -> dict[str, Decision]:
     """The CPU-host features alone (what ``tunekit train`` needs before it imports torch)."""
     return {name: next(ft for ft in FEATURES if ft.name == name).decide(cfg, machine) for name in HOST_FEATURES}
 
 
-def _engine(cfg, machine: Machine) -> str:
-    from ..engines.distributed import engine_plan
+def _engine(cfg: Config, machine: Machine) -> str:
 
     plan = engine_plan(cfg, machine.processes)
     return plan.engine + (f" z{plan.zero_stage}" if plan.zero_stage else "")
 
 
 def decide_features(
-    cfg, machine: Machine, checkpointing_note: str | None = None, precision: PrecisionDecision | None = None
+    cfg: Config, machine: Machine, checkpointing_note: str | None = None, precision: PrecisionDecision | None = None
 ) -> RunDecisions:
     """The one function that decides a run's features for ``cfg`` (``gradient_checkpointing`` already resolved when
     it was ``auto``: ``plan/decide.py``) on ``machine``; ``precision``: the decision the run already applied to
@@ -168,13 +162,12 @@ def building_with(decisions: RunDecisions):
         _BUILDING.reset(token)
 
 
-def decisions_for(cfg) -> RunDecisions:
+def decisions_for(cfg: Config) -> RunDecisions:
     """The decisions a trainer of ``cfg`` reads: those it is built with (:func:`building_with`), else
     :func:`decide_features` for ``cfg`` on the machine the run uses (``train/machine.run_machine``)."""
     current = _BUILDING.get()
     if current is not None:
         return current
-    from ..machine import run_machine
 
     return decide_features(cfg, run_machine(cfg))
 

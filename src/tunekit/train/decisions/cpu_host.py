@@ -8,6 +8,7 @@ CUDA caching allocator holds the training's memory and none of them was measured
 
 from __future__ import annotations
 
+from ...config.schema import Config
 from ...env import env_flag
 from .features import Decision, off, on
 
@@ -22,19 +23,19 @@ def _switch(env: str, machine, what: str) -> Decision:
     return off(NOT_ON_GPU.format(kind=machine.kind.upper()) + f"; {env}=1 opts in")
 
 
-def malloc_tune(cfg, machine) -> Decision:
+def malloc_tune(cfg: Config, machine) -> Decision:
     """glibc keeps freed blocks for the next step (``host/malloc.py``)."""
     return _switch("TUNEKIT_MALLOC_TUNE", machine, "glibc keeps freed blocks for the next step")
 
 
-def gc_pause(cfg, machine) -> Decision:
+def gc_pause(cfg: Config, machine) -> Decision:
     """The cyclic collector paused while the program imports and builds (``host/gc_pause.py``)."""
     return _switch("TUNEKIT_GC_PAUSE", machine, "the collector paused while the program imports and builds")
 
 
-def heap_guard(cfg, machine) -> Decision:
-    """Freed heap memory a forward pass strands returned to the kernel (``host/heap.py``): the model on the CPU, glibc's
-    heap readable (``host.malloc.available``: glibc on Linux, malloc tuning on)."""
+def heap_guard(cfg: Config, machine) -> Decision:
+    """Freed heap memory a forward pass strands returned to the kernel (``host/heap.py``): the model on the CPU,
+    glibc's heap readable (``host.malloc.available``: glibc on Linux, malloc tuning on)."""
     if machine.kind != "cpu":
         return off(NOT_ON_GPU.format(kind=machine.kind.upper()))
     if not malloc_tune(cfg, machine).on:

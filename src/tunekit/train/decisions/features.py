@@ -3,7 +3,7 @@
 Each feature is one :class:`Feature`: ``decide(cfg, machine) -> Decision`` (does it apply, and why, in one line),
 ``memory`` (where the planner counts it) and ``attach`` (what does it in a run). The trainer and the planner read the
 same :class:`Decision` from :class:`~tunekit.train.decisions.RunDecisions`; nothing else decides a feature
-(``tests/test_run_decisions.py`` holds every feature x stage x device kind to that).
+(``tests/train/test_run_decisions.py`` holds every feature x stage x device kind to that).
 
 On a GPU, a tunekit trick that was never measured there is off unless asked for (``elementwise_recompute: true``): its
 saving was measured on 2-core CPUs only. The CPU-host machinery has its own module (``cpu_host.py``).
@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...config.schema import Config
 from ..engines.deepspeed_config import CUSTOM_OPTIMIZERS  # the options that build tunekit's own optimizer
 
 LOSS_STAGES = ("sft", "pt")  # the stages whose loss is the LM's token cross-entropy (TrainedTokensLossMixin)
 LOGPS_STAGES = ("dpo", "kto")  # the stages whose loss reads sequence log-probs (stages/reference_policy.forward_logps)
-REGROUPED_STAGES = ("sft", "pt", "dpo", "rm")  # group_within_step (train/window_grouping.py; plan/stats.py counts it)
+REGROUPED_STAGES = ("sft", "pt", "dpo", "rm")  # group_within_step (window_grouping.py; plan/batching.py counts it)
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,6 @@ class Decision:
     on: bool
     why: str
     detail: tuple = ()
-
-    def line(self, name: str) -> str:
-        return f"{name}: {'on' if self.on else 'off'} ({self.why})"
 
 
 @dataclass(frozen=True)
@@ -49,11 +47,11 @@ def off(why: str, *detail) -> Decision:
     return Decision(False, why, tuple(detail))
 
 
-def _variant_loss(cfg) -> str | None:
+def _variant_loss(cfg: Config) -> str | None:
     return next((name for name in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(cfg, name)), None)
 
 
-def trained_tokens_loss(cfg, machine) -> Decision:
+def trained_tokens_loss(cfg: Config, machine) -> Decision:
     """sft/pt: the LM head sees only the trained positions (``train/token_loss.py``)."""
     if cfg.stage not in LOSS_STAGES:
         return off(f"stage {cfg.stage} has its own loss")
@@ -66,7 +64,7 @@ def trained_tokens_loss(cfg, machine) -> Decision:
     return on("the LM head only on trained positions")
 
 
-def chunked_lm_head(cfg, machine) -> Decision:
+def chunked_lm_head(cfg: Config, machine) -> Decision:
     """The LM head + loss (sft/pt) or log-probs (dpo/kto) a chunk of tokens at a time (``train/chunked_head.py``)."""
     if cfg.stage in LOSS_STAGES:
         plain = trained_tokens_loss(cfg, machine)
@@ -84,13 +82,13 @@ def chunked_lm_head(cfg, machine) -> Decision:
     return on("the tokens x vocabulary logits are never held whole")
 
 
-def liger(cfg, machine) -> Decision:
+def liger(cfg: Config, machine) -> Decision:
     if not cfg.enable_liger_kernel:
         return off("enable_liger_kernel: false")
     return on("Liger's Triton kernels (RMSNorm, SwiGLU, RoPE) patched in by the HF Trainer")
 
 
-def liger_fused_loss(cfg, machine) -> Decision:
+def liger_fused_loss(cfg: Config, machine) -> Decision:
     """Liger's fused linear cross-entropy computes the loss: only where the model's own forward computes it."""
     if not cfg.enable_liger_kernel:
         return off("enable_liger_kernel: false")
@@ -101,7 +99,7 @@ def liger_fused_loss(cfg, machine) -> Decision:
     return on("the model's forward computes the loss without the logits")
 
 
-def elementwise_recompute(cfg, machine) -> Decision:
+def elementwise_recompute(cfg: Config, machine) -> Decision:
     """Recipes for the MLP's element-wise outputs and the norm outputs (``model/elementwise_recompute.py``);
     ``detail``: ``(MLP outputs, norm outputs)``. Off by default on a GPU: measured on CPUs only."""
     if not cfg.elementwise_recompute:
@@ -125,7 +123,7 @@ def elementwise_recompute(cfg, machine) -> Decision:
     )
 
 
-def gradient_checkpointing(cfg, machine) -> Decision:
+def gradient_checkpointing(cfg: Config, machine) -> Decision:
     """``detail``: ``(lowest layers checkpointed or None for all, auto still to decide)``. ``auto`` is decided from the
     memory plan by the decide step (``plan/decide.py``), which passes its config here already resolved."""
     if not cfg.use_gradient_checkpointing:
@@ -136,22 +134,22 @@ def gradient_checkpointing(cfg, machine) -> Decision:
     return on("all decoder layers" if layers is None else f"the lowest {layers} decoder layers", layers, False)
 
 
-def checkpointing_is_auto(cfg) -> bool:
+def checkpointing_is_auto(cfg: Config) -> bool:
     """``gradient_checkpointing: auto`` still to be decided (and not turned off by LLaMA-Factory's spelling)."""
     return gradient_checkpointing(cfg, None).detail[1]
 
 
-def padding_free(cfg, machine) -> Decision:
+def padding_free(cfg: Config, machine) -> Decision:
     return on("one row per micro-batch, no padding") if cfg.padding_free else off("padding_free: false")
 
 
-def token_budget(cfg, machine) -> Decision:
+def token_budget(cfg: Config, machine) -> Decision:
     if not cfg.max_tokens_per_batch:
         return off("max_tokens_per_batch not set")
     return on(f"micro-batches of at most {cfg.max_tokens_per_batch} tokens", cfg.max_tokens_per_batch)
 
 
-def group_within_step(cfg, machine) -> Decision:
+def group_within_step(cfg: Config, machine) -> Decision:
     if not cfg.group_within_step:
         return off("group_within_step: false")
     if cfg.group_by_length:
@@ -163,7 +161,7 @@ def group_within_step(cfg, machine) -> Decision:
     return on("an optimizer step's micro-batches re-formed by length")
 
 
-def fused_optimizer(cfg, machine) -> Decision:
+def fused_optimizer(cfg: Config, machine) -> Decision:
     custom = next((name for name in CUSTOM_OPTIMIZERS if getattr(cfg, name, False)), None)
     if custom:
         return off(f"{custom}: its own optimizer")

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...config.engines import DEEPSPEED_PRESETS
 from ...config.jsonfile import read_json_object
+from ...config.schema import Config
 from ...errors import ConfigError, EnvironmentProblem
 
 PRESETS = DEEPSPEED_PRESETS  # declared once, in config/engines.py
@@ -123,7 +124,7 @@ def check_batch_fields(settings: DeepSpeedSettings, micro_batch: int, accumulati
     _raise_conflicts(settings, batch_conflicts(settings, micro_batch, accumulation, world))
 
 
-def check_options(settings: DeepSpeedSettings, cfg, world: int) -> None:
+def check_options(settings: DeepSpeedSettings, cfg: Config, world: int) -> None:
     """Every field of the file that contradicts ``cfg`` (and ``world``), in one error: see :func:`option_conflicts`."""
     _raise_conflicts(settings, option_conflicts(settings, cfg, world))
 
@@ -176,7 +177,7 @@ def batch_conflicts(settings: DeepSpeedSettings, micro_batch: int, accumulation:
 
 # (field of the DeepSpeed file, tunekit option(s), the option's value): what transformers' HfTrainerDeepSpeedConfig
 # fills where the file says "auto" and otherwise compares (it reports a mismatch only after the model has loaded).
-def _matched_fields(cfg) -> list[tuple[str, str, Any]]:
+def _matched_fields(cfg: Config) -> list[tuple[str, str, Any]]:
     return [
         ("gradient_clipping", "max_grad_norm", cfg.max_grad_norm),
         ("optimizer.params.lr", "learning_rate", cfg.learning_rate),
@@ -199,7 +200,7 @@ def field(config: dict, dotted: str) -> Any:
     return node
 
 
-def option_conflicts(settings: DeepSpeedSettings, cfg, world: int) -> list[str]:
+def option_conflicts(settings: DeepSpeedSettings, cfg: Config, world: int) -> list[str]:
     """Each field of the file that is not ``"auto"`` and differs from the option it stands for (the batch numbers,
     clipping, optimizer and scheduler parameters, fp16/bf16), as one phrase each."""
     out = batch_conflicts(settings, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps, world)
@@ -207,11 +208,8 @@ def option_conflicts(settings: DeepSpeedSettings, cfg, world: int) -> list[str]:
         given = field(settings.config, key)
         if given is None or given == "auto":
             continue
-        if isinstance(value, list) and isinstance(given, (list, tuple)):
-            same = list(given) == value
-        else:
-            same = given == value
-        if not same:
+        lists = isinstance(value, list) and isinstance(given, (list, tuple))
+        if (list(given) if lists else given) != value:
             shown = json.dumps(given) if not isinstance(given, str) else repr(given)
             mine = json.dumps(value) if isinstance(value, (bool, list)) else value
             out.append(f"{key} is {shown} but {option} is {mine}")
@@ -297,11 +295,11 @@ _AUTO_PARAMS = {  # what transformers fills for "auto" (HfTrainerDeepSpeedConfig
         "total_num_steps": "the run's steps",
     },
 }
-# the option each block replaces: transformers hands the step to DeepSpeed's optimizer / schedule and never builds these
+# the option each block replaces: transformers hands the step to DeepSpeed's optimizer / schedule, never builds these
 _REPLACED = {"optimizer": ("optim", "optimizer"), "scheduler": ("lr_scheduler_type", "learning-rate schedule")}
 
 
-def takeovers(settings: DeepSpeedSettings, cfg) -> dict[str, str]:
+def takeovers(settings: DeepSpeedSettings, cfg: Config) -> dict[str, str]:
     """``{option: what runs instead}`` for each block of the file that replaces an option (``optimizer`` replaces
     ``optim``, ``scheduler`` replaces ``lr_scheduler_type`` and ``lr_scheduler_kwargs``), with the block's type and
     parameters as they run ("auto" filled from the options, as transformers fills it)."""
@@ -321,7 +319,7 @@ def takeovers(settings: DeepSpeedSettings, cfg) -> dict[str, str]:
     return out
 
 
-def takeover_lines(settings: DeepSpeedSettings, cfg) -> list[str]:
+def takeover_lines(settings: DeepSpeedSettings, cfg: Config) -> list[str]:
     """One line per replaced option, for the start of a run."""
     return [
         f"deepspeed: {option}: {getattr(cfg, option)} is {note}" for option, note in takeovers(settings, cfg).items()

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from ...config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
 from ...config.jsonfile import read_json_object
+from ...config.schema import Config
 from ...env import env_local_rank, env_rank, env_world_size
-from ...errors import ConfigError
+from ...errors import ConfigError, TunekitError
 from .deepspeed_config import (
     check_options,
     read_deepspeed,
@@ -38,7 +39,7 @@ from .deepspeed_config import (
     takeover_lines,
     takeovers,
 )
-from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher
+from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher, visible_device_count
 
 __all__ = [
     "maybe_relaunch",
@@ -85,26 +86,26 @@ def is_local_main_process() -> bool:
 
 
 # ------------------------------------------------------------------ how many
-def _needs_launcher(cfg) -> bool:
+def _needs_launcher(cfg: Config) -> bool:
     """DeepSpeed and FSDP need torch.distributed even with one device, so they always run under torchrun."""
     return cfg is not None and bool(cfg.deepspeed or _fsdp_strategy(cfg) not in (None, "no_shard"))
 
 
-def _plan(cfg=None, env=None) -> LaunchPlan:
+def _plan(cfg: Config | None = None, env=None) -> LaunchPlan:
     env = dict(os.environ if env is None else env)
     if _needs_launcher(cfg) and not under_launcher(env):
         env["FORCE_TORCHRUN"] = "1"
     return launch_plan(env, use_cpu=bool(cfg is not None and cfg.use_cpu))
 
 
-def world_size(cfg=None) -> int:
+def world_size(cfg: Config | None = None) -> int:
     """Processes in the job: WORLD_SIZE under a launcher, else what :func:`maybe_relaunch` would start."""
     if under_launcher():
         return env_world_size() or 1
     return _plan(cfg).world_size
 
 
-def maybe_relaunch(argv: list[str], cfg) -> int | None:
+def maybe_relaunch(argv: list[str], cfg: Config) -> int | None:
     """Re-execute ``tunekit train argv`` (already parsed into ``cfg``) under torchrun when needed;
     return its exit code, or None to go on here."""
     if under_launcher():
@@ -116,19 +117,18 @@ def maybe_relaunch(argv: list[str], cfg) -> int | None:
     return relaunch(plan, list(argv))
 
 
-def _has_gpu(cfg) -> bool:
+def _has_gpu(cfg: Config) -> bool:
     if cfg.use_cpu:
         return False
     torch = sys.modules.get("torch")
     if torch is not None:
         return torch.cuda.is_available()
-    from .launcher import visible_device_count
 
     return visible_device_count() > 0
 
 
 # ------------------------------------------------------------------ checks
-def check_divisibility(cfg, world: int) -> None:
+def check_divisibility(cfg: Config, world: int) -> None:
     """The numbers of a DeepSpeed file against the options and the world size, checked before any rank starts.
 
     The HF Trainer never needs it (global batch = per-device x accumulation x world), but numbers written
@@ -141,13 +141,14 @@ def check_divisibility(cfg, world: int) -> None:
         check_options(read_deepspeed(cfg.deepspeed), cfg, world)
 
 
-def _fsdp_strategy(cfg) -> str | None:
+def _fsdp_strategy(cfg: Config) -> str | None:
     return fsdp_strategy(cfg.fsdp)  # the words are config/engines.py's; the schema has refused others already
 
 
 @dataclass(frozen=True)
 class FSDPSettings:
-    """How :mod:`tunekit.train.engines.fsdp` shards the model (``fsdp: full_shard | shard_grad_op`` [+ ``offload``])."""
+    """How :mod:`tunekit.train.engines.fsdp` shards the model (``fsdp: full_shard | shard_grad_op`` [+
+    ``offload``])."""
 
     strategy: str  # full_shard | shard_grad_op
     reshard_after_forward: bool  # full_shard: True (ZeRO-3 like); shard_grad_op: False (ZeRO-2 like)
@@ -168,7 +169,7 @@ _FSDP_CONFIG_KEYS = (
 )
 
 
-def fsdp_settings(cfg) -> FSDPSettings | None:
+def fsdp_settings(cfg: Config) -> FSDPSettings | None:
     """The FSDP2 settings of ``cfg``; None without ``fsdp`` or with ``fsdp: no_shard`` (that is DDP).
 
     ``fsdp_config: file.json`` may set ``transformer_layer_cls_to_wrap`` (class names), ``reshard_after_forward``
@@ -225,14 +226,14 @@ def _read_fsdp_config(value: str) -> dict:
 
 
 # ------------------------------------------------------------------ TrainingArguments
-def training_args_kwargs(cfg, output_dir) -> dict:
+def training_args_kwargs(cfg: Config, output_dir) -> dict:
     """Extra ``TrainingArguments`` kwargs for the engine; apply them last (they may override ``use_cpu``).
 
     - DDP: ``ddp_timeout``, ``ddp_backend`` (gloo without GPUs), ``ddp_find_unused_parameters`` (False for
       LoRA, as LLaMA-Factory does; otherwise the Trainer decides).
     - DeepSpeed: ``deepspeed`` = a JSON path (presets are written to ``output_dir/ds_config.json``).
-    - FSDP2: nothing. The Trainer sees a plain distributed (DDP) run; :mod:`tunekit.train.engines.fsdp` shards the model
-      when the trainer is built and keeps accelerate from wrapping it in DDP (accelerate enables its own FSDP
+    - FSDP2: nothing. The Trainer sees a plain distributed (DDP) run; :mod:`tunekit.train.engines.fsdp` shards the
+      model when the trainer is built and keeps accelerate from wrapping it in DDP (accelerate enables its own FSDP
       only on accelerators; tunekit's FSDP2 is the same code on GPUs and CPUs).
     - CPU-only machines under a launcher: the process group is started here with ``ddp_timeout`` and the
       Trainer told to use it (``accelerator_config.use_configured_state``), because transformers otherwise
@@ -280,7 +281,7 @@ def training_args_kwargs(cfg, output_dir) -> dict:
     return kwargs
 
 
-def check_deepspeed_machine(cfg) -> None:
+def check_deepspeed_machine(cfg: Config) -> None:
     """DeepSpeed runs on the GPUs, or on its CPU accelerator when none is visible; not on the CPU of a GPU machine."""
     if cfg.deepspeed and cfg.use_cpu and _cuda_visible():
         raise ConfigError(
@@ -293,7 +294,6 @@ def _cuda_visible() -> bool:
     torch = sys.modules.get("torch")
     if torch is not None:
         return torch.cuda.is_available()
-    from .launcher import visible_device_count
 
     return visible_device_count() > 0
 
@@ -353,7 +353,7 @@ def saying(what: str, every_s: float = 60.0, out=None):
         thread.join()
 
 
-def before_model_load(cfg) -> None:
+def before_model_load(cfg: Config) -> None:
     """Call after TrainingArguments exist and before ``from_pretrained``.
 
     ZeRO-3 partitions weights while they load (``deepspeed.zero.Init``), which transformers does only if
@@ -372,7 +372,7 @@ def before_model_load(cfg) -> None:
             )
 
 
-def option_notes(cfg) -> dict[str, str]:
+def option_notes(cfg: Config) -> dict[str, str]:
     """``{option: note}`` for the options the engine's own config replaces (a DeepSpeed file's ``optimizer`` /
     ``scheduler`` block): ``tunekit_config.yaml`` writes each note above its option."""
     return takeovers(read_deepspeed(cfg.deepspeed), cfg) if cfg.deepspeed else {}
@@ -381,7 +381,8 @@ def option_notes(cfg) -> dict[str, str]:
 # ------------------------------------------------------------------ planner
 @dataclass(frozen=True)
 class EnginePlan:
-    """The engine facts, decided once: the launcher's helpers and the memory planner (plan/training_setup.py) both use it."""
+    """The engine facts, decided once: the launcher's helpers and the memory planner (plan/training_setup.py) both use
+    it."""
 
     engine: str  # single | ddp | deepspeed | fsdp
     world_size: int
@@ -390,7 +391,7 @@ class EnginePlan:
     offload_param: bool = False
 
 
-def engine_plan(cfg, world: int | None = None) -> EnginePlan:
+def engine_plan(cfg: Config, world: int | None = None) -> EnginePlan:
     """Engine, world size, sharding and offload of ``cfg``; ``world`` defaults to what the launcher starts."""
     world = world_size(cfg) if world is None else world
     if cfg.deepspeed:
@@ -412,7 +413,6 @@ def record_rank_error(exc: BaseException) -> None:
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
-    from ...errors import TunekitError
 
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, TunekitError):

@@ -1,4 +1,5 @@
-"""FSDP2 (``fsdp: full_shard | shard_grad_op`` [+ ``offload``]): tunekit shards the model itself, on GPUs and CPUs alike.
+"""FSDP2 (``fsdp: full_shard | shard_grad_op`` [+ ``offload``]): tunekit shards the model itself, on GPUs and CPUs
+alike.
 
 Why not accelerate's FSDP plugin (transformers' ``fsdp=True`` + ``fsdp_config``): accelerate 1.15 turns FSDP on
 only for accelerator backends; on a CPU the same settings silently train as DDP. Applying ``fully_shard``
@@ -42,6 +43,7 @@ from pathlib import Path
 import torch
 
 from ...errors import ConfigError
+from . import distributed
 
 STATE_DIR = "fsdp_state"  # inside checkpoint-N/: the sharded resume state (torch.distributed.checkpoint)
 SCHEDULER_NAME = "scheduler.pt"  # transformers' name, so a checkpoint looks like any other
@@ -215,6 +217,15 @@ def load_model_state(model, folder: str | os.PathLike) -> None:
     set_model_state_dict(model, state["model"], options=_model_options())
 
 
+def refuse_fsdp_checkpoint(folder: str | os.PathLike) -> None:
+    """A checkpoint written by an fsdp run cannot resume a run that is not sharded (its optimizer state is)."""
+    if (Path(folder) / STATE_DIR).is_dir():
+        raise ConfigError(
+            f"checkpoint {folder} was written by an fsdp run: resume it with the same "
+            "fsdp setting (its optimizer state is sharded)."
+        )
+
+
 def load_optimizer_state(model, optimizer, folder: str | os.PathLike) -> None:
     """Load the optimizer state saved by :func:`save_state` (all ranks; the optimizer holds the sharded parameters)."""
     import torch.distributed.checkpoint as dcp
@@ -232,11 +243,11 @@ def load_optimizer_state(model, optimizer, folder: str | os.PathLike) -> None:
 class FSDPTrainerMixin:
     """Trainer overrides for a model sharded by :func:`shard`; every one is a no-op for any other model.
 
-    Mixed into ``TunekitTrainer`` (before ``transformers.Trainer``). Expects ``self.tunekit_config``.
+    Mixed into ``TunekitTrainer`` (before ``transformers.Trainer``). Expects ``self.tunekit_config``. The model weights
+    of a checkpoint are resumed by ``checkpoint_weights.CheckpointWeightsMixin`` (:func:`load_model_state`).
     """
 
     def __init__(self, *args, **kwargs):
-        from . import distributed
 
         cfg = getattr(self, "tunekit_config", None)
         settings = distributed.fsdp_settings(cfg) if cfg is not None else None
@@ -261,16 +272,6 @@ class FSDPTrainerMixin:
         save_state(self.model, self.optimizer, output_dir)
         if self.args.should_save:
             torch.save(self.lr_scheduler.state_dict(), os.path.join(output_dir, SCHEDULER_NAME))
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
-        if not is_sharded(self.model):
-            if (Path(resume_from_checkpoint) / STATE_DIR).is_dir():
-                raise ConfigError(
-                    f"checkpoint {resume_from_checkpoint} was written by an fsdp run: resume it with the same "
-                    "fsdp setting (its optimizer state is sharded)."
-                )
-            return super()._load_from_checkpoint(resume_from_checkpoint, model)
-        load_model_state(self.model, resume_from_checkpoint)
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         if checkpoint is None or not is_sharded(self.model):

@@ -12,6 +12,7 @@ import here: this runs before anything heavy.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -201,10 +202,8 @@ class StopForwarding:
         import signal
 
         for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
+            with contextlib.suppress(ValueError):  # not the main thread
                 self._previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                pass
         return self
 
     def __exit__(self, *exc) -> None:
@@ -416,9 +415,9 @@ def die_with_parent(env: dict | None = None) -> bool:
 
 
 def torchrun_main() -> int:
-    """``python -m tunekit.train.engines.launcher ARGS`` = ``torchrun ARGS`` without torchrun's own Python traceback when a
-    rank fails: its failure table (which rank failed first, with what) is still printed, and :func:`failure_summary`
-    reads it; the traceback of the launcher itself would only bury the rank's error."""
+    """``python -m tunekit.train.engines.launcher ARGS`` = ``torchrun ARGS`` without torchrun's own Python traceback
+    when a rank fails: its failure table (which rank failed first, with what) is still printed, and
+    :func:`failure_summary` reads it; the traceback of the launcher itself would only bury the rank's error."""
     die_with_parent()  # tunekit train was killed: so is torchrun, and (below) so are its ranks
     os.environ[PARENT_PID_ENV] = str(os.getpid())  # each rank arms die_with_parent for this process (cli/train_cmd.py)
     from torch.distributed.elastic.multiprocessing.api import SignalException

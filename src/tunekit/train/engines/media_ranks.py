@@ -14,8 +14,10 @@ parameters) and ZeRO-1/2 with the media parts frozen (the defaults) take mixed d
 
 from __future__ import annotations
 
+from ...config.schema import Config
 from ...data.media_columns import MEDIA_COLUMNS
 from ...errors import ConfigError
+from .distributed import engine_plan
 
 
 def samples_without_media(dataset) -> int:
@@ -29,10 +31,8 @@ def samples_without_media(dataset) -> int:
     return sum(1 for row in zip(*lists) if not any(row))
 
 
-def check_media_on_every_rank(cfg, data) -> None:
+def check_media_on_every_rank(cfg: Config, data) -> None:
     """Refuse a multimodal dataset with text-only samples under ZeRO-3 or FSDP2 on more than one rank (module doc)."""
-    from .distributed import engine_plan
-
     if getattr(data, "mm", None) is None:
         return
     plan = engine_plan(cfg)
@@ -47,16 +47,20 @@ def check_media_on_every_rank(cfg, data) -> None:
         missing = samples_without_media(dataset)
         if not missing:
             continue
-        where = f"{engine} with a vision-language model on {plan.world_size} ranks: {missing} of {len(dataset)} {split} samples"
+        where = (
+            f"{engine} with a vision-language model on {plan.world_size} ranks: "
+            f"{missing} of {len(dataset)} {split} samples"
+        )
         if sharded:
             raise ConfigError(
-                f"{where} have no image, video or audio. These engines gather the vision tower's weights only on the ranks "
-                f"whose micro-batch has media, so the ranks would wait on each other. Give every sample its media, train "
-                f"the text-only samples in a separate run, or use deepspeed: z2 with the vision tower and projector frozen "
-                f"(or DDP / one process), which keep whole weights on every rank."
+                f"{where} have no image, video or audio. These engines gather the vision tower's weights only on the "
+                "ranks whose micro-batch has media, so the ranks would wait on each other. Give every sample its "
+                "media, train the text-only samples in a separate run, or use deepspeed: z2 with the vision tower and "
+                "projector frozen (or DDP / one process), which keep whole weights on every rank."
             )
         raise ConfigError(
-            f"{where} have no image, video or audio, and the vision tower or projector trains: a rank without media has "
-            f"no gradient for them and the ranks' gradient reductions would not match. Give every sample its media, set "
-            f"freeze_vision_tower and freeze_multi_modal_projector to true, or train without deepspeed (DDP)."
+            f"{where} have no image, video or audio, and the vision tower or projector trains: a rank without media "
+            "has no gradient for them and the ranks' gradient reductions would not match. Give every sample its "
+            "media, set freeze_vision_tower and freeze_multi_modal_projector to true, "
+            "or train without deepspeed (DDP)."
         )

@@ -4,7 +4,8 @@ Losses and their formulas: :func:`tunekit.train.losses.preference_loss` (sigmoid
 orpo, simpo; ``dpo_label_smoothing`` = cDPO), plus ``pref_ftx`` x the chosen answer's per-token NLL.
 Chosen and rejected go through the model in one concatenated forward; with ``chunked_lm_loss`` (default) the LM
 head and log-softmax run on the answers' labelled positions only, a chunk of tokens at a time
-(:func:`tunekit.train.chunked_head.forward_sequence_logps`, exact gradients; tests/test_chunked_logprobs.py). The reference (see
+(:func:`tunekit.train.chunked_head.forward_sequence_logps`, exact gradients; tests/train/test_chunked_logprobs.py). The
+reference (see
 :mod:`tunekit.train.stages.reference_policy`) is the frozen base — with LoRA the policy with its adapter disabled,
 no second copy — or ``ref_model``; ``precompute_ref_log_probs`` computes it once before training.
 
@@ -12,9 +13,10 @@ Why not TRL's DPOTrainer: it re-tokenizes from text with its own prompt/cutoff r
 data (templates, shared-prompt cutoff, dropped-pair reporting) arrives tokenized, and the loss is a
 few lines, so the loss and batching live here.
 
-``padding_free``: the pairs of a micro-batch in one row without padding (:class:`~tunekit.train.batching.PaddingFreePairCollator`);
-the log-probs, the reference's included, are gathered per sequence, so loss, metrics and gradients equal the padded
-batch's (tests/test_padding_free_preference.py; docs/padding-free.md).
+``padding_free``: the pairs of a micro-batch in one row without padding
+(:class:`~tunekit.train.batching.PaddingFreePairCollator`); the log-probs, the reference's included, are gathered per
+sequence, so loss, metrics and gradients equal the padded batch's (tests/train/test_padding_free_preference.py;
+docs/padding-free.md).
 
 Logged per step: rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins,
 logps/chosen, logps/rejected (+ loss/sft with pref_ftx).
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from ...config.schema import Config
 from ..batching import MultimodalPairCollator, PairCollator, padding_free_pair_collator, sequence_view
 from ..losses import preference_loss
 from .reference_policy import (
@@ -113,7 +116,7 @@ def precompute_reference(
     return dataset.add_column(columns[0], chosen).add_column(columns[1], rejected)
 
 
-def pair_collator(cfg, tokenizer, mm=None, model=None):
+def pair_collator(cfg: Config, tokenizer, mm=None, model=None):
     """The batches of dpo and rm: padded or padding-free, with the pair's images (``mm``: a vision-language model's
     plugin, dpo only; ``model`` gives the padding-free row its M-RoPE positions, ``train/batching.py``)."""
     if cfg.padding_free:
@@ -125,7 +128,7 @@ def pair_collator(cfg, tokenizer, mm=None, model=None):
     return PairCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
-def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
     collator = pair_collator(cfg, tokenizer, getattr(data, "mm", None), model)
     ref_model = load_reference(cfg, tokenizer) if cfg.pref_loss not in REFERENCE_FREE else None
     trainer = DPOTrainer(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...config.schema import Config
 from ..batching import PromptCollator
 from ..losses import group_advantages, grpo_loss, masked_mean
 from .reference_policy import load_reference, prepare_frozen, reference_forward
@@ -106,7 +107,8 @@ class RolloutTrainerBase(StageTrainer):
         return samples, rewards
 
     def rollout_for(self, model, inputs):
-        """The batch's rollout: reused from the cache for the ``reuse`` optimizer steps of one rollout, fresh in eval."""
+        """The batch's rollout: reused from the cache for the ``reuse`` optimizer steps of one rollout, fresh in
+        eval."""
         rollout = self.cache.get(inputs["input_ids"]) if model.training else None
         if rollout is None:
             rollout = self.make_rollout(model, inputs)
@@ -159,7 +161,7 @@ class GRPOTrainer(RolloutTrainerBase):
         return (loss, {"losses": losses}) if return_outputs else loss
 
 
-def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
     fns, reward_model = load_reward_functions(cfg.reward_funcs), load_reward_model(cfg)
     check_rewards(cfg, fns, reward_model)
     ref_model = load_reference(cfg, tokenizer) if cfg.grpo_beta > 0 else None

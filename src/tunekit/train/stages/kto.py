@@ -14,7 +14,8 @@ Vision-language / audio models (:class:`MultimodalKTOCollator`): an example's im
 so they go with its row and with its mismatched pair's row (same prompt, another example's answer); padded only.
 
 Logged: rewards/chosen, rewards/rejected (β r means over desirable / undesirable examples of the log
-window), rewards/accuracies (share of examples whose reward has the label's sign: > 0 desirable, < 0 undesirable), rewards/margins, kto/kl (the KL estimate).
+window), rewards/accuracies (share of examples whose reward has the label's sign: > 0 desirable, < 0 undesirable),
+rewards/margins, kto/kl (the KL estimate).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Any
 
 import torch
 
+from ...config.schema import Config
 from ...data.media_columns import MEDIA_COLUMNS
+from ...data.padding_free import refuse_family, rope_index_of
 from ..batching import KTOCollator, PaddingFreeKTOCollator, sequence_view
 from ..losses import kto_loss
 from .dpo import forward_logps
@@ -124,13 +127,11 @@ def with_kl_pairs(dataset):
     return dataset.add_column("kl_response_ids", answers[1:] + answers[:1] if len(answers) > 1 else answers)
 
 
-def kto_collator(cfg, tokenizer, mm=None, model=None):
+def kto_collator(cfg: Config, tokenizer, mm=None, model=None):
     """Padded or padding-free batches; with ``mm`` (a vision-language / audio model's plugin) each sequence carries its
     example's media (padding-free: per-sequence 3-D positions from ``model``'s rope index for the Qwen-VL families)."""
     if cfg.padding_free:
         if mm is not None:
-            from ...data.padding_free import refuse_family, rope_index_of
-
             refuse_family(mm, "padding_free")
             return PaddingFreeKTOCollator(mm=mm, rope_index=rope_index_of(model))
         return PaddingFreeKTOCollator()
@@ -141,7 +142,7 @@ def kto_collator(cfg, tokenizer, mm=None, model=None):
     return KTOCollator(pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
-def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
     collator = kto_collator(cfg, tokenizer, getattr(data, "mm", None), model)
     trainer = KTOTrainer(
         model=model,

@@ -27,18 +27,19 @@ from dataclasses import dataclass
 
 import torch
 
+from ...config.schema import Config
+from ...model.loader import load_model as load_lm
 from ..batching import PromptCollator
 from ..losses import gae, masked_mean, masked_whiten, ppo_losses
 from .grpo import RolloutTrainerBase
 from .reference_policy import load_reference
 from .rollout import Samples, check_rewards, load_reward_functions, load_reward_model, response_logps, rollout_stop_ids
-from .value_head import ValueHeadSaveMixin, with_value_head
+from .value_head import with_value_head
 
 KL_HORIZON = 10000
 
 
-def load_model(cfg, tokenizer):
-    from ...model.loader import load_model as load_lm
+def load_model(cfg: Config, tokenizer):
 
     return with_value_head(load_lm(cfg, tokenizer, is_trainable=cfg.do_train), cfg)
 
@@ -59,7 +60,7 @@ def policy_forward(model, samples: Samples, temperature: float) -> tuple[torch.T
     return response_logps(logits, samples, temperature), values[:, samples.prompt_width - 1 : -1].float()
 
 
-class PPOTrainer(ValueHeadSaveMixin, RolloutTrainerBase):
+class PPOTrainer(RolloutTrainerBase):
     def __init__(self, *args, **kwargs):
         cfg = kwargs["tunekit_config"]
         self.reuse = cfg.ppo_epochs
@@ -124,7 +125,7 @@ class PPOTrainer(ValueHeadSaveMixin, RolloutTrainerBase):
         return (loss, parts) if return_outputs else loss
 
 
-def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
     fns, reward_model = load_reward_functions(cfg.reward_funcs), load_reward_model(cfg)
     check_rewards(cfg, fns, reward_model)
     return PPOTrainer(

@@ -7,8 +7,10 @@ same as SFT's (every label is a real token), so the trainer is SFT's.
 
 from __future__ import annotations
 
+from ...config.schema import Config
+from .sft import build_trainer as sft_trainer
 
-def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    from .sft import build_trainer as sft_trainer
+
+def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
 
     return sft_trainer(cfg, args, model, tokenizer, data, callbacks)

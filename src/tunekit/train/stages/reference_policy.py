@@ -13,11 +13,16 @@ import contextlib
 
 from torch import nn
 
+from ...config.schema import Config
+from ...errors import ConfigError
+from ...model.loader import load_model
+from .. import chunked_head
+from ..batching import packed_sequence_logps, sequence_view
+from ..losses import sequence_logps
 
-def load_reference(cfg, tokenizer) -> nn.Module | None:
+
+def load_reference(cfg: Config, tokenizer) -> nn.Module | None:
     """The separate reference model, or ``None`` when the policy's disabled adapter serves as reference."""
-    from ...model.loader import load_model
-
     if cfg.ref_model:
         ref_cfg = cfg.model_copy(
             update={"model_name_or_path": cfg.ref_model, "adapter_name_or_path": cfg.ref_model_adapters}
@@ -29,7 +34,8 @@ def load_reference(cfg, tokenizer) -> nn.Module | None:
 
 
 def to_device(module, device):
-    """Move a frozen helper model (reference, reward model) next to the policy; quantized models stay where they loaded."""
+    """Move a frozen helper model (reference, reward model) next to the policy; quantized models stay where they
+    loaded."""
     if module is None or getattr(module, "is_quantized", False) or getattr(module, "hf_device_map", None):
         return module
     return module.to(device)
@@ -115,11 +121,7 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
     import torch
     from transformers.integrations import is_deepspeed_zero3_enabled
 
-    from ..batching import sequence_view
-
     if ref_model is None and is_deepspeed_zero3_enabled():
-        from ...errors import ConfigError
-
         raise ConfigError(
             "precompute_ref_log_probs with LoRA under DeepSpeed ZeRO-3 is not supported: the reference is the "
             "policy with its adapter disabled, which DeepSpeed shards only when training starts. Remove "
@@ -167,17 +169,13 @@ def forward_logps(model, input_ids, attention_mask, labels, position_ids=None, c
     """``(Σ log p, n)`` per row of ``model`` over the labelled tokens (see :func:`losses.sequence_logps`); per sequence
     of a padding-free row when ``cu_seqlens`` is given (no mask, restarting ``position_ids``: ``train/batching.py``).
 
-    ``chunked`` (``chunked_lm_loss``): the LM head and log-softmax on the labelled positions only, a chunk of tokens at a
-    time (``train/chunked_head.py``: the tokens x vocabulary logits are never held whole), where the head allows it.
+    ``chunked`` (``chunked_lm_loss``): the LM head and log-softmax on the labelled positions only, a chunk of tokens at
+    a time (``train/chunked_head.py``: the tokens x vocabulary logits are never held whole), where the head allows it.
     ``media``: a vision-language model's image inputs for these rows (:data:`MEDIA_INPUTS`)."""
-    from ..batching import packed_sequence_logps
-    from ..chunked_head import forward_sequence_logps
-    from ..losses import sequence_logps
-
     if position_ids is not None:
         media["position_ids"] = position_ids
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False, **media}
-    out = forward_sequence_logps(model, inputs, labels, cu_seqlens) if chunked else None
+    out = chunked_head.forward_sequence_logps(model, inputs, labels, cu_seqlens) if chunked else None
     if out is not None:
         return out
     logits = model(**inputs).logits

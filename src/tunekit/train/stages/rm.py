@@ -18,22 +18,23 @@ tunekit keeps the causal LM + value head so the same folder serves as PPO critic
 
 from __future__ import annotations
 
+from ...config.schema import Config
 from ...errors import ConfigError
+from ...model.loader import load_model as load_lm
 from ..batching import sequence_view
 from ..losses import pairwise_reward_loss
 from .dpo import pair_collator
 from .reference_policy import media_inputs
 from .stage_trainer import StageTrainer
-from .value_head import ValueHeadSaveMixin, sequence_scores, with_value_head
+from .value_head import sequence_scores, with_value_head
 
 
-def load_model(cfg, tokenizer):
-    from ...model.loader import load_model as load_lm
+def load_model(cfg: Config, tokenizer):
 
     return with_value_head(load_lm(cfg, tokenizer, is_trainable=cfg.do_train), cfg)
 
 
-class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
+class RewardTrainer(StageTrainer):
     pair_weighted = True  # every pair of a step weighs the same (stage_trainer.py)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -61,7 +62,7 @@ class RewardTrainer(ValueHeadSaveMixin, StageTrainer):
         return (loss, {"chosen": chosen, "rejected": rejected}) if return_outputs else loss
 
 
-def build_trainer(cfg, args, model, tokenizer, data, callbacks):
+def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
     mm = getattr(data, "mm", None)
     if mm is not None and cfg.padding_free:
         raise ConfigError(

@@ -24,9 +24,15 @@ import torch
 from torch.utils.data import Sampler
 
 from ...config.lists import split_list
-from ...config.schema import run_problems  # the reward rule's one home (the board applies it too)
+from ...config.schema import (
+    Config,
+    run_problems,  # the reward rule's one home (the board applies it too)
+)
 from ...errors import ConfigError
 from ...model.stops import stop_token_ids
+from ..batching import mask_of, pad
+from ..losses import token_logps
+from .value_head import load_value_head_model
 
 
 class RepeatSampler(Sampler):
@@ -71,10 +77,9 @@ def load_reward_functions(spec: str | None) -> list[Callable]:
     return fns
 
 
-def load_reward_model(cfg):
+def load_reward_model(cfg: Config):
     if not cfg.reward_model:
         return None
-    from .value_head import load_value_head_model
 
     if cfg.reward_model_adapters:  # an adapter folder (with its value head) on top of reward_model
         return load_value_head_model(cfg.reward_model_adapters, base=cfg.reward_model)
@@ -82,7 +87,7 @@ def load_reward_model(cfg):
     return load_value_head_model(cfg.reward_model, base=base)
 
 
-def check_rewards(cfg, fns, reward_model) -> None:
+def check_rewards(cfg: Config, fns, reward_model) -> None:
     if not fns and reward_model is None:
         problems = list(run_problems(cfg))
         raise ConfigError("\n".join(p.message for p in problems), problems)
@@ -157,8 +162,6 @@ def generate(
 
 def response_logps(lm_out_logits: torch.Tensor, samples: Samples, temperature: float) -> torch.Tensor:
     """Per-token log-probs of the completion tokens ``[N, T]`` (logits at position t predict token t+1)."""
-    from ..losses import token_logps
-
     logits = lm_out_logits[:, samples.prompt_width - 1 : -1]
     return token_logps(logits, samples.responses, temperature)
 
@@ -187,8 +190,6 @@ def compute_rewards(
             )
         total += torch.tensor([float(v) for v in values])
     if reward_model is not None:
-        from ..batching import mask_of, pad
-
         rows = [s[m.bool()].tolist() for s, m in zip(samples.sequences, samples.attention_mask)]
         ids = pad(rows, pad_id)
         device = next(reward_model.parameters()).device

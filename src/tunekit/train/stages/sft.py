@@ -9,20 +9,19 @@ ASFT also needs the reference policy's logits (``reference_policy``: a frozen co
 
 from __future__ import annotations
 
+from ...config.schema import Config
+from ...data.collator import MultimodalCollator, PaddingCollator
 from ...data.labels import IGNORE_INDEX
+from ...data.padding_free import padding_free_collator, refuse_family, rope_index_of
 
 
-def build_trainer(cfg, args, model, tokenizer, data, callbacks):
-    from ...data.collator import PaddingCollator
+def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
     from ..trainer import TunekitTrainer
 
     collator = PaddingCollator(
         pad_token_id=tokenizer.pad_token_id, pad_to_multiple_of=cfg.pad_to_multiple_of, label_pad_id=IGNORE_INDEX
     )
     if getattr(data, "mm", None) is not None:  # a vision-language model: the batch's images become model inputs
-        from ...data.collator import MultimodalCollator
-        from ...data.padding_free import refuse_family, rope_index_of
-
         if cfg.use_packing and cfg.neat_packing:
             refuse_family(data.mm, "neat_packing")
         collator = MultimodalCollator(
@@ -33,8 +32,6 @@ def build_trainer(cfg, args, model, tokenizer, data, callbacks):
             rope_index=rope_index_of(model),
         )
     if cfg.padding_free:  # one row per micro-batch, restarting position ids (data/padding_free.py)
-        from ...data.padding_free import padding_free_collator
-
         collator = padding_free_collator(tokenizer, getattr(data, "mm", None), model)
     elif (
         cfg.use_packing

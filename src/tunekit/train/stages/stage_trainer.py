@@ -8,8 +8,8 @@ of the step`` (x the number of processes under data parallelism, undone by DDP's
 scaled for accumulation (``loss_is_scaled_for_ga``), so HF does not divide by the accumulation count again. The step's
 loss is then ``Σ_step ℓ / pairs of the step`` whatever the micro-batch sizes (``max_tokens_per_batch`` forms unequal
 ones; the short last window of an epoch too): the loss of one batch holding the step's pairs. With equal sizes ``B`` x
-``k`` it is today's mean of micro-batch means, ``(1/k) Σ (1/B) Σ ℓ`` (tests/test_pair_weighting.py). Without a count
-(evaluation, ``prediction_step``) the loss is the micro-batch's mean.
+``k`` it is today's mean of micro-batch means, ``(1/k) Σ (1/B) Σ ℓ`` (tests/train/test_pair_weighting.py). Without a
+count (evaluation, ``prediction_step``) the loss is the micro-batch's mean.
 
 Other stages (kto, ppo, grpo): ``compute_loss`` returns the micro-batch's mean loss and the HF Trainer divides by the
 number of accumulated micro-batches. Stage metrics (``rewards/chosen`` ...) are stored per micro-batch and averaged
@@ -98,7 +98,8 @@ class StageTrainer(TunekitTrainer):
         return loss.detach(), None, None
 
     def _track_num_input_tokens(self, inputs):
-        """Tokens seen = non-padding tokens of every sequence the step trains on (a padding-free row has no padding)."""
+        """Tokens seen = non-padding tokens of every sequence the step trains on (a padding-free row has no
+        padding)."""
         if self.args.include_num_input_tokens_seen == "no":
             return
         masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and torch.is_tensor(v)]

@@ -4,7 +4,8 @@
 ``Linear(hidden, 1)`` applied to the last hidden state of every position. On disk it is the LM as
 usual (``model.safetensors`` or the LoRA adapter) plus ``value_head.safetensors`` with the keys
 ``v_head.summary.weight`` / ``v_head.summary.bias`` (LLaMA-Factory's names), so
-:func:`load_value_head_model` — or plain ``transformers`` + ``safetensors`` — reloads it.
+:func:`load_value_head_model` — or plain ``transformers`` + ``safetensors`` — reloads it. The Trainer saves and resumes
+both through ``train/checkpoint_weights.CheckpointWeightsMixin``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from ...config.schema import Config
+from ...errors import ModelError
+from ...model.multimodal import model_class
+from ...model.pickles import check_adapter_folder
+from ..batching import segment_last
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 
@@ -53,8 +60,8 @@ class ValueHeadModel(nn.Module):
         return out.logits, values
 
     def score(self, input_ids, attention_mask, **media) -> torch.Tensor:
-        """One score per sequence: the value at its last non-padding token (right padding); ``media``: a vision-language
-        model's media inputs for these rows (``reference_policy.MEDIA_INPUTS``)."""
+        """One score per sequence: the value at its last non-padding token (right padding); ``media``: a
+        vision-language model's media inputs for these rows (``reference_policy.MEDIA_INPUTS``)."""
         _, values = self(input_ids, attention_mask=attention_mask, **media)
         return last_token_values(values, attention_mask)
 
@@ -88,7 +95,7 @@ class ValueHeadModel(nn.Module):
         save_file(head, str(Path(folder) / VALUE_HEAD_FILE), metadata={"format": "pt"})
 
 
-def with_value_head(lm, cfg) -> ValueHeadModel:
+def with_value_head(lm, cfg: Config) -> ValueHeadModel:
     """Wrap the loaded LM; a head saved next to the model or its last adapter (a trained reward model) is reloaded."""
     model = ValueHeadModel(lm)
     candidates = [cfg.model_name_or_path] + cfg.adapter_paths
@@ -107,8 +114,6 @@ def last_token_values(values: torch.Tensor, attention_mask: torch.Tensor) -> tor
 def sequence_scores(values: torch.Tensor, view: dict) -> torch.Tensor:
     """One score per sequence of a batch view (``train/batching.sequence_view``): the value at the last real token of
     each padded row, or at the last token of each sequence of a padding-free row."""
-    from ..batching import segment_last
-
     if view.get("cu_seqlens") is not None:
         return segment_last(values, view["cu_seqlens"])
     return last_token_values(values, view["attention_mask"])
@@ -120,9 +125,6 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
     loads with its own class (``model.multimodal.model_class``)."""
     from transformers import AutoConfig
 
-    from ...errors import ModelError
-    from ...model.multimodal import model_class
-
     folder = Path(path)
     if not (folder / VALUE_HEAD_FILE).is_file():
         raise ModelError(f"{folder} has no {VALUE_HEAD_FILE}: it is not a reward model saved by tunekit (stage rm).")
@@ -130,8 +132,6 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
     if adapter_cfg.is_file():
         from peft import PeftModel
         from transformers.integrations import is_deepspeed_zero3_enabled
-
-        from ...model.pickles import check_adapter_folder
 
         check_adapter_folder(folder)  # a crafted adapter_model.bin: a one-line error naming it, before PEFT loads it
         base = base or json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
@@ -150,29 +150,3 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
     for p in model.parameters():
         p.requires_grad_(False)
     return model
-
-
-class ValueHeadSaveMixin:
-    """Trainer overrides that save/restore the head next to the LM (checkpoints, final model, resume)."""
-
-    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
-        output_dir = output_dir or self.args.output_dir
-        if not self.args.should_save:
-            return
-        os.makedirs(output_dir, exist_ok=True)
-        model = self.accelerator.unwrap_model(self.model)
-        from transformers import PreTrainedModel
-
-        from ..checkpoint_weights import keeps_memory_layout  # a VLM under ZeRO-3: its in-memory names
-
-        lm = model.pretrained_model
-        layout = {"save_original_format": False} if isinstance(lm, PreTrainedModel) and keeps_memory_layout(lm) else {}
-        model.save_pretrained(output_dir, state_dict=state_dict, safe_serialization=True, **layout)
-        if self.processing_class is not None:
-            self.processing_class.save_pretrained(output_dir)
-        torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
-        model = self.accelerator.unwrap_model(model or self.model)
-        super()._load_from_checkpoint(resume_from_checkpoint, model=model.pretrained_model)
-        model.load_value_head(resume_from_checkpoint)

@@ -1,0 +1,317 @@
+"""The config.json fields of common models, so ``--model-config qwen2.5-7b`` plans without a download.
+
+``BUILTIN`` maps a name to the fields; :func:`find_builtin` also accepts hub ids and the usual spellings
+(``Qwen/Qwen2.5-7B-Instruct``, ``meta-llama/Meta-Llama-3-8B``: :func:`builtin_key`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_QWEN25 = dict(
+    model_type="qwen2", hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1_000_000.0, max_position_embeddings=32768
+)
+_QWEN3 = dict(
+    model_type="qwen3",
+    hidden_act="silu",
+    rms_norm_eps=1e-6,
+    rope_theta=1_000_000.0,
+    head_dim=128,
+    vocab_size=151936,
+    max_position_embeddings=40960,
+    attention_bias=False,
+)
+_LLAMA3 = dict(
+    model_type="llama",
+    hidden_act="silu",
+    rms_norm_eps=1e-5,
+    rope_theta=500_000.0,
+    vocab_size=128256,
+    max_position_embeddings=131072,
+)
+
+
+def _q25(h, i, layers, a, kv, v, tie):
+    """Qwen2.5: hidden, intermediate, layers, attention heads, key/value heads, vocabulary, tied embeddings."""
+    return {
+        **_QWEN25,
+        "hidden_size": h,
+        "intermediate_size": i,
+        "num_hidden_layers": layers,
+        "num_attention_heads": a,
+        "num_key_value_heads": kv,
+        "vocab_size": v,
+        "tie_word_embeddings": tie,
+    }
+
+
+def _q3(h, i, layers, a, kv, tie):
+    return {
+        **_QWEN3,
+        "hidden_size": h,
+        "intermediate_size": i,
+        "num_hidden_layers": layers,
+        "num_attention_heads": a,
+        "num_key_value_heads": kv,
+        "tie_word_embeddings": tie,
+    }
+
+
+def _l3(h, i, layers, a, kv, tie):
+    return {
+        **_LLAMA3,
+        "hidden_size": h,
+        "intermediate_size": i,
+        "num_hidden_layers": layers,
+        "num_attention_heads": a,
+        "num_key_value_heads": kv,
+        "tie_word_embeddings": tie,
+    }
+
+
+# config.json fields of the published models (the fields that decide shapes).
+BUILTIN: dict[str, dict[str, Any]] = {
+    "qwen2.5-0.5b": _q25(896, 4864, 24, 14, 2, 151936, True),
+    "qwen2.5-1.5b": _q25(1536, 8960, 28, 12, 2, 151936, True),
+    "qwen2.5-3b": _q25(2048, 11008, 36, 16, 2, 151936, True),
+    "qwen2.5-7b": _q25(3584, 18944, 28, 28, 4, 152064, False),
+    "qwen2.5-14b": _q25(5120, 13824, 48, 40, 8, 152064, False),
+    "qwen2.5-32b": _q25(5120, 27648, 64, 40, 8, 152064, False),
+    "qwen2.5-72b": _q25(8192, 29568, 80, 64, 8, 152064, False),
+    "qwen3-0.6b": _q3(1024, 3072, 28, 16, 8, True),
+    "qwen3-1.7b": _q3(2048, 6144, 28, 16, 8, True),
+    "qwen3-4b": _q3(2560, 9728, 36, 32, 8, True),
+    "qwen3-8b": _q3(4096, 12288, 36, 32, 8, False),
+    "qwen3-14b": _q3(5120, 17408, 40, 40, 8, False),
+    "qwen3-32b": _q3(5120, 25600, 64, 64, 8, False),
+    "llama-3.2-1b": {**_l3(2048, 8192, 16, 32, 8, True), "head_dim": 64},
+    "llama-3.2-3b": {**_l3(3072, 8192, 28, 24, 8, True), "head_dim": 128},
+    "llama-3.1-8b": _l3(4096, 14336, 32, 32, 8, False),
+    "llama-3.1-70b": _l3(8192, 28672, 80, 64, 8, False),
+    "mistral-7b": {
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 32768,
+        "rope_theta": 1_000_000.0,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+        "sliding_window": None,
+    },
+    "glm-4-9b": {
+        "model_type": "glm",
+        "hidden_size": 4096,
+        "intermediate_size": 13696,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "vocab_size": 151552,
+        "attention_bias": True,
+        "partial_rotary_factor": 0.5,
+        "rms_norm_eps": 1.5625e-7,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+    },
+    "gemma-2-2b": {
+        "model_type": "gemma2",
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 8192,
+    },
+    "gemma-2-9b": {
+        "model_type": "gemma2",
+        "hidden_size": 3584,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 42,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 8192,
+    },
+    "gemma-3-1b": {
+        "model_type": "gemma3_text",
+        "hidden_size": 1152,
+        "intermediate_size": 6912,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "vocab_size": 262144,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 32768,
+    },
+}
+
+# vision-language models: the official config.json fields (Qwen/Qwen2-VL-2B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct,
+# Qwen/Qwen3-VL-4B-Instruct, Qwen/Qwen3-VL-8B-Instruct); token ids as published
+_QWEN_VL_IDS = dict(
+    vision_start_token_id=151652, vision_end_token_id=151653, image_token_id=151655, video_token_id=151656
+)
+_Q3VL_TEXT = dict(
+    model_type="qwen3_vl_text",
+    head_dim=128,
+    hidden_act="silu",
+    rms_norm_eps=1e-6,
+    rope_theta=5_000_000,
+    vocab_size=151936,
+    max_position_embeddings=262144,
+    attention_bias=False,
+    rope_scaling={"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
+)
+_Q3VL_VISION = dict(
+    hidden_act="gelu_pytorch_tanh",
+    num_heads=16,
+    in_channels=3,
+    patch_size=16,
+    spatial_merge_size=2,
+    temporal_patch_size=2,
+    num_position_embeddings=2304,
+)
+BUILTIN.update(
+    {
+        "qwen2-vl-2b": {
+            **_QWEN25,
+            **_QWEN_VL_IDS,
+            "model_type": "qwen2_vl",
+            "hidden_size": 1536,
+            "intermediate_size": 8960,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            "vision_config": {
+                "depth": 32,
+                "embed_dim": 1280,
+                "mlp_ratio": 4,
+                "num_heads": 16,
+                "in_chans": 3,
+                "hidden_size": 1536,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "spatial_patch_size": 14,
+                "temporal_patch_size": 2,
+            },
+        },
+        "qwen2.5-vl-7b": {
+            **_QWEN25,
+            **_QWEN_VL_IDS,
+            "model_type": "qwen2_5_vl",
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "vocab_size": 152064,
+            "tie_word_embeddings": False,
+            "max_position_embeddings": 128000,
+            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            "vision_config": {
+                "depth": 32,
+                "hidden_act": "silu",
+                "hidden_size": 1280,
+                "intermediate_size": 3420,
+                "num_heads": 16,
+                "in_chans": 3,
+                "out_hidden_size": 3584,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "spatial_patch_size": 14,
+                "window_size": 112,
+                "fullatt_block_indexes": [7, 15, 23, 31],
+                "tokens_per_second": 2,
+                "temporal_patch_size": 2,
+            },
+        },
+        "qwen3-vl-4b": {
+            **_QWEN_VL_IDS,
+            "model_type": "qwen3_vl",
+            "tie_word_embeddings": True,
+            "text_config": {
+                **_Q3VL_TEXT,
+                "hidden_size": 2560,
+                "intermediate_size": 9728,
+                "num_hidden_layers": 36,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "tie_word_embeddings": True,
+            },
+            "vision_config": {
+                **_Q3VL_VISION,
+                "depth": 24,
+                "hidden_size": 1024,
+                "intermediate_size": 4096,
+                "out_hidden_size": 2560,
+                "deepstack_visual_indexes": [5, 11, 17],
+            },
+        },
+        "qwen3-vl-8b": {
+            **_QWEN_VL_IDS,
+            "model_type": "qwen3_vl",
+            "tie_word_embeddings": False,
+            "text_config": {
+                **_Q3VL_TEXT,
+                "hidden_size": 4096,
+                "intermediate_size": 12288,
+                "num_hidden_layers": 36,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "tie_word_embeddings": False,
+            },
+            "vision_config": {
+                **_Q3VL_VISION,
+                "depth": 27,
+                "hidden_size": 1152,
+                "intermediate_size": 4304,
+                "out_hidden_size": 4096,
+                "deepstack_visual_indexes": [8, 16, 24],
+            },
+        },
+    }
+)
+
+ALIASES = {
+    "qwen2-7b": "qwen2.5-7b",
+    "llama-3-8b": "llama-3.1-8b",
+    "llama-3-70b": "llama-3.1-70b",
+    "llama-3.3-70b": "llama-3.1-70b",
+    "glm4-9b": "glm-4-9b",
+    "mistral-7b-v0.3": "mistral-7b",
+    "qwen2_5-vl-7b": "qwen2.5-vl-7b",
+    "qwen2.5vl-7b": "qwen2.5-vl-7b",
+}
+
+
+def builtin_names() -> list[str]:
+    return sorted(BUILTIN)
+
+
+def builtin_key(name: str) -> str:
+    key = name.strip().lower().split("/")[-1]
+    for suffix in ("-instruct", "-chat-hf", "-chat", "-it", "-base", "-hf"):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+    key = key.replace("meta-llama-", "llama-").replace("qwen2.5", "qwen2.5")
+    key = key.replace("mistral-7b-instruct-v0.3", "mistral-7b").replace("-v0.3", "").replace("-v0.1", "")
+    key = key.replace("glm-4-9b-0414", "glm-4-9b")
+    return ALIASES.get(key, key)
+
+
+def find_builtin(name: str) -> dict[str, Any] | None:
+    key = builtin_key(name)
+    return dict(BUILTIN[key]) if key in BUILTIN else None

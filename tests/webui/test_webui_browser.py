@@ -1,0 +1,323 @@
+"""End to end: the board in headless Chromium (Debian's package, driven by Playwright with the system
+executable). Fill a tiny model and a demo dataset, preview the command, start a short run, reload the
+page while it runs, wait for the progress to finish and the loss plot, then chat and get a streamed
+reply. A screenshot of each tab is saved under test-artifacts/webui/ (or $TUNEKIT_TEST_ARTIFACTS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, train_rows
+from tunekit.train.engines.launcher import free_port
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(os.environ.get("TUNEKIT_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "webui"
+
+
+def _missing() -> str | None:
+    if CHROMIUM is None:
+        return "chromium is not installed (scripts/test-system-deps.sh installs Debian's chromium)"
+    for mod in ("playwright.sync_api", "gradio", "tunekit.train.run", "tunekit.tiny.text"):
+        try:
+            __import__(mod)
+        except ImportError as exc:
+            return f"{mod} is not importable: {exc}"
+    return None
+
+
+if (_reason := _missing()) is not None:
+    pytest.skip(_reason, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from tunekit.tiny.text import build_tiny_model
+
+    root = tmp_path_factory.mktemp("board")
+    build_tiny_model(root / "tiny", like="qwen2")
+    data = root / "data"
+    data.mkdir()
+    records = [
+        {"instruction": f"Say hello to number {i}", "input": "", "output": f"Hello, number {i}!"} for i in range(16)
+    ]
+    (data / "demo.json").write_text(json.dumps(records), encoding="utf-8")
+    (data / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(workspace):
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
+    env.pop("GRADIO_SERVER_NAME", None)
+    with open(workspace / "server.log", "w") as log:  # the board writes to its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tunekit.cli.main", "webui"],
+            cwd=workspace,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.5)
+    else:
+        proc.kill()
+    first = (workspace / "server.log").read_text()
+    if proc.poll() is not None:
+        pytest.fail(f"the board did not start:\n{first}")
+    yield url, first
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "steps.log").write_text("")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1440, "height": 1000})
+        pg.set_default_timeout(60_000)
+        yield pg
+        try:
+            shot(pg, "last-state")
+        finally:
+            browser.close()
+
+
+# ------------------------------------------------------------------ helpers for Gradio widgets
+def field(pg, name):
+    if name.endswith("-box"):  # a board widget, not an option
+        return pg.locator(f"#tk-{name[:-4]}")
+    return pg.locator(f"#tk-field-{name}")
+
+
+def open_section(pg, section):
+    acc = pg.locator(f"#tk-section-{section}")
+    if acc.locator(".tk-field, [id^=tk-field-]").count() == 0:
+        acc.locator("button.label-wrap").first.click()
+
+
+def fill_text(pg, name, value):
+    box = field(pg, name).locator("textarea, input").first
+    box.fill(str(value))
+    box.blur()
+
+
+def pick(pg, name, value):
+    box = field(pg, name).locator("input[role=combobox]")
+    box.click()
+    box.fill(value)
+    pg.get_by_role("option", name=value, exact=True).first.click()
+    box.blur()
+
+
+def check(pg, name):
+    box = field(pg, name).locator("input[type=checkbox]")
+    if not box.is_checked():
+        box.check()
+
+
+def shot(pg, name):
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+_T0 = time.time()
+
+
+def step(what):
+    """A timestamped line in test-artifacts/webui/steps.log: where a slow or failed run spent its time."""
+    with open(ARTIFACTS / "steps.log", "a") as fh:
+        fh.write(f"{time.time() - _T0:7.1f}s  {what}\n")
+
+
+def test_board_end_to_end(server, page, workspace):
+    url, banner = server
+    pg = page
+    assert "127.0.0.1" in banner and "loopback" in banner
+
+    pg.goto(url)
+    pg.wait_for_selector("#tk-start")
+
+    step("the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run")
+    # ---- the form: run options from a YAML (Load), then the tiny model and the demo dataset typed and
+    # picked from dataset_info.json
+    (workspace / "run.yaml").write_text(
+        "max_steps: 4\nper_device_train_batch_size: 2\nlogging_steps: 1\nplot_loss: true\noutput_dir: saves/e2e\n"
+    )
+    fill_text(pg, "config-path-box", "run.yaml")
+    pg.locator("#tk-load").click()
+    pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '4'")
+    fill_text(pg, "model_name_or_path", workspace / "tiny")
+    pick(pg, "template", "qwen")
+    fill_text(pg, "dataset_dir", workspace / "data")
+    pg.locator("#tk-ds-refresh").click()
+    pick(pg, "dataset", "demo")
+
+    step("an invalid value is shown next to its field before anything starts")
+    # ---- an invalid value is shown next to its field before anything starts
+    fill_text(pg, "learning_rate", "-1")
+    pg.wait_for_selector("#tk-field-learning_rate.tk-invalid")
+    assert "learning_rate" in field(pg, "learning_rate").inner_text()
+    fill_text(pg, "learning_rate", "0.001")
+    pg.wait_for_selector("#tk-field-learning_rate:not(.tk-invalid)")
+
+    step("data preview: trained tokens highlighted")
+    # ---- data preview: trained tokens highlighted
+    pg.locator("#tk-samples-btn").click()
+    pg.wait_for_function(
+        "() => document.querySelector('#tk-samples-out')?.innerText.includes('Hello, number 0')", timeout=60_000
+    )
+
+    step("preview command")
+    # ---- preview command
+    pg.locator("#tk-preview").click()
+    pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('tunekit train')")
+    command = pg.locator("#tk-command .cm-content").inner_text().strip()
+    assert "max_steps=4" in command and "dataset=demo" in command and "plot_loss=true" in command
+    shot(pg, "1-train-form")
+
+    step("start, reload while it runs (the board reattaches), wait for the end")
+    # ---- start, reload while it runs (the board reattaches), wait for the end
+    pg.locator("#tk-start").click()
+    pg.wait_for_selector("#tk-progress-bar:not([data-state=idle])", timeout=120_000)
+    pg.reload()
+    pg.wait_for_selector("#tk-start")
+    pg.wait_for_function(
+        "() => document.querySelector('#tk-field-model_name_or_path textarea')?.value === "
+        f"{json.dumps(str(workspace / 'tiny'))}",
+        timeout=60_000,
+    )
+    pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('max_steps=4')")
+    pg.wait_for_selector("#tk-progress-bar[data-state=finished], #tk-progress-bar[data-state=failed]", timeout=240_000)
+    bar = pg.locator("#tk-progress-bar")
+    assert bar.get_attribute("data-state") == "finished", pg.locator("#tk-status").inner_text()
+    assert bar.get_attribute("data-step") == "4" and bar.get_attribute("data-total") == "4"
+    pg.wait_for_selector("#tk-loss-plot canvas, #tk-loss-plot svg", timeout=20_000)
+    pg.wait_for_selector("#tk-loss-png img", timeout=20_000)
+    shot(pg, "2-train-finished")
+
+    # the previewed command, parsed by the CLI's own parser, resolves to the config the board ran
+    from tunekit.config import config_to_dict, load_config
+
+    out = workspace / "saves" / "e2e"
+    ran = load_config(out / "tunekit_config.yaml")
+    argv = shlex.split(command)
+    assert argv[:2] == ["tunekit", "train"]
+    previewed = config_to_dict(load_config(None, argv[2:]))
+    ran = config_to_dict(ran)
+    # gradient_checkpointing: auto is decided at train time and saved resolved (off: the tiny run fits easily)
+    assert previewed.pop("gradient_checkpointing") == "auto" and ran.pop("gradient_checkpointing") is False
+    assert previewed == ran
+    assert len(train_rows(out)) == 4
+
+    step("evaluate & export tabs")
+    # ---- evaluate & export tabs
+    pg.locator("#tk-tabs button[role=tab]", has_text="Evaluate").click()
+    pg.wait_for_selector("#tk-eval-btn")
+    shot(pg, "3-evaluate")  # its run is `tunekit train do_train=false ...` (test_webui_runner checks the options)
+    pg.locator("#tk-tabs button[role=tab]", has_text="Export").click()
+    pg.locator("#tk-export-use-trained").click()
+    pg.wait_for_function("() => document.querySelector('#tk-export-adapter textarea')?.value.includes('e2e')")
+    shot(pg, "4-export")
+
+    step("chat with the trained adapter: the reply streams in")
+    # ---- chat with the trained adapter: the reply streams in
+    pg.locator("#tk-tabs button[role=tab]", has_text="Chat").click()
+    pg.locator("#tk-chat-use-trained").click()
+    pg.wait_for_function("() => document.querySelector('#tk-chat-adapter textarea')?.value.includes('e2e')")
+    pg.locator("#tk-section-infer button.label-wrap").first.click()
+    fill_text(pg, "max_new_tokens", 24)
+    pg.locator("#tk-chat-load").click()
+    pg.wait_for_function("() => document.querySelector('#tk-chat-info')?.innerText.includes('loaded')", timeout=90_000)
+    pg.evaluate("""() => {
+        window.__tkReplies = new Set();
+        const box = document.querySelector('#tk-chatbot');
+        new MutationObserver(() => {
+            const bots = box.querySelectorAll('.bot, [data-testid=bot]');
+            if (bots.length) window.__tkReplies.add(bots[bots.length - 1].innerText);
+        }).observe(box, {subtree: true, childList: true, characterData: true});
+    }""")
+    pg.locator("#tk-chat-input textarea").fill("Say hello to number 3")
+    pg.locator("#tk-chat-send").click()
+    pg.wait_for_function("() => document.querySelector('#tk-chatbot')?.innerText.includes('Say hello to number 3')")
+    pg.wait_for_function(
+        "() => window.__tkReplies && [...window.__tkReplies].some(t => t.trim().length > 0)", timeout=60_000
+    )
+    time.sleep(2)
+    states = pg.evaluate("() => [...window.__tkReplies].filter(t => t.trim().length > 0).length")
+    assert states >= 2, f"the reply arrived in {states} piece(s), expected a stream"
+    shot(pg, "5-chat")
+
+    step("the language switch relabels the board")
+    # ---- the language switch relabels the board
+    pg.locator("#tk-lang label", has_text="中文").click()
+    pg.wait_for_function("() => document.querySelector('#tk-tabs')?.innerText.includes('训练')")
+    pg.locator("#tk-tabs button[role=tab]", has_text="训练").click()
+    shot(pg, "6-train-zh")
+
+
+def test_a_broken_rule_shows_next_to_its_fields(server, page):
+    """A cross-field rule broken in the form: its message is shown at each option the rule names (the rule's
+    Problem.fields, config/problems.py), and at no other; fsdp with stage rm is a rule training alone had before."""
+    url, _ = server
+    pg = page
+    pg.goto(url)
+    pg.wait_for_selector("#tk-start")
+    step("a broken cross-field rule is shown at the fields it names")
+    pick(pg, "finetuning_type", "full")
+    fill_text(pg, "lora_rank", "16")
+    pg.wait_for_selector("#tk-field-lora_rank.tk-invalid")
+    pg.wait_for_selector("#tk-field-finetuning_type.tk-invalid")
+    lora = "lora_rank is a LoRA option but finetuning_type is 'full'"
+    assert lora in field(pg, "lora_rank").inner_text() and lora in field(pg, "finetuning_type").inner_text()
+    assert pg.locator(".tk-invalid").count() == 2
+    fill_text(pg, "lora_rank", "8")
+    pg.wait_for_selector("#tk-field-finetuning_type:not(.tk-invalid)")
+    assert pg.locator(".tk-invalid").count() == 0
+    pick(pg, "stage", "rm")
+    pg.locator("#tk-advanced button.label-wrap").first.click()
+    open_section(pg, "distributed")
+    fill_text(pg, "fsdp", "full_shard")
+    pg.wait_for_selector("#tk-field-fsdp.tk-invalid")
+    pg.wait_for_selector("#tk-field-stage.tk-invalid")
+    assert "fsdp: full_shard is not supported for stage rm" in field(pg, "fsdp").inner_text()
+    assert pg.locator(".tk-invalid").count() == 2
+    shot(pg, "7-rule-at-its-fields")
