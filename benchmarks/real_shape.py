@@ -105,6 +105,9 @@ def cpu_bf16() -> str:
     name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
     flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
     native = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    if native and isa and os.environ.get("TUNEKIT_CPU_BF16") == "0":
+        return f"cpu {name}, native bf16 masked (ONEDNN_MAX_CPU_ISA={isa}, TUNEKIT_CPU_BF16=0)"
     return f"cpu {name}, native bf16: {'yes (' + ', '.join(native) + ')' if native else 'no'}"
 
 
@@ -284,6 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cutoff", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--grad-accum", type=int, default=2)
+    ap.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=["bfloat16", "float32"],
+        help="the saved weights' dtype and config.json's (default bfloat16: the published Qwen2.5-0.5B's; each tool's "
+        "default precision starts from it)",
+    )
     ap.add_argument("--only", choices=["tunekit", "lf"])
     ap.add_argument("--tunekit", help="the tunekit executable (default: benchmarks/.venv-base's, else this venv's)")
     ap.add_argument("--lf", default=str(LF_VENV / "bin" / "llamafactory-cli"), help="the llamafactory-cli executable")
@@ -320,7 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     import _shapes
 
-    model_dir = _shapes.build_random_model(WORK / f"real-{args.shape}", args.shape, data_dir=data_dir)
+    suffix = "" if args.dtype == "float32" else f"-{args.dtype}"
+    model_dir = _shapes.build_random_model(
+        WORK / f"real-{args.shape}{suffix}", args.shape, data_dir=data_dir, dtype=args.dtype
+    )
     n = _shapes.count_params(args.shape)
     job = job_config(args, model_dir, data_dir)
     job_path = write_yaml(job, WORK / f"real-shape-{args.method}-{args.stage}.yaml")

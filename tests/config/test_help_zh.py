@@ -48,5 +48,5 @@ def test_the_board_shows_the_table_in_chinese_and_the_description_in_english():
     with gr.Blocks():
         view = FormView(specs)
         view.render("zh", "train")
-    assert view["learning_rate"].info == "峰值学习率。 [default: 5e-05]"
-    assert view["cutoff_len"].info == "每个样本的最大 token 数，超出部分截断。 [default: 2048]"
+    assert view["learning_rate"].info == "`learning_rate` · 峰值学习率。 [默认: 5e-05]"
+    assert view["cutoff_len"].info == "`cutoff_len` · 每个样本的最大 token 数，超出部分截断。 [默认: 2048]"

@@ -126,7 +126,7 @@ def test_one_help_line_and_default_format_for_cli_board_and_docs():
     assert option_note(OptionFacts(only="freeze", needs="use_badam", status="ignored"), "zh") == (
         "仅用于 freeze; 需要 use_badam: true; 为兼容 LLaMA-Factory 配置而接受，不起作用"
     )
-    assert option_help("说明。", 8, OptionFacts(only="lora"), "zh") == "说明。 (仅用于 LoRA) [default: 8]"
+    assert option_help("说明。", 8, OptionFacts(only="lora"), "zh") == "说明。 (仅用于 LoRA) [默认: 8]"
 
 
 def test_a_misspelt_fact_fails_where_the_option_is_declared():

@@ -241,6 +241,4 @@ def test_a_hub_model_is_planned_from_the_config_training_fetches(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert (
-        out.stdout.strip().splitlines()[-1].startswith("gradient checkpointing: off (auto: without it this run needs")
-    )
+    assert "(auto: without it this run needs" in out.stdout.strip().splitlines()[-1]  # planned from the hub config

@@ -205,3 +205,57 @@ def test_training_with_partial_checkpointing_gives_the_same_losses(tiny_qwen, tm
     assert len(losses["one"]) == 2
     # float64 weights: the logged losses differ only by the float32 cross-entropy over <= 2 x 64 tokens per step
     assert all(abs(a - b) <= loss_tolerance(128, b) for a, b in zip(losses["one"], losses["none"])), losses
+
+
+def _cpu_lora_setup(seq: int):
+    cfg = load_config(
+        None,
+        {
+            "model_name_or_path": "qwen2.5-0.5b",
+            "finetuning_type": "lora",
+            "lora_target": "all",
+            "cutoff_len": 1024,
+            "per_device_train_batch_size": 2,
+            "template": "qwen",
+            "use_cpu": True,
+            "bf16": True,
+        },
+    )
+    shape = load_shape("qwen2.5-0.5b", None)
+    return shape, resolve_setup(cfg, 1, 1, seq, decide_features(cfg, planned_machine(cfg, 1)))
+
+
+def _peak(shape, setup, k: int | None) -> float:
+    return estimate_memory(shape, replace(setup, host=True, grad_ckpt=k != 0, ckpt_layers=k or None)).total
+
+
+def test_auto_on_a_cpu_stays_under_the_standard_recipe_when_a_few_layers_buy_it():
+    """A CPU run that fits without checkpointing but would need more than the standard recipe (every layer
+    checkpointed, whole logits) checkpoints the fewest lowest layers that bring it under, within the speed cap."""
+    from tunekit.plan.checkpointing import FULL_RECOMPUTE_SHARE, MAX_SPEED_COST, standard_peak
+
+    shape, setup = _cpu_lora_setup(256)
+    target = standard_peak(shape, replace(setup, host=True))
+    assert _peak(shape, setup, 0) > target  # the premise: without checkpointing this run needs more
+    decision = decide_for(shape, setup)  # no GPU: the host's RAM, which this run fits (a few GiB)
+    k = decision.layers
+    assert decision.enabled and k is not None and decision.of_layers == shape.layers
+    assert _peak(shape, setup, k) <= target < _peak(shape, setup, k - 1)  # the fewest that do
+    assert k <= shape.layers * MAX_SPEED_COST / FULL_RECOMPUTE_SHARE
+    assert "the standard recipe" in decision.message() and f"the lowest {k} layers checkpointed" in decision.message()
+
+
+def test_auto_on_a_cpu_keeps_speed_when_staying_under_the_standard_recipe_costs_too_much(monkeypatch):
+    from tunekit.plan import checkpointing
+
+    shape, setup = _cpu_lora_setup(256)
+    monkeypatch.setattr(checkpointing, "MAX_SPEED_COST", 0.0)  # no layer may be spent
+    decision = decide_for(shape, setup)
+    assert not decision.enabled and "within" in decision.reason
+
+
+def test_auto_on_a_gpu_does_not_aim_under_the_standard_recipe():
+    """On a GPU the device's memory is the run's own: memory left unused buys nothing, so the rule is CPU-only."""
+    shape, setup = _cpu_lora_setup(256)
+    decision = decide_for(shape, replace(setup, host=False), find_gpu("H200"))
+    assert not decision.enabled

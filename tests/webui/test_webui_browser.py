@@ -189,7 +189,7 @@ def test_board_end_to_end(server, page, workspace):
     pick(pg, "template", "qwen")
     fill_text(pg, "dataset_dir", workspace / "data")
     pg.locator("#tk-ds-refresh").click()
-    pick(pg, "dataset", "demo")
+    pick(pg, "dataset", "demo · 16 rows · alpaca")  # each choice shows its rows and format
 
     step("an invalid value is shown next to its field before anything starts")
     # ---- an invalid value is shown next to its field before anything starts
@@ -302,8 +302,8 @@ def test_a_broken_rule_shows_next_to_its_fields(server, page):
     pg.goto(url)
     pg.wait_for_selector("#tk-start")
     step("a broken cross-field rule is shown at the fields it names")
+    fill_text(pg, "lora_rank", "16")  # set under lora; the LoRA group stays shown with full (lora_rank is set)
     pick(pg, "finetuning_type", "full")
-    fill_text(pg, "lora_rank", "16")
     pg.wait_for_selector("#tk-field-lora_rank.tk-invalid")
     pg.wait_for_selector("#tk-field-finetuning_type.tk-invalid")
     lora = "lora_rank is a LoRA option but finetuning_type is 'full'"

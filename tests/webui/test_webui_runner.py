@@ -185,7 +185,7 @@ def test_app_has_a_widget_for_every_option():
     forms = demo.tk_forms
     names = [n for f in forms.values() for n in f.comps]
     assert sorted(names) == sorted(Config.model_fields)
-    assert forms["train"]["learning_rate"].info.startswith("Peak learning rate.")
+    assert forms["train"]["learning_rate"].info.startswith("`learning_rate` · Peak learning rate.")
 
 
 def test_evaluate_tab_runs_train_without_training(tmp_path):

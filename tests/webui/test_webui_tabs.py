@@ -25,7 +25,7 @@ def test_basic_fields_first_and_the_rest_under_a_closed_advanced_accordion():
     assert not set(in_sections) & set(BASIC_FIELDS)
     names = [n for f in demo.tk_forms.values() for n in f.comps]
     assert sorted(names) == sorted(Config.model_fields)  # every option still has exactly one widget
-    assert form["lora_rank"].info.startswith("LoRA rank")
+    assert form["lora_rank"].info.startswith("`lora_rank` · LoRA rank")
 
 
 def test_chinese_board_labels_the_advanced_section_and_the_help():
@@ -33,7 +33,7 @@ def test_chinese_board_labels_the_advanced_section_and_the_help():
 
     form = create_app(lang="zh").tk_forms["train"]
     assert form.advanced.label == "高级（其余全部参数）"
-    assert form["learning_rate"].info == "峰值学习率。 [default: 5e-05]"
+    assert form["learning_rate"].info == "`learning_rate` · 峰值学习率。 [默认: 5e-05]"
 
 
 def test_read_map_addresses_widgets_by_name():

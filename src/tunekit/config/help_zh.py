@@ -37,7 +37,7 @@ HELP_ZH: dict[str, str] = {
     "allow_new_weights": "允许加载权重与 config.json 的架构不完全对应的模型目录：缺少的权重随机初始化，"
     "多余的权重被丢弃（用于有意扩展的模型）。关闭时此类目录会被拒绝，并列出相应的键。",
     "print_param_status": "设置完成后打印每个参数的名称、形状、数据类型和是否可训练。",
-    "template": "对话模板（qwen、llama3、default 等），或 jinja 使用分词器自带模板。",
+    "template": "对话模板（`qwen`、`llama3`、`default` 等），或 `jinja` 使用分词器自带模板。",
     # ---- data
     "dataset": "dataset_info.json 中的训练数据集名称，多个用逗号分隔。",
     "eval_dataset": "评估数据集名称（替代 val_size）。",
@@ -65,9 +65,9 @@ HELP_ZH: dict[str, str] = {
     "max_tokens_per_batch": "按词元数而非样本数组成微批次（动态批次）：padding_free 时计真实词元，否则计 行数 × "
     "最长行；不小于 cutoff_len。dpo 和 rm 以一对为单位，计两条序列（不小于 2 × cutoff_len）；不支持 kto。",
     "default_system": "样本没有系统提示词时使用的系统提示词（覆盖模板默认值）。",
-    "enable_thinking": "推理模板（qwen3 等）：保留思考过程；false 时渲染空的 <think></think>。",
+    "enable_thinking": "推理模板（`qwen3` 等）：保留思考过程；false 时渲染空的 `<think></think>`。",
     "tool_format": "函数调用的工具调用格式（默认：模板自带的格式）。",
-    "empty_template_eos": "template: empty 时每条回复以 EOS 结尾，让模型学会停止；false 时不加 EOS（同 "
+    "empty_template_eos": "`template: empty` 时每条回复以 EOS 结尾，让模型学会停止；false 时不加 EOS（同 "
     "LLaMA-Factory）。",
     "bad_records": "遇到无效记录时：error（停止并指出该记录）或 skip（跳过、计数并报告）。",
     "ignore_pad_token_for_loss": "填充 token 的标签设为 -100（不参与训练）。",
@@ -98,7 +98,7 @@ HELP_ZH: dict[str, str] = {
     "create_new_adapter": "在 adapter_name_or_path 之上新建一个适配器，而不是继续训练最后一个。",
     "freeze_trainable_layers": "冻结训练：训练最后 N 层（负数：最前面 -N 层）。",
     "freeze_trainable_modules": "冻结训练：这些层中参与训练的模块，逗号分隔（all = 全部模块）。",
-    "freeze_extra_modules": "冻结训练：层之外额外训练的模块（如 embed_tokens,norm）。",
+    "freeze_extra_modules": "冻结训练：层之外额外训练的模块（如 `embed_tokens,norm`）。",
     "use_llama_pro": "LLaMA Pro：只训练 `tunekit expand-blocks` 插入的扩展块（需要 finetuning_type: freeze）。",
     "oft_rank": "OFT：每个权重的正交块数（0 = 由 oft_block_size 推出；二者设其一）。",
     "oft_block_size": "OFT：每个正交块的大小（0 = 由 oft_rank 推出）。",
@@ -171,7 +171,7 @@ HELP_ZH: dict[str, str] = {
     "apollo_scale_type": "APOLLO：按通道或按张量的缩放因子（tensor = 秩为 1 的 APOLLO-Mini）。",
     "apollo_layerwise": "APOLLO：每个权重的梯度一就绪就更新（更省显存；不支持梯度累积和裁剪）。",
     "apollo_scale_front": "APOLLO：在梯度缩放之前应用范数增长限制。",
-    "use_badam": "BAdam：每次只用 Adam 训练一个块（一个解码层），定期切换块（badam）；仅全参数微调。",
+    "use_badam": "BAdam：每次只用 Adam 训练一个块（一个解码层），定期切换块（`badam`）；仅全参数微调。",
     "badam_mode": "BAdam：layer = 每块一个解码层；ratio = 每个权重矩阵的一部分（badam_update_ratio）。",
     "badam_start_block": "BAdam layer 模式：第一个块的序号（默认由 badam_switch_mode 决定）。",
     "badam_switch_mode": "BAdam layer 模式：各块的训练顺序。",
@@ -215,10 +215,10 @@ HELP_ZH: dict[str, str] = {
     "generation_max_new_tokens": "PPO/GRPO：每次 rollout 生成的 token 数。",
     # ---- distributed
     "deepspeed": "DeepSpeed 配置文件路径或预设：z0、z2、z2_offload、z3、z3_offload。",
-    "fsdp": "FSDP2 分片：full_shard、shard_grad_op 或 no_shard；加 ' offload' 把参数卸载到 CPU。",
+    "fsdp": "FSDP2 分片：full_shard、shard_grad_op 或 no_shard；加上 `offload` 把参数卸载到 CPU。",
     "fsdp_config": "FSDP 配置 JSON 文件路径（高级）。",
     "ddp_find_unused_parameters": "DDP：查找没有梯度的参数（更慢；某些模型需要）。",
-    "ddp_backend": "torch.distributed 后端（GPU 默认 nccl，CPU 默认 gloo）。",
+    "ddp_backend": "torch.distributed 后端（GPU 默认 `nccl`，CPU 默认 `gloo`）。",
     # ---- logging and output
     "output_dir": "模型、检查点、日志和图像的输出目录。",
     "overwrite_output_dir": "允许写入非空的 output_dir。",
@@ -230,12 +230,12 @@ HELP_ZH: dict[str, str] = {
     "save_only_model": "检查点不含优化器/调度器状态（无法精确恢复训练）。",
     "resume_from_checkpoint": "从检查点目录恢复；true：output_dir 中最新的完好检查点（没有则报错）；auto：有则恢复。",
     "load_best_model_at_end": "训练结束时重新加载评估指标最好的检查点。",
-    "metric_for_best_model": "load_best_model_at_end 使用的指标（默认：loss）。",
+    "metric_for_best_model": "load_best_model_at_end 使用的指标（默认：`loss`）。",
     "plot_loss": "在 output_dir 中保存 training_loss.png。",
-    "report_to": "实验跟踪工具，逗号分隔：none、tensorboard、wandb、swanlab、mlflow（各需对应的包）。",
+    "report_to": "实验跟踪工具，逗号分隔：`none`、`tensorboard`、`wandb`、`swanlab`、`mlflow`（各需对应的包）。",
     "run_name": "在跟踪工具中显示的运行名称。",
     "disable_tqdm": "隐藏进度条。",
-    "use_swanlab": "记录到 SwanLab（LLaMA-Factory 的参数；等同于在 report_to 中加入 swanlab）。",
+    "use_swanlab": "记录到 SwanLab（LLaMA-Factory 的参数；等同于在 report_to 中加入 `swanlab`）。",
     "swanlab_project": "SwanLab 项目名。",
     "swanlab_workspace": "SwanLab 工作空间。",
     "swanlab_run_name": "SwanLab 实验名。",
@@ -246,14 +246,14 @@ HELP_ZH: dict[str, str] = {
     "export_dir": "导出模型的目录。",
     "export_size": "单个 safetensors 分片的最大大小（GB）。",
     "export_device": "合并时使用的设备。",
-    "export_legacy_format": "写出 .bin（pickle）文件而不是 safetensors。",
+    "export_legacy_format": "写出 `.bin`（pickle）文件而不是 safetensors。",
     "export_quantization_bit": "把导出的模型量化为 4 或 8 比特。",
     "export_quantization_dataset": "GPTQ 导出的校准数据（dataset_info.json 中的数据集名或文件）。",
     "export_quantization_nsamples": "校准样本数。",
     "export_quantization_maxlen": "校准样本的长度（token 数）。",
     "export_hub_model_id": "把导出结果推送到此模型仓库。",
     "export_quantization_method": "量化导出方式：gptq = 以 export_quantization_dataset 为校准数据的 GPTQ。",
-    "export_verify": "导出结束时用原生 transformers 检查导出的目录（tunekit verify）。",
+    "export_verify": "导出结束时用原生 transformers 检查导出的目录（`tunekit verify`）。",
     # ---- inference
     "infer_backend": "推理引擎。",
     "infer_dtype": "推理时权重的数据类型。",
@@ -266,7 +266,7 @@ HELP_ZH: dict[str, str] = {
     "repetition_penalty": "重复 token 的惩罚（1 = 不惩罚）。",
     "length_penalty": "束搜索的长度惩罚。",
     "predict_with_generate": "通过生成来预测（用于 do_predict）。",
-    "generation_seed": "chat、api 和面板中采样回复的种子（n 个回复中第 i 个用 generation_seed + i）；"
+    "generation_seed": "`chat`、`api` 和面板中采样回复的种子（n 个回复中第 i 个用 generation_seed + i）；"
     "未设置则每次不同。",
     "api_max_tokens": "API：请求可要求的最大 max_tokens（超过则返回 400）；同时受模型上下文长度限制。",
     "api_queue_timeout": "API：已有 1 + api_max_queue 个请求在服务时，新请求等待空位的秒数，超时返回 429 和 "
@@ -277,8 +277,8 @@ HELP_ZH: dict[str, str] = {
     "api_stream_timeout": "API：流式数据块等待客户端读取的秒数；停止读取的客户端会被断开。",
     "api_parse_special_tokens": "API：把请求消息中写出的控制 token（如 <|im_end|>）解析为控制 token；"
     "关闭时按普通文本处理。",
-    "api_media_dir": "API：客户端可在 image_url / video_url / audio_url 中引用的文件夹（file:// 或路径；"
-    "解析符号链接和 ..，其外的文件一律拒绝）。未设置时不读取任何文件，媒体只能以 base64 data: URL 内联发送；"
+    "api_media_dir": "API：客户端可在 image_url / video_url / audio_url 中引用的文件夹（`file://` 或路径；"
+    "解析符号链接和 ..，其外的文件一律拒绝）。未设置时不读取任何文件，媒体只能以 base64 `data:` URL 内联发送；"
     "未设置时读取 LLaMA-Factory 的 SAFE_MEDIA_PATH 环境变量。",
     "api_max_media_mb": "API：单个图像、视频或音频解码后的最大大小（MB，10^6 字节）；超过则返回 413。",
     # ---- multimodal
@@ -288,7 +288,7 @@ HELP_ZH: dict[str, str] = {
     "min_pixels）。",
     "video_max_pixels": "视频帧的最大面积（像素），每帧先缩小再交给视频处理器。默认：不设（按视频处理器自身的限制）。",
     "video_min_pixels": "视频帧的最小面积（像素），每帧先放大再交给视频处理器。默认：不设（按视频处理器自身的限制）。",
-    "video_fps": "每秒视频采样的帧数。默认：模型文件夹中视频处理器的 fps（没有则为 2，与 Qwen-VL 相同）。",
+    "video_fps": "每秒视频采样的帧数。默认：模型文件夹中视频处理器的 `fps`（没有则为 2，与 Qwen-VL 相同）。",
     "video_maxlen": "每个视频最多采样的帧数。默认：模型文件夹中视频处理器的 max_frames（Qwen-VL 类默认 768）。",
     "audio_sampling_rate": "音频重采样的采样率（Hz）。默认：模型文件夹中特征提取器的采样率。",
     "use_audio_in_video": "同时使用每个视频的音轨（音视频模型系列）。",

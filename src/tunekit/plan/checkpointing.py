@@ -21,6 +21,11 @@ checkpointed layer holds only its input (``hidden x tokens`` of the residual str
 backward needs (plan/activations.py counts both), so the planned peak falls linearly with each layer checkpointed.
 That holds on a GPU as on a CPU: recompute is FLOPs, and memory left unused buys nothing.
 
+On a CPU one more rule applies when the run fits without checkpointing: the RAM is the whole machine's, so ``auto``
+checkpoints the fewest lowest layers that bring the planned peak under what the standard recipe (every layer
+checkpointed, whole logits: LLaMA-Factory's and Axolotl's default) would need for this run, when that costs at most
+:data:`MAX_SPEED_COST` of the step (:func:`below_standard`); when it would cost more, speed wins and it stays off.
+
 A plan that cannot be made (a model the planner cannot read, no model path yet, an error while planning) is a
 ConfigError naming why, never a silent choice: the planner works under every engine (a live ZeRO-3 config included,
 ``architectures.outside_zero3_init``), and the user settles what it cannot. ``gradient_checkpointing: true/false``
@@ -48,6 +53,11 @@ from .vision import assumed_media
 
 GPU_SHARE = 0.80
 CPU_SHARE = 0.50
+# Recomputing every decoder layer costs ~25-30 % of a CPU step (benchmarks/README.md, real shapes, LoRA SFT at
+# Qwen2.5-0.5B); on a CPU, ``auto`` spends at most MAX_SPEED_COST of the step to stay under the standard recipe's
+# memory.
+FULL_RECOMPUTE_SHARE = 0.30
+MAX_SPEED_COST = 0.15
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,40 @@ def fewest_layers(shape, setup, budget: float) -> tuple[int, float] | None:
     return lo, peak(lo)
 
 
+def standard_peak(shape, setup) -> float:
+    """The planned peak of the standard recipe for this very run: every layer checkpointed, the whole logits, no
+    recompute recipes — what transformers' ``gradient_checkpointing`` runs as LLaMA-Factory and Axolotl default to."""
+    standard = replace(
+        setup, grad_ckpt=True, ckpt_layers=None, chunked_loss=False, liger_loss=False, recompute=(False, False)
+    )
+    return estimate_memory(shape, standard).total
+
+
+def below_standard(shape, setup, decision: CheckpointingDecision) -> CheckpointingDecision:
+    """On a CPU the run's memory is the host's RAM, shared with the data, the other processes and everything else on
+    the machine, so fitting the budget is not the whole answer: when checkpointing the lowest layers brings the
+    planned peak under :func:`standard_peak` for at most :data:`MAX_SPEED_COST` of the step, ``auto`` does that
+    (each checkpointed layer costs ``FULL_RECOMPUTE_SHARE / layers`` of the step); otherwise speed wins."""
+    target = standard_peak(shape, setup)
+    if decision.peak_without_bytes <= target:
+        return decision
+    partial = fewest_layers(shape, setup, target)
+    most = int(shape.layers * MAX_SPEED_COST / FULL_RECOMPUTE_SHARE)
+    if partial is None or partial[0] > most:
+        return decision
+    k, with_k = partial
+    return replace(
+        decision,
+        enabled=True,
+        layers=k,
+        of_layers=shape.layers,
+        reason=f"without it this run needs {decision.peak_without_bytes / GiB:.2f} GiB, over the "
+        f"{target / GiB:.2f} GiB of the standard recipe (every layer checkpointed, whole logits); the lowest {k} "
+        f"layers checkpointed bring it to {with_k / GiB:.2f} GiB for about "
+        f"{k / shape.layers * FULL_RECOMPUTE_SHARE:.0%} of the step time",
+    )
+
+
 def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> CheckpointingDecision:
     """The decision for ``setup`` (its own ``grad_ckpt`` is ignored) on ``gpu``, or on this host's RAM without one."""
     if gpu is None:  # the run trains on this host's CPU: glibc's heap, not the CUDA allocator (plan/memory.py)
@@ -127,7 +171,7 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
         budget = ram * CPU_SHARE / max(1, local_processes)
     decision = decide(peak, budget, where)
     if not decision.enabled:
-        return decision
+        return decision if gpu is not None else below_standard(shape, setup, decision)
     partial = fewest_layers(shape, setup, budget)
     if partial is None:
         return replace(decision, of_layers=shape.layers)

@@ -159,6 +159,7 @@ class _Capture:
     def __init__(self):
         self.hidden = None
         self.output = None
+        self.returned = None  # what the head's owner module returned (see head_owner)
         self.mismatch = False
 
 
@@ -205,7 +206,13 @@ def head_input(
     def record(module, args, output):
         cap.output = output
 
+    def returned(module, args, output):
+        cap.returned = output
+
     handles = [head.register_forward_pre_hook(select, with_kwargs=True), head.register_forward_hook(record)]
+    owner = head_owner(model, head)
+    if owner is not None:
+        handles.append(owner.register_forward_hook(returned))
     try:
         outputs = model(**inputs)
     finally:
@@ -218,9 +225,16 @@ def head_input(
             f"the model never called its output embedding (get_output_embeddings()): "
             f"set {option}: false for this model"
         )
-    if getattr(outputs, "logits", None) is not cap.output:
+    # The check is on what the head's own model returned, not on what reaches the caller: a mixed-precision wrapper
+    # (accelerate's fp32 conversion of the outputs under bf16/fp16 autocast) hands back a copy of every 16-bit tensor.
+    if getattr(cap.returned if owner is not None else outputs, "logits", None) is not cap.output:
         return None
     return outputs, cap.hidden
+
+
+def head_owner(model, head: torch.nn.Module) -> torch.nn.Module | None:
+    """The module that holds ``head`` as its own child (the ``...ForCausalLM`` that returns the logits), or None."""
+    return next((m for m in model.modules() if any(c is head for c in m.children())), None)
 
 
 def fused_forward(

@@ -25,10 +25,11 @@ from . import backend as adapters
 from .bind import check_trusted_proxies, port_taken_message
 from .board import Board
 from .chat import MAX_UPLOAD_BYTES
+from .guard import guard_handlers
 from .i18n import LANG_LABELS, t
 from .ratelimit import LoginRateLimit
 from .sections import section_title
-from .tabs import Page
+from .tabs import Page, train_live
 from .tabs import chat as chat_tab
 from .tabs import eval as eval_tab
 from .tabs import export as export_tab
@@ -66,17 +67,17 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
             export = export_tab.build(page)
         page.timer = gr.Timer(1.0, active=False)  # polls only while a job runs (see Page.wake / on_tick)
         train_tab.wire(page, train)
-        eval_tab.wire(page, evaluate, train.form)
-        chat_tab.wire(page, chat)
-        export_tab.wire(page, export)
-        _wire_datasets(page, train, evaluate)
-        _wire_use_trained(page, train, chat, export)
-        _wire_progress(page, demo, train, evaluate, export)
-        _wire_language(page, [train.form, chat.form, export.form])
+        eval_tab.wire(page, evaluate, train, demo)  # each with its own model, progress and result (tabs/source.py)
+        chat_tab.wire(page, chat, train)
+        export_tab.wire(page, export, train, demo)
+        _wire_progress(page, demo, train)
+        _wire_language(page, [train.form, chat.form, export.form, *evaluate.forms])
+        guard_handlers(demo, page.lang_radio, lang)  # last: every handler answers in the board's words
         _ = title
     demo.tk_board = page.board  # type: ignore[attr-defined]
     demo.tk_forms = {"train": train.form, "chat": chat.form, "export": export.form}  # type: ignore[attr-defined]
-    demo.tk_tabs = {"train": train, "chat": chat}  # type: ignore[attr-defined]  # the tabs' widgets, for tests
+    # the tabs' widgets, for tests
+    demo.tk_tabs = {"train": train, "eval": evaluate, "chat": chat, "export": export}  # type: ignore[attr-defined]
     return demo
 
 
@@ -84,45 +85,9 @@ def _title(lang: str) -> str:
     return f"## {t('title', lang)}\n{t('subtitle', lang)}"
 
 
-def _wire_datasets(page: Page, train: train_tab.TrainTab, evaluate: eval_tab.EvalTab) -> None:
-    """The dataset pickers list ``dataset_dir/dataset_info.json``."""
-    board, form = page.board, train.form
-    if "dataset_dir" not in form.comps:
-        return
-    pickers = [form[name] for name in ("dataset", "eval_dataset") if name in form.comps] + [evaluate.dataset]
-
-    def on_dataset_dir(dataset_dir):
-        names = board.dataset_names(dataset_dir)
-        return [gr.update(choices=names)] * len(pickers)
-
-    for event in (form["dataset_dir"].change, train.ds_refresh.click):
-        event(on_dataset_dir, inputs=form["dataset_dir"], outputs=pickers, api_visibility="private")
-
-
-def _wire_use_trained(
-    page: Page, train: train_tab.TrainTab, chat: chat_tab.ChatTab, export: export_tab.ExportTab
-) -> None:
-    """ "← Train" copies the Train tab's model, template and (finished run's) adapter."""
-    board, form = page.board, train.form
-
-    def use_trained(model, template, output_dir):
-        job = board.runner.poll()
-        adapter = str(job.output_dir) if job and job.kind == "train" else (output_dir or "")
-        return model or "", adapter, template or ""
-
-    for tab in (chat, export):
-        tab.use_trained.click(
-            use_trained,
-            inputs=[form["model_name_or_path"], form["template"], form["output_dir"]],
-            outputs=[tab.model, tab.adapter, tab.template],
-            api_visibility="private",
-        )
-
-
-def _wire_progress(
-    page: Page, demo: gr.Blocks, train: train_tab.TrainTab, evaluate: eval_tab.EvalTab, export: export_tab.ExportTab
-) -> None:
-    """Progress polled from the run's files (so it survives a refresh), and the page-load restore."""
+def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab) -> None:
+    """The training run's progress polled from its files (so it survives a refresh), and the page-load restore. An
+    evaluation or export job is shown by its own tab (tabs/jobs.py), never here."""
     board, form = page.board, train.form
     view_sig = gr.State(None)
 
@@ -131,29 +96,23 @@ def _wire_progress(
         view = board.job_view(data[page.lang_radio])
         sig, new = data[view_sig], view["signature"]
         if new == sig:
-            return {page.timer: gr.Timer(active=False)} if view["state"] not in ("running", "stopping") else {}
-        import pandas as pd
+            running = view["state"] in ("running", "stopping")  # nothing new: an answer that changes nothing
+            return {view_sig: sig} if running else {page.timer: gr.Timer(active=False)}
 
         def changed(i: int) -> bool:  # signature parts: (job, state, records, log size, png)
             return sig is None or new[:2] != sig[:2] or len(new) < 5 or len(sig) < 5 or new[i] != sig[i]
 
         out: dict[Any, Any] = {view_sig: new}  # one more tick after the end finds nothing new and stops the timer
         kind = view["kind"]
-        if kind != "export":
+        if kind == "train":
             out[train.status] = view["status"]
             if changed(2):
                 out[train.progress] = view["html"]
-                out[train.loss_plot] = pd.DataFrame(view["points"], columns=["step", "value", "series"])
+                out.update(train_live.chart_updates(train, view))
             if changed(4):
                 out[train.loss_png] = view["png"]
             if changed(3):
                 out[train.log] = view["log"]
-        elif changed(3):
-            out[export.log] = view["log"]
-        if kind == "eval":
-            out[evaluate.status] = view["status"]
-            if view["results"]:
-                out[evaluate.results] = view["results"]
         return out
 
     page.timer.tick(
@@ -163,11 +122,9 @@ def _wire_progress(
             train.progress,
             train.status,
             train.loss_plot,
+            train.lr_plot,
             train.loss_png,
             train.log,
-            export.log,
-            evaluate.status,
-            evaluate.results,
             view_sig,
             page.timer,
         ],
@@ -178,11 +135,8 @@ def _wire_progress(
     def on_page_load(lang):
         """A refreshed page shows the form of the job that is running (or ran) on this board."""
         job = board.runner.poll()
-        names = board.dataset_names(
-            job.form.get("dataset_dir") if job and job.form else board.defaults().get("dataset_dir")
-        )
-        out: dict[Any, Any] = {evaluate.dataset: gr.update(choices=names), view_sig: None}
-        if job is None or job.kind not in ("train", "eval") or not job.form:
+        out: dict[Any, Any] = {view_sig: None}
+        if job is None or job.kind != "train" or not job.form:
             return out
         restored = {k: v for k, v in job.form.items() if k in form.comps}
         _check, cmd, yml = board.preview(restored)
@@ -192,7 +146,7 @@ def _wire_progress(
         demo.load(
             on_page_load,
             inputs=[page.lang_radio],
-            outputs=[*form.inputs, evaluate.dataset, view_sig, train.command, train.yaml],
+            outputs=[*form.inputs, view_sig, train.command, train.yaml],
             api_visibility="private",
         )
     )

@@ -6,7 +6,9 @@ needs to.
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -15,12 +17,16 @@ from typing import Any
 
 from tunekit import plan
 from tunekit.config.schema import Config
-from tunekit.data import preview
-from tunekit.data.dataset_info import read_dataset_info
+from tunekit.data import mm_plugins, preview
+from tunekit.data.dataset_info import DatasetAttr, read_dataset_info
+from tunekit.data.mm_plugins.llava_next import text_model_type
+from tunekit.data.readers import data_files, read_records
 from tunekit.data.templates import list_templates
 from tunekit.errors import TunekitError
 from tunekit.model.loader import load_tokenizer
 from tunekit.plan.gpus import find_gpu, known_gpus
+from tunekit.tiny.text import FAMILIES as TEXT_FAMILIES
+from tunekit.tiny.tokenizer import TOKENIZERS
 
 NO_GPU = ""  # the GPU picker's "none / CPU" choice: the plan then reports memory without a GPU to fit
 
@@ -35,6 +41,33 @@ def dataset_names(dataset_dir: str | None) -> list[str]:
     except Exception:  # a broken file: the train run will word the error; the picker just stays empty
         return []
     return list(info)
+
+
+MAX_COUNT_BYTES = 64 * 2**20  # a local dataset larger than this shows "?" rows: counting is for the picker, not a scan
+_ROWS: dict[tuple, int | None] = {}  # (file, size, mtime) of a dataset's files -> its rows
+
+
+def count_rows(attr: DatasetAttr) -> int | None:
+    """The records of a local dataset as tunekit's reader reads them; None for a hub dataset, a dataset over
+    :data:`MAX_COUNT_BYTES` or one that does not read (the run words that error). Remembered per file size and time."""
+    if attr.load_from != "file":
+        return None
+    path = Path(attr.path)
+    try:
+        files = data_files(path) if path.is_dir() else [path]
+        key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    except OSError:
+        return None
+    if not key or sum(size for _p, size, _t in key) > MAX_COUNT_BYTES:
+        return None
+    if key not in _ROWS:
+        try:
+            _ROWS[key] = len(read_records(attr))
+        except (TunekitError, OSError, ValueError):
+            _ROWS[key] = None
+        if len(_ROWS) > 512:
+            _ROWS.pop(next(iter(_ROWS)))
+    return _ROWS[key]
 
 
 def template_names() -> list[str]:
@@ -52,16 +85,62 @@ def preview_samples(cfg: Config, n: int) -> list:
 
 def model_has_chat_template(model_dir: str | None) -> bool:
     """Whether a local model folder ships a chat template (then ``template: jinja`` uses it)."""
+    return bool(model_chat_template(model_dir))
+
+
+def model_chat_template(model_dir: str | None) -> str:
+    """The chat template a local model folder ships (``chat_template.jinja``, ``chat_template.json``, or
+    ``chat_template`` in ``tokenizer_config.json``), as text; "" when it has none."""
     if not model_dir:
-        return False
+        return ""
     folder = Path(model_dir)
-    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
-        return True
+    for name, key in (
+        ("chat_template.jinja", None),
+        ("chat_template.json", "chat_template"),
+        ("tokenizer_config.json", "chat_template"),
+    ):
+        try:
+            text = (folder / name).read_text(encoding="utf-8")
+            value = json.loads(text).get(key) if key else text
+        except (OSError, ValueError, AttributeError):
+            continue
+        if value:
+            return value if isinstance(value, str) else json.dumps(value)
+    return ""
+
+
+def model_family(model_dir: str) -> tuple[str | None, str | None]:
+    """``(template, family)`` of a local model folder, from its ``config.json``: the template of the media family
+    serving its ``model_type`` (``data/mm_plugins``) for a vision / audio model, else the chat format of its text
+    family (``tiny.text.FAMILIES`` → ``tiny.tokenizer.TOKENIZERS``); the family is its architecture's name (Qwen2).
+    ``(None, family)`` when tunekit knows no template of it, ``(None, None)`` for a folder without a config."""
+    model_type, multimodal = mm_plugins.model_type_of(model_dir)
+    if not model_type:
+        return None, None
     try:
-        conf = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return bool(conf.get("chat_template")) if isinstance(conf, dict) else False
+        arch = (
+            json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("architectures") or [""]
+        )[0]
+    except (OSError, ValueError, AttributeError, IndexError, TypeError):
+        arch = ""
+    family = re.sub(r"(For[A-Z]\w*|Model)$", "", str(arch)) or str(model_type)
+    if not multimodal:
+        text = TEXT_FAMILIES.get(str(model_type))
+        return (TOKENIZERS[text.tokenizer].template if text else None), family
+    for template, module in mm_plugins.FAMILIES.items():
+        plugin = importlib.import_module(f"{mm_plugins.__name__}.{module}").PLUGIN
+        fits = getattr(plugin, "fits", None)  # several chat formats on one model_type (LLaVA-NeXT)
+        if model_type in plugin.MODEL_TYPES and (
+            fits is None or fits(template, text_model_type(model_dir), model_chat_template(model_dir))
+        ):
+            return template, family
+    return None, family
+
+
+def media_of_template(template: str | None) -> tuple[str, ...]:
+    """The media (``images``, ``videos``, ``audios``) the family of a multimodal template trains on; () otherwise."""
+    module = mm_plugins.FAMILIES.get(template or "")
+    return importlib.import_module(f"{mm_plugins.__name__}.{module}").PLUGIN.MEDIA if module else ()
 
 
 # ------------------------------------------------------------------ plan

@@ -30,6 +30,7 @@ from tunekit.data.dataset_info import ROOTS_ENV, confined_to
 from tunekit.errors import ConfigError, TunekitError
 
 from . import backend as adapters
+from . import defaults
 from .chat import MAX_UPLOAD_BYTES, ChatSession
 from .command import command_line, override_args, yaml_text
 from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_to_values
@@ -37,12 +38,16 @@ from .i18n import t
 from .media import gallery, media_markdown
 from .monitor import (
     error_summary,
+    final_progress,
     format_seconds,
-    loss_points,
+    loss_frame,
+    lr_frame,
+    progress_html,
     progress_of,
     read_results,
     read_trainer_log,
     tail,
+    train_results,
 )
 from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_message
 from .runner import Job, JobRunner
@@ -127,8 +132,8 @@ class Board:
             return False
         return adapters.model_has_chat_template(str(folder))
 
-    def load_yaml(self, path: str) -> dict[str, Any]:
-        """Form values of a YAML/JSON config inside the allowed roots. A ConfigError quotes what the file
+    def load_yaml(self, path: str, tab: str = "train") -> dict[str, Any]:
+        """``tab``'s form values of a YAML/JSON config inside the allowed roots. A ConfigError quotes what the file
         holds only as short escaped excerpts (the board must not be a way to read files)."""
         import yaml
 
@@ -167,7 +172,7 @@ class Board:
                 if len(piece) > 24:
                     message = message.replace(piece, excerpt(piece))
             raise ConfigError(safe_message(message)) from None
-        return self.form_from_config(cfg)
+        return self.form_from_config(cfg, tab)
 
     def save_yaml(self, form: Mapping[str, Any], path: str, overwrite: bool = False) -> Path:
         """Write the form's options (secrets as ${ENV_VAR}) to a .yaml/.yml/.json file inside the workspace;
@@ -183,6 +188,8 @@ class Board:
 
     @staticmethod
     def default_output_dir(form: Mapping[str, Any], kind: str = "train") -> str:
+        if kind == "train":
+            return defaults.output_dir(form)  # saves/<model>/<stage>-<method>-<date>-<time>
         model = str(form.get("model_name_or_path") or "model").rstrip("/").split("/")[-1] or "model"
         method = form.get("finetuning_type") or "lora"
         return f"saves/{model}/{method}/{kind}_{time.strftime('%Y-%m-%d-%H-%M-%S')}"
@@ -193,11 +200,74 @@ class Board:
             form["output_dir"] = self.default_output_dir(form, kind)
         return form
 
+    def first_run_form(self, names) -> dict[str, Any]:
+        """The Train form's first-run values (:mod:`tunekit.webui.defaults`) for the fields in ``names``."""
+        return defaults.first_run_form(names)
+
+    def run_names(self, form: Mapping[str, Any]) -> dict[str, Any]:
+        """New ``output_dir`` / ``run_name`` when the model, stage or method changed (only names the board made)."""
+        return defaults.renamed(form)
+
+    def fill_run(self, form: Mapping[str, Any], lang: str = "en") -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+        """The form a Preview or Start runs, the fields it changed, and the notes saying why (for :meth:`preview`).
+
+        An empty output folder gets a name; a folder the board named that already holds a run gets a fresh one
+        (unless the run resumes or overwrites it); logging every 5 steps (the first-run value) becomes every step
+        when the run is shorter than 50 steps."""
+        before, form = dict(form), self.with_output_dir(form)
+        notes = []
+        out = str(form.get("output_dir") or "")
+        ours = defaults.is_auto("output_dir", out) and not defaults.keeps_its_folder(form)
+        if ours and defaults.taken(self.runner.cwd / out):
+            when = time.time()
+            while defaults.taken(self.runner.cwd / defaults.output_dir(form, when)):
+                when += 1  # a later second: its name is free
+            form["output_dir"] = defaults.output_dir(form, when)
+            if "run_name" in form and defaults.is_auto("run_name", form["run_name"]):
+                form["run_name"] = defaults.run_name(form, when)
+            notes.append(t("first_run_folder_taken", lang).format(old=out, new=form["output_dir"]))
+        if "logging_steps" in form and defaults.board_logging_steps(form["logging_steps"]):
+            steps = self.run_steps(form)
+            if steps is not None and steps < defaults.SHORT_RUN_STEPS:
+                form["logging_steps"] = "1" if float(str(form["logging_steps"])) != 1 else form["logging_steps"]
+                notes.append(t("first_run_every_step", lang).format(steps=steps, limit=defaults.SHORT_RUN_STEPS))
+        changed = {k: v for k, v in form.items() if k not in before or before[k] != v}
+        return form, changed, notes
+
+    def run_steps(self, form: Mapping[str, Any]) -> int | None:
+        """The run's optimizer steps when they are known: ``max_steps``, else the memory plan's count (which
+        measures the data); None when the form is not valid yet or the data cannot be read."""
+        check = self.validate(self.values(form))
+        if not check.ok:
+            return None
+        if check.config.max_steps > 0:
+            return int(check.config.max_steps)
+        if not check.config.model_name_or_path or not check.config.dataset:
+            return None
+        try:
+            steps = adapters.make_plan(check.config, None, 1).get("total_steps")
+        except Exception:  # the planner cannot read this model or data yet: keep the first-run value
+            return None
+        return int(steps) if isinstance(steps, (int, float)) and steps > 0 else None
+
+    def plan_devices(self, lang: str = "en") -> tuple[list[tuple[str, str]], str]:
+        """The memory plan's device picker: "this machine" first (its GPU, or memory only on a machine without a
+        known GPU) and chosen, then the planner's GPU table."""
+        here = adapters.detected_gpu()
+        label = t("plan_this_machine", lang).format(name=here) if here else t("plan_this_machine_cpu", lang)
+        choices = [(label, here)]
+        if here != adapters.NO_GPU:
+            choices.append((t("plan_no_gpu", lang), adapters.NO_GPU))
+        return choices + [(n, n) for n in adapters.gpu_choices() if n != here], here
+
     # ---------------------------------------------------------------- preview / start
-    def preview(self, form: Mapping[str, Any], verb: str = "train") -> tuple[Validation, str, str]:
+    def preview(self, form: Mapping[str, Any], verb: str = "train", notes=()) -> tuple[Validation, str, str]:
+        """The check, the command line and the YAML; ``notes`` (what :meth:`fill_run` decided) head the YAML as
+        comments, where they stay in view beside the command."""
         values = self.values(form)
         shown = mask_secrets(values)  # secrets appear as ${ENV_VAR}, as in the saved YAML and the job's argv
-        return self.validate(values), command_line(shown, verb), yaml_text(shown)
+        comments = "".join(f"# {line}\n" for note in notes for line in note.splitlines())
+        return self.validate(values), command_line(shown, verb), comments + yaml_text(shown)
 
     def sample_preview(
         self, form: Mapping[str, Any], n: int = 2
@@ -319,7 +389,9 @@ class Board:
                 "state": "idle",
                 "status": t("idle", lang),
                 "html": progress_html(None),
-                "points": [],
+                "chart": loss_frame([]),
+                "lr_chart": lr_frame([]),
+                "total": None,
                 "log": "",
                 "png": None,
                 "results": {},
@@ -329,8 +401,10 @@ class Board:
             }
         records = read_trainer_log(job.output_dir) if job.kind != "export" else []
         prog = progress_of(records)
+        if job.kind == "train" and not job.running:  # the last step and run time the log may not have
+            prog = final_progress(prog, train_results(job.output_dir, job.started), job.state)
         log = tail(job.log_path, 40)
-        status = f"**{job.state}** · `tunekit {job.verb}` · {job.output_dir}"
+        status = f"**{t(f'state_{job.state}', lang)}** · `tunekit {job.verb}` · {job.output_dir}"
         if job.state == "failed":
             status += f" · exit {job.returncode}\n\n```\n{error_summary(tail(job.log_path, 200))}\n```"
         png = job.output_dir / "training_loss.png"
@@ -338,8 +412,10 @@ class Board:
         return {
             "state": job.state,
             "status": status,
-            "html": progress_html(prog, job.state),
-            "points": loss_points(records),
+            "html": progress_html(prog, job.state, lang),
+            "chart": loss_frame(records),  # numeric columns in step order (the live chart's data)
+            "lr_chart": lr_frame(records),
+            "total": prog.total or None,
             "log": log,
             "png": self.served_copy(png) if png.is_file() else None,
             "results": read_results(job.output_dir),
@@ -347,31 +423,6 @@ class Board:
             "output_dir": str(job.output_dir),
             "signature": (id(job), job.state, len(records), size, png.is_file()),
         }
-
-
-def progress_html(prog, state: str = "idle") -> str:
-    if prog is None:
-        return (
-            '<div id="tk-progress-bar" class="tk-progress" data-state="idle">'
-            '<div class="tk-bar" style="width:0%"></div><span>-</span></div>'
-        )
-    pct = 100.0 if state == "finished" and prog.total and prog.step >= prog.total else 100.0 * prog.fraction
-    parts = [f"step {prog.step}/{prog.total or '?'}"]
-    if prog.epoch is not None:
-        parts.append(f"epoch {prog.epoch:.2f}")
-    if prog.elapsed_s is not None:
-        parts.append(f"elapsed {format_seconds(prog.elapsed_s)}")
-    if state == "running":
-        parts.append(f"ETA {format_seconds(prog.eta_s)}")
-    if prog.loss is not None:
-        parts.append(f"loss {prog.loss:.4f}")
-    if prog.eval_loss is not None:
-        parts.append(f"eval_loss {prog.eval_loss:.4f}")
-    return (
-        f'<div id="tk-progress-bar" class="tk-progress" data-state="{state}" data-step="{prog.step}" '
-        f'data-total="{prog.total}"><div class="tk-bar" style="width:{pct:.1f}%"></div>'
-        f"<span>{' · '.join(parts)}</span></div>"
-    )
 
 
 def format_plan(plan: Mapping[str, Any], lang: str = "en") -> str:

@@ -1,7 +1,8 @@
 """The command line and the YAML a form stands for, and the exact argv the board runs.
 
-The board starts ``tunekit train`` with the same ``key=value`` arguments it shows in the preview, so
-the previewed command, pasted into a shell, resolves to the same config as a start from the board.
+The board starts ``tunekit train`` (Train, Evaluate & predict), ``tunekit export`` and ``tunekit verify`` (Export)
+with the same arguments it shows in each tab's command box (:func:`verb_line` of the argv the job gets), so a
+previewed command, pasted into a shell, runs what a start from the board runs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from tunekit.config import parse_scalar
 
 # The only programs the board ever starts: tunekit's own verbs, through this interpreter.
-ALLOWED_VERBS = ("train", "export", "env")
+ALLOWED_VERBS = ("train", "export", "verify", "env")
 
 
 def format_value(value: Any) -> str:
@@ -42,7 +43,12 @@ def override_args(values: Mapping[str, Any]) -> list[str]:
 
 def command_line(values: Mapping[str, Any], verb: str = "train") -> str:
     """``tunekit train key=value ...``, quoted for a POSIX shell."""
-    return " ".join(["tunekit", verb] + [shlex.quote(arg) for arg in override_args(values)])
+    return verb_line(verb, override_args(values))
+
+
+def verb_line(verb: str, args: list[str]) -> str:
+    """``tunekit <verb> args``, quoted for a POSIX shell: what a job started with these ``args`` runs."""
+    return " ".join(["tunekit", verb] + [shlex.quote(arg) for arg in args])
 
 
 def yaml_text(values: Mapping[str, Any]) -> str:

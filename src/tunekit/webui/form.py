@@ -10,30 +10,47 @@ import gradio as gr
 from tunekit.config.secrets import is_secret
 
 from .fields import FieldSpec, to_form
+from .groups import TUTORIAL_GROUPS, WORDED_CHOICES, Group, condition_fields, visible_groups
 from .i18n import field_help, t
+from .labels import choice_word, has_label, option_label, unset_word
 from .sections import OPEN_SECTIONS, section_title, sections, tab_of
 from .validation import Validation
 
-UNSET_LABEL = {"tristate": "(auto)", "choice": "(none)"}
+
+def _named(spec: FieldSpec, text: str) -> str:
+    """``text`` after the option's name, set small (code) under its label: a YAML user maps the field by it."""
+    return f"`{spec.name}` · {text}" if has_label(spec.name) else text
 
 
 def help_text(spec: FieldSpec, lang: str) -> str:
-    return spec.help(field_help(spec.name, spec.description, lang), lang)
+    """The line under an option's label: its name (when the label is words), help, note and default."""
+    return _named(spec, spec.help(field_help(spec.name, spec.description, lang), lang))
+
+
+def choices_of(spec: FieldSpec, lang: str) -> list[tuple[str, str]] | None:
+    """``(shown, value)`` pairs of an option offered as a choice (None: a free text field); the values are the
+    option's own, the words are the board's (``(none)``, the DeepSpeed presets' names)."""
+    if spec.kind in ("tristate", "choice"):
+        return [(label or unset_word(spec.kind, lang), label) for label in spec.choice_labels]
+    if spec.name in WORDED_CHOICES and spec.kind == "text":
+        return [(choice_word(spec.name, v, lang) or v, v) for v in WORDED_CHOICES[spec.name]]
+    return None
 
 
 def make_widget(spec: FieldSpec, lang: str, templates: list[str] | None = None):
     value = to_form(spec, spec.default if spec.has_default else None)
-    common: dict[str, Any] = dict(label=spec.name, info=help_text(spec, lang), elem_id=f"tk-field-{spec.name}")
+    label = option_label(spec.name, lang)
+    common: dict[str, Any] = dict(label=label, info=help_text(spec, lang), elem_id=f"tk-field-{spec.name}")
     if spec.kind == "bool":
         return gr.Checkbox(value=value, **common)
-    if spec.kind in ("tristate", "choice"):
-        choices = [(label or UNSET_LABEL[spec.kind], label) for label in spec.choice_labels]
-        return gr.Dropdown(choices=choices, value=value, **common)
+    choices = choices_of(spec, lang)
+    if choices is not None:  # a JSON file typed or loaded stays accepted where the option takes one (deepspeed)
+        return gr.Dropdown(choices=choices, value=value, allow_custom_value=spec.kind == "text", **common)
     if spec.kind == "multi":
         return gr.Dropdown(choices=[], value=value, multiselect=True, allow_custom_value=True, **common)
     if spec.name == "template" and spec.kind == "text":
         return gr.Dropdown(
-            choices=[("(none)", "")] + [(n, n) for n in templates or []],
+            choices=[(unset_word("choice", lang), "")] + [(n, n) for n in templates or []],
             value=value,
             allow_custom_value=True,
             **common,
@@ -48,20 +65,23 @@ class FormView:
 
     def __init__(self, specs: list[FieldSpec]):
         self.specs = list(specs)
+        self.by_name = {s.name: s for s in self.specs}
         self.comps: dict[str, Any] = {}
+        # (accordion, title key after "sec_", the Advanced section's options; [] for a tutorial group, see groups)
         self.accordions: list[tuple[Any, str, list[FieldSpec]]] = []
+        self.groups: list[tuple[Any, Group, list[FieldSpec]]] = []  # the tutorial groups shown (webui/groups.py)
         self.advanced: Any = None  # the "Advanced" accordion when the form has basic options
 
     def render(
         self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3, basic: tuple[str, ...] = ()
     ) -> None:
-        """The tab's options in their sections. With ``basic``, those options come first, in that order,
+        """The tab's options in their sections. With ``basic``, those options come first, in that order, in
+        their tutorial groups (:data:`tunekit.webui.groups.TUTORIAL_GROUPS`; each shown only where it applies),
         and every section of the rest goes into one closed "Advanced" accordion (:attr:`advanced`)."""
-        by_name = {s.name: s for s in self.specs}
+        by_name = self.by_name
         first = [by_name[name] for name in basic if name in by_name and tab_of(by_name[name]) == tab]
         if first:
-            with gr.Group(elem_id="tk-section-basic"):
-                self._rows(first, lang, templates, per_row)
+            self._groups(first, lang, templates, per_row)
             rest = [s for s in self.specs if s not in first]
             with gr.Accordion(t("advanced", lang), open=False, elem_id="tk-advanced") as self.advanced:
                 self._sections(rest, lang, tab, templates, per_row)
@@ -69,6 +89,56 @@ class FormView:
             self._sections(self.specs, lang, tab, templates, per_row)
         # keep spec order == widget order
         self.specs = [s for s in self.specs if s.name in self.comps]
+        self._wire_groups()
+
+    def _groups(self, first: list[FieldSpec], lang: str, templates, per_row: int) -> None:
+        """``first`` in their tutorial groups, one accordion each; options of no group before them."""
+        names = {s.name for s in first}
+        placed = {n for g in TUTORIAL_GROUPS for n in g.options if n in names}
+        if loose := [s for s in first if s.name not in placed]:
+            with gr.Group(elem_id="tk-section-basic"):
+                self._rows(loose, lang, templates, per_row)
+        shown = visible_groups(TUTORIAL_GROUPS, self.by_name, {})
+        for group in TUTORIAL_GROUPS:
+            specs = [self.by_name[n] for n in group.options if n in names]
+            if not specs:
+                continue
+            key = f"group_{group.name}"
+            with gr.Accordion(
+                section_title(key, [], lang),
+                open=group.open,
+                visible=shown[group.name],
+                elem_id=f"tk-group-{group.name}",
+            ) as acc:
+                self._rows(specs, lang, templates, per_row)
+            self.accordions.append((acc, key, []))
+            self.groups.append((acc, group, specs))
+
+    def _wire_groups(self) -> None:
+        """Show and hide the tutorial groups when an option that decides where they apply changes (a value
+        loaded from a YAML or restored on page load too)."""
+        deciding = {c for _acc, g, specs in self.groups for c in condition_fields(g, specs) if c in self.comps}
+        if not deciding:
+            return
+        members = {self.comps[s.name] for _acc, _g, specs in self.groups for s in specs}
+        gr.on(
+            [self.comps[name].change for name in sorted(deciding)],
+            self.on_group_switch,
+            inputs={*members, *(self.comps[name] for name in deciding)},
+            outputs=[acc for acc, _g, _specs in self.groups],
+            trigger_mode="always_last",
+            show_progress="hidden",
+            api_visibility="private",
+        )
+
+    def group_visibility(self, form: Mapping[str, Any]) -> dict[str, bool]:
+        """Group name → shown, for the form values ``form`` (option → widget value)."""
+        return visible_groups([g for _acc, g, _specs in self.groups], self.by_name, form)
+
+    def on_group_switch(self, data: Mapping[Any, Any]) -> dict[Any, Any]:
+        """The handler: ``{group accordion: visible update}`` from the widgets' values."""
+        shown = self.group_visibility(self.read_map(data))
+        return {acc: gr.update(visible=shown[g.name]) for acc, g, _specs in self.groups}
 
     def _sections(self, specs: list[FieldSpec], lang: str, tab: str, templates, per_row: int) -> None:
         for name, group in sections(specs, tab).items():
@@ -116,7 +186,8 @@ class FormView:
         labels: bool = False,
         flagged: set[str] | None = None,
     ) -> list[Any]:
-        """One update per widget: new values, validation messages next to the field, or help text.
+        """One update per widget: new values, validation messages next to the field, or help text (with
+        ``labels``: the label, help and choices' words in ``lang``, for a language switch).
 
         With ``flagged`` (the fields shown as invalid so far), only fields whose state changes are
         touched: re-rendering every widget on each keystroke is what makes a big form feel slow.
@@ -131,12 +202,23 @@ class FormView:
             if check is not None and touch:
                 errors = check.by_field.get(spec.name)
                 if errors:
-                    props["info"] = "⚠ " + " ".join(errors)
+                    props["info"] = _named(spec, "⚠ " + " ".join(errors))
                     props["elem_classes"] = ["tk-invalid"]
                 else:
                     props["info"] = help_text(spec, lang or "en")
                     props["elem_classes"] = []
             elif labels:
                 props["info"] = help_text(spec, lang or "en")
+            if labels:
+                props.update(_words(spec, lang or "en"))
             out.append(gr.update(**props) if props else gr.skip())
         return out
+
+
+def _words(spec: FieldSpec, lang: str) -> dict[str, Any]:
+    """The label and the choices' words of one widget in ``lang`` (its values unchanged)."""
+    props: dict[str, Any] = {"label": option_label(spec.name, lang)}
+    choices = choices_of(spec, lang)
+    if choices is not None:
+        props["choices"] = choices
+    return props

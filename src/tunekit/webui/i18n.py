@@ -41,6 +41,25 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "sec_multimodal": {"en": "Images, video and audio", "zh": "图像、视频与音频"},
     "sec_infer": {"en": "Generation", "zh": "生成参数"},
+    # the Train tab's tutorial groups (webui/groups.py), LLaMA Board's words
+    "sec_group_model": {"en": "Base model", "zh": "基座模型"},
+    "sec_group_data": {"en": "Data", "zh": "数据"},
+    "sec_group_stage": {"en": "Training stage", "zh": "训练阶段"},
+    "sec_group_method": {"en": "Finetuning method", "zh": "微调方法"},
+    "sec_group_quantization": {"en": "Quantization", "zh": "量化"},
+    "sec_group_acceleration": {"en": "Acceleration", "zh": "加速方式"},
+    "sec_group_rope": {"en": "RoPE scaling", "zh": "RoPE 插值"},
+    "sec_group_general": {"en": "General training parameters", "zh": "常用训练参数"},
+    "sec_group_other": {"en": "Other settings", "zh": "其它参数设置"},
+    "sec_group_freeze": {"en": "Freeze tuning settings", "zh": "部分参数微调设置"},
+    "sec_group_lora": {"en": "LoRA settings", "zh": "LoRA 参数设置"},
+    "sec_group_rlhf": {"en": "RLHF settings", "zh": "RLHF 参数设置"},
+    "sec_group_multimodal": {"en": "Multimodal settings", "zh": "多模态参数设置"},
+    "sec_group_galore": {"en": "GaLore settings", "zh": "GaLore 参数设置"},
+    "sec_group_apollo": {"en": "APOLLO settings", "zh": "APOLLO 参数设置"},
+    "sec_group_badam": {"en": "BAdam settings", "zh": "BAdam 参数设置"},
+    "sec_group_output": {"en": "Output and DeepSpeed", "zh": "输出与 DeepSpeed"},
+    "sec_group_trackers": {"en": "Experiment tracking (SwanLab)", "zh": "实验记录（SwanLab）"},
     "advanced": {"en": "Advanced (every other option)", "zh": "高级（其余全部参数）"},
     # train tab
     "datasets_refresh": {"en": "Reload dataset_info.json", "zh": "重新读取 dataset_info.json"},
@@ -133,6 +152,56 @@ TEXT: dict[str, dict[str, str]] = {
     "export_adapter": {"en": "Adapter(s) to merge", "zh": "要合并的适配器"},
     "export_btn": {"en": "Export", "zh": "导出"},
     "export_log": {"en": "Export log", "zh": "导出日志"},
+    # --- Evaluate & predict, Chat and Export standing on their own (tabs/source.py, eval.py, export.py, jobs.py)
+    "src_run_dir": {"en": "Run folder (its checkpoints)", "zh": "训练输出目录（检查点所在）"},
+    "src_checkpoint": {"en": "Checkpoint", "zh": "检查点"},
+    "src_refresh": {"en": "List checkpoints", "zh": "列出检查点"},
+    "src_use_train": {"en": "Use the Train tab's", "zh": "使用训练页的设置"},
+    "src_need_model": {
+        "en": "Set the model (a local folder or a hub id), or click “Use the Train tab's”.",
+        "zh": "请填写模型（本地目录或 Hub ID），或点击“使用训练页的设置”。",
+    },
+    "eval_nothing": {
+        "en": "Tick “Evaluate” or “Predict”: there is nothing to run.",
+        "zh": "请勾选“评估”或“预测”：当前没有可运行的内容。",
+    },
+    "loaded": {"en": "loaded", "zh": "已读取"},
+    "export_quant": {"en": "Quantized export", "zh": "量化导出"},
+    "export_needs": {"en": "needs", "zh": "需要安装"},
+    "export_verify_btn": {"en": "Verify export_dir", "zh": "校验导出目录"},
+    "export_need_dir": {"en": "Set export_dir: the folder to write.", "zh": "请填写 export_dir（导出目录）。"},
+    # --- live feedback and first-run defaults (board.py, guard.py, defaults.py, tabs/train.py's progress block)
+    "lr_plot": {"en": "Learning rate", "zh": "学习率"},
+    "prog_step": {"en": "step", "zh": "步数"},
+    "prog_epoch": {"en": "epoch", "zh": "轮数"},
+    "prog_elapsed": {"en": "elapsed", "zh": "已用时"},
+    "prog_eta": {"en": "ETA", "zh": "剩余时间"},
+    "prog_loss": {"en": "loss", "zh": "损失"},
+    "prog_eval_loss": {"en": "eval_loss", "zh": "验证损失"},
+    "state_running": {"en": "running", "zh": "运行中"},
+    "state_stopping": {"en": "stopping", "zh": "正在停止"},
+    "state_stopped": {"en": "stopped", "zh": "已停止"},
+    "state_finished": {"en": "finished", "zh": "已完成"},
+    "state_failed": {"en": "failed", "zh": "失败"},
+    "plan_this_machine": {"en": "this machine ({name})", "zh": "本机（{name}）"},
+    "plan_this_machine_cpu": {
+        "en": "this machine (no known GPU: memory only)",
+        "zh": "本机（未识别到 GPU：只估算显存）",
+    },
+    "first_run_every_step": {
+        "en": "logging_steps is 1: the run has {steps} steps (fewer than {limit}), so every step is logged and "
+        "plotted.",
+        "zh": "logging_steps 设为 1：本次训练共 {steps} 步（少于 {limit} 步），因此每一步都记录并绘入损失曲线。",
+    },
+    "first_run_folder_taken": {
+        "en": "{old} already holds a run: this one goes to {new}.",
+        "zh": "{old} 中已有一次训练：本次改为输出到 {new}。",
+    },
+    "handler_failed": {
+        "en": "This action could not be completed; the terminal running `tunekit webui` has the details.",
+        "zh": "此操作未能完成；详情见运行 `tunekit webui` 的终端。",
+    },
+    "handler_failed_because": {"en": "This action could not be completed: {reason}", "zh": "此操作未能完成：{reason}"},
 }
 
 

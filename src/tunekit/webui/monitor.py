@@ -1,4 +1,5 @@
-"""Read a run's progress from its files: ``trainer_log.jsonl``, the job log, the results files.
+"""Read a run's progress from its files: ``trainer_log.jsonl``, the job log, the results files; the live charts'
+data and the progress bar drawn from them.
 
 Reading files (not the trainer's memory) is what lets a refreshed page, or a new board, show a run.
 """
@@ -6,11 +7,15 @@ Reading files (not the trainer's memory) is what lets a refreshed page, or a new
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .i18n import t
+
 TRAINER_LOG = "trainer_log.jsonl"
+LOSS_SERIES = ("loss", "eval_loss")  # the loss chart's lines, in legend order
 
 
 def read_trainer_log(output_dir: str | Path) -> list[dict[str, Any]]:
@@ -60,14 +65,68 @@ def progress_of(records: list[dict[str, Any]]) -> Progress:
     return p
 
 
+def final_progress(prog: Progress, results: dict[str, Any], state: str) -> Progress:
+    """A training run that ended: its last step, epoch and run time from ``train_results.json``.
+
+    The log has a line only every ``logging_steps`` steps, so a 12-step run logging every 5 ends at "step 10"
+    in it; the results file the run writes at its end has the step it reached (``total_steps``)."""
+    steps = results.get("total_steps")
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        return prog
+    p = replace(prog, step=max(prog.step, steps), eta_s=0.0)
+    if state == "finished" or not p.total:
+        p.total = max(p.total, p.step)
+    for key, attr in (("epoch", "epoch"), ("train_runtime", "elapsed_s")):
+        if _number(results.get(key)):
+            setattr(p, attr, float(results[key]))
+    return p
+
+
+def train_results(output_dir: str | Path, since: float = 0.0) -> dict[str, Any]:
+    """``train_results.json`` when it was written at or after ``since`` (a file left by an earlier run in the same
+    folder is not this run's), else ``{}``."""
+    path = Path(output_dir) / "train_results.json"
+    try:
+        if path.stat().st_mtime < since - 1.0:
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def loss_points(records: list[dict[str, Any]]) -> list[tuple[int, float, str]]:
     """``(step, value, series)`` for the training loss and the eval loss."""
     points = []
     for rec in records:
-        for key in ("loss", "eval_loss"):
-            if isinstance(rec.get(key), (int, float)) and "step" in rec:
+        for key in LOSS_SERIES:
+            if _number(rec.get(key)) and "step" in rec:
                 points.append((int(rec["step"]), float(rec[key]), key))
     return points
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def loss_frame(records: list[dict[str, Any]]):
+    """The loss chart's data: numeric ``step`` and ``value`` columns and a ``series`` column (loss, eval_loss), in
+    step order. Numeric dtypes even with no rows: the chart fixes its axis types from the first data it gets, and
+    an empty frame of text columns would make both axes categorical for the whole run."""
+    import pandas as pd  # only the running board draws charts
+
+    rank = {key: i for i, key in enumerate(LOSS_SERIES)}
+    rows = sorted(loss_points(records), key=lambda p: (p[0], rank[p[2]]))
+    frame = pd.DataFrame(rows, columns=["step", "value", "series"])
+    return frame.astype({"step": "int64", "value": "float64", "series": "object"})
+
+
+def lr_frame(records: list[dict[str, Any]]):
+    """The learning-rate chart's data: numeric ``step`` and ``learning_rate`` columns, in step order."""
+    import pandas as pd
+
+    rows = sorted((int(r["step"]), float(r["lr"])) for r in records if "step" in r and _number(r.get("lr")))
+    return pd.DataFrame(rows, columns=["step", "learning_rate"]).astype({"step": "int64", "learning_rate": "float64"})
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -124,3 +183,29 @@ def read_results(output_dir: str | Path) -> dict[str, Any]:
         if isinstance(data, dict):
             merged.update(data)
     return merged
+
+
+def progress_html(prog, state: str = "idle", lang: str = "en") -> str:
+    """The progress bar: step / total, epoch, elapsed, ETA (0 once the run finished), the last losses."""
+    if prog is None:
+        return (
+            '<div id="tk-progress-bar" class="tk-progress" data-state="idle">'
+            '<div class="tk-bar" style="width:0%"></div><span>-</span></div>'
+        )
+    pct = 100.0 if state == "finished" and prog.total and prog.step >= prog.total else 100.0 * prog.fraction
+    parts = [f"{t('prog_step', lang)} {prog.step}/{prog.total or '?'}"]
+    if prog.epoch is not None:
+        parts.append(f"{t('prog_epoch', lang)} {prog.epoch:.2f}")
+    if prog.elapsed_s is not None:
+        parts.append(f"{t('prog_elapsed', lang)} {format_seconds(prog.elapsed_s)}")
+    if state in ("running", "finished"):
+        parts.append(f"{t('prog_eta', lang)} {format_seconds(prog.eta_s if state == 'running' else 0)}")
+    if prog.loss is not None:
+        parts.append(f"{t('prog_loss', lang)} {prog.loss:.4f}")
+    if prog.eval_loss is not None:
+        parts.append(f"{t('prog_eval_loss', lang)} {prog.eval_loss:.4f}")
+    return (
+        f'<div id="tk-progress-bar" class="tk-progress" data-state="{state}" data-step="{prog.step}" '
+        f'data-total="{prog.total}"><div class="tk-bar" style="width:{pct:.1f}%"></div>'
+        f"<span>{' · '.join(parts)}</span></div>"
+    )

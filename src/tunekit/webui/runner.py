@@ -38,6 +38,7 @@ class Job:
     proc: subprocess.Popen | None = None
     returncode: int | None = None
     stop_requests: int = 0
+    started: float = field(default_factory=time.time)  # files written before this are not this job's
 
     @property
     def running(self) -> bool:

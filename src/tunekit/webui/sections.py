@@ -3,7 +3,9 @@
 An option lands in its schema group's accordion on the Train tab, so a new option or a new group needs
 no board code. An option declared with its own section (``option(section=...)`` in ``config/options/``: LoRA
 and freeze out of "stage and method"; quantization and acceleration out of "model") lands in that section's
-accordion; the generation and export groups go to the Chat and Export tabs.
+accordion; the generation and export groups go to the Chat and Export tabs. On the Train tab the options of the
+tutorial's groups (:mod:`tunekit.webui.groups`) come first, in those groups; the sections here hold the rest, under
+"Advanced".
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from .fields import FieldSpec
+from .groups import grouped_names
 from .i18n import TEXT, t
 
 # Sections in display order; groups not listed follow in schema order.
@@ -29,27 +32,9 @@ SECTION_ORDER = (
 )
 OPEN_SECTIONS = ("model", "data", "method", "training")
 
-# The Train tab's basic mode: what the tutorials set and tune, in display order. Every other option is under
-# the closed "Advanced" accordion (in its section). dataset_dir is here because the dataset picker lists it;
-# max_steps for a quick first run.
-BASIC_FIELDS = (
-    "model_name_or_path",
-    "template",
-    "dataset_dir",
-    "dataset",
-    "stage",
-    "finetuning_type",
-    "learning_rate",
-    "num_train_epochs",
-    "max_steps",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "cutoff_len",
-    "lora_rank",
-    "lora_alpha",
-    "lora_target",
-    "output_dir",
-)
+# The Train tab's basic mode: the tutorial's parameter groups (LLaMA Board's, webui/groups.py), in display order.
+# Every other option is under the closed "Advanced" accordion (in its section).
+BASIC_FIELDS = grouped_names()
 
 # Groups shown on other tabs instead of Train.
 TAB_OF_GROUP = {"infer": "chat", "export": "export"}

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tunekit.config import Config, build_config
-from tunekit.config.problems import problems_text
+from tunekit.config.lists import split_list
+from tunekit.config.problems import Problem, problems_text
 from tunekit.config.schema import run_problems
 from tunekit.errors import ConfigError
 from tunekit.train.engines import distributed
@@ -49,10 +50,28 @@ def validate(values: Mapping[str, Any]) -> Validation:
         cfg = build_config(dict(values), dict.fromkeys(values, "in the form"))
     except ConfigError as exc:
         return Validation(None, str(exc), problems_by_field(exc.problems))
-    problems = list(run_problems(cfg))
+    problems = [*run_problems(cfg), *repeated_datasets(cfg)]
     if problems:
         return Validation(None, problems_text(problems), problems_by_field(problems))
     return Validation(cfg)
+
+
+def repeated_datasets(cfg: Config) -> list[Problem]:
+    """A dataset picked twice (the board's pickers list each dataset once; ``tunekit train dataset=a,a`` from a shell
+    is not refused, a deliberate way to read a dataset twice)."""
+    out = []
+    for option in ("dataset", "eval_dataset"):
+        names = split_list(getattr(cfg, option))
+        twice = [name for i, name in enumerate(names) if name in names[:i]]
+        if twice:
+            out.append(
+                Problem(
+                    f"{option}: '{twice[0]}' is chosen twice, so a run would read its samples twice: pick each "
+                    f"dataset once.",
+                    (option,),
+                )
+            )
+    return out
 
 
 def check_deepspeed(check: Validation, workspace: str | Path) -> Validation:

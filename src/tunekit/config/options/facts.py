@@ -38,6 +38,7 @@ NOTES: dict[str, dict[str, str]] = {
     },
 }
 NEEDS = {"en": "needs {switch}: true", "zh": "需要 {switch}: true"}
+DEFAULT_WORD = {"en": "default", "zh": "默认"}
 
 
 @dataclass(frozen=True)
@@ -101,4 +102,5 @@ def option_help(description: str, default: Any, facts: OptionFacts, lang: str = 
     """One option's help line: ``description (note) [default: value]`` (CLI help and the board; ``description`` in
     ``lang``)."""
     note, shown = option_note(facts, lang), format_default(default)
-    return description + (f" ({note})" if note else "") + (f" [default: {shown}]" if shown else "")
+    word = DEFAULT_WORD.get(lang, DEFAULT_WORD["en"])
+    return description + (f" ({note})" if note else "") + (f" [{word}: {shown}]" if shown else "")

@@ -13,6 +13,8 @@ from typing import Any
 
 import gradio as gr
 
+from tunekit.errors import TunekitError
+
 from ..board import Board
 from ..i18n import t
 from ..validation import Validation
@@ -59,9 +61,16 @@ def template_dropdown(page: Page, elem_id: str):
     )
 
 
-def model_values(model: str | None, adapter: str | None, template: str | None) -> dict[str, Any]:
-    """The options the Chat and Export tabs' own model / adapter / template boxes set."""
-    vals: dict[str, Any] = {"model_name_or_path": model or None, "template": template or None}
-    if adapter:
-        vals["adapter_name_or_path"] = adapter
-    return vals
+def follow_train_load(page: Page, train, form) -> None:
+    """The Train tab's "Load YAML" also sets ``form``'s options that the Train form lacks (the generation options of
+    the Chat and Evaluate & predict tabs): a loaded config's ``max_new_tokens`` is not lost. ``train``: the Train tab
+    (its ``load_btn`` and ``config_path``); ``form``: a :class:`~tunekit.webui.form.FormView`."""
+
+    def on_train_load(path):
+        try:
+            values = page.board.load_yaml(path, "chat")
+        except TunekitError:
+            return gr.skip()  # the Train tab says what is wrong with the file
+        return form.update_map(values={k: v for k, v in values.items() if k in form.comps})
+
+    train.load_btn.click(on_train_load, inputs=train.config_path, outputs=form.inputs, api_visibility="private")

@@ -1,5 +1,6 @@
-"""The Chat tab: load a model (and adapter) once, then stream replies with the generation options; an uploaded
-image goes with the next message (a vision-language model; :meth:`tunekit.webui.chat.ChatSession.turn`)."""
+"""The Chat tab: load a model (its own model / adapter / checkpoint boxes, or the Train tab's in one click) once,
+then stream replies with the tab's generation options; an uploaded image goes with the next message (a
+vision-language model; :meth:`tunekit.webui.chat.ChatSession.turn`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tunekit.infer.engine import GEN_OPTIONS
 from ..chat import new_conversation
 from ..form import FormView
 from ..i18n import t
-from . import Page, model_values, template_dropdown
+from . import Page, follow_train_load
+from . import source as model_source
 
 # The per-call generation options the Chat tab's form sets. Not ``seed``: the option of that name is the
 # training seed (generation reads generation_seed from the config); ``stop`` is not an option of the form.
@@ -23,10 +25,7 @@ CHAT_GEN_KEYS = tuple(k for k in GEN_OPTIONS if k not in ("seed", "stop"))
 
 @dataclass
 class ChatTab:
-    model: Any
-    adapter: Any
-    template: Any
-    use_trained: Any
+    source: model_source.ModelSource
     load_btn: Any
     unload_btn: Any
     info: Any
@@ -44,12 +43,8 @@ def build(page: Page) -> ChatTab:
     lang, L = page.lang, page.label
     with gr.Tab(t("tab_chat", lang), id="chat", elem_id="tk-tab-chat") as tab:
         L(tab, "tab_chat")
+        src = model_source.build(page, "chat")
         with gr.Row():
-            model = L(gr.Textbox(label=t("chat_model", lang), elem_id="tk-chat-model"), "chat_model")
-            adapter = L(gr.Textbox(label=t("chat_adapter", lang), elem_id="tk-chat-adapter"), "chat_adapter")
-            template = template_dropdown(page, "tk-chat-template")
-        with gr.Row():
-            use_trained = gr.Button("← Train", size="sm", elem_id="tk-chat-use-trained")
             load_btn = L(
                 gr.Button(t("chat_load", lang), variant="primary", elem_id="tk-chat-load"), "chat_load", "value"
             )
@@ -77,10 +72,7 @@ def build(page: Page) -> ChatTab:
         )
         conversation = gr.State(new_conversation())
     return ChatTab(
-        model,
-        adapter,
-        template,
-        use_trained,
+        src,
         load_btn,
         unload_btn,
         info,
@@ -95,17 +87,20 @@ def build(page: Page) -> ChatTab:
     )
 
 
-def wire(page: Page, tab: ChatTab) -> None:
+def wire(page: Page, tab: ChatTab, train=None) -> None:
+    """``train``: the Train tab (its form for "Use the Train tab's"; its Load also sets the generation options)."""
     board = page.board
+    model_source.wire(page, tab.source, train.form if train is not None else None)
+    if train is not None:
+        follow_train_load(page, train, tab.form)
 
     def on_load(data):
-        vals = model_values(data[tab.model], data[tab.adapter], data[tab.template])
-        vals.update(board.values(tab.form.read_map(data)))
-        check = board.validate({k: v for k, v in vals.items() if v is not None})
+        vals = {**tab.source.values(data), **board.values(tab.form.read_map(data))}
+        check = board.validate(vals)
         if not check.ok:
             return f"⚠ {check.message}"
         if not check.config.model_name_or_path:
-            return "⚠ set the model folder first"
+            return f"⚠ {t('src_need_model', data[page.lang_radio])}"
         try:
             desc = board.chat.load(check.config)
         except TunekitError as exc:
@@ -116,7 +111,7 @@ def wire(page: Page, tab: ChatTab) -> None:
 
     tab.load_btn.click(
         on_load,
-        inputs={tab.model, tab.adapter, tab.template, *tab.form.inputs},
+        inputs={*tab.source.inputs, *tab.form.inputs, page.lang_radio},
         outputs=tab.info,
         api_visibility="private",
     )

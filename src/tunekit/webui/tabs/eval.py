@@ -1,94 +1,218 @@
-"""The Evaluate & predict tab: ``tunekit train`` with ``do_train: false`` on the Train tab's options, and
-every metric evaluation and prediction wrote (loss, BLEU, ROUGE, ...)."""
+"""The Evaluate & predict tab: ``tunekit train do_train=false`` from the tab's own fields only (model / adapter /
+checkpoint, data, generation options, output folder), its command as run, and its own status, results (loss,
+BLEU, ROUGE, ...) and log. Nothing of the Train tab goes into its command unless "Use the Train tab's" copied it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
 from tunekit.config.secrets import mask_secrets
+from tunekit.errors import TunekitError
 
+from ..board import Board
 from ..command import command_line
+from ..form import FormView
 from ..i18n import t
-from . import Page, errors_md
+from ..paths import safe_message
+from . import Page, errors_md, follow_train_load
+from . import jobs as job_area
+from . import source as model_source
+
+# The tab's own options (schema fields, so their help and rules are the schema's).
+DATA_FIELDS = ("dataset_dir", "eval_dataset", "cutoff_len", "max_samples", "per_device_eval_batch_size")
+RUN_FIELDS = ("do_eval", "do_predict", "output_dir")
+GEN_FIELDS = ("max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "num_beams", "repetition_penalty")
+# What "Use the Train tab's" copies besides the model: the data (eval_dataset, else the training dataset).
+TRAIN_DATA_KEYS = ("dataset_dir", "dataset", "eval_dataset", "cutoff_len")
 
 
 @dataclass
 class EvalTab:
-    adapter: Any
-    dataset: Any
-    output_dir: Any
-    do_eval: Any
-    do_predict: Any
+    source: model_source.ModelSource
+    data: FormView  # dataset_dir, eval_dataset, cutoff_len, ...
+    run: FormView  # do_eval, do_predict, output_dir
+    gen: FormView  # generation options (do_predict)
+    config_path: Any
+    load_btn: Any
+    preview_btn: Any
     run_btn: Any
+    stop_btn: Any
     command: Any
     errors: Any
-    status: Any
-    results: Any
+    area: job_area.JobArea
+
+    @property
+    def forms(self) -> list[FormView]:
+        return [self.data, self.run, self.gen]
+
+    @property
+    def inputs(self) -> list[Any]:
+        return [*self.source.inputs, *(c for f in self.forms for c in f.inputs)]
+
+    def read(self, data: Mapping[Any, Any]) -> dict[str, Any]:
+        """The tab's form as ``{option: value}`` (its own fields only)."""
+        return {k: v for f in self.forms for k, v in f.read_map(data).items()}
+
+
+def _form(page: Page, names: tuple[str, ...], per_row: int) -> FormView:
+    """The named options' widgets, ids ``tk-eval-field-<name>`` (the Train tab has ``tk-field-<name>``)."""
+    by_name = {s.name: s for s in page.board.specs}
+    form = FormView([by_name[n] for n in names])
+    form.render_flat(page.lang, per_row=per_row)
+    for name, comp in form.comps.items():
+        comp.elem_id = f"tk-eval-field-{name}"
+    return form
 
 
 def build(page: Page) -> EvalTab:
     lang, L = page.lang, page.label
     with gr.Tab(t("tab_eval", lang), id="eval", elem_id="tk-tab-eval") as tab:
         L(tab, "tab_eval")
+        src = model_source.build(page, "eval")
+        data = _form(page, DATA_FIELDS, per_row=5)
+        run = _form(page, RUN_FIELDS, per_row=3)
+        run["do_eval"].value = True  # the tab's first use: evaluate the loss
+        with gr.Accordion(t("sec_infer", lang), open=True, elem_id="tk-eval-gen") as acc:
+            L(acc, "sec_infer")
+            gen = _form(page, GEN_FIELDS, per_row=4)
         with gr.Row():
-            adapter = L(gr.Textbox(label=t("chat_adapter", lang), elem_id="tk-eval-adapter"), "chat_adapter")
-            dataset = gr.Dropdown(
-                choices=[], multiselect=True, allow_custom_value=True, label="eval_dataset", elem_id="tk-eval-dataset"
+            config_path = L(
+                gr.Textbox(label=t("config_path", lang), scale=3, elem_id="tk-eval-config-path"), "config_path"
             )
-            output_dir = L(gr.Textbox(label=t("eval_output_dir", lang), elem_id="tk-eval-out"), "eval_output_dir")
+            load_btn = L(gr.Button(t("load_btn", lang), elem_id="tk-eval-load", scale=1), "load_btn", "value")
         with gr.Row():
-            do_eval = L(gr.Checkbox(value=True, label=t("eval_do_eval", lang), elem_id="tk-do-eval"), "eval_do_eval")
-            do_predict = L(
-                gr.Checkbox(value=False, label=t("eval_do_predict", lang), elem_id="tk-do-predict"), "eval_do_predict"
-            )
+            preview_btn = L(gr.Button(t("preview_btn", lang), elem_id="tk-eval-preview"), "preview_btn", "value")
             run_btn = L(gr.Button(t("eval_btn", lang), variant="primary", elem_id="tk-eval-btn"), "eval_btn", "value")
+            stop_btn = L(gr.Button(t("stop_btn", lang), variant="stop", elem_id="tk-eval-stop"), "stop_btn", "value")
         command = L(
             gr.Code(
-                language="shell",
-                label=t("command", lang),
-                lines=2,
-                max_lines=8,
-                interactive=False,
-                elem_id="tk-eval-command",
-                wrap_lines=True,
+                language="shell", label=t("command", lang), lines=2, max_lines=8, interactive=False,
+                elem_id="tk-eval-command", wrap_lines=True,
             ),
             "command",
-        )
+        )  # fmt: skip
         errors = gr.Markdown(elem_id="tk-eval-errors")
-        status = gr.Markdown(elem_id="tk-eval-status")
-        results = L(gr.JSON(label=t("eval_results", lang), elem_id="tk-eval-results"), "eval_results")
-    return EvalTab(adapter, dataset, output_dir, do_eval, do_predict, run_btn, command, errors, status, results)
+        area = job_area.build(page, "eval", ("eval",), results=True)
+    return EvalTab(src, data, run, gen, config_path, load_btn, preview_btn, run_btn, stop_btn, command, errors, area)
 
 
-def wire(page: Page, tab: EvalTab, form) -> None:
-    """``form``: the Train tab's :class:`~tunekit.webui.form.FormView` (the run's options)."""
-    board = page.board
+def eval_values(board: Board, source: Mapping[str, Any], form: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``tunekit train`` options of an evaluation: the tab's model, ``do_train: false``, then the options its
+    fields set (schema order); ``output_dir`` a fresh ``saves/<model>/<method>/eval_<time>`` when left empty."""
+    vals = {**source, "do_train": False, **board.values(form)}
+    if not vals.get("output_dir"):
+        vals["output_dir"] = board.default_output_dir(source, "eval")
+    return vals
 
-    def on_eval(data):
-        lang = data[page.lang_radio]
-        vals = board.eval_values(
-            form.read_map(data),
-            data[tab.adapter],
-            data[tab.dataset],
-            data[tab.output_dir],
-            bool(data[tab.do_eval]),
-            bool(data[tab.do_predict]),
-        )
-        check = board.validate(vals)
-        out = {tab.command: command_line(mask_secrets(vals)), tab.output_dir: vals["output_dir"], tab.errors: ""}
-        if not check.ok:
-            return {**out, tab.errors: errors_md(check, lang)}
-        if board.runner.busy:
-            return {**out, tab.errors: f"⚠ {t('busy', lang)}"}
-        board.start_job("train", vals, vals["output_dir"], kind="eval")
-        return out
 
-    inputs = {*form.inputs, tab.adapter, tab.dataset, tab.output_dir, tab.do_eval, tab.do_predict, page.lang_radio}
-    page.then_wake(
-        tab.run_btn.click(
-            on_eval, inputs=inputs, outputs=[tab.errors, tab.command, tab.output_dir], api_visibility="private"
-        )
+def train_data(train: Mapping[str, Any]) -> dict[str, Any]:
+    """The Train tab's data as this tab's fields take it: its eval_dataset, else its training dataset."""
+    out = {k: train[k] for k in ("dataset_dir", "cutoff_len") if k in train}
+    out["eval_dataset"] = train.get("eval_dataset") or train.get("dataset") or []
+    return out
+
+
+def loaded_values(board: Board, path: str) -> dict[str, Any]:
+    """A YAML/JSON config's values for this tab's fields (generation options included); do_eval / do_predict
+    only when the file asks for one of them (a training config leaves the ticks as they are)."""
+    form = {**board.load_yaml(path), **board.load_yaml(path, "chat")}
+    names = (*DATA_FIELDS, *RUN_FIELDS, *GEN_FIELDS, "model_name_or_path", "adapter_name_or_path", "template")
+    out = {k: form[k] for k in names if k in form}
+    if not (out.get("do_eval") or out.get("do_predict")):
+        out.pop("do_eval", None)
+        out.pop("do_predict", None)
+    return out
+
+
+def wire(page: Page, tab: EvalTab, train=None, demo=None) -> None:
+    """``train``: the Train tab ("Use the Train tab's" reads its form; its Load also sets the generation options)."""
+    board, src = page.board, tab.source
+    model_source.wire(
+        page,
+        src,
+        train.form if train is not None else None,
+        keys=TRAIN_DATA_KEYS,
+        also=lambda values: {tab.data[k]: v for k, v in train_data(values).items()},
+        outputs=[tab.data[k] for k in ("dataset_dir", "eval_dataset", "cutoff_len")],
     )
+    if train is not None:
+        follow_train_load(page, train, tab.gen)
+
+    def prepared(data):
+        lang = data[page.lang_radio]
+        vals = eval_values(board, src.values(data), tab.read(data))
+        check = board.validate(vals)
+        if check.ok and not check.config.model_name_or_path:
+            return vals, check, f"⚠ {t('src_need_model', lang)}"
+        if check.ok and not (check.config.do_eval or check.config.do_predict):
+            return vals, check, f"⚠ {t('eval_nothing', lang)}"
+        return vals, check, errors_md(check, lang) if not check.ok else ""
+
+    def on_preview(data):
+        vals, check, problem = prepared(data)
+        return {
+            tab.command: command_line(mask_secrets(vals)),
+            tab.errors: problem or errors_md(check, data[page.lang_radio]),
+        }
+
+    def on_run(data):
+        vals, check, problem = prepared(data)
+        out = {tab.command: command_line(mask_secrets(vals)), tab.run["output_dir"]: vals["output_dir"]}
+        if problem:
+            return {**out, tab.errors: problem}
+        if board.runner.busy:
+            return {**out, tab.errors: f"⚠ {t('busy', data[page.lang_radio])}"}
+        board.start_job("train", vals, vals["output_dir"], kind="eval")
+        return {**out, tab.errors: ""}
+
+    def on_load(data):
+        lang = data[page.lang_radio]
+        try:
+            got = loaded_values(board, data[tab.config_path])
+        except TunekitError as exc:
+            return {tab.errors: f"**{t('invalid', lang)}**\n\n```\n{safe_message(str(exc))}\n```"}
+        return {**fill(tab, got), tab.errors: f"✓ {t('loaded', lang)} {data[tab.config_path]}"}
+
+    inputs = {*tab.inputs, page.lang_radio}
+    tab.preview_btn.click(on_preview, inputs=inputs, outputs=[tab.command, tab.errors], api_visibility="private")
+    job_area.then_wake(
+        page,
+        tab.area,
+        tab.run_btn.click(
+            on_run, inputs=inputs, outputs=[tab.command, tab.run["output_dir"], tab.errors], api_visibility="private"
+        ),
+    )
+    tab.load_btn.click(
+        on_load,
+        inputs={tab.config_path, page.lang_radio},
+        outputs=[*tab.inputs, tab.errors],
+        api_visibility="private",
+    )
+    _wire_datasets(page, tab, demo)
+    job_area.wire(page, tab.area, demo, stop=tab.stop_btn)
+
+
+def fill(tab: EvalTab, values: Mapping[str, Any]) -> dict[Any, Any]:
+    """``{component: value}`` setting the tab's fields to ``values`` (options by name)."""
+    src = tab.source
+    boxes = {"model_name_or_path": src.model, "adapter_name_or_path": src.adapter, "template": src.template}
+    out = {boxes[k]: values[k] or "" for k in boxes if k in values}
+    for form in tab.forms:
+        out.update({form[k]: v for k, v in values.items() if k in form.comps})
+    return out
+
+
+def _wire_datasets(page: Page, tab: EvalTab, demo) -> None:
+    """The eval_dataset picker lists the tab's own dataset_dir (on a change, and when the page opens)."""
+    board, folder, picker = page.board, tab.data["dataset_dir"], tab.data["eval_dataset"]
+
+    def names(dataset_dir):
+        return gr.update(choices=board.dataset_names(dataset_dir))
+
+    folder.change(names, inputs=folder, outputs=picker, api_visibility="private")
+    if demo is not None:
+        demo.load(names, inputs=folder, outputs=picker, api_visibility="private")

@@ -18,6 +18,9 @@ from ..paths import safe_message
 from ..sections import BASIC_FIELDS
 from ..validation import Validation
 from . import Page, errors_md
+from . import train_live as live
+from . import train_pickers as pick
+from .train_live import wire_first_run
 
 
 @dataclass
@@ -29,12 +32,15 @@ class TrainTab:
     samples_out: Any
     samples_gallery: Any  # thumbnails of the previewed samples' images
     samples_media: Any  # their images / videos / audios and media token counts
+    model_note: Any  # one line: the template chosen from the model folder, and why
+    auto_template: Any  # gr.State: the template the board set from the model folder ("" when the user chose)
     config_path: Any
     overwrite: Any
     save_btn: Any
     load_btn: Any
     preview_btn: Any
     start_btn: Any
+    start_reason: Any  # why Start is off ("" when it is on)
     stop_btn: Any
     errors: Any
     gpu: Any
@@ -47,6 +53,7 @@ class TrainTab:
     progress: Any
     status: Any
     loss_plot: Any
+    lr_plot: Any
     loss_png: Any
     log: Any
     flagged: Any  # gr.State: the fields shown as invalid on this page
@@ -67,6 +74,7 @@ def build(page: Page) -> TrainTab:
 def _form_column(page: Page) -> dict[str, Any]:
     lang, L = page.lang, page.label
     form = FormView(page.board.tab_specs("train"))
+    model_note = gr.Markdown(elem_id="tk-model-note")  # beside the model and template fields (the form's first row)
     form.render(lang, "train", page.templates, basic=BASIC_FIELDS)
     if form.advanced is not None:
         L(form.advanced, "advanced")
@@ -118,8 +126,11 @@ def _form_column(page: Page) -> dict[str, Any]:
     flagged = gr.State(
         []
     )  # inside the column: a State as a direct child of a gr.Tab makes Gradio 6 duplicate tab labels
+    auto_template = gr.State("")
     return dict(
         flagged=flagged,
+        model_note=model_note,
+        auto_template=auto_template,
         form=form,
         ds_refresh=ds_refresh,
         samples_n=samples_n,
@@ -138,17 +149,18 @@ def _side_column(page: Page) -> dict[str, Any]:
     lang, L = page.lang, page.label
     with gr.Row():
         preview_btn = L(gr.Button(t("preview_btn", lang), elem_id="tk-preview"), "preview_btn", "value")
-        start_btn = L(gr.Button(t("start_btn", lang), variant="primary", elem_id="tk-start"), "start_btn", "value")
+        start_btn = L(pick.start_button(page), "start_btn", "value")  # off, with its reason, until the form is valid
         stop_btn = L(gr.Button(t("stop_btn", lang), variant="stop", elem_id="tk-stop"), "stop_btn", "value")
+    start_reason = gr.Markdown(pick.initial_reason(page), elem_id="tk-start-reason")
     errors = gr.Markdown(elem_id="tk-errors")
     with gr.Accordion(t("plan_title", lang), open=True, elem_id="tk-plan") as plan_acc:
         L(plan_acc, "plan_title")
         with gr.Row():
-            gpu_choices = [(t("plan_no_gpu", lang), adapters.NO_GPU)] + [(n, n) for n in adapters.gpu_choices()]
+            gpu_choices, this_machine = page.board.plan_devices(lang)  # "this machine" first, and chosen
             gpu = L(
                 gr.Dropdown(
                     choices=gpu_choices,
-                    value=adapters.detected_gpu(),
+                    value=this_machine,
                     label=t("plan_gpu", lang),
                     allow_custom_value=True,
                     elem_id="tk-plan-gpu",
@@ -176,25 +188,10 @@ def _side_column(page: Page) -> dict[str, Any]:
         gr.Code(language="yaml", label=t("yaml", lang), lines=4, max_lines=16, interactive=False, elem_id="tk-yaml"),
         "yaml",
     )
-    progress = gr.HTML(page.board.job_view(lang)["html"], elem_id="tk-progress")
-    status = gr.Markdown(elem_id="tk-status")
-    loss_plot = L(
-        gr.LinePlot(
-            x="step", y="value", color="series", label=t("loss_plot", lang), elem_id="tk-loss-plot", height=260
-        ),
-        "loss_plot",
-    )
-    loss_png = L(
-        gr.Image(label=t("loss_png", lang), type="filepath", elem_id="tk-loss-png", interactive=False, height=260),
-        "loss_png",
-    )
-    log = L(
-        gr.Textbox(label=t("log", lang), lines=10, max_lines=10, interactive=False, elem_id="tk-log", autoscroll=True),
-        "log",
-    )
     return dict(
         preview_btn=preview_btn,
         start_btn=start_btn,
+        start_reason=start_reason,
         stop_btn=stop_btn,
         errors=errors,
         gpu=gpu,
@@ -204,11 +201,7 @@ def _side_column(page: Page) -> dict[str, Any]:
         autofit_btn=autofit_btn,
         command=command,
         yaml=yaml,
-        progress=progress,
-        status=status,
-        loss_plot=loss_plot,
-        loss_png=loss_png,
-        log=log,
+        **live.run_view(page),
     )
 
 
@@ -233,6 +226,8 @@ def wire(page: Page, tab: TrainTab) -> None:
     _wire_run(page, tab)
     _wire_files(page, tab)
     _wire_data(page, tab)
+    pick.wire(page, tab)
+    wire_first_run(page, tab)
 
 
 def _wire_checks(page: Page, tab: TrainTab) -> None:
@@ -246,6 +241,7 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
             **form.update_map(check=check, lang=lang, flagged=set(data[tab.flagged] or ())),
             tab.errors: errors_md(check, lang),
             tab.flagged: sorted(check.by_field),
+            **pick.start_update(page, tab, check, lang),
         }
 
     def on_plan(data):
@@ -275,7 +271,7 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
         edits,
         on_edit,
         inputs={*form.inputs, page.lang_radio, tab.flagged},
-        outputs=[*form.inputs, tab.errors, tab.flagged],
+        outputs=[*form.inputs, tab.errors, tab.flagged, tab.start_btn, tab.start_reason],
         trigger_mode="always_last",
         show_progress="hidden",
         concurrency_id="validate",
@@ -303,27 +299,32 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
     board, form = page.board, tab.form
 
     def on_preview(data):
-        lang, values = data[page.lang_radio], board.with_output_dir(form.read_map(data))
-        check, cmd, yml = board.preview(values)
+        lang = data[page.lang_radio]
+        values, filled, notes = board.fill_run(form.read_map(data), lang)  # output folder, logging (and why)
+        check, cmd, yml = board.preview(values, notes=notes)
         return {
-            **form.update_map(values={"output_dir": values.get("output_dir")}, check=check, lang=lang),
+            **form.update_map(values=filled, check=check, lang=lang),
             tab.errors: errors_md(check, lang),
             tab.command: cmd,
             tab.yaml: yml,
         }
 
     def on_start(data):
-        lang, values = data[page.lang_radio], board.with_output_dir(form.read_map(data))
-        check, cmd, yml = board.preview(values)
+        lang = data[page.lang_radio]
+        values, filled, notes = board.fill_run(form.read_map(data), lang)
+        check, cmd, yml = board.preview(values, notes=notes)
         shown = {tab.command: cmd, tab.yaml: yml}
         if board.runner.busy:
             return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {t('busy', lang)}", **shown}
+        gate = pick.start_update(page, tab, check, lang)
+        if gate[tab.start_reason]:  # the button is off; a client calling the event anyway gets the reason
+            return {**form.update_map(check=check, lang=lang), tab.errors: errors_md(check, lang), **shown, **gate}
         try:
             check, _job = board.start_train(values)
         except (OSError, RuntimeError, ValueError) as exc:
             return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {exc}", **shown}
         return {
-            **form.update_map(values={"output_dir": values.get("output_dir")}, check=check, lang=lang),
+            **form.update_map(values=filled, check=check, lang=lang),
             tab.errors: errors_md(check, lang),
             **shown,
         }
@@ -331,7 +332,8 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
     inputs = {*form.inputs, page.lang_radio}
     outputs = [*form.inputs, tab.errors, tab.command, tab.yaml]
     tab.preview_btn.click(on_preview, inputs=inputs, outputs=outputs, api_visibility="private")
-    page.then_wake(tab.start_btn.click(on_start, inputs=inputs, outputs=outputs, api_visibility="private"))
+    start_outputs = [*outputs, tab.start_btn, tab.start_reason]
+    page.then_wake(tab.start_btn.click(on_start, inputs=inputs, outputs=start_outputs, api_visibility="private"))
     page.then_wake(tab.stop_btn.click(lambda: board.runner.stop() and None, api_visibility="private"))
 
 
@@ -358,7 +360,8 @@ def _wire_files(page: Page, tab: TrainTab) -> None:
         except TunekitError as exc:
             return {tab.errors: f"**{t('invalid', lang)}**\n\n```\n{safe_message(str(exc))}\n```"}
         check = board.validate(board.values(new_form))
-        return {**form.update_map(values=new_form, check=check, lang=lang), tab.errors: f"✓ loaded {path}"}
+        loaded = {tab.errors: f"✓ loaded {path}", tab.auto_template: ""}  # its template is the file's, kept
+        return {**form.update_map(values=new_form, check=check, lang=lang), **loaded}
 
     tab.save_btn.click(
         on_save,
@@ -369,13 +372,13 @@ def _wire_files(page: Page, tab: TrainTab) -> None:
     tab.load_btn.click(
         on_load,
         inputs={tab.config_path, page.lang_radio},
-        outputs=[*form.inputs, tab.errors],
+        outputs=[*form.inputs, tab.errors, tab.auto_template],
         api_visibility="private",
     )
 
 
 def _wire_data(page: Page, tab: TrainTab) -> None:
-    """Sample preview; the template picked from the model folder when it ships a chat template."""
+    """Sample preview (the model and data pickers: :mod:`.train_pickers`)."""
     board, form = page.board, tab.form
 
     def on_samples(data):
@@ -395,17 +398,3 @@ def _wire_data(page: Page, tab: TrainTab) -> None:
         outputs=[tab.samples_out, tab.errors, tab.samples_gallery, tab.samples_media],
         api_visibility="private",
     )
-
-    if "model_name_or_path" in form.comps and "template" in form.comps:
-
-        def on_model(model, template):
-            if template or not board.model_chat_template(model):
-                return gr.skip()
-            return "jinja"  # the model's own chat template (tokenizer_config.json / chat_template.jinja)
-
-        form["model_name_or_path"].change(
-            on_model,
-            inputs=[form["model_name_or_path"], form["template"]],
-            outputs=form["template"],
-            api_visibility="private",
-        )

@@ -1,0 +1,154 @@
+"""Every board handler answers in the board's words: a handler that raises, or that answers in a shape Gradio
+cannot use (the empty ``{}`` that once made Gradio toast "didn't return enough output values"), shows one line
+in its tab's message area instead of Gradio's error toast with the raw text.
+
+:func:`guard_handlers` wraps every handler of a built board in one place (``create_app`` calls it last). The message
+goes to the first output that is a message area (the tab's errors / status Markdown, see
+:data:`MESSAGE_AREAS`); a handler without one shows it as a warning notice. The traceback goes to the log of the
+``tunekit webui`` process, never to the page. A :class:`~tunekit.errors.TunekitError` is a message for the user
+already: its text is shown, cut to one short line.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+from gradio.blocks import Block
+
+from tunekit.errors import TunekitError
+
+from .i18n import t
+from .paths import safe_message
+
+log = logging.getLogger("tunekit.webui")
+
+# Where a failing handler's line goes, by elem_id: the first of these among the handler's outputs.
+MESSAGE_AREAS = (
+    "tk-errors",
+    "tk-eval-errors",
+    "tk-export-errors",
+    "tk-chat-info",
+    "tk-status",
+    "tk-eval-status",
+    "tk-plan-out",
+)
+MAX_CHARS = 300
+
+
+class BadAnswer(TypeError):
+    """A handler answered in a shape Gradio cannot map to its outputs."""
+
+
+def failure_message(exc: BaseException, lang: str) -> str:
+    """One line in the board's words: a TunekitError's own text (short), else a fixed sentence."""
+    if isinstance(exc, TunekitError):
+        reason = " ".join(safe_message(str(exc), max_lines=3).split())
+        if len(reason) > MAX_CHARS:
+            reason = reason[: MAX_CHARS - 1] + "…"
+        return "⚠ " + t("handler_failed_because", lang).format(reason=reason)
+    return "⚠ " + t("handler_failed", lang)
+
+
+def checked_answer(answer: Any, outputs: list) -> Any:
+    """``answer`` as Gradio maps it to ``outputs``; ``{}`` (nothing to change) becomes a skip of every output.
+    :class:`BadAnswer` for a shape Gradio would refuse with its own raw error."""
+    n = len(outputs)
+    if n == 0:
+        return answer
+    if isinstance(answer, dict):
+        if not answer:  # nothing to change (one output: the value {}, a JSON output's empty object)
+            return gr.skip() if n > 1 else answer
+        if all(isinstance(k, Block) for k in answer):
+            ids = {o._id for o in outputs}
+            if any(k._id not in ids for k in answer):
+                raise BadAnswer("an answer for a component that is not an output of this handler")
+            return answer
+        if n == 1 or answer == gr.skip():
+            return answer
+        raise BadAnswer(f"a dict answer for {n} outputs")
+    if n == 1 or (isinstance(answer, (tuple, list)) and len(answer) == n):
+        return answer
+    raise BadAnswer(f"{type(answer).__name__} answer for {n} outputs")
+
+
+class _Handler:
+    """What one wrapped handler needs to answer a failure: where its message goes and which language."""
+
+    def __init__(self, block_fn, lang_input, lang: str):
+        self.outputs = list(block_fn.outputs)
+        self.area = next(
+            (o for name in MESSAGE_AREAS for o in self.outputs if getattr(o, "elem_id", None) == name), None
+        )
+        self.inputs = list(block_fn.inputs)
+        self.as_dict = block_fn.inputs_as_dict
+        self.lang_input = lang_input
+        self.lang = lang
+        self.name = block_fn.name
+
+    def lang_of(self, args: tuple) -> str:
+        value = None
+        if self.lang_input is not None and args:
+            if self.as_dict and isinstance(args[0], dict):
+                value = args[0].get(self.lang_input)
+            elif self.lang_input in self.inputs and len(args) > self.inputs.index(self.lang_input):
+                value = args[self.inputs.index(self.lang_input)]
+        return value if value in ("en", "zh") else self.lang
+
+    def failed(self, exc: BaseException, args: tuple) -> Any:
+        log.warning("board handler %s failed", self.name, exc_info=(type(exc), exc, exc.__traceback__))
+        message = failure_message(exc, self.lang_of(args))
+        if self.area is not None:
+            return {self.area: message}
+        gr.Warning(message)  # no message area among the outputs: a notice in the board's words
+        return None if not self.outputs else gr.skip()
+
+
+def guarded(fn: Callable, handler: _Handler) -> Callable:
+    """``fn`` with its exceptions and malformed answers turned into the board's message (generators too)."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            try:
+                for answer in fn(*args, **kwargs):
+                    yield checked_answer(answer, handler.outputs)
+            except Exception as exc:
+                yield handler.failed(exc, args)
+
+        return gen
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        return fn  # the board has none: Gradio's own handling stays for one added later
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return checked_answer(fn(*args, **kwargs), handler.outputs)
+        except Exception as exc:
+            return handler.failed(exc, args)
+
+    return call
+
+
+def guard_handlers(blocks: gr.Blocks, lang_input=None, lang: str = "en") -> None:
+    """Wrap every handler registered on ``blocks`` (call it once, after the last event is wired).
+
+    ``lang_input``: the language picker; a handler that reads it answers a failure in the page's language, the
+    others in ``lang``. Handlers sharing a function and its outputs share one wrapper (two events of one action
+    stay one handler)."""
+    done: dict[tuple, Callable] = {}
+    for block_fn in blocks.fns.values():
+        fn = block_fn.fn
+        internal = block_fn.is_cancel_function or getattr(block_fn, "is_validator_function", False)
+        if fn is None or internal or getattr(fn, "__tk_guarded__", False):
+            continue
+        key = (fn, tuple(o._id for o in block_fn.outputs), tuple(i._id for i in block_fn.inputs))
+        if key not in done:
+            done[key] = guarded(fn, _Handler(block_fn, lang_input, lang))
+            if done[key] is not fn:
+                done[key].__tk_guarded__ = True  # type: ignore[attr-defined]
+        block_fn.fn = done[key]
