@@ -202,6 +202,40 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "此操作未能完成；详情见运行 `tunekit webui` 的终端。",
     },
     "handler_failed_because": {"en": "This action could not be completed: {reason}", "zh": "此操作未能完成：{reason}"},
+    # the model and data pickers (webui/pickers.py say())
+    "pick_rows": {"en": "rows", "zh": "条"},
+    "pick_chosen": {
+        "en": "template {template} chosen from the model folder ({family} family)",
+        "zh": "已根据模型目录选择模板 {template}（{family} 系列）",
+    },
+    "pick_kept": {
+        "en": "template {current} kept; the model folder ({family} family) suggests {template}",
+        "zh": "保留模板 {current}；模型目录（{family} 系列）建议使用 {template}",
+    },
+    "pick_own": {
+        "en": "template jinja chosen: the model folder ships its own chat template",
+        "zh": "已选择模板 jinja：模型目录自带对话模板",
+    },
+    "pick_start_off": {"en": "Start is off: {reason}", "zh": "暂不能开始：{reason}"},
+    "pick_fix_options": {"en": "fix the options marked in red ({first})", "zh": "请先修正标红的参数（{first}）"},
+    "pick_no_model": {"en": "no model chosen", "zh": "尚未选择模型"},
+    "pick_no_dataset": {"en": "no dataset chosen", "zh": "尚未选择数据集"},
+    "pick_unfit": {
+        "en": "dataset {name} ({kinds}) does not fit stage {stage}, which trains on {need}",
+        "zh": "数据集 {name}（{kinds}）不适用于 {stage} 阶段，该阶段需要{need}",
+    },
+    "pick_no_media": {
+        "en": "dataset {name} has {media}, which this model does not take (a vision / audio model's template does)",
+        "zh": "数据集 {name} 含有 {media}，当前模型不接受（需视觉 / 音频模型及其模板）",
+    },
+    "pick_broken": {"en": "dataset {name}: {error}", "zh": "数据集 {name}：{error}"},
+    "pick_need_pairwise": {"en": "ranking data (chosen / rejected)", "zh": "偏好数据（chosen / rejected）"},
+    "pick_need_kto": {"en": "kto-tagged data", "zh": "带 kto_tag 标签的数据"},
+    "pick_need_pt": {"en": "texts or conversations", "zh": "文本或对话数据"},
+    "pick_need_plain": {
+        "en": "plain conversations (no ranking, no kto tags, no text corpora)",
+        "zh": "普通对话数据（非偏好、无 kto 标签、非纯文本语料）",
+    },
 }
 
 

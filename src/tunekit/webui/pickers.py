@@ -26,49 +26,14 @@ from tunekit.data.media_columns import MEDIA_COLUMNS
 from tunekit.errors import TunekitError
 
 from . import backend
+from .i18n import t
 from .paths import PathPolicy, PathRefused, safe_message
 from .validation import Validation
 
-WORDS: dict[str, dict[str, str]] = {
-    "rows": {"en": "rows", "zh": "条"},
-    "chosen": {
-        "en": "template {template} chosen from the model folder ({family} family)",
-        "zh": "已根据模型目录选择模板 {template}（{family} 系列）",
-    },
-    "kept": {
-        "en": "template {current} kept; the model folder ({family} family) suggests {template}",
-        "zh": "保留模板 {current}；模型目录（{family} 系列）建议使用 {template}",
-    },
-    "own": {
-        "en": "template jinja chosen: the model folder ships its own chat template",
-        "zh": "已选择模板 jinja：模型目录自带对话模板",
-    },
-    "start_off": {"en": "Start is off: {reason}", "zh": "暂不能开始：{reason}"},
-    "fix_options": {"en": "fix the options marked in red ({first})", "zh": "请先修正标红的参数（{first}）"},
-    "no_model": {"en": "no model chosen", "zh": "尚未选择模型"},
-    "no_dataset": {"en": "no dataset chosen", "zh": "尚未选择数据集"},
-    "unfit": {
-        "en": "dataset {name} ({kinds}) does not fit stage {stage}, which trains on {need}",
-        "zh": "数据集 {name}（{kinds}）不适用于 {stage} 阶段，该阶段需要{need}",
-    },
-    "no_media": {
-        "en": "dataset {name} has {media}, which this model does not take (a vision / audio model's template does)",
-        "zh": "数据集 {name} 含有 {media}，当前模型不接受（需视觉 / 音频模型及其模板）",
-    },
-    "broken": {"en": "dataset {name}: {error}", "zh": "数据集 {name}：{error}"},
-    "need_pairwise": {"en": "ranking data (chosen / rejected)", "zh": "偏好数据（chosen / rejected）"},
-    "need_kto": {"en": "kto-tagged data", "zh": "带 kto_tag 标签的数据"},
-    "need_pt": {"en": "texts or conversations", "zh": "文本或对话数据"},
-    "need_plain": {
-        "en": "plain conversations (no ranking, no kto tags, no text corpora)",
-        "zh": "普通对话数据（非偏好、无 kto 标签、非纯文本语料）",
-    },
-}
-
 
 def say(key: str, lang: str, **fields: Any) -> str:
-    entry = WORDS[key]
-    return (entry.get(lang) or entry["en"]).format(**fields)
+    """A picker's line in the page's language (``i18n.TEXT``'s ``pick_`` entries), its fields filled in."""
+    return t(f"pick_{key}", lang).format(**fields)
 
 
 # ---------------------------------------------------------------- datasets
