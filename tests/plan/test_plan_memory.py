@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.memory_helpers import saved_storage_bytes
+from tests.optimizer_helpers import ARCHS as TINY_ARCHS
 from tunekit.config import load_config
 from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.finetuning import apply_finetuning
@@ -20,25 +21,7 @@ from tunekit.plan.training_setup import planned_machine, resolve_setup
 from tunekit.train.decisions import decide_features
 
 ARCHS = {
-    "llama": dict(
-        model_type="llama",
-        hidden_size=64,
-        intermediate_size=160,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=512,
-    ),
-    "qwen2": dict(
-        model_type="qwen2",
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        vocab_size=384,
-        tie_word_embeddings=True,
-    ),
+    **TINY_ARCHS,  # llama, qwen2: the optimizer tests' tiny models
     "qwen3": dict(
         model_type="qwen3",
         hidden_size=64,
