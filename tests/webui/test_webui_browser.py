@@ -9,38 +9,23 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.browser_helpers import board_process, browser_missing, chromium_page, field, fill_text, open_board, pick
 from tests.helpers import ROOT, train_rows
-from tunekit.train.engines.launcher import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(os.environ.get("TUNEKIT_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "webui"
 
 
 def _missing() -> str | None:
-    if CHROMIUM is None:
-        return "chromium is not installed (scripts/test-system-deps.sh installs Debian's chromium)"
-    for mod in ("playwright.sync_api", "gradio", "tunekit.train.run", "tunekit.tiny.text"):
+    if (reason := browser_missing()) is not None:
+        return reason
+    for mod in ("gradio", "tunekit.train.run", "tunekit.tiny.text"):
         try:
             __import__(mod)
         except ImportError as exc:
@@ -70,83 +55,24 @@ def workspace(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(workspace):
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
-    env.pop("GRADIO_SERVER_NAME", None)
-    with open(workspace / "server.log", "w") as log:  # the board writes to its own copy of the descriptor
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tunekit.cli.main", "webui"],
-            cwd=workspace,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.5)
-    else:
-        proc.kill()
-    first = (workspace / "server.log").read_text()
-    if proc.poll() is not None:
-        pytest.fail(f"the board did not start:\n{first}")
-    yield url, first
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with board_process(workspace) as url:
+        yield url, (workspace / "server.log").read_text()
 
 
 @pytest.fixture(scope="module")
 def page(server):
-    from playwright.sync_api import sync_playwright
-
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "steps.log").write_text("")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1440, "height": 1000})
-        pg.set_default_timeout(60_000)
+    with chromium_page() as pg:
         yield pg
-        try:
-            shot(pg, "last-state")
-        finally:
-            browser.close()
+        shot(pg, "last-state")
 
 
 # ------------------------------------------------------------------ helpers for Gradio widgets
-def field(pg, name):
-    if name.endswith("-box"):  # a board widget, not an option
-        return pg.locator(f"#tk-{name[:-4]}")
-    return pg.locator(f"#tk-field-{name}")
-
-
 def open_section(pg, section):
     acc = pg.locator(f"#tk-section-{section}")
     if acc.locator(".tk-field, [id^=tk-field-]").count() == 0:
         acc.locator("button.label-wrap").first.click()
-
-
-def fill_text(pg, name, value):
-    box = field(pg, name).locator("textarea, input").first
-    box.fill(str(value))
-    box.blur()
-
-
-def pick(pg, name, value):
-    box = field(pg, name).locator("input[role=combobox]")
-    box.click()
-    box.fill(value)
-    pg.get_by_role("option", name=value, exact=True).first.click()
-    box.blur()
 
 
 def check(pg, name):
@@ -173,8 +99,7 @@ def test_board_end_to_end(server, page, workspace):
     pg = page
     assert "127.0.0.1" in banner and "loopback" in banner
 
-    pg.goto(url)
-    pg.wait_for_selector("#tk-start")
+    open_board(pg, url)
 
     step("the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run")
     # ---- the form: run options from a YAML (Load), then the tiny model and the demo dataset typed and
@@ -218,8 +143,7 @@ def test_board_end_to_end(server, page, workspace):
     # ---- start, reload while it runs (the board reattaches), wait for the end
     pg.locator("#tk-start").click()
     pg.wait_for_selector("#tk-progress-bar:not([data-state=idle])", timeout=120_000)
-    pg.reload()
-    pg.wait_for_selector("#tk-start")
+    open_board(pg, url)  # a reload
     pg.wait_for_function(
         "() => document.querySelector('#tk-field-model_name_or_path textarea')?.value === "
         f"{json.dumps(str(workspace / 'tiny'))}",
@@ -299,8 +223,7 @@ def test_a_broken_rule_shows_next_to_its_fields(server, page):
     Problem.fields, config/problems.py), and at no other; fsdp with stage rm is a rule training alone had before."""
     url, _ = server
     pg = page
-    pg.goto(url)
-    pg.wait_for_selector("#tk-start")
+    open_board(pg, url)
     step("a broken cross-field rule is shown at the fields it names")
     fill_text(pg, "lora_rank", "16")  # set under lora; the LoRA group stays shown with full (lora_rank is set)
     pick(pg, "finetuning_type", "full")

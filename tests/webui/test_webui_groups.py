@@ -4,17 +4,10 @@ and DeepSpeed offered as a choice whose value is the option's exact value in the
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
 
+from tests.browser_helpers import board_process, chromium_page, open_board, pick, skip_without_browser
 from tunekit.config import iter_fields
-from tunekit.train.engines.launcher import free_port
 from tunekit.webui.groups import TUTORIAL_GROUPS
 from tunekit.webui.labels import LABELS
 
@@ -194,77 +187,30 @@ def test_every_option_has_words_in_both_languages():
 
 
 # ------------------------------------------------------------------ the same, on the rendered page
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-
-
 @pytest.fixture
 def page_url(tmp_path):
-    pytest.importorskip("playwright.sync_api")
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (scripts/test-system-deps.sh installs Debian's chromium)")
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False")
-    env.pop("GRADIO_SERVER_NAME", None)
-    with open(tmp_path / "server.log", "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tunekit.cli.main", "webui"],
-            cwd=tmp_path,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url, deadline = f"http://127.0.0.1:{port}/", time.time() + 90
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    if proc.poll() is not None:
-        pytest.fail(f"the board did not start:\n{(tmp_path / 'server.log').read_text()}")
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def _pick(pg, name, shown):
-    box = pg.locator(f"#tk-field-{name} input[role=combobox]")
-    box.click()
-    pg.get_by_role("option", name=shown, exact=True).first.click()
-    box.blur()
+    skip_without_browser()
+    with board_process(tmp_path) as url:
+        yield url
 
 
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_page_shows_groups_where_they_apply_in_both_languages(page_url):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        try:
-            pg = browser.new_page(viewport={"width": 1440, "height": 1000})
-            pg.set_default_timeout(60_000)
-            pg.goto(page_url)
-            pg.wait_for_selector("#tk-group-lora")
-            assert not pg.locator("#tk-group-freeze").is_visible()
-            lr = pg.locator("#tk-field-learning_rate")
-            assert "Learning rate" in lr.inner_text()
-            assert lr.locator("code").first.inner_text() == "learning_rate"  # the name, small, beside the label
-            _pick(pg, "finetuning_type", "freeze")
-            pg.wait_for_selector("#tk-group-freeze", state="visible")
-            pg.wait_for_selector("#tk-group-lora", state="hidden")
-            _pick(pg, "deepspeed", "stage 3 + offload to CPU")
-            pg.locator("#tk-preview").click()
-            pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('deepspeed=')")
-            assert "deepspeed=z3_offload" in pg.locator("#tk-command .cm-content").inner_text().split()
-            pg.locator("#tk-lang label", has_text="中文").click()
-            pg.wait_for_function(
-                "() => document.querySelector('#tk-field-learning_rate')?.innerText.includes('学习率')"
-            )
-            assert "冻结" in pg.locator("#tk-group-freeze").inner_text()
-        finally:
-            browser.close()
+    with chromium_page() as pg:
+        open_board(pg, page_url)
+        pg.wait_for_selector("#tk-group-lora")
+        assert not pg.locator("#tk-group-freeze").is_visible()
+        lr = pg.locator("#tk-field-learning_rate")
+        assert "Learning rate" in lr.inner_text()
+        assert lr.locator("code").first.inner_text() == "learning_rate"  # the name, small, beside the label
+        pick(pg, "finetuning_type", "freeze", type_first=False)
+        pg.wait_for_selector("#tk-group-freeze", state="visible")
+        pg.wait_for_selector("#tk-group-lora", state="hidden")
+        pick(pg, "deepspeed", "stage 3 + offload to CPU", type_first=False)
+        pg.locator("#tk-preview").click()
+        pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('deepspeed=')")
+        assert "deepspeed=z3_offload" in pg.locator("#tk-command .cm-content").inner_text().split()
+        pg.locator("#tk-lang label", has_text="中文").click()
+        pg.wait_for_function("() => document.querySelector('#tk-field-learning_rate')?.innerText.includes('学习率')")
+        assert "冻结" in pg.locator("#tk-group-freeze").inner_text()

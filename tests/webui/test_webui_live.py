@@ -11,15 +11,14 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.browser_helpers import board_process, browser_missing, chromium_page, open_board
 from tests.helpers import train_rows
 from tunekit.errors import ConfigError
 from tunekit.webui import backend as adapters
@@ -340,8 +339,6 @@ def test_a_board_named_folder_that_holds_a_run_gets_a_fresh_name(tmp_path):
 
 
 # ------------------------------------------------------------------ 4. the browser: a run drawn live, no toast
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-
 AXES = "() => [...document.querySelectorAll('#tk-loss-plot g.role-axis')].map(g => g.getAttribute('aria-label') || '')"
 TOAST_WATCH = """() => {
     window.__tkToasts = [];
@@ -355,42 +352,6 @@ TOAST_WATCH = """() => {
 }"""
 
 
-def _browser_missing() -> str | None:
-    if CHROMIUM is None:
-        return "chromium is not installed (scripts/test-system-deps.sh installs Debian's chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError as exc:
-        return f"playwright is not importable: {exc}"
-    return None
-
-
-def _serve(workspace: Path):
-    from tunekit.train.engines.launcher import free_port
-
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
-    env.pop("GRADIO_SERVER_NAME", None)
-    with open(workspace / "server.log", "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tunekit.cli.main", "webui"],
-            cwd=workspace,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url, deadline = f"http://127.0.0.1:{port}/", time.time() + 90
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    pytest.fail(f"the board did not start:\n{(workspace / 'server.log').read_text()}")
-
-
 def _line_points(d: str) -> list[tuple[float, float]]:
     """The vertices of an SVG line path (Vega writes ``M x,y L x,y ...``)."""
     numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
@@ -400,13 +361,11 @@ def _line_points(d: str) -> list[tuple[float, float]]:
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(_browser_missing() is not None, reason=str(_browser_missing()))
+@pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
 def test_a_run_from_the_board_draws_its_loss_line_and_shows_no_error(tmp_path):
     """A 12-step run started from a fresh board with its first-run defaults (so it logs every step): the rendered
     loss chart is a line through the 12 logged losses in step order (its points' heights a linear function of the
     values: a numeric axis), the learning rate has its line, the bar ends at 12/12, and no toast appeared."""
-    from playwright.sync_api import sync_playwright
-
     from tunekit.tiny.text import build_tiny_model
 
     build_tiny_model(tmp_path / "tiny", like="qwen2")
@@ -416,44 +375,31 @@ def test_a_run_from_the_board_draws_its_loss_line_and_shows_no_error(tmp_path):
     ]
     (tmp_path / "data" / "demo.json").write_text(json.dumps(records))
     (tmp_path / "data" / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}))
-    proc, url = _serve(tmp_path)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-            pg = browser.new_page(viewport={"width": 1440, "height": 1000})
-            pg.set_default_timeout(60_000)
-            pg.goto(url)
-            pg.wait_for_selector("#tk-start")
-            pg.evaluate(TOAST_WATCH)
-            _fill_and_start(pg, tmp_path)
-            pg.wait_for_selector(
-                "#tk-progress-bar[data-state=finished], #tk-progress-bar[data-state=failed]", timeout=180_000
-            )
-            bar = pg.locator("#tk-progress-bar")
-            assert bar.get_attribute("data-state") == "finished", pg.locator("#tk-status").inner_text()
-            assert (bar.get_attribute("data-step"), bar.get_attribute("data-total")) == ("12", "12")
-            out = next((tmp_path / "saves" / "tiny").glob("sft-lora-*"))
-            losses = [row["loss"] for row in train_rows(out)]
-            assert len(losses) == 12
-            pg.wait_for_function(
-                "n => (document.querySelector('#tk-loss-plot .mark-line path')?.getAttribute('d') || '')"
-                ".split(/[ML]/).filter(s => s.trim()).length >= n",
-                arg=len(losses),
-                timeout=30_000,
-            )
-            axes = pg.evaluate(AXES)
-            assert any(a.startswith("Y-axis") and "linear scale" in a for a in axes), axes  # numbers, not labels
-            points = _line_points(pg.locator("#tk-loss-plot .mark-line path").first.get_attribute("d"))
-            _assert_line_through(points, losses)
-            assert len(_line_points(pg.locator("#tk-lr-plot .mark-line path").first.get_attribute("d"))) >= 12
-            toasts = pg.evaluate("() => window.__tkToasts")
-            browser.close()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with board_process(tmp_path) as url, chromium_page() as pg:
+        open_board(pg, url)
+        pg.evaluate(TOAST_WATCH)
+        _fill_and_start(pg, tmp_path)
+        pg.wait_for_selector(
+            "#tk-progress-bar[data-state=finished], #tk-progress-bar[data-state=failed]", timeout=180_000
+        )
+        bar = pg.locator("#tk-progress-bar")
+        assert bar.get_attribute("data-state") == "finished", pg.locator("#tk-status").inner_text()
+        assert (bar.get_attribute("data-step"), bar.get_attribute("data-total")) == ("12", "12")
+        out = next((tmp_path / "saves" / "tiny").glob("sft-lora-*"))
+        losses = [row["loss"] for row in train_rows(out)]
+        assert len(losses) == 12
+        pg.wait_for_function(
+            "n => (document.querySelector('#tk-loss-plot .mark-line path')?.getAttribute('d') || '')"
+            ".split(/[ML]/).filter(s => s.trim()).length >= n",
+            arg=len(losses),
+            timeout=30_000,
+        )
+        axes = pg.evaluate(AXES)
+        assert any(a.startswith("Y-axis") and "linear scale" in a for a in axes), axes  # numbers, not labels
+        points = _line_points(pg.locator("#tk-loss-plot .mark-line path").first.get_attribute("d"))
+        _assert_line_through(points, losses)
+        assert len(_line_points(pg.locator("#tk-lr-plot .mark-line path").first.get_attribute("d"))) >= 12
+        toasts = pg.evaluate("() => window.__tkToasts")
     assert [t for t in toasts if "error" in t["cls"] or "warning" in t["cls"]] == [], toasts
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.browser_helpers import chromium_page, open_board, skip_without_browser
 from tunekit.webui.board import Board
 from tunekit.webui.paths import PathPolicy
 
@@ -399,16 +400,10 @@ def test_the_sample_preview_marks_the_trained_tokens(tmp_path, reference_data, t
 def test_the_rendered_page_lists_suggests_and_gates(tmp_path, reference_data):
     """In headless Chromium: the dataset list is there when the page opens, a model folder fills the template and
     says why, and Start stays off (with its reason) until a model and a fitting dataset are picked."""
-    import os
-    import shutil
-
     from tunekit.train.engines.launcher import free_port
     from tunekit.webui.app import create_app
 
-    chromium = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if chromium is None:
-        pytest.skip("chromium is not installed (scripts/test-system-deps.sh installs Debian's chromium)")
+    skip_without_browser()
     (tmp_path / "data").symlink_to(reference_data)
     model = _model(tmp_path, "Qwen2.5-0.5B", QWEN2)
     board = Board(cwd=tmp_path, policy=PathPolicy(tmp_path, caches=[], allow=[reference_data]))
@@ -417,11 +412,8 @@ def test_the_rendered_page_lists_suggests_and_gates(tmp_path, reference_data):
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False, quiet=True)
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
-            pg = browser.new_page(viewport={"width": 1440, "height": 1000})
-            pg.set_default_timeout(180_000)  # a generous deadline: a loaded 2-core host answers in seconds, not 3 min
-            pg.goto(f"http://127.0.0.1:{port}/")
+        with chromium_page(timeout_ms=180_000) as pg:  # generous: a loaded 2-core host answers in seconds
+            open_board(pg, f"http://127.0.0.1:{port}/")
             pg.wait_for_function(
                 "() => document.querySelector('#tk-start-reason')?.innerText.includes('no model chosen')"
             )
@@ -444,11 +436,15 @@ def test_the_rendered_page_lists_suggests_and_gates(tmp_path, reference_data):
             combo.click()
             pg.get_by_role("option", name="identity · 91 rows · alpaca", exact=True).click()
             combo.blur()
+            pg.wait_for_function(  # the pick is on the page: no refresh of the list swallowed it
+                "() => [...document.querySelectorAll('#tk-field-dataset .token')].map(t => t.innerText)"
+                ".join() .includes('identity')",
+                timeout=30_000,
+            )
             pg.wait_for_function(
                 "() => !document.querySelector('#tk-start').disabled"
                 " && document.querySelector('#tk-start-reason').innerText.trim() === ''"
             )
-            browser.close()
     finally:
         demo.close()
 

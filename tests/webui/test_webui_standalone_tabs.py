@@ -6,12 +6,11 @@ config's max_new_tokens. The tabs' own Gradio handlers are called with their inp
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 
 import pytest
 
+from tests.browser_helpers import chromium_page, open_board, skip_without_browser
 from tunekit.webui.board import Board
 
 gr = pytest.importorskip("gradio")
@@ -355,17 +354,12 @@ def test_an_evaluation_shows_in_its_own_tab_not_in_the_train_tabs_progress(app, 
 
 
 # ------------------------------------------------------------------ the rendered page
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-
-
 @pytest.mark.browser
 @pytest.mark.timeout(300)
 def test_the_evaluate_tab_in_the_browser(tmp_path):
     """Headless Chromium: list a run's checkpoints, pick one (the adapter box takes it), preview the command (this
     tab's fields only), and no error toast on the way."""
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (scripts/test-system-deps.sh installs Debian's chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    skip_without_browser()
     from tunekit.train.engines.launcher import free_port
     from tunekit.webui.app import launch
 
@@ -378,11 +372,8 @@ def test_the_evaluate_tab_in_the_browser(tmp_path):
     port = free_port()
     demo = launch("127.0.0.1", port, cwd=tmp_path, block=False)
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-            pg = browser.new_page(viewport={"width": 1440, "height": 1000})
-            pg.set_default_timeout(60_000)
-            pg.goto(f"http://127.0.0.1:{port}/")
+        with chromium_page() as pg:
+            open_board(pg, f"http://127.0.0.1:{port}/")
             pg.locator("#tk-tabs button[role=tab]", has_text="Evaluate").click()
             pg.locator("#tk-eval-model textarea").fill("models/tiny")
             pg.locator("#tk-eval-run-dir textarea").fill("saves/run")
@@ -403,6 +394,5 @@ def test_the_evaluate_tab_in_the_browser(tmp_path):
                 "do_train=false do_eval=true output_dir=saves/tiny/lora/eval_"
             )
             assert pg.locator(".toast-body").count() == 0
-            browser.close()
     finally:
         demo.close()

@@ -142,14 +142,15 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab) -> No
         _check, cmd, yml = board.preview(restored)
         return {**out, **form.update_map(values=restored), train.command: cmd, train.yaml: yml}
 
-    page.then_wake(
-        demo.load(
-            on_page_load,
-            inputs=[page.lang_radio],
-            outputs=[*form.inputs, view_sig, train.command, train.yaml],
-            api_visibility="private",
-        )
+    loaded = demo.load(
+        on_page_load,
+        inputs=[page.lang_radio],
+        outputs=[*form.inputs, view_sig, train.command, train.yaml],
+        api_visibility="private",
     )
+    page.then_wake(loaded)
+    # <body data-tk-loaded>: the restored form is on the page, so what is typed from now on is not overwritten
+    loaded.then(None, js="() => { document.body.dataset.tkLoaded = '1'; }", api_visibility="private")
 
 
 def _wire_language(page: Page, forms: list) -> None:

@@ -55,16 +55,22 @@ def _wire_datasets(page: Page, tab: TrainTab) -> None:
     needed = ("dataset_dir", "stage", "model_name_or_path", "template")
     if not all(name in form.comps for name in needed):
         return
-    outputs = [form[name] for name in DATASET_PICKERS if name in form.comps]
+    pickers_out = [form[name] for name in DATASET_PICKERS if name in form.comps]
+    listed = gr.State(None)  # the choices this page shows: an unchanged list is not sent again
+    outputs = [*pickers_out, listed]
 
     def on_dataset_list(data):
-        """The pickers' choices: what fits the stage and the model, with rows and format."""
+        """The pickers' choices: what fits the stage and the model, with rows and format. The same list is not
+        re-sent: re-rendering an open dropdown can swallow the click a user is making on it."""
         values, lang = form.read_map(data), data[page.lang_radio]
         media = pickers.model_media(board.policy, values["model_name_or_path"], values["template"])
         listing = pickers.list_datasets(board.policy, values["dataset_dir"], values["stage"], media)
-        return {comp: gr.update(choices=listing.choices(lang)) for comp in outputs}
+        choices = listing.choices(lang)
+        if choices == data[listed]:
+            return {comp: gr.skip() for comp in outputs}
+        return {**{comp: gr.update(choices=choices) for comp in pickers_out}, listed: choices}
 
-    inputs = {*(form[name] for name in needed), page.lang_radio}
+    inputs = {*(form[name] for name in needed), page.lang_radio, listed}
     common = dict(inputs=inputs, outputs=outputs, show_progress="hidden", api_visibility="private")
     gr.on(
         None, on_dataset_list, trigger_mode="always_last", concurrency_id="pickers", **common
@@ -76,7 +82,7 @@ def _wire_datasets(page: Page, tab: TrainTab) -> None:
         names = pickers.unique(picked)
         return names if names != list(picked or ()) else gr.skip()
 
-    for comp in outputs:
+    for comp in pickers_out:
         comp.change(on_dataset_pick, inputs=comp, outputs=comp, show_progress="hidden", api_visibility="private")
 
 
