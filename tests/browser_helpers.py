@@ -124,3 +124,19 @@ def pick(pg, name: str, shown: str, *, type_first: bool = True) -> None:
         box.fill(shown)
     pg.get_by_role("option", name=shown, exact=True).first.click()
     box.blur()
+
+
+def expand(pg, elem_id: str) -> None:
+    """Open the accordion ``#elem_id`` (its header button carries Gradio's ``open`` class); an open one stays open."""
+    head = pg.locator(f"#{elem_id} button.label-wrap").first
+    if "open" not in (head.get_attribute("class") or "").split():
+        head.click()
+    pg.wait_for_function(
+        "id => document.querySelector(`#${id} button.label-wrap`)?.classList.contains('open')", arg=elem_id
+    )
+
+
+def open_section(pg, section: str) -> None:
+    """Show an Advanced section of the Train form (``#tk-section-NAME``), opening Advanced first."""
+    expand(pg, "tk-advanced")
+    expand(pg, f"tk-section-{section}")

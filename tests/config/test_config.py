@@ -64,7 +64,8 @@ def test_wrong_type_names_key_value_and_type():
     ):
         load_config(None, ["lora_rank=2.5"])
     with pytest.raises(
-        ConfigError, match=r"Option 'finetuning_type' .* got 'lorra' .*'lora', 'oft', 'freeze' or 'full'"
+        ConfigError,
+        match=r"Option 'finetuning_type' .* got 'lorra' .*'lora', 'oft', 'freeze', 'full', 'ptuning' or 'prompt'",
     ):
         load_config(None, ["finetuning_type=lorra"])
 

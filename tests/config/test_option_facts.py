@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tunekit.config import Config
-from tunekit.config.options import FREEZE_ONLY, LORA_ONLY, OFT_ONLY, SWITCHED
+from tunekit.config.options import FREEZE_ONLY, LORA_ONLY, OFT_ONLY, SWITCHED, options_only_for
 from tunekit.config.options.facts import OptionFacts, format_default, option, option_facts, option_help, option_note
 
 
@@ -28,6 +28,8 @@ def test_method_lists_and_switches_are_read_from_the_fields():
     )
     assert FREEZE_ONLY == ("freeze_trainable_layers", "freeze_trainable_modules", "freeze_extra_modules")
     assert OFT_ONLY == ("oft_rank", "oft_block_size", "oft_target", "module_dropout")
+    assert options_only_for("ptuning") == ("pre_seq_len", "prefix_projection", "prefix_hidden_size")
+    assert options_only_for("prompt") == ("num_virtual_tokens",)
     assert SWITCHED == {
         "use_galore": (
             "galore_target",
@@ -60,6 +62,7 @@ def test_method_lists_and_switches_are_read_from_the_fields():
         "fp8": ("fp8_backend", "fp8_enable_fsdp_float8_all_gather"),
         "use_eaft_loss": ("eaft_alpha",),
         "use_asft_loss": ("asft_alpha",),
+        "prefix_projection": ("prefix_hidden_size",),
     }
     for switch in SWITCHED:
         assert Config.model_fields[switch].annotation is bool, switch

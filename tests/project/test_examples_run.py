@@ -29,6 +29,7 @@ TRAINED = [
     "preference/qwen_lora_kto.yaml",
     "preference/qwen_lora_reward.yaml",
     "qlora/qwen_qlora_sft.yaml",
+    "sft/qwen_ptuning_sft.yaml",
 ]
 PLANNED = [
     "multi-gpu/qwen_lora_sft_ddp.yaml",

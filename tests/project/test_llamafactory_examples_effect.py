@@ -66,14 +66,6 @@ LACKING = {
         gradient_checkpointing_kwargs={"use_reentrant": False},
     ),
     "train_lora/qwen3_lora_sft_ray.yaml": dict(finetuning_type="lora", lora_target="all", ray_num_workers=4),
-    "extras/fp8/llama3_fp8_fsdp_sft.yaml": dict(
-        finetuning_type="full",
-        bf16=True,
-        fp8=True,
-        fp8_backend="torchao",
-        fsdp=["full_shard", "auto_wrap"],
-        fsdp_transformer_layer_cls_to_wrap="LlamaDecoderLayer",
-    ),
     "extras/multi_tokens (new_special_tokens_config)": dict(
         finetuning_type="lora", new_special_tokens_config="tokens_cfg.yaml"
     ),
@@ -82,7 +74,6 @@ LACKED = {
     "extras/mod/llama3_full_sft.yaml": ["mixture_of_depths"],
     "train_full/mossvl_full_sft.yaml": ["use_reentrant_gc", "gradient_checkpointing_kwargs"],
     "train_lora/qwen3_lora_sft_ray.yaml": ["ray_num_workers"],
-    "extras/fp8/llama3_fp8_fsdp_sft.yaml": ["fsdp_transformer_layer_cls_to_wrap"],
     "extras/multi_tokens (new_special_tokens_config)": ["new_special_tokens_config"],
 }
 

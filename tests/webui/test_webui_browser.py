@@ -1,7 +1,6 @@
-"""End to end: the board in headless Chromium (Debian's package, driven by Playwright with the system
-executable). Fill a tiny model and a demo dataset, preview the command, start a short run, reload the
-page while it runs, wait for the progress to finish and the loss plot, then chat and get a streamed
-reply. A screenshot of each tab is saved under test-artifacts/webui/ (or $TUNEKIT_TEST_ARTIFACTS).
+"""End to end: the board in headless Chromium, the whole workflow (form, plan, start, stop, resume, evaluate,
+export and verify, chat) and the rules shown at their fields. A screenshot of each stage is saved under
+test-artifacts/webui/ (or $TUNEKIT_TEST_ARTIFACTS).
 """
 
 from __future__ import annotations
@@ -14,7 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import board_process, browser_missing, chromium_page, field, fill_text, open_board, pick
+from tests.browser_helpers import (
+    board_process,
+    browser_missing,
+    chromium_page,
+    expand,
+    field,
+    fill_text,
+    open_board,
+    open_section,
+    pick,
+)
 from tests.helpers import ROOT, train_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -69,18 +78,6 @@ def page(server):
 
 
 # ------------------------------------------------------------------ helpers for Gradio widgets
-def open_section(pg, section):
-    acc = pg.locator(f"#tk-section-{section}")
-    if acc.locator(".tk-field, [id^=tk-field-]").count() == 0:
-        acc.locator("button.label-wrap").first.click()
-
-
-def check(pg, name):
-    box = field(pg, name).locator("input[type=checkbox]")
-    if not box.is_checked():
-        box.check()
-
-
 def shot(pg, name):
     pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
@@ -94,22 +91,39 @@ def step(what):
         fh.write(f"{time.time() - _T0:7.1f}s  {what}\n")
 
 
+def wait_status(pg, tab: str, verb: str) -> str:
+    """Wait until ``tab``'s job area says ``tunekit VERB`` ended; its state word (finished / failed / stopped)."""
+    pg.wait_for_function(
+        "([id, verb]) => { const t = document.querySelector(id)?.innerText || '';"
+        " return t.includes(verb) && /finished|failed|stopped/.test(t); }",
+        arg=[f"#tk-{tab}-status", f"tunekit {verb}"],
+        timeout=180_000,
+    )
+    return pg.locator(f"#tk-{tab}-status").inner_text().split()[0]
+
+
 def test_board_end_to_end(server, page, workspace):
+    """The whole workflow a newcomer follows, in one page: fill the form (a YAML, a model, a picked dataset), see
+    an invalid value at its field, preview rendered samples, plan, preview the command, start, stop, resume from the
+    checkpoint Stop saved, reload while it runs, watch it finish with its loss chart, evaluate, export (merge) and
+    verify the export, chat with a streamed reply, switch to Chinese. A screenshot of each stage is kept under
+    test-artifacts/webui/ (``last-state.png`` shows where a failure stopped)."""
     url, banner = server
     pg = page
     assert "127.0.0.1" in banner and "loopback" in banner
+    out = workspace / "saves" / "e2e"
 
     open_board(pg, url)
 
-    step("the form: tiny model, demo dataset picked from dataset_info.json, a 4-step run")
-    # ---- the form: run options from a YAML (Load), then the tiny model and the demo dataset typed and
-    # picked from dataset_info.json
+    step("the form: a YAML, the tiny model, the demo dataset picked from dataset_info.json")
+    # 100 steps of 16 micro-batches (~0.1 s each on a quiet core): long enough to be stopped midway
     (workspace / "run.yaml").write_text(
-        "max_steps: 4\nper_device_train_batch_size: 2\nlogging_steps: 1\nplot_loss: true\noutput_dir: saves/e2e\n"
+        "max_steps: 100\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 16\nlogging_steps: 1\n"
+        "plot_loss: true\noutput_dir: saves/e2e\n"
     )
     fill_text(pg, "config-path-box", "run.yaml")
     pg.locator("#tk-load").click()
-    pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '4'")
+    pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '100'")
     fill_text(pg, "model_name_or_path", workspace / "tiny")
     pick(pg, "template", "qwen")
     fill_text(pg, "dataset_dir", workspace / "data")
@@ -117,7 +131,6 @@ def test_board_end_to_end(server, page, workspace):
     pick(pg, "dataset", "demo · 16 rows · alpaca")  # each choice shows its rows and format
 
     step("an invalid value is shown next to its field before anything starts")
-    # ---- an invalid value is shown next to its field before anything starts
     fill_text(pg, "learning_rate", "-1")
     pg.wait_for_selector("#tk-field-learning_rate.tk-invalid")
     assert "learning_rate" in field(pg, "learning_rate").inner_text()
@@ -125,69 +138,98 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_selector("#tk-field-learning_rate:not(.tk-invalid)")
 
     step("data preview: trained tokens highlighted")
-    # ---- data preview: trained tokens highlighted
     pg.locator("#tk-samples-btn").click()
     pg.wait_for_function(
         "() => document.querySelector('#tk-samples-out')?.innerText.includes('Hello, number 0')", timeout=60_000
     )
 
-    step("preview command")
-    # ---- preview command
+    step("the memory plan for this machine")
+    pg.locator("#tk-plan-btn").click()
+    pg.wait_for_function(
+        "() => { const t = document.querySelector('#tk-plan-out')?.innerText || '';"
+        " return t.includes('GiB') && /\\b100\\b/.test(t); }"
+    )
+    shot(pg, "1-plan")
+
+    step("preview the command")
     pg.locator("#tk-preview").click()
     pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('tunekit train')")
     command = pg.locator("#tk-command .cm-content").inner_text().strip()
-    assert "max_steps=4" in command and "dataset=demo" in command and "plot_loss=true" in command
-    shot(pg, "1-train-form")
+    assert "max_steps=100" in command and "dataset=demo" in command and "plot_loss=true" in command
+    shot(pg, "2-train-form")
 
-    step("start, reload while it runs (the board reattaches), wait for the end")
-    # ---- start, reload while it runs (the board reattaches), wait for the end
+    step("start, then stop: the trainer saves a checkpoint")
     pg.locator("#tk-start").click()
-    pg.wait_for_selector("#tk-progress-bar:not([data-state=idle])", timeout=120_000)
-    open_board(pg, url)  # a reload
+    pg.wait_for_function("() => +document.querySelector('#tk-progress-bar')?.dataset.step >= 2", timeout=120_000)
+    pg.locator("#tk-stop").click()
+    pg.wait_for_selector("#tk-progress-bar:is([data-state=stopped], [data-state=finished])", timeout=120_000)
+    assert pg.locator("#tk-progress-bar").get_attribute("data-state") == "stopped", "the run ended before Stop"
+    saved = sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*"))
+    assert saved and 2 <= saved[-1] < 100, saved
+    shot(pg, "3-stopped")
+
+    step("resume from the checkpoint Stop saved, reload while it runs (the board reattaches), run to the end")
+    open_section(pg, "training")
+    fill_text(pg, "resume_from_checkpoint", "true")
+    pg.wait_for_selector("#tk-start:not([disabled])")
+    pg.locator("#tk-start").click()
+    pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('resume_from_checkpoint')")
+    command = pg.locator("#tk-command .cm-content").inner_text().strip()
+    open_board(pg, url)  # a reload: the form of the board's job comes back
     pg.wait_for_function(
         "() => document.querySelector('#tk-field-model_name_or_path textarea')?.value === "
         f"{json.dumps(str(workspace / 'tiny'))}",
-        timeout=60_000,
     )
-    pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('max_steps=4')")
-    pg.wait_for_selector("#tk-progress-bar[data-state=finished], #tk-progress-bar[data-state=failed]", timeout=240_000)
+    pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('resume_from_checkpoint')")
+    pg.wait_for_selector("#tk-progress-bar:is([data-state=finished], [data-state=failed])", timeout=240_000)
     bar = pg.locator("#tk-progress-bar")
     assert bar.get_attribute("data-state") == "finished", pg.locator("#tk-status").inner_text()
-    assert bar.get_attribute("data-step") == "4" and bar.get_attribute("data-total") == "4"
+    assert bar.get_attribute("data-step") == "100" and bar.get_attribute("data-total") == "100"
+    assert [row["step"] for row in train_rows(out)] == list(range(1, 101))  # each step logged once
     pg.wait_for_selector("#tk-loss-plot canvas, #tk-loss-plot svg", timeout=20_000)
     pg.wait_for_selector("#tk-loss-png img", timeout=20_000)
-    shot(pg, "2-train-finished")
+    shot(pg, "4-train-finished")
 
     # the previewed command, parsed by the CLI's own parser, resolves to the config the board ran
     from tunekit.config import config_to_dict, load_config
 
-    out = workspace / "saves" / "e2e"
-    ran = load_config(out / "tunekit_config.yaml")
     argv = shlex.split(command)
     assert argv[:2] == ["tunekit", "train"]
     previewed = config_to_dict(load_config(None, argv[2:]))
-    ran = config_to_dict(ran)
+    ran = config_to_dict(load_config(out / "tunekit_config.yaml"))
     # gradient_checkpointing: auto is decided at train time and saved resolved (off: the tiny run fits easily)
     assert previewed.pop("gradient_checkpointing") == "auto" and ran.pop("gradient_checkpointing") is False
     assert previewed == ran
-    assert len(train_rows(out)) == 4
 
-    step("evaluate & export tabs")
-    # ---- evaluate & export tabs
+    step("evaluate the trained adapter on the demo data")
     pg.locator("#tk-tabs button[role=tab]", has_text="Evaluate").click()
-    pg.wait_for_selector("#tk-eval-btn")
-    shot(pg, "3-evaluate")  # its run is `tunekit train do_train=false ...` (test_webui_runner checks the options)
+    pg.locator("#tk-eval-use-trained").click()
+    pg.wait_for_function("() => document.querySelector('#tk-eval-adapter textarea')?.value.includes('e2e')")
+    ticked = pg.locator("#tk-eval-field-do_eval input[type=checkbox]")
+    if not ticked.is_checked():
+        ticked.check()
+    pg.locator("#tk-eval-btn").click()
+    assert wait_status(pg, "eval", "train") == "finished", pg.locator("#tk-eval-log textarea").input_value()
+    pg.wait_for_function("() => document.querySelector('#tk-eval-results')?.innerText.includes('eval_loss')")
+    shot(pg, "5-evaluate")
+
+    step("export (merge the adapter) and verify the exported folder")
     pg.locator("#tk-tabs button[role=tab]", has_text="Export").click()
     pg.locator("#tk-export-use-trained").click()
     pg.wait_for_function("() => document.querySelector('#tk-export-adapter textarea')?.value.includes('e2e')")
-    shot(pg, "4-export")
+    fill_text(pg, "export_dir", "exported")
+    pg.locator("#tk-export-btn").click()
+    assert wait_status(pg, "export", "export") == "finished", pg.locator("#tk-export-log textarea").input_value()
+    assert (workspace / "exported" / "config.json").is_file()
+    pg.locator("#tk-export-verify").click()
+    assert wait_status(pg, "export", "verify") == "finished", pg.locator("#tk-export-log textarea").input_value()
+    shot(pg, "6-export-verified")
 
     step("chat with the trained adapter: the reply streams in")
-    # ---- chat with the trained adapter: the reply streams in
     pg.locator("#tk-tabs button[role=tab]", has_text="Chat").click()
     pg.locator("#tk-chat-use-trained").click()
     pg.wait_for_function("() => document.querySelector('#tk-chat-adapter textarea')?.value.includes('e2e')")
-    pg.locator("#tk-section-infer button.label-wrap").first.click()
+    expand(pg, "tk-section-infer")
     fill_text(pg, "max_new_tokens", 24)
     pg.locator("#tk-chat-load").click()
     pg.wait_for_function("() => document.querySelector('#tk-chat-info')?.innerText.includes('loaded')", timeout=90_000)
@@ -208,14 +250,13 @@ def test_board_end_to_end(server, page, workspace):
     time.sleep(2)
     states = pg.evaluate("() => [...window.__tkReplies].filter(t => t.trim().length > 0).length")
     assert states >= 2, f"the reply arrived in {states} piece(s), expected a stream"
-    shot(pg, "5-chat")
+    shot(pg, "7-chat")
 
     step("the language switch relabels the board")
-    # ---- the language switch relabels the board
     pg.locator("#tk-lang label", has_text="中文").click()
     pg.wait_for_function("() => document.querySelector('#tk-tabs')?.innerText.includes('训练')")
     pg.locator("#tk-tabs button[role=tab]", has_text="训练").click()
-    shot(pg, "6-train-zh")
+    shot(pg, "8-train-zh")
 
 
 def test_a_broken_rule_shows_next_to_its_fields(server, page):
@@ -236,7 +277,6 @@ def test_a_broken_rule_shows_next_to_its_fields(server, page):
     pg.wait_for_selector("#tk-field-finetuning_type:not(.tk-invalid)")
     assert pg.locator(".tk-invalid").count() == 0
     pick(pg, "stage", "rm")
-    pg.locator("#tk-advanced button.label-wrap").first.click()
     open_section(pg, "distributed")
     fill_text(pg, "fsdp", "full_shard")
     pg.wait_for_selector("#tk-field-fsdp.tk-invalid")

@@ -43,6 +43,9 @@ CONTEXTS: list[dict[str, Any]] = [
     {"fp8": True},
     {"fp8": True, "fsdp": "full_shard"},
     {"cutoff_len": 4},  # max_tokens_per_batch must hold one sample of cutoff_len tokens
+    {"finetuning_type": "ptuning"},
+    {"finetuning_type": "ptuning", "prefix_projection": True},
+    {"finetuning_type": "prompt"},
 ]
 
 
@@ -64,6 +67,12 @@ def candidates(spec: FieldSpec) -> list[Any]:
     if spec.kind == "text":
         return ["saves/some dir/x", "tensorboard", "z2", "full_shard"]  # full_shard: fsdp's words are checked
     return [{"min_lr_rate": 0.1}, True, "saves/ckpt-5"]
+
+
+# Options the schema accepts only at their default (LLaMA-Factory configs load; any other value is refused with what to
+# use instead): no other value has a round trip (test_only_default_options_refuse_every_other_value keeps this true).
+ONLY_DEFAULT = ("use_v1_kernels",)
+ROUND_TRIP = [s for s in SPECS if s.name not in ONLY_DEFAULT]
 
 
 def sample_config(spec: FieldSpec) -> tuple[Config, dict[str, Any]]:
@@ -112,9 +121,16 @@ def test_defaults_form_sets_nothing():
     assert config_to_dict(build_config(form_to_values(SPECS, form))) == config_to_dict(Config())
 
 
+def test_only_default_options_refuse_every_other_value():
+    for spec in (s for s in SPECS if s.name in ONLY_DEFAULT):
+        for value in candidates(spec):
+            with pytest.raises(ConfigError, match=spec.name):
+                build_config({spec.name: value})
+
+
 def test_form_round_trip_every_option():
     """config → widget values → config is the identity, for a non-default value of every option."""
-    for spec in SPECS:
+    for spec in ROUND_TRIP:
         cfg, values = sample_config(spec)
         form = config_to_form(SPECS, cfg)
         back = form_to_values(SPECS, form)
@@ -135,7 +151,7 @@ def test_round_trip_through_the_gradio_widgets():
 
     defaults = {name: through(name, value) for name, value in defaults_form(SPECS).items()}
     assert form_to_values(SPECS, defaults) == {}
-    for spec in SPECS:
+    for spec in ROUND_TRIP:
         cfg, values = sample_config(spec)
         sent = dict(defaults)
         for name in values:  # the option and the context it needs
@@ -144,7 +160,7 @@ def test_round_trip_through_the_gradio_widgets():
 
 
 def test_command_resolves_to_the_same_config_for_every_option(tmp_path):
-    for spec in SPECS:
+    for spec in ROUND_TRIP:
         cfg, _ = sample_config(spec)
         values = form_to_values(SPECS, config_to_form(SPECS, cfg))
         argv = shlex.split(command_line(values))
@@ -305,3 +321,41 @@ def test_a_deepspeed_file_contradicting_the_options_is_an_error_at_its_field(tmp
     assert board.validate(board.values(form)).ok
     form["deepspeed"] = "z3"  # a preset: "auto" everywhere
     assert board.validate(board.values(form)).ok
+
+
+def test_whole_step_counts_and_sizes_from_the_widgets_are_ints_in_the_command_yaml_and_run(tmp_path, monkeypatch):
+    """A whole number typed into a field, or sent by a number box as a float (5.0), is an int in the previewed command,
+    the YAML and the job's argv wherever the option counts steps or samples (``logging_steps=5``, never ``5.0``); a
+    fraction of a step option and a float option stay as they are."""
+    board = Board(cwd=tmp_path)
+    form = {
+        "model_name_or_path": "m",
+        "logging_steps": "5",
+        "save_steps": 20.0,
+        "max_steps": "30",
+        "per_device_train_batch_size": 4.0,
+        "warmup_steps": "0.1",
+        "learning_rate": "1e-4",
+    }
+    check, cmd, yml = board.preview(form)
+    args = [
+        "model_name_or_path=m",
+        "learning_rate=0.0001",
+        "max_steps=30",
+        "per_device_train_batch_size=4",
+        "warmup_steps=0.1",
+        "save_steps=20",
+        "logging_steps=5",
+    ]
+    assert check.ok and cmd == "tunekit train " + " ".join(args)
+    assert yml == (
+        "model_name_or_path: m\nlearning_rate: 0.0001\nmax_steps: 30\nper_device_train_batch_size: 4\n"
+        "warmup_steps: 0.1\nsave_steps: 20\nlogging_steps: 5\n"
+    )
+    started = []
+    monkeypatch.setattr(board.runner, "start", lambda verb, argv, *a, **kw: started.append((verb, argv)))
+    board.start_train(form)
+    assert started == [("train", args)]
+    # a config read back into the form (its float options shown with their point) previews the same command
+    loaded = board.form_from_config(build_config(board.values(form)))
+    assert loaded["logging_steps"] == "5.0" and board.preview(loaded)[1] == cmd

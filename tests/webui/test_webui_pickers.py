@@ -441,10 +441,20 @@ def test_the_rendered_page_lists_suggests_and_gates(tmp_path, reference_data):
                 ".join() .includes('identity')",
                 timeout=30_000,
             )
-            pg.wait_for_function(
-                "() => !document.querySelector('#tk-start').disabled"
-                " && document.querySelector('#tk-start-reason').innerText.trim() === ''"
-            )
+            try:
+                pg.wait_for_function(
+                    "() => !document.querySelector('#tk-start').disabled"
+                    " && document.querySelector('#tk-start-reason').innerText.trim() === ''"
+                )
+            except Exception:
+                pg.screenshot(path=str(tmp_path / "start-off.png"), full_page=True)
+                state = pg.evaluate(
+                    "() => ({reason: document.querySelector('#tk-start-reason')?.innerText,"
+                    " disabled: document.querySelector('#tk-start')?.disabled,"
+                    " tokens: [...document.querySelectorAll('#tk-field-dataset .token')].map(t => t.innerText),"
+                    " errors: document.querySelector('#tk-errors')?.innerText})"
+                )
+                raise AssertionError(f"Start stayed off: {state} (screenshot {tmp_path / 'start-off.png'})") from None
     finally:
         demo.close()
 

@@ -186,30 +186,3 @@ def test_app_has_a_widget_for_every_option():
     names = [n for f in forms.values() for n in f.comps]
     assert sorted(names) == sorted(Config.model_fields)
     assert forms["train"]["learning_rate"].info.startswith("`learning_rate` · Peak learning rate.")
-
-
-def test_evaluate_tab_runs_train_without_training(tmp_path):
-    board = Board(cwd=tmp_path)
-    form = board.defaults()
-    form.update(
-        {
-            "model_name_or_path": "m",
-            "template": "qwen",
-            "dataset": ["demo"],
-            "val_size": "0.1",
-            "eval_strategy": "steps",
-            "max_steps": "4",
-            "output_dir": "saves/run",
-        }
-    )
-    values = board.eval_values(form, "saves/run", [], "saves/run-eval", True, False)
-    from tunekit.webui.validation import validate
-
-    cfg = validate(values).config
-    assert cfg is not None
-    assert (cfg.do_train, cfg.do_eval, cfg.do_predict) == (False, True, False)
-    assert (cfg.eval_dataset, cfg.val_size, cfg.eval_strategy) == ("demo", 0.0, "no")
-    assert (cfg.adapter_name_or_path, cfg.output_dir, cfg.max_steps) == ("saves/run", "saves/run-eval", 4)
-    picked = board.eval_values(form, None, ["a", "b"], None, False, True)
-    assert picked["eval_dataset"] == "a,b" and picked["do_predict"] is True and "adapter_name_or_path" not in picked
-    assert picked["output_dir"].startswith("saves/m/lora/eval_")

@@ -2,8 +2,11 @@
 words) is Chinese, apart from option names, values, paths and the names of tools and methods (LoRA, DeepSpeed).
 
 A string is split into words; a word passes when it is an option name or value, code (set in backticks, or with
-``_ . / :`` or a digit in it: a file, a preset, a variable), a single letter (r, N: a formula's variable), or one of
-:data:`TERMS`. Everything else is English a Chinese reader was not given in Chinese."""
+``_ . / :`` or a digit in it: a file, a preset, a variable; a CamelCase class name), a single letter (r, N: a
+formula's variable), or one of :data:`TERMS`. Everything else is English a Chinese reader was not given in Chinese.
+
+The walks below cover the forms, every tab of the rendered Chinese page, what a switch to Chinese sends, the memory
+plan panel after a real plan and the live charts' legend."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ GPU CPU API URL ID JSON MB GB Hz EOS LM MLP SVD SwiGLU RMSNorm FlashAttention-2 
 LLaMA-Factory Hugging Face Qwen-VL Qwen2-VL NVIDIA Hopper Ampere Transformer Engine Rust Ziegler Wu Retry-After
 transformers accelerate bitsandbytes liger-kernel flash-attn galore-torch apollo-torch adam-mini unsloth optimum
 gptqmodel GPTQ safetensors pickle base64 Top-k Top-p token rollout dropout logits logit alpha Beta beta epsilon
-lambda merger all-gather ftx
+lambda merger all-gather ftx NEFTune Trainer ChatGLM peft Ascend NPU MoE YAML
 """
 
 TERMS = set(_TERMS.split())
@@ -44,7 +47,7 @@ def untranslated(text: str, allowed: set[str]) -> list[str]:
     words = []
     for found in WORD.findall(CODE.sub(" ", text or "")):
         word = found.rstrip(".:-")
-        if len(word) <= 1 or word in allowed or word in TERMS or re.search(r"[_./:0-9]", word):
+        if len(word) <= 1 or word in allowed or word in TERMS or re.search(r"[_./:0-9]|[a-z][A-Z]", word):
             continue
         words.append(word)
     return words
@@ -114,3 +117,209 @@ def test_the_language_switch_relabels_options_and_choices():
     assert ("阶段 2", "z2") in by_name["deepspeed"]["choices"]
     back = {s.name: u for s, u in zip(form.specs, form.updates(lang="en", labels=True))}
     assert back["learning_rate"]["label"] == "Learning rate" and ("stage 2", "z2") in back["deepspeed"]["choices"]
+
+
+# ------------------------------------------------------------------ every tab, the plan panel, the language switch
+SHOWN = ("label", "info", "placeholder", "x_title", "y_title")  # a component's words (its value is data)
+WORDED = (gr.Button, gr.Markdown, gr.HTML)  # components whose value is the board's words, not data
+
+
+def _allowed() -> set[str]:
+    from tunekit.webui import backend as adapters
+
+    names = {name for _g, name, _i in iter_fields()} | _allowed_values() | set(adapters.template_names())
+    return names | {w for gpu in adapters.gpu_choices() for w in gpu.split()} | {"GiB"}  # GPU names are values
+
+
+def _shown_text(value) -> str:
+    return re.sub(r"<[^>]*>", " ", value) if isinstance(value, str) else ""
+
+
+def _page_strings(demo) -> list[tuple[str, str]]:
+    """(where, text) of every string the rendered page shows in any tab: labels, help lines, titles, choices'
+    words, buttons, Markdown and HTML (the language picker, which names both languages, left out)."""
+    out = []
+    for block in demo.blocks.values():
+        where = f"{type(block).__name__} {getattr(block, 'elem_id', None) or block._id}"
+        if getattr(block, "elem_id", None) == "tk-lang":
+            continue
+        out += [(f"{where} {prop}", text) for prop in SHOWN if isinstance(text := getattr(block, prop, None), str)]
+        if isinstance(block, WORDED):
+            out.append((f"{where} value", _shown_text(block.value)))
+        for choice in getattr(block, "choices", None) or []:
+            if isinstance(choice, (tuple, list)) and choice[0] != choice[1]:
+                out.append((f"{where} choice {choice[1]!r}", str(choice[0])))
+        out += [(f"{where} legend", str(key)) for key in getattr(block, "color_map", None) or {}]
+    return out
+
+
+def _untranslated_in(strings: list[tuple[str, str]]) -> list[str]:
+    allowed = _allowed()
+    return [f"{where}: {words} in {text!r}" for where, text in strings if (words := untranslated(text, allowed))]
+
+
+def test_every_tab_rendered_in_chinese_shows_no_untranslated_english(zh_board):
+    found = _untranslated_in(_page_strings(zh_board))
+    assert not found, "English left on the Chinese page:\n" + "\n".join(found[:40])
+    shown = dict(_page_strings(zh_board))
+    assert shown["LinePlot tk-loss-plot x_title"] == "步数" and shown["LinePlot tk-loss-plot y_title"] == "损失"
+    assert shown["Dropdown tk-chat-template choice ''"] == "（无）"
+    assert ("HighlightedText tk-samples-out legend", "参与训练") in _page_strings(zh_board)
+
+
+def _lang_handlers(demo):
+    radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "tk-lang")
+    return radio, [f for f in demo.fns.values() if (radio._id, "change") in f.targets]
+
+
+def _updates(block_fn, answer) -> list[tuple[object, dict]]:
+    """(component, its update's props) of a handler's answer."""
+    if len(block_fn.outputs) == 1 and not (isinstance(answer, dict) and block_fn.outputs[0] in answer):
+        answer = [answer]  # one output: the answer is its update
+    pairs = answer.items() if isinstance(answer, dict) else zip(block_fn.outputs, answer)
+    out = []
+    for comp, update in pairs:
+        if isinstance(update, dict):
+            out.append((comp, update))
+        elif isinstance(update, gr.components.Component):  # a component returned as its update: what it was given
+            props = (*SHOWN, "choices", "color_map")
+            out.append((comp, {p: getattr(update, p) for p in props if getattr(update, p, None)}))
+    return out
+
+
+def test_the_language_switch_leaves_no_english_behind():
+    """An English page switched to Chinese: every update the switch sends (labels, help, choices such as a template
+    picker's "(none)", the charts' axis titles) is Chinese."""
+    from tunekit.webui.app import create_app
+
+    demo = create_app(lang="en")
+    radio, handlers = _lang_handlers(demo)
+    strings = []
+    for block_fn in handlers:
+        data = {c: getattr(c, "value", None) for c in block_fn.inputs} | {radio: "zh"}
+        answer = block_fn.fn(data) if block_fn.inputs_as_dict else block_fn.fn(*[data[c] for c in block_fn.inputs])
+        for comp, props in _updates(block_fn, answer):
+            where = getattr(comp, "elem_id", None) or comp._id
+            strings += [(f"{where} {p}", props[p]) for p in SHOWN if isinstance(props.get(p), str)]
+            if isinstance(comp, WORDED) and isinstance(props.get("value"), str):
+                strings.append((f"{where} value", _shown_text(props["value"])))
+            strings += [(f"{where} choice", str(c[0])) for c in props.get("choices") or () if c[0] != c[1]]
+            strings += [(f"{where} legend", str(key)) for key in props.get("color_map") or {}]
+    found = _untranslated_in(strings)
+    assert not found, "English left after switching to Chinese:\n" + "\n".join(found[:40])
+    by_where = dict(strings)
+    assert by_where["tk-loss-plot x_title"] == "步数" and by_where["tk-lr-plot y_title"] == "学习率"
+    assert ("tk-eval-template choice", "（无）") in strings and ("tk-field-template choice", "（无）") in strings
+    assert ("tk-samples-out legend", "参与训练") in strings and ("tk-samples-out legend", "媒体") in strings
+
+
+@pytest.fixture(scope="module")
+def planned(tiny_qwen, tmp_path_factory):
+    """A board whose workspace holds the tiny model and a small dataset, and its plan handler."""
+    import json
+
+    from tunekit.webui.app import create_app
+    from tunekit.webui.board import Board
+    from tunekit.webui.paths import PathPolicy
+
+    root = tmp_path_factory.mktemp("zh-plan")
+    (root / "data").mkdir()
+    rows = [{"instruction": f"Say hello to {i}", "input": "", "output": f"Hello, {i}!"} for i in range(20)]
+    (root / "data" / "demo.json").write_text(json.dumps(rows))
+    (root / "data" / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}))
+    board = Board(cwd=root, policy=PathPolicy(root, allow=[tiny_qwen]))
+    demo = create_app(board, lang="zh")
+    train = demo.tk_tabs["train"]
+    (on_plan,) = [f for f in demo.fns.values() if f.name == "on_plan"]
+    form = {
+        "model_name_or_path": str(tiny_qwen),
+        "template": "qwen",
+        "dataset_dir": str(root / "data"),
+        "dataset": ["demo"],
+        "cutoff_len": "64",
+    }
+    return demo, train, on_plan, form
+
+
+def _plan_panel(planned, gpu: str, lang: str) -> str:
+    demo, train, on_plan, form = planned
+    radio, _ = _lang_handlers(demo)
+    data = {c: getattr(c, "value", None) for c in on_plan.inputs}
+    data.update({train.form[k]: v for k, v in form.items()} | {train.gpu: gpu, train.gpus: 1, radio: lang})
+    return on_plan.fn(data)
+
+
+@pytest.mark.parametrize("gpu", ["", "A100-80GB"], ids=["memory-only", "gpu"])
+def test_the_memory_plan_panel_is_chinese_on_the_chinese_board(planned, gpu):
+    """The plan beside the form after a plan, for the tiny model and data: every line in Chinese (numbers, option
+    names, values and paths as they are), the planner's notes said again; the same panel in English is English."""
+    from tunekit.webui import backend as adapters
+
+    if gpu and gpu not in adapters.gpu_choices():
+        pytest.skip(f"{gpu} is not in the planner's GPU table")
+    zh, en = _plan_panel(planned, gpu, "zh"), _plan_panel(planned, gpu, "en")
+    assert "⚠" not in zh and "- " in zh, zh  # a plan, with notes
+    assert "规划器原文" not in zh, zh  # every note matched and said again
+    found = untranslated(zh, _allowed())
+    assert not found, f"English left in the Chinese plan panel: {found}\n{zh}"
+    assert untranslated(en, _allowed())  # the check sees the English panel's words
+    assert "总步数" in zh and "| 组成部分 | GiB |" in zh and "| 运行时开销 |" in zh
+    if gpu:
+        assert zh.startswith("### ✓ 显存够用 — ") and en.startswith("### ✓ fits — ")
+
+
+def test_each_plan_note_is_matched_and_said_again_word_for_word():
+    """Each note pattern's English template, filled with what the pattern picked out of the planner's sentence, is
+    that sentence again (the pattern reads the planner's words exactly); the Chinese template takes the same parts."""
+    from tunekit.webui.i18n import TEXT
+    from tunekit.webui.plan_panel import NOTES, PARTS, reword
+
+    notes = [
+        "Data not measured (no dataset configured); pass --num-samples N to plan the steps.",
+        "gradient checkpointing: on for the lowest 2 of 24 layers (auto: without it this run needs 9.50 GiB, over "
+        "the 8.25 GiB of the standard recipe (every layer checkpointed, whole logits); the lowest 2 layers "
+        "checkpointed bring it to 8.10 GiB for about 2% of the step time; planned at 64 tokens per row, from "
+        "measured (longest row, padded))",
+        "gradient checkpointing: off (auto: without it this run needs 0.01 GiB per device, within 64.0 GiB (80% of "
+        "the A100-80GB's 80 GiB); set gradient_checkpointing: true to force it; planned at 512 tokens per row, "
+        "from cutoff_len + generation_max_new_tokens)",
+        "Nothing fits on T4: the smallest set-up (DeepSpeed z3_offload + gradient checkpointing + Liger) needs 3.5 "
+        "GiB more than the 16 GiB x 0.90 usable or 4 GPUs with ZeRO-3.",
+    ]
+    for note in notes:
+        assert reword(note, NOTES, "en") == note
+        assert "（规划器原文" not in reword(note, NOTES, "zh")
+    assert reword(notes[1], NOTES, "zh") == (
+        "梯度检查点：仅对最底部 2 层开启（共 24 层）（auto：不开启时需 9.50 GiB，"
+        "超过标准做法（每层都做检查点、完整 logits）的 8.25 GiB；对最底部 2 层做检查点可降到 8.10 GiB，"
+        "约多花单步时间的 2%；按每行 64 个 token 规划（实测最长一行，含填充））"
+    )
+    fields = re.compile(r"\{(\w+)\}")
+    for key, _pattern in [*NOTES, *(row for rows in PARTS.values() for row in rows)]:
+        assert set(fields.findall(TEXT[key]["zh"])) == set(fields.findall(TEXT[key]["en"])), key
+
+
+def test_the_live_charts_legend_follows_the_language():
+    """The loss chart's series are named in the page's words (the legend), coloured as in English."""
+    from tunekit.webui.monitor import loss_frame, lr_frame
+    from tunekit.webui.tabs.train_live import chart_data
+
+    records = [{"step": 1, "loss": 2.0, "lr": 1e-3}, {"step": 2, "eval_loss": 1.5}, {"step": 2, "loss": 1.75}]
+    view = {"chart": loss_frame(records), "lr_chart": lr_frame(records), "total": 4}
+    zh, en = chart_data({**view, "lang": "zh"})["loss_plot"], chart_data({**view, "lang": "en"})["loss_plot"]
+    assert list(zh["value"]["series"]) == ["损失", "损失", "验证损失"]
+    assert list(en["value"]["series"]) == ["loss", "loss", "eval_loss"]
+    assert zh["color_map"] == {"损失": "#1f77b4", "验证损失": "#ff7f0e"} and zh["x_lim"] == [0, 4]
+    assert list(zh["value"]["value"]) == [2.0, 1.75, 1.5] == list(en["value"]["value"])
+
+
+def test_the_sample_preview_names_its_pieces_in_chinese(planned):
+    """The preview's highlighted pieces carry the legend's Chinese words (参与训练: the trained tokens)."""
+    demo, train, _on_plan, form = planned
+    radio, _ = _lang_handlers(demo)
+    (on_samples,) = [f for f in demo.fns.values() if f.name == "on_samples"]
+    data = {c: getattr(c, "value", None) for c in on_samples.inputs}
+    data.update({train.form[k]: v for k, v in form.items()} | {train.samples_n: 1, radio: "zh"})
+    pieces = on_samples.fn(data)[train.samples_out]
+    assert {label for _text, label in pieces} == {None, "参与训练"}
+    assert "".join(text for text, label in pieces if label) == "Hello, 0!<|im_end|>"

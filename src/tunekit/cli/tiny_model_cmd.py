@@ -10,9 +10,9 @@ from tunekit.tiny.text import build_tiny_model, describe, prepare_out_dir, resol
 from tunekit.tiny.vlm import build_tiny_vlm, describe_vlm, is_vlm_family  # every vision-language family
 
 FAMILY_HELP = (
-    "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text, qwen3_moe, qwen2_moe; vision-language: qwen2-vl, "
-    "qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, gemma3, smolvlm, idefics3; "
-    "audio: qwen2-audio"
+    "qwen2, qwen3, llama, mistral, gemma, gemma2, gemma3_text, qwen3_moe, qwen2_moe, mixtral, glm4, glm; "
+    "vision-language: qwen2-vl, qwen2.5-vl, qwen3-vl, llava, llava-next, llava-next-mistral, llava-next-llama3, "
+    "gemma3, smolvlm, idefics3; audio: qwen2-audio"
 )
 
 

@@ -29,6 +29,8 @@ HELP_ZH: dict[str, str] = {
     "disable_gradient_checkpointing": "LLaMA-Factory 的写法，等同于 gradient_checkpointing: false。",
     "enable_liger_kernel": "使用 Liger 融合算子（RMSNorm、SwiGLU、融合线性交叉熵）；需要 liger-kernel 和 GPU。",
     "use_unsloth": "使用 Unsloth 改写的模型（需要 unsloth 和 GPU）。",
+    "use_v1_kernels": "LLaMA-Factory 的 v1 融合算子开关（Ascend NPU 的 RMSNorm、RoPE、SwiGLU、MoE）："
+    "为加载其配置接受 false；true 会被拒绝：GPU 上的融合算子请用 enable_liger_kernel，另可用 flash_attn: fa2。",
     "quantization_bit": "以 4 或 8 比特量化加载基座模型（QLoRA，需要 lora）。",
     "quantization_method": "quantization_bit 使用的量化库。",
     "quantization_type": "bitsandbytes 的 4 比特数据类型。",
@@ -36,6 +38,9 @@ HELP_ZH: dict[str, str] = {
     "low_cpu_mem_usage": "加载权重时不在内存中保留随机初始化的副本。",
     "allow_new_weights": "允许加载权重与 config.json 的架构不完全对应的模型目录：缺少的权重随机初始化，"
     "多余的权重被丢弃（用于有意扩展的模型）。关闭时此类目录会被拒绝，并列出相应的键。",
+    "moe_aux_loss_coef": "混合专家模型：路由器负载均衡（辅助）损失的权重，按 transformers 的算法加到每次前向的损失上"
+    "（设置模型的 router_aux_loss_coef 与 output_router_logits），并记录为 moe/aux_loss；留空则不加。"
+    "仅用于 sft 和 pt 阶段；稠密模型会被拒绝。",
     "print_param_status": "设置完成后打印每个参数的名称、形状、数据类型和是否可训练。",
     "template": "对话模板（`qwen`、`llama3`、`default` 等），或 `jinja` 使用分词器自带模板。",
     # ---- data
@@ -66,6 +71,9 @@ HELP_ZH: dict[str, str] = {
     "最长行；不小于 cutoff_len。dpo 和 rm 以一对为单位，计两条序列（不小于 2 × cutoff_len）；不支持 kto。",
     "default_system": "样本没有系统提示词时使用的系统提示词（覆盖模板默认值）。",
     "enable_thinking": "推理模板（`qwen3` 等）：保留思考过程；false 时渲染空的 `<think></think>`。",
+    "thought_loss_weight": "推理模板（qwen3、qwen3_vl），sft 阶段：回复中思考块（`<think>` … `</think>` 及其后的空行；"
+    "没有思考的回复为空块）的损失权重。1：与答案同等训练（默认）；0：不训练（标签 -100，仍留在输入中）；介于两者之间："
+    "思考词元按此权重计入，损失除以整步的权重之和。需要 enable_thinking。",
     "tool_format": "函数调用的工具调用格式（默认：模板自带的格式）。",
     "empty_template_eos": "`template: empty` 时每条回复以 EOS 结尾，让模型学会停止；false 时不加 EOS（同 "
     "LLaMA-Factory）。",
@@ -80,7 +88,12 @@ HELP_ZH: dict[str, str] = {
     "整对移动，仅限大小相同的填充批次）。不用于 kto：其 KL 估计按微批计算。",
     # ---- stage and method
     "stage": "训练阶段：pt（预训练）、sft、rm、ppo、dpo、kto、grpo。",
-    "finetuning_type": "微调方法：lora、freeze（只训练最后几层）或 full（全参数）。",
+    "finetuning_type": "微调方法：lora、oft、freeze（只训练最后几层）、full（全参数）、ptuning（深度前缀微调，"
+    "每层注意力前加可训练的键值前缀）或 prompt（提示微调：输入前加可训练的虚拟词元）。",
+    "pre_seq_len": "ptuning：每层注意力前可训练前缀的长度（ChatGLM 脚本的名称；即 peft 的 num_virtual_tokens）。",
+    "prefix_projection": "ptuning：用两层 MLP 从 pre_seq_len 个可训练嵌入计算前缀；保存的适配器存计算出的前缀。",
+    "prefix_hidden_size": "ptuning：前缀 MLP 的隐藏层大小（peft 的 encoder_hidden_size；默认：一层键值的宽度）。",
+    "num_virtual_tokens": "prompt：放在输入嵌入之前的可训练虚拟词元个数（由随机选取的词表嵌入初始化）。",
     "do_train": "执行训练。未设置时为 true，除非设置了 do_predict 或 do_eval（此时只运行它们）。",
     "do_eval": "训练后在验证数据上评估。",
     "do_predict": "为评估数据生成预测并评分。",
@@ -122,6 +135,10 @@ HELP_ZH: dict[str, str] = {
     "adam_beta2": "Adam 的 beta2。",
     "adam_epsilon": "Adam 的 epsilon。",
     "max_grad_norm": "把梯度的全局范数裁剪到此值（0 = 不裁剪）。",
+    "neftune_noise_alpha": "NEFTune：训练时给输入词嵌入加上 ±alpha/sqrt(L×d) 内的均匀噪声"
+    "（L 为批内每行的词元数，d 为隐藏维度；由 transformers 的 Trainer 挂钩实现，评估与生成时不加）；"
+    "论文取 5 到 15。用于 sft 和 pt 阶段；dpo 和 kto 仅当参考模型不受噪声影响时可用"
+    "（ref_model、precompute_ref_log_probs，或 full / freeze / oft）。留空或 0：关闭。",
     "seed": "初始化、打乱数据和划分验证集的随机种子。",
     "data_seed": "只用于打乱数据的随机种子（默认：seed）。",
     "bf16": "bfloat16 混合精度。未设置时由设备决定：计算能力 8.0 以上的 GPU 和原生支持 bf16 的 CPU（AVX512_BF16/AMX）"
@@ -217,6 +234,8 @@ HELP_ZH: dict[str, str] = {
     "deepspeed": "DeepSpeed 配置文件路径或预设：z0、z2、z2_offload、z3、z3_offload。",
     "fsdp": "FSDP2 分片：full_shard、shard_grad_op 或 no_shard；加上 `offload` 把参数卸载到 CPU。",
     "fsdp_config": "FSDP 配置 JSON 文件路径（高级）。",
+    "fsdp_transformer_layer_cls_to_wrap": "使用 fsdp 时作为独立 FSDP 单元分片的模块类名，逗号分隔"
+    "（如 LlamaDecoderLayer）；每个类都必须存在于加载的模型中。留空：使用模型自身的解码层类（_no_split_modules）。",
     "ddp_find_unused_parameters": "DDP：查找没有梯度的参数（更慢；某些模型需要）。",
     "ddp_backend": "torch.distributed 后端（GPU 默认 `nccl`，CPU 默认 `gloo`）。",
     # ---- logging and output

@@ -137,6 +137,7 @@ DATA_ARGS = (
     "tool_format",
     "default_system",
     "enable_thinking",
+    "preserve_thinking",  # LLaMA-Factory 0.9.5+: history thoughts kept under mask_history (docs/reasoning.md)
     "tokenized_path",
     "data_shared_file_system",
 )
@@ -419,6 +420,13 @@ TRAINING_ARGS = (
 )
 
 LLAMAFACTORY_OPTIONS = frozenset(MODEL_ARGS + DATA_ARGS + FINETUNING_ARGS + GENERATING_ARGS + TRAINING_ARGS)
+
+# Why an unsupported option stays unsupported, where that was checked (appended to the refusal).
+WHY_UNSUPPORTED = {
+    "mixture_of_depths": "Mixture-of-Depths needs the mixture-of-depth package (LLaMA-Factory requires >=1.1.6), "
+    "whose latest release, 1.2.0, imports what transformers 5 removed (TRANSFORMERS_CACHE, "
+    "transformers.modeling_attn_mask_utils)",
+}
 
 
 def unsupported(known: Iterable[str]) -> frozenset[str]:

@@ -14,11 +14,12 @@ from typing import Any
 
 from ..errors import ConfigError
 from .files import load_yaml_text, read_config_file
-from .llamafactory_options import unsupported
+from .llamafactory_options import WHY_UNSUPPORTED, unsupported
+from .llamafactory_v1 import attach, is_v1_config, notes_of, read_v1_config
 from .options import GROUPS
 from .problems import Problem, ProblemsError, excerpt, problems_text
 from .schema import FORMER_NAMES, Config
-from .secrets import resolve_secrets, write_options
+from .secrets import _yaml_with_comments, mask_secrets, resolve_secrets, write_options
 
 RESOLVED_CONFIG_NAME = "tunekit_config.yaml"
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -141,7 +142,8 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
                 lines.append(
                     Problem(
                         f"`{key}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): "
-                        f"remove it; `tunekit train --help` lists what tunekit supports.",
+                        f"remove it; `tunekit train --help` lists what tunekit supports."
+                        + (f" ({WHY_UNSUPPORTED[key]}.)" if key in WHY_UNSUPPORTED else ""),
                         (str(key),),
                     )
                 )
@@ -299,15 +301,20 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mappi
     """Read ``path`` (YAML or JSON) and apply ``overrides`` (``key=value`` strings or a dict)."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    if path is not None:
-        for key, value in read_config_file(path).items():
-            values[key] = value
-            sources[key] = f"in {path}"
     extra = dict(overrides) if isinstance(overrides, Mapping) else parse_overrides(overrides)
+    if path is not None:
+        values = read_config_file(path)
+        sources = dict.fromkeys(values, f"in {path}")
+    v1 = read_v1_config(values, path, extra) if is_v1_config(values) else None  # LLaMA-Factory v1 (llamafactory_v1)
+    if v1 is not None:
+        values, sources, extra = dict(v1.options), v1.sources(), v1.overrides
     for key, value in extra.items():
         values[key] = value
         sources[key] = "on the command line"
-    return build_config(values, sources)
+    cfg = build_config(values, sources)
+    if v1 is not None:
+        attach(cfg, v1)
+    return cfg
 
 
 def check_writable_folder(path: str | Path, option: str) -> None:
@@ -346,11 +353,21 @@ def save_config(
     ``notes``: ``{option: text}`` written as a comment above that option (e.g. a DeepSpeed file's optimizer ran
     instead)."""
     data, comments = ordered_options(cfg)
-    for key, text in (notes or {}).items():
+    for key, text in [*notes_of(cfg).items(), *(notes or {}).items()]:  # notes_of: a LLaMA-Factory v1 file's mapping
         if key in data:
             comments[key] = f"{comments[key]}\n# {text}" if key in comments else text
     # secrets become ${ENV_VAR} references, and a file holding one gets mode 0600 (config/secrets.py)
     return write_options(data, Path(output_dir) / name, comments=comments)
+
+
+def config_text(cfg: Config) -> str:
+    """``tunekit train CONFIG --print-config``: the options set for the run as YAML (secrets masked), each under the
+    note of the LLaMA-Factory v1 key it came from."""
+    data, comments = ordered_options(cfg)
+    data = {k: v for k, v in data.items() if k in cfg.model_fields_set}
+    for key, text in notes_of(cfg).items():
+        comments[key] = f"{comments[key]}\n# {text}" if key in comments else text
+    return _yaml_with_comments(mask_secrets(data), comments) if data else "{}\n"
 
 
 def ordered_options(cfg: Config) -> tuple[dict[str, Any], dict[str, str]]:

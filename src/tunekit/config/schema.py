@@ -15,7 +15,7 @@ from pydantic import model_validator
 
 from .engines import engine_problems
 from .lists import split_list
-from .method_rules import method_problems, oft_problems, switch_problems
+from .method_rules import checkpointing_auto_off, method_problems, oft_problems, switch_problems
 from .options import (
     GROUPS,
     DataOptions,
@@ -29,14 +29,26 @@ from .options import (
     RLHFOptions,
     TrainingOptions,
 )
-from .options.data import batching_problems, dataset_name_problems, micro_batch_problems, packing_problems
-from .options.distributed import fsdp_config_problems
+from .options.data import (
+    batching_problems,
+    dataset_name_problems,
+    micro_batch_problems,
+    packing_problems,
+    thought_problems,
+)
+from .options.distributed import fsdp_config_problems, fsdp_wrap_problems
 from .options.export import export_problems
 from .options.logging import tracker_problems
-from .options.model import checkpointing_problems
+from .options.model import checkpointing_problems, kernel_problems, moe_problems
 from .options.multimodal import MultimodalOptions, multimodal_problems
 from .options.optimizers import optimizer_problems, sft_loss_problems
-from .options.training import evaluation_problems, output_problems, schedule_problems, scheduler_kwargs_problems
+from .options.training import (
+    evaluation_problems,
+    neftune_problems,
+    output_problems,
+    schedule_problems,
+    scheduler_kwargs_problems,
+)
 from .problems import Problem, ProblemsError, as_problem
 from .stages import STAGES
 
@@ -80,8 +92,10 @@ class Config(
 
     @property
     def use_gradient_checkpointing(self) -> bool:
-        """True unless turned off; ``auto`` counts as on until ``tunekit train`` decides it (plan/checkpointing.py)."""
-        return self.gradient_checkpointing is not False and not self.disable_gradient_checkpointing
+        """True unless turned off; ``auto`` counts as on until ``tunekit train`` decides it (plan/checkpointing.py),
+        and is off for ptuning, which cannot be checkpointed (``method_rules.checkpointing_auto_off``)."""
+        on = self.gradient_checkpointing is not False and not self.disable_gradient_checkpointing
+        return on and not checkpointing_auto_off(self)
 
     @property
     def trackers(self) -> list[str]:
@@ -154,18 +168,23 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
             ("mask_history", "train_on_prompt"),
         )
     yield from checkpointing_problems(cfg, given)
+    yield from kernel_problems(cfg)
+    yield from moe_problems(cfg)  # moe_aux_loss_coef: sft and pt
+    yield from neftune_problems(cfg)
     yield from tracker_problems(cfg)
     yield from packing_problems(cfg)
     yield from batching_problems(cfg)  # padding_free with packing, max_tokens_per_batch
     yield from output_problems(cfg)  # output_dir is not the model's or an adapter's folder
     yield from dataset_name_problems(cfg)
     yield from micro_batch_problems(cfg)
+    yield from thought_problems(cfg)  # thought_loss_weight: sft, enable_thinking
     if cfg.lr_scheduler_kwargs:
         yield from scheduler_kwargs_problems(cfg.lr_scheduler_type, cfg.lr_scheduler_kwargs)
     yield from switch_problems(cfg, given)
     yield from oft_problems(cfg, given)
     yield from optimizer_problems(cfg)
     yield from fsdp_config_problems(cfg)
+    yield from fsdp_wrap_problems(cfg)
     yield from sft_loss_problems(cfg)
     yield from multimodal_problems(cfg)
     yield from engine_problems(cfg)  # fsdp words; fsdp with rm/ppo/grpo, fp16, do_predict (config/engines.py)

@@ -62,6 +62,7 @@ TOKENIZATION_OPTIONS = (
     "train_on_prompt",
     "mask_history",
     "enable_thinking",
+    "thought_loss_weight",
     "default_system",
     "tool_format",
     "empty_template_eos",

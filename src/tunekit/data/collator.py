@@ -55,9 +55,23 @@ class PaddingCollator:
             if positions is not None:
                 positions[row, :n] = torch.as_tensor(f["position_ids"], dtype=torch.long)
                 positions[row, n:] = torch.arange(width - n)
+        weighted = _thought_mask(features, width, self.padding_side) if "thought_mask" in features[0] else {}
         if positions is not None:
-            return {"input_ids": ids, "position_ids": positions, "labels": labels}
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+            return {"input_ids": ids, "position_ids": positions, "labels": labels, **weighted}
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels, **weighted}
+
+
+def _thought_mask(features: list[dict[str, Any]], width: int, side: str) -> dict[str, Any]:
+    """``thought_mask`` (``thought_loss_weight`` between 0 and 1: 1 on a trained thought's tokens), padded with 0."""
+    import torch
+
+    out = torch.zeros((len(features), width), dtype=torch.long)
+    for row, f in enumerate(features):
+        n = len(f["thought_mask"])
+        out[row, slice(0, n) if side == "right" else slice(width - n, width)] = torch.as_tensor(
+            f["thought_mask"], dtype=torch.long
+        )
+    return {"thought_mask": out}
 
 
 def _one_row(features: list[dict[str, Any]]) -> dict[str, Any]:
@@ -71,7 +85,10 @@ def _one_row(features: list[dict[str, Any]]) -> dict[str, Any]:
         positions += list(f["position_ids"])
         labels += [IGNORE_INDEX, *list(f.get("labels", f["input_ids"]))[1:]]
     as_row = lambda values: torch.tensor(values, dtype=torch.long).unsqueeze(0)  # noqa: E731
-    return {"input_ids": as_row(ids), "position_ids": as_row(positions), "labels": as_row(labels)}
+    row = {"input_ids": as_row(ids), "position_ids": as_row(positions), "labels": as_row(labels)}
+    if "thought_mask" in features[0]:
+        row["thought_mask"] = as_row([m for f in features for m in f["thought_mask"]])
+    return row
 
 
 @dataclass

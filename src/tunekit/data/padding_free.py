@@ -180,6 +180,8 @@ class PaddingFreeCollator:
         )
         as_row = lambda values: torch.tensor(values, dtype=torch.long).unsqueeze(0)  # noqa: E731
         batch = {"input_ids": as_row(ids), "position_ids": as_row(positions), "labels": as_row(labels)}
+        if "thought_mask" in features[0]:  # thought_loss_weight between 0 and 1 (train/thought_loss.py)
+            batch["thought_mask"] = as_row([m for f in features for m in f["thought_mask"]])
         if self.mm is None:
             return batch
         lengths = [len(f["input_ids"]) for f in features if f["input_ids"]]

@@ -33,6 +33,7 @@ from .processors.packing import pack_dataset
 from .processors.pt import announce_document_end
 from .readers import read_records
 from .report import DatasetReport
+from .sampling import apply_num_samples
 from .split import split_sizes
 from .templates import get_template
 from .templates.tokenizer_fix import fix_tokenizer
@@ -63,7 +64,24 @@ def load_template(cfg: Config, tokenizer, stage: str | None = None):
     return template
 
 
+def check_thought_markers(cfg: Config, template) -> None:
+    """``thought_loss_weight`` below 1 needs a template that writes a reply's thought as its own block
+    (``spec.reasoning``: qwen3, qwen3_vl); any other template renders a thought, if at all, as ordinary reply text."""
+    if (
+        cfg.thought_loss_weight == 1
+        or template is None
+        or getattr(getattr(template, "spec", None), "reasoning", False)
+    ):
+        return
+    raise ConfigError(
+        f"thought_loss_weight {cfg.thought_loss_weight:g} needs a reasoning template with thought markers "
+        f"(qwen3, qwen3_vl), but template is {cfg.template}: it has no <think> block to weight; use template: qwen3 "
+        "(or qwen3_vl) for a reasoning model, or remove thought_loss_weight."
+    )
+
+
 def make_context(cfg: Config, tokenizer, template) -> ProcessContext:
+    check_thought_markers(cfg, template)
     return ProcessContext(
         tokenizer=tokenizer,
         template=template,
@@ -71,6 +89,7 @@ def make_context(cfg: Config, tokenizer, template) -> ProcessContext:
         train_on_prompt=cfg.train_on_prompt,
         mask_history=cfg.mask_history,
         enable_thinking=cfg.enable_thinking,
+        thought_weight=cfg.thought_loss_weight,
         default_system=cfg.default_system,
         packing=cfg.use_packing,
         mm=load_plugin(cfg, cfg.template),
@@ -123,7 +142,12 @@ def prepare_datasets(cfg: Config, tokenizer, stage: str | None = None) -> Prepar
 
 
 def _depends(cfg: Config, ctx: ProcessContext, stage: str) -> dict:
-    return tokenized_cache.depends_on(cfg, ctx.tokenizer, ctx.template, ctx.mm, stage)
+    depends = tokenized_cache.depends_on(cfg, ctx.tokenizer, ctx.template, ctx.mm, stage)
+    names = [*(cfg.dataset_names or []), *(cfg.eval_dataset_names or [])]
+    if names:  # without a dataset the saved folder is the data: nothing to compare its num_samples with
+        attrs = resolve_datasets(names, cfg.dataset_dir)  # dataset_info.json's num_samples and the seed picking them
+        depends["num_samples"] = {a.name: [a.num_samples, cfg.seed] for a in attrs if a.num_samples}
+    return depends
 
 
 def split_train_eval(dataset, val_size: float, seed: int):
@@ -185,8 +209,10 @@ def _mix(parts, cfg: Config):
 
 def _fingerprint(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str) -> str:
     template_sig = ctx.template.chat_template_jinja() if hasattr(ctx.template, "chat_template_jinja") else None
+    sampling = {"num_samples_seed": cfg.seed} if attr.num_samples else {}  # the records num_samples picks
     return fingerprint(
         {
+            **sampling,
             "source": source_signature(attr.path)
             if attr.load_from == "file"
             else [attr.path, attr.split, attr.subset],
@@ -220,6 +246,7 @@ def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
 
     report = DatasetReport(name=attr.name)
     raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
+    raws, report.sampled = apply_num_samples(raws, attr.name, attr.num_samples, cfg.seed)  # before max_samples
     if cfg.max_samples:
         raws = raws[: cfg.max_samples]
     report.records = len(raws)

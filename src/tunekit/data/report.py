@@ -10,7 +10,7 @@ from pathlib import Path
 @dataclass
 class DatasetReport:
     name: str
-    records: int = 0  # read from the source (after max_samples)
+    records: int = 0  # read from the source (after num_samples and max_samples)
     invalid: int = 0  # records that failed validation and were skipped (bad_records: skip)
     dropped: int = 0  # samples with no trainable tokens left
     truncated: int = 0  # samples cut to cutoff_len (kept)
@@ -18,6 +18,7 @@ class DatasetReport:
     invalid_examples: list[str] = field(default_factory=list)
     dropped_sources: list[str] = field(default_factory=list)
     truncated_sources: list[str] = field(default_factory=list)
+    sampled: str | None = None  # what dataset_info.json's num_samples selected (data/sampling.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -49,6 +50,8 @@ def print_reports(reports: list[DatasetReport], cutoff_len: int, console=None) -
         )
     console.print(table)
     for r in reports:
+        if r.sampled:
+            console.print(f"  {r.sampled}", highlight=False)
         for msg in r.invalid_examples[:3]:
             console.print(f"  [yellow]skipped[/] {msg}", highlight=False)
         if r.truncated:

@@ -15,14 +15,17 @@ import tempfile
 from pathlib import Path
 
 from ..config.schema import Config
-from ..data.pipeline import load_template
 from ..errors import ConfigError, EnvironmentProblem, ModelError
 from ..model.finetuning import apply_finetuning
-from ..model.loader import load_model, load_model_config, load_tokenizer, model_path
+from ..model.loader import load_model, load_model_config, model_path
 from ..model.stops import stop_token_ids
 from .files import BIN_INDEX, SAFE_INDEX, ensure_index, shard_bytes, to_legacy_bin
 from .media import check_multimodal_export, media_export, provenance_entry, write_processor
+from .prompt_adapter import exports_prompt_adapter, write_prompt_adapter
+from .prompt_adapter import recorded as _recorded
+from .prompt_adapter import relative_to as _relative_to
 from .quantize import check_available, merged_export_config, quantize_merged
+from .template_choice import export_tokenizer_and_template
 from .verify import print_report, verify_export
 from .zero import consolidate_zero, zero_tag
 
@@ -57,6 +60,9 @@ def check_export_dir(cfg: Config) -> Path:
 
 def export_model(cfg: Config, verify: bool | None = None) -> Path:
     out = check_export_dir(cfg)
+    if exports_prompt_adapter(cfg):  # a prefix / prompt adapter has no weights to merge into (prompt_adapter.py)
+        write_prompt_adapter(cfg, out, save_tokenizer, PROVENANCE)
+        return _after_export(cfg, out, verify)
     source = model_path(cfg)
     check_multimodal_export(cfg)
     if (
@@ -73,6 +79,11 @@ def export_model(cfg: Config, verify: bool | None = None) -> Path:
             save_folder(model, tokenizer, template, qcfg, out, quantization=quantization)
         else:
             write_merged(cfg, out)
+    return _after_export(cfg, out, verify)
+
+
+def _after_export(cfg: Config, out: Path, verify: bool | None) -> Path:
+    """Verify (``export_verify``) and push (``export_hub_model_id``) the written folder."""
     print(f"exported to {out}")
     if verify if verify is not None else cfg.export_verify:
         report = verify_export(out, base_cfg=cfg if adapters_of(cfg) and cfg.export_quantization_bit is None else None)
@@ -102,15 +113,7 @@ def load_for_export(cfg: Config):
     """(model merged in fp32 on CPU, or in the target dtype on a GPU with export_device auto; tokenizer; template)."""
     import torch
 
-    tokenizer = load_tokenizer(cfg)
-    if not cfg.template:
-        if not getattr(tokenizer, "chat_template", None):
-            raise ConfigError(
-                "template is not set: name the chat template the model was trained with (e.g. qwen), so "
-                "the export carries it; `tunekit templates` lists them."
-            )
-        cfg = cfg.model_copy(update={"template": "jinja"})
-    template = load_template(cfg, tokenizer)
+    cfg, tokenizer, template = export_tokenizer_and_template(cfg)
     dtype = target_dtype(cfg)
     gpu = cfg.export_device == "auto" and torch.cuda.is_available()
     merge_dtype = (
@@ -182,23 +185,6 @@ def save_folder(
     if media:
         provenance["multimodal"] = provenance_entry(media)
     (out / PROVENANCE).write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _recorded(path: str | None) -> str | None:
-    """A local folder as its absolute path; a hub id (no such local folder) as given."""
-    if not path:
-        return path
-    local = Path(path).expanduser()
-    return str(local.resolve()) if local.exists() else path
-
-
-def _relative_to(path: str | None, out: Path) -> str | None:
-    if not path or not Path(path).is_absolute():
-        return None
-    try:
-        return os.path.relpath(path, out.resolve())
-    except ValueError:  # another drive (Windows)
-        return None
 
 
 def save_tokenizer(tokenizer, template, out: Path, enable_thinking: bool = True, official: str | None = None) -> None:

@@ -4,8 +4,10 @@ Checks: the weight index matches the shard files (every key once, every file pre
 ``export_size``), transformers loads it without missing/unexpected/mismatched keys, saved shapes equal
 the model's and every floating tensor has the config's dtype, the saved ``chat_template`` renders what
 tunekit's template renders, a few tokens generate, and for a merged LoRA the logits equal base + adapter
-(unmerged, in tunekit) within 1e-4 in fp32. A vision-language or audio export is loaded as its whole class and
-checked with its processor on an image (or audio) prompt instead of the text checks (``verify_media``).
+(unmerged, in tunekit) within 1e-4 in fp32. A prefix / prompt adapter export (an adapter folder with its base recorded,
+``export/prompt_adapter.py``) is checked as plain peft loads it: base + adapter (:func:`verify_prompt_export`). A
+vision-language or audio export is loaded as its whole class and checked with its processor on an image (or audio)
+prompt instead of the text checks (``verify_media``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..config.schema import Config
 from ..data.templates import get_template
 from ..errors import ModelError
 from ..model.multimodal import is_multimodal_config, model_class
+from ..model.prompt_adapters import fixed_generation
 from .checks import LOGIT_TOLERANCE, reference_model
 from .checks import problem as _problem
 from .checks import skip as _skip
@@ -45,6 +48,8 @@ def verify_export(path: str | Path, base_cfg: Config | None = None, max_new_toke
     """A report dict: ``ok``, ``problems`` (list of text), ``checks`` (name -> detail) and measured figures."""
     path = Path(path)
     report: dict[str, Any] = {"path": str(path), "ok": True, "problems": [], "checks": {}}
+    if not (path / "config.json").is_file() and (path / "adapter_config.json").is_file():
+        return verify_prompt_export(path, report, base_cfg, max_new_tokens)
     if not (path / "config.json").is_file():
         raise ModelError(
             f"{path} has no config.json: it is not a model folder (give the export_dir of `tunekit export`)."
@@ -356,6 +361,82 @@ def _compare_logits(path: Path, model, tokenizer, base_cfg: Config, report: dict
     if bound is not None and diff >= bound:
         _problem(report, detail + f", above {bound:g}")
     report["checks"]["merged_logits"] = detail + (f" < {bound:g}" if bound is not None and diff < bound else "")
+
+
+def verify_prompt_export(path: Path, report: dict, base_cfg: Config | None, max_new_tokens: int) -> dict:
+    """A prefix / prompt adapter export: plain transformers loads the base its ``adapter_config.json`` names (found as
+    ``tunekit_export.json`` recorded it), plain ``PeftModel.from_pretrained`` the adapter; the template renders like
+    tunekit's, it generates, and its logits equal base + the trained adapter loaded by tunekit (and differ from the
+    base's: the prefix / prompt is applied)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    provenance = _read_json(path / "tunekit_export.json") or {}
+    report["provenance"] = provenance
+    adapter = _read_json(path / "adapter_config.json") or {}
+    recorded = {**provenance, "base": provenance.get("base") or adapter.get("base_model_name_or_path")}
+    if not recorded["base"]:
+        _problem(report, "adapter_config.json names no base_model_name_or_path: the adapter cannot be loaded")
+        return report
+    ((given, base),) = resolve_recorded(recorded, "base", path)
+    base = base or _hub_cached(given)
+    if base is None:
+        _problem(report, f"the base model {given} named by the adapter is not a local folder here nor cached")
+        return report
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32).eval()
+    model = PeftModel.from_pretrained(model, str(path)).eval()
+    trained = sum(p.numel() for p in model.prompt_encoder.parameters())
+    report["checks"]["load"] = (
+        f"{adapter.get('peft_type')} adapter ({trained:,} parameters) on {base} with plain peft; not merged"
+    )
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    _check_template(tokenizer, provenance, report)
+    _plain_generate_note(model, tokenizer, report)
+    _generate(fixed_generation(model), tokenizer, report, max_new_tokens)  # as tunekit's chat / api / predict do
+    trained_cfg = base_cfg if base_cfg is not None else _base_cfg_from(provenance, path)[0]
+    if trained_cfg is None:
+        _skip(report, "adapter_logits", "the trained adapter recorded in tunekit_export.json is not found here")
+        return report
+    ids = tokenizer(report.get("rendered_prompt") or PROMPT, add_special_tokens=False, return_tensors="pt")
+    reference = reference_model(trained_cfg.model_copy(update={"adapter_name_or_path": trained_cfg.adapter_paths[-1]}))
+    n = ids["input_ids"].shape[1]  # prompt tuning's logits start with its virtual tokens': compare the input's
+    with torch.inference_mode():
+        exported, ref = model(**ids).logits[:, -n:], reference(**ids).logits[:, -n:]
+        with model.disable_adapter():
+            plain = model(**ids).logits
+    diff, effect = float((exported - ref).abs().max()), float((ref - plain).abs().max())
+    report["max_abs_logit_diff"], report["adapter_effect"] = diff, effect
+    detail = f"max |exported - trained adapter| = {diff:.3e} (the adapter moves logits by up to {effect:.3e})"
+    if diff >= LOGIT_TOLERANCE["float32"] or effect == 0:
+        _problem(
+            report,
+            detail + (": the adapter has no effect" if effect == 0 else f", above {LOGIT_TOLERANCE['float32']:g}"),
+        )
+    report["checks"]["adapter_logits"] = detail
+    return report
+
+
+def _plain_generate_note(model, tokenizer, report: dict) -> None:
+    """Whether plain peft's ``generate`` applies the adapter at its first step (its logits equal the forward's): with
+    transformers 5 it does not for prefix / prompt tuning (``model/prompt_adapters.fixed_generation``), and a user of
+    the folder needs to know. A note, not a problem: the folder itself is right."""
+    import torch
+
+    ids = tokenizer(report.get("rendered_prompt") or PROMPT, add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode():
+        step = model.generate(
+            **ids, max_new_tokens=1, do_sample=False, output_logits=True, return_dict_in_generate=True
+        ).logits[0][0]
+        diff = float((step - model(**ids).logits[0, -1]).abs().max())
+    if diff > LOGIT_TOLERANCE["float32"]:
+        import transformers
+
+        report["checks"]["peft_generate"] = (
+            f"note: plain peft's generate does not apply this adapter with transformers {transformers.__version__} "
+            f"(its first step differs from the adapter's forward by {diff:.3e}); tunekit chat, api and predict "
+            "generate with it, as the check below does"
+        )
 
 
 def print_report(report: dict) -> None:

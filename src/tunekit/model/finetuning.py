@@ -1,11 +1,13 @@
-"""Apply the fine-tuning method: full, freeze (train the last layers), or LoRA and its variants and OFT through PEFT.
+"""Apply the fine-tuning method: full, freeze (train the last layers), or LoRA and its variants, OFT, P-Tuning v2 and
+prompt tuning through PEFT (the last two in ``model/prompt_adapters.py``).
 
 What may train is one selection for every method (``model/trainable.py``): a vision-language model's frozen parts
 (``freeze_*``) get no adapter and no gradient, and :func:`~tunekit.model.trainable.check_frozen` refuses any method
 that would train one.
 
 ``apply_finetuning(model, cfg)`` returns the model to train (a ``PeftModel`` for LoRA); for inference
-(``is_trainable=False``) every adapter in ``adapter_name_or_path`` is loaded and merged.
+(``is_trainable=False``) every adapter in ``adapter_name_or_path`` is loaded and merged, but a prefix / prompt adapter,
+which has no weight to merge into: that one stays a ``PeftModel`` (it can only be the last).
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ from ..config.lists import split_list
 from ..config.schema import Config
 from ..errors import ConfigError, ModelError
 from .expand import llama_pro_layer_ids
+from .moe import expert_lora_layers, lora_moe_targets
 from .pickles import check_adapter_folder
+from .prompt_adapters import (
+    PROMPT_METHODS,
+    apply_prompt_learning,
+    check_prompt_adapters,
+    is_prompt_adapter,
+    load_prompt_adapter,
+    refuse_under,
+)
 from .trainable import (
     adapted_layers,
     adapter_targets,
@@ -33,11 +44,18 @@ _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 def apply_finetuning(model, cfg: Config, is_trainable: bool = True):
     adapters = cfg.adapter_paths
     if not is_trainable:
+        check_prompt_adapters(adapters)
         for path in adapters:
-            model = _merge_adapter(model, path)
+            model = load_prompt_adapter(model, path) if is_prompt_adapter(path) else _merge_adapter(model, path)
         for p in model.parameters():
             p.requires_grad_(False)
         return model
+    if cfg.finetuning_type in PROMPT_METHODS:  # P-Tuning v2 / prompt tuning: only the prefix or prompt trains
+        model = apply_prompt_learning(model, cfg, adapters, _merge_adapter)
+        if not getattr(cfg, "pure_bf16", False):
+            _upcast_trainable(model)
+        return model
+    refuse_under(cfg.finetuning_type, adapters)  # the adapters are merged before another method trains
     if cfg.finetuning_type in ("lora", "oft"):
         model = _apply_lora(model, cfg, adapters)
         check_frozen(model, cfg)  # every method, whatever it did: nothing of a frozen part trains (model/trainable.py)
@@ -147,8 +165,9 @@ def _apply_freeze(model, cfg: Config) -> None:
 def lora_config(cfg: Config, model) -> Any:
     from peft import LoraConfig, TaskType
 
-    targets = adapter_targets(model, cfg, "lora_target")  # the one selection: nothing inside a frozen part
-    check_lora_rank(cfg.lora_rank, adapted_layers(model, targets))
+    moe = lora_moe_targets(model, cfg)  # a mixture of experts: its fused experts too, never a router (model/moe.py)
+    targets, parameters = moe or (adapter_targets(model, cfg, "lora_target"), None)  # nothing in a frozen part
+    check_lora_rank(cfg.lora_rank, {**adapted_layers(model, targets), **expert_lora_layers(model, parameters)})
     init: Any = True
     if cfg.pissa_init:
         init = "pissa" if cfg.pissa_iter == -1 else f"pissa_niter_{cfg.pissa_iter}"
@@ -158,6 +177,7 @@ def lora_config(cfg: Config, model) -> Any:
         lora_alpha=cfg.resolved_lora_alpha,
         lora_dropout=cfg.lora_dropout,
         target_modules=targets,
+        target_parameters=parameters,
         modules_to_save=modules_to_save(model, cfg),
         use_rslora=cfg.use_rslora,
         use_dora=cfg.use_dora,

@@ -21,6 +21,7 @@ from ..env import env_flag
 from ..errors import ConfigError, EnvironmentProblem, ModelError
 from .finetuning import apply_finetuning
 from .layers import decoder_layers
+from .moe import configure_moe, watch_router_aux
 from .multimodal import model_class
 from .quantization import check_prequantized, quantization_config
 
@@ -394,6 +395,7 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
     if is_local_path(path):
         check_weight_files(Path(path))
     apply_rope_scaling(config, cfg)
+    configure_moe(config, cfg, path, is_trainable)  # experts in float64, moe_aux_loss_coef (model/moe.py)
     dtype = compute_dtype(cfg)
     try:
         # AutoModelForImageTextToText for vision-language models
@@ -448,6 +450,8 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
     else:
         model.eval()
     model = apply_finetuning(model, cfg, is_trainable=is_trainable)
+    if is_trainable:
+        watch_router_aux(model, cfg)  # each forward's router auxiliary loss, for trainer_log.jsonl
     # elementwise_recompute is attached by train/run.build_model, as the run decided it (train/decisions)
     if cfg.print_param_status and is_trainable:
         for name, p in model.named_parameters():

@@ -210,6 +210,8 @@ def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[La
         return [LayerKind(frozenset(), frozenset(), False) for _ in range(shape.layers)]
     if setup.finetuning_type == "full":
         return [LayerKind(paths, frozenset(), True) for _ in range(shape.layers)]
+    if setup.finetuning_type in ("ptuning", "prompt"):  # no weight trains; the gradient reaches every layer's input
+        return [LayerKind(frozenset(), frozenset(), False) for _ in range(shape.layers)]
     if setup.finetuning_type == "lora":
         adapted = frozenset(counts.adapted_per_layer)
         first = LayerKind(frozenset(), adapted, False, input_requires_grad=setup.grad_ckpt or counts.media_grad)

@@ -18,6 +18,7 @@ from ..errors import ModelError
 from ..model.loader import is_local_path, load_model_config
 from ..model.multimodal import is_multimodal_config, model_class
 from .builtin_shapes import builtin_key, builtin_names, find_builtin
+from .moe import moe_counts
 from .vision import plugin_for, vision_shape_from_model
 
 
@@ -65,6 +66,7 @@ class ModelShape:
     attn_softcap: bool = False
     layers_path: str = "model.layers"
     vision: Any = None  # plan.vision.VisionShape of a vision-language model (its tower and projector), else None
+    moe: Any = None  # plan.moe.MoeCounts of a mixture-of-experts model (total vs active parameters), else None
 
     @property
     def q_dim(self) -> int:
@@ -95,6 +97,7 @@ class ModelShape:
             "tied_embeddings": self.tied,
             "total_params": self.total_params + (self.vision.total_params if self.vision else 0),
             **({"language_model_params": self.total_params, "vision": self.vision.to_dict()} if self.vision else {}),
+            **({"moe": self.moe.to_dict()} if self.moe else {}),
         }
 
 
@@ -342,6 +345,7 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
         logit_softcap=bool(getattr(cfg, "final_logit_softcapping", None)),
         attn_softcap=bool(getattr(cfg, "attn_logit_softcapping", None)),
         layers_path=layers_path,
+        moe=moe_counts(base, total, within),
     )
 
 

@@ -84,6 +84,16 @@ BUILTIN: dict[str, dict[str, Any]] = {
     "qwen3-8b": _q3(4096, 12288, 36, 32, 8, False),
     "qwen3-14b": _q3(5120, 17408, 40, 40, 8, False),
     "qwen3-32b": _q3(5120, 25600, 64, 64, 8, False),
+    "qwen3-30b-a3b": {  # Qwen/Qwen3-30B-A3B: every layer 128 experts of width 768, 8 per token (plan/moe.py)
+        **_q3(2048, 6144, 48, 32, 4, False),
+        "model_type": "qwen3_moe",
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+    },
     "llama-3.2-1b": {**_l3(2048, 8192, 16, 32, 8, True), "head_dim": 64},
     "llama-3.2-3b": {**_l3(3072, 8192, 28, 24, 8, True), "head_dim": 128},
     "llama-3.1-8b": _l3(4096, 14336, 32, 32, 8, False),
@@ -103,6 +113,25 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 32768,
         "sliding_window": None,
     },
+    # THUDM/GLM-4-9B-0414 (Glm4ForCausalLM): glm-4-9b's shape with two more norms per layer (sandwich norms)
+    "glm-4-9b-0414": {
+        "model_type": "glm4",
+        "hidden_size": 4096,
+        "intermediate_size": 13696,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "vocab_size": 151552,
+        "attention_bias": True,
+        "partial_rotary_factor": 0.5,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+    },
+    # THUDM/glm-4-9b-chat-hf (GlmForCausalLM), the native port of glm-4-9b-chat
     "glm-4-9b": {
         "model_type": "glm",
         "hidden_size": 4096,
@@ -290,10 +319,12 @@ ALIASES = {
     "llama-3-8b": "llama-3.1-8b",
     "llama-3-70b": "llama-3.1-70b",
     "llama-3.3-70b": "llama-3.1-70b",
-    "glm4-9b": "glm-4-9b",
+    "glm4-9b": "glm-4-9b-0414",
     "mistral-7b-v0.3": "mistral-7b",
     "qwen2_5-vl-7b": "qwen2.5-vl-7b",
     "qwen2.5vl-7b": "qwen2.5-vl-7b",
+    "qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b",
+    "qwen3-30b-a3b-thinking-2507": "qwen3-30b-a3b",
 }
 
 
@@ -308,7 +339,6 @@ def builtin_key(name: str) -> str:
             key = key[: -len(suffix)]
     key = key.replace("meta-llama-", "llama-").replace("qwen2.5", "qwen2.5")
     key = key.replace("mistral-7b-instruct-v0.3", "mistral-7b").replace("-v0.3", "").replace("-v0.1", "")
-    key = key.replace("glm-4-9b-0414", "glm-4-9b")
     return ALIASES.get(key, key)
 
 

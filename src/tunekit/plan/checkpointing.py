@@ -29,9 +29,11 @@ checkpointed, whole logits: LLaMA-Factory's and Axolotl's default) would need fo
 A plan that cannot be made (a model the planner cannot read, no model path yet, an error while planning) is a
 ConfigError naming why, never a silent choice: the planner works under every engine (a live ZeRO-3 config included,
 ``architectures.outside_zero3_init``), and the user settles what it cannot. ``gradient_checkpointing: true/false``
-(or LLaMA-Factory's ``disable_gradient_checkpointing: true``) skip the decision. The decision is a pure function of the
-config, the model's config.json, the device model and the tokenized rows (the same on every rank), so every rank
-of a job takes the same one.
+(or LLaMA-Factory's ``disable_gradient_checkpointing: true``) skip the decision, and so does ``finetuning_type:
+ptuning``: peft refuses prefix tuning on a checkpointed model, so ``auto`` is off for it from the config alone
+(``config/method_rules.checkpointing_auto_off``, the reason in ``train/decisions`` for the run and the planner).
+The decision is a pure function of the config, the model's config.json, the device model and the tokenized rows (the
+same on every rank), so every rank of a job takes the same one.
 """
 
 from __future__ import annotations

@@ -52,10 +52,15 @@ def _divisors_desc(n: int) -> list[int]:
 
 
 def _ladder(setup: Setup) -> list[tuple[str, dict]]:
+    ckpt = setup.finetuning_type != "ptuning"  # peft refuses prefix tuning on a checkpointed model (method_rules.py)
+    gc = " + gradient checkpointing" if ckpt else ""
     rungs: list[tuple[str, dict]] = [
         ("no gradient checkpointing", {"grad_ckpt": False}),
-        ("gradient checkpointing", {"grad_ckpt": True}),
-        ("gradient checkpointing + Liger fused loss", {"grad_ckpt": True, "liger": True}),
+        *([("gradient checkpointing", {"grad_ckpt": True})] if ckpt else []),
+        (
+            "gradient checkpointing + Liger fused loss" if ckpt else "Liger fused loss",
+            {"grad_ckpt": ckpt, "liger": True},
+        ),
     ]
     if setup.fsdp is None:
         current = setup.zero_stage if setup.zero_stage is not None else -1
@@ -69,9 +74,9 @@ def _ladder(setup: Setup) -> list[tuple[str, dict]]:
             bucket, overlap, max_live = deepspeed_buffers(preset)
             rungs.append(
                 (
-                    f"DeepSpeed {preset} + gradient checkpointing + Liger",
+                    f"DeepSpeed {preset}{gc} + Liger",
                     {
-                        "grad_ckpt": True,
+                        "grad_ckpt": ckpt,
                         "liger": True,
                         "zero_stage": stage,
                         "offload_optimizer": off_opt,
@@ -130,7 +135,7 @@ def auto_fit_overrides(cfg: Config, shape: ModelShape, setup: Setup, gpu: GPU) -
             offload_params=False,
             micro_batch=1,
             grad_accum=per_device,
-            grad_ckpt=True,
+            grad_ckpt=setup.finetuning_type != "ptuning",
             **liger,
         )
         for n in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):

@@ -2,7 +2,8 @@
 
 Mirrors ``tunekit.model.finetuning``: LoRA through PEFT (``all`` = every Linear of the decoder layers,
 ``additional_target`` = trainable copies via ``modules_to_save``), freeze = the last/first N layers
-(optionally only some modules) plus ``freeze_extra_modules``, full = everything.
+(optionally only some modules) plus ``freeze_extra_modules``, full = everything; P-Tuning v2 / prompt tuning
+(``model/prompt_adapters.py``) = PEFT's prefix / prompt encoder only (:func:`prompt_params`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, replace
 from ..errors import ConfigError
 from ..model.expand import llama_pro_layer_ids
 from .architectures import ModelShape
+from .moe import expert_lora
 from .optimizer_states import custom_state_bytes
 from .training_setup import Setup
 from .vision_memory import count_vision
@@ -37,20 +39,27 @@ class ParamCounts:
 
 
 def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
+    """The adapted Linear modules of one layer; a mixture of experts' routers never (``model/moe.py``), its fused
+    experts are counted by :func:`~tunekit.plan.moe.expert_lora`."""
+    routers = shape.moe.router_paths if shape.moe is not None else ()
+    linears = [lin for lin in shape.linears if lin.path not in routers]
     if setup.lora_targets is None:
-        return tuple(lin.path for lin in shape.linears)
+        return tuple(lin.path for lin in linears)
     vision = (
         {n.split(".")[-1] for _, n, _, _ in shape.vision.linears + shape.vision.convs}
         if shape.vision is not None
         else set()
     )
-    missing = [t for t in setup.lora_targets if not any(lin.name == t for lin in shape.linears) and t not in vision]
+    experts = {"experts", *(f.name for f in shape.moe.fused)} if shape.moe is not None else set()
+    missing = [
+        t for t in setup.lora_targets if not any(lin.name == t for lin in linears) and t not in vision | experts
+    ]
     if missing:
         raise ConfigError(
             f"lora_target names {', '.join(missing)}, which are not linear layers of {shape.name}; "
-            f"available: {', '.join(sorted({lin.name for lin in shape.linears}))} (or lora_target: all)."
+            f"available: {', '.join(sorted({lin.name for lin in linears} | experts))} (or lora_target: all)."
         )
-    return tuple(lin.path for lin in shape.linears if lin.name in setup.lora_targets)
+    return tuple(lin.path for lin in linears if lin.name in setup.lora_targets)
 
 
 def freeze_layer_ids(n_layers: int, k: int) -> tuple[int, ...]:
@@ -71,6 +80,11 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
     """Trainable and frozen parameters of the language model, plus a VLM's vision tower and projector."""
     if shape.vision is None:
         return _count_lm(shape, setup)
+    if setup.finetuning_type in ("ptuning", "prompt"):
+        raise ConfigError(
+            f"finetuning_type {setup.finetuning_type} is for text models in tunekit: {shape.name} is a "
+            "vision-language (or audio) model; use finetuning_type lora, freeze or full."
+        )
     if setup.finetuning_type == "oft" and not (setup.vision_freeze[0] and setup.vision_freeze[1]):
         raise ConfigError(
             f"finetuning_type oft is planned for the language model of the vision-language model "
@@ -107,6 +121,8 @@ def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
         return _count_lora(shape, setup)
     if setup.finetuning_type == "oft":
         return _count_oft(shape, setup)
+    if setup.finetuning_type in ("ptuning", "prompt"):
+        return _count_prompt(shape, setup)
     if setup.finetuning_type == "full":
         largest = max([k for _, k in shape.layer_param_names] + [k for _, k in shape.other_param_names])
         return ParamCounts(
@@ -128,8 +144,11 @@ def _count_lora(shape: ModelShape, setup: Setup) -> ParamCounts:
             per_layer += r * (lin.in_features + lin.out_features) + (lin.out_features if setup.use_dora else 0)
             tensors += 2 + int(setup.use_dora)
             largest = max(largest, r * lin.in_features, r * lin.out_features)
-    lora = per_layer * L
-    trainable, n_tensors = lora, tensors * L
+    expert_params, expert_tensors, expert_largest = expert_lora(shape.moe, setup.lora_targets, r)
+    sparse = shape.moe.sparse_layers if shape.moe is not None else 0
+    lora = per_layer * L + expert_params * sparse  # + LoRA on the fused experts (PEFT target_parameters)
+    trainable, n_tensors = lora, tensors * L + expert_tensors * sparse
+    largest = max(largest, expert_largest)
     for target in setup.additional_target:  # modules_to_save: a trainable copy, the original stays frozen
         found = [(n, k) for n, k in shape.other_param_names if target in n.split(".")]
         if not found and target == "lm_head" and shape.tied:  # tied to the embeddings: PEFT copies that weight
@@ -227,6 +246,43 @@ def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
         adapted,
         tuple(range(L)),
         largest,
+    )
+
+
+def prompt_params(shape: ModelShape, setup: Setup) -> list[int]:
+    """The sizes of the tensors PEFT trains for ``setup.prompt`` (``training_setup.Setup``).
+
+    ``("ptuning", n, projection, h)``: prefix tuning keeps one key and one value vector per layer and prefix position,
+    of the layer's key/value width ``kv_dim`` (PEFT's ``token_dim`` on a grouped-query model): an
+    ``n x (layers x 2 x kv_dim)`` embedding; with ``prefix_projection`` an ``n x kv_dim`` embedding and the MLP
+    ``kv_dim -> h -> layers x 2 x kv_dim`` (weights and biases; ``h`` defaults to ``kv_dim``).
+    ``("prompt", n)``: prompt tuning's ``n x hidden`` virtual token embeddings."""
+    kind, n, *rest = setup.prompt
+    if kind == "prompt":
+        return [n * shape.hidden]
+    width, out = shape.kv_dim, shape.layers * 2 * shape.kv_dim
+    projection, hidden = rest
+    if not projection:
+        return [n * out]
+    h = hidden or width
+    return [n * width, width * h, h, h * out, out]
+
+
+def _count_prompt(shape: ModelShape, setup: Setup) -> ParamCounts:
+    """P-Tuning v2 / prompt tuning: the prefix or prompt trains, every weight of the model stays frozen."""
+    tensors = prompt_params(shape, setup)
+    frozen_linear = shape.linear_params_per_layer * shape.layers
+    rows = sum(lin.out_features for lin in shape.linears) * shape.layers
+    return ParamCounts(
+        sum(tensors),
+        len(tensors),
+        frozen_linear,
+        rows,
+        shape.total_params - frozen_linear,
+        0,
+        (),
+        tuple(range(shape.layers)),  # the gradient reaches every layer (each has prefix keys; the prompt is below all)
+        max(tensors),
     )
 
 

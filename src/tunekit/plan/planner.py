@@ -21,6 +21,7 @@ from .architectures import ModelShape, load_shape
 from .batching import batching_stats, training_rows
 from .checkpointing import decide_for, planned_at
 from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
+from .global_batch import global_batch
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, MemoryEstimate, estimate_memory
 from .params import ParamCounts, count_params
@@ -108,6 +109,7 @@ def make_plan(
     lengths, samples, s_mem, s_time, s_source = _data_section(cfg, lengths, num_samples, seq_len, notes)
     steps = _steps_section(cfg, lengths if num_samples is None else None, samples, world, fields, notes)
     fields["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * world
+    fields["global_batch"] = global_batch(cfg, world, cfg.max_tokens_per_batch)  # and the learning-rate advice
     if lengths is not None and num_samples is None:  # pad share and tokens per optimizer step of every batching mode
         fields["batching"] = batching_stats(lengths, cfg, world)
 

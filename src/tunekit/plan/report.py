@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .moe import moe_line
 from .result import Plan
 
 LABELS = {
@@ -55,10 +56,12 @@ def print_plan(plan: Plan, console=None) -> None:
     )
     p = plan.params
     console.print(f"trainable parameters: {p['trainable']:,} ({100 * p['trainable_share']:.3f} %)")
+    if m.get("moe"):  # total vs active parameters (plan/moe.py)
+        console.print(moe_line(m["moe"]))
     if plan.media:
         print_vision(m, plan.media, console)
     budget = (plan.batching or {}).get("max_tokens_per_batch")
-    _print_steps(plan, budget, console)
+    _print_steps(plan, console)
     if plan.batching:
         print_batching(plan.batching, console)
     _print_memory(plan, budget, console)
@@ -70,33 +73,39 @@ def print_plan(plan: Plan, console=None) -> None:
         console.print(f"[yellow]note:[/] {note}")
 
 
-def _print_steps(plan: Plan, budget: int | None, console) -> None:
-    """The samples, the world size and the steps they make (tokens per step under ``max_tokens_per_batch``)."""
+def _print_steps(plan: Plan, console) -> None:
+    """The samples, the world size and the steps they make, then the global batch (tokens per step under
+    ``max_tokens_per_batch``) and its learning-rate advice."""
     from rich.table import Table
 
-    s = plan.setup
     steps = Table(title="Steps", show_header=False, title_justify="left")
     steps.add_column(style="bold")
     steps.add_column(justify="right")
     steps.add_row("train / eval samples", f"{_fmt_int(plan.train_samples)} / {_fmt_int(plan.eval_samples)}")
     steps.add_row("world size (data parallel)", f"{plan.world_size} ({plan.nodes} node(s))")
-    if budget:  # token-budget batches: the sample count per step varies
-        steps.add_row(
-            "tokens per optimizer step (at most)",
-            f"{budget * s['gradient_accumulation_steps'] * plan.world_size:,}  "
-            f"(= max_tokens_per_batch {budget:,} x {s['gradient_accumulation_steps']} x {plan.world_size})",
-        )
-    else:
-        steps.add_row(
-            "samples per optimizer step",
-            f"{plan.effective_batch_size:,}  "
-            f"(= {s['micro_batch']} x {s['gradient_accumulation_steps']} x {plan.world_size})",
-        )
     steps.add_row("steps per epoch", _fmt_int(plan.steps_per_epoch))
     steps.add_row("total steps", _fmt_int(plan.total_steps))
     steps.add_row("warmup steps", _fmt_int(plan.warmup_steps))
     steps.add_row("checkpoints", _fmt_int(plan.num_checkpoints))
     console.print(steps)
+    for line in global_batch_lines(plan.global_batch) if plan.global_batch else ():
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def global_batch_lines(g: dict[str, Any]) -> list[str]:
+    """The global batch (devices x per-device batch x accumulation) and, with several devices, the learning-rate
+    advice (``plan/global_batch.py``), one printed line each."""
+    devices = f"{g['devices']} device{'' if g['devices'] == 1 else 's'}"
+    if g["unit"] == "tokens":  # token-budget batches: the sample count per step varies
+        head = f"global batch: at most {g['size']:,} tokens per optimizer step"
+        per_device = f"max_tokens_per_batch {g['per_device_batch']:,}"
+    else:
+        head = f"global batch: {g['size']:,} samples per optimizer step"
+        per_device = f"per-device batch {g['per_device_batch']:,}"
+    return [
+        f"{head} (= {devices} x {per_device} x gradient accumulation {g['gradient_accumulation_steps']})",
+        *g["advice"],
+    ]
 
 
 def _print_memory(plan: Plan, budget: int | None, console) -> None:

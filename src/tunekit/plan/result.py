@@ -29,6 +29,10 @@ class Plan:
     """Per epoch."""
     effective_batch_size: int
     """Samples per optimizer step: micro-batch x accumulation x world size."""
+    global_batch: dict[str, Any] | None = None
+    """The global batch (``devices`` x ``per_device_batch`` x ``gradient_accumulation_steps`` = ``size``, in
+    ``unit``: samples, tokens under max_tokens_per_batch) and, with more than one device, the learning-rate
+    ``advice`` (``plan/global_batch.py``: ``lr_rule`` linear or sqrt, ``scaled_learning_rate``)."""
     steps_per_epoch: int | None = None
     total_steps: int | None = None
     num_epochs: float | None = None
@@ -93,6 +97,7 @@ class Plan:
         else:
             out.update(steps_per_epoch=None, total_steps=None, warmup_steps=None, num_checkpoints=None)
             out["effective_batch_size"] = self.effective_batch_size
+        _put(out, "global_batch", self.global_batch)
         _put(out, "batching", self.batching)
         out["decisions"] = self.decisions
         _put(out, "media", self.media)

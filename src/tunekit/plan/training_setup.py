@@ -61,6 +61,7 @@ class Setup:
     custom_optim: str | None = None  # galore, apollo, badam, adam_mini, muon (plan/optimizer_states.py)
     custom_optim_settings: tuple = ()
     oft: tuple = ()  # finetuning_type oft: (oft_rank, oft_block_size, targets or None for all)
+    prompt: tuple = ()  # ("ptuning", pre_seq_len, prefix_projection, prefix_hidden_size) or ("prompt", n)
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no autocast
     llama_pro: bool = False  # freeze: the trainable layers are the expanded blocks (model/expand.py)
     reference_copy: bool = False  # a frozen reference model is held while training (holds_reference_copy)
@@ -168,7 +169,18 @@ def memory_seq_len(cfg: Config, longest_row: int | None = None) -> tuple[int, st
         source = "measured (longest row" + (", padding-free rows)" if cfg.padding_free else ", padded)")
     if cfg.stage in ("ppo", "grpo"):
         seq, source = seq + cfg.generation_max_new_tokens, source + " + generation_max_new_tokens"
+    if cfg.finetuning_type == "prompt":  # prompt tuning runs its virtual tokens before every row
+        seq, source = seq + cfg.num_virtual_tokens, source + " + num_virtual_tokens"
     return seq, source
+
+
+def prompt_setup(cfg: Config) -> tuple:
+    """What P-Tuning v2 / prompt tuning train (``Setup.prompt``; ``plan/params.prompt_params`` counts it)."""
+    if cfg.finetuning_type == "ptuning":
+        return ("ptuning", cfg.pre_seq_len, cfg.prefix_projection, cfg.prefix_hidden_size)
+    if cfg.finetuning_type == "prompt":
+        return ("prompt", cfg.num_virtual_tokens)
+    return ()
 
 
 def holds_reference_copy(cfg: Config) -> bool:
@@ -256,4 +268,5 @@ def resolve_setup(
         oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target))
         if cfg.finetuning_type == "oft"
         else (),
+        prompt=prompt_setup(cfg),
     )

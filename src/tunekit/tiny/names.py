@@ -51,13 +51,21 @@ ALIASES: list[tuple[str, str]] = [
     (r"gemma-?2(?![.\dbm])", "gemma2"),
     (r"gemma(?![.\d])", "gemma"),
     (r"mistral|ministral", "mistral"),
+    (r"mixtral(?![.\d])", "mixtral"),  # Mixtral-8x7B / 8x22B: a mixture of experts (tiny/moe.py)
     (r"llama(?!-?4)|yi-|deepseek-r1-distill-llama", "llama"),
+    (r"glm-?4-9b-chat", "glm"),  # glm-4-9b-chat(-hf): transformers' GlmForCausalLM port of its remote-code model
+    (r"glm-?4(?![.\dvz])", "glm4"),  # GLM-4-9B-0414 / GLM-4-32B-0414 (Glm4ForCausalLM); not GLM-4.5, GLM-4V
 ]
+#: names of models that exist only as remote code (no transformers class): refused with what to build instead
+REMOTE_CODE = {
+    "chatglm": "ChatGLM's model (model_type chatglm) exists only as remote code, which tunekit does not run; "
+    "glm4 builds GLM-4-9B-0414's native architecture"
+}
 #: text family -> its mixture-of-experts family, selected by an ``a<N>b`` (active parameters) or ``moe`` word
 MOE_OF = {"qwen3": "qwen3_moe", "qwen2": "qwen2_moe"}
 
 _PLAIN_WORD = re.compile(
-    r"(\d+(\.\d+)*[bmk]?|v\d+(\.\d+)*|\d{4}|instruct|chat|base|it|hf|pt|coder|math|distill|"
+    r"(\d+(\.\d+)*[bmk]?|\d+x\d+(\.\d+)?b|v\d+(\.\d+)*|\d{4}|instruct|chat|base|it|hf|pt|coder|math|distill|"
     r"thinking|nemo|r1)"
 )
 _MOE_WORD = re.compile(r"a\d+(\.\d+)?b|moe")
@@ -91,6 +99,9 @@ def family_of_name(like: str, families) -> str:
         raise refuse(like, "a vision-language family: tunekit.tiny.vlm.build_tiny_vlm builds it", families)
     if name in families:
         return name
+    remote = next((why for prefix, why in REMOTE_CODE.items() if name.startswith(prefix)), None)
+    if remote:
+        raise refuse(like, remote, families)
     match = next(((m, fam) for pat, fam in ALIASES if (m := re.match(pat, name))), None)
     if match is None:
         raise refuse(like, "an unknown family", families)

@@ -22,14 +22,15 @@ from typing import Any
 from tunekit.errors import ModelError
 
 from .config import DEFAULT_MAX_POSITIONS, make_config, shrink_config
+from .moe import MOE_FAMILIES, moe_summary
 from .names import family_of_name
 from .tokenizer import (
     DEFAULT_VOCAB_SIZE,
     TOKENIZERS,
     TokenizerFamily,
     build_tokenizer,
-    chat_template_for,
     check_tokenizer_roundtrip,
+    family_chat_template,
     set_tokenizer_class,
 )
 
@@ -123,40 +124,32 @@ FAMILIES: dict[str, Family] = {
             "sliding_window": 128,
         },
     ),
-    # mixture of experts (a name's "a3b" word): Qwen3-30B-A3B / -235B-A22B, Qwen1.5-MoE-A2.7B / Qwen2-57B-A14B
-    "qwen3_moe": Family(
-        "qwen3_moe",
-        "qwen3",
+    # mixture of experts (a name's "a3b" word, mixtral): tiny/moe.py
+    **{key: Family(*spec) for key, spec in MOE_FAMILIES.items()},
+    # GLM-4 in transformers' native classes: GLM-4-9B-0414 (Glm4ForCausalLM: sandwich norms around attention and
+    # MLP) and glm-4-9b-chat-hf (GlmForCausalLM); both a fused gate_up_proj, q/k/v biases, rotary on half the head
+    "glm4": Family(
+        "glm4",
+        "glm4",
         {
             "tie_word_embeddings": False,
-            "rms_norm_eps": 1e-6,
+            "rms_norm_eps": 1e-5,
             "hidden_act": "silu",
-            "attention_bias": False,
-            "rope_theta": 1000000.0,
-            "num_experts": 128,
-            "num_experts_per_tok": 8,
-            "moe_intermediate_size": 768,
-            "norm_topk_prob": True,
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
+            "attention_bias": True,
+            "partial_rotary_factor": 0.5,
+            "rope_theta": 10000.0,
         },
     ),
-    "qwen2_moe": Family(
-        "qwen2_moe",
-        "qwen",
+    "glm": Family(
+        "glm",
+        "glm4",
         {
             "tie_word_embeddings": False,
-            "rms_norm_eps": 1e-6,
+            "rms_norm_eps": 1.5625e-7,
             "hidden_act": "silu",
-            "rope_theta": 1000000.0,
-            "num_experts": 64,
-            "num_experts_per_tok": 8,
-            "moe_intermediate_size": 2560,
-            "shared_expert_intermediate_size": 20480,
-            "norm_topk_prob": False,
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
-            "use_sliding_window": False,
+            "attention_bias": True,
+            "partial_rotary_factor": 0.5,
+            "rope_theta": 10000.0,
         },
     ),
 }
@@ -168,6 +161,7 @@ _TOKENIZER_OF_TYPE: list[tuple[str, str]] = [
     (r"gemma", "gemma"),
     (r"mistral|mixtral|ministral", "mistral"),
     (r"llama", "llama3"),
+    (r"^glm", "glm4"),
 ]
 
 
@@ -238,7 +232,7 @@ def build_tiny_model(
     out.mkdir(parents=True, exist_ok=True)
 
     tokenizer = build_tokenizer(
-        fam, vocab_size or DEFAULT_VOCAB_SIZE, chat_template_for(fam.template), max_position_embeddings
+        fam, vocab_size or DEFAULT_VOCAB_SIZE, family_chat_template(fam), max_position_embeddings
     )
     n_tok = len(tokenizer)
     model_vocab = max(vocab_size, n_tok) if vocab_size else -(-n_tok // 64) * 64
@@ -319,6 +313,8 @@ def describe(folder: str | os.PathLike) -> str:
         f"  tokenizer     {tcfg.get('tokenizer_class')}: bos {tcfg.get('bos_token')}, eos {tcfg.get('eos_token')}, "
         f"pad {tcfg.get('pad_token')}",
     ]
+    if moe := moe_summary(cfg):  # experts per layer, top-k, expert widths
+        lines.append(moe)
     if weights.is_file():
         lines.append(f"  weights       {weights.stat().st_size / 2**20:.2f} MiB")
     return "\n".join(lines)

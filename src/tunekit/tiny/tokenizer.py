@@ -24,6 +24,8 @@ from tunekit.data.templates import get_template
 from tunekit.errors import ModelError
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "resources" / "corpus"
+#: official chat templates saved with a family's tokenizer instead of tunekit's export (``official_template``)
+CHAT_TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "resources" / "chat_templates"
 
 # Qwen2's pre-tokenizer regex (one digit per piece). Used for every family, see the module docstring.
 SPLIT_REGEX = (
@@ -50,6 +52,7 @@ class TokenizerFamily:
     add_bos: bool = False
     tokenizer_class: str = "PreTrainedTokenizerFast"
     generation_eos: tuple[str, ...] = ()  # generation_config.eos_token_id (all stop tokens)
+    official_template: str | None = None  # a file in CHAT_TEMPLATE_DIR: the checkpoint's own chat_template
 
 
 #: Qwen's ChatML tokenizer (Qwen2 / Qwen2.5); qwen3 and the Qwen VL / audio families are it with more tokens
@@ -121,6 +124,34 @@ TOKENIZERS: dict[str, TokenizerFamily] = {
         unk="<unk>",
         add_bos=True,
         generation_eos=("<eos>", "<end_of_turn>"),
+    ),
+    # GLM-4 (glm-4-9b-chat-hf, GLM-4-9B-0414): its added tokens in id order (151329 <|endoftext|> ... 151342), eos
+    # and pad <|endoftext|>, no bos; generation stops at <|endoftext|>, <|user|> and <|observation|> (its
+    # generation_config). The chat template saved is GLM-4's own (resources/chat_templates/glm4.jinja: the template
+    # of THUDM/glm-4-9b-chat's tokenization_chatglm.py, byte-identical to tests/fixtures/chat_templates/glm4.jinja).
+    "glm4": TokenizerFamily(
+        name="glm4",
+        template="glm4",
+        special=(
+            "<|endoftext|>",
+            "[MASK]",
+            "[gMASK]",
+            "[sMASK]",
+            "<sop>",
+            "<eop>",
+            "<|system|>",
+            "<|user|>",
+            "<|assistant|>",
+            "<|observation|>",
+            "<|begin_of_image|>",
+            "<|end_of_image|>",
+            "<|begin_of_video|>",
+            "<|end_of_video|>",
+        ),
+        eos="<|endoftext|>",
+        pad="<|endoftext|>",
+        generation_eos=("<|endoftext|>", "<|user|>", "<|observation|>"),
+        official_template="glm4.jinja",
     ),
 }
 
@@ -214,6 +245,14 @@ def build_tokenizer(family: TokenizerFamily, vocab_size: int, chat_template: str
 def chat_template_for(template_name: str) -> str:
     """The family's chat template, exported from tunekit's template registry (errors surface)."""
     return get_template(template_name).chat_template_jinja()
+
+
+def family_chat_template(family: TokenizerFamily) -> str:
+    """The chat template a family's tokenizer is saved with: the checkpoint's own where tunekit ships it
+    (``official_template``), else tunekit's export of the family's template."""
+    if family.official_template:
+        return (CHAT_TEMPLATE_DIR / family.official_template).read_text(encoding="utf-8")
+    return chat_template_for(family.template)
 
 
 def set_tokenizer_class(out: Path, name: str) -> None:

@@ -38,6 +38,7 @@ def training_arguments_kwargs(cfg: Config, report_to: list[str]) -> dict:
         adam_beta2=cfg.adam_beta2,
         adam_epsilon=cfg.adam_epsilon,
         max_grad_norm=cfg.max_grad_norm,
+        neftune_noise_alpha=cfg.neftune_noise_alpha or None,  # the Trainer hooks the input embeddings (0: off)
         seed=cfg.seed,
         data_seed=cfg.data_seed,
         bf16=precision.autocast == "bf16",

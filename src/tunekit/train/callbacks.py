@@ -14,6 +14,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from ..env import env_rank
+from ..model.moe import take_router_aux
 from .checkpoints import RUN_CONFIG, rotate_checkpoints, write_complete_marker
 from .plotting import LOG_NAME
 
@@ -64,6 +65,7 @@ class JsonlLogCallback(TrainerCallback):
         row = {"step": state.global_step, "total_steps": state.max_steps, "epoch": round(state.epoch or 0.0, 4)}
         if "loss" in logs:
             row.update(loss=logs["loss"], lr=logs.get("learning_rate"), grad_norm=logs.get("grad_norm"))
+            row.update(take_router_aux(kwargs.get("model")))  # moe_aux_loss_coef: moe/aux_loss (model/moe.py)
         elif any(k.startswith("eval_") for k in logs):
             row.update({k: v for k, v in logs.items() if k.startswith("eval_")})
         else:

@@ -16,8 +16,11 @@ weights). A vision-language model under ZeRO-3 is therefore saved with the names
 (``save_original_format=False``, the layout transformers 4.52-4.57 wrote), which ``from_pretrained`` loads unchanged.
 
 :class:`CheckpointWeightsMixin` holds tunekit's one override of the Trainer's ``_save`` and ``_load_from_checkpoint``,
-for every model tunekit trains: a model sharded by FSDP2 resumes its own sharded state (``engines/fsdp.py``), and a
-reward model or PPO critic (``stages/value_head.py``) saves and resumes ``value_head.safetensors`` beside its LM.
+for every model tunekit trains: a model sharded by FSDP2 resumes its own sharded state (``engines/fsdp.py``), a
+reward model or PPO critic (``stages/value_head.py``) saves and resumes ``value_head.safetensors`` beside its LM, and
+a P-Tuning v2 prefix with ``prefix_projection`` saves and resumes its whole prefix encoder (embeddings + MLP) in
+``prefix_encoder.safetensors`` beside the adapter, which holds only the MLP's output (``model/prompt_adapters.py``),
+so a resumed run continues the MLP exactly.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from transformers import PreTrainedModel
 from transformers.integrations import is_deepspeed_zero3_enabled
 from transformers.trainer import TRAINING_ARGS_NAME
 
+from ..errors import ModelError
 from ..model.multimodal import is_multimodal_config
+from ..model.prompt_adapters import ENCODER_FILE, load_prefix_encoder, projected_prefix, save_prefix_encoder
 from .engines.fsdp import is_sharded, load_model_state, refuse_fsdp_checkpoint
 from .stages.value_head import ValueHeadModel
 
@@ -82,24 +87,36 @@ def own_save_options(model) -> dict | None:
     return layout or None
 
 
+def refuse_without_encoder(found: bool, folder: str) -> None:
+    """A ``prefix_projection`` checkpoint cannot resume without the prefix encoder tunekit saves beside it."""
+    if not found:
+        raise ModelError(
+            f"{folder} has no {ENCODER_FILE}, which a prefix_projection run resumes its prefix MLP from (its adapter "
+            "holds only the MLP's output): resume from a checkpoint tunekit wrote, or start a new run with "
+            f"adapter_name_or_path: {folder} (it continues as a plain prefix, without the MLP)."
+        )
+
+
 class CheckpointWeightsMixin:
     """Trainer overrides that save and resume the model's weights: a value-head model with its head, a VLM under ZeRO-3
     with its in-memory names, a full checkpoint saved in the original layout with its weights, an FSDP2 model from
     its sharded state (module docstring)."""
 
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
         model = self.accelerator.unwrap_model(self.model)
         options = own_save_options(model)
         if options is None:
-            return super()._save(output_dir, state_dict)
-        output_dir = output_dir or self.args.output_dir
-        if not self.args.should_save:  # the Trainer gathered the ZeRO-3 state dict on every rank already
-            return
-        os.makedirs(output_dir, exist_ok=True)
-        model.save_pretrained(output_dir, state_dict=state_dict, **options)
-        if self.processing_class is not None:
-            self.processing_class.save_pretrained(output_dir)
-        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+            super()._save(output_dir, state_dict)
+        elif self.args.should_save:  # (the Trainer gathered the ZeRO-3 state dict on every rank already)
+            os.makedirs(output_dir, exist_ok=True)
+            model.save_pretrained(output_dir, state_dict=state_dict, **options)
+            if self.processing_class is not None:
+                self.processing_class.save_pretrained(output_dir)
+            torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+        lm = model.pretrained_model if isinstance(model, ValueHeadModel) else model
+        if self.args.should_save and projected_prefix(lm):  # beside the adapter (module docstring)
+            save_prefix_encoder(lm, output_dir, state_dict)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         head = self.accelerator.unwrap_model(model if model is not None else self.model)
@@ -110,8 +127,11 @@ class CheckpointWeightsMixin:
         else:
             refuse_fsdp_checkpoint(resume_from_checkpoint)
             target = model if model is not None else self.model
+            prefix = self.accelerator.unwrap_model(target)
             if needs_conversion(target, Path(resume_from_checkpoint)):
                 load_converted(target, Path(resume_from_checkpoint))
+            elif projected_prefix(prefix):  # the whole prefix encoder: the adapter file holds only the MLP's output
+                refuse_without_encoder(load_prefix_encoder(prefix, resume_from_checkpoint), resume_from_checkpoint)
             else:
                 super()._load_from_checkpoint(resume_from_checkpoint, model)
         if isinstance(head, ValueHeadModel):

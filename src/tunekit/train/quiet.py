@@ -12,6 +12,8 @@ Each filter names the library's logger or warning category *and* the message, so
   (``bitsandbytes/backends/cpu/ops.py``): a speed notice about 4-bit kernels, kept when ``quantization_bit`` is set.
 - peft still calls transformers' ``is_gradient_checkpointing``, which transformers 5 renamed and warns about
   with a FutureWarning on every run (filtered by message and category).
+- peft's prefix tuning (``finetuning_type: ptuning``) hands the model its prefix as ``past_key_values``, which
+  transformers 5 renamed ``cache``: a FutureWarning on every step of such a run (filtered by message and category).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ DEEPSPEED_CPU_NOTICE = "Setting accelerator to CPU."
 BNB_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
 BNB_KERNELS_NOTICE = "Failed to load CPU gemm_4bit_forward from kernels-community"
 GRADIENT_CHECKPOINTING_RENAME = r".*is_gradient_checkpointing.* is deprecated"
+PAST_KEY_VALUES_RENAME = r"`past_key_values` is deprecated and will be removed"
 
 
 class DropMessage(logging.Filter):
@@ -54,6 +57,8 @@ def _drop(logger_name: str, prefix: str) -> None:
 def quiet_library_notices(cfg: Config) -> None:
     """Install the filters this run's options allow (see the module docstring); call before the libraries load."""
     warnings.filterwarnings("ignore", message=GRADIENT_CHECKPOINTING_RENAME, category=FutureWarning)
+    if cfg.finetuning_type == "ptuning":
+        warnings.filterwarnings("ignore", message=PAST_KEY_VALUES_RENAME, category=FutureWarning)
     if not cfg.deepspeed:
         _drop(DEEPSPEED_LOGGER, DEEPSPEED_CPU_NOTICE)
     if cfg.quantization_bit is None:

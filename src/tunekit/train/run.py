@@ -25,6 +25,7 @@ from ..data.report import print_reports, write_reports
 from ..errors import ConfigError, TunekitError
 from ..model.finetuning import count_parameters, save_pissa_converted
 from ..model.loader import load_model, load_tokenizer, model_path
+from ..model.moe import moe_start_lines
 from .arguments import build_training_arguments
 from .checkpoints import apply_clear, disk_full_error, purge_trash
 from .decisions import building_with
@@ -233,6 +234,8 @@ def build_model(cfg: Config, decisions, prepared: Prepared):
         f"train samples: {len(data.train) if data.train is not None else 0}"
         f" | eval samples: {len(data.eval) if data.eval is not None else 0}"
     )
+    for line in moe_start_lines(model, cfg):  # a mixture of experts: what trains, the router, its loss
+        log(line)
     return model
 
 

@@ -24,10 +24,12 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from ..model.moe import add_router_aux_loss
 from . import chunked_head
 from .chunked_head import trained_positions  # which hidden states the LM head sees (re-exported)
 from .losses import sft_token_losses
 from .stages.reference_policy import reference_forward
+from .thought_loss import THOUGHT_KEY, step_weight_sum, target_weights, weighted_loss
 
 
 @contextmanager
@@ -135,7 +137,43 @@ class TrainedTokensLossMixin:
         self._chunked_head_off = fused is None
         return fused
 
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        """A step whose batches weight the thought (``thought_loss.py``) is normalised by its summed weights."""
+        batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if num_items is not None and batches and THOUGHT_KEY in batches[0]:
+            num_items = step_weight_sum(self, batches, device)
+        return batches, num_items
+
+    def _thought_weighted_loss(self, model, inputs, return_outputs, num_items_in_batch):
+        """``thought_loss_weight`` in (0, 1): the weighted trained-token loss (``thought_loss.py``), the LM head on the
+        trained positions when it can be."""
+        inputs = dict(inputs)
+        thought, labels = inputs.pop(THOUGHT_KEY), inputs["labels"]
+        head = self._trained_tokens_head(model, inputs, return_outputs)
+        del inputs["labels"]
+        keep, targets = trained_positions(labels)
+        weights = target_weights(labels, thought, self.tunekit_config.thought_loss_weight)
+        if head is None:
+            outputs = model(**inputs)
+            logits = outputs.logits[keep]
+        else:
+            with head_on(head, keep) as seen:
+                outputs = model(**inputs)
+            if not seen:
+                raise RuntimeError("the model never called its output embedding: set trained_tokens_loss: false")
+            logits = outputs.logits
+        scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
+        loss = weighted_loss(logits, targets, weights, num_items_in_batch if scaled else None)
+        loss = add_router_aux_loss(loss, outputs, getattr(self, "tunekit_config", None))  # model/moe.py
+        if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
+            loss = loss * (
+                self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
+            )
+        return (loss, outputs) if return_outputs else loss
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if THOUGHT_KEY in inputs:
+            return self._thought_weighted_loss(model, inputs, return_outputs, num_items_in_batch)
         head = self._trained_tokens_head(model, inputs, return_outputs)
         kind, alpha = self._sft_loss_kind()
         ref_logits = None
@@ -152,6 +190,7 @@ class TrainedTokensLossMixin:
             loss = causal_lm_loss(
                 outputs.logits[keep], targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits
             )
+            loss = add_router_aux_loss(loss, outputs, getattr(self, "tunekit_config", None))  # model/moe.py
             if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
                 loss = loss * (
                     self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
@@ -180,6 +219,7 @@ class TrainedTokensLossMixin:
             loss = causal_lm_loss(
                 outputs.logits, targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits
             )
+        loss = add_router_aux_loss(loss, outputs, getattr(self, "tunekit_config", None))  # model/moe.py
         if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
             loss = loss * (
                 self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu

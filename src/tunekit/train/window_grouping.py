@@ -35,7 +35,8 @@ def regroup(
     batches: list[dict], pad_token_id: int, pad_to_multiple_of: int = 8, label_pad_id: int = IGNORE_INDEX
 ) -> list[dict]:
     """The same rows, sorted by length (longest first) and dealt into micro-batches of the original sizes."""
-    if len(batches) < 2 or any(set(b) != KEYS for b in batches):
+    keys = KEYS | ({"thought_mask"} if batches and "thought_mask" in batches[0] else set())  # train/thought_loss.py
+    if len(batches) < 2 or any(set(b) != keys for b in batches):
         return batches
     masks = [b["attention_mask"] for b in batches]
     if any(bool((m[:, :-1] < m[:, 1:]).any()) for m in masks):  # a 0 before a 1: left padding, leave it
@@ -58,8 +59,10 @@ def regroup(
             "attention_mask": torch.zeros((size, width), dtype=b["attention_mask"].dtype, device=ref.device),
             "labels": torch.full((size, width), label_pad_id, dtype=b["labels"].dtype, device=ref.device),
         }
+        if "thought_mask" in keys:
+            new["thought_mask"] = torch.zeros((size, width), dtype=b["thought_mask"].dtype, device=ref.device)
         for i, (n, bi, ri) in enumerate(group):
-            for key in KEYS:
+            for key in keys:
                 new[key][i, :n] = batches[bi][key][ri, :n]
         out.append(new)
     return out

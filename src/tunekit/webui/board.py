@@ -39,7 +39,6 @@ from .media import gallery, media_markdown
 from .monitor import (
     error_summary,
     final_progress,
-    format_seconds,
     loss_frame,
     lr_frame,
     progress_html,
@@ -50,6 +49,7 @@ from .monitor import (
     train_results,
 )
 from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_message
+from .plan_panel import format_plan
 from .runner import Job, JobRunner
 from .sections import tab_of
 from .validation import Validation, check_deepspeed, validate
@@ -339,30 +339,6 @@ class Board:
         job = self.start_job("train", values, check.config.output_dir or ".", form=dict(form), kind=kind)
         return check, job
 
-    def eval_values(
-        self,
-        form: Mapping[str, Any],
-        adapter: str | None,
-        datasets: list[str] | None,
-        output_dir: str | None,
-        do_eval: bool,
-        do_predict: bool,
-    ) -> dict[str, Any]:
-        """The Evaluate & predict tab: the Train form's options, no training, on the chosen data."""
-        base = self.values(form)
-        for key in ("eval_strategy", "val_size", "load_best_model_at_end", "do_train", "do_eval", "do_predict"):
-            base.pop(key, None)  # training-time evaluation settings do not apply to a run without training
-        extra: dict[str, Any] = {
-            "do_train": False,
-            "do_eval": do_eval,
-            "do_predict": do_predict,
-            "eval_dataset": ",".join(datasets or []) or base.get("eval_dataset") or base.get("dataset"),
-            "output_dir": output_dir or self.default_output_dir(form, "eval"),
-        }
-        if adapter:
-            extra["adapter_name_or_path"] = adapter
-        return {**base, **extra}
-
     def start_export(self, values: Mapping[str, Any]) -> tuple[Validation, Job | None]:
         check = self.validate(values)
         if not check.ok:
@@ -398,6 +374,7 @@ class Board:
                 "kind": None,
                 "output_dir": None,
                 "signature": ("idle",),
+                "lang": lang,
             }
         records = read_trainer_log(job.output_dir) if job.kind != "export" else []
         prog = progress_of(records)
@@ -422,51 +399,8 @@ class Board:
             "kind": job.kind,
             "output_dir": str(job.output_dir),
             "signature": (id(job), job.state, len(records), size, png.is_file()),
+            "lang": lang,  # the language of the words in it (the charts' legend follows it)
         }
-
-
-def format_plan(plan: Mapping[str, Any], lang: str = "en") -> str:
-    """The planner's JSON as a short Markdown panel (fits or not, memory by component, steps)."""
-    lines = []
-    fits = plan.get("fits")
-    mem = plan.get("memory") or {}
-    total = mem.get("total_gib")
-    gpu = plan.get("gpu")
-    gpu_mem = plan.get("gpu_memory_gib") or (gpu.get("memory_gib") if isinstance(gpu, dict) else None)
-    if fits is not None:
-        verdict = (
-            ("✓ fits" if fits else "✗ does not fit") if lang == "en" else ("✓ 显存够用" if fits else "✗ 显存不足")
-        )
-        head = f"### {verdict}"
-        if total is not None:
-            head += f" — {total:.2f} GiB" + (f" / {gpu_mem:.0f} GiB" if isinstance(gpu_mem, (int, float)) else "")
-        lines.append(head)
-    components = mem.get("components") or {
-        k: v for k, v in mem.items() if k != "total_gib" and isinstance(v, (int, float))
-    }
-    if components:
-        lines += ["", "| component | GiB |", "|---|---:|"]
-        shown = {k: v for k, v in components.items() if isinstance(v, (int, float)) and v >= 0.005}
-        lines += [f"| {k} | {v:.2f} |" for k, v in shown.items()]
-        if len(shown) < len(components):
-            lines.append(f"| {len(components) - len(shown)} more below 0.01 | |")
-    steps = [f"{k}: {plan[k]}" for k in ("total_steps", "steps_per_epoch") if plan.get(k) is not None]
-    seconds = (plan.get("time") or {}).get("seconds") if isinstance(plan.get("time"), dict) else None
-    if isinstance(seconds, (int, float)):
-        steps.append(f"time ≈ {format_seconds(seconds)}")
-    if steps:
-        lines += ["", " · ".join(steps)]
-    setup = plan.get("setup") or {}
-    if setup:
-        lines.append(" · ".join(str(setup[k]) for k in ("method", "engine", "precision") if setup.get(k)))
-    params = plan.get("params") or {}
-    if params.get("total"):
-        lines.append(f"trainable {params.get('trainable', 0):,} / {params['total']:,} parameters")
-    if plan.get("overrides"):
-        lines += ["", "auto-fit: " + ", ".join(f"`{k}={v}`" for k, v in plan["overrides"].items())]
-    for note in plan.get("notes") or plan.get("warnings") or []:
-        lines.append(f"- {note}")
-    return "\n".join(lines) or "```json\n" + str(dict(plan)) + "\n```"
 
 
 __all__ = ["Board", "adapters", "format_plan", "progress_html"]

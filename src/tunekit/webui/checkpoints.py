@@ -17,7 +17,7 @@ from typing import Any
 from .paths import PathPolicy, PathRefused
 
 CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
-ADAPTER_METHODS = ("lora", "oft")  # methods whose run folder is an adapter on the base model
+ADAPTER_METHODS = ("lora", "oft", "ptuning", "prompt")  # methods whose run folder is an adapter on the base model
 
 
 def _allowed(policy: PathPolicy, folder: str | None) -> Path | None:

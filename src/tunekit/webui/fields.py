@@ -10,7 +10,8 @@ Form values (what the widgets hold):
 - ``choice``    → Literal (optionally Optional): a dropdown of the choices as text (``""`` = unset).
 - ``int``       → a text box holding a whole number (``""`` = None when Optional; a number box
                   cannot hold "unset": the browser sends 0).
-- ``float``     → a text box (``5e-5`` is typed and shown exactly; ``""`` = None when Optional).
+- ``float``     → a text box (``5e-5`` is typed and shown exactly; ``""`` = None when Optional). A float option that
+                  counts steps (``logging_steps``: a whole count or a share below 1) is an int when whole.
 - ``text``      → str: a text box (``""`` = None when Optional).
 - ``yaml``      → anything else (dicts, unions): a text box holding a YAML value.
 - ``multi``     → a comma-separated str the board offers as a multi-select picker (datasets): a list.
@@ -156,6 +157,18 @@ def to_form(spec: FieldSpec, value: Any) -> Any:
     return _yaml_text(value)
 
 
+def counts_steps(spec: FieldSpec) -> bool:
+    """A float option that counts optimizer steps (``logging_steps``, ``save_steps``, ``eval_steps``,
+    ``warmup_steps``): a whole step count, or a fraction below 1 (a share of the run's steps), as Hugging Face reads
+    them. Its whole value is an int (``logging_steps=5``, never ``5.0``)."""
+    return spec.kind == "float" and spec.name.endswith("_steps")
+
+
+def _number(spec: FieldSpec, value: float) -> int | float:
+    """A float option's value: an int where the option counts steps and the value is whole."""
+    return int(value) if counts_steps(spec) and value.is_integer() else value
+
+
 def from_form(spec: FieldSpec, raw: Any) -> Any:
     """Widget value → config value (pydantic validates it afterwards and words any error)."""
     if spec.kind == "bool":
@@ -182,7 +195,7 @@ def from_form(spec: FieldSpec, raw: Any) -> Any:
         if text == "":
             return None
         value = parse_scalar(text)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else text
+        return _number(spec, float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else text
     if spec.kind == "text":
         text = "" if raw is None else str(raw)
         return None if (text == "" and spec.optional) else text

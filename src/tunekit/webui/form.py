@@ -27,9 +27,17 @@ def help_text(spec: FieldSpec, lang: str) -> str:
     return _named(spec, spec.help(field_help(spec.name, spec.description, lang), lang))
 
 
-def choices_of(spec: FieldSpec, lang: str) -> list[tuple[str, str]] | None:
+def template_choices(templates: list[str] | None, lang: str) -> list[tuple[str, str]]:
+    """A template picker's choices: ``(none)`` in ``lang`` (the value ``""``), then the template names."""
+    return [(unset_word("choice", lang), "")] + [(n, n) for n in templates or []]
+
+
+def choices_of(spec: FieldSpec, lang: str, templates: list[str] | None = None) -> list[tuple[str, str]] | None:
     """``(shown, value)`` pairs of an option offered as a choice (None: a free text field); the values are the
-    option's own, the words are the board's (``(none)``, the DeepSpeed presets' names)."""
+    option's own, the words are the board's (``(none)``, the DeepSpeed presets' names). ``templates``: the names the
+    ``template`` picker offers."""
+    if spec.name == "template" and spec.kind == "text":  # a name not offered stays accepted (allow_custom_value)
+        return template_choices(templates, lang)
     if spec.kind in ("tristate", "choice"):
         return [(label or unset_word(spec.kind, lang), label) for label in spec.choice_labels]
     if spec.name in WORDED_CHOICES and spec.kind == "text":
@@ -43,18 +51,11 @@ def make_widget(spec: FieldSpec, lang: str, templates: list[str] | None = None):
     common: dict[str, Any] = dict(label=label, info=help_text(spec, lang), elem_id=f"tk-field-{spec.name}")
     if spec.kind == "bool":
         return gr.Checkbox(value=value, **common)
-    choices = choices_of(spec, lang)
+    choices = choices_of(spec, lang, templates)
     if choices is not None:  # a JSON file typed or loaded stays accepted where the option takes one (deepspeed)
         return gr.Dropdown(choices=choices, value=value, allow_custom_value=spec.kind == "text", **common)
     if spec.kind == "multi":
         return gr.Dropdown(choices=[], value=value, multiselect=True, allow_custom_value=True, **common)
-    if spec.name == "template" and spec.kind == "text":
-        return gr.Dropdown(
-            choices=[(unset_word("choice", lang), "")] + [(n, n) for n in templates or []],
-            value=value,
-            allow_custom_value=True,
-            **common,
-        )
     if is_secret(spec.name):  # typed as dots; saved, previewed and logged as its ${ENV_VAR} reference
         return gr.Textbox(value=value, type="password", **common)
     return gr.Textbox(value=value, **common)
@@ -71,6 +72,7 @@ class FormView:
         self.accordions: list[tuple[Any, str, list[FieldSpec]]] = []
         self.groups: list[tuple[Any, Group, list[FieldSpec]]] = []  # the tutorial groups shown (webui/groups.py)
         self.advanced: Any = None  # the "Advanced" accordion when the form has basic options
+        self.templates: list[str] = []  # the names the template picker offers (its choices on a language switch)
 
     def render(
         self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3, basic: tuple[str, ...] = ()
@@ -78,7 +80,7 @@ class FormView:
         """The tab's options in their sections. With ``basic``, those options come first, in that order, in
         their tutorial groups (:data:`tunekit.webui.groups.TUTORIAL_GROUPS`; each shown only where it applies),
         and every section of the rest goes into one closed "Advanced" accordion (:attr:`advanced`)."""
-        by_name = self.by_name
+        by_name, self.templates = self.by_name, list(templates or [])
         first = [by_name[name] for name in basic if name in by_name and tab_of(by_name[name]) == tab]
         if first:
             self._groups(first, lang, templates, per_row)
@@ -210,15 +212,15 @@ class FormView:
             elif labels:
                 props["info"] = help_text(spec, lang or "en")
             if labels:
-                props.update(_words(spec, lang or "en"))
+                props.update(_words(spec, lang or "en", self.templates))
             out.append(gr.update(**props) if props else gr.skip())
         return out
 
 
-def _words(spec: FieldSpec, lang: str) -> dict[str, Any]:
+def _words(spec: FieldSpec, lang: str, templates: list[str]) -> dict[str, Any]:
     """The label and the choices' words of one widget in ``lang`` (its values unchanged)."""
     props: dict[str, Any] = {"label": option_label(spec.name, lang)}
-    choices = choices_of(spec, lang)
+    choices = choices_of(spec, lang, templates)
     if choices is not None:
         props["choices"] = choices
     return props

@@ -77,6 +77,7 @@ TUTORIAL_GROUPS: tuple[Group, ...] = (
             "logging_steps",
             "save_steps",
             "warmup_steps",
+            "neftune_noise_alpha",
             "packing",
             "neat_packing",
             "train_on_prompt",

@@ -32,6 +32,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "flash_attn": ("Attention implementation", "注意力实现"),
     "enable_liger_kernel": ("Liger kernels", "使用 Liger 算子"),
     "use_unsloth": ("Use Unsloth", "使用 Unsloth"),
+    "use_v1_kernels": ("LLaMA-Factory v1 kernels", "LLaMA-Factory v1 算子"),
+    "moe_aux_loss_coef": ("MoE router aux loss coefficient", "MoE 路由辅助损失系数"),
     "gradient_checkpointing": ("Gradient checkpointing", "梯度检查点"),
     "torch_compile": ("Compile the model", "编译模型"),
     # RoPE
@@ -55,6 +57,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "logging_steps": ("Logging interval (steps)", "日志间隔（步）"),
     "save_steps": ("Save interval (steps)", "保存间隔（步）"),
     "warmup_steps": ("Warm-up steps", "预热步数"),
+    "neftune_noise_alpha": ("NEFTune alpha", "NEFTune 噪声参数"),
     "packing": ("Pack sequences", "序列打包"),
     "neat_packing": ("Neat packing", "使用无污染打包"),
     "train_on_prompt": ("Train on prompt", "学习提示词"),
@@ -62,6 +65,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "resize_vocab": ("Resize token embeddings", "更改词表大小"),
     "use_llama_pro": ("Enable LLaMA Pro", "使用 LLaMA Pro"),
     "enable_thinking": ("Enable thinking", "启用思考模式"),
+    "thought_loss_weight": ("Thought loss weight", "思考部分的损失权重"),
     "report_to": ("External loggers", "外部记录面板"),
     "plot_loss": ("Plot the loss", "绘制损失曲线"),
     "run_name": ("Run name", "运行名称"),
@@ -229,6 +233,10 @@ LABELS: dict[str, tuple[str, str]] = {
     "oft_block_size": ("OFT block size", "OFT 块大小"),
     "oft_target": ("OFT modules", "OFT 作用模块"),
     "module_dropout": ("OFT module dropout", "OFT 模块丢弃"),
+    "pre_seq_len": ("P-Tuning prefix length", "前缀长度"),
+    "prefix_projection": ("Prefix projection MLP", "前缀投影 MLP"),
+    "prefix_hidden_size": ("Prefix MLP width", "前缀 MLP 宽度"),
+    "num_virtual_tokens": ("Virtual tokens", "虚拟词元数"),
     "pure_bf16": ("Pure bf16", "纯 bf16 训练"),
     "fp8": ("FP8 training", "FP8 训练"),
     "fp8_backend": ("FP8 backend", "FP8 后端"),
@@ -241,6 +249,7 @@ LABELS: dict[str, tuple[str, str]] = {
     # distributed
     "fsdp": ("FSDP sharding", "FSDP 分片"),
     "fsdp_config": ("FSDP config file", "FSDP 配置文件"),
+    "fsdp_transformer_layer_cls_to_wrap": ("FSDP unit classes", "FSDP 分片单元类"),
     "ddp_find_unused_parameters": ("DDP: find unused parameters", "DDP：查找未使用的参数"),
     "ddp_backend": ("Distributed backend", "分布式后端"),
     # logging

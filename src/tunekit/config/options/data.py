@@ -106,6 +106,17 @@ class DataOptions(OptionGroup):
         description="For reasoning templates (qwen3, ...): keep thinking on; false renders an empty "
         "<think></think> block.",
     )
+    thought_loss_weight: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Reasoning templates (qwen3, qwen3_vl), stage sft: the loss weight of each reply's thought block "
+        "(<think> ... </think> and the blank line after it; the empty block of a reply without a thought). 1: trained "
+        "like the answer (default); 0: not trained (label -100, the tokens stay in the input; the answer and the "
+        "end-of-turn are still trained); between: the thought's tokens count that much, and the loss is divided by "
+        "the step's summed weights (answer tokens 1, thought tokens this weight), not by its token count. Weights "
+        "below 1 need enable_thinking (no thought is trained without it).",
+    )
     tool_format: str | None = Field(
         None, description="Tool-call format for function calling (default: the template's)."
     )
@@ -246,6 +257,36 @@ def packing_problems(cfg: Config) -> Iterator[Problem]:
             f"padding_free is not supported for stage {cfg.stage}: remove padding_free (it is only for "
             f"{spoken_list(stages_with('padding_free'))}).",
             ("padding_free", "stage"),
+        )
+
+
+def thought_problems(cfg: Config) -> Iterator[Problem]:
+    """``thought_loss_weight`` below 1: stage sft, a trained thought (``enable_thinking``). The template's thought
+    markers are checked when it is loaded (``data/pipeline.py``): the schema does not know the templates."""
+    weight = cfg.thought_loss_weight
+    if weight == 1:
+        return
+    if cfg.stage != "sft":
+        yield Problem(
+            f"thought_loss_weight {weight:g} is for stage sft (stage is {cfg.stage}): {cfg.stage} scores or rewards "
+            "each reply whole, thought included; remove thought_loss_weight.",
+            ("thought_loss_weight", "stage"),
+        )
+    if not cfg.enable_thinking:
+        yield Problem(
+            f"thought_loss_weight {weight:g} with enable_thinking: false: no thought is trained (thoughts are "
+            "removed and the empty <think></think> block is part of the prompt); remove thought_loss_weight or set "
+            "enable_thinking: true.",
+            ("thought_loss_weight", "enable_thinking"),
+        )
+    if not 0 < weight < 1:
+        return
+    losses = ("enable_liger_kernel", "use_dft_loss", "use_eaft_loss", "use_asft_loss")
+    for name in [name for name in losses if getattr(cfg, name, False)]:
+        yield Problem(
+            f"thought_loss_weight {weight:g} (a weighted thought) and {name} each compute their own token loss: "
+            f"remove one of them.",
+            ("thought_loss_weight", name),
         )
 
 

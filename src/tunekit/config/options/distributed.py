@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from ..engines import fsdp_words
 from ..problems import Problem
 from .base import OptionGroup
 
@@ -27,12 +28,26 @@ class DistributedOptions(OptionGroup):
         "parameters to the CPU.",
     )
     fsdp_config: str | None = Field(None, description="FSDP config JSON path (advanced).")
+    fsdp_transformer_layer_cls_to_wrap: str | None = Field(
+        None,
+        description="With fsdp: the module class(es) sharded as their own FSDP unit, comma-separated (e.g. "
+        "LlamaDecoderLayer); each must exist in the loaded model. Empty: the model's own decoder layer classes "
+        "(_no_split_modules).",
+    )
     ddp_find_unused_parameters: bool | None = Field(
         None, description="DDP: search for parameters without gradients (slower; needed by some models)."
     )
     ddp_backend: str | None = Field(
         None, description="torch.distributed backend (nccl on GPUs, gloo on CPU by default)."
     )
+
+    @field_validator("fsdp", mode="before")
+    @classmethod
+    def _fsdp_words_list(cls, value):
+        """Hugging Face's list form (``fsdp: [full_shard, auto_wrap]``, as LLaMA-Factory's examples write it)."""
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return " ".join(value)
+        return value
 
 
 def fsdp_config_problems(cfg: Config) -> Iterator[Problem]:
@@ -41,4 +56,16 @@ def fsdp_config_problems(cfg: Config) -> Iterator[Problem]:
         yield Problem(
             "fsdp_config is read only when FSDP runs: set fsdp (e.g. fsdp: full_shard) or remove fsdp_config.",
             ("fsdp_config", "fsdp"),
+        )
+
+
+def fsdp_wrap_problems(cfg: Config) -> Iterator[Problem]:
+    """``fsdp_transformer_layer_cls_to_wrap`` (Hugging Face's and LLaMA-Factory's name) only where FSDP shards."""
+    if not cfg.fsdp_transformer_layer_cls_to_wrap:
+        return
+    if not cfg.fsdp or "no_shard" in fsdp_words(cfg.fsdp):  # no FSDP units: DDP or another engine
+        yield Problem(
+            "fsdp_transformer_layer_cls_to_wrap names the classes FSDP shards as units, so it needs fsdp: full_shard "
+            "or shard_grad_op; set fsdp or remove fsdp_transformer_layer_cls_to_wrap.",
+            ("fsdp_transformer_layer_cls_to_wrap", "fsdp"),
         )

@@ -3,8 +3,9 @@
 Declare an option with :func:`option` (``Field`` plus these facts, kept in the field's ``json_schema_extra``):
 
 - ``section``: the web board's section for it when that is not its group's (``quantization``, ``lora``, ...);
-- ``only``: the ``finetuning_type`` it belongs to (``lora``, ``freeze``, ``oft``): the schema refuses it when it is
-  set with another method (``LORA_ONLY`` & co. in ``config/options/__init__.py`` are read from here);
+- ``only``: the ``finetuning_type`` it belongs to (``lora``, ``freeze``, ``oft``, ``ptuning``, ``prompt``): the schema
+  refuses it when it is set with another method (``LORA_ONLY`` & co. in ``config/options/__init__.py`` are read from
+  here);
 - ``needs``: the true/false option that switches it on (``galore_rank`` needs ``use_galore``): the schema refuses it
   set while its switch is off (``SWITCHED`` in ``config/options/__init__.py`` is read from here);
 - ``status="ignored"``: accepted so LLaMA-Factory configs load unchanged, and without effect in tunekit.
@@ -23,7 +24,7 @@ from pydantic import Field
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-METHODS = ("lora", "freeze", "oft")  # values of ``only``
+METHODS = ("lora", "freeze", "oft", "ptuning", "prompt")  # values of ``only``
 STATUSES = ("ignored",)  # values of ``status``
 _FACTS = ("section", "only", "needs", "status")
 
@@ -32,6 +33,8 @@ NOTES: dict[str, dict[str, str]] = {
     "lora": {"en": "LoRA only", "zh": "仅用于 LoRA"},
     "freeze": {"en": "freeze only", "zh": "仅用于 freeze"},
     "oft": {"en": "OFT only", "zh": "仅用于 OFT"},
+    "ptuning": {"en": "P-Tuning v2 only", "zh": "仅用于 ptuning"},
+    "prompt": {"en": "prompt tuning only", "zh": "仅用于 prompt"},
     "ignored": {
         "en": "accepted for LLaMA-Factory configs, ignored",
         "zh": "为兼容 LLaMA-Factory 配置而接受，不起作用",

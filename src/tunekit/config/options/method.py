@@ -29,9 +29,11 @@ class MethodOptions(OptionGroup):
     )
     do_eval: bool = Field(False, description="Run evaluation on the validation data after training.")
     do_predict: bool = Field(False, description="Generate predictions for the evaluation data and score them.")
-    finetuning_type: Literal["lora", "oft", "freeze", "full"] = Field(
+    finetuning_type: Literal["lora", "oft", "freeze", "full", "ptuning", "prompt"] = Field(
         "lora",
-        description="lora (adapters), oft (orthogonal adapters, peft OFT), freeze (train the last layers), or full.",
+        description="lora (adapters), oft (orthogonal adapters, peft OFT), freeze (train the last layers), full, "
+        "ptuning (P-Tuning v2: a trained key/value prefix in every layer, peft prefix tuning) or prompt (prompt "
+        "tuning: trained virtual tokens before the input, peft).",
     )
 
     # LoRA
@@ -94,4 +96,34 @@ class MethodOptions(OptionGroup):
         description="Freeze: extra modules outside the layers to train (e.g. embed_tokens,norm).",
         only="freeze",
         section="freeze",
+    )
+
+    # P-Tuning v2 (peft prefix tuning) and prompt tuning (model/prompt_adapters.py)
+    pre_seq_len: int = option(
+        128,
+        ge=1,
+        description="P-Tuning v2: number of trained prefix positions given to every layer's attention as keys and "
+        "values (the name of ChatGLM's P-Tuning v2 scripts; peft's num_virtual_tokens).",
+        only="ptuning",
+    )
+    prefix_projection: bool = option(
+        False,
+        description="P-Tuning v2: compute the prefix with a two-layer MLP from pre_seq_len trained embeddings "
+        "(ChatGLM's prefix_projection); the saved adapter holds the computed prefix.",
+        only="ptuning",
+    )
+    prefix_hidden_size: int | None = option(
+        None,
+        ge=1,
+        description="P-Tuning v2: hidden size of the prefix MLP (peft's encoder_hidden_size; default: the key/value "
+        "width of one layer).",
+        only="ptuning",
+        needs="prefix_projection",
+    )
+    num_virtual_tokens: int = option(
+        20,
+        ge=1,
+        description="Prompt tuning: number of trained virtual tokens put before the input embeddings (initialised "
+        "from randomly chosen vocabulary embeddings).",
+        only="prompt",
     )

@@ -101,6 +101,13 @@ class ModelOptions(OptionGroup):
     use_unsloth: bool = option(
         False, description="Use Unsloth's patched model (needs unsloth and a GPU).", section="acceleration"
     )
+    use_v1_kernels: bool = option(
+        False,
+        description="LLaMA-Factory's switch for its v1 fused kernels (Ascend NPU RMSNorm, RoPE, SwiGLU, MoE): false "
+        "is accepted so its configs load; true is refused: use enable_liger_kernel (fused kernels on GPUs) and "
+        "flash_attn: fa2.",
+        section="acceleration",
+    )
     quantization_bit: Literal[4, 8] | None = option(
         None,
         description="Load the base model quantized to 4 or 8 bits (QLoRA; needs finetuning_type lora).",
@@ -122,6 +129,14 @@ class ModelOptions(OptionGroup):
         "folder lacks start random, weights it has no place for are dropped (for a model extended on purpose). Off: "
         "such a folder is refused, naming the keys.",
     )
+    moe_aux_loss_coef: float | None = Field(
+        None,
+        ge=0,
+        description="Mixture-of-experts models: weight of the router's load-balancing (auxiliary) loss, added to the "
+        "loss of each forward as transformers computes it (sets the model's router_aux_loss_coef and "
+        "output_router_logits) and logged as moe/aux_loss; empty = no router loss. Stages sft and pt; refused on a "
+        "dense model.",
+    )
     print_param_status: bool = Field(
         False, description="Print every parameter's name, shape, dtype and trainable flag after set-up."
     )
@@ -137,4 +152,27 @@ def checkpointing_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
         yield Problem(
             "gradient_checkpointing and disable_gradient_checkpointing disagree: set only one of them.",
             ("gradient_checkpointing", "disable_gradient_checkpointing"),
+        )
+
+
+def kernel_problems(cfg: Config) -> Iterator[Problem]:
+    """``use_v1_kernels: true``: LLaMA-Factory's v1 kernel plugins (its ``model/loader.py`` applies the "auto" kernels,
+    which exist for Ascend NPUs only), which tunekit does not have; false (LLaMA-Factory's default) is accepted."""
+    if cfg.use_v1_kernels:
+        yield Problem(
+            "use_v1_kernels: true asks for LLaMA-Factory's v1 fused kernels (RMSNorm, RoPE, SwiGLU and MoE on Ascend "
+            "NPUs), which tunekit does not have: remove it (or set false); for fused kernels on GPUs use "
+            "enable_liger_kernel: true, and flash_attn: fa2 for FlashAttention-2.",
+            ("use_v1_kernels",),
+        )
+
+
+def moe_problems(cfg: Config) -> Iterator[Problem]:
+    """``moe_aux_loss_coef`` joins the loss where tunekit computes the language-model loss (sft, pt); the other stages'
+    losses would drop it silently."""
+    if cfg.moe_aux_loss_coef is not None and cfg.stage not in ("sft", "pt"):
+        yield Problem(
+            f"moe_aux_loss_coef adds the router loss to the language-model loss of stages sft and pt; stage "
+            f"{cfg.stage} computes its own loss without it: remove moe_aux_loss_coef.",
+            ("moe_aux_loss_coef", "stage"),
         )

@@ -63,6 +63,14 @@ class TrainingOptions(OptionGroup):
     adam_beta2: float = Field(0.999, ge=0, lt=1, description="Adam beta2.")
     adam_epsilon: float = Field(1e-8, ge=0, description="Adam epsilon.")
     max_grad_norm: float = Field(1.0, ge=0, description="Clip gradients to this global norm (0 = no clipping).")
+    neftune_noise_alpha: float | None = Field(
+        None,
+        ge=0,
+        description="NEFTune: while training, add uniform noise in +-alpha/sqrt(L x d) to the input embeddings (L "
+        "tokens per row of the batch, d the hidden size; transformers' Trainer hook, evaluation and generation see "
+        "none); the paper uses 5 to 15. Stages sft and pt; dpo and kto when the reference sees no noise (ref_model, "
+        "precompute_ref_log_probs, or full / freeze / oft). Empty or 0: off.",
+    )
     seed: int = Field(42, description="Random seed for initialisation, shuffling and the validation split.")
     data_seed: int | None = Field(None, description="Seed for data shuffling only (default: seed).")
     bf16: bool = Field(
@@ -180,6 +188,47 @@ def schedule_problems(cfg: Config) -> Iterator[Problem]:
             "warmup_steps is a fraction (a ratio) and warmup_ratio is set too: keep one of them.",
             ("warmup_steps", "warmup_ratio"),
         )
+
+
+# Why NEFTune is refused in these stages: what the Trainer's embedding hook would do there (train/stages).
+_NEFTUNE_REFUSED = {
+    "rm": "the reward model's value-head wrapper has no input embeddings for transformers' hook",
+    "ppo": "the value-head wrapper has no input embeddings for transformers' hook, and the rollouts' log-probs are "
+    "taken without noise, so the policy ratio would compare noised with clean log-probs",
+    "grpo": "the rollouts' log-probs are taken without noise, so the policy ratio would compare noised with clean "
+    "log-probs",
+}
+_REFERENCE_FREE = ("orpo", "simpo")  # dpo's losses without a reference (train/stages/dpo.py: REFERENCE_FREE)
+
+
+def neftune_problems(cfg: Config) -> Iterator[Problem]:
+    """NEFTune (Jain et al. 2023, "NEFTune: Noisy Embeddings Improve Instruction Finetuning"): transformers' Trainer
+    hooks the policy's input embeddings in every stage. In rm, ppo and grpo that breaks or biases the update; in dpo
+    and kto it is sound where the reference sees no noise: a ``ref_model`` or the frozen copy of full / freeze / oft
+    runs (loaded in eval mode), or ``precompute_ref_log_probs`` (computed in eval mode before training). An adapter
+    run's own reference (its adapter disabled, in training mode) would be noised too."""
+    if not cfg.neftune_noise_alpha:
+        return
+    why = _NEFTUNE_REFUSED.get(cfg.stage)
+    if why:
+        yield Problem(
+            f"neftune_noise_alpha (NEFTune) does not work in stage {cfg.stage}: {why}. Remove neftune_noise_alpha.",
+            ("neftune_noise_alpha", "stage"),
+        )
+    elif cfg.stage in ("dpo", "kto") and _reference_is_the_policy(cfg):
+        yield Problem(
+            f"neftune_noise_alpha (NEFTune) in stage {cfg.stage} with finetuning_type {cfg.finetuning_type}: the "
+            "reference is the policy with its adapter disabled, so its log-probs would be noised too. Set ref_model "
+            "or precompute_ref_log_probs: true (that reference sees no noise), or remove neftune_noise_alpha.",
+            ("neftune_noise_alpha", "stage", "ref_model", "precompute_ref_log_probs"),
+        )
+
+
+def _reference_is_the_policy(cfg: Config) -> bool:
+    """dpo/kto whose reference log-probs come from the training policy itself during training."""
+    if cfg.stage == "dpo" and cfg.pref_loss in _REFERENCE_FREE:
+        return False
+    return not (cfg.ref_model or cfg.precompute_ref_log_probs or cfg.finetuning_type in ("full", "freeze", "oft"))
 
 
 def evaluation_problems(cfg: Config) -> Iterator[Problem]:

@@ -36,6 +36,7 @@ class ProcessContext:
     train_on_prompt: bool = False
     mask_history: bool = False
     enable_thinking: bool = True
+    thought_weight: float = 1.0  # thought_loss_weight (sft): 0 masks each trained reply's thought block
     default_system: str | None = None
     packing: bool = False  # pt: concatenate texts into cutoff_len blocks
     ignore_index: int = IGNORE_INDEX
@@ -62,6 +63,18 @@ class ProcessContext:
         none). SFT trains history unless ``mask_history``; rm/dpo and kto train only the last reply.
         """
         return self.template.encode_turns(
+            list(messages),
+            system=self.system_for(system),
+            tools=tools or None,
+            enable_thinking=self.enable_thinking,
+            strip_history_thoughts=not history_trained,
+        )
+
+    def render_marked(
+        self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, *, history_trained: bool
+    ) -> list[tuple[str, str, str]]:
+        """:meth:`render_turns` with each response's thought head (``Template.encode_turns_marked``)."""
+        return self.template.encode_turns_marked(
             list(messages),
             system=self.system_for(system),
             tools=tools or None,

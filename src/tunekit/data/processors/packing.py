@@ -53,13 +53,17 @@ def plan_bins(lengths: list[int], capacity: int) -> list[list[int]]:
 
 def pack_dataset(dataset, cutoff_len: int, neat: bool = False):
     """A new ``datasets.Dataset`` of packed rows (input_ids, labels, length, _status, _source; + position_ids when
-    neat; + the samples' images / videos / audios, concatenated in sample order, for a multimodal dataset)."""
+    neat; + thought_mask when the samples have it; + the samples' images / videos / audios, concatenated in sample
+    order, for a multimodal dataset)."""
     import datasets
 
     ids, labels, status, sources = dataset["input_ids"], dataset["labels"], dataset["_status"], dataset["_source"]
     rows = {"input_ids": [], "labels": [], "length": [], "_status": [], "_source": []}
     if neat:
         rows["position_ids"] = []
+    thought = dataset["thought_mask"] if "thought_mask" in dataset.column_names else None  # thought_loss_weight
+    if thought is not None:
+        rows["thought_mask"] = []
     media = {k: dataset[k] for k in MEDIA_COLUMNS if k in dataset.column_names}  # a row's media, in sample order
     rows.update({k: [] for k in media})
     for group in plan_bins([len(x) for x in ids], cutoff_len):
@@ -72,6 +76,8 @@ def pack_dataset(dataset, cutoff_len: int, neat: bool = False):
         rows["labels"].append(row_labels)
         if neat:
             rows["position_ids"].append([p for i in group for p in range(len(ids[i]))])
+        if thought is not None:
+            rows["thought_mask"].append([m for i in group for m in thought[i]])
         rows["length"].append(len(rows["input_ids"][-1]))
         rows["_status"].append(TRUNCATED if any(status[i] == TRUNCATED for i in group) else KEPT)
         rows["_source"].append("; ".join(sources[i] for i in group))

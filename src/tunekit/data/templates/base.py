@@ -113,6 +113,23 @@ class Template:
         Qwen3 template renders history (without their ``<think>`` block) instead of training every reply
         with its thought. Use it when only the last reply is trained (``mask_history``).
         """
+        marked = self.encode_turns_marked(
+            messages, system, tools, enable_thinking, strip_history_thoughts=strip_history_thoughts
+        )
+        return [(prompt, response) for prompt, response, _ in marked]
+
+    def encode_turns_marked(
+        self,
+        messages: Sequence[dict[str, Any]],
+        system: str | None = None,
+        tools: str | list | None = None,
+        enable_thinking: bool = True,
+        *,
+        strip_history_thoughts: bool = False,
+    ) -> list[tuple[str, str, str]]:
+        """:meth:`encode_turns` with a third text per turn: the response's start up to the end of the thought block
+        it trains (``<think>`` ... ``</think>`` + its separator; the empty block of a reply without a thought), or
+        ``""`` when the response trains no thought (``thought_loss_weight`` reads it)."""
         check_messages(messages, for_prompt=False)
         turns = self._turns(list(messages), system, tools, enable_thinking, strip_history_thoughts, generation=False)
         if self.spec.role_handoff:
@@ -134,7 +151,7 @@ class Template:
         """The generation prompt for a conversation ending with a user/observation message."""
         check_messages(messages, for_prompt=True)
         turns = self._turns(list(messages), system, tools, enable_thinking, True, generation=True)
-        return "".join(p + r for p, r in turns)
+        return "".join(p + r for p, r, _ in turns)
 
     def render(self, messages, system=None, tools=None, enable_thinking=True, **kw) -> str:
         """The whole training string (concatenated turns)."""
@@ -221,13 +238,15 @@ class Template:
             content = TOOL_FORMATS[self.tool_format][1](parse_calls(content))
         return reasoning, self._trim("assistant", thought + content)
 
-    def _turns(self, messages, system, tools, enable_thinking, strip_history, generation) -> list[tuple[str, str]]:
+    def _turns(
+        self, messages, system, tools, enable_thinking, strip_history, generation
+    ) -> list[tuple[str, str, str]]:
         spec = self.spec
         sys_text = self._system_text(system, tools)
         pairs = [messages[i : i + 2] for i in range(0, len(messages), 2)]
         user_turns = [k for k, pair in enumerate(pairs) if pair[0]["role"] == "user"]
         last_user_turn = user_turns[-1] if user_turns else -1
-        out: list[tuple[str, str]] = []
+        out: list[tuple[str, str, str]] = []
         for k, pair in enumerate(pairs):
             prompt = ""
             if k == 0:
@@ -241,24 +260,27 @@ class Template:
             if len(pair) == 1:  # the generation prompt
                 if spec.reasoning and not enable_thinking:
                     prompt += EMPTY_THOUGHT
-                out.append((prompt, ""))
+                out.append((prompt, "", ""))
                 break
             reply = pair[1]
             fmt = spec.function if reply["role"] == "function_call" and spec.function else spec.assistant
             reasoning, body = self._reply_body(reply)
+            thought = ""
             if spec.reasoning:
                 trained_thought = (not strip_history and not generation) or (is_last and not generation)
                 if trained_thought:
                     if enable_thinking:  # the thought (empty if none) is part of the trained reply
-                        body = think_block(reasoning) + body.lstrip("\n")
+                        thought = think_block(reasoning)
+                        body = thought + body.lstrip("\n")
                     else:  # thoughts removed; the empty block is prompt, like the official enable_thinking=False
                         prompt += EMPTY_THOUGHT
                 elif k >= last_user_turn and reasoning:  # official history: kept only after the last user query
                     body = think_block(reasoning) + body.lstrip("\n")
-            out.append((prompt, self._fill(fmt, body)))
+            response = self._fill(fmt, body)
+            out.append((prompt, response, response[: response.index(thought) + len(thought)] if thought else ""))
         return out
 
-    def _handoff(self, turns: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _handoff(self, turns: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Move the role token that ends each reply (GLM's <|user|>) from the next prompt into the reply."""
         fixed = [list(t) for t in turns]
         for k in range(1, len(fixed)):
@@ -269,4 +291,4 @@ class Template:
                     fixed[k][0] = prompt[len(token) :]
                     break
         fixed[-1][1] += self._sub(self.spec.final_stop)
-        return [(p, r) for p, r in fixed]
+        return [tuple(t) for t in fixed]

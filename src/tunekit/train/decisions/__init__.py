@@ -14,6 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ...config.method_rules import checkpointing_auto_off
 from ...config.schema import Config
 from ..engines.distributed import engine_plan
 from ..machine import Machine, run_machine
@@ -138,6 +139,8 @@ def decide_features(
     ``cfg`` (``tunekit/flow.py``), kept with its reason (decided again from the applied options it would read as set
     by them)."""
     values = {feature.name: feature.decide(cfg, machine) for feature in FEATURES}
+    if checkpointing_note is None and checkpointing_auto_off(cfg):  # printed as a planned auto decision is
+        checkpointing_note = f"gradient checkpointing: off ({values['gradient_checkpointing'].why})"
     return RunDecisions(
         machine=machine,
         engine=_engine(cfg, machine),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...config.method_rules import PREFIX_CHECKPOINTING_WHY, checkpointing_auto_off
 from ...config.schema import Config
 from ..engines.deepspeed_config import CUSTOM_OPTIMIZERS  # the options that build tunekit's own optimizer
 
@@ -57,6 +58,8 @@ def trained_tokens_loss(cfg: Config, machine) -> Decision:
         return off(f"stage {cfg.stage} has its own loss")
     if not cfg.trained_tokens_loss:
         return off("trained_tokens_loss: false")
+    if cfg.finetuning_type == "prompt":  # the model's hidden states start with the virtual tokens: peft's own loss
+        return off("finetuning_type prompt: the virtual tokens shift the positions; peft pads the labels for them")
     if cfg.torch_compile:
         return off("torch_compile: data-dependent rows break its graphs")
     if cfg.enable_liger_kernel:
@@ -72,6 +75,8 @@ def chunked_lm_head(cfg: Config, machine) -> Decision:
             return off(plain.why)
         if _variant_loss(cfg):
             return off(f"{_variant_loss(cfg)}: the variant's loss reads the trained rows' logits")
+        if 0 < cfg.thought_loss_weight < 1:  # train/thought_loss.py
+            return off("thought_loss_weight: the weighted loss reads the trained rows' logits")
     elif cfg.stage in LOGPS_STAGES:  # tunekit computes the log-probs itself: Liger's kernels do not change the head
         if cfg.torch_compile:
             return off("torch_compile: data-dependent rows break its graphs")
@@ -125,7 +130,10 @@ def elementwise_recompute(cfg: Config, machine) -> Decision:
 
 def gradient_checkpointing(cfg: Config, machine) -> Decision:
     """``detail``: ``(lowest layers checkpointed or None for all, auto still to decide)``. ``auto`` is decided from the
-    memory plan by the decide step (``plan/decide.py``), which passes its config here already resolved."""
+    memory plan by the decide step (``plan/decide.py``), which passes its config here already resolved; for ptuning it
+    is off without a plan (the schema refuses ``true`` with it: ``config/method_rules.py``)."""
+    if checkpointing_auto_off(cfg):
+        return off(f"auto: finetuning_type ptuning: {PREFIX_CHECKPOINTING_WHY}", None, False)
     if not cfg.use_gradient_checkpointing:
         return off("gradient_checkpointing: false", None, False)
     if cfg.gradient_checkpointing == "auto":

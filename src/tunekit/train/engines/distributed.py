@@ -198,6 +198,13 @@ def fsdp_settings(cfg: Config) -> FSDPSettings | None:
             classes = user["transformer_layer_cls_to_wrap"]
             classes = classes.replace(",", " ").split() if isinstance(classes, str) else list(classes)
             values["wrap_classes"] = tuple(str(c) for c in classes)
+    if cfg.fsdp_transformer_layer_cls_to_wrap:  # the option (Hugging Face's and LLaMA-Factory's name)
+        if values["wrap_classes"]:
+            raise ConfigError(
+                "fsdp_transformer_layer_cls_to_wrap and fsdp_config's transformer_layer_cls_to_wrap are both set: "
+                "keep one of them."
+            )
+        values["wrap_classes"] = tuple(fsdp_words(cfg.fsdp_transformer_layer_cls_to_wrap))
     return FSDPSettings(strategy=strategy, mixed_precision="bf16" if cfg.bf16 else None, **values)
 
 

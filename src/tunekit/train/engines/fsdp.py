@@ -8,7 +8,7 @@ users run. What it does, and where:
 
 - :func:`shard` (called by :class:`FSDPTrainerMixin` before the Trainer is built, so the optimizer is created
   from the sharded parameters): a 1-D device mesh over all ranks; ``fully_shard`` on every decoder layer (the
-  model's ``_no_split_modules`` classes, or ``fsdp_config``'s ``transformer_layer_cls_to_wrap``), then on the
+  model's ``_no_split_modules`` classes, or those ``fsdp_transformer_layer_cls_to_wrap`` names), then on the
   root, which holds the rest (embeddings, tied head, final norm; a LoRA model's non-layer modules).
   ``reshard_after_forward``: True for full_shard (parameters gathered again for backward, ZeRO-3 like), False
   for shard_grad_op (kept gathered from forward to backward, ZeRO-2 like). ``offload``: ``CPUOffloadPolicy``
@@ -78,13 +78,7 @@ def shard(model, settings, device: torch.device):
             f"fsdp: {settings.strategy} needs torch.distributed: start it with `tunekit train` "
             "(it runs torchrun) or your own launcher (torchrun / accelerate launch)."
         )
-    classes = set(settings.wrap_classes) or _no_split_modules(model)
-    units = [m for m in model.modules() if type(m).__name__ in classes and m is not model]
-    if not units:
-        raise ConfigError(
-            f"fsdp: {type(model).__name__} has no module of class {', '.join(sorted(classes))}: name its decoder "
-            'layer class in an fsdp_config file: {"transformer_layer_cls_to_wrap": ["...DecoderLayer"]}.'
-        )
+    units = wrap_units(model, settings)
     _check_trainable_dtypes(model, units)
 
     kwargs: dict = {"mesh": init_device_mesh(device.type, (dist.get_world_size(),))}
@@ -102,6 +96,27 @@ def shard(model, settings, device: torch.device):
     return model
 
 
+def wrap_units(model, settings) -> list:
+    """The modules sharded as their own unit: those of the named classes (every name must exist in ``model``), else
+    of the model's ``_no_split_modules`` classes."""
+    classes = set(settings.wrap_classes) or _no_split_modules(model)
+    missing = sorted(classes - {type(m).__name__ for m in model.modules() if m is not model})
+    if settings.wrap_classes and missing:
+        own = ", ".join(sorted(_layer_classes(model))) or "none"
+        raise ConfigError(
+            f"fsdp_transformer_layer_cls_to_wrap (or fsdp_config's transformer_layer_cls_to_wrap) names "
+            f"{', '.join(missing)}, which {type(model).__name__} has no module of (its decoder layer classes: "
+            f"{own}): name classes of the loaded model, or remove the option to shard its decoder layers."
+        )
+    units = [m for m in model.modules() if type(m).__name__ in classes and m is not model]
+    if not units:
+        raise ConfigError(
+            f"fsdp: {type(model).__name__} has no module of class {', '.join(sorted(classes))}: name its decoder "
+            "layer class with fsdp_transformer_layer_cls_to_wrap (e.g. LlamaDecoderLayer)."
+        )
+    return units
+
+
 def _reshard_after_no_grad_forward(model, args, output):
     """A forward without autograd (evaluation, a DPO/KTO reference) has no backward to wait for: shard again.
 
@@ -117,14 +132,19 @@ def _reshard_after_no_grad_forward(model, args, output):
 
 def _no_split_modules(model) -> set[str]:
     """The decoder layer classes transformers never splits across devices (``_no_split_modules``)."""
+    names = _layer_classes(model)
+    if not names:
+        raise ConfigError(
+            f"fsdp: {type(model).__name__} names no decoder layer class (_no_split_modules): name it with "
+            "fsdp_transformer_layer_cls_to_wrap (e.g. LlamaDecoderLayer)."
+        )
+    return names
+
+
+def _layer_classes(model) -> set[str]:
     names: set[str] = set()
     for module in model.modules():
         names.update(getattr(module, "_no_split_modules", None) or ())
-    if not names:
-        raise ConfigError(
-            f"fsdp: {type(model).__name__} names no decoder layer class (_no_split_modules): name it in an "
-            'fsdp_config file: {"transformer_layer_cls_to_wrap": ["...DecoderLayer"]}.'
-        )
     return names
 
 

@@ -138,9 +138,8 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
         lm = PeftModel.from_pretrained(
             model_class(AutoConfig.from_pretrained(base)).from_pretrained(base, dtype=dtype), str(folder)
         )
-        if (
-            not is_deepspeed_zero3_enabled()
-        ):  # ZeRO-3 loaded the base partitioned: keep the adapter beside it, unmerged
+        # ZeRO-3 loaded the base partitioned: the adapter stays beside it, unmerged; a prefix/prompt cannot merge
+        if not is_deepspeed_zero3_enabled() and not lm.active_peft_config.is_prompt_learning:
             lm = lm.merge_and_unload()
     else:
         lm = model_class(AutoConfig.from_pretrained(str(folder))).from_pretrained(str(folder), dtype=dtype)

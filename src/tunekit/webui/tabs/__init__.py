@@ -16,6 +16,7 @@ import gradio as gr
 from tunekit.errors import TunekitError
 
 from ..board import Board
+from ..form import template_choices
 from ..i18n import t
 from ..validation import Validation
 
@@ -34,6 +35,13 @@ class Page:
         self.texts.append((comp, key, prop))
         return comp
 
+    def relabel(self, outputs, words) -> None:
+        """Re-word ``outputs`` on a language switch with ``words(lang)`` (their updates): what one text per property
+        (:meth:`label`) cannot say, such as a dropdown's choices or a chart's axis titles and legend."""
+        self.lang_radio.change(
+            words, inputs=self.lang_radio, outputs=outputs, show_progress="hidden", api_visibility="private"
+        )
+
     def wake(self):
         """Start polling when there is a job to show (the timer stops itself once the job has ended)."""
         return gr.Timer(active=self.board.runner.poll() is not None)
@@ -49,16 +57,16 @@ def errors_md(check: Validation | None, lang: str) -> str:
 
 
 def template_dropdown(page: Page, elem_id: str):
-    return page.label(
-        gr.Dropdown(
-            choices=[("(none)", "")] + [(n, n) for n in page.templates],
-            value="",
-            allow_custom_value=True,
-            label=t("chat_template", page.lang),
-            elem_id=elem_id,
-        ),
-        "chat_template",
+    """A tab's own template picker; its "(none)" follows the language switch."""
+    dropdown = gr.Dropdown(
+        choices=template_choices(page.templates, page.lang),
+        value="",
+        allow_custom_value=True,
+        label=t("chat_template", page.lang),
+        elem_id=elem_id,
     )
+    page.relabel(dropdown, lambda lang: gr.update(choices=template_choices(page.templates, lang)))
+    return page.label(dropdown, "chat_template")
 
 
 def follow_train_load(page: Page, train, form) -> None:

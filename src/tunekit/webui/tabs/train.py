@@ -20,7 +20,7 @@ from ..validation import Validation
 from . import Page, errors_md
 from . import train_live as live
 from . import train_pickers as pick
-from .train_live import wire_first_run
+from .train_live import wire_first_run, wire_language
 
 
 @dataclass
@@ -91,12 +91,14 @@ def _form_column(page: Page) -> dict[str, Any]:
                 gr.Button(t("samples_btn", lang), size="sm", elem_id="tk-samples-btn"), "samples_btn", "value"
             )
         samples_out = gr.HighlightedText(
-            color_map={"trained": "green", "media": "blue"},
+            color_map=piece_colors(lang),
             show_legend=True,
             combine_adjacent=True,
             elem_id="tk-samples-out",
             show_label=False,
         )
+        # the legend in the new words; a preview in the old ones is cleared (Preview samples shows it again)
+        page.relabel(samples_out, lambda lang: gr.HighlightedText(value=None, color_map=piece_colors(lang)))
         samples_media = gr.Markdown(elem_id="tk-samples-media")
         samples_gallery = L(
             gr.Gallery(
@@ -205,6 +207,14 @@ def _side_column(page: Page) -> dict[str, Any]:
     )
 
 
+PIECE_COLORS = {"trained": "green", "media": "blue"}  # the sample preview's pieces, by board.sample_preview's label
+
+
+def piece_colors(lang: str) -> dict[str, str]:
+    """The sample preview's legend: its pieces' words in ``lang`` and their colours."""
+    return {t(f"samples_piece_{label}", lang): color for label, color in PIECE_COLORS.items()}
+
+
 # ---------------------------------------------------------------- handlers
 def plan_text(page: Page, check: Validation, gpu, n_gpus, lang: str) -> tuple[str, dict]:
     """The plan as Markdown, and the overrides Auto-fit would apply."""
@@ -217,7 +227,7 @@ def plan_text(page: Page, check: Validation, gpu, n_gpus, lang: str) -> tuple[st
     except TunekitError as exc:
         return f"⚠ {exc}", {}
     except Exception as exc:  # the planner cannot read this model yet: say so, keep the board usable
-        return f"⚠ plan unavailable: {type(exc).__name__}: {exc}", {}
+        return f"⚠ {t('plan_unavailable', lang)}: {type(exc).__name__}: {exc}", {}
     return format_plan(plan, lang), dict(plan.get("overrides") or {})
 
 
@@ -228,6 +238,7 @@ def wire(page: Page, tab: TrainTab) -> None:
     _wire_data(page, tab)
     pick.wire(page, tab)
     wire_first_run(page, tab)
+    wire_language(page, tab)
 
 
 def _wire_checks(page: Page, tab: TrainTab) -> None:
@@ -279,7 +290,7 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
     )
     plan_inputs = {*form.inputs, page.lang_radio, tab.gpu, tab.gpus}
     gr.on(
-        edits + [tab.gpu.change, tab.gpus.change, tab.plan_btn.click],
+        edits + [tab.gpu.change, tab.gpus.change, tab.plan_btn.click, page.lang_radio.change],  # in the new words
         on_plan,
         inputs=plan_inputs,
         outputs=tab.plan_md,
@@ -386,7 +397,7 @@ def _wire_data(page: Page, tab: TrainTab) -> None:
         check, pieces, samples, note = board.sample_preview_media(form.read_map(data), int(data[tab.samples_n] or 2))
         thumbs, media = board.sample_media(samples, lang) if samples else ([], "")
         return {
-            tab.samples_out: pieces,
+            tab.samples_out: [(text, t(f"samples_piece_{label}", lang) if label else None) for text, label in pieces],
             tab.errors: errors_md(check, lang) if not check.ok else note,
             tab.samples_gallery: gr.Gallery(value=thumbs or None, visible=bool(thumbs)),
             tab.samples_media: media,

@@ -15,7 +15,16 @@ import gradio as gr
 from ..i18n import t
 from . import Page
 
-LOSS_COLORS = {"loss": "#1f77b4", "eval_loss": "#ff7f0e"}
+LOSS_COLORS = {"loss": "#1f77b4", "eval_loss": "#ff7f0e"}  # by series (the legend shows its words, prog_<series>)
+
+
+def chart_titles(lang: str) -> dict[str, dict[str, str]]:
+    """The charts' words in ``lang``: their labels and axis titles."""
+    step = t("prog_step", lang)
+    return {
+        "loss_plot": dict(label=t("loss_plot", lang), x_title=step, y_title=t("prog_loss", lang)),
+        "lr_plot": dict(label=t("lr_plot", lang), x_title=step, y_title=t("lr_plot", lang)),
+    }
 
 
 def run_view(page: Page) -> dict[str, Any]:
@@ -24,31 +33,13 @@ def run_view(page: Page) -> dict[str, Any]:
     progress = gr.HTML(page.board.job_view(lang)["html"], elem_id="tk-progress")
     status = gr.Markdown(elem_id="tk-status")
     # Live charts (filled by train_live.chart_updates): numbers against steps, the x axis spanning the whole run.
-    loss_plot = L(
-        gr.LinePlot(
-            x="step",
-            y="value",
-            color="series",
-            x_title=t("prog_step", lang),
-            y_title=t("prog_loss", lang),
-            label=t("loss_plot", lang),
-            elem_id="tk-loss-plot",
-            height=260,
-        ),
-        "loss_plot",
+    # Their words follow the language switch (wire_language).
+    words = chart_titles(lang)
+    loss_plot = gr.LinePlot(
+        x="step", y="value", color="series", elem_id="tk-loss-plot", height=260, **words["loss_plot"]
     )
-    lr_plot = L(
-        gr.LinePlot(
-            x="step",
-            y="learning_rate",
-            x_title=t("prog_step", lang),
-            y_title=t("lr_plot", lang),
-            y_axis_format="~e",
-            label=t("lr_plot", lang),
-            elem_id="tk-lr-plot",
-            height=160,
-        ),
-        "lr_plot",
+    lr_plot = gr.LinePlot(
+        x="step", y="learning_rate", y_axis_format="~e", elem_id="tk-lr-plot", height=160, **words["lr_plot"]
     )
     loss_png = L(
         gr.Image(label=t("loss_png", lang), type="filepath", elem_id="tk-loss-png", interactive=False, height=260),
@@ -68,19 +59,38 @@ def run_view(page: Page) -> dict[str, Any]:
     )
 
 
-def chart_updates(tab, view: dict[str, Any]) -> dict[Any, Any]:
+def chart_data(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The live charts of a job view (Board.job_view): loss and eval loss, learning rate, as numbers against steps.
 
     The x axis spans the run's steps; the colours name the series present, so the series that appears later
-    (eval_loss) redraws the chart with its legend. Nothing logged yet: no chart rather than an empty one."""
-    frame, lr = view["chart"], view["lr_chart"]
+    (eval_loss) redraws the chart with its legend, in the page's words (``view["lang"]``). Nothing logged yet: no
+    chart rather than an empty one."""
+    frame, lr, lang = view["chart"], view["lr_chart"], view.get("lang", "en")
     x_lim = [0, view["total"]] if view.get("total") else None
     present = set(frame["series"])
-    colors = {s: c for s, c in LOSS_COLORS.items() if s in present} or None
+    colors = {t(f"prog_{s}", lang): c for s, c in LOSS_COLORS.items() if s in present} or None
+    if len(frame):  # the legend: loss / eval_loss, 损失 / 验证损失
+        frame = frame.assign(series=frame["series"].map(lambda s: t(f"prog_{s}", lang)))
     return {
-        tab.loss_plot: gr.LinePlot(value=frame if len(frame) else None, color_map=colors, x_lim=x_lim),
-        tab.lr_plot: gr.LinePlot(value=lr if len(lr) else None, x_lim=x_lim),
+        "loss_plot": dict(value=frame if len(frame) else None, color_map=colors, x_lim=x_lim),
+        "lr_plot": dict(value=lr if len(lr) else None, x_lim=x_lim),
     }
+
+
+def chart_updates(tab, view: dict[str, Any]) -> dict[Any, Any]:
+    """:func:`chart_data` as the progress poll sends it."""
+    data = chart_data(view)
+    return {tab.loss_plot: gr.LinePlot(**data["loss_plot"]), tab.lr_plot: gr.LinePlot(**data["lr_plot"])}
+
+
+def wire_language(page: Page, tab) -> None:
+    """A language switch re-words the charts: labels, axis titles and the legend of what is drawn already."""
+
+    def on_lang(lang):
+        words, data = chart_titles(lang), chart_data(page.board.job_view(lang))
+        return {getattr(tab, name): gr.LinePlot(**words[name], **data[name]) for name in ("loss_plot", "lr_plot")}
+
+    page.relabel([tab.loss_plot, tab.lr_plot], on_lang)
 
 
 def wire_first_run(page: Page, tab) -> None:

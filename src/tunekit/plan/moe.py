@@ -1,0 +1,123 @@
+"""Mixture-of-experts models in the plan: total vs active parameters and the LoRA adapters on fused experts.
+
+Read off the same meta-device model as the rest of the shape (``plan/architectures.py``), with the layout
+``model/moe.py`` finds (sparse blocks, their ``experts``, routers and shared experts):
+
+- **total**: every parameter, all experts included (what the weights, gradients of full fine-tuning and the optimizer
+  states hold);
+- **active per token**: total minus the routed experts a token does not reach: in each sparse layer, of ``E`` experts
+  of ``P / E`` parameters each, a token goes through its top ``k``, so ``P (E - k) / E`` parameters sit idle for it.
+  Attention, embeddings, routers and a shared expert are always active. (Qwen3-30B-A3B: 30.53B total, 3.35B
+  active.)
+
+LoRA on the fused expert weights (PEFT ``target_parameters``, ``model/moe.py``) gives each ``E x out x in`` tensor one
+pair ``A: in -> r E``, ``B: r E -> out``: ``r E (in + out)`` parameters in two tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.moe import in_layer, moe_layout
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One fused expert weight of a sparse layer, as PEFT adapts it (``experts x out x in``)."""
+
+    path: str  # inside the decoder layer: "mlp.experts.gate_up_proj"
+    experts: int
+    in_features: int
+    out_features: int
+
+    @property
+    def name(self) -> str:
+        return self.path.split(".")[-1]
+
+    def lora_params(self, rank: int) -> int:
+        return rank * self.experts * (self.in_features + self.out_features)
+
+
+@dataclass(frozen=True)
+class MoeCounts:
+    experts: int  # routed experts per sparse layer
+    top_k: int  # experts per token
+    sparse_layers: int
+    total: int  # every parameter of the language model
+    routed: int  # the routed experts' parameters, all sparse layers
+    routers: int  # the routers' parameters (gate, shared_expert_gate, ...)
+    fused: tuple[Fused, ...] = ()  # the fused expert weights of one sparse layer
+    router_paths: tuple[str, ...] = ()  # the routers inside a decoder layer ("mlp.gate"): never adapted
+
+    @property
+    def active(self) -> int:
+        """Parameters one token goes through: the idle experts' share of ``routed`` taken away."""
+        return self.total - self.routed // self.experts * (self.experts - self.top_k)
+
+    def to_dict(self) -> dict:
+        return {
+            "experts": self.experts,
+            "experts_per_token": self.top_k,
+            "sparse_layers": self.sparse_layers,
+            "total_params": self.total,
+            "active_params": self.active,
+            "routed_expert_params": self.routed,
+            "router_params": self.routers,
+        }
+
+
+def moe_counts(model, total: int, within: tuple[str, ...] | None = None) -> MoeCounts | None:
+    """The experts of a (meta) causal LM whose language model has ``total`` parameters; None for a dense model."""
+    layout = moe_layout(model)
+    if layout is None or not layout.blocks:
+        return None
+    blocks = [b for b in layout.blocks if within is None or any(b == p or b.startswith(p + ".") for p in within)]
+    if not blocks:
+        return None
+    params = dict(model.named_parameters())
+
+    def size(prefixes) -> int:
+        return sum(
+            p.numel() for n, p in params.items() if "lora_" not in n and any(n.startswith(x + ".") for x in prefixes)
+        )
+
+    first = blocks[0]
+    fused = tuple(
+        Fused(in_layer(name), shape[0], shape[2], shape[1])
+        for name, shape in layout.fused.items()
+        if name.startswith(first + ".")
+    )
+    return MoeCounts(
+        experts=layout.experts,
+        top_k=layout.top_k,
+        sparse_layers=len(blocks),
+        total=total,
+        routed=size([f"{b}.experts" for b in blocks]),
+        routers=size([r for r in layout.routers if any(r.startswith(b + ".") for b in blocks)]),
+        fused=fused,
+        router_paths=tuple(layout.router_paths),
+    )
+
+
+def _billions(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
+
+
+def moe_line(moe: dict) -> str:
+    """The plan's line about a mixture of experts (``ModelShape.to_dict()["moe"]``)."""
+    return (
+        f"mixture of experts: {_billions(moe['total_params'])} parameters in total, "
+        f"{_billions(moe['active_params'])} active per token ({moe['experts_per_token']} of {moe['experts']} experts "
+        f"in each of {moe['sparse_layers']} sparse layers; routed experts {_billions(moe['routed_expert_params'])})"
+    )
+
+
+def expert_lora(moe: MoeCounts | None, targets: tuple[str, ...] | None, rank: int) -> tuple[int, int, int]:
+    """``(parameters per sparse layer, tensors per sparse layer, largest tensor)`` of LoRA on the fused experts that
+    ``lora_target`` reaches (``targets`` None = all; ``experts`` = every fused weight; else by last name)."""
+    if moe is None:
+        return 0, 0, 0
+    hit = [f for f in moe.fused if targets is None or "experts" in targets or f.name in targets]
+    params = sum(f.lora_params(rank) for f in hit)
+    largest = max((rank * f.experts * max(f.in_features, f.out_features) for f in hit), default=0)
+    return params, 2 * len(hit), largest
