@@ -145,3 +145,19 @@ def train_rows(out: Path) -> list[dict]:
 def logged_losses(out: Path) -> list[float]:
     """The loss of every logged training step of the run in ``out``."""
     return [row["loss"] for row in train_rows(out)]
+
+
+def padded_lm_batch(vocab: int):
+    """``(ids, attention_mask, labels)``: two seeded rows of 12 tokens, the second right-padded from position 9, with
+    prompt positions (4 and 6) and the padding labelled -100: a batch whose loss depends on the mask being read."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, vocab, (2, 12), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0  # right padding
+    labels = ids.clone()
+    labels[0, :4] = -100  # prompt
+    labels[1, :6] = -100
+    labels[1, 9:] = -100
+    return ids, mask, labels

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.helpers import alpaca_records, base_config, train_rows, write_dataset
+from tests.helpers import alpaca_records, base_config, padded_lm_batch, train_rows, write_dataset
 from tests.tolerances import FP32_U, loss_tolerance
 from tunekit.config import load_config
 from tunekit.errors import ConfigError
@@ -22,18 +22,6 @@ COEF = 0.25
 @pytest.fixture(scope="module")
 def qwen3_moe(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("q3moe") / "model", like="qwen3-30b-a3b", seed=0)
-
-
-def _batch(vocab: int):
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(5, vocab, (2, 12), generator=g)
-    mask = torch.ones_like(ids)
-    mask[1, 9:] = 0  # right padding
-    labels = ids.clone()
-    labels[0, :4] = -100  # prompt
-    labels[1, :6] = -100
-    labels[1, 9:] = -100
-    return ids, mask, labels
 
 
 def _reference(model, ids, mask, labels) -> tuple[float, float]:
@@ -72,7 +60,7 @@ def test_one_forward_loss_is_ce_plus_coef_times_the_router_loss(qwen3_moe, tmp_p
     assert (base.config.output_router_logits, base.config.router_aux_loss_coef) == (True, COEF)
     args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none")
     trainer = TunekitTrainer(model=model, args=args, tunekit_config=cfg)
-    ids, mask, labels = _batch(base.config.vocab_size)
+    ids, mask, labels = padded_lm_batch(base.config.vocab_size)
     model.train()
     loss = trainer.compute_loss(model, {"input_ids": ids, "attention_mask": mask, "labels": labels})
     logged = take_router_aux(model)  # what trainer_log.jsonl gets, read before the reference forward below

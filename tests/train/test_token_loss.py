@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import alpaca_records, base_config, logged_losses, write_dataset
+from tests.helpers import alpaca_records, base_config, logged_losses, padded_lm_batch, write_dataset
 from tests.tolerances import loss_tolerance, sum_order_bound
 from tunekit.config import load_config
 from tunekit.flow import run_train
@@ -30,24 +30,12 @@ def tiny_gemma2(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny-gemma2") / "model", like="gemma2", seed=0)
 
 
-def _batch(vocab: int):
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(5, vocab, (2, 12), generator=g)
-    mask = torch.ones_like(ids)
-    mask[1, 9:] = 0  # right padding
-    labels = ids.clone()
-    labels[0, :4] = -100  # prompt
-    labels[1, :6] = -100
-    labels[1, 9:] = -100
-    return ids, mask, labels
-
-
 def _grads(model):
     return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
 def _compare(model, num_items):
-    ids, mask, labels = _batch(model.config.vocab_size)
+    ids, mask, labels = padded_lm_batch(model.config.vocab_size)
     kwargs = {} if num_items is None else {"num_items_in_batch": torch.tensor(num_items)}
     model.zero_grad()
     ref = model(input_ids=ids, attention_mask=mask, labels=labels, **kwargs).loss

@@ -187,6 +187,8 @@ def test_board_end_to_end(server, page, workspace):
     assert bar.get_attribute("data-step") == "100" and bar.get_attribute("data-total") == "100"
     assert [row["step"] for row in train_rows(out)] == list(range(1, 101))  # each step logged once
     pg.wait_for_selector("#tk-loss-plot canvas, #tk-loss-plot svg", timeout=20_000)
+    pg.wait_for_selector("#tk-loss-png img", state="attached", timeout=20_000)
+    pg.locator("#tk-loss-png").scroll_into_view_if_needed()  # the image loads lazily: only once it is in view
     pg.wait_for_selector("#tk-loss-png img", timeout=20_000)
     shot(pg, "4-train-finished")
 

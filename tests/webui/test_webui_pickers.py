@@ -444,7 +444,7 @@ def test_the_rendered_page_lists_suggests_and_gates(tmp_path, reference_data):
             try:
                 pg.wait_for_function(
                     "() => !document.querySelector('#tk-start').disabled"
-                    " && document.querySelector('#tk-start-reason').innerText.trim() === ''"
+                    " && !document.querySelector('#tk-start-reason').innerText.includes('⚠')"
                 )
             except Exception:
                 pg.screenshot(path=str(tmp_path / "start-off.png"), full_page=True)

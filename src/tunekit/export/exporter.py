@@ -10,7 +10,6 @@ or audio model is exported whole, with its processor files and its official chat
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -22,8 +21,7 @@ from ..model.stops import stop_token_ids
 from .files import BIN_INDEX, SAFE_INDEX, ensure_index, shard_bytes, to_legacy_bin
 from .media import check_multimodal_export, media_export, provenance_entry, write_processor
 from .prompt_adapter import exports_prompt_adapter, write_prompt_adapter
-from .prompt_adapter import recorded as _recorded
-from .prompt_adapter import relative_to as _relative_to
+from .provenance import recorded, sources, template_settings
 from .quantize import check_available, merged_export_config, quantize_merged
 from .template_choice import export_tokenizer_and_template
 from .verify import print_report, verify_export
@@ -162,20 +160,10 @@ def save_folder(
         to_legacy_bin(out)
     import torch
 
-    base, adapters = _recorded(cfg.model_name_or_path), [_recorded(a) for a in adapters_of(cfg)]
+    base, adapters = recorded(cfg.model_name_or_path), [recorded(a) for a in adapters_of(cfg)]
     provenance = {
-        # local folders as absolute paths, and relative to the export (a tree moved as a whole still resolves);
-        # `tunekit verify` finds them from any folder (verify.resolve_recorded). Hub ids as given.
-        "base": base,
-        "adapters": adapters,
-        "base_relative_to_export": _relative_to(base, out),
-        "adapters_relative_to_export": [_relative_to(a, out) for a in adapters],
-        "written_from": os.getcwd(),
-        "template": cfg.template,
-        "enable_thinking": cfg.enable_thinking,
-        "default_system": cfg.default_system,
-        "tool_format": cfg.tool_format,
-        "empty_template_eos": cfg.empty_template_eos,
+        **sources(base, adapters, out),
+        **template_settings(cfg),
         "dtype": str(next(model.parameters()).dtype).replace("torch.", "") if quantization is None else None,
         "export_size_gb": cfg.export_size,
         "quantization": quantization,

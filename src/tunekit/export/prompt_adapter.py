@@ -12,7 +12,6 @@ weights. ``PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base),
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from ..config.schema import Config
 from ..errors import ConfigError
 from ..model.pickles import check_adapter_folder
 from ..model.prompt_adapters import adapter_peft_type, is_prompt_adapter
+from .provenance import recorded, sources, template_settings
 from .template_choice import export_tokenizer_and_template
 
 PROMPT_ADAPTER_KIND = "prompt_adapter"  # tunekit_export.json's "kind" for such an export
@@ -59,23 +59,6 @@ def check_prompt_export(cfg: Config) -> None:
         )
 
 
-def recorded(path: str | None) -> str | None:
-    """A local folder as its absolute path; a hub id (no such local folder) as given."""
-    if not path:
-        return path
-    local = Path(path).expanduser()
-    return str(local.resolve()) if local.exists() else path
-
-
-def relative_to(path: str | None, out: Path) -> str | None:
-    if not path or not Path(path).is_absolute():
-        return None
-    try:
-        return os.path.relpath(path, out.resolve())
-    except ValueError:  # another drive (Windows)
-        return None
-
-
 def write_prompt_adapter(cfg: Config, out: Path, save_tokenizer, provenance_name: str) -> Path:
     """The adapter folder described in the module docstring (``save_tokenizer``: the exporter's, which writes the
     template as ``chat_template``)."""
@@ -100,16 +83,8 @@ def write_prompt_adapter(cfg: Config, out: Path, save_tokenizer, provenance_name
         "kind": PROMPT_ADAPTER_KIND,
         "peft_type": config.get("peft_type"),
         "merged": False,
-        "base": base,
-        "adapters": [adapter],
-        "base_relative_to_export": relative_to(base, out),
-        "adapters_relative_to_export": [relative_to(adapter, out)],
-        "written_from": os.getcwd(),
-        "template": cfg.template,
-        "enable_thinking": cfg.enable_thinking,
-        "default_system": cfg.default_system,
-        "tool_format": cfg.tool_format,
-        "empty_template_eos": cfg.empty_template_eos,
+        **sources(base, [adapter], out),
+        **template_settings(cfg),
     }
     (out / provenance_name).write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
