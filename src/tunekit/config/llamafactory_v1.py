@@ -26,6 +26,7 @@ from typing import Any
 
 from ..env import env_nodes, env_world_size
 from ..errors import ConfigError
+from .llamafactory_options import LLAMAFACTORY_OPTIONS
 from .llamafactory_v1_data import read_dataset
 from .llamafactory_v1_plugins import PLUGINS, V1Reader, shown
 from .problems import problems_text
@@ -83,33 +84,8 @@ TRAINING_KEYS = (
 SAMPLE_KEYS = ("sample_backend", "max_new_tokens")
 #: every option of v1's ModelArguments, DataArguments, TrainingArguments and SampleArguments
 V1_KEYS = MODEL_KEYS + DATA_KEYS + TRAINING_KEYS + SAMPLE_KEYS
-#: keys only a v1 config has (neither tunekit's nor LLaMA-Factory v0's): one of them marks a file as v1
-DISTINCT = (
-    "model",
-    "model_class",
-    "init_config",
-    "peft_config",
-    "kernel_config",
-    "quant_config",
-    "custom_chat_template",
-    "train_dataset",
-    "micro_batch_size",
-    "global_batch_size",
-    "batching_workers",
-    "enable_activation_checkpointing",
-    "dist_config",
-    "dp_size",
-    "cp_size",
-    "cp_mode",
-    "mp_replicate_size",
-    "mp_shard_size",
-    "dist_timeout",
-    "optim_config",
-    "lr_scheduler_config",
-    "save_epochs",
-    "save_ckpt_as_hf",
-    "sample_backend",
-)
+#: keys only a v1 config has (neither tunekit's options nor LLaMA-Factory v0's): one of them marks a file as v1
+DISTINCT = tuple(key for key in V1_KEYS if key not in Config.model_fields and key not in LLAMAFACTORY_OPTIONS)
 SAME_NAME = (
     "trust_remote_code",
     "cutoff_len",
