@@ -5,7 +5,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
-TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant,trackers,optimizers,vision
+TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant,trackers,optimizers,vision,gguf
+# the gguf extra's llama-cpp-python is built from source: llama.cpp's CPU backend only, without its tools, tests and
+# llava (tunekit loads, quantizes and verifies GGUF files with it; docs/after-training.md). GGML_NATIVE=OFF: a portable
+# AVX2-level build (the -march=native one died of SIGILL in llama.cpp's q8_0 path on the AMX / AVX-512 test host)
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 PYTEST_ARGS ?=
 # tests run in 2 processes (pytest-xdist; each test is one-threaded, see tests/conftest.py); TEST_WORKERS=0 runs them in one
 TEST_WORKERS ?= 2

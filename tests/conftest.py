@@ -24,6 +24,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+# llama.cpp's converter (export/gguf_source.py) is extracted once per machine, not into each session's temporary cache
+os.environ.setdefault("TUNEKIT_LLAMA_CPP_DIR", str(Path.home() / ".cache" / "tunekit" / "llama.cpp"))
 
 
 @pytest.fixture(scope="session", autouse=True)

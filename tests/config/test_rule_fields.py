@@ -41,6 +41,8 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
         {"export_quantization_method": "bnb", "export_quantization_dataset": "c4"},
         [("export_quantization_dataset", "export_quantization_method")],
     ),
+    ({"export_gguf_type": "q8_0"}, [("export_gguf_type", "export_format")]),
+    ({"export_format": "gguf", "export_quantization_bit": 4}, [("export_quantization_bit", "export_format")]),
     ({"val_size": 2.5}, [("val_size",)]),
     ({"val_size": 0.1, "eval_dataset": "held_out"}, [("val_size", "eval_dataset")]),
     ({"eval_strategy": "steps"}, [("eval_strategy", "val_size", "eval_dataset")]),

@@ -36,7 +36,11 @@ PLANNED = [
     "multi-gpu/qwen_full_sft_ds_z3.yaml",
     "multi-gpu/qwen_full_sft_fsdp.yaml",
 ]
-AFTER_TRAINING = ["export-and-serve/qwen_lora_merge.yaml", "export-and-serve/qwen_lora_chat.yaml"]
+AFTER_TRAINING = [
+    "export-and-serve/qwen_lora_merge.yaml",
+    "export-and-serve/qwen_lora_chat.yaml",
+    "export-and-serve/qwen_lora_gguf.yaml",
+]
 
 
 def test_every_example_is_covered():
@@ -119,6 +123,15 @@ def test_export_example_merges_the_adapter(sft_adapter, tiny_qwen, tmp_path):
     export_model(load_config(None, _options(AFTER_TRAINING[0], tiny_qwen, out, adapter_name_or_path=str(sft_adapter))))
     merged = AutoModelForCausalLM.from_pretrained(out)  # plain transformers: no peft needed to load it
     assert not any("lora" in name for name, _ in merged.named_parameters())
+
+
+def test_gguf_example_writes_a_verified_gguf_and_modelfile(sft_adapter, tiny_qwen, tmp_path):
+    from tunekit.config import load_config
+    from tunekit.export import export_model
+
+    out = tmp_path / "gguf"
+    export_model(load_config(None, _options(AFTER_TRAINING[2], tiny_qwen, out, adapter_name_or_path=str(sft_adapter))))
+    assert sorted(p.name for p in out.glob("[Mm]o*")) == ["Modelfile", "model-q8_0.gguf"]  # verified in llama.cpp
 
 
 def test_chat_example_answers(sft_adapter, tiny_qwen):

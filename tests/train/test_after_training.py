@@ -69,47 +69,22 @@ def test_loss_plot_is_written_with_a_log_axis_when_the_loss_spans_a_decade(tmp_p
 
 
 # ------------------------------------------------------------------------------------------------ quantized export
-def test_llamafactory_quantized_export_config_means_gptq_and_is_refused_before_writing(tiny_qwen, tmp_path, capsys):
-    """export_quantization_bit + export_quantization_dataset (LLaMA-Factory's GPTQ export)
-    never becomes bitsandbytes."""
-    import importlib.util
-
-    from tunekit.export import export_model
+def test_llamafactory_quantized_export_config_means_gptq(tiny_qwen, tmp_path):
+    """export_quantization_bit + export_quantization_dataset (LLaMA-Factory's GPTQ export) never becomes
+    bitsandbytes (the GPTQ export itself: tests/export/test_gptq_export.py)."""
     from tunekit.export.quantize import quantization_method
 
-    if importlib.util.find_spec("gptqmodel") and importlib.util.find_spec("optimum"):
-        pytest.skip("gptqmodel and optimum are installed: the refusal is not what runs here")
     write_dataset(tmp_path / "data", "calib", alpaca_records(8))
-    out = tmp_path / "exports" / "q4"
     lf = dict(
         model_name_or_path=str(tiny_qwen),
         template="qwen",
-        export_dir=str(out),
+        export_dir=str(tmp_path / "exports" / "q4"),
         export_quantization_bit=4,
         export_quantization_dataset="calib",
         dataset_dir=str(tmp_path / "data"),
     )
-    cfg = load_config(None, lf)
-    assert quantization_method(cfg) == "gptq"
-    with pytest.raises(EnvironmentProblem) as err:
-        export_model(cfg)
-    message = str(err.value)
-    assert message.startswith(
-        "export_quantization_bit 4 with export_quantization_dataset calib means GPTQ (as in LLaMA-Factory)"
-    )
-    assert "needs the gptqmodel package (with optimum; missing here: gptqmodel, optimum)" in message
-    assert "Nothing was written" in message and "export_quantization_method: bnb" in message
-    assert not (tmp_path / "exports").exists()  # not even the parent folder
-    from tunekit.cli.main import main  # the CLI: a non-zero exit, the message, no traceback, nothing written
-
-    capsys.readouterr()
-    assert main(["export", *(f"{k}={v}" for k, v in lf.items())]) != 0
-    err = capsys.readouterr().err
-    assert (
-        err.startswith("error: export_quantization_bit 4 with export_quantization_dataset calib means GPTQ")
-        and "Traceback" not in err
-    )
-    assert not (tmp_path / "exports").exists()
+    assert quantization_method(load_config(None, lf)) == "gptq"
+    assert quantization_method(load_config(None, {**lf, "export_quantization_dataset": None})) == "bnb"
     # bnb is chosen only explicitly or without calibration data; bnb with calibration data is a contradiction
     assert quantization_method(load_config(None, {**lf, "export_quantization_dataset": None})) == "bnb"
     with pytest.raises(

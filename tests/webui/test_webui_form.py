@@ -46,6 +46,7 @@ CONTEXTS: list[dict[str, Any]] = [
     {"finetuning_type": "ptuning"},
     {"finetuning_type": "ptuning", "prefix_projection": True},
     {"finetuning_type": "prompt"},
+    {"export_format": "gguf"},  # export_gguf_type applies to a GGUF export only
 ]
 
 

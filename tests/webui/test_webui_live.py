@@ -212,45 +212,6 @@ def test_a_failing_handler_shows_the_boards_message(app, tmp_path, monkeypatch):
     }
 
 
-def test_the_guard_fixes_malformed_answers_and_covers_every_kind_of_handler():
-    """Answers Gradio would refuse with its own raw error: ``{}`` for several outputs (nothing to change), a wrong
-    count (the board's message instead); a generator that fails mid-stream; a handler without a message area
-    (a notice in the board's words). One function wired to two events stays one handler."""
-    from tunekit.webui.guard import guard_handlers
-
-    def nothing():
-        return {}
-
-    def short():
-        return ("only one",)
-
-    def stream():
-        yield "first", "partial"
-        raise ValueError("raw text")
-
-    def no_area():
-        raise ValueError("raw text")
-
-    with gr.Blocks() as demo:
-        box, errors = gr.Textbox(), gr.Markdown(elem_id="tk-errors")
-        a, b, c, d = gr.Button(), gr.Button(), gr.Button(), gr.Button()
-        a.click(nothing, outputs=[box, errors])
-        b.click(short, outputs=[box, errors])
-        c.click(stream, outputs=[box, errors])
-        box.submit(stream, outputs=[box, errors])
-        d.click(no_area, outputs=[box])
-    guard_handlers(demo)
-    fns = {f.targets[0]: f for f in demo.fns.values()}
-    got = fns[(a._id, "click")].fn()
-    assert got == gr.skip() and asyncio.run(demo.postprocess_data(fns[(a._id, "click")], got, None))
-    assert fns[(b._id, "click")].fn() == {errors: HANDLER_FAILED}
-    streamed = fns[(c._id, "click")]
-    assert streamed.fn is fns[(box._id, "submit")].fn and streamed.types_generator
-    assert list(streamed.fn()) == [("first", "partial"), {errors: HANDLER_FAILED}]
-    with pytest.warns(UserWarning, match=re.escape(HANDLER_FAILED)):
-        assert fns[(d._id, "click")].fn() == gr.skip()
-
-
 # ------------------------------------------------------------------ 3. first-run defaults
 def test_a_new_page_starts_with_the_first_run_defaults(app):
     """Logging every 5 steps, the loss plot on, a run name and an output folder filled in, "this machine" for the

@@ -18,9 +18,11 @@ freeze checkpoint, or consolidate a DeepSpeed ZeRO checkpoint folder — and wri
 folder to export_dir: safetensors shards of at most export_size GB + model.safetensors.index.json, config,
 generation config (eos/pad from the template's stop words), tokenizer with the template as chat_template.
 export_quantization_bit 4/8 quantizes: with export_quantization_dataset (LLaMA-Factory's meaning) or
-export_quantization_method=gptq by GPTQ (needs gptqmodel + optimum; refused before writing without them), else
-(or with export_quantization_method=bnb) by bitsandbytes NF4 / LLM.int8. The folder is verified at the end
-(`tunekit verify`) unless --no-verify or export_verify=false.
+export_quantization_method=gptq by GPTQ (llm-compressor in an environment tunekit creates once; the folder is
+compressed-tensors, loaded with the compressed-tensors package), else (or with export_quantization_method=bnb) by
+bitsandbytes NF4 / LLM.int8. The folder is verified at the end
+(`tunekit verify`) unless --no-verify or export_verify=false. export_format=gguf writes one GGUF file instead
+(llama.cpp's converter; export_gguf_type f32/f16/bf16/q8_0/q4_k_m) with an Ollama Modelfile beside it.
 """
 
 

@@ -17,7 +17,9 @@ diff < 1e-4 in fp32). The base and adapter folders recorded in tunekit_export.js
 (absolute paths, else relative to the export). A check that cannot run (base or adapter gone, a quantized
 export) is printed as "skipped: reason" and the result is not called OK.
 Exit code 0 when no check found a problem, 1 otherwise; --strict also exits 1 when a check was skipped.
---json prints the report as JSON (skipped checks under "skipped").
+--json prints the report as JSON (skipped checks under "skipped"). A GGUF export (export_format: gguf) is checked
+in llama.cpp itself instead: tokens against training's, logits or greedy tokens against transformers within a
+stated bound (docs/after-training.md).
 """
 
 

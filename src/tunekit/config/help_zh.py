@@ -273,6 +273,10 @@ HELP_ZH: dict[str, str] = {
     "export_hub_model_id": "把导出结果推送到此模型仓库。",
     "export_quantization_method": "量化导出方式：gptq = 以 export_quantization_dataset 为校准数据的 GPTQ。",
     "export_verify": "导出结束时用原生 transformers 检查导出的目录（`tunekit verify`）。",
+    "export_format": "导出格式：safetensors = Hugging Face 目录；gguf = 由 llama.cpp 自带转换脚本生成的单个 GGUF 文件"
+    "（需要 gguf 扩展），旁边附带 Ollama Modelfile，并在 llama.cpp 中校验。",
+    "export_gguf_type": "GGUF 张量类型（export_format: gguf；默认 f16）：f32、f16、bf16，"
+    "或由 llama.cpp 量化的 q8_0 / q4_k_m。",
     # ---- inference
     "infer_backend": "推理引擎。",
     "infer_dtype": "推理时权重的数据类型。",

@@ -14,6 +14,8 @@ from .labels import IGNORE_INDEX
 from .media_columns import MEDIA_COLUMNS
 from .pipeline import load_one, load_template, make_context
 
+MEDIA_RUN = "{media} × {n} tokens"  # a collapsed run of media tokens (the board says it in its language)
+
 
 @dataclass
 class SamplePreview:
@@ -51,7 +53,7 @@ def _pieces(ids: list[int], labels: list[int], tokenizer, kinds: dict[int, str])
         if media is None:
             sample.pieces.append((tokenizer.decode(run), bool(trainable), None))
         else:
-            sample.pieces.append((f"{kinds[media]} × {len(run)} tokens", bool(trainable), kinds[media]))
+            sample.pieces.append((MEDIA_RUN.format(media=kinds[media], n=len(run)), bool(trainable), kinds[media]))
             sample.media_tokens.append((kinds[media], len(run)))
 
     for tok, lab in zip(ids, labels):

@@ -19,16 +19,18 @@ from ..model.finetuning import apply_finetuning
 from ..model.loader import load_model, load_model_config, model_path
 from ..model.stops import stop_token_ids
 from .files import BIN_INDEX, SAFE_INDEX, ensure_index, shard_bytes, to_legacy_bin
+from .gguf_export import check_gguf_export, export_gguf
+from .gptq_export import export_gptq
 from .media import check_multimodal_export, media_export, provenance_entry, write_processor
 from .prompt_adapter import exports_prompt_adapter, write_prompt_adapter
 from .provenance import recorded, sources, template_settings
-from .quantize import check_available, merged_export_config, quantize_merged
+from .quantize import check_available, merged_export_config, quantization_method, quantize_merged
 from .template_choice import export_tokenizer_and_template
 from .verify import print_report, verify_export
 from .zero import consolidate_zero, zero_tag
 
 PROVENANCE = "tunekit_export.json"
-_WEIGHT_PATTERNS = ("*.safetensors", "*.bin", SAFE_INDEX, BIN_INDEX)
+_WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.gguf", SAFE_INDEX, BIN_INDEX)
 
 
 def adapters_of(cfg: Config) -> list[str]:
@@ -58,6 +60,8 @@ def check_export_dir(cfg: Config) -> Path:
 
 def export_model(cfg: Config, verify: bool | None = None) -> Path:
     out = check_export_dir(cfg)
+    if cfg.export_format == "gguf":  # refused by name before anything is written (gguf_export.py)
+        check_gguf_export(cfg)
     if exports_prompt_adapter(cfg):  # a prefix / prompt adapter has no weights to merge into (prompt_adapter.py)
         write_prompt_adapter(cfg, out, save_tokenizer, PROVENANCE)
         return _after_export(cfg, out, verify)
@@ -71,10 +75,15 @@ def export_model(cfg: Config, verify: bool | None = None) -> Path:
         if zero_tag(source):
             print(f"{source} is a DeepSpeed ZeRO checkpoint: consolidating it to fp32 first")
             cfg = cfg.model_copy(update={"model_name_or_path": str(consolidate_zero(source, Path(tmp) / "zero"))})
-        if cfg.export_quantization_bit is not None:
+        if cfg.export_format == "gguf":  # llama.cpp's converter on the merged model, Modelfile beside it
+            export_gguf(cfg, out, Path(tmp), write_merged, clear_weights)
+        elif cfg.export_quantization_bit is not None:
             merged = write_merged(merged_export_config(cfg, Path(tmp)), Path(tmp) / "merged")
-            model, tokenizer, template, qcfg, quantization = quantize_merged(cfg, merged)
-            save_folder(model, tokenizer, template, qcfg, out, quantization=quantization)
+            if quantization_method(cfg) == "gptq":  # llm-compressor in its own environment (gptq_export.py)
+                export_gptq(cfg, merged, out, PROVENANCE, check=cfg.export_verify if verify is None else verify)
+            else:
+                model, tokenizer, template, qcfg, quantization = quantize_merged(cfg, merged)
+                save_folder(model, tokenizer, template, qcfg, out, quantization=quantization)
         else:
             write_merged(cfg, out)
     return _after_export(cfg, out, verify)

@@ -2,13 +2,12 @@
 
 The method is never substituted (:func:`quantization_method`):
 
-- ``gptq``: GPTQ through transformers' ``GPTQConfig`` with calibration texts rendered from
-  ``export_quantization_dataset`` by the template. This is what LLaMA-Factory's ``export_quantization_bit`` +
-  ``export_quantization_dataset`` mean, so a calibration dataset without ``export_quantization_method`` selects it.
-  Transformers runs it through the ``gptqmodel`` and ``optimum`` packages; without them tunekit stops before
-  anything is written, naming them. tunekit cannot pull them in itself: every gptqmodel release on PyPI conflicts
-  with its pins (7.7.0 needs torch>=2.14.1, protobuf>=7.36 and pillow>=13; 7.5-7.6 pin numpy==2.2.6; 7.0-7.6 need
-  protobuf>=7.34; older ones need pypcre to build), against torch 2.13.0, protobuf 6.33.6, numpy 2.4.6.
+- ``gptq``: GPTQ with calibration texts rendered from ``export_quantization_dataset`` by the template. This is what
+  LLaMA-Factory's ``export_quantization_bit`` + ``export_quantization_dataset`` mean, so a calibration dataset
+  without ``export_quantization_method`` selects it. It runs llm-compressor in an isolated environment created on
+  demand (``gptq_env``, ``gptq_export``: no gptqmodel or llm-compressor release installs beside tunekit's pins) and
+  writes the compressed-tensors format, which transformers loads through the ``compressed-tensors`` package: tunekit
+  needs that one in its own environment, to check the folder it writes (``gptq_check``).
 - ``bnb``: bitsandbytes NF4 (4-bit, double quantization) or LLM.int8 (8-bit). Data-free and it runs on CPU;
   the folder reloads with plain ``from_pretrained`` (bitsandbytes installed). Chosen explicitly, or when no
   calibration dataset is given; ``bnb`` together with a calibration dataset is refused by the config schema
@@ -26,6 +25,7 @@ from ..data.formats import RecordError, convert_record
 from ..data.pipeline import load_template
 from ..data.readers import read_records
 from ..errors import ConfigError, EnvironmentProblem
+from .gptq_env import gptq_python
 
 
 def merged_export_config(cfg: Config, tmp: Path):
@@ -36,9 +36,9 @@ def merged_export_config(cfg: Config, tmp: Path):
 
 
 def quantize_merged(cfg: Config, merged: Path):
-    """Load the merged folder quantized: ``(model, tokenizer, template, cfg, quantization)`` for
-    exporter.save_folder."""
-    method, bits = quantization_method(cfg), cfg.export_quantization_bit
+    """Load the merged folder quantized with bitsandbytes: ``(model, tokenizer, template, cfg, quantization)`` for
+    exporter.save_folder. (GPTQ runs in its own environment: ``gptq_export.export_gptq``.)"""
+    bits = cfg.export_quantization_bit
     check_available(cfg)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -46,24 +46,18 @@ def quantize_merged(cfg: Config, merged: Path):
     tokenizer = AutoTokenizer.from_pretrained(merged)
     tcfg = cfg if cfg.template else cfg.model_copy(update={"template": "jinja"})
     template = load_template(tcfg, tokenizer)
-    if method == "bnb":
-        print(
-            f"quantizing to {bits} bits with bitsandbytes ({'NF4, double quantization' if bits == 4 else 'LLM.int8'}; "
-            f"data-free)"
-            + (
-                ""
-                if cfg.export_quantization_method
-                else ": export_quantization_method is not set and "
-                "there is no export_quantization_dataset (GPTQ's calibration data)"
-            )
+    print(
+        f"quantizing to {bits} bits with bitsandbytes ({'NF4, double quantization' if bits == 4 else 'LLM.int8'}; "
+        f"data-free)"
+        + (
+            ""
+            if cfg.export_quantization_method
+            else ": export_quantization_method is not set and "
+            "there is no export_quantization_dataset (GPTQ's calibration data)"
         )
-        qconfig = _bnb_config(bits)
-    else:
-        qconfig = _gptq_config(cfg, bits, tokenizer, template)
-    model = AutoModelForCausalLM.from_pretrained(
-        merged, quantization_config=qconfig, dtype=torch.float32, device_map="auto" if method == "gptq" else None
     )
-    return model, tokenizer, template, tcfg, {"method": method, "bits": bits}
+    model = AutoModelForCausalLM.from_pretrained(merged, quantization_config=_bnb_config(bits), dtype=torch.float32)
+    return model, tokenizer, template, tcfg, {"method": "bnb", "bits": bits}
 
 
 def quantization_method(cfg: Config) -> str:
@@ -74,40 +68,40 @@ def quantization_method(cfg: Config) -> str:
     return "gptq" if cfg.export_quantization_dataset else "bnb"
 
 
-GPTQ_PACKAGES = ("gptqmodel", "optimum")
+# What GPTQ export needs in tunekit's own environment (llm-compressor itself lives in gptq_env's): transformers
+# loads the compressed-tensors format through this package, and the export is checked by loading it.
+GPTQ_PACKAGES = ("compressed_tensors",)
+COMPRESSED_TENSORS_PIN = "compressed-tensors==0.19.0"
 
 
 def check_available(cfg: Config) -> None:
-    """Stop before anything is loaded or written when the chosen method's packages are missing."""
+    """Stop before anything is loaded or written when the chosen method's packages or data are missing."""
     method = quantization_method(cfg)
     if method == "bnb" and importlib.util.find_spec("bitsandbytes") is None:
         raise EnvironmentProblem(
             "export_quantization_bit with export_quantization_method bnb needs bitsandbytes: "
             "pip install 'tunekit[quant]'. Nothing was written."
         )
-    if method == "gptq":
-        missing = [name for name in GPTQ_PACKAGES if importlib.util.find_spec(name) is None]
-        if missing:
-            why = (
-                "export_quantization_method: gptq"
-                if cfg.export_quantization_method
-                else f"export_quantization_bit {cfg.export_quantization_bit} with export_quantization_dataset "
-                f"{cfg.export_quantization_dataset} means GPTQ (as in LLaMA-Factory), and gptq"
-            )
-            raise EnvironmentProblem(
-                f"{why} needs the gptqmodel package (with optimum; missing here: {', '.join(missing)}), "
-                f"which transformers' GPTQConfig quantizes through. tunekit cannot install it into this environment: "
-                f"every gptqmodel release conflicts with its pins (torch 2.13.0, protobuf 6.33.6, numpy 2.4.6), "
-                f"so use a separate environment with "
-                f"`pip install gptqmodel optimum` (an NVIDIA GPU is what gptqmodel is built and tested for). "
-                f"Nothing was written. For a data-free export on this machine set export_quantization_method: bnb "
-                f"(bitsandbytes) and remove export_quantization_dataset."
-            )
-        if not cfg.export_quantization_dataset:
-            raise ConfigError(
-                "export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
-                "(a dataset name from dataset_info.json or a file path). Nothing was written."
-            )
+    if method != "gptq":
+        return
+    if not cfg.export_quantization_dataset:
+        raise ConfigError(
+            "export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
+            "(a dataset name from dataset_info.json or a file path). Nothing was written."
+        )
+    if importlib.util.find_spec("compressed_tensors") is None:
+        why = (
+            "export_quantization_method: gptq"
+            if cfg.export_quantization_method
+            else f"export_quantization_bit {cfg.export_quantization_bit} with export_quantization_dataset "
+            f"{cfg.export_quantization_dataset} means GPTQ (as in LLaMA-Factory), which"
+        )
+        raise EnvironmentProblem(
+            f"{why} writes the compressed-tensors format, and transformers loads it (tunekit checks the export by "
+            f"loading it) through the compressed-tensors package, missing here: pip install 'tunekit[quant]' "
+            f"(or pip install '{COMPRESSED_TENSORS_PIN}'). Nothing was written."
+        )
+    gptq_python()  # the isolated environment, created here the first time: offline, the export stops before merging
 
 
 def _bnb_config(bits: int):
@@ -125,8 +119,9 @@ def _bnb_config(bits: int):
 
 
 def calibration_texts(cfg: Config, template) -> list[str]:
-    """``export_quantization_nsamples`` whole conversations of ``export_quantization_dataset``, rendered by the
-    template."""
+    """The first ``export_quantization_nsamples`` records of ``export_quantization_dataset`` as text: a conversation
+    (any format tunekit trains on) rendered by the template, a plain-text record (``{"text": ...}``, LLaMA-Factory's
+    ``c4_demo.jsonl``: what LLaMA-Factory calibrates on) as its text."""
 
     if not cfg.export_quantization_dataset:
         raise ConfigError(
@@ -136,20 +131,20 @@ def calibration_texts(cfg: Config, template) -> list[str]:
     texts: list[str] = []
     for attr in resolve_datasets([cfg.export_quantization_dataset], cfg.dataset_dir):
         for raw in read_records(attr, cache_dir=cfg.cache_dir):
-            try:
-                sample = convert_record(raw, attr, "sft")
-            except RecordError:
-                continue
-            texts.append(
-                template.render(sample["messages"], sample.get("system") or None, sample.get("tools") or None)
-            )
+            text = _record_text(raw, attr, template)
+            if text:
+                texts.append(text)
             if len(texts) >= cfg.export_quantization_nsamples:
                 return texts
     return texts
 
 
-def _gptq_config(cfg: Config, bits: int, tokenizer, template):
-    from transformers import GPTQConfig
-
-    texts = calibration_texts(cfg, template)
-    return GPTQConfig(bits=bits, dataset=texts, tokenizer=tokenizer, model_seqlen=cfg.export_quantization_maxlen)
+def _record_text(raw, attr, template) -> str | None:
+    try:
+        sample = convert_record(raw, attr, "sft")
+    except RecordError:
+        try:
+            return convert_record(raw, attr, "pt")["text"]
+        except RecordError:
+            return None
+    return template.render(sample["messages"], sample.get("system") or None, sample.get("tools") or None)

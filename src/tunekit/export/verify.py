@@ -27,6 +27,8 @@ from .checks import LOGIT_TOLERANCE, reference_model
 from .checks import problem as _problem
 from .checks import skip as _skip
 from .files import BIN_INDEX, SAFE_INDEX
+from .gguf_export import GGUF_FORMAT
+from .gguf_verify import verify_gguf_export
 from .verify_media import verify_media
 
 PROMPT = "Hello! What can you do?"
@@ -48,6 +50,10 @@ def verify_export(path: str | Path, base_cfg: Config | None = None, max_new_toke
     """A report dict: ``ok``, ``problems`` (list of text), ``checks`` (name -> detail) and measured figures."""
     path = Path(path)
     report: dict[str, Any] = {"path": str(path), "ok": True, "problems": [], "checks": {}}
+    provenance = _read_json(path / "tunekit_export.json") or {}
+    if provenance.get("format") == GGUF_FORMAT:  # checked in llama.cpp itself (gguf_verify.py)
+        reference, why_not = (base_cfg, None) if base_cfg is not None else _base_cfg_from(provenance, path)
+        return verify_gguf_export(path, {**report, "provenance": provenance}, reference, why_not)
     if not (path / "config.json").is_file() and (path / "adapter_config.json").is_file():
         return verify_prompt_export(path, report, base_cfg, max_new_tokens)
     if not (path / "config.json").is_file():

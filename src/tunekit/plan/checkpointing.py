@@ -50,6 +50,7 @@ from ..train.decisions.features import checkpointing_is_auto
 from .architectures import training_shape
 from .gpus import detect_gpu
 from .memory import GiB, estimate_memory
+from .notes import Note
 from .training_setup import memory_seq_len, planned_machine, resolve_setup
 from .vision import assumed_media
 
@@ -68,36 +69,29 @@ class CheckpointingDecision:
     peak_without_bytes: float | None  # planned peak per device without checkpointing (None: not planned)
     budget_bytes: float | None
     device: str  # what the budget is: "80% of the H100-SXM's 80 GiB" / "50% of 24 GiB RAM / 2 processes"
-    reason: str
+    reasons: tuple[str, ...]  # each a Note (plan/notes.py); a caller may give words of its own
     layers: int | None = None  # when on: checkpoint only the lowest ``layers`` decoder layers (None: all of them)
     of_layers: int | None = None  # the model's decoder layers
 
-    def message(self) -> str:
-        state = "on" if self.enabled else "off"
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+    def message(self) -> Note:
+        state = Note("ckpt_on" if self.enabled else "ckpt_off")
         if self.enabled and self.layers is not None:
-            state = f"on for the lowest {self.layers} of {self.of_layers} layers"
-        return f"gradient checkpointing: {state} (auto: {self.reason})"
+            state = Note("ckpt_lowest", k=self.layers, n=self.of_layers)
+        return Note("note_ckpt", state=state, reasons=self.reasons)
 
 
 def decide(peak_without: float, budget: float, device: str) -> CheckpointingDecision:
     """Off when the run's planned peak without checkpointing stays within ``budget`` bytes."""
     need, have = peak_without / GiB, budget / GiB
     if peak_without <= budget:
-        return CheckpointingDecision(
-            False,
-            peak_without,
-            budget,
-            device,
-            f"without it this run needs {need:.2f} GiB per device, within {have:.1f} GiB "
-            f"({device}); set gradient_checkpointing: true to force it",
-        )
-    return CheckpointingDecision(
-        True,
-        peak_without,
-        budget,
-        device,
-        f"without it this run would need {need:.2f} GiB per device, over {have:.1f} GiB ({device})",
-    )
+        within = Note("reason_within", need=need, have=have, device=device)
+        return CheckpointingDecision(False, peak_without, budget, device, (within, Note("reason_force")))
+    over = Note("reason_over", need=need, have=have, device=device)
+    return CheckpointingDecision(True, peak_without, budget, device, (over,))
 
 
 def fewest_layers(shape, setup, budget: float) -> tuple[int, float] | None:
@@ -148,10 +142,10 @@ def below_standard(shape, setup, decision: CheckpointingDecision) -> Checkpointi
         enabled=True,
         layers=k,
         of_layers=shape.layers,
-        reason=f"without it this run needs {decision.peak_without_bytes / GiB:.2f} GiB, over the "
-        f"{target / GiB:.2f} GiB of the standard recipe (every layer checkpointed, whole logits); the lowest {k} "
-        f"layers checkpointed bring it to {with_k / GiB:.2f} GiB for about "
-        f"{k / shape.layers * FULL_RECOMPUTE_SHARE:.0%} of the step time",
+        reasons=(
+            Note("reason_standard", need=decision.peak_without_bytes / GiB, target=target / GiB),
+            Note("reason_standard_lowest", k=k, gib=with_k / GiB, share=k / shape.layers * FULL_RECOMPUTE_SHARE),
+        ),
     )
 
 
@@ -161,15 +155,12 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
         setup = replace(setup, host=True)
     peak = estimate_memory(shape, replace(setup, grad_ckpt=False, ckpt_layers=None)).total
     if gpu is not None:
-        budget, where = (
-            gpu.memory_gib * GiB * GPU_SHARE,
-            f"{GPU_SHARE:.0%} of the {gpu.name}'s {gpu.memory_gib:.0f} GiB",
-        )
+        budget = gpu.memory_gib * GiB * GPU_SHARE
+        where = Note("device_gpu", share=GPU_SHARE, gpu=gpu.name, gib=gpu.memory_gib)
     else:
         ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        where = f"{CPU_SHARE:.0%} of {ram / GiB:.0f} GiB RAM" + (
-            f" / {local_processes} processes" if local_processes > 1 else ""
-        )
+        procs = Note("tail_procs", n=local_processes) if local_processes > 1 else None
+        where = Note("device_ram", share=CPU_SHARE, gib=ram / GiB, procs=procs)
         budget = ram * CPU_SHARE / max(1, local_processes)
     decision = decide(peak, budget, where)
     if not decision.enabled:
@@ -182,18 +173,18 @@ def decide_for(shape, setup, gpu=None, local_processes: int = 1) -> Checkpointin
         decision,
         layers=k,
         of_layers=shape.layers,
-        reason=f"{decision.reason}; with the lowest {k} layers checkpointed it needs {with_k / GiB:.2f} GiB",
+        reasons=(*decision.reasons, Note("reason_lowest", k=k, gib=with_k / GiB)),
     )
 
 
 def planned_at(decision: CheckpointingDecision, setup, source: str) -> CheckpointingDecision:
     """``decision`` whose reason ends with the rows it was planned at (``source``: where ``setup.seq_len`` is from)."""
     rows = (
-        f"{setup.seq_len} tokens per row, from {source}"
+        Note("reason_rows", tokens=setup.seq_len, source=source)
         if not setup.token_budget
-        else f"max_tokens_per_batch {setup.token_budget}"
+        else Note("reason_budget", budget=setup.token_budget)
     )
-    return replace(decision, reason=f"{decision.reason}; planned at {rows}")
+    return replace(decision, reasons=(*decision.reasons, rows))
 
 
 def resolve_gradient_checkpointing(

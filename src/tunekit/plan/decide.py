@@ -27,5 +27,5 @@ def decide_run(
         cfg, decision = resolve_gradient_checkpointing(
             cfg, gpu=gpu, world_size=machine.processes, longest_row=longest_row, machine=machine
         )
-        note = decision.message() if decision is not None else None
+        note = str(decision.message()) if decision is not None else None
     return decide_features(cfg, machine, checkpointing_note=note, precision=precision)

@@ -16,6 +16,7 @@ from ..train.machine import Machine
 from .architectures import ModelShape
 from .gpus import GPU
 from .memory import GiB, MemoryEstimate, estimate_memory
+from .notes import Note
 from .params import count_params
 from .training_setup import DS_PRESETS, Setup, deepspeed_buffers
 
@@ -28,14 +29,14 @@ class FitResult:
     setup: Setup
     memory: MemoryEstimate
     overrides: dict
-    rung: str
+    rung: str  # a Note: "DeepSpeed z3 + gradient checkpointing + Liger"
     missing_gib: float = 0.0
     gpus_needed: int | None = None
 
     def to_dict(self) -> dict:
         return {
             "fits": self.fits,
-            "choice": self.rung,
+            "choice": str(self.rung),
             "overrides": self.overrides,
             "total_gib": round(self.memory.total / GiB, 3),
             "missing_gib": round(self.missing_gib, 2),
@@ -53,14 +54,11 @@ def _divisors_desc(n: int) -> list[int]:
 
 def _ladder(setup: Setup) -> list[tuple[str, dict]]:
     ckpt = setup.finetuning_type != "ptuning"  # peft refuses prefix tuning on a checkpointed model (method_rules.py)
-    gc = " + gradient checkpointing" if ckpt else ""
+    gc = (Note("rung_ckpt"),) if ckpt else ()
     rungs: list[tuple[str, dict]] = [
-        ("no gradient checkpointing", {"grad_ckpt": False}),
-        *([("gradient checkpointing", {"grad_ckpt": True})] if ckpt else []),
-        (
-            "gradient checkpointing + Liger fused loss" if ckpt else "Liger fused loss",
-            {"grad_ckpt": ckpt, "liger": True},
-        ),
+        (Note("rung_no_ckpt"), {"grad_ckpt": False}),
+        *([(Note("rung_ckpt"), {"grad_ckpt": True})] if ckpt else []),
+        (Note("rung", parts=(*gc, Note("rung_liger_loss"))), {"grad_ckpt": ckpt, "liger": True}),
     ]
     if setup.fsdp is None:
         current = setup.zero_stage if setup.zero_stage is not None else -1
@@ -74,7 +72,7 @@ def _ladder(setup: Setup) -> list[tuple[str, dict]]:
             bucket, overlap, max_live = deepspeed_buffers(preset)
             rungs.append(
                 (
-                    f"DeepSpeed {preset}{gc} + Liger",
+                    Note("rung", parts=(f"DeepSpeed {preset}", *gc, "Liger")),
                     {
                         "grad_ckpt": ckpt,
                         "liger": True,

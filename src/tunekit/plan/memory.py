@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .activations import dynamic_peak_bytes
 from .architectures import ModelShape
+from .notes import Note
 from .optimizer_states import custom_gradient_bytes
 from .params import ParamCounts, count_params, optimizer_state_bytes, optimizer_step_temp_bytes, quantized_bytes
 from .training_setup import Setup
@@ -40,7 +41,7 @@ class MemoryEstimate:
     components: dict[str, float]  # bytes per device
     cpu_bytes: float = 0.0  # host memory for offloaded states (per node)
     counts: ParamCounts | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
     @property
     def total(self) -> float:
@@ -65,9 +66,9 @@ class MemoryEstimate:
 
 def model_state_bytes(
     shape: ModelShape, setup: Setup, counts: ParamCounts
-) -> tuple[dict[str, float], float, list[str]]:
+) -> tuple[dict[str, float], float, list[Note]]:
     """Weights, gradients, optimizer states and master weights per device, plus CPU bytes when offloaded."""
-    notes: list[str] = []
+    notes: list[Note] = []
     P_t = counts.trainable
     N = max(1, setup.shards)
     # QLoRA: what is not quantized (embeddings, norms, lm_head) stays in the load dtype (model/finetuning.py)
@@ -191,26 +192,16 @@ def estimate_memory(shape: ModelShape, setup: Setup, counts: ParamCounts | None 
     if shape.vision is not None:
         vision_memory(shape, seqs, comps, notes)
     if shape.num_experts:
-        notes.append(
-            f"{shape.name} is a mixture-of-experts model: expert routing is not modelled, "
-            f"activations are a rough estimate."
-        )
+        notes.append(Note("note_moe", model=shape.name))
     if (
         setup.reference_copy
     ):  # the reference: the starting model (or ref_model, planned at its size) frozen, load dtype
         comps["base_weights"] += shape.total_params * setup.base_bytes / (N if (setup.zero_stage or 0) >= 3 else 1)
-        notes.append(
-            f"stage {setup.stage}: a frozen reference model is held (counted in base_weights at this model's size; "
-            f"with LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it "
-            f"before training)."
-        )
+        notes.append(Note("note_ref_model", stage=setup.stage))
     if setup.host:
         notes.append(host_fragmentation_note(setup, comps["activations"] + comps["logits"]))
     if seqs is not setup:
-        notes.append(
-            f"stage {setup.stage}: chosen and rejected run together: the activations are those of "
-            f"{seqs.micro_batch} sequences per micro-batch of {setup.micro_batch}."
-        )
+        notes.append(Note("note_pairs", stage=setup.stage, seqs=seqs.micro_batch, batch=setup.micro_batch))
     return MemoryEstimate(components=comps, cpu_bytes=cpu, counts=counts, notes=notes)
 
 
@@ -224,17 +215,11 @@ def fragmentation_bytes(setup: Setup, token_bytes: float) -> float:
     return min(share, HOST_GUARD_BOUND) if setup.heap_guard else share
 
 
-def host_fragmentation_note(setup: Setup, token_bytes: float) -> str:
+def host_fragmentation_note(setup: Setup, token_bytes: float) -> Note:
     held = fragmentation_bytes(setup, token_bytes)
     if held < HOST_FRAGMENTATION * token_bytes:
-        return (
-            f"on the CPU: fragmentation is {held / GiB:.2f} GiB, twice the heap guard's slack (freed tensors glibc "
-            f"keeps resident; host/heap.py trims them, docs/memory-model.md section 3.8)."
-        )
-    return (
-        f"on the CPU: fragmentation is {HOST_FRAGMENTATION:.0%} of the token-dependent memory (freed tensors stay "
-        f"in glibc's heap: resident memory, measured, docs/memory-model.md section 3.7)."
-    )
+        return Note("note_cpu_heap", gib=held / GiB)
+    return Note("note_cpu_share", share=HOST_FRAGMENTATION)
 
 
 def sequences_setup(setup: Setup) -> Setup:
@@ -251,19 +236,16 @@ def sequences_setup(setup: Setup) -> Setup:
     return setup.with_(micro_batch=2 * setup.micro_batch, media_patches=2 * setup.media_patches)
 
 
-def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], notes: list[str]) -> None:
+def vision_memory(shape: ModelShape, setup: Setup, comps: dict[str, float], notes: list[Note]) -> None:
     """A VLM's vision (audio) side on top of the language model (``plan/vision_memory.py``, encoder towers
     ``plan/vision_towers.py``): what the tower and projector keep for backward for the micro-batch's patches (encoder
     positions) while the LM runs, and the tower's own forward peak when it exceeds the LM's token-dependent peak (it
     runs first, before the LM holds anything)."""
     v = shape.vision
     if not v.patch_size and not v.tower:
-        notes.append(
-            f"{v.family}: the activations of its {'audio' if v.media == ('audios',) else 'vision'} tower are not "
-            f"modelled (its weights and trainable parameters are; its media tokens are part of the sequence"
-            + (f", {v.fixed_tokens} per image without measured data" if v.fixed_tokens else "")
-            + ")."
-        )
+        tower = Note("tower_audio" if v.media == ("audios",) else "tower_vision")
+        fixed = Note("tail_fixed", n=v.fixed_tokens) if v.fixed_tokens else None
+        notes.append(Note("note_tower", family=v.family, tower=tower, fixed=fixed))
         return
     counts = count_vision(v, setup)
     saved = tower_saved_bytes(v, setup, counts, setup.media_patches)

@@ -24,17 +24,13 @@ from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
 from .global_batch import global_batch
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, MemoryEstimate, estimate_memory
+from .notes import Note
 from .params import ParamCounts, count_params
 from .result import Plan
 from .stats import packed_rows, padded_tokens_per_sample
 from .time import estimate_time
 from .training_setup import Setup, memory_seq_len, planned_machine, resolve_setup
 from .vision import assumed_media, measured_media, media_section
-
-TUTORIAL_NOTE = (
-    "Older transformers rounded steps per epoch down (the published tutorial's 456 steps for 2876 samples); "
-    "transformers 5 also steps on the last partial accumulation window, which is what tunekit train does."
-)
 
 
 def _positive(name: str, value: Any) -> None:
@@ -52,12 +48,12 @@ def world_from(gpus: int | None, nodes: int | None) -> tuple[int, int]:
 def measure_data(cfg: Config):
     """Token lengths of the configured data, or ``(None, reason)`` when the data/tokenizer is not on disk."""
     if not cfg.dataset:
-        return None, "no dataset configured"
+        return None, Note("why_no_dataset")
     try:
         tokenizer = load_tokenizer(cfg)
         return measure_lengths(cfg, tokenizer), None
     except TunekitError as exc:
-        return None, str(exc).splitlines()[0]
+        return None, Note("why_error", error=str(exc).splitlines()[0])
 
 
 def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
@@ -102,7 +98,7 @@ def make_plan(
     device: GPU | None = find_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib else None)
     shape = load_shape(model_config, cfg.model_name_or_path)
     world, n_nodes = world_from(gpus, nodes)
-    notes: list[str] = []
+    notes: list[Note] = []
     fields: dict[str, Any] = {"model": shape.to_dict(), "world_size": world, "nodes": n_nodes}
     fields["gpus_per_node"] = world // n_nodes
 
@@ -139,7 +135,7 @@ def make_plan(
 
 
 def _steps_section(
-    cfg: Config, lengths, samples: int | None, world: int, fields: dict[str, Any], notes: list[str]
+    cfg: Config, lengths, samples: int | None, world: int, fields: dict[str, Any], notes: list[Note]
 ) -> StepPlan | None:
     """The steps as the trainer counts them (``train/steps.py``) into ``fields``; ``None`` without a sample count.
 
@@ -148,7 +144,7 @@ def _steps_section(
         return None
     if cfg.eval_dataset:
         train_n, eval_n = samples, None
-        notes.append("eval_dataset is separate: its size is not counted in train_samples.")
+        notes.append(Note("note_eval_separate"))
     else:
         train_n, eval_n = split_sizes(samples, cfg.val_size)
     if train_n < 1:
@@ -175,7 +171,7 @@ def _steps_section(
     fields.update({k: v for k, v in steps.to_dict().items() if k not in ("train_samples", "world_size")})
     fields["steps_per_epoch_floor_rounding"] = legacy
     if legacy != steps.steps_per_epoch:
-        notes.append(TUTORIAL_NOTE + f" Floor rounding would give {legacy} per epoch.")
+        notes.append(Note("note_rounding", floor=legacy))
     return steps
 
 
@@ -216,19 +212,19 @@ def _time_section(
     )
 
 
-def _data_section(cfg: Config, lengths, num_samples, seq_len, notes: list[str]):
+def _data_section(cfg: Config, lengths, num_samples, seq_len, notes: list[Note]):
     """``(lengths, samples, seq_len for memory, tokens per sample for time, where the seq came from)``."""
     if lengths is None and num_samples is None:
         lengths, why = measure_data(cfg)
         if lengths is None:
-            notes.append(f"Data not measured ({why}); pass --num-samples N to plan the steps.")
+            notes.append(Note("note_no_data", why=why))
     measured = None
     if lengths is not None:
         measured = np.asarray(lengths["total_len"], dtype=np.int64)
     samples = num_samples if num_samples is not None else (len(measured) if measured is not None else None)
     pad = max(1, cfg.pad_to_multiple_of)
     if seq_len is not None:
-        s_mem, s_time, s_source = seq_len, float(seq_len), "--seq-len"
+        s_mem, s_time, s_source = seq_len, float(seq_len), Note("source_seq_len")
     elif measured is not None and len(measured) and not cfg.use_packing:  # packed rows are cutoff_len long
         clipped = np.minimum(measured, cfg.cutoff_len)
         s_mem, s_source = memory_seq_len(cfg, int(clipped.max()))
@@ -242,12 +238,12 @@ def _data_section(cfg: Config, lengths, num_samples, seq_len, notes: list[str]):
         s_time = float(cfg.cutoff_len)
     if cfg.use_packing and measured is not None and num_samples is None:
         samples = max(1, packed_rows(measured, cfg.cutoff_len, cfg.preprocessing_batch_size))
-        notes.append(f"packing: {len(measured)} samples make about {samples} sequences of {cfg.cutoff_len} tokens.")
+        notes.append(Note("note_packing", samples=len(measured), seqs=samples, tokens=cfg.cutoff_len))
     return lengths, samples, s_mem, s_time, s_source
 
 
 def _media(
-    shape: ModelShape, cfg: Config, setup: Setup, lengths, assumed, fields: dict[str, Any], notes: list[str]
+    shape: ModelShape, cfg: Config, setup: Setup, lengths, assumed, fields: dict[str, Any], notes: list[Note]
 ) -> Setup:
     """A VLM's media per sample (measured, else assumed from the resolution options) into the plan and the set-up."""
     v = shape.vision
@@ -268,7 +264,7 @@ def _fit_section(
     device: GPU | None,
     auto_fit: bool,
     fields: dict[str, Any],
-    notes: list[str],
+    notes: list[Note],
 ) -> None:
     """Whether the plan fits the GPU, and ``--auto-fit``'s overrides, into ``fields``."""
     if device is not None:
@@ -289,22 +285,26 @@ def _fit_section(
         fields["overrides"] = fit.overrides
         fields["fit"] = {**fit.to_dict(), "memory": fit.memory.gib()}
         if not fit.fits:
-            more = f" or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
+            more = Note("tail_gpus", n=fit.gpus_needed) if fit.gpus_needed else None
             notes.append(
-                f"Nothing fits on {device.name}: the smallest set-up ({fit.rung}) needs {fit.missing_gib:.1f} GiB "
-                f"more than the {device.memory_gib:g} GiB x {1 - SAFETY_MARGIN:.2f} usable{more}."
+                Note(
+                    "note_nothing_fits",
+                    gpu=device.name,
+                    rung=fit.rung,
+                    missing=fit.missing_gib,
+                    gib=device.memory_gib,
+                    share=1 - SAFETY_MARGIN,
+                    gpus=more,
+                )
             )
 
 
-def _budget_batches(cfg: Config, lengths, notes: list[str]) -> int | None:
+def _budget_batches(cfg: Config, lengths, notes: list[Note]) -> int | None:
     """``max_tokens_per_batch``: the micro-batches of an epoch, formed from the measured rows as the trainer does."""
     if not cfg.max_tokens_per_batch:
         return None
     if lengths is None:
-        notes.append(
-            "max_tokens_per_batch: data not measured, so steps are planned as per_device_train_batch_size "
-            "batches; measure the data (dataset on disk) to plan the token-budget batches."
-        )
+        notes.append(Note("note_budget_unmeasured"))
         return None
     rows = training_rows(
         lengths,
@@ -323,26 +323,17 @@ def _budget_batches(cfg: Config, lengths, notes: list[str]) -> int | None:
         1 if cfg.padding_free else cfg.pad_to_multiple_of,
         cfg.data_seed or cfg.seed,
     )
-    notes.append(
-        f"max_tokens_per_batch {cfg.max_tokens_per_batch}: {len(rows):,} training rows make {len(plan):,} "
-        f"micro-batches per epoch (samples per optimizer step vary; per_device_train_batch_size is not used)."
-    )
+    notes.append(Note("note_budget", budget=cfg.max_tokens_per_batch, rows=len(rows), batches=len(plan)))
     if plan.oversized:
-        notes.append(
-            f"max_tokens_per_batch: {len(plan.oversized)} sample(s) alone exceed it once padded to a multiple of "
-            f"{cfg.pad_to_multiple_of}; each is its own micro-batch."
-        )
+        notes.append(Note("note_budget_oversized", n=len(plan.oversized), multiple=cfg.pad_to_multiple_of))
     return len(plan)
 
 
-def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, notes: list[str], source: str) -> Setup:
+def _auto_checkpointing(shape: ModelShape, setup: Setup, device: GPU | None, notes: list[Note], source: str) -> Setup:
     """``gradient_checkpointing: auto`` as ``tunekit train`` decides it (plan/checkpointing.py), for the planned GPU,
     or for this host's RAM when the run trains on the CPU (``use_cpu``)."""
     if device is None and not setup.host:
-        notes.append(
-            "gradient_checkpointing auto: planned on; tunekit train turns it off when the run fits the device "
-            "without it (give --gpu to see that decision)."
-        )
+        notes.append(Note("note_ckpt_planned_on"))
         return setup
     decision = planned_at(
         decide_for(shape, setup, device, setup.gpus_per_node), setup, source

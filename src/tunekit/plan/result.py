@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .notes import Note
+
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
@@ -70,7 +72,8 @@ class Plan:
     """``--auto-fit``: the options to pass to ``tunekit train``."""
     fit: dict[str, Any] | None = None
     """``--auto-fit``: the chosen set-up, its memory, and what is missing when nothing fits."""
-    notes: list[str]
+    notes: list[Note]
+    """Each an English sentence (a ``str``) made from its key and values (``plan/notes.py``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The dict ``tunekit plan --json`` prints: sections that were not planned are left out, in a fixed order."""
@@ -103,7 +106,7 @@ class Plan:
         _put(out, "media", self.media)
         out.update(
             seq_len=self.seq_len,
-            seq_len_source=self.seq_len_source,
+            seq_len_source=str(self.seq_len_source),  # plain data: the keys are in structured_notes
             tokens_per_micro_batch=self.tokens_per_micro_batch,
             params=self.params,
             memory=self.memory,
@@ -117,7 +120,8 @@ class Plan:
             out["fits"] = self.fits
         if self.fit is not None:
             out.update(overrides=self.overrides, fit=self.fit)
-        out["notes"] = self.notes
+        out["notes"] = [str(note) for note in self.notes]
+        out["structured_notes"] = [note.to_json() for note in self.notes]  # the same, as key and values
         return out
 
 

@@ -16,6 +16,7 @@ from ..train.decisions import decide_features
 from ..train.engines.deepspeed_config import read_deepspeed
 from ..train.engines.distributed import engine_plan
 from ..train.machine import Machine, cpu_has_native_bf16
+from .notes import Note
 from .optimizer_states import optimizer_method
 
 
@@ -162,15 +163,15 @@ def memory_seq_len(cfg: Config, longest_row: int | None = None) -> tuple[int, st
     ``pad_to_multiple_of``; without a measurement every row may reach ``cutoff_len``. PPO/GRPO rows are the prompt
     plus up to ``generation_max_new_tokens`` generated tokens (``cutoff_len`` cuts only the prompt)."""
     if longest_row is None:
-        seq, source = cfg.cutoff_len, "cutoff_len"
+        seq, source = cfg.cutoff_len, Note("source_cutoff")
     else:
         pad = max(1, cfg.pad_to_multiple_of)
         seq = min(cfg.cutoff_len, -(-min(longest_row, cfg.cutoff_len) // pad) * pad)
-        source = "measured (longest row" + (", padding-free rows)" if cfg.padding_free else ", padded)")
+        source = Note("source_padding_free" if cfg.padding_free else "source_padded")
     if cfg.stage in ("ppo", "grpo"):
-        seq, source = seq + cfg.generation_max_new_tokens, source + " + generation_max_new_tokens"
+        seq, source = seq + cfg.generation_max_new_tokens, Note("source_generation", source=source)
     if cfg.finetuning_type == "prompt":  # prompt tuning runs its virtual tokens before every row
-        seq, source = seq + cfg.num_virtual_tokens, source + " + num_virtual_tokens"
+        seq, source = seq + cfg.num_virtual_tokens, Note("source_virtual", source=source)
     return seq, source
 
 

@@ -28,6 +28,7 @@ from ..data.mm_plugins import FAMILIES
 from ..data.mm_plugins.settings import used_settings
 from ..data.mm_plugins.video import VideoSpec, qwen2_resize, qwen3_resize, regularize_frame
 from ..errors import ConfigError
+from .notes import Note
 from .vision_encoders import encoder_dims, encoder_image, fitted_size, positions_from_tokens
 
 PARTS = ("tower", "projector")
@@ -321,14 +322,11 @@ def _measured_encoder_media(v: VisionShape, lengths) -> Media:
     return Media(images=n, image_tokens=t // max(1, n), image_patches=per, source=source)
 
 
-def media_section(v: VisionShape, cfg: Config, media: Media, micro_batch: int) -> tuple[dict, list[str]]:
+def media_section(v: VisionShape, cfg: Config, media: Media, micro_batch: int) -> tuple[dict, list[Note]]:
     """The plan's ``media`` entry and its notes."""
     notes = []
     if media.tokens > cfg.cutoff_len:
-        notes.append(
-            f"media: {media.tokens} media tokens per sample alone exceed cutoff_len {cfg.cutoff_len}: tunekit train "
-            f"drops such samples (an image is never cut) and names them; raise cutoff_len or lower image_max_pixels."
-        )
+        notes.append(Note("note_media_cut", tokens=media.tokens, cutoff=cfg.cutoff_len))
     entry = {
         "source": media.source,
         "images_per_sample": media.images,

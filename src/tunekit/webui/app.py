@@ -2,7 +2,8 @@
 predict, Chat and Export tabs, in English or Chinese.
 
 Widgets only: what they do lives in :class:`tunekit.webui.board.Board`; each tab is a module of
-:mod:`tunekit.webui.tabs`.
+:mod:`tunekit.webui.tabs`. Every event is registered with :meth:`~tunekit.webui.tabs.Page.on`, which wraps its
+handler so that a failure answers in the board's words (:mod:`tunekit.webui.guard`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from . import backend as adapters
 from .bind import check_trusted_proxies, port_taken_message
 from .board import Board
 from .chat import MAX_UPLOAD_BYTES
-from .guard import guard_handlers
 from .i18n import LANG_LABELS, t
 from .ratelimit import LoginRateLimit
 from .sections import section_title
@@ -72,7 +72,6 @@ def create_app(board: Board | None = None, lang: str = "en") -> gr.Blocks:
         export_tab.wire(page, export, train, demo)
         _wire_progress(page, demo, train)
         _wire_language(page, [train.form, chat.form, export.form, *evaluate.forms])
-        guard_handlers(demo, page.lang_radio, lang)  # last: every handler answers in the board's words
         _ = title
     demo.tk_board = page.board  # type: ignore[attr-defined]
     demo.tk_forms = {"train": train.form, "chat": chat.form, "export": export.form}  # type: ignore[attr-defined]
@@ -115,7 +114,8 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab) -> No
                 out[train.log] = view["log"]
         return out
 
-    page.timer.tick(
+    page.on(
+        page.timer.tick,
         on_tick,
         inputs={view_sig, page.lang_radio},
         outputs=[
@@ -142,7 +142,8 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab) -> No
         _check, cmd, yml = board.preview(restored)
         return {**out, **form.update_map(values=restored), train.command: cmd, train.yaml: yml}
 
-    loaded = demo.load(
+    loaded = page.on(
+        demo.load,
         on_page_load,
         inputs=[page.lang_radio],
         outputs=[*form.inputs, view_sig, train.command, train.yaml],
@@ -150,7 +151,7 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab) -> No
     )
     page.then_wake(loaded)
     # <body data-tk-loaded>: the restored form is on the page, so what is typed from now on is not overwritten
-    loaded.then(None, js="() => { document.body.dataset.tkLoaded = '1'; }", api_visibility="private")
+    page.on(loaded.then, None, js="() => { document.body.dataset.tkLoaded = '1'; }", api_visibility="private")
 
 
 def _wire_language(page: Page, forms: list) -> None:
@@ -174,7 +175,8 @@ def _wire_language(page: Page, forms: list) -> None:
             out += f.updates(lang=lang, labels=True)
         return out
 
-    page.lang_radio.change(
+    page.on(
+        page.lang_radio.change,
         on_lang,
         inputs=page.lang_radio,
         outputs=[c for c, _, _ in page.texts] + [c for f in forms for c in f.inputs],

@@ -35,7 +35,7 @@ from .chat import MAX_UPLOAD_BYTES, ChatSession
 from .command import command_line, override_args, yaml_text
 from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_to_values
 from .i18n import t
-from .media import gallery, media_markdown
+from .media import gallery, media_markdown, preview_pieces
 from .monitor import (
     error_summary,
     final_progress,
@@ -278,8 +278,11 @@ class Board:
         check, pieces, _samples, note = self.sample_preview_media(form, n)
         return check, pieces, note
 
-    def sample_preview_media(self, form: Mapping[str, Any], n: int = 2) -> tuple[Validation, list, list, str]:
-        """:meth:`sample_preview` and the samples themselves (``data.preview.SamplePreview``: their media)."""
+    def sample_preview_media(
+        self, form: Mapping[str, Any], n: int = 2, lang: str = "en"
+    ) -> tuple[Validation, list, list, str]:
+        """:meth:`sample_preview` and the samples themselves (``data.preview.SamplePreview``: their media); a run of
+        media tokens in ``lang``."""
         check = self.validate(self.values(form))
         if not check.ok:
             return check, [], [], ""
@@ -299,9 +302,7 @@ class Board:
         for i, sample in enumerate(samples):
             if i:
                 pieces.append(("\n\n────────\n\n", None))
-            pieces += [
-                (text, "media" if media else "trained" if trained else None) for text, trained, media in sample.pieces
-            ]
+            pieces += preview_pieces(sample, lang)
         return check, pieces, samples, ""
 
     def sample_media(self, samples: list, lang: str = "en") -> tuple[list[tuple[str, str]], str]:

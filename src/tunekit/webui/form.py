@@ -11,6 +11,7 @@ from tunekit.config.secrets import is_secret
 
 from .fields import FieldSpec, to_form
 from .groups import TUTORIAL_GROUPS, WORDED_CHOICES, Group, condition_fields, visible_groups
+from .guard import Guard
 from .i18n import field_help, t
 from .labels import choice_word, has_label, option_label, unset_word
 from .sections import OPEN_SECTIONS, section_title, sections, tab_of
@@ -91,7 +92,7 @@ class FormView:
             self._sections(self.specs, lang, tab, templates, per_row)
         # keep spec order == widget order
         self.specs = [s for s in self.specs if s.name in self.comps]
-        self._wire_groups()
+        self._wire_groups(lang)
 
     def _groups(self, first: list[FieldSpec], lang: str, templates, per_row: int) -> None:
         """``first`` in their tutorial groups, one accordion each; options of no group before them."""
@@ -116,14 +117,14 @@ class FormView:
             self.accordions.append((acc, key, []))
             self.groups.append((acc, group, specs))
 
-    def _wire_groups(self) -> None:
+    def _wire_groups(self, lang: str) -> None:
         """Show and hide the tutorial groups when an option that decides where they apply changes (a value
-        loaded from a YAML or restored on page load too)."""
+        loaded from a YAML or restored on page load too). A failure answers in ``lang`` (webui/guard.py)."""
         deciding = {c for _acc, g, specs in self.groups for c in condition_fields(g, specs) if c in self.comps}
         if not deciding:
             return
         members = {self.comps[s.name] for _acc, _g, specs in self.groups for s in specs}
-        gr.on(
+        Guard(lang=lang).on(
             [self.comps[name].change for name in sorted(deciding)],
             self.on_group_switch,
             inputs={*members, *(self.comps[name] for name in deciding)},

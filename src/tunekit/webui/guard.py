@@ -2,11 +2,12 @@
 cannot use (the empty ``{}`` that once made Gradio toast "didn't return enough output values"), shows one line
 in its tab's message area instead of Gradio's error toast with the raw text.
 
-:func:`guard_handlers` wraps every handler of a built board in one place (``create_app`` calls it last). The message
-goes to the first output that is a message area (the tab's errors / status Markdown, see
-:data:`MESSAGE_AREAS`); a handler without one shows it as a warning notice. The traceback goes to the log of the
-``tunekit webui`` process, never to the page. A :class:`~tunekit.errors.TunekitError` is a message for the user
-already: its text is shown, cut to one short line.
+Every event of the board is registered through :meth:`Guard.on` (in a tab: :meth:`tunekit.webui.tabs.Page.on`),
+which wraps the handler before Gradio sees it; ``tests/webui/test_webui_guard.py`` fails on a handler of the built
+board that was registered around it. The message goes to the first output that is a message area (the tab's
+errors / status Markdown, see :data:`MESSAGE_AREAS`); a handler without one shows it as a warning notice. The
+traceback goes to the log of the ``tunekit webui`` process, never to the page. A
+:class:`~tunekit.errors.TunekitError` is a message for the user already: its text is shown, cut to one short line.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import gradio as gr
@@ -77,18 +79,19 @@ def checked_answer(answer: Any, outputs: list) -> Any:
 
 
 class _Handler:
-    """What one wrapped handler needs to answer a failure: where its message goes and which language."""
+    """What one wrapped handler needs to answer a failure: where its message goes and which language. ``inputs``
+    and ``outputs`` as the event was given them (one component, a list, or a set: Gradio's dict of inputs)."""
 
-    def __init__(self, block_fn, lang_input, lang: str):
-        self.outputs = list(block_fn.outputs)
+    def __init__(self, fn: Callable, inputs, outputs, lang_input, lang: str):
+        self.outputs = _as_list(outputs)
         self.area = next(
             (o for name in MESSAGE_AREAS for o in self.outputs if getattr(o, "elem_id", None) == name), None
         )
-        self.inputs = list(block_fn.inputs)
-        self.as_dict = block_fn.inputs_as_dict
+        self.inputs = _as_list(inputs)
+        self.as_dict = isinstance(inputs, AbstractSet)
         self.lang_input = lang_input
         self.lang = lang
-        self.name = block_fn.name
+        self.name = getattr(fn, "__name__", type(fn).__name__)
 
     def lang_of(self, args: tuple) -> str:
         value = None
@@ -134,21 +137,52 @@ def guarded(fn: Callable, handler: _Handler) -> Callable:
     return call
 
 
-def guard_handlers(blocks: gr.Blocks, lang_input=None, lang: str = "en") -> None:
-    """Wrap every handler registered on ``blocks`` (call it once, after the last event is wired).
+def _as_list(components) -> list:
+    """An event's inputs or outputs as the list Gradio makes of them (a set in the order of its components' ids)."""
+    if components is None:
+        return []
+    if isinstance(components, AbstractSet):
+        return sorted(components, key=lambda c: c._id)
+    if isinstance(components, Sequence):
+        return list(components)
+    return [components]
+
+
+class Guard:
+    """Registers the board's handlers, each wrapped by :func:`guarded` first.
 
     ``lang_input``: the language picker; a handler that reads it answers a failure in the page's language, the
-    others in ``lang``. Handlers sharing a function and its outputs share one wrapper (two events of one action
-    stay one handler)."""
-    done: dict[tuple, Callable] = {}
-    for block_fn in blocks.fns.values():
-        fn = block_fn.fn
-        internal = block_fn.is_cancel_function or getattr(block_fn, "is_validator_function", False)
-        if fn is None or internal or getattr(fn, "__tk_guarded__", False):
-            continue
-        key = (fn, tuple(o._id for o in block_fn.outputs), tuple(i._id for i in block_fn.inputs))
-        if key not in done:
-            done[key] = guarded(fn, _Handler(block_fn, lang_input, lang))
-            if done[key] is not fn:
-                done[key].__tk_guarded__ = True  # type: ignore[attr-defined]
-        block_fn.fn = done[key]
+    others in ``lang``."""
+
+    def __init__(self, lang_input=None, lang: str = "en"):
+        self.lang_input = lang_input
+        self.lang = lang
+        self._wrapped: dict[tuple, tuple[Callable, Callable]] = {}  # (fn, outputs, inputs) -> (wrapper, fn)
+
+    def on(self, trigger, fn: Callable | None, inputs=None, outputs=None, **kwargs):
+        """``trigger(fn=<fn guarded>, inputs=inputs, outputs=outputs, **kwargs)``, and its answer (the event's
+        ``Dependency``, for ``.then``). ``trigger``: an event listener (``button.click``, ``box.change``,
+        ``timer.tick``, ``demo.load``, ``event.then``, ``gr.on``) or a list of listeners (``gr.on`` over them).
+        A JavaScript-only event (``fn`` None) is passed on as it is.
+
+        Events of one function with the same inputs and outputs (a button and a textbox's submit) share one
+        wrapper: one handler, as they were unwrapped. The concurrency group stays the one Gradio makes for the
+        function itself (``str(id(fn))``, unless ``concurrency_id`` is given), not one per wrapper."""
+        if isinstance(trigger, (list, tuple)):
+            trigger, kwargs = gr.on, {"triggers": list(trigger), **kwargs}
+        if fn is not None and not getattr(fn, "__tk_guarded__", False):
+            fn, raw = self._wrapper(fn, inputs, outputs)
+            if kwargs.get("concurrency_id") is None:
+                kwargs["concurrency_id"] = str(id(raw))
+        return trigger(fn=fn, inputs=inputs, outputs=outputs, **kwargs)
+
+    def _wrapper(self, fn: Callable, inputs, outputs) -> tuple[Callable, Callable]:
+        """``fn``'s wrapper for these inputs and outputs, and the function it wraps (the first one registered)."""
+        ids = tuple(c._id for c in _as_list(outputs)), tuple(c._id for c in _as_list(inputs))
+        key = (fn, *ids, isinstance(inputs, AbstractSet))
+        if key not in self._wrapped:
+            wrapped = guarded(fn, _Handler(fn, inputs, outputs, self.lang_input, self.lang))
+            if wrapped is not fn:
+                wrapped.__tk_guarded__ = True  # type: ignore[attr-defined]
+            self._wrapped[key] = (wrapped, fn)
+        return self._wrapped[key]

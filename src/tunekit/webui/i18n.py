@@ -8,6 +8,8 @@ complete).
 from __future__ import annotations
 
 from tunekit.config.help_zh import help_zh
+from tunekit.data.preview import MEDIA_RUN
+from tunekit.plan.notes import ENGLISH, JOINS
 
 LANG_LABELS = {"en": "English", "zh": "中文"}
 
@@ -76,6 +78,7 @@ TEXT: dict[str, dict[str, str]] = {
     "samples_videos": {"en": "videos", "zh": "视频"},
     "samples_audios": {"en": "audios", "zh": "音频"},
     "samples_tokens": {"en": "media tokens", "zh": "媒体 token"},
+    "samples_media_run": {"zh": "{media} × {n} 个 token"},  # a run of media tokens; English: data.preview.MEDIA_RUN
     "samples_outside": {
         "en": "outside the folders this board may use: not shown",
         "zh": "不在面板可访问的目录内：不显示",
@@ -238,8 +241,8 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "plain conversations (no ranking, no kto tags, no text corpora)",
         "zh": "普通对话数据（非偏好、无 kto 标签、非纯文本语料）",
     },
-    # --- the memory-plan panel (webui/plan_panel.py): its lines, and the planner's notes said again ("en": as
-    # the planner writes them; numbers, option names, values and paths stay as they are)
+    # --- the memory-plan panel (webui/plan_panel.py): its lines, and the planner's notes said again (numbers,
+    # option names, values and paths stay as they are)
     "plan_fits": {"en": "✓ fits", "zh": "✓ 显存够用"},
     "plan_does_not_fit": {"en": "✗ does not fit", "zh": "✗ 显存不足"},
     "plan_component": {"en": "component", "zh": "组成部分"},
@@ -269,156 +272,99 @@ TEXT: dict[str, dict[str, str]] = {
     "plan_setup_single_gpu": {"en": "single GPU", "zh": "单 GPU"},
     "plan_setup_offload": {"en": "offload", "zh": "卸载"},
     "plan_setup_autocast": {"en": "autocast", "zh": "自动混合精度"},
-    "plan_rung_no_ckpt": {"en": "no gradient checkpointing", "zh": "不用梯度检查点"},
-    "plan_rung_ckpt": {"en": "gradient checkpointing", "zh": "梯度检查点"},
-    "plan_rung_liger_loss": {"en": "Liger fused loss", "zh": "Liger 融合损失"},
-    "plan_note_as_written": {"en": "", "zh": "（规划器原文，未翻译）"},
-    "plan_note_no_data": {
-        "en": "Data not measured ({why}); pass --num-samples N to plan the steps.",
-        "zh": "数据未测量（{why}）；传入 `--num-samples N` 可规划步数。",
-    },
-    "plan_why_no_dataset": {"en": "no dataset configured", "zh": "未选择数据集"},
-    "plan_note_ckpt": {
-        "en": "gradient checkpointing: {state} (auto: {reasons})",
-        "zh": "梯度检查点：{state}（auto：{reasons}）",
-    },
-    "plan_ckpt_on": {"en": "on", "zh": "开启"},
-    "plan_ckpt_off": {"en": "off", "zh": "关闭"},
-    "plan_ckpt_lowest": {"en": "on for the lowest {k} of {n} layers", "zh": "仅对最底部 {k} 层开启（共 {n} 层）"},
-    "plan_reason_join": {"en": "; ", "zh": "；"},
-    "plan_reason_within": {
-        "en": "without it this run needs {need} GiB per device, within {have} GiB ({device})",
-        "zh": "不开启时每个设备需 {need} GiB，在 {have} GiB（{device}）以内",
-    },
-    "plan_reason_force": {
-        "en": "set gradient_checkpointing: true to force it",
-        "zh": "设 gradient_checkpointing: true 可强制开启",
-    },
-    "plan_reason_over": {
-        "en": "without it this run would need {need} GiB per device, over {have} GiB ({device})",
-        "zh": "不开启时每个设备需 {need} GiB，超过 {have} GiB（{device}）",
-    },
-    "plan_reason_lowest": {
-        "en": "with the lowest {k} layers checkpointed it needs {gib} GiB",
-        "zh": "只对最底部 {k} 层做检查点时需 {gib} GiB",
-    },
-    "plan_reason_standard": {
-        "en": "without it this run needs {need} GiB, over the {target} GiB of the standard recipe (every layer "
-        "checkpointed, whole logits)",
-        "zh": "不开启时需 {need} GiB，超过标准做法（每层都做检查点、完整 logits）的 {target} GiB",
-    },
-    "plan_reason_standard_lowest": {
-        "en": "the lowest {k} layers checkpointed bring it to {gib} GiB for about {share} of the step time",
-        "zh": "对最底部 {k} 层做检查点可降到 {gib} GiB，约多花单步时间的 {share}",
-    },
-    "plan_reason_rows": {
-        "en": "planned at {tokens} tokens per row, from {source}",
-        "zh": "按每行 {tokens} 个 token 规划（{source}）",
-    },
-    "plan_reason_budget": {
-        "en": "planned at max_tokens_per_batch {budget}",
-        "zh": "按 max_tokens_per_batch {budget} 规划",
-    },
-    "plan_device_gpu": {"en": "{share} of the {gpu}'s {gib} GiB", "zh": "{gpu} 的 {gib} GiB 的 {share}"},
-    "plan_device_ram": {"en": "{share} of {gib} GiB RAM{procs}", "zh": "{gib} GiB 内存的 {share}{procs}"},
-    "plan_tail_procs": {"en": " / {n} processes", "zh": "，由 {n} 个进程分摊"},
-    "plan_source_generation": {
-        "en": "{source} + generation_max_new_tokens",
-        "zh": "{source} + generation_max_new_tokens",
-    },
-    "plan_source_cutoff": {"en": "cutoff_len", "zh": "按 cutoff_len"},
-    "plan_source_padded": {"en": "measured (longest row, padded)", "zh": "实测最长一行，含填充"},
-    "plan_source_padding_free": {"en": "measured (longest row, padding-free rows)", "zh": "实测最长一行，无填充"},
-    "plan_note_ckpt_planned_on": {
-        "en": "gradient_checkpointing auto: planned on; tunekit train turns it off when the run fits the device "
-        "without it (give --gpu to see that decision).",
-        "zh": "gradient_checkpointing auto：按开启规划；不开启也放得下时 `tunekit train` 会关闭它"
-        "（选择 GPU 可看到这一决定）。",
-    },
-    "plan_note_cpu_heap": {
-        "en": "on the CPU: fragmentation is {gib} GiB, twice the heap guard's slack (freed tensors glibc keeps "
-        "resident; host/heap.py trims them, docs/memory-model.md section 3.8).",
-        "zh": "在 CPU 上：内存碎片为 {gib} GiB，是堆保护余量的两倍（`glibc` 保留已释放张量的常驻内存；host/heap.py "
-        "会回收，见 docs/memory-model.md 第 3.8 节）。",
-    },
-    "plan_note_cpu_share": {
-        "en": "on the CPU: fragmentation is {share} of the token-dependent memory (freed tensors stay in glibc's "
-        "heap: resident memory, measured, docs/memory-model.md section 3.7).",
-        "zh": "在 CPU 上：内存碎片按随 token 数增长的内存的 {share} 计（已释放的张量留在 `glibc` 堆中，仍占常驻内存，"
-        "为实测值，见 docs/memory-model.md 第 3.7 节）。",
-    },
+    # The planner's notes, said again from their keys and values: "plan_" + the note key (its English is the
+    # planner's template, plan/notes.py ENGLISH, filled in below), the same placeholders and format specs.
+    "plan_note_no_data": {"zh": "数据未测量（{why}）；传入 `--num-samples N` 可规划步数。"},
+    "plan_why_no_dataset": {"zh": "未选择数据集"},
+    "plan_why_error": {"zh": "读取出错：{error}"},
+    "plan_note_eval_separate": {"zh": "eval_dataset 是单独的数据集：其样本数不计入 train_samples。"},
     "plan_note_rounding": {
-        "en": "Older transformers rounded steps per epoch down (the published tutorial's {steps} steps for {samples} "
-        "samples); transformers 5 also steps on the last partial accumulation window, which is what tunekit train "
-        "does. Floor rounding would give {floor} per epoch.",
-        "zh": "旧版 transformers 将每轮步数向下取整（已发布教程中 {samples} 个样本为 {steps} 步）；transformers 5 "
+        "zh": "旧版 transformers 将每轮步数向下取整（已发布教程中 2876 个样本为 456 步）；transformers 5 "
         "在最后一个不完整的梯度累积窗口也更新一步，`tunekit train` 同样如此。向下取整时每轮为 {floor} 步。",
     },
-    "plan_note_eval_separate": {
-        "en": "eval_dataset is separate: its size is not counted in train_samples.",
-        "zh": "eval_dataset 是单独的数据集：其样本数不计入 train_samples。",
-    },
-    "plan_note_packing": {
-        "en": "packing: {samples} samples make about {seqs} sequences of {tokens} tokens.",
-        "zh": "packing：{samples} 个样本拼接成约 {seqs} 条 {tokens} 个 token 的序列。",
-    },
-    "plan_note_nothing_fits": {
-        "en": "Nothing fits on {gpu}: the smallest set-up ({rung}) needs {missing} GiB more than the {gib} GiB x "
-        "{share} usable{gpus}.",
-        "zh": "{gpu} 上任何配置都放不下：最省显存的配置（{rung}）比可用的 {gib} GiB x {share} 还多需 {missing} "
-        "GiB{gpus}。",
-    },
-    "plan_tail_gpus": {"en": " or {n} GPUs with ZeRO-3", "zh": "，或改用 {n} 张 GPU 并开启 ZeRO-3"},
+    "plan_note_packing": {"zh": "packing：{samples} 个样本拼接成约 {seqs} 条 {tokens} 个 token 的序列。"},
     "plan_note_budget_unmeasured": {
-        "en": "max_tokens_per_batch: data not measured, so steps are planned as per_device_train_batch_size "
-        "batches; measure the data (dataset on disk) to plan the token-budget batches.",
         "zh": "max_tokens_per_batch：数据未测量，步数按 per_device_train_batch_size 的批次规划；数据集在磁盘上可测量时"
         "才能按 token 预算规划批次。",
     },
     "plan_note_budget": {
-        "en": "max_tokens_per_batch {budget}: {rows} training rows make {batches} micro-batches per epoch (samples "
-        "per optimizer step vary; per_device_train_batch_size is not used).",
-        "zh": "max_tokens_per_batch {budget}：{rows} 行训练数据每轮组成 {batches} 个微批次（每个优化步的样本数不固定；"
-        "不使用 per_device_train_batch_size）。",
+        "zh": "max_tokens_per_batch {budget}：{rows:,} 行训练数据每轮组成 {batches:,} 个微批次"
+        "（每个优化步的样本数不固定；不使用 per_device_train_batch_size）。",
     },
     "plan_note_budget_oversized": {
-        "en": "max_tokens_per_batch: {n} sample(s) alone exceed it once padded to a multiple of {multiple}; each is "
-        "its own micro-batch.",
         "zh": "max_tokens_per_batch：有 {n} 个样本填充到 {multiple} 的倍数后单独就超出预算；每个单独成为一个微批次。",
     },
-    "plan_note_moe": {
-        "en": "{model} is a mixture-of-experts model: expert routing is not modelled, activations are a rough "
-        "estimate.",
-        "zh": "{model} 是混合专家模型：未对专家路由建模，激活值只是粗略估计。",
+    "plan_note_nothing_fits": {
+        "zh": "{gpu} 上任何配置都放不下：最省显存的配置（{rung}）比可用的 {gib:g} GiB x {share:.2f} 还多需 "
+        "{missing:.1f} GiB{gpus}。",
     },
+    "plan_tail_gpus": {"zh": "，或改用 {n} 张 GPU 并开启 ZeRO-3"},
+    "plan_rung": {"zh": "{parts}"},
+    "plan_join_parts": {"zh": " + "},
+    "plan_rung_no_ckpt": {"zh": "不用梯度检查点"},
+    "plan_rung_ckpt": {"zh": "梯度检查点"},
+    "plan_rung_liger_loss": {"zh": "Liger 融合损失"},
+    "plan_note_ckpt_planned_on": {
+        "zh": "gradient_checkpointing auto：按开启规划；不开启也放得下时 `tunekit train` 会关闭它"
+        "（选择 GPU 可看到这一决定）。",
+    },
+    "plan_note_ckpt": {"zh": "梯度检查点：{state}（auto：{reasons}）"},
+    "plan_join_reasons": {"zh": "；"},
+    "plan_ckpt_on": {"zh": "开启"},
+    "plan_ckpt_off": {"zh": "关闭"},
+    "plan_ckpt_lowest": {"zh": "仅对最底部 {k} 层开启（共 {n} 层）"},
+    "plan_reason_within": {"zh": "不开启时每个设备需 {need:.2f} GiB，在 {have:.1f} GiB（{device}）以内"},
+    "plan_reason_force": {"zh": "设 gradient_checkpointing: true 可强制开启"},
+    "plan_reason_over": {"zh": "不开启时每个设备需 {need:.2f} GiB，超过 {have:.1f} GiB（{device}）"},
+    "plan_reason_lowest": {"zh": "只对最底部 {k} 层做检查点时需 {gib:.2f} GiB"},
+    "plan_reason_standard": {
+        "zh": "不开启时需 {need:.2f} GiB，超过标准做法（每层都做检查点、完整 logits）的 {target:.2f} GiB",
+    },
+    "plan_reason_standard_lowest": {"zh": "对最底部 {k} 层做检查点可降到 {gib:.2f} GiB，约多花单步时间的 {share:.0%}"},
+    "plan_reason_rows": {"zh": "按每行 {tokens} 个 token 规划（{source}）"},
+    "plan_reason_budget": {"zh": "按 max_tokens_per_batch {budget} 规划"},
+    "plan_device_gpu": {"zh": "{gpu} 的 {gib:.0f} GiB 的 {share:.0%}"},
+    "plan_device_ram": {"zh": "{gib:.0f} GiB 内存的 {share:.0%}{procs}"},
+    "plan_tail_procs": {"zh": "，由 {n} 个进程分摊"},
+    "plan_source_seq_len": {"zh": "按 --seq-len"},
+    "plan_source_cutoff": {"zh": "按 cutoff_len"},
+    "plan_source_padded": {"zh": "实测最长一行，含填充"},
+    "plan_source_padding_free": {"zh": "实测最长一行，无填充"},
+    "plan_source_generation": {"zh": "{source} + generation_max_new_tokens"},
+    "plan_source_virtual": {"zh": "{source} + num_virtual_tokens"},
+    "plan_note_cpu_heap": {
+        "zh": "在 CPU 上：内存碎片为 {gib:.2f} GiB，是堆保护余量的两倍（`glibc` 保留已释放张量的常驻内存；"
+        "host/heap.py 会回收，见 docs/memory-model.md 第 3.8 节）。",
+    },
+    "plan_note_cpu_share": {
+        "zh": "在 CPU 上：内存碎片按随 token 数增长的内存的 {share:.0%} 计"
+        "（已释放的张量留在 `glibc` 堆中，仍占常驻内存，为实测值，见 docs/memory-model.md 第 3.7 节）。",
+    },
+    "plan_note_moe": {"zh": "{model} 是混合专家模型：未对专家路由建模，激活值只是粗略估计。"},
     "plan_note_ref_model": {
-        "en": "stage {stage}: a frozen reference model is held (counted in base_weights at this model's size; with "
-        "LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it before "
-        "training).",
         "zh": "{stage} 阶段：需保留一个冻结的参考模型（按本模型大小计入 base_weights；"
         "使用 LoRA 时由去掉适配器的策略模型充当，无需副本；precompute_ref_log_probs 会在训练前释放它）。",
     },
     "plan_note_pairs": {
-        "en": "stage {stage}: chosen and rejected run together: the activations are those of {seqs} sequences per "
-        "micro-batch of {batch}.",
         "zh": "{stage} 阶段：`chosen` 与 `rejected` 一起前向计算：激活值按每个微批次 {seqs} 条序列计（微批次大小 "
         "{batch}）。",
     },
     "plan_note_tower": {
-        "en": "{family}: the activations of its {tower} tower are not modelled (its weights and trainable parameters "
-        "are; its media tokens are part of the sequence{fixed}).",
         "zh": "{family}：未对其{tower}编码器的激活值建模（其权重与可训练参数已计入；其媒体 token 计入序列{fixed}）。",
     },
-    "plan_tower_audio": {"en": "audio", "zh": "音频"},
-    "plan_tower_vision": {"en": "vision", "zh": "视觉"},
-    "plan_tail_fixed": {"en": ", {n} per image without measured data", "zh": "，无实测数据时每张图像按 {n} 个计"},
+    "plan_tower_audio": {"zh": "音频"},
+    "plan_tower_vision": {"zh": "视觉"},
+    "plan_tail_fixed": {"zh": "，无实测数据时每张图像按 {n} 个计"},
     "plan_note_media_cut": {
-        "en": "media: {tokens} media tokens per sample alone exceed cutoff_len {cutoff}: tunekit train drops such "
-        "samples (an image is never cut) and names them; raise cutoff_len or lower image_max_pixels.",
         "zh": "媒体：每个样本仅媒体 token 就有 {tokens} 个，超过 cutoff_len {cutoff}："
         "`tunekit train` 会丢弃这类样本（图像不会被截断）并列出它们；请增大 cutoff_len 或减小 image_max_pixels。",
     },
 }
+TEXT["samples_media_run"]["en"] = MEDIA_RUN
+for _key, _english in ENGLISH.items():  # one English template per note key: the planner's
+    TEXT.setdefault(f"plan_{_key}", {})["en"] = _english
+for _name, _english in JOINS.items():
+    TEXT.setdefault(f"plan_join_{_name}", {})["en"] = _english
 
 
 def t(key: str, lang: str) -> str:

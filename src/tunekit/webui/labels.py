@@ -273,6 +273,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "export_hub_model_id": ("Hub repository id (optional)", "模型仓库 ID（非必填）"),
     "export_quantization_method": ("Export quantization method", "导出量化方法"),
     "export_verify": ("Verify after export", "导出后校验"),
+    "export_format": ("Export format", "导出格式"),
+    "export_gguf_type": ("GGUF type", "GGUF 类型"),
     # generation (Chat, Evaluate & predict) and the API server
     "infer_backend": ("Inference engine", "推理引擎"),
     "infer_dtype": ("Inference data type", "推理数据类型"),

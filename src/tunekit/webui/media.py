@@ -80,3 +80,17 @@ def media_markdown(samples: Sequence, policy: PathPolicy, lang: str = "en") -> s
         if parts:
             lines.append(f"- **#{i}** " + " · ".join(parts))
     return "\n".join(lines)
+
+
+def preview_pieces(sample, lang: str = "en") -> list[tuple[str, str | None]]:
+    """A previewed sample as ``(text, "trained" | "media" | None)`` pieces; a run of media tokens said in ``lang``
+    (``<image> × 64 tokens``: ``data.preview.MEDIA_RUN``), its placeholder and count from ``sample.media_tokens``."""
+    runs = iter(sample.media_tokens)  # one per media piece, in order
+    pieces: list[tuple[str, str | None]] = []
+    for text, trained, media in sample.pieces:
+        if media:
+            placeholder, count = next(runs)
+            pieces.append((t("samples_media_run", lang).format(media=placeholder, n=count), "media"))
+        else:
+            pieces.append((text, "trained" if trained else None))
+    return pieces

@@ -36,17 +36,28 @@ class ExportOptions(OptionGroup):
     export_quantization_method: Literal["bnb", "gptq"] | None = Field(
         None,
         description="Quantized export: gptq = GPTQ with export_quantization_dataset as calibration data (what "
-        "LLaMA-Factory's export_quantization_bit means; needs the gptqmodel and optimum packages); bnb = "
+        "LLaMA-Factory's export_quantization_bit means; llm-compressor, run in an environment tunekit creates once, "
+        "writes the compressed-tensors format; loading it needs the compressed-tensors package); bnb = "
         "bitsandbytes NF4 / LLM.int8 (data-free, runs on CPU). Unset: gptq when "
         "export_quantization_dataset is given, else bnb.",
     )
     export_verify: bool = Field(
         True, description="Check the exported folder with plain transformers at the end of export (tunekit verify)."
     )
+    export_format: Literal["safetensors", "gguf"] = Field(
+        "safetensors",
+        description="What export writes: safetensors = a Hugging Face folder; gguf = one GGUF file converted by "
+        "llama.cpp's own converter (needs the gguf extra), with an Ollama Modelfile beside it, verified in llama.cpp.",
+    )
+    export_gguf_type: Literal["f32", "f16", "bf16", "q8_0", "q4_k_m"] | None = Field(
+        None,
+        description="GGUF tensor type (export_format: gguf; default f16): f32, f16, bf16, or q8_0 / q4_k_m "
+        "quantized by llama.cpp.",
+    )
 
 
 def export_problems(cfg: Config) -> Iterator[Problem]:
-    """The quantization method against its calibration data."""
+    """The quantization method against its calibration data; the GGUF export's options (:func:`gguf_problems`)."""
     if cfg.export_quantization_method == "bnb" and cfg.export_quantization_dataset:
         yield Problem(
             "export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb "
@@ -54,3 +65,28 @@ def export_problems(cfg: Config) -> Iterator[Problem]:
             "export_quantization_method: gptq.",
             ("export_quantization_dataset", "export_quantization_method"),
         )
+    yield from gguf_problems(cfg)
+
+
+def gguf_problems(cfg: Config) -> Iterator[Problem]:
+    """A GGUF export is quantized by llama.cpp (export_gguf_type), never by the safetensors export's options."""
+    if cfg.export_gguf_type and cfg.export_format != "gguf":
+        yield Problem(
+            f"export_gguf_type ({cfg.export_gguf_type}) applies to a GGUF export: set export_format: gguf, or remove "
+            "export_gguf_type.",
+            ("export_gguf_type", "export_format"),
+        )
+    if cfg.export_format != "gguf":
+        return
+    for name in (
+        "export_quantization_bit",
+        "export_quantization_method",
+        "export_quantization_dataset",
+        "export_legacy_format",
+    ):
+        if getattr(cfg, name):
+            yield Problem(
+                f"{name} applies to a safetensors export; a GGUF export is one file quantized by llama.cpp: remove "
+                f"{name} and set export_gguf_type (f32, f16, bf16, q8_0, q4_k_m) instead.",
+                (name, "export_format"),
+            )

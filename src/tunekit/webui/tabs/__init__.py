@@ -3,7 +3,8 @@ name) and wires its handlers. Handlers get their inputs as a ``{component: value
 inputs) and answer with a ``{component: update}`` dict, so no handler depends on widget order.
 
 :class:`Page` is what the tabs share: the :class:`~tunekit.webui.board.Board`, the language picker,
-the progress timer and the list of texts a language switch re-labels.
+the progress timer and the list of texts a language switch re-labels. Every event is registered with
+:meth:`Page.on`, so that a failing handler answers in the board's words (:mod:`tunekit.webui.guard`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tunekit.errors import TunekitError
 
 from ..board import Board
 from ..form import template_choices
+from ..guard import Guard
 from ..i18n import t
 from ..validation import Validation
 
@@ -29,6 +31,15 @@ class Page:
     lang_radio: Any = None
     timer: Any = None
     texts: list[tuple[Any, str, str]] = field(default_factory=list)  # (component, text key, property)
+    guard: Guard | None = None  # made on the first event, after the language picker
+
+    def on(self, trigger, fn, inputs=None, outputs=None, **kwargs):
+        """Register ``fn`` on ``trigger`` (``button.click``, ``event.then``, a list of listeners, ...) with the
+        other keywords unchanged, wrapped so that a failure answers in the page's language (:meth:`Guard.on`);
+        the event's ``Dependency``. Events of one function share its wrapper (:meth:`Guard.on`)."""
+        if self.guard is None:
+            self.guard = Guard(self.lang_radio, self.lang)
+        return self.guard.on(trigger, fn, inputs, outputs, **kwargs)
 
     def label(self, comp, key: str, prop: str = "label"):
         """Register ``comp``'s ``prop`` as the board text ``key`` (re-labelled on a language switch)."""
@@ -38,8 +49,13 @@ class Page:
     def relabel(self, outputs, words) -> None:
         """Re-word ``outputs`` on a language switch with ``words(lang)`` (their updates): what one text per property
         (:meth:`label`) cannot say, such as a dropdown's choices or a chart's axis titles and legend."""
-        self.lang_radio.change(
-            words, inputs=self.lang_radio, outputs=outputs, show_progress="hidden", api_visibility="private"
+        self.on(
+            self.lang_radio.change,
+            words,
+            inputs=self.lang_radio,
+            outputs=outputs,
+            show_progress="hidden",
+            api_visibility="private",
         )
 
     def wake(self):
@@ -47,7 +63,7 @@ class Page:
         return gr.Timer(active=self.board.runner.poll() is not None)
 
     def then_wake(self, event) -> None:
-        event.then(self.wake, outputs=self.timer, api_visibility="private")
+        self.on(event.then, self.wake, outputs=self.timer, api_visibility="private")
 
 
 def errors_md(check: Validation | None, lang: str) -> str:
@@ -81,4 +97,6 @@ def follow_train_load(page: Page, train, form) -> None:
             return gr.skip()  # the Train tab says what is wrong with the file
         return form.update_map(values={k: v for k, v in values.items() if k in form.comps})
 
-    train.load_btn.click(on_train_load, inputs=train.config_path, outputs=form.inputs, api_visibility="private")
+    page.on(
+        train.load_btn.click, on_train_load, inputs=train.config_path, outputs=form.inputs, api_visibility="private"
+    )

@@ -109,13 +109,19 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
             return f"⚠ could not load the model: {type(exc).__name__}: {exc}"
         return f"✓ loaded {desc}"
 
-    tab.load_btn.click(
+    page.on(
+        tab.load_btn.click,
         on_load,
         inputs={*tab.source.inputs, *tab.form.inputs, page.lang_radio},
         outputs=tab.info,
         api_visibility="private",
     )
-    tab.unload_btn.click(lambda: (board.chat.unload(), "unloaded")[1], outputs=tab.info, api_visibility="private")
+    page.on(
+        tab.unload_btn.click,
+        lambda: (board.chat.unload(), "unloaded")[1],
+        outputs=tab.info,
+        api_visibility="private",
+    )
 
     def on_send(data):
         gen = {k: v for k, v in board.values(tab.form.read_map(data)).items() if k in CHAT_GEN_KEYS}
@@ -129,7 +135,10 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
     inputs = {tab.message, tab.image, tab.conversation, tab.system, page.lang_radio, *tab.form.inputs}
     outputs = [tab.chatbot, tab.conversation, tab.message, tab.image]
     for event in (tab.send_btn.click, tab.message.submit):
-        event(on_send, inputs=inputs, outputs=outputs, api_visibility="private")
-    tab.clear_btn.click(
-        lambda: ([], new_conversation()), outputs=[tab.chatbot, tab.conversation], api_visibility="private"
+        page.on(event, on_send, inputs=inputs, outputs=outputs, api_visibility="private")
+    page.on(
+        tab.clear_btn.click,
+        lambda: ([], new_conversation()),
+        outputs=[tab.chatbot, tab.conversation],
+        api_visibility="private",
     )

@@ -178,15 +178,22 @@ def wire(page: Page, tab: EvalTab, train=None, demo=None) -> None:
         return {**fill(tab, got), tab.errors: f"✓ {t('loaded', lang)} {data[tab.config_path]}"}
 
     inputs = {*tab.inputs, page.lang_radio}
-    tab.preview_btn.click(on_preview, inputs=inputs, outputs=[tab.command, tab.errors], api_visibility="private")
+    page.on(
+        tab.preview_btn.click, on_preview, inputs=inputs, outputs=[tab.command, tab.errors], api_visibility="private"
+    )
     job_area.then_wake(
         page,
         tab.area,
-        tab.run_btn.click(
-            on_run, inputs=inputs, outputs=[tab.command, tab.run["output_dir"], tab.errors], api_visibility="private"
+        page.on(
+            tab.run_btn.click,
+            on_run,
+            inputs=inputs,
+            outputs=[tab.command, tab.run["output_dir"], tab.errors],
+            api_visibility="private",
         ),
     )
-    tab.load_btn.click(
+    page.on(
+        tab.load_btn.click,
         on_load,
         inputs={tab.config_path, page.lang_radio},
         outputs=[*tab.inputs, tab.errors],
@@ -213,6 +220,6 @@ def _wire_datasets(page: Page, tab: EvalTab, demo) -> None:
     def names(dataset_dir):
         return gr.update(choices=board.dataset_names(dataset_dir))
 
-    folder.change(names, inputs=folder, outputs=picker, api_visibility="private")
+    page.on(folder.change, names, inputs=folder, outputs=picker, api_visibility="private")
     if demo is not None:
-        demo.load(names, inputs=folder, outputs=picker, api_visibility="private")
+        page.on(demo.load, names, inputs=folder, outputs=picker, api_visibility="private")

@@ -164,9 +164,11 @@ def wire(page: Page, tab: ExportTab, train=None, demo=None) -> None:
 
     inputs = {*src.inputs, *tab.form.inputs, page.lang_radio}
     outputs = [tab.command, tab.errors]
-    tab.preview_btn.click(on_preview, inputs=inputs, outputs=outputs, api_visibility="private")
+    page.on(tab.preview_btn.click, on_preview, inputs=inputs, outputs=outputs, api_visibility="private")
     for button, handler in ((tab.export_btn, on_export), (tab.verify_btn, on_verify)):
         job_area.then_wake(
-            page, tab.area, button.click(handler, inputs=inputs, outputs=outputs, api_visibility="private")
+            page,
+            tab.area,
+            page.on(button.click, handler, inputs=inputs, outputs=outputs, api_visibility="private"),
         )
     job_area.wire(page, tab.area, demo, stop=tab.stop_btn)

@@ -67,7 +67,8 @@ def wire(page: Page, area: JobArea, demo=None, stop=None) -> None:
             out[area.results] = got["shown"]["results"]
         return out
 
-    area.timer.tick(
+    page.on(
+        area.timer.tick,
         on_tick,
         inputs={area.seen, page.lang_radio},
         outputs=[*area.outputs, area.seen, area.timer],
@@ -75,9 +76,9 @@ def wire(page: Page, area: JobArea, demo=None, stop=None) -> None:
         api_visibility="private",
     )
     if demo is not None:
-        demo.load(lambda: wake(page, area), outputs=[area.timer, area.seen], api_visibility="private")
+        page.on(demo.load, lambda: wake(page, area), outputs=[area.timer, area.seen], api_visibility="private")
     if stop is not None:
-        stop.click(lambda: stop_job(page, area), api_visibility="private")
+        page.on(stop.click, lambda: stop_job(page, area), api_visibility="private")
 
 
 def stop_job(page: Page, area: JobArea) -> None:
@@ -94,4 +95,4 @@ def wake(page: Page, area: JobArea) -> tuple[Any, None]:
 
 
 def then_wake(page: Page, area: JobArea, event) -> None:
-    event.then(lambda: wake(page, area), outputs=[area.timer, area.seen], api_visibility="private")
+    page.on(event.then, lambda: wake(page, area), outputs=[area.timer, area.seen], api_visibility="private")

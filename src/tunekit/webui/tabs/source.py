@@ -93,13 +93,18 @@ def wire(page: Page, src: ModelSource, train_form, keys: tuple[str, ...] = (), a
         return {**use_train_update(page, src, train), **(also(train) if also else {})}
 
     for event in (src.refresh.click, src.run_dir.submit):
-        event(on_refresh, inputs={src.run_dir}, outputs=[src.checkpoint], api_visibility="private")
-    src.checkpoint.input(
-        on_pick, inputs={src.checkpoint, src.model}, outputs=[src.model, src.adapter], api_visibility="private"
+        page.on(event, on_refresh, inputs={src.run_dir}, outputs=[src.checkpoint], api_visibility="private")
+    page.on(
+        src.checkpoint.input,
+        on_pick,
+        inputs={src.checkpoint, src.model},
+        outputs=[src.model, src.adapter],
+        api_visibility="private",
     )
     if train_form is None:
         return
-    src.use_trained.click(
+    page.on(
+        src.use_trained.click,
         on_use_train,
         inputs={train_form[k] for k in (*TRAIN_KEYS, *keys) if k in train_form.comps},
         outputs=[src.model, src.adapter, src.template, src.run_dir, src.checkpoint, *outputs],

@@ -278,7 +278,7 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
     edits = [c.change for c in form.inputs]
     # Validation is instant; the plan may tokenize the data the first time: separate queues, so a
     # slow plan never delays the messages next to the fields or a Start.
-    gr.on(
+    page.on(
         edits,
         on_edit,
         inputs={*form.inputs, page.lang_radio, tab.flagged},
@@ -289,7 +289,7 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
         api_visibility="private",
     )
     plan_inputs = {*form.inputs, page.lang_radio, tab.gpu, tab.gpus}
-    gr.on(
+    page.on(
         edits + [tab.gpu.change, tab.gpus.change, tab.plan_btn.click, page.lang_radio.change],  # in the new words
         on_plan,
         inputs=plan_inputs,
@@ -300,8 +300,12 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
         concurrency_limit=1,
         api_visibility="private",
     )
-    tab.autofit_btn.click(
-        on_autofit, inputs=plan_inputs, outputs=[*form.inputs, tab.errors, tab.plan_md], api_visibility="private"
+    page.on(
+        tab.autofit_btn.click,
+        on_autofit,
+        inputs=plan_inputs,
+        outputs=[*form.inputs, tab.errors, tab.plan_md],
+        api_visibility="private",
     )
 
 
@@ -342,10 +346,12 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
 
     inputs = {*form.inputs, page.lang_radio}
     outputs = [*form.inputs, tab.errors, tab.command, tab.yaml]
-    tab.preview_btn.click(on_preview, inputs=inputs, outputs=outputs, api_visibility="private")
+    page.on(tab.preview_btn.click, on_preview, inputs=inputs, outputs=outputs, api_visibility="private")
     start_outputs = [*outputs, tab.start_btn, tab.start_reason]
-    page.then_wake(tab.start_btn.click(on_start, inputs=inputs, outputs=start_outputs, api_visibility="private"))
-    page.then_wake(tab.stop_btn.click(lambda: board.runner.stop() and None, api_visibility="private"))
+    page.then_wake(
+        page.on(tab.start_btn.click, on_start, inputs=inputs, outputs=start_outputs, api_visibility="private")
+    )
+    page.then_wake(page.on(tab.stop_btn.click, lambda: board.runner.stop() and None, api_visibility="private"))
 
 
 def _wire_files(page: Page, tab: TrainTab) -> None:
@@ -374,13 +380,15 @@ def _wire_files(page: Page, tab: TrainTab) -> None:
         loaded = {tab.errors: f"✓ loaded {path}", tab.auto_template: ""}  # its template is the file's, kept
         return {**form.update_map(values=new_form, check=check, lang=lang), **loaded}
 
-    tab.save_btn.click(
+    page.on(
+        tab.save_btn.click,
         on_save,
         inputs={*form.inputs, tab.config_path, tab.overwrite, page.lang_radio},
         outputs=[*form.inputs, tab.errors, tab.overwrite],
         api_visibility="private",
     )
-    tab.load_btn.click(
+    page.on(
+        tab.load_btn.click,
         on_load,
         inputs={tab.config_path, page.lang_radio},
         outputs=[*form.inputs, tab.errors, tab.auto_template],
@@ -394,7 +402,8 @@ def _wire_data(page: Page, tab: TrainTab) -> None:
 
     def on_samples(data):
         lang = data[page.lang_radio]
-        check, pieces, samples, note = board.sample_preview_media(form.read_map(data), int(data[tab.samples_n] or 2))
+        n = int(data[tab.samples_n] or 2)
+        check, pieces, samples, note = board.sample_preview_media(form.read_map(data), n, lang)
         thumbs, media = board.sample_media(samples, lang) if samples else ([], "")
         return {
             tab.samples_out: [(text, t(f"samples_piece_{label}", lang) if label else None) for text, label in pieces],
@@ -403,7 +412,8 @@ def _wire_data(page: Page, tab: TrainTab) -> None:
             tab.samples_media: media,
         }
 
-    tab.samples_btn.click(
+    page.on(
+        tab.samples_btn.click,
         on_samples,
         inputs={*form.inputs, tab.samples_n, page.lang_radio},
         outputs=[tab.samples_out, tab.errors, tab.samples_gallery, tab.samples_media],

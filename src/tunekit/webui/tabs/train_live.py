@@ -109,7 +109,8 @@ def wire_first_run(page: Page, tab) -> None:
         return [fresh.get(n, gr.skip()) for n in names]
 
     for name in sources:
-        form[name].change(
+        page.on(
+            form[name].change,
             on_source,
             inputs=[form[n] for n in sources + names],
             outputs=[form[n] for n in names],

@@ -72,10 +72,9 @@ def _wire_datasets(page: Page, tab: TrainTab) -> None:
 
     inputs = {*(form[name] for name in needed), page.lang_radio, listed}
     common = dict(inputs=inputs, outputs=outputs, show_progress="hidden", api_visibility="private")
-    gr.on(
-        None, on_dataset_list, trigger_mode="always_last", concurrency_id="pickers", **common
-    )  # page load + each input
-    tab.ds_refresh.click(on_dataset_list, **common)
+    # gr.on without triggers: when the page loads and on each change of an input
+    page.on(gr.on, on_dataset_list, trigger_mode="always_last", concurrency_id="pickers", **common)
+    page.on(tab.ds_refresh.click, on_dataset_list, **common)
 
     def on_dataset_pick(picked):
         """The multiselect keeps each name once."""
@@ -83,7 +82,9 @@ def _wire_datasets(page: Page, tab: TrainTab) -> None:
         return names if names != list(picked or ()) else gr.skip()
 
     for comp in pickers_out:
-        comp.change(on_dataset_pick, inputs=comp, outputs=comp, show_progress="hidden", api_visibility="private")
+        page.on(
+            comp.change, on_dataset_pick, inputs=comp, outputs=comp, show_progress="hidden", api_visibility="private"
+        )
 
 
 def _wire_model(page: Page, tab: TrainTab) -> None:
@@ -106,7 +107,8 @@ def _wire_model(page: Page, tab: TrainTab) -> None:
             out[template] = new
         return out
 
-    model.change(
+    page.on(
+        model.change,
         on_model_template,
         inputs={model, template, tab.auto_template, page.lang_radio},
         outputs=[template, tab.auto_template, tab.model_note],
@@ -120,7 +122,8 @@ def _wire_model(page: Page, tab: TrainTab) -> None:
         hint = pickers.template_hint(board.policy, values.get("model_name_or_path"))
         return {**start_update(page, tab, check, lang), tab.model_note: hint.line(values.get("template"), lang)}
 
-    page.lang_radio.change(
+    page.on(
+        page.lang_radio.change,
         on_lang_pickers,
         inputs={*form.inputs, page.lang_radio},
         outputs=[tab.start_btn, tab.start_reason, tab.model_note],

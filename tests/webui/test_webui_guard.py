@@ -1,0 +1,175 @@
+"""The board's handlers are wrapped when they are registered (``tunekit.webui.guard.Guard.on``, ``Page.on`` in a
+tab): every handler of the built board is a guarded one, and a failing or malformed one answers in the board's
+words through Gradio's own call path."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from tunekit.webui.board import Board
+
+gr = pytest.importorskip("gradio")
+
+HANDLER_FAILED = "⚠ This action could not be completed; the terminal running `tunekit webui` has the details."
+HANDLER_FAILED_ZH = "⚠ 此操作未能完成；详情见运行 `tunekit webui` 的终端。"
+
+
+def unguarded(demo) -> list[str]:
+    """The handlers of ``demo`` that were registered around the guard: ``name (event targets)`` each. Events
+    without a Python function (JavaScript only) and Gradio's own (cancel, validator) functions are not handlers."""
+    found = []
+    for block_fn in demo.fns.values():
+        internal = block_fn.is_cancel_function or getattr(block_fn, "is_validator_function", False)
+        if block_fn.fn is None or internal:
+            continue
+        if not getattr(block_fn.fn, "__tk_guarded__", False):
+            found.append(f"{block_fn.name} {block_fn.targets}")
+    return found
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_handler_of_the_board_is_registered_through_the_guard(tmp_path, lang):
+    """A handler added to the board later with ``button.click(...)`` instead of ``page.on(button.click, ...)``
+    fails here, by name."""
+    from tunekit.webui.app import create_app
+
+    demo = create_app(Board(cwd=tmp_path), lang=lang)
+    handlers = [f for f in demo.fns.values() if f.fn is not None]
+    assert len(handlers) > 60  # the whole board: every tab's events
+    assert unguarded(demo) == []
+    for block_fn in handlers:  # each wraps the function it was registered with, under that function's name
+        assert block_fn.fn.__wrapped__.__name__ == block_fn.name
+        assert not getattr(block_fn.fn.__wrapped__, "__tk_guarded__", False)
+
+
+def test_the_check_names_a_handler_registered_around_the_guard():
+    from tunekit.webui.guard import Guard
+
+    def kept():
+        return "x"
+
+    def bypassed():
+        return "x"
+
+    with gr.Blocks() as demo:
+        box, a, b = gr.Textbox(), gr.Button(), gr.Button()
+        Guard().on(a.click, kept, outputs=box)
+        b.click(bypassed, outputs=box)
+    assert unguarded(demo) == [f"bypassed [({b._id}, 'click')]"]
+
+
+def test_the_guard_fixes_malformed_answers_and_covers_every_kind_of_handler():
+    """Answers Gradio would refuse with its own raw error: ``{}`` for several outputs (nothing to change), a wrong
+    count (the board's message instead); a generator that fails mid-stream; a handler without a message area
+    (a notice in the board's words). One function wired to two events stays one handler; with other outputs it
+    gets its own wrapper, in the function's one concurrency group (as Gradio makes it for a function not wrapped)."""
+    from tunekit.webui.guard import Guard
+
+    def nothing():
+        return {}
+
+    def short():
+        return ("only one",)
+
+    def stream():
+        yield "first", "partial"
+        raise ValueError("raw text")
+
+    def no_area():
+        raise ValueError("raw text")
+
+    on = Guard().on
+    with gr.Blocks() as demo:
+        box, errors = gr.Textbox(), gr.Markdown(elem_id="tk-errors")
+        a, b, c, d = gr.Button(), gr.Button(), gr.Button(), gr.Button()
+        on(a.click, nothing, outputs=[box, errors])
+        on(b.click, short, outputs=[box, errors])
+        on(c.click, stream, outputs=[box, errors])
+        on(box.submit, stream, outputs=[box, errors])
+        on(d.click, no_area, outputs=box)
+        on(errors.change, stream, outputs=[errors, box])
+    fns = {f.targets[0]: f for f in demo.fns.values()}
+    got = fns[(a._id, "click")].fn()
+    assert got == gr.skip() and asyncio.run(demo.postprocess_data(fns[(a._id, "click")], got, None))
+    assert fns[(b._id, "click")].fn() == {errors: HANDLER_FAILED}
+    streamed, submitted, other = fns[(c._id, "click")], fns[(box._id, "submit")], fns[(errors._id, "change")]
+    assert streamed.fn is submitted.fn and streamed.types_generator and other.fn is not streamed.fn
+    assert streamed.concurrency_id == submitted.concurrency_id == other.concurrency_id == str(id(stream))
+    assert fns[(a._id, "click")].concurrency_id != streamed.concurrency_id
+    assert list(streamed.fn()) == [("first", "partial"), {errors: HANDLER_FAILED}]
+    with pytest.warns(UserWarning, match=re.escape(HANDLER_FAILED)):
+        assert fns[(d._id, "click")].fn() == gr.skip()
+
+
+def test_registration_keeps_the_events_keywords_chains_and_javascript_events():
+    """Every keyword reaches Gradio unchanged (a given concurrency group too); the answer is the event's
+    ``Dependency``, so ``.then`` chains; a list of listeners is one ``gr.on`` event; a JavaScript-only event is
+    registered as it is."""
+    from tunekit.webui.guard import Guard
+
+    def first(text):
+        return text
+
+    on = Guard().on
+    with gr.Blocks() as demo:
+        box, out, button = gr.Textbox(), gr.Textbox(), gr.Button()
+        event = on(button.click, first, inputs=box, outputs=out, show_progress="hidden", concurrency_id="mine")
+        then = on(event.then, first, inputs=[out], outputs=[box], trigger_mode="multiple", api_visibility="private")
+        on([box.submit, out.change], first, inputs=box, outputs=out)
+        on(then.then, None, js="() => { document.body.dataset.done = '1'; }")
+    clicked, chained, both, js_only = demo.fns.values()
+    assert isinstance(event, gr.events.Dependency) and isinstance(then, gr.events.Dependency)
+    assert (clicked.show_progress, clicked.concurrency_id, clicked.targets) == (
+        "hidden",
+        "mine",
+        [(button._id, "click")],
+    )
+    assert (chained.trigger_after, chained.trigger_mode, chained.api_visibility) == (
+        clicked._id,
+        "multiple",
+        "private",
+    )
+    assert both.targets == [(box._id, "submit"), (out._id, "change")]
+    assert js_only.fn is None and js_only.trigger_after == chained._id and "dataset.done" in js_only.js
+    assert unguarded(demo) == []
+
+
+def test_a_failure_answers_in_the_pages_language_through_gradios_call():
+    """Called the way Gradio calls an event (its processing of the inputs and outputs included): the message goes
+    to the message area in the language the page's picker holds, read from set inputs (one dict) and from a list
+    of inputs; a TunekitError keeps its own text."""
+    from gradio.state_holder import SessionState
+
+    from tunekit.errors import ConfigError
+    from tunekit.webui.guard import Guard
+
+    def from_dict(data):
+        raise KeyError("/home/someone/private")
+
+    refused = "Option 'output_dir' is outside the workspace: choose a folder inside it."
+
+    def from_list(text, lang):
+        raise ConfigError(refused)
+
+    with gr.Blocks() as demo:
+        lang_radio = gr.Radio(choices=["en", "zh"], value="en")
+        box, status = gr.Textbox(), gr.Markdown(elem_id="tk-status")
+        a, b = gr.Button(), gr.Button()
+        on = Guard(lang_radio, "en").on
+        on(a.click, from_dict, inputs={box, lang_radio}, outputs=[box, status])
+        on(b.click, from_list, inputs=[box, lang_radio], outputs=[status, box])
+    by_dict, by_list = demo.fns.values()
+
+    def sent(block_fn, lang):
+        values = {box: "text", lang_radio: lang}
+        answer = asyncio.run(demo.process_api(block_fn, [values[c] for c in block_fn.inputs], SessionState(demo)))
+        return answer["data"]
+
+    kept = {"__type__": "update"}  # the box is left as it is
+    assert sent(by_dict, "zh") == [kept, HANDLER_FAILED_ZH]
+    assert sent(by_dict, "en") == [kept, HANDLER_FAILED]
+    assert sent(by_list, "zh") == [f"⚠ 此操作未能完成：{refused}", kept]
+    assert sent(by_list, "en") == [f"⚠ This action could not be completed: {refused}", kept]
