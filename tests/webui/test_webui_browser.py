@@ -116,9 +116,9 @@ def test_board_end_to_end(server, page, workspace):
     open_board(pg, url)
 
     step("the form: a YAML, the tiny model, the demo dataset picked from dataset_info.json")
-    # 100 steps of 4 micro-batches (~0.1 s each on a quiet core, slower under load): long enough to be stopped midway
+    # 100 steps of 16 micro-batches (~0.1 s each on a quiet core): long enough to be stopped midway
     (workspace / "run.yaml").write_text(
-        "max_steps: 100\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 4\nlogging_steps: 1\n"
+        "max_steps: 100\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 16\nlogging_steps: 1\n"
         "plot_loss: true\noutput_dir: saves/e2e\n"
     )
     fill_text(pg, "config-path-box", "run.yaml")
