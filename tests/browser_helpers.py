@@ -4,6 +4,7 @@ to find the browser, serve a board, open a page and work its Gradio widgets, for
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -140,3 +141,42 @@ def open_section(pg, section: str) -> None:
     """Show an Advanced section of the Train form (``#tk-section-NAME``), opening Advanced first."""
     expand(pg, "tk-advanced")
     expand(pg, f"tk-section-{section}")
+
+
+# ------------------------------------------------------------------ the drawn loss chart and the toasts
+AXES = "() => [...document.querySelectorAll('#tk-loss-plot g.role-axis')].map(g => g.getAttribute('aria-label') || '')"
+TOAST_WATCH = """() => {
+    window.__tkToasts = window.__tkToasts || [];
+    new MutationObserver(() => {
+        for (const el of document.querySelectorAll('[data-testid=toast-body]')) {
+            if (el.__tkSeen) continue;
+            el.__tkSeen = true;
+            window.__tkToasts.push({cls: el.className, text: el.innerText});
+        }
+    }).observe(document.documentElement, {subtree: true, childList: true});
+}"""
+
+
+def error_toasts(pg) -> list[dict]:
+    """The error and warning toasts seen since :data:`TOAST_WATCH` was installed on this page load."""
+    return [t for t in pg.evaluate("() => window.__tkToasts || []") if "error" in t["cls"] or "warning" in t["cls"]]
+
+
+def line_points(d: str) -> list[tuple[float, float]]:
+    """The vertices of an SVG line path (Vega writes ``M x,y L x,y ...``)."""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
+    return list(zip(numbers[0::2], numbers[1::2]))
+
+
+def assert_line_through(points: list[tuple[float, float]], losses: list[float]) -> None:
+    """The line's vertices, one per logged loss, left to right in step order; their heights a linear function of
+    the losses (a numeric y axis: a higher loss is drawn higher, in proportion)."""
+    assert len(points) == len(losses), (points, losses)
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    assert all(b > a for a, b in zip(xs, xs[1:])), xs
+    n = len(losses)
+    mean_v, mean_y = sum(losses) / n, sum(ys) / n
+    slope = sum((v - mean_v) * (y - mean_y) for v, y in zip(losses, ys)) / sum((v - mean_v) ** 2 for v in losses)
+    assert slope < 0  # SVG y grows downwards: a higher loss is a smaller y
+    worst = max(abs(mean_y + slope * (v - mean_v) - y) for v, y in zip(losses, ys))
+    assert worst < 1.0, (worst, points, losses)

@@ -102,6 +102,18 @@ def cells(model: str, cutoff: int, precision: str) -> list[dict]:
     return out
 
 
+def chosen(spec: str) -> list[str]:
+    """The A/B cells ``--ab`` names (``all``, ``none`` or a comma-separated list), in run order; ``hf`` is the
+    reference every other cell is compared with, so it runs whenever another one does."""
+    names = [c["ab"] for c in cells("tiny", 0, "fp32")]
+    if spec in ("all", "none"):
+        return names if spec == "all" else []
+    wanted = {n.strip() for n in spec.split(",") if n.strip()}
+    if unknown := sorted(wanted - set(names)):
+        raise ValueError(f"--ab: no A/B cell named {', '.join(unknown)}; the cells: {', '.join(names)}")
+    return [n for n in names if n in wanted | {"hf"}]
+
+
 def apply(c: dict, cfg: dict) -> tuple[dict, dict]:
     """(config, environment changes) of A/B cell ``c`` from the kit's cell config ``cfg``; an environment value of
     None means unset (the device's default)."""

@@ -3,7 +3,7 @@
 
     python benchmarks/gpu/kit.py OUT_DIR [--device cuda|cpu] [--tiny] [--budget-s 540] [--cell-timeout 240]
                                  [--models qwen2.5-1.5b,qwen2.5-7b] [--max-cells N] [--steps 4] [--inject-failure]
-                                 [--ab-steps 8] [--ab-cell-timeout 120] [--no-ab]
+                                 [--ab-steps 8] [--ab-cell-timeout 120] [--ab all|none|hf,liger,...]
 
 (``benchmarks/gpu/run.sh OUT_DIR ...`` installs what is missing first, then runs this.)
 
@@ -16,7 +16,8 @@ Data: a fixed-length SFT set written to ``OUT_DIR/data`` (alpaca records of rand
 largest cutoff, so every sample is cut to exactly ``cutoff_len`` tokens): the planner's ``--seq-len`` is then
 the real sequence length, and tokens/s counts no padding.
 
-A/B matrix first (benchmarks/gpu/ab.py; ``--no-ab`` leaves it out): on one job (the first model, LoRA, the first
+A/B matrix first (benchmarks/gpu/ab.py; ``--ab none`` leaves it out, ``--ab hf,liger`` runs those cells only, for
+a rerun when time is short): on one job (the first model, LoRA, the first
 cutoff, micro-batch 4 x accumulation 2, ``--ab-steps`` steps) plain transformers (every tunekit trick off), each
 trick switched on alone, tunekit's defaults on this device and LLaMA-Factory; a second table states per trick the
 loss difference against a derived bound, the memory and speed ratios and the suggested CUDA default.
@@ -434,13 +435,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=0, help="optimizer steps per cell (default 4; --tiny 2)")
     ap.add_argument("--ab-steps", type=int, default=0, help="optimizer steps of each A/B cell (default 8; --tiny 2)")
     ap.add_argument("--ab-cell-timeout", type=float, default=120.0, help="one A/B cell's limit (default 120 s)")
-    ap.add_argument("--no-ab", action="store_true", help="leave out the A/B matrix (benchmarks/gpu/ab.py)")
+    ap.add_argument(
+        "--ab",
+        default="all",
+        help="A/B cells to run (benchmarks/gpu/ab.py): all (default), none, or names such as hf,liger (hf, the "
+        "reference, always runs with them)",
+    )
     ap.add_argument(
         "--inject-failure",
         action="store_true",
         help="add a cell whose config names a dataset that does not exist (checks failure handling)",
     )
     args = ap.parse_args(argv)
+    try:
+        chosen = ab.chosen(args.ab)
+    except ValueError as exc:
+        ap.error(str(exc))
     t_start = now()
     out = Path(args.out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -506,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     plain = grid(models, cutoffs, precision)
-    cells = ([] if args.no_ab else ab.cells(models[0], cutoffs[0], precision)) + plain
+    cells = [c for c in ab.cells(models[0], cutoffs[0], precision) if c["ab"] in chosen] + plain
     if args.inject_failure:
         cells.insert(1, dict(plain[0], tag="injected-failure", **{"break": True}))
     records: list[dict] = []
@@ -606,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         "not_run": sum(r["status"] == "not run" for r in records),
     }
     reduction = intermediate_size(model_dirs.get(models[0]))
-    ab_rows, ab_md = ab.summary(records, env, ab_steps, reduction) if not args.no_ab else ([], "")
+    ab_rows, ab_md = ab.summary(records, env, ab_steps, reduction) if chosen else ([], "")
     (out / "results.json").write_text(
         json.dumps(
             {

@@ -521,7 +521,7 @@ max_new_tokens: 128
 """,  # noqa: E501 - its comment line as written upstream (longer than 119)
 }
 
-#: LLaMA-Factory's data/v1_sft_demo.yaml as written there: its `size: 500` is refused (test_dataset_size_refused)
+#: LLaMA-Factory's data/v1_sft_demo.yaml as written there: its `size: 500` is dataset_sampling (test_dataset_size_read)
 V1_SFT_DEMO = """\
 identity:
   path: data/identity.json
@@ -698,7 +698,8 @@ REFUSED = {
 def lf_root(tmp_path, monkeypatch):
     """A LLaMA-Factory checkout's layout as the current folder (v1 reads every path from it): data/ with the demo
     files (LLaMA-Factory's, from ../shared), the dataset lists, and each example config at its own path. The sft list
-    is LLaMA-Factory's without `size: 500` (tunekit refuses size: test_dataset_size_refused)."""
+    is LLaMA-Factory's without `size: 500`, so the examples' options are those of their other keys (size:
+    test_dataset_size_read)."""
     if not (REFERENCE_DATA / "identity.json").is_file():
         pytest.skip(f"reference data not found at {REFERENCE_DATA}")
     for var in ("WORLD_SIZE", "NPROC_PER_NODE", "NNODES"):
@@ -742,16 +743,15 @@ def test_example_refused_naming_the_key(lf_root, path):
     assert str(err.value) == REFUSED[path].format(path=path)
 
 
-def test_dataset_size_refused(lf_root):
+def test_dataset_size_read(lf_root):
+    """LLaMA-Factory's own sft list, unchanged: `size: 500` draws 500 of alpaca_en_demo's records (with replacement,
+    as v1 draws; tests/config/test_v1_dataset_sampling.py pins the draws)."""
     (lf_root / "data" / "v1_sft_demo.yaml").write_text(V1_SFT_DEMO, encoding="utf-8")
     path = "examples/v1/train_full/train_full_fsdp2.yaml"
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    assert str(err.value) == (
-        f"LLaMA-Factory v1 dataset list `train_dataset: data/v1_sft_demo.yaml`, entry 'alpaca_en_demo' (in {path}): "
-        "size: 500 draws that many samples at random, with replacement; tunekit has no per-dataset sampling: remove "
-        "it (max_samples=N on the command line reads the first N records of every dataset)."
-    )
+    cfg = load_config(path)
+    expected = {**EXPECTED[path], "dataset_sampling": {"data/alpaca_en_demo.json": {"size": 500}}}
+    assert {k: getattr(cfg, k) for k in expected} == expected
+    assert cfg.model_fields_set == set(expected)
 
 
 def test_unknown_key_refused_naming_key_and_file(lf_root):
@@ -828,14 +828,15 @@ def test_print_config_shows_the_mapping(lf_root, capsys):
 
 
 def test_v1_config_trains_end_to_end(lf_root, tiny_qwen):
-    """`tunekit train v1.yaml`: a v1 LoRA config as the examples write it (FSDP2, kernel auto, a dataset list) trains
-    2 steps of global batch 4 (one CPU process); the adapter reloads with plain peft, and tunekit_config.yaml records
-    the mapping."""
+    """`tunekit train v1.yaml`: a v1 LoRA config as the examples write it (FSDP2, kernel auto, a dataset list with
+    size / weight) trains 2 steps of global batch 4 (one CPU process); the adapter reloads with plain peft,
+    tunekit_config.yaml records the mapping and preprocessing_report.json the draw."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     (lf_root / "data" / "v1_identity.yaml").write_text(
-        "identity:\n  path: data/identity.json\n  source: local\n  converter: alpaca\n", encoding="utf-8"
+        "identity:\n  path: data/identity.json\n  source: local\n  converter: alpaca\n  size: 6\n  weight: 2\n",
+        encoding="utf-8",
     )
     path = lf_root / "v1_lora.yaml"
     path.write_text(
@@ -876,3 +877,14 @@ def test_v1_config_trains_end_to_end(lf_root, tiny_qwen):
         "# from LLaMA-Factory v1 `dist_config: {name: fsdp2, dcp_path: null}` (FSDP2)\nfsdp: full_shard\n" in written
     )
     assert "# read from LLaMA-Factory v1 config v1_lora.yaml; needing no tunekit option: model_class: llm" in written
+    assert (
+        "# from LLaMA-Factory v1 `train_dataset: data/v1_identity.yaml` (data/identity.json: size 6, weight 2)\n"
+        "dataset_sampling:\n  data/identity.json:\n    size: 6\n    weight: 2\n"
+    ) in written
+    (report,) = json.loads((out / "preprocessing_report.json").read_text())
+    records = len(json.loads((lf_root / "data" / "identity.json").read_text()))
+    assert report["records"] == 12  # int(6 x 2)
+    assert report["sampled"].startswith(
+        f"dataset data/identity.json: drew 12 samples from {records} records at random with replacement "
+        "(dataset_sampling size 6, weight 2): "
+    )

@@ -203,9 +203,10 @@ def _rule_yields() -> list[tuple[str, ast.Yield]]:
 
 
 def _is_problem(node: ast.Yield) -> bool:
+    """``Problem(message, fields)`` or ``problem(key, fields, **values)`` (a keyed message, config/problems.py)."""
     return (
         isinstance(node.value, ast.Call)
-        and getattr(node.value.func, "id", "") == "Problem"
+        and getattr(node.value.func, "id", "") in ("Problem", "problem")
         and len(node.value.args) == 2
     )
 
@@ -221,19 +222,18 @@ def test_every_rule_yields_a_problem_with_fields():
 def test_every_rule_is_reached_by_a_broken_config(monkeypatch):
     """The cases above reach every ``yield Problem(...)`` of the rule files (a new rule needs a case here)."""
     hit: set[tuple[str, int]] = set()
+    problems_module = sys.modules["tunekit.config.problems"]
 
     class Recording(Problem):
         def __post_init__(self):
-            caller = sys._getframe(2)  # 1: the dataclass __init__, 2: the rule
+            caller = sys._getframe(2)  # 1: the dataclass __init__, 2: the rule (or problems.problem, called by it)
+            while caller.f_code.co_filename == problems_module.__file__:
+                caller = caller.f_back
             hit.add((Path(caller.f_code.co_filename).resolve().relative_to(CONFIG_DIR).as_posix(), caller.f_lineno))
             super().__post_init__()
 
     for name, module in list(sys.modules.items()):  # every rule module's own name for Problem
-        if (
-            name.startswith("tunekit.config.")
-            and name != "tunekit.config.problems"
-            and getattr(module, "Problem", None) is Problem
-        ):
+        if name.startswith("tunekit.config.") and getattr(module, "Problem", None) is Problem:
             monkeypatch.setattr(module, "Problem", Recording)
     for values, _ in BROKEN:
         _refused(values)

@@ -135,3 +135,18 @@ def test_the_three_options_are_no_longer_unsupported_llamafactory_options():
     assert not {"neftune_noise_alpha", "use_v1_kernels", "fsdp_transformer_layer_cls_to_wrap"} & unsupported(
         Config.model_fields
     )
+
+
+def test_ray_options_are_refused_with_what_to_use_instead(tmp_path):
+    """LLaMA-Factory's RayArguments name Ray Train, which tunekit does not run: each is refused by its name, with
+    how tunekit starts several processes instead."""
+    path = tmp_path / "ray.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "ray_num_workers": 4, "resources_per_worker": {"GPU": 1}}))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    lines = str(err.value).splitlines()
+    assert [line.split("`")[1] for line in lines] == ["ray_num_workers", "resources_per_worker"]
+    assert lines[0].endswith(
+        "(Ray Train (LLaMA-Factory's USE_RAY=1) is not built in: tunekit train starts one process per visible GPU "
+        "itself, NPROC_PER_NODE and NNODES/NODE_RANK/MASTER_ADDR for several machines (docs/workflows/multi-gpu.md).)"
+    )

@@ -13,8 +13,9 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.helpers import alpaca_records, write_dataset
+from tests.helpers import ROOT, alpaca_records, write_dataset
 from tunekit.config import load_config
 from tunekit.errors import ModelError
 from tunekit.export import gptq_env
@@ -25,6 +26,7 @@ from tunekit.export.quantize import calibration_texts
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TEXTS = 12
 MAXLEN = 64
+EXAMPLE = ROOT / "examples" / "export-and-serve" / "qwen_gptq.yaml"
 
 
 def _envs() -> Path:
@@ -48,18 +50,22 @@ def setting(tmp_path_factory):
 
 
 def _cfg(setting, out: Path, bits: int = 4, **extra):
-    return load_config(
-        None,
-        dict(
-            model_name_or_path=str(setting["model"]),
-            template="qwen",
-            dataset_dir=str(setting["data"]),
-            export_dir=str(out),
-            export_quantization_bit=bits,
-            export_quantization_dataset="calib",
-            export_quantization_maxlen=MAXLEN,
-            **extra,
-        ),
+    return load_config(None, dict(_here(setting, out), export_quantization_bit=bits, **extra))
+
+
+def _here(setting, out: Path) -> dict:
+    """What cannot run here substituted in the example's own config: the model (the tiny one; the example's is the
+    merged folder another example writes), export_dir, and the calibration data (these tests compare against RTN on
+    exactly the texts GPTQ calibrated on)."""
+    options = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    assert options["export_quantization_bit"] == 4 and options["template"] == "qwen"
+    return dict(
+        options,
+        model_name_or_path=str(setting["model"]),
+        dataset_dir=str(setting["data"]),
+        export_dir=str(out),
+        export_quantization_dataset="calib",
+        export_quantization_maxlen=MAXLEN,
     )
 
 
@@ -131,7 +137,7 @@ def exported(setting):
     from tunekit.export import export_model
 
     out = setting["root"] / "q4"
-    export_model(_cfg(setting, out))  # ends with the GPTQ check and tunekit verify
+    export_model(_cfg(setting, out))  # the example's config; ends with the GPTQ check and tunekit verify
     return out
 
 

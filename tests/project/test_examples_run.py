@@ -7,9 +7,10 @@ adapter_name_or_path (the adapter the SFT example just trained) and the step cou
 option — method, stage, LoRA and quantization settings, losses, precision — is the example's own.
 
 Not run here: examples/optimizers/ (tests/train/test_optimizer_examples.py runs those), examples/quickstart.yaml
-(tests/project/test_quickstart.py trains it through examples/quickstart.py), and the multi-GPU examples, which need
-several processes: they are loaded and planned for 2 GPUs (the engine decision the launcher takes, memory per
-device); the 2-process gloo runs of DDP, DeepSpeed and FSDP are tests/distributed/.
+(tests/project/test_quickstart.py trains it through examples/quickstart.py), the GPTQ example
+(tests/export/test_gptq_export.py exports with it, in llm-compressor's own environment), and the multi-GPU
+examples, which need several processes: they are loaded and planned for 2 GPUs (the engine decision the launcher
+takes, memory per device); the 2-process gloo runs of DDP, DeepSpeed and FSDP are tests/distributed/.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ import yaml
 from tests.helpers import ROOT
 
 EXAMPLES = ROOT / "examples"
-NOT_HERE = {"examples/quickstart.yaml": "tests/project/test_quickstart.py trains it"}
+NOT_HERE = {
+    "examples/quickstart.yaml": "tests/project/test_quickstart.py trains it",
+    "examples/export-and-serve/qwen_gptq.yaml": "tests/export/test_gptq_export.py exports with it (a slow test)",
+}
 TRAINED = [
     "sft/qwen_lora_sft.yaml",
     "preference/qwen_lora_dpo.yaml",

@@ -59,6 +59,10 @@ def test_grid_order_and_size():
 
 
 AB_NAMES = ["hf", "hf-repeat", *ab.TRICKS, "defaults", "lf"]
+# the dry run's A/B cells (--ab): the reference, a trick compared within the bound, one switched by the environment,
+# one on other batches (loss not compared), one skipped on a CPU, tunekit's defaults. The other cells differ from
+# these only in their config, which test_every_ab_config_is_one_tunekit_accepts loads.
+DRY_AB = ["hf", "chunked_lm_head", "token_budget", "liger", "malloc_tune+heap_guard", "defaults"]
 
 
 def ab_config(tmp_path, name):
@@ -103,6 +107,21 @@ def test_ab_cells_switch_one_trick_each(tmp_path):
     lf = kit.lf_config(ab_config(tmp_path, "lf")[0])  # LLaMA-Factory's defaults: checkpointing on, its own loss path
     assert (lf["disable_gradient_checkpointing"], lf["optim"]) == (False, "adamw_torch_fused")  # the same optimizer
     assert not {"trained_tokens_loss", "chunked_lm_loss", "elementwise_recompute", "group_within_step"} & set(lf)
+
+
+def test_every_ab_config_is_one_tunekit_accepts(tmp_path):
+    from tunekit.config import load_config
+
+    for name in AB_NAMES[:-1]:  # LLaMA-Factory's cell runs LLaMA-Factory (kit.lf_config)
+        cfg = load_config(None, ab_config(tmp_path, name)[0])
+        assert cfg.finetuning_type == "lora" and cfg.max_steps == 8, name
+
+
+def test_ab_names_the_cells_to_run():
+    assert ab.chosen("all") == AB_NAMES and ab.chosen("none") == []
+    assert ab.chosen("liger, padding_free") == ["hf", "padding_free", "liger"]  # run order, the reference first
+    with pytest.raises(ValueError, match="^--ab: no A/B cell named ligr; the cells: hf, hf-repeat, "):
+        ab.chosen("ligr")
 
 
 def test_ab_loss_bound_is_derived():
@@ -228,9 +247,9 @@ def test_kit_dry_run_on_cpu(tmp_path):
     out = tmp_path / "kit"
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1", TUNEKIT_GPU_KIT_CACHE=str(tmp_path / "models"))
     t0 = time.monotonic()
-    # the A/B matrix first (13 cells runnable on a CPU: not Liger, not LLaMA-Factory unless installed), the injected
-    # failure after its first cell, then the grid's baseline
-    n_ab = 13 + (kit.lf_python() is not None)
+    # the A/B cells of DRY_AB first (Liger is skipped without a process), the injected failure after the first,
+    # then the grid's baseline
+    n_ab = len(DRY_AB) - 1
     proc = subprocess.run(
         [
             "bash",
@@ -241,6 +260,8 @@ def test_kit_dry_run_on_cpu(tmp_path):
             "--tiny",
             "--max-cells",
             str(n_ab + 2),
+            "--ab",
+            ",".join(DRY_AB),
             "--inject-failure",
         ],
         cwd=REPO,
@@ -256,7 +277,7 @@ def test_kit_dry_run_on_cpu(tmp_path):
     assert set(res) == {"environment", "budget", "models", "cells", "ab"}
     assert res["environment"]["device"] == "cpu" and res["environment"]["torch"].startswith("2.")
     cells = {c["name"]: c for c in res["cells"]}
-    assert len(cells) == 27 + len(AB_NAMES)
+    assert len(cells) == 27 + len(DRY_AB)
     base = cells["tiny-lora-s128-gc-sdpa-fp32-baseline"]
     assert base["status"] == "ok", base
     # the planner column is tunekit's own plan of that config (same call, same numbers)
@@ -277,7 +298,7 @@ def test_kit_dry_run_on_cpu(tmp_path):
     failed = cells["tiny-lora-s128-gc-sdpa-fp32-injected-failure"]
     assert failed["status"] == "failed"
     assert failed["result"]["error"].startswith("ConfigError: Dataset 'no_such_dataset' is not in ")
-    after = cells["tiny-lora-s128-nogc-sdpa-fp32-ab-hf-repeat"]  # the kit went on after the failure
+    after = cells["tiny-lora-s128-nogc-sdpa-fp32-ab-chunked_lm_head"]  # the kit went on after the failure
     assert after["status"] == "ok" and after["result"]["steps"] == 2
     assert cells["tiny-qlora-s128-gc-sdpa-fp32"]["status"] == "skipped"
     assert cells["tiny-lora-s128-nogc-sdpa-fp32"]["reason"] == f"--max-cells {n_ab + 2}"
@@ -295,7 +316,7 @@ def test_kit_dry_run_on_cpu(tmp_path):
 def check_ab(res, cells, out, md):
     """The A/B matrix of the dry run: each cell ran the job with its one switch, and the table compares them."""
     ab_cells = {c["spec"]["ab"]: c for c in cells.values() if c["spec"].get("ab")}
-    assert list(ab_cells) == AB_NAMES
+    assert list(ab_cells) == DRY_AB
     hf = ab_cells["hf"]
     assert hf["env"] == ab.HOST_OFF and hf["config"]["trained_tokens_loss"] is False
     # the run really had the tricks off: tunekit's resolved config of the cell
@@ -320,8 +341,8 @@ def check_ab(res, cells, out, md):
     }
     assert len(hf["result"]["losses"]) == 2 and hf["result"]["num_input_tokens_seen"] == 2 * ab.MICRO * ab.ACCUM * 128
     rows = {r["cell"]: r for r in res["ab"]}
-    assert list(rows) == AB_NAMES
-    ran = [n for n in AB_NAMES if n not in ("liger", "lf")]
+    assert list(rows) == DRY_AB
+    ran = [n for n in DRY_AB if n != "liger"]
     for name in ran:
         row = rows[name]
         assert row["status"] == "ok", (name, row)
@@ -332,7 +353,7 @@ def check_ab(res, cells, out, md):
     assert rows["liger"]["status"] == "skipped" and rows["liger"]["note"] == "Liger needs liger-kernel and a CUDA GPU"
     assert rows["chunked_lm_head"]["cuda_default"] == "(CPU dry run: no CUDA verdict)"
     assert "## A/B: each trick against plain transformers (same job)" in md
-    for name in AB_NAMES:
+    for name in DRY_AB:
         assert sum(line.startswith(f"| {name} |") for line in md.splitlines()) == 1, name
 
 

@@ -303,9 +303,10 @@ def _tiny_cli(argv: list[str], capsys) -> tuple[int, str]:
 def test_a_model_tunekit_cannot_build_is_refused_by_name_and_nothing_is_written(name, what, tmp_path, capsys):
     """These used to write a dense text-only Qwen3 / Qwen2 / Gemma 3 without a word."""
     builds = (
-        "it builds text: gemma, gemma2, gemma3_text, glm, glm4, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
-        "qwen3_moe (and names such as qwen2.5-7b, llama-3.1-8b, qwen3-30b-a3b); vision-language / audio: gemma-3-vl, "
-        "gemma3, idefics3, llava, llava-1.5, llava-1.6, llava-next, llava-next-llama3, llava-next-mistral, llava1.5, "
+        "it builds text: deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, glm, glm4, gpt_oss, llama, mistral, "
+        "mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe (and names such as qwen2.5-7b, llama-3.1-8b, qwen3-30b-a3b); "
+        "vision-language / audio: gemma-3-vl, gemma3, idefics3, llava, llava-1.5, llava-1.6, llava-next, "
+        "llava-next-llama3, llava-next-mistral, llava1.5, "
         "qwen2-audio, qwen2-vl, qwen2.5-vl, qwen3-vl, smolvlm, smolvlm1, smolvlm2; or a path to a config.json / model "
         "folder."
     )

@@ -67,7 +67,7 @@ def candidates(spec: FieldSpec) -> list[Any]:
         return ["alpaca_en,my data", "one"]
     if spec.kind == "text":
         return ["saves/some dir/x", "tensorboard", "z2", "full_shard"]  # full_shard: fsdp's words are checked
-    return [{"min_lr_rate": 0.1}, True, "saves/ckpt-5"]
+    return [{"min_lr_rate": 0.1}, True, "saves/ckpt-5", {"alpaca_en": {"size": 2}}]  # the last: dataset_sampling
 
 
 # Options the schema accepts only at their default (LLaMA-Factory configs load; any other value is refused with what to

@@ -2,7 +2,7 @@
 
 Handlers are called as Gradio calls them (the handler registered on the built board, its inputs as a
 ``{component: value}`` dict), and their answers go through Gradio's own ``postprocess_data``: what the browser
-gets. The last test runs a tiny training job from the board in headless Chromium and reads the drawn chart.
+gets. The chart as the browser draws it, through a whole run with no error toast: tests/webui/test_webui_browser.py.
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import board_process, browser_missing, chromium_page, open_board
-from tests.helpers import train_rows
 from tunekit.errors import ConfigError
 from tunekit.webui import backend as adapters
 from tunekit.webui import defaults
@@ -297,113 +294,3 @@ def test_a_board_named_folder_that_holds_a_run_gets_a_fresh_name(tmp_path):
     for keep in ({"overwrite_output_dir": True}, {"resume_from_checkpoint": "true"}):
         form, _, _ = board.fill_run({**first, **keep}, "en")
         assert form["output_dir"] == first["output_dir"]
-
-
-# ------------------------------------------------------------------ 4. the browser: a run drawn live, no toast
-AXES = "() => [...document.querySelectorAll('#tk-loss-plot g.role-axis')].map(g => g.getAttribute('aria-label') || '')"
-TOAST_WATCH = """() => {
-    window.__tkToasts = [];
-    new MutationObserver(() => {
-        for (const el of document.querySelectorAll('[data-testid=toast-body]')) {
-            if (el.__tkSeen) continue;
-            el.__tkSeen = true;
-            window.__tkToasts.push({cls: el.className, text: el.innerText});
-        }
-    }).observe(document.documentElement, {subtree: true, childList: true});
-}"""
-
-
-def _line_points(d: str) -> list[tuple[float, float]]:
-    """The vertices of an SVG line path (Vega writes ``M x,y L x,y ...``)."""
-    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
-    return list(zip(numbers[0::2], numbers[1::2]))
-
-
-@pytest.mark.browser
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
-def test_a_run_from_the_board_draws_its_loss_line_and_shows_no_error(tmp_path):
-    """A 12-step run started from a fresh board with its first-run defaults (so it logs every step): the rendered
-    loss chart is a line through the 12 logged losses in step order (its points' heights a linear function of the
-    values: a numeric axis), the learning rate has its line, the bar ends at 12/12, and no toast appeared."""
-    from tunekit.tiny.text import build_tiny_model
-
-    build_tiny_model(tmp_path / "tiny", like="qwen2")
-    (tmp_path / "data").mkdir()
-    records = [
-        {"instruction": f"Say hello to number {i}", "input": "", "output": f"Hello, number {i}!"} for i in range(16)
-    ]
-    (tmp_path / "data" / "demo.json").write_text(json.dumps(records))
-    (tmp_path / "data" / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}))
-    with board_process(tmp_path) as url, chromium_page() as pg:
-        open_board(pg, url)
-        pg.evaluate(TOAST_WATCH)
-        _fill_and_start(pg, tmp_path)
-        pg.wait_for_selector(
-            "#tk-progress-bar[data-state=finished], #tk-progress-bar[data-state=failed]", timeout=180_000
-        )
-        bar = pg.locator("#tk-progress-bar")
-        assert bar.get_attribute("data-state") == "finished", pg.locator("#tk-status").inner_text()
-        assert (bar.get_attribute("data-step"), bar.get_attribute("data-total")) == ("12", "12")
-        out = next((tmp_path / "saves" / "tiny").glob("sft-lora-*"))
-        losses = [row["loss"] for row in train_rows(out)]
-        assert len(losses) == 12
-        pg.wait_for_function(
-            "n => (document.querySelector('#tk-loss-plot .mark-line path')?.getAttribute('d') || '')"
-            ".split(/[ML]/).filter(s => s.trim()).length >= n",
-            arg=len(losses),
-            timeout=30_000,
-        )
-        axes = pg.evaluate(AXES)
-        assert any(a.startswith("Y-axis") and "linear scale" in a for a in axes), axes  # numbers, not labels
-        points = _line_points(pg.locator("#tk-loss-plot .mark-line path").first.get_attribute("d"))
-        _assert_line_through(points, losses)
-        assert len(_line_points(pg.locator("#tk-lr-plot .mark-line path").first.get_attribute("d"))) >= 12
-        toasts = pg.evaluate("() => window.__tkToasts")
-    assert [t for t in toasts if "error" in t["cls"] or "warning" in t["cls"]] == [], toasts
-
-
-def _fill_and_start(pg, workspace: Path) -> None:
-    """The tiny model, a 12-step run, the qwen template and the demo data; everything else as a new page has it."""
-
-    def box(name):
-        return pg.locator(f"#tk-field-{name}").locator("textarea, input").first
-
-    for name, value in (("model_name_or_path", workspace / "tiny"), ("max_steps", 12)):
-        box(name).fill(str(value))
-        box(name).blur()
-    if pg.locator("#tk-ds-refresh").count():
-        pg.locator("#tk-ds-refresh").click()
-    for name, value in (("template", "qwen"), ("dataset", "demo")):
-        combo = pg.locator(f"#tk-field-{name} input[role=combobox]")
-        combo.click()
-        combo.fill(value)
-        pg.get_by_role("option").filter(has_text=value).first.click()
-        combo.blur()
-    deadline = time.monotonic() + 60
-    while True:  # the output folder follows the model once the board has answered the model's change
-        pg.locator("#tk-preview").click()
-        pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('logging_steps=1')")
-        command = pg.locator("#tk-command").inner_text()
-        if "output_dir=saves/tiny/sft-lora-" in command or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert "output_dir=saves/tiny/sft-lora-" in command and "plot_loss=true" in command, command
-    assert "every step is logged" in pg.locator("#tk-yaml").inner_text()  # said beside the command
-    pg.wait_for_selector("#tk-start:not([disabled])")
-    pg.locator("#tk-start").click()
-
-
-def _assert_line_through(points: list[tuple[float, float]], losses: list[float]) -> None:
-    """The line's vertices, one per logged loss, left to right in step order; their heights a linear function of
-    the losses (a numeric y axis: a higher loss is drawn higher, in proportion)."""
-    assert len(points) == len(losses), (points, losses)
-    xs, ys = [x for x, _ in points], [y for _, y in points]
-    assert all(b > a for a, b in zip(xs, xs[1:])), xs
-    n = len(losses)
-    mean_v, mean_y = sum(losses) / n, sum(ys) / n
-    slope = sum((v - mean_v) * (y - mean_y) for v, y in zip(losses, ys)) / sum((v - mean_v) ** 2 for v in losses)
-    assert slope < 0  # SVG y grows downwards: a higher loss is a smaller y
-    worst = max(abs(mean_y + slope * (v - mean_v) - y) for v, y in zip(losses, ys))
-    assert worst < 1.0, (worst, points, losses)

@@ -145,11 +145,14 @@ def test_paths_outside_the_allowed_roots_are_refused_at_their_field(ws):
         "dataset": (notes, f"Option 'dataset': dataset '{excerpt(notes, 40)}' file '{excerpt(notes, 80)}' is outside"),
         "model_name_or_path": (
             str(private),
-            f"Option 'model_name_or_path' '{private}' is outside the folders this board "
+            f"Option 'model_name_or_path' '{excerpt(private, 80)}' is outside the folders this board "
             f"may use ({root}). Use a path inside them, or restart the board with "
             f"--allow-path DIR (or --workspace DIR).",
         ),
-        "adapter_name_or_path": (f"saves/a,{private}", f"Option 'adapter_name_or_path' '{private}' is outside"),
+        "adapter_name_or_path": (
+            f"saves/a,{private}",
+            f"Option 'adapter_name_or_path' '{excerpt(private, 80)}' is outside",
+        ),
         "dataset_dir": ("../private", "Option 'dataset_dir' '../private' is outside"),
         "output_dir": (str(private / "out"), "Option 'output_dir'"),
         "deepspeed": (str(private / "ds.json"), "Option 'deepspeed'"),

@@ -1,9 +1,8 @@
 """The Chinese board: every visible string of the forms (labels, help lines, group and section titles, choices'
 words) is Chinese, apart from option names, values, paths and the names of tools and methods (LoRA, DeepSpeed).
 
-A string is split into words; a word passes when it is an option name or value, code (set in backticks, or with
-``_ . / :`` or a digit in it: a file, a preset, a variable; a CamelCase class name), a single letter (r, N: a
-formula's variable), or one of :data:`TERMS`. Everything else is English a Chinese reader was not given in Chinese.
+A string is split into words; the check (``tests/zh_words.py``) passes a word that is an option name or value, code,
+a single letter or one of its ``TERMS``. Everything else is English a Chinese reader was not given in Chinese.
 
 The walks below cover the forms, every tab of the rendered Chinese page, what a switch to Chinese sends, the memory
 plan panel after a real plan and the live charts' legend."""
@@ -14,44 +13,11 @@ import re
 
 import pytest
 
+from tests.zh_words import allowed_values as _allowed_values
+from tests.zh_words import untranslated
 from tunekit.config import iter_fields
-from tunekit.webui.fields import field_specs
 
 gr = pytest.importorskip("gradio")
-
-# Names of tools, models, methods and units, written the same in Chinese text (LLaMA Board's Chinese keeps them).
-_TERMS = """
-LoRA LoRA+ QLoRA DoRA rsLoRA PiSSA OFT GaLore APOLLO APOLLO-Mini BAdam Adam AdamW Adam-mini Muon LLaMA Pro
-SFT RLHF PPO DPO cDPO KTO GRPO SimPO GAE KL DFT EAFT ASFT ZeRO DeepSpeed FSDP DDP RoPE FP8 TF32 Float8Linear
-GPU CPU API URL ID JSON MB GB Hz EOS LM MLP SVD SwiGLU RMSNorm FlashAttention-2 Liger Unsloth SwanLab tunekit
-LLaMA-Factory Hugging Face Qwen-VL Qwen2-VL NVIDIA Hopper Ampere Transformer Engine Rust Ziegler Wu Retry-After
-transformers accelerate bitsandbytes liger-kernel flash-attn galore-torch apollo-torch adam-mini unsloth optimum
-gptqmodel GPTQ safetensors pickle base64 Top-k Top-p token rollout dropout logits logit alpha Beta beta epsilon
-lambda merger all-gather ftx NEFTune Trainer ChatGLM peft Ascend NPU MoE YAML GGUF llama.cpp Ollama Modelfile
-llm-compressor compressed-tensors
-"""
-
-TERMS = set(_TERMS.split())
-WORD = re.compile(r"[A-Za-z][A-Za-z0-9+\-_.:/]*[A-Za-z0-9+]|[A-Za-z]")
-CODE = re.compile(r"`[^`]*`|\[默认: [^\]]*\]")  # code, and a default (a value)
-
-
-def _allowed_values() -> set[str]:
-    values = {"true", "false", "null", "auto", "all"}
-    for spec in field_specs():
-        values.update(str(c) for c in spec.choices)
-    values.update(("pt", "sft", "rm", "ppo", "dpo", "kto", "grpo", "lora", "oft", "freeze", "full"))
-    return values
-
-
-def untranslated(text: str, allowed: set[str]) -> list[str]:
-    words = []
-    for found in WORD.findall(CODE.sub(" ", text or "")):
-        word = found.rstrip(".:-")
-        if len(word) <= 1 or word in allowed or word in TERMS or re.search(r"[_./:0-9]|[a-z][A-Z]", word):
-            continue
-        words.append(word)
-    return words
 
 
 def _form_strings(demo) -> list[tuple[str, str]]:

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .problems import Problem
-from .stages import STAGES, spoken_list, stages_with
+from .problems import Problem, Said
+from .stages import STAGES, stages_with
 
 if TYPE_CHECKING:  # annotations only: the schema runs these rules
     from .schema import Config
@@ -35,13 +35,10 @@ def _strategy_problem(value: str | None) -> tuple[str | None, str | None]:
     parts = fsdp_words(value)
     unknown = [p for p in parts if p not in FSDP_WORDS]
     if unknown:
-        return None, (
-            f"fsdp: {value!r} has unknown word(s) {', '.join(unknown)}: use one of "
-            f"{', '.join(FSDP_STRATEGIES)}, optionally followed by 'offload' (e.g. fsdp: full_shard offload)."
-        )
+        return None, Said("fsdp_unknown_words", value=repr(value), words=tuple(unknown), strategies=FSDP_STRATEGIES)
     strategies = [p for p in parts if p in FSDP_STRATEGIES]
     if len(strategies) != 1:
-        return None, f"fsdp: {value!r} must name exactly one of {', '.join(FSDP_STRATEGIES)}."
+        return None, Said("fsdp_one_strategy", value=repr(value), strategies=FSDP_STRATEGIES)
     return strategies[0], None
 
 
@@ -62,21 +59,9 @@ def engine_problems(cfg: Config) -> Iterator[Problem]:
     if strategy in (None, "no_shard"):  # no_shard is DDP: no restriction
         return
     if cfg.stage in FSDP_UNSUPPORTED_STAGES:
-        yield Problem(
-            f"fsdp: {cfg.fsdp} is not supported for stage {cfg.stage} (a value head saved beside the model, "
-            f"or generation during training); fsdp runs the stages {spoken_list(stages_with('fsdp'))}. Remove fsdp.",
-            ("fsdp", "stage"),
-        )
+        says = Said("fsdp_stage", fsdp=cfg.fsdp, stage=cfg.stage, stages=tuple(stages_with("fsdp")))
+        yield Problem(says, ("fsdp", "stage"))
     if cfg.fp16:
-        yield Problem(
-            "fsdp with fp16 is not supported: FSDP2 keeps gradients sharded, so fp16's loss scaler would decide "
-            "on each rank alone whether to skip a step. Use bf16 (FSDP2 computes in bf16, keeps fp32 master "
-            "weights), or deepspeed for fp16.",
-            ("fsdp", "fp16"),
-        )
+        yield Problem(Said("fsdp_fp16"), ("fsdp", "fp16"))
     if cfg.do_predict:
-        yield Problem(
-            "do_predict with fsdp is not supported: generating from a sharded model needs every rank. "
-            "Train, then run `tunekit predict` on the saved model.",
-            ("do_predict", "fsdp"),
-        )
+        yield Problem(Said("fsdp_predict"), ("do_predict", "fsdp"))

@@ -54,6 +54,11 @@ HELP_ZH: dict[str, str] = {
     "mask_history": "只训练每段对话最后一轮助手回复。",
     "mix_strategy": "多个数据集的混合方式。",
     "interleave_probs": "交错混合时各数据集的采样概率，逗号分隔。",
+    "dataset_sampling": "按数据集（名称同 dataset / eval_dataset 中的写法）：`{size: N, weight: W}`，"
+    "即 LLaMA-Factory v1 数据集列表的键，抽样方式同 v1："
+    "`size` 有放回地随机抽取 N 条记录，`weight` 再从中有放回地抽取 `int(数量 × W)` 条；抽样由 seed 决定。"
+    "在 dataset_info.json 的 num_samples 之后、max_samples 之前进行；"
+    "运行时报告每个数据集的抽取数、不同记录数与重复数。v1 配置的数据集列表会设置它。",
     "preprocessing_num_workers": "分词使用的进程数（默认一个）。",
     "preprocessing_batch_size": "每个分词批次的样本数。",
     "overwrite_cache": "即使存在指纹相同的缓存结果也重新分词。",
@@ -71,6 +76,12 @@ HELP_ZH: dict[str, str] = {
     "最长行；不小于 cutoff_len。dpo 和 rm 以一对为单位，计两条序列（不小于 2 × cutoff_len）；不支持 kto。",
     "default_system": "样本没有系统提示词时使用的系统提示词（覆盖模板默认值）。",
     "enable_thinking": "推理模板（`qwen3` 等）：保留思考过程；false 时渲染空的 `<think></think>`。",
+    "preserve_thinking": "推理模板（qwen3、qwen3_vl）：不训练的历史回复（mask_history；"
+    "dpo、kto、rm、ppo、grpo 样本中的历史）保留其 `<think>` 块（没有思考的回复为空块），"
+    "而官方 Qwen3 模板会去掉它（同 LLaMA-Factory 的 preserve_thinking）。"
+    "enable_thinking: false 时思考被移除，历史回复保留空块。"
+    "每条回复都训练时（sft 不用 mask_history）无影响。`tunekit chat`、`tunekit api`、`tunekit predict` "
+    "以同样方式渲染历史回复；导出模型的对话模板仍是官方模板。",
     "thought_loss_weight": "推理模板（qwen3、qwen3_vl），sft 阶段：回复中思考块（`<think>` … `</think>` 及其后的空行；"
     "没有思考的回复为空块）的损失权重。1：与答案同等训练（默认）；0：不训练（标签 -100，仍留在输入中）；介于两者之间："
     "思考词元按此权重计入，损失除以整步的权重之和。需要 enable_thinking。",

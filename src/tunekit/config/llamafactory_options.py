@@ -137,7 +137,7 @@ DATA_ARGS = (
     "tool_format",
     "default_system",
     "enable_thinking",
-    "preserve_thinking",  # LLaMA-Factory 0.9.5+: history thoughts kept under mask_history (docs/reasoning.md)
+    "preserve_thinking",
     "tokenized_path",
     "data_shared_file_system",
 )
@@ -263,9 +263,7 @@ GENERATING_ARGS = (
     "system_message",
 )
 
-TRAINING_ARGS = (
-    # LLaMA-Factory's TrainingArguments and RayArguments
-    "overwrite_output_dir",
+RAY_ARGS = (  # LLaMA-Factory's RayArguments (Ray Train, USE_RAY=1)
     "ray_run_name",
     "ray_storage_path",
     "ray_storage_filesystem",
@@ -273,6 +271,11 @@ TRAINING_ARGS = (
     "resources_per_worker",
     "placement_strategy",
     "ray_init_kwargs",
+)
+TRAINING_ARGS = (
+    # LLaMA-Factory's TrainingArguments and RayArguments
+    "overwrite_output_dir",
+    *RAY_ARGS,
     # Seq2SeqTrainingArguments (transformers 5)
     "output_dir",
     "per_device_train_batch_size",
@@ -422,7 +425,12 @@ TRAINING_ARGS = (
 LLAMAFACTORY_OPTIONS = frozenset(MODEL_ARGS + DATA_ARGS + FINETUNING_ARGS + GENERATING_ARGS + TRAINING_ARGS)
 
 # Why an unsupported option stays unsupported, where that was checked (appended to the refusal).
+_RAY = (
+    "Ray Train (LLaMA-Factory's USE_RAY=1) is not built in: tunekit train starts one process per visible GPU itself, "
+    "NPROC_PER_NODE and NNODES/NODE_RANK/MASTER_ADDR for several machines (docs/workflows/multi-gpu.md)"
+)
 WHY_UNSUPPORTED = {
+    **dict.fromkeys(RAY_ARGS, _RAY),
     "mixture_of_depths": "Mixture-of-Depths needs the mixture-of-depth package (LLaMA-Factory requires >=1.1.6), "
     "whose latest release, 1.2.0, imports what transformers 5 removed (TRANSFORMERS_CACHE, "
     "transformers.modeling_attn_mask_utils)",

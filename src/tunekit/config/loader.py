@@ -13,15 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .field_errors import detail
 from .files import load_yaml_text, read_config_file
 from .llamafactory_options import WHY_UNSUPPORTED, unsupported
 from .llamafactory_v1 import attach, is_v1_config, notes_of, read_v1_config
 from .options import GROUPS
-from .problems import Problem, ProblemsError, excerpt, problems_text
+from .problems import Problem, ProblemsError, Said, excerpt, problems_text
 from .schema import FORMER_NAMES, Config
 from .secrets import _yaml_with_comments, mask_secrets, resolve_secrets, write_options
 
 RESOLVED_CONFIG_NAME = "tunekit_config.yaml"
+# where an option came from, as the messages say it (a file: Said("where_file", path=...))
+WHERE_CONFIG = Said("where_config")
+WHERE_COMMAND_LINE = Said("where_command_line")
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -115,13 +119,17 @@ def _current_names(values: Mapping[str, Any], sources: dict) -> Mapping[str, Any
         if former in values:
             value = values.pop(former)
             if name in values and values[name] != value:
-                message = (
-                    f"{former} ({value!r}, {sources.get(former, 'config')}) and {name} ({values[name]!r}) disagree: "
-                    f"they are one option ({former} is its former name); keep {name}."
+                message = Said(
+                    "former_disagrees",
+                    former=former,
+                    value=repr(value),
+                    where=sources.get(former, WHERE_CONFIG),
+                    name=name,
+                    other=repr(values[name]),
                 )
                 raise ConfigError(message, [Problem(message, (name,))])
             values[name] = value
-            sources.setdefault(name, sources.get(former, "config"))
+            sources.setdefault(name, sources.get(former, WHERE_CONFIG))
     return values
 
 
@@ -137,30 +145,15 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
         not_yet = unsupported(known | set(FORMER_NAMES))
         lines = []
         for key in unknown:
-            where = sources.get(key, "config")
+            where = sources.get(key, WHERE_CONFIG)
             if key in not_yet:
-                lines.append(
-                    Problem(
-                        f"`{key}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): "
-                        f"remove it; `tunekit train --help` lists what tunekit supports."
-                        + (f" ({WHY_UNSUPPORTED[key]}.)" if key in WHY_UNSUPPORTED else ""),
-                        (str(key),),
-                    )
-                )
+                why = Said("part_why_unsupported", why=WHY_UNSUPPORTED[key]) if key in WHY_UNSUPPORTED else None
+                lines.append(Problem(Said("lf_unsupported", option=str(key), where=where, why=why), (str(key),)))
                 continue
             hint = suggest(key, known)
             shown = f"'{key}'" if isinstance(key, str) and len(key) <= 60 and key.isprintable() else excerpt(key)
-            lines.append(
-                Problem(
-                    f"Unknown option {shown} ({where})."
-                    + (
-                        f" Did you mean: {', '.join(hint)}?"
-                        if hint
-                        else " See `tunekit train --help` for the options."
-                    ),
-                    (str(key),),
-                )
-            )
+            tail = Said("part_did_you_mean", names=tuple(hint)) if hint else Said("part_see_help")
+            lines.append(Problem(Said("unknown_option", shown=shown, where=where, tail=tail), (str(key),)))
         raise ConfigError(problems_text(lines), lines)
     _check_bools(values, sources)
     values = {k: _yaml_bool_words(k, _none_words(k, _comma_list(k, v))) for k, v in resolve_secrets(values).items()}
@@ -187,19 +180,15 @@ def _check_bools(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
     for key, value in values.items():
         annotation = Config.model_fields[key].annotation
         if isinstance(value, bool) and _accepts(annotation, (int, float)) and not _accepts(annotation, (bool,)):
-            where = sources.get(key, "config")
-            lines.append(
-                Problem(
-                    f"Option '{key}' ({where}) got {str(value).lower()}, expected {_type_name(annotation)}"
-                    + (
-                        f": `--{key}` needs a value (`--{key} VALUE` or {key}=VALUE); a flag without one means true, "
-                        f"which only true/false options take."
-                        if where == "on the command line"
-                        else "."
-                    ),
-                    (key,),
-                )
+            where = sources.get(key, WHERE_CONFIG)
+            said = Said(
+                "bool_for_number_cli" if where == WHERE_COMMAND_LINE else "bool_for_number",
+                option=key,
+                where=where,
+                value=str(value).lower(),
+                expected=_type_name(annotation),
             )
+            lines.append(Problem(said, (key,)))
     if lines:
         raise ConfigError(problems_text(lines), lines)
 
@@ -264,13 +253,16 @@ def _validation_problems(exc, values: Mapping[str, Any], sources: Mapping[str, s
             msg = msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
             if err.get("type") == "finite_number":
                 msg += " (inf or nan makes the loss and every weight NaN)"
-            lines.append(
-                Problem(
-                    f"Option '{key}' ({sources.get(key, 'config')}) got {excerpt(given)} ({type(given).__name__}), "
-                    f"expected {expected}: {msg}.",
-                    (key,),
-                )
+            said = Said(
+                "option_invalid",
+                option=key,
+                where=sources.get(key, WHERE_CONFIG),
+                given=excerpt(given),
+                type=type(given).__name__,
+                expected=expected,
+                detail=detail(err, msg, _literal_choices(field.annotation)),
             )
+            lines.append(Problem(said, (key,)))
         elif isinstance((err.get("ctx") or {}).get("error"), ProblemsError):  # the schema's rules (config/schema.py)
             lines.extend(err["ctx"]["error"].problems)
         else:  # another model-level rule: the message is already complete
@@ -289,12 +281,7 @@ def _type_name(annotation) -> str:
     text = text[len("Optional[") : -1] if text.startswith("Optional[") and text.endswith("]") else text
     text = text.removesuffix(" | None")  # an optional option: name the type a given value must have
     text = re.sub(r"^dict\[", "Dict[", text)  # the spelling of the messages from when the annotation was typing's
-    return {
-        "float": "a number (float)",
-        "int": "a whole number (int)",
-        "bool": "true or false (bool)",
-        "str": "text (str)",
-    }.get(text, text)
+    return Said(f"type_{text}") if text in ("float", "int", "bool", "str") else text
 
 
 def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mapping[str, Any] = ()) -> Config:
@@ -304,13 +291,13 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mappi
     extra = dict(overrides) if isinstance(overrides, Mapping) else parse_overrides(overrides)
     if path is not None:
         values = read_config_file(path)
-        sources = dict.fromkeys(values, f"in {path}")
+        sources = dict.fromkeys(values, Said("where_file", path=str(path)))
     v1 = read_v1_config(values, path, extra) if is_v1_config(values) else None  # LLaMA-Factory v1 (llamafactory_v1)
     if v1 is not None:
         values, sources, extra = dict(v1.options), v1.sources(), v1.overrides
     for key, value in extra.items():
         values[key] = value
-        sources[key] = "on the command line"
+        sources[key] = WHERE_COMMAND_LINE
     cfg = build_config(values, sources)
     if v1 is not None:
         attach(cfg, v1)

@@ -4,6 +4,10 @@ Every cross-field rule (``config/schema.py``, ``config/engines.py``, ``config/me
 rule functions in ``config/options/``) yields a :class:`Problem` naming its fields, so the web board shows each
 message next to those options without guessing them from the text. :class:`~tunekit.errors.ConfigError` carries
 the problems of a refused config as ``.problems``; its message is the problems' messages, one per line.
+
+A problem's message is a :class:`Said`: its English sentence (a ``str``, what the CLI prints and the logs keep)
+made from a key of :data:`tunekit.config.problem_texts.ENGLISH` and values, so that the web board says it again in
+another language from the key and the values (``webui/problems_zh.py``). :func:`problem` makes one.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from .messages import Keyed
+from .problem_texts import ENGLISH, JOINS
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 60
@@ -22,6 +29,14 @@ _REPR.maxlevel = 2
 def excerpt(value: Any) -> str:
     """A short, escaped rendering of a user value for messages (never the whole of a huge value)."""
     return _REPR.repr(value)
+
+
+class Said(Keyed):
+    """A problem's sentence: ``ENGLISH[key]`` filled with ``values`` (a ``str``, the English text)."""
+
+    ENGLISH = ENGLISH
+    JOINS = JOINS
+    WHERE = "tunekit.config.problem_texts.ENGLISH"
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,16 @@ class Problem:
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def key(self) -> str | None:
+        """The key of its message (None: a message made as plain text)."""
+        return getattr(self.message, "key", None)
+
+
+def problem(key: str, fields: tuple[str, ...] = (), /, **values: Any) -> Problem:
+    """``Problem(Said(key, **values), fields)``: the problem whose English is ``ENGLISH[key]`` filled in."""
+    return Problem(Said(key, **values), fields)
 
 
 def as_problem(item: Problem | str) -> Problem:

@@ -49,7 +49,7 @@ from .options.training import (
     schedule_problems,
     scheduler_kwargs_problems,
 )
-from .problems import Problem, ProblemsError, as_problem
+from .problems import Problem, ProblemsError, as_problem, problem
 from .stages import STAGES
 
 # Former names of options that configs users have still write (the loader reads them as the current name): Hugging
@@ -138,11 +138,7 @@ def run_problems(cfg: Config) -> Iterator[Problem]:
     """Rules of a training run that a config for ``tunekit plan``, ``data stats`` or ``chat`` does not need, so
     building a Config does not apply them: the board's validation (which starts runs) and the stages' trainers do."""
     if cfg.do_train and STAGES[cfg.stage].generation and not split_list(cfg.reward_funcs) and not cfg.reward_model:
-        yield Problem(
-            f"stage {cfg.stage} needs a reward: set reward_funcs (package.module:function) or reward_model "
-            f"(a folder saved by stage rm).",
-            ("reward_funcs", "reward_model", "stage"),
-        )
+        yield problem("stage_needs_reward", ("reward_funcs", "reward_model", "stage"), stage=cfg.stage)
 
 
 def _combination_problems(cfg: Config) -> Iterator[Problem]:
@@ -152,21 +148,14 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
     given = {k for k in cfg.model_fields_set if getattr(cfg, k) != type(cfg).model_fields[k].default}
     yield from schedule_problems(cfg)
     if cfg.bf16 and cfg.fp16:
-        yield Problem(
-            "bf16 and fp16 are both true: choose one mixed-precision mode (bf16 on Ampere or newer GPUs, else fp16).",
-            ("bf16", "fp16"),
-        )
+        yield problem("bf16_and_fp16", ("bf16", "fp16"))
     yield from method_problems(cfg, given)
     yield from export_problems(cfg)
     yield from evaluation_problems(cfg)
     if cfg.deepspeed and cfg.fsdp:
-        yield Problem("deepspeed and fsdp are both set: choose one distributed engine.", ("deepspeed", "fsdp"))
+        yield problem("deepspeed_and_fsdp", ("deepspeed", "fsdp"))
     if cfg.mask_history and cfg.train_on_prompt:
-        yield Problem(
-            "mask_history and train_on_prompt contradict each other: mask_history trains only the last answer, "
-            "train_on_prompt trains everything.",
-            ("mask_history", "train_on_prompt"),
-        )
+        yield problem("mask_history_train_on_prompt", ("mask_history", "train_on_prompt"))
     yield from checkpointing_problems(cfg, given)
     yield from kernel_problems(cfg)
     yield from moe_problems(cfg)  # moe_aux_loss_coef: sft and pt

@@ -62,11 +62,13 @@ TOKENIZATION_OPTIONS = (
     "train_on_prompt",
     "mask_history",
     "enable_thinking",
+    "preserve_thinking",
     "thought_loss_weight",
     "default_system",
     "tool_format",
     "empty_template_eos",
     "max_samples",
+    "dataset_sampling",
     "bad_records",
 )
 #: the media plugin's options that change the token counts or the media inputs (data/mm_plugins)

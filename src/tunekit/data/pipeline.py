@@ -33,7 +33,7 @@ from .processors.packing import pack_dataset
 from .processors.pt import announce_document_end
 from .readers import read_records
 from .report import DatasetReport
-from .sampling import apply_num_samples
+from .sampling import apply_draw, apply_num_samples, check_sampling_names
 from .split import split_sizes
 from .templates import get_template
 from .templates.tokenizer_fix import fix_tokenizer
@@ -65,8 +65,9 @@ def load_template(cfg: Config, tokenizer, stage: str | None = None):
 
 
 def check_thought_markers(cfg: Config, template) -> None:
-    """``thought_loss_weight`` below 1 needs a template that writes a reply's thought as its own block
-    (``spec.reasoning``: qwen3, qwen3_vl); any other template renders a thought, if at all, as ordinary reply text."""
+    """``thought_loss_weight`` below 1 and ``preserve_thinking`` need a template that writes a reply's thought as its
+    own block (``spec.reasoning``: qwen3, qwen3_vl); any other template renders a thought, if at all, as reply text."""
+    check_preserve_thinking(cfg, template)
     if (
         cfg.thought_loss_weight == 1
         or template is None
@@ -80,6 +81,16 @@ def check_thought_markers(cfg: Config, template) -> None:
     )
 
 
+def check_preserve_thinking(cfg: Config, template) -> None:
+    if not cfg.preserve_thinking or template is None or getattr(getattr(template, "spec", None), "reasoning", True):
+        return  # template: jinja (no spec) passes preserve_thinking to the tokenizer's chat_template
+    raise ConfigError(
+        f"preserve_thinking needs a reasoning template with thought markers (qwen3, qwen3_vl), but template is "
+        f"{cfg.template}: it drops no thought from earlier replies; use template: qwen3 (or qwen3_vl) for a reasoning "
+        "model, or remove preserve_thinking."
+    )
+
+
 def make_context(cfg: Config, tokenizer, template) -> ProcessContext:
     check_thought_markers(cfg, template)
     return ProcessContext(
@@ -89,6 +100,7 @@ def make_context(cfg: Config, tokenizer, template) -> ProcessContext:
         train_on_prompt=cfg.train_on_prompt,
         mask_history=cfg.mask_history,
         enable_thinking=cfg.enable_thinking,
+        preserve_thinking=cfg.preserve_thinking,
         thought_weight=cfg.thought_loss_weight,
         default_system=cfg.default_system,
         packing=cfg.use_packing,
@@ -99,6 +111,7 @@ def make_context(cfg: Config, tokenizer, template) -> ProcessContext:
 
 def prepare_datasets(cfg: Config, tokenizer, stage: str | None = None) -> PreparedData:
     stage = stage or cfg.stage
+    check_sampling_names(cfg.dataset_sampling, cfg.dataset_names or [], cfg.eval_dataset_names or [])
     reuse = cfg.tokenized_path and Path(cfg.tokenized_path, tokenized_cache.META).is_file() and not cfg.overwrite_cache
     if (
         not reuse and not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names)
@@ -209,7 +222,8 @@ def _mix(parts, cfg: Config):
 
 def _fingerprint(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str) -> str:
     template_sig = ctx.template.chat_template_jinja() if hasattr(ctx.template, "chat_template_jinja") else None
-    sampling = {"num_samples_seed": cfg.seed} if attr.num_samples else {}  # the records num_samples picks
+    drawn = attr.num_samples or (cfg.dataset_sampling or {}).get(attr.name)
+    sampling = {"num_samples_seed": cfg.seed} if drawn else {}  # the records num_samples / dataset_sampling pick
     return fingerprint(
         {
             **sampling,
@@ -247,6 +261,8 @@ def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
     report = DatasetReport(name=attr.name)
     raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
     raws, report.sampled = apply_num_samples(raws, attr.name, attr.num_samples, cfg.seed)  # before max_samples
+    raws, drawn = apply_draw(raws, attr.name, (cfg.dataset_sampling or {}).get(attr.name), cfg.seed)  # v1 size/weight
+    report.sampled = "; ".join(note for note in (report.sampled, drawn) if note) or None
     if cfg.max_samples:
         raws = raws[: cfg.max_samples]
     report.records = len(raws)

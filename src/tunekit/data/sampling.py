@@ -1,4 +1,5 @@
-"""``num_samples`` of a dataset_info.json entry: how many records of that dataset a run reads, as in LLaMA-Factory.
+"""How many records of each dataset a run reads: ``num_samples`` of a dataset_info.json entry, as in LLaMA-Factory,
+and ``dataset_sampling`` (LLaMA-Factory v1's dataset-list ``size`` / ``weight``, below).
 
 The records are put in a random order drawn from the run's ``seed`` and the first ``num_samples`` kept, so a run
 (and its resume) reads the same records; a ``num_samples`` above the dataset's size keeps every record once and
@@ -9,7 +10,10 @@ splits the training data.
 
 from __future__ import annotations
 
+import zlib
 from typing import TypeVar
+
+from ..errors import ConfigError
 
 T = TypeVar("T")
 
@@ -40,3 +44,58 @@ def apply_num_samples(records: list[T], name: str, num_samples: int | None, seed
         return records, None
     picked = [records[i] for i in sample_indexes(len(records), num_samples, seed)]
     return picked, sampling_note(name, len(records), num_samples)
+
+
+# ---------------------------------------------------------------- dataset_sampling (LLaMA-Factory v1 size / weight)
+
+
+def draw_indexes(size: int, draw: dict[str, float], name: str, seed: int) -> list[int]:
+    """The record indexes ``dataset_sampling``'s ``{size, weight}`` draw from a dataset of ``size`` records, as
+    LLaMA-Factory v1's ``adjust_data_index`` draws them: ``size`` draws that many at random with replacement, then
+    ``weight`` draws ``int(count x weight)`` at random with replacement from those. The random stream is the run's
+    ``seed`` with the dataset's name (its CRC-32), so each dataset draws on its own and a run (and its resume) draws
+    the same indexes."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+    picked = np.arange(size)
+    if draw.get("size") is not None:
+        picked = picked[rng.integers(0, len(picked), int(draw["size"]))]
+    if draw.get("weight") is not None:
+        picked = picked[rng.integers(0, len(picked), int(len(picked) * draw["weight"]))]
+    return [int(i) for i in picked]
+
+
+def draw_note(name: str, size: int, draw: dict[str, float], picked: list[int]) -> str:
+    """The line the run prints and ``preprocessing_report.json`` keeps for a dataset ``dataset_sampling`` drew from."""
+    given = ", ".join(
+        f"size {int(value)}" if key == "size" else f"weight {value:g}"
+        for key, value in sorted(draw.items(), key=lambda item: item[0] != "size")
+        if value is not None
+    )
+    distinct = len(set(picked))
+    return (
+        f"dataset {name}: drew {len(picked)} samples from {size} records at random with replacement (dataset_sampling "
+        f"{given}): {distinct} distinct records, {len(picked) - distinct} repeats, {size - distinct} records not drawn"
+    )
+
+
+def apply_draw(records: list[T], name: str, draw: dict[str, float] | None, seed: int) -> tuple[list[T], str | None]:
+    """``(the records dataset_sampling draws, the note saying so)``; all records and no note without a draw."""
+    if not draw:
+        return records, None
+    if not records:
+        return records, f"dataset {name}: no records to draw from (dataset_sampling)"
+    picked = draw_indexes(len(records), draw, name, seed)
+    return [records[i] for i in picked], draw_note(name, len(records), draw, picked)
+
+
+def check_sampling_names(sampling: dict[str, dict] | None, datasets: list[str], eval_datasets: list[str]) -> None:
+    """Every name ``dataset_sampling`` gives is a dataset of the run: a name that is not would be ignored."""
+    unknown = [name for name in sampling or {} if name not in datasets and name not in eval_datasets]
+    if unknown:
+        names = ", ".join(datasets + [n for n in eval_datasets if n not in datasets]) or "none"
+        raise ConfigError(
+            f"dataset_sampling names {', '.join(unknown)}, which is not a dataset of this run (dataset / "
+            f"eval_dataset: {names}); name each dataset as dataset or eval_dataset writes it, or remove its entry."
+        )

@@ -314,10 +314,11 @@ class ChatEngine:
         """
         system = system or self.cfg.default_system or None
         args = (list(messages), system, tools or None, self.cfg.enable_thinking)
+        keep = {"preserve_thinking": self.cfg.preserve_thinking}  # earlier replies' thoughts, as in training
         with self.encode_lock:
             if not parse_special_tokens:
-                return encode_untrusted(self.template, self.tokenizer, *args)
-            text = self.template.render_prompt(plain_messages(args[0]), *args[1:])
+                return encode_untrusted(self.template, self.tokenizer, *args, **keep)
+            text = self.template.render_prompt(plain_messages(args[0]), *args[1:], **keep)
             return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @property

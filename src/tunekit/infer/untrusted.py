@@ -51,12 +51,18 @@ def first_special(text: str, specials: Sequence[str]) -> str | None:
 
 
 def encode_untrusted(
-    template: Any, tokenizer: Any, messages: list[dict], system: str | None, tools: Any, enable_thinking: bool
+    template: Any,
+    tokenizer: Any,
+    messages: list[dict],
+    system: str | None,
+    tools: Any,
+    enable_thinking: bool,
+    preserve_thinking: bool = False,
 ) -> list[int]:
     """Prompt ids of ``template.render_prompt(...)`` where no text from ``messages``/``system`` is a control token."""
     pieces = [_pieces(m) for m in messages]
     messages = plain_messages(messages)
-    plain = template.render_prompt(messages, system, tools, enable_thinking)
+    plain = template.render_prompt(messages, system, tools, enable_thinking, preserve_thinking=preserve_thinking)
     specials = special_strings(tokenizer)
     if tools:
         import json
@@ -92,7 +98,9 @@ def encode_untrusted(
         wrapped[i]["content"] = "".join(
             wrap(p) if not isinstance(p, Trusted) and first_special(p, specials) else p for p in pieces[i]
         )
-    text = template.render_prompt(wrapped, wrap(system) if system_hit else system, tools, enable_thinking)
+    text = template.render_prompt(
+        wrapped, wrap(system) if system_hit else system, tools, enable_thinking, preserve_thinking=preserve_thinking
+    )
     pattern = re.compile(re.escape(open_) + "(.*?)" + re.escape(close), re.DOTALL)
     if (
         pattern.sub(lambda m: m.group(1), text) != plain

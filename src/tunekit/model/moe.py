@@ -4,6 +4,8 @@ Structure, read off the model (transformers 5): a sparse-MoE block is a module w
 children but the shared expert (``gate``, Qwen2-MoE's ``shared_expert_gate``, gpt-oss's ``router``) route tokens.
 Qwen3-MoE, Qwen2-MoE and Mixtral keep each layer's experts as two fused 3-D parameters, ``experts.gate_up_proj``
 (experts x 2 x width x hidden) and ``experts.down_proj`` (experts x hidden x width), not as ``nn.Linear`` modules.
+A model loaded under DeepSpeed ZeRO-3 holds each parameter partitioned (shape ``(0,)``): its full shape is read from
+``ds_shape``, so the experts are found (and adapted) there as in one process.
 
 LoRA (:func:`lora_moe_targets`): ``lora_target: all`` adapts every linear layer but the LM head and the routers
 (attention, a shared expert, dense MLP layers) and the fused expert weights through PEFT's ``target_parameters``
@@ -11,7 +13,11 @@ LoRA (:func:`lora_moe_targets`): ``lora_target: all`` adapts every linear layer 
 (``gate_up_proj``, ``down_proj``) or ``experts`` (both). The routers are never adapted and stay frozen: naming one is
 refused. LLaMA-Factory's ``all`` (every module whose class name says Linear) reaches neither the fused experts nor
 the routers (not ``nn.Linear`` in transformers 5), but adapts Qwen2-MoE's ``shared_expert_gate``, a router kept
-frozen here.
+frozen here. Where PEFT (for adapters trained on transformers 4) rewrites linear-layer names to the fused experts of
+a model type (DeepSeek-V2/V3: ``gate_proj`` / ``up_proj`` / ``down_proj`` become ``gate_up_proj`` / ``down_proj``,
+with the rank doubled; :func:`peft_remapped_linears`), the linear layers of those names (the dense first layers'
+MLP, the shared experts) are left out of ``all`` and refused by name: PEFT would move their adapters onto the
+experts, in training and again when plain peft loads the adapter.
 
 ``moe_aux_loss_coef`` (LLaMA-Factory's option, :func:`configure_moe`): the model's config gets
 ``output_router_logits: true`` and ``router_aux_loss_coef``, so transformers computes the load-balancing loss of the
@@ -94,8 +100,9 @@ def moe_layout(model) -> MoeLayout | None:
         blocks.append(name)
         routers += [f"{name}.{child}" for child in children if child not in _SHARED]
         for pname, param in children["experts"].named_parameters():
-            if param.dim() == 3 and "lora_" not in pname:
-                fused[f"{name}.experts.{pname.replace('base_layer.', '')}"] = tuple(param.shape)
+            shape = tuple(getattr(param, "ds_shape", None) or param.shape)  # ZeRO-3 partitions: shape (0,)
+            if len(shape) == 3 and "lora_" not in pname:
+                fused[f"{name}.experts.{pname.replace('base_layer.', '')}"] = shape
     return MoeLayout(experts, experts_per_token(base.config), tuple(blocks), tuple(routers), fused)
 
 
@@ -103,6 +110,21 @@ def _peft_supports_parameters() -> bool:
     from peft import LoraConfig
 
     return "target_parameters" in {f.name for f in dataclasses.fields(LoraConfig)}
+
+
+def peft_remapped_linears(model) -> list[str]:
+    """The linear-layer names of ``model`` that PEFT, on transformers 5, rewrites to the fused experts for its model
+    type (its compatibility with adapters of transformers 4's per-expert layers); [] where it rewrites none."""
+    try:
+        from peft.utils import transformers_weight_conversion as conversion
+    except ImportError:  # a peft without the rewrite
+        return []
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    family = getattr(conversion, "_MODEL_TO_CONVERSION_PATTERN", {}).get(getattr(base.config, "model_type", None))
+    if family not in getattr(conversion, "_MOE_FUSED_TARGETS", {}):
+        return []
+    names = set(getattr(conversion, "_MOE_TARGET_MODULE_MAPPING", {}).get(family, {}))
+    return sorted({n.split(".")[-1] for n, m in base.named_modules() if is_linear(m)} & names)
 
 
 def lora_moe_targets(model, cfg: Config) -> tuple[list[str], list[str]] | None:
@@ -116,11 +138,12 @@ def lora_moe_targets(model, cfg: Config) -> tuple[list[str], list[str]] | None:
     linear_names = sorted({n.split(".")[-1] for n in linears})
     router_names = sorted({n.split(".")[-1] for n in layout.routers} - set(linear_names))
     fused_names = sorted({n.split(".")[-1] for n in layout.fused})
-    requested = str(cfg.lora_target).strip()
+    requested, remapped = str(cfg.lora_target).strip(), peft_remapped_linears(model)
     if requested == "all":
-        modules, wanted = linear_names, {"experts"}
+        modules, wanted = [n for n in linear_names if n not in remapped], {"experts"}
     else:
         words = split_list(requested)
+        _refuse_remapped([w for w in words if w in remapped and w not in fused_names], model, fused_names)
         routers = [w for w in words if w in router_names]
         if routers:
             raise ConfigError(
@@ -135,13 +158,24 @@ def lora_moe_targets(model, cfg: Config) -> tuple[list[str], list[str]] | None:
                 f"model; available: {', '.join(linear_names)}; the experts' fused weights: "
                 f"{', '.join(fused_names) or 'none'} (or experts for both, or lora_target: all)."
             )
-        modules, wanted = [w for w in words if w in linear_names], set(words)
+        modules, wanted = [w for w in words if w in linear_names and w not in remapped], set(words)
     if {n.split(".")[-1] for n in layout.routers} & set(modules):  # a router shares a name: full names, not it
         modules = [n for n in linears if n.split(".")[-1] in modules]
     parameters = [p for p in layout.fused_targets if "experts" in wanted or p.split(".")[-1] in wanted]
     if parameters:
         _check_parameter_lora(cfg, parameters)
     return modules, parameters
+
+
+def _refuse_remapped(names: list[str], model, fused_names: list[str]) -> None:
+    if names:
+        kind = _text_config(model.config).model_type
+        raise ConfigError(
+            f"lora_target names {', '.join(names)}: for a {kind} model PEFT reads these names as the experts' fused "
+            f"weights (its compatibility with transformers 4 adapters), so LoRA cannot adapt the linear layers of "
+            f"that name (the dense layers' MLP, the shared experts); name the fused weights "
+            f"({', '.join(fused_names)}) or experts instead, or use lora_target: all."
+        )
 
 
 def _check_parameter_lora(cfg: Config, parameters: list[str]) -> None:
@@ -270,6 +304,11 @@ def moe_start_lines(model, cfg: Config) -> list[str]:
         experts = f"the experts' fused weights {params} (PEFT target_parameters)" if params else "no expert weight"
         on = f"{modules} and {experts}" if modules else experts
         lines.append(f"LoRA on {on}; the routers ({routers}) stay frozen")
+        if remapped := peft_remapped_linears(model):
+            lines.append(
+                f"the linear layers named {', '.join(remapped)} (dense layers' MLP, shared experts) stay frozen: PEFT "
+                f"reads those names as the fused experts of a {_text_config(model.config).model_type} model"
+            )
     elif peft is not None and cfg.finetuning_type == "oft":
         lines.append(f"OFT on the linear layers only; the fused experts and the routers ({routers}) stay frozen")
     coef = getattr(cfg, "moe_aux_loss_coef", None)

@@ -17,7 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .architectures import ModelShape
+from .moe_activations import (
+    adapted_expert_paths,
+    block_input_grad,
+    routed_backward_transient,
+    routed_saved_const,
+    routed_saved_per_token,
+)
 from .params import ParamCounts, lm_frozen
+from .prefix_activations import prefix_saved_bytes
 from .training_setup import Setup
 
 ATTN_OUT = ("o_proj", "dense", "out_proj", "wo")
@@ -70,9 +78,11 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
     rd = stream_bytes(setup, shape)
     la = 4  # PEFT keeps adapters in fp32 (autocast_adapter_dtype)
     r = setup.lora_rank
-    padded = setup.padded if padded is None else padded
+    padded = (setup.padded if padded is None else padded) or setup.prompt[:1] == ("ptuning",)  # a prefix: masked
     if not kind.input_requires_grad and not kind.trainable and not kind.adapted:
         return 0.0  # below every trainable layer: no gradient flows here
+    if shape.moe is not None and not block_input_grad(shape, kind):  # LoRA on the experts alone, the lowest layer:
+        return routed_saved_per_token(shape, setup, kind, rd, False)  # no gradient before its sparse block
     total = 0.0
     # RMSNorms: an fp32 copy of the input (the input itself when fp32) and rstd; the normalized value when the
     # weight trains
@@ -128,12 +138,43 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
         if kind.norms_trainable:
             total += c * (q + kv)
     total += consumers(q, c, attn_out, True)
+    if shape.moe is not None and not shape.moe.dense_first:  # layer 0's MLP Linears are a shared expert's
+        return total + moe_mlp_saved(shape, setup, kind, mlp_in, mlp_out, norm_out, norm_rc, consumers)
     # gated MLP: act(gate) input, act output and up output
     gated = len(mlp_in) >= 2 or any(lin.out_features == 2 * inter for lin in shape.linears if lin.path in mlp_in)
-    total += (2 if mlp_rc else 3 if gated else 1) * c * inter  # elementwise_recompute: act(gate) is a recipe
-    total += consumers(h, norm_out, mlp_in, norm_rc)
-    total += consumers(inter, c, mlp_out, mlp_rc)  # ... and so is act(gate) * up
-    return total
+    mlp = (2 if mlp_rc else 3 if gated else 1) * c * inter  # elementwise_recompute: act(gate) is a recipe
+    mlp += consumers(h, norm_out, mlp_in, norm_rc)
+    mlp += consumers(inter, c, mlp_out, mlp_rc)  # ... and so is act(gate) * up
+    if shape.moe is not None:  # dense lowest layers (DeepSeek): layer 0's MLP for the dense share, experts elsewhere
+        return total + dense_first_mlp(shape, setup, kind, mlp, norm_out)
+    return total + mlp
+
+
+def moe_mlp_saved(shape: ModelShape, setup: Setup, kind: LayerKind, mlp_in, mlp_out, norm_out, norm_rc, consumers):
+    """A sparse block per token: a shared expert (Qwen2-MoE: a gated MLP of its own width, whose output its sigmoid
+    gate scales, ``c h + c``) with its Linears' inputs, then the router and routed experts (``plan/moe_activations``).
+    ``elementwise_recompute`` does not reach an MoE block's MLP (it has no gate/up/down Linears of its own)."""
+    c, h = setup.compute_bytes, shape.hidden
+    width = sum(lin.in_features for lin in shape.linears if lin.path in mlp_out)
+    total = 3 * c * width + consumers(h, norm_out, mlp_in, norm_rc) + consumers(width, c, mlp_out, False)
+    if any(lin.name == "shared_expert_gate" for lin in shape.linears):
+        total += c * h + c
+    shared_norm = norm_rc or (bool(mlp_in) and bool(kind.trainable) and not (setup.autocast and norm_out != c))
+    return total + routed_saved_per_token(shape, setup, kind, norm_out, shared_norm)
+
+
+def dense_first_mlp(shape: ModelShape, setup: Setup, kind: LayerKind, dense: float, norm_out: int) -> float:
+    """A model whose lowest layers are dense (DeepSeek's ``first_k_dense_replace``): ``dense``, layer 0's MLP, for
+    the dense share of the layers; in the sparse ones the shared experts (a gated MLP of ``shared_width``, with an
+    autocast copy of each Linear's input when they train or are adapted) and the routed ones. Not measured: no tiny
+    model of such a family is built (tunekit.tiny)."""
+    moe, c, h = shape.moe, setup.compute_bytes, shape.hidden
+    sparse = moe.sparse_layers / max(1, shape.layers)
+    shared = 3 * c * moe.shared_width
+    if moe.shared_width and (kind.trainable or kind.adapted) and setup.autocast:
+        shared += c * (2 * h + moe.shared_width)
+    routed = routed_saved_per_token(shape, setup, kind, norm_out, False)  # already counted for the sparse share
+    return (1 - sparse) * dense + sparse * shared + routed
 
 
 def recomputed_parts(shape: ModelShape, setup: Setup) -> tuple[bool, bool]:
@@ -148,11 +189,13 @@ def recomputed_parts(shape: ModelShape, setup: Setup) -> tuple[bool, bool]:
 
 
 def layer_saved_const(shape: ModelShape, setup: Setup, kind: LayerKind) -> float:
-    """Bytes per layer that do not scale with tokens: autocast's 16-bit copies of fp32 weights."""
+    """Bytes per layer that do not scale with tokens: autocast's 16-bit copies of fp32 weights; a sparse layer's
+    adapted fused experts (``plan/moe_activations.py``)."""
+    moe = routed_saved_const(shape, setup, kind)
     if not setup.autocast:
-        return 0.0
+        return moe
     c = setup.compute_bytes
-    total = 0.0
+    total = moe
     for lin in shape.linears:
         if lin.path in kind.trainable and setup.trainable_bytes != c:
             total += c * lin.params
@@ -213,7 +256,7 @@ def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[La
     if setup.finetuning_type in ("ptuning", "prompt"):  # no weight trains; the gradient reaches every layer's input
         return [LayerKind(frozenset(), frozenset(), False) for _ in range(shape.layers)]
     if setup.finetuning_type == "lora":
-        adapted = frozenset(counts.adapted_per_layer)
+        adapted = frozenset(counts.adapted_per_layer) | adapted_expert_paths(shape, setup)  # + fused experts
         first = LayerKind(frozenset(), adapted, False, input_requires_grad=setup.grad_ckpt or counts.media_grad)
         return [first] + [LayerKind(frozenset(), adapted, False) for _ in range(shape.layers - 1)]
     ids = set(counts.trainable_layer_ids)
@@ -257,6 +300,7 @@ def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bo
             layer_saved_per_token(shape, setup, k, padded) * T + layer_saved_const(shape, setup, k) for k in kinds[ck:]
         )
         layers += 2 * rd_last * shape.head_dim * T
+        layers += prefix_saved_bytes(shape, setup, shape.layers - ck)  # a ptuning prefix's keys, values, mask, encoder
     head = head_saved_per_token(shape, setup, counts, lm_tr, norm_tr, emb_tr, rd_last) * T
     if lm_tr and chunked_head(shape, setup):
         head += 4 * shape.hidden * shape.vocab  # the chunked head's fp32 d W, computed in the forward pass
@@ -290,8 +334,8 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     base = saved["layers"]
     ck = checkpointed_layers(shape, setup)
     phases = []
-    if ck < shape.layers:  # back-propagating a layer that kept its activations
-        phases.append(NOGC_BACKWARD_EXTRA * a_layer * T)
+    if ck < shape.layers:  # back-propagating a layer that kept its activations (+ an adapted fused expert's gradient)
+        phases.append(NOGC_BACKWARD_EXTRA * a_layer * T + routed_backward_transient(shape, setup, typical))
     if ck:  # recomputing one of the lowest ck layers: the layers above have freed theirs by then
         above = base - stream_bytes(setup, shape) * h * T * ck
         phases.append(RECOMPUTE_PEAK_FACTOR * (a_layer * T + layer_saved_const(shape, setup, typical)) - above)

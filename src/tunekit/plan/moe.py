@@ -16,9 +16,10 @@ pair ``A: in -> r E``, ``B: r E -> out``: ``r E (in + out)`` parameters in two t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from ..model.moe import in_layer, moe_layout
+from ..model.moe import in_layer, moe_layout, peft_remapped_linears
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class MoeCounts:
     routers: int  # the routers' parameters (gate, shared_expert_gate, ...)
     fused: tuple[Fused, ...] = ()  # the fused expert weights of one sparse layer
     router_paths: tuple[str, ...] = ()  # the routers inside a decoder layer ("mlp.gate"): never adapted
+    unadapted: tuple[str, ...] = ()  # linear layers LoRA leaves out: PEFT reads their names as the experts (DeepSeek)
+    normalized: bool = True  # the top-k routing weights are renormalised (norm_topk_prob; Mixtral always)
+    fp32_scores: bool = False  # the routing weights stay fp32 (Mixtral), else the router logits' dtype
+    shared_width: int = 0  # a sparse block's shared expert(s): their down projections' input width (0: none)
+    dense_first: bool = False  # the first decoder layer is dense (DeepSeek's first_k_dense_replace)
 
     @property
     def active(self) -> int:
@@ -96,7 +102,53 @@ def moe_counts(model, total: int, within: tuple[str, ...] | None = None) -> MoeC
         routers=size([r for r in layout.routers if any(r.startswith(b + ".") for b in blocks)]),
         fused=fused,
         router_paths=tuple(layout.router_paths),
+        unadapted=_unadapted(model),
+        **_routing(model, [r for r in layout.routers if r.startswith(first + ".")]),
+        **_shared(model, first, layout.routers),
     )
+
+
+def _shared(model, first: str, routers) -> dict:
+    """``shared_width`` (the input width of the down projections of the first sparse block's shared experts: the
+    ``nn.Linear`` modules beside its experts and routers) and ``dense_first`` (that block is not in layer 0)."""
+    import torch
+
+    block = model.get_submodule(first)
+    width = sum(
+        m.in_features
+        for n, m in block.named_modules()
+        if isinstance(m, torch.nn.Linear)
+        and n.split(".")[-1] == "down_proj"
+        and not n.startswith("experts")
+        and not any(f"{first}.{n}".startswith(r) for r in routers)
+    )
+    index = re.search(r"\.(\d+)\.", first + ".")
+    return {"shared_width": width, "dense_first": bool(index) and int(index.group(1)) > 0}
+
+
+def _unadapted(model) -> tuple[str, ...]:
+    """The linear layers inside a decoder layer that ``model/moe.py`` keeps out of LoRA (``peft_remapped_linears``)."""
+    names = set(peft_remapped_linears(model))
+    return tuple(sorted({in_layer(n) for n, _ in model.named_modules() if n.split(".")[-1] in names}))
+
+
+def _routing(model, routers: list[str]) -> dict[str, bool]:
+    """How the top-k router of a sparse block hands over its weights (``MoeCounts.normalized`` / ``fp32_scores``):
+    the router's own ``norm_topk_prob`` (a router without it, Mixtral's, always renormalises), and the dtype of the
+    weights it returns for 16-bit input, read by running it on two rows where its weight is (the planner's meta device:
+    no memory, no compute)."""
+    import torch
+
+    router = next((model.get_submodule(r) for r in routers if hasattr(model.get_submodule(r), "top_k")), None)
+    if router is None:
+        return {}
+    weight = next(router.parameters(), None)
+    try:
+        out = router(torch.zeros(2, weight.shape[-1], device=weight.device, dtype=weight.dtype))
+        fp32 = weight.dtype != torch.float32 and isinstance(out, tuple) and out[1].dtype == torch.float32
+    except (RuntimeError, TypeError, NotImplementedError, AttributeError, IndexError):
+        fp32 = False
+    return {"normalized": bool(getattr(router, "norm_topk_prob", True)), "fp32_scores": fp32}
 
 
 def _billions(n: int) -> str:
@@ -112,12 +164,18 @@ def moe_line(moe: dict) -> str:
     )
 
 
+def adapted_fused(moe: MoeCounts, targets: tuple[str, ...] | None) -> tuple[Fused, ...]:
+    """The fused expert weights of a sparse layer that ``lora_target`` reaches (``targets`` None = all; ``experts`` =
+    every fused weight; else by last name)."""
+    return tuple(f for f in moe.fused if targets is None or "experts" in targets or f.name in targets)
+
+
 def expert_lora(moe: MoeCounts | None, targets: tuple[str, ...] | None, rank: int) -> tuple[int, int, int]:
     """``(parameters per sparse layer, tensors per sparse layer, largest tensor)`` of LoRA on the fused experts that
     ``lora_target`` reaches (``targets`` None = all; ``experts`` = every fused weight; else by last name)."""
     if moe is None:
         return 0, 0, 0
-    hit = [f for f in moe.fused if targets is None or "experts" in targets or f.name in targets]
+    hit = adapted_fused(moe, targets)
     params = sum(f.lora_params(rank) for f in hit)
     largest = max((rank * f.experts * max(f.in_features, f.out_features) for f in hit), default=0)
     return params, 2 * len(hit), largest

@@ -6,6 +6,7 @@ and the values with its own template, never by reading the English back (the web
 the ``plan_<key>`` entries of ``webui/i18n.py``; ``tests/webui/test_plan_panel_notes.py`` holds every key here to a
 Chinese template with the same placeholders).
 
+The machinery (rendering, values, joins) is :mod:`tunekit.config.messages`, shared with the config's problems.
 A value is a number (shown with the template's format spec), a name or a path (a ``str``, shown as it is), ``None``
 (an optional tail left out: shown as nothing), another note (a part that varies in words: a device, a reason, where a
 row length comes from) or a tuple of those, joined the way :data:`JOINS` says for that placeholder.
@@ -15,10 +16,9 @@ row length comes from) or a tuple of those, joined the way :data:`JOINS` says fo
 
 from __future__ import annotations
 
-import numbers
-import string
-from collections.abc import Callable, Mapping
-from typing import Any
+from tunekit.config.messages import Keyed, placeholders, render
+
+__all__ = ["ENGLISH", "JOINS", "Note", "placeholders", "render"]
 
 # key → the English template. Keys of whole notes start with ``note_``; the others are the parts notes are made of.
 ENGLISH: dict[str, str] = {
@@ -75,8 +75,9 @@ ENGLISH: dict[str, str] = {
     "keeps resident; host/heap.py trims them, docs/memory-model.md section 3.8).",
     "note_cpu_share": "on the CPU: fragmentation is {share:.0%} of the token-dependent memory (freed tensors stay in "
     "glibc's heap: resident memory, measured, docs/memory-model.md section 3.7).",
-    "note_moe": "{model} is a mixture-of-experts model: expert routing is not modelled, activations are a rough "
-    "estimate.",
+    "note_moe": "{model} is a mixture-of-experts model: the router, the routed rows and LoRA's adapted expert "
+    "weights are planned for transformers' grouped_mm experts (docs/memory-model.md 3.1); the aux-loss router logits "
+    "and multi-head latent attention are not.",
     "note_ref_model": "stage {stage}: a frozen reference model is held (counted in base_weights at this model's size; "
     "with LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it before "
     "training).",
@@ -95,69 +96,12 @@ ENGLISH: dict[str, str] = {
 JOINS: dict[str, str] = {"reasons": "; ", "parts": " + "}
 
 
-def placeholders(template: str) -> set[tuple[str, str]]:
-    """``{(name, format spec)}`` of a template: what a translation of it must take."""
-    return {(name, spec or "") for _text, name, spec, _conv in string.Formatter().parse(template) if name is not None}
-
-
-def render(note: Mapping[str, Any], template: Callable[[str], str], join: Callable[[str], str]) -> str:
-    """A note in its JSON form (:meth:`Note.to_json`) said with ``template(key)`` and ``join(placeholder)``."""
-    values = {name: _said(name, value, template, join) for name, value in note["values"].items()}
-    return template(note["key"]).format(**values)
-
-
-def _said(name: str, value: Any, template: Callable[[str], str], join: Callable[[str], str]) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, Mapping):
-        return render(value, template, join)
-    if isinstance(value, list):
-        return join(name).join(str(_said(name, item, template, join)) for item in value)
-    return value
-
-
-def _json(value: Any) -> Any:
-    """A value as plain JSON: a note as its key and values, a tuple as a list, a NumPy number as a Python one."""
-    if isinstance(value, Note):
-        return value.to_json()
-    if isinstance(value, (tuple, list)):
-        return [_json(item) for item in value]
-    if value is None or isinstance(value, (str, bool)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    raise TypeError(f"a note's value is a number, a str, None, a Note or a tuple of them, got {value!r}")
-
-
-class Note(str):
+class Note(Keyed):
     """One note of the planner: the English sentence made from :data:`ENGLISH` ``[key]`` and ``values``.
 
     ``Note("note_packing", samples=20, seqs=3, tokens=1024)`` is ``"packing: 20 samples make about 3 sequences of 1024
-    tokens."``; ``.key`` and ``.values`` keep what it was made of."""
+    tokens."``; ``.key`` and ``.values`` keep what it was made of (the machinery: :mod:`tunekit.config.messages`)."""
 
-    key: str
-    values: dict[str, Any]
-
-    def __new__(cls, key: str, **values: Any) -> Note:
-        if key not in ENGLISH:
-            raise KeyError(f"no English template for the note key {key!r} in tunekit.plan.notes.ENGLISH")
-        wanted = {name for name, _spec in placeholders(ENGLISH[key])}
-        if set(values) != wanted:
-            raise TypeError(f"note {key!r} takes the values {sorted(wanted)}, got {sorted(values)}")
-        data = {"key": key, "values": {name: _json(value) for name, value in values.items()}}
-        self = super().__new__(cls, render(data, ENGLISH.__getitem__, JOINS.__getitem__))
-        self.key, self.values = key, values
-        return self
-
-    def __reduce__(self):  # pickle and copy make it again from its key and values
-        return _remake, (self.key, self.values)
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"key": ..., "values": {...}}``: nested notes as the same, tuples as lists, numbers as given."""
-        return {"key": self.key, "values": {name: _json(value) for name, value in self.values.items()}}
-
-
-def _remake(key: str, values: dict[str, Any]) -> Note:
-    return Note(key, **values)
+    ENGLISH = ENGLISH
+    JOINS = JOINS
+    WHERE = "tunekit.plan.notes.ENGLISH"

@@ -41,7 +41,7 @@ class ParamCounts:
 def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
     """The adapted Linear modules of one layer; a mixture of experts' routers never (``model/moe.py``), its fused
     experts are counted by :func:`~tunekit.plan.moe.expert_lora`."""
-    routers = shape.moe.router_paths if shape.moe is not None else ()
+    routers = (*shape.moe.router_paths, *shape.moe.unadapted) if shape.moe is not None else ()  # model/moe.py
     linears = [lin for lin in shape.linears if lin.path not in routers]
     if setup.lora_targets is None:
         return tuple(lin.path for lin in linears)

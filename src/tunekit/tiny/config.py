@@ -40,7 +40,7 @@ def shrink_config(
     """Copy a config dict, keeping its structural flags and replacing every size by a tiny one."""
     if hidden_size % num_heads:
         raise ModelError(f"tiny-model: hidden_size {hidden_size} must be divisible by num_heads {num_heads}.")
-    kv = num_heads if num_kv_heads is None else num_kv_heads
+    kv = num_heads if num_kv_heads is None or base.get("kv_lora_rank") else num_kv_heads  # latent attention: all heads
     if kv < 1 or num_heads % kv:
         raise ModelError(f"tiny-model: num_heads {num_heads} must be a multiple of num_kv_heads {kv}.")
     cfg = {k: copy.deepcopy(v) for k, v in base.items() if k not in _DROP_KEYS}
@@ -65,6 +65,8 @@ def shrink_config(
         if isinstance(rope, dict) and rope.get("original_max_position_embeddings"):
             factor = float(rope.get("factor") or 1.0)
             rope["original_max_position_embeddings"] = max(int(cfg["max_position_embeddings"] / max(factor, 1.0)), 1)
+            if factor.is_integer():  # YaRN checks length = original x factor
+                cfg["max_position_embeddings"] = rope["original_max_position_embeddings"] * int(factor)
     if "query_pre_attn_scalar" in cfg:  # gemma2/3 scale attention by this (= head_dim in the real ones)
         cfg["query_pre_attn_scalar"] = head_dim
     if cfg.get("sliding_window"):
@@ -78,10 +80,16 @@ def shrink_config(
     for key in ("max_window_layers",):
         if key in cfg:
             cfg[key] = min(int(cfg[key]), num_layers)
-    # mixture of experts: few small experts
+    _shrink_latent_attention(cfg, hidden_size, head_dim)
+    # mixture of experts: few small experts (8 in 4 groups where the router picks groups first, DeepSeek)
+    grouped = int(cfg.get("n_group") or 1) > 1
     for key in ("num_experts", "num_local_experts", "n_routed_experts"):
         if cfg.get(key):
-            cfg[key] = min(int(cfg[key]), 4)
+            cfg[key] = min(int(cfg[key]), 8 if grouped else 4)
+    if grouped:
+        cfg["n_group"], cfg["topk_group"] = 4, min(int(cfg.get("topk_group") or 1), 2)
+    if cfg.get("first_k_dense_replace"):  # DeepSeek's leading dense layers: keep one sparse layer at least
+        cfg["first_k_dense_replace"] = max(min(int(cfg["first_k_dense_replace"]), num_layers - 1), 0)
     if cfg.get("num_experts_per_tok"):
         cfg["num_experts_per_tok"] = min(int(cfg["num_experts_per_tok"]), 2)
     for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):
@@ -90,6 +98,18 @@ def shrink_config(
     if isinstance(cfg.get("mlp_only_layers"), list):
         cfg["mlp_only_layers"] = [i for i in cfg["mlp_only_layers"] if i < num_layers]
     return cfg
+
+
+def _shrink_latent_attention(cfg: dict[str, Any], hidden_size: int, head_dim: int) -> None:
+    """DeepSeek's multi-head latent attention: the query and key/value compressions and the head widths, tiny, in the
+    published ratios (rotary part half the rest of a query/key head)."""
+    if not cfg.get("kv_lora_rank"):
+        return
+    cfg["kv_lora_rank"] = max(hidden_size // 4, 8)
+    if cfg.get("q_lora_rank"):
+        cfg["q_lora_rank"] = max(hidden_size // 2, 8)
+    rope = max(head_dim // 2, 2)
+    cfg.update(qk_nope_head_dim=head_dim, qk_rope_head_dim=rope, v_head_dim=head_dim, head_dim=rope)  # rotary width
 
 
 def make_config(values: dict[str, Any]):

@@ -68,6 +68,109 @@ MOE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
             "router_aux_loss_coef": 0.02,
         },
     ),
+    # DeepSeek-V3 / R1 (671B, 37B active): multi-head latent attention (q/kv compressed through q_a/q_b and
+    # kv_a/kv_b projections), first 3 layers dense, then 256 sigmoid-scored experts + 1 shared expert per layer,
+    # routed top-8 within the best 4 of 8 expert groups (group-limited routing, aux-loss-free bias)
+    "deepseek_v3": (
+        "deepseek_v3",
+        "qwen",
+        {
+            "tie_word_embeddings": False,
+            "rms_norm_eps": 1e-6,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "rope_theta": 10000.0,
+            "rope_scaling": {
+                "type": "yarn",
+                "factor": 40,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 32,
+                "beta_slow": 1,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "n_routed_experts": 256,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048,
+            "first_k_dense_replace": 3,
+            "n_group": 8,
+            "topk_group": 4,
+            "norm_topk_prob": True,
+            "routed_scaling_factor": 2.5,
+        },
+    ),
+    # DeepSeek-V2 (236B, 21B active): the same latent attention, first layer dense, 160 softmax-scored experts + 2
+    # shared experts, top-6 within the best 3 of 8 groups (topk_method group_limited_greedy)
+    "deepseek_v2": (
+        "deepseek_v2",
+        "qwen",
+        {
+            "tie_word_embeddings": False,
+            "rms_norm_eps": 1e-6,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "rope_theta": 10000.0,
+            "rope_scaling": {
+                "type": "yarn",
+                "factor": 40,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 32,
+                "beta_slow": 1,
+                "mscale": 0.707,
+                "mscale_all_dim": 0.707,
+            },
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "n_routed_experts": 160,
+            "n_shared_experts": 2,
+            "num_experts_per_tok": 6,
+            "moe_intermediate_size": 1536,
+            "first_k_dense_replace": 1,
+            "n_group": 8,
+            "topk_group": 3,
+            "topk_method": "group_limited_greedy",
+            "norm_topk_prob": False,
+            "routed_scaling_factor": 16.0,
+        },
+    ),
+    # gpt-oss-20b (21B, 3.6B active) / 120b: attention with biases and a learned sink logit per head, sliding-window
+    # (128) and full attention alternating, 32 experts top-4 of width intermediate_size; the experts are fused and
+    # transposed (gate_up_proj: experts x hidden x 2 width, interleaved gate/up) with biases; the router
+    # (mlp.router) has a bias too
+    "gpt_oss": (
+        "gpt_oss",
+        "qwen",
+        {
+            "tie_word_embeddings": False,
+            "rms_norm_eps": 1e-5,
+            "hidden_act": "silu",
+            "attention_bias": True,
+            "rope_theta": 150000.0,
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "factor": 32.0,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+            },
+            "sliding_window": 128,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "num_local_experts": 32,
+            "num_experts_per_tok": 4,
+            "router_aux_loss_coef": 0.9,
+            "swiglu_limit": 7.0,
+        },
+    ),
 }
 
 
@@ -79,7 +182,14 @@ def moe_summary(cfg: dict[str, Any]) -> str | None:
         return None
     width = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size")
     shared = cfg.get("shared_expert_intermediate_size")
+    extra = [f"shared expert width {shared}"] if shared else []
+    if cfg.get("n_shared_experts"):  # DeepSeek: n shared experts of the routed experts' width, as one MLP
+        extra.append(f"{cfg['n_shared_experts']} shared expert(s) of width {width}")
+    if int(cfg.get("n_group") or 1) > 1:
+        extra.append(f"routed within the best {cfg.get('topk_group')} of {cfg['n_group']} expert groups")
+    if cfg.get("first_k_dense_replace"):
+        extra.append(f"first {cfg['first_k_dense_replace']} layer(s) dense")
     return (
         f"  experts       {experts} per layer, top-{cfg.get('num_experts_per_tok')} router, expert width {width}"
-        + (f", shared expert width {shared}" if shared else "")
+        + ("".join(f", {e}" for e in extra))
     )

@@ -53,6 +53,10 @@ ALIASES: list[tuple[str, str]] = [
     (r"mistral|ministral", "mistral"),
     (r"mixtral(?![.\d])", "mixtral"),  # Mixtral-8x7B / 8x22B: a mixture of experts (tiny/moe.py)
     (r"llama(?!-?4)|yi-|deepseek-r1-distill-llama", "llama"),
+    # DeepSeek-V3 / V3.1 / R1 share one architecture (tiny/moe.py); V3.2's sparse attention and V2-Lite differ
+    (r"deepseek-?(v3(\.1)?|r1)(?![.\d]|-distill)", "deepseek_v3"),
+    (r"deepseek-?v2(?![.\d])", "deepseek_v2"),  # DeepSeek-V2 (and -Chat); V2.5 has its own config
+    (r"gpt-?oss(?![.\d])", "gpt_oss"),  # gpt-oss-20b / gpt-oss-120b
     (r"glm-?4-9b-chat", "glm"),  # glm-4-9b-chat(-hf): transformers' GlmForCausalLM port of its remote-code model
     (r"glm-?4(?![.\dvz])", "glm4"),  # GLM-4-9B-0414 / GLM-4-32B-0414 (Glm4ForCausalLM); not GLM-4.5, GLM-4V
 ]

@@ -98,7 +98,7 @@ class Board:
         by_field: dict[str, list[str]] = {}
         for option, message in problems:
             by_field.setdefault(option, []).append(message)
-        return Validation(None, "\n".join(m for _, m in problems), by_field)
+        return Validation(None, "\n".join(m for _, m in problems), by_field, [m for _, m in problems])
 
     def tab_specs(self, tab: str) -> list[FieldSpec]:
         return [s for s in self.specs if tab_of(s) == tab]

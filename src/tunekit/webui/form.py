@@ -203,7 +203,7 @@ class FormView:
                 props["value"] = values[spec.name]
             touch = flagged is None or spec.name in now or spec.name in flagged
             if check is not None and touch:
-                errors = check.by_field.get(spec.name)
+                errors = check.field_text(spec.name, lang or "en")  # said in the page's language
                 if errors:
                     props["info"] = _named(spec, "⚠ " + " ".join(errors))
                     props["elem_classes"] = ["tk-invalid"]

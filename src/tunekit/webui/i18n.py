@@ -340,7 +340,11 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "在 CPU 上：内存碎片按随 token 数增长的内存的 {share:.0%} 计"
         "（已释放的张量留在 `glibc` 堆中，仍占常驻内存，为实测值，见 docs/memory-model.md 第 3.7 节）。",
     },
-    "plan_note_moe": {"zh": "{model} 是混合专家模型：未对专家路由建模，激活值只是粗略估计。"},
+    "plan_note_moe": {
+        "zh": "{model} 是混合专家模型：路由器、路由后的 token 行以及 LoRA 适配后的专家权重按 transformers 的 "
+        "grouped_mm 专家实现估算（docs/memory-model.md 3.1）；辅助损失保留的路由 logits 和多头潜在注意力"
+        "（MLA）未计入。"
+    },
     "plan_note_ref_model": {
         "zh": "{stage} 阶段：需保留一个冻结的参考模型（按本模型大小计入 base_weights；"
         "使用 LoRA 时由去掉适配器的策略模型充当，无需副本；precompute_ref_log_probs 会在训练前释放它）。",

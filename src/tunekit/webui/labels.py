@@ -65,6 +65,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "resize_vocab": ("Resize token embeddings", "更改词表大小"),
     "use_llama_pro": ("Enable LLaMA Pro", "使用 LLaMA Pro"),
     "enable_thinking": ("Enable thinking", "启用思考模式"),
+    "preserve_thinking": ("Keep earlier thoughts", "保留历史思考"),
     "thought_loss_weight": ("Thought loss weight", "思考部分的损失权重"),
     "report_to": ("External loggers", "外部记录面板"),
     "plot_loss": ("Plot the loss", "绘制损失曲线"),
@@ -143,6 +144,7 @@ LABELS: dict[str, tuple[str, str]] = {
     # data
     "mix_strategy": ("Dataset mixing", "数据集混合方式"),
     "interleave_probs": ("Interleave probabilities", "交错采样概率"),
+    "dataset_sampling": ("Samples drawn per dataset", "各数据集抽样"),
     "preprocessing_num_workers": ("Tokenization processes", "分词进程数"),
     "preprocessing_batch_size": ("Tokenization batch size", "分词批大小"),
     "overwrite_cache": ("Tokenize again", "重新分词"),

@@ -29,6 +29,7 @@ from typing import Any
 
 from tunekit.config.engines import DEEPSPEED_PRESETS  # presets are not paths (declared once: z1 was missing here)
 from tunekit.config.lists import split_list
+from tunekit.config.problems import Said
 from tunekit.data.dataset_info import entry_locations, hub_id_problem, read_dataset_info
 from tunekit.errors import ConfigError, TunekitError
 
@@ -136,15 +137,9 @@ class PathPolicy:
                 hidden = self._hidden_below(path, root)
                 if hidden is None:
                     return path
-                raise PathRefused(
-                    f"{what} '{excerpt(value, 80)}' is refused: the board does not read or write hidden files or "
-                    f"folders ('{excerpt(hidden, 40)}'). Use a path without a part starting with '.'."
-                )
-        where = ", ".join(str(r) for r in roots)
-        raise PathRefused(
-            f"{what} '{excerpt(value, 80)}' is outside the folders this board may use ({where}). Use a path inside "
-            f"them, or restart the board with --allow-path DIR (or --workspace DIR)."
-        )
+                raise PathRefused(Said("path_hidden", what=what, value=excerpt(value, 80), hidden=excerpt(hidden, 40)))
+        where = tuple(str(r) for r in roots)
+        raise PathRefused(Said("path_outside", what=what, value=excerpt(value, 80), roots=where))
 
     # ---------------------------------------------------------------- config files
     def config_file(self, value: str, *, write: bool = False) -> Path:
@@ -167,9 +162,9 @@ class PathPolicy:
 
         def check(option: str, value: str, what: str | None = None) -> bool:
             try:
-                self.check(value, what or f"Option '{option}'")
+                self.check(value, what or Said("path_what_option", option=option))
             except PathRefused as exc:
-                out.append((option, str(exc)))
+                out.append((option, exc.args[0]))  # the keyed message (the board says it in the page's language)
                 return False
             return True
 
@@ -185,14 +180,7 @@ class PathPolicy:
         if not self.allow_remote_code:
             for option in CODE_OPTIONS:
                 if values.get(option) not in (None, "", False):
-                    out.append(
-                        (
-                            option,
-                            f"Option '{option}' runs code named in the form, so the board refuses it; "
-                            f"restart the board with --allow-remote-code to allow it, or run "
-                            f"`tunekit train` from a shell.",
-                        )
-                    )
+                    out.append((option, Said("path_remote_code", option=option)))
         dataset_dir = values.get("dataset_dir") or "data"
         if not any(o == "dataset_dir" for o, _ in out):
             for option in DATASET_OPTIONS:
@@ -204,12 +192,12 @@ class PathPolicy:
 
     def dataset_problem(self, option: str, name: str, dataset_dir: str) -> str | None:
         """Why dataset ``name`` (a dataset_info.json entry, else a path) names a place the board may not read."""
-        what = f"Option '{option}': dataset '{excerpt(name, 40)}'"
+        what = Said("path_what_dataset", option=option, name=excerpt(name, 40))
         ddir = self._resolve(dataset_dir)
         try:
             info = read_dataset_info(ddir)
         except (TunekitError, OSError) as exc:  # nothing is checked, so nothing may be read: refused
-            return f"{what}: {safe_message(str(exc), 1)}"
+            return Said("path_dataset_info", what=what, error=safe_message(str(exc), 1))
         if name in info:
             places = entry_locations(info[name], ddir)
         else:  # a path, as resolve_datasets reads it: as given (relative to the workspace), else in dataset_dir
@@ -218,21 +206,15 @@ class PathPolicy:
         for key, kind, value in places:
             try:
                 if kind == "path":
-                    self.check(value, f"{what} {key}")
+                    self.check(value, Said("path_what_key", what=what, key=key))
                 elif kind == "hub":
                     problem = hub_id_problem(value, self.workspace)
                     if problem:
-                        return (
-                            f"{what} {key} '{excerpt(value, 80)}' {problem}: the board reads hub datasets by id "
-                            f"only. Register a local file with file_name, inside the workspace."
-                        )
+                        return Said("path_hub", what=what, key=key, value=excerpt(value, 80), problem=problem)
                 else:
-                    return (
-                        f"{what} {key} is refused: the board does not read cloud files. Download the file into "
-                        f"the workspace and register it with file_name."
-                    )
+                    return Said("path_cloud", what=what, key=key)
             except PathRefused as exc:
-                return str(exc)
+                return exc.args[0]
         return None
 
 

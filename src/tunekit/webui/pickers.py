@@ -191,7 +191,7 @@ def model_media(policy: PathPolicy, model: str | None, template: str | None) -> 
 def start_reason(policy: PathPolicy, check: Validation, lang: str = "en") -> str:
     """Why Start is off for this check of the form, in words ("" when it may start)."""
     if not check.ok:
-        first = next((line.strip() for line in check.message.splitlines() if line.strip()), "")
+        first = next((line.strip() for line in check.text(lang).splitlines() if line.strip()), "")
         reason = say("fix_options", lang, first=first[:160])
     elif not check.config.model_name_or_path:
         reason = say("no_model", lang)

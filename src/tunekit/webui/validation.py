@@ -16,30 +16,53 @@ from typing import Any
 
 from tunekit.config import Config, build_config
 from tunekit.config.lists import split_list
-from tunekit.config.problems import Problem, problems_text
+from tunekit.config.problems import Problem, Said, problem, problems_text
 from tunekit.config.schema import run_problems
 from tunekit.errors import ConfigError
 from tunekit.train.engines import distributed
 from tunekit.train.engines.deepspeed_config import PRESETS, check_options, read_deepspeed
 
+from .problems_zh import say
+
 
 @dataclass
 class Validation:
+    """The config the form stands for, or why not: ``message`` (English, one problem a line), ``by_field`` (option →
+    its problems' messages) and ``lines`` (the problems' messages, keyed where the rule made them so: :meth:`text`
+    and :meth:`field_text` say them in the page's language)."""
+
     config: Config | None
     message: str = ""
     by_field: dict[str, list[str]] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.config is not None
 
+    def text(self, lang: str) -> str:
+        """The message in ``lang``: one problem a line, repeats dropped."""
+        if not self.lines:
+            return self.message
+        return "\n".join(dict.fromkeys(say(line, lang) for line in self.lines))
+
+    def field_text(self, name: str, lang: str) -> list[str]:
+        """The messages of the problems that name option ``name``, in ``lang``."""
+        return [say(message, lang) for message in self.by_field.get(name, ())]
+
+
+def refused(problems: Iterable[Problem]) -> Validation:
+    """A failed check made of ``problems`` (each at the fields it names)."""
+    problems = list(problems)
+    return Validation(None, problems_text(problems), problems_by_field(problems), [p.message for p in problems])
+
 
 def problems_by_field(problems: Iterable) -> dict[str, list[str]]:
     """Option name → the messages of the problems that name it, in order."""
     by_field: dict[str, list[str]] = {}
-    for problem in problems:
-        for name in problem.fields:
-            by_field.setdefault(name, []).append(problem.message)
+    for item in problems:
+        for name in item.fields:
+            by_field.setdefault(name, []).append(item.message)
     return by_field
 
 
@@ -47,12 +70,13 @@ def validate(values: Mapping[str, Any]) -> Validation:
     """Build the config the form stands for, then apply the rules of a training run (the board starts runs); on
     failure, each problem goes to the fields it names."""
     try:
-        cfg = build_config(dict(values), dict.fromkeys(values, "in the form"))
+        cfg = build_config(dict(values), dict.fromkeys(values, Said("where_form")))
     except ConfigError as exc:
-        return Validation(None, str(exc), problems_by_field(exc.problems))
+        lines = [p.message for p in exc.problems] or [str(exc)]
+        return Validation(None, str(exc), problems_by_field(exc.problems), lines)
     problems = [*run_problems(cfg), *repeated_datasets(cfg)]
     if problems:
-        return Validation(None, problems_text(problems), problems_by_field(problems))
+        return refused(problems)
     return Validation(cfg)
 
 
@@ -64,13 +88,7 @@ def repeated_datasets(cfg: Config) -> list[Problem]:
         names = split_list(getattr(cfg, option))
         twice = [name for i, name in enumerate(names) if name in names[:i]]
         if twice:
-            out.append(
-                Problem(
-                    f"{option}: '{twice[0]}' is chosen twice, so a run would read its samples twice: pick each "
-                    f"dataset once.",
-                    (option,),
-                )
-            )
+            out.append(problem("dataset_twice", (option,), option=option, name=twice[0]))
     return out
 
 
@@ -87,5 +105,6 @@ def check_deepspeed(check: Validation, workspace: str | Path) -> Validation:
         settings = replace(read_deepspeed(path), source=value)  # named as the job names it
         check_options(settings, cfg, distributed.world_size(cfg))
     except ConfigError as exc:
-        return Validation(None, str(exc), {"deepspeed": [str(exc)]})
+        lines = [p.message for p in exc.problems] or [str(exc)]
+        return Validation(None, str(exc), {"deepspeed": [str(exc)]}, lines)
     return check

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from ..problems import Said
+
 INT64_MAX = 2**63 - 1
 
 
@@ -27,15 +29,9 @@ def check_number(value: Any, where: str = "") -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(
-            f"{where}{value} is not a finite number: a learning rate, coefficient or size of inf or nan "
-            f"makes the loss and every weight NaN; give a finite value"
-        )
+        raise ValueError(Said("number_not_finite", where=where, value=str(value)))
     if isinstance(value, int) and not -INT64_MAX - 1 <= value <= INT64_MAX:
-        raise ValueError(
-            f"{where}{value} does not fit a 64-bit integer (at most {INT64_MAX}), which torch and the "
-            f"data loader count with; give a realistic value"
-        )
+        raise ValueError(Said("number_too_large", where=where, value=str(value), limit=INT64_MAX))
     if isinstance(value, dict):
         for key, item in value.items():
             check_number(item, f"{where}{key}: ")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from ..problems import Problem
-from ..stages import STAGES, spoken_list, stages_with
+from ..problems import Problem, Said, problem
+from ..stages import STAGES, stages_with
 from .base import OptionGroup
 
 if TYPE_CHECKING:  # annotations only: the schema combines this group
@@ -54,6 +54,14 @@ class DataOptions(OptionGroup):
     )
     interleave_probs: str | None = Field(
         None, description="Sampling probabilities for interleave strategies, comma-separated."
+    )
+    dataset_sampling: dict[str, dict[str, int | float]] | None = Field(
+        None,
+        description="Per dataset (named as dataset / eval_dataset write it): {size: N, weight: W}, LLaMA-Factory "
+        "v1's dataset-list keys, drawn as v1 draws them: size draws N records at random with replacement, then "
+        "weight draws int(count x W) at random with replacement from those; the draw follows seed. Applied after "
+        "dataset_info.json's num_samples and before max_samples; the run reports each dataset's draws, distinct "
+        "records and repeats. A v1 config's dataset list sets it.",
     )
     preprocessing_num_workers: int | None = Field(None, ge=1, description="Processes for tokenization (default: one).")
     preprocessing_batch_size: int = Field(1000, ge=1, description="Samples per tokenization batch.")
@@ -106,6 +114,16 @@ class DataOptions(OptionGroup):
         description="For reasoning templates (qwen3, ...): keep thinking on; false renders an empty "
         "<think></think> block.",
     )
+    preserve_thinking: bool = Field(
+        False,
+        description="Reasoning templates (qwen3, qwen3_vl): earlier replies that are not trained (mask_history; "
+        "the history of dpo, kto, rm, ppo and grpo samples) keep their <think> block, the empty block for a reply "
+        "without a thought, where the official Qwen3 template drops it (LLaMA-Factory's preserve_thinking; Qwen3.6's "
+        "template with preserve_thinking=True). With enable_thinking: false thoughts are removed and earlier replies "
+        "keep the empty block. No effect where every reply is trained (sft without mask_history). tunekit chat, "
+        "api and predict render earlier replies the same way; an exported model's template is the official one "
+        "(docs/reasoning.md).",
+    )
     thought_loss_weight: float = Field(
         1.0,
         ge=0,
@@ -138,6 +156,20 @@ class DataOptions(OptionGroup):
         "size only). Not kto: its KL estimate is per micro-batch.",
     )
 
+    @field_validator("dataset_sampling")
+    @classmethod
+    def _check_sampling(cls, value):
+        """Each entry: size (a whole number, at least 1) and/or weight (above 0), nothing else."""
+        for name, draw in (value or {}).items():
+            unknown = sorted(set(draw) - {"size", "weight"})
+            if unknown or not draw:
+                raise ValueError(f"entry {name!r} takes size and/or weight, got {', '.join(unknown) or 'neither'}")
+            if "size" in draw and (draw["size"] < 1 or draw["size"] != int(draw["size"])):
+                raise ValueError(f"entry {name!r}: size {draw['size']:g} is not a whole number of at least 1")
+            if "weight" in draw and not draw["weight"] > 0:
+                raise ValueError(f"entry {name!r}: weight {draw['weight']:g} is not above 0")
+        return value and {n: {k: int(v) if k == "size" else v for k, v in d.items()} for n, d in value.items()}
+
     @model_validator(mode="before")
     @classmethod
     def _read_batching_strategy(cls, values):
@@ -168,95 +200,64 @@ MAX_MICRO_BATCH_TOKENS = 2**31 - 1
 def batching_problems(cfg: Config) -> Iterator[Problem]:
     """Cross-field rules of ``padding_free`` and ``max_tokens_per_batch`` (``Config._check_combinations`` calls it)."""
     if cfg.padding_free and cfg.use_packing:
-        default = " (on by default for pt)" if cfg.packing is None else ""
-        yield Problem(
-            f"padding_free and packing{default} are two ways to remove padding: choose one (padding_free: "
-            f"concatenate each micro-batch's samples, set packing: false; or packing, remove padding_free).",
-            ("padding_free", "packing"),
-        )
+        default = Said("part_pt_packing_default") if cfg.packing is None else None
+        yield problem("padding_free_packing", ("padding_free", "packing"), default=default)
     strategy = cfg.batching_strategy
     if strategy is not None and (
         cfg.padding_free != (strategy in ("padding_free", "dynamic_padding_free"))
         or (cfg.max_tokens_per_batch is not None) != (strategy in ("dynamic_batching", "dynamic_padding_free"))
     ):
-        yield Problem(
-            f"batching_strategy {strategy} (LLaMA-Factory's name) disagrees with padding_free "
-            f"{str(cfg.padding_free).lower()} / max_tokens_per_batch {cfg.max_tokens_per_batch}: keep "
-            "batching_strategy alone, or use only tunekit's padding_free and max_tokens_per_batch.",
+        yield problem(
+            "batching_strategy_disagrees",
             ("batching_strategy", "padding_free", "max_tokens_per_batch"),
+            strategy=strategy,
+            padding_free=str(cfg.padding_free).lower(),
+            budget=str(cfg.max_tokens_per_batch),
         )
     budget = cfg.max_tokens_per_batch
     if budget is None:
         return
     if cfg.stage == "kto":
-        yield Problem(
-            "max_tokens_per_batch is not supported for stage kto: its KL estimate is taken over each micro-batch, "
-            "so batches of varying size would change the loss; remove max_tokens_per_batch (padding_free cuts "
-            "kto's padding).",
-            ("max_tokens_per_batch", "stage"),
-        )
+        yield problem("budget_kto", ("max_tokens_per_batch", "stage"))
     elif cfg.stage not in BUDGET_STAGES:
-        yield Problem(
-            f"max_tokens_per_batch is for stages sft, pt, dpo and rm (stage is {cfg.stage}): remove "
-            f"max_tokens_per_batch.",
-            ("max_tokens_per_batch", "stage"),
-        )
+        yield problem("budget_stage", ("max_tokens_per_batch", "stage"), stage=cfg.stage)
     elif cfg.stage in ("dpo", "rm") and budget < 2 * cfg.cutoff_len:
-        yield Problem(
-            f"max_tokens_per_batch {budget} is below 2 x cutoff_len {cfg.cutoff_len}: a {cfg.stage} pair is two "
-            f"sequences of up to cutoff_len tokens each and must fit one micro-batch; set max_tokens_per_batch "
-            f"to at least {2 * cfg.cutoff_len} (e.g. {2 * cfg.cutoff_len * cfg.per_device_train_batch_size}) or "
-            f"lower cutoff_len.",
+        yield problem(
+            "budget_below_pair",
             ("max_tokens_per_batch", "cutoff_len", "stage"),
+            budget=budget,
+            cutoff=cfg.cutoff_len,
+            stage=cfg.stage,
+            least=2 * cfg.cutoff_len,
+            example=2 * cfg.cutoff_len * cfg.per_device_train_batch_size,
         )
     if budget < cfg.cutoff_len:
-        yield Problem(
-            f"max_tokens_per_batch {budget} is below cutoff_len {cfg.cutoff_len}: a sample of cutoff_len tokens "
-            f"could never fit a micro-batch; set max_tokens_per_batch to at least {cfg.cutoff_len} (e.g. "
-            f"{cfg.cutoff_len * cfg.per_device_train_batch_size}) or lower cutoff_len.",
+        yield problem(
+            "budget_below_cutoff",
             ("max_tokens_per_batch", "cutoff_len"),
+            budget=budget,
+            cutoff=cfg.cutoff_len,
+            example=cfg.cutoff_len * cfg.per_device_train_batch_size,
         )
     if cfg.group_by_length:
-        yield Problem(
-            "max_tokens_per_batch forms its own batches (padded: by length already), group_by_length groups "
-            "the sampler's: remove group_by_length.",
-            ("max_tokens_per_batch", "group_by_length"),
-        )
+        yield problem("budget_group_by_length", ("max_tokens_per_batch", "group_by_length"))
     if budget > MAX_MICRO_BATCH_TOKENS:
-        yield Problem(
-            f"max_tokens_per_batch {budget:,} is more than {MAX_MICRO_BATCH_TOKENS:,} (2**31 - 1) tokens in one "
-            f"micro-batch: use a smaller value.",
-            ("max_tokens_per_batch",),
-        )
+        yield problem("budget_too_large", ("max_tokens_per_batch",), budget=budget, limit=MAX_MICRO_BATCH_TOKENS)
 
 
 def packing_problems(cfg: Config) -> Iterator[Problem]:
     """``packing``, ``neat_packing``, ``padding_free`` and the mixing of datasets, against the stage."""
     if cfg.neat_packing and not cfg.use_packing:
-        yield Problem("neat_packing needs packing: set packing: true.", ("neat_packing", "packing"))
+        yield problem("neat_packing_needs_packing", ("neat_packing", "packing"))
     if cfg.neat_packing and cfg.stage == "pt":
-        yield Problem(
-            "neat_packing is for sft: pt packing cuts one continuous text into cutoff_len blocks, so there are no "
-            "samples to keep apart; remove neat_packing.",
-            ("neat_packing", "stage"),
-        )
+        yield problem("neat_packing_pt", ("neat_packing", "stage"))
     if cfg.interleave_probs and cfg.mix_strategy == "concat":
-        yield Problem(
-            "interleave_probs is set but mix_strategy is concat: set mix_strategy: interleave_under or "
-            "interleave_over.",
-            ("interleave_probs", "mix_strategy"),
-        )
+        yield problem("interleave_probs_concat", ("interleave_probs", "mix_strategy"))
     if not STAGES[cfg.stage].packing and cfg.use_packing:
-        yield Problem(
-            f"packing is not supported for stage {cfg.stage}: remove packing (it is only for "
-            f"{spoken_list(stages_with('packing'))}).",
-            ("packing", "stage"),
-        )
+        yield problem("packing_stage", ("packing", "stage"), stage=cfg.stage, stages=tuple(stages_with("packing")))
     if cfg.padding_free and not STAGES[cfg.stage].padding_free:
-        yield Problem(
-            f"padding_free is not supported for stage {cfg.stage}: remove padding_free (it is only for "
-            f"{spoken_list(stages_with('padding_free'))}).",
-            ("padding_free", "stage"),
+        yield problem(
+            "padding_free_stage", ("padding_free", "stage"), stage=cfg.stage, stages=tuple(stages_with("padding_free"))
         )
 
 
@@ -267,27 +268,14 @@ def thought_problems(cfg: Config) -> Iterator[Problem]:
     if weight == 1:
         return
     if cfg.stage != "sft":
-        yield Problem(
-            f"thought_loss_weight {weight:g} is for stage sft (stage is {cfg.stage}): {cfg.stage} scores or rewards "
-            "each reply whole, thought included; remove thought_loss_weight.",
-            ("thought_loss_weight", "stage"),
-        )
+        yield problem("thought_weight_stage", ("thought_loss_weight", "stage"), weight=weight, stage=cfg.stage)
     if not cfg.enable_thinking:
-        yield Problem(
-            f"thought_loss_weight {weight:g} with enable_thinking: false: no thought is trained (thoughts are "
-            "removed and the empty <think></think> block is part of the prompt); remove thought_loss_weight or set "
-            "enable_thinking: true.",
-            ("thought_loss_weight", "enable_thinking"),
-        )
+        yield problem("thought_weight_no_thinking", ("thought_loss_weight", "enable_thinking"), weight=weight)
     if not 0 < weight < 1:
         return
     losses = ("enable_liger_kernel", "use_dft_loss", "use_eaft_loss", "use_asft_loss")
     for name in [name for name in losses if getattr(cfg, name, False)]:
-        yield Problem(
-            f"thought_loss_weight {weight:g} (a weighted thought) and {name} each compute their own token loss: "
-            f"remove one of them.",
-            ("thought_loss_weight", name),
-        )
+        yield problem("thought_weight_loss", ("thought_loss_weight", name), weight=weight, name=name)
 
 
 def dataset_name_problems(cfg: Config) -> Iterator[Problem]:
@@ -295,7 +283,7 @@ def dataset_name_problems(cfg: Config) -> Iterator[Problem]:
     for key in ("dataset", "eval_dataset"):  # "a,,a": LLaMA-Factory stops on the empty name; never dropped silently
         text = getattr(cfg, key)
         if isinstance(text, str) and text.strip() and any(not part.strip() for part in text.split(",")):
-            yield Problem(f"{key} {text!r} has an empty name between commas: remove the extra comma.", (key,))
+            yield problem("dataset_empty_name", (key,), option=key, text=repr(text))
 
 
 def micro_batch_problems(cfg: Config) -> Iterator[Problem]:
@@ -303,10 +291,12 @@ def micro_batch_problems(cfg: Config) -> Iterator[Problem]:
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
         tokens = getattr(cfg, name) * cfg.cutoff_len
         if tokens > MAX_MICRO_BATCH_TOKENS:
-            yield Problem(
-                f"{name} {getattr(cfg, name)} x cutoff_len {cfg.cutoff_len} = {tokens:,} tokens in one micro-batch, "
-                f"more than {MAX_MICRO_BATCH_TOKENS:,} (2**31 - 1): kernels index a batch's elements with 32-bit "
-                f"integers and no device holds its activations; use a smaller {name} (and gradient_accumulation_steps "
-                "for a larger effective batch).",
+            yield problem(
+                "micro_batch_too_large",
                 (name, "cutoff_len"),
+                name=name,
+                batch=getattr(cfg, name),
+                cutoff=cfg.cutoff_len,
+                tokens=tokens,
+                limit=MAX_MICRO_BATCH_TOKENS,
             )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, field_validator
 
 from ..engines import fsdp_words
-from ..problems import Problem
+from ..problems import Problem, problem
 from .base import OptionGroup
 
 if TYPE_CHECKING:  # annotations only: the schema combines this group
@@ -53,10 +53,7 @@ class DistributedOptions(OptionGroup):
 def fsdp_config_problems(cfg: Config) -> Iterator[Problem]:
     """``fsdp_config`` without ``fsdp``."""
     if cfg.fsdp_config and not cfg.fsdp:  # read only under fsdp: alone it would be ignored
-        yield Problem(
-            "fsdp_config is read only when FSDP runs: set fsdp (e.g. fsdp: full_shard) or remove fsdp_config.",
-            ("fsdp_config", "fsdp"),
-        )
+        yield problem("fsdp_config_alone", ("fsdp_config", "fsdp"))
 
 
 def fsdp_wrap_problems(cfg: Config) -> Iterator[Problem]:
@@ -64,8 +61,4 @@ def fsdp_wrap_problems(cfg: Config) -> Iterator[Problem]:
     if not cfg.fsdp_transformer_layer_cls_to_wrap:
         return
     if not cfg.fsdp or "no_shard" in fsdp_words(cfg.fsdp):  # no FSDP units: DDP or another engine
-        yield Problem(
-            "fsdp_transformer_layer_cls_to_wrap names the classes FSDP shards as units, so it needs fsdp: full_shard "
-            "or shard_grad_op; set fsdp or remove fsdp_transformer_layer_cls_to_wrap.",
-            ("fsdp_transformer_layer_cls_to_wrap", "fsdp"),
-        )
+        yield problem("fsdp_wrap_needs_shard", ("fsdp_transformer_layer_cls_to_wrap", "fsdp"))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from ..problems import Problem
+from ..problems import Problem, problem
 from .base import OptionGroup
 
 if TYPE_CHECKING:  # annotations only: the schema combines this group
@@ -59,23 +59,14 @@ class ExportOptions(OptionGroup):
 def export_problems(cfg: Config) -> Iterator[Problem]:
     """The quantization method against its calibration data; the GGUF export's options (:func:`gguf_problems`)."""
     if cfg.export_quantization_method == "bnb" and cfg.export_quantization_dataset:
-        yield Problem(
-            "export_quantization_dataset is GPTQ's calibration data, but export_quantization_method is bnb "
-            "(data-free, it would not be used): remove export_quantization_dataset, or set "
-            "export_quantization_method: gptq.",
-            ("export_quantization_dataset", "export_quantization_method"),
-        )
+        yield problem("export_bnb_dataset", ("export_quantization_dataset", "export_quantization_method"))
     yield from gguf_problems(cfg)
 
 
 def gguf_problems(cfg: Config) -> Iterator[Problem]:
     """A GGUF export is quantized by llama.cpp (export_gguf_type), never by the safetensors export's options."""
     if cfg.export_gguf_type and cfg.export_format != "gguf":
-        yield Problem(
-            f"export_gguf_type ({cfg.export_gguf_type}) applies to a GGUF export: set export_format: gguf, or remove "
-            "export_gguf_type.",
-            ("export_gguf_type", "export_format"),
-        )
+        yield problem("gguf_type_needs_gguf", ("export_gguf_type", "export_format"), type=cfg.export_gguf_type)
     if cfg.export_format != "gguf":
         return
     for name in (
@@ -85,8 +76,4 @@ def gguf_problems(cfg: Config) -> Iterator[Problem]:
         "export_legacy_format",
     ):
         if getattr(cfg, name):
-            yield Problem(
-                f"{name} applies to a safetensors export; a GGUF export is one file quantized by llama.cpp: remove "
-                f"{name} and set export_gguf_type (f32, f16, bf16, q8_0, q4_k_m) instead.",
-                (name, "export_format"),
-            )
+            yield problem("gguf_safetensors_option", (name, "export_format"), name=name)

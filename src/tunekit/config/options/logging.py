@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from ..lists import split_list
-from ..problems import Problem
+from ..problems import Problem, problem
 from .base import OptionGroup
 
 if TYPE_CHECKING:  # annotations only: the schema combines this group
@@ -49,7 +49,6 @@ def tracker_problems(cfg: Config) -> Iterator[Problem]:
     """``report_to`` names only trackers tunekit knows."""
     unknown_trackers = [t for t in split_list(cfg.report_to) if t not in KNOWN_TRACKERS]
     if unknown_trackers:
-        yield Problem(
-            f"report_to names unknown tracker(s) {', '.join(unknown_trackers)}: use {', '.join(KNOWN_TRACKERS)}.",
-            ("report_to",),
+        yield problem(
+            "trackers_unknown", ("report_to",), trackers=tuple(unknown_trackers), known=tuple(KNOWN_TRACKERS)
         )

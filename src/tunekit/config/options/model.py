@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from ..problems import Problem
+from ..problems import Problem, problem
 from .base import OptionGroup
 from .facts import option
 
@@ -149,30 +149,18 @@ def checkpointing_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
         and "disable_gradient_checkpointing" in given
         and cfg.gradient_checkpointing is cfg.disable_gradient_checkpointing
     ):
-        yield Problem(
-            "gradient_checkpointing and disable_gradient_checkpointing disagree: set only one of them.",
-            ("gradient_checkpointing", "disable_gradient_checkpointing"),
-        )
+        yield problem("checkpointing_disagree", ("gradient_checkpointing", "disable_gradient_checkpointing"))
 
 
 def kernel_problems(cfg: Config) -> Iterator[Problem]:
     """``use_v1_kernels: true``: LLaMA-Factory's v1 kernel plugins (its ``model/loader.py`` applies the "auto" kernels,
     which exist for Ascend NPUs only), which tunekit does not have; false (LLaMA-Factory's default) is accepted."""
     if cfg.use_v1_kernels:
-        yield Problem(
-            "use_v1_kernels: true asks for LLaMA-Factory's v1 fused kernels (RMSNorm, RoPE, SwiGLU and MoE on Ascend "
-            "NPUs), which tunekit does not have: remove it (or set false); for fused kernels on GPUs use "
-            "enable_liger_kernel: true, and flash_attn: fa2 for FlashAttention-2.",
-            ("use_v1_kernels",),
-        )
+        yield problem("v1_kernels", ("use_v1_kernels",))
 
 
 def moe_problems(cfg: Config) -> Iterator[Problem]:
     """``moe_aux_loss_coef`` joins the loss where tunekit computes the language-model loss (sft, pt); the other stages'
     losses would drop it silently."""
     if cfg.moe_aux_loss_coef is not None and cfg.stage not in ("sft", "pt"):
-        yield Problem(
-            f"moe_aux_loss_coef adds the router loss to the language-model loss of stages sft and pt; stage "
-            f"{cfg.stage} computes its own loss without it: remove moe_aux_loss_coef.",
-            ("moe_aux_loss_coef", "stage"),
-        )
+        yield problem("moe_aux_stage", ("moe_aux_loss_coef", "stage"), stage=cfg.stage)

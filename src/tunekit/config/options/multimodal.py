@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ..problems import Problem
+from ..problems import Problem, problem
 from .base import OptionGroup
 
 if TYPE_CHECKING:  # annotations only: the schema combines this group
@@ -92,16 +92,8 @@ def multimodal_problems(cfg: Config) -> Iterator[Problem]:
     for kind in ("image", "video"):
         lo, hi = getattr(cfg, f"{kind}_min_pixels"), getattr(cfg, f"{kind}_max_pixels")
         if lo is not None and hi is not None and lo > hi:
-            yield Problem(
-                f"{kind}_min_pixels {lo} is larger than {kind}_max_pixels {hi}: lower {kind}_min_pixels or raise "
-                f"{kind}_max_pixels.",
-                (f"{kind}_min_pixels", f"{kind}_max_pixels"),
-            )
+            low, high = f"{kind}_min_pixels", f"{kind}_max_pixels"
+            yield problem("pixels_min_over_max", (low, high), low=low, lo=lo, high=high, hi=hi)
     frozen = (cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model)
     if all(frozen) and cfg.finetuning_type in ("full", "lora"):
-        yield Problem(
-            "freeze_vision_tower, freeze_multi_modal_projector and freeze_language_model are all true: nothing would "
-            "be trained. Set freeze_language_model: false (the usual choice), or unfreeze the vision tower "
-            "or projector.",
-            ("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model"),
-        )
+        yield problem("all_frozen", ("freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model"))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from ..problems import Problem
+from ..problems import Problem, problem
 from .base import OptionGroup
 from .facts import option
 
@@ -227,12 +227,7 @@ def optimizer_problems(cfg: Config) -> Iterator[Problem]:
     yield from _optimizer_pairing_problems(cfg)
     yield from _badam_engine_problems(cfg)
     if cfg.use_llama_pro and cfg.finetuning_type != "freeze":
-        yield Problem(
-            "use_llama_pro trains only the expanded blocks, with finetuning_type: freeze in tunekit (now "
-            f"'{cfg.finetuning_type}'; LoRA on the expanded blocks is not supported yet): set finetuning_type: freeze "
-            "and freeze_trainable_layers to the number of added blocks.",
-            ("use_llama_pro", "finetuning_type"),
-        )
+        yield problem("llama_pro_needs_freeze", ("use_llama_pro", "finetuning_type"), method=cfg.finetuning_type)
     yield from _low_precision_problems(cfg)
 
 
@@ -241,19 +236,13 @@ def _optimizer_choice_problems(cfg: Config) -> Iterator[Problem]:
     project the full weights not with an adapter method."""
     custom = [k for k in ("use_galore", "use_apollo", "use_badam", "use_muon", "use_adam_mini") if getattr(cfg, k)]
     if len(custom) > 1:
-        yield Problem(f"{' and '.join(custom)} are all optimizers: choose one.", tuple(custom))
+        yield problem("optimizers_several", tuple(custom), custom=tuple(custom))
     if custom and cfg.loraplus_lr_ratio:
-        yield Problem(
-            f"{custom[0]} and loraplus_lr_ratio each build the optimizer: choose one.",
-            (custom[0], "loraplus_lr_ratio"),
-        )
+        yield problem("optimizer_and_loraplus", (custom[0], "loraplus_lr_ratio"), name=custom[0])
     projected = [k for k in ("use_galore", "use_apollo", "use_badam") if getattr(cfg, k)]
     if projected and cfg.finetuning_type in ("lora", "oft"):
-        yield Problem(
-            f"{projected[0]} trains the full weights with less optimizer memory; it cannot be combined with "
-            f"finetuning_type '{cfg.finetuning_type}' (adapters are small already): set finetuning_type: full or "
-            f"remove {projected[0]}.",
-            (projected[0], "finetuning_type"),
+        yield problem(
+            "projected_with_adapter", (projected[0], "finetuning_type"), name=projected[0], method=cfg.finetuning_type
         )
 
 
@@ -261,19 +250,12 @@ def _projection_problems(cfg: Config) -> Iterator[Problem]:
     """GaLore and APOLLO: a projection per full weight matrix (no sharding), layerwise steps (no accumulation)."""
     for name in ("use_galore", "use_apollo"):
         if getattr(cfg, name) and (cfg.deepspeed or cfg.fsdp):
-            yield Problem(
-                f"{name} keeps its projection per full weight matrix and does not run under "
-                f"{'DeepSpeed' if cfg.deepspeed else 'FSDP'} (sharded weights): remove "
-                f"{'deepspeed' if cfg.deepspeed else 'fsdp'}, or use BAdam (use_badam) on one device.",
-                (name, "deepspeed" if cfg.deepspeed else "fsdp"),
-            )
+            engine = "deepspeed" if cfg.deepspeed else "fsdp"
+            shown = "DeepSpeed" if cfg.deepspeed else "FSDP"
+            yield problem("projection_sharded", (name, engine), name=name, engine=shown, option=engine)
     for name, layerwise in (("use_galore", "galore_layerwise"), ("use_apollo", "apollo_layerwise")):
         if getattr(cfg, name) and getattr(cfg, layerwise) and cfg.gradient_accumulation_steps != 1:
-            yield Problem(
-                f"{layerwise} steps each weight inside backward, so gradients cannot be accumulated: set "
-                f"gradient_accumulation_steps: 1 (raise per_device_train_batch_size instead) or {layerwise}: false.",
-                (layerwise, "gradient_accumulation_steps"),
-            )
+            yield problem("layerwise_accumulation", (layerwise, "gradient_accumulation_steps"), name=layerwise)
 
 
 def _optimizer_pairing_problems(cfg: Config) -> Iterator[Problem]:
@@ -281,84 +263,43 @@ def _optimizer_pairing_problems(cfg: Config) -> Iterator[Problem]:
     them: GaLoreAdamW / GaLoreAdamW8bit / GaLoreAdafactor, APOLLOAdamW; BAdam's ratio mode has sparse gradients)."""
     optim = cfg.optim.lower()
     if cfg.use_galore and not (optim.startswith(("adamw", "adafactor")) or "8bit" in optim):
-        yield Problem(
-            f"use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {cfg.optim}: set optim: "
-            "adamw_torch.",
-            ("use_galore", "optim"),
-        )
+        yield problem("galore_optim", ("use_galore", "optim"), optim=cfg.optim)
     if cfg.use_apollo and not optim.startswith("adamw"):
-        yield Problem(
-            f"use_apollo works with optim adamw_torch, not {cfg.optim}: set optim: adamw_torch.",
-            ("use_apollo", "optim"),
-        )
+        yield problem("apollo_optim", ("use_apollo", "optim"), optim=cfg.optim)
     if cfg.use_badam and cfg.badam_mode == "ratio" and cfg.max_grad_norm:
-        yield Problem(
-            "badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
-            "set max_grad_norm: 0 (or use badam_mode: layer).",
-            ("badam_mode", "max_grad_norm"),
-        )
+        yield problem("badam_ratio_clipping", ("badam_mode", "max_grad_norm"))
 
 
 def _badam_engine_problems(cfg: Config) -> Iterator[Problem]:
     """BAdam trains one block at a time on one device: neither FSDP nor DeepSpeed."""
     if cfg.use_badam and cfg.fsdp:
-        yield Problem(
-            "use_badam does not run under FSDP: remove fsdp (BAdam runs on one device).", ("use_badam", "fsdp")
-        )
+        yield problem("badam_fsdp", ("use_badam", "fsdp"))
     if cfg.use_badam and cfg.deepspeed:
         # Layer mode under ZeRO-3 ran on 2 CPU ranks but its losses left the one-device run's by ~2e-3 from the second
         # step (AdamW under ZeRO-3: <= 2e-6), cause not found: refused rather than train something that is not BAdam.
-        yield Problem(
-            "use_badam does not run under DeepSpeed in tunekit: under ZeRO-3 badam's update was found to differ from "
-            "its one-device update, and ratio mode does not support DeepSpeed at all. Remove deepspeed (BAdam is made "
-            "to fully fine-tune a large model on one GPU), or use deepspeed with AdamW.",
-            ("use_badam", "deepspeed"),
-        )
+        yield problem("badam_deepspeed", ("use_badam", "deepspeed"))
 
 
 def _low_precision_problems(cfg: Config) -> Iterator[Problem]:
     """pure_bf16 (bf16 weights, no autocast) and FP8 training, against the other precision and engine options."""
     if cfg.pure_bf16 and (cfg.bf16 or cfg.fp16):
-        yield Problem(
-            "pure_bf16 trains without autocast, so bf16/fp16 mixed precision must be off: remove bf16/fp16 (pure_bf16 "
-            "loads the weights in bf16 itself).",
-            ("pure_bf16", *(k for k in ("bf16", "fp16") if getattr(cfg, k))),
-        )
+        yield problem("pure_bf16_mixed", ("pure_bf16", *(k for k in ("bf16", "fp16") if getattr(cfg, k))))
     if cfg.pure_bf16 and cfg.dtype not in ("auto", "bfloat16"):
-        yield Problem(
-            f"pure_bf16 loads the model in bfloat16, but dtype is {cfg.dtype}: remove dtype or set dtype: bfloat16.",
-            ("pure_bf16", "dtype"),
-        )
+        yield problem("pure_bf16_dtype", ("pure_bf16", "dtype"), dtype=cfg.dtype)
     if cfg.pure_bf16 and str(cfg.deepspeed or "").startswith("z3"):
-        yield Problem(
-            "pure_bf16 does not run under DeepSpeed ZeRO-3 (it keeps its own fp32 master weights): use bf16: true, or "
-            "a ZeRO-2 preset.",
-            ("pure_bf16", "deepspeed"),
-        )
+        yield problem("pure_bf16_zero3", ("pure_bf16", "deepspeed"))
     if cfg.fp8 and cfg.fp8_backend == "msamp":  # LLaMA-Factory's third backend; accelerate's MS-AMP path is not wired
-        yield Problem(
-            "fp8_backend msamp is not supported: use fp8_backend: torchao (or auto) or te.", ("fp8_backend",)
-        )
+        yield problem("fp8_msamp", ("fp8_backend",))
     if cfg.fp8 and cfg.quantization_bit is not None:
-        yield Problem(
-            "fp8 and quantization_bit cannot be combined (FP8 training computes in 8 bits; QLoRA stores a 4/8-bit "
-            "base): remove one.",
-            ("fp8", "quantization_bit"),
-        )
+        yield problem("fp8_quantization", ("fp8", "quantization_bit"))
     if cfg.fp8 and cfg.fp8_enable_fsdp_float8_all_gather and not cfg.fsdp:
-        yield Problem(
-            "fp8_enable_fsdp_float8_all_gather needs fsdp: set fsdp: full_shard or remove it.",
-            ("fp8_enable_fsdp_float8_all_gather", "fsdp"),
-        )
+        yield problem("fp8_all_gather_fsdp", ("fp8_enable_fsdp_float8_all_gather", "fsdp"))
 
 
 def sft_loss_problems(cfg: Config) -> Iterator[Problem]:
     """DFT, EAFT and ASFT are alternative losses of stage sft: one at a time, and only there."""
     losses = [k for k in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(cfg, k)]
     if len(losses) > 1:
-        yield Problem(f"{' and '.join(losses)} are alternative SFT losses: choose one.", tuple(losses))
+        yield problem("sft_losses_several", tuple(losses), custom=tuple(losses))
     if losses and cfg.stage != "sft":
-        yield Problem(
-            f"{losses[0]} is an SFT loss (stage sft), but stage is {cfg.stage}: set stage: sft or remove {losses[0]}.",
-            (losses[0], "stage"),
-        )
+        yield problem("sft_loss_stage", (losses[0], "stage"), name=losses[0], stage=cfg.stage)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from ..problems import Problem
+from ..problems import Problem, Said, problem
 from .base import OptionGroup
 from .facts import option
 
@@ -162,42 +162,21 @@ def output_problems(cfg: Config) -> Iterator[Problem]:
     loaded.append(("dataset_dir", cfg.dataset_dir))
     for name, path in loaded:
         if path and Path(path).expanduser().is_dir() and Path(path).expanduser().resolve() == out:
-            yield Problem(
-                f"output_dir {cfg.output_dir} is the {name} folder {path} itself: the run would write its "
-                f"weights and files into the folder it loads; choose a new output_dir.",
-                ("output_dir", name),
-            )
+            yield problem("output_is_loaded", ("output_dir", name), output_dir=cfg.output_dir, name=name, path=path)
 
 
 def schedule_problems(cfg: Config) -> Iterator[Problem]:
     """``max_steps`` and the warm-up: counts a run can take, and one way to give the warm-up."""
     if cfg.max_steps == 0 or cfg.max_steps < -1:  # the Trainer would run one step for 0 and show "1/0"
-        yield Problem(
-            f"max_steps {cfg.max_steps} is not a step count: use a positive number of optimizer steps, or -1 "
-            "(the default) to train for num_train_epochs.",
-            ("max_steps",),
-        )
+        yield problem("max_steps_invalid", ("max_steps",), steps=cfg.max_steps)
     if cfg.warmup_steps >= 1 and cfg.warmup_steps != int(cfg.warmup_steps):
-        yield Problem(
-            f"warmup_steps {cfg.warmup_steps} is neither a fraction below 1 (a share of the steps) nor a whole step "
-            "count: use e.g. 0.1 or 100.",
-            ("warmup_steps",),
-        )
+        yield problem("warmup_steps_invalid", ("warmup_steps",), steps=cfg.warmup_steps)
     if 0 < cfg.warmup_steps < 1 and cfg.warmup_ratio:
-        yield Problem(
-            "warmup_steps is a fraction (a ratio) and warmup_ratio is set too: keep one of them.",
-            ("warmup_steps", "warmup_ratio"),
-        )
+        yield problem("warmup_steps_and_ratio", ("warmup_steps", "warmup_ratio"))
 
 
 # Why NEFTune is refused in these stages: what the Trainer's embedding hook would do there (train/stages).
-_NEFTUNE_REFUSED = {
-    "rm": "the reward model's value-head wrapper has no input embeddings for transformers' hook",
-    "ppo": "the value-head wrapper has no input embeddings for transformers' hook, and the rollouts' log-probs are "
-    "taken without noise, so the policy ratio would compare noised with clean log-probs",
-    "grpo": "the rollouts' log-probs are taken without noise, so the policy ratio would compare noised with clean "
-    "log-probs",
-}
+_NEFTUNE_REFUSED = ("rm", "ppo", "grpo")  # the why of each: part_neftune_<stage> in config/problem_texts.py
 _REFERENCE_FREE = ("orpo", "simpo")  # dpo's losses without a reference (train/stages/dpo.py: REFERENCE_FREE)
 
 
@@ -209,18 +188,15 @@ def neftune_problems(cfg: Config) -> Iterator[Problem]:
     run's own reference (its adapter disabled, in training mode) would be noised too."""
     if not cfg.neftune_noise_alpha:
         return
-    why = _NEFTUNE_REFUSED.get(cfg.stage)
-    if why:
-        yield Problem(
-            f"neftune_noise_alpha (NEFTune) does not work in stage {cfg.stage}: {why}. Remove neftune_noise_alpha.",
-            ("neftune_noise_alpha", "stage"),
-        )
+    if cfg.stage in _NEFTUNE_REFUSED:
+        why = Said(f"part_neftune_{cfg.stage}")
+        yield problem("neftune_stage", ("neftune_noise_alpha", "stage"), stage=cfg.stage, why=why)
     elif cfg.stage in ("dpo", "kto") and _reference_is_the_policy(cfg):
-        yield Problem(
-            f"neftune_noise_alpha (NEFTune) in stage {cfg.stage} with finetuning_type {cfg.finetuning_type}: the "
-            "reference is the policy with its adapter disabled, so its log-probs would be noised too. Set ref_model "
-            "or precompute_ref_log_probs: true (that reference sees no noise), or remove neftune_noise_alpha.",
+        yield problem(
+            "neftune_reference",
             ("neftune_noise_alpha", "stage", "ref_model", "precompute_ref_log_probs"),
+            stage=cfg.stage,
+            method=cfg.finetuning_type,
         )
 
 
@@ -234,32 +210,19 @@ def _reference_is_the_policy(cfg: Config) -> bool:
 def evaluation_problems(cfg: Config) -> Iterator[Problem]:
     """Held-out data, evaluation and the best checkpoint."""
     if cfg.val_size >= 1 and cfg.val_size != int(cfg.val_size):
-        yield Problem(
-            f"val_size {cfg.val_size} is neither a fraction below 1 nor a whole sample count: use e.g. 0.1 or 100.",
-            ("val_size",),
-        )
+        yield problem("val_size_invalid", ("val_size",), size=cfg.val_size)
     if cfg.val_size > 0 and cfg.eval_dataset:
-        yield Problem(
-            "val_size and eval_dataset are both set: evaluate on a held-out share (val_size) or on "
-            "eval_dataset, not both.",
-            ("val_size", "eval_dataset"),
-        )
+        yield problem("val_size_and_eval_dataset", ("val_size", "eval_dataset"))
     if cfg.eval_strategy != "no" and cfg.val_size == 0 and not cfg.eval_dataset and cfg.do_train:
-        yield Problem(
-            f"eval_strategy '{cfg.eval_strategy}' needs evaluation data: set val_size (e.g. 0.1) or eval_dataset, or "
-            "set eval_strategy: no.",
-            ("eval_strategy", "val_size", "eval_dataset"),
-        )
+        yield problem("eval_needs_data", ("eval_strategy", "val_size", "eval_dataset"), strategy=cfg.eval_strategy)
     if cfg.load_best_model_at_end and cfg.eval_strategy == "no":
-        yield Problem(
-            "load_best_model_at_end needs evaluation: set eval_strategy: steps (and val_size or eval_dataset).",
-            ("load_best_model_at_end", "eval_strategy"),
-        )
+        yield problem("best_needs_eval", ("load_best_model_at_end", "eval_strategy"))
     if cfg.load_best_model_at_end and cfg.eval_strategy != cfg.save_strategy:
-        yield Problem(
-            f"load_best_model_at_end needs save_strategy equal to eval_strategy (now {cfg.save_strategy} vs "
-            f"{cfg.eval_strategy}).",
+        yield problem(
+            "best_needs_same_strategy",
             ("load_best_model_at_end", "save_strategy", "eval_strategy"),
+            save=cfg.save_strategy,
+            eval=cfg.eval_strategy,
         )
     yield from _step_problems(cfg)
 
@@ -274,30 +237,22 @@ def _step_problems(cfg: Config) -> Iterator[Problem]:
     ):
         value = getattr(cfg, name)
         if counted and value is not None and value > 1 and value != int(value):
-            yield Problem(
-                f"{name} {value:g} is neither a fraction below 1 (a share of the training steps) nor a whole step "
-                f"count: use e.g. {int(value)} or 0.1.",
-                (name,),
-            )
+            yield problem("steps_invalid", (name,), name=name, value=value, whole=int(value))
     every = cfg.eval_steps or cfg.logging_steps  # Hugging Face evaluates every logging_steps without eval_steps
     if (
         cfg.load_best_model_at_end
         and cfg.eval_strategy == cfg.save_strategy == "steps"
         and not _saves_at_evaluations(cfg.save_steps, every)
     ):
-        yield Problem(
-            f"load_best_model_at_end needs a checkpoint at evaluations: save_steps {cfg.save_steps:g} must be a "
-            f"multiple of eval_steps {every:g}{'' if cfg.eval_steps else ' (logging_steps, eval_steps not set)'} "
-            f"(both whole step counts or both fractions below 1): set save_steps or eval_steps.",
+        yield problem(
+            "best_needs_save_at_eval",
             ("load_best_model_at_end", "save_steps", "eval_steps"),
+            save=cfg.save_steps,
+            every=every,
+            tail=None if cfg.eval_steps else Said("part_eval_every_logging"),
         )
     if cfg.lr_scheduler_type == "reduce_lr_on_plateau" and cfg.eval_strategy == "no":
-        yield Problem(
-            "lr_scheduler_type reduce_lr_on_plateau lowers the learning rate when the evaluation loss stops "
-            "improving, so it needs evaluation: set eval_strategy: steps (and val_size or eval_dataset), or "
-            "choose another lr_scheduler_type.",
-            ("lr_scheduler_type", "eval_strategy"),
-        )
+        yield problem("plateau_needs_eval", ("lr_scheduler_type", "eval_strategy"))
 
 
 def _saves_at_evaluations(save_steps: float, eval_steps: float) -> bool:
@@ -319,10 +274,11 @@ def scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[Problem]
     from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
 
     if scheduler in ("constant", "constant_with_warmup"):  # get_scheduler passes them no extra arguments
-        yield Problem(
-            f"lr_scheduler_type {scheduler} takes no lr_scheduler_kwargs (Hugging Face ignores them): remove "
-            f"lr_scheduler_kwargs ({', '.join(map(str, kwargs))}).",
+        yield problem(
+            "scheduler_takes_no_kwargs",
             ("lr_scheduler_kwargs", "lr_scheduler_type"),
+            scheduler=scheduler,
+            names=tuple(map(str, kwargs)),
         )
         return
     if scheduler == "reduce_lr_on_plateau":
@@ -337,8 +293,11 @@ def scheduler_kwargs_problems(scheduler: str, kwargs: dict) -> Iterator[Problem]
     ]
     wrong = [str(k) for k in kwargs if k not in allowed]
     if wrong:
-        yield Problem(
-            f"lr_scheduler_kwargs has {', '.join(wrong)}, which lr_scheduler_type {scheduler} does not take; "
-            + (f"it takes: {', '.join(allowed)}." if allowed else "it takes none: remove lr_scheduler_kwargs."),
+        takes = Said("part_scheduler_takes", allowed=tuple(allowed)) if allowed else Said("part_scheduler_takes_none")
+        yield problem(
+            "scheduler_kwargs_wrong",
             ("lr_scheduler_kwargs", "lr_scheduler_type"),
+            wrong=tuple(wrong),
+            scheduler=scheduler,
+            takes=takes,
         )

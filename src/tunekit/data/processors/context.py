@@ -36,6 +36,7 @@ class ProcessContext:
     train_on_prompt: bool = False
     mask_history: bool = False
     enable_thinking: bool = True
+    preserve_thinking: bool = False  # untrained earlier replies keep their thought block (templates/base.py)
     thought_weight: float = 1.0  # thought_loss_weight (sft): 0 masks each trained reply's thought block
     default_system: str | None = None
     packing: bool = False  # pt: concatenate texts into cutoff_len blocks
@@ -68,6 +69,7 @@ class ProcessContext:
             tools=tools or None,
             enable_thinking=self.enable_thinking,
             strip_history_thoughts=not history_trained,
+            preserve_thinking=self.preserve_thinking,
         )
 
     def render_marked(
@@ -80,6 +82,7 @@ class ProcessContext:
             tools=tools or None,
             enable_thinking=self.enable_thinking,
             strip_history_thoughts=not history_trained,
+            preserve_thinking=self.preserve_thinking,
         )
 
     def head_of(

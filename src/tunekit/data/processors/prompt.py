@@ -18,7 +18,11 @@ OUTPUT_COLUMNS = ("input_ids", "prompt_text", "reference", "length", "_status", 
 
 def _render(ctx: ProcessContext, messages, system, tools) -> str:
     return ctx.template.render_prompt(
-        messages, system=ctx.system_for(system), tools=tools or None, enable_thinking=ctx.enable_thinking
+        messages,
+        system=ctx.system_for(system),
+        tools=tools or None,
+        enable_thinking=ctx.enable_thinking,
+        preserve_thinking=ctx.preserve_thinking,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from tunekit.errors import ConfigError, DataError
 
@@ -24,6 +24,8 @@ USER_SIDE = ("user", "observation")
 ASSISTANT_SIDE = ("assistant", "function_call")
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 EMPTY_THOUGHT = "<think>\n\n</think>\n\n"
+#: how the replies before the last render (``Template._turns``)
+HistoryForm = Literal["trained", "official", "preserved"]
 
 
 def split_thought(content: str) -> tuple[str | None, str]:
@@ -106,15 +108,25 @@ class Template:
         enable_thinking: bool = True,
         *,
         strip_history_thoughts: bool = False,
+        preserve_thinking: bool = False,
     ) -> list[tuple[str, str]]:
         """One (prompt_text, response_text) per turn; their concatenation is the whole conversation.
 
         ``strip_history_thoughts`` (reasoning templates only): render earlier replies the way the official
         Qwen3 template renders history (without their ``<think>`` block) instead of training every reply
         with its thought. Use it when only the last reply is trained (``mask_history``).
+        ``preserve_thinking`` (LLaMA-Factory's option): earlier replies that are not trained keep their thought
+        block instead (the empty block for a reply without a thought, or every reply with ``enable_thinking``
+        false, whose thoughts are removed), as Qwen3.6's official template renders history with
+        ``preserve_thinking=True``.
         """
         marked = self.encode_turns_marked(
-            messages, system, tools, enable_thinking, strip_history_thoughts=strip_history_thoughts
+            messages,
+            system,
+            tools,
+            enable_thinking,
+            strip_history_thoughts=strip_history_thoughts,
+            preserve_thinking=preserve_thinking,
         )
         return [(prompt, response) for prompt, response, _ in marked]
 
@@ -126,12 +138,14 @@ class Template:
         enable_thinking: bool = True,
         *,
         strip_history_thoughts: bool = False,
+        preserve_thinking: bool = False,
     ) -> list[tuple[str, str, str]]:
         """:meth:`encode_turns` with a third text per turn: the response's start up to the end of the thought block
         it trains (``<think>`` ... ``</think>`` + its separator; the empty block of a reply without a thought), or
         ``""`` when the response trains no thought (``thought_loss_weight`` reads it)."""
         check_messages(messages, for_prompt=False)
-        turns = self._turns(list(messages), system, tools, enable_thinking, strip_history_thoughts, generation=False)
+        history = "trained" if not strip_history_thoughts else "preserved" if preserve_thinking else "official"
+        turns = self._turns(list(messages), system, tools, enable_thinking, history, generation=False)
         if self.spec.role_handoff:
             turns = self._handoff(turns)
         return turns
@@ -147,10 +161,14 @@ class Template:
         system: str | None = None,
         tools: str | list | None = None,
         enable_thinking: bool = True,
+        *,
+        preserve_thinking: bool = False,
     ) -> str:
-        """The generation prompt for a conversation ending with a user/observation message."""
+        """The generation prompt for a conversation ending with a user/observation message (``preserve_thinking``:
+        earlier replies keep their thought block, see :meth:`encode_turns`)."""
         check_messages(messages, for_prompt=True)
-        turns = self._turns(list(messages), system, tools, enable_thinking, True, generation=True)
+        history = "preserved" if preserve_thinking else "official"
+        turns = self._turns(list(messages), system, tools, enable_thinking, history, generation=True)
         return "".join(p + r for p, r, _ in turns)
 
     def render(self, messages, system=None, tools=None, enable_thinking=True, **kw) -> str:
@@ -239,8 +257,11 @@ class Template:
         return reasoning, self._trim("assistant", thought + content)
 
     def _turns(
-        self, messages, system, tools, enable_thinking, strip_history, generation
+        self, messages, system, tools, enable_thinking, history: HistoryForm, generation: bool
     ) -> list[tuple[str, str, str]]:
+        """``history``: how replies before the last render (reasoning templates): ``trained`` (each with its thought,
+        as trained), ``official`` (the official Qwen3 history: thoughts only after the last user query) or
+        ``preserved`` (untrained, each with its thought block: ``preserve_thinking``)."""
         spec = self.spec
         sys_text = self._system_text(system, tools)
         pairs = [messages[i : i + 2] for i in range(0, len(messages), 2)]
@@ -267,13 +288,17 @@ class Template:
             reasoning, body = self._reply_body(reply)
             thought = ""
             if spec.reasoning:
-                trained_thought = (not strip_history and not generation) or (is_last and not generation)
+                trained_thought = not generation and (history == "trained" or is_last)
                 if trained_thought:
                     if enable_thinking:  # the thought (empty if none) is part of the trained reply
                         thought = think_block(reasoning)
                         body = thought + body.lstrip("\n")
                     else:  # thoughts removed; the empty block is prompt, like the official enable_thinking=False
                         prompt += EMPTY_THOUGHT
+                elif history == "preserved" and enable_thinking:  # preserve_thinking: an earlier reply keeps its block
+                    body = think_block(reasoning) + body.lstrip("\n")
+                elif history == "preserved":  # ... with its thought removed: the empty block, in the prompt (LF)
+                    prompt += EMPTY_THOUGHT
                 elif k >= last_user_turn and reasoning:  # official history: kept only after the last user query
                     body = think_block(reasoning) + body.lstrip("\n")
             response = self._fill(fmt, body)

@@ -51,10 +51,19 @@ class JinjaTemplate:
 
     # --- helpers ----------------------------------------------------------------------------------
 
-    def _render(self, messages: list[dict], tools: list | None, gen: bool, enable_thinking: bool) -> str:
+    def _render(
+        self, messages: list[dict], tools: list | None, gen: bool, enable_thinking: bool, preserve: bool = False
+    ) -> str:
+        # preserve_thinking is passed only when set: chat templates that read it (Qwen3.5/3.6) keep history thoughts
+        extra = {"preserve_thinking": True} if preserve else {}
         try:
             return self.tokenizer.apply_chat_template(
-                messages, tools=tools, add_generation_prompt=gen, tokenize=False, enable_thinking=enable_thinking
+                messages,
+                tools=tools,
+                add_generation_prompt=gen,
+                tokenize=False,
+                enable_thinking=enable_thinking,
+                **extra,
             )
         except Exception as exc:  # jinja TemplateError, raise_exception(...) in the template, ...
             raise ConfigError(f"the tokenizer's chat_template failed to render this conversation: {exc}") from None
@@ -108,6 +117,8 @@ class JinjaTemplate:
         system: str | None = None,
         tools: str | list | None = None,
         enable_thinking: bool = True,
+        *,
+        preserve_thinking: bool = False,
         **_: Any,
     ) -> list[tuple[str, str]]:
         check_messages(messages, for_prompt=False)
@@ -119,8 +130,8 @@ class JinjaTemplate:
         n_turns = len(messages) // 2
         for k in range(n_turns):
             upto_user = offset + 2 * k + 1
-            prompt_full = self._render(hf[:upto_user], tool_list, True, enable_thinking)
-            full = self._render(hf[: upto_user + 1], tool_list, False, enable_thinking)
+            prompt_full = self._render(hf[:upto_user], tool_list, True, enable_thinking, preserve_thinking)
+            full = self._render(hf[: upto_user + 1], tool_list, False, enable_thinking, preserve_thinking)
             if not prompt_full.startswith(prev_full):
                 raise ConfigError(
                     f"template 'jinja': the tokenizer's chat_template is not prefix-preserving: adding turn {k + 1} "
@@ -148,10 +159,12 @@ class JinjaTemplate:
         system: str | None = None,
         tools: str | list | None = None,
         enable_thinking: bool = True,
+        *,
+        preserve_thinking: bool = False,
     ) -> str:
         check_messages(messages, for_prompt=True)
         tool_list = [openai_tool(t) for t in parse_tools(tools)] or None
-        return self._render(self._hf_messages(messages, system), tool_list, True, enable_thinking)
+        return self._render(self._hf_messages(messages, system), tool_list, True, enable_thinking, preserve_thinking)
 
     def render(self, messages, system=None, tools=None, enable_thinking=True, **kw) -> str:
         return "".join(p + r for p, r in self.encode_turns(messages, system, tools, enable_thinking))

@@ -77,6 +77,14 @@ class LaunchPlan:
         return self.nproc_per_node * self.nnodes if self.launch else 1
 
 
+#: LLaMA-Factory's ``USE_RAY=1`` (Ray Train) would otherwise be ignored without a word
+RAY_REFUSED = (
+    "USE_RAY=1 asks for LLaMA-Factory's Ray Train launch, which tunekit does not have: unset USE_RAY. tunekit train "
+    "starts one process per visible GPU itself (NPROC_PER_NODE, NNODES/NODE_RANK/MASTER_ADDR for several machines: "
+    "docs/workflows/multi-gpu.md)."
+)
+
+
 def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
     raw = env.get(name, "").strip()
     if not raw:
@@ -93,6 +101,8 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) 
 def launch_plan(env: Mapping[str, str] | None = None, use_cpu: bool = False) -> LaunchPlan:
     """Decide from the environment whether ``tunekit train`` re-executes under torchrun."""
     env = os.environ if env is None else env
+    if env_flag("USE_RAY", False, env):
+        raise ConfigError(RAY_REFUSED)
     devices = 0 if use_cpu else visible_device_count(env)
     nnodes = env_nodes(env)
     node_rank = _env_int(env, "NODE_RANK", 0)

@@ -69,7 +69,7 @@ class Page:
 def errors_md(check: Validation | None, lang: str) -> str:
     if check is None or check.ok:
         return "" if check is None else f"✓ {t('valid', lang)}"
-    return f"**{t('invalid', lang)}**\n\n```\n{check.message}\n```"
+    return f"**{t('invalid', lang)}**\n\n```\n{check.text(lang)}\n```"
 
 
 def template_dropdown(page: Page, elem_id: str):

@@ -98,7 +98,7 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
         vals = {**tab.source.values(data), **board.values(tab.form.read_map(data))}
         check = board.validate(vals)
         if not check.ok:
-            return f"⚠ {check.message}"
+            return f"⚠ {check.text(data[page.lang_radio])}"
         if not check.config.model_name_or_path:
             return f"⚠ {t('src_need_model', data[page.lang_radio])}"
         try:
