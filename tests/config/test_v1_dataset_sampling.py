@@ -142,6 +142,15 @@ def test_training_rows_are_the_drawn_records_and_the_report_says_so(v1_root, tin
     assert f"  {NOTE_A}\n  {NOTE_B}\n" in console.export_text()
 
 
+def test_predict_reads_the_drawn_records(v1_root):
+    """``tunekit predict`` selects records with training's one function (data/sampling.select_records): the draw."""
+    from tunekit.infer.predict import load_samples
+
+    cfg = load_config(_v1(v1_root), ["seed=42"])
+    users = [s["messages"][0]["content"] for s in load_samples(cfg)]
+    assert users == [f"a{i}" for i in DRAWN_A] + [f"b{i}" for i in DRAWN_B]
+
+
 def test_a_changed_seed_draws_and_tokenizes_again(v1_root, tiny_qwen):
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_tokenizer

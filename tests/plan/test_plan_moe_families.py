@@ -66,3 +66,7 @@ def test_the_tiny_model_plan_counts_the_lora_tunekit_trains(like, tmp_path):
     cfg = load_config(None, options)
     model = load_model(cfg, load_tokenizer(cfg), is_trainable=True)
     assert plan.params["lora"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # flash_attn auto: the attention the plan counts is the one the model runs (gpt-oss has no sdpa path: eager)
+    assert (
+        plan.setup["attention"] == model.config._attn_implementation == ("eager" if like == "gpt-oss-20b" else "sdpa")
+    )

@@ -20,8 +20,8 @@ HELP_ZH: dict[str, str] = {
     "dtype": "加载权重的数据类型：auto = bf16: true 时为 bfloat16，fp16: true 时为 float16，否则 "
     "float32（未设置任何精度选项时由设备决定 bf16/fp16，开始时打印并记入 tunekit_config.yaml）；float32 "
     "在任何设备上都保持 fp32。",
-    "flash_attn": "注意力实现：auto = sdpa；fa2 = FlashAttention-2（需要 flash-attn 包和 GPU）；disabled/eager "
-    "= 普通实现。",
+    "flash_attn": "注意力实现：auto = transformers 的默认（模型支持时用 sdpa，否则 eager，如 `gpt-oss`）；"
+    "fa2 = FlashAttention-2（需要 flash-attn 包和 GPU）；disabled/eager = 普通实现。",
     "rope_scaling": "RoPE 缩放以扩展上下文长度；缩放系数由 rope_scaling_target_len（或 cutoff_len）决定。",
     "rope_scaling_target_len": "rope_scaling 要达到的上下文长度（默认：cutoff_len）。",
     "gradient_checkpointing": "反向传播时重算激活以节省显存（约慢 25%）；auto = 数据分词后按最长训练样本做显存规划，"

@@ -55,11 +55,6 @@ class Problem:
     def __str__(self) -> str:
         return self.message
 
-    @property
-    def key(self) -> str | None:
-        """The key of its message (None: a message made as plain text)."""
-        return getattr(self.message, "key", None)
-
 
 def problem(key: str, fields: tuple[str, ...] = (), /, **values: Any) -> Problem:
     """``Problem(Said(key, **values), fields)``: the problem whose English is ``ENGLISH[key]`` filled in."""

@@ -33,7 +33,7 @@ from .processors.packing import pack_dataset
 from .processors.pt import announce_document_end
 from .readers import read_records
 from .report import DatasetReport
-from .sampling import apply_draw, apply_num_samples, check_sampling_names
+from .sampling import check_sampling_names, select_records
 from .split import split_sizes
 from .templates import get_template
 from .templates.tokenizer_fix import fix_tokenizer
@@ -260,11 +260,7 @@ def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
 
     report = DatasetReport(name=attr.name)
     raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
-    raws, report.sampled = apply_num_samples(raws, attr.name, attr.num_samples, cfg.seed)  # before max_samples
-    raws, drawn = apply_draw(raws, attr.name, (cfg.dataset_sampling or {}).get(attr.name), cfg.seed)  # v1 size/weight
-    report.sampled = "; ".join(note for note in (report.sampled, drawn) if note) or None
-    if cfg.max_samples:
-        raws = raws[: cfg.max_samples]
+    raws, report.sampled = select_records(raws, attr.name, attr.num_samples, cfg)
     report.records = len(raws)
     samples = []
     for raw in raws:

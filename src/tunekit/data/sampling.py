@@ -99,3 +99,13 @@ def check_sampling_names(sampling: dict[str, dict] | None, datasets: list[str], 
             f"dataset_sampling names {', '.join(unknown)}, which is not a dataset of this run (dataset / "
             f"eval_dataset: {names}); name each dataset as dataset or eval_dataset writes it, or remove its entry."
         )
+
+
+def select_records(records: list[T], name: str, num_samples: int | None, cfg) -> tuple[list[T], str | None]:
+    """The records a run reads of dataset ``name``, for training and ``tunekit predict`` alike: ``num_samples``
+    first, then ``dataset_sampling``'s draw, then the first ``max_samples``; with the note saying what was drawn."""
+    records, sampled = apply_num_samples(records, name, num_samples, cfg.seed)
+    records, drawn = apply_draw(records, name, (cfg.dataset_sampling or {}).get(name), cfg.seed)
+    if cfg.max_samples:
+        records = records[: cfg.max_samples]
+    return records, "; ".join(note for note in (sampled, drawn) if note) or None

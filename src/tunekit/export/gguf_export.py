@@ -92,7 +92,7 @@ def check_gguf_export(cfg: Config) -> Path:
 
 def export_gguf(cfg: Config, out: Path, tmp: Path, write_merged, clear_weights) -> Path:
     """Write the GGUF export to ``out`` (``write_merged``/``clear_weights``: the exporter's, see the docstring)."""
-    folder = check_gguf_export(cfg)
+    folder = converter_dir()  # check_gguf_export ran before anything was written (exporter.export_model)
     kind = gguf_type(cfg)
     if kind == "f32":
         cfg = cfg.model_copy(update={"infer_dtype": "float32"})
@@ -137,32 +137,27 @@ def _write_modelfile_and_provenance(cfg: Config, out: Path, kind: str, merged: d
 
 def convert(folder: Path, merged: Path, target: Path, kind: str) -> Path:
     """``convert_hf_to_gguf.py MERGED --outfile TARGET --outtype KIND`` in a child process (``gguf_runner``)."""
-    cmd = [sys.executable, "-m", "tunekit.export.gguf_runner", str(folder), str(merged)]
-    cmd += ["--outfile", str(target), "--outtype", kind]
     print(f"converting to GGUF ({kind}) with llama.cpp's convert_hf_to_gguf.py")
-    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
-    if done.returncode != 0 or not target.is_file():
-        tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-12:])
-        raise ModelError(f"llama.cpp's convert_hf_to_gguf.py could not convert the merged model:\n{tail}")
-    return target
+    args = [str(folder), str(merged), "--outfile", str(target), "--outtype", kind]
+    return _run_runner(args, target, "llama.cpp's convert_hf_to_gguf.py could not convert the merged model")
 
 
 def quantize(source: Path, target: Path, kind: str) -> Path:
     """``llama_model_quantize`` (llama.cpp's ``llama-quantize``) from the float GGUF ``source`` to ``kind``, in a child
     process whose log is shown only when it fails (``gguf_runner quantize``)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "tunekit.export.gguf_runner",
-        "quantize",
-        str(source),
-        str(target),
-        str(QUANTIZED[kind]),
-    ]
     print(f"quantizing to {kind} with llama.cpp")
-    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    args = ["quantize", str(source), str(target), str(QUANTIZED[kind])]
+    _run_runner(args, target, f"llama.cpp could not quantize {source.name} to {kind}")
+    source.unlink()
+    return target
+
+
+def _run_runner(args: list[str], target: Path, failure: str) -> Path:
+    """``python -m tunekit.export.gguf_runner ARGS``; its log's tail in the error when ``target`` is not written."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tunekit.export.gguf_runner", *args], check=False, capture_output=True, text=True
+    )
     if done.returncode != 0 or not target.is_file():
         tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-12:])
-        raise ModelError(f"llama.cpp could not quantize {source.name} to {kind}:\n{tail}")
-    source.unlink()
+        raise ModelError(f"{failure}:\n{tail}")
     return target

@@ -179,7 +179,7 @@ def _check_tokens(llm, ctx: ProcessContext, report: dict) -> list[int] | None:
 
 
 def _reference_pass(reference, ids: list[int]):
-    """transformers' logits at every position, and the bound's Σ|W||h| per position (block maxima for block types)."""
+    """transformers' logits and the head's input (last hidden state) at every position, and the head's weight."""
     import torch
 
     with torch.inference_mode():

@@ -23,6 +23,7 @@ CPU; ``export_verify: false`` skips the check.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -86,8 +87,7 @@ def check_gptq_export(folder: Path, merged: Path, texts: list[str], max_length: 
 
     quantized = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     reference = AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32).eval()
-    stored = AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32).eval()
-    rtn = AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32).eval()
+    stored, rtn = copy.deepcopy(reference), copy.deepcopy(reference)  # the merged folder is read once
     settings, layers = quantization_settings(folder), 0
     with torch.no_grad():
         for name, weight in dequantized_weights(folder):

@@ -43,7 +43,7 @@ def export_gptq(cfg: Config, merged: Path, out: Path, provenance_file: str, chec
     if not texts:
         raise DataError(
             f"export_quantization_dataset {cfg.export_quantization_dataset} gave no calibration text: none of its "
-            f"records reads as a conversation (see docs/data-formats.md). Nothing was written."
+            f"records reads as a conversation or a plain text (see docs/data-formats.md). Nothing was written."
         )
     python = gptq_python()
     work = merged.parent / "gptq"

@@ -89,7 +89,7 @@ def check_available(cfg: Config) -> None:
             "export_quantization_method: gptq needs calibration data: set export_quantization_dataset "
             "(a dataset name from dataset_info.json or a file path). Nothing was written."
         )
-    if importlib.util.find_spec("compressed_tensors") is None:
+    if any(importlib.util.find_spec(name) is None for name in GPTQ_PACKAGES):
         why = (
             "export_quantization_method: gptq"
             if cfg.export_quantization_method

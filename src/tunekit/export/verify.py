@@ -60,7 +60,6 @@ def verify_export(path: str | Path, base_cfg: Config | None = None, max_new_toke
         raise ModelError(
             f"{path} has no config.json: it is not a model folder (give the export_dir of `tunekit export`)."
         )
-    provenance = _read_json(path / "tunekit_export.json") or {}
     report["provenance"] = provenance
     quantized = bool(provenance.get("quantization")) or "quantization_config" in (
         _read_json(path / "config.json") or {}

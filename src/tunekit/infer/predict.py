@@ -26,7 +26,7 @@ from ..data.dataset_info import resolve_datasets
 from ..data.formats import RecordError, convert_record
 from ..data.mm_plugins import PLACEHOLDERS, media_root, resolve_media
 from ..data.readers import read_records
-from ..data.sampling import apply_num_samples
+from ..data.sampling import select_records
 from ..errors import ConfigError, DataError
 from .engine import ChatEngine
 from .media_prompt import render_sample
@@ -47,9 +47,7 @@ def load_samples(cfg: Config) -> list[dict[str, Any]]:
     samples = []
     for attr in resolve_datasets(names, cfg.dataset_dir):
         raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
-        raws, _ = apply_num_samples(raws, attr.name, attr.num_samples, cfg.seed)  # the records training evaluates
-        if cfg.max_samples:
-            raws = raws[: cfg.max_samples]
+        raws, _ = select_records(raws, attr.name, attr.num_samples, cfg)  # the records training evaluates
         for raw in raws:
             try:
                 sample = convert_record(raw, attr, "sft")

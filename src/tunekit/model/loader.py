@@ -272,25 +272,16 @@ def load_dtype_name(cfg: Config) -> str:
     return "float16" if cfg.fp16 else "float32"
 
 
-def _supports_sdpa(config) -> bool:
-    from transformers import AutoModelForCausalLM
-
-    try:
-        return bool(getattr(AutoModelForCausalLM._model_mapping[type(config)], "_supports_sdpa", True))
-    except KeyError:  # not a causal LM class (vision-language): its own loading decides
-        return True
-
-
 def compute_dtype(cfg: Config):
     import torch
 
     return getattr(torch, load_dtype_name(cfg))
 
 
-def attention_implementation(cfg: Config, config=None) -> str:
-    if cfg.flash_attn in ("auto", "sdpa"):
-        if cfg.flash_attn == "auto" and config is not None and not _supports_sdpa(config):
-            return "eager"  # gpt-oss (attention sinks): transformers has no sdpa path for it
+def attention_implementation(cfg: Config) -> str | None:
+    if cfg.flash_attn == "auto":  # transformers' default: sdpa, else eager (gpt-oss: attention sinks)
+        return None
+    if cfg.flash_attn == "sdpa":
         return "sdpa"
     if cfg.flash_attn in ("disabled", "eager"):
         return "eager"
@@ -414,7 +405,7 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
             path,
             config=config,
             dtype=dtype,
-            attn_implementation=attention_implementation(cfg, config),
+            attn_implementation=attention_implementation(cfg),
             quantization_config=quantization_config(cfg, dtype),
             trust_remote_code=cfg.trust_remote_code,
             revision=cfg.model_revision,

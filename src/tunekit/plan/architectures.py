@@ -67,6 +67,7 @@ class ModelShape:
     layers_path: str = "model.layers"
     vision: Any = None  # plan.vision.VisionShape of a vision-language model (its tower and projector), else None
     moe: Any = None  # plan.moe.MoeCounts of a mixture-of-experts model (total vs active parameters), else None
+    default_attn: str = "sdpa"  # what transformers runs unless told (flash_attn: auto): eager where it has no sdpa
 
     @property
     def q_dim(self) -> int:
@@ -190,10 +191,11 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
             model = auto.from_config(hf_cfg, dtype=torch.bfloat16)
     except Exception as exc:  # an architecture without a causal-LM head, remote code, ...
         raise ModelError(f"Cannot build {name} ({model_type}) as a causal LM on the meta device: {exc}") from None
+    attn = str(getattr(model.config, "_attn_implementation", None) or "sdpa")  # transformers' own choice
     if plugin is None:
-        return shape_from_model(name, model)
+        return replace(shape_from_model(name, model), default_attn=attn)
     lm = shape_from_model(name, model, within=plugin.LANGUAGE_MODEL + ("lm_head",))
-    return replace(lm, model_type=model_type, vision=vision_shape_from_model(model, plugin))
+    return replace(lm, model_type=model_type, vision=vision_shape_from_model(model, plugin), default_attn=attn)
 
 
 def _check_head_split(name: str, hf_cfg) -> None:

@@ -217,7 +217,8 @@ def _decision(cfg: Config, gpu, world_size, longest_row, machine=None) -> Checkp
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, world // max(1, nodes))
     try:
         seq, source = memory_seq_len(cfg, longest_row)
-        shape, setup = training_shape(cfg), resolve_setup(cfg, world, nodes, seq, decide_features(cfg, machine))
+        shape = training_shape(cfg)
+        setup = resolve_setup(cfg, world, nodes, seq, decide_features(cfg, machine), shape)
         if shape.vision is not None:  # a VLM: one image of image_max_pixels per sample (`tunekit plan` reads the data)
             media = assumed_media(shape.vision, cfg, None, None, None)
             setup = setup.with_(

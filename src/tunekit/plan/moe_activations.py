@@ -58,7 +58,7 @@ def adapted_expert_paths(shape: ModelShape, setup: Setup) -> frozenset[str]:
     return frozenset(f.path for f in adapted_fused(shape.moe, setup.lora_targets))
 
 
-def _adapted(shape: ModelShape, setup: Setup, kind) -> tuple[Fused, ...]:
+def _adapted(shape: ModelShape, kind) -> tuple[Fused, ...]:
     """The fused expert weights with a LoRA pair in a layer of ``kind`` (``activations.LayerKind``)."""
     return tuple(f for f in shape.moe.fused if f.path in kind.adapted)
 
@@ -85,7 +85,7 @@ def routed_saved_per_token(shape: ModelShape, setup: Setup, kind, norm_out: int,
     logits = c if setup.autocast else norm_out
     weights = 4 if moe.fp32_scores else logits
     if not block_input_grad(shape, kind):
-        first = _adapted(shape, setup, kind)[:1] == moe.fused[:1]  # the up projection trains: all after it carries
+        first = _adapted(shape, kind)[:1] == moe.fused[:1]  # the up projection trains: all after it carries
         return (e * k * (h + 4 * W) + weights * k + 8 * k) * _sparse_share(shape) if first else 0.0
     router = 4 * E + 8 * k + ((4 + 4 * k) if moe.normalized else 0)
     if kind.trainable:  # the router's weight trains: its input (an autocast copy, or the norm output itself)
@@ -94,7 +94,7 @@ def routed_saved_per_token(shape: ModelShape, setup: Setup, kind, norm_out: int,
         elif not norm_saved:
             router += norm_out * h
     experts = e * k * (h + 3 * W) + weights * k + 24 * k
-    if kind.trainable or _adapted(shape, setup, kind):  # the weights' gradient needs both grouped matmuls' inputs
+    if kind.trainable or _adapted(shape, kind):  # the weights' gradient needs both grouped matmuls' inputs
         experts += e * k * (h + W)
     return (router + experts) * _sparse_share(shape)
 
@@ -108,7 +108,7 @@ def routed_saved_const(shape: ModelShape, setup: Setup, kind) -> float:
         return 0.0
     e, r = expert_bytes(setup, kind), setup.lora_rank
     total = 4.0 * moe.experts
-    for f in _adapted(shape, setup, kind):
+    for f in _adapted(shape, kind):
         kept = block_input_grad(shape, kind) or f != moe.fused[0]  # the up projection's input needs no gradient: no W'
         cast = e != 4  # PEFT casts its fp32 factors to the weight's dtype: a copy unless that is fp32 too
         total += e * f.experts * (f.out_features * f.in_features * kept + r * (f.in_features + f.out_features) * cast)
@@ -122,7 +122,7 @@ def routed_backward_transient(shape: ModelShape, setup: Setup, kind) -> float:
     adapted fused weight (``E x out x in`` in the weights' dtype), reduced to the LoRA factors' gradients next."""
     if shape.moe is None:
         return 0.0
-    fused = _adapted(shape, setup, kind)
+    fused = _adapted(shape, kind)
     return float(
         max((expert_bytes(setup, kind) * f.experts * f.out_features * f.in_features for f in fused), default=0)
     )

@@ -112,7 +112,7 @@ def make_plan(
     # memory: the run's decisions for the planned device, the same step tunekit train takes (plan/decide.py)
     decisions = decide_features(cfg, planned_machine(cfg, world))
     fields["decisions"] = {name: {"on": d.on, "why": d.why} for name, d in decisions.features().items()}
-    setup = resolve_setup(cfg, world, n_nodes, s_mem, decisions)
+    setup = resolve_setup(cfg, world, n_nodes, s_mem, decisions, shape)
     if shape.vision is not None:
         measured = lengths if num_samples is None else None
         setup = _media(shape, cfg, setup, measured, (images, image_size, videos, video_seconds), fields, notes)
@@ -381,7 +381,7 @@ def apply_auto_fit(cfg: Config, gpu: GPU | None = None, world_size: int | None =
     world = world_size or env_world_size() or world_from(None, None)[0]
     nodes = env_nodes()
     shape = load_shape(None, cfg.model_name_or_path)
-    setup = resolve_setup(cfg, world, nodes)
+    setup = resolve_setup(cfg, world, nodes, shape=shape)
     fit = auto_fit_overrides(cfg, shape, setup, gpu)
     if not fit.fits:
         more = f", or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""

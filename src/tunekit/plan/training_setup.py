@@ -207,7 +207,7 @@ def planned_machine(cfg: Config, world_size: int = 1):
 
 
 def resolve_setup(
-    cfg: Config, world_size: int = 1, nodes: int = 1, seq_len: int | None = None, decisions=None
+    cfg: Config, world_size: int = 1, nodes: int = 1, seq_len: int | None = None, decisions=None, shape=None
 ) -> Setup:
     """The planner's set-up of ``cfg``; its features (chunked head, recompute, Liger's loss, the heap guard, the host)
     are read from ``decisions`` (:class:`~tunekit.train.decisions.RunDecisions`, what the run decided), by default
@@ -218,7 +218,7 @@ def resolve_setup(
     base, compute, autocast = precision.weight_bytes, precision.compute_bytes, precision.autocast is not None
     stage, off_opt, off_param, fsdp, fsdp_offload = engine_settings(cfg, world_size)
     bucket, overlap, max_live = deepspeed_buffers(cfg.deepspeed)
-    attn = decisions.attention
+    attn = decisions.attention or (shape.default_attn if shape is not None else "sdpa")  # auto: the model's default
     return Setup(
         finetuning_type=cfg.finetuning_type,
         lora_rank=cfg.lora_rank,

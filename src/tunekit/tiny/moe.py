@@ -14,6 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
+
+def _deepseek(mscale: float) -> dict[str, Any]:
+    """DeepSeek-V2/V3's shared config.json fields: multi-head latent attention and YaRN (``mscale`` differs)."""
+    yarn = dict(type="yarn", factor=40, original_max_position_embeddings=4096, beta_fast=32, beta_slow=1)
+    return {
+        "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "rope_theta": 10000.0,
+        "rope_scaling": {**yarn, "mscale": mscale, "mscale_all_dim": mscale},
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+    }
+
+
 #: family key -> (transformers model_type, tokenizer family, structural config fields)
 MOE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     # Qwen3-30B-A3B / Qwen3-235B-A22B: every layer sparse, no shared expert
@@ -75,25 +94,7 @@ MOE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "deepseek_v3",
         "qwen",
         {
-            "tie_word_embeddings": False,
-            "rms_norm_eps": 1e-6,
-            "hidden_act": "silu",
-            "attention_bias": False,
-            "rope_theta": 10000.0,
-            "rope_scaling": {
-                "type": "yarn",
-                "factor": 40,
-                "original_max_position_embeddings": 4096,
-                "beta_fast": 32,
-                "beta_slow": 1,
-                "mscale": 1.0,
-                "mscale_all_dim": 1.0,
-            },
-            "q_lora_rank": 1536,
-            "kv_lora_rank": 512,
-            "qk_nope_head_dim": 128,
-            "qk_rope_head_dim": 64,
-            "v_head_dim": 128,
+            **_deepseek(mscale=1.0),
             "n_routed_experts": 256,
             "n_shared_experts": 1,
             "num_experts_per_tok": 8,
@@ -111,25 +112,7 @@ MOE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "deepseek_v2",
         "qwen",
         {
-            "tie_word_embeddings": False,
-            "rms_norm_eps": 1e-6,
-            "hidden_act": "silu",
-            "attention_bias": False,
-            "rope_theta": 10000.0,
-            "rope_scaling": {
-                "type": "yarn",
-                "factor": 40,
-                "original_max_position_embeddings": 4096,
-                "beta_fast": 32,
-                "beta_slow": 1,
-                "mscale": 0.707,
-                "mscale_all_dim": 0.707,
-            },
-            "q_lora_rank": 1536,
-            "kv_lora_rank": 512,
-            "qk_nope_head_dim": 128,
-            "qk_rope_head_dim": 64,
-            "v_head_dim": 128,
+            **_deepseek(mscale=0.707),
             "n_routed_experts": 160,
             "n_shared_experts": 2,
             "num_experts_per_tok": 6,

@@ -17,6 +17,7 @@ from typing import Any
 
 from tunekit.config import Config, build_config
 from tunekit.config.files import load_yaml_text
+from tunekit.config.problems import Problem
 from tunekit.config.secrets import (
     is_secret,
     job_secret_env,
@@ -52,7 +53,7 @@ from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_mess
 from .plan_panel import format_plan
 from .runner import Job, JobRunner
 from .sections import tab_of
-from .validation import Validation, check_deepspeed, validate
+from .validation import Validation, check_deepspeed, refused, validate
 
 
 class Board:
@@ -95,10 +96,7 @@ class Board:
         problems = self.policy.problems(check.config.model_dump())
         if not problems:
             return check_deepspeed(check, self.runner.cwd)  # the file is allowed: read it as the job's preflight will
-        by_field: dict[str, list[str]] = {}
-        for option, message in problems:
-            by_field.setdefault(option, []).append(message)
-        return Validation(None, "\n".join(m for _, m in problems), by_field, [m for _, m in problems])
+        return refused(Problem(message, (option,)) for option, message in problems)
 
     def tab_specs(self, tab: str) -> list[FieldSpec]:
         return [s for s in self.specs if tab_of(s) == tab]

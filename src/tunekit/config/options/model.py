@@ -49,8 +49,8 @@ class ModelOptions(OptionGroup):
     )
     flash_attn: Literal["auto", "disabled", "eager", "sdpa", "fa2"] = option(
         "auto",
-        description="Attention kernel: auto = sdpa; fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); "
-        "disabled/eager = plain attention.",
+        description="Attention kernel: auto = transformers' default (sdpa where the model has it, else eager: "
+        "gpt-oss); fa2 = FlashAttention-2 (needs the flash-attn package and a GPU); disabled/eager = plain attention.",
         section="acceleration",
     )
     rope_scaling: Literal["linear", "dynamic", "yarn", "llama3"] | None = option(

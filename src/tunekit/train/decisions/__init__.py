@@ -81,7 +81,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("gc_pause", cpu_host.gc_pause, "none", "tunekit/flow.py start_host -> host/gc_pause.pause/settle"),
 )
 HOST_FEATURES = ("heap_guard", "malloc_tune", "gc_pause")  # tunekit.host's: never on for a GPU run by default
-ATTENTION = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "eager": "eager", "fa2": "fa2"}
+# flash_attn -> the attention the model runs; None (auto): transformers' default for the model (model/loader.py passes
+# none), sdpa where the architecture has it, else eager: the planner reads it off the model (ModelShape.default_attn)
+ATTENTION = {"auto": None, "sdpa": "sdpa", "disabled": "eager", "eager": "eager", "fa2": "fa2"}
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class RunDecisions:
 
     machine: Machine
     engine: str  # single, ddp, deepspeed zN, fsdp zN (train.engines.distributed.engine_plan)
-    attention: str  # sdpa | eager | fa2, as the planner counts it
+    attention: str | None  # sdpa | eager | fa2; None: the model's default (plan: ModelShape.default_attn)
     precision: PrecisionDecision  # train/precision.py
     chunked_lm_head: Decision
     trained_tokens_loss: Decision
