@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,14 @@ from tunekit.train.engines.launcher import free_port
 
 BIN = Path(sys.executable).parent
 RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached in ~/.cache/torch_extensions)
+
+
+def note_launch(cmd: list[str]) -> None:
+    """With ``TUNEKIT_TEST_LAUNCH_LOG=FILE``, append one line per distributed launch (the suite's launch count)."""
+    log = os.environ.get("TUNEKIT_TEST_LAUNCH_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?')}\t{' '.join(cmd[1:4])}\n")
 
 
 def launch_env(**extra) -> dict:
@@ -89,30 +98,94 @@ def launch_command(launch: str, cfg_path: Path) -> tuple[list[str], dict]:
 def launch(how: str, cfg: dict, cfg_path: Path, expect_ok: bool = True) -> subprocess.CompletedProcess:
     cfg_path.write_text(yaml.safe_dump(cfg))
     cmd, env = launch_command(how, cfg_path)
+    note_launch(cmd)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)
     if expect_ok:
         assert proc.returncode == 0, proc.stderr[-6000:]
     return proc
 
 
-def run_cache(model: Path, data_dir: Path, root: Path, common: dict):
+def launch_batch(jobs: list[tuple[dict, Path, Path | None]]) -> list[subprocess.CompletedProcess]:
+    """Several ``tunekit train`` runs (config, its yaml path, a folder where its ranks record their pairs as
+    :func:`record_pair_batches` or None) on 2 ranks in ONE torchrun job, each run in a fresh process forked after the
+    imports (tests/distributed_batch.py): per run, its ranks' stdout and stderr (rank 0's first) and the first failing
+    rank's exit code, as :func:`launch` returns for one launch."""
+    plan = []
+    for cfg, cfg_path, record in jobs:
+        cfg_path.write_text(yaml.safe_dump(cfg))
+        output = str(cfg_path.with_suffix(""))
+        plan.append({"config": str(cfg_path), "port": free_port(), "output": output, "record": record and str(record)})
+    plan_path = jobs[0][1].with_suffix(".batch.json")
+    plan_path.write_text(json.dumps(plan))
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "tests.distributed_batch",
+        str(plan_path),
+    ]
+    note_launch(cmd)
+    proc = subprocess.run(cmd, env=launch_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    done = []
+    for run, (_, cfg_path, _) in zip(plan, jobs):
+        out = {s: "".join(Path(f"{run['output']}.rank{r}.{s}").read_text() for r in (0, 1)) for s in ("out", "err")}
+        codes = [int(Path(f"{run['output']}.rank{r}.rc").read_text()) for r in (0, 1)]
+        rc = next((c for c in codes if c != 0), 0)
+        done.append(subprocess.CompletedProcess(["tunekit", "train", str(cfg_path)], rc, out["out"], out["err"]))
+    return done
+
+
+def run_cache(model: Path, data_dir: Path, root: Path, common: dict, batches: tuple[dict, ...] = ()):
     """``get(name, how, **options) -> (output_dir, completed process or None)``; each name runs once.
 
-    ``how`` is ``inprocess`` (``run_train`` here) or a :func:`launch_command` launcher."""
+    ``how`` is ``inprocess`` (``run_train`` here), a :func:`launch_command` launcher, or ``batch``: a run declared in
+    one of ``batches`` ({name: its options, or a function of ``get`` returning them, called first, which may run
+    what the run needs, e.g. the run whose checkpoint it resumes}); the first ``get`` of a run of a batch starts
+    every run of that batch in ONE :func:`launch_batch` (outputs bit-equal to separate launches, ~3 s each instead
+    of ~20). A run whose assertions are about its launcher is not batched."""
     done: dict[str, tuple[Path, subprocess.CompletedProcess | None]] = {}
 
+    def run_batch(batch: dict) -> None:
+        options = {name: opts(get) if callable(opts) else opts for name, opts in batch.items() if name not in done}
+        jobs = [
+            (base_config(model, data_dir, root / n, **{**common, **o}), root / f"{n}.yaml", None)
+            for n, o in options.items()
+        ]
+        for name, proc in zip(options, launch_batch(jobs)):
+            done[name] = (root / name, proc)
+
     def get(name: str, how: str, **overrides) -> tuple[Path, subprocess.CompletedProcess | None]:
-        if name not in done:
+        if name not in done and how == "batch":
+            assert not overrides, f"{name}: a batched run's options are declared in its batch"
+            run_batch(next(batch for batch in batches if name in batch))
+        elif name not in done:
             out = root / name
             cfg = base_config(model, data_dir, out, **{**common, **overrides})
             if how == "inprocess":
+                note_launch(["", "inprocess", name])
                 run_train(load_config(None, cfg))
                 done[name] = (out, None)
             else:
                 done[name] = (out, launch(how, cfg, root / f"{name}.yaml"))
-        return done[name]
+        out, proc = done[name]
+        if how == "batch":
+            assert proc.returncode == 0, f"{name}: {proc.stderr[-6000:]}"
+        return out, proc
 
     return get
+
+
+def copied_checkpoint(run: Path, step: int, to: Path) -> Path:
+    """``run``'s ``checkpoint-{step}`` copied into the folder ``to`` (a resumed run reads only the copy)."""
+    checkpoint = to / f"checkpoint-{step}"
+    shutil.copytree(run / f"checkpoint-{step}", checkpoint)
+    return checkpoint
 
 
 def series(out: Path, key: str = "loss") -> dict[int, float]:
@@ -218,41 +291,24 @@ def read_pair_records(folder: Path) -> dict[int, list[dict]]:
     }
 
 
-def ddp_pair_run(model: Path, data_dir: Path, root: Path, stage: str, **options) -> tuple[Path, dict]:
-    """``tunekit train`` on 2 gloo processes under torchrun, each recording its pairs (this module's ``__main__``);
-    ``options`` replace :data:`DDP_PAIR_OPTIONS`."""
-    out, record = root / "ddp", root / "record"
-    record.mkdir(parents=True)
-    cfg_path = root / "ddp.yaml"
-    options = {
-        **DDP_PAIR_OPTIONS,
-        "max_tokens_per_batch": PADDED_PAIR_BUDGET,
-        "per_device_train_batch_size": 1,
-        **options,
-    }
-    cfg_path.write_text(yaml.safe_dump(base_config(model, data_dir, out, stage=stage, **options)))
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(free_port()),
-        "-m",
-        "tests.distributed_helpers",
-        str(cfg_path),
-        str(record),
-    ]
-    proc = subprocess.run(cmd, env=launch_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT)
+def ddp_pair_batch(model: Path, data_dir: Path, root: Path, runs: dict[str, tuple[str, dict]]) -> dict:
+    """``tunekit train`` runs ({name: (stage, options)}, ``options`` replace :data:`DDP_PAIR_OPTIONS`) on 2 gloo
+    processes, each rank recording its pairs (:func:`record_pair_batches`), in one :func:`launch_batch`:
+    {name: (output_dir, completed process, record folder)} for :func:`ddp_pair_result`."""
+    jobs, outs = [], []
+    defaults = {**DDP_PAIR_OPTIONS, "max_tokens_per_batch": PADDED_PAIR_BUDGET, "per_device_train_batch_size": 1}
+    for name, (stage, options) in runs.items():
+        record = root / name / "record"
+        record.mkdir(parents=True)
+        outs.append(root / name / "ddp")
+        cfg = base_config(model, data_dir, outs[-1], stage=stage, **{**defaults, **options})
+        jobs.append((cfg, root / name / "ddp.yaml", record))
+    procs = launch_batch(jobs)
+    return {name: (out, proc, job[2]) for name, out, proc, job in zip(runs, outs, procs, jobs)}
+
+
+def ddp_pair_result(run: tuple[Path, subprocess.CompletedProcess, Path]) -> tuple[Path, dict]:
+    """One run of :func:`ddp_pair_batch`: its output_dir and, by rank, what its ranks recorded."""
+    out, proc, record = run
     assert proc.returncode == 0, proc.stderr[-6000:]
     return out, read_pair_records(record)
-
-
-# one rank of ddp_pair_run: python -m torch.distributed.run ... -m tests.distributed_helpers CFG DIR
-if __name__ == "__main__":
-    from tunekit.cli.main import main
-    from tunekit.train.stages.stage_trainer import StageTrainer
-
-    StageTrainer.get_batch_samples = record_pair_batches(Path(sys.argv[2]))
-    raise SystemExit(main(["train", sys.argv[1]]))

@@ -161,3 +161,35 @@ def padded_lm_batch(vocab: int):
     labels[1, :6] = -100
     labels[1, 9:] = -100
     return ids, mask, labels
+
+
+SHAREGPT_ROLE = {"system": "system", "user": "human", "assistant": "gpt"}
+
+
+def sft_row(folder: Path, tmp_path: Path, template: str, messages: list[dict], **options) -> tuple[dict, Any]:
+    """One conversation (``role`` / ``content`` messages) written as a sharegpt dataset and prepared by tunekit's
+    sft pipeline with ``template``: its row (``input_ids``, ``labels``) and the tokenizer, to pin against the
+    family's official chat template (:func:`official_render`)."""
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+
+    record = {"conversations": [{"from": SHAREGPT_ROLE[m["role"]], "value": m["content"]} for m in messages]}
+    write_dataset(tmp_path / "data", "toy", [record], {"formatting": "sharegpt"})
+    values = {
+        "model_name_or_path": str(folder),
+        "template": template,
+        "dataset": "toy",
+        "dataset_dir": str(tmp_path / "data"),
+        "output_dir": str(tmp_path / "out"),
+        "cutoff_len": 1024,
+    }
+    cfg = load_config(None, values | options)
+    tok = load_tokenizer(cfg)
+    return prepare_datasets(cfg, tok, "sft").train[0], tok
+
+
+def official_render(tok, messages: list[dict], gen: bool = False, text: bool = False):
+    """The tokenizer's own chat template applied by transformers: token ids, or the text."""
+    out = tok.apply_chat_template(messages, add_generation_prompt=gen, tokenize=not text)
+    return out if text else out["input_ids"]

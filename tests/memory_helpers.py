@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from tunekit.config import load_config
+
 
 def allocations(fn) -> list[int]:
     """The CPU allocator's events inside ``fn`` in order: bytes allocated (> 0) or freed (< 0)."""
@@ -91,3 +93,23 @@ def saved_storage_bytes(model, forward, params=None) -> int:
         if state is not None:
             state.kept = None
     return sum(n for ptr, n in seen.items() if ptr not in params)
+
+
+def measured_cfg(folder=None, seq: int = 32, batch: int = 1, gc: bool = False, **options):
+    """A config planned for the device a test measures it on (``use_cpu``) and whose loss is transformers' own, as
+    the measurement runs it (``labels=``: ``chunked_lm_loss`` off): the model in ``folder``, rows of ``seq`` tokens,
+    ``batch`` rows, gradient checkpointing ``gc``; ``options`` add to or override these."""
+    base = dict(
+        cutoff_len=seq,
+        per_device_train_batch_size=batch,
+        gradient_checkpointing=gc,
+        chunked_lm_loss=False,
+        use_cpu=True,
+        **({"model_name_or_path": str(folder)} if folder is not None else {}),
+    )
+    return load_config(None, {**base, **options})
+
+
+def storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages under ``tensors`` (views of one storage counted once)."""
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())

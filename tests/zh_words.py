@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from tunekit.config import iter_fields
+from tunekit.config.messages import Keyed
 from tunekit.webui.fields import field_specs
 
 # Names of tools, models, methods and units, written the same in Chinese text (LLaMA Board's Chinese keeps them).
@@ -46,4 +48,26 @@ def untranslated(text: str, allowed: set[str]) -> list[str]:
         if len(word) <= 1 or word in allowed or word in TERMS or re.search(r"[_./:0-9]|[a-z][A-Z]", word):
             continue
         words.append(word)
+    return words
+
+
+def option_words() -> set[str]:
+    """Every option's name and value: written as they are in a Chinese text."""
+    return {name for _g, name, _i in iter_fields()} | allowed_values()
+
+
+def value_words(message, skip_keys: tuple[str, ...] = ()) -> set[str]:
+    """The words of a keyed message's values (names, paths, excerpts, a library's own text: shown as they are in
+    every language); the values of a part keyed in ``skip_keys`` are not counted."""
+    words, stack = set(), [message]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Keyed):
+            if item.key not in skip_keys:
+                stack.extend(item.values.values())
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+        elif isinstance(item, str):
+            for word in re.findall(r"[A-Za-z][\w+\-.:/]*", item):
+                words.update((word, word.rstrip(".:-")))  # as written, and without the sentence's punctuation
     return words

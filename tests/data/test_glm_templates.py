@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import write_dataset
-from tunekit.config import load_config
-from tunekit.data.pipeline import prepare_datasets
+from tests.helpers import official_render, sft_row
 from tunekit.data.templates import get_template
 from tunekit.tiny.text import build_tiny_model
 
@@ -32,7 +30,6 @@ MULTI = [
     {"role": "user", "content": "And 3 plus 3?"},
     {"role": "assistant", "content": "6"},
 ]
-ROLE_OF = {"system": "system", "user": "human", "assistant": "gpt"}
 
 
 @pytest.fixture(scope="module")
@@ -40,46 +37,25 @@ def glm4(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("glm4") / "model", like="glm4", seed=0)
 
 
-def _row(model, tmp_path, messages):
-    from tunekit.model.loader import load_tokenizer
-
-    record = {"conversations": [{"from": ROLE_OF[m["role"]], "value": m["content"]} for m in messages]}
-    write_dataset(tmp_path / "data", "toy", [record], {"formatting": "sharegpt"})
-    cfg = load_config(
-        None,
-        {
-            "model_name_or_path": str(model),
-            "template": "glm4",
-            "dataset": "toy",
-            "dataset_dir": str(tmp_path / "data"),
-            "output_dir": str(tmp_path / "out"),
-            "cutoff_len": 1024,
-        },
-    )
-    tok = load_tokenizer(cfg)
-    return prepare_datasets(cfg, tok, "sft").train[0], tok
-
-
-def _official(tok, messages, gen: bool = False) -> list[int]:
-    return tok.apply_chat_template(messages, add_generation_prompt=gen, tokenize=True, return_dict=True)["input_ids"]
-
-
 def _expected(tok, messages) -> tuple[list[int], list[int]]:
     """The official ids + the trained <|user|>, and the labels: each reply from the end of its inference prompt
     through the <|user|> after it."""
     user = tok.convert_tokens_to_ids("<|user|>")
-    ids = _official(tok, messages) + [user]
+    ids = official_render(tok, messages) + [user]
     labels = [IGNORE] * len(ids)
     for k, m in enumerate(messages):
         if m["role"] == "assistant":
-            start, end = len(_official(tok, messages[:k], gen=True)), len(_official(tok, messages[: k + 1])) + 1
-            assert ids[:start] == _official(tok, messages[:k], gen=True) and ids[end - 1] == user
+            start, end = (
+                len(official_render(tok, messages[:k], gen=True)),
+                len(official_render(tok, messages[: k + 1])) + 1,
+            )
+            assert ids[:start] == official_render(tok, messages[:k], gen=True) and ids[end - 1] == user
             labels[start:end] = ids[start:end]
     return ids, labels
 
 
 def test_glm4_single_turn_ids_and_labels_are_the_official_template(glm4, tmp_path):
-    row, tok = _row(glm4, tmp_path, SINGLE)
+    row, tok = sft_row(glm4, tmp_path, "glm4", SINGLE)
     ids, labels = _expected(tok, SINGLE)
     assert row["input_ids"] == ids and row["labels"] == labels
     # [gMASK] <sop> <|system|> ... <|user|> ... <|assistant|> | \n It is 4. <|user|>
@@ -92,7 +68,7 @@ def test_glm4_single_turn_ids_and_labels_are_the_official_template(glm4, tmp_pat
 
 
 def test_glm4_multi_turn_ids_and_labels_are_the_official_template(glm4, tmp_path):
-    row, tok = _row(glm4, tmp_path, MULTI)
+    row, tok = sft_row(glm4, tmp_path, "glm4", MULTI)
     ids, labels = _expected(tok, MULTI)
     assert row["input_ids"] == ids and row["labels"] == labels
     spans, current = [], []
@@ -112,7 +88,7 @@ def test_glm4_inference_prompt_is_what_training_saw(glm4, tmp_path):
     tok = AutoTokenizer.from_pretrained(glm4)
     tpl = get_template("glm4", tok)
     ours = tpl.render_prompt(MULTI[1:4], system=SYSTEM)
-    assert tok(ours, add_special_tokens=False)["input_ids"] == _official(tok, MULTI[:4], gen=True)
+    assert tok(ours, add_special_tokens=False)["input_ids"] == official_render(tok, MULTI[:4], gen=True)
 
 
 def _documented(turns: list[tuple[str, str, str]]) -> str:

@@ -226,9 +226,9 @@ def test_preserve_thinking_needs_a_reasoning_template(tiny_qwen3, tmp_path, temp
     with pytest.raises(ConfigError) as err:
         _prepare(tiny_qwen3, tmp_path, [{"messages": TWO_TURNS}], template=template, preserve_thinking=True)
     assert str(err.value) == (
-        "preserve_thinking needs a reasoning template with thought markers (qwen3, qwen3_vl), but template is "
-        f"{template}: it drops no thought from earlier replies; use template: qwen3 (or qwen3_vl) for a reasoning "
-        "model, or remove preserve_thinking."
+        "preserve_thinking needs a reasoning template with thought markers (qwen3, qwen3_vl, deepseekr1, gpt_oss), "
+        f"but template is {template}: it drops no thought from earlier replies; use your reasoning model's template, "
+        "or remove preserve_thinking."
     )
 
 

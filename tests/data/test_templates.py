@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tunekit.data.templates import Template, get_template, list_templates
+from tunekit.data.templates import Template, get_template, harmony, list_templates
 from tunekit.errors import ConfigError, DataError
 
 CONV = [
@@ -93,6 +93,18 @@ PINNED = {
     "idefics3": "<|begin_of_text|>System: Be brief.<end_of_utterance>\nUser: Hi<end_of_utterance>\nAssistant: Hello!"
     "<end_of_utterance>\nUser: How are you?<end_of_utterance>\nAssistant: Fine.<end_of_utterance>",
     "baichuan2": "Be brief.<reserved_106>Hi<reserved_107>Hello!<reserved_106>How are you?<reserved_107>Fine.</s>",
+    # DeepSeek-V2 chat, DeepSeek-R1 (the prompt opens the thought), gpt-oss's harmony (reasoning_specs.py, harmony.py)
+    "deepseek": "<｜begin▁of▁sentence｜>Be brief.\n\nUser: Hi\n\nAssistant: Hello!<｜end▁of▁sentence｜>"
+    "User: How are you?\n\nAssistant: Fine.<｜end▁of▁sentence｜>",
+    "deepseekr1": "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi<｜Assistant｜><think>\n\n</think>\n\n"
+    "Hello!<｜end▁of▁sentence｜><｜User｜>How are you?<｜Assistant｜><think>\n\n</think>\n\n"
+    "Fine.<｜end▁of▁sentence｜>",
+    "gpt_oss": "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+    f"Knowledge cutoff: 2024-06\nCurrent date: {harmony.today()}\n\nReasoning: medium\n\n# Valid channels: "
+    "analysis, commentary, final. Channel must be included for every message.<|end|><|start|>developer<|message|>"
+    "# Instructions\n\nBe brief.\n\n<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final"
+    "<|message|>Hello!<|return|><|start|>user<|message|>How are you?<|end|><|start|>assistant<|channel|>final"
+    "<|message|>Fine.<|return|>",
 }
 
 
@@ -106,10 +118,11 @@ def test_pinned_rendering(name):
     turns = tpl.encode_turns(CONV, system=SYSTEM)
     assert len(turns) == 2
     assert "".join(p + r for p, r in turns) == PINNED[name]
-    # the last prompt is exactly the generation prompt of the conversation before the reply
-    assert "".join(p + r for p, r in turns[:1]) + turns[1][0] == tpl.render_prompt(
-        CONV[:3], system=SYSTEM
-    ) or name in ("qwen3", "qwen3_vl")
+    # the last prompt is exactly the generation prompt of the conversation before the reply (reasoning templates: with
+    # earlier replies as the official history, which drops their thoughts)
+    if tpl.spec.reasoning:
+        turns = tpl.encode_turns(CONV, system=SYSTEM, strip_history_thoughts=True)
+    assert "".join(p + r for p, r in turns[:1]) + turns[1][0] == tpl.render_prompt(CONV[:3], system=SYSTEM)
 
 
 def test_turn_splits_end_at_the_stop_token():

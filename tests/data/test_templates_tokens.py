@@ -34,9 +34,13 @@ def test_pieces_tokenize_like_the_whole_and_like_inference(tokenizers, family):
     assert sum(pieces, []) == ids("".join(p + r for p, r in turns))
     # the prompt part of the last turn is token-identical to the inference prompt (tokenizer's own template)
     hf = [{"role": "system", "content": "Be brief."}] + CONV[:3]
-    inference = tok.apply_chat_template(hf, tokenize=False, add_generation_prompt=True)
-    assert inference == tpl.render_prompt(CONV[:3], system="Be brief.")
+    inference = tpl.render_prompt(CONV[:3], system="Be brief.")
+    # gpt_oss: its official template writes today's date (test_template_gpt_oss.py pins it on a fixed day)
+    if family != "gpt_oss":
+        assert tok.apply_chat_template(hf, tokenize=False, add_generation_prompt=True) == inference
     assert sum(pieces[:3], []) == ids(inference)
-    # the trained part of each turn ends with the end-of-turn token
+    # the trained part of each turn ends with the end-of-turn token (harmony's history: a final message ends with
+    # <|end|>, which is no stop word: it also ends the analysis message before the answer)
     stop_ids = {tok.convert_tokens_to_ids(w) for w in tpl.stop_words}
-    assert pieces[1][-1] in stop_ids and pieces[3][-1] in stop_ids
+    history_end = {tok.convert_tokens_to_ids("<|end|>")} if family == "gpt_oss" else stop_ids
+    assert pieces[1][-1] in history_end and pieces[3][-1] in stop_ids

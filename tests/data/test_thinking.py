@@ -206,9 +206,9 @@ def test_thought_loss_weight_needs_thought_markers(tiny_qwen3, tmp_path, templat
     with pytest.raises(ConfigError) as err:
         _prepare(tiny_qwen3, tmp_path, [WITH_THOUGHT], template=template, thought_loss_weight=weight)
     assert str(err.value) == (
-        f"thought_loss_weight {weight} needs a reasoning template with thought markers (qwen3, qwen3_vl), but "
-        f"template is {template}: it has no <think> block to weight; use template: qwen3 (or qwen3_vl) for a "
-        "reasoning model, or remove thought_loss_weight."
+        f"thought_loss_weight {weight} needs a reasoning template with thought markers (qwen3, qwen3_vl, "
+        f"deepseekr1, gpt_oss), but template is {template}: it has no thought block to weight; use your reasoning "
+        "model's template, or remove thought_loss_weight."
     )
 
 

@@ -29,22 +29,35 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.distributed_helpers import DDP_PAIR_OPTIONS, ddp_pair_run, read_pair_records, record_pair_batches
+from tests.distributed_helpers import (
+    DDP_PAIR_OPTIONS,
+    ddp_pair_batch,
+    ddp_pair_result,
+    read_pair_records,
+    record_pair_batches,
+)
 from tests.helpers import base_config
 from tests.stage_helpers import lora_step, losses_and_weights, run_losses_and_weights, sgd_step_bound
 from tests.tolerances import sum_order_bound
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+STAGES = ["dpo", "rm"]
 
 
-@pytest.mark.parametrize("stage", ["dpo", "rm"])
+@pytest.fixture(scope="module")
+def ddp_runs(tiny_qwen, pair_data, tmp_path_factory):
+    """Each stage's 2-rank run, both in one batch (tests/distributed_helpers.launch_batch)."""
+    return ddp_pair_batch(tiny_qwen, pair_data, tmp_path_factory.mktemp("ddp-pairs"), {s: (s, {}) for s in STAGES})
+
+
+@pytest.mark.parametrize("stage", STAGES)
 def test_ddp_ranks_with_unequal_pair_counts_weigh_every_pair_of_the_step_the_same(
-    tiny_qwen, pair_data, tmp_path, monkeypatch, stage
+    tiny_qwen, pair_data, tmp_path, monkeypatch, stage, ddp_runs
 ):
     from tunekit.config import load_config
     from tunekit.train.stages.stage_trainer import StageTrainer
 
-    out, ddp = ddp_pair_run(tiny_qwen, pair_data, tmp_path, stage)
+    out, ddp = ddp_pair_result(ddp_runs[stage])
     assert sorted(ddp) == [0, 1], ddp
     assert all(len(windows) == 1 and len(windows[0]["micro_batches"]) == 1 for windows in ddp.values()), ddp  # 1 step
     counts = sorted(len(ddp[r][0]["micro_batches"][0]) for r in ddp)

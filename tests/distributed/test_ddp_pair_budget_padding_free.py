@@ -40,7 +40,13 @@ import math
 import pytest
 import torch
 
-from tests.distributed_helpers import DDP_PAIR_OPTIONS, ddp_pair_run, read_pair_records, record_pair_batches
+from tests.distributed_helpers import (
+    DDP_PAIR_OPTIONS,
+    ddp_pair_batch,
+    ddp_pair_result,
+    read_pair_records,
+    record_pair_batches,
+)
 from tests.helpers import base_config, train_rows
 from tests.stage_helpers import PAIR_LR, lora_step, losses_and_weights, run_losses_and_weights, sgd_step_bound
 from tests.tolerances import sum_order_bound
@@ -52,6 +58,18 @@ WORLD = 2
 BUDGET = 256  # padding-free pairs of 256, 113, 113, 110 tokens: 3 batches (1, 1 and 2 pairs)
 PADDING_FREE = dict(padding_free=True, max_tokens_per_batch=BUDGET, max_steps=-1, num_train_epochs=1)
 WARMUP = dict(lr_scheduler_type="constant_with_warmup", warmup_steps=1)  # step 1 at learning rate 0 (module doc)
+CASES = {"dpo": 1, "rm": 2}  # stage: gradient accumulation steps
+
+
+def _options(accumulation: int) -> dict:
+    return {**PADDING_FREE, "gradient_accumulation_steps": accumulation, **(WARMUP if accumulation == 1 else {})}
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tiny_qwen, pair_data, tmp_path_factory):
+    """Each case's 2-rank run, both in one batch (tests/distributed_helpers.launch_batch)."""
+    runs = {stage: (stage, _options(accumulation)) for stage, accumulation in CASES.items()}
+    return ddp_pair_batch(tiny_qwen, pair_data, tmp_path_factory.mktemp("ddp-pairs-pf"), runs)
 
 
 def _documented_dealing(lengths: list, accumulation: int) -> dict[int, list[list[list[list[int]]]]]:
@@ -96,16 +114,16 @@ def _reference(model, data_dir, root, stage, steps: list[list], options: dict, m
     return losses, weights, read_pair_records(record), seen["lengths"]
 
 
-@pytest.mark.parametrize("stage, accumulation", [("dpo", 1), ("rm", 2)])
+@pytest.mark.parametrize("stage, accumulation", list(CASES.items()))
 def test_ddp_padding_free_budget_3_batches_on_2_ranks_weighs_every_trained_pair_the_same(
-    tiny_qwen, pair_data, tmp_path, monkeypatch, stage, accumulation
+    tiny_qwen, pair_data, tmp_path, monkeypatch, stage, accumulation, ddp_runs
 ):
     from tunekit.config import load_config
     from tunekit.plan.planner import make_plan
     from tunekit.train.steps import plan_steps
 
-    options = {**PADDING_FREE, "gradient_accumulation_steps": accumulation, **(WARMUP if accumulation == 1 else {})}
-    out, ddp = ddp_pair_run(tiny_qwen, pair_data, tmp_path, stage, **options)
+    options = _options(accumulation)
+    out, ddp = ddp_pair_result(ddp_runs[stage])
     assert sorted(ddp) == [0, 1], ddp
     steps = len(ddp[0])
     assert len(ddp[1]) == steps, ddp

@@ -10,12 +10,16 @@ shard_grad_op and full_shard offload (full fine-tuning), full_shard with LoRA, a
 checkpoint. Measured against DDP: losses equal to the last digit, weights <= 1.1e-6, the logged grad_norm (the
 global norm over all shards, clipped at max_grad_norm 1.0) within 1.5e-5 relative (tolerance: see the test); LoRA
 adapter vs one process <= 3.3e-6; the resumed run equals the uninterrupted one exactly.
+
+Launches: ddp, z2 and fsdp start as users start them (their launchers' messages are checked), and so does the job
+whose rank is killed; the other runs (the sharding variants and the resumed runs) have no assertion about their
+launcher and start in one batch (tests/distributed_helpers.run_cache: each run a fresh 2-rank process, outputs
+bit-equal to a launch of its own), once ddp, z2 and fsdp have written the checkpoints it resumes.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import time
@@ -29,12 +33,14 @@ from tests.distributed_helpers import (
     RUN_TIMEOUT,
     assert_close,
     assert_trained_alike,
+    copied_checkpoint,
     launch_command,
     logits,
+    note_launch,
     run_cache,
     series,
 )
-from tests.helpers import alpaca_records, base_config, write_dataset
+from tests.helpers import alpaca_records, base_config, train_rows, write_dataset
 from tests.tolerances import loss_tolerance, sum_order_bound
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -64,10 +70,41 @@ def data_dir(tmp_path_factory):
     return folder
 
 
+# the launches users make: how each engine of the resume tests starts
+ENGINES = {"ddp": ("reexec", {}), "z2": ("torchrun", {"deepspeed": "z2"}), "fsdp": ("reexec", {"fsdp": "full_shard"})}
+LORA = dict(finetuning_type="lora", learning_rate=1e-2)
+SHARDED = {  # 2 ranks x per-device batch 1 under each engine
+    name: dict(per_device_train_batch_size=1, **options)
+    for name, options in {
+        "z3": {"deepspeed": "z3"},
+        "fsdp_shard_grad_op": {"fsdp": "shard_grad_op"},
+        "fsdp_full_shard_offload": {"fsdp": "full_shard offload"},
+        "fsdp_lora": {"fsdp": "full_shard", **LORA},
+        "z3_offload_lora": {"deepspeed": "z3_offload", **LORA},
+        "ddp_batched": {},  # the ddp run again: test_a_batched_run_is_its_own_launch_bit_for_bit
+    }.items()
+}
+
+
+def _resumed(engine: str):
+    """The options of ``engine``'s run resumed from a copy of its uninterrupted run's checkpoint-2 (run first)."""
+
+    def options(get) -> dict:
+        launch, extra = ENGINES[engine]
+        full, _ = get(engine, launch, per_device_train_batch_size=1, **extra)
+        checkpoint = copied_checkpoint(full, 2, full.parent / f"{engine}_resume_from")
+        return dict(per_device_train_batch_size=1, resume_from_checkpoint=str(checkpoint), **extra)
+
+    return options
+
+
+RESUMED = {f"{engine}_resumed": _resumed(engine) for engine in ENGINES}
+
+
 @pytest.fixture(scope="module")
 def runs(tiny_qwen, data_dir, tmp_path_factory):
-    """Run each configuration once per module, on first use."""
-    return run_cache(tiny_qwen, data_dir, tmp_path_factory.mktemp("dist"), COMMON)
+    """Run each configuration once per module, on first use (SHARDED and RESUMED together, in one batch)."""
+    return run_cache(tiny_qwen, data_dir, tmp_path_factory.mktemp("dist"), COMMON, ({**SHARDED, **RESUMED},))
 
 
 def _weights_close(ref: Path, other: Path, name: str = "model.safetensors", init: Path | None = None) -> float:
@@ -102,7 +139,7 @@ def test_zero3_equals_ddp_and_saves_a_plain_transformers_folder(runs, tiny_qwen)
 
     single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
     ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
-    z3, _ = runs("z3", "reexec", per_device_train_batch_size=1, deepspeed="z3")
+    z3, _ = runs("z3", "batch")
     assert_close(series(ddp), series(z3), LOSS_TOL, "ZeRO-3 losses")
     _weights_close(ddp, z3, init=tiny_qwen)
     reloaded = AutoModelForCausalLM.from_pretrained(z3)
@@ -143,7 +180,7 @@ def test_fsdp2_full_shard_equals_ddp_and_saves_a_plain_transformers_folder(runs,
 @pytest.mark.parametrize("fsdp", ["shard_grad_op", "full_shard offload"])
 def test_fsdp2_shard_grad_op_and_offload_equal_ddp(runs, fsdp):
     ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
-    out, _ = runs(f"fsdp_{fsdp.replace(' ', '_')}", "reexec", per_device_train_batch_size=1, fsdp=fsdp)
+    out, _ = runs(f"fsdp_{fsdp.replace(' ', '_')}", "batch")
     assert_close(series(ddp), series(out), LOSS_TOL, f"FSDP2 {fsdp} losses")
     _weights_close(ddp, out)
 
@@ -155,9 +192,9 @@ def test_lora_under_a_sharding_engine_saves_an_adapter_plain_peft_loads(runs, ti
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    lora = dict(finetuning_type="lora", learning_rate=1e-2)
-    single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **lora)
-    sharded, proc = runs(name, "reexec", per_device_train_batch_size=1, **engine, **lora)
+    single, _ = runs("single_lora", "inprocess", per_device_train_batch_size=2, **LORA)
+    sharded, proc = runs(name, "batch")
+    assert {k: SHARDED[name][k] for k in engine} == engine
     assert_close(series(single), series(sharded), LOSS_TOL, f"LoRA {engine} losses")
     a, b = load_file(single / "adapter_model.safetensors"), load_file(sharded / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(t.numel() > 0 for t in b.values())
@@ -165,25 +202,35 @@ def test_lora_under_a_sharding_engine_saves_an_adapter_plain_peft_loads(runs, ti
     base = sum(t.numel() for t in load_file(tiny_qwen / "model.safetensors").values())
     adapter = sum(t.numel() for t in b.values())
     assert f"trainable params: {adapter:,} / {base + adapter:,}" in proc.stdout  # full sizes, not shards
-    assert_trained_alike(a, b, lora["learning_rate"], COMMON["max_steps"], what=f"LoRA {engine}")
+    assert_trained_alike(a, b, LORA["learning_rate"], COMMON["max_steps"], what=f"LoRA {engine}")
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), sharded)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen), single)
     assert (logits(loaded) - logits(reference)).abs().max().item() <= LOGIT_TOL
 
 
+def test_a_batched_run_is_its_own_launch_bit_for_bit(runs):
+    """A batch's run (a fresh pair of ranks forked after the imports, tests/distributed_batch.py) writes what the same
+    run launched on its own writes: the same log (timings aside), weights and checkpoint, bit for bit."""
+    ddp, _ = runs("ddp", "reexec", per_device_train_batch_size=1)
+    batched, proc = runs("ddp_batched", "batch")
+    assert proc.stdout.count("done: ") == 1  # rank 0 alone prints, as in a launch
+    timings = ("elapsed_s", "eta_s")
+    rows = [[{k: v for k, v in row.items() if k not in timings} for row in train_rows(out)] for out in (ddp, batched)]
+    assert rows[0] == rows[1] and len(rows[0]) == COMMON["max_steps"]
+    for name in ("model.safetensors", "checkpoint-2/model.safetensors"):
+        a, b = load_file(ddp / name), load_file(batched / name)
+        assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), name
+    assert sorted(p.name for p in (ddp / "checkpoint-2").iterdir()) == sorted(
+        p.name for p in (batched / "checkpoint-2").iterdir()
+    )
+
+
 # ------------------------------------------------------------------ resume
-ENGINES = {"ddp": ("reexec", {}), "z2": ("torchrun", {"deepspeed": "z2"}), "fsdp": ("reexec", {"fsdp": "full_shard"})}
-
-
 @pytest.mark.parametrize("engine", ["ddp", "z2", "fsdp"])
-def test_resume_continues_at_the_exact_step(runs, engine, tmp_path):
+def test_resume_continues_at_the_exact_step(runs, engine):
     launch, extra = ENGINES[engine]
     full, _ = runs(engine, launch, per_device_train_batch_size=1, **extra)
-    checkpoint = tmp_path / "checkpoint-2"
-    shutil.copytree(full / "checkpoint-2", checkpoint)
-    resumed, _ = runs(
-        f"{engine}_resumed", "reexec", per_device_train_batch_size=1, resume_from_checkpoint=str(checkpoint), **extra
-    )
+    resumed, _ = runs(f"{engine}_resumed", "batch")  # from a copy of full's checkpoint-2 (RESUMED)
     losses = series(resumed)
     assert min(losses) == 3, losses  # continues at step 3, not from the start
     reference = {step: loss for step, loss in series(full).items() if step >= 3}
@@ -203,6 +250,7 @@ def test_killed_rank_ends_the_job_with_a_clear_error(tiny_qwen, data_dir, tmp_pa
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     cmd, env = launch_command("reexec", cfg_path)
+    note_launch(cmd)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         log = out / "trainer_log.jsonl"

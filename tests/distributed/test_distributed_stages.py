@@ -30,6 +30,11 @@ with any world size (1 -> 2 -> 1 processes here, same global batch, losses equal
 a ZeRO checkpoint with another world size, or a checkpoint of another engine, stops with a tunekit error
 before any model loads (DeepSpeed cannot re-partition ZeRO optimizer state; its universal-checkpoint
 conversion gave wrong weights on these checkpoints with deepspeed 0.19.8, so tunekit does not offer it).
+
+Launches: the runs whose assertions are about how they were started (tunekit's own torchrun, the accelerate and
+deepspeed launchers, the refused one-process resume) start as users start them; the other 2-process runs (``_batch``)
+start in one batch (tests/distributed_helpers.run_cache: each run a fresh 2-rank process, outputs bit-equal to a
+launch of its own).
 """
 
 from __future__ import annotations
@@ -88,8 +93,23 @@ def data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(tiny_qwen, data_dir, tmp_path_factory):
-    """``get(name, how, **options) -> (output_dir, completed process or None)``; each name runs once per module."""
-    return run_cache(tiny_qwen, data_dir, tmp_path_factory.mktemp("stageruns"), COMMON)
+    """``get(name, how, **options) -> (output_dir, completed process or None)``; each name runs once per module,
+    the runs of :func:`_batch` together."""
+    return run_cache(tiny_qwen, data_dir, tmp_path_factory.mktemp("stageruns"), COMMON, (_batch(tiny_qwen),))
+
+
+def _batch(model: Path) -> dict:
+    """The 2-process runs (per-device batch 1) without an assertion about their launcher: one batch."""
+    runs = {
+        # the reference is a separate model (partitioned by ZeRO-3 as it loads) instead of the disabled adapter
+        "dpo_z3_lora_ref": dict(deepspeed="z3", ref_model=str(model), **{**DPO, "save_strategy": "no"}),
+        "rm_z3_full": dict(finetuning_type="full", deepspeed="z3", **RM),
+        "kto_ddp_lora": dict(**KTO, **LORA),
+        "kto_z3_full": dict(finetuning_type="full", deepspeed="z3", **KTO),
+        "pt_z3_full": dict(deepspeed="z3", **PT),
+        **{name: {**RL, **options} for name, options in RL_RUNS.items()},
+    }
+    return {name: dict(per_device_train_batch_size=1, **options) for name, options in runs.items()}
 
 
 def _assert_same_metrics(ref: Path, other: Path, keys: list[str]) -> None:
@@ -132,15 +152,7 @@ DPO_METRICS = [
 
 def test_dpo_lora_zero3_with_a_reference_model_equals_one_process_and_saves_a_loadable_adapter(runs, tiny_qwen):
     single, _ = runs("dpo_single", "inprocess", per_device_train_batch_size=2, **DPO)
-    # the reference is a separate model (partitioned by ZeRO-3 as it loads) instead of the disabled adapter
-    z3, _ = runs(
-        "dpo_z3_lora_ref",
-        "reexec",
-        per_device_train_batch_size=1,
-        deepspeed="z3",
-        ref_model=str(tiny_qwen),
-        **{**DPO, "save_strategy": "no"},
-    )
+    z3, _ = runs("dpo_z3_lora_ref", "batch")  # with ref_model (_batch)
     _assert_same_metrics(single, z3, DPO_METRICS)
     assert series(z3, "rewards/accuracies")[6] == 1.0  # it learned the preference
     a, b = load_file(single / "adapter_model.safetensors"), load_file(z3 / "adapter_model.safetensors")
@@ -201,7 +213,7 @@ def test_rm_full_under_zero3_saves_the_gathered_model_and_value_head(runs, tiny_
     from transformers import AutoModelForCausalLM
 
     single, _ = runs("rm_single_full", "inprocess", per_device_train_batch_size=2, finetuning_type="full", **RM)
-    z3, _ = runs("rm_z3_full", "reexec", per_device_train_batch_size=1, finetuning_type="full", deepspeed="z3", **RM)
+    z3, _ = runs("rm_z3_full", "batch")
     _assert_same_metrics(single, z3, RM_METRICS)
     lr, steps = COMMON["learning_rate"], RM["max_steps"]
     _assert_weights_close(single, z3, "model.safetensors", lr, steps, init=tiny_qwen)  # not ZeRO-3's empty partitions
@@ -223,7 +235,7 @@ KTO_METRICS = [
 
 def test_kto_lora_under_ddp_equals_one_process(runs, tiny_qwen):
     single, _ = runs("kto_single_lora", "inprocess", per_device_train_batch_size=2, **KTO, **LORA)
-    ddp, _ = runs("kto_ddp_lora", "reexec", per_device_train_batch_size=1, **KTO, **LORA)
+    ddp, _ = runs("kto_ddp_lora", "batch")
     assert series(ddp, "kto/kl")[2] != 0  # the KL estimate is in play, averaged over the ranks as over one batch
     _assert_same_metrics(single, ddp, KTO_METRICS)
     worst = (_adapter_logits(tiny_qwen, ddp) - _adapter_logits(tiny_qwen, single)).abs().max().item()
@@ -234,7 +246,7 @@ def test_kto_full_under_zero3_with_a_reference_copy_equals_one_process(runs, tin
     from transformers import AutoModelForCausalLM
 
     single, _ = runs("kto_single_full", "inprocess", per_device_train_batch_size=2, finetuning_type="full", **KTO)
-    z3, _ = runs("kto_z3_full", "reexec", per_device_train_batch_size=1, finetuning_type="full", deepspeed="z3", **KTO)
+    z3, _ = runs("kto_z3_full", "batch")
     rows = train_rows(z3)
     assert rows[0]["kto/kl"] == 0.0 and rows[0]["loss"] == 0.5  # step 0: the partitioned reference equals the policy
     _assert_same_metrics(single, z3, KTO_METRICS)
@@ -244,37 +256,36 @@ def test_kto_full_under_zero3_with_a_reference_copy_equals_one_process(runs, tin
 
 
 # ------------------------------------------------------------------ pt
+PT = dict(stage="pt", dataset="text", max_steps=3, finetuning_type="full")
+
+
 def test_pt_full_under_zero3_equals_one_process(runs, tiny_qwen):
     from transformers import AutoModelForCausalLM
 
-    pt = dict(stage="pt", dataset="text", max_steps=3, finetuning_type="full")
-    single, _ = runs("pt_single_full", "inprocess", per_device_train_batch_size=2, **pt)
-    z3, _ = runs("pt_z3_full", "reexec", per_device_train_batch_size=1, deepspeed="z3", **pt)
+    single, _ = runs("pt_single_full", "inprocess", per_device_train_batch_size=2, **PT)
+    z3, _ = runs("pt_z3_full", "batch")
     assert_close(series(single), series(z3), LOSS_TOL, "pt ZeRO-3 losses")
-    _assert_weights_close(single, z3, "model.safetensors", COMMON["learning_rate"], pt["max_steps"], init=tiny_qwen)
+    _assert_weights_close(single, z3, "model.safetensors", COMMON["learning_rate"], PT["max_steps"], init=tiny_qwen)
     worst = logits(AutoModelForCausalLM.from_pretrained(z3)) - logits(AutoModelForCausalLM.from_pretrained(single))
     assert worst.abs().max().item() <= LOGIT_TOL
 
 
 # ------------------------------------------------------------------ ppo, grpo
-@pytest.mark.parametrize(
-    "name, options",
-    [
-        ("ppo_ddp_lora", dict(stage="ppo", ppo_epochs=2, **LORA)),
-        (
-            "ppo_z2_full",
-            dict(
-                stage="ppo", ppo_epochs=2, finetuning_type="full", deepspeed="z2", save_strategy="steps", save_steps=1
-            ),
-        ),
-        ("grpo_ddp_full", dict(stage="grpo", grpo_iterations=2, num_generations=2, finetuning_type="full")),
-        ("grpo_z2_lora", dict(stage="grpo", grpo_iterations=2, num_generations=2, deepspeed="z2", **LORA)),
-    ],
-)
-def test_rl_stages_train_on_two_ranks_and_save_outputs_that_reload(runs, tiny_qwen, name, options):
+PPO_FULL = dict(stage="ppo", ppo_epochs=2, finetuning_type="full")
+RL_RUNS = {
+    "ppo_ddp_lora": dict(stage="ppo", ppo_epochs=2, **LORA),
+    "ppo_z2_full": dict(deepspeed="z2", save_strategy="steps", save_steps=1, **PPO_FULL),
+    "grpo_ddp_full": dict(stage="grpo", grpo_iterations=2, num_generations=2, finetuning_type="full"),
+    "grpo_z2_lora": dict(stage="grpo", grpo_iterations=2, num_generations=2, deepspeed="z2", **LORA),
+}
+
+
+@pytest.mark.parametrize("name", list(RL_RUNS))
+def test_rl_stages_train_on_two_ranks_and_save_outputs_that_reload(runs, tiny_qwen, name):
     from transformers import AutoModelForCausalLM
 
-    out, _ = runs(name, "reexec", per_device_train_batch_size=1, **{**RL, **options})
+    options = RL_RUNS[name]
+    out, _ = runs(name, "batch")
     first, second = _finite_run(out, 2)
     # step 2 optimises step 1's rollouts again: each rank got its own prompts back (not the other rank's, not new ones)
     assert second["rewards/mean"] == first["rewards/mean"], (first, second)
@@ -290,16 +301,8 @@ def test_rl_stages_train_on_two_ranks_and_save_outputs_that_reload(runs, tiny_qw
 
 # ------------------------------------------------------------------ resume across world sizes: what is refused
 def test_a_zero2_checkpoint_with_another_world_size_or_engine_is_a_clear_error(runs, tiny_qwen, data_dir, tmp_path):
-    options = dict(RL, stage="ppo", ppo_epochs=2, finetuning_type="full")
-    z2, _ = runs(
-        "ppo_z2_full",
-        "reexec",
-        per_device_train_batch_size=1,
-        deepspeed="z2",
-        save_strategy="steps",
-        save_steps=1,
-        **options,
-    )
+    options = dict(RL, **PPO_FULL)
+    z2, _ = runs("ppo_z2_full", "batch")  # deepspeed z2, a checkpoint at every step (RL_RUNS)
     checkpoint = tmp_path / "checkpoint-1"
     shutil.copytree(z2 / "checkpoint-1", checkpoint)
 

@@ -46,11 +46,11 @@ def test_stdin_repl_keeps_history_clear_resets_and_exit_stops(engine):
     seen = []
 
     class Recorder:
-        """Wraps the engine to record what each turn sent (the REPL only calls stream_chat)."""
+        """Wraps the engine to record what each turn sent (the REPL only calls stream_parts)."""
 
-        def stream_chat(self, messages, system=None, **gen):
+        def stream_parts(self, messages, system=None, **gen):
             seen.append([dict(m) for m in messages])
-            yield from engine.stream_chat(messages, system=system, seed=len(seen))
+            yield from engine.stream_parts(messages, system=system, seed=len(seen))
 
     out = io.StringIO()
     n = repl(Recorder(), io.StringIO("Hi\nHow are you?\n\nclear\nAgain\nexit\nnever sent\n"), out)

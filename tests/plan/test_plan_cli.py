@@ -154,7 +154,7 @@ def test_model_config_path_and_builtin(tmp_path, capsys):
         (["--gpu", "Z100"], "Unknown GPU 'Z100'. Known GPUs: B200, H200, H100-SXM"),
         (["per_device_train_batch_size=0"], "per_device_train_batch_size"),
         (["--gpus", "0"], "--gpus must be a whole number >= 1"),
-        (["--model-config", "qwen9-1b"], "Built-in: deepseek-v2, deepseek-v3, gemma-2-2b"),
+        (["--model-config", "qwen9-1b"], "Built-in: deepseek-v2, deepseek-v2-lite, deepseek-v3, gemma-2-2b"),
         (["deepspeed=z3", "--gpus", "8", "finetuning_type=lora", "lora_rank=1", "lora_target=q_proj"], "ZeRO-3"),
     ],
 )

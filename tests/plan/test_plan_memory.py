@@ -8,7 +8,7 @@ import functools
 import pytest
 import torch
 
-from tests.memory_helpers import saved_storage_bytes
+from tests.memory_helpers import measured_cfg, saved_storage_bytes, storage_bytes
 from tests.optimizer_helpers import ARCHS as TINY_ARCHS
 from tunekit.config import load_config
 from tunekit.model.elementwise_recompute import enable_for_training
@@ -68,24 +68,6 @@ def _build(arch: str, cfg, tmp_path):
     return model, folder
 
 
-def _cfg(**over):
-    # chunked_lm_loss off: the measurements below run HF's own loss (labels=), the plain LM head
-    base = dict(
-        cutoff_len=32,
-        per_device_train_batch_size=1,
-        gradient_checkpointing=False,
-        chunked_lm_loss=False,
-        elementwise_recompute=True,
-        use_cpu=True,
-    )  # planned for the device it is measured on
-    base.update(over)
-    return load_config(None, base)
-
-
-def _storage_bytes(tensors) -> int:
-    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
-
-
 def _hf_optimizer(cfg, params):
     """The optimizer exactly as the HF Trainer builds it for cfg.optim."""
     from transformers import Trainer, TrainingArguments
@@ -122,14 +104,14 @@ STATE_CASES = [
 
 @pytest.mark.parametrize("arch, opts", STATE_CASES)
 def test_model_state_bytes_are_exact(arch, opts, tmp_path):
-    cfg = _cfg(**opts)
+    cfg = measured_cfg(**opts)
     model, folder = _build(arch, cfg, tmp_path)
     shape = load_shape(str(folder), None)
     est = estimate_memory(shape, resolve_setup(cfg)).components
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
-    assert est["base_weights"] + est["trainable_params"] == _storage_bytes(params)
-    assert est["trainable_params"] == _storage_bytes(trainable)
+    assert est["base_weights"] + est["trainable_params"] == storage_bytes(params)
+    assert est["trainable_params"] == storage_bytes(trainable)
 
     ids = torch.randint(0, shape.vocab, (1, 16))
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
@@ -139,7 +121,7 @@ def test_model_state_bytes_are_exact(arch, opts, tmp_path):
     opt = _hf_optimizer(cfg, trainable)
     opt.step()
     state = [t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-    assert est["optimizer_states"] == _storage_bytes(state)
+    assert est["optimizer_states"] == storage_bytes(state)
 
 
 def _measure_saved(model, ids, autocast: bool) -> int:
@@ -161,10 +143,10 @@ def test_activation_bytes_within_10_percent(method, gc, tmp_path):
     grid = [(s, b) for s in (32, 64, 128) for b in (1, 2)] if method == "lora" else [(64, 2)]
     for arch in ("llama", "qwen3", "mistral"):
         opts = dict(finetuning_type=method, gradient_checkpointing=gc, bf16=method == "lora")
-        model, folder = _build(arch, _cfg(**opts), tmp_path)
+        model, folder = _build(arch, measured_cfg(**opts), tmp_path)
         shape = load_shape(str(folder), None)
         for s, b in grid:
-            cfg = _cfg(**opts, per_device_train_batch_size=b, cutoff_len=s)
+            cfg = measured_cfg(**opts, per_device_train_batch_size=b, cutoff_len=s)
             setup = resolve_setup(cfg).with_(padded=False)  # unpadded batch: no attention mask, like the ids below
             est = saved_bytes(shape, setup, count_params(shape, setup))["total"]
             torch.manual_seed(1)

@@ -83,3 +83,26 @@ def test_the_printed_plan_states_total_and_active_parameters(tmp_path, capsys):
         f"mixture of experts: {shape.total_params / 1e9:.2f}B parameters in total, {shape.moe.active / 1e9:.2f}B "
         f"active per token (8 of 128 experts in each of 48 sparse layers; routed experts {routed / 1e9:.2f}B)"
     ) in " ".join(out.split())
+
+
+def test_qwen3_30b_a3b_time_follows_its_active_parameters():
+    """The FLOPs estimate multiplies the weights a token goes through: attention, routers and 8 of the 128 experts
+    of each layer, and the LM head (3.35B active less the embedding lookup and the norms), not the 30.5B in total."""
+    from tunekit.plan.params import count_params
+    from tunekit.plan.time import flops_per_token
+    from tunekit.plan.training_setup import resolve_setup
+
+    shape = load_shape("qwen3-30b-a3b", None)
+    options = dict(model_name_or_path="qwen3-30b-a3b", template="qwen3", finetuning_type="full", cutoff_len=2048)
+    options["gradient_checkpointing"] = False
+    setup = resolve_setup(load_config(None, options))
+    norms = sum(k for n, k in shape.layer_param_names if "norm" in n) * shape.layers
+    norms += sum(k for n, k in shape.other_param_names if "norm" in n)
+    matmul = shape.moe.active - shape.embed_params - norms  # the LM head, attention, routers, the chosen experts
+    assert 3.0e9 < matmul < 3.1e9
+    fpt = flops_per_token(shape, setup, count_params(shape, setup), 2048)
+    attention = 48 * 2048 * 2 * 32 * 128  # causal: half of the scores' and weighted values' 2 x 2 x s x q
+    assert fpt["forward"] == 2 * matmul + attention
+    assert fpt["total"] == 3 * fpt["forward"]  # full fine-tuning, no checkpointing: backward twice the forward
+    plan = make_plan(load_config(None, options), gpu="H100", num_samples=1000)
+    assert plan.time["flops_per_token"] == fpt["total"] < 6 * 3.1e9 + 3 * attention

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.memory_helpers import saved_storage_bytes
+from tests.memory_helpers import measured_cfg, saved_storage_bytes
 from tunekit.config import load_config
 from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.finetuning import apply_finetuning
+from tunekit.model.moe import configure_moe
 from tunekit.plan.activations import layer_kinds, saved_bytes
 from tunekit.plan.architectures import load_shape
 from tunekit.plan.memory import GiB
@@ -23,10 +24,21 @@ from tunekit.tiny.text import build_tiny_model
 from tunekit.train.decisions import decide_features
 
 ACTIVATION_BOUND = 0.10  # the dense models' bound (test_activation_bytes_within_10_percent)
-FAMILIES = {"qwen3_moe": "qwen3-30b-a3b", "qwen2_moe": "qwen2-57b-a14b", "mixtral": "mixtral-8x7b"}
+FAMILIES = {
+    "qwen3_moe": "qwen3-30b-a3b",
+    "qwen2_moe": "qwen2-57b-a14b",
+    "mixtral": "mixtral-8x7b",
+    "deepseek_v3": "deepseek-v3",  # latent attention, a dense layer 0, a shared expert, fp32 sigmoid router
+    "qwen3_moe_dense0": "qwen3-30b-a3b",  # mlp_only_layers [0]: a dense layer below the sparse one
+}
+REBUILT = {"qwen3_moe_dense0": {"mlp_only_layers": [0]}}  # config changes, the weights built again
+ATTENTION = {  # lora-attention's targets
+    **dict.fromkeys(("qwen3_moe", "qwen2_moe", "mixtral", "qwen3_moe_dense0"), "q_proj,v_proj"),
+    "deepseek_v3": "q_b_proj,kv_b_proj",  # latent attention's query and key/value expansions
+}
 METHODS = {
     "lora-bf16": dict(finetuning_type="lora", bf16=True),  # bf16 base, fp32 adapters (experts too), bf16 autocast
-    "lora-attention-bf16": dict(finetuning_type="lora", lora_target="q_proj,v_proj", bf16=True),  # experts frozen
+    "lora-attention-bf16": dict(finetuning_type="lora", bf16=True),  # ATTENTION's targets; the experts frozen
     "lora-experts-fp32": dict(finetuning_type="lora", lora_target="experts"),  # no Linear adapted
     "full-fp32": dict(finetuning_type="full"),  # the router trains
 }
@@ -34,35 +46,27 @@ METHODS = {
 
 @pytest.fixture(scope="module")
 def moe_folders(tmp_path_factory):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
     root = tmp_path_factory.mktemp("moe-act")
-    return {family: build_tiny_model(root / family, like=like, seed=0) for family, like in FAMILIES.items()}
-
-
-def _cfg(folder, seq: int, batch: int, gc: bool, opts: dict):
-    return load_config(
-        None,
-        dict(
-            model_name_or_path=str(folder),
-            template="qwen",
-            cutoff_len=seq,
-            per_device_train_batch_size=batch,
-            gradient_checkpointing=gc,
-            chunked_lm_loss=False,  # the measurement runs HF's own loss (labels=)
-            elementwise_recompute=True,
-            use_cpu=True,
-            **opts,
-        ),
-    )
+    folders = {family: build_tiny_model(root / family, like=like, seed=0) for family, like in FAMILIES.items()}
+    for family, changes in REBUILT.items():
+        hf = AutoConfig.from_pretrained(folders[family])
+        hf.update(changes)
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(hf).save_pretrained(folders[family])
+    return folders
 
 
 def _model(folder, cfg):
-    """The model as tunekit train builds it: the family's default experts implementation (grouped_mm), the method,
-    elementwise_recompute as decided."""
+    """The model as tunekit train builds it: the family's default experts implementation (grouped_mm), the router loss
+    as configured, the method, elementwise_recompute as decided."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     hf = AutoConfig.from_pretrained(folder)
     hf._attn_implementation = "sdpa"
     hf.use_cache = False
+    configure_moe(hf, cfg, str(folder), True)  # moe_aux_loss_coef: output_router_logits, as the loader sets it
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16 if cfg.bf16 else torch.float32)
     if cfg.use_gradient_checkpointing:
@@ -87,15 +91,63 @@ def test_moe_activation_bytes_within_the_dense_bound(family, method, gc, moe_fol
     folder = moe_folders[family]
     shape = load_shape(None, str(folder))
     errors = []
-    model = _model(folder, _cfg(folder, 32, 1, gc, METHODS[method]))
+    opts = dict(METHODS[method], **({"lora_target": ATTENTION[family]} if "attention" in method else {}))
+    model = _model(folder, measured_cfg(folder, 32, 1, gc, template="qwen", **opts))
     for seq, batch in ((32, 1), (64, 2)):
-        cfg = _cfg(folder, seq, batch, gc, METHODS[method])
+        cfg = measured_cfg(folder, seq, batch, gc, template="qwen", **opts)
         setup = resolve_setup(cfg).with_(padded=False)  # no attention mask, like the ids below
         planned = saved_bytes(shape, setup, count_params(shape, setup))["total"]
         torch.manual_seed(1)
         measured = _measured(model, torch.randint(0, shape.vocab, (batch, seq)), cfg.bf16)
         errors.append((seq, batch, planned, measured, round(planned / measured - 1, 4)))
     assert all(abs(e[-1]) < ACTIVATION_BOUND for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [dict(finetuning_type="lora"), dict(finetuning_type="freeze", freeze_trainable_layers=-1)],
+    ids=["lora", "freeze-dense"],
+)
+def test_a_dense_layer_below_a_sparse_one_is_counted_as_built(opts, moe_folders):
+    """Qwen3-MoE with mlp_only_layers [0]: layer 0 runs a dense MLP (LoRA adapts its gate/up/down), layer 1 the
+    experts; the planned trainable parameters and Linear weights are those of the model tunekit trains."""
+    from tunekit.model.loader import load_model, load_tokenizer
+    from tunekit.plan.params import layer_linears
+
+    folder = moe_folders["qwen3_moe_dense0"]
+    shape = load_shape(None, str(folder))
+    cfg = measured_cfg(folder, template="qwen", **opts)
+    model = load_model(cfg, load_tokenizer(cfg), is_trainable=True)
+    assert shape.dense_layers == (0,) and shape.moe.sparse_layers == 1
+    counts = count_params(shape, resolve_setup(cfg))
+    assert counts.trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    layers = model.get_base_model().model.layers if hasattr(model, "get_base_model") else model.model.layers
+    linears = [m for n, m in layers.named_modules() if isinstance(m, torch.nn.Linear) and "lora_" not in n]
+    assert layer_linears(shape)[0] == sum(m.weight.numel() for m in linears)
+
+
+@pytest.mark.parametrize("method", ["lora-bf16", "full-fp32"])
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+def test_the_router_aux_loss_keeps_each_sparse_layer_s_router_softmax(family, method, moe_folders):
+    """moe_aux_loss_coef: transformers' load-balancing loss keeps the softmax of every sparse layer's router logits,
+    tokens x experts in the compute dtype per layer; what autograd saves beyond that goes before backward."""
+    folder = moe_folders[family]
+    shape = load_shape(None, str(folder))
+    moe, seq, batch = shape.moe, 64, 2
+    planned, measured = [], []
+    for coef in (None, 0.01):
+        opts = dict(METHODS[method], **({} if coef is None else {"moe_aux_loss_coef": coef}))
+        cfg = measured_cfg(folder, seq, batch, False, template="qwen", **opts)
+        setup = resolve_setup(cfg).with_(padded=False)
+        planned.append(saved_bytes(shape, setup, count_params(shape, setup))["total"])
+        torch.manual_seed(1)
+        measured.append(_measured(_model(folder, cfg), torch.randint(0, shape.vocab, (batch, seq)), cfg.bf16))
+    tokens, c = seq * batch, 2 if cfg.bf16 else 4
+    assert planned[1] - planned[0] == tokens * moe.sparse_layers * moe.experts * c
+    # the hooks also see each layer's top-k indices (int64), freed with the top-k values the loss discards, and the
+    # loss's per-expert fp32 token shares
+    topk = tokens * moe.sparse_layers * moe.top_k * 8
+    assert abs(measured[1] - measured[0] - topk - (planned[1] - planned[0])) <= 4 * moe.experts
 
 
 def test_lora_on_the_experts_adds_the_adapted_weights_and_the_routed_rows(moe_folders):
@@ -109,7 +161,7 @@ def test_lora_on_the_experts_adds_the_adapted_weights_and_the_routed_rows(moe_fo
     attention = dict(METHODS["lora-bf16"], lora_target="q_proj,k_proj,v_proj,o_proj")
     planned = {}
     for name, opts in (("all", METHODS["lora-bf16"]), ("attention", attention)):
-        setup = resolve_setup(_cfg(folder, T, 1, False, opts))
+        setup = resolve_setup(measured_cfg(folder, T, 1, False, template="qwen", **opts))
         planned[name] = saved_bytes(shape, setup, count_params(shape, setup))["layers"]
     r, W, E, k = 8, 128, 4, 2
     fused = 2 * E * ((2 * W) * h + r * (h + 2 * W)) + 2 * E * (h * W + r * (W + h))

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.memory_helpers import saved_storage_bytes
-from tunekit.config import load_config
+from tests.memory_helpers import measured_cfg, saved_storage_bytes
 from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.loader import load_model, load_tokenizer
 from tunekit.plan.activations import saved_bytes
@@ -30,32 +29,15 @@ METHODS = {
 }
 
 
-def _cfg(folder, seq: int, batch: int, opts: dict):
-    return load_config(
-        None,
-        dict(
-            model_name_or_path=str(folder),
-            template="qwen",
-            cutoff_len=seq,
-            per_device_train_batch_size=batch,
-            gradient_checkpointing=False,
-            chunked_lm_loss=False,  # the measurement runs HF's own loss (labels=)
-            elementwise_recompute=True,
-            use_cpu=True,
-            **opts,
-        ),
-    )
-
-
 @pytest.mark.parametrize("method", list(METHODS))
 def test_prefix_and_prompt_activation_bytes_within_the_dense_bound(method, tiny_qwen):
     shape = load_shape(None, str(tiny_qwen))
-    cfg = _cfg(tiny_qwen, 32, 1, METHODS[method])
+    cfg = measured_cfg(tiny_qwen, 32, 1, template="qwen", **METHODS[method])
     model = load_model(cfg, load_tokenizer(cfg), is_trainable=True).train()
     enable_for_training(model, decide_features(cfg, planned_machine(cfg)).elementwise_recompute.detail)
     errors = []
     for seq, batch in ((32, 1), (64, 2)):
-        cfg = _cfg(tiny_qwen, seq, batch, METHODS[method])
+        cfg = measured_cfg(tiny_qwen, seq, batch, template="qwen", **METHODS[method])
         rows, _ = memory_seq_len(cfg)  # prompt tuning: cutoff_len + num_virtual_tokens, as tunekit plan plans it
         setup = resolve_setup(cfg, seq_len=rows).with_(padded=False)  # the ids below carry no mask of their own
         planned = saved_bytes(shape, setup, count_params(shape, setup))["total"]
@@ -77,15 +59,17 @@ def test_the_prefix_terms_term_by_term(tiny_qwen):
     prefix encoder's indices 8 x 128 x 2, and with the projection (hidden 96) its input and tanh output."""
     shape = load_shape(None, str(tiny_qwen))
     assert shape.kv_heads < shape.heads  # grouped-query attention: SDPA repeats the prefix's kv heads too
-    plain = resolve_setup(_cfg(tiny_qwen, 64, 2, METHODS["ptuning-fp32"]))
+    plain = resolve_setup(measured_cfg(tiny_qwen, 64, 2, template="qwen", **METHODS["ptuning-fp32"]))
     layer = 2 * 4 * shape.q_dim * 128 * 2 + 4 * 64 * (128 + 64) * 2
     assert prefix_saved_bytes(shape, plain, shape.layers) == shape.layers * layer + 8 * 128 * 2
-    projected = resolve_setup(_cfg(tiny_qwen, 64, 2, dict(METHODS["ptuning-fp32"], prefix_projection=True)))
+    projected = resolve_setup(
+        measured_cfg(tiny_qwen, 64, 2, template="qwen", **METHODS["ptuning-fp32"], prefix_projection=True)
+    )
     projected = projected.with_(prompt=("ptuning", 128, True, 96))
     encoder = 8 * 128 * 2 + 4 * (shape.kv_dim + 96) * 128 * 2
     assert prefix_saved_bytes(shape, projected, shape.layers) == shape.layers * layer + encoder
     eager = plain.with_(attn="eager")  # the scores over the prefix instead of a mask: fp32 softmax, 4 x a x P x s x B
     layer = 2 * 4 * shape.q_dim * 128 * 2 + 4 * shape.heads * 128 * 64 * 2
     assert prefix_saved_bytes(shape, eager, shape.layers) == shape.layers * layer + 8 * 128 * 2
-    lora = resolve_setup(_cfg(tiny_qwen, 64, 2, dict(finetuning_type="lora")))
+    lora = resolve_setup(measured_cfg(tiny_qwen, 64, 2, template="qwen", finetuning_type="lora"))
     assert prefix_saved_bytes(shape, lora, shape.layers) == 0

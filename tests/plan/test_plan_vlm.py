@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from tests.memory_helpers import saved_storage_bytes
+from tests.memory_helpers import measured_cfg, saved_storage_bytes, storage_bytes
 from tunekit.config import load_config
 from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.finetuning import apply_finetuning
@@ -65,15 +65,7 @@ IDS = dict(image_token_id=299, video_token_id=298, vision_start_token_id=297, vi
 
 
 def _cfg(family: str, **over):
-    base = dict(
-        template=TEMPLATE[family],
-        cutoff_len=64,
-        per_device_train_batch_size=1,
-        gradient_checkpointing=False,
-        chunked_lm_loss=False,
-        use_cpu=True,
-    )  # planned for the device it is measured on
-    return load_config(None, {**base, **over})
+    return measured_cfg(None, 64, template=TEMPLATE[family], **over)  # planned for the device it is measured on
 
 
 def _build(family: str, cfg, tmp_path):
@@ -94,10 +86,6 @@ def _build(family: str, cfg, tmp_path):
     enable_for_training(model, decide_features(cfg, Machine.cpu()).elementwise_recompute.detail)  # as tunekit train
     model.train()
     return model, folder
-
-
-def _storage_bytes(tensors) -> int:
-    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
 
 FREEZE = [
@@ -128,8 +116,8 @@ def test_weights_and_trainable_parameters_are_exact(family, tmp_path):
         trainable = [p for p in params if p.requires_grad]
         assert counts.trainable == sum(p.numel() for p in trainable), (method, opts)
         est = estimate_memory(shape, setup, counts).components
-        assert est["base_weights"] + est["trainable_params"] == _storage_bytes(params), (method, opts)
-        assert est["trainable_params"] == _storage_bytes(trainable), (method, opts)
+        assert est["base_weights"] + est["trainable_params"] == storage_bytes(params), (method, opts)
+        assert est["trainable_params"] == storage_bytes(trainable), (method, opts)
 
 
 def _measure_vision(model, cfg, grid) -> tuple[int, int]:

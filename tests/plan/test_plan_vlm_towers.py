@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.memory_helpers import saved_storage_bytes
-from tunekit.config import load_config
+from tests.memory_helpers import measured_cfg, saved_storage_bytes
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.multimodal import model_class
 from tunekit.plan.architectures import load_shape
@@ -63,14 +62,7 @@ def folders(tmp_path_factory):
 
 
 def _cfg(like: str, folder, **over):
-    base = dict(
-        model_name_or_path=str(folder),
-        template=TEMPLATE[like],
-        gradient_checkpointing=False,
-        per_device_train_batch_size=1,
-        use_cpu=True,
-    )  # planned for the device it is measured on
-    return load_config(None, {**base, **over})
+    return measured_cfg(folder, template=TEMPLATE[like], **over)  # planned for the device it is measured on
 
 
 def _build(folder, cfg):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.memory_helpers import measured_cfg, storage_bytes
 from tunekit.config import load_config
 
 METHODS = {
@@ -14,24 +15,6 @@ METHODS = {
     "ptuning-projected": dict(finetuning_type="ptuning", pre_seq_len=4, prefix_projection=True),
     "prompt": dict(finetuning_type="prompt", num_virtual_tokens=7),
 }
-
-
-def _storage_bytes(tensors) -> int:
-    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
-
-
-def _cfg(model_dir, opts):
-    return load_config(
-        None,
-        dict(
-            model_name_or_path=str(model_dir),
-            template="qwen",
-            cutoff_len=32,
-            gradient_checkpointing=False,
-            use_cpu=True,
-            **opts,
-        ),
-    )
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -43,13 +26,13 @@ def test_the_prompt_s_weights_gradients_and_adam_states_are_planned_exactly(meth
     from tunekit.plan.memory import estimate_memory
     from tunekit.plan.training_setup import resolve_setup
 
-    cfg = _cfg(tiny_qwen, METHODS[method])
+    cfg = measured_cfg(tiny_qwen, template="qwen", **METHODS[method])
     model = load_model(cfg, load_tokenizer(cfg)).train()
     est = estimate_memory(load_shape(None, str(tiny_qwen)), resolve_setup(cfg)).components
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
-    assert est["base_weights"] + est["trainable_params"] == _storage_bytes(params)
-    assert est["trainable_params"] == _storage_bytes(trainable) > 0
+    assert est["base_weights"] + est["trainable_params"] == storage_bytes(params)
+    assert est["trainable_params"] == storage_bytes(trainable) > 0
 
     ids = torch.randint(0, 200, (1, 16))
     model(input_ids=ids, labels=ids).loss.backward()
@@ -59,14 +42,17 @@ def test_the_prompt_s_weights_gradients_and_adam_states_are_planned_exactly(meth
     optimizer = cls(trainable, **kwargs)
     optimizer.step()
     state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-    assert est["optimizer_states"] == _storage_bytes(state)
+    assert est["optimizer_states"] == storage_bytes(state)
 
 
 def test_the_plan_reports_the_prompt_as_the_trainable_parameters(tiny_qwen):
     from tunekit.plan.planner import make_plan
 
-    plans = {method: make_plan(_cfg(tiny_qwen, opts), num_samples=8) for method, opts in METHODS.items()}
-    lora = make_plan(_cfg(tiny_qwen, {}), num_samples=8)
+    plans = {
+        method: make_plan(measured_cfg(tiny_qwen, template="qwen", **opts), num_samples=8)
+        for method, opts in METHODS.items()
+    }
+    lora = make_plan(measured_cfg(tiny_qwen, template="qwen"), num_samples=8)
     model = plans["ptuning"].model
     hidden, layers, kv = model["hidden_size"], model["num_layers"], model["num_kv_heads"] * model["head_dim"]
     assert plans["ptuning"].params["trainable"] == 6 * layers * 2 * kv

@@ -12,9 +12,8 @@ import re
 import pytest
 
 from tests.helpers import ROOT
-from tests.zh_words import allowed_values, untranslated
-from tunekit.config import iter_fields
-from tunekit.config.messages import Keyed, placeholders
+from tests.zh_words import option_words, untranslated, value_words
+from tunekit.config.messages import placeholders
 from tunekit.config.problem_texts import ENGLISH, JOINS
 from tunekit.config.problems import Said
 from tunekit.webui.paths import PathPolicy, excerpt
@@ -46,12 +45,12 @@ def test_the_rules_make_their_problems_from_keys_with_an_english_template():
     with an f-string names the start of some keys)."""
     literal = []
     unknown = []
-    for where, call in _calls("config") + _calls("webui"):
+    for where, call in _calls("config") + _calls("webui") + _calls("train/engines") + _calls("plan"):
         name = getattr(call.func, "id", "")
         first = call.args[0]
         if name == "Problem" and isinstance(first, (ast.JoinedStr, ast.Constant)):
             literal.append(where)
-        if name in ("Said", "problem"):
+        if name in ("Said", "problem", "config_error"):
             if isinstance(first, ast.Constant) and first.value not in ENGLISH:
                 unknown.append((where, first.value))
             if isinstance(first, ast.JoinedStr):
@@ -190,33 +189,16 @@ BROKEN = [
 ]
 
 
-def _value_words(message) -> set[str]:
-    """The words of a keyed message's values (names, values, paths: shown as they are), pydantic's own English
-    (a message kept whole) not counted."""
-    words: set[str] = set()
-    stack = [message]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Keyed):
-            if item.key != "pydantic_other":
-                stack.extend(item.values.values())
-        elif isinstance(item, (tuple, list)):
-            stack.extend(item)
-        elif isinstance(item, str):
-            words.update(re.findall(r"[A-Za-z][\w+\-.:/]*", item))
-    return words
-
-
 @pytest.mark.parametrize("values", BROKEN, ids=",".join)
 def test_a_broken_rule_is_said_in_chinese_with_no_untranslated_english(values):
     check = validate(values)
     assert not check.ok and check.lines, values
-    allowed = {name for _g, name, _i in iter_fields()} | allowed_values()
+    allowed = option_words()
     for line in check.lines:
         assert isinstance(line, Said), f"{line!r} has no key"
         zh = say(line, "zh")
         assert re.search(r"[\u4e00-\u9fff]", zh), zh
-        assert untranslated(zh, allowed | _value_words(line)) == [], zh
+        assert untranslated(zh, allowed | value_words(line, skip_keys=("pydantic_other",))) == [], zh
         assert say(line, "en") == line  # the English is the CLI's, unchanged
     assert check.text("en") == check.message
 

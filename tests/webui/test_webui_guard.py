@@ -45,6 +45,24 @@ def test_every_handler_of_the_board_is_registered_through_the_guard(tmp_path, la
         assert not getattr(block_fn.fn.__wrapped__, "__tk_guarded__", False)
 
 
+def test_no_event_of_the_board_tracks_its_progress_on_a_whole_form(tmp_path):
+    """Gradio draws a status tracker on each of an event's progress targets (by default: all its outputs) and walks
+    the page's component tree for each on every status change; a form-sized event keeps the browser busy after
+    every keystroke. Progress shows on at most a few components, and a hidden one on none."""
+    from tunekit.webui.app import create_app
+    from tunekit.webui.guard import MAX_PROGRESS_TARGETS
+
+    config = create_app(Board(cwd=tmp_path)).get_config_file()
+    wide = 0
+    for dep in config["dependencies"]:
+        targets = dep["show_progress_on"] if dep["show_progress_on"] is not None else dep["outputs"]
+        assert len(targets) <= MAX_PROGRESS_TARGETS, (dep["id"], dep["targets"], len(targets))
+        if dep["show_progress"] == "hidden":
+            assert targets == [], dep["targets"]
+        wide += len(dep["outputs"]) > 100
+    assert wide >= 5  # the form-wide events exist (edit checks, load, save, auto-fit, language): the check bites
+
+
 def test_the_check_names_a_handler_registered_around_the_guard():
     from tunekit.webui.guard import Guard
 

@@ -9,6 +9,7 @@ from typing import TextIO
 
 from tunekit.errors import DataError
 from tunekit.infer.engine import ChatEngine
+from tunekit.infer.reasoning import write_reply
 
 from .args import config_and_flags
 
@@ -114,14 +115,11 @@ def repl(
         pending = []
         if interactive:
             out.write("Assistant: ")
-        reply = ""
-        for delta in engine.stream_chat(history, system=system, images=shown or None, **gen):
-            reply += delta
-            out.write(delta)
-            out.flush()
+        parts = engine.stream_parts(history, system=system, images=shown or None, **gen)
+        thought, reply = write_reply(parts, out, dim=interactive)  # a thought first, marked (infer/reasoning.py)
         out.write("\n")
         out.flush()
-        history.append({"role": "assistant", "content": reply})
+        history.append({"role": "assistant", "content": reply, **({"reasoning": thought} if thought else {})})
         replies += 1
     return replies
 

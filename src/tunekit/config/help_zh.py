@@ -76,13 +76,14 @@ HELP_ZH: dict[str, str] = {
     "最长行；不小于 cutoff_len。dpo 和 rm 以一对为单位，计两条序列（不小于 2 × cutoff_len）；不支持 kto。",
     "default_system": "样本没有系统提示词时使用的系统提示词（覆盖模板默认值）。",
     "enable_thinking": "推理模板（`qwen3` 等）：保留思考过程；false 时渲染空的 `<think></think>`。",
-    "preserve_thinking": "推理模板（qwen3、qwen3_vl）：不训练的历史回复（mask_history；"
+    "preserve_thinking": "推理模板（qwen3、qwen3_vl、deepseekr1、gpt_oss）：不训练的历史回复（mask_history；"
     "dpo、kto、rm、ppo、grpo 样本中的历史）保留其 `<think>` 块（没有思考的回复为空块），"
     "而官方 Qwen3 模板会去掉它（同 LLaMA-Factory 的 preserve_thinking）。"
     "enable_thinking: false 时思考被移除，历史回复保留空块。"
     "每条回复都训练时（sft 不用 mask_history）无影响。`tunekit chat`、`tunekit api`、`tunekit predict` "
     "以同样方式渲染历史回复；导出模型的对话模板仍是官方模板。",
-    "thought_loss_weight": "推理模板（qwen3、qwen3_vl），sft 阶段：回复中思考块（`<think>` … `</think>` 及其后的空行；"
+    "thought_loss_weight": "推理模板（qwen3、qwen3_vl、deepseekr1、gpt_oss），sft 阶段："
+    "回复中思考块（`<think>` … `</think>` 及其后的空行；"
     "没有思考的回复为空块）的损失权重。1：与答案同等训练（默认）；0：不训练（标签 -100，仍留在输入中）；介于两者之间："
     "思考词元按此权重计入，损失除以整步的权重之和。需要 enable_thinking。",
     "tool_format": "函数调用的工具调用格式（默认：模板自带的格式）。",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tunekit.errors import ConfigError
+from .problems import config_error
 
 
 def read_json_object(path: Path, option: str) -> dict:
@@ -14,9 +14,9 @@ def read_json_object(path: Path, option: str) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{option}: {path} is not valid JSON ({exc}).") from None
+        raise config_error("json_invalid", (option,), option=option, path=str(path), error=str(exc)) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{option}: {path} is not UTF-8 text (byte {exc.start}); it must be a JSON file.") from None
+        raise config_error("json_not_utf8", (option,), option=option, path=str(path), byte=exc.start) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{option}: {path} must hold a JSON object, found {type(data).__name__}.")
+        raise config_error("json_not_object", (option,), option=option, path=str(path), kind=type(data).__name__)
     return data

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .problems import Said
+
 MODEL_ARGS = (
     # BaseModelArguments
     "model_name_or_path",
@@ -424,16 +426,11 @@ TRAINING_ARGS = (
 
 LLAMAFACTORY_OPTIONS = frozenset(MODEL_ARGS + DATA_ARGS + FINETUNING_ARGS + GENERATING_ARGS + TRAINING_ARGS)
 
-# Why an unsupported option stays unsupported, where that was checked (appended to the refusal).
-_RAY = (
-    "Ray Train (LLaMA-Factory's USE_RAY=1) is not built in: tunekit train starts one process per visible GPU itself, "
-    "NPROC_PER_NODE and NNODES/NODE_RANK/MASTER_ADDR for several machines (docs/workflows/multi-gpu.md)"
-)
-WHY_UNSUPPORTED = {
-    **dict.fromkeys(RAY_ARGS, _RAY),
-    "mixture_of_depths": "Mixture-of-Depths needs the mixture-of-depth package (LLaMA-Factory requires >=1.1.6), "
-    "whose latest release, 1.2.0, imports what transformers 5 removed (TRANSFORMERS_CACHE, "
-    "transformers.modeling_attn_mask_utils)",
+# Why an unsupported option stays unsupported, where that was checked (appended to the refusal): a keyed part each
+# (its English in config/problem_texts.py), so the web board says the reason in the page's language.
+WHY_UNSUPPORTED: dict[str, Said] = {
+    **dict.fromkeys(RAY_ARGS, Said("part_why_ray")),
+    "mixture_of_depths": Said("part_why_mixture_of_depths"),
 }
 
 

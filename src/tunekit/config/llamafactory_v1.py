@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from .llamafactory_options import LLAMAFACTORY_OPTIONS
 from .llamafactory_v1_data import read_dataset
 from .llamafactory_v1_plugins import PLUGINS, V1Reader, shown
-from .problems import problems_text
+from .problems import Said, problems_text
 from .schema import Config
 
 MODEL_KEYS = (
@@ -160,13 +160,13 @@ def data_parallel_processes() -> tuple[int, str]:
     reads the same), else one process."""
     world = env_world_size()
     if world:
-        return world, "WORLD_SIZE"
+        return world, Said("part_v1_how_world_size")
     raw = os.environ.get("NPROC_PER_NODE", "").strip()
     if not raw:
-        return 1, "one process (no WORLD_SIZE or NPROC_PER_NODE)"
+        return 1, Said("part_v1_how_one")
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigError(f"NPROC_PER_NODE={raw!r} is not a whole number of at least 1.")
-    return int(raw) * env_nodes(), "NPROC_PER_NODE x NNODES"
+    return int(raw) * env_nodes(), Said("part_v1_how_nproc")
 
 
 def read_v1_config(
@@ -197,22 +197,21 @@ def read_v1_config(
 
 
 def _unknown_keys(reader: V1Reader) -> None:
-    marks = ", ".join(f"`{k}`" for k in DISTINCT if k in reader.values)
+    marks = tuple(f"`{k}`" for k in DISTINCT if k in reader.values)
     for key in reader.values:
         if key in V1_KEYS:
             continue
         hint = difflib.get_close_matches(str(key), V1_KEYS, n=3, cutoff=0.75)
         own = key in Config.model_fields
-        reader.problem(
-            str(key),
-            f"Unknown LLaMA-Factory v1 option '{key}' (in {reader.path}, read as a v1 config because it has {marks})."
-            + (f" Did you mean: {', '.join(hint)}?" if hint else "")
-            + (
-                f" A v1 config takes v1 option names only: give tunekit's {key} on the command line ({key}=VALUE)."
-                if own
-                else ""
-            ),
+        message = Said(
+            "v1_unknown_option",
+            key=str(key),
+            path=reader.path,
+            marks=marks,
+            hint=Said("part_did_you_mean", names=tuple(hint)) if hint else None,
+            own=Said("part_v1_own_option", key=str(key)) if own else None,
         )
+        reader.problem(str(key), message)
 
 
 def _special(reader: V1Reader, key: str, value: Any) -> None:
@@ -232,12 +231,7 @@ def _special(reader: V1Reader, key: str, value: Any) -> None:
         if value == 1:
             reader.set("save_strategy", "epoch", "`save_epochs: 1`")
         else:
-            reader.refuse(
-                key,
-                value,
-                "tunekit saves every epoch (save_epochs: 1) or every N "
-                "steps: use save_steps (steps per epoch: `tunekit plan`)",
-            )
+            reader.refuse(key, value, Said("part_v1_save_epochs"))
     else:
         _parallel_and_flags(reader, key, value)
 
@@ -245,69 +239,38 @@ def _special(reader: V1Reader, key: str, value: Any) -> None:
 def _parallel_and_flags(reader: V1Reader, key: str, value: Any) -> None:
     world, how = reader.world
     if key == "cp_size" and value != 1:
-        reader.refuse(
-            key,
-            value,
-            f"Ulysses context parallelism (each sequence split over "
-            f"{value} processes) is not in tunekit; remove cp_size (each process then holds whole "
-            "sequences: lower cutoff_len or keep gradient checkpointing on if memory is short)",
-        )
+        reader.refuse(key, value, Said("part_v1_cp_size", value=str(value)))
     elif key == "cp_mode":
         if reader.values.get("cp_size", 1) == 1:
             reader.remark(key, value, "no effect with cp_size 1, as in v1")
     elif key in ("dp_size", "mp_shard_size") and value != world:
-        reader.refuse(
-            key,
-            value,
-            f"tunekit runs one data-parallel group of all {world} "
-            f"processes ({how}), sharded over all of them: remove {key}",
-        )
+        reader.refuse(key, value, Said("part_v1_dp_size", world=world, how=how, key=key))
     elif key in ("dp_size", "mp_shard_size"):
         reader.remark(key, value, f"equals the {world} processes ({how})")
     elif key == "mp_replicate_size" and value != 1:
-        reader.refuse(
-            key,
-            value,
-            "hybrid sharding (shards replicated over groups of "
-            "processes) is not in tunekit: remove mp_replicate_size (FSDP shards over all processes)",
-        )
+        reader.refuse(key, value, Said("part_v1_mp_replicate"))
     elif key == "mp_replicate_size":
         reader.remark(key, value, "one replica, as tunekit shards")
     elif key == "model_class":
         if value == "llm":
             reader.remark(key, value, "a causal language model, as tunekit trains")
         else:
-            reader.refuse(
-                key,
-                value,
-                "tunekit trains causal language models (model_class: "
-                "llm); for a reward model use stage=rm on the command line",
-            )
+            reader.refuse(key, value, Said("part_v1_model_class"))
     else:
         _flags(reader, key, value)
 
 
 def _flags(reader: V1Reader, key: str, value: Any) -> None:
     if key == "full_determinism" and value:
-        reader.refuse(
-            key,
-            value,
-            "tunekit has no full-determinism switch (deterministic kernels): remove it; runs are seeded by seed",
-        )
+        reader.refuse(key, value, Said("part_v1_full_determinism"))
     elif key == "full_determinism":
         reader.remark(key, value, "v1's default")
     elif key == "save_ckpt_as_hf":
         reader.remark(key, value, "tunekit's checkpoints hold the model in Hugging Face format either way")
     elif key == "ld_alpha":
-        reader.refuse(key, value, "LD-DPO's length weighting is not in tunekit: remove it")
+        reader.refuse(key, value, Said("part_v1_ld_alpha"))
     elif key == "custom_chat_template":
-        reader.refuse(
-            key,
-            value,
-            "tunekit renders with a named template or the model's own "
-            "(template: jinja): put the Jinja text in the tokenizer's chat_template, or name a template "
-            "(`tunekit templates`) on the command line",
-        )
+        reader.refuse(key, value, Said("part_v1_custom_chat_template"))
 
 
 def _global_batch(reader: V1Reader, value: Any) -> None:
@@ -316,11 +279,12 @@ def _global_batch(reader: V1Reader, value: Any) -> None:
     world, how = reader.world
     micro = reader.values.get("micro_batch_size") or 1
     if isinstance(value, bool) or not isinstance(value, int) or not isinstance(micro, int) or value < 1:
-        reader.refuse("global_batch_size", value, "expected a whole number")
+        reader.refuse("global_batch_size", value, Said("part_v1_whole_number"))
         return
-    processes = f"micro_batch_size {micro} x {world} data-parallel process(es) ({how})"
+    processes = Said("part_v1_processes", micro=micro, world=world, how=how)
     if value % (world * micro):
-        reader.refuse("global_batch_size", value, f"it must be a multiple of {processes} = {world * micro}, as in v1")
+        why = Said("part_v1_global_multiple", processes=processes, product=world * micro)
+        reader.refuse("global_batch_size", value, why)
         return
     reader.set(
         "gradient_accumulation_steps", value // (world * micro), f"`global_batch_size: {value}` / ({processes})"

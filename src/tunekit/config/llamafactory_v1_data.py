@@ -12,6 +12,7 @@ from typing import Any
 
 from .files import load_yaml_text
 from .llamafactory_v1_plugins import V1Reader
+from .problems import Said
 
 
 def read_dataset(reader: V1Reader, key: str, value: Any) -> None:
@@ -19,7 +20,7 @@ def read_dataset(reader: V1Reader, key: str, value: Any) -> None:
     else a Hugging Face hub dataset. Paths are read from the current folder, as v1 reads them."""
     option = "dataset" if key == "train_dataset" else "eval_dataset"
     if not isinstance(value, str) or not value.strip():
-        reader.refuse(key, value, "expected a path (text)")
+        reader.refuse(key, value, Said("part_v1_expected_path"))
         return
     if value.endswith(".yaml") and os.path.isfile(value):
         paths, draws = _dataset_list(reader, key, value)
@@ -28,23 +29,11 @@ def read_dataset(reader: V1Reader, key: str, value: Any) -> None:
         if draws:
             _set_draws(reader, key, value, draws)
     elif value.endswith(".yaml"):
-        reader.refuse(
-            key,
-            value,
-            f"no such file in {os.getcwd()} (v1 reads it from the "
-            "current folder, and would otherwise download it from the Hugging Face hub); tunekit reads "
-            "local dataset lists only: run from the folder it is relative to, or download it",
-        )
+        reader.refuse(key, value, Said("part_v1_list_missing", cwd=os.getcwd()))
     elif os.path.exists(value):
         reader.set(option, value, f"`{key}: {value}`")
     else:
-        reader.refuse(
-            key,
-            value,
-            f"neither a file nor a folder in {os.getcwd()}, so v1 reads "
-            "a Hugging Face hub dataset; tunekit reads hub datasets registered in dataset_info.json "
-            "(hf_hub_url): register it and give dataset=NAME on the command line, or download it",
-        )
+        reader.refuse(key, value, Said("part_v1_hub_dataset", cwd=os.getcwd()))
 
 
 ENTRY_KEYS = ("path", "source", "split", "converter", "size", "weight", "streaming")
@@ -57,17 +46,17 @@ def _dataset_list(reader: V1Reader, key: str, file: str) -> tuple[list[str], dic
     try:
         entries = load_yaml_text(Path(file).read_text(encoding="utf-8"), file)
     except (OSError, UnicodeDecodeError) as exc:
-        reader.refuse(key, file, f"cannot be read ({exc})")
+        reader.refuse(key, file, Said("part_v1_unreadable", error=str(exc)))
         return [], {}
     if not isinstance(entries, dict) or not entries:
-        reader.refuse(key, file, "a v1 dataset list maps names to {path, source, ...}")
+        reader.refuse(key, file, Said("part_v1_list_form"))
         return [], {}
     paths, draws = [], {}
     for name, entry in entries.items():
-        where = f"LLaMA-Factory v1 dataset list `{key}: {file}`, entry '{name}' (in {reader.path})"
         problem = _entry_problem(entry) or _draw_problem(entry, paths, draws)
         if problem:
-            reader.problem(key, f"{where}: {problem}.")
+            message = Said("v1_list_entry", key=key, file=file, name=str(name), path=reader.path, problem=problem)
+            reader.problem(key, message)
             continue
         paths.append(entry["path"])
         draw = {k: entry[k] for k in ("size", "weight") if entry.get(k) is not None}
@@ -76,19 +65,16 @@ def _dataset_list(reader: V1Reader, key: str, file: str) -> tuple[list[str], dic
     return paths, draws
 
 
-def _draw_problem(entry: dict[str, Any], paths: list[str], draws: dict[str, dict[str, float]]) -> str | None:
+def _draw_problem(entry: dict[str, Any], paths: list[str], draws: dict[str, dict[str, float]]) -> Said | None:
     """``size`` / ``weight`` as v1 draws them: a whole number of samples at least 1, a weight above 0 (in v1 a 0 either
     does nothing or empties the dataset), and one draw per file (tunekit names datasets by file)."""
     size, weight = entry.get("size"), entry.get("weight")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-        return f"size: {size} must be a whole number of samples, at least 1 (remove it to read every record once)"
+        return Said("part_v1_entry_size", size=str(size))
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0):
-        return f"weight: {weight} must be a number above 0 (remove it to read every record once)"
+        return Said("part_v1_entry_weight", weight=str(weight))
     if entry["path"] in paths and (size is not None or weight is not None or entry["path"] in draws):
-        return (
-            f"path {entry['path']} is read by an earlier entry too; tunekit names a dataset by its file, so one file "
-            "has one size / weight: merge the entries"
-        )
+        return Said("part_v1_entry_twice", entry=entry["path"])
     return None
 
 
@@ -97,12 +83,8 @@ def _set_draws(reader: V1Reader, key: str, file: str, draws: dict[str, dict[str,
     merged = dict(reader.options.get("dataset_sampling") or {})
     for path, draw in draws.items():
         if merged.get(path, draw) != draw:
-            reader.refuse(
-                key,
-                file,
-                f"its entry for {path} draws {draw}, the other dataset list's {merged[path]}; tunekit names a dataset "
-                "by its file, so one file has one size / weight",
-            )
+            why = Said("part_v1_draws_differ", path=path, draw=str(draw), other=str(merged[path]))
+            reader.refuse(key, file, why)
             return
         merged[path] = draw
     given = "; ".join(f"{path}: " + ", ".join(f"{k} {v}" for k, v in draw.items()) for path, draw in draws.items())
@@ -111,27 +93,21 @@ def _set_draws(reader: V1Reader, key: str, file: str, draws: dict[str, dict[str,
     reader.set("dataset_sampling", merged, f"{origin} and {here}" if origin else here)
 
 
-def _entry_problem(entry: Any) -> str | None:
+def _entry_problem(entry: Any) -> Said | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-        return "needs path: a file or folder"
+        return Said("part_v1_entry_needs_path")
     unknown = [k for k in entry if k not in ENTRY_KEYS]
     if unknown:
-        return f"unknown key(s) {', '.join(map(str, unknown))}; v1 reads {', '.join(ENTRY_KEYS)}"
+        return Said("part_v1_entry_keys", wrong=tuple(map(str, unknown)), allowed=ENTRY_KEYS)
     source = entry.get("source", "hf_hub")
     if source != "local":
-        return (
-            f"source {source} ({entry['path']}) is a hub dataset; tunekit reads hub datasets registered in "
-            "dataset_info.json (hf_hub_url): register it and give dataset=NAME on the command line, or download it"
-        )
+        return Said("part_v1_entry_hub", source=str(source), entry=entry["path"])
     if not os.path.exists(entry["path"]):
-        return f"path {entry['path']} does not exist in {os.getcwd()} (v1 reads it from the current folder)"
+        return Said("part_v1_entry_missing", entry=entry["path"], cwd=os.getcwd())
     if entry.get("split", "train") != "train":
-        return f"split {entry['split']}: a local file is read whole (its one split is train); remove split"
+        return Said("part_v1_entry_split", split=str(entry["split"]))
     if entry.get("converter") not in CONVERTERS:
-        return (
-            f"converter {entry['converter']}: tunekit recognises alpaca, sharegpt and v1 message records in a file "
-            "given by path; register the file in dataset_info.json with its columns instead"
-        )
+        return Said("part_v1_entry_converter", converter=str(entry["converter"]))
     if entry.get("streaming"):
-        return "streaming: true; tunekit reads datasets whole: remove streaming"
+        return Said("part_v1_entry_streaming")
     return None

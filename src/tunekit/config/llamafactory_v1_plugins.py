@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .lists import split_list
-from .problems import Problem
+from .problems import Problem, Said
 
 LORA = {  # v1 key -> (tunekit option, v1 default written out where tunekit's differs, or None)
     "r": ("lora_rank", None),
@@ -34,13 +34,13 @@ FREEZE = {
     "freeze_extra_modules": ("freeze_extra_modules", None),
 }
 MUON_FIXED = {"momentum": 0.95, "nesterov": True, "ns_steps": 5}  # tunekit's torch.optim.Muon settings
-UNSUPPORTED_KERNELS = {
-    "flash-linear-attention": "flash-linear-attention's kernels for linear-attention layers (Qwen3.5 / Qwen3-Next)",
-    "cuda_fused_moe": "the fused mixture-of-experts CUDA kernel",
-    "npu_fused_moe": "Ascend NPU kernels",
-    "npu_fused_rmsnorm": "Ascend NPU kernels",
-    "npu_fused_rope": "Ascend NPU kernels",
-    "npu_fused_swiglu": "Ascend NPU kernels",
+UNSUPPORTED_KERNELS = {  # v1 kernel -> what it is (a part of the refusal, config/problem_texts_v1.py)
+    "flash-linear-attention": "part_v1_kernel_fla",
+    "cuda_fused_moe": "part_v1_kernel_fused_moe",
+    "npu_fused_moe": "part_v1_kernel_npu",
+    "npu_fused_rmsnorm": "part_v1_kernel_npu",
+    "npu_fused_rope": "part_v1_kernel_npu",
+    "npu_fused_swiglu": "part_v1_kernel_npu",
 }
 
 
@@ -71,13 +71,14 @@ class V1Reader:
         self.options[option] = value
         self.notes[option] = origin
 
-    def problem(self, key: str, message: str) -> None:
+    def problem(self, key: str, message: Said) -> None:
         self.problems.append(Problem(message, (key.split(".", maxsplit=1)[0],)))
 
-    def refusal(self, key: str, value: Any, why: str) -> str:
-        return f"LLaMA-Factory v1 `{key}: {shown(value)}` (in {self.path}): {why}."
+    def refusal(self, key: str, value: Any, why: Said) -> Said:
+        """The refusal of v1's ``key: value``, ``why`` a ``part_v1_*`` reason (``config/problem_texts_v1.py``)."""
+        return Said("v1_refused", key=key, value=shown(value), path=self.path, why=why)
 
-    def refuse(self, key: str, value: Any, why: str) -> None:
+    def refuse(self, key: str, value: Any, why: Said) -> None:
         self.problem(key, self.refusal(key, value, why))
 
     def remark(self, key: str, value: Any, why: str) -> None:
@@ -87,7 +88,7 @@ class V1Reader:
         if value in table:
             self.set(option, table[value], f"`{key}: {shown(value)}`")
         else:
-            self.refuse(key, value, f"expected one of {', '.join(table)}")
+            self.refuse(key, value, Said("part_v1_expected_one_of", words=tuple(table)))
 
     def block(self, key: str, value: Any) -> dict[str, Any] | None:
         """A plugin block as a dict with a name (v1 also takes it as JSON text), or None after a problem."""
@@ -95,7 +96,7 @@ class V1Reader:
             with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
         if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-            self.refuse(key, value, "a plugin block is a mapping with a name (name: ...)")
+            self.refuse(key, value, Said("part_v1_block"))
             return None
         return value
 
@@ -103,10 +104,9 @@ class V1Reader:
         """Refuse the keys of ``block`` v1's plugin does not take; True when all are known."""
         unknown = [k for k in block if k != "name" and k not in allowed]
         for k in unknown:
+            taken = ("name", *allowed)
             self.problem(
-                key,
-                f"Unknown key `{key}.{k}` (in {self.path}): LLaMA-Factory v1's {block['name']} takes "
-                f"{', '.join(['name', *allowed])}.",
+                key, Said("v1_unknown_key", key=f"{key}.{k}", path=self.path, name=block["name"], words=taken)
             )
         return not unknown
 
@@ -143,14 +143,9 @@ def read_peft(reader: V1Reader, value: Any) -> None:
             if cast:
                 reader.remark("peft_config.cast_trainable_params_to_fp32", cast, "tunekit trains in float32 weights")
             else:
-                reader.refuse(
-                    "peft_config.cast_trainable_params_to_fp32",
-                    cast,
-                    "tunekit keeps trained weights in float32 under mixed precision; to train in bfloat16 give "
-                    "pure_bf16=true on the command line and remove this key",
-                )
+                reader.refuse("peft_config.cast_trainable_params_to_fp32", cast, Said("part_v1_cast_fp32"))
     else:
-        reader.refuse("peft_config.name", name, "tunekit reads v1's lora and freeze")
+        reader.refuse("peft_config.name", name, Said("part_v1_peft_names"))
 
 
 def read_dist(reader: V1Reader, value: Any) -> None:
@@ -167,12 +162,7 @@ def read_dist(reader: V1Reader, value: Any) -> None:
         words += " offload" if block.get("offload_params", False) else ""
         reader.set("fsdp", words, f"`dist_config: {shown(block)}` (FSDP2)")
         if block.get("dcp_path") is not None:
-            reader.refuse(
-                "dist_config.dcp_path",
-                block["dcp_path"],
-                "tunekit loads the model from its Hugging Face folder (model), not from a torch.distributed "
-                "checkpoint: remove dcp_path",
-            )
+            reader.refuse("dist_config.dcp_path", block["dcp_path"], Said("part_v1_dcp_path"))
         if "pin_memory" in block:
             reader.remark("dist_config.pin_memory", block["pin_memory"], "tunekit's FSDP2 offload decides it")
     elif name == "deepspeed":
@@ -180,17 +170,11 @@ def read_dist(reader: V1Reader, value: Any) -> None:
             if block.get("config_file"):
                 reader.set("deepspeed", block["config_file"], f"`dist_config.config_file: {block['config_file']}`")
             else:
-                reader.refuse("dist_config.config_file", block.get("config_file"), "DeepSpeed needs its JSON file")
+                reader.refuse("dist_config.config_file", block.get("config_file"), Said("part_v1_ds_config_file"))
     elif name == "fsdpturbo":
-        reader.refuse(
-            "dist_config.name",
-            name,
-            f"FSDPTurbo expert parallelism (ep_size {block.get('ep_size', 1)}: each process holds a share of the "
-            "experts) is not in tunekit; use dist_config name fsdp2 (FSDP2 shards the experts with the other "
-            "weights) or deepspeed",
-        )
+        reader.refuse("dist_config.name", name, Said("part_v1_fsdpturbo", ep_size=str(block.get("ep_size", 1))))
     else:
-        reader.refuse("dist_config.name", name, "tunekit reads v1's fsdp2 and deepspeed")
+        reader.refuse("dist_config.name", name, Said("part_v1_dist_names"))
 
 
 def read_kernels(reader: V1Reader, value: Any) -> None:
@@ -204,9 +188,10 @@ def read_kernels(reader: V1Reader, value: Any) -> None:
         elif name == "liger_kernel":
             reader.set("enable_liger_kernel", True, "`kernel_config.name: liger_kernel`")
         elif name in UNSUPPORTED_KERNELS:
-            reader.refuse("kernel_config.name", name, f"{UNSUPPORTED_KERNELS[name]} are not in tunekit: remove it")
+            kernels = Said(UNSUPPORTED_KERNELS[name])
+            reader.refuse("kernel_config.name", name, Said("part_v1_kernel_missing", kernels=kernels))
         else:
-            reader.refuse("kernel_config.name", name, "not a v1 kernel tunekit knows (auto, liger_kernel)")
+            reader.refuse("kernel_config.name", name, Said("part_v1_kernel_unknown"))
     allowed = ("require_logits",) if names == ["liger_kernel"] else ()
     if all(n in ("auto", "liger_kernel") for n in names):
         reader.keys("kernel_config", block, allowed)
@@ -220,7 +205,7 @@ def read_quant(reader: V1Reader, value: Any) -> None:
         return
     name = block["name"]
     if name not in ("bnb", "auto"):
-        reader.refuse("quant_config.name", name, "tunekit reads v1's bnb and auto (bitsandbytes)")
+        reader.refuse("quant_config.name", name, Said("part_v1_quant_names"))
         return
     if not reader.keys(
         "quant_config", block, ("quantization_bit", "compute_dtype", "double_quantization", "quantization_type")
@@ -237,12 +222,7 @@ def read_quant(reader: V1Reader, value: Any) -> None:
         if key in block:
             reader.set(key, block[key], f"`quant_config.{key}: {shown(block[key])}`")
     if "compute_dtype" in block:
-        reader.refuse(
-            "quant_config.compute_dtype",
-            block["compute_dtype"],
-            "tunekit computes in the run's precision (bf16 / fp16 / fp32, chosen for the device or set by bf16): "
-            "remove compute_dtype",
-        )
+        reader.refuse("quant_config.compute_dtype", block["compute_dtype"], Said("part_v1_compute_dtype"))
 
 
 def read_init(reader: V1Reader, value: Any) -> None:
@@ -253,7 +233,7 @@ def read_init(reader: V1Reader, value: Any) -> None:
     if name in ("init_on_meta", "init_on_rank0", "init_on_default"):
         reader.set("low_cpu_mem_usage", True, f"`init_config.name: {name}` (no random-init copy of the weights)")
     else:
-        reader.refuse("init_config.name", name, "expected init_on_meta, init_on_rank0 or init_on_default")
+        reader.refuse("init_config.name", name, Said("part_v1_init_names"))
 
 
 def read_optim(reader: V1Reader, value: Any) -> None:
@@ -261,7 +241,7 @@ def read_optim(reader: V1Reader, value: Any) -> None:
     if block is None:
         return
     if block["name"] != "muon":
-        reader.refuse("optim_config.name", block["name"], "tunekit reads v1's muon (other optimizers: optim)")
+        reader.refuse("optim_config.name", block["name"], Said("part_v1_optim_names"))
         return
     if not reader.keys("optim_config", block, ("lr", "wd", *MUON_FIXED, "adamw_betas", "adamw_eps")):
         return
@@ -270,7 +250,7 @@ def read_optim(reader: V1Reader, value: Any) -> None:
     reader.set("weight_decay", wd, f"`optim_config.wd: {shown(wd)}`" if "wd" in block else "(v1 Muon's wd 0.1)")
     betas = block.get("adamw_betas", [0.9, 0.95])
     if not (isinstance(betas, list) and len(betas) == 2):
-        reader.refuse("optim_config.adamw_betas", betas, "expected two numbers")
+        reader.refuse("optim_config.adamw_betas", betas, Said("part_v1_two_numbers"))
     else:
         origin = f"`optim_config.adamw_betas: {shown(betas)}`" if "adamw_betas" in block else "(v1 Muon's betas)"
         reader.set("adam_beta1", betas[0], origin)
@@ -279,18 +259,13 @@ def read_optim(reader: V1Reader, value: Any) -> None:
         reader.set("adam_epsilon", block["adamw_eps"], f"`optim_config.adamw_eps: {shown(block['adamw_eps'])}`")
     for key, fixed in MUON_FIXED.items():
         if key in block and block[key] != fixed:
-            reader.refuse(f"optim_config.{key}", block[key], f"tunekit's Muon runs with {key} {shown(fixed)}")
+            reader.refuse(f"optim_config.{key}", block[key], Said("part_v1_muon_fixed", key=key, fixed=shown(fixed)))
     if "lr" in block:
         reader.remark("optim_config.lr", block["lr"], "v1 replaces it with learning_rate, as tunekit does")
 
 
 def read_scheduler(reader: V1Reader, value: Any) -> None:
-    reader.refuse(
-        "lr_scheduler_config",
-        value,
-        "tunekit's schedule is lr_scheduler_type (linear, cosine, ...) with warmup_steps: remove the block and "
-        "give them on the command line",
-    )
+    reader.refuse("lr_scheduler_config", value, Said("part_v1_scheduler"))
 
 
 PLUGINS: dict[str, Callable[[V1Reader, Any], None]] = {

@@ -18,7 +18,7 @@ from .files import load_yaml_text, read_config_file
 from .llamafactory_options import WHY_UNSUPPORTED, unsupported
 from .llamafactory_v1 import attach, is_v1_config, notes_of, read_v1_config
 from .options import GROUPS
-from .problems import Problem, ProblemsError, Said, excerpt, problems_text
+from .problems import Problem, ProblemsError, Said, config_error, excerpt, problems_text
 from .schema import FORMER_NAMES, Config
 from .secrets import _yaml_with_comments, mask_secrets, resolve_secrets, write_options
 
@@ -119,15 +119,15 @@ def _current_names(values: Mapping[str, Any], sources: dict) -> Mapping[str, Any
         if former in values:
             value = values.pop(former)
             if name in values and values[name] != value:
-                message = Said(
+                raise config_error(
                     "former_disagrees",
+                    (name,),
                     former=former,
                     value=repr(value),
                     where=sources.get(former, WHERE_CONFIG),
                     name=name,
                     other=repr(values[name]),
                 )
-                raise ConfigError(message, [Problem(message, (name,))])
             values[name] = value
             sources.setdefault(name, sources.get(former, WHERE_CONFIG))
     return values

@@ -2,11 +2,16 @@
 :class:`~tunekit.config.problems.Said`). The web board says each again in Chinese (``webui/problems_zh.py``, the
 same keys and placeholders; ``tests/webui/test_problems_zh.py`` holds them to it).
 
-Keys of whole problems name their rule; keys starting with ``part_`` are the pieces that vary in words. Option names,
+A LLaMA-Factory v1 config's refusals are in ``problem_texts_v1.py``, the memory planner's errors in
+``problem_texts_plan.py`` (both part of :data:`ENGLISH`). Keys of whole problems
+name their rule; keys starting with ``part_`` are the pieces that vary in words. Option names,
 values and paths are values (or written as they are), never translated.
 """
 
 from __future__ import annotations
+
+from .problem_texts_plan import ENGLISH_PLAN, JOINS_PLAN
+from .problem_texts_v1 import ENGLISH_V1, JOINS_V1
 
 ENGLISH: dict[str, str] = {
     # data (config/options/data.py)
@@ -244,6 +249,12 @@ ENGLISH: dict[str, str] = {
     "lf_unsupported": "`{option}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): remove "
     "it; `tunekit train --help` lists what tunekit supports.{why}",
     "part_why_unsupported": " ({why}.)",
+    "part_why_ray": "Ray Train (LLaMA-Factory's USE_RAY=1) is not built in: tunekit train starts one process per "
+    "visible GPU itself, NPROC_PER_NODE and NNODES/NODE_RANK/MASTER_ADDR for several machines "
+    "(docs/workflows/multi-gpu.md)",
+    "part_why_mixture_of_depths": "Mixture-of-Depths needs the mixture-of-depth package (LLaMA-Factory requires "
+    ">=1.1.6), whose latest release, 1.2.0, imports what transformers 5 removed (TRANSFORMERS_CACHE, "
+    "transformers.modeling_attn_mask_utils)",
     "unknown_option": "Unknown option {shown} ({where}).{tail}",
     "part_did_you_mean": " Did you mean: {names}?",
     "part_see_help": " See `tunekit train --help` for the options.",
@@ -280,9 +291,53 @@ ENGLISH: dict[str, str] = {
     "makes the loss and every weight NaN; give a finite value",
     "number_too_large": "{where}{value} does not fit a 64-bit integer (at most {limit}), which torch and the data "
     "loader count with; give a realistic value",
+    # an option's JSON file (config/jsonfile.py)
+    "json_invalid": "{option}: {path} is not valid JSON ({error}).",
+    "json_not_utf8": "{option}: {path} is not UTF-8 text (byte {byte}); it must be a JSON file.",
+    "json_not_object": "{option}: {path} must hold a JSON object, found {kind}.",
+    # the DeepSpeed file against the options (train/engines/deepspeed_config.py; the preflight and the board)
+    "ds_unknown_preset": "Unknown DeepSpeed preset {name}: use one of {presets} or a path to a JSON file.",
+    "ds_not_found": "deepspeed: {value} is neither a preset{hint} nor an existing JSON file.",
+    "part_ds_preset_hint": " (a preset name: {presets})",
+    "ds_zero_not_object": "deepspeed: 'zero_optimization' in {source} must be an object.",
+    "ds_stage": "deepspeed: zero_optimization.stage in {source} must be 0, 1, 2 or 3, got {stage}.",
+    "ds_batch_field": 'deepspeed: {key} in {source} must be a positive whole number or "auto", got {value}.',
+    "ds_contradicts": "deepspeed: {source} contradicts tunekit's options in {count} place(s): {conflicts}. Set each "
+    'of these fields to "auto" (recommended: tunekit\'s options fill them) or make both agree.',
+    "part_ds_numbered": "({n}) {text}",
+    "part_ds_micro": "train_micro_batch_size_per_gpu is {micro} but per_device_train_batch_size is {micro_batch}",
+    "part_ds_accum": "gradient_accumulation_steps is {accum} but tunekit's gradient_accumulation_steps is "
+    "{accumulation}",
+    "part_ds_total": "train_batch_size {total} is not per_device_train_batch_size x gradient_accumulation_steps x "
+    "world size = {micro} x {accum} x {world} = {product} (or use {fix})",
+    "part_ds_fix_accum": "gradient_accumulation_steps: {per_rank}",
+    "part_ds_fix_divisible": "a train_batch_size divisible by per_device_train_batch_size x world size ({micro} x "
+    "{world})",
+    "part_ds_field": "{key} is {given} but {option} is {mine}",
+    "part_ds_autotp": "tensor_parallel.autotp_size is {tp} but the run has {world} process(es): AutoTP splits each "
+    "layer over {tp} ranks (set NPROC_PER_NODE to a multiple of {tp}, or remove the tensor_parallel block)",
+    "part_ds_optimizer": "its optimizer block would run instead of {optimizers} (remove the block to use {first})",
     # the board (webui/validation.py)
     "dataset_twice": "{option}: '{name}' is chosen twice, so a run would read its samples twice: pick each dataset "
     "once.",
+    # the board's Save / Load of a config file (webui/board.py, webui/paths.py: config_file)
+    "path_what_config_file": "Config file",
+    "board_config_name": "Config file: give a file name, e.g. configs/run.yaml.",
+    "board_config_suffix": "{what} '{value}' is refused: the board only {verb} .yaml, .yml or .json files.",
+    "part_board_saves": "saves",
+    "part_board_loads": "loads",
+    "board_config_exists": "Config file {path} already exists: tick 'Overwrite' to replace it, or choose another "
+    "name.",
+    "board_config_folder": "Config file {path} is a folder, not a file: choose another name.",
+    "board_config_missing": "Config file '{path}' does not exist.",
+    "board_config_too_large": "Config file {path} is larger than {limit} kB: not a config.",
+    "board_config_bad_json": "{path} is not valid JSON (line {line}, column {column}).",
+    "board_config_bad_yaml": "{path} is not valid YAML{where}.",
+    "part_board_line_column": " (line {line}, column {column})",
+    "board_config_not_mapping": "{path} must hold a mapping of option: value, found {kind}.",
+    "board_config_unknown": "{path}: {count} unknown option(s): {names}{more}. See `tunekit train --help` for the "
+    "options.",
+    "part_board_more": " ...",
     # the board's path policy (webui/paths.py)
     "path_what_option": "Option '{option}'",
     "path_what_dataset": "Option '{option}': dataset '{name}'",
@@ -298,6 +353,10 @@ ENGLISH: dict[str, str] = {
     "with file_name, inside the workspace.",
     "path_cloud": "{what} {key} is refused: the board does not read cloud files. Download the file into the "
     "workspace and register it with file_name.",
+    # the board's one job at a time (webui/runner.py)
+    "board_job_running": "a job is already running on this board: stop it or wait for it to finish",
+    **ENGLISH_V1,  # a LLaMA-Factory v1 config's refusals
+    **ENGLISH_PLAN,  # the memory planner's errors the board shows
 }
 
 # placeholder → how a tuple of values is joined in English (a placeholder not named here takes no tuple)
@@ -313,4 +372,9 @@ JOINS: dict[str, str | tuple[str, str]] = {
     "wrong": ", ",
     "allowed": ", ",
     "stages": (", ", " and "),
+    "presets": ", ",
+    "conflicts": "; ",
+    "optimizers": ", ",
+    **JOINS_V1,
+    **JOINS_PLAN,
 }

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError
 from .messages import Keyed
 from .problem_texts import ENGLISH, JOINS
 
@@ -59,6 +60,12 @@ class Problem:
 def problem(key: str, fields: tuple[str, ...] = (), /, **values: Any) -> Problem:
     """``Problem(Said(key, **values), fields)``: the problem whose English is ``ENGLISH[key]`` filled in."""
     return Problem(Said(key, **values), fields)
+
+
+def config_error(key: str, fields: tuple[str, ...] = (), /, **values: Any) -> ConfigError:
+    """The :class:`~tunekit.errors.ConfigError` (to raise) of the one :func:`problem` ``key`` about ``fields``."""
+    item = problem(key, fields, **values)
+    return ConfigError(item.message, [item])
 
 
 def as_problem(item: Problem | str) -> Problem:

@@ -36,6 +36,7 @@ from .report import DatasetReport
 from .sampling import check_sampling_names, select_records
 from .split import split_sizes
 from .templates import get_template
+from .templates.registry import SPECS
 from .templates.tokenizer_fix import fix_tokenizer
 
 MAX_LISTED = 1000  # sources listed per category in the report file
@@ -66,7 +67,8 @@ def load_template(cfg: Config, tokenizer, stage: str | None = None):
 
 def check_thought_markers(cfg: Config, template) -> None:
     """``thought_loss_weight`` below 1 and ``preserve_thinking`` need a template that writes a reply's thought as its
-    own block (``spec.reasoning``: qwen3, qwen3_vl); any other template renders a thought, if at all, as reply text."""
+    own block (``spec.reasoning``, listed from the registry); any other template renders a thought, if at all, as
+    reply text."""
     check_preserve_thinking(cfg, template)
     if (
         cfg.thought_loss_weight == 1
@@ -76,18 +78,23 @@ def check_thought_markers(cfg: Config, template) -> None:
         return
     raise ConfigError(
         f"thought_loss_weight {cfg.thought_loss_weight:g} needs a reasoning template with thought markers "
-        f"(qwen3, qwen3_vl), but template is {cfg.template}: it has no <think> block to weight; use template: qwen3 "
-        "(or qwen3_vl) for a reasoning model, or remove thought_loss_weight."
+        f"({thought_templates()}), but template is {cfg.template}: it has no thought block to weight; use your "
+        "reasoning model's template, or remove thought_loss_weight."
     )
+
+
+def thought_templates() -> str:
+    """The templates with thought markers, in the registry's order (``spec.reasoning``)."""
+    return ", ".join(spec.name for spec in SPECS if spec.reasoning)
 
 
 def check_preserve_thinking(cfg: Config, template) -> None:
     if not cfg.preserve_thinking or template is None or getattr(getattr(template, "spec", None), "reasoning", True):
         return  # template: jinja (no spec) passes preserve_thinking to the tokenizer's chat_template
     raise ConfigError(
-        f"preserve_thinking needs a reasoning template with thought markers (qwen3, qwen3_vl), but template is "
-        f"{cfg.template}: it drops no thought from earlier replies; use template: qwen3 (or qwen3_vl) for a reasoning "
-        "model, or remove preserve_thinking."
+        f"preserve_thinking needs a reasoning template with thought markers ({thought_templates()}), but template "
+        f"is {cfg.template}: it drops no thought from earlier replies; use your reasoning model's template, or remove "
+        "preserve_thinking."
     )
 
 

@@ -9,6 +9,13 @@ each reply with its end-of-turn marker and the separator before the next user me
 system/user/assistant turns renders to the text tunekit's template renders. What Go's template language cannot
 express is said in a comment at the top of the file: tools (rendered by tunekit's tool formats), the trimming of
 contents some families do (Llama 3: Ollama passes contents as they come).
+
+Reasoning templates: the generation prompt opens the thought where the official template does (DeepSeek-R1's
+``<think>\n``, ``think_prompt``) or holds the empty thought when the run trained with ``enable_thinking: false``;
+earlier replies render without their thoughts (Ollama passes a reply's thought as ``.Thinking``, which the official
+templates drop from history). gpt-oss (harmony, :func:`harmony_go_template`): the system block with Ollama's
+``currentDate`` where the official template writes today's date, the system message as the developer instructions,
+earlier replies in the final channel ending with ``<|end|>``; the stops ``<|return|>`` and ``<|call|>``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data.templates.base import EMPTY_THOUGHT
+from ..data.templates.harmony import EMPTY_ANALYSIS, FINAL_END, SYSTEM_BLOCK, HarmonyTemplate
 from ..model.stops import generation_stops
 
 MODELFILE = "Modelfile"
@@ -29,6 +37,8 @@ def _fill(template, fmt: str, content: str) -> str:
 
 def go_template(template, enable_thinking: bool = True) -> str:
     """Ollama's ``TEMPLATE`` for a tunekit :class:`~tunekit.data.templates.base.Template` (bound to a tokenizer)."""
+    if isinstance(template, HarmonyTemplate):
+        return harmony_go_template(template, enable_thinking)
     spec = template.spec
     system = _fill(template, spec.system, "{{ $.System }}")
     content = "{{ .Content }}"
@@ -38,6 +48,8 @@ def go_template(template, enable_thinking: bool = True) -> str:
     user = _fill(template, spec.user, content)
     if spec.reasoning and not enable_thinking:  # trained with enable_thinking: false: the empty thought is prompt
         user += "{{ if $last }}" + EMPTY_THOUGHT + "{{ end }}"
+    elif spec.think_prompt:  # the generation prompt opens the thought (DeepSeek-R1's "<think>\n")
+        user += "{{ if $last }}" + spec.think_prompt + "{{ end }}"
     if spec.system_in == "first_user":
         user += "{{ $first = false }}"
     sep = _fill(template, spec.sep, "")
@@ -56,6 +68,21 @@ def go_template(template, enable_thinking: bool = True) -> str:
     return head + loop + roles + "{{ end }}"
 
 
+def harmony_go_template(template, enable_thinking: bool = True) -> str:
+    """gpt-oss's ``TEMPLATE`` (module docstring): what :class:`~tunekit.data.templates.harmony.HarmonyTemplate` renders
+    for system / user / assistant turns, the date from Ollama's ``currentDate``."""
+    spec = template.spec
+    head = SYSTEM_BLOCK.format(date="{{ currentDate }}")
+    head += "{{ if .System }}" + _fill(template, spec.system, "{{ .System }}") + "{{ end }}"
+    user = _fill(template, spec.user, "{{ .Content }}")
+    if not enable_thinking:  # the empty analysis message is prompt: the model answers in the final channel at once
+        user += "{{ if $last }}" + EMPTY_ANALYSIS + "{{ end }}"
+    final = _fill(template, spec.assistant, "{{ .Content }}").removesuffix(spec.stop_words[0])
+    reply = final + "{{ if $last }}" + spec.stop_words[0] + "{{ end }}{{ if not $last }}" + FINAL_END + "{{ end }}"
+    roles = '{{ if eq .Role "user" }}' + user + '{{ else if eq .Role "assistant" }}' + reply + "{{ end }}"
+    return head + "{{ range $i, $_ := .Messages }}" + _LAST + roles + "{{ end }}"
+
+
 def _notes(template) -> list[str]:
     spec = getattr(template, "spec", None)
     if spec is None:  # template: jinja (the tokenizer's own chat template)
@@ -71,6 +98,11 @@ def _notes(template) -> list[str]:
         )
     if template.tool_format:
         notes.append("tools and tool results are not in this TEMPLATE (tunekit renders them with its tool format)")
+    if isinstance(template, HarmonyTemplate):
+        notes.append(
+            "harmony: the date is Ollama's currentDate; tools, reasoning effort other than medium and earlier "
+            "thoughts (analysis messages) are not rendered, as the official template drops them from history"
+        )
     return notes
 
 

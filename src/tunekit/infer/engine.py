@@ -1,7 +1,8 @@
 """The one inference path: render with the training template -> tokenize -> ``generate`` -> stream text.
 
 ``tunekit chat``, ``tunekit api``, ``tunekit predict`` and the web board's Chat tab all go through
-:class:`ChatEngine`, so a model answers the same everywhere (same prompt text, same stop tokens).
+:class:`ChatEngine`, so a model answers the same everywhere (same prompt text, same stop tokens), and a reasoning
+model's reply is split into its thought and its answer the same way everywhere (:mod:`tunekit.infer.reasoning`).
 
 Concurrency: a ``ChatEngine`` holds one model; generations **take turns** on it (``ChatEngine.lock``, a
 :class:`tunekit.infer.turns.Turns`): one runs at a time, first come first served, and a running one hands its turn
@@ -21,7 +22,6 @@ independent and a seeded request is reproducible. The training ``seed`` is not u
 from __future__ import annotations
 
 import queue
-import secrets
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -36,23 +36,11 @@ from ..errors import ConfigError, DataError, EnvironmentProblem
 from ..model.loader import load_model, load_tokenizer
 from ..model.stops import generation_stops
 from .media_prompt import family_template, jinja_hint
+from .options import apply_seed, choice_seed, generation_options
+from .reasoning import ANSWER, THOUGHT, Part, keeps_markup, reply_splitter, split_reply
 from .stops import StopText
 from .turns import QUANTUM, RandomState, Turns
 from .untrusted import encode_untrusted, plain_messages
-
-#: per-call generation options (None = the config's value)
-GEN_OPTIONS = (
-    "max_new_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "repetition_penalty",
-    "do_sample",
-    "num_beams",
-    "length_penalty",
-    "stop",
-    "seed",
-)
 
 
 @dataclass
@@ -61,46 +49,7 @@ class Response:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str  # "stop" (a stop word/string or EOS) or "length" (max_new_tokens reached)
-
-
-def generation_options(cfg: Config, gen: dict[str, Any]) -> tuple[dict[str, Any], list[str], int | None]:
-    """``(generate kwargs, stop strings, seed)`` from the config and per-call overrides."""
-    unknown = [k for k in gen if k not in GEN_OPTIONS]
-    if unknown:
-        raise ConfigError(f"unknown generation option(s) {', '.join(unknown)}; known: {', '.join(GEN_OPTIONS)}.")
-    val = {k: (gen[k] if gen.get(k) is not None else getattr(cfg, k, None)) for k in GEN_OPTIONS if k != "seed"}
-    val["seed"] = gen["seed"] if gen.get("seed") is not None else getattr(cfg, "generation_seed", None)
-    if int(val["max_new_tokens"]) < 1:
-        raise ConfigError(f"max_new_tokens must be at least 1, got {val['max_new_tokens']}.")
-    sample = bool(val["do_sample"]) and float(val["temperature"]) > 0
-    kwargs: dict[str, Any] = dict(
-        max_new_tokens=int(val["max_new_tokens"]),
-        do_sample=sample,
-        repetition_penalty=float(val["repetition_penalty"]),
-        num_beams=int(val["num_beams"]),
-    )
-    if sample:
-        kwargs.update(temperature=float(val["temperature"]), top_p=float(val["top_p"]), top_k=int(val["top_k"]))
-    else:  # greedy: neutral sampling values so the model's generation_config does not warn or interfere
-        kwargs.update(temperature=None, top_p=None, top_k=None)
-    if kwargs["num_beams"] > 1:
-        kwargs["length_penalty"] = float(val["length_penalty"])
-    stops = val["stop"] or []
-    stops = [stops] if isinstance(stops, str) else list(stops)
-    return kwargs, stops, (int(val["seed"]) if val["seed"] is not None else None)
-
-
-def choice_seed(seed: int | None, index: int) -> int | None:
-    """The seed of reply ``index`` of ``n`` for a call seeded with ``seed`` (None stays None: fresh randomness)."""
-    return None if seed is None else (int(seed) + index) % 2**64
-
-
-def _apply_seed(seed: int | None) -> None:
-    """Seed torch's generators with ``seed``, or with fresh OS randomness when None (torch's default seed is the
-    same in every process, so unseeded sampling would repeat across runs)."""
-    import torch
-
-    torch.manual_seed(secrets.randbits(63) if seed is None else int(seed) % 2**64)
+    reasoning: str = ""  # a reasoning model's thought (``text`` is then the answer: infer/reasoning.py)
 
 
 class _IdStreamer:
@@ -142,7 +91,8 @@ def _turn_criteria(event: threading.Event, turns: Turns, who: Any, interleave: b
 
 
 class Generation:
-    """Iterate for text deltas; afterwards ``text``, ``completion_tokens``, ``finish_reason`` are set."""
+    """Iterate for the answer's text deltas (or :meth:`parts` for the thought's too); afterwards ``text`` (the
+    answer), ``reasoning`` (a reasoning model's thought), ``completion_tokens`` and ``finish_reason`` are set."""
 
     def __init__(self, engine: ChatEngine, prompt_ids: list[int], gen: dict[str, Any], media: dict | None = None):
         self.engine = engine
@@ -150,7 +100,8 @@ class Generation:
         self.media = media or {}  # a vision-language model's image inputs for this prompt (ChatEngine.render_media)
         self.kwargs, user_stops, self.seed = generation_options(engine.cfg, gen)
         self.stops = user_stops + engine.text_stops
-        self.text = ""
+        self.text = self.reasoning = ""
+        self.splitter = engine.reply_splitter()
         self.completion_tokens = 0
         self.finish_reason = "stop"
         self.seconds = 0.0
@@ -173,10 +124,25 @@ class Generation:
         return self.completion_tokens / self.seconds if self.seconds > 0 else 0.0
 
     def response(self) -> Response:
-        return Response(self.text, self.prompt_tokens, self.completion_tokens, self.finish_reason)
+        return Response(self.text, self.prompt_tokens, self.completion_tokens, self.finish_reason, self.reasoning)
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._run()
+        yield from (text for kind, text in self.parts() if kind == ANSWER)
+
+    def parts(self) -> Iterator[Part]:
+        """``(kind, text)`` deltas: ``reasoning`` while a reasoning model's thought streams, ``content`` for the
+        answer (:mod:`tunekit.infer.reasoning`)."""
+        for delta in self._run():
+            yield from self._record(self.splitter.feed(delta))
+        yield from self._record(self.splitter.close())
+
+    def _record(self, parts: list[Part]) -> list[Part]:
+        for kind, text in parts:
+            if kind == THOUGHT:
+                self.reasoning += text
+            else:
+                self.text += text
+        return parts
 
     def _run(self) -> Iterator[str]:
         import torch
@@ -194,7 +160,7 @@ class Generation:
             try:
                 if not eng.lock.acquire(self, cancel.is_set):  # cancelled while waiting for the first turn
                     return
-                _apply_seed(self.seed)
+                apply_seed(self.seed)
                 with torch.inference_mode():
                     out = eng.model.generate(
                         input_ids=inputs,
@@ -226,21 +192,19 @@ class Generation:
                 if item is None:
                     break
                 ids.extend(t for t in item if not (beams and t == eng.pad_id and eng.pad_id not in eng.stop_ids))
-                text = eng.decode(ids)
+                text = eng.decode_reply(ids)
                 if text.endswith("\ufffd"):  # an incomplete UTF-8 character: wait for the next token
                     continue
                 delta = stop.emit(text)
                 if delta:
-                    self.text += delta
                     yield delta
                 if stop.hit:
                     break
             if errors:
                 raise errors[0]
             if not stop.hit:
-                delta = stop.emit(eng.decode(ids), final=True)
+                delta = stop.emit(eng.decode_reply(ids), final=True)
                 if delta:
-                    self.text += delta
                     yield delta
         finally:
             cancel.set()
@@ -339,6 +303,17 @@ class ChatEngine:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def decode_reply(self, ids: list[int]) -> str:
+        """Generated ids as the reply's splitter reads them: harmony's channel tokens kept (infer/reasoning.py), the
+        stop token that ended generation not (gpt-oss's ``<|endoftext|>`` is no reply text)."""
+        if not keeps_markup(self.template):
+            return self.decode(ids)
+        return self.tokenizer.decode(ids[:-1] if ids and ids[-1] in self.stop_ids else ids, skip_special_tokens=False)
+
+    def reply_splitter(self):
+        """A new splitter of a reply into thought and answer, for this template and ``enable_thinking``."""
+        return reply_splitter(self.template, self.cfg.enable_thinking)
+
     def render_media(
         self, messages: Sequence[dict], images: Sequence[str], system: str | None = None, tools: Any = None
     ) -> tuple[list[int], dict]:
@@ -399,6 +374,17 @@ class ChatEngine:
     ) -> Iterator[str]:
         yield from self.start(messages, system, tools, images=images, **gen)
 
+    def stream_parts(
+        self,
+        messages: Sequence[dict],
+        system: str | None = None,
+        tools: Any = None,
+        images: Sequence[str] | None = None,
+        **gen: Any,
+    ) -> Iterator[Part]:
+        """``(kind, text)`` deltas: a reasoning model's thought (``reasoning``), then its answer (``content``)."""
+        yield from self.start(messages, system, tools, images=images, **gen).parts()
+
     def chat(
         self, messages: Sequence[dict], system: str | None = None, tools: Any = None, n: int = 1, **gen: Any
     ) -> list[Response]:
@@ -425,7 +411,7 @@ class ChatEngine:
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
         inputs = {k: v.to(self.device) for k, v in (media or {}).items()}
         with self.lock, torch.inference_mode():
-            _apply_seed(seed)
+            apply_seed(seed)
             was_training = self.model.training
             self.model.eval()
             try:
@@ -449,9 +435,10 @@ class ChatEngine:
                     ended = True
                     break
             stop = StopText(stops)
-            text = stop.emit(self.decode(ids), final=True)
+            text = stop.emit(self.decode_reply(ids), final=True)
+            reasoning, answer = split_reply(self.template, text, self.cfg.enable_thinking)
             finish = "stop" if ended or stop.hit or len(ids) < kwargs["max_new_tokens"] else "length"
-            results.append(Response(text, len(prompt), len(ids), finish))
+            results.append(Response(answer, len(prompt), len(ids), finish, reasoning))
         return results
 
 

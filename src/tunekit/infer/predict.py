@@ -7,6 +7,11 @@ the outputs go back to dataset order. Writes ``generated_predictions.jsonl`` (``
 ``predict_rouge-1/2/l``, ``predict_exact_match``, runtime and generated tokens/s). Sampled predictions are
 seeded with the training ``seed`` (as LLaMA-Factory's do_predict is), so a rerun predicts the same.
 
+Reasoning models (templates with thought markers, :mod:`tunekit.infer.reasoning`): ``predict`` is the answer, the
+thought goes to a ``reasoning`` field, ``label`` is the record's answer without its thought, and the metrics compare
+answer with answer. LLaMA-Factory writes and scores the whole decoded reply, ``<think>`` block included (its
+``save_predictions`` / ``ComputeSimilarity``), so its scores of a reasoning model mostly measure the thought.
+
 Multimodal eval sets (``images`` / ``videos`` / ``audios`` columns, as for training): each sample's media are
 resolved against ``media_dir`` (else ``dataset_dir``) and its placeholders expanded as in training
 (:func:`tunekit.infer.media_prompt.render_sample`); such samples are generated one at a time with their media
@@ -27,10 +32,12 @@ from ..data.formats import RecordError, convert_record
 from ..data.mm_plugins import PLACEHOLDERS, media_root, resolve_media
 from ..data.readers import read_records
 from ..data.sampling import select_records
+from ..data.templates.base import split_thought
 from ..errors import ConfigError, DataError
 from .engine import ChatEngine
 from .media_prompt import render_sample
 from .metrics import score_predictions
+from .reasoning import has_thought_markers
 
 PREDICTIONS = "generated_predictions.jsonl"
 RESULTS = "predict_results.json"
@@ -105,17 +112,17 @@ def run_predict(cfg: Config, engine: Any = None, output_dir: str | Path | None =
     progress.close()
 
     out.mkdir(parents=True, exist_ok=True)
+    thinks = has_thought_markers(engine.template)
+    labels = [split_thought(s["label"])[1] if thinks else s["label"] for s in samples]  # the label's answer
     with open(out / PREDICTIONS, "w", encoding="utf-8") as f:
-        for ids, response, sample in zip(prompts, results, samples):
-            row = {
-                "prompt": engine.tokenizer.decode(ids),
-                "prediction": response.text,
-                "label": sample["label"],
-                "predict": response.text,
-            }  # "predict": the key LLaMA-Factory users' scripts read
+        for ids, response, label in zip(prompts, results, labels):
+            row = {"prompt": engine.tokenizer.decode(ids), "prediction": response.text, "label": label}
+            row["predict"] = response.text  # the key LLaMA-Factory users' scripts read
+            if thinks:
+                row["reasoning"] = response.reasoning
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     generated = sum(r.completion_tokens for r in results)
-    scores = score_predictions([r.text for r in results], [s["label"] for s in samples])
+    scores = score_predictions([r.text for r in results], labels)
     metrics = {f"predict_{k}": v for k, v in scores.items()}
     metrics.update(
         predict_samples=len(samples),

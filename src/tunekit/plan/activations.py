@@ -17,12 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .architectures import ModelShape
+from .latent_attention import latent_saved_per_token
 from .moe_activations import (
     adapted_expert_paths,
     block_input_grad,
     routed_backward_transient,
     routed_saved_const,
     routed_saved_per_token,
+    router_aux_saved,
 )
 from .params import ParamCounts, lm_frozen
 from .prefix_activations import prefix_saved_bytes
@@ -72,8 +74,9 @@ def _qk_norm(shape: ModelShape) -> bool:
 
 
 def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bool | None = None) -> float:
-    """Bytes per token one decoder layer keeps for backward (no checkpointing)."""
-    h, q, kv, inter, a = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate, shape.heads
+    """Bytes per token one decoder layer keeps for backward (no checkpointing); ``shape``: the layer's own
+    (``ModelShape.layer_at``)."""
+    h, inter = shape.hidden, shape.intermediate
     c = setup.compute_bytes
     rd = stream_bytes(setup, shape)
     la = 4  # PEFT keeps adapters in fp32 (autocast_adapter_dtype)
@@ -116,13 +119,31 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
                 extra += (c if setup.autocast else la) * r  # lora_A output, kept for lora_B
         return extra + (xd * width if shared and not already_saved else 0)
 
-    attn_in = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name not in ATTN_OUT]
-    attn_out = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name in ATTN_OUT]
     mlp_in = [lin.path for lin in shape.linears if "attn" not in lin.path and lin.name not in MLP_OUT]
     mlp_out = [lin.path for lin in shape.linears if "attn" not in lin.path and lin.name in MLP_OUT]
     # the norm returns weight * normalized.to(input dtype): promoted to fp32 when its weight is an fp32 trainable
     norm_out = max(rd, setup.trainable_bytes) if kind.norms_trainable else rd
-    total += consumers(h, norm_out, attn_in, norm_rc)  # elementwise_recompute: the norm output is a recipe
+    if shape.latent is not None:  # DeepSeek's multi-head latent attention (plan/latent_attention.py)
+        total += latent_saved_per_token(shape, setup, kind, norm_out, norm_rc, consumers)
+    else:
+        total += attention_saved(shape, setup, kind, padded, norm_out, norm_rc, consumers)
+    if shape.moe is not None:  # a sparse layer: its MLP Linears are a shared expert's
+        return total + moe_mlp_saved(shape, setup, kind, mlp_in, mlp_out, norm_out, norm_rc, consumers)
+    # gated MLP: act(gate) input, act output and up output
+    gated = len(mlp_in) >= 2 or any(lin.out_features == 2 * inter for lin in shape.linears if lin.path in mlp_in)
+    mlp = (2 if mlp_rc else 3 if gated else 1) * c * inter  # elementwise_recompute: act(gate) is a recipe
+    mlp += consumers(h, norm_out, mlp_in, norm_rc)
+    mlp += consumers(inter, c, mlp_out, mlp_rc)  # ... and so is act(gate) * up
+    return total + mlp
+
+
+def attention_saved(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bool, norm_out, norm_rc, consumers):
+    """Bytes per token of a layer's attention (its projections' inputs to ``o_proj``'s): q, k, v, the output and
+    SDPA's log-sum-exp, or eager's softmax over the row; Qwen3's per-head q/k norms."""
+    h, q, kv, a, c = shape.hidden, shape.q_dim, shape.kv_dim, shape.heads, setup.compute_bytes
+    attn_in = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name not in ATTN_OUT]
+    attn_out = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name in ATTN_OUT]
+    total = consumers(h, norm_out, attn_in, norm_rc)  # elementwise_recompute: the norm output is a recipe
     # attention core
     repeat = padded and setup.attn == "sdpa" and shape.kv_heads != shape.heads  # masked SDPA repeats k/v heads
     if setup.attn == "eager":
@@ -138,16 +159,7 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
         if kind.norms_trainable:
             total += c * (q + kv)
     total += consumers(q, c, attn_out, True)
-    if shape.moe is not None and not shape.moe.dense_first:  # layer 0's MLP Linears are a shared expert's
-        return total + moe_mlp_saved(shape, setup, kind, mlp_in, mlp_out, norm_out, norm_rc, consumers)
-    # gated MLP: act(gate) input, act output and up output
-    gated = len(mlp_in) >= 2 or any(lin.out_features == 2 * inter for lin in shape.linears if lin.path in mlp_in)
-    mlp = (2 if mlp_rc else 3 if gated else 1) * c * inter  # elementwise_recompute: act(gate) is a recipe
-    mlp += consumers(h, norm_out, mlp_in, norm_rc)
-    mlp += consumers(inter, c, mlp_out, mlp_rc)  # ... and so is act(gate) * up
-    if shape.moe is not None:  # dense lowest layers (DeepSeek): layer 0's MLP for the dense share, experts elsewhere
-        return total + dense_first_mlp(shape, setup, kind, mlp, norm_out)
-    return total + mlp
+    return total
 
 
 def moe_mlp_saved(shape: ModelShape, setup: Setup, kind: LayerKind, mlp_in, mlp_out, norm_out, norm_rc, consumers):
@@ -161,20 +173,6 @@ def moe_mlp_saved(shape: ModelShape, setup: Setup, kind: LayerKind, mlp_in, mlp_
         total += c * h + c
     shared_norm = norm_rc or (bool(mlp_in) and bool(kind.trainable) and not (setup.autocast and norm_out != c))
     return total + routed_saved_per_token(shape, setup, kind, norm_out, shared_norm)
-
-
-def dense_first_mlp(shape: ModelShape, setup: Setup, kind: LayerKind, dense: float, norm_out: int) -> float:
-    """A model whose lowest layers are dense (DeepSeek's ``first_k_dense_replace``): ``dense``, layer 0's MLP, for
-    the dense share of the layers; in the sparse ones the shared experts (a gated MLP of ``shared_width``, with an
-    autocast copy of each Linear's input when they train or are adapted) and the routed ones. Not measured: no tiny
-    model of such a family is built (tunekit.tiny)."""
-    moe, c, h = shape.moe, setup.compute_bytes, shape.hidden
-    sparse = moe.sparse_layers / max(1, shape.layers)
-    shared = 3 * c * moe.shared_width
-    if moe.shared_width and (kind.trainable or kind.adapted) and setup.autocast:
-        shared += c * (2 * h + moe.shared_width)
-    routed = routed_saved_per_token(shape, setup, kind, norm_out, False)  # already counted for the sparse share
-    return (1 - sparse) * dense + sparse * shared + routed
 
 
 def recomputed_parts(shape: ModelShape, setup: Setup) -> tuple[bool, bool]:
@@ -248,7 +246,7 @@ def head_saved_per_token(
 
 
 def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[LayerKind]:
-    paths = frozenset(lin.path for lin in shape.linears)
+    paths = frozenset(p for view, _ in shape.variants() for p in _own_paths(view))
     if lm_frozen(shape, setup):  # only the vision side trains: gradients flow through every frozen layer to the images
         return [LayerKind(frozenset(), frozenset(), False) for _ in range(shape.layers)]
     if setup.finetuning_type == "full":
@@ -257,8 +255,12 @@ def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[La
         return [LayerKind(frozenset(), frozenset(), False) for _ in range(shape.layers)]
     if setup.finetuning_type == "lora":
         adapted = frozenset(counts.adapted_per_layer) | adapted_expert_paths(shape, setup)  # + fused experts
-        first = LayerKind(frozenset(), adapted, False, input_requires_grad=setup.grad_ckpt or counts.media_grad)
-        return [first] + [LayerKind(frozenset(), adapted, False) for _ in range(shape.layers - 1)]
+        kinds, grad = [], setup.grad_ckpt or counts.media_grad
+        for i in range(shape.layers):  # a layer's input carries a gradient once an adapter sits below it
+            own = adapted & _own_paths(shape.layer_at(i))
+            kinds.append(LayerKind(frozenset(), own, False, input_requires_grad=grad))
+            grad = grad or bool(own)
+        return kinds
     ids = set(counts.trainable_layer_ids)
     lowest = min(ids)
     kinds = []
@@ -270,6 +272,12 @@ def layer_kinds(shape: ModelShape, setup: Setup, counts: ParamCounts) -> list[La
         else:
             kinds.append(LayerKind(frozenset(), frozenset(), False, input_requires_grad=False))
     return kinds
+
+
+def _own_paths(shape: ModelShape) -> frozenset[str]:
+    """The Linear and fused-expert paths a layer of this structure has."""
+    fused = {f.path for f in shape.moe.fused} if shape.moe is not None else set()
+    return frozenset(lin.path for lin in shape.linears) | fused
 
 
 def _head_flags(shape: ModelShape, setup: Setup) -> tuple[bool, bool, bool]:
@@ -297,10 +305,14 @@ def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bo
     )  # a checkpointed layer keeps only its input (cos/sin travel as kwargs)
     if ck < shape.layers:  # the layers above keep everything their backward needs
         layers += sum(
-            layer_saved_per_token(shape, setup, k, padded) * T + layer_saved_const(shape, setup, k) for k in kinds[ck:]
+            layer_saved_per_token(shape.layer_at(i), setup, k, padded) * T
+            + layer_saved_const(shape.layer_at(i), setup, k)
+            for i, k in enumerate(kinds)
+            if i >= ck
         )
         layers += 2 * rd_last * shape.head_dim * T
         layers += prefix_saved_bytes(shape, setup, shape.layers - ck)  # a ptuning prefix's keys, values, mask, encoder
+    layers += router_aux_saved(shape, setup, kinds)  # moe_aux_loss_coef: every sparse layer's router softmax
     head = head_saved_per_token(shape, setup, counts, lm_tr, norm_tr, emb_tr, rd_last) * T
     if lm_tr and chunked_head(shape, setup):
         head += 4 * shape.hidden * shape.vocab  # the chunked head's fp32 d W, computed in the forward pass
@@ -313,9 +325,9 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     """Peak of the token-dependent memory: ``activations`` (layers) and ``logits`` (loss over the vocabulary)."""
     T = setup.tokens
     kinds = layer_kinds(shape, setup, counts)
-    typical = kinds[-1]
+    typical, last = kinds[-1], shape.layer_at(len(kinds) - 1)
     # the transients of one layer's backward (or its recompute) hold what recipes rebuild too
-    a_layer = layer_saved_per_token(shape, replace(setup, recompute=(False, False)), typical)
+    a_layer = layer_saved_per_token(last, replace(setup, recompute=(False, False)), typical)
     saved = saved_bytes(shape, setup, counts)
     h, V, c = shape.hidden, shape.vocab, setup.compute_bytes
     if setup.liger_loss:
@@ -335,10 +347,11 @@ def dynamic_peak_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> 
     ck = checkpointed_layers(shape, setup)
     phases = []
     if ck < shape.layers:  # back-propagating a layer that kept its activations (+ an adapted fused expert's gradient)
-        phases.append(NOGC_BACKWARD_EXTRA * a_layer * T + routed_backward_transient(shape, setup, typical))
+        phases.append(NOGC_BACKWARD_EXTRA * a_layer * T + routed_backward_transient(last, setup, typical))
     if ck:  # recomputing one of the lowest ck layers: the layers above have freed theirs by then
-        above = base - stream_bytes(setup, shape) * h * T * ck
-        phases.append(RECOMPUTE_PEAK_FACTOR * (a_layer * T + layer_saved_const(shape, setup, typical)) - above)
+        aux = router_aux_saved(shape, setup, kinds)  # its gradients wait at every router until that layer's backward
+        above = base - stream_bytes(setup, shape) * h * T * ck - aux
+        phases.append(RECOMPUTE_PEAK_FACTOR * (a_layer * T + layer_saved_const(last, setup, typical)) - above)
     layer_phase = max(phases)
     if vocab + eps >= layer_phase:
         return {"activations": base + eps, "logits": vocab, "saved": saved["total"]}

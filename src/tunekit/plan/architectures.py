@@ -13,11 +13,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said
 from ..config.schema import Config
 from ..errors import ModelError
 from ..model.loader import is_local_path, load_model_config
 from ..model.multimodal import is_multimodal_config, model_class
 from .builtin_shapes import builtin_key, builtin_names, find_builtin
+from .latent_attention import latent_dims
 from .moe import moe_counts
 from .vision import plugin_for, vision_shape_from_model
 
@@ -68,6 +70,12 @@ class ModelShape:
     vision: Any = None  # plan.vision.VisionShape of a vision-language model (its tower and projector), else None
     moe: Any = None  # plan.moe.MoeCounts of a mixture-of-experts model (total vs active parameters), else None
     default_attn: str = "sdpa"  # what transformers runs unless told (flash_attn: auto): eager where it has no sdpa
+    # A mixture of experts with dense layers (DeepSeek's first_k_dense_replace, Qwen-MoE's mlp_only_layers /
+    # decoder_sparse_step): linears / layer_param_names above are a sparse layer's, these the dense layers'.
+    dense_layers: tuple[int, ...] = ()
+    dense_linears: tuple[Linear, ...] = ()
+    dense_param_names: tuple[tuple[str, int], ...] = ()
+    latent: Any = None  # plan.latent_attention.Latent of multi-head latent attention (DeepSeek-V2/V3), else None
 
     @property
     def q_dim(self) -> int:
@@ -83,6 +91,29 @@ class ModelShape:
 
     def linear(self, name: str) -> Linear | None:
         return next((lin for lin in self.linears if lin.name == name), None)
+
+    def dense_view(self) -> ModelShape:
+        """The shape of this model's dense decoder layers (an MoE model with dense layers), ``moe`` None."""
+        return replace(
+            self,
+            linears=self.dense_linears,
+            layer_param_names=self.dense_param_names,
+            layer_params=sum(k for _, k in self.dense_param_names),
+            layer_param_tensors=len(self.dense_param_names),
+            moe=None,
+            dense_layers=(),
+            dense_linears=(),
+            dense_param_names=(),
+        )
+
+    def layer_at(self, i: int) -> ModelShape:
+        """The shape with decoder layer ``i``'s own structure (a dense layer of an MoE model: :meth:`dense_view`)."""
+        return self.dense_view() if i in self.dense_layers else self
+
+    def variants(self) -> list[tuple[ModelShape, int]]:
+        """``(structure, how many decoder layers have it)``: one entry for a model whose layers are all alike."""
+        dense = len(self.dense_layers)
+        return [(self, self.layers - dense)] + ([(self.dense_view(), dense)] if dense else [])
 
     def to_dict(self) -> dict:
         return {
@@ -111,10 +142,7 @@ def read_config_json(model_config: str | None, model_name_or_path: str | None) -
         if path.is_dir():
             cfg_file = path / "config.json"
             if not cfg_file.is_file():
-                raise ModelError(
-                    f"Model folder {path} has no config.json: point model_name_or_path at a Hugging Face model "
-                    f"folder, or pass --model-config with a config.json or one of: {', '.join(builtin_names())}."
-                )
+                raise ModelError(Said("plan_no_config_json", path=str(path), names=tuple(builtin_names())))
             return path.name, _load_json(cfg_file)
         if path.is_file():
             return path.parent.name if path.name == "config.json" else path.stem, _load_json(path)
@@ -126,11 +154,7 @@ def read_config_json(model_config: str | None, model_name_or_path: str | None) -
                 f"--model-config {candidate!r} is neither a config.json, a model folder nor a built-in architecture. "
                 f"Built-in: {', '.join(builtin_names())}."
             )
-        raise ModelError(
-            f"model_name_or_path {candidate!r} is not a folder on disk and not a built-in architecture, so its "
-            f"config.json is unknown: download the model's config.json and pass --model-config PATH, or use one of: "
-            f"{', '.join(builtin_names())}."
-        )
+        raise ModelError(Said("plan_model_unknown", name=repr(candidate), names=tuple(builtin_names())))
     raise ModelError("No model given: set model_name_or_path in the config or pass --model-config NAME|PATH.")
 
 
@@ -138,7 +162,7 @@ def _load_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise ModelError(f"{path} is not a readable config.json: {exc}") from None
+        raise ModelError(Said("plan_config_unreadable", path=str(path), error=str(exc))) from None
     return text_only(data)
 
 
@@ -168,7 +192,7 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
     data = dict(config)
     model_type = data.pop("model_type", None)
     if not model_type:
-        raise ModelError(f"config.json of {name} has no model_type: it is not a Hugging Face model config.")
+        raise ModelError(Said("plan_no_model_type", name=name))
     for key in ("architectures", "auto_map", "transformers_version", "torch_dtype", "dtype", "quantization_config"):
         data.pop(key, None)
     from huggingface_hub.errors import StrictDataclassError
@@ -176,12 +200,12 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
     try:
         hf_cfg = AutoConfig.for_model(model_type, **data)
     except StrictDataclassError as exc:  # transformers' own validation of the fields
-        raise ModelError(
-            f"config.json of {name} is not a valid {model_type} configuration "
-            f"({' '.join(str(exc).split())[:300]}); fix that field."
-        ) from None
+        error = " ".join(str(exc).split())[:300]
+        raise ModelError(Said("plan_config_invalid", name=name, model_type=model_type, error=error)) from None
     except (ValueError, KeyError) as exc:
-        raise ModelError(f"transformers does not know model_type {model_type!r} ({name}): {exc}") from None
+        raise ModelError(
+            Said("plan_model_type_unknown", model_type=repr(model_type), name=name, error=str(exc))
+        ) from None
     _check_head_split(name, hf_cfg)
     hf_cfg.use_cache = False
     plugin = plugin_for(model_type) if is_multimodal_config(hf_cfg) else None
@@ -190,7 +214,7 @@ def shape_from_config(name: str, config: dict[str, Any]) -> ModelShape:
         with torch.device("meta"), outside_zero3_init():
             model = auto.from_config(hf_cfg, dtype=torch.bfloat16)
     except Exception as exc:  # an architecture without a causal-LM head, remote code, ...
-        raise ModelError(f"Cannot build {name} ({model_type}) as a causal LM on the meta device: {exc}") from None
+        raise ModelError(Said("plan_cannot_build", name=name, model_type=model_type, error=str(exc))) from None
     attn = str(getattr(model.config, "_attn_implementation", None) or "sdpa")  # transformers' own choice
     if plugin is None:
         return replace(shape_from_model(name, model), default_attn=attn)
@@ -210,10 +234,7 @@ def _check_head_split(name: str, hf_cfg) -> None:
         and getattr(text, "head_dim", None) is None
         and hidden % heads
     ):
-        raise ModelError(
-            f"config.json of {name}: hidden_size {hidden} does not split into num_attention_heads {heads} "
-            f"heads (and no head_dim is given); fix one of them."
-        )
+        raise ModelError(Said("plan_head_split", name=name, hidden=hidden, heads=heads))
 
 
 def outside_zero3_init():
@@ -300,10 +321,14 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
     cfg = getattr(cfg, "text_config", None) or cfg
     layers = _decoder_layers(base, within)
     if layers is None:
-        raise ModelError(f"{name}: no decoder layers found.")
-    layer0 = layers[0]
+        raise ModelError(Said("plan_no_layers", name=name))
+    sparse = [
+        i for i, layer in enumerate(layers) if any(n.split(".")[-1] == "experts" for n, _ in layer.named_modules())
+    ]
+    dense = tuple(i for i in range(len(layers)) if i not in sparse) if sparse else ()
+    layer0 = layers[sparse[0]] if sparse else layers[0]  # a sparse layer stands for the rest; dense ones apart
     linears = _layer_linears(layer0)
-    layer_named = [(n.replace(".base_layer", ""), p) for n, p in layer0.named_parameters() if "lora_" not in n]
+    layer_named = _layer_named(layer0)
     layer_params = sum(p.numel() for _, p in layer_named)
     emb = base.get_input_embeddings()
     out = base.get_output_embeddings()
@@ -348,7 +373,16 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
         attn_softcap=bool(getattr(cfg, "attn_logit_softcapping", None)),
         layers_path=layers_path,
         moe=moe_counts(base, total, within),
+        dense_layers=dense,
+        dense_linears=tuple(_layer_linears(layers[dense[0]])) if dense else (),
+        dense_param_names=tuple((n, p.numel()) for n, p in _layer_named(layers[dense[0]])) if dense else (),
+        latent=latent_dims(cfg),
     )
+
+
+def _layer_named(layer) -> list:
+    """``(name inside the layer, parameter)`` of one decoder layer, LoRA wrappers looked through."""
+    return [(n.replace(".base_layer", ""), p) for n, p in layer.named_parameters() if "lora_" not in n]
 
 
 def load_shape(model_config: str | None, model_name_or_path: str | None) -> ModelShape:

@@ -93,6 +93,27 @@ _DEEPSEEK_GPT_OSS = {
         "norm_topk_prob": False,
         "routed_scaling_factor": 16.0,
     },
+    "deepseek-v2-lite": {  # deepseek-ai/DeepSeek-V2-Lite: 15.7B, 2.4B active; one q_proj (no query compression)
+        **_DEEPSEEK,
+        "model_type": "deepseek_v2",
+        "num_hidden_layers": 27,
+        "hidden_size": 2048,
+        "intermediate_size": 10944,
+        "moe_intermediate_size": 1408,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "q_lora_rank": None,
+        "vocab_size": 102400,
+        "n_routed_experts": 64,
+        "n_shared_experts": 2,
+        "num_experts_per_tok": 6,
+        "first_k_dense_replace": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "topk_method": "greedy",
+        "norm_topk_prob": False,
+        "routed_scaling_factor": 1.0,
+    },
     "gpt-oss-20b": {**_GPT_OSS, "num_hidden_layers": 24, "num_local_experts": 32},  # 21B, 3.6B active
     "gpt-oss-120b": {**_GPT_OSS, "num_hidden_layers": 36, "num_local_experts": 128},  # 117B, 5.1B active
 }

@@ -16,7 +16,6 @@ pair ``A: in -> r E``, ``B: r E -> out``: ``r E (in + out)`` parameters in two t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..model.moe import in_layer, moe_layout, peft_remapped_linears
@@ -52,8 +51,6 @@ class MoeCounts:
     unadapted: tuple[str, ...] = ()  # linear layers LoRA leaves out: PEFT reads their names as the experts (DeepSeek)
     normalized: bool = True  # the top-k routing weights are renormalised (norm_topk_prob; Mixtral always)
     fp32_scores: bool = False  # the routing weights stay fp32 (Mixtral), else the router logits' dtype
-    shared_width: int = 0  # a sparse block's shared expert(s): their down projections' input width (0: none)
-    dense_first: bool = False  # the first decoder layer is dense (DeepSeek's first_k_dense_replace)
 
     @property
     def active(self) -> int:
@@ -104,26 +101,7 @@ def moe_counts(model, total: int, within: tuple[str, ...] | None = None) -> MoeC
         router_paths=tuple(layout.router_paths),
         unadapted=_unadapted(model),
         **_routing(model, [r for r in layout.routers if r.startswith(first + ".")]),
-        **_shared(model, first, layout.routers),
     )
-
-
-def _shared(model, first: str, routers) -> dict:
-    """``shared_width`` (the input width of the down projections of the first sparse block's shared experts: the
-    ``nn.Linear`` modules beside its experts and routers) and ``dense_first`` (that block is not in layer 0)."""
-    import torch
-
-    block = model.get_submodule(first)
-    width = sum(
-        m.in_features
-        for n, m in block.named_modules()
-        if isinstance(m, torch.nn.Linear)
-        and n.split(".")[-1] == "down_proj"
-        and not n.startswith("experts")
-        and not any(f"{first}.{n}".startswith(r) for r in routers)
-    )
-    index = re.search(r"\.(\d+)\.", first + ".")
-    return {"shared_width": width, "dense_first": bool(index) and int(index.group(1)) > 0}
 
 
 def _unadapted(model) -> tuple[str, ...]:

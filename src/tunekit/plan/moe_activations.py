@@ -19,7 +19,9 @@ experts, top ``k``, hidden ``h`` and expert width ``W``; ``S = k`` routed rows p
   weight ``W + s B A`` that PEFT forms in the weights' dtype in every forward (``baddbmm``) and grouped_mm keeps,
   ``e E out in``, and the two factors cast to that dtype, ``e E r (in + out)`` (no copy when it is fp32, as they
   are); its gradient, of the same size, is the
-  transient of that layer's backward.
+  transient of that layer's backward;
+* with the router auxiliary loss (``moe_aux_loss_coef``): the softmax of each sparse layer's router logits that the
+  loss keeps, ``c E`` per token (:func:`router_aux_saved`).
 """
 
 from __future__ import annotations
@@ -45,11 +47,6 @@ def expert_width(shape: ModelShape) -> int:
     return moe.routed // max(1, moe.sparse_layers * moe.experts * 3 * h)
 
 
-def _sparse_share(shape: ModelShape) -> float:
-    """The share of decoder layers that are sparse: the per-layer terms below are averaged over the layers."""
-    return shape.moe.sparse_layers / max(1, shape.layers)
-
-
 def adapted_expert_paths(shape: ModelShape, setup: Setup) -> frozenset[str]:
     """The fused expert weights LoRA adapts in a sparse layer, by path inside the layer ("mlp.experts.down_proj"):
     part of the layer's adapted paths (``activations.LayerKind.adapted``) beside its adapted Linears."""
@@ -71,7 +68,7 @@ def block_input_grad(shape: ModelShape, kind) -> bool:
 
 
 def routed_saved_per_token(shape: ModelShape, setup: Setup, kind, norm_out: int, norm_saved: bool) -> float:
-    """Bytes per token the router and the routed experts of a layer keep for backward (averaged over the layers).
+    """Bytes per token the router and the routed experts of a sparse layer keep for backward.
 
     ``norm_out``: bytes of the block's input (the second norm's output); ``norm_saved``: that tensor is already kept
     by another consumer (a dense/shared MLP Linear) or rebuilt by ``elementwise_recompute``. A block whose input
@@ -86,7 +83,7 @@ def routed_saved_per_token(shape: ModelShape, setup: Setup, kind, norm_out: int,
     weights = 4 if moe.fp32_scores else logits
     if not block_input_grad(shape, kind):
         first = _adapted(shape, kind)[:1] == moe.fused[:1]  # the up projection trains: all after it carries
-        return (e * k * (h + 4 * W) + weights * k + 8 * k) * _sparse_share(shape) if first else 0.0
+        return (e * k * (h + 4 * W) + weights * k + 8 * k) if first else 0.0
     router = 4 * E + 8 * k + ((4 + 4 * k) if moe.normalized else 0)
     if kind.trainable:  # the router's weight trains: its input (an autocast copy, or the norm output itself)
         if setup.autocast and norm_out != c:
@@ -96,11 +93,11 @@ def routed_saved_per_token(shape: ModelShape, setup: Setup, kind, norm_out: int,
     experts = e * k * (h + 3 * W) + weights * k + 24 * k
     if kind.trainable or _adapted(shape, kind):  # the weights' gradient needs both grouped matmuls' inputs
         experts += e * k * (h + W)
-    return (router + experts) * _sparse_share(shape)
+    return float(router + experts)
 
 
 def routed_saved_const(shape: ModelShape, setup: Setup, kind) -> float:
-    """Bytes per layer that do not scale with tokens (averaged over the layers): the grouped matmuls' offsets, the
+    """Bytes per sparse layer that do not scale with tokens: the grouped matmuls' offsets, the
     adapted fused weights PEFT forms in every forward and their cast LoRA factors, and a trained router's autocast
     copy."""
     moe = shape.moe
@@ -114,7 +111,7 @@ def routed_saved_const(shape: ModelShape, setup: Setup, kind) -> float:
         total += e * f.experts * (f.out_features * f.in_features * kept + r * (f.in_features + f.out_features) * cast)
     if kind.trainable and setup.autocast and setup.trainable_bytes != setup.compute_bytes:
         total += setup.compute_bytes * moe.experts * shape.hidden
-    return total * _sparse_share(shape)
+    return float(total)
 
 
 def routed_backward_transient(shape: ModelShape, setup: Setup, kind) -> float:
@@ -126,3 +123,22 @@ def routed_backward_transient(shape: ModelShape, setup: Setup, kind) -> float:
     return float(
         max((expert_bytes(setup, kind) * f.experts * f.out_features * f.in_features for f in fused), default=0)
     )
+
+
+def router_aux_saved(shape: ModelShape, setup: Setup, kinds) -> float:
+    """Bytes the router auxiliary loss keeps for backward (``moe_aux_loss_coef``: ``output_router_logits``):
+    transformers' ``load_balancing_loss_func`` takes a softmax of each sparse layer's router logits, in their dtype
+    (the compute dtype), whose output it keeps: ``tokens x experts x c`` per sparse layer whose logits carry a
+    gradient. Backward frees them first, and their gradients, as large, wait at each layer's router until that
+    layer's backward: held through the backward, a checkpointed layer's recompute included. The logits themselves
+    live in the model's output until the loss is returned (freed before backward); the top-k indices each layer's
+    ``topk`` keeps go with its discarded values."""
+    moe = shape.moe
+    if moe is None or not setup.router_aux:
+        return 0.0
+    layers = sum(1 for i, kind in enumerate(kinds) if _sparse_with_grad(shape.layer_at(i), kind))
+    return float(setup.tokens * moe.experts * setup.compute_bytes * layers)
+
+
+def _sparse_with_grad(layer: ModelShape, kind) -> bool:
+    return layer.moe is not None and block_input_grad(layer, kind)

@@ -75,9 +75,9 @@ ENGLISH: dict[str, str] = {
     "keeps resident; host/heap.py trims them, docs/memory-model.md section 3.8).",
     "note_cpu_share": "on the CPU: fragmentation is {share:.0%} of the token-dependent memory (freed tensors stay in "
     "glibc's heap: resident memory, measured, docs/memory-model.md section 3.7).",
-    "note_moe": "{model} is a mixture-of-experts model: the router, the routed rows and LoRA's adapted expert "
-    "weights are planned for transformers' grouped_mm experts (docs/memory-model.md 3.1); the aux-loss router logits "
-    "and multi-head latent attention are not.",
+    "note_moe": "{model} is a mixture-of-experts model: the router, the routed rows, LoRA's adapted expert "
+    "weights and the aux loss's router softmax are planned for transformers' grouped_mm experts, each layer dense or "
+    "sparse as built (docs/memory-model.md 3.1); expert parallelism is not.",
     "note_ref_model": "stage {stage}: a frozen reference model is held (counted in base_weights at this model's size; "
     "with LoRA the policy without its adapter serves instead, no copy; precompute_ref_log_probs frees it before "
     "training).",

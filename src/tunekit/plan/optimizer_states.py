@@ -61,9 +61,10 @@ def optimizer_method(cfg: Config) -> tuple[str | None, tuple]:
 
 def _tensors(shape: ModelShape):
     """Every parameter of the model as ``(where, name, rows, cols)``: where is 'layer' or 'other'; cols 0 for 1-D."""
-    linear = {f"{lin.path}.weight": lin for lin in shape.linears}
-    for _ in range(shape.layers):
-        for name, numel in shape.layer_param_names:
+    for i in range(shape.layers):
+        layer = shape.layer_at(i)  # an MoE model's dense layers have their own structure
+        linear = {f"{lin.path}.weight": lin for lin in layer.linears}
+        for name, numel in layer.layer_param_names:
             lin = linear.get(name)
             yield ("layer", name, lin.out_features, lin.in_features) if lin else ("layer", name, numel, 0)
     for name, numel in shape.other_param_names:
@@ -97,7 +98,8 @@ def custom_state_bytes(method: str, settings: tuple, shape: ModelShape, b: float
     total = 0.0
     if method in ("galore", "apollo"):
         targets = opts["target"]
-        linear_paths = {f"{lin.path}.weight": lin.path.split(".") for lin in shape.linears}
+        views = [view for view, _ in shape.variants()]
+        linear_paths = {f"{lin.path}.weight": lin.path.split(".") for view in views for lin in view.linears}
         for where, name, m, n in _tensors(shape):
             path = linear_paths.get(name) if where == "layer" else None
             if path is not None and (targets == ("all",) or any(t in path for t in targets)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..config.problems import Said
 from ..errors import ConfigError
 from ..model.expand import llama_pro_layer_ids
 from .architectures import ModelShape
@@ -42,7 +43,8 @@ def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
     """The adapted Linear modules of one layer; a mixture of experts' routers never (``model/moe.py``), its fused
     experts are counted by :func:`~tunekit.plan.moe.expert_lora`."""
     routers = (*shape.moe.router_paths, *shape.moe.unadapted) if shape.moe is not None else ()  # model/moe.py
-    linears = [lin for lin in shape.linears if lin.path not in routers]
+    every = {lin.path: lin for view, _ in shape.variants() for lin in view.linears}  # dense layers' too
+    linears = [lin for lin in every.values() if lin.path not in routers]
     if setup.lora_targets is None:
         return tuple(lin.path for lin in linears)
     vision = (
@@ -55,19 +57,24 @@ def lora_adapted(shape: ModelShape, setup: Setup) -> tuple[str, ...]:
         t for t in setup.lora_targets if not any(lin.name == t for lin in linears) and t not in vision | experts
     ]
     if missing:
+        available = tuple(sorted({lin.name for lin in linears} | experts))
         raise ConfigError(
-            f"lora_target names {', '.join(missing)}, which are not linear layers of {shape.name}; "
-            f"available: {', '.join(sorted({lin.name for lin in linears} | experts))} (or lora_target: all)."
+            Said("plan_lora_target_missing", missing=tuple(missing), name=shape.name, available=available)
         )
     return tuple(lin.path for lin in linears if lin.name in setup.lora_targets)
 
 
+def layer_linears(shape: ModelShape) -> tuple[int, int]:
+    """``(parameters, output rows)`` of the Linear weights of all decoder layers, each layer with its own structure
+    (an MoE model's dense layers apart)."""
+    params = sum(view.linear_params_per_layer * n for view, n in shape.variants())
+    rows = sum(sum(lin.out_features for lin in view.linears) * n for view, n in shape.variants())
+    return params, rows
+
+
 def freeze_layer_ids(n_layers: int, k: int) -> tuple[int, ...]:
     if k == 0 or abs(k) > n_layers:
-        raise ConfigError(
-            f"freeze_trainable_layers {k} must be between -{n_layers} and {n_layers} (not 0): "
-            f"the model has {n_layers} layers."
-        )
+        raise ConfigError(Said("plan_freeze_layers_range", k=k, n=n_layers))
     return tuple(range(max(0, n_layers - k), n_layers)) if k > 0 else tuple(range(min(-k, n_layers)))
 
 
@@ -81,22 +88,12 @@ def count_params(shape: ModelShape, setup: Setup) -> ParamCounts:
     if shape.vision is None:
         return _count_lm(shape, setup)
     if setup.finetuning_type in ("ptuning", "prompt"):
-        raise ConfigError(
-            f"finetuning_type {setup.finetuning_type} is for text models in tunekit: {shape.name} is a "
-            "vision-language (or audio) model; use finetuning_type lora, freeze or full."
-        )
+        raise ConfigError(Said("plan_vlm_prompt", method=setup.finetuning_type, name=shape.name))
     if setup.finetuning_type == "oft" and not (setup.vision_freeze[0] and setup.vision_freeze[1]):
-        raise ConfigError(
-            f"finetuning_type oft is planned for the language model of the vision-language model "
-            f"{shape.name} only (its vision tower and projector frozen): set freeze_vision_tower and "
-            "freeze_multi_modal_projector to true, or use finetuning_type lora, freeze or full."
-        )
-    L = shape.layers
+        raise ConfigError(Said("plan_vlm_oft", name=shape.name))
     if lm_frozen(shape, setup):
-        linear = shape.linear_params_per_layer * L
-        lm = ParamCounts(
-            0, 0, linear, sum(lin.out_features for lin in shape.linears) * L, shape.total_params - linear, 0, (), (), 0
-        )
+        linear, rows = layer_linears(shape)
+        lm = ParamCounts(0, 0, linear, rows, shape.total_params - linear, 0, (), (), 0)
     elif setup.vision_freeze[2] and setup.finetuning_type == "lora":
         lm = _count_lm(
             shape, setup.with_(lora_targets=())
@@ -124,7 +121,8 @@ def _count_lm(shape: ModelShape, setup: Setup) -> ParamCounts:
     if setup.finetuning_type in ("ptuning", "prompt"):
         return _count_prompt(shape, setup)
     if setup.finetuning_type == "full":
-        largest = max([k for _, k in shape.layer_param_names] + [k for _, k in shape.other_param_names])
+        names = [*shape.layer_param_names, *shape.dense_param_names, *shape.other_param_names]
+        largest = max(k for _, k in names)
         return ParamCounts(
             shape.total_params, shape.num_param_tensors, 0, 0, 0, 0, (), tuple(range(shape.layers)), largest
         )
@@ -136,33 +134,28 @@ def _count_lora(shape: ModelShape, setup: Setup) -> ParamCounts:
     L = shape.layers
     adapted = lora_adapted(shape, setup)
     r = setup.lora_rank
-    per_layer = 0
-    tensors = 0
-    largest = 0
-    for lin in shape.linears:
-        if lin.path in adapted:
-            per_layer += r * (lin.in_features + lin.out_features) + (lin.out_features if setup.use_dora else 0)
-            tensors += 2 + int(setup.use_dora)
-            largest = max(largest, r * lin.in_features, r * lin.out_features)
+    lora = n_tensors = largest = 0
+    for view, n in shape.variants():  # an MoE model's dense layers apart
+        for lin in view.linears:
+            if lin.path in adapted:
+                lora += n * (r * (lin.in_features + lin.out_features) + (lin.out_features if setup.use_dora else 0))
+                n_tensors += n * (2 + int(setup.use_dora))
+                largest = max(largest, r * lin.in_features, r * lin.out_features)
     expert_params, expert_tensors, expert_largest = expert_lora(shape.moe, setup.lora_targets, r)
     sparse = shape.moe.sparse_layers if shape.moe is not None else 0
-    lora = per_layer * L + expert_params * sparse  # + LoRA on the fused experts (PEFT target_parameters)
-    trainable, n_tensors = lora, tensors * L + expert_tensors * sparse
+    lora += expert_params * sparse  # + LoRA on the fused experts (PEFT target_parameters)
+    trainable, n_tensors = lora, n_tensors + expert_tensors * sparse
     largest = max(largest, expert_largest)
     for target in setup.additional_target:  # modules_to_save: a trainable copy, the original stays frozen
         found = [(n, k) for n, k in shape.other_param_names if target in n.split(".")]
         if not found and target == "lm_head" and shape.tied:  # tied to the embeddings: PEFT copies that weight
             found = [(n, k) for n, k in shape.other_param_names if "embed_tokens" in n.split(".")]
         if not found:
-            raise ConfigError(
-                f"additional_target names {target!r}, which {shape.name} does not have outside its layers "
-                f"(e.g. embed_tokens, lm_head)."
-            )
+            raise ConfigError(Said("plan_additional_target_missing", target=repr(target), name=shape.name))
         trainable += sum(k for _, k in found)
         n_tensors += len(found)
         largest = max([largest] + [k for _, k in found])
-    frozen_linear = shape.linear_params_per_layer * L
-    rows = sum(lin.out_features for lin in shape.linears) * L
+    frozen_linear, rows = layer_linears(shape)
     frozen_other = shape.total_params - frozen_linear
     return ParamCounts(
         trainable, n_tensors, frozen_linear, rows, frozen_other, lora, adapted, tuple(range(L)), largest
@@ -172,14 +165,13 @@ def _count_lora(shape: ModelShape, setup: Setup) -> ParamCounts:
 def _count_freeze(shape: ModelShape, setup: Setup) -> ParamCounts:
     """Freeze tuning: the trainable layers' (``freeze_trainable_modules``) and ``freeze_extra_modules``' parameters."""
     L = shape.layers
-    linear_weight = {f"{lin.path}.weight": lin for lin in shape.linears}
     if setup.llama_pro:
         ids = tuple(llama_pro_layer_ids(L, setup.freeze_layers))
     else:
         ids = freeze_layer_ids(L, setup.freeze_layers)
     modules = setup.freeze_modules
     layer_parts = set()
-    for n, _ in shape.layer_param_names:
+    for n, _ in (*shape.layer_param_names, *shape.dense_param_names):
         layer_parts.update(n.split("."))
     other_parts = set()
     for n, _ in shape.other_param_names:
@@ -187,20 +179,19 @@ def _count_freeze(shape: ModelShape, setup: Setup) -> ParamCounts:
     if modules != ("all",):
         missing = [m for m in modules if m not in layer_parts and m not in other_parts]
         if missing:
-            raise ConfigError(f"freeze_trainable_modules names {', '.join(missing)}, which the layers do not have.")
+            raise ConfigError(Said("plan_freeze_modules_missing", missing=tuple(missing)))
     missing_extra = [
         m for m in setup.freeze_extra if m not in layer_parts | other_parts | set(shape.layers_path.split("."))
     ]
     if missing_extra:
-        raise ConfigError(
-            f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have "
-            f"(e.g. embed_tokens, norm, lm_head)."
-        )
+        raise ConfigError(Said("plan_freeze_extra_missing", missing=tuple(missing_extra)))
     trainable = tensors = frozen_linear = rows = 0
     largest = 0
     path_parts = shape.layers_path.split(".")
     for i in range(L):
-        for n, k in shape.layer_param_names:
+        layer = shape.layer_at(i)  # an MoE model's dense layers have their own structure
+        linear_weight = {f"{lin.path}.weight": lin for lin in layer.linears}
+        for n, k in layer.layer_param_names:
             parts = path_parts + [str(i)] + n.split(".")
             train = (i in ids and (modules == ("all",) or any(m in parts for m in modules))) or any(
                 m in parts for m in setup.freeze_extra
@@ -227,22 +218,21 @@ def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
     rank, block, targets = setup.oft
     L = shape.layers
     adapted = tuple(lin.path for lin in shape.linears if targets is None or lin.name in targets)
-    per_layer = largest = 0
-    for lin in shape.linears:
-        if lin.path in adapted:
-            b = block or lin.in_features // max(rank, 1)
-            n = (lin.in_features // b) * (b * (b - 1) // 2)
-            per_layer += n
-            largest = max(largest, n)
-    frozen_linear = shape.linear_params_per_layer * L
-    rows = sum(lin.out_features for lin in shape.linears) * L
+    params = tensors = largest = 0
+    for view, count in shape.variants():
+        for lin in view.linears:
+            if targets is None or lin.name in targets:
+                b = block or lin.in_features // max(rank, 1)
+                n = (lin.in_features // b) * (b * (b - 1) // 2)
+                params, tensors, largest = params + n * count, tensors + count, max(largest, n)
+    frozen_linear, rows = layer_linears(shape)
     return ParamCounts(
-        per_layer * L,
-        len(adapted) * L,
+        params,
+        tensors,
         frozen_linear,
         rows,
         shape.total_params - frozen_linear,
-        per_layer * L,
+        params,
         adapted,
         tuple(range(L)),
         largest,
@@ -271,8 +261,7 @@ def prompt_params(shape: ModelShape, setup: Setup) -> list[int]:
 def _count_prompt(shape: ModelShape, setup: Setup) -> ParamCounts:
     """P-Tuning v2 / prompt tuning: the prefix or prompt trains, every weight of the model stays frozen."""
     tensors = prompt_params(shape, setup)
-    frozen_linear = shape.linear_params_per_layer * shape.layers
-    rows = sum(lin.out_features for lin in shape.linears) * shape.layers
+    frozen_linear, rows = layer_linears(shape)
     return ParamCounts(
         sum(tensors),
         len(tensors),

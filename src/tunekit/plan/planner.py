@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..config import build_config
+from ..config.problems import Said
 from ..config.schema import Config
 from ..data.lengths import measure_lengths
 from ..env import env_nodes, env_world_size
@@ -35,7 +36,7 @@ from .vision import assumed_media, measured_media, media_section
 
 def _positive(name: str, value: Any) -> None:
     if value is not None and (not isinstance(value, int) or value < 1):
-        raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}.")
+        raise ConfigError(Said("plan_positive", name=name, value=repr(value)))
 
 
 def world_from(gpus: int | None, nodes: int | None) -> tuple[int, int]:
@@ -62,16 +63,10 @@ def _check_sharding(shape: ModelShape, setup: Setup, trainable: int) -> None:
     n = setup.world_size
     what = f"ZeRO-{setup.zero_stage}" if setup.zero_stage is not None else f"FSDP {setup.fsdp}"
     if n > 1 and trainable < n:
-        raise ConfigError(
-            f"{what} would shard {trainable} trainable parameter(s) of {shape.name} over {n} GPUs, fewer than one "
-            f"per GPU: use fewer GPUs (--gpus) or plain data parallelism (remove deepspeed/fsdp)."
-        )
+        raise ConfigError(Said("plan_shard_fewer", what=what, trainable=trainable, name=shape.name, n=n))
     if n > 1 and (setup.zero_stage or 0) >= 2 and trainable // n < 1024:
-        raise ConfigError(
-            f"{what} over {n} GPUs leaves {trainable // n} trainable parameters per GPU for {shape.name}: "
-            f"sharding a model this small costs more than it saves; use at most {max(1, trainable // 1024)} GPU(s) "
-            f"or no ZeRO."
-        )
+        most = max(1, trainable // 1024)
+        raise ConfigError(Said("plan_shard_small", what=what, n=n, per_gpu=trainable // n, name=shape.name, most=most))
 
 
 def make_plan(
@@ -148,9 +143,7 @@ def _steps_section(
     else:
         train_n, eval_n = split_sizes(samples, cfg.val_size)
     if train_n < 1:
-        raise ConfigError(
-            f"val_size {cfg.val_size:g} leaves no training samples out of {samples}: use a smaller val_size."
-        )
+        raise ConfigError(Said("plan_val_size_no_train", val_size=cfg.val_size, samples=samples))
     warm, ratio = cfg.warmup
     budget = _budget_batches(cfg, lengths, notes) if lengths is not None else None
     steps = plan_steps(

@@ -1,13 +1,31 @@
-"""FLOPs per token by method and an estimated wall time at an assumed model-FLOPs utilisation (MFU)."""
+"""FLOPs per token by method and an estimated wall time at an assumed model-FLOPs utilisation (MFU).
+
+The matmul weights a token goes through (``N``: :func:`active_matmul_params`) drive the ``2 N`` forward / ``4 N``
+backward FLOPs; in a mixture of experts they are the active ones (Qwen3-30B-A3B: ~3B of its 30.5B)."""
 
 from __future__ import annotations
 
 from .architectures import ModelShape
-from .params import ParamCounts
+from .params import ParamCounts, layer_linears
 from .training_setup import Setup
 
 # Assumed MFU (share of the GPU's dense bf16 peak that training reaches); see docs/memory-model.md.
 MFU = {"full": 0.40, "freeze": 0.40, "lora": 0.35, "qlora": 0.25, "ptuning": 0.35, "prompt": 0.35}
+
+
+def active_matmul_params(shape: ModelShape) -> int:
+    """The decoder layers' weights one token multiplies: every Linear (each layer with its own structure); in a
+    mixture of experts also the routers and ``k`` of the ``E`` routed experts (``plan/moe.py``), not all of them."""
+    linear = layer_linears(shape)[0]
+    moe = shape.moe
+    return linear if moe is None else linear + moe.routers + moe.routed // moe.experts * moe.top_k
+
+
+def attention_width(shape: ModelShape) -> int:
+    """Per token and key, the multiply-adds of attention's scores and weighted values over the heads: ``2 q``; latent
+    attention: ``H (qk + v)`` (its query/key head wider than its value head)."""
+    lat = shape.latent
+    return shape.heads * (lat.qk_dim + lat.v_dim) if lat is not None else 2 * shape.q_dim
 
 
 def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_len: int) -> dict[str, float]:
@@ -15,10 +33,10 @@ def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_le
     L = shape.layers
     checkpointed = min(setup.ckpt_layers, L) if setup.ckpt_layers is not None else L  # gradient_checkpointing_layers
     recomputed = checkpointed / L
-    n_layer = shape.linear_params_per_layer
-    N_L = n_layer * L
+    N_L = active_matmul_params(shape)
+    n_layer = N_L / L
     N_H = shape.hidden * shape.vocab
-    att_layer = (2 if setup.attn != "eager" else 4) * seq_len * shape.q_dim  # causal flash skips the masked half
+    att_layer = (1 if setup.attn != "eager" else 2) * seq_len * attention_width(shape)  # causal flash: half
     F_att = att_layer * L
     forward = 2 * N_L + 2 * N_H + F_att
     if setup.finetuning_type == "full":

@@ -79,6 +79,7 @@ class Setup:
     host: bool = False  # trains on the CPU (use_cpu): host memory from glibc's malloc, not a CUDA caching allocator
     liger_loss: bool = False  # Liger's fused linear cross-entropy computes the loss (RunDecisions.liger_fused_loss)
     heap_guard: bool = False  # host/heap.py bounds the CPU heap's fragmentation (RunDecisions.heap_guard)
+    router_aux: bool = False  # moe_aux_loss_coef: the routers' logits feed transformers' load-balancing loss
 
     @property
     def gpus_per_node(self) -> int:
@@ -270,4 +271,5 @@ def resolve_setup(
         if cfg.finetuning_type == "oft"
         else (),
         prompt=prompt_setup(cfg),
+        router_aux=cfg.moe_aux_loss_coef is not None,  # model/moe.py configure_moe: output_router_logits
     )

@@ -44,6 +44,7 @@ from starlette.exceptions import HTTPException
 from ..config.schema import Config
 from ..errors import TunekitError
 from ..infer.engine import choice_seed
+from ..infer.reasoning import has_thought_markers
 from .admission import Places, check_prompt_size, default_body_bytes, render_prompt
 from .conversation import generation_args, to_conversation
 from .media import MediaPolicy
@@ -354,7 +355,12 @@ def _install_chat_route(app, served: _Served, max_body_bytes: int) -> None:
             finish()
             raise _shutting_down()
         reply = Reply(
-            f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), served.model_name, served.tool_format, bool(tools)
+            f"chatcmpl-{uuid.uuid4().hex}",
+            int(time.time()),
+            served.model_name,
+            served.tool_format,
+            bool(tools),
+            has_thought_markers(served.engine.template),
         )
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)

@@ -1,5 +1,10 @@
 """The OpenAI response bodies of finished generations: a ``chat.completion``, or the ``chat.completion.chunk`` events
-of a streamed reply (server-sent events ending in ``data: [DONE]``), with tool calls when the request offered tools."""
+of a streamed reply (server-sent events ending in ``data: [DONE]``), with tool calls when the request offered tools.
+
+A reasoning model's reply (a template with thought markers: :mod:`tunekit.infer.reasoning`) is split as vLLM's
+reasoning parsers and DeepSeek's API return it: the message's ``reasoning_content`` (the thought; null without one)
+beside ``content`` (the answer, where tool calls are read); streamed, ``delta.reasoning_content`` chunks while the
+thought streams, then ``delta.content`` chunks."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from ..infer.reasoning import THOUGHT
 from .streaming import drain
 from .toolcalls import extract_tool_calls
 
@@ -27,6 +33,7 @@ class Reply:
     model: str
     tool_format: Any
     with_tools: bool
+    reasoning: bool = False  # the template has thought markers: messages carry reasoning_content
 
 
 def _tool_calls(calls: list[tuple[str, str]]) -> list[dict]:
@@ -40,6 +47,8 @@ def reply_message(g, reply: Reply) -> dict:
     """The assistant message of a finished generation; with tools, the calls its text makes."""
     content, calls = extract_tool_calls(g.text, reply.tool_format) if reply.with_tools else (g.text, [])
     msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if reply.reasoning:
+        msg["reasoning_content"] = g.reasoning or None
     if calls:
         msg["tool_calls"] = _tool_calls(calls)
     return msg
@@ -82,18 +91,21 @@ async def _deltas(g, reply: Reply) -> AsyncIterator[dict]:
         finally:  # client gone: the worker thread stops at its next token
             g.cancel()
         msg = reply_message(g, reply)
+        if msg.get("reasoning_content"):
+            yield {"reasoning_content": msg["reasoning_content"]}
         if "tool_calls" not in msg:
             yield {"content": msg["content"]}
         else:
             yield {"tool_calls": [{"index": k, **c} for k, c in enumerate(msg["tool_calls"])]}
         return
-    iterator = iter(g)
+    iterator = g.parts()
     try:
         while True:
-            delta = await anyio.to_thread.run_sync(next, iterator, None)
-            if delta is None:
+            part = await anyio.to_thread.run_sync(next, iterator, None)
+            if part is None:
                 break
-            yield {"content": delta}
+            kind, text = part
+            yield {"reasoning_content": text} if kind == THOUGHT else {"content": text}
     finally:  # client gone or done: stop generating and release the engine's lock
         g.cancel()
         with anyio.CancelScope(shield=True):

@@ -92,7 +92,7 @@ MOE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     # routed top-8 within the best 4 of 8 expert groups (group-limited routing, aux-loss-free bias)
     "deepseek_v3": (
         "deepseek_v3",
-        "qwen",
+        "deepseek3",
         {
             **_deepseek(mscale=1.0),
             "n_routed_experts": 256,
@@ -110,7 +110,7 @@ MOE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     # shared experts, top-6 within the best 3 of 8 groups (topk_method group_limited_greedy)
     "deepseek_v2": (
         "deepseek_v2",
-        "qwen",
+        "deepseek",
         {
             **_deepseek(mscale=0.707),
             "n_routed_experts": 160,
@@ -131,7 +131,7 @@ MOE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     # (mlp.router) has a bias too
     "gpt_oss": (
         "gpt_oss",
-        "qwen",
+        "gpt_oss",
         {
             "tie_word_embeddings": False,
             "rms_norm_eps": 1e-5,

@@ -162,6 +162,9 @@ _TOKENIZER_OF_TYPE: list[tuple[str, str]] = [
     (r"mistral|mixtral|ministral", "mistral"),
     (r"llama", "llama3"),
     (r"^glm", "glm4"),
+    (r"^deepseek_v2", "deepseek"),
+    (r"^deepseek_v3", "deepseek3"),
+    (r"^gpt_oss", "gpt_oss"),
 ]
 
 

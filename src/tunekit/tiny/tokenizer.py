@@ -21,11 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from tunekit.data.templates import get_template
+from tunekit.data.templates.jinja_export import official_jinja
 from tunekit.errors import ModelError
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "resources" / "corpus"
-#: official chat templates saved with a family's tokenizer instead of tunekit's export (``official_template``)
-CHAT_TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "resources" / "chat_templates"
 
 # Qwen2's pre-tokenizer regex (one digit per piece). Used for every family, see the module docstring.
 SPLIT_REGEX = (
@@ -52,7 +51,7 @@ class TokenizerFamily:
     add_bos: bool = False
     tokenizer_class: str = "PreTrainedTokenizerFast"
     generation_eos: tuple[str, ...] = ()  # generation_config.eos_token_id (all stop tokens)
-    official_template: str | None = None  # a file in CHAT_TEMPLATE_DIR: the checkpoint's own chat_template
+    official_template: str | None = None  # the checkpoint's own chat_template: data/templates/official_<this>.jinja
 
 
 #: Qwen's ChatML tokenizer (Qwen2 / Qwen2.5); qwen3 and the Qwen VL / audio families are it with more tokens
@@ -65,6 +64,15 @@ _QWEN = TokenizerFamily(
     pad="<|endoftext|>",
     tokenizer_class="Qwen2Tokenizer",
     generation_eos=("<|im_end|>", "<|endoftext|>"),
+)
+
+_DEEPSEEK_SPECIAL = ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>")
+_DEEPSEEK_IDS = dict(
+    bos="<｜begin▁of▁sentence｜>",
+    eos="<｜end▁of▁sentence｜>",
+    pad="<｜end▁of▁sentence｜>",
+    add_bos=True,
+    generation_eos=("<｜end▁of▁sentence｜>",),
 )
 
 TOKENIZERS: dict[str, TokenizerFamily] = {
@@ -127,7 +135,7 @@ TOKENIZERS: dict[str, TokenizerFamily] = {
     ),
     # GLM-4 (glm-4-9b-chat-hf, GLM-4-9B-0414): its added tokens in id order (151329 <|endoftext|> ... 151342), eos
     # and pad <|endoftext|>, no bos; generation stops at <|endoftext|>, <|user|> and <|observation|> (its
-    # generation_config). The chat template saved is GLM-4's own (resources/chat_templates/glm4.jinja: the template
+    # generation_config). The chat template saved is GLM-4's own (data/templates/official_glm4.jinja: the template
     # of THUDM/glm-4-9b-chat's tokenization_chatglm.py, byte-identical to tests/fixtures/chat_templates/glm4.jinja).
     "glm4": TokenizerFamily(
         name="glm4",
@@ -151,7 +159,44 @@ TOKENIZERS: dict[str, TokenizerFamily] = {
         eos="<|endoftext|>",
         pad="<|endoftext|>",
         generation_eos=("<|endoftext|>", "<|user|>", "<|observation|>"),
-        official_template="glm4.jinja",
+        official_template="glm4",
+    ),
+    # DeepSeek-V2 / V2-Lite chat (LlamaTokenizerFast): BOS added on encode, EOS also the pad
+    "deepseek": TokenizerFamily(
+        name="deepseek",
+        template="deepseek",
+        special=_DEEPSEEK_SPECIAL,
+        **_DEEPSEEK_IDS,
+    ),
+    # DeepSeek-V3 / R1: the role and think tags are added tokens with special=False, as in their tokenizer.json
+    "deepseek3": TokenizerFamily(
+        name="deepseek3",
+        template="deepseek3",
+        special=_DEEPSEEK_SPECIAL,
+        extra=("<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"),
+        **_DEEPSEEK_IDS,
+    ),
+    # gpt-oss (o200k_harmony): eos <|return|>, pad <|endoftext|>; generation stops at <|return|>, <|endoftext|> and
+    # <|call|> (its generation_config). Saved with gpt-oss's own chat template (data/templates/official_gpt_oss.jinja).
+    "gpt_oss": TokenizerFamily(
+        name="gpt_oss",
+        template="gpt_oss",
+        special=(
+            "<|startoftext|>",
+            "<|endoftext|>",
+            "<|return|>",
+            "<|constrain|>",
+            "<|channel|>",
+            "<|start|>",
+            "<|end|>",
+            "<|message|>",
+            "<|call|>",
+        ),
+        bos="<|startoftext|>",
+        eos="<|return|>",
+        pad="<|endoftext|>",
+        generation_eos=("<|return|>", "<|endoftext|>", "<|call|>"),
+        official_template="gpt_oss",
     ),
 }
 
@@ -251,7 +296,7 @@ def family_chat_template(family: TokenizerFamily) -> str:
     """The chat template a family's tokenizer is saved with: the checkpoint's own where tunekit ships it
     (``official_template``), else tunekit's export of the family's template."""
     if family.official_template:
-        return (CHAT_TEMPLATE_DIR / family.official_template).read_text(encoding="utf-8")
+        return official_jinja(family.official_template)
     return chat_template_for(family.template)
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from tunekit.config import Config, build_config
 from tunekit.config.files import load_yaml_text
-from tunekit.config.problems import Problem
+from tunekit.config.messages import Keyed
+from tunekit.config.problems import Problem, Said, config_error
 from tunekit.config.secrets import (
     is_secret,
     job_secret_env,
@@ -38,7 +39,7 @@ from .fields import FieldSpec, config_to_form, defaults_form, field_specs, form_
 from .i18n import t
 from .media import gallery, media_markdown, preview_pieces
 from .monitor import (
-    error_summary,
+    failed_status,
     final_progress,
     loss_frame,
     lr_frame,
@@ -51,9 +52,22 @@ from .monitor import (
 )
 from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_message
 from .plan_panel import format_plan
+from .problems_zh import say_error
 from .runner import Job, JobRunner
 from .sections import tab_of
 from .validation import Validation, check_deepspeed, refused, validate
+
+
+def _excerpted(message: Any, pieces: list[str]) -> Any:
+    """``message`` (a keyed message, a tuple or a value) with each of ``pieces`` in its texts cut to an excerpt."""
+    if isinstance(message, Keyed):
+        return type(message)(message.key, **{k: _excerpted(v, pieces) for k, v in message.values.items()})
+    if isinstance(message, tuple):
+        return tuple(_excerpted(item, pieces) for item in message)
+    if isinstance(message, str):
+        for piece in pieces:
+            message = message.replace(piece, excerpt(piece))
+    return message
 
 
 class Board:
@@ -137,39 +151,39 @@ class Board:
 
         target = self.policy.config_file(path)
         if not target.is_file():
-            raise ConfigError(f"Config file '{excerpt(path, 80)}' does not exist.")
+            raise config_error("board_config_missing", path=excerpt(path, 80))
         if target.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"Config file {target} is larger than {MAX_CONFIG_BYTES // 1000} kB: not a config.")
+            raise config_error("board_config_too_large", path=str(target), limit=MAX_CONFIG_BYTES // 1000)
         text = target.read_text(encoding="utf-8", errors="replace")
         try:
             data = (
                 json.loads(text) if target.suffix.lower() == ".json" else load_yaml_text(text, target)
             )  # alias budget
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}).") from None
+            raise config_error("board_config_bad_json", path=str(target), line=exc.lineno, column=exc.colno) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-            raise ConfigError(f"{target} is not valid YAML{where}.") from None
+            where = Said("part_board_line_column", line=mark.line + 1, column=mark.column + 1) if mark else None
+            raise config_error("board_config_bad_yaml", path=str(target), where=where) from None
         data = {} if data is None else data
         if not isinstance(data, dict):
-            raise ConfigError(f"{target} must hold a mapping of option: value, found {type(data).__name__}.")
+            raise config_error("board_config_not_mapping", path=str(target), kind=type(data).__name__)
         unknown = [str(k) for k in data if k not in Config.model_fields]
         if unknown:
-            shown = ", ".join(f"'{excerpt(k)}'" for k in unknown[:3]) + (" ..." if len(unknown) > 3 else "")
-            raise ConfigError(
-                f"{target}: {len(unknown)} unknown option(s): {shown}. See `tunekit train --help` for the options."
-            )
+            more = Said("part_board_more") if len(unknown) > 3 else None
+            names = tuple(f"'{excerpt(k)}'" for k in unknown[:3])
+            raise config_error("board_config_unknown", path=str(target), count=len(unknown), names=names, more=more)
         try:
             with references_kept():  # the form goes to the browser: a ${VAR} stays a reference
-                cfg = build_config(data, dict.fromkeys(data, f"in {target.name}"))
+                cfg = build_config(data, dict.fromkeys(data, Said("where_file", path=target.name)))
         except ConfigError as exc:
-            message = str(exc)
             pieces = {s for k, v in data.items() for s in (str(k), str(v), repr(v))}
-            for piece in sorted(pieces, key=len, reverse=True):
-                if len(piece) > 24:
-                    message = message.replace(piece, excerpt(piece))
-            raise ConfigError(safe_message(message)) from None
+            pieces = [piece for piece in sorted(pieces, key=len, reverse=True) if len(piece) > 24]
+            message = str(exc)
+            for piece in pieces:
+                message = message.replace(piece, excerpt(piece))
+            problems = [Problem(_excerpted(p.message, pieces), p.fields) for p in exc.problems]
+            raise ConfigError(safe_message(message), problems) from None
         return self.form_from_config(cfg, tab)
 
     def save_yaml(self, form: Mapping[str, Any], path: str, overwrite: bool = False) -> Path:
@@ -177,11 +191,9 @@ class Board:
         an existing file is replaced only with ``overwrite``."""
         target = self.policy.config_file(path, write=True)
         if target.exists() and not overwrite:
-            raise PathRefused(
-                f"Config file {target} already exists: tick 'Overwrite' to replace it, or choose another name."
-            )
+            raise PathRefused(Said("board_config_exists", path=str(target)))
         if target.exists() and not target.is_file():
-            raise PathRefused(f"Config file {target} is a folder, not a file: choose another name.")
+            raise PathRefused(Said("board_config_folder", path=str(target)))
         return write_options(self.values(form), target, "json" if target.suffix.lower() == ".json" else "yaml")
 
     @staticmethod
@@ -285,7 +297,7 @@ class Board:
         if not check.ok:
             return check, [], [], ""
         if not check.config.model_name_or_path or not check.config.dataset:
-            return check, [], [], "⚠ set model_name_or_path, template and dataset to preview samples"
+            return check, [], [], "⚠ " + t("preview_need", lang)
         cfg = check.config.model_copy(
             update={k: None for k, v in check.config.model_dump().items() if is_secret(k) and referenced_var(v)}
         )  # unexpanded: as unset
@@ -293,9 +305,9 @@ class Board:
             with confined_to(self.policy.roots):  # a dataset_info.json changed since the check is held to it too
                 samples = adapters.preview_samples(cfg, n)
         except ImportError as exc:
-            return check, [], [], f"⚠ sample preview is not available in this build ({exc})"
+            return check, [], [], "⚠ " + t("preview_unavailable", lang).format(error=exc)
         except TunekitError as exc:
-            return check, [], [], f"⚠ {safe_message(str(exc))}"
+            return check, [], [], f"⚠ {safe_message(say_error(exc, lang))}"
         pieces: list[tuple[str, str | None]] = []
         for i, sample in enumerate(samples):
             if i:
@@ -382,7 +394,7 @@ class Board:
         log = tail(job.log_path, 40)
         status = f"**{t(f'state_{job.state}', lang)}** · `tunekit {job.verb}` · {job.output_dir}"
         if job.state == "failed":
-            status += f" · exit {job.returncode}\n\n```\n{error_summary(tail(job.log_path, 200))}\n```"
+            status += failed_status(job.returncode, tail(job.log_path, 200), lang)
         png = job.output_dir / "training_loss.png"
         size = job.log_path.stat().st_size if job.log_path.exists() else 0
         return {

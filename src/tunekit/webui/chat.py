@@ -11,11 +11,16 @@ may serve), so the chat can show it and the model reads the copy.
 The conversation lives in a per-page :func:`new_conversation` dict (a ``gr.State``: kept on the server, so a
 browser cannot point the model at another file): ``messages`` (what the model sees), ``images`` (their files, in
 order) and ``shown`` (the Chatbot's messages, with the image bubbles and any ⚠ notes).
+
+A reasoning model's thought (:mod:`tunekit.infer.reasoning`) is shown as a collapsible block above its answer (a
+Chatbot message with ``metadata.title``: the page's word for "Thinking", open while the thought streams, folded when
+done); the conversation keeps the answer as the reply's content and the thought as its ``reasoning``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -26,8 +31,12 @@ from tunekit.config.schema import Config
 from tunekit.data.mm_plugins import open_image
 from tunekit.errors import DataError, TunekitError
 from tunekit.infer.engine import ChatEngine
+from tunekit.infer.reasoning import THOUGHT, Part
 
 from .i18n import t
+from .problems_zh import say_error
+
+log = logging.getLogger("tunekit.webui")
 
 #: the largest image the Chat tab accepts (also Gradio's ``max_file_size`` for the board's uploads)
 MAX_UPLOAD_BYTES = 20 * 1000 * 1000
@@ -35,6 +44,10 @@ MAX_UPLOAD_BYTES = 20 * 1000 * 1000
 
 class UploadRefused(DataError):
     """An uploaded file the chat cannot use (the message says which file and what to do)."""
+
+
+class NoModel(TunekitError):
+    """A message sent with no model loaded (or one unloaded by another page while the turn started)."""
 
 
 def new_conversation() -> dict[str, list]:
@@ -76,11 +89,18 @@ class ChatSession:
         return self.engine is not None
 
     def stream(
-        self, messages: list[dict[str, str]], system: str | None, images: list[str] | None = None, **gen: Any
-    ) -> Iterator[str]:
-        if self.engine is None:
-            raise RuntimeError("no model loaded")
-        yield from self.engine.stream_chat(messages, system=system or None, images=images or None, **gen)
+        self,
+        messages: list[dict[str, str]],
+        system: str | None,
+        images: list[str] | None = None,
+        lang: str = "en",
+        **gen: Any,
+    ) -> Iterator[Part]:
+        """The reply's ``(kind, text)`` deltas: a reasoning model's thought, then the answer."""
+        engine = self.engine  # one read: another page may unload the model meanwhile
+        if engine is None:
+            raise NoModel(t("chat_need_model", lang))
+        yield from engine.stream_parts(messages, system=system or None, images=images or None, **gen)
 
     # ---------------------------------------------------------------- images
     def accept_image(self, path: str, lang: str = "en") -> str:
@@ -125,7 +145,9 @@ class ChatSession:
         """Send ``text`` (with ``image``, if one was uploaded): yields the conversation as the reply streams in.
 
         The turn joins ``messages`` / ``images`` only when the reply completes; a refused image or a failed
-        reply leaves them as they were and shows a ⚠ note in ``shown``."""
+        reply leaves them as they were and shows a ⚠ note in ``shown``, in ``lang``: a tunekit error from its key
+        (``problems_zh.say_error``) or the board's words, any other failure as "the reply failed: <its type and
+        text>" (the library's text stays as it is; the traceback goes to the board's log)."""
         base = {k: list(v) for k, v in (convo or new_conversation()).items()}
         shown = base["shown"]
         if not text:
@@ -134,9 +156,10 @@ class ChatSession:
         try:
             added = [self.accept_image(image, lang)] if image else []
             if not self.loaded:
-                raise UploadRefused(t("chat_need_model", lang))
+                raise NoModel(t("chat_need_model", lang))
         except TunekitError as exc:
-            shown += [{"role": "user", "content": text}, {"role": "assistant", "content": f"⚠ {exc}"}]
+            note = f"⚠ {say_error(exc, lang)}"
+            shown += [{"role": "user", "content": text}, {"role": "assistant", "content": note}]
             yield {**base, "shown": shown}
             return
         user = {"role": "user", "content": "<image>" * len(added) + text}
@@ -144,14 +167,36 @@ class ChatSession:
         shown += [{"role": "user", "content": {"path": p}} for p in added] + [{"role": "user", "content": text}]
         shown.append({"role": "assistant", "content": ""})
         yield {**base, "shown": shown}
-        reply = ""
+        reply = thought = ""
         try:
-            for piece in self.stream(messages, system, images=images, **gen):
-                reply += piece
-                shown[-1] = {"role": "assistant", "content": reply}
+            for kind, piece in self.stream(messages, system, images=images, lang=lang, **gen):
+                if kind == THOUGHT:
+                    if not thought:  # the thought's block goes above the answer's message
+                        shown.insert(len(shown) - 1, {})
+                    thought += piece
+                    shown[-2] = thought_message(thought, lang, done=False)
+                else:
+                    reply += piece
+                    shown[-1] = {"role": "assistant", "content": reply}
+                    if thought:
+                        shown[-2] = thought_message(thought, lang, done=True)
                 yield {**base, "shown": shown}
-        except TunekitError as exc:
-            shown[-1] = {"role": "assistant", "content": f"{reply}⚠ {exc}"}
+        except Exception as exc:  # noqa: BLE001 - any failed reply is said in the chat, the rest of the page stays
+            if isinstance(exc, TunekitError):
+                note = say_error(exc, lang)
+            else:
+                log.warning("chat reply failed", exc_info=(type(exc), exc, exc.__traceback__))
+                note = t("chat_reply_failed", lang).format(error=f"{type(exc).__name__}: {exc}")
+            shown[-1] = {"role": "assistant", "content": f"{reply}⚠ {note}"}
             yield {**base, "shown": shown}
             return
-        yield {"messages": messages + [{"role": "assistant", "content": reply}], "images": images, "shown": shown}
+        if thought:
+            shown[-2] = thought_message(thought, lang, done=True)
+        said = {"role": "assistant", "content": reply, **({"reasoning": thought} if thought else {})}
+        yield {"messages": messages + [said], "images": images, "shown": shown}
+
+
+def thought_message(thought: str, lang: str, done: bool) -> dict:
+    """The Chatbot's collapsible block of a thought (open while it streams, folded when done)."""
+    title = {"title": t("chat_thought", lang), "status": "done" if done else "pending"}
+    return {"role": "assistant", "content": thought, "metadata": title}

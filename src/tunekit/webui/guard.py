@@ -26,6 +26,7 @@ from tunekit.errors import TunekitError
 
 from .i18n import t
 from .paths import safe_message
+from .problems_zh import say_error
 
 log = logging.getLogger("tunekit.webui")
 
@@ -47,9 +48,10 @@ class BadAnswer(TypeError):
 
 
 def failure_message(exc: BaseException, lang: str) -> str:
-    """One line in the board's words: a TunekitError's own text (short), else a fixed sentence."""
+    """One line in the board's words: a TunekitError's own text (short; its keyed problems or message said in
+    ``lang``, ``problems_zh.say_error``), else a fixed sentence."""
     if isinstance(exc, TunekitError):
-        reason = " ".join(safe_message(str(exc), max_lines=3).split())
+        reason = " ".join(safe_message(say_error(exc, lang), max_lines=3).split())
         if len(reason) > MAX_CHARS:
             reason = reason[: MAX_CHARS - 1] + "…"
         return "⚠ " + t("handler_failed_because", lang).format(reason=reason)
@@ -148,6 +150,13 @@ def _as_list(components) -> list:
     return [components]
 
 
+MAX_PROGRESS_TARGETS = 4
+"""An event with more outputs shows its progress only where its registration says (``show_progress_on``), and a
+hidden one nowhere. Otherwise Gradio gives each of a form's 233 fields a status tracker that redraws its elapsed
+time every 0.1 s while the handler runs, and looks each one up in the page's component tree on every status change:
+the longer the handler (a loaded machine), the longer the browser is busy after each keystroke."""
+
+
 class Guard:
     """Registers the board's handlers, each wrapped by :func:`guarded` first.
 
@@ -170,6 +179,8 @@ class Guard:
         function itself (``str(id(fn))``, unless ``concurrency_id`` is given), not one per wrapper."""
         if isinstance(trigger, (list, tuple)):
             trigger, kwargs = gr.on, {"triggers": list(trigger), **kwargs}
+        if kwargs.get("show_progress") == "hidden" or len(_as_list(outputs)) > MAX_PROGRESS_TARGETS:
+            kwargs.setdefault("show_progress_on", [])  # where it shows, if anywhere: see MAX_PROGRESS_TARGETS
         if fn is not None and not getattr(fn, "__tk_guarded__", False):
             fn, raw = self._wrapper(fn, inputs, outputs)
             if kwargs.get("concurrency_id") is None:

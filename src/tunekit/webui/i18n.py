@@ -89,6 +89,18 @@ TEXT: dict[str, dict[str, str]] = {
     "config_path": {"en": "Config file (YAML)", "zh": "配置文件（YAML）"},
     "save_btn": {"en": "Save YAML", "zh": "保存 YAML"},
     "overwrite": {"en": "Overwrite", "zh": "覆盖已有文件"},
+    "config_saved": {"en": "✓ saved {path}", "zh": "✓ 已保存 {path}"},
+    "config_loaded": {"en": "✓ loaded {path}", "zh": "✓ 已加载 {path}"},
+    "model_loaded": {"en": "✓ loaded {model}", "zh": "✓ 已加载 {model}"},
+    "model_load_failed": {"en": "could not load the model: {error}", "zh": "无法加载模型：{error}"},
+    "preview_need": {
+        "en": "set model_name_or_path, template and dataset to preview samples",
+        "zh": "请先设置 model_name_or_path、template 和 dataset，才能预览样本",
+    },
+    "preview_unavailable": {
+        "en": "sample preview is not available in this build ({error})",
+        "zh": "此版本无法预览样本（{error}）",
+    },
     "load_btn": {"en": "Load YAML", "zh": "读取 YAML"},
     "command": {"en": "Command", "zh": "命令"},
     "yaml": {"en": "YAML", "zh": "YAML"},
@@ -152,6 +164,9 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "{name}: the uploaded file is gone; upload it again.",
         "zh": "{name}：上传的文件已不存在，请重新上传。",
     },
+    "chat_reply_failed": {"en": "the reply failed: {error}", "zh": "回复生成失败：{error}"},
+    "chat_thought": {"en": "Thinking", "zh": "思考过程"},
+    "chat_unloaded": {"en": "unloaded", "zh": "已卸载"},
     # export tab
     "export_model": {"en": "Base model", "zh": "基座模型"},
     "export_adapter": {"en": "Adapter(s) to merge", "zh": "要合并的适配器"},
@@ -188,6 +203,8 @@ TEXT: dict[str, dict[str, str]] = {
     "state_stopped": {"en": "stopped", "zh": "已停止"},
     "state_finished": {"en": "finished", "zh": "已完成"},
     "state_failed": {"en": "failed", "zh": "失败"},
+    "job_exit": {"en": "exit {code}", "zh": "退出码 {code}"},  # a failed job's status line (monitor.failed_status)
+    "job_failed_reason": {"en": "", "zh": "任务失败："},  # before the log's own (English) lines; none in English
     "plan_this_machine": {"en": "this machine ({name})", "zh": "本机（{name}）"},
     "plan_this_machine_cpu": {
         "en": "this machine (no known GPU: memory only)",
@@ -341,9 +358,9 @@ TEXT: dict[str, dict[str, str]] = {
         "（已释放的张量留在 `glibc` 堆中，仍占常驻内存，为实测值，见 docs/memory-model.md 第 3.7 节）。",
     },
     "plan_note_moe": {
-        "zh": "{model} 是混合专家模型：路由器、路由后的 token 行以及 LoRA 适配后的专家权重按 transformers 的 "
-        "grouped_mm 专家实现估算（docs/memory-model.md 3.1）；辅助损失保留的路由 logits 和多头潜在注意力"
-        "（MLA）未计入。"
+        "zh": "{model} 是混合专家模型：路由器、路由后的 token 行、LoRA 适配后的专家权重以及辅助损失保留的路由 "
+        "softmax 按 transformers 的 grouped_mm 专家实现估算，每层按其实际结构（稠密或稀疏）计算"
+        "（docs/memory-model.md 3.1）；专家并行未计入。"
     },
     "plan_note_ref_model": {
         "zh": "{stage} 阶段：需保留一个冻结的参考模型（按本模型大小计入 base_weights；"

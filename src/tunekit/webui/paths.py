@@ -145,14 +145,12 @@ class PathPolicy:
     def config_file(self, value: str, *, write: bool = False) -> Path:
         """A config file to load (any allowed root) or save (the workspace only): .yaml/.yml/.json."""
         if not str(value or "").strip():
-            raise PathRefused("Config file: give a file name, e.g. configs/run.yaml.")
-        what = "Config file"
+            raise PathRefused(Said("board_config_name"))
+        what = Said("path_what_config_file")
         path = self.check(value, what, [self.workspace] if write else None)
         if path.suffix.lower() not in CONFIG_SUFFIXES:
-            raise PathRefused(
-                f"{what} '{excerpt(value, 80)}' is refused: the board only "
-                f"{'saves' if write else 'loads'} .yaml, .yml or .json files."
-            )
+            verb = Said("part_board_saves") if write else Said("part_board_loads")
+            raise PathRefused(Said("board_config_suffix", what=what, value=excerpt(value, 80), verb=verb))
         return path
 
     # ---------------------------------------------------------------- options

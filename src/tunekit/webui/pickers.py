@@ -23,6 +23,7 @@ from tunekit.config.stages import STAGES
 from tunekit.data import mm_plugins
 from tunekit.data.dataset_info import DatasetAttr, confined_to, parse_entry, read_dataset_info
 from tunekit.data.media_columns import MEDIA_COLUMNS
+from tunekit.data.templates.registry import BY_NAME
 from tunekit.errors import TunekitError
 
 from . import backend
@@ -171,6 +172,8 @@ def template_hint(policy: PathPolicy, model: str | None) -> TemplateHint:
     template, family = backend.model_family(str(folder))
     if template in mm_plugins.FAMILIES:  # a media family: its plugin checked the folder's chat format (fits)
         return TemplateHint(template, family)
+    if template in BY_NAME and BY_NAME[template].reasoning:  # its official template drops earlier thoughts: 'jinja'
+        return TemplateHint(template, family)  # cannot find the spans of a multi-turn conversation (jinja_mode.py)
     if backend.model_has_chat_template(str(folder)):  # the folder's own template is the exact official format
         return TemplateHint("jinja")
     # a text model_type spans several chat formats (a llama folder may be Llama 2 or 3, a qwen2 one a distilled

@@ -4,13 +4,18 @@ Chinese ML practitioner; option names, values, paths and code stay as they are.
 
 :func:`say` is how the board shows a problem's message in the page's language: a keyed message
 (:class:`~tunekit.config.problems.Said`) is said again from its key and values, never by reading the English back; a
-message made as plain text is shown as it is.
+message made as plain text is shown as it is; :func:`say_error` says a refused action's error (its keyed problems, or
+its keyed message) the same way. A LLaMA-Factory v1 config's refusals are in ``problems_zh_v1.py``, the memory
+planner's errors in ``problems_zh_plan.py``.
 """
 
 from __future__ import annotations
 
 from tunekit.config.messages import Keyed, render
 from tunekit.config.problem_texts import ENGLISH, JOINS
+
+from .problems_zh_plan import JOINS_ZH_PLAN, ZH_PLAN
+from .problems_zh_v1 import JOINS_ZH_V1, ZH_V1
 
 ZH: dict[str, str] = {
     "part_pt_packing_default": "（pt 阶段默认开启）",
@@ -220,6 +225,11 @@ ZH: dict[str, str] = {
     "lf_unsupported": "`{option}` 是 tunekit（暂）不支持的 LLaMA-Factory 参数（{where}）：请删除它；`tunekit "
     "train --help` 列出了 tunekit 支持的参数。{why}",
     "part_why_unsupported": "（{why}。）",
+    "part_why_ray": "tunekit 没有内置 `Ray Train`（LLaMA-Factory 的 USE_RAY=1）：`tunekit train` 自己为每块可见的 GPU "
+    "启动一个进程，多台机器用 NPROC_PER_NODE 和 NNODES/NODE_RANK/MASTER_ADDR（见 docs/workflows/multi-gpu.md）",
+    "part_why_mixture_of_depths": "深度混合（`mixture_of_depths`）需要 `mixture-of-depth` 包（LLaMA-Factory 要求 "
+    ">=1.1.6），而它的最新版本 1.2.0 导入了 transformers 5 已删除的内容（TRANSFORMERS_CACHE、"
+    "transformers.modeling_attn_mask_utils）",
     "unknown_option": "未知参数 {shown}（{where}）。{tail}",
     "part_did_you_mean": "你是不是想写：{names}？",
     "part_see_help": "可用参数见 `tunekit train --help`。",
@@ -255,7 +265,45 @@ ZH: dict[str, str] = {
     "NaN；请填写有限的值",
     "number_too_large": "{where}{value} 超出 64 位整数范围（最大 {limit}），而 torch 和数据加载器用它计数；请填写"
     "合理的值",
+    "json_invalid": "{option}：{path} 不是有效的 JSON（{error}）。",
+    "json_not_utf8": "{option}：{path} 不是 UTF-8 文本（第 {byte} 个字节）；它必须是 JSON 文件。",
+    "json_not_object": "{option}：{path} 必须是一个 JSON 对象，实际为 `{kind}`。",
+    "ds_unknown_preset": "未知的 DeepSpeed 预设 {name}：请使用 {presets} 之一，或 JSON 文件的路径。",
+    "ds_not_found": "deepspeed：{value} 既不是预设{hint}，也不是已存在的 JSON 文件。",
+    "part_ds_preset_hint": "（预设名：{presets}）",
+    "ds_zero_not_object": "deepspeed：{source} 中的 'zero_optimization' 必须是一个对象。",
+    "ds_stage": "deepspeed：{source} 中的 zero_optimization.stage 必须是 0、1、2 或 3，实际为 {stage}。",
+    "ds_batch_field": 'deepspeed：{source} 中的 {key} 必须是正整数或 "auto"，实际为 {value}。',
+    "ds_contradicts": "deepspeed：{source} 与 tunekit 的参数有 {count} 处矛盾：{conflicts}。请把这些字段都设为 "
+    '"auto"（推荐：由 tunekit 的参数填写），或让两边一致。',
+    "part_ds_numbered": "（{n}）{text}",
+    "part_ds_micro": "train_micro_batch_size_per_gpu 为 {micro}，而 per_device_train_batch_size 为 {micro_batch}",
+    "part_ds_accum": "gradient_accumulation_steps 为 {accum}，而 tunekit 的 gradient_accumulation_steps 为 "
+    "{accumulation}",
+    "part_ds_total": "train_batch_size {total} 不等于 per_device_train_batch_size x gradient_accumulation_steps x "
+    "进程总数 = {micro} x {accum} x {world} = {product}（或改用 {fix}）",
+    "part_ds_fix_accum": "gradient_accumulation_steps: {per_rank}",
+    "part_ds_fix_divisible": "能被 per_device_train_batch_size x 进程总数（{micro} x {world}）整除的 train_batch_size",
+    "part_ds_field": "{key} 为 {given}，而 {option} 为 {mine}",
+    "part_ds_autotp": "tensor_parallel.autotp_size 为 {tp}，但本次运行有 {world} 个进程：AutoTP 把每一层切分到 {tp} "
+    "个进程上（请把 NPROC_PER_NODE 设为 {tp} 的倍数，或删除 tensor_parallel 块）",
+    "part_ds_optimizer": "它的 `optimizer` 块会代替 {optimizers} 运行（删除该块即可使用 {first}）",
     "dataset_twice": "{option}：'{name}' 被选了两次，训练会把它的样本读两遍：每个数据集只选一次。",
+    "path_what_config_file": "配置文件",
+    "board_config_name": "配置文件：请填写文件名，例如 configs/run.yaml。",
+    "board_config_suffix": "{what} '{value}' 被拒绝：面板只{verb} .yaml、.yml 或 .json 文件。",
+    "part_board_saves": "保存",
+    "part_board_loads": "加载",
+    "board_config_exists": "配置文件 {path} 已存在：勾选“覆盖已有文件”以替换它，或换一个文件名。",
+    "board_config_folder": "配置文件 {path} 是一个目录，不是文件：请换一个文件名。",
+    "board_config_missing": "配置文件 '{path}' 不存在。",
+    "board_config_too_large": "配置文件 {path} 超过 {limit} kB：不是配置文件。",
+    "board_config_bad_json": "{path} 不是有效的 JSON（第 {line} 行，第 {column} 列）。",
+    "board_config_bad_yaml": "{path} 不是有效的 YAML{where}。",
+    "part_board_line_column": "（第 {line} 行，第 {column} 列）",
+    "board_config_not_mapping": "{path} 必须是“参数: 值”的映射，实际为 `{kind}`。",
+    "board_config_unknown": "{path}：{count} 个未知参数：{names}{more}。可用参数见 `tunekit train --help`。",
+    "part_board_more": " ...",
     "path_what_option": "参数 '{option}'",
     "path_what_dataset": "参数 '{option}' 的数据集 '{name}'",
     "path_what_key": "{what} 的 {key}",
@@ -269,6 +317,9 @@ ZH: dict[str, str] = {
     "path_hub": "{what} 的 {key} '{value}' {problem}：面板只按 ID 读取 Hugging Face 上的数据集。请在工作目录内用 "
     "file_name 登记本地文件。",
     "path_cloud": "{what} 的 {key} 被拒绝：面板不读取云端文件。请把文件下载到工作目录内，并用 file_name 登记。",
+    "board_job_running": "面板上已有任务在运行：请先停止它，或等它结束",
+    **ZH_V1,  # a LLaMA-Factory v1 config's refusals
+    **ZH_PLAN,  # the memory planner's errors
 }
 
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts.JOINS)
@@ -284,6 +335,11 @@ JOINS_ZH: dict[str, str | tuple[str, str]] = {
     "strategies": "、",
     "stages": ("、", " 和 "),
     "choices": ("、", " 或 "),
+    "presets": "、",
+    "conflicts": "；",
+    "optimizers": "、",
+    **JOINS_ZH_V1,
+    **JOINS_ZH_PLAN,
 }
 
 
@@ -292,6 +348,18 @@ def say(text: str, lang: str) -> str:
     if lang != "zh" or not isinstance(text, Keyed) or text.key not in ENGLISH:
         return str(text)
     return render(text.to_json(), _template, _join)
+
+
+def say_error(exc: BaseException, lang: str) -> str:
+    """A refused action's message in ``lang``: English as it is (``str(exc)``); in Chinese its keyed problems (or its
+    keyed message) said again, one a line; a message made as plain text is shown as it is."""
+    problems = getattr(exc, "problems", ())
+    if lang != "zh":
+        return str(exc)
+    if problems:
+        return "\n".join(dict.fromkeys(say(p.message, lang) for p in problems))
+    first = exc.args[0] if exc.args else ""
+    return say(first, lang) if isinstance(first, Keyed) else str(exc)
 
 
 def _template(key: str) -> str:

@@ -20,11 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said
 from ..config.secrets import mask_secrets
 from ..env import RESET_SIGINT_ENV
+from ..errors import TunekitError
 from .command import verb_argv
 
 JOBS_DIR = ".tunekit_cache/webui_jobs"  # under the board's working folder (git-ignored)
+
+
+class JobBusy(TunekitError, RuntimeError):
+    """A second job while one runs; its message is keyed (``board_job_running``), so the board says it in the page's
+    language (``problems_zh.say_error``)."""
 
 
 @dataclass
@@ -88,7 +95,7 @@ class JobRunner:
         """Run ``tunekit <verb> args``; ``env`` adds variables (the secrets ``args`` refer to as ${VAR})."""
         argv = verb_argv(verb, args)
         if self.busy:
-            raise RuntimeError("a job is already running on this board: stop it or wait for it to finish")
+            raise JobBusy(Said("board_job_running"))
         out = Path(output_dir)
         if not out.is_absolute():
             out = self.cwd / out

@@ -104,7 +104,8 @@ def check_deepspeed(check: Validation, workspace: str | Path) -> Validation:
     try:
         settings = replace(read_deepspeed(path), source=value)  # named as the job names it
         check_options(settings, cfg, distributed.world_size(cfg))
-    except ConfigError as exc:
-        lines = [p.message for p in exc.problems] or [str(exc)]
-        return Validation(None, str(exc), {"deepspeed": [str(exc)]}, lines)
+    except ConfigError as exc:  # its problems are keyed: said in the page's language at the deepspeed field
+        if exc.problems:
+            return refused(exc.problems)
+        return Validation(None, str(exc), {"deepspeed": [str(exc)]}, [str(exc)])
     return check

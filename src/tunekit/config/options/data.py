@@ -116,7 +116,8 @@ class DataOptions(OptionGroup):
     )
     preserve_thinking: bool = Field(
         False,
-        description="Reasoning templates (qwen3, qwen3_vl): earlier replies that are not trained (mask_history; "
+        description="Reasoning templates (qwen3, qwen3_vl, deepseekr1, gpt_oss): earlier replies that are not trained "
+        "(mask_history; "
         "the history of dpo, kto, rm, ppo and grpo samples) keep their <think> block, the empty block for a reply "
         "without a thought, where the official Qwen3 template drops it (LLaMA-Factory's preserve_thinking; Qwen3.6's "
         "template with preserve_thinking=True). With enable_thinking: false thoughts are removed and earlier replies "
@@ -128,7 +129,8 @@ class DataOptions(OptionGroup):
         1.0,
         ge=0,
         le=1,
-        description="Reasoning templates (qwen3, qwen3_vl), stage sft: the loss weight of each reply's thought block "
+        description="Reasoning templates (qwen3, qwen3_vl, deepseekr1, gpt_oss), stage sft: the loss weight of each "
+        "reply's thought block "
         "(<think> ... </think> and the blank line after it; the empty block of a reply without a thought). 1: trained "
         "like the answer (default); 0: not trained (label -100, the tokens stay in the input; the answer and the "
         "end-of-turn are still trained); between: the thought's tokens count that much, and the loss is divided by "

@@ -22,7 +22,7 @@ from tunekit.errors import ConfigError
 
 from .base import Template
 from .jinja_mode import JinjaTemplate
-from .registry import BY_NAME, JINJA_DESCRIPTION, SPECS
+from .registry import BY_NAME, JINJA_DESCRIPTION, SPECS, TEMPLATE_CLASSES
 from .tokenizer_fix import FALLBACK_EOS
 
 __all__ = ["Template", "get_template", "list_templates", "describe_templates"]
@@ -78,4 +78,4 @@ def get_template(
             bos = ""
     elif spec.auto_bos:
         bos = ""
-    return Template(spec, bos=bos, eos=eos, tool_format=tool_format)
+    return TEMPLATE_CLASSES.get(name, Template)(spec, bos=bos, eos=eos, tool_format=tool_format)

@@ -279,8 +279,8 @@ class Template:
             prompt += self._user_text(k, pair[0], sys_text, last_user_turn)
             is_last = k == len(pairs) - 1
             if len(pair) == 1:  # the generation prompt
-                if spec.reasoning and not enable_thinking:
-                    prompt += EMPTY_THOUGHT
+                if spec.reasoning:
+                    prompt += EMPTY_THOUGHT if not enable_thinking else spec.think_prompt
                 out.append((prompt, "", ""))
                 break
             reply = pair[1]
@@ -292,6 +292,8 @@ class Template:
                 if trained_thought:
                     if enable_thinking:  # the thought (empty if none) is part of the trained reply
                         thought = think_block(reasoning)
+                        if spec.think_prompt:  # ... after the text the generation prompt opens it with (R1)
+                            prompt, thought = prompt + spec.think_prompt, thought.removeprefix(spec.think_prompt)
                         body = thought + body.lstrip("\n")
                     else:  # thoughts removed; the empty block is prompt, like the official enable_thinking=False
                         prompt += EMPTY_THOUGHT

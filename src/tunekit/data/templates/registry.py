@@ -6,6 +6,9 @@ them equal on several conversations); the ``source`` line of each entry says wha
 
 from __future__ import annotations
 
+from .base import Template
+from .harmony import HarmonyTemplate
+from .reasoning_specs import REASONING_SPECS
 from .spec import TemplateSpec
 from .turns import GEMMA_TURNS, LLAMA3_HEADER, LLAMA3_TURNS, VICUNA_TURNS
 from .vlm_specs import VLM_SPECS
@@ -260,6 +263,10 @@ SPECS: list[TemplateSpec] = [
 ]
 
 SPECS.extend(VLM_SPECS)  # llava, llava_next, gemma3 (data/templates/vlm_specs.py)
+SPECS.extend(REASONING_SPECS)  # deepseek, deepseekr1, gpt_oss (data/templates/reasoning_specs.py)
+
+#: templates rendered by a Template subclass (a format a TemplateSpec alone cannot say); the others are Template
+TEMPLATE_CLASSES: dict[str, type[Template]] = {"gpt_oss": HarmonyTemplate}
 
 BY_NAME: dict[str, TemplateSpec] = {s.name: s for s in SPECS}
 

@@ -61,6 +61,9 @@ class TemplateSpec:
     auto_bos: bool = False
     #: Qwen3-style ``<think>`` handling
     reasoning: bool = False
+    #: reasoning templates whose generation prompt opens the thought (DeepSeek-R1: ``<think>\n``): that text ends every
+    #: prompt whose reply is generated or trained with its thought, so a trained thought starts after it
+    think_prompt: str = ""
     #: official HF template shipped in this package (``<file>.jinja``), used for export
     official_jinja: str | None = None
     #: where the format comes from (shown by ``tunekit templates NAME``)

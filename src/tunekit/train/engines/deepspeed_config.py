@@ -19,12 +19,14 @@ from typing import Any
 
 from ...config.engines import DEEPSPEED_PRESETS
 from ...config.jsonfile import read_json_object
+from ...config.problems import Said, config_error
 from ...config.schema import Config
-from ...errors import ConfigError, EnvironmentProblem
+from ...errors import EnvironmentProblem
 
 PRESETS = DEEPSPEED_PRESETS  # declared once, in config/engines.py
 RESOLVED_NAME = "ds_config.json"
 GATHER_KEY = "stage3_gather_16bit_weights_on_model_save"
+_FIELDS = ("deepspeed",)  # the option a refusal of the file concerns (the board shows it there)
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,7 @@ class DeepSpeedSettings:
 def preset_config(name: str) -> dict:
     """The preset ``name`` (z0, z1, z2, z2_offload, z3, z3_offload) as a dict."""
     if name not in PRESETS:
-        raise ConfigError(
-            f"Unknown DeepSpeed preset {name!r}: use one of {', '.join(PRESETS)} or a path to a JSON file."
-        )
+        raise config_error("ds_unknown_preset", _FIELDS, name=repr(name), presets=tuple(PRESETS))
     text = (
         resources.files("tunekit")
         .joinpath("resources", "deepspeed", f"ds_{name}_config.json")
@@ -64,23 +64,23 @@ def read_deepspeed(value: str) -> DeepSpeedSettings:
         path = Path(value).expanduser()
         if not path.is_file():
             hint = (
-                f" (a preset name: {', '.join(PRESETS)})"
+                Said("part_ds_preset_hint", presets=tuple(PRESETS))
                 if os.sep not in value and not value.endswith(".json")
-                else ""
+                else None
             )
-            raise ConfigError(f"deepspeed: {value!r} is neither a preset{hint} nor an existing JSON file.")
+            raise config_error("ds_not_found", _FIELDS, value=repr(value), hint=hint)
         config = read_json_object(path, "deepspeed")
     zero = config.get("zero_optimization") or {}
     if not isinstance(zero, dict):
-        raise ConfigError(f"deepspeed: 'zero_optimization' in {value} must be an object.")
+        raise config_error("ds_zero_not_object", _FIELDS, source=value)
     try:
         stage = int(zero.get("stage", 0))
     except (TypeError, ValueError):
-        raise ConfigError(
-            f"deepspeed: zero_optimization.stage in {value} must be 0, 1, 2 or 3, got {zero.get('stage')!r}."
-        ) from None
+        stage = None
     if stage not in (0, 1, 2, 3):
-        raise ConfigError(f"deepspeed: zero_optimization.stage in {value} must be 0, 1, 2 or 3, got {stage}.")
+        raise config_error(
+            "ds_stage", _FIELDS, source=value, stage=repr(zero.get("stage")) if stage is None else str(stage)
+        )
     return DeepSpeedSettings(
         source=value,
         config=config,
@@ -131,11 +131,8 @@ def check_options(settings: DeepSpeedSettings, cfg: Config, world: int) -> None:
 
 def _raise_conflicts(settings: DeepSpeedSettings, conflicts: list[str]) -> None:
     if conflicts:
-        raise ConfigError(
-            f"deepspeed: {settings.source} contradicts tunekit's options in {len(conflicts)} place(s): "
-            f'{"; ".join(f"({i}) {text}" for i, text in enumerate(conflicts, 1))}. Set each of these fields to "auto" '
-            f"(recommended: tunekit's options fill them) or make both agree."
-        )
+        numbered = tuple(Said("part_ds_numbered", n=i, text=text) for i, text in enumerate(conflicts, 1))
+        raise config_error("ds_contradicts", _FIELDS, source=settings.source, count=len(conflicts), conflicts=numbered)
 
 
 def batch_conflicts(settings: DeepSpeedSettings, micro_batch: int, accumulation: int, world: int) -> list[str]:
@@ -148,30 +145,24 @@ def batch_conflicts(settings: DeepSpeedSettings, micro_batch: int, accumulation:
     numeric = {k: v for k, v in given.items() if v not in (None, "auto")}
     for key, value in numeric.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(
-                f'deepspeed: {key} in {settings.source} must be a positive whole number or "auto", got {value!r}.'
-            )
+            raise config_error("ds_batch_field", _FIELDS, key=key, source=settings.source, value=repr(value))
     out = []
     micro = numeric.get("train_micro_batch_size_per_gpu", micro_batch)
     accum = numeric.get("gradient_accumulation_steps", accumulation)
     if micro != micro_batch:
-        out.append(f"train_micro_batch_size_per_gpu is {micro} but per_device_train_batch_size is {micro_batch}")
+        out.append(Said("part_ds_micro", micro=micro, micro_batch=micro_batch))
     if accum != accumulation:
-        out.append(
-            f"gradient_accumulation_steps is {accum} but tunekit's gradient_accumulation_steps is {accumulation}"
-        )
+        out.append(Said("part_ds_accum", accum=accum, accumulation=accumulation))
     total = numeric.get("train_batch_size")
     if total is not None and total != micro * accum * world:
         per_rank, rest = divmod(total, micro * world)
         fix = (
-            f"gradient_accumulation_steps: {per_rank}"
+            Said("part_ds_fix_accum", per_rank=per_rank)
             if rest == 0 and per_rank >= 1
-            else f"a train_batch_size divisible by per_device_train_batch_size x world size ({micro} x {world})"
+            else Said("part_ds_fix_divisible", micro=micro, world=world)
         )
-        out.append(
-            f"train_batch_size {total} is not per_device_train_batch_size x gradient_accumulation_steps x world size "
-            f"= {micro} x {accum} x {world} = {micro * accum * world} (or use {fix})"
-        )
+        product = micro * accum * world
+        out.append(Said("part_ds_total", total=total, micro=micro, accum=accum, world=world, product=product, fix=fix))
     return out
 
 
@@ -212,18 +203,13 @@ def option_conflicts(settings: DeepSpeedSettings, cfg: Config, world: int) -> li
         if (list(given) if lists else given) != value:
             shown = json.dumps(given) if not isinstance(given, str) else repr(given)
             mine = json.dumps(value) if isinstance(value, (bool, list)) else value
-            out.append(f"{key} is {shown} but {option} is {mine}")
+            out.append(Said("part_ds_field", key=key, given=shown, option=option, mine=str(mine)))
     tp = field(settings.config, "tensor_parallel.autotp_size")
     if isinstance(tp, int) and tp > 1 and world % tp:
-        out.append(
-            f"tensor_parallel.autotp_size is {tp} but the run has {world} process(es): AutoTP splits each layer "
-            f"over {tp} ranks (set NPROC_PER_NODE to a multiple of {tp}, or remove the tensor_parallel block)"
-        )
+        out.append(Said("part_ds_autotp", tp=tp, world=world))
     custom = [name for name in CUSTOM_OPTIMIZERS if getattr(cfg, name, False)]
     if custom and isinstance(settings.config.get("optimizer"), dict):
-        out.append(
-            f"its optimizer block would run instead of {', '.join(custom)} (remove the block to use {custom[0]})"
-        )
+        out.append(Said("part_ds_optimizer", optimizers=tuple(custom), first=custom[0]))
     return out
 
 

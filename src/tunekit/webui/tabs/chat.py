@@ -10,11 +10,12 @@ from typing import Any
 import gradio as gr
 
 from tunekit.errors import TunekitError
-from tunekit.infer.engine import GEN_OPTIONS
+from tunekit.infer.options import GEN_OPTIONS
 
 from ..chat import new_conversation
 from ..form import FormView
 from ..i18n import t
+from ..problems_zh import say_error
 from . import Page, follow_train_load
 from . import source as model_source
 
@@ -104,10 +105,11 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
         try:
             desc = board.chat.load(check.config)
         except TunekitError as exc:
-            return f"⚠ {exc}"
+            return f"⚠ {say_error(exc, data[page.lang_radio])}"
         except Exception as exc:  # noqa: BLE001 - show any load failure in the board
-            return f"⚠ could not load the model: {type(exc).__name__}: {exc}"
-        return f"✓ loaded {desc}"
+            error = f"{type(exc).__name__}: {exc}"
+            return "⚠ " + t("model_load_failed", data[page.lang_radio]).format(error=error)
+        return t("model_loaded", data[page.lang_radio]).format(model=desc)
 
     page.on(
         tab.load_btn.click,
@@ -118,7 +120,8 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
     )
     page.on(
         tab.unload_btn.click,
-        lambda: (board.chat.unload(), "unloaded")[1],
+        lambda lang: (board.chat.unload(), t("chat_unloaded", lang))[1],
+        inputs=page.lang_radio,
         outputs=tab.info,
         api_visibility="private",
     )

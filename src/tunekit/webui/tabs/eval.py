@@ -18,6 +18,7 @@ from ..command import command_line
 from ..form import FormView
 from ..i18n import t
 from ..paths import safe_message
+from ..problems_zh import say_error
 from . import Page, errors_md, follow_train_load
 from . import jobs as job_area
 from . import source as model_source
@@ -174,7 +175,7 @@ def wire(page: Page, tab: EvalTab, train=None, demo=None) -> None:
         try:
             got = loaded_values(board, data[tab.config_path])
         except TunekitError as exc:
-            return {tab.errors: f"**{t('invalid', lang)}**\n\n```\n{safe_message(str(exc))}\n```"}
+            return {tab.errors: f"**{t('invalid', lang)}**\n\n```\n{safe_message(say_error(exc, lang))}\n```"}
         return {**fill(tab, got), tab.errors: f"✓ {t('loaded', lang)} {data[tab.config_path]}"}
 
     inputs = {*tab.inputs, page.lang_radio}

@@ -10,6 +10,7 @@ from typing import Any
 
 import gradio as gr
 
+from tunekit.config.problems import Said
 from tunekit.config.secrets import mask_secrets
 from tunekit.export.quantize import GPTQ_PACKAGES
 
@@ -18,6 +19,7 @@ from ..command import command_line, verb_line
 from ..form import FormView, make_widget
 from ..i18n import t
 from ..paths import PathRefused, safe_message
+from ..problems_zh import say_error
 from . import Page, errors_md
 from . import jobs as job_area
 from . import source as model_source
@@ -115,7 +117,7 @@ def export_values(board: Board, source: dict[str, Any], form: dict[str, Any]) ->
 def verify_args(board: Board, export_dir: str) -> list[str]:
     """``tunekit verify``'s argument: the export folder as written (a leading ``-`` is read as a folder, not a
     flag); :class:`PathRefused` outside the allowed roots."""
-    board.policy.check(export_dir, "Option 'export_dir'")
+    board.policy.check(export_dir, Said("path_what_option", option="export_dir"))
     return [f"./{export_dir}" if export_dir.startswith("-") else export_dir]
 
 
@@ -155,7 +157,7 @@ def wire(page: Page, tab: ExportTab, train=None, demo=None) -> None:
         try:
             args = verify_args(board, folder)
         except PathRefused as exc:
-            return {tab.errors: f"⚠ {safe_message(str(exc))}"}
+            return {tab.errors: f"⚠ {safe_message(say_error(exc, data[page.lang_radio]))}"}
         out = {tab.command: verb_line("verify", args), tab.errors: ""}
         if board.runner.busy:
             return {**out, tab.errors: f"⚠ {t('busy', data[page.lang_radio])}"}

@@ -15,6 +15,7 @@ from ..board import format_plan
 from ..form import FormView
 from ..i18n import t
 from ..paths import safe_message
+from ..problems_zh import say_error
 from ..sections import BASIC_FIELDS
 from ..validation import Validation
 from . import Page, errors_md
@@ -217,7 +218,8 @@ def piece_colors(lang: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------- handlers
 def plan_text(page: Page, check: Validation, gpu, n_gpus, lang: str) -> tuple[str, dict]:
-    """The plan as Markdown, and the overrides Auto-fit would apply."""
+    """The plan as Markdown, and the overrides Auto-fit would apply. A planner error is said in ``lang`` from its key
+    (``problems_zh.say_error``; ``config/problem_texts_plan.py``)."""
     if not check.ok:
         return "", {}
     if not check.config.model_name_or_path:
@@ -225,7 +227,7 @@ def plan_text(page: Page, check: Validation, gpu, n_gpus, lang: str) -> tuple[st
     try:
         plan = adapters.make_plan(check.config, gpu or None, n_gpus or 1)
     except TunekitError as exc:
-        return f"⚠ {exc}", {}
+        return f"⚠ {say_error(exc, lang)}", {}
     except Exception as exc:  # the planner cannot read this model yet: say so, keep the board usable
         return f"⚠ {t('plan_unavailable', lang)}: {type(exc).__name__}: {exc}", {}
     return format_plan(plan, lang), dict(plan.get("overrides") or {})
@@ -336,8 +338,8 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
             return {**form.update_map(check=check, lang=lang), tab.errors: errors_md(check, lang), **shown, **gate}
         try:
             check, _job = board.start_train(values)
-        except (OSError, RuntimeError, ValueError) as exc:
-            return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {exc}", **shown}
+        except (OSError, RuntimeError, ValueError) as exc:  # a keyed one (runner.JobBusy) in the page's language
+            return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {say_error(exc, lang)}", **shown}
         return {
             **form.update_map(values=filled, check=check, lang=lang),
             tab.errors: errors_md(check, lang),
@@ -366,18 +368,20 @@ def _wire_files(page: Page, tab: TrainTab) -> None:
         try:
             saved = board.save_yaml(values, data[tab.config_path], overwrite=bool(data[tab.overwrite]))
         except TunekitError as exc:
-            return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {safe_message(str(exc))}"}
+            return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {safe_message(say_error(exc, lang))}"}
         # each overwrite is asked again
-        return {**form.update_map(check=check, lang=lang), tab.errors: f"✓ saved {saved}", tab.overwrite: False}
+        done = t("config_saved", lang).format(path=saved)
+        return {**form.update_map(check=check, lang=lang), tab.errors: done, tab.overwrite: False}
 
     def on_load(data):
         path, lang = data[tab.config_path], data[page.lang_radio]
         try:
             new_form = board.load_yaml(path)
         except TunekitError as exc:
-            return {tab.errors: f"**{t('invalid', lang)}**\n\n```\n{safe_message(str(exc))}\n```"}
+            return {tab.errors: f"**{t('invalid', lang)}**\n\n```\n{safe_message(say_error(exc, lang))}\n```"}
         check = board.validate(board.values(new_form))
-        loaded = {tab.errors: f"✓ loaded {path}", tab.auto_template: ""}  # its template is the file's, kept
+        done = t("config_loaded", lang).format(path=path)
+        loaded = {tab.errors: done, tab.auto_template: ""}  # its template is the file's, kept
         return {**form.update_map(values=new_form, check=check, lang=lang), **loaded}
 
     page.on(

@@ -1,0 +1,52 @@
+"""The English templates of the memory planner's errors the web board can show (``plan/architectures.py``,
+``plan/params.py``, ``plan/planner.py``): key → template, part of :data:`tunekit.config.problem_texts.ENGLISH`.
+The board says each again in Chinese (``webui/problems_zh_plan.py``); ``tunekit plan`` prints the English.
+
+An error carries its message as a :class:`~tunekit.config.problems.Said` (``ModelError(Said(key, ...))``), so the
+board's ``say_error`` says it from its key and values. A value in quotes is given as its ``repr`` (a ``str``).
+"""
+
+from __future__ import annotations
+
+ENGLISH_PLAN: dict[str, str] = {
+    # reading the model's config.json (plan/architectures.py)
+    "plan_no_config_json": "Model folder {path} has no config.json: point model_name_or_path at a Hugging Face model "
+    "folder, or pass --model-config with a config.json or one of: {names}.",
+    "plan_model_unknown": "model_name_or_path {name} is not a folder on disk and not a built-in architecture, so its "
+    "config.json is unknown: download the model's config.json and pass --model-config PATH, or use one of: {names}.",
+    "plan_config_unreadable": "{path} is not a readable config.json: {error}",
+    "plan_no_model_type": "config.json of {name} has no model_type: it is not a Hugging Face model config.",
+    "plan_config_invalid": "config.json of {name} is not a valid {model_type} configuration ({error}); fix that "
+    "field.",
+    "plan_model_type_unknown": "transformers does not know model_type {model_type} ({name}): {error}",
+    "plan_cannot_build": "Cannot build {name} ({model_type}) as a causal LM on the meta device: {error}",
+    "plan_head_split": "config.json of {name}: hidden_size {hidden} does not split into num_attention_heads {heads} "
+    "heads (and no head_dim is given); fix one of them.",
+    "plan_no_layers": "{name}: no decoder layers found.",
+    # the method's trainable parameters (plan/params.py)
+    "plan_lora_target_missing": "lora_target names {missing}, which are not linear layers of {name}; available: "
+    "{available} (or lora_target: all).",
+    "plan_freeze_layers_range": "freeze_trainable_layers {k} must be between -{n} and {n} (not 0): the model has {n} "
+    "layers.",
+    "plan_vlm_prompt": "finetuning_type {method} is for text models in tunekit: {name} is a vision-language (or "
+    "audio) model; use finetuning_type lora, freeze or full.",
+    "plan_vlm_oft": "finetuning_type oft is planned for the language model of the vision-language model {name} only "
+    "(its vision tower and projector frozen): set freeze_vision_tower and freeze_multi_modal_projector to true, or "
+    "use finetuning_type lora, freeze or full.",
+    "plan_additional_target_missing": "additional_target names {target}, which {name} does not have outside its "
+    "layers (e.g. embed_tokens, lm_head).",
+    "plan_freeze_modules_missing": "freeze_trainable_modules names {missing}, which the layers do not have.",
+    "plan_freeze_extra_missing": "freeze_extra_modules names {missing}, which the model does not have (e.g. "
+    "embed_tokens, norm, lm_head).",
+    # the run (plan/planner.py)
+    "plan_positive": "{name} must be a whole number >= 1, got {value}.",
+    "plan_shard_fewer": "{what} would shard {trainable} trainable parameter(s) of {name} over {n} GPUs, fewer than "
+    "one per GPU: use fewer GPUs (--gpus) or plain data parallelism (remove deepspeed/fsdp).",
+    "plan_shard_small": "{what} over {n} GPUs leaves {per_gpu} trainable parameters per GPU for {name}: sharding a "
+    "model this small costs more than it saves; use at most {most} GPU(s) or no ZeRO.",
+    "plan_val_size_no_train": "val_size {val_size:g} leaves no training samples out of {samples}: use a smaller "
+    "val_size.",
+}
+
+# placeholder → how a tuple of values is joined in English (added to problem_texts.JOINS)
+JOINS_PLAN: dict[str, str | tuple[str, str]] = {"missing": ", ", "available": ", "}
