@@ -193,3 +193,12 @@ def official_render(tok, messages: list[dict], gen: bool = False, text: bool = F
     """The tokenizer's own chat template applied by transformers: token ids, or the text."""
     out = tok.apply_chat_template(messages, add_generation_prompt=gen, tokenize=not text)
     return out if text else out["input_ids"]
+
+
+def demo_workspace(root: Path) -> Path:
+    """A board's workspace: ``data/`` with a dataset_info.json naming one alpaca record (``demo``)."""
+    data = root / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}))
+    (data / "demo.json").write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    return root

@@ -11,6 +11,10 @@ LoRA under the sharding engines: the language model's adapters under ZeRO-3 and 
 vision tower's too (``freeze_vision_tower: false``) under ZeRO-3, 3 steps: losses as above, the saved adapter equals
 the one-process adapter (lora_B measured from its zero start) and loads in plain peft onto the base with the same
 logits on an image prompt.
+
+Launches: the ZeRO-3 full fine-tuning run starts as users start it (tunekit's re-exec under torchrun, its message
+checked); the other four 2-rank runs have no assertion about their launcher and start in one batch
+(tests/distributed_helpers.run_cache: each run a fresh 2-rank process, outputs bit-equal to a launch of its own).
 """
 
 from __future__ import annotations
@@ -64,6 +68,33 @@ COMMON = dict(
 )
 
 
+# ------------------------------------------------------------------ the 2-rank runs
+# LoRA on the VLM at lr 1e-2 (as tests/distributed/test_distributed_engines.py). "language": adapters on the language
+# model only (the defaults: tower and projector frozen); "tower": freeze_vision_tower false, so ``lora_target: all``
+# also adapts the tower's and the projector's linear layers (COMMON trains the projector), which ZeRO-3 partitions and
+# gathers in each rank's vision forward (run under ZeRO-3 only, to keep the suite's time: measured with FSDP2 too,
+# where the tower's adapters shard in the root's unit, it passed alike). Measured (3 steps, 2 ranks vs one process):
+# adapters <= 1.2e-5 apart (<= 2.3e-6 of the training update), reloaded logits <= 3e-7.
+LORA = dict(finetuning_type="lora", learning_rate=1e-2)
+LORA_CASES = {"language": {"freeze_multi_modal_projector": True}, "tower": {"freeze_vision_tower": False}}
+# Reloaded adapter logits, 2 ranks vs one process: as tests/distributed/test_distributed_engines.py, and under a tenth
+# of what the 3 training steps changed (asserted below).
+LOGIT_TOL = 1e-3
+
+# The 2-rank runs (per-device batch 1), by name: full fine-tuning under each engine (ZeRO-3 also keeps its sharded
+# checkpoint of the last step: `tunekit zero` must rebuild the VLM from it) and LoRA per engine and case.
+ENGINES = {"deepspeed": {"deepspeed": "z3"}, "fsdp": {"fsdp": "full_shard"}}
+SHARDED = {
+    "deepspeed": dict(per_device_train_batch_size=1, deepspeed="z3", save_strategy="steps", save_steps=STEPS),
+    "fsdp": dict(per_device_train_batch_size=1, fsdp="full_shard"),
+    **{
+        f"{name}_lora_{case}": dict(per_device_train_batch_size=1, **ENGINES[name], **LORA, **LORA_CASES[case])
+        for name, case in (("deepspeed", "language"), ("fsdp", "language"), ("deepspeed", "tower"))
+    },
+}
+LAUNCHED = "deepspeed"  # the module's one real launch; the other runs of SHARDED start in one batch
+
+
 @pytest.fixture(scope="module")
 def tiny_vlm(tmp_path_factory) -> Path:
     from tunekit.tiny.vlm import build_tiny_vlm
@@ -78,7 +109,18 @@ def runs(tiny_vlm, tmp_path_factory):
     data = tmp_path_factory.mktemp("vlm-dist-data")
     shutil.copytree(DEMO_DIR / "mllm_demo_data", data / "mllm_demo_data")
     write_dataset(data, "toy", RECORDS, ENTRY)
-    return run_cache(tiny_vlm, data, tmp_path_factory.mktemp("vlm-dist"), COMMON)
+    batch = {name: options for name, options in SHARDED.items() if name != LAUNCHED}
+    return run_cache(tiny_vlm, data, tmp_path_factory.mktemp("vlm-dist"), COMMON, (batch,))
+
+
+def _sharded(runs, name: str):
+    """The 2-rank run ``name`` of SHARDED: the real launch (tunekit's re-exec under torchrun, whose message is checked)
+    or a run of the batch."""
+    if name != LAUNCHED:
+        return runs(name, "batch")
+    out, proc = runs(name, "reexec", **SHARDED[name])
+    assert "tunekit: starting 2 processes with torchrun" in proc.stderr
+    return out, proc
 
 
 def _trained_alike(single: Path, other: Path, init: Path) -> None:
@@ -93,17 +135,14 @@ def _trained_alike(single: Path, other: Path, init: Path) -> None:
     assert not any(k.startswith(("model.visual.blocks.", "model.visual.patch_embed.")) for k in moved)
 
 
-@pytest.mark.parametrize("engine", [{"deepspeed": "z3"}, {"fsdp": "full_shard"}], ids=["zero3", "fsdp2"])
+@pytest.mark.parametrize("engine", list(ENGINES.values()), ids=["zero3", "fsdp2"])
 def test_a_vlm_trains_under_a_sharding_engine_as_in_one_process(runs, tiny_vlm, engine):
     single, _ = runs("single", "inprocess", per_device_train_batch_size=2)
     name = next(iter(engine))
-    # ZeRO-3 also keeps its sharded checkpoint of the last step: `tunekit zero` must rebuild the VLM from it
-    saves = {"save_strategy": "steps", "save_steps": STEPS} if name == "deepspeed" else {}
-    out, proc = runs(name, "reexec", per_device_train_batch_size=1, **engine, **saves)
-    assert "tunekit: starting 2 processes with torchrun" in proc.stderr
+    out, _ = _sharded(runs, name)
     assert_close(series(single), series(out), LOSS_TOL, f"{name} losses")
     _trained_alike(single, out, tiny_vlm)
-    if saves:
+    if "save_steps" in SHARDED[name]:
         _consolidated_equals_the_saved_folder(out / f"checkpoint-{STEPS}", out)
 
 
@@ -181,19 +220,6 @@ def test_text_only_samples_under_zero3_or_fsdp_are_refused_by_name(tiny_vlm, tmp
 
 
 # ------------------------------------------------------------------ LoRA on the VLM
-# LoRA at lr 1e-2 (as tests/distributed/test_distributed_engines.py). "language": adapters on the language model only
-# (the defaults: tower and projector frozen); "tower": freeze_vision_tower false, so ``lora_target: all`` also adapts
-# the tower's and the projector's linear layers (COMMON trains the projector), which ZeRO-3 partitions and gathers in
-# each rank's vision forward (run under ZeRO-3 only, to keep the suite's time: measured with FSDP2 too, where the
-# tower's adapters shard in the root's unit, it passed alike). Measured (3 steps, 2 ranks vs one process): adapters <=
-# 1.2e-5 apart (<= 2.3e-6 of the training update), reloaded logits <= 3e-7.
-LORA = dict(finetuning_type="lora", learning_rate=1e-2)
-LORA_CASES = {"language": {"freeze_multi_modal_projector": True}, "tower": {"freeze_vision_tower": False}}
-# Reloaded adapter logits, 2 ranks vs one process: as tests/distributed/test_distributed_engines.py, and under a tenth
-# of what the 3 training steps changed (asserted below).
-LOGIT_TOL = 1e-3
-
-
 def _image_inputs(model_dir: Path) -> dict:
     """A prompt with one demo image for Qwen2-VL from plain transformers: its image processor, and as many image pads
     as ``Qwen2VLProcessor`` expands (``image_grid_thw.prod() // merge_size**2``), which transformers cannot build here
@@ -236,8 +262,7 @@ def test_lora_on_a_vlm_under_a_sharding_engine_saves_the_one_process_adapter(run
     name = next(iter(engine))
     opts = {**LORA, **LORA_CASES[case]}
     single, _ = runs(f"single_lora_{case}", "inprocess", per_device_train_batch_size=2, **opts)
-    out, proc = runs(f"{name}_lora_{case}", "reexec", per_device_train_batch_size=1, **engine, **opts)
-    assert "tunekit: starting 2 processes with torchrun" in proc.stderr
+    out, proc = _sharded(runs, f"{name}_lora_{case}")
     assert_close(series(single), series(out), LOSS_TOL, f"LoRA {case} {name} losses")
     a, b = load_file(single / "adapter_model.safetensors"), load_file(out / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(t.numel() > 0 for t in b.values())  # gathered, not a rank's partition

@@ -139,3 +139,25 @@ def test_freeze_counts_the_dense_and_the_sparse_layer_of_the_tiny_deepseek(layer
     full = load_config(None, {**options, "finetuning_type": "full"})
     largest = count_params(shape, resolve_setup(full)).largest_trainable_tensor
     assert largest == max(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("target", ["all", "gate_proj,kv_b_proj"])
+def test_oft_on_the_tiny_deepseek_counts_each_layer_s_own_linears(target, tmp_path):
+    """OFT on tiny DeepSeek-V3 (layer 0 dense: mlp.gate_proj; layer 1 sparse: mlp.shared_experts.gate_proj): the plan
+    runs, its trainable parameters are those tunekit's model trains, and the adapted paths are those of both layers."""
+    from tunekit.model.moe import in_layer
+    from tunekit.plan.params import count_params
+    from tunekit.plan.training_setup import resolve_setup
+
+    folder = build_tiny_model(tmp_path / "model", like="deepseek-v3", seed=0)
+    options = {"model_name_or_path": str(folder), "template": "qwen", "finetuning_type": "oft"}
+    cfg = load_config(None, {**options, "oft_block_size": 8, "oft_target": target})
+    plan = make_plan(cfg, num_samples=100)
+    model = load_model(cfg, load_tokenizer(cfg), is_trainable=True)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert plan.params["trainable"] == plan.params["lora"] == trainable > 0
+    assert plan.time["total_flops"] > 0
+    built = {in_layer(n) for n, m in model.named_modules() if hasattr(m, "oft_R")}
+    assert {"mlp.gate_proj", "mlp.shared_experts.gate_proj"} <= built
+    counts = count_params(load_shape(None, str(folder)), resolve_setup(cfg))
+    assert sorted(counts.adapted_per_layer) == sorted(built)

@@ -1,4 +1,4 @@
-"""Messages beyond the schema's rules said in Chinese on the board (issue 31, item 6): the DeepSpeed file against the
+"""Messages beyond the schema's rules said in Chinese on the board: the DeepSpeed file against the
 options, LLaMA-Factory options tunekit refuses with their reasons, a LLaMA-Factory v1 config's refusals, and the Train
 tab's Save / Load results. Each is keyed (its English in ``config/problem_texts.py`` / ``problem_texts_v1.py``, its
 Chinese in ``webui/problems_zh.py`` / ``problems_zh_v1.py``); the English the CLI prints is unchanged, the Chinese has

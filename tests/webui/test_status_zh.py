@@ -1,4 +1,4 @@
-"""What the Chinese board still said in English (issue 31, item 6), said in Chinese with the one keyed mechanism: a
+"""What the Chinese board still said in English, said in Chinese with the one keyed mechanism: a
 failing handler's line (``webui/guard.py``), the memory planner's errors in the plan panel (keyed in ``plan/``, their
 templates in ``config/problem_texts_plan.py`` / ``webui/problems_zh_plan.py``), the runner's one-job refusal, the
 chat's failed replies and Unload, and the job status lines with a failed job's reason. The English is unchanged; the

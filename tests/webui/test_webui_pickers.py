@@ -1,4 +1,4 @@
-"""The Train tab's model and data pickers and its Start gate (issue 31, item 2), through the handlers Gradio calls.
+"""The Train tab's model and data pickers and its Start gate, through the handlers Gradio calls.
 
 Datasets are listed when the page opens, filtered by the stage (and by the model's media), each with its rows and
 format; a dataset cannot be picked twice; a local model folder suggests its family's template and says so; Start is

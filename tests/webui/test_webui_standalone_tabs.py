@@ -1,4 +1,4 @@
-"""Evaluate & predict, Chat and Export stand on their own (issue 31, item 4): each tab's command is built from its own
+"""Evaluate & predict, Chat and Export stand on their own: each tab's command is built from its own
 fields only (exact argv, equal to the command it shows), the checkpoint picker lists a run's checkpoint-N folders,
 "Use the Train tab's" copies the Train tab's values, evaluation carries no training option and keeps a loaded
 config's max_new_tokens. The tabs' own Gradio handlers are called with their inputs as Gradio passes them."""
@@ -11,6 +11,7 @@ import shlex
 import pytest
 
 from tests.browser_helpers import chromium_page, open_board, skip_without_browser
+from tests.helpers import demo_workspace
 from tunekit.webui.board import Board
 
 gr = pytest.importorskip("gradio")
@@ -21,11 +22,7 @@ def app(tmp_path_factory):
     """One board (its workspace: a data folder with dataset_info.json, a run with checkpoints) and its page."""
     from tunekit.webui.app import create_app
 
-    root = tmp_path_factory.mktemp("ws")
-    data = root / "data"
-    data.mkdir()
-    (data / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}))
-    (data / "demo.json").write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    root = demo_workspace(tmp_path_factory.mktemp("ws"))
     run = root / "saves" / "run"
     for step, kind in ((100, "adapter"), (2, "adapter"), (10, "model")):
         folder = run / f"checkpoint-{step}"

@@ -10,6 +10,7 @@ values and paths are values (or written as they are), never translated.
 
 from __future__ import annotations
 
+from .problem_texts_infer import ENGLISH_INFER, JOINS_INFER
 from .problem_texts_plan import ENGLISH_PLAN, JOINS_PLAN
 from .problem_texts_v1 import ENGLISH_V1, JOINS_V1
 
@@ -357,6 +358,7 @@ ENGLISH: dict[str, str] = {
     "board_job_running": "a job is already running on this board: stop it or wait for it to finish",
     **ENGLISH_V1,  # a LLaMA-Factory v1 config's refusals
     **ENGLISH_PLAN,  # the memory planner's errors the board shows
+    **ENGLISH_INFER,  # the inference engine's errors (the Chat tab, the API)
 }
 
 # placeholder → how a tuple of values is joined in English (a placeholder not named here takes no tuple)
@@ -377,4 +379,5 @@ JOINS: dict[str, str | tuple[str, str]] = {
     "optimizers": ", ",
     **JOINS_V1,
     **JOINS_PLAN,
+    **JOINS_INFER,
 }

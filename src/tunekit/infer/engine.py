@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Problem, Said, config_error
 from ..config.schema import Config
 from ..data.mm_plugins import load_plugin, resolve_media
 from ..data.pipeline import load_template
@@ -37,8 +38,8 @@ from ..model.loader import load_model, load_tokenizer
 from ..model.stops import generation_stops
 from .media_prompt import family_template, jinja_hint
 from .options import apply_seed, choice_seed, generation_options
-from .reasoning import ANSWER, THOUGHT, Part, keeps_markup, reply_splitter, split_reply
-from .stops import StopText
+from .reasoning import ANSWER, THOUGHT, Part, join_parts, keeps_markup, reply_splitter
+from .stops import ReplyStops
 from .turns import QUANTUM, RandomState, Turns
 from .untrusted import encode_untrusted, plain_messages
 
@@ -98,10 +99,8 @@ class Generation:
         self.engine = engine
         self.prompt_ids = prompt_ids
         self.media = media or {}  # a vision-language model's image inputs for this prompt (ChatEngine.render_media)
-        self.kwargs, user_stops, self.seed = generation_options(engine.cfg, gen)
-        self.stops = user_stops + engine.text_stops
+        self.kwargs, self.user_stops, self.seed = generation_options(engine.cfg, gen)
         self.text = self.reasoning = ""
-        self.splitter = engine.reply_splitter()
         self.completion_tokens = 0
         self.finish_reason = "stop"
         self.seconds = 0.0
@@ -132,9 +131,8 @@ class Generation:
     def parts(self) -> Iterator[Part]:
         """``(kind, text)`` deltas: ``reasoning`` while a reasoning model's thought streams, ``content`` for the
         answer (:mod:`tunekit.infer.reasoning`)."""
-        for delta in self._run():
-            yield from self._record(self.splitter.feed(delta))
-        yield from self._record(self.splitter.close())
+        for parts in self._run():
+            yield from self._record(parts)
 
     def _record(self, parts: list[Part]) -> list[Part]:
         for kind, text in parts:
@@ -144,7 +142,8 @@ class Generation:
                 self.text += text
         return parts
 
-    def _run(self) -> Iterator[str]:
+    def _run(self) -> Iterator[list[Part]]:
+        """The reply's parts as it streams, the stops applied (:class:`tunekit.infer.stops.ReplyStops`)."""
         import torch
 
         eng = self.engine
@@ -181,7 +180,7 @@ class Generation:
                 eng.lock.release(self)
                 streamer.end()
 
-        stop = StopText(self.stops)
+        stop = ReplyStops(eng.reply_splitter(), self.user_stops, eng.text_stops)
         ids: list[int] = []
         start = time.perf_counter()
         thread = threading.Thread(target=work, daemon=True, name="tunekit-generate")
@@ -195,17 +194,13 @@ class Generation:
                 text = eng.decode_reply(ids)
                 if text.endswith("\ufffd"):  # an incomplete UTF-8 character: wait for the next token
                     continue
-                delta = stop.emit(text)
-                if delta:
-                    yield delta
+                yield stop.feed(text)
                 if stop.hit:
                     break
             if errors:
                 raise errors[0]
             if not stop.hit:
-                delta = stop.emit(eng.decode_reply(ids), final=True)
-                if delta:
-                    yield delta
+                yield stop.feed(eng.decode_reply(ids), final=True)
         finally:
             cancel.set()
             thread.join()
@@ -234,10 +229,7 @@ class ChatEngine:
             cfg = cfg.model_copy(update={"template": family_template(cfg, folder_template)})
         if not cfg.template:
             if not getattr(tokenizer, "chat_template", None):
-                raise ConfigError(
-                    "template is not set and the tokenizer has no chat_template: set template "
-                    "(e.g. qwen, llama3; `tunekit templates` lists them)."
-                )
+                raise config_error("infer_no_template", ("template",))
             cfg = cfg.model_copy(update={"template": "jinja"})  # an exported folder carries its template
         self.cfg = cfg
         self.template = template if template is not None else load_template(cfg, tokenizer)
@@ -323,14 +315,10 @@ class ChatEngine:
         import torch
 
         if self.mm is None:
-            raise ConfigError(
-                jinja_hint(self.cfg, "images")
-                or (
-                    "images need a vision-language model with its multimodal template "
-                    "(qwen2_vl for Qwen2-VL / Qwen2.5-VL); "
-                    f"template '{self.cfg.template}' is text-only."
-                )
-            )
+            hint = jinja_hint(self.cfg, "images")
+            if hint:
+                raise ConfigError(hint, [Problem(hint, ("template",))])
+            raise config_error("infer_images_text_template", ("template",), template=self.cfg.template)
         paths = resolve_media(list(images), "images", Path.cwd(), "chat")
         msgs = [dict(m) for m in messages]
         placed = sum(str(m.get("content", "")).count("<image>") for m in msgs)
@@ -338,7 +326,7 @@ class ChatEngine:
             last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
             msgs[last]["content"] = "<image>" * len(paths) + msgs[last]["content"]
         elif placed != len(paths):
-            raise DataError(f"chat: {placed} <image> placeholder(s) in the messages but {len(paths)} image(s) given.")
+            raise DataError(Said("infer_image_placeholders", placed=placed, given=len(paths)))
         counts, k = self.mm.image_token_counts(paths, "chat"), 0
         for m in msgs:
             m["content"], k = self.mm.expand(m["content"], counts, k)
@@ -405,7 +393,6 @@ class ChatEngine:
         import torch
 
         kwargs, user_stops, seed = generation_options(self.cfg, gen)
-        stops = user_stops + self.text_stops
         width = max(len(p) for p in prompts)
         input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
@@ -434,9 +421,8 @@ class ChatEngine:
                 if t in self.stop_ids:
                     ended = True
                     break
-            stop = StopText(stops)
-            text = stop.emit(self.decode_reply(ids), final=True)
-            reasoning, answer = split_reply(self.template, text, self.cfg.enable_thinking)
+            stop = ReplyStops(self.reply_splitter(), user_stops, self.text_stops)
+            reasoning, answer = join_parts(stop.feed(self.decode_reply(ids), final=True))
             finish = "stop" if ended or stop.hit or len(ids) < kwargs["max_new_tokens"] else "length"
             results.append(Response(answer, len(prompt), len(ids), finish, reasoning))
         return results

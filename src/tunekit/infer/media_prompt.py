@@ -26,15 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said, config_error
 from ..config.schema import Config
 from ..data.mm_plugins import FAMILIES, model_type_of
 from ..data.processors.media import expand_messages
-from ..errors import ConfigError
 from .untrusted import Trusted
 
-#: media kind -> what one item of it is called, and several
+#: media kind -> what one item of it is called (errors say the kind with keyed parts: ``_media``, ``_item``)
 ITEM = {"images": "image", "videos": "video", "audios": "audio"}
-PLURAL = {"images": "images", "videos": "videos", "audios": "audio"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ def family_template(cfg: Config, chat_template: str | None = None) -> str | None
     return names[0] if len(names) == 1 else None
 
 
-def jinja_hint(cfg: Config, kind: str) -> str | None:
+def jinja_hint(cfg: Config, kind: str) -> Said | None:
     """Why ``template: jinja`` refuses media of a vision-language folder, naming the template to set; None otherwise.
 
     ``jinja`` renders the folder's own chat template with string contents, and the official VLM templates need typed
@@ -102,12 +101,24 @@ def jinja_hint(cfg: Config, kind: str) -> str | None:
     names = family_templates(model_type) if multimodal else []
     if not names:
         return None
-    choice = " or ".join(f"template: {t}" for t in names)
-    return (
-        f"template 'jinja' (the folder's own chat template) renders text only and does not expand {PLURAL[kind]}; "
-        f"{cfg.model_name_or_path} is a vision-language model (model_type '{model_type}'): set {choice}, whose "
-        f"prompts are the official chat template's with each {ITEM[kind]} expanded as the model's processor does."
+    return Said(
+        "infer_jinja_media",
+        media=_media(kind),
+        model=cfg.model_name_or_path,
+        model_type=model_type,
+        choice=tuple(f"template: {t}" for t in names),
+        item=_item(kind),
     )
+
+
+def _media(kind: str) -> Said:
+    """Several items of a media kind, in words ("images", "audio"; keyed so the board says it in its language)."""
+    return Said(f"part_media_{kind}")
+
+
+def _item(kind: str) -> Said:
+    """One item of a media kind, in words (:data:`ITEM`, keyed)."""
+    return Said(f"part_item_{kind}")
 
 
 def check_kinds(engine, kinds: dict[str, str]) -> None:
@@ -116,19 +127,25 @@ def check_kinds(engine, kinds: dict[str, str]) -> None:
     for kind, where in kinds.items():
         hint = jinja_hint(engine.cfg, kind) if engine.mm is None else None
         if hint:
-            raise ConfigError(f"{where}: {hint}")
+            raise config_error("infer_where", ("template",), where=where, error=hint)
         if engine.mm is None:
             vision, audio = family_examples()
-            raise ConfigError(
-                f"{where}: this model (template '{template}') is text only and cannot read {PLURAL[kind]}: "
-                f"use a vision-language model with its multimodal template ({', '.join(vision)}; "
-                f"{', '.join(audio)} for audio), or remove the {PLURAL[kind]}."
+            raise config_error(
+                "infer_text_only_model",
+                where=where,
+                template=template,
+                media=_media(kind),
+                vision=tuple(vision),
+                audio=tuple(audio),
             )
         if kind not in engine.mm.MEDIA:
-            readable = " and ".join(PLURAL[k] for k in engine.mm.MEDIA)
-            raise ConfigError(
-                f"{where}: the {engine.mm.NAME} family reads {readable} only, not {PLURAL[kind]}. "
-                f"Remove the {ITEM[kind]}, or serve a model of a family that reads {PLURAL[kind]}."
+            raise config_error(
+                "infer_family_media",
+                where=where,
+                family=engine.mm.NAME,
+                readable=tuple(_media(k) for k in engine.mm.MEDIA),
+                media=_media(kind),
+                item=_item(kind),
             )
 
 
@@ -155,10 +172,7 @@ def _inputs(engine, ids: list[int], media: dict[str, list[str]], runs: dict[str,
     want = sum(t in media_ids for t in run_ids)
     got = sum(t in media_ids for t in ids)
     if got != want:
-        raise ConfigError(
-            f"the prompt holds {got} media tokens but its media need {want}: the text spells media "
-            f"tokens (e.g. <|image_pad|>); remove them from the messages."
-        )
+        raise config_error("infer_media_tokens", got=got, want=want)
     extra = {k: media[k] for k in ("videos", "audios") if media[k]}
     return engine.mm.collate(media["images"], torch.tensor([ids]), **extra)
 

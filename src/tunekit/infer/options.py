@@ -6,8 +6,8 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from ..config.problems import config_error
 from ..config.schema import Config
-from ..errors import ConfigError
 
 #: per-call generation options (None = the config's value)
 GEN_OPTIONS = (
@@ -28,11 +28,11 @@ def generation_options(cfg: Config, gen: dict[str, Any]) -> tuple[dict[str, Any]
     """``(generate kwargs, stop strings, seed)`` from the config and per-call overrides."""
     unknown = [k for k in gen if k not in GEN_OPTIONS]
     if unknown:
-        raise ConfigError(f"unknown generation option(s) {', '.join(unknown)}; known: {', '.join(GEN_OPTIONS)}.")
+        raise config_error("infer_unknown_gen_options", unknown=tuple(unknown), known=GEN_OPTIONS)
     val = {k: (gen[k] if gen.get(k) is not None else getattr(cfg, k, None)) for k in GEN_OPTIONS if k != "seed"}
     val["seed"] = gen["seed"] if gen.get("seed") is not None else getattr(cfg, "generation_seed", None)
     if int(val["max_new_tokens"]) < 1:
-        raise ConfigError(f"max_new_tokens must be at least 1, got {val['max_new_tokens']}.")
+        raise config_error("infer_max_new_tokens", ("max_new_tokens",), value=val["max_new_tokens"])
     sample = bool(val["do_sample"]) and float(val["temperature"]) > 0
     kwargs: dict[str, Any] = dict(
         max_new_tokens=int(val["max_new_tokens"]),

@@ -20,7 +20,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from ..config.problems import config_error
 
 
 class Trusted(str):
@@ -69,10 +69,7 @@ def encode_untrusted(
 
         token = first_special(tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False), specials)
         if token:
-            raise ConfigError(
-                f"the tool definitions contain the control token {token!r}; remove it (tool names, "
-                f"descriptions and schemas cannot carry control tokens)."
-            )
+            raise config_error("infer_tools_control_token", token=repr(token))
     hits = [
         i for i, ps in enumerate(pieces) if any(not isinstance(p, Trusted) and first_special(p, specials) for p in ps)
     ]
@@ -91,10 +88,7 @@ def encode_untrusted(
     for i in hits:
         if wrapped[i]["role"] == "function_call":  # JSON the template re-formats: its text cannot be kept apart
             token = first_special(wrapped[i]["content"], specials)
-            raise ConfigError(
-                f"messages[{i}]: a tool call contains the control token {token!r}; remove it "
-                f"(tool-call arguments cannot carry control tokens)."
-            )
+            raise config_error("infer_tool_call_control_token", index=i, token=repr(token))
         wrapped[i]["content"] = "".join(
             wrap(p) if not isinstance(p, Trusted) and first_special(p, specials) else p for p in pieces[i]
         )
@@ -111,10 +105,11 @@ def encode_untrusted(
             (system or "") if system_hit else "".join(p for p in pieces[hits[0]] if not isinstance(p, Trusted))
         )
         token = first_special(client_text, specials)
-        raise ConfigError(
-            f"the text of messages[{hits[0] if hits else 'system'}] holds the control token {token!r} and "
-            f"template '{getattr(template, 'name', '?')}' rewrites that text, so it cannot be encoded as "
-            f"ordinary text; remove the control token from the message."
+        raise config_error(
+            "infer_message_control_token",
+            where=hits[0] if hits else "system",
+            token=repr(token),
+            template=getattr(template, "name", "?"),
         )
     ids: list[int] = []
     pos = 0

@@ -17,6 +17,7 @@ from ..config.problems import Said
 from ..config.schema import Config
 from ..errors import ModelError
 from ..model.loader import is_local_path, load_model_config
+from ..model.moe import MoeLayout, moe_layout
 from ..model.multimodal import is_multimodal_config, model_class
 from .builtin_shapes import builtin_key, builtin_names, find_builtin
 from .latent_attention import latent_dims
@@ -322,9 +323,9 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
     layers = _decoder_layers(base, within)
     if layers is None:
         raise ModelError(Said("plan_no_layers", name=name))
-    sparse = [
-        i for i, layer in enumerate(layers) if any(n.split(".")[-1] == "experts" for n, _ in layer.named_modules())
-    ]
+    layers_path = next(n for n, m in base.named_modules() if m is layers)
+    layout = moe_layout(base)
+    sparse = _sparse_layer_ids(layout, layers_path)
     dense = tuple(i for i in range(len(layers)) if i not in sparse) if sparse else ()
     layer0 = layers[sparse[0]] if sparse else layers[0]  # a sparse layer stands for the rest; dense ones apart
     linears = _layer_linears(layer0)
@@ -336,7 +337,6 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
     embed_params = emb.weight.numel()
     lm_head_params = 0 if (tied or out is None) else sum(p.numel() for p in out.parameters())
     total, tensors = _count_unique(base, within)
-    layers_path = next(n for n, m in base.named_modules() if m is layers)
     others, largest = _outside_layers(base, layers_path, within)
     heads = int(cfg.num_attention_heads)
     hidden = int(cfg.hidden_size)
@@ -372,12 +372,19 @@ def shape_from_model(name: str, model, within: tuple[str, ...] | None = None) ->
         logit_softcap=bool(getattr(cfg, "final_logit_softcapping", None)),
         attn_softcap=bool(getattr(cfg, "attn_logit_softcapping", None)),
         layers_path=layers_path,
-        moe=moe_counts(base, total, within),
+        moe=moe_counts(base, layout, total, within),
         dense_layers=dense,
         dense_linears=tuple(_layer_linears(layers[dense[0]])) if dense else (),
         dense_param_names=tuple((n, p.numel()) for n, p in _layer_named(layers[dense[0]])) if dense else (),
         latent=latent_dims(cfg),
     )
+
+
+def _sparse_layer_ids(layout: MoeLayout | None, layers_path: str) -> list[int]:
+    """The decoder layers (by index) holding one of the sparse-MoE blocks ``model/moe.py`` finds, in order."""
+    prefix = layers_path + "."
+    blocks = layout.blocks if layout is not None else ()
+    return sorted({int(b[len(prefix) :].split(".")[0]) for b in blocks if b.startswith(prefix)})
 
 
 def _layer_named(layer) -> list:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model.moe import in_layer, moe_layout, peft_remapped_linears
+from ..model.moe import MoeLayout, in_layer, peft_remapped_linears
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,9 @@ class MoeCounts:
         }
 
 
-def moe_counts(model, total: int, within: tuple[str, ...] | None = None) -> MoeCounts | None:
-    """The experts of a (meta) causal LM whose language model has ``total`` parameters; None for a dense model."""
-    layout = moe_layout(model)
+def moe_counts(model, layout: MoeLayout | None, total: int, within: tuple[str, ...] | None = None) -> MoeCounts | None:
+    """The experts (``layout``: ``model/moe.moe_layout``) of a (meta) causal LM whose language model has ``total``
+    parameters; None for a dense model."""
     if layout is None or not layout.blocks:
         return None
     blocks = [b for b in layout.blocks if within is None or any(b == p or b.startswith(p + ".") for p in within)]

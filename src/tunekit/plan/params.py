@@ -29,7 +29,7 @@ class ParamCounts:
     frozen_linear_out_rows: int  # their output rows (8-bit keeps one fp32 scale per row)
     frozen_other: int  # every other frozen parameter (embeddings, norms, biases, lm_head)
     lora: int  # adapter parameters (part of trainable)
-    adapted_per_layer: tuple[str, ...]  # paths of the adapted Linear modules in one layer
+    adapted_per_layer: tuple[str, ...]  # adapted Linear paths inside a layer, of every structure (MoE dense ones)
     trainable_layer_ids: tuple[int, ...]  # layers with trainable weights (all for full/LoRA)
     largest_trainable_tensor: int
     media_grad: bool = False  # a VLM's vision side trains: the image embeddings entering the LM need a gradient
@@ -217,11 +217,12 @@ def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
     tensor), ``b = oft_block_size`` or ``in / oft_rank``."""
     rank, block, targets = setup.oft
     L = shape.layers
-    adapted = tuple(lin.path for lin in shape.linears if targets is None or lin.name in targets)
     params = tensors = largest = 0
+    adapted: dict[str, None] = {}  # the adapted paths of every layer structure (an MoE model's dense layers too)
     for view, count in shape.variants():
         for lin in view.linears:
             if targets is None or lin.name in targets:
+                adapted[lin.path] = None
                 b = block or lin.in_features // max(rank, 1)
                 n = (lin.in_features // b) * (b * (b - 1) // 2)
                 params, tensors, largest = params + n * count, tensors + count, max(largest, n)
@@ -233,7 +234,7 @@ def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
         rows,
         shape.total_params - frozen_linear,
         params,
-        adapted,
+        tuple(adapted),
         tuple(range(L)),
         largest,
     )

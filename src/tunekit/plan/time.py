@@ -10,7 +10,7 @@ from .params import ParamCounts, layer_linears
 from .training_setup import Setup
 
 # Assumed MFU (share of the GPU's dense bf16 peak that training reaches); see docs/memory-model.md.
-MFU = {"full": 0.40, "freeze": 0.40, "lora": 0.35, "qlora": 0.25, "ptuning": 0.35, "prompt": 0.35}
+MFU = {"full": 0.40, "freeze": 0.40, "lora": 0.35, "oft": 0.35, "qlora": 0.25, "ptuning": 0.35, "prompt": 0.35}
 
 
 def active_matmul_params(shape: ModelShape) -> int:
@@ -42,7 +42,7 @@ def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_le
     if setup.finetuning_type == "full":
         backward = 2 * forward
         recompute = recomputed * (2 * N_L + F_att) if setup.grad_ckpt else 0.0
-    elif setup.finetuning_type in ("lora", "ptuning", "prompt"):  # ptuning/prompt: counts.lora is 0
+    elif setup.finetuning_type in ("lora", "oft", "ptuning", "prompt"):  # counts.lora: the adapter; ptuning/prompt 0
         backward = (
             2 * N_L + 2 * N_H + 2 * F_att + 6 * counts.lora / 1
         )  # input grads everywhere, weight grads for adapters

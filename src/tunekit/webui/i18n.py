@@ -118,7 +118,6 @@ TEXT: dict[str, dict[str, str]] = {
     "plan_need_model": {"en": "Set model_name_or_path to see the plan.", "zh": "请先填写 model_name_or_path。"},
     "invalid": {"en": "Fix these options first:", "zh": "请先修正以下参数："},
     "valid": {"en": "Options are valid.", "zh": "参数有效。"},
-    "busy": {"en": "A job is already running on this board.", "zh": "已有任务在运行。"},
     "idle": {"en": "No job yet.", "zh": "尚无任务。"},
     # eval tab
     "eval_do_eval": {"en": "Evaluate (loss)", "zh": "评估（损失）"},

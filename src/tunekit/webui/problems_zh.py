@@ -14,6 +14,7 @@ from __future__ import annotations
 from tunekit.config.messages import Keyed, render
 from tunekit.config.problem_texts import ENGLISH, JOINS
 
+from .problems_zh_infer import JOINS_ZH_INFER, ZH_INFER
 from .problems_zh_plan import JOINS_ZH_PLAN, ZH_PLAN
 from .problems_zh_v1 import JOINS_ZH_V1, ZH_V1
 
@@ -320,6 +321,7 @@ ZH: dict[str, str] = {
     "board_job_running": "面板上已有任务在运行：请先停止它，或等它结束",
     **ZH_V1,  # a LLaMA-Factory v1 config's refusals
     **ZH_PLAN,  # the memory planner's errors
+    **ZH_INFER,  # the inference engine's errors (the Chat tab)
 }
 
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts.JOINS)
@@ -340,6 +342,7 @@ JOINS_ZH: dict[str, str | tuple[str, str]] = {
     "optimizers": "、",
     **JOINS_ZH_V1,
     **JOINS_ZH_PLAN,
+    **JOINS_ZH_INFER,
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import gradio as gr
 
+from tunekit.config.problems import Said
 from tunekit.config.secrets import mask_secrets
 from tunekit.errors import TunekitError
 
@@ -18,7 +19,7 @@ from ..command import command_line
 from ..form import FormView
 from ..i18n import t
 from ..paths import safe_message
-from ..problems_zh import say_error
+from ..problems_zh import say, say_error
 from . import Page, errors_md, follow_train_load
 from . import jobs as job_area
 from . import source as model_source
@@ -166,7 +167,7 @@ def wire(page: Page, tab: EvalTab, train=None, demo=None) -> None:
         if problem:
             return {**out, tab.errors: problem}
         if board.runner.busy:
-            return {**out, tab.errors: f"⚠ {t('busy', data[page.lang_radio])}"}
+            return {**out, tab.errors: f"⚠ {say(Said('board_job_running'), data[page.lang_radio])}"}
         board.start_job("train", vals, vals["output_dir"], kind="eval")
         return {**out, tab.errors: ""}
 

@@ -19,7 +19,7 @@ from ..command import command_line, verb_line
 from ..form import FormView, make_widget
 from ..i18n import t
 from ..paths import PathRefused, safe_message
-from ..problems_zh import say_error
+from ..problems_zh import say, say_error
 from . import Page, errors_md
 from . import jobs as job_area
 from . import source as model_source
@@ -146,7 +146,7 @@ def wire(page: Page, tab: ExportTab, train=None, demo=None) -> None:
         if problem:
             return out
         if board.runner.busy:
-            return {**out, tab.errors: f"⚠ {t('busy', data[page.lang_radio])}"}
+            return {**out, tab.errors: f"⚠ {say(Said('board_job_running'), data[page.lang_radio])}"}
         board.start_export(vals)
         return out
 
@@ -160,7 +160,7 @@ def wire(page: Page, tab: ExportTab, train=None, demo=None) -> None:
             return {tab.errors: f"⚠ {safe_message(say_error(exc, data[page.lang_radio]))}"}
         out = {tab.command: verb_line("verify", args), tab.errors: ""}
         if board.runner.busy:
-            return {**out, tab.errors: f"⚠ {t('busy', data[page.lang_radio])}"}
+            return {**out, tab.errors: f"⚠ {say(Said('board_job_running'), data[page.lang_radio])}"}
         board.runner.start("verify", args, args[0], kind="verify", env=board.job_env())
         return out
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import gradio as gr
 
+from tunekit.config.problems import Said
 from tunekit.errors import TunekitError
 
 from .. import backend as adapters
@@ -15,7 +16,7 @@ from ..board import format_plan
 from ..form import FormView
 from ..i18n import t
 from ..paths import safe_message
-from ..problems_zh import say_error
+from ..problems_zh import say, say_error
 from ..sections import BASIC_FIELDS
 from ..validation import Validation
 from . import Page, errors_md
@@ -332,7 +333,11 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
         check, cmd, yml = board.preview(values, notes=notes)
         shown = {tab.command: cmd, tab.yaml: yml}
         if board.runner.busy:
-            return {**form.update_map(check=check, lang=lang), tab.errors: f"⚠ {t('busy', lang)}", **shown}
+            return {
+                **form.update_map(check=check, lang=lang),
+                tab.errors: f"⚠ {say(Said('board_job_running'), lang)}",
+                **shown,
+            }
         gate = pick.start_update(page, tab, check, lang)
         if gate[tab.start_reason]:  # the button is off; a client calling the event anyway gets the reason
             return {**form.update_map(check=check, lang=lang), tab.errors: errors_md(check, lang), **shown, **gate}
