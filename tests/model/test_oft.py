@@ -59,7 +59,8 @@ def test_oft_is_identity_before_training_and_planned_exactly(tiny_qwen, tmp_path
     from tunekit.plan.params import count_params
     from tunekit.plan.training_setup import resolve_setup
 
-    for opts in (dict(oft_block_size=16), dict(oft_rank=4, oft_block_size=0, oft_target="q_proj,down_proj")):
+    # oft_rank alone: it wins over oft_block_size's default (peft takes exactly one of the two)
+    for opts in (dict(oft_block_size=16), dict(oft_rank=4, oft_target="q_proj,down_proj")):
         cfg = load_config(
             None, {"model_name_or_path": str(tiny_qwen), "template": "qwen", "finetuning_type": "oft", **opts}
         )
@@ -108,7 +109,13 @@ def test_a_block_size_that_does_not_divide_the_layers_is_refused_before_training
     data = tmp_path / "data"
     write_dataset(data, "toy", alpaca_records(4))
     out = tmp_path / "oft"
+    cfg = load_config(None, base_config(tiny_qwen, data, out, finetuning_type="oft", max_steps=1, **opts))
     with pytest.raises(ConfigError) as err:
-        run_train(load_config(None, base_config(tiny_qwen, data, out, finetuning_type="oft", max_steps=1, **opts)))
+        run_train(cfg)
     assert str(err.value) == message
     assert not out.exists() or not any(out.iterdir())  # nothing written
+    from tunekit.plan import make_plan
+
+    with pytest.raises(ConfigError) as err:  # the plan refuses what the run refuses, by the same rule
+        make_plan(cfg, gpu_memory_gib=80, num_samples=4, seq_len=32)
+    assert str(err.value) == message

@@ -125,7 +125,8 @@ HELP_ZH: dict[str, str] = {
     "freeze_trainable_modules": "冻结训练：这些层中参与训练的模块，逗号分隔（all = 全部模块）。",
     "freeze_extra_modules": "冻结训练：层之外额外训练的模块（如 `embed_tokens,norm`）。",
     "use_llama_pro": "LLaMA Pro：只训练 `tunekit expand-blocks` 插入的扩展块（需要 finetuning_type: freeze）。",
-    "oft_rank": "OFT：每个权重的正交块数（0 = 由 oft_block_size 推出；二者设其一）。",
+    "oft_rank": "OFT：每个权重的正交块数（0 = 由 oft_block_size 推出；二者设其一："
+    "设置了 oft_rank 时不再使用 oft_block_size 的默认值）。",
     "oft_block_size": "OFT：每个正交块的大小（0 = 由 oft_rank 推出）。",
     "oft_target": "OFT：添加正交适配器的线性模块（all = 除 LM 头外的全部线性层），逗号分隔。",
     "module_dropout": "OFT：训练时整块的乘性 dropout。",

@@ -74,6 +74,12 @@ def oft_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
         yield problem("oft_sizes_both", ("oft_rank", "oft_block_size"), rank=cfg.oft_rank, block=cfg.oft_block_size)
 
 
+def oft_sizes(cfg: Config) -> tuple[int, int]:
+    """peft's ``(r, oft_block_size)`` for OFT: peft takes exactly one of the two, so a set ``oft_rank`` wins over
+    ``oft_block_size``'s default (both given is refused by :func:`oft_problems`)."""
+    return (cfg.oft_rank, 0) if cfg.oft_rank else (0, cfg.oft_block_size)
+
+
 # P-Tuning v2 and prompt tuning (model/prompt_adapters.py): their options, the stages and features they work with.
 PROMPT_METHOD_NAMES = {"ptuning": Said("part_method_ptuning"), "prompt": Said("part_method_prompt")}
 # stages whose loss reads each input position's log-prob or score: prompt tuning's virtual tokens shift them

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from ..config.lists import split_list
+from ..config.method_rules import oft_sizes
 from ..config.schema import Config
 from ..errors import ConfigError, ModelError
 from .expand import llama_pro_layer_ids
@@ -191,11 +192,12 @@ def oft_config(cfg: Config, model) -> Any:
     from peft import OFTConfig, TaskType
 
     targets = adapter_targets(model, cfg, "oft_target")  # the one selection: nothing inside a frozen part
-    check_oft_blocks(cfg, adapted_layers(model, targets))
+    rank, block = oft_sizes(cfg)
+    check_oft_blocks(rank, block, [shape[0] for shape in adapted_layers(model, targets).values()])
     return OFTConfig(
         task_type=TaskType.CAUSAL_LM,
-        r=cfg.oft_rank,
-        oft_block_size=cfg.oft_block_size,
+        r=rank,
+        oft_block_size=block,
         target_modules=targets,
         module_dropout=cfg.module_dropout,
         modules_to_save=modules_to_save(model, cfg),
@@ -219,12 +221,12 @@ def check_lora_rank(rank: int, layers: dict[str, tuple[int, int]]) -> None:
         )
 
 
-def check_oft_blocks(cfg: Config, layers: dict[str, tuple[int, int]]) -> None:
-    """OFT splits each adapted layer's input into blocks: oft_block_size (or oft_rank, the number of blocks) must
-    divide every input width, or peft silently picks another size per layer (a warning, and not the run that was asked
-    for)."""
-    option, value = ("oft_block_size", cfg.oft_block_size) if cfg.oft_rank == 0 else ("oft_rank", cfg.oft_rank)
-    widths = sorted({shape[0] for shape in layers.values()})
+def check_oft_blocks(rank: int, block: int, in_widths) -> None:
+    """OFT splits each adapted layer's input into blocks: oft_block_size (or oft_rank, the number of blocks; the pair
+    is :func:`~tunekit.config.method_rules.oft_sizes`) must divide every input width, or peft silently picks another
+    size per layer (a warning, and not the run that was asked for). The planner applies the same rule."""
+    option, value = ("oft_block_size", block) if rank == 0 else ("oft_rank", rank)
+    widths = sorted(set(in_widths))
     bad = [w for w in widths if w % value or value > w]
     if bad:
         import math

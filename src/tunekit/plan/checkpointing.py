@@ -225,6 +225,8 @@ def _decision(cfg: Config, gpu, world_size, longest_row, machine=None) -> Checkp
                 media_patches=setup.micro_batch * media.patches, largest_image_patches=media.image_patches
             )
         return planned_at(decide_for(shape, setup, gpu, local), setup, source)
+    except ConfigError:
+        raise  # the config's own problem (one the run refuses too, e.g. an OFT block size): said as it is
     except (TunekitError, OSError, ValueError, KeyError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(

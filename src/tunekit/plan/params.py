@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from ..config.problems import Said
 from ..errors import ConfigError
 from ..model.expand import llama_pro_layer_ids
+from ..model.finetuning import check_oft_blocks
 from .architectures import ModelShape
 from .moe import expert_lora
 from .optimizer_states import custom_state_bytes
@@ -219,13 +220,14 @@ def _count_oft(shape: ModelShape, setup: Setup) -> ParamCounts:
     L = shape.layers
     params = tensors = largest = 0
     adapted: dict[str, None] = {}  # the adapted paths of every layer structure (an MoE model's dense layers too)
-    for view, count in shape.variants():
-        for lin in view.linears:
-            if targets is None or lin.name in targets:
-                adapted[lin.path] = None
-                b = block or lin.in_features // max(rank, 1)
-                n = (lin.in_features // b) * (b * (b - 1) // 2)
-                params, tensors, largest = params + n * count, tensors + count, max(largest, n)
+    chosen = [(lin, count) for view, count in shape.variants() for lin in view.linears]
+    chosen = [(lin, count) for lin, count in chosen if targets is None or lin.name in targets]
+    check_oft_blocks(rank, block, [lin.in_features for lin, _count in chosen])  # what the run refuses, refused here
+    for lin, count in chosen:
+        adapted[lin.path] = None
+        b = block or lin.in_features // rank
+        n = (lin.in_features // b) * (b * (b - 1) // 2)
+        params, tensors, largest = params + n * count, tensors + count, max(largest, n)
     frozen_linear, rows = layer_linears(shape)
     return ParamCounts(
         params,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from ..config.engines import DEEPSPEED_PRESETS
 from ..config.lists import split_list
+from ..config.method_rules import oft_sizes
 from ..config.schema import Config
 from ..train.decisions import decide_features
 from ..train.engines.deepspeed_config import read_deepspeed
@@ -267,7 +268,7 @@ def resolve_setup(
         host=decisions.machine.kind == "cpu",
         heap_guard=decisions.heap_guard.on,
         vision_freeze=(cfg.freeze_vision_tower, cfg.freeze_multi_modal_projector, cfg.freeze_language_model),
-        oft=(cfg.oft_rank, cfg.oft_block_size, None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target))
+        oft=(*oft_sizes(cfg), None if cfg.oft_target.strip() == "all" else _split(cfg.oft_target))
         if cfg.finetuning_type == "oft"
         else (),
         prompt=prompt_setup(cfg),

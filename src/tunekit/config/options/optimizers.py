@@ -156,7 +156,7 @@ class OptimizerOptions(OptionGroup):
         0,
         ge=0,
         description="OFT: number of orthogonal blocks per weight (0 = derived from oft_block_size; set one "
-        "of the two).",
+        "of the two: a set oft_rank replaces oft_block_size's default).",
         only="oft",
     )
     oft_block_size: int = option(
