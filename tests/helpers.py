@@ -166,6 +166,28 @@ def padded_lm_batch(vocab: int):
 SHAREGPT_ROLE = {"system": "system", "user": "human", "assistant": "gpt"}
 
 
+def prepare_jsonl(model: Path, tmp_path: Path, records: list[dict], stage: str = "sft", name: str = "data", **options):
+    """``records`` written as a jsonl file and named by its path (as LLaMA-Factory v1 datasets are), prepared by
+    tunekit's pipeline for ``stage``: the prepared data and the tokenizer."""
+    from tunekit.config import load_config
+    from tunekit.data.pipeline import prepare_datasets
+    from tunekit.model.loader import load_tokenizer
+
+    folder = tmp_path / name
+    path = write_dataset(folder, name, records, suffix=".jsonl")
+    values = {
+        "model_name_or_path": str(model),
+        "dataset": str(path),
+        "dataset_dir": str(folder),
+        "output_dir": str(tmp_path / "out"),
+        "cutoff_len": 1024,
+        "stage": stage,
+    }
+    cfg = load_config(None, values | options)
+    tok = load_tokenizer(cfg)
+    return prepare_datasets(cfg, tok, stage), tok
+
+
 def sft_row(folder: Path, tmp_path: Path, template: str, messages: list[dict], **options) -> tuple[dict, Any]:
     """One conversation (``role`` / ``content`` messages) written as a sharegpt dataset and prepared by tunekit's
     sft pipeline with ``template``: its row (``input_ids``, ``labels``) and the tokenizer, to pin against the

@@ -12,11 +12,9 @@ import json
 
 import pytest
 
-from tests.helpers import CHAT_TEMPLATES, write_dataset
-from tunekit.config import load_config
+from tests.helpers import CHAT_TEMPLATES, prepare_jsonl, write_dataset
 from tunekit.data.dataset_info import ALPACA_COLUMNS, SHAREGPT_TAGS, DatasetAttr, resolve_datasets
 from tunekit.data.formats import RecordError, convert_record
-from tunekit.data.pipeline import prepare_datasets
 from tunekit.data.readers import RawRecord, read_records
 
 IGNORE = -100
@@ -51,24 +49,7 @@ def call(name, **arguments):
 
 def _data(model, tmp_path, records, stage="sft", name="v1", **opts):
     """Tokenize ``records`` (a jsonl file given by path, as LLaMA-Factory v1 datasets are) with the pipeline."""
-    from tunekit.model.loader import load_tokenizer
-
-    folder = tmp_path / name
-    path = write_dataset(folder, name, records, suffix=".jsonl")
-    cfg = load_config(
-        None,
-        {
-            "model_name_or_path": str(model),
-            "dataset": str(path),
-            "dataset_dir": str(folder),
-            "output_dir": str(tmp_path / "out"),
-            "cutoff_len": 1024,
-            "stage": stage,
-            **opts,
-        },
-    )
-    tok = load_tokenizer(cfg)
-    return prepare_datasets(cfg, tok, stage), tok
+    return prepare_jsonl(model, tmp_path, records, stage, name=name, **opts)
 
 
 def _expected(tok, pieces):

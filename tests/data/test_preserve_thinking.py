@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import CHAT_TEMPLATES, write_dataset
+from tests.helpers import CHAT_TEMPLATES, prepare_jsonl
 from tunekit.config import load_config
-from tunekit.data.pipeline import prepare_datasets
 from tunekit.errors import ConfigError
 
 IGNORE = -100
@@ -67,24 +66,7 @@ def tok(tiny_qwen3):
 
 
 def _prepare(model, tmp_path, records, stage="sft", **opts):
-    from tunekit.model.loader import load_tokenizer
-
-    folder = tmp_path / "data"
-    path = write_dataset(folder, "think", records, None, ".jsonl")
-    cfg = load_config(
-        None,
-        {
-            "model_name_or_path": str(model),
-            "dataset": str(path),
-            "dataset_dir": str(folder),
-            "output_dir": str(tmp_path / "out"),
-            "stage": stage,
-            "template": "qwen3",
-            "cutoff_len": 1024,
-            **opts,
-        },
-    )
-    return prepare_datasets(cfg, load_tokenizer(cfg), stage)
+    return prepare_jsonl(model, tmp_path, records, stage, name="think", **{"template": "qwen3", **opts})[0]
 
 
 def _official(tok, messages, *, generation: bool, thinking: bool = True, preserve: bool = False) -> list[int]:

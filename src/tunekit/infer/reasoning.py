@@ -39,8 +39,9 @@ HARMONY_FINAL = ("<|return|>", "<|call|>")
 HARMONY_MARKERS = (HARMONY_MESSAGE, HARMONY_CHANNEL, "<|constrain|>", *HARMONY_ENDS)
 
 
-def _held(text: str, markers: tuple[str, ...]) -> int:
-    """How many characters at the end of ``text`` could be the start of one of ``markers`` (kept back)."""
+def held_back(text: str, markers: Iterable[str]) -> int:
+    """How many characters at the end of ``text`` could be the start of one of ``markers`` (kept back until the next
+    piece decides): a marker split across pieces, or a stop string (:class:`tunekit.infer.stops.StopText`)."""
     keep = 0
     for marker in markers:
         for k in range(min(len(marker) - 1, len(text)), 0, -1):
@@ -105,7 +106,7 @@ class ThinkSplitter:
                 self.pending = self.pending[cut + len(THINK_CLOSE) :]
                 self._switch("answer")
                 continue
-            safe = len(self.pending) - _held(self.pending, (THINK_CLOSE,))
+            safe = len(self.pending) - held_back(self.pending, (THINK_CLOSE,))
             safe = len(self.pending[:safe].rstrip("\n"))  # trailing newlines: dropped if the thought closes next
             self._emit(THOUGHT, self.pending[:safe], out)
             self.pending = self.pending[safe:]
@@ -145,7 +146,7 @@ class HarmonySplitter:
                 continue
             ends = [(i, m) for m in HARMONY_ENDS if (i := self.pending.find(m)) >= 0]
             if not ends:
-                safe = len(self.pending) - _held(self.pending, HARMONY_ENDS)
+                safe = len(self.pending) - held_back(self.pending, HARMONY_ENDS)
                 if safe:
                     out.append((self.kind, self.pending[:safe]))
                 self.pending = self.pending[safe:]

@@ -16,7 +16,7 @@ hosted APIs, which scope stop sequences to the content.
 
 from __future__ import annotations
 
-from .reasoning import ANSWER, Part
+from .reasoning import ANSWER, Part, held_back
 
 
 class StopText:
@@ -27,16 +27,6 @@ class StopText:
         self.sent = 0
         self.hit = False
 
-    def _safe_end(self, text: str) -> int:
-        """Length of ``text`` that cannot be the start of a stop string."""
-        keep = 0
-        for stop in self.stops:
-            for k in range(min(len(stop) - 1, len(text)), 0, -1):
-                if text.endswith(stop[:k]):
-                    keep = max(keep, k)
-                    break
-        return len(text) - keep
-
     def emit(self, text: str, final: bool = False) -> str:
         if self.hit:
             return ""
@@ -45,7 +35,7 @@ class StopText:
             self.hit = True
             end = cut
         else:
-            end = len(text) if final else self._safe_end(text)
+            end = len(text) if final else len(text) - held_back(text, self.stops)
         if end <= self.sent:
             return ""
         out, self.sent = text[self.sent : end], end
