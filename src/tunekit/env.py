@@ -20,6 +20,10 @@ FALSE = ("0", "false", "no", "off")
 # button (a SIGINT to the job's process group) would then do nothing.
 RESET_SIGINT_ENV = "TUNEKIT_RESET_SIGINT"
 
+# Set by the web board for its jobs: the file a failing ``tunekit`` writes its keyed error to (keys and values, as
+# JSON), so the board says the job's reason in the page's language (``cli/verbs.py``, ``webui/problems_zh.py``).
+ERROR_FILE_ENV = "TUNEKIT_ERROR_FILE"
+
 
 def restore_sigint_if_asked() -> None:
     """Python installs its KeyboardInterrupt handler only when SIGINT was not ignored at start-up: install it."""

@@ -17,7 +17,6 @@ from transformers import AutoTokenizer
 from tests.helpers import official_render, sft_row
 from tunekit.data.templates import get_template, harmony, list_templates
 from tunekit.data.templates.jinja_export import official_jinja
-from tunekit.errors import ConfigError
 from tunekit.tiny.text import build_tiny_model
 
 IGNORE = -100
@@ -125,9 +124,3 @@ def test_a_reply_without_a_thought_trains_no_analysis_message(gpt_oss, tmp_path)
     row, tok = sft_row(gpt_oss, tmp_path, "gpt_oss", plain)
     assert row["input_ids"] == official_render(tok, plain)
     assert tok.decode([t for t in row["labels"] if t != IGNORE]) == "<|channel|>final<|message|>It is 4.<|return|>"
-
-
-def test_tools_are_refused_by_name():
-    tools = '[{"name": "add", "description": "Add.", "parameters": {"type": "object", "properties": {}}}]'
-    with pytest.raises(ConfigError, match="template 'gpt_oss' cannot express tools"):
-        get_template("gpt_oss").render_prompt(TURNS[:1], tools=tools)

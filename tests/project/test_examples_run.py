@@ -8,7 +8,8 @@ option — method, stage, LoRA and quantization settings, losses, precision — 
 
 Not run here: examples/optimizers/ (tests/train/test_optimizer_examples.py runs those), examples/quickstart.yaml
 (tests/project/test_quickstart.py trains it through examples/quickstart.py), the GPTQ example
-(tests/export/test_gptq_export.py exports with it, in llm-compressor's own environment), and the multi-GPU
+(tests/export/test_gptq_export.py exports with it, in llm-compressor's own environment), the LoRA example on its
+GPTQ base (tests/model/test_compressed_base_qlora.py trains it on a compressed-tensors tiny base), and the multi-GPU
 examples, which need several processes: they are loaded and planned for 2 GPUs (the engine decision the launcher
 takes, memory per device); the 2-process gloo runs of DDP, DeepSpeed and FSDP are tests/distributed/.
 """
@@ -26,6 +27,8 @@ EXAMPLES = ROOT / "examples"
 NOT_HERE = {
     "examples/quickstart.yaml": "tests/project/test_quickstart.py trains it",
     "examples/export-and-serve/qwen_gptq.yaml": "tests/export/test_gptq_export.py exports with it (a slow test)",
+    "examples/qlora/qwen_gptq_base_lora_sft.yaml": "tests/model/test_compressed_base_qlora.py trains it (its base "
+    "is a compressed-tensors folder)",
 }
 TRAINED = [
     "sft/qwen_lora_sft.yaml",

@@ -132,6 +132,8 @@ def test_board_end_to_end(server, page, workspace):
     pg.locator("#tk-load").click()
     pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '100'")
     fill_text(pg, "model_name_or_path", workspace / "tiny")
+    # the folder's own chat template is suggested first (webui/pickers.py); then the test picks tunekit's
+    pg.wait_for_function("() => document.querySelector('#tk-field-template input')?.value === 'jinja'")
     pick(pg, "template", "qwen")
     fill_text(pg, "dataset_dir", workspace / "data")
     pg.locator("#tk-ds-refresh").click()

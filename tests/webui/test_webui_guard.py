@@ -63,6 +63,40 @@ def test_no_event_of_the_board_tracks_its_progress_on_a_whole_form(tmp_path):
     assert wide >= 5  # the form-wide events exist (edit checks, load, save, auto-fit, language): the check bites
 
 
+def test_no_event_of_the_board_takes_a_whole_form_as_its_inputs(tmp_path):
+    """Gradio 6.31's page keeps each input of a completed event in its table of loading statuses (the event
+    is closed with a ``stream_state``) and walks its component tree once per entry at every later status update:
+    with the Train form's ~230 widgets as inputs the page used a whole core while a run trained. The form's
+    handlers read one hidden JSON (``FormView.values``) that the page fills from a store each widget's own
+    browser-side event keeps current; those events run no Python."""
+    from tunekit.webui.app import create_app
+    from tunekit.webui.form import SYNC_JS, TAKE_VALUES_JS
+
+    demo = create_app(Board(cwd=tmp_path))
+    config, form = demo.get_config_file(), demo.tk_forms["train"]
+    assert max(len(dep["inputs"]) for dep in config["dependencies"]) <= 30
+    readers = [dep for dep in config["dependencies"] if form.values._id in dep["inputs"]]
+    synced = {dep["targets"][0][0] for dep in readers if dep["js"] and dep["js"].startswith(SYNC_JS.split("%")[0])}
+    assert synced == {comp._id for comp in form.inputs}  # every widget keeps the store current
+    for dep in readers:
+        if dep["backend_fn"]:  # edit checks, plan, preview, start, save, samples, pickers, groups
+            assert dep["js"] == TAKE_VALUES_JS, dep["targets"]
+        else:
+            assert not dep["outputs"], dep["targets"]  # a widget's store event changes nothing in the page
+    assert sum(1 for dep in readers if dep["backend_fn"]) >= 8
+
+
+def test_a_form_reads_its_values_through_each_widgets_preprocess_and_a_widget_given_wins(tmp_path):
+    from tunekit.webui.app import create_app
+
+    form = create_app(Board(cwd=tmp_path)).tk_forms["train"]
+    assert form.values.value["plot_loss"] is True  # the first-run values are the store's first values too
+    held = {**form.values.value, "max_steps": 7.0, "template": "qwen"}
+    values = form.read_map({form.values: held, form["template"]: "llama3"})
+    assert values["max_steps"] == form["max_steps"].preprocess(7.0) and values["template"] == "llama3"
+    assert set(values) == set(form.comps)
+
+
 def test_the_check_names_a_handler_registered_around_the_guard():
     from tunekit.webui.guard import Guard
 

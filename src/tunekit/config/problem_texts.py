@@ -10,8 +10,10 @@ values and paths are values (or written as they are), never translated.
 
 from __future__ import annotations
 
+from .problem_texts_api import ENGLISH_API
 from .problem_texts_infer import ENGLISH_INFER, JOINS_INFER
 from .problem_texts_plan import ENGLISH_PLAN, JOINS_PLAN
+from .problem_texts_predict import ENGLISH_PREDICT
 from .problem_texts_v1 import ENGLISH_V1, JOINS_V1
 
 ENGLISH: dict[str, str] = {
@@ -359,6 +361,8 @@ ENGLISH: dict[str, str] = {
     **ENGLISH_V1,  # a LLaMA-Factory v1 config's refusals
     **ENGLISH_PLAN,  # the memory planner's errors the board shows
     **ENGLISH_INFER,  # the inference engine's errors (the Chat tab, the API)
+    **ENGLISH_PREDICT,  # a predict run's errors (the Evaluate & predict tab)
+    **ENGLISH_API,  # the API server's media refusals
 }
 
 # placeholder → how a tuple of values is joined in English (a placeholder not named here takes no tuple)

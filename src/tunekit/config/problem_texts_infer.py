@@ -12,6 +12,12 @@ from __future__ import annotations
 
 ENGLISH_INFER: dict[str, str] = {
     # the chat template (infer/engine.py)
+    # the vLLM backend (infer/engine.py: the Chat tab's Load, tunekit chat / predict)
+    "infer_vllm_missing": "infer_backend: vllm needs the vllm package (pip install vllm, on a machine with an NVIDIA "
+    "GPU); or use infer_backend: huggingface (the default).",
+    "infer_vllm_not_served": "infer_backend: vllm is installed but tunekit serves through the huggingface backend "
+    "only for now; export the model (`tunekit export`) and serve the folder with `vllm serve EXPORT_DIR`: the "
+    "exported chat_template renders exactly what tunekit renders.",
     "infer_no_template": "template is not set and the tokenizer has no chat_template: set template "
     "(e.g. qwen, llama3; `tunekit templates` lists them).",
     # control tokens written in a request (infer/untrusted.py)

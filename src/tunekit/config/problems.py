@@ -68,6 +68,13 @@ def config_error(key: str, fields: tuple[str, ...] = (), /, **values: Any) -> Co
     return ConfigError(item.message, [item])
 
 
+def message_of(exc: BaseException) -> str:
+    """An error's message as a value of another message: its keyed message (said again in any language), else its
+    text as it is."""
+    first = exc.args[0] if exc.args else ""
+    return first if isinstance(first, Keyed) and str(first) == str(exc) else str(exc)
+
+
 def as_problem(item: Problem | str) -> Problem:
     """The one adapter for a rule that still yields a bare string: a problem of the whole config (no fields).
 

@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said, message_of
 from ..config.schema import Config
 from ..errors import ConfigError, DataError
 from . import tokenized_cache
@@ -275,16 +276,21 @@ def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
             samples.append(prepare_media(convert_record(raw, attr, stage), ctx, stage))
         except RecordError as exc:
             if cfg.bad_records == "error":
-                raise DataError(
-                    f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records and count them)"
-                ) from None
+                raise DataError(Said("data_bad_record", error=message_of(exc), name=attr.name)) from None
             report.invalid += 1
             if len(report.invalid_examples) < MAX_LISTED:
                 report.invalid_examples.append(str(exc))
     if not samples:
-        first = f" First problem: {report.invalid_examples[0]}" if report.invalid_examples else ""
+        first = Said("part_first_problem", problem=report.invalid_examples[0]) if report.invalid_examples else None
         raise DataError(
-            f"{attr.describe()} has no usable records ({report.records} read, {report.invalid} invalid).{first}"
+            Said(
+                "data_no_usable_records",
+                name=attr.name,
+                path=str(attr.path),
+                read=report.records,
+                invalid=report.invalid,
+                first=first,
+            )
         )
 
     processor = get_processor(stage) if ctx.mm is None else media_processor.processor_for(stage)

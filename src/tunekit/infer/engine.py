@@ -448,16 +448,7 @@ def inference_dtype(cfg: Config) -> str:
     return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
 
 
-def _vllm_message() -> str:
+def _vllm_message() -> Said:
     import importlib.util
 
-    if importlib.util.find_spec("vllm") is None:
-        return (
-            "infer_backend: vllm needs the vllm package (pip install vllm, on a machine with an NVIDIA GPU); "
-            "or use infer_backend: huggingface (the default)."
-        )
-    return (
-        "infer_backend: vllm is installed but tunekit serves through the huggingface backend only for now; "
-        "export the model (`tunekit export`) and serve the folder with `vllm serve EXPORT_DIR`: the exported "
-        "chat_template renders exactly what tunekit renders."
-    )
+    return Said("infer_vllm_missing" if importlib.util.find_spec("vllm") is None else "infer_vllm_not_served")

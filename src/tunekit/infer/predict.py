@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said, config_error, message_of
 from ..config.schema import Config
 from ..data.dataset_info import resolve_datasets
 from ..data.formats import RecordError, convert_record
@@ -33,7 +34,7 @@ from ..data.mm_plugins import PLACEHOLDERS, media_root, resolve_media
 from ..data.readers import read_records
 from ..data.sampling import select_records
 from ..data.templates.base import split_thought
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from .engine import ChatEngine
 from .media_prompt import render_sample
 from .metrics import score_predictions
@@ -48,9 +49,7 @@ def load_samples(cfg: Config) -> list[dict[str, Any]]:
     last reply is the label, ``media`` the record's resolved media paths per kind (empty for text)."""
     names = cfg.eval_dataset_names or cfg.dataset_names
     if not names:
-        raise ConfigError(
-            "predict needs data: set eval_dataset (or dataset) to dataset name(s) from dataset_info.json."
-        )
+        raise config_error("predict_no_data", ("eval_dataset", "dataset"))
     samples = []
     for attr in resolve_datasets(names, cfg.dataset_dir):
         raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
@@ -63,9 +62,7 @@ def load_samples(cfg: Config) -> list[dict[str, Any]]:
                 }
             except (RecordError, DataError) as exc:
                 if cfg.bad_records == "error":
-                    raise DataError(
-                        f"{exc} (dataset '{attr.name}'; set bad_records: skip to skip invalid records)"
-                    ) from None
+                    raise DataError(Said("predict_bad_record", error=message_of(exc), name=attr.name)) from None
                 continue
             messages = sample["messages"]
             samples.append(
@@ -79,16 +76,14 @@ def load_samples(cfg: Config) -> list[dict[str, Any]]:
                 }
             )
     if not samples:
-        raise DataError(f"no usable samples in {', '.join(names)} to predict on.")
+        raise DataError(Said("predict_no_samples", names=tuple(names)))
     return samples
 
 
 def run_predict(cfg: Config, engine: Any = None, output_dir: str | Path | None = None) -> dict[str, float]:
     out = Path(output_dir or cfg.output_dir or "")
     if not (output_dir or cfg.output_dir):
-        raise ConfigError(
-            "output_dir is not set: name the folder for generated_predictions.jsonl and predict_results.json."
-        )
+        raise config_error("predict_no_output_dir", ("output_dir",))
     samples = load_samples(cfg)  # data mistakes fail before the model loads
     if engine is None:
         engine = ChatEngine(cfg)
@@ -149,9 +144,7 @@ def _render_prompts(cfg: Config, engine, samples: list[dict[str, Any]]) -> tuple
             ids, inputs = render_sample(engine, s["messages"], s["system"], s["tools"], s["media"], s["where"])
             if len(ids) > cfg.cutoff_len:
                 raise DataError(
-                    f"{s['where']}: the prompt with its media is {len(ids)} tokens, longer than cutoff_len "
-                    f"{cfg.cutoff_len}, and cutting it would cut through its media tokens: raise cutoff_len, "
-                    f"or lower image_max_pixels / video_max_pixels."
+                    Said("predict_media_too_long", where=s["where"], tokens=len(ids), cutoff_len=cfg.cutoff_len)
                 )
         else:
             ids, inputs = engine.render(s["messages"], s["system"], s["tools"]), {}

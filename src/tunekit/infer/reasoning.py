@@ -14,7 +14,10 @@ field), streamed or whole: the whole reply is the streamed one fed in one piece,
 - **harmony** (``gpt_oss``): the reply is read with its special tokens kept (:func:`keeps_markup`): each message is a
   header (``<|channel|>analysis``, ``<|start|>assistant<|channel|>final``) up to ``<|message|>`` and a body up to
   ``<|end|>``, ``<|start|>``, ``<|return|>`` or ``<|call|>``; the analysis channel is the thought, every other channel
-  (final, commentary) the answer. ``<|return|>`` / ``<|call|>`` end the reply (generation stops on them).
+  (final, commentary) the answer. ``<|return|>`` / ``<|call|>`` end the reply (generation stops on them). A message
+  addressed to a tool (``to=functions.NAME`` in its header, before or after its channel) is a call: its answer text is
+  ``<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`` and its arguments, which the API returns
+  as ``tool_calls`` (:mod:`tunekit.serve.toolcalls`).
 - ``template: jinja`` (an exported folder's own chat template): split as think blocks when that template writes
   ``</think>`` (tunekit's export of ``qwen3`` / ``deepseekr1``, the official Qwen3 one), starting inside the thought
   when its generation prompt ends with ``<think>``; harmony folders need ``template: gpt_oss``.
@@ -28,6 +31,7 @@ from typing import Any, TextIO
 
 from ..data.templates.base import THINK_CLOSE, THINK_OPEN
 from ..data.templates.harmony import HarmonyTemplate
+from ..data.templates.harmony_tools import CALL_HEAD, RECIPIENT
 from ..data.templates.jinja_mode import JinjaTemplate
 
 THOUGHT, ANSWER = "reasoning", "content"
@@ -143,6 +147,9 @@ class HarmonySplitter:
                 channel = header.split(HARMONY_CHANNEL, 1)[1] if HARMONY_CHANNEL in header else ""
                 self.kind = THOUGHT if channel.split("<|", 1)[0].split(" ", 1)[0] == "analysis" else ANSWER
                 self.state, self.messages = "body", self.messages + 1
+                call = RECIPIENT.search(header)
+                if call and self.kind == ANSWER:  # a tool call: its arguments follow the name (serve/toolcalls.py)
+                    out.append((ANSWER, CALL_HEAD.format(name=call.group(1))))
                 continue
             ends = [(i, m) for m in HARMONY_ENDS if (i := self.pending.find(m)) >= 0]
             if not ends:

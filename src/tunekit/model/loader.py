@@ -23,7 +23,7 @@ from .finetuning import apply_finetuning
 from .layers import decoder_layers
 from .moe import configure_moe, watch_router_aux
 from .multimodal import model_class
-from .quantization import check_prequantized, quantization_config
+from .quantization import check_prequantized, dequantize_on_load, quantization_config
 
 # Files a tokenizer's vocabulary can come from (fast, sentencepiece, BPE, WordPiece, tiktoken); see _check_vocabulary.
 _VOCAB_FILES = (
@@ -394,6 +394,7 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
     path = model_path(cfg)
     config = load_model_config(cfg)
     check_prequantized(config, cfg, path, is_trainable)
+    config = dequantize_on_load(config)  # compressed-tensors: decompressed at load, as peft needs it
     if is_local_path(path):
         check_weight_files(Path(path))
     apply_rope_scaling(config, cfg)

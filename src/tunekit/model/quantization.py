@@ -90,15 +90,17 @@ PREQUANTIZED = {
 }
 
 
+def _settings(qc) -> dict:
+    return qc if isinstance(qc, dict) else getattr(qc, "to_dict", lambda: {})()
+
+
 def check_prequantized(config, cfg: Config, path: str, is_trainable: bool = True) -> None:
     """A base saved already quantized (GPTQ/AWQ/AQLM/...) trains only adapters, through its own package: refused
     before loading, naming the package, instead of transformers' ImportError traceback."""
     qc = getattr(config, "quantization_config", None)
     if qc is None:
         return
-    method = str(
-        (qc if isinstance(qc, dict) else getattr(qc, "to_dict", lambda: {})()).get("quant_method", "")
-    ).lower()
+    method = str(_settings(qc).get("quant_method", "")).lower()
     if cfg.quantization_bit is not None:
         raise ConfigError(
             f"{path} is already quantized ({method or 'quantization_config in config.json'}): remove "
@@ -118,6 +120,8 @@ def check_prequantized(config, cfg: Config, path: str, is_trainable: bool = True
                 f"GPU (pip install 'aqlm[gpu]'), or train on the unquantized model with "
                 f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)."
             )
+    if method == COMPRESSED_TENSORS:
+        check_compressed_tensors(_settings(qc), path, is_trainable or bool(cfg.adapter_name_or_path))
     if method in PREQUANTIZED:
         packages, install, where = PREQUANTIZED[method]
         missing = [p for p in packages if importlib.util.find_spec(p) is None]
@@ -128,3 +132,56 @@ def check_prequantized(config, cfg: Config, path: str, is_trainable: bool = True
                 f"{install}; {where}. Or train on the unquantized model with "
                 f"quantization_bit: 4 (bitsandbytes QLoRA, runs on CPU)."
             )
+
+
+# compressed-tensors (tunekit's own GPTQ export, llm-compressor's W4A16 / W8A16 models): transformers 5.24 loads it
+# through the compressed-tensors package, which has no kernel that computes with the packed weights on this stack
+# (its CompressedLinear is gone in 0.19): the model is decompressed either way, at load (``dequantize: true``,
+# transformers' documented setting for fine-tuning) or at its first forward, and peft can wrap only the first (a
+# Linear left compressed has weight_packed, no weight). tunekit always asks for the first: every quantized Linear
+# holds exactly code x scale of the saved model, in the load dtype; the adapter trains against the quantized model.
+COMPRESSED_TENSORS = "compressed-tensors"
+COMPRESSED_TENSORS_INSTALL = "pip install 'tunekit[quant]' (or pip install 'compressed-tensors==0.19.0')"
+
+
+def check_compressed_tensors(settings: dict, path: str, dense: bool) -> None:
+    """The package; and, where the model must be dense (``dense``: training, or an adapter to apply), a scheme that
+    quantizes the weights only: decompressing drops activation / KV-cache quantization, so the adapter would train
+    on (or apply to) a model other than the one saved. Chat without an adapter keeps transformers' own loading."""
+    if importlib.util.find_spec("compressed_tensors") is None:
+        raise EnvironmentProblem(
+            f"{path} is a pre-quantized compressed-tensors model (quantization_config in config.json; tunekit's "
+            f"GPTQ export writes this format); transformers loads it through the compressed-tensors package, "
+            f"missing here: {COMPRESSED_TENSORS_INSTALL}."
+        )
+    quantized = _beyond_weights(settings)
+    if dense and quantized:
+        raise ConfigError(
+            f"{path} is a compressed-tensors model that quantizes {' and '.join(quantized)} too: tunekit trains "
+            f"such a base only as transformers decompresses it (weights back to the load dtype, activations "
+            f"unquantized), so the adapter would train on another model than the one saved. Use a weight-only "
+            f"model (W4A16 / W8A16, as tunekit's GPTQ export writes) or the unquantized model."
+        )
+
+
+def _beyond_weights(settings: dict) -> list[str]:
+    """What a compressed-tensors scheme quantizes besides the weights."""
+    groups = (settings.get("config_groups") or {}).values()
+    kinds = {k for g in groups if isinstance(g, dict) for k in ("input_activations", "output_activations") if g.get(k)}
+    return sorted(kinds | ({"kv_cache_scheme"} if settings.get("kv_cache_scheme") else set()))
+
+
+def dequantize_on_load(config):
+    """``config`` with a weight-only compressed-tensors base set to decompress while loading (see COMPRESSED_TENSORS
+    above: the same weights as transformers' default, which decompresses at the first forward, but wrappable by
+    peft); any other config unchanged. The loaded model is a plain dense model: no quantization_config."""
+    qc = getattr(config, "quantization_config", None)
+    if qc is None or str(_settings(qc).get("quant_method", "")).lower() != COMPRESSED_TENSORS:
+        return config
+    if _beyond_weights(_settings(qc)):  # only for chat without an adapter (check_compressed_tensors)
+        return config
+    if isinstance(qc, dict):
+        config.quantization_config = {**qc, "dequantize": True}
+    else:
+        qc.dequantize = True
+    return config

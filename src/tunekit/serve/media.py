@@ -11,7 +11,8 @@ server fetches nothing from the network. Every item's decoded size is at most ``
 
 Every refusal is a 400 naming the part (``messages[0].content[1]``) and the fix: media sent to a text-only model or
 a kind the family does not read (checked before anything is decoded), a malformed data URL or base64, a file
-outside the folder, an image / video / audio that cannot be decoded. The prompt itself is rendered by
+outside the folder, an image / video / audio that cannot be decoded; each keyed (``config/problem_texts_api.py``),
+said in English. The prompt itself is rendered by
 :func:`tunekit.infer.media_prompt.render_parts` in a worker thread (image processing is CPU work).
 """
 
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said, config_error
 from ..config.schema import Config
-from ..errors import ConfigError, TunekitError
+from ..errors import TunekitError
 from ..infer.media_prompt import ITEM, MediaFile, check_kinds, render_parts
 from .request_checks import APIError
 
@@ -55,10 +57,7 @@ class MediaPolicy:
         if folder is not None:
             resolved = Path(os.path.realpath(Path(folder).expanduser()))
             if not resolved.is_dir():
-                raise ConfigError(
-                    f"api_media_dir '{folder}' is not a folder: create it, or unset api_media_dir "
-                    f"(then requests send media inline as base64 data: URLs only)."
-                )
+                raise config_error("api_media_dir_not_folder", ("api_media_dir",), folder=str(folder))
             folder = resolved
         return cls(folder, int(getattr(cfg, "api_max_media_mb", 20.0) * MB))
 
@@ -85,14 +84,17 @@ def media_source(part, where: str) -> MediaSource:
 
 
 # ------------------------------------------------------------------------------------ one part -> one local file
+def _refused(key: str, where: str, kind: str | None = None, **values: Any) -> APIError:
+    """The 400 of the refusal ``key`` (``config/problem_texts_api.py``) about the part at ``where``; ``kind``: the
+    part's media kind, said as ``{item}``."""
+    item = {"item": Said(f"part_item_{kind}")} if kind else {}
+    return APIError(400, Said(key, where=where, **item, **values), param=where)
+
+
 def _too_large(where: str, kind: str, size: int, policy: MediaPolicy) -> APIError:
-    return APIError(
-        413,
-        f"{where}: the {ITEM[kind]} is {size / MB:.1f} MB decoded, larger than this server's limit of "
-        f"{policy.max_bytes / MB:g} MB (option api_max_media_mb): send a smaller {ITEM[kind]}.",
-        param=where,
-        code="media_too_large",
-    )
+    item, limit = Said(f"part_item_{kind}"), policy.max_bytes / MB
+    said = Said("api_media_too_large", where=where, item=item, size=size / MB, limit=limit)
+    return APIError(413, said, param=where, code="media_too_large")
 
 
 def _decode_base64(data: str, where: str, kind: str, policy: MediaPolicy) -> bytes:
@@ -103,9 +105,9 @@ def _decode_base64(data: str, where: str, kind: str, policy: MediaPolicy) -> byt
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise APIError(400, f"{where}: the {ITEM[kind]} data is not valid base64.", param=where) from None
+        raise _refused("api_media_bad_base64", where, kind) from None
     if not raw:
-        raise APIError(400, f"{where}: the {ITEM[kind]} data is empty.", param=where)
+        raise _refused("api_media_empty", where, kind)
     return raw
 
 
@@ -114,17 +116,10 @@ def _data_url(url: str, where: str, kind: str, policy: MediaPolicy) -> tuple[byt
     found = _DATA_URL.match(url)
     mime = (found.group("mime") if found else "").strip().lower()
     if not found or ";base64" not in found.group("params").lower():
-        raise APIError(
-            400, f"{where}: a data URL must be base64: data:{MIME[kind]}/<type>;base64,<data>.", param=where
-        )
+        raise _refused("api_media_data_url_base64", where, mime=MIME[kind])
     main, _, sub = mime.partition("/")
     if main != MIME[kind]:
-        raise APIError(
-            400,
-            f"{where}: this part carries an {ITEM[kind]}, but its data URL is of type '{mime or 'none'}': "
-            f"send data:{MIME[kind]}/<type>;base64,<data>.",
-            param=where,
-        )
+        raise _refused("api_media_data_url_type", where, kind, got=mime or "none", mime=MIME[kind])
     return _decode_base64(found.group("data"), where, kind, policy), _suffix(sub)
 
 
@@ -136,24 +131,13 @@ def _suffix(subtype: str | None) -> str:
 def _local_file(path: str, where: str, kind: str, policy: MediaPolicy) -> Path:
     """A file the request names, if it lies under ``api_media_dir`` once symlinks and ``..`` are resolved."""
     if policy.folder is None:
-        raise APIError(
-            400,
-            f"{where}: local files are refused: this server reads no file unless the option "
-            f"api_media_dir names the folder clients may read from. Send the {ITEM[kind]} inline as a "
-            f"data: URL (base64), or start the server with api_media_dir=FOLDER.",
-            param=where,
-        )
+        raise _refused("api_media_no_files", where, kind)
     given = Path(path)
     real = Path(os.path.realpath(given if given.is_absolute() else policy.folder / given))
     if not real.is_relative_to(policy.folder):
-        raise APIError(
-            400,
-            f"{where}: '{path}' is outside the folder this server reads files from (option "
-            f"api_media_dir; symlinks and .. are resolved first): name a file under that folder.",
-            param=where,
-        )
+        raise _refused("api_media_outside", where, path=path)
     if not real.is_file():
-        raise APIError(400, f"{where}: '{path}' is not a file under api_media_dir.", param=where)
+        raise _refused("api_media_not_file", where, path=path)
     size = real.stat().st_size
     if size > policy.max_bytes:
         raise _too_large(where, kind, size, policy)
@@ -165,9 +149,7 @@ def _file_url(url: str, where: str) -> str:
 
     parsed = urlparse(url)
     if parsed.netloc not in ("", "localhost"):
-        raise APIError(
-            400, f"{where}: file URL of host '{parsed.netloc}': only local files (file:///path) are read.", param=where
-        )
+        raise _refused("api_media_file_host", where, host=parsed.netloc)
     return unquote(parsed.path)
 
 
@@ -175,11 +157,7 @@ def _url_of(part, where: str) -> str:
     ref = getattr(part, part.type)
     url = ref if isinstance(ref, str) else getattr(ref, "url", None)
     if not url:
-        raise APIError(
-            400,
-            f"{where}: the {part.type} part has no {part.type}.url: send a data: URL (base64) or a file path.",
-            param=where,
-        )
+        raise _refused("api_media_no_url", where, part=part.type)
     return url
 
 
@@ -188,7 +166,7 @@ def fetch(src: MediaSource, policy: MediaPolicy, tmp: Path, index: int) -> Media
     kind, where, part = src.kind, src.where, src.part
     if part.type == "input_audio":
         if part.input_audio is None or not part.input_audio.data:
-            raise APIError(400, f"{where}: an input_audio part needs input_audio.data (base64 audio).", param=where)
+            raise _refused("api_media_audio_data", where)
         data = part.input_audio.data
         if data.startswith("data:"):
             raw, suffix = _data_url(data, where, kind, policy)
@@ -200,21 +178,11 @@ def fetch(src: MediaSource, policy: MediaPolicy, tmp: Path, index: int) -> Media
         if scheme == "data":
             raw, suffix = _data_url(url, where, kind, policy)
         elif scheme in ("http", "https"):
-            raise APIError(
-                400,
-                f"{where}: {scheme} URLs are refused: tunekit api fetches nothing from the network. Send "
-                f"the {ITEM[kind]} inline as a data: URL (base64), or as a file under api_media_dir.",
-                param=where,
-            )
+            raise _refused("api_media_remote", where, kind, scheme=scheme)
         elif scheme == "file":
             return _checked(MediaFile(kind, str(_local_file(_file_url(url, where), where, kind, policy)), where))
         elif len(scheme) > 1:  # not a Windows drive letter
-            raise APIError(
-                400,
-                f"{where}: URLs of scheme '{scheme}' are not read: send a data: URL (base64) or a file "
-                f"path under api_media_dir.",
-                param=where,
-            )
+            raise _refused("api_media_scheme", where, scheme=scheme)
         else:
             return _checked(MediaFile(kind, str(_local_file(url, where, kind, policy)), where))
     path = tmp / f"{index}{suffix}"
@@ -224,7 +192,7 @@ def fetch(src: MediaSource, policy: MediaPolicy, tmp: Path, index: int) -> Media
 
 def _checked(item: MediaFile) -> MediaFile:
     """400 unless the item decodes: an image fully, a video/audio file far enough to show its stream."""
-    where, what = item.where, ITEM[item.kind]
+    where = item.where
     if item.kind == "images":
         from PIL import Image, UnidentifiedImageError
 
@@ -233,32 +201,20 @@ def _checked(item: MediaFile) -> MediaFile:
                 img.load()
         except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
             reason = str(exc).replace(repr(item.path), "").replace(item.path, "").strip()[:120]
-            raise APIError(
-                400,
-                f"{where}: the image cannot be decoded ({type(exc).__name__}: {reason}): it is "
-                f"corrupt or not an image; send a PNG, JPEG, WebP, GIF or BMP image.",
-                param=where,
-            ) from None
+            raise _refused("api_image_undecodable", where, error=type(exc).__name__, reason=reason) from None
         return item
     try:
         import av
     except ImportError:
-        raise APIError(
-            400, f"{where}: reading {what}s needs PyAV on the server (pip install av).", param=where
-        ) from None
+        raise _refused("api_media_needs_av", where, item.kind) from None
     try:
         with av.open(item.path) as container:
             streams = container.streams.video if item.kind == "videos" else container.streams.audio
             if not streams:
-                raise ValueError(f"no {what} stream")
+                raise ValueError(f"no {ITEM[item.kind]} stream")
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         reason = str(exc).replace(repr(item.path), "").replace(item.path, "").strip(" :")[:120]
-        raise APIError(
-            400,
-            f"{where}: the {what} cannot be decoded ({type(exc).__name__}: {reason}): it is "
-            f"corrupt or not a {what} file.",
-            param=where,
-        ) from None
+        raise _refused("api_media_undecodable", where, item.kind, error=type(exc).__name__, reason=reason) from None
     return item
 
 

@@ -3,6 +3,10 @@
 The inverse of the call formatters in :mod:`tunekit.data.templates.tools`: a model trained on
 ``function_call`` messages writes calls in its template's format, and the API hands them back as
 structured calls. Text that is not a well-formed call stays plain content.
+
+``harmony`` (``template: gpt_oss``): a message addressed to ``functions.NAME`` in the commentary channel, as the reply
+splitter hands it on (``<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}``) or as the official
+chat template writes it (``<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{...}<|call|>``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,12 @@ from typing import Any
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _ACTION = re.compile(r"Action:\s*(.+?)\s*Action Input:\s*(.+?)(?=\s*Action:|\s*$)", re.DOTALL)
+_HARMONY = re.compile(
+    r"(?:<\|start\|>assistant)?\s*(?:to=functions\.(?P<pre>[^\s<]+)\s*)?<\|channel\|>commentary\s*"
+    r"(?:to=functions\.(?P<post>[^\s<]+)\s*)?(?:<\|constrain\|>)?\s*(?:json)?<\|message\|>"
+    r"(?P<args>(?:(?!<\|(?:call|end|start|return)\|>).)*)(?:<\|call\|>)?",
+    re.DOTALL,
+)
 
 Call = tuple[str, str]  # (name, arguments as JSON text)
 
@@ -43,9 +53,28 @@ def _objects(text: str, args_key: str) -> list[Call] | None:
     return calls or None
 
 
+def _harmony_calls(text: str) -> tuple[str | None, list[Call]]:
+    calls, rest, end = [], "", 0
+    for match in _HARMONY.finditer(text):
+        name = match.group("pre") or match.group("post")
+        if not name:  # a commentary message to the user, not a call
+            continue
+        args = _args(match.group("args").strip())
+        if args is None:
+            return text, []
+        calls.append((name, args))
+        rest, end = rest + text[end : match.start()], match.end()
+    if not calls:
+        return text, []
+    rest = (rest + text[end:]).strip()
+    return rest or None, calls
+
+
 def extract_tool_calls(text: str, tool_format: str | None) -> tuple[str | None, list[Call]]:
     """``(remaining content or None, calls)``; no calls found -> ``(text, [])``."""
     fmt = tool_format or "qwen"
+    if fmt == "harmony":
+        return _harmony_calls(text)
     if fmt in ("qwen", "qwen3"):
         calls = []
         for block in _HERMES.findall(text):

@@ -52,7 +52,7 @@ from .monitor import (
 )
 from .paths import MAX_CONFIG_BYTES, PathPolicy, PathRefused, excerpt, safe_message
 from .plan_panel import format_plan
-from .problems_zh import say_error
+from .problems_zh import say_error, say_job_error
 from .runner import Job, JobRunner
 from .sections import tab_of
 from .validation import Validation, check_deepspeed, refused, validate
@@ -394,7 +394,7 @@ class Board:
         log = tail(job.log_path, 40)
         status = f"**{t(f'state_{job.state}', lang)}** · `tunekit {job.verb}` · {job.output_dir}"
         if job.state == "failed":
-            status += failed_status(job.returncode, tail(job.log_path, 200), lang)
+            status += failed_status(job.returncode, tail(job.log_path, 200), lang, say_job_error(job.error_path, lang))
         png = job.output_dir / "training_loss.png"
         size = job.log_path.stat().st_size if job.log_path.exists() else 0
         return {

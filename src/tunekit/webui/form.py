@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,23 @@ from .i18n import field_help, t
 from .labels import choice_word, has_label, option_label, unset_word
 from .sections import OPEN_SECTIONS, section_title, sections, tab_of
 from .validation import Validation
+
+VALUES_MARK = "__tk_form__"
+# a field's change: its value into the page's store of its form (created from the hidden JSON's first value)
+SYNC_JS = (
+    "(v, init) => { const forms = (window.__tkForms ??= {}); "
+    f"(forms[init.{VALUES_MARK}] ??= {{...init}})[%s] = v; }}"
+)
+# an event that reads a form: the hidden JSON's value replaced by the store's (see FormView._add_values)
+TAKE_VALUES_JS = (
+    f"(...args) => args.map(a => (a && typeof a === 'object' && a.{VALUES_MARK}) ? "
+    f"{{...((window.__tkForms || {{}})[a.{VALUES_MARK}] || a)}} : a)"
+)
+
+
+def takes_values(inputs) -> bool:
+    """Whether ``inputs`` hold a form's hidden values (the event then needs :data:`TAKE_VALUES_JS`)."""
+    return any(isinstance(c, gr.JSON) and isinstance(c.value, dict) and VALUES_MARK in c.value for c in inputs)
 
 
 def _named(spec: FieldSpec, text: str) -> str:
@@ -74,6 +92,8 @@ class FormView:
         self.groups: list[tuple[Any, Group, list[FieldSpec]]] = []  # the tutorial groups shown (webui/groups.py)
         self.advanced: Any = None  # the "Advanced" accordion when the form has basic options
         self.templates: list[str] = []  # the names the template picker offers (its choices on a language switch)
+        self.values: Any = None  # the hidden JSON of every field's value (a rendered tab form: _add_values)
+        self.shown: Any = None  # the groups' visibility as the page shows it (gr.State)
 
     def render(
         self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3, basic: tuple[str, ...] = ()
@@ -92,6 +112,7 @@ class FormView:
             self._sections(self.specs, lang, tab, templates, per_row)
         # keep spec order == widget order
         self.specs = [s for s in self.specs if s.name in self.comps]
+        self._add_values(tab)
         self._wire_groups(lang)
 
     def _groups(self, first: list[FieldSpec], lang: str, templates, per_row: int) -> None:
@@ -119,16 +140,18 @@ class FormView:
 
     def _wire_groups(self, lang: str) -> None:
         """Show and hide the tutorial groups when an option that decides where they apply changes (a value
-        loaded from a YAML or restored on page load too). A failure answers in ``lang`` (webui/guard.py)."""
+        loaded from a YAML or restored on page load too); only the groups whose visibility changes are sent. A
+        failure answers in ``lang`` (webui/guard.py)."""
         deciding = {c for _acc, g, specs in self.groups for c in condition_fields(g, specs) if c in self.comps}
         if not deciding:
             return
-        members = {self.comps[s.name] for _acc, _g, specs in self.groups for s in specs}
+        self.shown = gr.State({g.name: bool(acc.visible) for acc, g, _specs in self.groups})
         Guard(lang=lang).on(
             [self.comps[name].change for name in sorted(deciding)],
             self.on_group_switch,
-            inputs={*members, *(self.comps[name] for name in deciding)},
-            outputs=[acc for acc, _g, _specs in self.groups],
+            inputs={self.values, self.shown},
+            outputs=[self.shown, *(acc for acc, _g, _specs in self.groups)],
+            js=TAKE_VALUES_JS,
             trigger_mode="always_last",
             show_progress="hidden",
             api_visibility="private",
@@ -139,9 +162,13 @@ class FormView:
         return visible_groups([g for _acc, g, _specs in self.groups], self.by_name, form)
 
     def on_group_switch(self, data: Mapping[Any, Any]) -> dict[Any, Any]:
-        """The handler: ``{group accordion: visible update}`` from the widgets' values."""
-        shown = self.group_visibility(self.read_map(data))
-        return {acc: gr.update(visible=shown[g.name]) for acc, g, _specs in self.groups}
+        """The handler: ``{group accordion: visible update}`` for the groups whose visibility changes (all of
+        them when the page's is not known)."""
+        shown, before = self.group_visibility(self.read_map(data)), data.get(self.shown) or {}
+        changed = {
+            acc: gr.update(visible=shown[g.name]) for acc, g, _s in self.groups if before.get(g.name) != shown[g.name]
+        }
+        return {self.shown: shown, **changed} if changed else {self.shown: gr.skip()}
 
     def _sections(self, specs: list[FieldSpec], lang: str, tab: str, templates, per_row: int) -> None:
         for name, group in sections(specs, tab).items():
@@ -163,8 +190,33 @@ class FormView:
                 for spec in self.specs[i : i + per_row]:
                     self.comps[spec.name] = make_widget(spec, lang)
 
+    def _add_values(self, tab: str) -> None:
+        """One hidden JSON that stands for every field's value in the handlers' inputs, filled in the page at
+        each event from a store that one browser-side event per field keeps current (:data:`TAKE_VALUES_JS`).
+
+        Why: Gradio 6.31's page records each input of an event it has completed in its table of loading statuses
+        (a completed event is given ``stream_state: "closed"``), and every later status update of any event (the
+        job timers' ticks too) searches the component tree once per entry. With the ~230 widgets as inputs, the
+        first edit left ~245 entries and the page used a whole core while a run trained. The store is written
+        before any handler of the same edit reads it (Gradio runs one trigger's events in order), and the
+        values are read back through each widget's own ``preprocess`` (:meth:`read_map`), as Gradio would."""
+        initial = {s.name: self.comps[s.name].value for s in self.specs}
+        self.values = gr.JSON(value={VALUES_MARK: tab, **initial}, visible=False)
+        for spec in self.specs:
+            self.comps[spec.name].change(
+                None, inputs=[self.comps[spec.name], self.values], js=SYNC_JS % json.dumps(spec.name)
+            )
+
+    def start_with(self, values: Mapping[str, Any]) -> None:
+        """The values a new page shows (its widgets' initial values, and so those of :attr:`values`)."""
+        for name, value in values.items():
+            self.comps[name].value = value
+            if self.values is not None:
+                self.values.value[name] = value
+
     @property
     def inputs(self) -> list[Any]:
+        """The widgets (what handlers update); handlers read the values from :attr:`values`."""
         return [self.comps[s.name] for s in self.specs]
 
     def __getitem__(self, name: str):
@@ -174,8 +226,14 @@ class FormView:
         return {s.name: v for s, v in zip(self.specs, args)}
 
     def read_map(self, data: Mapping[Any, Any]) -> dict[str, Any]:
-        """Form values from a handler's ``{component: value}`` inputs (Gradio's set inputs)."""
-        return {name: data[comp] for name, comp in self.comps.items() if comp in data}
+        """Form values from a handler's ``{component: value}`` inputs (Gradio's set inputs): a widget given as an
+        input itself, else its value in :attr:`values`."""
+        held = data.get(self.values) or {}
+        return {
+            name: data[comp] if comp in data else comp.preprocess(held[name])
+            for name, comp in self.comps.items()
+            if comp in data or name in held
+        }
 
     def update_map(self, **kwargs) -> dict[Any, Any]:
         """:meth:`updates` as ``{component: update}`` for a handler that answers with a dict."""

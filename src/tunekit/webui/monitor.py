@@ -165,17 +165,18 @@ def error_summary(log_text: str) -> str:
     return "\n".join(lines[-3:])
 
 
-def failed_status(returncode: int | None, log_text: str, lang: str = "en") -> str:
+def failed_status(returncode: int | None, log_text: str, lang: str = "en", said: str = "") -> str:
     """What a failed job's status line adds: its exit code and, below, why it failed (:func:`error_summary` of its
     log) in a code block.
 
     The reason is the log's own text, in the language the job wrote it (English: tunekit's ``error:`` lines, a
     traceback), never translated; in Chinese it gets a lead-in (``任务失败：``) and the exit code is said in Chinese,
-    so the line reads as the board's own words around the job's."""
+    so the line reads as the board's own words around the job's. ``said``: the job's keyed error said in the page's
+    language (``problems_zh.say_job_error``), after the lead-in."""
     lead = t("job_failed_reason", lang)
     return (
         f" · {t('job_exit', lang).format(code=returncode)}\n\n"
-        + (f"{lead}\n\n" if lead else "")
+        + (f"{lead}{said}\n\n" if lead else "")
         + f"```\n{error_summary(log_text)}\n```"
     )
 

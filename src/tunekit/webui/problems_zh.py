@@ -11,11 +11,16 @@ planner's errors in ``problems_zh_plan.py``.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from tunekit.config.messages import Keyed, render
 from tunekit.config.problem_texts import ENGLISH, JOINS
 
+from .problems_zh_api import ZH_API
 from .problems_zh_infer import JOINS_ZH_INFER, ZH_INFER
 from .problems_zh_plan import JOINS_ZH_PLAN, ZH_PLAN
+from .problems_zh_predict import ZH_PREDICT
 from .problems_zh_v1 import JOINS_ZH_V1, ZH_V1
 
 ZH: dict[str, str] = {
@@ -322,6 +327,8 @@ ZH: dict[str, str] = {
     **ZH_V1,  # a LLaMA-Factory v1 config's refusals
     **ZH_PLAN,  # the memory planner's errors
     **ZH_INFER,  # the inference engine's errors (the Chat tab)
+    **ZH_PREDICT,  # a predict run's errors (the Evaluate & predict tab)
+    **ZH_API,  # the API server's media refusals
 }
 
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts.JOINS)
@@ -363,6 +370,18 @@ def say_error(exc: BaseException, lang: str) -> str:
         return "\n".join(dict.fromkeys(say(p.message, lang) for p in problems))
     first = exc.args[0] if exc.args else ""
     return say(first, lang) if isinstance(first, Keyed) else str(exc)
+
+
+def say_job_error(path: str | Path, lang: str) -> str:
+    """A failed job's keyed error (the JSON list of messages its ``tunekit`` wrote: ``cli/verbs.py``) in Chinese, one a
+    line; "" in English (the job's log says it) and when the job wrote none (a message made as plain text)."""
+    if lang != "zh":
+        return ""
+    try:
+        messages = json.loads(Path(path).read_text(encoding="utf-8"))
+        return "\n".join(dict.fromkeys(render(m, _template, _join) for m in messages))
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):  # none, or a job of another tunekit
+        return ""
 
 
 def _template(key: str) -> str:

@@ -5,6 +5,11 @@
 from __future__ import annotations
 
 ZH_INFER: dict[str, str] = {
+    "infer_vllm_missing": "infer_backend: vllm 需要 vllm 包（`pip install vllm`，在有 NVIDIA GPU 的机器上安装）；"
+    "或使用 infer_backend: huggingface（默认）。",
+    "infer_vllm_not_served": "已安装 vllm，但 tunekit 目前只通过 huggingface 后端推理（infer_backend: vllm 暂不"
+    "可用）：请导出模型（`tunekit export`），再用 `vllm serve EXPORT_DIR` 提供该目录的服务：导出的 "
+    "chat_template 渲染的内容与 tunekit 完全一致。",
     "infer_no_template": "未设置 template，且分词器没有 chat_template：请设置 template（例如 `qwen`、`llama3`；"
     "`tunekit templates` 会列出全部模板）。",
     "infer_tools_control_token": "工具定义中含有控制 token {token}：请删除它（工具的名称、描述和参数结构中不能出现"

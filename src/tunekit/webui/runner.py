@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config.problems import Said
 from ..config.secrets import mask_secrets
-from ..env import RESET_SIGINT_ENV
+from ..env import ERROR_FILE_ENV, RESET_SIGINT_ENV
 from ..errors import TunekitError
 from .command import verb_argv
 
@@ -50,6 +50,11 @@ class Job:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.returncode is None
+
+    @property
+    def error_path(self) -> Path:
+        """Where the job's ``tunekit`` writes its keyed error if it fails with one (``env.ERROR_FILE_ENV``)."""
+        return self.log_path.with_suffix(".error.json")
 
     @property
     def state(self) -> str:
@@ -109,6 +114,7 @@ class JobRunner:
             n += 1
             log_path = log_dir / f"{stem}-{n}.log"
         env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", RESET_SIGINT_ENV: "1"}
+        env[ERROR_FILE_ENV] = str(log_path.with_suffix(".error.json"))  # Job.error_path
         env.pop("GRADIO_SERVER_NAME", None)
         with self._lock:
             log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")

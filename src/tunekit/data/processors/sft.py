@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunekit.errors import DataError
+
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
 from .cutoff import Spans, fit_turns
@@ -27,12 +29,16 @@ def encode_conversation(sample: dict[str, Any], ctx: ProcessContext) -> list[tup
 
 
 def encode_marked(sample: dict[str, Any], ctx: ProcessContext) -> list[tuple[str, str, str]]:
-    """Each turn's (prompt, response, thought head): ``thought_loss_weight`` below 1 needs the thought's extent."""
-    if ctx.thought_weight == 1:
-        return [(p, r, "") for p, r in encode_conversation(sample, ctx)]
-    return ctx.render_marked(
-        sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history
-    )
+    """Each turn's (prompt, response, thought head): ``thought_loss_weight`` below 1 needs the thought's extent.
+    A record the template refuses is named in the error."""
+    try:
+        if ctx.thought_weight == 1:
+            return [(p, r, "") for p, r in encode_conversation(sample, ctx)]
+        return ctx.render_marked(
+            sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history
+        )
+    except DataError as exc:
+        raise DataError(f"{sample.get('_source', 'a record')}: {exc}") from None
 
 
 def thought_lengths(response_ids: list[list[int]], head_ids: list[list[int] | None]) -> list[int]:

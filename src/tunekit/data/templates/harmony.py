@@ -14,7 +14,18 @@ What the official template (``official_gpt_oss.jinja``) renders, and so what thi
 message (``<|channel|>analysis<|message|><|end|><|start|>assistant``) is prompt, so the model answers in the final
 channel at once. A reply without a thought trains no analysis message (the official template writes none), where
 LLaMA-Factory trains an empty one. The date is the day this process first rendered one (the official template writes
-the day it renders), and tools are refused: harmony declares them as TypeScript namespaces tunekit does not write.
+the day it renders).
+
+Tools (:mod:`.harmony_tools`, as the official template writes them): the tool list becomes the developer message's
+``# Tools`` section (a TypeScript ``namespace functions``) and the system block says ``Calls to these tools must go to
+the commentary channel: 'functions'.``; a ``function_call`` reply is ``<|start|>assistant to=functions.NAME
+<|channel|>commentary json<|message|>{ARGS}<|call|>`` (no space before ``<|channel|>``; a trained call ends with
+``<|call|>``, where the model learns to stop) after its thought's analysis message; as history a call keeps its
+thought only while no final answer follows it in the conversation (the official rule); an ``observation`` is
+``<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>"{OUTPUT as a JSON string}"<|end|>``, NAME the
+call before it. Refused (:class:`~tunekit.errors.DataError`): a ``function_call`` message with several calls (harmony
+makes one per message), an observation that follows no call, and a tool schema the official macro cannot render
+(:mod:`.harmony_tools`). ``tool_format`` cannot be changed (``harmony``: the API reads generated calls with it).
 """
 
 from __future__ import annotations
@@ -22,7 +33,11 @@ from __future__ import annotations
 import datetime
 from functools import cache
 
-from .base import Template
+from tunekit.errors import ConfigError, DataError
+
+from .base import Template, reply_parts
+from .harmony_tools import HARMONY, TOOLS_LINE, call_of, call_text, developer_block, result_text
+from .tools import parse_tools
 
 SYSTEM_BLOCK = (
     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
@@ -43,28 +58,64 @@ def today() -> str:
 class HarmonyTemplate(Template):
     """gpt-oss's harmony turns (module docstring); the spec holds its user/reply strings and stop words."""
 
+    def __init__(self, spec, bos: str = "", eos: str = "", tool_format: str | None = None):
+        if tool_format not in (None, HARMONY):
+            raise ConfigError(
+                f"template '{spec.name}' writes tools and calls in harmony's own format; tool_format "
+                f"'{tool_format}' cannot change it (leave tool_format unset)"
+            )
+        super().__init__(spec, bos=bos, eos=eos)
+        self.tool_format = HARMONY
+
     @property
     def prefix_text(self) -> str:
-        return SYSTEM_BLOCK.format(date=today())
+        """The system block up to its last line, which every conversation starts with (the tools line may follow)."""
+        return SYSTEM_BLOCK.format(date=today()).removesuffix(FINAL_END)
+
+    def _head(self, system: str | None, tools) -> str:
+        """The system block (with the tools line when there are tools) and the developer message."""
+        tool_list = parse_tools(tools)
+        head = self.prefix_text + (TOOLS_LINE if tool_list else "") + FINAL_END
+        return head + developer_block(system or self.default_system or "", tool_list)
+
+    def _prompt(self, messages: list[dict], i: int) -> str:
+        """Message ``i`` (user or observation) and the assistant header that opens the reply."""
+        msg = messages[i]
+        if msg["role"] != "observation":
+            return self._fill(self.spec.user, msg["content"])
+        if i == 0 or messages[i - 1]["role"] != "function_call":
+            raise DataError(
+                f"message {i} is a tool result (observation) that follows no function_call: harmony names the tool "
+                "that answers (<|start|>functions.NAME to=assistant) after the call it answers (a conversation that "
+                "cutoff_len cuts to start at a tool result, with mask_history / dpo / kto: raise cutoff_len or "
+                "shorten the record)"
+            )
+        name = call_of(reply_parts(messages[i - 1], split=True)[1], i - 1)[0]
+        return result_text(name, msg["content"]) + self.spec.header
 
     def _turns(
         self, messages, system, tools, enable_thinking, history, generation: bool
     ) -> list[tuple[str, str, str]]:
         spec = self.spec
-        sys_text = self._system_text(system, tools)
         pairs = [messages[i : i + 2] for i in range(0, len(messages), 2)]
         out: list[tuple[str, str, str]] = []
         for k, pair in enumerate(pairs):
-            prompt = (self.prefix_text + (self._fill(spec.system, sys_text) if sys_text else "")) if k == 0 else ""
-            prompt += self._user_text(k, pair[0], sys_text, -1)
+            prompt = (self._head(system, tools) if k == 0 else "") + self._prompt(messages, 2 * k)
             if len(pair) == 1:  # the generation prompt
                 out.append((prompt + ("" if enable_thinking else EMPTY_ANALYSIS), "", ""))
                 break
-            reasoning, body = self._reply_body(pair[1])
+            reply = pair[1]
+            reasoning, body = reply_parts(reply, split=True)
             trained = not generation and (history == "trained" or k == len(pairs) - 1)
             if not enable_thinking and (trained or history == "preserved"):
                 prompt, reasoning = prompt + EMPTY_ANALYSIS, None  # the thought removed, its empty message prompt
             keep = trained or history == "preserved"
+            if reply["role"] == "function_call":
+                # history: the official template keeps a call's thought unless a final answer follows
+                keep = keep or not any(m["role"] == "assistant" for m in messages[2 * k + 2 :])
+                thought = ANALYSIS.format(thought=reasoning) if keep and reasoning else ""
+                out.append((prompt, thought + call_text(*call_of(body, 2 * k + 1)), thought if trained else ""))
+                continue
             thought = ANALYSIS.format(thought=reasoning) if keep and reasoning is not None else ""
             response = thought + self._fill(spec.assistant, body)
             if not trained:  # history: the final message ends with <|end|>, not <|return|>

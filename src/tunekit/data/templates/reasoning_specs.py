@@ -10,7 +10,8 @@ LLaMA-Factory's template of the same name differs, the official format wins (doc
   prompt ends with ``<think>\\n`` (``think_prompt``), so that opening is prompt and the thought trained after it
   (LLaMA-Factory trains ``<think>\\n`` as reply text and prompts without it).
 - ``gpt_oss`` (gpt-oss-20b / 120b, OpenAI's harmony format): rendered by :class:`~.harmony.HarmonyTemplate`, as the
-  format's system block, developer instructions and analysis/final channels do not fit a :class:`TemplateSpec`.
+  format's system block, developer instructions, analysis/final channels and tool calls (:mod:`.harmony_tools`) do not
+  fit a :class:`TemplateSpec`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ REASONING_SPECS: list[TemplateSpec] = [
         eos="<|return|>",
         stop_words=("<|return|>", "<|call|>"),
         document_end="<|endoftext|>",
-        tool_format=None,
+        tool_format=None,  # HarmonyTemplate writes tools itself (harmony_tools.py); its tool_format is 'harmony'
         reasoning=True,
         source="openai/gpt-oss-20b chat_template.jinja (official_gpt_oss.jinja, as llama.cpp vendors it: "
         "models/templates/openai-gpt-oss-120b.jinja); LLaMA-Factory 'gpt_oss' enable_thinking semantics",

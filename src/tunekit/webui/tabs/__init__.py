@@ -17,7 +17,7 @@ import gradio as gr
 from tunekit.errors import TunekitError
 
 from ..board import Board
-from ..form import template_choices
+from ..form import TAKE_VALUES_JS, takes_values, template_choices
 from ..guard import Guard
 from ..i18n import t
 from ..validation import Validation
@@ -39,6 +39,12 @@ class Page:
         the event's ``Dependency``. Events of one function share its wrapper (:meth:`Guard.on`)."""
         if self.guard is None:
             self.guard = Guard(self.lang_radio, self.lang)
+        if (
+            inputs is not None
+            and "js" not in kwargs
+            and takes_values(inputs if isinstance(inputs, (set, list)) else [inputs])
+        ):
+            kwargs["js"] = TAKE_VALUES_JS  # a form's values, from the page's store (FormView._add_values)
         return self.guard.on(trigger, fn, inputs, outputs, **kwargs)
 
     def label(self, comp, key: str, prop: str = "label"):

@@ -284,14 +284,14 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
     page.on(
         edits,
         on_edit,
-        inputs={*form.inputs, page.lang_radio, tab.flagged},
+        inputs={form.values, page.lang_radio, tab.flagged},
         outputs=[*form.inputs, tab.errors, tab.flagged, tab.start_btn, tab.start_reason],
         trigger_mode="always_last",
         show_progress="hidden",
         concurrency_id="validate",
         api_visibility="private",
     )
-    plan_inputs = {*form.inputs, page.lang_radio, tab.gpu, tab.gpus}
+    plan_inputs = {form.values, page.lang_radio, tab.gpu, tab.gpus}
     page.on(
         edits + [tab.gpu.change, tab.gpus.change, tab.plan_btn.click, page.lang_radio.change],  # in the new words
         on_plan,
@@ -351,7 +351,7 @@ def _wire_run(page: Page, tab: TrainTab) -> None:
             **shown,
         }
 
-    inputs = {*form.inputs, page.lang_radio}
+    inputs = {form.values, page.lang_radio}
     outputs = [*form.inputs, tab.errors, tab.command, tab.yaml]
     page.on(tab.preview_btn.click, on_preview, inputs=inputs, outputs=outputs, api_visibility="private")
     start_outputs = [*outputs, tab.start_btn, tab.start_reason]
@@ -392,7 +392,7 @@ def _wire_files(page: Page, tab: TrainTab) -> None:
     page.on(
         tab.save_btn.click,
         on_save,
-        inputs={*form.inputs, tab.config_path, tab.overwrite, page.lang_radio},
+        inputs={form.values, tab.config_path, tab.overwrite, page.lang_radio},
         outputs=[*form.inputs, tab.errors, tab.overwrite],
         api_visibility="private",
     )
@@ -424,7 +424,7 @@ def _wire_data(page: Page, tab: TrainTab) -> None:
     page.on(
         tab.samples_btn.click,
         on_samples,
-        inputs={*form.inputs, tab.samples_n, page.lang_radio},
+        inputs={form.values, tab.samples_n, page.lang_radio},
         outputs=[tab.samples_out, tab.errors, tab.samples_gallery, tab.samples_media],
         api_visibility="private",
     )

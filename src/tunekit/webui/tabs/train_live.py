@@ -97,8 +97,7 @@ def wire_first_run(page: Page, tab) -> None:
     """A new page starts with the first-run values (webui/defaults.py); the output folder and run name the board
     named follow the model, stage and method."""
     board, form = page.board, tab.form
-    for name, value in board.first_run_form(form.comps).items():
-        form[name].value = value  # the page's initial value; the schema's default is unchanged
+    form.start_with(board.first_run_form(form.comps))  # the page's initial values; the schema's defaults unchanged
     sources = [n for n in ("model_name_or_path", "stage", "finetuning_type") if n in form.comps]
     names = [n for n in ("output_dir", "run_name") if n in form.comps]
     if not sources or not names:

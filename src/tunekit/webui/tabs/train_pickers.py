@@ -125,7 +125,7 @@ def _wire_model(page: Page, tab: TrainTab) -> None:
     page.on(
         page.lang_radio.change,
         on_lang_pickers,
-        inputs={*form.inputs, page.lang_radio},
+        inputs={form.values, page.lang_radio},
         outputs=[tab.start_btn, tab.start_reason, tab.model_note],
         show_progress="hidden",
         api_visibility="private",
