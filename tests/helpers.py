@@ -224,3 +224,26 @@ def demo_workspace(root: Path) -> Path:
     (data / "dataset_info.json").write_text(json.dumps({"demo": {"file_name": "demo.json"}}))
     (data / "demo.json").write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
     return root
+
+
+HARMONY_DAY = "2025-08-05"
+
+
+def freeze_harmony_day(monkeypatch) -> None:
+    """gpt-oss's date line on one day for both renderers: the official template's ``strftime_now`` (it reads
+    transformers' ``datetime``) and tunekit's ``harmony.today``."""
+    import datetime
+
+    import transformers.utils.chat_template_utils as chat_utils
+
+    from tunekit.data.templates import harmony
+
+    day = datetime.datetime.fromisoformat(HARMONY_DAY)
+
+    class Fixed(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return day
+
+    monkeypatch.setattr(chat_utils, "datetime", Fixed)
+    monkeypatch.setattr(harmony, "today", lambda: HARMONY_DAY)

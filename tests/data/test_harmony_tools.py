@@ -8,19 +8,17 @@ Both clocks are fixed to one day, as in ``test_template_gpt_oss.py``.
 
 from __future__ import annotations
 
-import datetime
 import json
 
 import pytest
 from transformers import AutoTokenizer
 
-from tests.helpers import write_dataset
-from tunekit.data.templates import get_template, harmony
+from tests.helpers import freeze_harmony_day, write_dataset
+from tunekit.data.templates import get_template
 from tunekit.errors import ConfigError, DataError
 from tunekit.tiny.text import build_tiny_model
 
 IGNORE = -100
-DAY = datetime.datetime(2025, 8, 5, 12, 0)
 WEATHER = {
     "name": "get_weather",
     "description": "Current weather in a city.",
@@ -59,15 +57,7 @@ SHAREGPT = {"user": "human", "assistant": "gpt", "function_call": "function_call
 
 @pytest.fixture(autouse=True)
 def fixed_day(monkeypatch):
-    import transformers.utils.chat_template_utils as chat_utils
-
-    class Fixed(datetime.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return DAY
-
-    monkeypatch.setattr(chat_utils, "datetime", Fixed)  # the official template's strftime_now
-    monkeypatch.setattr(harmony, "today", lambda: DAY.strftime("%Y-%m-%d"))
+    freeze_harmony_day(monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,11 @@ the analysis channel, the answer the final channel; the trained reply ends with 
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
 from transformers import AutoTokenizer
 
-from tests.helpers import official_render, sft_row
-from tunekit.data.templates import get_template, harmony, list_templates
+from tests.helpers import freeze_harmony_day, official_render, sft_row
+from tunekit.data.templates import get_template, list_templates
 from tunekit.data.templates.jinja_export import official_jinja
 from tunekit.tiny.text import build_tiny_model
 
@@ -36,20 +34,9 @@ HF = [
 ]
 
 
-DAY = datetime.datetime(2025, 8, 5, 12, 0)
-
-
 @pytest.fixture(autouse=True)
 def fixed_day(monkeypatch):
-    import transformers.utils.chat_template_utils as chat_utils
-
-    class Fixed(datetime.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return DAY
-
-    monkeypatch.setattr(chat_utils, "datetime", Fixed)  # the official template's strftime_now
-    monkeypatch.setattr(harmony, "today", lambda: DAY.strftime("%Y-%m-%d"))
+    freeze_harmony_day(monkeypatch)
 
 
 @pytest.fixture(scope="module")

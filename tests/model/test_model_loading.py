@@ -24,6 +24,23 @@ def test_fa2_fails_clearly_without_gpu(tiny_qwen):
         _load(tiny_qwen, flash_attn="fa2")
 
 
+def test_an_attention_the_model_does_not_offer_is_refused_by_name(tmp_path):
+    """gpt-oss's attention sinks have no SDPA path in transformers: flash_attn: sdpa is refused in tunekit's words
+    (before any weight is read), and auto loads it with transformers' own choice, eager."""
+    from tunekit.tiny.text import build_tiny_model
+
+    build_tiny_model(tmp_path / "oss", like="gpt-oss-20b")
+    with pytest.raises(ModelError) as refused:
+        _load(tmp_path / "oss", flash_attn="sdpa", template="gpt_oss")
+    assert str(refused.value).startswith(
+        f"flash_attn: sdpa cannot load {tmp_path / 'oss'}: transformers says 'GptOssForCausalLM does not support "
+        "an attention implementation through torch.nn.functional.scaled_dot_product_attention yet'. Use "
+        "flash_attn: auto (transformers' own choice for this model) or eager."
+    )
+    model, _ = _load(tmp_path / "oss", template="gpt_oss")
+    assert model.config._attn_implementation == "eager"
+
+
 def test_liger_fails_clearly_without_gpu(tiny_qwen):
     with pytest.raises(EnvironmentProblem, match=r"enable_liger_kernel needs"):
         _load(tiny_qwen, enable_liger_kernel=True)

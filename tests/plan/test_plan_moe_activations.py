@@ -1,7 +1,8 @@
 """The planner's mixture-of-experts activations (plan/moe_activations.py) against what autograd keeps in a real forward
-pass of tiny Qwen3-MoE, Qwen2-MoE (shared expert) and Mixtral models: router softmax and top-k, the routed rows the
-grouped expert matmuls keep, and the adapted fused weights that LoRA on the experts forms in every forward; with and
-without gradient checkpointing, within the bound of the dense activation tests (tests/plan/test_plan_memory.py)."""
+pass of tiny Qwen3-MoE, Qwen2-MoE (shared expert), Mixtral, DeepSeek-V3 and gpt-oss (eager attention with sinks,
+clamped SwiGLU experts) models: router softmax and top-k, the routed rows the grouped expert matmuls keep, and the
+adapted fused weights that LoRA on the experts forms in every forward; with and without gradient checkpointing, within
+the bound of the dense activation tests (tests/plan/test_plan_memory.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tunekit.config import load_config
 from tunekit.model.elementwise_recompute import enable_for_training
 from tunekit.model.finetuning import apply_finetuning
 from tunekit.model.moe import configure_moe
-from tunekit.plan.activations import layer_kinds, saved_bytes
+from tunekit.plan.activations import layer_kinds, saved_bytes, sink_attention_saved
 from tunekit.plan.architectures import load_shape
 from tunekit.plan.memory import GiB
 from tunekit.plan.moe_activations import expert_width, routed_saved_const, routed_saved_per_token
@@ -30,11 +31,13 @@ FAMILIES = {
     "mixtral": "mixtral-8x7b",
     "deepseek_v3": "deepseek-v3",  # latent attention, a dense layer 0, a shared expert, fp32 sigmoid router
     "qwen3_moe_dense0": "qwen3-30b-a3b",  # mlp_only_layers [0]: a dense layer below the sparse one
+    "gpt_oss": "gpt-oss-20b",  # eager attention with sinks, biases, a biased router, clamped SwiGLU experts
 }
 REBUILT = {"qwen3_moe_dense0": {"mlp_only_layers": [0]}}  # config changes, the weights built again
 ATTENTION = {  # lora-attention's targets
     **dict.fromkeys(("qwen3_moe", "qwen2_moe", "mixtral", "qwen3_moe_dense0"), "q_proj,v_proj"),
     "deepseek_v3": "q_b_proj,kv_b_proj",  # latent attention's query and key/value expansions
+    "gpt_oss": "q_proj,v_proj",
 }
 METHODS = {
     "lora-bf16": dict(finetuning_type="lora", bf16=True),  # bf16 base, fp32 adapters (experts too), bf16 autocast
@@ -64,7 +67,8 @@ def _model(folder, cfg):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     hf = AutoConfig.from_pretrained(folder)
-    hf._attn_implementation = "sdpa"
+    if hf.model_type != "gpt_oss":  # gpt-oss: transformers' own choice, eager (no sdpa kernel takes the sinks)
+        hf._attn_implementation = "sdpa"
     hf.use_cache = False
     configure_moe(hf, cfg, str(folder), True)  # moe_aux_loss_coef: output_router_logits, as the loader sets it
     torch.manual_seed(0)
@@ -95,7 +99,7 @@ def test_moe_activation_bytes_within_the_dense_bound(family, method, gc, moe_fol
     model = _model(folder, measured_cfg(folder, 32, 1, gc, template="qwen", **opts))
     for seq, batch in ((32, 1), (64, 2)):
         cfg = measured_cfg(folder, seq, batch, gc, template="qwen", **opts)
-        setup = resolve_setup(cfg).with_(padded=False)  # no attention mask, like the ids below
+        setup = resolve_setup(cfg, shape=shape).with_(padded=False)  # unmasked ids; the model's attention
         planned = saved_bytes(shape, setup, count_params(shape, setup))["total"]
         torch.manual_seed(1)
         measured = _measured(model, torch.randint(0, shape.vocab, (batch, seq)), cfg.bf16)
@@ -127,7 +131,7 @@ def test_a_dense_layer_below_a_sparse_one_is_counted_as_built(opts, moe_folders)
 
 
 @pytest.mark.parametrize("method", ["lora-bf16", "full-fp32"])
-@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral", "gpt_oss"])
 def test_the_router_aux_loss_keeps_each_sparse_layer_s_router_softmax(family, method, moe_folders):
     """moe_aux_loss_coef: transformers' load-balancing loss keeps the softmax of every sparse layer's router logits,
     tokens x experts in the compute dtype per layer; what autograd saves beyond that goes before backward."""
@@ -192,3 +196,47 @@ def test_qwen3_30b_a3b_lora_plans_its_routed_rows_and_adapted_experts():
     assert with_gc.memory["activations"] > 1.6 * adapted / GiB  # the recomputed layer's adapted experts
     assert without.memory["activations"] > 48 * adapted / GiB  # every layer keeps its own
     assert with_gc.fits is True and without.fits is False
+
+
+def test_gpt_oss_above_its_sliding_window_keeps_every_row_s_scores(moe_folders):
+    """gpt-oss at 256 tokens, above its 128-token sliding window, as tunekit's loader builds it (eager: transformers
+    has no SDPA for its sinks): eager attention scores the whole row on the sliding layers too and only masks what lies
+    outside the window, so the planned probabilities c a (s + 1) per token and layer, with the clamped SwiGLU's routed
+    rows, still meet the measurement."""
+    from transformers import AutoConfig
+
+    from tunekit.model.loader import load_model, load_tokenizer
+
+    folder = moe_folders["gpt_oss"]
+    hf = AutoConfig.from_pretrained(folder)
+    assert hf.sliding_window < 256 and hf.layer_types == ["sliding_attention", "full_attention"]
+    shape = load_shape(None, str(folder))
+    errors = []
+    for method in ("lora-bf16", "full-fp32"):
+        cfg = measured_cfg(folder, 256, 1, False, template="qwen", **METHODS[method])
+        setup = resolve_setup(cfg, shape=shape).with_(padded=False)
+        planned = saved_bytes(shape, setup, count_params(shape, setup))["total"]
+        torch.manual_seed(1)
+        measured = _measured(_model(folder, cfg), torch.randint(0, shape.vocab, (1, 256)), cfg.bf16)
+        errors.append((method, planned, measured, round(planned / measured - 1, 4)))
+    loaded = load_model(cfg, load_tokenizer(cfg), is_trainable=True)
+    assert loaded.config._attn_implementation == shape.default_attn == setup.attn == "eager"
+    assert all(abs(e[-1]) < ACTIVATION_BOUND for e in errors), errors
+
+
+def test_gpt_oss_20b_plans_eager_sink_attention_and_its_routed_rows():
+    """docs/memory-model.md's gpt-oss-20b arithmetic (h 2880, W 2880, E 32, k 4, 64 heads of 64; LoRA r 8 on
+    everything, bf16, 2048 tokens): per token and layer the eager attention core keeps 287,360 B (q, repeated k and v;
+    the probabilities over the row and the sink; the row max's indices) and the router and routed rows 207,504 B (the
+    top-k softmax; the whole gate/up output and four elementwise tensors of the clamped SwiGLU)."""
+    options = dict(model_name_or_path="gpt-oss-20b", finetuning_type="lora", lora_rank=8, bf16=True)
+    options.update(cutoff_len=2048, per_device_train_batch_size=1, template="qwen3", gradient_checkpointing=True)
+    shape = load_shape("gpt-oss-20b", None)
+    setup = resolve_setup(load_config(None, options), seq_len=2048, shape=shape)
+    assert shape.default_attn == setup.attn == "eager"
+    kind = layer_kinds(shape, setup, count_params(shape, setup))[-1]
+    h, W, k, a, q, s, c = 2880, 2880, 4, 64, 64 * 64, 2048, 2
+    assert (shape.moe.experts, shape.moe.top_k, expert_width(shape), shape.heads, shape.q_dim) == (32, k, W, a, q)
+    assert sink_attention_saved(shape, setup, kind) == 3 * c * q + c * a * (s + 1) + 8 * a == 287_360
+    routed = 8 * k + c * k + c * k * (h + 6 * W) + c * k * (h + W) + c * k + 24 * k
+    assert routed_saved_per_token(shape, setup, kind, c, False) == routed == 207_504

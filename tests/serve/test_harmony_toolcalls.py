@@ -5,13 +5,12 @@ at ``<|call|>``; a tool round trip renders as the official template renders it."
 
 from __future__ import annotations
 
-import datetime
 import json
 
 import httpx
 import pytest
 
-from tests.helpers import serve_in_thread
+from tests.helpers import freeze_harmony_day, serve_in_thread
 from tests.reply_helpers import scripted_engine
 from tunekit.tiny.text import build_tiny_model
 
@@ -34,7 +33,6 @@ CALLS = {
     + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
 }
 CALL = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
-DAY = datetime.datetime(2025, 8, 5, 12, 0)
 
 
 @pytest.fixture(scope="module")
@@ -87,17 +85,7 @@ def test_without_tools_the_call_stays_text(served):
 def test_a_tool_round_trip_renders_as_the_official_template(served, monkeypatch):
     """The call sent back and the tool's result: the prompt is the official template's (the call's thought kept, no
     final answer follows it); several calls in one message are a 400 (harmony makes one call per message)."""
-    import transformers.utils.chat_template_utils as chat_utils
-
-    from tunekit.data.templates import harmony
-
-    class Fixed(datetime.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return DAY
-
-    monkeypatch.setattr(chat_utils, "datetime", Fixed)  # the official template's strftime_now
-    monkeypatch.setattr(harmony, "today", lambda: DAY.strftime("%Y-%m-%d"))
+    freeze_harmony_day(monkeypatch)
     engine, url = served
     call = {"id": "call_1", "type": "function", "function": CALL}
     msgs = HI + [

@@ -123,14 +123,14 @@ def test_board_end_to_end(server, page, workspace):
     pg.evaluate(TOAST_WATCH)  # no error toast in the whole workflow (checked before the reload and at the end)
 
     step("the form: a YAML, the tiny model, the demo dataset picked from dataset_info.json")
-    # 100 steps of 16 micro-batches (~0.1 s each on a quiet core): long enough to be stopped midway
+    # 60 steps of 16 micro-batches (~0.3 s a step on a quiet core): long enough to be stopped midway
     (workspace / "run.yaml").write_text(
-        "max_steps: 100\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 16\nlogging_steps: 1\n"
+        "max_steps: 60\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 16\nlogging_steps: 1\n"
         "plot_loss: true\noutput_dir: saves/e2e\n"
     )
     fill_text(pg, "config-path-box", "run.yaml")
     pg.locator("#tk-load").click()
-    pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '100'")
+    pg.wait_for_function("() => document.querySelector('#tk-field-max_steps textarea')?.value === '60'")
     fill_text(pg, "model_name_or_path", workspace / "tiny")
     # the folder's own chat template is suggested first (webui/pickers.py); then the test picks tunekit's
     pg.wait_for_function("() => document.querySelector('#tk-field-template input')?.value === 'jinja'")
@@ -156,7 +156,7 @@ def test_board_end_to_end(server, page, workspace):
     pg.locator("#tk-plan-btn").click()
     pg.wait_for_function(
         "() => { const t = document.querySelector('#tk-plan-out')?.innerText || '';"
-        " return t.includes('GiB') && /\\b100\\b/.test(t); }"
+        " return t.includes('GiB') && /\\b60\\b/.test(t); }"
     )
     shot(pg, "1-plan")
 
@@ -164,7 +164,7 @@ def test_board_end_to_end(server, page, workspace):
     pg.locator("#tk-preview").click()
     pg.wait_for_function("() => document.querySelector('#tk-command')?.innerText.includes('tunekit train')")
     command = pg.locator("#tk-command .cm-content").inner_text().strip()
-    assert "max_steps=100" in command and "dataset=demo" in command and "plot_loss=true" in command
+    assert "max_steps=60" in command and "dataset=demo" in command and "plot_loss=true" in command
     shot(pg, "2-train-form")
 
     step("start, then stop: the trainer saves a checkpoint")
@@ -174,7 +174,7 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_selector("#tk-progress-bar:is([data-state=stopped], [data-state=finished])", timeout=120_000)
     assert pg.locator("#tk-progress-bar").get_attribute("data-state") == "stopped", "the run ended before Stop"
     saved = sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*"))
-    assert saved and 2 <= saved[-1] < 100, saved
+    assert saved and 2 <= saved[-1] < 60, saved
     shot(pg, "3-stopped")
 
     step("resume from the checkpoint Stop saved, reload while it runs (the board reattaches), run to the end")
@@ -195,10 +195,10 @@ def test_board_end_to_end(server, page, workspace):
     pg.wait_for_selector("#tk-progress-bar:is([data-state=finished], [data-state=failed])", timeout=240_000)
     bar = pg.locator("#tk-progress-bar")
     assert bar.get_attribute("data-state") == "finished", pg.locator("#tk-status").inner_text()
-    assert bar.get_attribute("data-step") == "100" and bar.get_attribute("data-total") == "100"
+    assert bar.get_attribute("data-step") == "60" and bar.get_attribute("data-total") == "60"
     rows = train_rows(out)
-    assert [row["step"] for row in rows] == list(range(1, 101))  # each step logged once
-    # the live chart: a line through the 100 logged losses in step order, on a numeric axis, and its lr line
+    assert [row["step"] for row in rows] == list(range(1, 61))  # each step logged once
+    # the live chart: a line through the 60 logged losses in step order, on a numeric axis, and its lr line
     pg.wait_for_function(
         "n => (document.querySelector('#tk-loss-plot .mark-line path')?.getAttribute('d') || '')"
         ".split(/[ML]/).filter(s => s.trim()).length >= n",

@@ -23,6 +23,7 @@ from .finetuning import apply_finetuning
 from .layers import decoder_layers
 from .moe import configure_moe, watch_router_aux
 from .multimodal import model_class
+from .prompt_adapters import check_prefix_attention
 from .quantization import check_prequantized, dequantize_on_load, quantization_config
 
 # Files a tokenizer's vocabulary can come from (fast, sentencepiece, BPE, WordPiece, tiktoken); see _check_vocabulary.
@@ -387,18 +388,8 @@ def check_loaded_weights(info: dict, path: str, architecture: str, allowed: bool
     )
 
 
-def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
-    """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
-
-    check_accelerators(cfg)
-    path = model_path(cfg)
-    config = load_model_config(cfg)
-    check_prequantized(config, cfg, path, is_trainable)
-    config = dequantize_on_load(config)  # compressed-tensors: decompressed at load, as peft needs it
-    if is_local_path(path):
-        check_weight_files(Path(path))
-    apply_rope_scaling(config, cfg)
-    configure_moe(config, cfg, path, is_trainable)  # experts in float64, moe_aux_loss_coef (model/moe.py)
+def _from_pretrained(cfg: Config, config, path: str) -> tuple[Any, dict]:
+    """``from_pretrained`` with the configured dtype/attention/quantization; its failures said as tunekit's."""
     dtype = compute_dtype(cfg)
     try:
         # AutoModelForImageTextToText for vision-language models
@@ -414,6 +405,7 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
             low_cpu_mem_usage=cfg.low_cpu_mem_usage,
             output_loading_info=True,
         )
+        return model, info
     except OSError as exc:
         if is_local_path(path):
             raise ModelError(f"Could not load the weights in {path} ({str(exc).splitlines()[0][:300]}).") from None
@@ -437,6 +429,30 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
             f"corrupted, or a pickle that needs code to run, which tunekit never does (weights-only loading). "
             f"Re-download it, or re-save the model as safetensors where it was made."
         ) from None
+    except ValueError as exc:  # an attention implementation the model's class does not offer
+        if cfg.flash_attn not in ("sdpa", "fa2") or "attention implementation" not in str(exc):
+            raise
+        said = str(exc).split(". ")[0]
+        raise ModelError(
+            f"flash_attn: {cfg.flash_attn} cannot load {path}: transformers says '{said}'. Use flash_attn: auto "
+            f"(transformers' own choice for this model) or eager."
+        ) from None
+
+
+def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
+    """Load weights with the configured dtype/attention/RoPE/quantization and apply the fine-tuning method."""
+
+    check_accelerators(cfg)
+    path = model_path(cfg)
+    config = load_model_config(cfg)
+    check_prefix_attention(cfg.finetuning_type, config.get_text_config())  # ptuning on latent attention
+    check_prequantized(config, cfg, path, is_trainable)
+    config = dequantize_on_load(config)  # compressed-tensors: decompressed at load, as peft needs it
+    if is_local_path(path):
+        check_weight_files(Path(path))
+    apply_rope_scaling(config, cfg)
+    configure_moe(config, cfg, path, is_trainable)  # experts in float64, moe_aux_loss_coef (model/moe.py)
+    model, info = _from_pretrained(cfg, config, path)
     check_loaded_weights(info, path, type(model).__name__, getattr(cfg, "allow_new_weights", False))
     embeddings = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 under ZeRO-3 (partitioned)
     if len(tokenizer) > embeddings or cfg.resize_vocab:

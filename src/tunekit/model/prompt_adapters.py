@@ -64,6 +64,21 @@ def check_prompt_adapters(adapters: list[str]) -> None:
             )
 
 
+def check_prefix_attention(finetuning_type: str, config) -> None:
+    """``ptuning`` on multi-head latent attention (DeepSeek-V2/V3; ``config``: the model's config or config.json's
+    dict) is refused before the model loads: transformers caches its compressed latent and shared rotary key, one head
+    each, where PEFT's prefix brings per-head keys and values of one width (peft 0.21.2 fails in its first forward)."""
+    get = config.get if isinstance(config, dict) else lambda key: getattr(config, key, None)
+    rank = get("kv_lora_rank")
+    if finetuning_type == "ptuning" and isinstance(rank, int) and rank > 0:
+        raise ConfigError(
+            f"finetuning_type ptuning cannot train {get('model_type')}: its multi-head latent attention caches one "
+            f"compressed latent per token (kv_lora_rank {rank} wide) and a shared rotary key (qk_rope_head_dim "
+            f"{get('qk_rope_head_dim')}), not per-head keys and values, so PEFT's prefix (pre_seq_len keys and values "
+            "per head and layer) does not fit its cache. Use finetuning_type prompt (num_virtual_tokens) or lora."
+        )
+
+
 def refuse_under(method: str, adapters: list[str]) -> None:
     """Training ``method`` (lora, oft, freeze, full) starts from the adapters merged: a prefix/prompt one cannot be."""
     for path in adapters:

@@ -139,14 +139,18 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
 
 def attention_saved(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bool, norm_out, norm_rc, consumers):
     """Bytes per token of a layer's attention (its projections' inputs to ``o_proj``'s): q, k, v, the output and
-    SDPA's log-sum-exp, or eager's softmax over the row; Qwen3's per-head q/k norms."""
+    SDPA's log-sum-exp, or eager's softmax over the row (gpt-oss: with a sink column); Qwen3's per-head q/k
+    norms."""
     h, q, kv, a, c = shape.hidden, shape.q_dim, shape.kv_dim, shape.heads, setup.compute_bytes
     attn_in = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name not in ATTN_OUT]
     attn_out = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name in ATTN_OUT]
     total = consumers(h, norm_out, attn_in, norm_rc)  # elementwise_recompute: the norm output is a recipe
     # attention core
     repeat = padded and setup.attn == "sdpa" and shape.kv_heads != shape.heads  # masked SDPA repeats k/v heads
-    if setup.attn == "eager":
+    sinks = setup.attn == "eager" and _sinks(shape)
+    if sinks:  # gpt-oss: one softmax over [scores, sink] in the scores' dtype, the sink column dropped after it
+        total += sink_attention_saved(shape, setup, kind)
+    elif setup.attn == "eager":
         s = setup.row_len  # scores span the row: the whole micro-batch when padding-free
         total += c * q * 3 + c * q  # q, repeated k and v, contiguous output
         total += (4 + (c if c != 4 else 0)) * a * s  # fp32 softmax + probabilities in the compute dtype
@@ -158,8 +162,38 @@ def attention_saved(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bo
         total += 4 * q + 4 * a + 4 * kv + 4 * shape.kv_heads
         if kind.norms_trainable:
             total += c * (q + kv)
-    total += consumers(q, c, attn_out, True)
+    total += consumers(q, c, attn_out, not sinks)  # with sinks, nothing but o_proj's consumers keeps the output
     return total
+
+
+def sink_attention_saved(shape: ModelShape, setup: Setup, kind: LayerKind) -> float:
+    """Bytes per token of gpt-oss's eager attention core (``eager_attention_forward`` with ``s_aux``): the query,
+    the repeated key and value (c q each), the probabilities over the row and the sink, c a (s + 1) (the softmax runs
+    in the scores' dtype: no fp32 copy), and the int64 indices of the row max subtracted before it, 8 a. Each is kept
+    only for the gradient of another: in the lowest adapted layer (no gradient at its input) a projection that does
+    not train leaves its partner's operand unkept."""
+    c, q, a = setup.compute_bytes, shape.q_dim, shape.heads
+
+    def grad(name: str) -> bool:
+        path = f"self_attn.{name}"
+        return kind.input_requires_grad or path in kind.trainable or path in kind.adapted
+
+    gq, gk, gv = grad("q_proj"), grad("k_proj"), grad("v_proj")
+    scores = gq or gk  # the scores (and the probabilities' input) carry a gradient
+    total = c * q * (gk + gq + scores)  # q for k's gradient, the repeated k for q's, the repeated v for the scores'
+    total += c * a * (setup.row_len + 1) * (scores or gv)  # kept by the softmax and by the product with v
+    return total + 8 * a * scores
+
+
+def _sinks(shape: ModelShape) -> bool:
+    """Attention with a learned sink logit per head (gpt-oss's ``self_attn.sinks``)."""
+    return any(n.endswith("self_attn.sinks") for n, _ in shape.layer_param_names)
+
+
+def rotary_width(shape: ModelShape) -> int:
+    """Width of the cos/sin the rotary products keep (once for all layers): the head, or half of it where the
+    frequencies are not duplicated (gpt-oss's ``_apply_rotary_emb`` rotates the two halves)."""
+    return shape.head_dim // 2 if shape.model_type == "gpt_oss" else shape.head_dim
 
 
 def moe_mlp_saved(shape: ModelShape, setup: Setup, kind: LayerKind, mlp_in, mlp_out, norm_out, norm_rc, consumers):
@@ -310,7 +344,7 @@ def saved_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts, padded: bo
             for i, k in enumerate(kinds)
             if i >= ck
         )
-        layers += 2 * rd_last * shape.head_dim * T
+        layers += 2 * rd_last * rotary_width(shape) * T
         layers += prefix_saved_bytes(shape, setup, shape.layers - ck)  # a ptuning prefix's keys, values, mask, encoder
     layers += router_aux_saved(shape, setup, kinds)  # moe_aux_loss_coef: every sparse layer's router softmax
     head = head_saved_per_token(shape, setup, counts, lm_tr, norm_tr, emb_tr, rd_last) * T

@@ -1,5 +1,5 @@
 """Multi-head latent attention (DeepSeek-V2/V3) in the plan: its widths and what its forward keeps for backward
-(derivation: docs/memory-model.md, section 3.2, "Multi-head latent attention").
+(derivation: docs/memory-model.md, section 3.1, "Multi-head latent attention").
 
 Read off transformers 5's ``DeepseekV3Attention`` (V2's is the same but for the rotary layout), per token, with ``H``
 heads, query/key head ``d = nope + rope`` (``qk_nope_head_dim + qk_rope_head_dim``), value head ``dv``, the query
@@ -19,6 +19,12 @@ compression ``ql`` (``q_lora_rank``; none: one ``q_proj``) and the key/value com
   (an fp32 copy ``4 H dv``; in fp32 the view of ``kv_b_proj``'s output, ``4 H (nope + dv)``) and the probabilities
   ``4 H s`` over the row ``s``; its output is cast and made contiguous, a fresh ``c H dv`` that ``o_proj`` keeps when
   it trains or is adapted. (On CUDA SDPA's memory-efficient kernel takes different head widths.)
+* under FlashAttention-2 (``flash_attn: fa2``, CUDA) with ``d != dv``, transformers' ``flash_attention_forward`` pads
+  the value to ``d`` (``F.pad``: a new ``c H d``, which the kernel keeps; the view of ``kv_b_proj``'s output is then
+  kept by nothing, as ``pad`` saves nothing) and slices the kernel's output back to ``dv``: flash-attn keeps the query,
+  the key, the padded value and the padded output (``out_padded``), ``c H d`` each, and the fp32 log-sum-exp ``4 H``,
+  no probabilities; the slice is made contiguous by the model's ``reshape(...).contiguous()``, a fresh ``c H dv`` that
+  ``o_proj`` keeps when it trains or is adapted. (Unpadding copies q, k and v per token; the copies replace them.)
 """
 
 from __future__ import annotations
@@ -81,6 +87,9 @@ def latent_saved_per_token(shape, setup, kind, norm_out: int, norm_rc: bool, con
         v = lat.v_dim if c != 4 else lat.nope + lat.v_dim  # an fp32 copy of the value, or the view of kv_b's output
         total += 4 * H * (2 * lat.qk_dim + v + setup.row_len)  # scaled fp32 query and key, value, probabilities
         return total + consumers(H * lat.v_dim, c, [names["o_proj"]], False)  # the output: a fresh copy
+    if setup.attn == "fa2" and lat.qk_dim != lat.v_dim:  # FlashAttention-2 pads the value to the query's width
+        total += c * H * 4 * lat.qk_dim + 4 * H  # query, key, padded value, padded output; fp32 log-sum-exp
+        return total + consumers(H * lat.v_dim, c, [names["o_proj"]], False)  # the sliced output: a fresh copy
     total += c * H * (2 * lat.qk_dim + lat.nope + lat.v_dim)  # query, key, the value's kv_b_proj output
     total += c * H * lat.v_dim  # the attention output, o_proj's input
     if setup.attn == "eager":

@@ -22,6 +22,12 @@ experts, top ``k``, hidden ``h`` and expert width ``W``; ``S = k`` routed rows p
   transient of that layer's backward;
 * with the router auxiliary loss (``moe_aux_loss_coef``): the softmax of each sparse layer's router logits that the
   loss keeps, ``c E`` per token (:func:`router_aux_saved`).
+
+gpt-oss (``GptOssTopKRouter``, ``GptOssExperts._apply_gate``; docs/memory-model.md, "gpt-oss"): the router's softmax
+runs over the top-k logits only, in their dtype (``8k + l k``: no ``4E`` output, no renormalisation); the clamped
+SwiGLU keeps the whole gate/up output (its clamps' input, ``2 e W k``) and four ``e W k`` tensors (the clamped gate,
+its sigmoid, ``up + 1`` and the gated product ``glu``) where the plain ``act(gate) * up`` keeps one; trained expert
+biases add the sorted expert ids their gathers keep, ``8k``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,12 @@ def expert_width(shape: ModelShape) -> int:
     if down is not None:
         return down.in_features if down.out_features == h else down.out_features
     return moe.routed // max(1, moe.sparse_layers * moe.experts * 3 * h)
+
+
+def gpt_oss_routing(shape: ModelShape) -> bool:
+    """gpt-oss's sparse block: a router with a bias whose softmax runs over the top-k logits only, and experts with
+    biases whose activation is the clamped SwiGLU (alpha 1.702, limit 7) over interleaved gate/up columns."""
+    return shape.moe is not None and shape.model_type == "gpt_oss"
 
 
 def adapted_expert_paths(shape: ModelShape, setup: Setup) -> frozenset[str]:
@@ -78,21 +90,25 @@ def routed_saved_per_token(shape: ModelShape, setup: Setup, kind, norm_out: int,
     if moe is None or (not kind.input_requires_grad and not kind.trainable and not kind.adapted):
         return 0.0
     h, k, E, c = shape.hidden, moe.top_k, moe.experts, setup.compute_bytes
-    W, e = expert_width(shape), expert_bytes(setup, kind)
+    W, e, oss = expert_width(shape), expert_bytes(setup, kind), gpt_oss_routing(shape)
     logits = c if setup.autocast else norm_out
     weights = 4 if moe.fp32_scores else logits
+    act = (6 if oss else 3) * W  # the gate/up output and what the activation keeps beside it (clamped SwiGLU: 4 W)
     if not block_input_grad(shape, kind):
         first = _adapted(shape, kind)[:1] == moe.fused[:1]  # the up projection trains: all after it carries
-        return (e * k * (h + 4 * W) + weights * k + 8 * k) if first else 0.0
-    router = 4 * E + 8 * k + ((4 + 4 * k) if moe.normalized else 0)
+        return (e * k * (h + act + W) + weights * k + 8 * k) if first else 0.0
+    # the fp32 softmax over E, the top-k indices, a renormalisation; gpt-oss: the indices, a softmax over the k chosen
+    router = (8 * k + logits * k) if oss else 4 * E + 8 * k + ((4 + 4 * k) if moe.normalized else 0)
     if kind.trainable:  # the router's weight trains: its input (an autocast copy, or the norm output itself)
         if setup.autocast and norm_out != c:
             router += c * h
         elif not norm_saved:
             router += norm_out * h
-    experts = e * k * (h + 3 * W) + weights * k + 24 * k
+    experts = e * k * (h + act) + weights * k + 24 * k
     if kind.trainable or _adapted(shape, kind):  # the weights' gradient needs both grouped matmuls' inputs
         experts += e * k * (h + W)
+    if kind.trainable and oss:  # the trained biases' gathers keep the sorted expert ids
+        experts += 8 * k
     return float(router + experts)
 
 

@@ -16,12 +16,17 @@ indices ``8 P B``; with ``prefix_projection`` the MLP ``kv -> Hp -> layers x 2 x
 and the tanh output ``x Hp P B`` (``x``: fp32, or the compute dtype under autocast, which also keeps the 16-bit
 copies of its two weights).
 
+Multi-head latent attention (DeepSeek-V2/V3) caches a compressed latent and a shared rotary key, one head each,
+which PEFT's per-head prefix does not fit: ``tunekit train`` refuses ``ptuning`` there before the model loads
+(``model/prompt_adapters.check_prefix_attention``), and the plan refuses it with the same message.
+
 Prompt tuning (``finetuning_type: prompt``) needs no term of its own: its ``num_virtual_tokens`` run in front of
 every row as ordinary positions, so the plan's rows are that much longer (``training_setup.memory_seq_len``).
 """
 
 from __future__ import annotations
 
+from ..model.prompt_adapters import check_prefix_attention
 from .architectures import ModelShape
 from .training_setup import Setup
 
@@ -31,6 +36,11 @@ def prefix_saved_bytes(shape: ModelShape, setup: Setup, layers: int) -> float:
     ``layers`` layers that keep activations, and the prefix encoder's activations; 0 for any other method."""
     if not setup.prompt or setup.prompt[0] != "ptuning":
         return 0.0
+    if shape.latent is not None:  # no prefix fits latent attention's cache: refused as training refuses it
+        lat = shape.latent
+        check_prefix_attention(
+            "ptuning", dict(model_type=shape.model_type, kv_lora_rank=lat.kv_rank, qk_rope_head_dim=lat.rope)
+        )
     _, P, projection, hidden = setup.prompt
     c, s = setup.compute_bytes, setup.row_len
     B = 1 if setup.padding_free else setup.micro_batch  # sequences: one row when padding-free

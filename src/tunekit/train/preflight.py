@@ -8,8 +8,8 @@ the model loaded. Under a launcher the ranks run it too (it is cheap), which cov
 
 1. the config's rules of a training run (``config.schema.run_problems``), the DeepSpeed file against the options
    (every contradiction in one error: ``deepspeed_config.option_conflicts``), FSDP settings, the fp8 recipe;
-2. the files the config names: model folder, ``output_dir`` (never overwritten silently), every dataset name in
-   ``dataset_info.json`` (or a file);
+2. the files the config names: model folder (``ptuning`` on its latent attention refused from its config.json),
+   ``output_dir`` (never overwritten silently), every dataset name in ``dataset_info.json`` (or a file);
 3. the machine (:func:`check_machine`): fp16 needs an accelerator, bf16 a GPU of compute capability 8.0 or newer
    (or the CPU), fp8 a GPU of 8.9 or newer; ``train/arguments.py`` applies the same function;
 4. packages: DeepSpeed and the ops it builds, fp8's backend, the trackers, GPU-only kernels, the quantization
@@ -27,6 +27,7 @@ from ..data.dataset_info import resolve_datasets
 from ..data.tokenized_cache import META
 from ..errors import ConfigError
 from ..model.loader import _read_config_json, attention_implementation, check_accelerators, is_local_path, model_path
+from ..model.prompt_adapters import check_prefix_attention
 from ..model.quantization import check_prequantized, check_quantization_packages
 from .engines import distributed
 from .engines.deepspeed_config import check_options, read_deepspeed, require_deepspeed
@@ -60,7 +61,11 @@ def check_config(cfg: Config) -> None:
 
 def check_paths(cfg: Config) -> None:
     """The model folder, ``output_dir`` and every dataset name the run reads."""
-    model_path(cfg)
+    from pathlib import Path
+
+    path = model_path(cfg)
+    if cfg.finetuning_type == "ptuning" and is_local_path(path):  # a prefix on latent attention: before data is read
+        check_prefix_attention(cfg.finetuning_type, _read_config_json(Path(path)))
     check_output_dir(cfg)
     check_datasets(cfg)
 
