@@ -319,3 +319,16 @@ def test_a_trained_calls_thought_is_marked_for_thought_loss_weight():
         "<|channel|>analysis<|message|>It is clear.<|end|><|start|>assistant",
     ]
     assert marked[0][1].startswith(marked[0][2]) and marked[0][1].endswith("<|call|>")
+
+
+def test_a_cut_with_mask_history_never_starts_at_the_tool_result(tok, tmp_path):
+    """The oldest history goes first, but a kept run never begins at a tool result (its call would be cut away and
+    harmony cannot write a result without its call): the run from the user's question is kept whole, or, when even
+    it does not fit, the sample keeps nothing to train and is reported dropped."""
+    tokenizer, folder = tok
+    history = [{"role": "user", "content": "Hello " * 200}, {"role": "assistant", "content": "Hi."}]
+    whole = _official_ids(tokenizer, HF, [WEATHER])
+    row = _sft(folder, tmp_path, history + TURNS, [WEATHER], mask_history=True, cutoff_len=len(whole))
+    assert row["input_ids"] == whole  # the conversation from the question on, as the official template renders it
+    with pytest.raises(DataError, match=r"every sample was dropped \(no trainable tokens after cutoff_len"):
+        _sft(folder, tmp_path, history + TURNS, [WEATHER], mask_history=True, cutoff_len=len(whole) - 1)

@@ -149,6 +149,9 @@ class RenderedSpans(Spans):
     def head(self, start: int, stop: int) -> Head:
         return self.ctx.head_of_text(self._texts(start, stop)[0][0], self.messages[2 * start]["content"])
 
+    def can_start(self, start: int) -> bool:
+        return self.messages[2 * start]["role"] != "observation"
+
     def turns(self, start: int, stop: int) -> list[Turn]:
         texts = self._texts(start, stop)
         new = [t for t in dict.fromkeys(t for pair in texts for t in pair) if t not in self._ids]

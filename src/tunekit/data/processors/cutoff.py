@@ -11,7 +11,10 @@ What is cut, in this order:
      first, then the history from the newest turn back, so the **oldest history goes first**. When history
      is dropped, the first kept turn is rendered as the conversation's start (``first_prompt(j)``: the
      template's rendering of the messages from turn ``j`` on), so BOS, the system prompt and the tools
-     stay in front of it and the ids are those of the shorter conversation, not a mangled one.
+     stay in front of it and the ids are those of the shorter conversation, not a mangled one. A kept run
+     never begins at a tool result (``Spans.can_start``): its call would be cut away, and gpt-oss's template
+     cannot write a result without its call. When the last reply answers a tool result and its run from the
+     call does not fit whole, the sample keeps nothing to train and is reported dropped.
    * SFT, which trains every reply: the first turn onwards; a later turn that does not fit is dropped
      with everything after it (the first turn, which holds BOS, always stays). The kept turns are the
      template's rendering of the kept messages (``Spans.turns(0, i)``), so a system prompt the family
@@ -81,6 +84,10 @@ class Spans:
         """The first prompt of turns ``start..stop`` (BOS, system, tools, the first user message)."""
         return self._first(start)
 
+    def can_start(self, start: int) -> bool:
+        """Whether a kept run may begin at turn ``start`` (not at a tool result: its call would be cut away)."""
+        return True
+
     def turns(self, start: int, stop: int) -> list[Turn]:
         """``(prompt_ids, response_ids)`` of turns ``start..stop``."""
         if start == 0:
@@ -127,17 +134,25 @@ def fit_turns(
     if not last_first:
         return _fit_from_start(turns, cutoff_len, spans), True
     last = n - 1
-    head = spans.head(last, last)
-    if len(head.ids) + len(turns[last][1]) > cutoff_len:
+    start = next((j for j in range(last, -1, -1) if spans.can_start(j)), last)
+    rest = sum(len(p) + len(r) for p, r in turns[start + 1 :])  # the whole turns after ``start``
+    head = spans.head(start, last)
+    if len(head.ids) + len(turns[start][1]) + rest > cutoff_len:
+        if start < last:  # a tool result's run does not fit whole: nothing of it is trained (reported dropped)
+            return [], True
         return [(last, cut_turn(head, turns[last][1], cutoff_len))], True
     # the later turns of a rendering from turn j on are those of the whole conversation: only the head changes
-    first, first_head, rest = last, head, 0  # rest: the whole turns after ``first``
-    for j in range(last - 1, -1, -1):
-        rest_j = rest + len(turns[j + 1][0]) + len(turns[j + 1][1])  # turn j+1 is no longer the start
-        head_j = spans.head(j, last)
-        if len(head_j.ids) + len(turns[j][1]) + rest_j > cutoff_len:
+    first, first_head = start, head
+    for j in range(start - 1, -1, -1):
+        rest += len(turns[j + 1][0]) + len(turns[j + 1][1])  # turn j+1 is no longer the start
+        if len(turns[j][1]) + rest > cutoff_len:
             break
-        first, first_head, rest = j, head_j, rest_j
+        if not spans.can_start(j):
+            continue
+        head_j = spans.head(j, last)
+        if len(head_j.ids) + len(turns[j][1]) + rest > cutoff_len:
+            break
+        first, first_head = j, head_j
     kept = [(first, (first_head.ids, turns[first][1]))] + [(k, turns[k]) for k in range(first + 1, n)]
     return kept, True
 
