@@ -32,8 +32,10 @@ TAKE_VALUES_JS = (
 
 
 def takes_values(inputs) -> bool:
-    """Whether ``inputs`` hold a form's hidden values (the event then needs :data:`TAKE_VALUES_JS`)."""
-    return any(isinstance(c, gr.JSON) and isinstance(c.value, dict) and VALUES_MARK in c.value for c in inputs)
+    """Whether an event's ``inputs`` (one component or several) hold a form's hidden values (the event then needs
+    :data:`TAKE_VALUES_JS`)."""
+    comps = inputs if isinstance(inputs, (set, list, tuple)) else [inputs]
+    return any(isinstance(c, gr.JSON) and isinstance(c.value, dict) and VALUES_MARK in c.value for c in comps)
 
 
 def _named(spec: FieldSpec, text: str) -> str:
@@ -93,7 +95,6 @@ class FormView:
         self.advanced: Any = None  # the "Advanced" accordion when the form has basic options
         self.templates: list[str] = []  # the names the template picker offers (its choices on a language switch)
         self.values: Any = None  # the hidden JSON of every field's value (a rendered tab form: _add_values)
-        self.shown: Any = None  # the groups' visibility as the page shows it (gr.State)
 
     def render(
         self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3, basic: tuple[str, ...] = ()
@@ -140,17 +141,15 @@ class FormView:
 
     def _wire_groups(self, lang: str) -> None:
         """Show and hide the tutorial groups when an option that decides where they apply changes (a value
-        loaded from a YAML or restored on page load too); only the groups whose visibility changes are sent. A
-        failure answers in ``lang`` (webui/guard.py)."""
+        loaded from a YAML or restored on page load too). A failure answers in ``lang`` (webui/guard.py)."""
         deciding = {c for _acc, g, specs in self.groups for c in condition_fields(g, specs) if c in self.comps}
         if not deciding:
             return
-        self.shown = gr.State({g.name: bool(acc.visible) for acc, g, _specs in self.groups})
         Guard(lang=lang).on(
             [self.comps[name].change for name in sorted(deciding)],
             self.on_group_switch,
-            inputs={self.values, self.shown},
-            outputs=[self.shown, *(acc for acc, _g, _specs in self.groups)],
+            inputs={self.values},
+            outputs=[acc for acc, _g, _specs in self.groups],
             js=TAKE_VALUES_JS,
             trigger_mode="always_last",
             show_progress="hidden",
@@ -162,13 +161,9 @@ class FormView:
         return visible_groups([g for _acc, g, _specs in self.groups], self.by_name, form)
 
     def on_group_switch(self, data: Mapping[Any, Any]) -> dict[Any, Any]:
-        """The handler: ``{group accordion: visible update}`` for the groups whose visibility changes (all of
-        them when the page's is not known)."""
-        shown, before = self.group_visibility(self.read_map(data)), data.get(self.shown) or {}
-        changed = {
-            acc: gr.update(visible=shown[g.name]) for acc, g, _s in self.groups if before.get(g.name) != shown[g.name]
-        }
-        return {self.shown: shown, **changed} if changed else {self.shown: gr.skip()}
+        """The handler: ``{group accordion: visible update}`` from the widgets' values."""
+        shown = self.group_visibility(self.read_map(data))
+        return {acc: gr.update(visible=shown[g.name]) for acc, g, _specs in self.groups}
 
     def _sections(self, specs: list[FieldSpec], lang: str, tab: str, templates, per_row: int) -> None:
         for name, group in sections(specs, tab).items():

@@ -39,11 +39,7 @@ class Page:
         the event's ``Dependency``. Events of one function share its wrapper (:meth:`Guard.on`)."""
         if self.guard is None:
             self.guard = Guard(self.lang_radio, self.lang)
-        if (
-            inputs is not None
-            and "js" not in kwargs
-            and takes_values(inputs if isinstance(inputs, (set, list)) else [inputs])
-        ):
+        if inputs is not None and "js" not in kwargs and takes_values(inputs):
             kwargs["js"] = TAKE_VALUES_JS  # a form's values, from the page's store (FormView._add_values)
         return self.guard.on(trigger, fn, inputs, outputs, **kwargs)
 
