@@ -164,20 +164,25 @@ def test_the_declarations_read_as_typescript(tok):
 
 
 def _sft(folder, tmp_path, messages, tools, **options):
+    return _prepared(folder, tmp_path, "sft", {"conversations": _sharegpt(messages)}, tools, **options)[0]
+
+
+def _sharegpt(messages) -> list[dict]:
+    return [{"from": SHAREGPT[m["role"]], "value": m["content"]} for m in messages]
+
+
+def _prepared(folder, tmp_path, stage, record, tools, **options):
+    """The rows ``stage`` trains on, from one sharegpt ``record`` (its other columns named as the record names
+    them)."""
     from tunekit.config import load_config
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_tokenizer
 
-    record = {
-        "conversations": [{"from": SHAREGPT[m["role"]], "value": m["content"]} for m in messages],
-        "tools": json.dumps(tools),
-    }
-    write_dataset(
-        tmp_path / "data",
-        "toy",
-        [record],
-        {"formatting": "sharegpt", "columns": {"messages": "conversations", "tools": "tools"}},
-    )
+    columns = {"messages": "conversations", "tools": "tools"} | {k: k for k in record if k != "conversations"}
+    entry = {"formatting": "sharegpt", "columns": columns} | ({"ranking": True} if "chosen" in record else {})
+    if "label" in record:
+        columns["kto_tag"] = columns.pop("label")
+    write_dataset(tmp_path / "data", "toy", [record | {"tools": json.dumps(tools)}], entry)
     values = {
         "model_name_or_path": str(folder),
         "template": "gpt_oss",
@@ -187,8 +192,8 @@ def _sft(folder, tmp_path, messages, tools, **options):
         "cutoff_len": 2048,
         "overwrite_cache": True,
     }
-    cfg = load_config(None, values | options)
-    return prepare_datasets(cfg, load_tokenizer(cfg), "sft").train[0]
+    cfg = load_config(None, values | {"stage": stage} | options)
+    return prepare_datasets(cfg, load_tokenizer(cfg), stage).train
 
 
 def _trained(tokenizer, row) -> str:
@@ -332,3 +337,43 @@ def test_a_cut_with_mask_history_never_starts_at_the_tool_result(tok, tmp_path):
     assert row["input_ids"] == whole  # the conversation from the question on, as the official template renders it
     with pytest.raises(DataError, match=r"every sample was dropped \(no trainable tokens after cutoff_len"):
         _sft(folder, tmp_path, history + TURNS, [WEATHER], mask_history=True, cutoff_len=len(whole) - 1)
+
+
+HISTORY = [{"role": "user", "content": "Hello " * 200}, {"role": "assistant", "content": "Hi."}]
+RAINY = {"role": "assistant", "content": "<think>\nIt is clear.\n</think>\n\nRainy."}
+
+
+def test_a_preference_pair_is_never_cut_to_start_at_the_tool_result(tok, tmp_path):
+    """dpo / rm / kto cut the oldest history first too (``pairwise.py``, ``kto.py``): the run from the call's
+    question is kept whole, as the official template renders it, or the pair is dropped and reported."""
+    tokenizer, folder = tok
+    whole = _official_ids(tokenizer, HF, [WEATHER])
+    rainy = _official_ids(
+        tokenizer, [*HF[:3], {"role": "assistant", "content": "Rainy.", "thinking": "It is clear."}], [WEATHER]
+    )
+    pair = {"conversations": _sharegpt(HISTORY + TURNS[:3]), "chosen": _sharegpt(TURNS[3:])[0]}
+    pair["rejected"] = _sharegpt([RAINY])[0]
+    (row,) = _prepared(folder, tmp_path, "dpo", pair, [WEATHER], cutoff_len=len(whole))
+    assert (row["chosen_input_ids"], row["rejected_input_ids"]) == (whole, rainy)
+    labels = [IGNORE] * row["_prompt_len"] + whole[row["_prompt_len"] :]
+    assert row["chosen_labels"] == labels and tokenizer.decode(whole[row["_prompt_len"] :]).startswith("<|channel|>")
+    with pytest.raises(DataError, match=r"every sample was dropped \(no trainable tokens after cutoff_len"):
+        _prepared(folder, tmp_path, "dpo", pair, [WEATHER], cutoff_len=len(whole) - 1)
+
+    record = {"conversations": _sharegpt(HISTORY + TURNS), "label": True}
+    (row,) = _prepared(folder, tmp_path, "kto", record, [WEATHER], cutoff_len=len(whole))
+    assert row["input_ids"] == whole and row["prompt_ids"] == whole[: row["_prompt_len"]]
+    with pytest.raises(DataError, match=r"every sample was dropped \(no trainable tokens after cutoff_len"):
+        _prepared(folder, tmp_path, "kto", record, [WEATHER], cutoff_len=len(whole) - 1)
+
+
+def test_a_rollout_prompt_is_never_cut_to_start_at_the_tool_result(tok, tmp_path):
+    """ppo / grpo prompts (``prompt.py``): a prompt that ends with a tool's result keeps the run from the call's
+    question whole (the official generation prompt), or is dropped and reported."""
+    tokenizer, folder = tok
+    prompt = _official_ids(tokenizer, HF[:3], [WEATHER], gen=True)
+    record = {"conversations": _sharegpt(HISTORY + TURNS)}
+    (row,) = _prepared(folder, tmp_path, "ppo", record, [WEATHER], cutoff_len=len(prompt))
+    assert row["input_ids"] == prompt
+    with pytest.raises(DataError, match=r"every sample was dropped"):
+        _prepared(folder, tmp_path, "ppo", record, [WEATHER], cutoff_len=len(prompt) - 1)

@@ -113,3 +113,19 @@ def test_deepseek_v3_on_an_h100_with_fa2_differs_from_sdpa_by_the_derived_bytes(
     assert abs(reported - (61 + NOGC_BACKWARD_EXTRA) * T * per_token / GiB) <= 0.001  # two values rounded to 0.001
     lora = [resolve_setup(load_config(None, _options("lora", attn)), seq_len=T) for attn in ("sdpa", "fa2")]
     assert len({saved_bytes(shape, s, count_params(shape, s))["total"] for s in lora}) == 1
+
+
+def test_fa2_multiplies_the_padded_value():
+    """The time estimate's attention FLOPs (plan/time.py): scores ``q k`` and weighted values ``p v`` per head, token
+    and key, causal (half) under SDPA and FA2. FA2 multiplies the value padded from dv to d: H (d + d), where SDPA
+    multiplies H (d + dv); DeepSeek-V3 (H 128, d 192, dv 128, 61 layers) at 2048 tokens."""
+    from tunekit.plan.time import flops_per_token
+
+    shape = load_shape("deepseek-v3", None)
+    L, H, d, dv = 61, 128, 192, 128
+    att = {}
+    for attn in ("fa2", "sdpa"):
+        setup = resolve_setup(load_config(None, _options("lora", attn)), seq_len=T)
+        fpt = flops_per_token(shape, setup, count_params(shape, setup), T)
+        att[attn] = fpt["forward"]
+    assert att["fa2"] - att["sdpa"] == L * T * H * (d - dv)

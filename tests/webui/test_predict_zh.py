@@ -82,19 +82,18 @@ def test_predict_needs_an_output_dir(tmp_path):
 
 
 def test_an_invalid_record_and_no_usable_samples(tmp_path):
-    """The record's own error (the data layer's text, a value) in the Chinese sentence; with bad_records: skip and
-    every record invalid, none is left to predict on."""
+    """The record's own error (keyed by the data layer: said in Chinese too) in the Chinese sentence; with
+    bad_records: skip and every record invalid, none is left to predict on."""
     from tunekit.infer.predict import load_samples
 
     write_dataset(tmp_path / "data", "toy", [{"instruction": "", "input": "", "output": "4"}])
     with pytest.raises(DataError) as err:
         load_samples(_cfg(tmp_path, eval_dataset="toy"))
-    record = str(err.value)[: -len(" (dataset 'toy'" + SKIP)]
-    assert record.startswith(f"{tmp_path / 'data' / 'toy.json'}, record 0: ")
+    path = tmp_path / "data" / "toy.json"
     _said(
         err.value,
-        f"{record} (dataset 'toy'{SKIP}",
-        f"{record}（数据集 'toy'；设置 bad_records: skip 可跳过无效记录）",
+        f"{path}, record 0: the prompt is empty. (dataset 'toy'{SKIP}",
+        f"{path} 中的记录 0：提示为空。（数据集 'toy'；设置 bad_records: skip 可跳过无效记录）",
     )
     with pytest.raises(DataError) as err:
         load_samples(_cfg(tmp_path, eval_dataset="toy", bad_records="skip"))
@@ -216,20 +215,20 @@ EMPTY = [{"instruction": "", "input": "", "output": "4"}]  # an invalid record: 
 
 def test_the_data_errors_an_evaluation_run_hits_first(tiny_qwen, tmp_path):
     """An Evaluate & predict run reads its data through the pipeline before predict does (``data/pipeline.py``): an
-    invalid record, and a dataset with none usable; the record's own text (the data layer's) is a value."""
+    invalid record, and a dataset with none usable; the record's own error (the data layer's) is keyed too."""
     from tunekit.data.pipeline import prepare_datasets
     from tunekit.model.loader import load_tokenizer
 
     write_dataset(tmp_path / "data", "toy", EMPTY)
     cfg = _cfg(tmp_path, model_name_or_path=str(tiny_qwen), do_train=False, do_eval=True, eval_dataset="toy")
     path = tmp_path / "data" / "toy.json"
-    record = f"{path}, record 0: the prompt is empty."
+    record, record_zh = f"{path}, record 0: the prompt is empty.", f"{path} 中的记录 0：提示为空。"
     with pytest.raises(DataError) as err:
         prepare_datasets(cfg, load_tokenizer(cfg), "sft")
     _said(
         err.value,
         f"{record} (dataset 'toy'; set bad_records: skip to skip invalid records and count them)",
-        f"{record}（数据集 'toy'；设置 bad_records: skip 可跳过无效记录并计数）",
+        f"{record_zh}（数据集 'toy'；设置 bad_records: skip 可跳过无效记录并计数）",
     )
     cfg = cfg.model_copy(update={"bad_records": "skip"})
     with pytest.raises(DataError) as err:
@@ -237,7 +236,7 @@ def test_the_data_errors_an_evaluation_run_hits_first(tiny_qwen, tmp_path):
     _said(
         err.value,
         f"dataset 'toy' ({path}) has no usable records (1 read, 1 invalid). First problem: {record}",
-        f"数据集 'toy'（{path}）没有可用的记录（读取 1 条，无效 1 条）。第一个问题：{record}",
+        f"数据集 'toy'（{path}）没有可用的记录（读取 1 条，无效 1 条）。第一个问题：{record_zh}",
     )
 
 
@@ -264,12 +263,14 @@ def test_a_failed_jobs_keyed_reason_is_said_in_chinese(tiny_qwen, tmp_path):
     assert board.runner.wait(300) == 2
     path = tmp_path / "data" / "toy.json"
     record = f"{path}, record 0: the prompt is empty."
+    where = {"key": "part_where_record", "values": {"file": str(path), "index": 0}}
+    empty = {"key": "record_empty_prompt", "values": {"where": where}}
     assert json.loads(job.error_path.read_text(encoding="utf-8")) == [
-        {"key": "data_bad_record", "values": {"error": record, "name": "toy"}}
+        {"key": "data_bad_record", "values": {"error": empty, "name": "toy"}}
     ]
     log_line = f"error: {record} (dataset 'toy'; set bad_records: skip to skip invalid records and count them)"
     assert board.job_view("en")["status"] == f"**failed** · `tunekit train` · {out} · exit 2\n\n```\n{log_line}\n```"
     assert board.job_view("zh")["status"] == (
-        f"**失败** · `tunekit train` · {out} · 退出码 2\n\n任务失败：{record}（数据集 'toy'；设置 bad_records: skip "
-        f"可跳过无效记录并计数）\n\n```\n{log_line}\n```"
+        f"**失败** · `tunekit train` · {out} · 退出码 2\n\n任务失败：{path} 中的记录 0：提示为空。（数据集 'toy'；"
+        f"设置 bad_records: skip 可跳过无效记录并计数）\n\n```\n{log_line}\n```"
     )

@@ -63,34 +63,80 @@ def test_no_event_of_the_board_tracks_its_progress_on_a_whole_form(tmp_path):
     assert wide >= 5  # the form-wide events exist (edit checks, load, save, auto-fit, language): the check bites
 
 
+# The most inputs an event of the board takes: the model boxes, a few forms' hidden values, the language. A form's
+# ~20 widgets are many more.
+MAX_INPUTS = 7
+
+
+def page_forms(demo) -> dict:
+    """Every form of the board read through its hidden values, by its key in the page's store."""
+    ev = demo.tk_tabs["eval"]
+    return {**demo.tk_forms, "eval_data": ev.data, "eval_run": ev.run, "eval_gen": ev.gen}
+
+
+# each form's handlers (events with a Python function) that read its hidden values, at least
+FORM_READERS = {"train": 8, "chat": 3, "export": 3, "eval_data": 2, "eval_run": 2, "eval_gen": 2}
+
+
 def test_no_event_of_the_board_takes_a_whole_form_as_its_inputs(tmp_path):
     """Gradio 6.31's page keeps each input of a completed event in its table of loading statuses (the event
     is closed with a ``stream_state``) and walks its component tree once per entry at every later status update:
-    with the Train form's ~230 widgets as inputs the page used a whole core while a run trained. The form's
-    handlers read one hidden JSON (``FormView.values``) that the page fills from a store each widget's own
+    with the Train form's ~230 widgets as inputs the page used a whole core while a run trained (and the Chat,
+    Evaluate & predict and Export tabs' ~20 each added as many). Each form's handlers read one hidden JSON
+    (``FormView.values``, its own key in the page's store) that the page fills from the store each widget's own
     browser-side event keeps current; those events run no Python."""
     from tunekit.webui.app import create_app
-    from tunekit.webui.form import SYNC_JS, TAKE_VALUES_JS
+    from tunekit.webui.form import SYNC_JS, TAKE_VALUES_JS, VALUES_MARK
 
     demo = create_app(Board(cwd=tmp_path))
-    config, form = demo.get_config_file(), demo.tk_forms["train"]
-    assert max(len(dep["inputs"]) for dep in config["dependencies"]) <= 30
-    readers = [dep for dep in config["dependencies"] if form.values._id in dep["inputs"]]
-    synced = {dep["targets"][0][0] for dep in readers if dep["js"] and dep["js"].startswith(SYNC_JS.split("%")[0])}
-    assert synced == {comp._id for comp in form.inputs}  # every widget keeps the store current
-    for dep in readers:
-        if dep["backend_fn"]:  # edit checks, plan, preview, start, save, samples, pickers, groups
-            assert dep["js"] == TAKE_VALUES_JS, dep["targets"]
-        else:
-            assert not dep["outputs"], dep["targets"]  # a widget's store event changes nothing in the page
-    assert sum(1 for dep in readers if dep["backend_fn"]) >= 8
+    config, forms = demo.get_config_file(), page_forms(demo)
+    assert max(len(dep["inputs"]) for dep in config["dependencies"]) <= MAX_INPUTS
+    assert {key: form.values.value[VALUES_MARK] for key, form in forms.items()} == {key: key for key in FORM_READERS}
+    for name, form in forms.items():
+        widgets = {comp._id for comp in form.inputs}
+        readers = [dep for dep in config["dependencies"] if form.values._id in dep["inputs"]]
+        syncs = [dep for dep in readers if dep["js"] and dep["js"].startswith(SYNC_JS.split("%")[0])]
+        assert {dep["targets"][0][0] for dep in syncs} == widgets, name  # every widget keeps the store current
+        for dep in readers:
+            if dep["backend_fn"]:  # Train: edit checks, plan, preview, start, save, samples, pickers, groups
+                assert dep["js"] == TAKE_VALUES_JS, (name, dep["targets"])
+                assert not widgets & set(dep["inputs"]), (name, dep["targets"])  # nor the widgets themselves
+            else:
+                assert not dep["outputs"], (name, dep["targets"])  # a store event changes nothing in the page
+        assert sum(1 for dep in readers if dep["backend_fn"]) >= FORM_READERS[name], name
+
+
+def test_no_trigger_of_the_board_has_two_deferring_handlers(tmp_path):
+    """Gradio 6.31's page re-dispatches a deferred event's whole trigger when the run it waited for ends
+    (``always_last``), so two deferring handlers of one trigger that overlap re-run each other: after a YAML load the
+    edit check and the plan (each in its own queue, on every field) did so for seconds with a core busy. Each
+    trigger has one deferring handler at most (Guard.on runs the others each time); the plan follows the check."""
+    from collections import Counter
+
+    from tunekit.webui.app import create_app
+
+    config = create_app(Board(cwd=tmp_path)).get_config_file()
+    deps = config["dependencies"]
+    deferring = Counter(
+        tuple(target)
+        for dep in deps
+        if dep["backend_fn"] and dep["trigger_mode"] == "always_last"
+        for target in dep["targets"]
+    )
+    assert deferring and max(deferring.values()) == 1, deferring.most_common(3)
+    by_name = {dep["api_name"]: dep for dep in deps}
+    plans = [dep for dep in deps if (dep["api_name"] or "").startswith("on_plan")]
+    (after,) = [dep for dep in plans if dep["trigger_after"] is not None]
+    assert deps[after["trigger_after"]] is by_name["on_edit"] and len(by_name["on_edit"]["targets"]) > 200
 
 
 def test_a_form_reads_its_values_through_each_widgets_preprocess_and_a_widget_given_wins(tmp_path):
     from tunekit.webui.app import create_app
 
-    form = create_app(Board(cwd=tmp_path)).tk_forms["train"]
+    demo = create_app(Board(cwd=tmp_path))
+    form = demo.tk_forms["train"]
     assert form.values.value["plot_loss"] is True  # the first-run values are the store's first values too
+    assert demo.tk_tabs["eval"].run.values.value["do_eval"] is True  # Evaluate & predict's first use: the loss
     held = {**form.values.value, "max_steps": 7.0, "template": "qwen"}
     values = form.read_map({form.values: held, form["template"]: "llama3"})
     assert values["max_steps"] == form["max_steps"].preprocess(7.0) and values["template"] == "llama3"

@@ -64,6 +64,16 @@ def inputs(fn) -> dict:
     return {c: getattr(c, "value", None) for c in fn.inputs}
 
 
+def sent(fn, forms, shown: dict) -> dict:
+    """A handler's inputs once the page shows ``shown`` (``{widget: value}``): a form's widgets reach it only
+    through the form's hidden values, which the page's store keeps current (FormView.add_values)."""
+    data = {**inputs(fn), **{c: v for c, v in shown.items() if c in fn.inputs}}
+    for form in forms:
+        if form.values in data:
+            data[form.values] = {**data[form.values], **{n: shown[c] for n, c in form.comps.items() if c in shown}}
+    return data
+
+
 def value(update):
     return update["value"] if isinstance(update, dict) else update
 
@@ -73,19 +83,17 @@ def test_eval_command_is_built_from_its_own_fields_only(app, started):
     ev, train = demo.tk_tabs["eval"], demo.tk_tabs["train"]
     run = handler(demo, ev.run_btn)
     assert not set(run.inputs) & set(train.form.inputs)  # nothing of the Train tab is read
-    data = inputs(run)
-    data.update(
-        {
-            ev.source.model: "models/tiny",
-            ev.source.adapter: "saves/run/checkpoint-2",
-            ev.source.template: "qwen",
-            ev.data["eval_dataset"]: ["demo"],
-            ev.data["max_samples"]: "6",
-            ev.run["do_predict"]: True,
-            ev.run["output_dir"]: "saves/run/eval",
-            ev.gen["max_new_tokens"]: "32",
-        }
-    )
+    shown = {
+        ev.source.model: "models/tiny",
+        ev.source.adapter: "saves/run/checkpoint-2",
+        ev.source.template: "qwen",
+        ev.data["eval_dataset"]: ["demo"],
+        ev.data["max_samples"]: "6",
+        ev.run["do_predict"]: True,
+        ev.run["output_dir"]: "saves/run/eval",
+        ev.gen["max_new_tokens"]: "32",
+    }
+    data = sent(run, ev.forms, shown)
     out = run.fn(data)
     assert out[ev.errors] == ""
     args = [
@@ -116,6 +124,40 @@ def call(fn, data: dict):
     return fn.fn(data) if fn.inputs_as_dict else fn.fn(*[data[c] for c in fn.inputs])
 
 
+def test_eval_preview_reads_its_three_forms_through_gradios_call(app):
+    """Called the way Gradio calls it (each input through its component's preprocessing): the tab's data, run and
+    generation options come as three hidden values, one per form, as the page's store sends them."""
+    import asyncio
+
+    from gradio.state_holder import SessionState
+
+    _board, demo, _root = app
+    ev = demo.tk_tabs["eval"]
+    preview = handler(demo, ev.preview_btn)
+    assert [c for c in preview.inputs if c in {f.values for f in ev.forms}] == [f.values for f in ev.forms]
+    shown = {
+        ev.source.model: "models/tiny",
+        ev.data["eval_dataset"]: ["demo"],
+        ev.run["do_predict"]: True,
+        ev.run["output_dir"]: "saves/run/eval",
+        ev.gen["max_new_tokens"]: "32",
+    }
+    data = sent(preview, ev.forms, shown)
+    answer = asyncio.run(demo.process_api(preview, [data[c] for c in preview.inputs], SessionState(demo)))
+    command = answer["data"][preview.outputs.index(ev.command)]
+    assert shlex.split(command) == [
+        "tunekit",
+        "train",
+        "model_name_or_path=models/tiny",
+        "do_train=false",
+        "eval_dataset=demo",
+        "do_eval=true",
+        "do_predict=true",
+        "output_dir=saves/run/eval",
+        "max_new_tokens=32",
+    ]
+
+
 def test_eval_carries_no_training_option_and_needs_no_train_tab(app, started):
     """The Evaluate button reads no widget of the Train tab, so an empty Train tab is no error and a Train tab full of
     training options changes nothing."""
@@ -123,8 +165,7 @@ def test_eval_carries_no_training_option_and_needs_no_train_tab(app, started):
     run = handler(demo, by_id(demo, "tk-eval-btn"))
     assert not set(run.inputs) & set(demo.tk_forms["train"].inputs)
     ev = demo.tk_tabs["eval"]
-    data = inputs(run)
-    data.update({ev.source.model: "models/tiny", ev.data["eval_dataset"]: ["demo"]})
+    data = sent(run, ev.forms, {ev.source.model: "models/tiny", ev.data["eval_dataset"]: ["demo"]})
     out = run.fn(data)
     assert out[ev.errors] == ""
     (verb, args, kind) = started[0]
@@ -147,7 +188,7 @@ def test_a_yaml_loaded_on_the_train_tab_keeps_its_max_new_tokens_for_evaluation(
         out = call(fn, {**inputs(fn), path: str(cfg)})
         shown.update({c: value(v) for c, v in out.items() if not (isinstance(v, dict) and "value" not in v)})
     run = handler(demo, by_id(demo, "tk-eval-btn"))
-    data = {**inputs(run), **{c: v for c, v in shown.items() if c in run.inputs}}
+    data = sent(run, demo.tk_tabs["eval"].forms, shown)
     out = run.fn(data)
     assert "max_new_tokens=64" in out[by_id(demo, "tk-eval-command")]
 
@@ -163,8 +204,7 @@ def test_eval_keeps_max_new_tokens_from_a_loaded_yaml(app, started):
     load = handler(demo, ev.load_btn)
     got = load.fn({**inputs(load), ev.config_path: str(cfg)})
     run = handler(demo, ev.run_btn)
-    data = inputs(run)
-    data.update({c: value(v) for c, v in got.items() if c in data})
+    data = sent(run, ev.forms, {c: value(v) for c, v in got.items()})
     out = run.fn(data)
     assert out[ev.errors] == "" and "max_new_tokens=64" in out[ev.command] and "temperature=0.5" in out[ev.command]
     assert started[-1][1] == [
@@ -222,8 +262,7 @@ def test_use_the_train_tabs_copies_its_values(app):
     for name in ("eval", "chat", "export"):
         tab = demo.tk_tabs[name]
         use = handler(demo, tab.source.use_trained)
-        data = {train[k]: v for k, v in values.items() if train[k] in use.inputs}
-        out = use.fn(data)
+        out = use.fn(sent(use, [train], {train[k]: v for k, v in values.items()}))
         src = tab.source
         assert (out[src.model], out[src.adapter], out[src.template], out[src.run_dir]) == (
             "models/tiny",
@@ -240,7 +279,7 @@ def test_use_the_train_tabs_copies_its_values(app):
             )
     full = dict(values, finetuning_type="full", output_dir="saves/run/checkpoint-10")  # a folder with a model
     use = handler(demo, demo.tk_tabs["chat"].source.use_trained)
-    out = use.fn({train[k]: v for k, v in full.items() if train[k] in use.inputs})
+    out = use.fn(sent(use, [train], {train[k]: v for k, v in full.items()}))
     src = demo.tk_tabs["chat"].source
     assert (out[src.model], out[src.adapter]) == ("saves/run/checkpoint-10", "")
 
@@ -250,20 +289,18 @@ def test_export_and_verify_run_the_commands_they_show(app, started):
     ex, train = demo.tk_tabs["export"], demo.tk_tabs["train"]
     export = handler(demo, ex.export_btn)
     assert not set(export.inputs) & set(train.form.inputs)
-    data = inputs(export)
-    data.update(
-        {
-            ex.source.model: "models/tiny",
-            ex.source.adapter: "saves/run",
-            ex.source.template: "qwen",
-            ex.form["export_dir"]: "exports/tiny",
-            ex.form["export_size"]: "1",
-            ex.form["export_legacy_format"]: True,
-            ex.form["export_quantization_bit"]: "4",
-            ex.form["export_quantization_method"]: "bnb",
-            ex.form["export_verify"]: False,
-        }
-    )
+    shown = {
+        ex.source.model: "models/tiny",
+        ex.source.adapter: "saves/run",
+        ex.source.template: "qwen",
+        ex.form["export_dir"]: "exports/tiny",
+        ex.form["export_size"]: "1",
+        ex.form["export_legacy_format"]: True,
+        ex.form["export_quantization_bit"]: "4",
+        ex.form["export_quantization_method"]: "bnb",
+        ex.form["export_verify"]: False,
+    }
+    data = sent(export, [ex.form], shown)
     out = export.fn(data)
     args = [
         "model_name_or_path=models/tiny",
@@ -281,7 +318,7 @@ def test_export_and_verify_run_the_commands_they_show(app, started):
     verify = handler(demo, ex.verify_btn)
     out = verify.fn(data)
     assert out[ex.command] == "tunekit verify exports/tiny" and started[-1] == ("verify", ["exports/tiny"], "verify")
-    refused = verify.fn({**data, ex.form["export_dir"]: "/etc"})
+    refused = verify.fn(sent(verify, [ex.form], {**shown, ex.form["export_dir"]: "/etc"}))
     assert "outside the folders" in refused[ex.errors] and len(started) == 2
     # the quantized-export methods are the schema's, no other
     assert [v for _label, v in ex.form["export_quantization_method"].choices] == ["", "bnb", "gptq"]
@@ -295,10 +332,9 @@ def test_chat_loads_from_its_own_fields(app, monkeypatch):
     assert not set(load.inputs) & set(train.form.inputs)
     loaded = []
     monkeypatch.setattr(board.chat, "load", lambda cfg: loaded.append(cfg) or cfg.model_name_or_path)
-    data = inputs(load)
-    assert "Use the Train tab" in load.fn(data)
-    data.update({chat.source.model: "models/tiny", chat.source.adapter: "saves/run/checkpoint-2"})
-    data[chat.form["max_new_tokens"]] = "24"
+    assert "Use the Train tab" in load.fn(inputs(load))
+    shown = {chat.source.model: "models/tiny", chat.source.adapter: "saves/run/checkpoint-2"}
+    data = sent(load, [chat.form], {**shown, chat.form["max_new_tokens"]: "24"})
     assert load.fn(data) == "✓ loaded models/tiny"
     cfg = loaded[0]
     assert (cfg.model_name_or_path, cfg.adapter_name_or_path, cfg.max_new_tokens) == (
@@ -354,7 +390,8 @@ def test_an_evaluation_shows_in_its_own_tab_not_in_the_train_tabs_progress(app, 
 @pytest.mark.browser
 @pytest.mark.timeout(300)
 def test_the_evaluate_tab_in_the_browser(tmp_path):
-    """Headless Chromium: list a run's checkpoints, pick one (the adapter box takes it), preview the command (this
+    """Headless Chromium: list a run's checkpoints, pick one (the adapter box takes it), set options of two of the
+    tab's forms (each read through its own hidden values, filled from the page's store), preview the command (this
     tab's fields only), and no error toast on the way."""
     skip_without_browser()
     from tunekit.train.engines.launcher import free_port
@@ -381,6 +418,8 @@ def test_the_evaluate_tab_in_the_browser(tmp_path):
             pg.wait_for_function(
                 "() => document.querySelector('#tk-eval-adapter textarea')?.value === 'saves/run/checkpoint-3'"
             )
+            pg.locator("#tk-eval-field-do_predict input[type=checkbox]").check()
+            pg.locator("#tk-eval-field-max_new_tokens textarea").fill("32")
             pg.locator("#tk-eval-preview").click()
             pg.wait_for_function(
                 "() => document.querySelector('#tk-eval-command')?.innerText.includes('do_train=false')"
@@ -388,8 +427,8 @@ def test_the_evaluate_tab_in_the_browser(tmp_path):
             command = pg.locator("#tk-eval-command .cm-content").inner_text()
             assert command.startswith(
                 "tunekit train model_name_or_path=models/tiny adapter_name_or_path=saves/run/checkpoint-3 "
-                "do_train=false do_eval=true output_dir=saves/tiny/lora/eval_"
-            )
+                "do_train=false do_eval=true do_predict=true max_new_tokens=32 output_dir=saves/tiny/lora/eval_"
+            )  # (the output folder left empty: a fresh one, added last)
             assert pg.locator(".toast-body").count() == 0
     finally:
         demo.close()

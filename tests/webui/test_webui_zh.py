@@ -197,7 +197,7 @@ def planned(tiny_qwen, tmp_path_factory):
     board = Board(cwd=root, policy=PathPolicy(root, allow=[tiny_qwen]))
     demo = create_app(board, lang="zh")
     train = demo.tk_tabs["train"]
-    (on_plan,) = [f for f in demo.fns.values() if f.name == "on_plan"]
+    on_plan = next(f for f in demo.fns.values() if f.name == "on_plan")  # after an edit's check, or the plan's own
     form = {
         "model_name_or_path": str(tiny_qwen),
         "template": "qwen",

@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .problems import excerpt
+from .problems import Said, config_error, excerpt
 
 # A config holds tens of options; YAML aliases can multiply a 471-byte file into 10**9 nodes ("billion
 # laughs"). Refuse a document whose nodes, counted with every alias expanded, exceed this.
@@ -35,8 +34,12 @@ def _yaml_loader_class():
                 at = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 if key in first:
                     (line, col), (line2, col2) = first[key], at
-                    where = f"lines {line} and {line2}" if line != line2 else f"line {line}, columns {col} and {col2}"
-                    raise ConfigError(f"{self.name}: key {excerpt(key)} is given twice ({where}); keep one of them.")
+                    where = (
+                        Said("part_cfgfile_lines", line=line, line2=line2)
+                        if line != line2
+                        else Said("part_cfgfile_columns", line=line, column=col, column2=col2)
+                    )
+                    raise config_error("cfgfile_key_twice_at", path=str(self.name), key=excerpt(key), where=where)
                 first[key] = at
             return super().construct_mapping(node, deep=deep)
 
@@ -62,15 +65,11 @@ def _expanded_nodes(root, path) -> int:
             active.discard(id(node))
             sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
             if sizes[id(node)] > MAX_YAML_NODES:
-                raise ConfigError(
-                    f"{path} expands to more than {MAX_YAML_NODES:,} YAML nodes through its aliases (*name) "
-                    f"(line {node.start_mark.line + 1}); a config needs only a few dozen: write the values out."
-                )
+                line = node.start_mark.line + 1
+                raise config_error("cfgfile_alias_bomb", path=str(path), limit=MAX_YAML_NODES, line=line)
             continue
         if id(node) in active:
-            raise ConfigError(
-                f"{path}: a YAML alias refers to itself (line {node.start_mark.line + 1}); remove the recursion."
-            )
+            raise config_error("cfgfile_alias_loop", path=str(path), line=node.start_mark.line + 1)
         active.add(id(node))
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in sizes)
@@ -97,7 +96,7 @@ def _json_pairs(path):
         out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
-                raise ConfigError(f"{path}: key {excerpt(key)} is given twice; keep one of them.")
+                raise config_error("cfgfile_key_twice", path=str(path), key=excerpt(key))
             out[key] = value
         return out
 
@@ -121,18 +120,16 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     if path.is_dir():
-        raise ConfigError(f"Config file {path} is a folder, not a file: give the YAML or JSON file inside it.")
+        raise config_error("cfgfile_is_folder", path=str(path))
     if not path.is_file():
-        raise ConfigError(f"Config file {path} does not exist.")
+        raise config_error("cfgfile_missing", path=str(path))
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{path} is not UTF-8: byte {exc.start} (line {line}: {raw[exc.start : exc.start + 4].hex(' ')}) "
-            f"cannot be decoded. Save the config as UTF-8, e.g. `iconv -f <ENCODING> -t UTF-8`."
-        ) from None
+        shown = raw[exc.start : exc.start + 4].hex(" ")
+        raise config_error("cfgfile_not_utf8", path=str(path), byte=exc.start, line=line, bytes=shown) from None
     try:
         data = (
             json.loads(text, object_pairs_hook=_json_pairs(path))
@@ -140,14 +137,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
             else load_yaml_text(text, path)
         )
     except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else _yaml_problem(exc)
+        why = Said("part_json_nested") if isinstance(exc, RecursionError) else _yaml_problem(exc)
         why = why if len(why) <= 500 else why[:500] + " ..."
-        raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {why}") from None
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise config_error("cfgfile_invalid", path=str(path), kind=kind, why=why) from None
     if data is None:
-        raise ConfigError(
-            f"{path} holds no options (it is empty or only comments): write the run's options into it "
-            f"as `option: value` lines (see `tunekit train --help`)."
-        )
+        raise config_error("cfgfile_empty", path=str(path))
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of option: value, found {type(data).__name__}.")
+        raise config_error("cfgfile_not_mapping", path=str(path), kind=type(data).__name__)
     return data

@@ -56,7 +56,7 @@ def parse_overrides(args: Iterable[str]) -> dict[str, Any]:
         if arg.startswith("--"):
             key = arg[2:]
             if not key.split("=", 1)[0].strip():
-                raise ConfigError(f"Argument {excerpt(arg)} has no option name; write it as --option value.")
+                raise config_error("args_no_name", arg=excerpt(arg))
             if "=" in key:
                 key, raw = key.split("=", 1)
             elif i + 1 < len(args) and not args[i + 1].startswith("--") and "=" not in args[i + 1].split("/")[0][:1]:
@@ -68,16 +68,10 @@ def parse_overrides(args: Iterable[str]) -> dict[str, Any]:
         elif "=" in arg:
             key, raw = arg.split("=", 1)
             if not key.strip():
-                raise ConfigError(
-                    f"Argument {excerpt(arg)} has no option name before '='; write it as option=value "
-                    f"(e.g. learning_rate=1e-4)."
-                )
+                raise config_error("args_no_name_before_equals", arg=excerpt(arg))
             out[key.strip()] = parse_scalar(raw.strip())
         else:
-            raise ConfigError(
-                f"Unexpected argument {arg!r}: options are written key=value or --key value "
-                f"(a config file must come first)."
-            )
+            raise config_error("args_unexpected", arg=repr(arg))
         i += 1
     return out
 
@@ -314,13 +308,13 @@ def check_writable_folder(path: str | Path, option: str) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise ConfigError(f"{option} {path}: {existing} is a file, not a folder; choose another {option}.")
+        raise config_error("args_folder_is_file", (option,), option=option, path=str(path), existing=str(existing))
     try:
         tempfile.TemporaryDirectory(dir=existing, prefix=".tunekit-write-check-").cleanup()
     except OSError as exc:
-        raise ConfigError(
-            f"{option} {path} cannot be written ({exc.strerror or exc} in {existing}); choose a folder you "
-            f"can write to."
+        error = str(exc.strerror or exc)
+        raise config_error(
+            "args_folder_unwritable", (option,), option=option, path=str(path), error=error, existing=str(existing)
         ) from None
 
 

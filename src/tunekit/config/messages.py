@@ -20,6 +20,17 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 
+def merged(*tables: Mapping[str, str]) -> dict[str, str]:
+    """One language's templates from its tables, each key from one table only: a key two tables define would
+    silently say the later table's sentence where the earlier one's is meant."""
+    out: dict[str, str] = {}
+    for table in tables:
+        if clash := sorted(out.keys() & table.keys()):
+            raise KeyError(f"message keys defined twice: {', '.join(clash)}")
+        out.update(table)
+    return out
+
+
 def placeholders(template: str) -> set[tuple[str, str]]:
     """``{(name, format spec)}`` of a template: what a translation of it must take."""
     return {(name, spec or "") for _text, name, spec, _conv in string.Formatter().parse(template) if name is not None}

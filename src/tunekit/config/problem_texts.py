@@ -3,20 +3,24 @@
 same keys and placeholders; ``tests/webui/test_problems_zh.py`` holds them to it).
 
 A LLaMA-Factory v1 config's refusals are in ``problem_texts_v1.py``, the memory planner's errors in
-``problem_texts_plan.py`` (both part of :data:`ENGLISH`). Keys of whole problems
+``problem_texts_plan.py``, a data file's and a record's errors in ``problem_texts_data.py`` (all part of
+:data:`ENGLISH`). Keys of whole problems
 name their rule; keys starting with ``part_`` are the pieces that vary in words. Option names,
 values and paths are values (or written as they are), never translated.
 """
 
 from __future__ import annotations
 
+from .messages import merged
 from .problem_texts_api import ENGLISH_API
+from .problem_texts_data import ENGLISH_DATA
 from .problem_texts_infer import ENGLISH_INFER, JOINS_INFER
 from .problem_texts_plan import ENGLISH_PLAN, JOINS_PLAN
 from .problem_texts_predict import ENGLISH_PREDICT
+from .problem_texts_run import ENGLISH_RUN
 from .problem_texts_v1 import ENGLISH_V1, JOINS_V1
 
-ENGLISH: dict[str, str] = {
+_CONFIG: dict[str, str] = {
     # data (config/options/data.py)
     "part_pt_packing_default": " (on by default for pt)",
     "padding_free_packing": "padding_free and packing{default} are two ways to remove padding: choose one "
@@ -358,12 +362,17 @@ ENGLISH: dict[str, str] = {
     "workspace and register it with file_name.",
     # the board's one job at a time (webui/runner.py)
     "board_job_running": "a job is already running on this board: stop it or wait for it to finish",
-    **ENGLISH_V1,  # a LLaMA-Factory v1 config's refusals
-    **ENGLISH_PLAN,  # the memory planner's errors the board shows
-    **ENGLISH_INFER,  # the inference engine's errors (the Chat tab, the API)
-    **ENGLISH_PREDICT,  # a predict run's errors (the Evaluate & predict tab)
-    **ENGLISH_API,  # the API server's media refusals
 }
+ENGLISH: dict[str, str] = merged(
+    _CONFIG,  # the config's rules and options (above)
+    ENGLISH_V1,  # a LLaMA-Factory v1 config's refusals
+    ENGLISH_PLAN,  # the memory planner's errors the board shows
+    ENGLISH_INFER,  # the inference engine's errors (the Chat tab, the API)
+    ENGLISH_PREDICT,  # a predict run's errors (the Evaluate & predict tab)
+    ENGLISH_API,  # the API server's media refusals
+    ENGLISH_RUN,  # a training, export or config-reading job's errors (model/, train/, export/, config files)
+    ENGLISH_DATA,  # a data file's and a record's errors (data/)
+)
 
 # placeholder → how a tuple of values is joined in English (a placeholder not named here takes no tuple)
 JOINS: dict[str, str | tuple[str, str]] = {

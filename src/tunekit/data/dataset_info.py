@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said
 from ..env import env_flag
 from ..errors import ConfigError, DataError
 from .readers import read_text
@@ -120,38 +121,31 @@ def read_dataset_info(dataset_dir: str | Path) -> dict[str, Any]:
     try:
         info = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
+        said = Said("info_invalid_json", path=str(path), line=exc.lineno, column=exc.colno, error=exc.msg)
+        raise DataError(said) from None
     if not isinstance(info, dict):
-        raise DataError(f"{path} must be a JSON object mapping dataset names to their description.")
+        raise DataError(Said("info_not_object", path=str(path)))
     return info
 
 
 def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str | None = None) -> DatasetAttr:
-    where = f"{info_file or INFO_FILE}, entry '{name}'"
+    where = Said("part_info_entry", file=str(info_file or INFO_FILE), name=str(name))
     if not isinstance(entry, dict):
-        raise DataError(f'{where}: must be an object like {{"file_name": "data.json"}}.')
+        raise DataError(Said("info_entry_not_object", where=where))
     unknown = set(entry) - KNOWN_KEYS
     if unknown:
-        raise DataError(
-            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; valid keys: {', '.join(sorted(KNOWN_KEYS))}."
-        )
+        keys, valid = ", ".join(sorted(unknown)), ", ".join(sorted(KNOWN_KEYS))
+        raise DataError(Said("info_unknown_keys", where=where, keys=keys, valid=valid))
     _check_value_kinds(where, entry)
     formatting = entry.get("formatting", "alpaca")
     if formatting not in ("alpaca", "sharegpt", "openai"):
-        raise DataError(f"{where}: formatting '{formatting}' is not one of alpaca, sharegpt, openai.")
+        raise DataError(Said("info_bad_formatting", where=where, formatting=str(formatting)))
     use_ms, use_om = env_flag("USE_MODELSCOPE_HUB", False), env_flag("USE_OPENMIND_HUB", False)
     sources = [k for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name") if k in entry]
     if "file_name" in entry and sources:  # LLaMA-Factory reads the hub one, a local-first reader the file: say which
-        raise DataError(
-            f"{where}: gives both file_name (a local file) and {sources[0]} (a remote dataset); keep the "
-            f"one to read (LLaMA-Factory would read {sources[0]})."
-        )
+        raise DataError(Said("info_file_and_hub", where=where, source=sources[0]))
     if "file_name" in entry and entry.get("split", "train") != "train":
-        raise DataError(
-            f"{where}: split '{entry['split']}' names a split of a hub dataset, but file_name is a local "
-            f"file, which is read whole (its one split is train): remove split, or give each split its own "
-            f"file and entry."
-        )
+        raise DataError(Said("info_split_of_file", where=where, split=str(entry["split"])))
     if "file_name" in entry:
         load_from, path = "file", str(Path(dataset_dir) / entry["file_name"])
     elif use_ms and "ms_hub_url" in entry:
@@ -169,27 +163,24 @@ def parse_entry(name: str, entry: Any, dataset_dir: str | Path, info_file: str |
     elif "cloud_file_name" in entry:
         load_from, path = "cloud", entry["cloud_file_name"]
     else:
-        raise DataError(f"{where}: needs file_name (a local file) or hf_hub_url / ms_hub_url (a hub dataset).")
+        raise DataError(Said("info_no_source", where=where))
     columns_given = entry.get("columns") or {}
     tags_given = entry.get("tags") or {}
     if not isinstance(columns_given, dict) or not isinstance(tags_given, dict):
-        raise DataError(f"{where}: 'columns' and 'tags' must be objects.")
+        raise DataError(Said("info_columns_not_objects", where=where))
     base_columns = ALPACA_COLUMNS if formatting == "alpaca" else SHAREGPT_COLUMNS
     bad_cols = set(columns_given) - set(base_columns)
     if bad_cols:
-        raise DataError(
-            f"{where}: unknown column key(s) {', '.join(sorted(bad_cols))} for {formatting} data; "
-            f"valid: {', '.join(base_columns)}."
-        )
+        keys, valid = ", ".join(sorted(bad_cols)), ", ".join(base_columns)
+        raise DataError(Said("info_unknown_columns", where=where, keys=keys, formatting=formatting, valid=valid))
     columns = {**base_columns, **columns_given}
     if formatting == "openai" and "messages" not in columns_given:
         columns["messages"] = "messages"
     tags = {**(OPENAI_TAGS if formatting == "openai" else SHAREGPT_TAGS), **tags_given}
     bad_tags = set(tags) - set(SHAREGPT_TAGS)
     if bad_tags:
-        raise DataError(
-            f"{where}: unknown tag key(s) {', '.join(sorted(bad_tags))}; valid: {', '.join(SHAREGPT_TAGS)}."
-        )
+        keys, valid = ", ".join(sorted(bad_tags)), ", ".join(SHAREGPT_TAGS)
+        raise DataError(Said("info_unknown_tags", where=where, keys=keys, valid=valid))
     return DatasetAttr(
         name=name,
         load_from=load_from,
@@ -220,7 +211,7 @@ _TEXT_KEYS = (
 )
 
 
-def _check_value_kinds(where: str, entry: dict[str, Any]) -> None:
+def _check_value_kinds(where: Said, entry: dict[str, Any]) -> None:
     """Each key's value is of the kind it means (``"ranking": "false"`` would read as true, a number as a column
     name would read no column): anything else is a :class:`DataError` naming the key, instead of a silent reading."""
 
@@ -233,19 +224,26 @@ def _check_value_kinds(where: str, entry: dict[str, Any]) -> None:
             and not isinstance(entry[key], str)
             and not (key in ("subset", "folder") and entry[key] is None)
         ):
-            raise DataError(f'{where}: "{key}" must be text, found {entry[key]!r} ({kind(entry[key])}).')
+            raise DataError(Said("info_not_text", where=where, key=key, value=repr(entry[key]), type=kind(entry[key])))
     if "ranking" in entry and not isinstance(entry["ranking"], bool):
-        raise DataError(
-            f'{where}: "ranking" must be true or false (JSON booleans, no quotes), found {entry["ranking"]!r}.'
-        )
+        raise DataError(Said("info_ranking_not_bool", where=where, value=repr(entry["ranking"])))
     samples = entry.get("num_samples")
     if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
-        raise DataError(f'{where}: "num_samples" must be a whole number of at least 1, found {samples!r}.')
+        raise DataError(Said("info_num_samples", where=where, value=repr(samples)))
     for group in ("columns", "tags"):
         for key, value in (entry.get(group) or {}).items() if isinstance(entry.get(group), dict) else ():
             if not isinstance(value, str) and not (group == "columns" and value is None):
-                what = "a column name (text) or null" if group == "columns" else "text"
-                raise DataError(f"{where}: {group}.{key} must be {what}, found {value!r} ({kind(value)}).")
+                what = Said("part_column_or_null" if group == "columns" else "part_text")
+                said = Said(
+                    "info_group_value",
+                    where=where,
+                    group=group,
+                    key=str(key),
+                    what=what,
+                    value=repr(value),
+                    type=kind(value),
+                )
+                raise DataError(said)
 
 
 def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetAttr]:
@@ -255,12 +253,12 @@ def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetA
     attrs = []
     for name in names:
         if name in info:
-            _check_confined(f"{info_path}, entry '{name}'", info[name], dataset_dir)
+            _check_confined(Said("part_info_entry", file=info_path, name=name), info[name], dataset_dir)
             attrs.append(parse_entry(name, info[name], dataset_dir, info_path))
             continue
         direct = Path(name) if Path(name).exists() else Path(dataset_dir) / name
         if direct.exists():
-            _check_confined(f"Dataset '{name}'", {"file_name": str(direct)}, ".")
+            _check_confined(Said("part_dataset_named", name=name), {"file_name": str(direct)}, ".")
             attrs.append(
                 DatasetAttr(
                     name=name,
@@ -276,17 +274,13 @@ def resolve_datasets(names: list[str], dataset_dir: str | Path) -> list[DatasetA
 
         close = difflib.get_close_matches(name, list(info), n=3)
         if not info:
-            hint = (
-                f"no {INFO_FILE} in dataset_dir '{dataset_dir}': set dataset_dir to the folder that has it, "
-                "or give a file path"
-            )
+            hint = Said("part_no_info_file", file=INFO_FILE, folder=str(dataset_dir))
+        elif close:
+            hint = Said("part_dataset_did_you_mean", names=", ".join(close))
         else:
-            hint = (
-                f"Did you mean: {', '.join(close)}?"
-                if close
-                else f"registered names: {', '.join(list(info)[:12])}{' ...' if len(info) > 12 else ''}"
-            )
-        raise ConfigError(f"Dataset '{name}' is not in {info_path} and is not a file. {hint}")
+            more = " ..." if len(info) > 12 else None
+            hint = Said("part_registered_names", names=", ".join(list(info)[:12]), more=more)
+        raise ConfigError(Said("info_not_registered", name=name, path=info_path, hint=hint))
     return attrs
 
 
@@ -299,15 +293,15 @@ _HUB_ID = re.compile(rf"{_HUB_PART}/{_HUB_PART}")  # the hub's grammar, with a n
 _ROOTS: ContextVar[tuple[Path, ...] | None] = ContextVar("tunekit_data_roots", default=None)
 
 
-def hub_id_problem(value: Any, *folders: str | Path) -> str | None:
+def hub_id_problem(value: Any, *folders: str | Path) -> Said | None:
     """Why ``value`` is not a hub id: ``namespace/name`` in the hub's grammar (at most 96 characters, no ``--``,
     ``..`` or ``.git`` ending) that names no existing path in the working folder or ``folders``; None if it is."""
     text = str(value)
     if not _HUB_ID.fullmatch(text) or len(text) > 96 or ".." in text or "--" in text or text.endswith(".git"):
-        return "is not a hub id (namespace/name)"
+        return Said("part_not_hub_id")
     for base in (Path.cwd(), *map(Path, folders)):
         if os.path.lexists(base / text):
-            return f"is not a hub id: it names the local path {base / text}"
+            return Said("part_hub_id_local", path=str(base / text))
     return None
 
 
@@ -351,24 +345,19 @@ def _outside(path: str, roots: tuple[Path, ...]) -> bool:
     return not any(not any(p.startswith(".") for p in full.relative_to(r).parts) for r in inside)
 
 
-def _check_confined(where: str, entry: Any, dataset_dir: str | Path) -> None:
+def _check_confined(where: Said, entry: Any, dataset_dir: str | Path) -> None:
     roots = data_roots()
     if roots is None:
         return
     for key, kind, value in entry_locations(entry, dataset_dir):
         if kind == "path" and _outside(value, roots):
-            problem = (
-                f"'{value}' is outside the folders this job may read ({', '.join(map(str, roots))}) or "
-                f"hidden: use a file inside them"
-            )
+            problem = Said("part_outside_roots", value=value, roots=tuple(map(str, roots)))
         elif kind == "hub":
             problem = hub_id_problem(value)
-            problem = (
-                problem and f"'{value}' {problem}: give a hub dataset id, or register a local file with file_name"
-            )
+            problem = problem and Said("part_hub_id_fix", value=value, problem=problem)
         elif kind == "cloud":
-            problem = "is not read here: download the file into the workspace and register it with file_name"
+            problem = Said("part_cloud_not_read")
         else:
             problem = None
         if problem:
-            raise DataError(f"{where}: {key} {problem}.")
+            raise DataError(Said("info_confined", where=where, key=key, problem=problem))

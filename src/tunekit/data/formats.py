@@ -30,8 +30,10 @@ text (counted here). Paths are resolved and files opened by the model family's p
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
+from ..config.problems import Said, message_of
 from ..errors import DataError, RecordError
 from .dataset_info import OPENAI_TAGS, SHAREGPT_COLUMNS, SHAREGPT_TAGS, DatasetAttr
 from .media_columns import check_placeholders, media_columns, media_parts
@@ -62,7 +64,7 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
         raise RecordError(raw.error)
     rec = raw.data
     if not isinstance(rec, dict):
-        raise RecordError(f"{raw.where}: expected a JSON object, found {type(rec).__name__}.")
+        raise RecordError(Said("record_not_object", where=raw.where, type=type(rec).__name__))
     formatting = attr.formatting
     if formatting == "auto":  # a file given by path: the format is guessed, its standard columns are used
         formatting = guess_formatting(rec)
@@ -90,7 +92,7 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
         sample = _from_v1_pair(raw, attr, stage)
     else:
         sample = _from_sharegpt(raw, attr, stage)
-    sample["_source"] = raw.where
+    sample["_source"] = str(raw.where)  # a plain string in the dataset
     _check_size(sample, raw)
     sample.update(media)
     check_placeholders(sample, raw, stage)
@@ -107,10 +109,9 @@ def _check_size(sample: dict[str, Any], raw: RawRecord) -> None:
                 try:
                     value.encode("utf-8")
                 except UnicodeEncodeError as exc:
+                    before, code = repr(value[max(exc.start - 20, 0) : exc.start]), ord(value[exc.start])
                     raise RecordError(
-                        f"{raw.where}: after {value[max(exc.start - 20, 0) : exc.start]!r} the text holds "
-                        f"U+{ord(value[exc.start]):04X}, half of a UTF-16 surrogate pair (a lone '\\u"
-                        f"{ord(value[exc.start]):04x}' escape), no character: fix or remove it."
+                        Said("record_lone_surrogate", where=raw.where, before=before, code=code)
                     ) from None
             return len(value)
         if isinstance(value, dict):
@@ -121,10 +122,7 @@ def _check_size(sample: dict[str, Any], raw: RawRecord) -> None:
 
     size = chars({k: v for k, v in sample.items() if k != "_source"})
     if size > MAX_RECORD_CHARS:
-        raise RecordError(
-            f"{raw.where}: the record holds {size:,} characters of text, more than one sample can use "
-            f"(limit {MAX_RECORD_CHARS:,}, about a million tokens); split it into several records."
-        )
+        raise RecordError(Said("record_too_large", where=raw.where, size=size, limit=MAX_RECORD_CHARS))
 
 
 def _is_v1_pair(rec: dict[str, Any]) -> bool:
@@ -140,7 +138,7 @@ def _tools(value: Any, raw: RawRecord) -> str:
     try:
         parse_tools(value)
     except DataError as exc:
-        raise RecordError(f"{raw.where}: {exc}; the tools column holds a JSON list of function definitions.") from None
+        raise RecordError(Said("record_bad_tools", where=raw.where, error=message_of(exc))) from None
     return (
         ""
         if value is None or value == ""
@@ -156,10 +154,9 @@ def _get(raw: RawRecord, attr: DatasetAttr, key: str, required: bool = False) ->
         return None
     if col not in raw.data:
         if required:
-            present = ", ".join(sorted(map(str, raw.data))) or "none"
+            present = ", ".join(sorted(map(str, raw.data))) or Said("part_no_columns")
             raise RecordError(
-                f"{raw.where}: missing column '{col}' ({key}); the record has: {present}. "
-                f"Fix the record or map the column in dataset_info.json 'columns' of '{attr.name}'."
+                Said("record_missing_column", where=raw.where, column=col, key=key, present=present, name=attr.name)
             )
         return None
     return raw.data[col]
@@ -170,10 +167,10 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
     history = _get(raw, attr, "history")
     if history:
         if not isinstance(history, list) or not all(isinstance(t, (list, tuple)) and len(t) == 2 for t in history):
-            raise RecordError(f"{raw.where}: history must be a list of [question, answer] pairs.")
+            raise RecordError(Said("record_history_pairs", where=raw.where))
         for q, a in history:
-            messages.append({"role": "user", "content": content_text(q, raw, "history question")})
-            messages.append({"role": "assistant", "content": content_text(a, raw, "history answer")})
+            messages.append({"role": "user", "content": content_text(q, raw, _what("part_what_history_question"))})
+            messages.append({"role": "assistant", "content": content_text(a, raw, _what("part_what_history_answer"))})
     _suggest_sharegpt(raw, attr)
     prompt = content_text(_get(raw, attr, "prompt", required=True), raw, f"'{attr.column('prompt')}'")
     query = content_text(_get(raw, attr, "query"), raw, f"'{attr.column('query')}'")
@@ -197,9 +194,9 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
         if chosen is None and isinstance(response, list) and len(response) >= 2:
             chosen, rejected = response[0], response[1]
         if chosen is None or rejected is None:
+            chosen_col, rejected_col = attr.column("chosen") or "chosen", attr.column("rejected") or "rejected"
             raise RecordError(
-                f"{raw.where}: preference data needs both chosen and rejected answers "
-                f"(columns '{attr.column('chosen') or 'chosen'}' and '{attr.column('rejected') or 'rejected'}')."
+                Said("record_preference_answers", where=raw.where, chosen=chosen_col, rejected=rejected_col)
             )
         sample["chosen"] = {"role": "assistant", "content": content_text(chosen, raw, "chosen")}
         sample["rejected"] = {"role": "assistant", "content": content_text(rejected, raw, "rejected")}
@@ -212,6 +209,13 @@ def _from_alpaca(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any
     return sample
 
 
+@lru_cache(maxsize=1024)
+def _what(key: str, index: int | None = None) -> Said:
+    """A part of a record named in its errors (``message 3 content``): made once per key and position, not for each
+    record (a keyed message costs microseconds to make)."""
+    return Said(key) if index is None else Said(key, index=index)
+
+
 def _suggest_sharegpt(raw: RawRecord, attr: DatasetAttr) -> None:
     """A conversation list read as alpaca (the default formatting): name the formatting the entry needs."""
     prompt_col = attr.column("prompt")
@@ -222,20 +226,20 @@ def _suggest_sharegpt(raw: RawRecord, attr: DatasetAttr) -> None:
         return
     first = raw.data[key][0] if raw.data[key] else None
     openai_style = isinstance(first, dict) and "role" in first
-    sharegpt_cols = "" if key in ("conversations", *V1_PAIR_KEYS) else f' with "columns": {{"messages": "{key}"}}'
+    with_key = Said("part_with_columns", key=key)
+    sharegpt_cols = None if key in ("conversations", *V1_PAIR_KEYS) else with_key
     if openai_style:
-        openai_cols = "" if key in ("messages", *V1_PAIR_KEYS) else f' with "columns": {{"messages": "{key}"}}'
-        joiner = " and " if sharegpt_cols else " with "
-        fix = (
-            f'"formatting": "openai"{openai_cols} (or "formatting": "sharegpt"{sharegpt_cols}{joiner}'
-            f"{_OPENAI_TAGS_HINT})"
-        )
+        openai_cols = None if key in ("messages", *V1_PAIR_KEYS) else with_key
+        if sharegpt_cols is None:
+            fix = Said("part_fix_openai_with_tags", openai_columns=openai_cols, tags=_OPENAI_TAGS_HINT)
+        else:
+            fix = Said(
+                "part_fix_openai_and_tags", openai_columns=openai_cols, columns=sharegpt_cols, tags=_OPENAI_TAGS_HINT
+            )
     else:
-        fix = f'"formatting": "sharegpt"{sharegpt_cols}'
+        fix = Said("part_fix_sharegpt", columns=sharegpt_cols)
     raise RecordError(
-        f"{raw.where}: the record holds '{key}', a list of messages (sharegpt-style data), but the "
-        f"dataset_info.json entry '{attr.name}' reads it as alpaca (the default formatting), which needs "
-        f"'{prompt_col}'. Add {fix} to the entry '{attr.name}'."
+        Said("record_sharegpt_as_alpaca", where=raw.where, key=key, name=attr.name, prompt=str(prompt_col), fix=fix)
     )
 
 
@@ -246,14 +250,14 @@ def _as_bool(value: Any, raw: RawRecord) -> bool:
         return value.lower() == "true"
     if value in (0, 1):
         return bool(value)
-    raise RecordError(f"{raw.where}: kto_tag must be true or false, found {value!r}.")
+    raise RecordError(Said("record_kto_tag", where=raw.where, value=repr(value)))
 
 
 def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tuple[str | None, list[dict[str, str]]]:
     """(system or None, alternating canonical messages) of one conversation list."""
     tags = attr.tags
     if not isinstance(convo, list) or not convo:
-        raise RecordError(f"{raw.where}: '{column}' must be a non-empty list of messages.")
+        raise RecordError(Said("record_messages_not_list", where=raw.where, column=column))
     role_map = {
         tags["user_tag"]: "user",
         tags["assistant_tag"]: "assistant",
@@ -265,21 +269,30 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
     messages: list[dict[str, str]] = []
     for i, msg in enumerate(convo):
         if not isinstance(msg, dict) or tags["role_tag"] not in msg or tags["content_tag"] not in msg:
+            role_tag, content_tag, hint = tags["role_tag"], tags["content_tag"], _tags_hint(msg, attr)
             raise RecordError(
-                f"{raw.where}: message {i} must be an object with '{tags['role_tag']}' and "
-                f"'{tags['content_tag']}'.{_tags_hint(msg, attr)}"
+                Said(
+                    "record_message_not_object",
+                    where=raw.where,
+                    index=i,
+                    role_tag=role_tag,
+                    content_tag=content_tag,
+                    hint=hint,
+                )
             )
         tag = msg[tags["role_tag"]]
         if tag not in role_map:
+            roles = ", ".join(role_map)
             raise RecordError(
-                f"{raw.where}: message {i} has unknown role '{tag}'; expected one of {', '.join(role_map)} "
-                f"(set 'tags' in dataset_info.json entry '{attr.name}' to map other names)."
+                Said("record_unknown_role", where=raw.where, index=i, tag=str(tag), roles=roles, name=attr.name)
             )
         role = role_map[tag]
-        what = f"message {i} content"
+        what = _what("part_what_message_content", i)
         thought: dict[str, str] = {}
         if role in REPLY_ROLES:
-            calls, reasoning = openai_extras(msg, raw, f"message {i}") if tags["role_tag"] == "role" else ([], None)
+            calls, reasoning = (
+                openai_extras(msg, raw, _what("part_what_message", i)) if tags["role_tag"] == "role" else ([], None)
+            )
             reply = reply_message(msg[tags["content_tag"]], raw, what, calls, reasoning)
             role = "function_call" if role == "function_call" else reply["role"]
             content, thought = reply["content"], ({"reasoning": reply["reasoning"]} if "reasoning" in reply else {})
@@ -288,33 +301,24 @@ def _messages(convo: Any, raw: RawRecord, attr: DatasetAttr, column: str) -> tup
         _check_loss_weight(msg, role, raw, i)
         if role == "system":
             if i != 0:
-                raise RecordError(f"{raw.where}: message {i} is a system message; only the first message may be one.")
+                raise RecordError(Said("record_late_system", where=raw.where, index=i))
             system = content
             continue
         expect = PROMPT_ROLES if len(messages) % 2 == 0 else REPLY_ROLES
         if role not in expect:
-            want = "a user/observation message" if expect is PROMPT_ROLES else "an assistant/function_call reply"
-            hint = ""
+            want = Said("part_want_prompt" if expect is PROMPT_ROLES else "part_want_reply")
+            hint = None
             if role == "observation" and messages and messages[-1]["role"] == "observation":
-                hint = (
-                    " Several tool results in a row: put them in one tool message (e.g. a JSON list of the results), "
-                    "as LLaMA-Factory's tool-use data does."
-                )
-            raise RecordError(
-                f"{raw.where}: message {i} has role '{tag}' where {want} is expected; "
-                f"conversations must alternate user → assistant.{hint}"
-            )
+                hint = Said("part_tool_results_in_a_row")
+            raise RecordError(Said("record_role_order", where=raw.where, index=i, tag=str(tag), want=want, hint=hint))
         messages.append({"role": role, "content": content, **thought})
     return system, messages
 
 
-def _tags_hint(msg: Any, attr: DatasetAttr) -> str:
+def _tags_hint(msg: Any, attr: DatasetAttr) -> Said | None:
     if isinstance(msg, dict) and "role" in msg and "content" in msg and attr.tags.get("role_tag") != "role":
-        return (
-            " This message has 'role'/'content' (OpenAI style): add \"formatting\": \"openai\" to the "
-            f"dataset_info.json entry '{attr.name}', or the sharegpt tags {_OPENAI_TAGS_HINT}."
-        )
-    return ""
+        return Said("part_openai_style_hint", name=attr.name, tags=_OPENAI_TAGS_HINT)
+    return None
 
 
 _OPENAI_TAGS_HINT = (
@@ -330,11 +334,7 @@ def _check_loss_weight(msg: dict[str, Any], role: str, raw: RawRecord, i: int) -
         return
     expected = 1.0 if role in REPLY_ROLES else 0.0
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or float(weight) != expected:
-        raise RecordError(
-            f"{raw.where}: message {i} ({role}) has loss_weight {weight!r}; tunekit trains every reply "
-            f"with weight 1.0 and no other message (0.0), other per-message weights are not supported "
-            f"(yet). Remove the key, or use mask_history: true to train only the last reply."
-        )
+        raise RecordError(Said("record_loss_weight", where=raw.where, index=i, role=role, weight=repr(weight)))
 
 
 def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, Any]:
@@ -353,9 +353,9 @@ def _from_sharegpt(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
     chosen, rejected = _get(raw, attr, "chosen"), _get(raw, attr, "rejected")
     if attr.ranking or chosen is not None:
         if chosen is None or rejected is None:
+            chosen_col, rejected_col = attr.column("chosen") or "chosen", attr.column("rejected") or "rejected"
             raise RecordError(
-                f"{raw.where}: preference data needs both '{attr.column('chosen') or 'chosen'}' and "
-                f"'{attr.column('rejected') or 'rejected'}' messages."
+                Said("record_preference_messages", where=raw.where, chosen=chosen_col, rejected=rejected_col)
             )
         sample["chosen"] = _reply(chosen, raw, attr, "chosen")
         sample["rejected"] = _reply(rejected, raw, attr, "rejected")
@@ -373,19 +373,18 @@ def _from_v1_pair(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, An
     (sys_c, chosen), (sys_r, rejected) = sides
     for key, msgs in zip(V1_PAIR_KEYS, (chosen, rejected)):
         if msgs[-1]["role"] not in REPLY_ROLES:
-            raise RecordError(
-                f"{raw.where}: '{key}' must end with the assistant's reply, found a {msgs[-1]['role']} message."
-            )
+            raise RecordError(Said("record_v1_pair_end", where=raw.where, key=key, role=msgs[-1]["role"]))
     if sys_c != sys_r or chosen[:-1] != rejected[:-1]:
         k = next(
             (k for k, (a, b) in enumerate(zip(chosen[:-1], rejected[:-1])) if a != b),
             min(len(chosen), len(rejected)) - 1,
         )
-        where = "the system message" if sys_c != sys_r else f"message {k + (sys_c is not None)}"
-        raise RecordError(
-            f"{raw.where}: chosen_messages and rejected_messages must share the conversation before the "
-            f"last reply; they differ at {where}."
+        at = (
+            Said("part_the_system_message")
+            if sys_c != sys_r
+            else Said("part_what_message", index=k + (sys_c is not None))
         )
+        raise RecordError(Said("record_v1_pair_differ", where=raw.where, at=at))
     system = sys_c if sys_c is not None else content_text(_get(raw, attr, "system"), raw, "system")
     sample: dict[str, Any] = {
         "messages": chosen[:-1],
@@ -407,9 +406,7 @@ def _reply(value: Any, raw: RawRecord, attr: DatasetAttr, what: str) -> dict[str
         tag = value.get(tags["role_tag"], tags["assistant_tag"])
         role = {tags["assistant_tag"]: "assistant", tags["function_tag"]: "function_call"}.get(tag)
         if role is None:
-            raise RecordError(
-                f"{raw.where}: {what} must be an assistant or function_call message, found role '{tag}'."
-            )
+            raise RecordError(Said("record_reply_role", where=raw.where, what=what, tag=str(tag)))
         calls, reasoning = openai_extras(value, raw, what) if tags["role_tag"] == "role" else ([], None)
         reply = reply_message(value.get(tags["content_tag"]), raw, what, calls, reasoning)
         return {**reply, "role": "function_call" if role == "function_call" else reply["role"]}
@@ -420,18 +417,15 @@ def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, 
     msgs = sample["messages"]
     if stage == "pt":
         if not (sample.get("text") or "").strip():
-            raise RecordError(f"{raw.where}: empty text.")
+            raise RecordError(Said("record_empty_text", where=raw.where))
         return sample
     if not msgs:
-        raise RecordError(f"{raw.where}: no messages.")
+        raise RecordError(Said("record_no_messages", where=raw.where))
     if stage in ("rm", "dpo"):
         if sample["chosen"] is None:
-            raise RecordError(
-                f'{raw.where}: stage {stage} needs preference data (chosen/rejected); set "ranking": true '
-                f"in the dataset_info.json entry '{attr.name}' and map its columns."
-            )
+            raise RecordError(Said("record_stage_needs_preference", where=raw.where, stage=stage, name=attr.name))
         if msgs[-1]["role"] not in PROMPT_ROLES:
-            raise RecordError(f"{raw.where}: the conversation before chosen/rejected must end with a user message.")
+            raise RecordError(Said("record_pair_prompt_end", where=raw.where))
         # an empty or identical answer is dropped (and counted) by the pairwise processor
         return sample
     if stage in ("ppo", "grpo"):
@@ -441,19 +435,12 @@ def _check_for_stage(sample: dict[str, Any], raw: RawRecord, attr: DatasetAttr, 
         return sample
     # sft, kto: must end with a non-empty reply
     if msgs[-1]["role"] not in REPLY_ROLES:
-        raise RecordError(
-            f"{raw.where}: the conversation ends with a {msgs[-1]['role']} message; "
-            f"{stage} needs it to end with the assistant's reply."
-        )
+        raise RecordError(Said("record_ends_with", where=raw.where, role=msgs[-1]["role"], stage=stage))
     for i, m in enumerate(msgs):
         if m["role"] in REPLY_ROLES and is_empty_reply(m):
-            raise RecordError(
-                f"{raw.where}: assistant turn {i // 2} is empty; remove the record or fill in the answer."
-            )
+            raise RecordError(Said("record_empty_reply", where=raw.where, turn=i // 2))
     if stage == "kto" and sample["kto_tag"] is None:
-        raise RecordError(
-            f"{raw.where}: kto needs a desirable/undesirable label; map it with columns.kto_tag in '{attr.name}'."
-        )
+        raise RecordError(Said("record_kto_needs_label", where=raw.where, name=attr.name))
     if not msgs[0]["content"].strip() and len(msgs) == 2:
-        raise RecordError(f"{raw.where}: the prompt is empty.")
+        raise RecordError(Said("record_empty_prompt", where=raw.where))
     return sample

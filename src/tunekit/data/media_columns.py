@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..config.problems import Said
 from ..errors import RecordError
 from .dataset_info import DatasetAttr
 from .readers import RawRecord
@@ -42,9 +43,8 @@ def media_columns(raw: RawRecord, attr: DatasetAttr) -> dict[str, list[str]]:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise RecordError(
-                f"{raw.where}: '{col}' ({key}) must be a list of file paths, found {str(value)[:120]!r}."
-            )
+            value = repr(str(value)[:120])
+            raise RecordError(Said("record_media_not_paths", where=raw.where, column=col, key=key, value=value))
         out[key] = list(value)
     return out
 
@@ -84,10 +84,9 @@ def media_parts(
             key = MEDIA_PARTS[kind]
             url = _media_url(part, kind)
             if not isinstance(url, str) or not url:
-                raise RecordError(
-                    f"{raw.where}: message {i}, part {j} ('{kind}') needs a file path (or "
-                    f'{{"url": PATH}}), found {str(part)[:120]!r}.'
-                )
+                value = repr(str(part)[:120])
+                said = Said("record_media_part_no_path", where=raw.where, index=i, part=j, kind=kind, value=value)
+                raise RecordError(said)
             media[key].append(url[len("file://") :] if url.startswith("file://") else url)
             new_parts.append({"type": "text", "text": MEDIA_KINDS[key]})
         out_messages.append({**msg, content_tag: new_parts})
@@ -109,8 +108,7 @@ def check_placeholders(sample: dict[str, Any], raw: RawRecord, stage: str) -> No
     for key, tag in MEDIA_KINDS.items():
         found = sum(t.count(tag) for t in texts)
         if found != len(sample[key]):
+            count = len(sample[key])
             raise RecordError(
-                f"{raw.where}: {found} {tag} placeholder(s) in the text but {len(sample[key])} {key} in "
-                f"the record; put one {tag} where each of its {key} goes (LLaMA-Factory's rule), or fix "
-                f"the {key} list."
+                Said("record_placeholder_count", where=raw.where, found=found, tag=tag, count=count, key=key)
             )

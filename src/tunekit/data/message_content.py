@@ -19,8 +19,11 @@ Media parts (``image_url``, ...) and unknown part types are named errors, never 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from ..config.problems import Said
 from ..errors import RecordError
 from .media_columns import MEDIA_PARTS
 from .readers import RawRecord
@@ -40,12 +43,9 @@ def content_text(value: Any, raw: RawRecord, what: str) -> str:
         text, reasoning, calls = content_parts(value, raw, what)
         if reasoning is not None or calls:
             kind = "reasoning" if reasoning is not None else "tool_call"
-            raise RecordError(
-                f"{raw.where}: {what} has a '{kind}' part; reasoning and tool_call parts belong to "
-                f"assistant messages only."
-            )
+            raise RecordError(Said("record_parts_not_for_prompt", where=raw.where, what=what, kind=kind))
         return text
-    raise RecordError(f"{raw.where}: {what} must be text, found {type(value).__name__}.")
+    raise RecordError(Said("record_content_not_text", where=raw.where, what=what, type=type(value).__name__))
 
 
 def content_parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | None, list[Any]]:
@@ -54,22 +54,15 @@ def content_parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | Non
     thoughts: list[str] = []
     calls: list[Any] = []
     for j, part in enumerate(value):
-        where = f"{raw.where}: {what}, part {j}"
+        where = partial(Said, "part_where_part", where=raw.where, what=what, index=j)  # made only for an error
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(kind, str):
-            raise RecordError(
-                f"{where} must be an object with a 'type' ({', '.join(PART_TYPES)}), found {str(part)[:120]!r}."
-            )
+            types, value = ", ".join(PART_TYPES), repr(str(part)[:120])
+            raise RecordError(Said("record_part_no_type", where=where(), types=types, value=value))
         if kind in MEDIA_PARTS:
-            raise RecordError(
-                f"{where} is '{kind}': {MEDIA_PARTS[kind]} are not supported yet (tunekit trains on "
-                f"text only). Remove the part, or the record, to train on the text."
-            )
+            raise RecordError(Said("record_part_media", where=where(), kind=kind, media=MEDIA_PARTS[kind]))
         if kind not in PART_TYPES:
-            raise RecordError(
-                f"{where} has unknown type '{kind}'; supported part types: {', '.join(PART_TYPES)} "
-                f"(and OpenAI's 'text' parts with a 'text' key)."
-            )
+            raise RecordError(Said("record_part_unknown_type", where=where(), kind=kind, types=", ".join(PART_TYPES)))
         # OpenAI keys text parts 'text', LLaMA-Factory v1 'value' (a hub dataset's Arrow rows carry both, one None)
         key = "text" if kind == "text" and isinstance(part.get("text"), str) else "value"
         body = part.get(key)
@@ -77,21 +70,24 @@ def content_parts(value: Any, raw: RawRecord, what: str) -> tuple[str, str | Non
             calls.append(parse_tool_call(body, where))
             continue
         if not isinstance(body, str):
-            raise RecordError(f"{where} ('{kind}') needs a string '{key}', found {type(body).__name__}.")
+            raise RecordError(
+                Said("record_part_not_string", where=where(), kind=kind, key=key, type=type(body).__name__)
+            )
         (texts if kind == "text" else thoughts).append(body)
     return "".join(texts), ("".join(thoughts) if thoughts else None), calls
 
 
-def parse_tool_call(body: Any, where: str) -> dict[str, Any]:
+def parse_tool_call(body: Any, where: Callable[[], str]) -> dict[str, Any]:
+    """A tool call (JSON text or an object) as ``{"name", "arguments"}``; ``where()`` names it in errors (made only
+    for an error: a valid call costs no message)."""
     if isinstance(body, str):
         try:
             body = json.loads(body)
         except json.JSONDecodeError as exc:
-            raise RecordError(f"{where} ('tool_call') is not valid JSON ({exc.msg}): {body[:200]!r}.") from None
+            said = Said("record_tool_call_json", where=where(), error=exc.msg, value=repr(body[:200]))
+            raise RecordError(said) from None
     if not isinstance(body, dict) or "name" not in body or "arguments" not in body:
-        raise RecordError(
-            f"{where} ('tool_call') must be an object with 'name' and 'arguments', found {str(body)[:200]!r}."
-        )
+        raise RecordError(Said("record_tool_call_shape", where=where(), value=repr(str(body)[:200])))
     return {"name": body["name"], "arguments": body["arguments"]}
 
 
@@ -114,10 +110,7 @@ def reply_message(
     if not calls:
         return {"role": "assistant", "content": text, **thought}
     if text.strip():
-        raise RecordError(
-            f"{raw.where}: {what} has both text and tool calls; tunekit renders a tool-call reply as the "
-            f"calls alone (and its reasoning). Move the text into its own assistant message, or drop it."
-        )
+        raise RecordError(Said("record_text_and_calls", where=raw.where, what=what))
     return {
         "role": "function_call",
         "content": json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False),
@@ -143,11 +136,15 @@ def openai_extras(msg: dict[str, Any], raw: RawRecord, what: str) -> tuple[list[
     tool_calls = msg.get("tool_calls")
     if tool_calls:
         if not isinstance(tool_calls, list):
-            raise RecordError(f"{raw.where}: {what} 'tool_calls' must be a list, found {type(tool_calls).__name__}.")
+            kind = type(tool_calls).__name__
+            raise RecordError(Said("record_tool_calls_not_list", where=raw.where, what=what, type=kind))
         for j, call in enumerate(tool_calls):
             fn = call.get("function", call) if isinstance(call, dict) else call
-            calls.append(parse_tool_call(fn, f"{raw.where}: {what}, tool_calls[{j}]"))
+            calls.append(
+                parse_tool_call(fn, partial(Said, "part_where_tool_call", where=raw.where, what=what, index=j))
+            )
     reasoning = msg.get("reasoning_content")
     if reasoning is not None and not isinstance(reasoning, str):
-        raise RecordError(f"{raw.where}: {what} 'reasoning_content' must be text, found {type(reasoning).__name__}.")
+        kind = type(reasoning).__name__
+        raise RecordError(Said("record_reasoning_not_text", where=raw.where, what=what, type=kind))
     return calls, reasoning

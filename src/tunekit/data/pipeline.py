@@ -207,11 +207,8 @@ def check_kind_fits_stage(attr: DatasetAttr, stage: str) -> None:
     """Preference data (``ranking: true``) given to a stage that trains on single replies is refused by dataset
     before a record is read, instead of a per-record error that does not say what is wrong."""
     if attr.ranking and stage in _SINGLE_REPLY_STAGES:
-        raise DataError(
-            f"Dataset '{attr.name}' is preference data (\"ranking\": true in dataset_info.json: chosen and "
-            f"rejected replies), which stage {stage} does not train on; use it with stage: dpo or rm, or "
-            f"choose a dataset of {'texts' if stage == 'pt' else 'conversations'} for {stage}."
-        )
+        kind = Said("part_kind_texts" if stage == "pt" else "part_kind_conversations")
+        raise DataError(Said("data_preference_for_single_reply", name=attr.name, stage=stage, kind=kind))
 
 
 def _mix(parts, cfg: Config):
@@ -270,7 +267,7 @@ def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
     raws = read_records(attr, cache_dir=cfg.cache_dir, bad_records=cfg.bad_records)
     raws, report.sampled = select_records(raws, attr.name, attr.num_samples, cfg)
     report.records = len(raws)
-    samples = []
+    samples, first_problem = [], None  # the first invalid record's error, keyed (said again in any language)
     for raw in raws:
         try:
             samples.append(prepare_media(convert_record(raw, attr, stage), ctx, stage))
@@ -278,10 +275,11 @@ def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
             if cfg.bad_records == "error":
                 raise DataError(Said("data_bad_record", error=message_of(exc), name=attr.name)) from None
             report.invalid += 1
+            first_problem = message_of(exc) if first_problem is None else first_problem
             if len(report.invalid_examples) < MAX_LISTED:
                 report.invalid_examples.append(str(exc))
     if not samples:
-        first = Said("part_first_problem", problem=report.invalid_examples[0]) if report.invalid_examples else None
+        first = Said("part_first_problem", problem=first_problem) if first_problem is not None else None
         raise DataError(
             Said(
                 "data_no_usable_records",
@@ -324,10 +322,9 @@ def load_one(attr: DatasetAttr, cfg: Config, ctx: ProcessContext, stage: str):
         tokenized = tokenized.select(np.flatnonzero(status != DROPPED))
     report.kept = len(tokenized)
     if report.kept == 0:
-        raise DataError(
-            f"{attr.describe()}: every sample was dropped (no trainable tokens after cutoff_len {cfg.cutoff_len}); "
-            f"e.g. {', '.join(report.dropped_sources[:3])}."
-        )
+        examples = ", ".join(report.dropped_sources[:3])
+        said = Said("data_all_dropped", name=attr.name, path=str(attr.path), cutoff=cfg.cutoff_len, examples=examples)
+        raise DataError(said)
     if stage == "sft" and ctx.packing:
         tokenized = pack_dataset(tokenized, cfg.cutoff_len, neat=cfg.neat_packing)
     _store(entry, tokenized, report)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config.problems import Said
 from ..env import env_flag
 from ..errors import DataError
 
@@ -45,12 +46,14 @@ class RawRecord:
     data: dict[str, Any]
     file: str
     index: int  # 0-based position in the file (line number - 1 for jsonl/txt)
-    #: why the source could not be parsed into a record (``bad_records: skip``); the formats layer raises it
+    #: why the source could not be parsed into a record (``bad_records: skip``, a keyed message); the formats layer
+    #: raises it
     error: str | None = None
 
     @property
     def where(self) -> str:
-        return f"{self.file}, record {self.index}"
+        """``FILE, record N`` (keyed: the board says it in its language)."""
+        return Said("part_where_record", file=self.file, index=self.index)
 
 
 def read_records(attr: DatasetAttr, cache_dir: str | None = None, bad_records: str = "error") -> list[RawRecord]:
@@ -59,9 +62,7 @@ def read_records(attr: DatasetAttr, cache_dir: str | None = None, bad_records: s
         return list(_read_local(Path(attr.path), bad_records))
     if attr.load_from in ("hf_hub", "ms_hub", "om_hub", "script"):
         return _read_hub(attr, cache_dir)
-    raise DataError(
-        f"{attr.describe()}: loading from '{attr.load_from}' is not supported; download the file and use file_name."
-    )
+    raise DataError(Said("data_load_from", name=attr.name, path=str(attr.path), source=attr.load_from))
 
 
 def _check_readable(path: Path) -> None:
@@ -71,21 +72,15 @@ def _check_readable(path: Path) -> None:
         try:
             path.resolve(strict=True)
         except RuntimeError:  # Python 3.10-3.12 report a loop this way, 3.13 as OSError(ELOOP)
-            raise DataError(
-                f"Data file {path} is a symbolic link that loops back on itself; point it at a real file."
-            ) from None
+            raise DataError(Said("data_symlink_loop", path=str(path))) from None
         except OSError as exc:
-            why = (
-                "loops back on itself" if exc.errno == 40 else f"points at {os.readlink(path)!r}, which does not exist"
-            )
-            raise DataError(f"Data file {path} is a symbolic link that {why}; point it at a real file.") from None
+            if exc.errno == 40:
+                raise DataError(Said("data_symlink_loop", path=str(path))) from None
+            raise DataError(Said("data_symlink_broken", path=str(path), target=repr(os.readlink(path)))) from None
     if not path.exists():
-        raise DataError(f"Data file {path} does not exist (check file_name in dataset_info.json and dataset_dir).")
+        raise DataError(Said("data_file_missing", path=str(path)))
     if not (path.is_dir() or path.is_file()):
-        raise DataError(
-            f"Data file {path} is not a regular file (a named pipe, device or socket); "
-            f"tunekit reads data only from files and folders: save the data to a file."
-        )
+        raise DataError(Said("data_file_not_regular", path=str(path)))
 
 
 def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
@@ -93,12 +88,10 @@ def _read_local(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     if path.is_dir():
         files = data_files(path)
         if not files:
-            raise DataError(f"Data folder {path} holds no .json/.jsonl/.csv/.parquet/.txt files.")
+            raise DataError(Said("data_folder_empty", path=str(path)))
         kinds = {SUFFIXES[p.suffix] for p in files}
         if len(kinds) > 1:
-            raise DataError(
-                f"Data folder {path} mixes file types ({', '.join(sorted(kinds))}); keep one type per dataset."
-            )
+            raise DataError(Said("data_folder_mixed", path=str(path), kinds=", ".join(sorted(kinds))))
         for p in files:
             yield from _read_file(p, bad_records)
     else:
@@ -129,13 +122,19 @@ def encoding_error(path: Path) -> DataError:
     """The error for a file that is not UTF-8: where the first bad byte is, what the file likely is, the fix."""
     offset, line, sample, bad = _first_bad_byte(path)
     guess = _guess_encoding(sample)
-    likely = f"it looks like {guess}" if guess else "its encoding could not be guessed"
-    src = guess if guess else "<ENCODING>"
+    likely = Said("part_encoding_guess", encoding=guess) if guess else Said("part_encoding_unknown")
     converted = path.with_name(path.stem + ".utf8" + path.suffix)
     return DataError(
-        f"Data file {path} is not UTF-8: byte {offset} (line {line}: {bad.hex(' ')}) cannot be decoded; {likely}. "
-        f"Convert it to UTF-8, e.g. `iconv -f {src} -t UTF-8 '{path}' > '{converted}'`, "
-        f"and point file_name at the converted file."
+        Said(
+            "data_not_utf8",
+            path=str(path),
+            offset=offset,
+            line=line,
+            bytes=bad.hex(" "),
+            likely=likely,
+            source=guess or "<ENCODING>",
+            converted=str(converted),
+        )
     )
 
 
@@ -219,9 +218,7 @@ def _guess_encoding(sample: bytes) -> str | None:
 def _parse_file(path: Path, bad_records: str) -> Iterator[RawRecord]:
     kind = SUFFIXES.get(path.suffix)
     if kind is None:
-        raise DataError(
-            f"Data file {path}: unsupported extension '{path.suffix}' (use .json, .jsonl, .csv, .parquet or .txt)."
-        )
+        raise DataError(Said("data_bad_extension", path=str(path), suffix=path.suffix))
     if kind == "json":
         yield from _read_json(path, bad_records)
     elif kind == "jsonl":
@@ -241,19 +238,14 @@ def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
     try:
         data = json.loads(text, parse_constant=_not_json(path))
     except RecursionError:
-        raise DataError(
-            f"Data file {path} nests its lists or objects too deeply to be records "
-            f"(more than {sys.getrecursionlimit()} levels); a record is a flat object of fields."
-        ) from None
+        raise DataError(Said("data_json_too_deep", path=str(path), limit=sys.getrecursionlimit())) from None
     except json.JSONDecodeError as exc:
         # A .json file holding one object per line is common: accept it as jsonl.
         if exc.msg.startswith("Extra data") and text.lstrip().startswith("{"):
             yield from _read_jsonl(path, bad_records)
             return
-        raise DataError(
-            f"Data file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}. "
-            f"Fix the file, or save it as .jsonl with one object per line."
-        ) from None
+        said = Said("data_json_invalid", path=str(path), line=exc.lineno, column=exc.colno, error=exc.msg)
+        raise DataError(said) from None
     if isinstance(data, dict):
         for key in ("data", "train", "examples", "rows"):  # common wrappers
             if isinstance(data.get(key), list):
@@ -262,7 +254,7 @@ def _read_json(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
         else:
             data = [data]
     if not isinstance(data, list):
-        raise DataError(f"Data file {path} must hold a JSON list of records, found {type(data).__name__}.")
+        raise DataError(Said("data_json_not_list", path=str(path), type=type(data).__name__))
     for i, rec in enumerate(data):
         yield RawRecord(rec, str(path), i)
 
@@ -272,11 +264,8 @@ def _not_json(path: Path, line: int | None = None):
     them, and a NaN in a text field would train as the text 'nan'): a :class:`DataError` naming the file."""
 
     def refuse(word: str):
-        where = f"Data file {path}" + (f", line {line + 1}" if line is not None else "")
-        raise DataError(
-            f"{where} holds {word}, which is not JSON (nor text): write the value as a quoted string, a "
-            f"number, or null."
-        )
+        at = Said("part_json_line", line=line + 1) if line is not None else None
+        raise DataError(Said("data_not_json_constant", path=str(path), line=at, word=word))
 
     return refuse
 
@@ -290,15 +279,14 @@ def _read_jsonl(path: Path, bad_records: str = "error") -> Iterator[RawRecord]:
                 rec = json.loads(line.rstrip("\r\n"), parse_constant=_not_json(path, i))  # (columns count in the line)
             except (json.JSONDecodeError, RecursionError) as exc:
                 why = (
-                    f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                    Said("part_json_why", error=exc.msg, column=exc.colno)
+                    if isinstance(exc, json.JSONDecodeError)
+                    else Said("part_json_nested")
                 )
-                problem = f"Data file {path}, line {i + 1} is not valid JSON: {why}"
+                problem = Said("part_jsonl_line_invalid", path=str(path), line=i + 1, why=why)
                 if bad_records != "skip":
-                    raise DataError(
-                        f"{problem}. Fix the line, or set bad_records: skip to skip it (it is then "
-                        f"listed in preprocessing_report.json)."
-                    ) from None
-                yield RawRecord({}, str(path), i, error=f"{problem}; skipped (bad_records: skip).")
+                    raise DataError(Said("data_jsonl_line_invalid", problem=problem)) from None
+                yield RawRecord({}, str(path), i, error=Said("record_jsonl_line_skipped", problem=problem))
                 continue
             yield RawRecord(rec, str(path), i)
 
@@ -321,7 +309,7 @@ def _read_tabular(path: Path, kind: str) -> Iterator[RawRecord]:
     except UnicodeDecodeError:
         raise encoding_error(path) from None
     except Exception as exc:  # noqa: BLE001 - any parser failure is a data problem
-        raise DataError(f"Data file {path} could not be read as {kind}: {exc}") from None
+        raise DataError(Said("data_tabular_unreadable", path=str(path), kind=kind, error=str(exc))) from None
     for i, rec in enumerate(rows):
         yield RawRecord(rec, str(path), i)
 
@@ -330,26 +318,14 @@ def _read_hub(attr: DatasetAttr, cache_dir: str | None) -> list[RawRecord]:
     import datasets
 
     offline = env_flag("HF_HUB_OFFLINE", False) or env_flag("HF_DATASETS_OFFLINE", False)
-    hint = (
-        "Download it while online (it is then cached), or save it locally and register it with file_name in "
-        "dataset_info.json."
-    )
     if attr.load_from != "hf_hub":
-        raise DataError(
-            f"{attr.describe()} lives on {attr.load_from.replace('_', ' ')}, which tunekit reads through the "
-            f"Hugging Face datasets cache only: {hint}"
-        )
+        source = attr.load_from.replace("_", " ")
+        raise DataError(Said("data_hub_other_source", name=attr.name, path=str(attr.path), source=source))
     try:
         ds = datasets.load_dataset(
             attr.path, name=attr.subset, data_dir=attr.folder, split=attr.split, cache_dir=cache_dir
         )
     except Exception as exc:  # noqa: BLE001 - network, auth, missing split...
-        state = (
-            "HF_HUB_OFFLINE is set and it is not in the cache"
-            if offline
-            else f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        )
-        raise DataError(
-            f"{attr.describe()} is a Hugging Face Hub dataset and could not be loaded ({state}). {hint}"
-        ) from None
+        state = Said("part_hub_offline") if offline else f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        raise DataError(Said("data_hub_unloadable", name=attr.name, path=str(attr.path), state=state)) from None
     return [RawRecord(rec, f"{attr.path}[{attr.split}]", i) for i, rec in enumerate(ds)]

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..config.problems import Said
 from ..config.schema import Config
 from ..errors import DataError
 from .cache import PROCESSOR_VERSION, media_options, tokenization_options, tokenizer_signature
@@ -24,10 +25,6 @@ from .media_columns import MEDIA_COLUMNS, PROCESSOR_FILES
 META = "tunekit_tokenized.json"
 MEDIA = "tunekit_media.json"
 FORMAT = 2  # 1: reports only (tunekit before the checks); 2: the "depends" keys and the media listing
-FIX = (
-    "set overwrite_cache: true to tokenize again (it replaces the saved data), "
-    "or point tokenized_path to another folder"
-)
 
 
 def _sha(text: str | None) -> str | None:
@@ -69,9 +66,9 @@ def depends_on(cfg: Config, tokenizer, template, mm, stage: str) -> dict[str, An
 
 
 def _mismatch(path: Path, key: str, saved: Any, current: Any) -> DataError:
+    fix = Said("part_cache_fix_first")
     return DataError(
-        f"tokenized_path {path} was tokenized with {key} = {saved!r}, but this config gives {key} = "
-        f"{current!r}: its rows do not fit this run. {FIX[0].upper()}{FIX[1:]}."
+        Said("cache_mismatch", path=str(path), key=key, saved=repr(saved), current=repr(current), fix=fix)
     )
 
 
@@ -79,18 +76,12 @@ def check(path: Path, meta: dict, current: dict[str, Any]) -> None:
     """Raise a DataError for the first key whose saved value differs from this config's (an unknown folder too)."""
     saved = meta.get("depends")
     if meta.get("format") != FORMAT or not isinstance(saved, dict):
-        raise DataError(
-            f"tokenized_path {path} was saved by an older tunekit that did not record what the data was "
-            f"tokenized with (stage, template, tokenizer, cutoff_len, ...), so it cannot be checked against "
-            f"this config: {FIX}."
-        )
+        raise DataError(Said("cache_old_format", path=str(path), fix=Said("part_cache_fix")))
     if not current["dataset"] and not current["eval_dataset"]:  # no dataset in the config: the folder is the data
         current = {**current, "dataset": saved.get("dataset"), "eval_dataset": saved.get("eval_dataset")}
     for key, value in current.items():
         if key not in saved:
-            raise DataError(
-                f"tokenized_path {path} does not record {key}, so it cannot be checked against this config: {FIX}."
-            )
+            raise DataError(Said("cache_missing_key", path=str(path), key=key, fix=Said("part_cache_fix")))
         if json.loads(json.dumps(value)) != saved[key]:  # through JSON: tuples and lists compare as saved
             raise _mismatch(path, key, saved[key], value)
 
@@ -117,26 +108,17 @@ def check_media(path: Path) -> None:
     for p, (size, mtime) in json.loads(listing.read_text(encoding="utf-8")).items():
         f = Path(p)
         if not f.is_file():
-            raise DataError(
-                f"tokenized_path {path}: its rows use the media file {p}, which is missing. Put the file back "
-                f"(the rows hold absolute paths), or {FIX}."
-            )
+            raise DataError(Said("cache_media_missing", path=str(path), file=p, fix=Said("part_cache_fix")))
         st = f.stat()
         if [st.st_size, st.st_mtime_ns] != [size, mtime]:
-            raise DataError(
-                f"tokenized_path {path}: the media file {p} changed since it was tokenized (size {size} -> "
-                f"{st.st_size} bytes, or its modification time), so its token count may not fit: {FIX}."
-            )
+            fix = Said("part_cache_fix")
+            raise DataError(Said("cache_media_changed", path=str(path), file=p, size=size, now=st.st_size, fix=fix))
 
 
 def refuse_foreign(path: Path) -> None:
     """A folder with a saved dataset but no tunekit meta (LLaMA-Factory's layout) is neither read nor overwritten."""
     if (path / "dataset_dict.json").is_file() or (path / "train" / "dataset_info.json").is_file():
-        raise DataError(
-            f"tokenized_path {path} holds a saved dataset without {META} (LLaMA-Factory's tokenized_path, or "
-            f"an interrupted save): tunekit cannot tell what it was tokenized with, and does not write over "
-            f"it. Point tokenized_path to a new folder, or set overwrite_cache: true to replace it."
-        )
+        raise DataError(Said("cache_foreign", path=str(path), meta=META))
 
 
 def save(path: Path, train, evaluation, reports: list[dict], depends: dict[str, Any]) -> None:

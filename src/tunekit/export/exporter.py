@@ -13,8 +13,9 @@ import json
 import tempfile
 from pathlib import Path
 
+from ..config.problems import Said, config_error
 from ..config.schema import Config
-from ..errors import ConfigError, EnvironmentProblem, ModelError
+from ..errors import EnvironmentProblem, ModelError
 from ..model.finetuning import apply_finetuning
 from ..model.loader import load_model, load_model_config, model_path
 from ..model.stops import stop_token_ids
@@ -39,21 +40,20 @@ def adapters_of(cfg: Config) -> list[str]:
 
 def check_export_dir(cfg: Config) -> Path:
     if not cfg.export_dir:
-        raise ConfigError("export_dir is not set: name the folder to write the exported model to.")
+        raise config_error("export_dir_unset", ("export_dir",))
     out = Path(cfg.export_dir).expanduser().resolve()
     sources = [cfg.model_name_or_path or "", *adapters_of(cfg)]
     if any(s and Path(s).expanduser().resolve() == out for s in sources):
-        raise ConfigError(f"export_dir {cfg.export_dir} is the model or adapter folder itself: choose a new folder.")
+        raise config_error("export_dir_is_source", ("export_dir",), path=str(cfg.export_dir))
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"export_dir {cfg.export_dir} is a file, not a folder.")
+        raise config_error("export_dir_is_file", ("export_dir",), path=str(cfg.export_dir))
     weights = sorted(p.name for pattern in _WEIGHT_PATTERNS for p in out.glob(pattern)) if out.is_dir() else []
     if (
         weights and not (out / PROVENANCE).is_file()
     ):  # an export is re-exported in place; another model is not replaced
-        raise ConfigError(
-            f"export_dir {cfg.export_dir} holds weights that tunekit did not export ({', '.join(weights[:3])}"
-            f"{' ...' if len(weights) > 3 else ''}; no {PROVENANCE}): exporting would delete them. Choose "
-            f"a new or empty folder, or remove those files first."
+        files = ", ".join(weights[:3]) + (" ..." if len(weights) > 3 else "")
+        raise config_error(
+            "export_dir_foreign", ("export_dir",), path=str(cfg.export_dir), files=files, marker=PROVENANCE
         )
     return out
 
@@ -96,7 +96,7 @@ def _after_export(cfg: Config, out: Path, verify: bool | None) -> Path:
         report = verify_export(out, base_cfg=cfg if adapters_of(cfg) and cfg.export_quantization_bit is None else None)
         print_report(report)
         if not report["ok"]:
-            raise ModelError(f"the export in {out} failed verification: " + "; ".join(report["problems"]))
+            raise ModelError(Said("export_verify_failed", path=str(out), problems="; ".join(report["problems"])))
     if cfg.export_hub_model_id:
         push_to_hub(out, cfg.export_hub_model_id)
     return out
@@ -204,8 +204,6 @@ def push_to_hub(out: Path, repo_id: str) -> None:
         api.create_repo(repo_id, exist_ok=True)
         api.upload_folder(folder_path=str(out), repo_id=repo_id)
     except Exception as exc:  # network, auth
-        raise EnvironmentProblem(
-            f"pushing {out} to the hub as {repo_id} failed ({str(exc).splitlines()[0][:200]}); "
-            f"log in with `huggingface-cli login` and check the network. The export itself is in {out}."
-        ) from None
+        error = str(exc).splitlines()[0][:200]
+        raise EnvironmentProblem(Said("export_push_failed", path=str(out), repo=repo_id, error=error)) from None
     print(f"pushed to https://huggingface.co/{repo_id}")

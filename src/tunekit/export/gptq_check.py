@@ -28,6 +28,7 @@ import json
 import math
 from pathlib import Path
 
+from ..config.problems import Said
 from ..errors import ModelError
 
 CHECKED_TEXTS = 8
@@ -65,7 +66,7 @@ def quantization_settings(folder: Path) -> dict:
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     groups = list(config["quantization_config"]["config_groups"].values())
     if len(groups) != 1:
-        raise ModelError(f"{folder}/config.json: expected one quantization group, found {len(groups)}")
+        raise ModelError(Said("gptq_groups", path=str(folder), count=len(groups)))
     return groups[0]["weights"]
 
 
@@ -110,7 +111,7 @@ def check_gptq_export(folder: Path, merged: Path, texts: list[str], max_length: 
         )
     report = {"layers": layers, "bits": settings["num_bits"], "group_size": settings["group_size"], **logits}
     if problems:
-        raise ModelError(f"the GPTQ export in {folder} failed its check: " + "; ".join(problems))
+        raise ModelError(Said("gptq_check_failed", path=str(folder), problems="; ".join(problems)))
     return report
 
 

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ..config.problems import Said
 from ..config.schema import Config
 from ..data.pipeline import load_template
 from ..errors import DataError, ModelError
@@ -41,10 +42,7 @@ def export_gptq(cfg: Config, merged: Path, out: Path, provenance_file: str, chec
     template = load_template(cfg if cfg.template else cfg.model_copy(update={"template": "jinja"}), tokenizer)
     texts = calibration_texts(cfg, template)
     if not texts:
-        raise DataError(
-            f"export_quantization_dataset {cfg.export_quantization_dataset} gave no calibration text: none of its "
-            f"records reads as a conversation or a plain text (see docs/data-formats.md). Nothing was written."
-        )
+        raise DataError(Said("gptq_no_calibration", value=str(cfg.export_quantization_dataset)))
     python = gptq_python()
     work = merged.parent / "gptq"
     request = {
@@ -93,11 +91,11 @@ def run_runner(python: Path, request: dict, work: Path) -> dict:
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     if code:
         tail = "\n".join(lines[-15:])
-        raise ModelError(f"GPTQ quantization ({python} {RUNNER.name}) failed with exit code {code}:\n{tail}")
+        raise ModelError(Said("gptq_runner_failed", command=f"{python} {RUNNER.name}", code=code, tail=tail))
     for line in reversed(lines):
         if line.startswith('{"gptq"'):
             return json.loads(line)["gptq"]
-    raise ModelError("the GPTQ runner ended without its result line; its output:\n" + "\n".join(lines[-15:]))
+    raise ModelError(Said("gptq_runner_no_result", tail="\n".join(lines[-15:])))
 
 
 def _clean_env() -> dict:

@@ -17,6 +17,7 @@ import importlib
 import shutil
 from pathlib import Path
 
+from ..config.problems import Said
 from ..data.media_columns import PROCESSOR_FILES
 from ..errors import EnvironmentProblem, ModelError
 from ..model.multimodal import model_class
@@ -67,28 +68,23 @@ def safe_load(path: Path, trust_pickle: bool = False, mmap: bool = False):
             g for g in torch.serialization.get_unsafe_globals_in_checkpoint(path) if g not in DEEPSPEED_SAFE_GLOBALS
         ]
     except Exception as exc:  # not a torch zip file, truncated, ...
-        raise ModelError(
-            f"{path} is not a readable torch checkpoint file ({type(exc).__name__}: {exc}); "
-            f"the ZeRO checkpoint is damaged or incomplete."
-        ) from None
+        raise ModelError(Said("zero_unreadable", path=str(path), kind=type(exc).__name__, error=str(exc))) from None
     if extra:
         raise ModelError(
-            f"{path} refused: loading it would run code from the file. "
-            f"Its pickle names {', '.join(sorted(extra)[:8])}, "
-            f"which a DeepSpeed ZeRO checkpoint does not contain (allowed besides tensors and plain data: "
-            f"{', '.join(DEEPSPEED_SAFE_GLOBALS)}). If you trust whoever wrote this checkpoint, consolidate it "
-            f"explicitly with `tunekit zero-to-fp32 {path.parent.parent} OUT_DIR --trust-pickle` (runs that code) "
-            f"and use OUT_DIR as model_name_or_path."
+            Said(
+                "zero_pickle_code",
+                path=str(path),
+                names=tuple(sorted(extra)[:8]),
+                allowed=tuple(DEEPSPEED_SAFE_GLOBALS),
+                folder=str(path.parent.parent),
+            )
         )
     try:
         with torch.serialization.safe_globals(deepspeed_safe_classes()):
             return torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
-        raise ModelError(
-            f"{path} could not be read safely ({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
-            f"the ZeRO checkpoint is damaged, or written by a DeepSpeed version whose file layout tunekit "
-            f"does not know (add --trust-pickle only if you trust its source)."
-        ) from None
+        error = str(exc).splitlines()[0][:300]
+        raise ModelError(Said("zero_unsafe", path=str(path), kind=type(exc).__name__, error=error)) from None
 
 
 def read_zero_state(ds_dir: Path, trust_pickle: bool = False) -> dict:
@@ -105,7 +101,7 @@ def read_zero_state(ds_dir: Path, trust_pickle: bool = False) -> dict:
     for file in model_files:
         sd = safe_load(Path(file), trust_pickle)
         if not isinstance(sd, dict) or C.BUFFER_NAMES not in sd or "module" not in sd:
-            raise ModelError(f"{file} is not a DeepSpeed model-states file (no '{C.BUFFER_NAMES}'/'module' entries).")
+            raise ModelError(Said("zero_not_model_states", path=str(file), buffers=str(C.BUFFER_NAMES)))
         z._raise_if_autoep_zero3_partitioned_state(sd)
         names = sd[C.BUFFER_NAMES]
         buffers = {k: v.float() if v.is_floating_point() else v for k, v in sd["module"].items() if k in names}
@@ -128,18 +124,15 @@ def read_zero_state(ds_dir: Path, trust_pickle: bool = False) -> dict:
             or C.OPTIMIZER_STATE_DICT not in sd
             or C.ZERO_STAGE not in sd[C.OPTIMIZER_STATE_DICT]
         ):
-            raise ModelError(f"{file} is not a DeepSpeed ZeRO optimizer-states file (no '{C.ZERO_STAGE}' entry).")
+            raise ModelError(Said("zero_not_optim_states", path=str(file), entry=str(C.ZERO_STAGE)))
         sd[C.OPTIMIZER_STATE_DICT].pop("optimizer_state_dict", None)  # Adam moments: not needed for the weights
         optim.append(sd[C.OPTIMIZER_STATE_DICT])
     stage, world = int(optim[0][C.ZERO_STAGE]), optim[0][C.PARTITION_COUNT]
     world = max(world) if isinstance(world, list) else world
     if world != len(optim_files):
-        raise ModelError(
-            f"{ds_dir} holds {len(optim_files)} *_optim_states.pt files but was written by {world} processes: "
-            f"the checkpoint is incomplete (a process did not save, or an older checkpoint was overwritten)."
-        )
+        raise ModelError(Said("zero_partial", path=str(ds_dir), count=len(optim_files), world=world))
     if stage not in (1, 2, 3):
-        raise ModelError(f"{ds_dir}: unknown ZeRO stage {stage}.")
+        raise ModelError(Said("zero_unknown_stage", path=str(ds_dir), stage=stage))
     try:
         if stage <= 2:
             groups = [o[C.SINGLE_PARTITION_OF_FP32_GROUPS] for o in optim]
@@ -152,8 +145,7 @@ def read_zero_state(ds_dir: Path, trust_pickle: bool = False) -> dict:
             )
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(
-            f"the ZeRO-{stage} states in {ds_dir} are incomplete or damaged ({type(exc).__name__}: {exc}); "
-            f"re-save the checkpoint or use an earlier one."
+            Said("zero_damaged", stage=stage, path=str(ds_dir), kind=type(exc).__name__, error=str(exc))
         ) from None
     return z.to_torch_tensor(state)
 
@@ -168,21 +160,13 @@ def consolidate_zero(
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     tag = zero_tag(checkpoint_dir)
     if tag is None:
-        raise ModelError(
-            f"{checkpoint_dir} is not a DeepSpeed ZeRO checkpoint: it has no global_step*/ folder with "
-            f"*_model_states.pt files (and no 'latest' file naming one)."
-        )
+        raise ModelError(Said("zero_not_checkpoint", path=str(checkpoint_dir)))
     if not (checkpoint_dir / "config.json").is_file():
-        raise ModelError(
-            f"{checkpoint_dir} has ZeRO weights but no config.json; copy the model's config.json into it "
-            f"(the weights alone do not say which architecture they belong to)."
-        )
+        raise ModelError(Said("zero_no_config", path=str(checkpoint_dir)))
     try:
         importlib.import_module("deepspeed.utils.zero_to_fp32")
     except ImportError:
-        raise EnvironmentProblem(
-            "consolidating a ZeRO checkpoint needs deepspeed: pip install 'tunekit[deepspeed]'."
-        ) from None
+        raise EnvironmentProblem(Said("zero_needs_deepspeed")) from None
     import torch
     from transformers import AutoConfig
 
@@ -197,11 +181,8 @@ def consolidate_zero(
     params = dict(model.named_parameters(remove_duplicate=False))
     untied_missing = [k for k in missing if k in params and not _shared_with_loaded(params, k, state)]
     if unexpected or untied_missing:
-        raise ModelError(
-            f"the ZeRO states of {checkpoint_dir} do not fit its config.json (missing: {untied_missing[:5]}, "
-            f"unexpected: {list(unexpected)[:5]}): was it saved from a PEFT/LoRA model? Adapters are saved "
-            f"as adapter_model.safetensors next to the checkpoint; export those with adapter_name_or_path."
-        )
+        missing, unexpected = repr(untied_missing[:5]), repr(list(unexpected)[:5])
+        raise ModelError(Said("zero_misfit", path=str(checkpoint_dir), missing=missing, unexpected=unexpected))
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, max_shard_size=max_shard_size)
     for name in SIDE_FILES:

@@ -15,7 +15,8 @@ import re
 import shutil
 from pathlib import Path
 
-from ..errors import ConfigError, ModelError
+from ..config.problems import Said, config_error
+from ..errors import ModelError
 
 _LAYER = re.compile(r"^(.*\.layers\.)(\d+)\.(.+)$")
 ZEROED = ("o_proj", "down_proj")
@@ -24,9 +25,8 @@ ZEROED = ("o_proj", "down_proj")
 def llama_pro_layer_ids(n_layers: int, num_expand: int) -> list[int]:
     """Indices of the inserted blocks in a model expanded by :func:`expand_blocks` (every ``n / num_expand``-th)."""
     if num_expand < 1 or n_layers % num_expand:
-        raise ConfigError(
-            f"use_llama_pro: freeze_trainable_layers {num_expand} (the expanded blocks) must divide the "
-            f"model's {n_layers} layers; expand with tunekit expand-blocks --num-expand N and use that N."
+        raise config_error(
+            "expand_layers_divide", ("use_llama_pro", "freeze_trainable_layers"), count=num_expand, layers=n_layers
         )
     stride = n_layers // num_expand
     return list(range(stride - 1, n_layers, stride))
@@ -38,16 +38,14 @@ def expand_blocks(src: str | Path, out: str | Path, num_expand: int) -> Path:
 
     src, out = Path(src), Path(out)
     if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty: choose a new folder for the expanded model.")
+        raise config_error("expand_out_not_empty", path=str(out))
     config = AutoConfig.from_pretrained(src)
     n = getattr(config, "num_hidden_layers", None)
     if not isinstance(n, int):
-        raise ModelError(f"{src}/config.json has no num_hidden_layers: cannot expand its blocks.")
+        raise ModelError(Said("expand_no_layers", path=str(src)))
     if num_expand < 1 or n % num_expand:
-        raise ConfigError(
-            f"--num-expand {num_expand} must divide the {n} layers of {src} "
-            f"(e.g. {', '.join(str(k) for k in range(1, n + 1) if n % k == 0)})."
-        )
+        divisors = ", ".join(str(k) for k in range(1, n + 1) if n % k == 0)
+        raise config_error("expand_num_divide", count=num_expand, layers=n, path=str(src), divisors=divisors)
     model = AutoModelForCausalLM.from_pretrained(src, dtype="auto")
     split = n // num_expand
     state, new_state, new_index = model.state_dict(), {}, {}
@@ -74,8 +72,7 @@ def expand_blocks(src: str | Path, out: str | Path, num_expand: int) -> Path:
     ]
     if missing or unexpected:
         raise ModelError(
-            f"expanding {src}: parameters not mapped (missing {missing[:3]}, unexpected {unexpected[:3]}); "
-            f"this architecture's blocks are not under '*.layers.N.'."
+            Said("expand_unmapped", path=str(src), missing=repr(missing[:3]), unexpected=repr(unexpected[:3]))
         )
     expanded.save_pretrained(out)
     for f in src.iterdir():  # tokenizer, chat template, generation config

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config.lists import split_list
+from ..config.problems import Said, config_error
 from ..config.schema import Config
 from ..env import env_flag
-from ..errors import ConfigError, EnvironmentProblem, ModelError
+from ..errors import EnvironmentProblem, ModelError
 from .finetuning import apply_finetuning
 from .layers import decoder_layers
 from .moe import configure_moe, watch_router_aux
@@ -55,35 +56,24 @@ def is_local_path(path: str) -> bool:
 def model_path(cfg: Config, attr: str = "model_name_or_path") -> str:
     path = getattr(cfg, attr)
     if not path:
-        raise ConfigError(
-            f"{attr} is not set: give a local model folder or a hub id (e.g. Qwen/Qwen2.5-0.5B-Instruct)."
-        )
+        raise config_error("model_path_unset", (attr,), option=attr)
     if is_local_path(path):
         p = Path(path).expanduser()
         if not p.exists():
-            raise ModelError(
-                f"Model folder {path} does not exist ({attr}). Check the path, or use a hub id like Qwen/Qwen2.5-0.5B."
-            )
+            raise ModelError(Said("model_folder_missing", path=str(path), option=attr))
         if p.is_file():
-            raise ModelError(
-                f"{attr} {path} is a file, not a model folder: give the folder that holds config.json and "
-                f"the weights{' (the folder ' + str(p.parent) + ')' if (p.parent / 'config.json').is_file() else ''}."
-            )
+            parent = Said("part_model_parent", path=str(p.parent)) if (p.parent / "config.json").is_file() else None
+            raise ModelError(Said("model_path_is_file", option=attr, path=str(path), parent=parent))
         if not (p / "config.json").is_file():
             adapter = p / "adapter_config.json"
             if adapter.is_file():
                 try:
-                    base = (
-                        json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
-                        or "the base model"
-                    )
+                    base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path") or None
                 except (OSError, ValueError):
-                    base = "the base model"
-                raise ModelError(
-                    f"{path} is a LoRA adapter folder (adapter_config.json), not a model: set {attr} to its "
-                    f"base model ({base}) and adapter_name_or_path: {path}."
-                )
-            raise ModelError(f"{path} has no config.json: it is not a Hugging Face model folder.")
+                    base = None
+                base = str(base) if base else Said("part_the_base_model")
+                raise ModelError(Said("model_is_adapter", path=str(path), option=attr, base=base))
+            raise ModelError(Said("model_no_config", path=str(path)))
         _read_config_json(p)
         return str(p)
     return path
@@ -95,16 +85,13 @@ def _read_config_json(folder: Path) -> dict:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise ModelError(
-            f"{file} is not UTF-8 text (byte {exc.start}): it is not a model config; re-download or re-save the model."
-        ) from None
+        raise ModelError(Said("model_config_not_utf8", file=str(file), byte=exc.start)) from None
     except json.JSONDecodeError as exc:
         raise ModelError(
-            f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); re-download the "
-            f"model or fix the file."
+            Said("model_config_bad_json", file=str(file), line=exc.lineno, column=exc.colno, error=exc.msg)
         ) from None
     if not isinstance(data, dict):
-        raise ModelError(f"{file} must hold a JSON object, found {type(data).__name__}; re-download the model.")
+        raise ModelError(Said("model_config_not_object", file=str(file), kind=type(data).__name__))
     return data
 
 
@@ -121,10 +108,7 @@ def check_weight_files(folder: Path) -> None:
         and not f.name.startswith(("adapter_model", "optimizer", "scheduler", "rng_state", "training_args"))
     )
     if not files:
-        raise ModelError(
-            f"{folder} has config.json but no weights (model.safetensors, model-*-of-*.safetensors or "
-            f"pytorch_model.bin): copy the weight files into it, or point model_name_or_path at the full model."
-        )
+        raise ModelError(Said("model_no_weights", path=str(folder)))
     for file in files:
         if file.suffix == ".safetensors":
             from safetensors import SafetensorError, safe_open
@@ -133,43 +117,30 @@ def check_weight_files(folder: Path) -> None:
                 with safe_open(str(file), framework="pt"):
                     pass
             except (SafetensorError, OSError) as exc:
-                raise ModelError(
-                    f"{file} is not a readable safetensors file ({str(exc).splitlines()[0][:200]}): it is "
-                    f"truncated or corrupted; re-download or re-save the model."
-                ) from None
+                error = str(exc).splitlines()[0][:200]
+                raise ModelError(Said("model_bad_safetensors", file=str(file), error=error)) from None
         elif file.suffix in (".bin", ".pt", ".pth"):
             with open(file, "rb") as f:
                 head = f.read(4)
             if head.startswith(b"PK\x03\x04"):
                 if not zipfile.is_zipfile(file):
-                    raise ModelError(
-                        f"{file} is a truncated PyTorch checkpoint (its zip directory is missing); re-download "
-                        f"or re-save the model."
-                    )
+                    raise ModelError(Said("model_truncated_zip", file=str(file)))
             elif not head.startswith(b"\x80"):  # legacy torch.save: a pickle (protocol 2+)
-                raise ModelError(
-                    f"{file} is not a PyTorch checkpoint (it starts with {head!r}, neither zip nor pickle); "
-                    f"re-download or re-save the model."
-                )
+                raise ModelError(Said("model_not_checkpoint", file=str(file), head=repr(head)))
 
 
-def _hub_hint(path: str, exc: Exception) -> str:
+def _hub_hint(path: str, exc: Exception) -> Said:
     offline = env_flag("HF_HUB_OFFLINE", False)
-    why = "HF_HUB_OFFLINE is set and it is not in the local cache" if offline else str(exc).splitlines()[0][:300]
-    return (
-        f"Could not load '{path}' ({why}). Download it while online (huggingface-cli download {path}) or point "
-        f"model_name_or_path at a local folder."
-    )
+    why = Said("part_hub_offline_uncached") if offline else str(exc).splitlines()[0][:300]
+    return Said("model_hub_unloadable", path=str(path), why=why)
 
 
 def invalid_config(path: str, exc: Exception) -> ModelError:
     """A config.json whose fields contradict each other (transformers' validation: layer_types vs num_hidden_layers,
     a negative size), named with the first line of what transformers found."""
-    where = Path(path) / "config.json" if is_local_path(path) else f"the config.json of {path}"
+    where = str(Path(path) / "config.json") if is_local_path(path) else Said("part_config_of", path=str(path))
     why = " ".join(str(exc).split())[:300]
-    return ModelError(
-        f"{where} is not a valid configuration ({why}); fix that field or re-download the model's config.json."
-    )
+    return ModelError(Said("model_config_invalid", where=where, why=why))
 
 
 def load_tokenizer(cfg: Config, padding_side: str = "right"):
@@ -191,14 +162,10 @@ def load_tokenizer(cfg: Config, padding_side: str = "right"):
         raise invalid_config(path, exc) from None
     except (OSError, ValueError) as exc:
         if "trust_remote_code" in str(exc):
-            raise ModelError(
-                f"{path} ships its own tokenizer code; set trust_remote_code: true if you trust it."
-            ) from None
+            raise ModelError(Said("model_tokenizer_code", path=str(path))) from None
         if is_local_path(path):
-            raise ModelError(
-                f"Could not load the tokenizer of {path} ({str(exc).splitlines()[0][:300]}); copy the base "
-                f"model's tokenizer files into it."
-            ) from None
+            error = str(exc).splitlines()[0][:300]
+            raise ModelError(Said("model_tokenizer_unloadable", path=str(path), error=error)) from None
         raise ModelError(_hub_hint(path, exc)) from None
     _check_vocabulary(path, tokenizer)
     if cfg.add_special_tokens:
@@ -220,11 +187,9 @@ def _check_vocabulary(path: str, tokenizer) -> None:
         or any(folder.glob("*.tiktoken"))
     )
     if size < 2 or (not has_vocab and size < 256):
-        raise ModelError(
-            f"{path} has no tokenizer files ({', '.join(_VOCAB_FILES[:4])}, ...): the tokenizer loaded from "
-            f"it has {size} token{'s' if size != 1 else ''}, so nothing could be learned. Copy the tokenizer "
-            f"files of the model it was made from into {path}."
-        )
+        count = Said("part_one_token" if size == 1 else "part_tokens", size=size)
+        files = tuple(_VOCAB_FILES[:4])
+        raise ModelError(Said("model_no_tokenizer_files", path=str(path), files=", ".join(files), count=count))
 
 
 def load_model_config(cfg: Config):
@@ -235,10 +200,7 @@ def load_model_config(cfg: Config):
     if local:
         data = _read_config_json(Path(path))
         if "model_type" not in data and not cfg.trust_remote_code:
-            raise ModelError(
-                f"{Path(path) / 'config.json'} has no model_type: transformers cannot tell the architecture; "
-                f"re-download the model's config.json."
-            )
+            raise ModelError(Said("model_no_model_type", file=str(Path(path) / "config.json")))
     from huggingface_hub.errors import StrictDataclassError
 
     try:
@@ -249,14 +211,11 @@ def load_model_config(cfg: Config):
         raise invalid_config(path, exc) from None
     except (OSError, ValueError, KeyError) as exc:
         if "trust_remote_code" in str(exc):
-            raise ModelError(
-                f"{path} needs its own modelling code; set trust_remote_code: true if you trust it."
-            ) from None
+            raise ModelError(Said("model_code", path=str(path))) from None
         if local:
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             raise ModelError(
-                f"{Path(path) / 'config.json'} cannot be used "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]}); "
-                f"check that it is this model's config (model_type, architecture fields)."
+                Said("model_config_unusable", file=str(Path(path) / "config.json"), error=error)
             ) from None
         raise ModelError(_hub_hint(path, exc)) from None
 
@@ -288,16 +247,11 @@ def attention_implementation(cfg: Config) -> str | None:
         return "eager"
     # fa2
     if importlib.util.find_spec("flash_attn") is None:
-        raise EnvironmentProblem(
-            "flash_attn: fa2 needs the flash-attn package (pip install flash-attn --no-build-isolation) "
-            "and an NVIDIA GPU; or use flash_attn: sdpa."
-        )
+        raise EnvironmentProblem(Said("model_fa2_package"))
     import torch
 
     if not torch.cuda.is_available():
-        raise EnvironmentProblem(
-            "flash_attn: fa2 needs an NVIDIA GPU and none is visible; use flash_attn: sdpa on this machine."
-        )
+        raise EnvironmentProblem(Said("model_fa2_no_gpu"))
     return "flash_attention_2"
 
 
@@ -306,7 +260,7 @@ def apply_rope_scaling(config, cfg: Config) -> None:
         return
     current = getattr(config, "max_position_embeddings", None)
     if not current:
-        raise ModelError("rope_scaling: this model's config has no max_position_embeddings to scale from.")
+        raise ModelError(Said("model_rope_no_positions"))
     target = cfg.rope_scaling_target_len or cfg.cutoff_len
     if target <= current:
         print(f"rope_scaling: target length {target} fits the model's {current} positions; no scaling applied.")
@@ -330,22 +284,13 @@ def check_accelerators(cfg: Config) -> None:
 
     if cfg.enable_liger_kernel:
         if importlib.util.find_spec("liger_kernel") is None:
-            raise EnvironmentProblem(
-                "enable_liger_kernel needs the liger-kernel package (pip install liger-kernel) and a GPU."
-            )
+            raise EnvironmentProblem(Said("model_liger_package"))
         if not torch.cuda.is_available():
-            raise EnvironmentProblem(
-                "enable_liger_kernel needs a GPU (Liger's kernels are Triton GPU kernels); none is visible. "
-                "Remove the option on CPU."
-            )
+            raise EnvironmentProblem(Said("model_liger_no_gpu"))
     if cfg.use_unsloth:
         if importlib.util.find_spec("unsloth") is None or not torch.cuda.is_available():
-            raise EnvironmentProblem(
-                "use_unsloth needs the unsloth package and an NVIDIA GPU; remove it on this machine."
-            )
-        raise EnvironmentProblem(
-            "use_unsloth is not wired into tunekit yet; remove it (enable_liger_kernel gives fused kernels on GPUs)."
-        )
+            raise EnvironmentProblem(Said("model_unsloth_missing"))
+        raise EnvironmentProblem(Said("model_unsloth_unwired"))
 
 
 def limit_checkpointed_layers(model, count: int) -> int:
@@ -373,19 +318,10 @@ def check_loaded_weights(info: dict, path: str, architecture: str, allowed: bool
     )
     if allowed or not (missing or unexpected):
         return
-    parts = [
-        f"{len(keys)} {what} (e.g. {', '.join(keys[:3])})"
-        for keys, what in (
-            (missing, "weights it needs are missing and would start random"),
-            (unexpected, "weights in the folder have no place in it and would be dropped"),
-        )
-        if keys
-    ]
-    raise ModelError(
-        f"the weights in {path} do not belong to its config.json's architecture ({architecture}): "
-        f"{'; '.join(parts)}. Check that config.json and the weight files come from the same model, or set "
-        f"allow_new_weights: true if the difference is intended."
-    )
+    lacking = Said("part_weights_missing", count=len(missing), names=tuple(missing[:3])) if missing else None
+    extra = Said("part_weights_unexpected", count=len(unexpected), names=tuple(unexpected[:3])) if unexpected else None
+    parts = Said("part_weights_both", missing=lacking, unexpected=extra) if lacking and extra else lacking or extra
+    raise ModelError(Said("model_weights_mismatch", path=str(path), architecture=architecture, parts=parts))
 
 
 def _from_pretrained(cfg: Config, config, path: str) -> tuple[Any, dict]:
@@ -408,35 +344,26 @@ def _from_pretrained(cfg: Config, config, path: str) -> tuple[Any, dict]:
         return model, info
     except OSError as exc:
         if is_local_path(path):
-            raise ModelError(f"Could not load the weights in {path} ({str(exc).splitlines()[0][:300]}).") from None
+            error = str(exc).splitlines()[0][:300]
+            raise ModelError(Said("model_weights_unloadable", path=str(path), error=error)) from None
         raise ModelError(_hub_hint(path, exc)) from None
     except (pickle.UnpicklingError, EOFError, RuntimeError) as exc:
         if isinstance(exc, RuntimeError) and "ignore_mismatched_sizes" in str(exc):  # shapes other than config.json's
-            raise ModelError(
-                f"the weights in {path} do not belong to its config.json's architecture "
-                f"({', '.join(config.architectures or [config.model_type])}): some have other shapes than "
-                f"the config gives them (transformers' load report above lists them). Check that config.json "
-                f"and the weight files come from the same model."
-            ) from None
+            architecture = ", ".join(config.architectures or [config.model_type])
+            raise ModelError(Said("model_weights_shapes", path=str(path), architecture=architecture)) from None
         pickles = sorted(f.name for f in Path(path).glob("*.bin")) if is_local_path(path) else []
         if not pickles or (
             isinstance(exc, RuntimeError)
             and not re.search(r"PytorchStreamReader|torch\.load|pickle|zip archive", str(exc))
         ):
             raise
-        raise ModelError(
-            f"{', '.join(pickles)} in {path} cannot be read as weights ({type(exc).__name__}): truncated, "
-            f"corrupted, or a pickle that needs code to run, which tunekit never does (weights-only loading). "
-            f"Re-download it, or re-save the model as safetensors where it was made."
-        ) from None
+        files, kind = ", ".join(pickles), type(exc).__name__
+        raise ModelError(Said("model_pickles_unreadable", files=files, path=str(path), kind=kind)) from None
     except ValueError as exc:  # an attention implementation the model's class does not offer
         if cfg.flash_attn not in ("sdpa", "fa2") or "attention implementation" not in str(exc):
             raise
         said = str(exc).split(". ")[0]
-        raise ModelError(
-            f"flash_attn: {cfg.flash_attn} cannot load {path}: transformers says '{said}'. Use flash_attn: auto "
-            f"(transformers' own choice for this model) or eager."
-        ) from None
+        raise ModelError(Said("model_attention_refused", value=cfg.flash_attn, path=str(path), said=said)) from None
 
 
 def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:

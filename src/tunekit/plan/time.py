@@ -21,11 +21,14 @@ def active_matmul_params(shape: ModelShape) -> int:
     return linear if moe is None else linear + moe.routers + moe.routed // moe.experts * moe.top_k
 
 
-def attention_width(shape: ModelShape) -> int:
+def attention_width(shape: ModelShape, attn: str) -> int:
     """Per token and key, the multiply-adds of attention's scores and weighted values over the heads: ``2 q``; latent
-    attention: ``H (qk + v)`` (its query/key head wider than its value head)."""
+    attention: ``H (qk + v)`` (its query/key head wider than its value head), ``2 H qk`` under FlashAttention-2,
+    which multiplies the value padded to the query's width (``plan/latent_attention.py``)."""
     lat = shape.latent
-    return shape.heads * (lat.qk_dim + lat.v_dim) if lat is not None else 2 * shape.q_dim
+    if lat is None:
+        return 2 * shape.q_dim
+    return shape.heads * (lat.qk_dim + (lat.qk_dim if attn == "fa2" else lat.v_dim))
 
 
 def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_len: int) -> dict[str, float]:
@@ -36,7 +39,9 @@ def flops_per_token(shape: ModelShape, setup: Setup, counts: ParamCounts, seq_le
     N_L = active_matmul_params(shape)
     n_layer = N_L / L
     N_H = shape.hidden * shape.vocab
-    att_layer = (1 if setup.attn != "eager" else 2) * seq_len * attention_width(shape)  # causal flash: half
+    att_layer = (
+        (1 if setup.attn != "eager" else 2) * seq_len * attention_width(shape, setup.attn)
+    )  # causal flash: half
     F_att = att_layer * L
     forward = 2 * N_L + 2 * N_H + F_att
     if setup.finetuning_type == "full":

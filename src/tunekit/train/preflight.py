@@ -22,6 +22,7 @@ when a precision option needs to know about a non-CUDA accelerator; never transf
 
 from __future__ import annotations
 
+from ..config.problems import config_error
 from ..config.schema import Config, run_problems
 from ..data.dataset_info import resolve_datasets
 from ..data.tokenized_cache import META
@@ -78,9 +79,7 @@ def check_datasets(cfg: Config) -> None:
     if cfg.tokenized_path and Path(cfg.tokenized_path, META).is_file() and not cfg.overwrite_cache:
         return
     if not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names):
-        raise ConfigError(
-            "dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path."
-        )
+        raise config_error("run_dataset_unset", ("dataset",))
     for names in (cfg.dataset_names, cfg.eval_dataset_names):
         if names:
             resolve_datasets(names, cfg.dataset_dir)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config.options import GROUPS
+from ..config.problems import Said, config_error
 from ..env import env_world_size
-from ..errors import ConfigError
 from ..model.pickles import check_resume_pickles
 from .checkpoints import (
     RESULTS,
@@ -160,7 +160,7 @@ def same_value(a: Any, b: Any) -> bool:
         return False
 
 
-def check_same_training(folder: Path, current: dict | None, current_world: int = 1, what: str | None = None) -> None:
+def check_same_training(folder: Path, current: dict | None, current_world: int = 1, what: Said | None = None) -> None:
     """Refuse to continue ``folder``'s run (a checkpoint, or a run folder) under options that change training."""
     if current is None:
         return
@@ -169,12 +169,8 @@ def check_same_training(folder: Path, current: dict | None, current_world: int =
         return  # written by another tool (or tunekit < 0.2): nothing to compare with
     diffs = training_differences(saved, current, marker_world_size(folder) if what is None else None, current_world)
     if diffs:
-        raise ConfigError(
-            f"{what or f'checkpoint {folder}'} belongs to a run with other training options ({path}): "
-            + "; ".join(diffs)
-            + ". Continuing it with this config would mix two runs. Use that run's values, or start a new run "
-            "(another output_dir, or overwrite_output_dir: true without resume_from_checkpoint)."
-        )
+        what = what or Said("part_resume_checkpoint", path=str(folder))
+        raise config_error("resume_other_options", what=what, path=str(path), diffs="; ".join(diffs))
 
 
 # ------------------------------------------------------------------ what to resume
@@ -268,7 +264,7 @@ def _newest_plan(out: Path, auto: bool, current: dict | None, world_size: int, c
     """``true`` / ``auto``: the newest good checkpoint in ``out`` (``auto``: else a fresh start)."""
     done = finished_results(out) if check_finished else None
     if done is not None:
-        check_same_training(out, current, world_size, what=f"the finished run in {out}")
+        check_same_training(out, current, world_size, what=Said("part_resume_finished_run", path=str(out)))
         return ResumePlan(
             finished=done,
             notes=[
@@ -282,11 +278,8 @@ def _newest_plan(out: Path, auto: bool, current: dict | None, world_size: int, c
     if chosen is None and auto:
         return _auto_fresh_plan(out, passed, current, world_size)
     if chosen is None:
-        torn = f" ({'; '.join(passed)})" if passed else ""
-        raise ConfigError(
-            f"resume_from_checkpoint: true found no complete checkpoint in {out}{torn}. "
-            f"Remove resume_from_checkpoint to start from scratch, or use resume_from_checkpoint: auto."
-        )
+        torn = Said("part_resume_torn", problems="; ".join(passed)) if passed else None
+        raise config_error("resume_none_complete", ("resume_from_checkpoint",), path=str(out), torn=torn)
     plan = ResumePlan(
         checkpoint=str(chosen), step=_trained_step(chosen), clear=_superseded(out, checkpoint_step(chosen))
     )
@@ -298,14 +291,10 @@ def _newest_plan(out: Path, auto: bool, current: dict | None, world_size: int, c
 def _auto_fresh_plan(out: Path, passed: list[str], current: dict | None, world_size: int) -> ResumePlan:
     """``auto`` with no complete checkpoint: start from scratch in a tunekit run's folder (or an empty one)."""
     if (out / RUN_CONFIG).is_file():
-        check_same_training(out, current, world_size, what=f"the run in {out}")
+        check_same_training(out, current, world_size, what=Said("part_resume_run", path=str(out)))
     elif out.is_dir() and any(not p.name.startswith(TRASH_PREFIX) for p in out.iterdir()):
         shown = ", ".join(sorted(p.name for p in out.iterdir())[:5])
-        raise ConfigError(
-            f"resume_from_checkpoint: auto found no checkpoint and no {RUN_CONFIG} in output_dir "
-            f"{out}, which is not empty ({shown}): it is not a tunekit run's folder. Choose a new "
-            f"output_dir, or set overwrite_output_dir: true to write into it."
-        )
+        raise config_error("resume_auto_foreign", ("output_dir",), file=RUN_CONFIG, path=str(out), shown=shown)
     plan = ResumePlan(clear=list_checkpoints(out))
     plan.clear_note = f"deleting the incomplete {', '.join(p.name for p in plan.clear)}"
     plan.notes.append(
@@ -319,14 +308,12 @@ def _auto_fresh_plan(out: Path, passed: list[str], current: dict | None, world_s
 def _named_plan(path: Path, out: Path, current: dict | None, world_size: int, check_finished: bool) -> ResumePlan:
     """A checkpoint path: that one, if complete (a run already finished in ``out`` is not trained again)."""
     if not (path / "trainer_state.json").is_file():
-        raise ConfigError(f"resume_from_checkpoint {path} is not a checkpoint folder (no trainer_state.json).")
+        raise config_error("resume_not_checkpoint", ("resume_from_checkpoint",), path=str(path))
     problem = checkpoint_problem(path)
     if problem is not None:
         good, _ = newest_complete(path.parent)
-        raise ConfigError(
-            f"checkpoint {path} is incomplete or damaged: {problem}."
-            + (f" The newest good one is {good}." if good is not None else "")
-        )
+        good = Said("part_resume_good", path=str(good)) if good is not None else None
+        raise config_error("resume_damaged", ("resume_from_checkpoint",), path=str(path), problem=problem, good=good)
     same_dir = path.parent.resolve() == out.resolve()
     done = finished_results(path.parent) if check_finished and same_dir else None
     if done is not None:
@@ -364,32 +351,24 @@ def check_resume_setup(folder: Path, deepspeed: bool | None = None) -> None:
     checkpoint without deepspeed would silently restart the optimizer), and a ZeRO checkpoint with another number
     of processes. DDP checkpoints resume with any number of processes. ``deepspeed`` None: engine not checked."""
     weights = "adapter_name_or_path" if (folder / "adapter_config.json").is_file() else "model_name_or_path"
-    fresh = (
-        f"or start a new run from its weights ({weights}: {folder}, without resume_from_checkpoint; the optimizer "
-        f"state and the learning-rate schedule then start afresh)"
-    )
+    fresh = Said("part_resume_fresh", option=weights, path=str(folder))
     if deepspeed is not None and deepspeed != is_deepspeed_checkpoint(folder):
         if deepspeed:
-            raise ConfigError(
-                f"checkpoint {folder} was written without DeepSpeed, which cannot load its optimizer state. "
-                f"Resume without deepspeed, {fresh}."
-            )
-        raise ConfigError(
-            f"checkpoint {folder} was written by DeepSpeed (its optimizer state is in DeepSpeed's "
-            f"global_step* files) and this run has no deepspeed: transformers would restart the optimizer "
-            f"without a word. Resume with the same deepspeed setting, {fresh}."
-        )
+            raise config_error("resume_without_deepspeed", ("deepspeed",), path=str(folder), fresh=fresh)
+        raise config_error("resume_needs_deepspeed", ("deepspeed",), path=str(folder), fresh=fresh)
     written = zero_world_size(folder)
     current = (env_world_size() or 1) if under_launcher() else 1
     if written is None or written == current:
         return
-    raise ConfigError(
-        f"checkpoint {folder} is a DeepSpeed ZeRO checkpoint written by {_processes(written)}, and this run has "
-        f"{_processes(current)}: ZeRO splits the optimizer state between the processes and DeepSpeed cannot split it "
-        f"again for another number. Resume with {_processes(written)} (NPROC_PER_NODE x NNODES = {written}), {fresh}. "
-        f"DDP checkpoints (no deepspeed) resume with any number of processes."
+    raise config_error(
+        "resume_zero_world",
+        path=str(folder),
+        written=_processes(written),
+        current=_processes(current),
+        count=written,
+        fresh=fresh,
     )
 
 
-def _processes(n: int) -> str:
-    return f"{n} process" if n == 1 else f"{n} processes"
+def _processes(n: int) -> Said:
+    return Said("part_one_process" if n == 1 else "part_processes", count=n)

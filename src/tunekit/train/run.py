@@ -17,12 +17,13 @@ from typing import Any
 
 from ..config import config_to_dict, save_config
 from ..config.loader import check_writable_folder
+from ..config.problems import config_error
 from ..config.schema import Config
 from ..config.stages import STAGES as _REGISTRY
 from ..config.stages import StageModule
 from ..data.pipeline import prepare_datasets
 from ..data.report import print_reports, write_reports
-from ..errors import ConfigError, TunekitError
+from ..errors import TunekitError
 from ..model.finetuning import count_parameters, save_pissa_converted
 from ..model.loader import load_model, load_tokenizer, model_path
 from ..model.moe import moe_start_lines
@@ -46,7 +47,7 @@ _OWN_FILES = {"tunekit_config.yaml", "preprocessing_report.json"}
 
 def get_stage(stage: str):
     if stage not in STAGES:
-        raise ConfigError(f"stage '{stage}' is not available yet; available stages: {', '.join(STAGES)}.")
+        raise config_error("run_stage_unavailable", ("stage",), stage=stage, names=tuple(STAGES))
     module: StageModule = importlib.import_module(STAGES[stage])
     return module
 
@@ -58,10 +59,10 @@ def log(msg: str) -> None:
 
 def check_output_dir(cfg: Config) -> None:
     if not cfg.output_dir:
-        raise ConfigError("output_dir is not set: name the folder for the model, checkpoints and logs.")
+        raise config_error("run_output_unset", ("output_dir",))
     out = Path(cfg.output_dir)
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"output_dir {out} is a file, not a folder.")
+        raise config_error("run_output_is_file", ("output_dir",), path=str(out))
 
     check_writable_folder(out, "output_dir")  # /proc/x, a read-only mount: refused before anything loads
     if not cfg.do_train or cfg.overwrite_output_dir or cfg.resume_from_checkpoint not in (None, False):
@@ -70,10 +71,7 @@ def check_output_dir(cfg: Config) -> None:
         contents = sorted(p.name for p in out.iterdir() if p.name not in _OWN_FILES)
         if contents:
             shown = ", ".join(contents[:5]) + (" ..." if len(contents) > 5 else "")
-            raise ConfigError(
-                f"output_dir {out} is not empty ({shown}). Set overwrite_output_dir: true to write into it, "
-                f"resume_from_checkpoint: true to continue that run, or choose a new output_dir."
-            )
+            raise config_error("run_output_not_empty", ("output_dir",), path=str(out), shown=shown)
 
 
 def peak_memory_mb() -> dict:

@@ -24,7 +24,7 @@ SYNC_JS = (
     "(v, init) => { const forms = (window.__tkForms ??= {}); "
     f"(forms[init.{VALUES_MARK}] ??= {{...init}})[%s] = v; }}"
 )
-# an event that reads a form: the hidden JSON's value replaced by the store's (see FormView._add_values)
+# an event that reads a form: the hidden JSON's value replaced by the store's (see FormView.add_values)
 TAKE_VALUES_JS = (
     f"(...args) => args.map(a => (a && typeof a === 'object' && a.{VALUES_MARK}) ? "
     f"{{...((window.__tkForms || {{}})[a.{VALUES_MARK}] || a)}} : a)"
@@ -94,7 +94,7 @@ class FormView:
         self.groups: list[tuple[Any, Group, list[FieldSpec]]] = []  # the tutorial groups shown (webui/groups.py)
         self.advanced: Any = None  # the "Advanced" accordion when the form has basic options
         self.templates: list[str] = []  # the names the template picker offers (its choices on a language switch)
-        self.values: Any = None  # the hidden JSON of every field's value (a rendered tab form: _add_values)
+        self.values: Any = None  # the hidden JSON of every field's value (a rendered tab form: add_values)
 
     def render(
         self, lang: str, tab: str, templates: list[str] | None = None, per_row: int = 3, basic: tuple[str, ...] = ()
@@ -113,7 +113,7 @@ class FormView:
             self._sections(self.specs, lang, tab, templates, per_row)
         # keep spec order == widget order
         self.specs = [s for s in self.specs if s.name in self.comps]
-        self._add_values(tab)
+        self.add_values(tab)
         self._wire_groups(lang)
 
     def _groups(self, first: list[FieldSpec], lang: str, templates, per_row: int) -> None:
@@ -151,7 +151,6 @@ class FormView:
             inputs={self.values},
             outputs=[acc for acc, _g, _specs in self.groups],
             js=TAKE_VALUES_JS,
-            trigger_mode="always_last",
             show_progress="hidden",
             api_visibility="private",
         )
@@ -179,15 +178,19 @@ class FormView:
                 for spec in specs[i : i + per_row]:
                     self.comps[spec.name] = make_widget(spec, lang, templates)
 
-    def render_flat(self, lang: str, per_row: int = 3) -> None:
+    def render_flat(self, lang: str, per_row: int = 3, key: str | None = None) -> None:
+        """The options in rows, no sections; with ``key`` (unique on the page), read through :attr:`values`."""
         for i in range(0, len(self.specs), per_row):
             with gr.Row():
                 for spec in self.specs[i : i + per_row]:
                     self.comps[spec.name] = make_widget(spec, lang)
+        if key is not None:
+            self.add_values(key)
 
-    def _add_values(self, tab: str) -> None:
+    def add_values(self, tab: str) -> None:
         """One hidden JSON that stands for every field's value in the handlers' inputs, filled in the page at
-        each event from a store that one browser-side event per field keeps current (:data:`TAKE_VALUES_JS`).
+        each event from a store that one browser-side event per field keeps current (:data:`TAKE_VALUES_JS`);
+        ``tab``: the form's key in that store, one per form of the page.
 
         Why: Gradio 6.31's page records each input of an event it has completed in its table of loading statuses
         (a completed event is given ``stream_state: "closed"``), and every later status update of any event (the

@@ -139,6 +139,15 @@ def guarded(fn: Callable, handler: _Handler) -> Callable:
     return call
 
 
+def _defers_by_default(trigger, kwargs: dict) -> bool:
+    """Whether Gradio would register this event ``always_last`` by itself: no mode given, and its first trigger is a
+    change (``gr.on`` without triggers: its inputs' changes)."""
+    if "trigger_mode" in kwargs:
+        return False
+    first = (kwargs.get("triggers") or [None])[0] if trigger is gr.on else trigger
+    return first is None or getattr(first, "event_name", None) in ("change", "key_up")
+
+
 def _as_list(components) -> list:
     """An event's inputs or outputs as the list Gradio makes of them (a set in the order of its components' ids)."""
     if components is None:
@@ -176,9 +185,17 @@ class Guard:
 
         Events of one function with the same inputs and outputs (a button and a textbox's submit) share one
         wrapper: one handler, as they were unwrapped. The concurrency group stays the one Gradio makes for the
-        function itself (``str(id(fn))``, unless ``concurrency_id`` is given), not one per wrapper."""
+        function itself (``str(id(fn))``, unless ``concurrency_id`` is given), not one per wrapper.
+
+        A change event runs each time (``trigger_mode="multiple"``, in its function's queue) unless it asks to
+        defer (``"always_last"``, Gradio's default for changes): Gradio 6.31's page re-dispatches a deferred
+        event's whole *trigger* when its run ends, so two deferring handlers of one trigger (or of two triggers
+        they share) that overlap re-run each other; after a YAML load the page did so for seconds, a core busy.
+        One deferring handler per trigger (``tests/webui/test_webui_guard.py``)."""
         if isinstance(trigger, (list, tuple)):
             trigger, kwargs = gr.on, {"triggers": list(trigger), **kwargs}
+        if fn is not None and _defers_by_default(trigger, kwargs):
+            kwargs["trigger_mode"] = "multiple"
         if kwargs.get("show_progress") == "hidden" or len(_as_list(outputs)) > MAX_PROGRESS_TARGETS:
             kwargs.setdefault("show_progress_on", [])  # where it shows, if anywhere: see MAX_PROGRESS_TARGETS
         if fn is not None and not getattr(fn, "__tk_guarded__", False):

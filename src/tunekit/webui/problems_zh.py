@@ -6,7 +6,7 @@ Chinese ML practitioner; option names, values, paths and code stay as they are.
 (:class:`~tunekit.config.problems.Said`) is said again from its key and values, never by reading the English back; a
 message made as plain text is shown as it is; :func:`say_error` says a refused action's error (its keyed problems, or
 its keyed message) the same way. A LLaMA-Factory v1 config's refusals are in ``problems_zh_v1.py``, the memory
-planner's errors in ``problems_zh_plan.py``.
+planner's errors in ``problems_zh_plan.py``, a data file's and a record's errors in ``problems_zh_data.py``.
 """
 
 from __future__ import annotations
@@ -14,16 +14,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tunekit.config.messages import Keyed, render
+from tunekit.config.messages import Keyed, merged, render
 from tunekit.config.problem_texts import ENGLISH, JOINS
 
 from .problems_zh_api import ZH_API
+from .problems_zh_data import ZH_DATA
 from .problems_zh_infer import JOINS_ZH_INFER, ZH_INFER
 from .problems_zh_plan import JOINS_ZH_PLAN, ZH_PLAN
 from .problems_zh_predict import ZH_PREDICT
+from .problems_zh_run import ZH_RUN
 from .problems_zh_v1 import JOINS_ZH_V1, ZH_V1
 
-ZH: dict[str, str] = {
+_CONFIG_ZH: dict[str, str] = {
     "part_pt_packing_default": "（pt 阶段默认开启）",
     "padding_free_packing": "padding_free 与 packing{default} 是两种去除填充的方式：请二选一（用 padding_free：把"
     "每个微批次的样本直接拼接，并设 packing: false；或用 packing，并删除 padding_free）。",
@@ -324,12 +326,8 @@ ZH: dict[str, str] = {
     "file_name 登记本地文件。",
     "path_cloud": "{what} 的 {key} 被拒绝：面板不读取云端文件。请把文件下载到工作目录内，并用 file_name 登记。",
     "board_job_running": "面板上已有任务在运行：请先停止它，或等它结束",
-    **ZH_V1,  # a LLaMA-Factory v1 config's refusals
-    **ZH_PLAN,  # the memory planner's errors
-    **ZH_INFER,  # the inference engine's errors (the Chat tab)
-    **ZH_PREDICT,  # a predict run's errors (the Evaluate & predict tab)
-    **ZH_API,  # the API server's media refusals
 }
+ZH: dict[str, str] = merged(_CONFIG_ZH, ZH_V1, ZH_PLAN, ZH_INFER, ZH_PREDICT, ZH_API, ZH_RUN, ZH_DATA)
 
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts.JOINS)
 JOINS_ZH: dict[str, str | tuple[str, str]] = {

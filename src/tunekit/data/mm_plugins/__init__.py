@@ -23,6 +23,7 @@ import importlib
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ...config.problems import Said
 from ...config.schema import Config
 from ...errors import ConfigError, DataError
 from ..dataset_info import outside_data_roots
@@ -90,12 +91,13 @@ def model_type_of(path: str) -> tuple[str | None, bool]:
     return cfg.get("model_type"), any(k in cfg for k in ("vision_config", "audio_config", "vision_tower"))
 
 
-def from_preprocessor_config(loader, path: str, what: str, family: str):
+def from_preprocessor_config(loader, path: str, what: Said, family: str):
     """``loader.from_pretrained(path)``; a folder without the family's ``what`` is a DataError naming it."""
     try:
         return loader.from_pretrained(path)
     except OSError as exc:
-        raise DataError(f"{path} has no {what} (preprocessor_config.json) for {family}: {str(exc)[:200]}") from None
+        said = Said("mm_no_preprocessor", path=path, what=what, family=family, error=str(exc)[:200])
+        raise DataError(said) from None
 
 
 def special_token_ids(path: str, tokens: tuple[str, ...], family: str) -> dict[str, int]:
@@ -106,7 +108,7 @@ def special_token_ids(path: str, tokens: tuple[str, ...], family: str) -> dict[s
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in tokens}
     missing = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
     if missing:
-        raise DataError(f"the tokenizer of {path} lacks {family}'s {', '.join(missing)}: is it a {family} model?")
+        raise DataError(Said("mm_tokenizer_lacks", path=path, family=family, tokens=", ".join(missing)))
     return ids
 
 
@@ -127,24 +129,22 @@ def load_plugin(cfg: Config, template_name: str | None) -> MediaPlugin | None:
                 if model_type in importlib.import_module(f"{__name__}.{m}").PLUGIN.MODEL_TYPES
             ]
             known = ", ".join(sorted(serving or FAMILIES))  # the templates of this model_type, else every one
-            raise ConfigError(
-                f"template '{template_name}' is text-only, but {path} is a vision-language model "
-                f"(model_type '{model_type}'): use its multimodal template ({known}), so images are "
-                f"expanded into the model's image tokens."
+            said = Said(
+                "mm_text_only_template",
+                template=str(template_name),
+                path=path,
+                model_type=str(model_type),
+                known=known,
             )
+            raise ConfigError(said)
         return None
     plugin_cls = importlib.import_module(f"{__name__}.{module}").PLUGIN
     if model_type is not None and model_type not in plugin_cls.MODEL_TYPES:
-        raise ConfigError(
-            f"template '{template_name}' is for {', '.join(plugin_cls.MODEL_TYPES)} models, but {path} "
-            f"has model_type '{model_type}': choose the template of this model (`tunekit templates`)."
-        )
+        types = ", ".join(plugin_cls.MODEL_TYPES)
+        said = Said("mm_template_other_model", template=template_name, types=types, path=path, model_type=model_type)
+        raise ConfigError(said)
     if getattr(cfg, "use_audio_in_video", False) and not plugin_cls.AUDIO_IN_VIDEO:
-        raise ConfigError(
-            f"use_audio_in_video is true, but the {plugin_cls.NAME} family reads no audio track from videos "
-            f"(its videos are frames only): set use_audio_in_video: false (tunekit has no audio-visual family "
-            f"such as Qwen2.5-Omni yet)."
-        )
+        raise ConfigError(Said("mm_no_audio_in_video", family=plugin_cls.NAME))
     return plugin_cls.load(cfg, path)
 
 
@@ -158,37 +158,27 @@ def resolve_media(paths: list[Any], kind: str, root: Path, where: str) -> list[s
     out = []
     for j, value in enumerate(paths):
         if not isinstance(value, str) or not value:
-            raise DataError(f"{where}: {kind}[{j}] must be a file path (string), found {str(value)[:80]!r}.")
+            raise DataError(Said("media_not_path", where=where, kind=kind, index=j, value=repr(str(value)[:80])))
         if value.startswith(("http://", "https://", "data:")):
-            raise DataError(
-                f"{where}: {kind}[{j}] is a URL ({value[:80]}); tunekit reads local media files only: "
-                f"download it and give its path (relative to media_dir / dataset_dir)."
-            )
+            raise DataError(Said("media_url", where=where, kind=kind, index=j, url=value[:80]))
         p = Path(value).expanduser()
         full = p if p.is_absolute() else root / p
         if not full.is_file():
-            raise DataError(
-                f"{where}: {kind}[{j}] '{value}' not found (looked for {full}). Fix the path, or set "
-                f"media_dir to the folder the paths are relative to."
-            )
+            raise DataError(Said("media_not_found", where=where, kind=kind, index=j, value=value, full=str(full)))
         roots = outside_data_roots(full)
         if roots is not None:  # a job of the web board: media as confined as the data files that name them
-            raise DataError(
-                f"{where}: {kind}[{j}] '{value}' is outside the folders this job may read "
-                f"({', '.join(map(str, roots))}) or hidden: keep media files inside them."
-            )
+            roots = tuple(map(str, roots))
+            raise DataError(Said("media_outside_roots", where=where, kind=kind, index=j, value=value, roots=roots))
         out.append(str(full.resolve()))
     return out
 
 
-def require_av(where: str, what: str):
+def require_av(where: str, what: Said):
     """PyAV (the ``vision`` extra), which decodes videos and audio; without it a DataError says how to install it."""
     try:
         import av
     except ImportError:
-        raise DataError(
-            f'{where}: reading {what} needs PyAV: pip install -e ".[vision]" (or pip install av).'
-        ) from None
+        raise DataError(Said("media_needs_av", where=where, what=what)) from None
     return av
 
 
@@ -201,7 +191,5 @@ def open_image(path: str, where: str):
             img.load()
             return img.convert("RGB")
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise DataError(
-            f"{where}: image {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
-            f"corrupt or not an image. Replace it, or remove the record."
-        ) from None
+        said = Said("media_image_unreadable", where=where, path=path, type=type(exc).__name__, error=str(exc)[:160])
+        raise DataError(said) from None

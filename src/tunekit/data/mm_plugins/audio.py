@@ -7,6 +7,7 @@ averaged the same way, so a mono 16 kHz file is passed through unchanged.
 
 from __future__ import annotations
 
+from ...config.problems import Said
 from ...errors import DataError
 from . import require_av
 
@@ -16,7 +17,7 @@ def read_audio(path: str, where: str, sampling_rate: int):
     record."""
     import numpy as np
 
-    av = require_av(where, "audio")
+    av = require_av(where, Said("part_av_audio"))
     try:
         with av.open(path) as container:
             stream = container.streams.audio[0]
@@ -24,10 +25,8 @@ def read_audio(path: str, where: str, sampling_rate: int):
             chunks = [g.to_ndarray() for frame in container.decode(stream) for g in resampler.resample(frame)]
             chunks += [g.to_ndarray() for g in resampler.resample(None)]
     except (av.error.FFmpegError, IndexError, OSError, ValueError) as exc:
-        raise DataError(
-            f"{where}: audio {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
-            f"corrupt or not an audio file. Replace it, or remove the record."
-        ) from None
+        said = Said("media_audio_unreadable", where=where, path=path, type=type(exc).__name__, error=str(exc)[:160])
+        raise DataError(said) from None
     if not chunks or sum(c.shape[1] for c in chunks) == 0:
-        raise DataError(f"{where}: audio {path} has no samples.")
+        raise DataError(Said("media_audio_empty", where=where, path=path))
     return np.concatenate(chunks, axis=1).mean(axis=0).astype(np.float32)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.problems import Said
 from ...errors import DataError
 from .hf_processor import ProcessorPlugin
 
@@ -43,10 +44,7 @@ class Gemma3Plugin(ProcessorPlugin):
 
     def check(self, path: str) -> None:
         if getattr(self.processor.image_processor, "do_pan_and_scan", False):
-            raise DataError(
-                f"{path}: the image processor has do_pan_and_scan: true; tunekit trains Gemma 3 without "
-                f"pan-and-scan crops so far: set it to false in the folder's processor config."
-            )
+            raise DataError(Said("mm_pan_and_scan", path=path))
 
     def image_block(self, n: int) -> str:
         tok = self.processor.tokenizer

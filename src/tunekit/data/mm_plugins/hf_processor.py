@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
+from ...config.problems import Said
 from ...config.schema import Config
 from ...errors import DataError
 from . import MediaPlugin, open_image
@@ -78,26 +79,21 @@ class ProcessorPlugin(MediaPlugin):
         if folder.is_dir() and not any(
             (folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")
         ):
-            raise DataError(
-                f"{path} has no image processor (processor_config.json or preprocessor_config.json), which "
-                f"the {cls.NAME} family needs: copy the files of the base model's processor into the folder "
-                f"(AutoProcessor.from_pretrained(base).save_pretrained(folder))."
-            )
+            raise DataError(Said("mm_no_image_processor", path=path, family=cls.NAME))
         try:
             processor = AutoProcessor.from_pretrained(path)
         except (OSError, ValueError, ImportError) as exc:
             raise DataError(
-                f"{path}: the {cls.NAME} processor cannot be loaded (processor_config.json / "
-                f"preprocessor_config.json + tokenizer): {str(exc)[:240]}"
+                Said("mm_processor_unloadable", path=path, family=cls.NAME, error=str(exc)[:240])
             ) from None
         if type(processor).__name__ != cls.PROCESSOR:
+            found, template = type(processor).__name__, str(cfg.template)
             raise DataError(
-                f"{path} has the processor {type(processor).__name__}, but template '{cfg.template}' "
-                f"is for {cls.PROCESSOR} models: choose the template of this model (`tunekit templates`)."
+                Said("mm_other_processor", path=path, found=found, template=template, processor=cls.PROCESSOR)
             )
         plugin = cls(processor, *pixel_limits(cfg, path))
         if plugin.image_token_id in (None, processor.tokenizer.unk_token_id):
-            raise DataError(f"the tokenizer of {path} has no token {plugin.image_token}: is it a {cls.NAME} model?")
+            raise DataError(Said("mm_no_image_token", path=path, token=plugin.image_token, family=cls.NAME))
         plugin.check(path)
         return plugin
 

@@ -30,6 +30,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...config.problems import Said
 from ...config.schema import Config
 from ...errors import DataError
 from . import open_image
@@ -91,10 +92,7 @@ class Idefics3Plugin(ProcessorPlugin):
 
         proc_file = folder / "processor_config.json"
         if not proc_file.is_file() or not (folder / "preprocessor_config.json").is_file():
-            raise DataError(
-                f"{path} lacks processor_config.json or preprocessor_config.json, which the SmolVLM family "
-                f"needs (image_seq_len, the image processor): copy them from the base model's folder."
-            )
+            raise DataError(Said("mm_smolvlm_files", path=path))
         seq_len = json.loads(proc_file.read_text(encoding="utf-8")).get(
             "image_seq_len", 169
         )  # SmolVLMProcessor's default
@@ -103,7 +101,7 @@ class Idefics3Plugin(ProcessorPlugin):
         )
         plugin = cls(layout, *pixel_limits(cfg, path))
         if plugin.image_token_id in (None, layout.tokenizer.unk_token_id):
-            raise DataError(f"the tokenizer of {path} has no token <image>: is it a SmolVLM model?")
+            raise DataError(Said("mm_no_image_token", path=path, token="<image>", family="SmolVLM"))
         return plugin
 
     def images(self, paths: list[str], where: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...config.problems import Said
 from ...config.schema import Config
 from ...errors import ConfigError
 from .llava import LlavaPlugin
@@ -60,12 +61,18 @@ class LlavaNextPlugin(LlavaPlugin):
         text_type, chat_template = text_model_type(path), getattr(plugin.processor, "chat_template", None)
         if not cls.fits(cfg.template, text_type, chat_template):
             fits = [t for t in cls.TEMPLATES if cls.fits(t, text_type, chat_template)]
-            fix = f"set template: {fits[0]}" if fits else "no tunekit template has its chat format yet"
-            raise ConfigError(
-                f"template '{cfg.template}' is the chat format of LLaVA-NeXT on "
-                f"{'/'.join(cls.TEXT_MODEL_TYPES[cfg.template])} ({VARIANT[cfg.template]}), but {path} is "
-                f"LLaVA-NeXT on {text_type} whose chat template is not that one: {fix}."
+            fix = Said("part_set_template", template=fits[0]) if fits else Said("part_no_template_fits")
+            types, variant = "/".join(cls.TEXT_MODEL_TYPES[cfg.template]), VARIANT[cfg.template]
+            said = Said(
+                "mm_llava_next_variant",
+                template=cfg.template,
+                types=types,
+                variant=variant,
+                path=path,
+                text_type=str(text_type),
+                fix=fix,
             )
+            raise ConfigError(said)
         plugin.layout = cls.LAYOUT[cfg.template]
         return plugin
 

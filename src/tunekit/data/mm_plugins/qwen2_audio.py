@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.problems import Said
 from ...config.schema import Config
 from ...errors import DataError
 from . import MediaPlugin, from_preprocessor_config, special_token_ids
@@ -51,14 +52,12 @@ class Qwen2AudioPlugin(MediaPlugin):
     def load(cls, cfg: Config, path: str) -> Qwen2AudioPlugin:
         from transformers import WhisperFeatureExtractor
 
-        feature_extractor = from_preprocessor_config(WhisperFeatureExtractor, path, "feature extractor", "Qwen2-Audio")
+        feature_extractor = from_preprocessor_config(
+            WhisperFeatureExtractor, path, Said("part_mm_feature_extractor"), "Qwen2-Audio"
+        )
         rate = set_options(cfg).get("audio_sampling_rate") or feature_extractor.sampling_rate  # unset: the extractor's
         if feature_extractor.sampling_rate != rate:
-            raise DataError(
-                f"audio_sampling_rate is {rate} Hz but the feature extractor of {path} works at "
-                f"{feature_extractor.sampling_rate} Hz: remove audio_sampling_rate (the feature extractor's "
-                f"rate is the default) or set it to {feature_extractor.sampling_rate}."
-            )
+            raise DataError(Said("mm_audio_rate", rate=rate, path=path, own=feature_extractor.sampling_rate))
         ids = special_token_ids(path, (AUDIO, AUDIO_BOS, AUDIO_EOS), "Qwen2-Audio")
         return cls(feature_extractor, ids, rate)
 

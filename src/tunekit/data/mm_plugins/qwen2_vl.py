@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.problems import Said
 from ...config.schema import Config
 from . import MediaPlugin, from_preprocessor_config, model_type_of, open_image, special_token_ids
 from .settings import image_limits, video_options
@@ -71,7 +72,9 @@ class Qwen2VLPlugin(MediaPlugin):
     def load(cls, cfg: Config, path: str) -> Qwen2VLPlugin:
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-        image_processor = from_preprocessor_config(Qwen2VLImageProcessorPil, path, "image processor", "Qwen2-VL")
+        image_processor = from_preprocessor_config(
+            Qwen2VLImageProcessorPil, path, Said("part_mm_image_processor"), "Qwen2-VL"
+        )
         ids = special_token_ids(path, (VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD), "Qwen2-VL")
         size = image_limits(cfg, dict(image_processor.size), path)  # the folder's, unless image_*_pixels are set
         return cls(

@@ -28,6 +28,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ...config.problems import Said
 from ...config.schema import Config
 from ...errors import ConfigError
 
@@ -114,10 +115,7 @@ def image_limits(cfg: Config, size: dict, path: str) -> dict[str, int]:
     low = choose(cfg, "image_min_pixels", size.get("shortest_edge", size.get("min_pixels")), path, "min_pixels")
     high = choose(cfg, "image_max_pixels", size.get("longest_edge", size.get("max_pixels")), path, "max_pixels")
     if low is not None and high is not None and low > high:
-        raise ConfigError(
-            f"image_min_pixels {low} is larger than image_max_pixels {high} (one of them the processor's "
-            f"in {path}): set both, or lower image_min_pixels / raise image_max_pixels."
-        )
+        raise ConfigError(Said("mm_pixel_limits", low=low, high=high, path=path))
     return {"shortest_edge": low, "longest_edge": high}
 
 

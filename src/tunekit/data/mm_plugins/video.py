@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...config.problems import Said
 from ...errors import DataError
 from . import require_av
 
@@ -82,7 +83,7 @@ def read_clip(
     path: str, where: str, fps: float, maxlen: int, max_pixels: int | None = None, min_pixels: int | None = None
 ) -> VideoClip:
     """Decode ``path`` with PyAV (the ``vision`` extra), sample and regularise its frames (module docstring)."""
-    av = require_av(where, "videos")
+    av = require_av(where, Said("part_av_videos"))
     try:
         with av.open(path) as container:
             stream = container.streams.video[0]
@@ -99,13 +100,11 @@ def read_clip(
             keep = set(wanted)
             decoded = {i: f.to_image() for i, f in enumerate(container.decode(stream)) if i in keep}
     except (av.error.FFmpegError, IndexError, OSError, ValueError) as exc:
-        raise DataError(
-            f"{where}: video {path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}); the file is "
-            f"corrupt or not a video. Replace it, or remove the record."
-        ) from None
+        said = Said("media_video_unreadable", where=where, path=path, type=type(exc).__name__, error=str(exc)[:160])
+        raise DataError(said) from None
     indices = [i for i in wanted if i in decoded]
     if not indices:
-        raise DataError(f"{where}: video {path} has no frames.")
+        raise DataError(Said("media_video_empty", where=where, path=path))
     frames = [regularize_frame(decoded[i], max_pixels, min_pixels) for i in indices]
     if len(frames) % 2:
         frames.append(frames[-1])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+from ...config.problems import Said
 from ...config.stages import STAGES
 from ...errors import ConfigError
 
@@ -19,5 +20,5 @@ PROCESSORS = {name: f"tunekit.data.processors.{stage.processor}" for name, stage
 
 def get_processor(stage: str):
     if stage not in PROCESSORS:
-        raise ConfigError(f"stage '{stage}' has no data processor yet (available: {', '.join(PROCESSORS)}).")
+        raise ConfigError(Said("data_no_processor", stage=stage, available=", ".join(PROCESSORS)))
     return importlib.import_module(PROCESSORS[stage])

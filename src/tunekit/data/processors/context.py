@@ -85,15 +85,6 @@ class ProcessContext:
             preserve_thinking=self.preserve_thinking,
         )
 
-    def head_of(
-        self, messages: Sequence[dict[str, Any]], system: str | None, tools: Any, start: int, *, history_trained: bool
-    ) -> Head:
-        """The first prompt of the conversation rendered from turn ``start`` on, for the cutoff policy
-        (``cutoff.py``)."""
-        sub = list(messages[2 * start :])
-        prompt = self.render_turns(sub, system, tools, history_trained=history_trained)[0][0]
-        return self.head_of_text(prompt, sub[0]["content"])
-
     def spans(
         self,
         messages: Sequence[dict[str, Any]],

@@ -9,14 +9,12 @@ stay: ``cutoff.py``), only the last reply carries labels, so history renders as 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
-from .cutoff import Head
-from .pairwise import shared_prompt_cut
+from .cutoff import Spans
+from .pairwise import shared_prompt_cut, spans_of
 
 OUTPUT_COLUMNS = (
     "input_ids",
@@ -35,10 +33,10 @@ def build_example(
     turn_ids: list[tuple[list[int], list[int]]],
     tag: bool,
     ctx: ProcessContext,
-    first_prompt: Callable[[int], Head] | None = None,
+    spans: Spans | None = None,
 ) -> dict[str, Any]:
     history, (prompt, response) = turn_ids[:-1], turn_ids[-1]
-    prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, response, ctx.cutoff_len, first_prompt)
+    prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, response, ctx.cutoff_len, spans)
     resp = response[:budget]
     return {
         "input_ids": prompt_ids + resp,
@@ -64,10 +62,7 @@ def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
     for sample, turns in zip(samples, rendered):
         turn_ids = [(ids[pos + 2 * i], ids[pos + 2 * i + 1]) for i in range(len(turns))]
         pos += 2 * len(turns)
-        first_prompt = partial(
-            ctx.head_of, sample["messages"], sample.get("system"), sample.get("tools"), history_trained=False
-        )
-        example = build_example(turn_ids, sample["kto_tag"], ctx, first_prompt)
+        example = build_example(turn_ids, sample["kto_tag"], ctx, spans_of(sample["messages"], sample, ctx))
         example["_source"] = sample["_source"]
         for key in OUTPUT_COLUMNS:
             out[key].append(example[key])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.problems import Said, message_of
 from ...errors import DataError
 from ..formats import RecordError
 from ..media_columns import MEDIA_COLUMNS
@@ -36,24 +37,19 @@ def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
     kinds = [k for k in PLACEHOLDERS if sample.get(k)]
     if ctx.mm is None:
         if kinds:
-            raise RecordError(
-                f"{where}: has {', '.join(kinds)}, but template '{getattr(ctx.template, 'name', None)}' is "
-                f"text-only: train a vision-language model with its multimodal template (e.g. qwen2_vl for "
-                f"Qwen2-VL / Qwen2.5-VL), or remove the {kinds[0]} column from the dataset to train on the text."
+            template = str(getattr(ctx.template, "name", None))
+            said = Said(
+                "media_text_only_template", where=where, kinds=", ".join(kinds), template=template, first=kinds[0]
             )
+            raise RecordError(said)
         return sample
     if stage not in SUPPORTED_STAGES:
-        raise DataError(
-            f"stage {stage} with a multimodal model is not supported by tunekit yet (supported: "
-            f"{', '.join(SUPPORTED_STAGES)}); see docs/multimodal.md."
-        )
+        raise DataError(Said("media_stage_unsupported", stage=stage, supported=", ".join(SUPPORTED_STAGES)))
     unsupported = [k for k in kinds if k not in ctx.mm.MEDIA]
     if unsupported:
-        raise RecordError(
-            f"{where}: has {', '.join(unsupported)}; the {ctx.mm.NAME} family in tunekit trains on "
-            f"{', '.join(ctx.mm.MEDIA)} only so far (see docs/multimodal.md). Remove the record, or the "
-            f"{unsupported[0]} column."
-        )
+        names, media, first = ", ".join(unsupported), ", ".join(ctx.mm.MEDIA), unsupported[0]
+        said = Said("media_family_unsupported", where=where, kinds=names, family=ctx.mm.NAME, media=media, first=first)
+        raise RecordError(said)
     from pathlib import Path
 
     try:
@@ -64,7 +60,7 @@ def prepare_media(sample: dict[str, Any], ctx, stage: str) -> dict[str, Any]:
             found = resolve_media(sample.get(kind) or [], kind, Path(ctx.media_root), where)
             out[kind], out[f"_{kind[:-1]}_text"] = found, getattr(ctx.mm, expand)(found, where) if found else []
     except DataError as exc:
-        raise RecordError(str(exc)) from None
+        raise RecordError(message_of(exc)) from None
     return out
 
 

@@ -14,15 +14,13 @@ empty or the two answers are identical after the cut.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from ..labels import IGNORE_INDEX
 from ..message_content import is_empty_reply
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
-from .cutoff import Head, fit_turns
+from .cutoff import Spans, fit_turns
 
 OUTPUT_COLUMNS = (
     "chosen_input_ids",
@@ -42,10 +40,10 @@ def render(sample: dict[str, Any], ctx: ProcessContext, reply: dict[str, str]) -
     )
 
 
-def head_for(sample: dict[str, Any], ctx: ProcessContext, reply: dict[str, str]) -> Callable[[int], Head]:
-    """The conversation's first prompt when it starts at turn j (only the last reply is trained)."""
-    messages = list(sample["messages"]) + [reply]
-    return partial(ctx.head_of, messages, sample.get("system"), sample.get("tools"), history_trained=False)
+def spans_of(messages: list[dict[str, Any]], sample: dict[str, Any], ctx: ProcessContext) -> Spans:
+    """The conversation's runs of turns rendered on their own (only the last reply is trained): what a cut keeps,
+    never starting at a tool result."""
+    return ctx.spans(messages, sample.get("system"), sample.get("tools"), history_trained=False)
 
 
 def shared_prompt_cut(
@@ -53,10 +51,10 @@ def shared_prompt_cut(
     prompt: list[int],
     longest: list[int],
     cutoff_len: int,
-    first_prompt: Callable[[int], Head] | None = None,
+    spans: Spans | None = None,
 ) -> tuple[list[int], int, bool]:
     """Prompt ids (kept history + last prompt, cut) and the response budget, via the common cutoff policy."""
-    kept, truncated = fit_turns(history + [(prompt, longest)], cutoff_len, last_first=True, first_prompt=first_prompt)
+    kept, truncated = fit_turns(history + [(prompt, longest)], cutoff_len, last_first=True, first_prompt=spans)
     ids: list[int] = []
     budget = 0
     for i, (p, r) in kept:
@@ -75,10 +73,10 @@ def build_pair(
     rejected,
     ctx: ProcessContext,
     ignore: int = IGNORE_INDEX,
-    first_prompt: Callable[[int], Head] | None = None,
+    spans: Spans | None = None,
 ) -> dict[str, Any]:
     longest = chosen if len(chosen) >= len(rejected) else rejected
-    prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, longest, ctx.cutoff_len, first_prompt)
+    prompt_ids, budget, truncated = shared_prompt_cut(history, prompt, longest, ctx.cutoff_len, spans)
     c, r = chosen[:budget], rejected[:budget]
     bad = not c or not r or c == r
     return {
@@ -107,9 +105,8 @@ def process(batch: dict[str, list], ctx: ProcessContext) -> dict[str, list]:
             chosen = []
         if is_empty_reply(sample["rejected"]):
             rejected = []
-        example = build_pair(
-            history, prompt, chosen, rejected, ctx, ctx.ignore_index, head_for(sample, ctx, sample["chosen"])
-        )
+        spans = spans_of([*sample["messages"], sample["chosen"]], sample, ctx)
+        example = build_pair(history, prompt, chosen, rejected, ctx, ctx.ignore_index, spans)
         example["_source"] = sample["_source"]
         for key in OUTPUT_COLUMNS:
             out[key].append(example[key])

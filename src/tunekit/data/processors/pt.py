@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ...config.problems import Said
 from ...errors import DataError
 from ..templates.registry import SPECS
 from . import KEPT, TRUNCATED
@@ -64,10 +65,7 @@ def document_end(tokenizer: Any, template: Any = None) -> tuple[int, str, str]:
                     ),
                 )
     if eos_id is None:
-        raise DataError(
-            "stage pt: the tokenizer has no EOS token to end documents with; set eos_token in its "
-            "tokenizer_config.json or name the model's chat template (template: ...)."
-        )
+        raise DataError(Said("data_pt_no_eos"))
     return eos_id, eos, f"{note}the tokenizer's EOS"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunekit.config.problems import Said, message_of
 from tunekit.errors import DataError
 
 from . import DROPPED, KEPT, TRUNCATED
@@ -38,7 +39,8 @@ def encode_marked(sample: dict[str, Any], ctx: ProcessContext) -> list[tuple[str
             sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history
         )
     except DataError as exc:
-        raise DataError(f"{sample.get('_source', 'a record')}: {exc}") from None
+        where = sample["_source"] if "_source" in sample else Said("part_a_record")
+        raise DataError(Said("record_template_refused", where=where, error=message_of(exc))) from None
 
 
 def thought_lengths(response_ids: list[list[int]], head_ids: list[list[int] | None]) -> list[int]:

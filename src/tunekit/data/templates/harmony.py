@@ -86,9 +86,8 @@ class HarmonyTemplate(Template):
         if i == 0 or messages[i - 1]["role"] != "function_call":
             raise DataError(
                 f"message {i} is a tool result (observation) that follows no function_call: harmony names the tool "
-                "that answers (<|start|>functions.NAME to=assistant) after the call it answers (a conversation that "
-                "cutoff_len cuts to start at a tool result, with mask_history / dpo / kto: raise cutoff_len or "
-                "shorten the record)"
+                "that answers (<|start|>functions.NAME to=assistant) after the call it answers: put the function_call "
+                "message before it."
             )
         name = call_of(reply_parts(messages[i - 1], split=True)[1], i - 1)[0]
         return result_text(name, msg["content"]) + self.spec.header

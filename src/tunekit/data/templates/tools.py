@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from tunekit.config.problems import Said
 from tunekit.errors import DataError
 
 DEFAULT_TOOL_PROMPT = (
@@ -59,11 +60,11 @@ def parse_tools(tools: str | list | None) -> list[dict[str, Any]]:
         try:
             tools = json.loads(tools)
         except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON in the tools column: {exc}: {tools[:200]!r}") from None
+            raise DataError(Said("tools_invalid_json", error=str(exc), value=repr(tools[:200]))) from None
     if isinstance(tools, dict):
         tools = [tools]
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        raise DataError(f"the tools column must be a JSON list of objects, got: {str(tools)[:200]!r}")
+        raise DataError(Said("tools_not_list", value=repr(str(tools)[:200])))
     return tools
 
 
@@ -81,14 +82,12 @@ def parse_calls(content: str) -> list[tuple[str, str]]:
     try:
         calls = json.loads(content)
     except json.JSONDecodeError:
-        raise DataError(
-            f"a function_call message must be JSON with name and arguments, got: {content[:200]!r}"
-        ) from None
+        raise DataError(Said("calls_not_json", value=repr(content[:200]))) from None
     calls = calls if isinstance(calls, list) else [calls]
     out = []
     for call in calls:
         if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
-            raise DataError(f"a function_call needs 'name' and 'arguments', got: {str(call)[:200]!r}")
+            raise DataError(Said("call_needs_name", value=repr(str(call)[:200])))
         args = call["arguments"]
         if isinstance(args, str):  # some datasets store arguments as a JSON string
             with contextlib.suppress(json.JSONDecodeError):
@@ -166,7 +165,7 @@ def _hermes_calls(calls: list[tuple[str, str]]) -> str:
 
 def _glm4_calls(calls: list[tuple[str, str]]) -> str:
     if len(calls) > 1:
-        raise DataError("GLM-4 cannot express parallel function calls (one call per assistant turn)")
+        raise DataError(Said("calls_glm4_parallel"))
     return f"{calls[0][0]}\n{calls[0][1]}"
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ...config.engines import FSDP_STRATEGIES, engine_problems, fsdp_strategy, fsdp_words  # noqa: F401 - FSDP_STRATEGIES: this module's name too
 from ...config.jsonfile import read_json_object
+from ...config.problems import config_error
 from ...config.schema import Config
 from ...env import env_local_rank, env_rank, env_world_size
 from ...errors import ConfigError, TunekitError
@@ -136,7 +137,7 @@ def check_divisibility(cfg: Config, world: int) -> None:
     refuses any other field that contradicts an option only after the model has loaded (``option_conflicts``).
     """
     if world < 1:
-        raise ConfigError(f"world size {world} must be at least 1.")
+        raise config_error("dist_world_size", world=world)
     if cfg.deepspeed:
         check_options(read_deepspeed(cfg.deepspeed), cfg, world)
 
@@ -200,10 +201,7 @@ def fsdp_settings(cfg: Config) -> FSDPSettings | None:
             values["wrap_classes"] = tuple(str(c) for c in classes)
     if cfg.fsdp_transformer_layer_cls_to_wrap:  # the option (Hugging Face's and LLaMA-Factory's name)
         if values["wrap_classes"]:
-            raise ConfigError(
-                "fsdp_transformer_layer_cls_to_wrap and fsdp_config's transformer_layer_cls_to_wrap are both set: "
-                "keep one of them."
-            )
+            raise config_error("dist_wrap_twice", ("fsdp_transformer_layer_cls_to_wrap", "fsdp_config"))
         values["wrap_classes"] = tuple(fsdp_words(cfg.fsdp_transformer_layer_cls_to_wrap))
     return FSDPSettings(strategy=strategy, mixed_precision="bf16" if cfg.bf16 else None, **values)
 
@@ -211,24 +209,22 @@ def fsdp_settings(cfg: Config) -> FSDPSettings | None:
 def _read_fsdp_config(value: str) -> dict:
     path = Path(value).expanduser()
     if not path.is_file():
-        raise ConfigError(f"fsdp_config: {value} does not exist.")
+        raise config_error("dist_fsdp_config_missing", ("fsdp_config",), path=str(value))
     raw = read_json_object(path, "fsdp_config")
     user = {k[5:] if k.startswith("fsdp_") else k: v for k, v in raw.items()}
     if "activation_checkpointing" in user:
-        raise ConfigError(
-            f"fsdp_config: {path}: use the option gradient_checkpointing: true instead of activation_checkpointing."
-        )
+        raise config_error("dist_fsdp_activation", ("fsdp_config",), path=str(path))
     unknown = sorted(k for k in user if k not in _FSDP_CONFIG_KEYS)
     if unknown:
-        raise ConfigError(
-            f"fsdp_config: {path} has key(s) tunekit does not use: {', '.join(unknown)}. tunekit applies FSDP2 "
-            f"itself and reads only {', '.join(_FSDP_CONFIG_KEYS)}."
+        raise config_error(
+            "dist_fsdp_unknown_keys",
+            ("fsdp_config",),
+            path=str(path),
+            keys=", ".join(unknown),
+            known=_FSDP_CONFIG_KEYS,
         )
     if str(user.get("version", 2)) != "2":
-        raise ConfigError(
-            f"fsdp_config: {path}: tunekit runs FSDP2 (version 2); FSDP1 is deprecated in transformers. "
-            "Remove 'version'."
-        )
+        raise config_error("dist_fsdp_version", ("fsdp_config",), path=str(path))
     return user
 
 
@@ -291,10 +287,7 @@ def training_args_kwargs(cfg: Config, output_dir) -> dict:
 def check_deepspeed_machine(cfg: Config) -> None:
     """DeepSpeed runs on the GPUs, or on its CPU accelerator when none is visible; not on the CPU of a GPU machine."""
     if cfg.deepspeed and cfg.use_cpu and _cuda_visible():
-        raise ConfigError(
-            "deepspeed with use_cpu: true is not supported on a GPU machine: remove use_cpu, or hide the "
-            "GPUs (CUDA_VISIBLE_DEVICES=) to run DeepSpeed on its CPU accelerator."
-        )
+        raise config_error("dist_deepspeed_cpu", ("deepspeed", "use_cpu"))
 
 
 def _cuda_visible() -> bool:

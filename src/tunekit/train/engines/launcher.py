@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...config.lists import split_list
+from ...config.problems import config_error
 from ...env import env_flag, env_nodes
 from ...errors import ConfigError
 
@@ -92,9 +93,9 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) 
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
+        raise config_error("launch_not_whole", name=name, value=repr(raw)) from None
     if value < minimum:
-        raise ConfigError(f"{name}={value} must be at least {minimum}.")
+        raise config_error("launch_too_small", name=name, value=value, minimum=minimum)
     return value
 
 
@@ -107,24 +108,19 @@ def launch_plan(env: Mapping[str, str] | None = None, use_cpu: bool = False) -> 
     nnodes = env_nodes(env)
     node_rank = _env_int(env, "NODE_RANK", 0)
     if node_rank >= nnodes:
-        raise ConfigError(f"NODE_RANK={node_rank} must be below NNODES={nnodes} (nodes count from 0).")
+        raise config_error("launch_node_rank", rank=node_rank, nodes=nnodes)
     nproc = _env_int(env, "NPROC_PER_NODE", max(devices, 1), minimum=1)
     if devices and nproc > devices:
-        raise ConfigError(
-            f"NPROC_PER_NODE={nproc} but only {devices} GPU(s) are visible (CUDA_VISIBLE_DEVICES="
-            f"{env.get('CUDA_VISIBLE_DEVICES', 'unset')}): lower NPROC_PER_NODE or make more devices visible."
-        )
+        visible = env.get("CUDA_VISIBLE_DEVICES", "unset")
+        raise config_error("launch_too_many_procs", nproc=nproc, devices=devices, visible=visible)
     launch = not under_launcher(env) and (env_flag("FORCE_TORCHRUN", False, env) or devices > 1 or nnodes > 1)
     master_addr = env.get("MASTER_ADDR", "").strip()
     if nnodes > 1 and not master_addr:
-        raise ConfigError(
-            f"NNODES={nnodes}: set MASTER_ADDR to the address of the NODE_RANK=0 machine, the same on every node "
-            f"(and MASTER_PORT, default {DEFAULT_MULTINODE_PORT})."
-        )
+        raise config_error("launch_master_addr", nodes=nnodes, port=DEFAULT_MULTINODE_PORT)
     port_text = env.get("MASTER_PORT", "").strip()
     port = _env_int(env, "MASTER_PORT", 0, minimum=1) if port_text else None
     if port is not None and port > 65535:
-        raise ConfigError(f"MASTER_PORT={port} is not a TCP port (1-65535).")
+        raise config_error("launch_bad_port", port=port)
     if port is None and nnodes > 1:
         port = DEFAULT_MULTINODE_PORT
     return LaunchPlan(launch, nproc, nnodes, node_rank, master_addr or "127.0.0.1", port)
@@ -142,11 +138,7 @@ def check_port_free(port: int, host: str = "") -> None:
         try:
             sock.bind((host, port))
         except OSError:
-            raise ConfigError(
-                f"MASTER_PORT {port} is already in use on this machine (another training run, or a stale one still "
-                f"running?): choose another port, e.g. MASTER_PORT={free_port()}, or unset MASTER_PORT on a single "
-                f"machine to let tunekit pick a free one."
-            ) from None
+            raise config_error("launch_port_in_use", port=port, free=free_port()) from None
 
 
 def torchrun_command(plan: LaunchPlan, port: int, argv: list[str], log_dir: str | None = None) -> list[str]:

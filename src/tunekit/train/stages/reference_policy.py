@@ -13,8 +13,8 @@ import contextlib
 
 from torch import nn
 
+from ...config.problems import config_error
 from ...config.schema import Config
-from ...errors import ConfigError
 from ...model.loader import load_model
 from .. import chunked_head
 from ..batching import packed_sequence_logps, sequence_view
@@ -122,11 +122,7 @@ def iter_reference_logps(dataset, collator, model, ref_model, batch_size: int, f
     from transformers.integrations import is_deepspeed_zero3_enabled
 
     if ref_model is None and is_deepspeed_zero3_enabled():
-        raise ConfigError(
-            "precompute_ref_log_probs with LoRA under DeepSpeed ZeRO-3 is not supported: the reference is the "
-            "policy with its adapter disabled, which DeepSpeed shards only when training starts. Remove "
-            "precompute_ref_log_probs (the LoRA reference needs no second copy of the model) or use deepspeed: z2."
-        )
+        raise config_error("ref_precompute_zero3", ("precompute_ref_log_probs", "deepspeed"))
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()

@@ -18,8 +18,8 @@ tunekit keeps the causal LM + value head so the same folder serves as PPO critic
 
 from __future__ import annotations
 
+from ...config.problems import config_error
 from ...config.schema import Config
-from ...errors import ConfigError
 from ...model.loader import load_model as load_lm
 from ..batching import sequence_view
 from ..losses import pairwise_reward_loss
@@ -65,10 +65,7 @@ class RewardTrainer(StageTrainer):
 def build_trainer(cfg: Config, args, model, tokenizer, data, callbacks):
     mm = getattr(data, "mm", None)
     if mm is not None and cfg.padding_free:
-        raise ConfigError(
-            f"padding_free is not supported for stage rm with a vision-language model ({mm.NAME} family): its "
-            "media inputs are built per padded row. Remove padding_free."
-        )
+        raise config_error("rm_padding_free_vlm", ("padding_free",), family=mm.NAME)
     return RewardTrainer(
         model=model,
         args=args,

@@ -24,6 +24,7 @@ import torch
 from torch.utils.data import Sampler
 
 from ...config.lists import split_list
+from ...config.problems import config_error
 from ...config.schema import (
     Config,
     run_problems,  # the reward rule's one home (the board applies it too)
@@ -67,12 +68,9 @@ def load_reward_functions(spec: str | None) -> list[Callable]:
         try:
             fn = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError(
-                f"reward_funcs: cannot import '{name}' ({exc}); write it as package.module:function "
-                f"and make sure the module is importable (on PYTHONPATH)."
-            ) from None
+            raise config_error("reward_import", ("reward_funcs",), name=name, error=str(exc)) from None
         if not callable(fn):
-            raise ConfigError(f"reward_funcs: '{name}' is not a function.")
+            raise config_error("reward_not_function", ("reward_funcs",), name=name)
         fns.append(fn)
     return fns
 
@@ -185,9 +183,7 @@ def compute_rewards(
     for fn in fns:
         values = fn(prompts=prompts, completions=completions, reference=references)
         if len(values) != n:
-            raise ConfigError(
-                f"reward function {getattr(fn, '__name__', fn)} returned {len(values)} rewards for {n} completions."
-            )
+            raise config_error("reward_count", name=str(getattr(fn, "__name__", fn)), count=len(values), n=n)
         total += torch.tensor([float(v) for v in values])
     if reward_model is not None:
         rows = [s[m.bool()].tolist() for s, m in zip(samples.sequences, samples.attention_mask)]

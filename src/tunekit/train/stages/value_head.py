@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ...config.problems import Said
 from ...config.schema import Config
 from ...errors import ModelError
 from ...model.multimodal import model_class
@@ -127,7 +128,7 @@ def load_value_head_model(path: str | os.PathLike, base: str | None = None, dtyp
 
     folder = Path(path)
     if not (folder / VALUE_HEAD_FILE).is_file():
-        raise ModelError(f"{folder} has no {VALUE_HEAD_FILE}: it is not a reward model saved by tunekit (stage rm).")
+        raise ModelError(Said("value_head_missing", path=str(folder), file=VALUE_HEAD_FILE))
     adapter_cfg = folder / "adapter_config.json"
     if adapter_cfg.is_file():
         from peft import PeftModel

@@ -40,7 +40,7 @@ class Page:
         if self.guard is None:
             self.guard = Guard(self.lang_radio, self.lang)
         if inputs is not None and "js" not in kwargs and takes_values(inputs):
-            kwargs["js"] = TAKE_VALUES_JS  # a form's values, from the page's store (FormView._add_values)
+            kwargs["js"] = TAKE_VALUES_JS  # a form's values, from the page's store (FormView.add_values)
         return self.guard.on(trigger, fn, inputs, outputs, **kwargs)
 
     def label(self, comp, key: str, prop: str = "label"):

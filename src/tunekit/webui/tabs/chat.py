@@ -54,7 +54,7 @@ def build(page: Page) -> ChatTab:
         form = FormView(page.board.tab_specs("chat"))
         with gr.Accordion(t("sec_infer", lang), open=False, elem_id="tk-section-infer") as acc:
             L(acc, "sec_infer")
-            form.render_flat(lang)
+            form.render_flat(lang, key="chat")  # read through form.values (FormView.add_values)
         system = L(gr.Textbox(label=t("chat_system", lang), elem_id="tk-chat-system"), "chat_system")
         chatbot = L(gr.Chatbot(label=t("chat_box", lang), elem_id="tk-chatbot", height=360), "chat_box")
         with gr.Row():
@@ -114,7 +114,7 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
     page.on(
         tab.load_btn.click,
         on_load,
-        inputs={*tab.source.inputs, *tab.form.inputs, page.lang_radio},
+        inputs={*tab.source.inputs, tab.form.values, page.lang_radio},
         outputs=tab.info,
         api_visibility="private",
     )
@@ -135,7 +135,7 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
             cleared = {tab.message: "", tab.image: None} if text else {}
             yield {tab.chatbot: convo["shown"], tab.conversation: convo, **cleared}
 
-    inputs = {tab.message, tab.image, tab.conversation, tab.system, page.lang_radio, *tab.form.inputs}
+    inputs = {tab.message, tab.image, tab.conversation, tab.system, page.lang_radio, tab.form.values}
     outputs = [tab.chatbot, tab.conversation, tab.message, tab.image]
     for event in (tab.send_btn.click, tab.message.submit):
         page.on(event, on_send, inputs=inputs, outputs=outputs, api_visibility="private")

@@ -28,8 +28,6 @@ from . import source as model_source
 DATA_FIELDS = ("dataset_dir", "eval_dataset", "cutoff_len", "max_samples", "per_device_eval_batch_size")
 RUN_FIELDS = ("do_eval", "do_predict", "output_dir")
 GEN_FIELDS = ("max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "num_beams", "repetition_penalty")
-# What "Use the Train tab's" copies besides the model: the data (eval_dataset, else the training dataset).
-TRAIN_DATA_KEYS = ("dataset_dir", "dataset", "eval_dataset", "cutoff_len")
 
 
 @dataclass
@@ -53,18 +51,25 @@ class EvalTab:
 
     @property
     def inputs(self) -> list[Any]:
+        """The tab's widgets (what a loaded config sets)."""
         return [*self.source.inputs, *(c for f in self.forms for c in f.inputs)]
+
+    @property
+    def reads(self) -> list[Any]:
+        """What the tab's handlers take: the model boxes and each form's hidden values (FormView.add_values)."""
+        return [*self.source.inputs, *(f.values for f in self.forms)]
 
     def read(self, data: Mapping[Any, Any]) -> dict[str, Any]:
         """The tab's form as ``{option: value}`` (its own fields only)."""
         return {k: v for f in self.forms for k, v in f.read_map(data).items()}
 
 
-def _form(page: Page, names: tuple[str, ...], per_row: int) -> FormView:
-    """The named options' widgets, ids ``tk-eval-field-<name>`` (the Train tab has ``tk-field-<name>``)."""
+def _form(page: Page, key: str, names: tuple[str, ...], per_row: int) -> FormView:
+    """The named options' widgets, ids ``tk-eval-field-<name>`` (the Train tab has ``tk-field-<name>``); ``key``:
+    the form's own in the page's store of form values (FormView.add_values)."""
     by_name = {s.name: s for s in page.board.specs}
     form = FormView([by_name[n] for n in names])
-    form.render_flat(page.lang, per_row=per_row)
+    form.render_flat(page.lang, per_row=per_row, key=key)
     for name, comp in form.comps.items():
         comp.elem_id = f"tk-eval-field-{name}"
     return form
@@ -75,12 +80,12 @@ def build(page: Page) -> EvalTab:
     with gr.Tab(t("tab_eval", lang), id="eval", elem_id="tk-tab-eval") as tab:
         L(tab, "tab_eval")
         src = model_source.build(page, "eval")
-        data = _form(page, DATA_FIELDS, per_row=5)
-        run = _form(page, RUN_FIELDS, per_row=3)
-        run["do_eval"].value = True  # the tab's first use: evaluate the loss
+        data = _form(page, "eval_data", DATA_FIELDS, per_row=5)
+        run = _form(page, "eval_run", RUN_FIELDS, per_row=3)
+        run.start_with({"do_eval": True})  # the tab's first use: evaluate the loss
         with gr.Accordion(t("sec_infer", lang), open=True, elem_id="tk-eval-gen") as acc:
             L(acc, "sec_infer")
-            gen = _form(page, GEN_FIELDS, per_row=4)
+            gen = _form(page, "eval_gen", GEN_FIELDS, per_row=4)
         with gr.Row():
             config_path = L(
                 gr.Textbox(label=t("config_path", lang), scale=3, elem_id="tk-eval-config-path"), "config_path"
@@ -137,7 +142,6 @@ def wire(page: Page, tab: EvalTab, train=None, demo=None) -> None:
         page,
         src,
         train.form if train is not None else None,
-        keys=TRAIN_DATA_KEYS,
         also=lambda values: {tab.data[k]: v for k, v in train_data(values).items()},
         outputs=[tab.data[k] for k in ("dataset_dir", "eval_dataset", "cutoff_len")],
     )
@@ -179,7 +183,7 @@ def wire(page: Page, tab: EvalTab, train=None, demo=None) -> None:
             return {tab.errors: f"**{t('invalid', lang)}**\n\n```\n{safe_message(say_error(exc, lang))}\n```"}
         return {**fill(tab, got), tab.errors: f"✓ {t('loaded', lang)} {data[tab.config_path]}"}
 
-    inputs = {*tab.inputs, page.lang_radio}
+    inputs = {*tab.reads, page.lang_radio}
     page.on(
         tab.preview_btn.click, on_preview, inputs=inputs, outputs=[tab.command, tab.errors], api_visibility="private"
     )

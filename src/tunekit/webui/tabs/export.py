@@ -79,6 +79,7 @@ def _render(page: Page) -> FormView:
     method = form.comps.get("export_quantization_method")
     if method is not None:
         method.choices = method_choices(method.choices, page.lang)
+    form.add_values("export")  # the handlers read the form through form.values
     return form
 
 
@@ -151,7 +152,7 @@ def wire(page: Page, tab: ExportTab, train=None, demo=None) -> None:
         return out
 
     def on_verify(data):
-        folder = str(data[tab.form["export_dir"]] or "").strip()
+        folder = str(tab.form.read_map(data).get("export_dir") or "").strip()
         if not folder:
             return {tab.errors: f"⚠ {t('export_need_dir', data[page.lang_radio])}"}
         try:
@@ -164,7 +165,7 @@ def wire(page: Page, tab: ExportTab, train=None, demo=None) -> None:
         board.runner.start("verify", args, args[0], kind="verify", env=board.job_env())
         return out
 
-    inputs = {*src.inputs, *tab.form.inputs, page.lang_radio}
+    inputs = {*src.inputs, tab.form.values, page.lang_radio}
     outputs = [tab.command, tab.errors]
     page.on(tab.preview_btn.click, on_preview, inputs=inputs, outputs=outputs, api_visibility="private")
     for button, handler in ((tab.export_btn, on_export), (tab.verify_btn, on_verify)):

@@ -14,9 +14,6 @@ from ..checkpoints import pick_checkpoint, run_checkpoints, source_values, train
 from ..i18n import t
 from . import Page, template_dropdown
 
-# The Train tab's options "Use the Train tab's" reads (the ones a form lacks are read as unset).
-TRAIN_KEYS = ("model_name_or_path", "template", "finetuning_type", "output_dir")
-
 
 @dataclass
 class ModelSource:
@@ -73,10 +70,10 @@ def checkpoint_choices(page: Page, run_dir: str | None) -> list[tuple[str, str]]
     return [(path.rsplit("/", 1)[-1], path) for path in run_checkpoints(page.board.policy, run_dir)]
 
 
-def wire(page: Page, src: ModelSource, train_form, keys: tuple[str, ...] = (), also=None, outputs=()) -> None:
+def wire(page: Page, src: ModelSource, train_form, also=None, outputs=()) -> None:
     """The checkpoint picker (listed from the run folder; a pick fills the model or adapter box) and "Use the Train
     tab's" (``train_form``: the Train tab's :class:`~tunekit.webui.form.FormView`). ``also(train values)`` answers
-    the tab's own ``outputs`` from the Train tab's ``keys`` as well."""
+    the tab's own ``outputs`` from the Train tab's values as well."""
     policy = page.board.policy
 
     def on_refresh(data):
@@ -106,7 +103,7 @@ def wire(page: Page, src: ModelSource, train_form, keys: tuple[str, ...] = (), a
     page.on(
         src.use_trained.click,
         on_use_train,
-        inputs={train_form[k] for k in (*TRAIN_KEYS, *keys) if k in train_form.comps},
+        inputs={train_form.values},
         outputs=[src.model, src.adapter, src.template, src.run_dir, src.checkpoint, *outputs],
         api_visibility="private",
     )

@@ -278,11 +278,11 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
             return {**form.update_map(check=check, lang=lang), tab.errors: errors_md(check, lang), tab.plan_md: plan}
         return {tab.errors: errors_md(check, lang), tab.plan_md: plan}
 
-    edits = [c.change for c in form.inputs]
-    # Validation is instant; the plan may tokenize the data the first time: separate queues, so a
-    # slow plan never delays the messages next to the fields or a Start.
-    page.on(
-        edits,
+    # Validation is instant; the plan may tokenize the data the first time: separate queues, so a slow plan never
+    # delays the messages next to the fields or a Start. An edit's one deferring handler is the check; the plan
+    # follows it (``.then``), as two deferring handlers of one trigger re-run each other (Guard.on).
+    checked = page.on(
+        [c.change for c in form.inputs],
         on_edit,
         inputs={form.values, page.lang_radio, tab.flagged},
         outputs=[*form.inputs, tab.errors, tab.flagged, tab.start_btn, tab.start_reason],
@@ -292,17 +292,21 @@ def _wire_checks(page: Page, tab: TrainTab) -> None:
         api_visibility="private",
     )
     plan_inputs = {form.values, page.lang_radio, tab.gpu, tab.gpus}
-    page.on(
-        edits + [tab.gpu.change, tab.gpus.change, tab.plan_btn.click, page.lang_radio.change],  # in the new words
-        on_plan,
-        inputs=plan_inputs,
-        outputs=tab.plan_md,
-        trigger_mode="always_last",
-        show_progress="minimal",
-        concurrency_id="plan",
-        concurrency_limit=1,
-        api_visibility="private",
-    )
+    for trigger in (  # the language: in the new words
+        checked.then,
+        [tab.gpu.change, tab.gpus.change, tab.plan_btn.click, page.lang_radio.change],
+    ):
+        page.on(
+            trigger,
+            on_plan,
+            inputs=plan_inputs,
+            outputs=tab.plan_md,
+            trigger_mode="always_last",
+            show_progress="minimal",
+            concurrency_id="plan",
+            concurrency_limit=1,
+            api_visibility="private",
+        )
     page.on(
         tab.autofit_btn.click,
         on_autofit,

@@ -73,7 +73,7 @@ def _wire_datasets(page: Page, tab: TrainTab) -> None:
     inputs = {*(form[name] for name in needed), page.lang_radio, listed}
     common = dict(inputs=inputs, outputs=outputs, show_progress="hidden", api_visibility="private")
     # gr.on without triggers: when the page loads and on each change of an input
-    page.on(gr.on, on_dataset_list, trigger_mode="always_last", concurrency_id="pickers", **common)
+    page.on(gr.on, on_dataset_list, concurrency_id="pickers", **common)
     page.on(tab.ds_refresh.click, on_dataset_list, **common)
 
     def on_dataset_pick(picked):

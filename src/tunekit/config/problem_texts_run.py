@@ -1,0 +1,228 @@
+"""The English templates of the errors a training, export or config-reading job fails with (``model/loader.py``,
+``model/expand.py``, ``train/run.py``, ``train/resume.py``, ``train/preflight.py``, ``train/stages/``,
+``train/engines/launcher.py``, ``train/engines/distributed.py``, ``export/``, ``config/files.py``,
+``config/loader.py``): key → template, part of :data:`tunekit.config.problem_texts.ENGLISH`. The board says each
+again in Chinese (``webui/problems_zh_run.py``); the CLI says the English, word for word what these errors said before
+they were keyed.
+
+Paths, option names, environment variables and a library's own words (``{error}``, ``{why}``) are values, as they
+are; keys starting with ``part_`` are the pieces that vary in words.
+"""
+
+from __future__ import annotations
+
+ENGLISH_RUN: dict[str, str] = {
+    # the model folder and its files (model/loader.py)
+    "model_path_unset": "{option} is not set: give a local model folder or a hub id (e.g. "
+    "Qwen/Qwen2.5-0.5B-Instruct).",
+    "model_folder_missing": "Model folder {path} does not exist ({option}). Check the path, or use a hub id like "
+    "Qwen/Qwen2.5-0.5B.",
+    "model_path_is_file": "{option} {path} is a file, not a model folder: give the folder that holds config.json and "
+    "the weights{parent}.",
+    "part_model_parent": " (the folder {path})",
+    "model_is_adapter": "{path} is a LoRA adapter folder (adapter_config.json), not a model: set {option} to its base "
+    "model ({base}) and adapter_name_or_path: {path}.",
+    "part_the_base_model": "the base model",
+    "model_no_config": "{path} has no config.json: it is not a Hugging Face model folder.",
+    "model_config_not_utf8": "{file} is not UTF-8 text (byte {byte}): it is not a model config; re-download or "
+    "re-save the model.",
+    "model_config_bad_json": "{file} is not valid JSON (line {line}, column {column}: {error}); re-download the model "
+    "or fix the file.",
+    "model_config_not_object": "{file} must hold a JSON object, found {kind}; re-download the model.",
+    "model_no_weights": "{path} has config.json but no weights (model.safetensors, model-*-of-*.safetensors or "
+    "pytorch_model.bin): copy the weight files into it, or point model_name_or_path at the full model.",
+    "model_bad_safetensors": "{file} is not a readable safetensors file ({error}): it is truncated or corrupted; "
+    "re-download or re-save the model.",
+    "model_truncated_zip": "{file} is a truncated PyTorch checkpoint (its zip directory is missing); re-download or "
+    "re-save the model.",
+    "model_not_checkpoint": "{file} is not a PyTorch checkpoint (it starts with {head}, neither zip nor pickle); "
+    "re-download or re-save the model.",
+    "model_hub_unloadable": "Could not load '{path}' ({why}). Download it while online (huggingface-cli download "
+    "{path}) or point model_name_or_path at a local folder.",
+    "part_hub_offline_uncached": "HF_HUB_OFFLINE is set and it is not in the local cache",
+    "model_config_invalid": "{where} is not a valid configuration ({why}); fix that field or re-download the model's "
+    "config.json.",
+    "part_config_of": "the config.json of {path}",
+    "model_tokenizer_code": "{path} ships its own tokenizer code; set trust_remote_code: true if you trust it.",
+    "model_tokenizer_unloadable": "Could not load the tokenizer of {path} ({error}); copy the base model's tokenizer "
+    "files into it.",
+    "model_no_tokenizer_files": "{path} has no tokenizer files ({files}, ...): the tokenizer loaded from it has "
+    "{count}, so nothing could be learned. Copy the tokenizer files of the model it was made from into {path}.",
+    "part_one_token": "{size} token",
+    "part_tokens": "{size} tokens",
+    "model_no_model_type": "{file} has no model_type: transformers cannot tell the architecture; re-download the "
+    "model's config.json.",
+    "model_code": "{path} needs its own modelling code; set trust_remote_code: true if you trust it.",
+    "model_config_unusable": "{file} cannot be used ({error}); check that it is this model's config (model_type, "
+    "architecture fields).",
+    "model_fa2_package": "flash_attn: fa2 needs the flash-attn package (pip install flash-attn --no-build-isolation) "
+    "and an NVIDIA GPU; or use flash_attn: sdpa.",
+    "model_fa2_no_gpu": "flash_attn: fa2 needs an NVIDIA GPU and none is visible; use flash_attn: sdpa on this "
+    "machine.",
+    "model_rope_no_positions": "rope_scaling: this model's config has no max_position_embeddings to scale from.",
+    "model_liger_package": "enable_liger_kernel needs the liger-kernel package (pip install liger-kernel) and a GPU.",
+    "model_liger_no_gpu": "enable_liger_kernel needs a GPU (Liger's kernels are Triton GPU kernels); none is visible. "
+    "Remove the option on CPU.",
+    "model_unsloth_missing": "use_unsloth needs the unsloth package and an NVIDIA GPU; remove it on this machine.",
+    "model_unsloth_unwired": "use_unsloth is not wired into tunekit yet; remove it (enable_liger_kernel gives fused "
+    "kernels on GPUs).",
+    "model_weights_mismatch": "the weights in {path} do not belong to its config.json's architecture "
+    "({architecture}): {parts}. Check that config.json and the weight files come from the same model, or set "
+    "allow_new_weights: true if the difference is intended.",
+    "part_weights_missing": "{count} weights it needs are missing and would start random (e.g. {names})",
+    "part_weights_unexpected": "{count} weights in the folder have no place in it and would be dropped (e.g. {names})",
+    "part_weights_both": "{missing}; {unexpected}",
+    "model_weights_unloadable": "Could not load the weights in {path} ({error}).",
+    "model_weights_shapes": "the weights in {path} do not belong to its config.json's architecture ({architecture}): "
+    "some have other shapes than the config gives them (transformers' load report above lists them). Check that "
+    "config.json and the weight files come from the same model.",
+    "model_pickles_unreadable": "{files} in {path} cannot be read as weights ({kind}): truncated, corrupted, or a "
+    "pickle that needs code to run, which tunekit never does (weights-only loading). Re-download it, or re-save the "
+    "model as safetensors where it was made.",
+    "model_attention_refused": "flash_attn: {value} cannot load {path}: transformers says '{said}'. Use flash_attn: "
+    "auto (transformers' own choice for this model) or eager.",
+    # LLaMA Pro block expansion (model/expand.py)
+    "expand_layers_divide": "use_llama_pro: freeze_trainable_layers {count} (the expanded blocks) must divide the "
+    "model's {layers} layers; expand with tunekit expand-blocks --num-expand N and use that N.",
+    "expand_out_not_empty": "{path} is not empty: choose a new folder for the expanded model.",
+    "expand_no_layers": "{path}/config.json has no num_hidden_layers: cannot expand its blocks.",
+    "expand_num_divide": "--num-expand {count} must divide the {layers} layers of {path} (e.g. {divisors}).",
+    "expand_unmapped": "expanding {path}: parameters not mapped (missing {missing}, unexpected {unexpected}); this "
+    "architecture's blocks are not under '*.layers.N.'.",
+    # the run's folder and stage (train/run.py, train/preflight.py)
+    "run_stage_unavailable": "stage '{stage}' is not available yet; available stages: {names}.",
+    "run_output_unset": "output_dir is not set: name the folder for the model, checkpoints and logs.",
+    "run_output_is_file": "output_dir {path} is a file, not a folder.",
+    "run_output_not_empty": "output_dir {path} is not empty ({shown}). Set overwrite_output_dir: true to write into "
+    "it, resume_from_checkpoint: true to continue that run, or choose a new output_dir.",
+    "run_dataset_unset": "dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give "
+    "a file path.",
+    # resuming (train/resume.py)
+    "resume_other_options": "{what} belongs to a run with other training options ({path}): {diffs}. Continuing it "
+    "with this config would mix two runs. Use that run's values, or start a new run (another output_dir, or "
+    "overwrite_output_dir: true without resume_from_checkpoint).",
+    "part_resume_checkpoint": "checkpoint {path}",
+    "part_resume_finished_run": "the finished run in {path}",
+    "part_resume_run": "the run in {path}",
+    "resume_none_complete": "resume_from_checkpoint: true found no complete checkpoint in {path}{torn}. Remove "
+    "resume_from_checkpoint to start from scratch, or use resume_from_checkpoint: auto.",
+    "part_resume_torn": " ({problems})",
+    "resume_auto_foreign": "resume_from_checkpoint: auto found no checkpoint and no {file} in output_dir {path}, "
+    "which is not empty ({shown}): it is not a tunekit run's folder. Choose a new output_dir, or set "
+    "overwrite_output_dir: true to write into it.",
+    "resume_not_checkpoint": "resume_from_checkpoint {path} is not a checkpoint folder (no trainer_state.json).",
+    "resume_damaged": "checkpoint {path} is incomplete or damaged: {problem}.{good}",
+    "part_resume_good": " The newest good one is {path}.",
+    "resume_without_deepspeed": "checkpoint {path} was written without DeepSpeed, which cannot load its optimizer "
+    "state. Resume without deepspeed, {fresh}.",
+    "resume_needs_deepspeed": "checkpoint {path} was written by DeepSpeed (its optimizer state is in DeepSpeed's "
+    "global_step* files) and this run has no deepspeed: transformers would restart the optimizer without a word. "
+    "Resume with the same deepspeed setting, {fresh}.",
+    "part_resume_fresh": "or start a new run from its weights ({option}: {path}, without resume_from_checkpoint; the "
+    "optimizer state and the learning-rate schedule then start afresh)",
+    "resume_zero_world": "checkpoint {path} is a DeepSpeed ZeRO checkpoint written by {written}, and this run has "
+    "{current}: ZeRO splits the optimizer state between the processes and DeepSpeed cannot split it again for another "
+    "number. Resume with {written} (NPROC_PER_NODE x NNODES = {count}), {fresh}. DDP checkpoints (no deepspeed) "
+    "resume with any number of processes.",
+    "part_one_process": "{count} process",
+    "part_processes": "{count} processes",
+    # the stages (train/stages/)
+    "ref_precompute_zero3": "precompute_ref_log_probs with LoRA under DeepSpeed ZeRO-3 is not supported: the "
+    "reference is the policy with its adapter disabled, which DeepSpeed shards only when training starts. Remove "
+    "precompute_ref_log_probs (the LoRA reference needs no second copy of the model) or use deepspeed: z2.",
+    "rm_padding_free_vlm": "padding_free is not supported for stage rm with a vision-language model ({family} "
+    "family): its media inputs are built per padded row. Remove padding_free.",
+    "reward_import": "reward_funcs: cannot import '{name}' ({error}); write it as package.module:function and make "
+    "sure the module is importable (on PYTHONPATH).",
+    "reward_not_function": "reward_funcs: '{name}' is not a function.",
+    "reward_count": "reward function {name} returned {count} rewards for {n} completions.",
+    "value_head_missing": "{path} has no {file}: it is not a reward model saved by tunekit (stage rm).",
+    # the launcher's environment (train/engines/launcher.py)
+    "launch_not_whole": "{name}={value} is not a whole number.",
+    "launch_too_small": "{name}={value} must be at least {minimum}.",
+    "launch_node_rank": "NODE_RANK={rank} must be below NNODES={nodes} (nodes count from 0).",
+    "launch_too_many_procs": "NPROC_PER_NODE={nproc} but only {devices} GPU(s) are visible (CUDA_VISIBLE_DEVICES="
+    "{visible}): lower NPROC_PER_NODE or make more devices visible.",
+    "launch_master_addr": "NNODES={nodes}: set MASTER_ADDR to the address of the NODE_RANK=0 machine, the same on "
+    "every node (and MASTER_PORT, default {port}).",
+    "launch_bad_port": "MASTER_PORT={port} is not a TCP port (1-65535).",
+    "launch_port_in_use": "MASTER_PORT {port} is already in use on this machine (another training run, or a stale "
+    "one still running?): choose another port, e.g. MASTER_PORT={free}, or unset MASTER_PORT on a single machine to "
+    "let tunekit pick a free one.",
+    # the distributed engines (train/engines/distributed.py)
+    "dist_world_size": "world size {world} must be at least 1.",
+    "dist_wrap_twice": "fsdp_transformer_layer_cls_to_wrap and fsdp_config's transformer_layer_cls_to_wrap are both "
+    "set: keep one of them.",
+    "dist_fsdp_config_missing": "fsdp_config: {path} does not exist.",
+    "dist_fsdp_activation": "fsdp_config: {path}: use the option gradient_checkpointing: true instead of "
+    "activation_checkpointing.",
+    "dist_fsdp_unknown_keys": "fsdp_config: {path} has key(s) tunekit does not use: {keys}. tunekit applies FSDP2 "
+    "itself and reads only {known}.",
+    "dist_fsdp_version": "fsdp_config: {path}: tunekit runs FSDP2 (version 2); FSDP1 is deprecated in transformers. "
+    "Remove 'version'.",
+    "dist_deepspeed_cpu": "deepspeed with use_cpu: true is not supported on a GPU machine: remove use_cpu, or hide "
+    "the GPUs (CUDA_VISIBLE_DEVICES=) to run DeepSpeed on its CPU accelerator.",
+    # exporting (export/)
+    "export_dir_unset": "export_dir is not set: name the folder to write the exported model to.",
+    "export_dir_is_source": "export_dir {path} is the model or adapter folder itself: choose a new folder.",
+    "export_dir_is_file": "export_dir {path} is a file, not a folder.",
+    "export_dir_foreign": "export_dir {path} holds weights that tunekit did not export ({files}; no {marker}): "
+    "exporting would delete them. Choose a new or empty folder, or remove those files first.",
+    "export_verify_failed": "the export in {path} failed verification: {problems}",
+    "export_push_failed": "pushing {path} to the hub as {repo} failed ({error}); log in with `huggingface-cli login` "
+    "and check the network. The export itself is in {path}.",
+    "zero_unreadable": "{path} is not a readable torch checkpoint file ({kind}: {error}); the ZeRO checkpoint is "
+    "damaged or incomplete.",
+    "zero_pickle_code": "{path} refused: loading it would run code from the file. Its pickle names {names}, which a "
+    "DeepSpeed ZeRO checkpoint does not contain (allowed besides tensors and plain data: {allowed}). If you trust "
+    "whoever wrote this checkpoint, consolidate it explicitly with `tunekit zero-to-fp32 {folder} OUT_DIR "
+    "--trust-pickle` (runs that code) and use OUT_DIR as model_name_or_path.",
+    "zero_unsafe": "{path} could not be read safely ({kind}: {error}); the ZeRO checkpoint is damaged, or written by "
+    "a DeepSpeed version whose file layout tunekit does not know (add --trust-pickle only if you trust its source).",
+    "zero_not_model_states": "{path} is not a DeepSpeed model-states file (no '{buffers}'/'module' entries).",
+    "zero_not_optim_states": "{path} is not a DeepSpeed ZeRO optimizer-states file (no '{entry}' entry).",
+    "zero_partial": "{path} holds {count} *_optim_states.pt files but was written by {world} processes: the "
+    "checkpoint is incomplete (a process did not save, or an older checkpoint was overwritten).",
+    "zero_unknown_stage": "{path}: unknown ZeRO stage {stage}.",
+    "zero_damaged": "the ZeRO-{stage} states in {path} are incomplete or damaged ({kind}: {error}); re-save the "
+    "checkpoint or use an earlier one.",
+    "zero_not_checkpoint": "{path} is not a DeepSpeed ZeRO checkpoint: it has no global_step*/ folder with "
+    "*_model_states.pt files (and no 'latest' file naming one).",
+    "zero_no_config": "{path} has ZeRO weights but no config.json; copy the model's config.json into it (the weights "
+    "alone do not say which architecture they belong to).",
+    "zero_needs_deepspeed": "consolidating a ZeRO checkpoint needs deepspeed: pip install 'tunekit[deepspeed]'.",
+    "zero_misfit": "the ZeRO states of {path} do not fit its config.json (missing: {missing}, unexpected: "
+    "{unexpected}): was it saved from a PEFT/LoRA model? Adapters are saved as adapter_model.safetensors next to the "
+    "checkpoint; export those with adapter_name_or_path.",
+    "gptq_no_calibration": "export_quantization_dataset {value} gave no calibration text: none of its records reads "
+    "as a conversation or a plain text (see docs/data-formats.md). Nothing was written.",
+    "gptq_runner_failed": "GPTQ quantization ({command}) failed with exit code {code}:\n{tail}",
+    "gptq_runner_no_result": "the GPTQ runner ended without its result line; its output:\n{tail}",
+    "gptq_groups": "{path}/config.json: expected one quantization group, found {count}",
+    "gptq_check_failed": "the GPTQ export in {path} failed its check: {problems}",
+    # a config file (config/files.py)
+    "cfgfile_key_twice_at": "{path}: key {key} is given twice ({where}); keep one of them.",
+    "part_cfgfile_lines": "lines {line} and {line2}",
+    "part_cfgfile_columns": "line {line}, columns {column} and {column2}",
+    "cfgfile_alias_bomb": "{path} expands to more than {limit:,} YAML nodes through its aliases (*name) (line "
+    "{line}); a config needs only a few dozen: write the values out.",
+    "cfgfile_alias_loop": "{path}: a YAML alias refers to itself (line {line}); remove the recursion.",
+    "cfgfile_key_twice": "{path}: key {key} is given twice; keep one of them.",
+    "cfgfile_is_folder": "Config file {path} is a folder, not a file: give the YAML or JSON file inside it.",
+    "cfgfile_missing": "Config file {path} does not exist.",
+    "cfgfile_not_utf8": "{path} is not UTF-8: byte {byte} (line {line}: {bytes}) cannot be decoded. Save the config "
+    "as UTF-8, e.g. `iconv -f <ENCODING> -t UTF-8`.",
+    "cfgfile_invalid": "{path} is not valid {kind}: {why}",
+    "cfgfile_empty": "{path} holds no options (it is empty or only comments): write the run's options into it as "
+    "`option: value` lines (see `tunekit train --help`).",
+    "cfgfile_not_mapping": "{path} must hold a mapping of option: value, found {kind}.",
+    # the command line (config/loader.py)
+    "args_no_name": "Argument {arg} has no option name; write it as --option value.",
+    "args_no_name_before_equals": "Argument {arg} has no option name before '='; write it as option=value (e.g. "
+    "learning_rate=1e-4).",
+    "args_unexpected": "Unexpected argument {arg}: options are written key=value or --key value (a config file must "
+    "come first).",
+    "args_folder_is_file": "{option} {path}: {existing} is a file, not a folder; choose another {option}.",
+    "args_folder_unwritable": "{option} {path} cannot be written ({error} in {existing}); choose a folder you can "
+    "write to.",
+}

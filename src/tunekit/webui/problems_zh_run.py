@@ -1,0 +1,202 @@
+"""The errors a training, export or config-reading job fails with, in Chinese (what a failed job says on the board):
+one template per key of :data:`tunekit.config.problem_texts_run.ENGLISH_RUN`, the same placeholders
+(``tests/webui/test_problems_zh.py`` holds every key to one); paths, option names, environment variables, values and
+code stay as they are."""
+
+from __future__ import annotations
+
+ZH_RUN: dict[str, str] = {
+    # the model folder and its files
+    "model_path_unset": "未设置 {option}：请填写本地模型目录或 Hugging Face 模型 ID（例如 Qwen/Qwen2.5-0.5B-Instruct）"
+    "。",
+    "model_folder_missing": "模型目录 {path} 不存在（{option}）。请检查路径，或使用 Qwen/Qwen2.5-0.5B 这样的模型 ID。",
+    "model_path_is_file": "{option} {path} 是一个文件，不是模型目录：请填写存放 config.json 和权重的目录{parent}。",
+    "part_model_parent": "（即目录 {path}）",
+    "model_is_adapter": "{path} 是 LoRA 适配器目录（含 adapter_config.json），不是模型：请把 {option} 设为它的基座模型"
+    "（{base}），并设置 adapter_name_or_path: {path}。",
+    "part_the_base_model": "基座模型",
+    "model_no_config": "{path} 中没有 config.json：它不是 Hugging Face 模型目录。",
+    "model_config_not_utf8": "{file} 不是 UTF-8 文本（第 {byte} 个字节）：它不是模型配置；请重新下载或重新保存模型。",
+    "model_config_bad_json": "{file} 不是有效的 JSON（第 {line} 行，第 {column} 列：{error}）；请重新下载模型或修正该"
+    "文件。",
+    "model_config_not_object": "{file} 必须是一个 JSON 对象，实际为 `{kind}`；请重新下载模型。",
+    "model_no_weights": "{path} 中有 config.json 但没有权重（`model.safetensors`、`model-*-of-*.safetensors` 或 "
+    "pytorch_model.bin）：请把权重文件复制进去，或把 model_name_or_path 指向完整的模型。",
+    "model_bad_safetensors": "{file} 不是可读取的 safetensors 文件（{error}）：文件被截断或已损坏；请重新下载或重新保"
+    "存模型。",
+    "model_truncated_zip": "{file} 是被截断的 PyTorch 检查点（缺少 `zip` 目录）；请重新下载或重新保存模型。",
+    "model_not_checkpoint": "{file} 不是 PyTorch 检查点（它以 {head} 开头，既不是 `zip` 也不是 pickle）；请重新下载或"
+    "重新保存模型。",
+    "model_hub_unloadable": "无法加载 '{path}'（{why}）。请在联网时下载它（`huggingface-cli download {path}`），或把 "
+    "model_name_or_path 指向本地目录。",
+    "part_hub_offline_uncached": "已设置 HF_HUB_OFFLINE，而本地缓存中没有它",
+    "model_config_invalid": "{where} 不是有效的配置（{why}）；请修正该字段，或重新下载模型的 config.json。",
+    "part_config_of": "{path} 的 config.json",
+    "model_tokenizer_code": "{path} 自带分词器代码；如果信任它，请设置 trust_remote_code: true。",
+    "model_tokenizer_unloadable": "无法加载 {path} 的分词器（{error}）；请把基座模型的分词器文件复制进去。",
+    "model_no_tokenizer_files": "{path} 中没有分词器文件（{files} 等）：从中加载的分词器只有 {count}，什么也学不到。请"
+    "把它所来自的模型的分词器文件复制到 {path}。",
+    "part_one_token": "{size} 个 token",
+    "part_tokens": "{size} 个 token",
+    "model_no_model_type": "{file} 中没有 model_type：transformers 无法判断模型架构；请重新下载模型的 config.json。",
+    "model_code": "{path} 需要它自己的建模代码；如果信任它，请设置 trust_remote_code: true。",
+    "model_config_unusable": "{file} 无法使用（{error}）；请检查它是否是这个模型的配置（model_type、架构字段）。",
+    "model_fa2_package": "flash_attn: fa2 需要 flash-attn 包（`pip install flash-attn --no-build-isolation`）和 NVIDIA"
+    " GPU；或改用 flash_attn: sdpa。",
+    "model_fa2_no_gpu": "flash_attn: fa2 需要 NVIDIA GPU，但当前没有可见的 GPU；在这台机器上请使用 flash_attn: sdpa。",
+    "model_rope_no_positions": "rope_scaling：该模型的配置中没有可供缩放的 max_position_embeddings。",
+    "model_liger_package": "enable_liger_kernel 需要 liger-kernel 包（`pip install liger-kernel`）和 GPU。",
+    "model_liger_no_gpu": "enable_liger_kernel 需要 GPU（Liger 的算子是 `Triton` GPU 算子），但当前没有可见的 GPU。在 "
+    "CPU 上请删除该参数。",
+    "model_unsloth_missing": "use_unsloth 需要 unsloth 包和 NVIDIA GPU；在这台机器上请删除它。",
+    "model_unsloth_unwired": "tunekit 尚未接入 use_unsloth；请删除它（enable_liger_kernel 可在 GPU 上提供融合算子）。",
+    "model_weights_mismatch": "{path} 中的权重不属于其 config.json 的架构（{architecture}）：{parts}。请确认 "
+    "config.json 和权重文件来自同一个模型；如果这种差异是有意的，请设置 allow_new_weights: true。",
+    "part_weights_missing": "缺少 {count} 个它需要的权重，它们会随机初始化（例如 {names}）",
+    "part_weights_unexpected": "目录中有 {count} 个权重在该架构中没有位置，会被丢弃（例如 {names}）",
+    "part_weights_both": "{missing}；{unexpected}",
+    "model_weights_unloadable": "无法加载 {path} 中的权重（{error}）。",
+    "model_weights_shapes": "{path} 中的权重不属于其 config.json 的架构（{architecture}）：有些权重的形状与配置给出的"
+    "不同（上方 transformers 的加载报告列出了它们）。请确认 config.json 和权重文件来自同一个模型。",
+    "model_pickles_unreadable": "{path} 中的 {files} 无法作为权重读取（{kind}）：文件被截断、已损坏，或是需要运行代码"
+    "的 pickle，而 tunekit 从不这样做（只加载权重）。请重新下载，或在生成它的地方把模型重新保存为 safetensors。",
+    "model_attention_refused": "flash_attn: {value} 无法加载 {path}：transformers 提示 '{said}'。请使用 flash_attn: "
+    "auto（由 transformers 为该模型自行选择）或 eager。",
+    # LLaMA Pro block expansion
+    "expand_layers_divide": "use_llama_pro：freeze_trainable_layers {count}（扩展出的块数）必须能整除模型的 {layers} "
+    "层；请用 `tunekit expand-blocks --num-expand N` 扩展，并使用同一个 N。",
+    "expand_out_not_empty": "{path} 不是空目录：请为扩展后的模型换一个新目录。",
+    "expand_no_layers": "{path}/config.json 中没有 num_hidden_layers：无法扩展它的块。",
+    "expand_num_divide": "`--num-expand` {count} 必须能整除 {path} 的 {layers} 层（例如 {divisors}）。",
+    "expand_unmapped": "扩展 {path} 时有参数未能对应（缺少 {missing}，多出 {unexpected}）；该架构的块不在 "
+    "`*.layers.N.` 之下。",
+    # the run's folder and stage
+    "run_stage_unavailable": "阶段 '{stage}' 暂不可用；可用的阶段：{names}。",
+    "run_output_unset": "未设置 output_dir：请指定保存模型、检查点和日志的目录。",
+    "run_output_is_file": "output_dir {path} 是一个文件，不是目录。",
+    "run_output_not_empty": "output_dir {path} 不是空目录（{shown}）。设置 overwrite_output_dir: true 可写入其中，设置"
+    " resume_from_checkpoint: true 可继续那次训练，或换一个新的 output_dir。",
+    "run_dataset_unset": "未设置 dataset：请填写 dataset_info.json 中的一个或多个数据集名称（dataset: a,b），或填写文"
+    "件路径。",
+    # resuming
+    "resume_other_options": "{what} 属于一次训练参数不同的运行（{path}）：{diffs}。用当前配置继续会把两次训练混在一起"
+    "。请使用那次运行的参数值，或开始新的训练（换一个 output_dir，或设置 overwrite_output_dir: true 且不设置 "
+    "resume_from_checkpoint）。",
+    "part_resume_checkpoint": "检查点 {path}",
+    "part_resume_finished_run": "{path} 中已完成的训练",
+    "part_resume_run": "{path} 中的训练",
+    "resume_none_complete": "resume_from_checkpoint: true 在 {path} 中没有找到完整的检查点{torn}。删除 "
+    "resume_from_checkpoint 可从头开始，或使用 resume_from_checkpoint: auto。",
+    "part_resume_torn": "（{problems}）",
+    "resume_auto_foreign": "resume_from_checkpoint: auto 在 output_dir {path} 中既没有找到检查点也没有找到 {file}，而"
+    "该目录不是空的（{shown}）：它不是 tunekit 训练的目录。请换一个新的 output_dir，或设置 overwrite_output_dir: true "
+    "写入其中。",
+    "resume_not_checkpoint": "resume_from_checkpoint {path} 不是检查点目录（没有 trainer_state.json）。",
+    "resume_damaged": "检查点 {path} 不完整或已损坏：{problem}。{good}",
+    "part_resume_good": "最新的完好检查点是 {path}。",
+    "resume_without_deepspeed": "检查点 {path} 不是用 DeepSpeed 写的，DeepSpeed 无法加载它的优化器状态。请不用 "
+    "deepspeed 恢复训练，{fresh}。",
+    "resume_needs_deepspeed": "检查点 {path} 是用 DeepSpeed 写的（它的优化器状态在 DeepSpeed 的 global_step* 文件中）"
+    "，而本次运行没有设置 deepspeed：transformers 会不声不响地重新初始化优化器。请用相同的 deepspeed 设置恢复训练，"
+    "{fresh}。",
+    "part_resume_fresh": "或从它的权重开始新的训练（{option}: {path}，不设置 resume_from_checkpoint；优化器状态和学习"
+    "率调度随之从头开始）",
+    "resume_zero_world": "检查点 {path} 是由 {written}写的 DeepSpeed ZeRO 检查点，而本次运行有 {current}：ZeRO 把优化"
+    "器状态分给各个进程，DeepSpeed 无法把它重新切分给另一个进程数。请用 {written}恢复训练（`NPROC_PER_NODE x NNODES` ="
+    " {count}），{fresh}。DDP 检查点（不用 deepspeed）可以用任意进程数恢复。",
+    "part_one_process": "{count} 个进程",
+    "part_processes": "{count} 个进程",
+    # the stages
+    "ref_precompute_zero3": "不支持在 DeepSpeed ZeRO-3 下对 LoRA 使用 precompute_ref_log_probs：参考模型是关闭适配器的"
+    "策略模型，而 DeepSpeed 要到训练开始时才对它分片。请删除 precompute_ref_log_probs（LoRA 的参考模型不需要第二份模型"
+    "副本），或使用 deepspeed: z2。",
+    "rm_padding_free_vlm": "rm 阶段对视觉语言模型（{family} 系列）不支持 padding_free：它的媒体输入是按填充后的行构建"
+    "的。请删除 padding_free。",
+    "reward_import": "reward_funcs：无法导入 '{name}'（{error}）；请写成 package.module:function 的形式，并确保该模块"
+    "可以导入（在 `PYTHONPATH` 上）。",
+    "reward_not_function": "reward_funcs：'{name}' 不是函数。",
+    "reward_count": "奖励函数 {name} 为 {n} 个生成结果返回了 {count} 个奖励。",
+    "value_head_missing": "{path} 中没有 {file}：它不是 tunekit 保存的奖励模型（rm 阶段）。",
+    # the launcher's environment
+    "launch_not_whole": "{name}={value} 不是整数。",
+    "launch_too_small": "{name}={value} 必须至少为 {minimum}。",
+    "launch_node_rank": "NODE_RANK={rank} 必须小于 `NNODES`={nodes}（节点编号从 0 开始）。",
+    "launch_too_many_procs": "NPROC_PER_NODE={nproc}，但只有 {devices} 块 GPU 可见（CUDA_VISIBLE_DEVICES={visible}"
+    "）：请减小 NPROC_PER_NODE，或让更多设备可见。",
+    "launch_master_addr": "`NNODES`={nodes}：请把 MASTER_ADDR 设为 NODE_RANK=0 那台机器的地址，每个节点都相同（以及 "
+    "MASTER_PORT，默认 {port}）。",
+    "launch_bad_port": "MASTER_PORT={port} 不是有效的 `TCP` 端口（1-65535）。",
+    "launch_port_in_use": "MASTER_PORT {port} 在这台机器上已被占用（另一个训练，或仍在运行的旧进程？）：请换一个端口，"
+    "例如 MASTER_PORT={free}；单机训练时也可以取消设置 MASTER_PORT，由 tunekit 自选空闲端口。",
+    # the distributed engines
+    "dist_world_size": "进程总数 {world} 必须至少为 1。",
+    "dist_wrap_twice": "fsdp_transformer_layer_cls_to_wrap 与 fsdp_config 中的 transformer_layer_cls_to_wrap 都已设置"
+    "：请只保留其中一个。",
+    "dist_fsdp_config_missing": "fsdp_config：{path} 不存在。",
+    "dist_fsdp_activation": "fsdp_config：{path}：请用参数 gradient_checkpointing: true 代替 "
+    "activation_checkpointing。",
+    "dist_fsdp_unknown_keys": "fsdp_config：{path} 中有 tunekit 不使用的键：{keys}。tunekit 自己应用 FSDP2，只读取 "
+    "{known}。",
+    "dist_fsdp_version": "fsdp_config：{path}：tunekit 运行的是 FSDP2（版本 2）；transformers 已弃用 FSDP1。请删除 "
+    "`version`。",
+    "dist_deepspeed_cpu": "在有 GPU 的机器上不支持 deepspeed 与 use_cpu: true 同时使用：请删除 use_cpu，或隐藏 GPU（"
+    "CUDA_VISIBLE_DEVICES=）让 DeepSpeed 在其 CPU 加速器上运行。",
+    # exporting
+    "export_dir_unset": "未设置 export_dir：请指定写入导出模型的目录。",
+    "export_dir_is_source": "export_dir {path} 就是模型或适配器目录本身：请换一个新目录。",
+    "export_dir_is_file": "export_dir {path} 是一个文件，不是目录。",
+    "export_dir_foreign": "export_dir {path} 中有不是 tunekit 导出的权重（{files}；没有 {marker}）：导出会删除它们。请"
+    "换一个新的或空的目录，或先移走这些文件。",
+    "export_verify_failed": "{path} 中的导出未通过校验：{problems}",
+    "export_push_failed": "把 {path} 以 {repo} 推送到 Hugging Face 失败（{error}）；请用 `huggingface-cli login` 登录"
+    "并检查网络。导出结果本身在 {path} 中。",
+    "zero_unreadable": "{path} 不是可读取的 torch 检查点文件（{kind}: {error}）；该 ZeRO 检查点已损坏或不完整。",
+    "zero_pickle_code": "{path} 被拒绝：加载它会运行文件中的代码。它的 pickle 引用了 {names}，而 DeepSpeed ZeRO 检查"
+    "点不含这些内容（除张量和普通数据外允许的有：{allowed}）。如果你信任写这个检查点的人，请用 `tunekit zero-to-fp32 "
+    "{folder} OUT_DIR --trust-pickle` 显式合并它（会运行那些代码），再把 OUT_DIR 作为 model_name_or_path。",
+    "zero_unsafe": "无法安全读取 {path}（{kind}: {error}）；该 ZeRO 检查点已损坏，或由 tunekit 不了解其文件布局的 "
+    "DeepSpeed 版本写成（只有信任其来源时才加 `--trust-pickle`）。",
+    "zero_not_model_states": "{path} 不是 DeepSpeed 的模型状态文件（没有 '{buffers}'/`module` 条目）。",
+    "zero_not_optim_states": "{path} 不是 DeepSpeed ZeRO 的优化器状态文件（没有 '{entry}' 条目）。",
+    "zero_partial": "{path} 中有 {count} 个 *_optim_states.pt 文件，但它是由 {world} 个进程写的：该检查点不完整（某个"
+    "进程没有保存，或旧的检查点被覆盖了）。",
+    "zero_unknown_stage": "{path}：未知的 ZeRO 阶段 {stage}。",
+    "zero_damaged": "{path} 中的 ZeRO-{stage} 状态不完整或已损坏（{kind}: {error}）；请重新保存检查点，或使用更早的检"
+    "查点。",
+    "zero_not_checkpoint": "{path} 不是 DeepSpeed ZeRO 检查点：其中没有含 *_model_states.pt 文件的 global_step*/ 目录"
+    "（也没有指向它的 `latest` 文件）。",
+    "zero_no_config": "{path} 中有 ZeRO 权重但没有 config.json；请把模型的 config.json 复制进去（仅凭权重无法知道它们"
+    "属于哪种架构）。",
+    "zero_needs_deepspeed": "合并 ZeRO 检查点需要 deepspeed：`pip install 'tunekit[deepspeed]'`。",
+    "zero_misfit": "{path} 的 ZeRO 状态与其 config.json 不符（缺少：{missing}，多出：{unexpected}）：它是否保存自 peft"
+    "/LoRA 模型？适配器以 adapter_model.safetensors 的形式保存在检查点旁边；请用 adapter_name_or_path 导出它们。",
+    "gptq_no_calibration": "export_quantization_dataset {value} 没有给出校准文本：它的记录中没有一条可读作对话或纯文本"
+    "（见 docs/data-formats.md）。没有写入任何内容。",
+    "gptq_runner_failed": "GPTQ 量化（{command}）失败，退出码 {code}：\n{tail}",
+    "gptq_runner_no_result": "GPTQ 运行器结束时没有输出结果行；它的输出：\n{tail}",
+    "gptq_groups": "{path}/config.json：应只有一个量化组，实际有 {count} 个",
+    "gptq_check_failed": "{path} 中的 GPTQ 导出未通过检查：{problems}",
+    # a config file
+    "cfgfile_key_twice_at": "{path}：键 {key} 出现了两次（{where}）；请只保留一个。",
+    "part_cfgfile_lines": "第 {line} 行和第 {line2} 行",
+    "part_cfgfile_columns": "第 {line} 行的第 {column} 列和第 {column2} 列",
+    "cfgfile_alias_bomb": "{path} 通过别名（`*name`）展开后超过 {limit:,} 个 YAML 节点（第 {line} 行）；一个配置只需要"
+    "几十个：请把值直接写出来。",
+    "cfgfile_alias_loop": "{path}：一个 YAML 别名引用了自身（第 {line} 行）；请去掉这个递归。",
+    "cfgfile_key_twice": "{path}：键 {key} 出现了两次；请只保留一个。",
+    "cfgfile_is_folder": "配置文件 {path} 是一个目录，不是文件：请填写其中的 YAML 或 JSON 文件。",
+    "cfgfile_missing": "配置文件 {path} 不存在。",
+    "cfgfile_not_utf8": "{path} 不是 UTF-8 编码：第 {byte} 个字节（第 {line} 行：{bytes}）无法解码。请把配置保存为 "
+    "UTF-8，例如用 `iconv -f <ENCODING> -t UTF-8`。",
+    "cfgfile_invalid": "{path} 不是有效的 {kind}：{why}",
+    "cfgfile_empty": "{path} 中没有任何参数（文件为空或只有注释）：请把本次运行的参数以 `option: value` 的形式逐行写入"
+    "（见 `tunekit train --help`）。",
+    "cfgfile_not_mapping": "{path} 必须是“参数: 值”的映射，实际为 `{kind}`。",
+    # the command line
+    "args_no_name": "参数 {arg} 没有参数名；请写成 `--option value`。",
+    "args_no_name_before_equals": "参数 {arg} 在 '=' 之前没有参数名；请写成 `option=value`（例如 learning_rate=1e-4）"
+    "。",
+    "args_unexpected": "意外的参数 {arg}：参数应写成 `key=value` 或 `--key value`（配置文件必须放在最前面）。",
+    "args_folder_is_file": "{option} {path}：{existing} 是一个文件，不是目录；请换一个 {option}。",
+    "args_folder_unwritable": "{option} {path} 无法写入（{error}，位于 {existing}）；请选择一个你有写权限的目录。",
+}
