@@ -247,3 +247,17 @@ def freeze_harmony_day(monkeypatch) -> None:
 
     monkeypatch.setattr(chat_utils, "datetime", Fixed)
     monkeypatch.setattr(harmony, "today", lambda: HARMONY_DAY)
+
+
+def failed_job(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> tuple[str, Any, str]:
+    """``tunekit ARGV`` run as the board runs a job (its keyed error written to ``$TUNEKIT_ERROR_FILE``), expected to
+    fail with exit 2: its last stderr line, the error file's JSON and the board's Chinese line for it."""
+    from tunekit.cli.verbs import dispatch
+    from tunekit.env import ERROR_FILE_ENV
+    from tunekit.webui.problems_zh import say_job_error
+
+    error_file = tmp_path / "job.error.json"
+    monkeypatch.setenv(ERROR_FILE_ENV, str(error_file))
+    assert dispatch(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    return line, json.loads(error_file.read_text(encoding="utf-8")), say_job_error(error_file, "zh")

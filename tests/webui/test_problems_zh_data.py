@@ -5,13 +5,12 @@ the record's own error) is Chinese through and through; the English the CLI prin
 from __future__ import annotations
 
 import ast
-import json
 import re
 import string
 
 import pytest
 
-from tests.helpers import ROOT, write_dataset
+from tests.helpers import ROOT, failed_job, write_dataset
 from tests.zh_words import option_words, untranslated, value_words
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_data import ENGLISH_DATA
@@ -19,9 +18,8 @@ from tunekit.config.problems import Said
 from tunekit.data.dataset_info import parse_entry
 from tunekit.data.formats import convert_record
 from tunekit.data.readers import RawRecord, read_records
-from tunekit.env import ERROR_FILE_ENV
 from tunekit.errors import DataError, RecordError
-from tunekit.webui.problems_zh import say_error, say_job_error
+from tunekit.webui.problems_zh import say_error
 
 ALLOWED = option_words()
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -150,24 +148,19 @@ def test_a_bad_kto_tag_fails_a_job_with_a_chinese_reason(tiny_qwen, tmp_path, mo
     """The board's route end to end: ``tunekit data stats`` reads the data through the pipeline (as a job's run
     does), fails on the record, prints the English as before and writes the keyed error to ``$TUNEKIT_ERROR_FILE``;
     the board's Chinese line (:func:`say_job_error`) has the record's own sentence in Chinese too."""
-    from tunekit.cli.verbs import dispatch
-
     records = [
         {"instruction": "a", "output": "b", "label": True},
         {"instruction": "c", "output": "d", "label": "maybe"},
     ]
     path = write_dataset(tmp_path / "data", "toy", records, KTO)
-    error_file = tmp_path / "job.error.json"
-    monkeypatch.setenv(ERROR_FILE_ENV, str(error_file))
     options = dict(model_name_or_path=tiny_qwen, template="qwen", stage="kto", dataset="toy")
     argv = ["data", "stats", f"dataset_dir={tmp_path / 'data'}", *(f"{k}={v}" for k, v in options.items())]
-    assert dispatch(argv) == 2
+    line, written, zh = failed_job(argv, tmp_path, monkeypatch, capsys)
     english = (
         f"{path}, record 1: kto_tag must be true or false, found 'maybe'. (dataset 'toy'; set bad_records: skip to "
         "skip invalid records and count them)"
     )
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {english}"
-    written = json.loads(error_file.read_text(encoding="utf-8"))
+    assert line == f"error: {english}"
     assert written == [
         {
             "key": "data_bad_record",
@@ -183,7 +176,6 @@ def test_a_bad_kto_tag_fails_a_job_with_a_chinese_reason(tiny_qwen, tmp_path, mo
             },
         }
     ]
-    zh = say_job_error(error_file, "zh")
     assert zh == (
         f"{path} 中的记录 1：kto_tag 必须是 true 或 false，实际为 'maybe'。（数据集 'toy'；设置 bad_records: skip "
         "可跳过无效记录并计数）"
@@ -198,25 +190,19 @@ def test_a_broken_dataset_info_entry_fails_a_job_with_a_chinese_reason(tiny_qwen
     """A ``dataset_info.json`` entry whose ``columns`` is a list (not an object) stops ``tunekit data stats`` (the
     pipeline a job runs) with the English it always printed; the board's line names the entry and says why in
     Chinese, the file's path and the entry's name as they are."""
-    from tunekit.cli.verbs import dispatch
-
     data = tmp_path / "data"
     write_dataset(data, "toy", [{"instruction": "a", "output": "b"}], {"columns": ["instruction", "output"]})
-    error_file = tmp_path / "job.error.json"
-    monkeypatch.setenv(ERROR_FILE_ENV, str(error_file))
     options = dict(model_name_or_path=tiny_qwen, template="qwen", stage="sft", dataset="toy")
-    assert dispatch(["data", "stats", f"dataset_dir={data}", *(f"{k}={v}" for k, v in options.items())]) == 2
+    argv = ["data", "stats", f"dataset_dir={data}", *(f"{k}={v}" for k, v in options.items())]
+    line, written, zh = failed_job(argv, tmp_path, monkeypatch, capsys)
     info = data / "dataset_info.json"
-    english = f"{info}, entry 'toy': 'columns' and 'tags' must be objects."
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {english}"
-    written = json.loads(error_file.read_text(encoding="utf-8"))
+    assert line == f"error: {info}, entry 'toy': 'columns' and 'tags' must be objects."
     assert written == [
         {
             "key": "info_columns_not_objects",
             "values": {"where": {"key": "part_info_entry", "values": {"file": str(info), "name": "toy"}}},
         }
     ]
-    zh = say_job_error(error_file, "zh")
     assert zh == f"{info} 中的条目 'toy'：`columns` 和 `tags` 必须是对象。"
     assert untranslated(zh, ALLOWED | {str(info), "toy"}) == [], zh
 

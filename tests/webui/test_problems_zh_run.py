@@ -6,20 +6,18 @@ CLI prints is unchanged word for word."""
 from __future__ import annotations
 
 import ast
-import json
 import re
 import string
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, failed_job
 from tests.zh_words import option_words, untranslated, value_words
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_run import ENGLISH_RUN
 from tunekit.config.problems import Said
-from tunekit.env import ERROR_FILE_ENV
 from tunekit.errors import ModelError
-from tunekit.webui.problems_zh import say_error, say_job_error
+from tunekit.webui.problems_zh import say_error
 
 ALLOWED = option_words()
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -107,24 +105,18 @@ def test_a_missing_model_folder_fails_a_job_with_a_chinese_reason(tmp_path, monk
     """The board's route end to end: ``tunekit train`` with a model folder that does not exist prints the English as
     before and writes the keyed error to ``$TUNEKIT_ERROR_FILE``; the board's line (:func:`say_job_error`) is
     Chinese, the path and the option name as they are."""
-    from tunekit.cli.verbs import dispatch
-
     missing = tmp_path / "no-such-model"
-    error_file = tmp_path / "job.error.json"
-    monkeypatch.setenv(ERROR_FILE_ENV, str(error_file))
     monkeypatch.chdir(tmp_path)
     argv = ["train", f"model_name_or_path={missing}", "template=qwen", "dataset=toy", f"output_dir={tmp_path / 'out'}"]
-    assert dispatch(argv) == 2
+    line, written, zh = failed_job(argv, tmp_path, monkeypatch, capsys)
     english = (
         f"Model folder {missing} does not exist (model_name_or_path). Check the path, or use a hub id like "
         "Qwen/Qwen2.5-0.5B."
     )
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {english}"
-    written = json.loads(error_file.read_text(encoding="utf-8"))
+    assert line == f"error: {english}"
     assert written == [
         {"key": "model_folder_missing", "values": {"path": str(missing), "option": "model_name_or_path"}}
     ]
-    zh = say_job_error(error_file, "zh")
     assert (
         zh == f"模型目录 {missing} 不存在（model_name_or_path）。请检查路径，或使用 Qwen/Qwen2.5-0.5B 这样的模型 ID。"
     )
@@ -134,11 +126,6 @@ def test_a_missing_model_folder_fails_a_job_with_a_chinese_reason(tmp_path, monk
 
 def test_a_missing_config_file_fails_a_job_with_a_chinese_reason(tmp_path, monkeypatch, capsys):
     """The config reader's error takes the same route: English on stderr, Chinese on the board."""
-    from tunekit.cli.verbs import dispatch
-
     config = tmp_path / "run.yaml"
-    error_file = tmp_path / "job.error.json"
-    monkeypatch.setenv(ERROR_FILE_ENV, str(error_file))
-    assert dispatch(["train", str(config)]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: Config file {config} does not exist."
-    assert say_job_error(error_file, "zh") == f"配置文件 {config} 不存在。"
+    line, _written, zh = failed_job(["train", str(config)], tmp_path, monkeypatch, capsys)
+    assert (line, zh) == (f"error: Config file {config} does not exist.", f"配置文件 {config} 不存在。")
