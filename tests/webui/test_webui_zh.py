@@ -151,6 +151,8 @@ def _updates(block_fn, answer) -> list[tuple[object, dict]]:
         elif isinstance(update, gr.components.Component):  # a component returned as its update: what it was given
             props = (*SHOWN, "choices", "color_map")
             out.append((comp, {p: getattr(update, p) for p in props if getattr(update, p, None)}))
+        else:  # a plain value: the value itself
+            out.append((comp, {"value": update}))
     return out
 
 
@@ -178,6 +180,29 @@ def test_the_language_switch_leaves_no_english_behind():
     assert by_where["tk-loss-plot x_title"] == "步数" and by_where["tk-lr-plot y_title"] == "学习率"
     assert ("tk-eval-template choice", "（无）") in strings and ("tk-field-template choice", "（无）") in strings
     assert ("tk-samples-out legend", "参与训练") in strings and ("tk-samples-out legend", "媒体") in strings
+
+
+def test_the_language_switch_rewords_all_that_the_chinese_page_words_otherwise():
+    """Whatever a page built in Chinese words differently from one built in English (labels, help, choices such as
+    the plan's "this machine", the board's own texts) is what the switch must send: an English page switched to
+    Chinese then shows what a Chinese page shows."""
+    from tunekit.webui.app import create_app
+
+    en, zh = create_app(lang="en"), create_app(lang="zh")
+    radio, handlers = _lang_handlers(en)
+    sent: dict[int, set] = {}
+    for block_fn in handlers:
+        data = {c: getattr(c, "value", None) for c in block_fn.inputs} | {radio: "zh"}
+        answer = block_fn.fn(data) if block_fn.inputs_as_dict else block_fn.fn(*[data[c] for c in block_fn.inputs])
+        for comp, props in _updates(block_fn, answer):
+            sent.setdefault(comp._id, set()).update(props)
+    missed = []
+    for a, b in zip(en.blocks.values(), zh.blocks.values(), strict=True):
+        props = (*SHOWN, "choices", *(("value",) if isinstance(a, WORDED) else ()))
+        for prop in props:
+            if getattr(a, prop, None) != getattr(b, prop, None) and prop not in sent.get(a._id, ()):
+                missed.append(f"{getattr(a, 'elem_id', None) or type(a).__name__} {prop}: {getattr(a, prop)!r:.60}")
+    assert missed == []
 
 
 @pytest.fixture(scope="module")

@@ -172,6 +172,7 @@ def _side_column(page: Page) -> dict[str, Any]:
                 "plan_gpu",
             )
             gpus = L(gr.Number(value=1, precision=0, label=t("plan_gpus", lang), elem_id="tk-plan-gpus"), "plan_gpus")
+            page.relabel(gpu, lambda lang: gr.update(choices=page.board.plan_devices(lang)[0]))  # "this machine"
         plan_md = gr.Markdown(elem_id="tk-plan-out")
         with gr.Row():
             plan_btn = L(gr.Button(t("plan_btn", lang), elem_id="tk-plan-btn", size="sm"), "plan_btn", "value")
