@@ -5,21 +5,29 @@ the record's own error) is Chinese through and through; the English the CLI prin
 from __future__ import annotations
 
 import ast
+import json
 import re
 import string
+from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers import ROOT, failed_job, write_dataset
+from tests.helpers import ROOT, failed_job, freeze_harmony_day, write_dataset
 from tests.zh_words import option_words, untranslated, value_words
+from tunekit.config import load_config
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_data import ENGLISH_DATA
 from tunekit.config.problems import Said
 from tunekit.data.dataset_info import parse_entry
 from tunekit.data.formats import convert_record
+from tunekit.data.pipeline import check_thought_markers, prepare_datasets, thought_templates
 from tunekit.data.readers import RawRecord, read_records
-from tunekit.errors import DataError, RecordError
-from tunekit.webui.problems_zh import say_error
+from tunekit.data.templates import get_template
+from tunekit.errors import ConfigError, DataError, RecordError
+from tunekit.model.loader import load_tokenizer
+from tunekit.tiny.text import build_tiny_model
+from tunekit.webui.paths import PathPolicy
+from tunekit.webui.problems_zh import say, say_error
 
 ALLOWED = option_words()
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -31,13 +39,14 @@ KEYED_MODULES = (
     "media_columns.py",
     "pipeline.py",
     "dataset_info.py",
-    "templates/tools.py",
     "tokenized_cache.py",
+    "collator.py",
+    "padding_free.py",
+    *(f"templates/{p.name}" for p in sorted((DATA / "templates").glob("*.py"))),
     *(f"mm_plugins/{p.name}" for p in sorted((DATA / "mm_plugins").glob("*.py"))),
     *(f"processors/{p.name}" for p in sorted((DATA / "processors").glob("*.py"))),
 )
 ERRORS = ("RecordError", "DataError", "ConfigError")
-CONFIG_ERRORS_PLAIN = ("pipeline.py",)  # its ConfigErrors (options that do not fit together) are not keyed yet
 
 
 def _keyed_calls(tree: ast.AST):
@@ -62,13 +71,12 @@ def test_the_data_layer_raises_its_file_and_record_errors_keyed():
     literal, unknown = [], []
     for name in KEYED_MODULES:
         for line, func, keys in _keyed_calls(ast.parse((DATA / name).read_text(encoding="utf-8"))):
-            errors = ERRORS[:2] if name in CONFIG_ERRORS_PLAIN else ERRORS
-            if func in errors and isinstance(keys[0], (ast.JoinedStr, ast.Constant, ast.BinOp)):
+            if func in ERRORS and isinstance(keys[0], (ast.JoinedStr, ast.Constant, ast.BinOp)):
                 literal.append(f"{name}:{line}")
             if func in ("Said", "_what") and not all(isinstance(k, ast.Constant) and k.value in ENGLISH for k in keys):
                 unknown.append(f"{name}:{line}")
     assert literal == [] and unknown == []
-    assert len(KEYED_MODULES) > 20  # the plugins and processors were found
+    assert len(KEYED_MODULES) > 30  # the plugins, processors and templates were found
 
 
 def test_a_key_two_tables_define_stops_the_merge():
@@ -82,7 +90,13 @@ def test_a_key_two_tables_define_stops_the_merge():
 
 
 # a template of code and values alone: nothing to translate
-WORDLESS = ("record_template_refused", "info_confined")
+WORDLESS = (
+    "record_template_refused",
+    "info_confined",
+    "part_harmony_items",
+    "part_harmony_one_of",
+    "part_harmony_property",
+)
 
 
 @pytest.mark.parametrize("key", sorted(ENGLISH_DATA))
@@ -254,3 +268,76 @@ def test_a_bad_tools_column_is_chinese_inside_the_record_error(tmp_path):
         "JSON 列表。"
     )
     assert untranslated(zh, ALLOWED | value_words(err.value.args[0])) == [], zh
+
+
+@pytest.fixture(scope="module")
+def gpt_oss(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("gptoss") / "model", like="gpt-oss-20b", num_layers=1)
+
+
+def test_a_template_refusal_through_the_pipeline_is_chinese(gpt_oss, tmp_path, monkeypatch):
+    """A record whose tool schema gpt-oss's template cannot render stops data preparation with the English it always
+    said (the schema's place named step by step); the board says the place and the fix in Chinese, the schema's
+    words and code as they are (the record's position is the tokenized sample's ``_source``, a plain string)."""
+
+    freeze_harmony_day(monkeypatch)
+    schema = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "null"}]}}
+    tool = {"name": "f", "description": "Do f.", "parameters": {"type": "object", "properties": {"p": schema}}}
+    convo = [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]
+    entry = {"formatting": "sharegpt", "columns": {"messages": "conversations", "tools": "tools"}}
+    path = write_dataset(tmp_path / "data", "toy", [{"conversations": convo, "tools": json.dumps([tool])}], entry)
+    values = dict(model_name_or_path=str(gpt_oss), template="gpt_oss", stage="sft", dataset="toy")
+    cfg = load_config(None, [*(f"{k}={v}" for k, v in values.items()), f"dataset_dir={tmp_path / 'data'}"])
+    monkeypatch.setenv("TUNEKIT_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DataError) as err:
+        prepare_datasets(cfg, load_tokenizer(cfg))
+    assert str(err.value) == (
+        f"{path}, record 0: tool 'f', parameter p[]: gpt-oss's official chat template cannot render 'anyOf' (it "
+        'declares the parameter as \'any\'); write it as \'oneOf\' or a type list ("type": ["string", "null"])'
+    )
+    zh = say_error(err.value, "zh")
+    assert zh == (
+        f"{path}, record 0：工具 'f' 的参数 p[]：`gpt-oss` 的官方对话模板无法渲染 'anyOf'（它会把该参数声明为 "
+        '`any`）；请把它写成 `oneOf` 或类型列表（`"type": ["string", "null"]`）'
+    )
+    assert untranslated(zh, ALLOWED | value_words(err.value.args[0])) == [], zh
+
+
+def test_a_run_option_the_template_cannot_serve_is_refused_keyed_with_its_fields():
+    """The pipeline's ConfigErrors (options that do not fit the template) name their options for the board and are
+    said in Chinese; the English as before."""
+    cfg = SimpleNamespace(thought_loss_weight=0.5, preserve_thinking=False, template="qwen")
+    with pytest.raises(ConfigError) as err:
+        check_thought_markers(cfg, get_template("qwen"))
+    assert str(err.value) == (
+        f"thought_loss_weight 0.5 needs a reasoning template with thought markers ({thought_templates()}), but "
+        "template is qwen: it has no thought block to weight; use your reasoning model's template, or remove "
+        "thought_loss_weight."
+    )
+    assert [p.fields for p in err.value.problems] == [("thought_loss_weight", "template")]
+    zh = say_error(err.value, "zh")
+    assert zh == (
+        f"thought_loss_weight 0.5 需要带思考标记的推理模板（{thought_templates()}），但 template 为 qwen：它没有可加"
+        "权的思考块；请使用推理模型的模板，或删除 thought_loss_weight。"
+    )
+    with pytest.raises(ConfigError) as err:
+        get_template("qwen2")
+    assert str(err.value).startswith("unknown template 'qwen2'. Did you mean: qwen, qwen3")
+    assert say_error(err.value, "zh").startswith("未知的模板 'qwen2'。你是不是想写：qwen、qwen3")
+
+
+def test_an_unreadable_dataset_info_is_refused_on_the_board_in_chinese(tmp_path):
+    """The board refuses a dataset whose dataset_info.json it cannot read with that file's own error, keyed: the
+    inner sentence is Chinese too."""
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "dataset_info.json").write_text("{broken")
+    said = PathPolicy(tmp_path, caches=[]).dataset_problem("dataset", "toy", "bad")
+    info = tmp_path / "bad" / "dataset_info.json"
+    assert said == (
+        f"Option 'dataset': dataset 'toy': {info} is not valid JSON (line 1, column 2): Expecting property name "
+        "enclosed in double quotes."
+    )
+    assert say(said, "zh") == (
+        f"参数 'dataset' 的数据集 'toy'：{info} 不是有效的 JSON（第 1 行，第 2 列）：Expecting property name enclosed "
+        "in double quotes。"
+    )

@@ -16,7 +16,9 @@ from tests.zh_words import option_words, untranslated, value_words
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_run import ENGLISH_RUN
 from tunekit.config.problems import Said
-from tunekit.errors import ModelError
+from tunekit.errors import ConfigError, ModelError
+from tunekit.model.finetuning import check_oft_blocks
+from tunekit.plan.gpus import find_gpu, known_gpus
 from tunekit.webui.problems_zh import say_error
 
 ALLOWED = option_words()
@@ -37,10 +39,31 @@ KEYED_MODULES = (
     "export/gptq_check.py",
     "config/files.py",
     "config/loader.py",
+    # the last user errors outside data/ (issue 31, item 6)
+    "model/finetuning.py",
+    "model/prompt_adapters.py",
+    "export/gguf_export.py",
+    "infer/metrics.py",
+    *(f"train/{p.name}" for p in sorted((SRC / "train").glob("*.py"))),
+    *(f"train/engines/{p.name}" for p in sorted((SRC / "train" / "engines").glob("*.py"))),
+    "plan/architectures.py",
+    "plan/gpus.py",
+    "plan/optimizer_states.py",
+    "plan/planner.py",
+    "plan/vision.py",
+    "config/options/data.py",
+    "config/options/facts.py",
+    "cli/args.py",
+    "cli/train_cmd.py",
+    "cli/export_cmd.py",
+    "cli/verify_cmd.py",
+    "cli/data_cmd.py",
+    "cli/plan_cmd.py",
+    "serve/server.py",
 )
 USER_ERRORS = ("TunekitError", "ConfigError", "DataError", "RecordError", "ModelError", "EnvironmentProblem")
 # pieces that are only punctuation around their values in Chinese
-NO_WORDS = {"part_weights_both", "part_resume_torn"}
+NO_WORDS = {"part_weights_both", "part_resume_torn", "gguf_runner_failed"}
 
 
 def _known(key: ast.expr) -> bool:
@@ -129,3 +152,55 @@ def test_a_missing_config_file_fails_a_job_with_a_chinese_reason(tmp_path, monke
     config = tmp_path / "run.yaml"
     line, _written, zh = failed_job(["train", str(config)], tmp_path, monkeypatch, capsys)
     assert (line, zh) == (f"error: Config file {config} does not exist.", f"配置文件 {config} 不存在。")
+
+
+def test_a_method_refused_by_the_model_is_said_in_chinese():
+    """``model/finetuning.py``'s refusal of an OFT block size that does not divide the layers' widths: the English
+    word for word, the option it concerns for the board, and Chinese with no English left but names and values."""
+    with pytest.raises(ConfigError) as err:
+        check_oft_blocks(0, 48, [64, 256, 64])
+    assert str(err.value) == (
+        "oft_block_size 48 does not divide the input width of every adapted layer (widths 64, 256; not 64, 256): "
+        "peft would change it layer by layer. Set oft_block_size to a divisor of all of them (1, 2, 4, 8, 16, 32, "
+        "64), or narrow oft_target."
+    )
+    assert err.value.problems[0].fields == ("oft_block_size", "oft_target")
+    zh = say_error(err.value, "zh")
+    assert zh == (
+        "oft_block_size 48 不能整除每个被适配层的输入宽度（宽度为 64, 256；不能整除的有 64, 256）：peft 会逐层改变它。"
+        "请把 oft_block_size 设为它们全部的公约数（1, 2, 4, 8, 16, 32, 64），或缩小 oft_target 的范围。"
+    )
+    assert untranslated(zh, ALLOWED) == [], zh
+
+
+def test_a_planner_refusal_is_said_in_chinese():
+    """The planner's unknown ``--gpu``: the English as ``tunekit plan`` always printed it, the list of GPUs joined the
+    Chinese way on the board."""
+    with pytest.raises(ConfigError) as err:
+        find_gpu("no-such-gpu")
+    known = known_gpus()
+    assert str(err.value) == (
+        f"Unknown GPU 'no-such-gpu'. Known GPUs: {', '.join(known)}; or give its memory with --gpu-memory GiB."
+    )
+    zh = say_error(err.value, "zh")
+    assert zh == f"未知的 GPU 'no-such-gpu'。已知的 GPU：{'、'.join(known)}；或用 `--gpu-memory GiB` 给出它的显存。"
+    assert untranslated(zh, ALLOWED | value_words(err.value.args[0])) == [], zh
+
+
+def test_a_data_command_without_a_dataset_fails_a_job_with_a_chinese_reason(tmp_path, monkeypatch, capsys):
+    """``tunekit data stats`` with no dataset: English on stderr, the keyed error in the error file, Chinese on the
+    board."""
+    config = tmp_path / "run.yaml"
+    config.write_text(f"model_name_or_path: {tmp_path / 'model'}\ntemplate: qwen\n", encoding="utf-8")
+    line, written, zh = failed_job(["data", "stats", str(config)], tmp_path, monkeypatch, capsys)
+    assert line == "error: No dataset configured: set dataset (names from dataset_info.json or file paths)."
+    assert written == [{"key": "cli_data_no_dataset", "values": {}}]
+    assert zh == "没有配置数据集：请设置 dataset（dataset_info.json 中的名称或文件路径）。"
+
+
+def test_ray_is_refused_in_chinese():
+    """``RAY_REFUSED``, raised from a constant, is keyed too."""
+    from tunekit.train.engines.launcher import RAY_REFUSED
+
+    zh = say_error(ConfigError(RAY_REFUSED), "zh")
+    assert RAY_REFUSED.key == "launch_ray" and HAN.search(zh) and untranslated(zh, ALLOWED) == [], zh

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tunekit.config import Config, load_config
+from tunekit.config.problems import Said
 from tunekit.errors import ConfigError
 
 
@@ -32,7 +33,7 @@ def pop_flags(argv: list[str], names: Iterable[str]) -> tuple[dict[str, str], li
                 i += 1
                 found[key] = argv[i]
             else:
-                raise ConfigError(f"{key} needs a value.")
+                raise ConfigError(Said("cli_flag_needs_value", flag=key))
         else:
             rest.append(arg)
         i += 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tunekit.config import load_config
 from tunekit.config.loader import check_writable_folder
+from tunekit.config.problems import Said, config_error
 from tunekit.data.lengths import measure_lengths
 from tunekit.errors import ConfigError
 from tunekit.model.loader import load_tokenizer
@@ -45,7 +46,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(HELP)
         return 0
     if argv[0] != "stats":
-        raise ConfigError(f"Unknown data command {argv[0]!r}: use `tunekit data stats CONFIG.yaml`.")
+        raise ConfigError(Said("cli_data_unknown", command=repr(argv[0])))
     argv = argv[1:]
     if any(a in ("-h", "--help") for a in argv):
         sys.stdout.write(HELP)
@@ -67,7 +68,7 @@ def main(argv: list[str]) -> int:
     if plot:  # before the data is read: a folder that cannot be written fails now, a missing one is created
         check_writable_folder(Path(plot).expanduser().parent, "--plot")
     if not cfg.dataset:
-        raise ConfigError("No dataset configured: set dataset (names from dataset_info.json or file paths).")
+        raise config_error("cli_data_no_dataset", ("dataset",))
     table = measure_lengths(cfg, load_tokenizer(cfg))
     stats = dataset_stats(
         table,

@@ -6,6 +6,7 @@ import json
 import sys
 
 from tunekit.config import load_config
+from tunekit.config.problems import Said
 from tunekit.errors import ConfigError
 from tunekit.plan import make_plan
 from tunekit.plan.report import print_plan
@@ -79,12 +80,13 @@ def parse(argv: list[str]) -> tuple[str | None, list[str], dict]:
                 i += 1
                 raw = argv[i]
             else:
-                raise ConfigError(f"{key} needs a value.")
+                raise ConfigError(Said("cli_flag_needs_value", flag=key))
             try:
                 opts[DEST.get(key, key[2:].replace("-", "_"))] = VALUE_FLAGS[key](raw)
             except ValueError:
-                kind = {int: "a whole number", float: "a number"}.get(VALUE_FLAGS[key], VALUE_FLAGS[key].__name__)
-                raise ConfigError(f"{key} expects {kind}, got {raw!r}.") from None
+                kind = {int: Said("part_a_whole_number"), float: Said("part_a_number")}.get(VALUE_FLAGS[key])
+                kind = kind or VALUE_FLAGS[key].__name__
+                raise ConfigError(Said("cli_flag_expects", flag=key, kind=kind, value=repr(raw))) from None
         elif key in BOOL_FLAGS:
             opts[key[2:].replace("-", "_")] = True
         elif path is None and not rest and not arg.startswith("-") and "=" not in arg:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from tunekit.config.problems import Said
 from tunekit.errors import ConfigError
 from tunekit.export.verify import print_report, verify_export
 
@@ -31,7 +32,7 @@ def main(argv: list[str]) -> int:
     strict = "--strict" in argv
     paths = [a for a in argv if a not in ("--json", "--strict")]
     if len(paths) != 1:
-        raise ConfigError("tunekit verify takes one folder: tunekit verify EXPORT_DIR [--json] [--strict].")
+        raise ConfigError(Said("cli_verify_one_folder"))
     report = verify_export(paths[0])
     if as_json:
         print(json.dumps(report, indent=2, ensure_ascii=False, default=str))

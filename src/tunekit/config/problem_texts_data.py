@@ -1,9 +1,9 @@
 """The English templates of the data layer's errors about a data file and its records (``data/readers.py``,
 ``data/formats.py``, ``data/message_content.py``, ``data/media_columns.py``, ``data/dataset_info.py``,
-``data/templates/tools.py``, ``data/mm_plugins/``, ``data/processors/``, ``data/tokenized_cache.py``): key →
-template, part of :data:`tunekit.config.problem_texts.ENGLISH`. The board says each again in Chinese
-(``webui/problems_zh_data.py``); the CLI says the English, word for word what these errors said before they were
-keyed.
+``data/templates/``, ``data/mm_plugins/``, ``data/processors/``, ``data/tokenized_cache.py``, ``data/pipeline.py``,
+``data/padding_free.py``): key → template, part of :data:`tunekit.config.problem_texts.ENGLISH`. The board says each
+again in Chinese (``webui/problems_zh_data.py``); the CLI says the English, word for word what these errors said
+before they were keyed.
 
 ``{where}`` is a record's position (``part_where_record``: :attr:`~tunekit.data.readers.RawRecord.where`); ``{what}``
 names the record's part (a column name as it is, or a ``part_what_*`` piece). A record's error is
@@ -269,4 +269,79 @@ ENGLISH_DATA: dict[str, str] = {
     "tokenized_path to another folder",
     "part_cache_fix_first": "Set overwrite_cache: true to tokenize again (it replaces the saved data), or point "
     "tokenized_path to another folder",
+    # the options of a run's data (data/pipeline.py, data/padding_free.py)
+    "data_template_not_set": "template is not set: name the chat template of your model (e.g. qwen, llama3, default;"
+    " `tunekit templates` lists them) or 'jinja' to use the tokenizer's own chat_template.",
+    "data_thought_weight_template": "thought_loss_weight {weight:g} needs a reasoning template with thought markers "
+    "({templates}), but template is {template}: it has no thought block to weight; use your reasoning model's "
+    "template, or remove thought_loss_weight.",
+    "data_preserve_thinking_template": "preserve_thinking needs a reasoning template with thought markers "
+    "({templates}), but template is {template}: it drops no thought from earlier replies; use your reasoning model's "
+    "template, or remove preserve_thinking.",
+    "data_dataset_not_set": "dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or "
+    "give a file path.",
+    "data_val_size_no_train": "val_size {val_size:g} leaves no training samples: the data has {count} usable "
+    "sample(s) after preprocessing. Use a smaller val_size (e.g. 0.1) or more data.",
+    "data_interleave_probs_count": "interleave_probs has {probs} values but dataset names {datasets} datasets.",
+    "part_dataset_path": "dataset '{name}' ({path})",
+    "data_family_not_packed": "{option} is not supported for the {family} family: {reason}. Remove {option} for this "
+    "model (the padded batches are exact).",
+    "part_gemma3_packed_mask": "transformers 5.24 builds Gemma 3's sliding-window mask with the image blocks as an "
+    "or_mask_function, which it then indexes by the restarted per-sample positions "
+    "(masking_utils.remap_positions_for_packed_sequence), so image tokens would attend to the wrong blocks",
+    # the chat templates (data/templates/)
+    "template_unknown": "unknown template '{name}'.{hint} Available: {available} (see `tunekit templates`).",
+    "template_no_messages": "a conversation needs at least one message",
+    "template_message_shape": "message {index} must be a dict with a 'role' and a string 'content', got {value}",
+    "template_reasoning_not_text": "message {index}: 'reasoning' must be a string (the reply's thought) or absent, "
+    "got {type}",
+    "template_role_order": "message {index} has role '{role}' but must be one of {roles}: conversations alternate "
+    "user/observation and assistant/function_call, starting with the user (put the system prompt in the 'system' "
+    "argument, not in the messages)",
+    "template_prompt_end": "render_prompt needs messages ending with a user/observation message",
+    "template_training_end": "a training conversation must end with an assistant/function_call message",
+    "template_unknown_tool_format": "unknown tool_format '{value}'; choose one of: {formats}",
+    "template_no_tools": "template '{name}' cannot express tools (no tool-call format); use a chat template with tool "
+    "support (qwen, qwen3, llama3, glm4, mistral, default, ...)",
+    "template_no_calls": "template '{name}' cannot express function calls",
+    "jinja_no_chat_template": "template 'jinja' renders with the tokenizer's own chat_template, but {what}. Pick a "
+    "named template instead (e.g. template: qwen, llama3, default; see `tunekit templates`).",
+    "part_jinja_no_tokenizer": "no tokenizer was given",
+    "part_jinja_tokenizer_lacks": "this tokenizer has no chat_template",
+    "jinja_render_failed": "the tokenizer's chat_template failed to render this conversation: {error}",
+    "jinja_not_prefix_preserving": "template 'jinja': the tokenizer's chat_template is not prefix-preserving: adding "
+    "turn {turn} changes how the earlier turns render (e.g. Qwen3 drops the <think> blocks of earlier replies), so "
+    "the assistant spans cannot be found. Use the named template for this family (e.g. qwen3).",
+    "jinja_reply_not_continued": "template 'jinja': turn {turn}'s reply does not continue the generation prompt the "
+    "chat_template renders (add_generation_prompt=True); the assistant span cannot be found. Use a named template "
+    "instead.",
+    # gpt-oss's harmony format (data/templates/harmony.py, harmony_tools.py); {where} names a tool schema's place
+    "harmony_tool_format": "template '{name}' writes tools and calls in harmony's own format; tool_format "
+    "'{tool_format}' cannot change it (leave tool_format unset)",
+    "harmony_orphan_result": "message {index} is a tool result (observation) that follows no function_call: harmony "
+    "names the tool that answers (<|start|>functions.NAME to=assistant) after the call it answers: put the "
+    "function_call message before it.",
+    "harmony_parallel_calls": "message {index} holds {count} function calls ({names}); gpt-oss (harmony) makes one "
+    "call per assistant message (its official chat template renders only the first): split them into one "
+    "function_call / observation pair each",
+    "harmony_schema_not_object": "{where}: a JSON schema must be an object, got {value}",
+    "harmony_required_not_list": "{where}: 'required' must be a list of property names, got {value}",
+    "harmony_unrendered": "{where}: gpt-oss's official chat template cannot render '{key}' (it declares the parameter "
+    "as 'any'); {fix}",
+    "part_harmony_fix_any_of": 'write it as \'oneOf\' or a type list ("type": ["string", "null"])',
+    "part_harmony_fix_all_of": "merge the schemas into one object",
+    "part_harmony_fix_ref": "write the referenced schema in place",
+    "part_harmony_fix_const": "write it as a one-value 'enum' of type string",
+    "part_harmony_fix_not": "describe the allowed values with 'type' / 'enum'",
+    "harmony_default_not_text": "{where}: the default of an 'enum' / 'oneOf' parameter must be a string for gpt-oss's "
+    "official chat template (it writes it as text), got {value}",
+    "harmony_tool_no_name": "a tool needs a string 'name' (and 'description', 'parameters'), got {value}",
+    "harmony_tool_no_description": "{where}: gpt-oss's official chat template needs a string 'description' (written "
+    "as a // comment)",
+    "part_harmony_tool": "tool '{name}'",
+    "part_harmony_parameters": "{where}, parameters",
+    "part_harmony_parameter": "{where}, parameter {name}",
+    "part_harmony_items": "{where}[]",
+    "part_harmony_one_of": "{where} (oneOf {index})",
+    "part_harmony_property": "{where}.{name}",
 }

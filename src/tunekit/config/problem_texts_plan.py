@@ -1,6 +1,7 @@
 """The English templates of the memory planner's errors the web board can show (``plan/architectures.py``,
-``plan/params.py``, ``plan/planner.py``): key → template, part of :data:`tunekit.config.problem_texts.ENGLISH`.
-The board says each again in Chinese (``webui/problems_zh_plan.py``); ``tunekit plan`` prints the English.
+``plan/params.py``, ``plan/planner.py``, ``plan/gpus.py``, ``plan/vision.py``): key → template, part of
+:data:`tunekit.config.problem_texts.ENGLISH`. The board says each again in Chinese (``webui/problems_zh_plan.py``);
+``tunekit plan`` prints the English.
 
 An error carries its message as a :class:`~tunekit.config.problems.Said` (``ModelError(Said(key, ...))``), so the
 board's ``say_error`` says it from its key and values. A value in quotes is given as its ``repr`` (a ``str``).
@@ -46,6 +47,18 @@ ENGLISH_PLAN: dict[str, str] = {
     "model this small costs more than it saves; use at most {most} GPU(s) or no ZeRO.",
     "plan_val_size_no_train": "val_size {val_size:g} leaves no training samples out of {samples}: use a smaller "
     "val_size.",
+    # the model and the GPU on the command line (plan/architectures.py, gpus.py, planner.py, vision.py)
+    "plan_model_config_unknown": "--model-config {name} is neither a config.json, a model folder nor a built-in "
+    "architecture. Built-in: {names}.",
+    "plan_no_model": "No model given: set model_name_or_path in the config or pass --model-config NAME|PATH.",
+    "plan_gpu_unknown": "Unknown GPU {name}. Known GPUs: {known}; or give its memory with --gpu-memory GiB.",
+    "plan_gpu_memory_positive": "--gpu-memory must be a positive number of GiB, got {memory}.",
+    "plan_gpu_both": "Give either --gpu NAME or --gpu-memory GiB, not both.",
+    "plan_auto_fit_no_gpu": "--auto-fit needs a GPU to fit into: pass --gpu NAME or --gpu-memory GiB.",
+    "plan_auto_fit_nothing": "auto_fit: nothing fits on {gpu} ({memory} GiB): the smallest set-up ({rung}) needs "
+    "{short} GiB more{more}. Run `tunekit plan` for the breakdown.",
+    "part_fit_more_gpus": ", or {n} GPUs with ZeRO-3",
+    "plan_no_video": "the {family} family has no video input: plan without --videos.",
 }
 
 # placeholder → how a tuple of values is joined in English (added to problem_texts.JOINS)

@@ -1,7 +1,8 @@
 """The English templates of the errors a training, export or config-reading job fails with (``model/loader.py``,
 ``model/expand.py``, ``train/run.py``, ``train/resume.py``, ``train/preflight.py``, ``train/stages/``,
-``train/engines/launcher.py``, ``train/engines/distributed.py``, ``export/``, ``config/files.py``,
-``config/loader.py``): key → template, part of :data:`tunekit.config.problem_texts.ENGLISH`. The board says each
+``train/engines/``, ``export/``, ``config/files.py``, ``config/loader.py``, ``model/finetuning.py``,
+``model/prompt_adapters.py``, ``infer/metrics.py``, the ``tunekit`` commands a board job runs,
+``serve/server.py``): key → template, part of :data:`tunekit.config.problem_texts.ENGLISH`. The board says each
 again in Chinese (``webui/problems_zh_run.py``); the CLI says the English, word for word what these errors said before
 they were keyed.
 
@@ -225,4 +226,147 @@ ENGLISH_RUN: dict[str, str] = {
     "args_folder_is_file": "{option} {path}: {existing} is a file, not a folder; choose another {option}.",
     "args_folder_unwritable": "{option} {path} cannot be written ({error} in {existing}); choose a folder you can "
     "write to.",
+    # adapters and the fine-tuning method (model/finetuning.py, model/prompt_adapters.py)
+    "adapter_unloadable": "Adapter {path} could not be loaded: {error}",
+    "adapter_resume_unloadable": "Adapter {path} could not be loaded to continue training: {error}",
+    "ft_layers_unknown": "Cannot tell how many layers this model has (no num_hidden_layers in config.json); use "
+    "finetuning_type lora or full.",
+    "ft_freeze_modules_missing": "freeze_trainable_modules names {missing}, which the layers do not have; available: "
+    "{available}.",
+    "ft_lora_rank_too_large": "lora_rank {rank} is larger than any adapted layer can use: a LoRA update of a d_in x "
+    "d_out layer has rank at most min(d_in, d_out), and the adapted layers are {widths} (in x out); set lora_rank to "
+    "at most {usable}.",
+    "ft_oft_block_divides": "{option} {value} does not divide the input width of every adapted layer (widths "
+    "{widths}; not {bad}): peft would change it layer by layer. Set {option} to a divisor of all of them ({fits}), "
+    "or narrow oft_target.",
+    "ft_pissa_not_kept": "pissa_convert: the initial PiSSA adapter was not kept (the model was not built with "
+    "pissa_init and pissa_convert by tunekit); cannot convert the adapter to plain LoRA.",
+    "prompt_adapter_not_last": "adapter_name_or_path: {path} is a {kind} adapter, which cannot be merged into the "
+    "weights, so it must be the last adapter listed: move it to the end, or drop the ones after it.",
+    "ptuning_latent_attention": "finetuning_type ptuning cannot train {model_type}: its multi-head latent attention "
+    "caches one compressed latent per token (kv_lora_rank {rank} wide) and a shared rotary key (qk_rope_head_dim "
+    "{rope}), not per-head keys and values, so PEFT's prefix (pre_seq_len keys and values per head and layer) does "
+    "not fit its cache. Use finetuning_type prompt (num_virtual_tokens) or lora.",
+    "prompt_adapter_under": "adapter_name_or_path: {path} is a {kind} adapter, which cannot be merged into the "
+    "weights to train finetuning_type {method} on top of it: {fix}.",
+    "part_prompt_continue": "set finetuning_type: {method} to continue training it, or remove it",
+    "part_remove_it": "remove it",
+    "prompt_adapter_other_kind": "adapter_name_or_path: {path} is a {kind} adapter, not one of finetuning_type "
+    "{method} ({peft_type}): set finetuning_type {target} to continue it, or remove it.",
+    "part_to_its_kind": "to its kind",
+    "prompt_tokens_differ": "{option} {value} differs from the {tokens} virtual tokens of adapter_name_or_path "
+    "{path}, which this run trains further: remove {option} or set it to {tokens}.",
+    # GGUF export (export/gguf_export.py), prediction metrics (infer/metrics.py)
+    "gguf_prompt_adapter": "export_format: gguf needs weights to convert, but {path} is a prefix / prompt adapter "
+    "(finetuning_type ptuning or prompt), which changes no weight and cannot be merged into the model: export it "
+    "with export_format: safetensors (the adapter with a reference to its base).",
+    "gguf_multimodal": "export_format: gguf converts text models; {model} is a vision-language or audio model "
+    "({arch}), whose tower llama.cpp keeps in a separate mmproj file that tunekit does not write: export it with "
+    "export_format: safetensors.",
+    "gguf_packages": "export_format: gguf needs the gguf and llama-cpp-python packages ({error}): pip install "
+    "'tunekit[gguf]'.",
+    "gguf_arch_unsupported": "export_format: gguf: llama.cpp's converter (llama-cpp-python {version}) has no "
+    "architecture {arch} ({model}), so it cannot write a GGUF of this model: export it with export_format: "
+    "safetensors.",
+    "gguf_convert_failed": "llama.cpp's convert_hf_to_gguf.py could not convert the merged model",
+    "gguf_quantize_failed": "llama.cpp could not quantize {name} to {kind}",
+    "gguf_runner_failed": "{failure}:\n{tail}",
+    "metrics_packages": "prediction metrics need jieba, nltk and rouge-chinese ({name} is missing): pip install "
+    "'tunekit[metrics]'.",
+    # the trainer's settings, checkpoints, the machine, optimizers, trackers (train/)
+    "train_settings_invalid": "Invalid training settings: {error}",
+    "ckpt_no_prefix_encoder": "{path} has no {file}, which a prefix_projection run resumes its prefix MLP from (its "
+    "adapter holds only the MLP's output): resume from a checkpoint tunekit wrote, or start a new run with "
+    "adapter_name_or_path: {path} (it continues as a plain prefix, without the MLP).",
+    "ckpt_disk_full": "no space left on device while saving {what}; {intact}. Free some space (or set "
+    "save_total_limit), then continue with resume_from_checkpoint: auto.",
+    "part_ckpt_intact": "{name} is intact",
+    "part_no_earlier_ckpt": "no earlier checkpoint exists",
+    "part_final_model_to": "the final model to {path}",
+    "part_ckpt_to": "checkpoint-{step} to {path}",
+    "ds_not_installed": "deepspeed: {source} needs the DeepSpeed package, which is not installed: pip install "
+    "'tunekit[deepspeed]' (or pip install deepspeed), or remove the deepspeed option.",
+    "ds_offload_no_compiler": "deepspeed: {source} offloads the optimizer to the CPU, which needs DeepSpeed's CPU "
+    "Adam op; it is built on first use and that needs a C++ compiler (c++/g++) and ninja, not found here. Install "
+    "them (e.g. apt-get install build-essential; pip install ninja), or use a config without offload (z2, z3).",
+    "ds_cpu_no_compiler": "deepspeed on CPU builds its shared-memory communication op on first use, which needs a "
+    "C++ compiler and ninja, not found here: install them (apt-get install build-essential; pip install ninja).",
+    "fp8_backend_unknown": "fp8_backend {backend} is not supported: use fp8_backend: torchao (or auto) or te.",
+    "fp8_no_te": "fp8_backend te needs NVIDIA Transformer Engine (pip install transformer-engine[pytorch], on a CUDA "
+    "machine), which is not installed: install it, or use fp8_backend: torchao.",
+    "fp8_no_torchao": "fp8 with fp8_backend torchao (or auto) needs torchao, which is not installed: {install} (the "
+    "fp8 extra), or use fp8_backend: te, or remove fp8.",
+    "machine_fp16_no_gpu": "fp16 mixed precision needs a GPU and {where}; on CPU use fp32 (the default) or bf16.",
+    "machine_fp8_no_gpu": "fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and {where}; remove "
+    "fp8 (on CPU train in fp32, the default).",
+    "part_use_cpu_set": "use_cpu is set",
+    "part_none_visible": "none is visible",
+    "machine_gpu_too_old": "{what} needs a GPU of compute capability {minimum} or newer ({family}); {name} is "
+    "{capability}: {fix}.",
+    "part_fp8_training": "fp8 training",
+    "part_ampere_or_newer": "Ampere or newer",
+    "part_fix_fp8_bf16": "remove fp8 and use bf16: true",
+    "part_fix_bf16_fp16": 'use fp16: true instead (with a DeepSpeed file, its bf16 block disabled or "auto")',
+    "optim_package_missing": "this optimizer needs the {package} package: pip install -c constraints.txt "
+    "'.[optimizers]' (or pip install {package}).",
+    "optim_targets_missing": "the target modules {missing} are not linear layers (or modules holding them) of this "
+    "model; linear layers: {available} (or all).",
+    "optim_muon_no_weights": "use_muon found no trainable 2-D weight inside the decoder layers: train them "
+    "(finetuning_type: full or freeze) or remove use_muon.",
+    "optim_galore_optim": "use_galore works with optim adamw_torch (or adamw_8bit, adafactor), not {optim}: set "
+    "optim: adamw_torch.",
+    "optim_apollo_optim": "use_apollo works with optim adamw_torch, not {optim}: set optim: adamw_torch.",
+    "optim_badam_ratio_clip": "badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot "
+    "norm: set max_grad_norm: 0 (or use badam_mode: layer).",
+    "tracker_not_installed": "report_to includes {name} but the {package} package is not installed: pip install "
+    "{package}, or remove {name} from report_to{swanlab}.",
+    "part_swanlab_off": " / set use_swanlab: false",
+    "tracker_wandb_login": "wandb needs a login: set WANDB_API_KEY (or run `wandb login`), or WANDB_MODE=offline to "
+    "log locally.",
+    "tracker_swanlab_offline": "swanlab_mode: cloud needs network access to {host}, which is not reachable from this "
+    "machine. Use swanlab_mode: local (logs to disk, view with `swanlab watch`) or remove use_swanlab.",
+    "tracker_swanlab_key": "swanlab_mode: cloud needs an API key: set swanlab_api_key or SWANLAB_API_KEY (or run "
+    "`swanlab login`), or use swanlab_mode: local.",
+    # the engines (train/engines/fsdp.py, media_ranks.py, launcher.py)
+    "fsdp_no_distributed": "fsdp: {strategy} needs torch.distributed: start it with `tunekit train` (it runs "
+    "torchrun) or your own launcher (torchrun / accelerate launch).",
+    "fsdp_wrap_classes_missing": "fsdp_transformer_layer_cls_to_wrap (or fsdp_config's "
+    "transformer_layer_cls_to_wrap) names {missing}, which {name} has no module of (its decoder layer classes: "
+    "{own}): name classes of the loaded model, or remove the option to shard its decoder layers.",
+    "part_none": "none",
+    "fsdp_no_wrap_class": "fsdp: {name} has no module of class {classes}: name its decoder layer class with "
+    "fsdp_transformer_layer_cls_to_wrap (e.g. LlamaDecoderLayer).",
+    "fsdp_no_layer_class": "fsdp: {name} names no decoder layer class (_no_split_modules): name it with "
+    "fsdp_transformer_layer_cls_to_wrap (e.g. LlamaDecoderLayer).",
+    "fsdp_mixed_dtypes": "fsdp: the trainable parameters of one layer have different dtypes ({dtypes}); FSDP2 needs "
+    "one per layer. Load the model in float32 (dtype: float32); bf16: true still computes in bf16.",
+    "fsdp_no_state": "checkpoint {path} has no {state}/ (it was not written by an fsdp run, or with save_only_model: "
+    "true): FSDP2 resumes only from its own checkpoints. Resume it without fsdp, or start from scratch.",
+    "fsdp_checkpoint_sharded": "checkpoint {path} was written by an fsdp run: resume it with the same fsdp setting "
+    "(its optimizer state is sharded).",
+    "part_media_ranks_where": "{engine} with a vision-language model on {ranks} ranks: {count} of {total} {split} "
+    "samples",
+    "part_split_training": "training",
+    "part_split_evaluation": "evaluation",
+    "media_ranks_sharded": "{where} have no image, video or audio. These engines gather the vision tower's weights "
+    "only on the ranks whose micro-batch has media, so the ranks would wait on each other. Give every sample its "
+    "media, train the text-only samples in a separate run, or use deepspeed: z2 with the vision tower and projector "
+    "frozen (or DDP / one process), which keep whole weights on every rank.",
+    "media_ranks_tower_trains": "{where} have no image, video or audio, and the vision tower or projector trains: a "
+    "rank without media has no gradient for them and the ranks' gradient reductions would not match. Give every "
+    "sample its media, set freeze_vision_tower and freeze_multi_modal_projector to true, or train without deepspeed "
+    "(DDP).",
+    "launch_ray": "USE_RAY=1 asks for LLaMA-Factory's Ray Train launch, which tunekit does not have: unset USE_RAY. "
+    "tunekit train starts one process per visible GPU itself (NPROC_PER_NODE, NNODES/NODE_RANK/MASTER_ADDR for "
+    "several machines: docs/workflows/multi-gpu.md).",
+    # the command line (cli/), the API server's flags (serve/server.py)
+    "cli_flag_needs_value": "{flag} needs a value.",
+    "cli_flag_expects": "{flag} expects {kind}, got {value}.",
+    "part_a_whole_number": "a whole number",
+    "part_a_number": "a number",
+    "cli_data_unknown": "Unknown data command {command}: use `tunekit data stats CONFIG.yaml`.",
+    "cli_data_no_dataset": "No dataset configured: set dataset (names from dataset_info.json or file paths).",
+    "cli_verify_one_folder": "tunekit verify takes one folder: tunekit verify EXPORT_DIR [--json] [--strict].",
+    "serve_bad_port": "{where} must be a port number from 1 to 65535, got {value}.",
+    "serve_bad_body_mb": "{where} must be a positive number of megabytes (e.g. 4), got {value}.",
 }

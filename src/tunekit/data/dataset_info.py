@@ -110,8 +110,9 @@ class DatasetAttr:
     def column(self, key: str) -> str | None:
         return self.columns.get(key)
 
-    def describe(self) -> str:
-        return f"dataset '{self.name}' ({self.path})"
+    def describe(self) -> Said:
+        """``dataset 'x' (path)``: a keyed piece, said again in the language of the message it is part of."""
+        return Said("part_dataset_path", name=self.name, path=str(self.path))
 
 
 def read_dataset_info(dataset_dir: str | Path) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from ..config.problems import Said, config_error
 from .labels import IGNORE_INDEX
 
 
@@ -84,11 +84,7 @@ def segment_ids(position_ids) -> Any:
 
 
 #: media families that cannot be batched padding-free (or neat-packed), with the reason named in the refusal
-REFUSED_FAMILIES = {
-    "gemma3": "transformers 5.24 builds Gemma 3's sliding-window mask with the image blocks as an or_mask_function, "
-    "which it then indexes by the restarted per-sample positions (masking_utils.remap_positions_for_packed_sequence), "
-    "so image tokens would attend to the wrong blocks",
-}
+REFUSED_FAMILIES = {"gemma3": Said("part_gemma3_packed_mask")}
 
 
 def refuse_family(mm, option: str) -> None:
@@ -96,10 +92,7 @@ def refuse_family(mm, option: str) -> None:
     ``option``."""
     reason = REFUSED_FAMILIES.get(getattr(mm, "NAME", ""))
     if reason is not None:
-        raise ConfigError(
-            f"{option} is not supported for the {mm.NAME} family: {reason}. Remove {option} for this model "
-            f"(the padded batches are exact)."
-        )
+        raise config_error("data_family_not_packed", (option,), option=option, family=mm.NAME, reason=reason)
 
 
 def rope_index_of(model) -> Any:

@@ -17,9 +17,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..config.problems import Said, message_of
+from ..config.problems import Said, config_error, message_of
 from ..config.schema import Config
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from . import tokenized_cache
 from .cache import cache_root, fingerprint, media_options, source_signature, tokenization_options, tokenizer_signature
 from .dataset_info import DatasetAttr, resolve_datasets
@@ -57,10 +57,7 @@ def load_template(cfg: Config, tokenizer, stage: str | None = None):
         fix_tokenizer(tokenizer, [], [])  # only a PAD (and EOS) where the tokenizer has none
         return None
     if not cfg.template:
-        raise ConfigError(
-            "template is not set: name the chat template of your model (e.g. qwen, llama3, default; "
-            "`tunekit templates` lists them) or 'jinja' to use the tokenizer's own chat_template."
-        )
+        raise config_error("data_template_not_set", ("template",))
     template = get_template(cfg.template, tokenizer, tool_format=cfg.tool_format, empty_eos=cfg.empty_template_eos)
     template.fix_tokenizer(tokenizer)
     return template
@@ -77,10 +74,12 @@ def check_thought_markers(cfg: Config, template) -> None:
         or getattr(getattr(template, "spec", None), "reasoning", False)
     ):
         return
-    raise ConfigError(
-        f"thought_loss_weight {cfg.thought_loss_weight:g} needs a reasoning template with thought markers "
-        f"({thought_templates()}), but template is {cfg.template}: it has no thought block to weight; use your "
-        "reasoning model's template, or remove thought_loss_weight."
+    raise config_error(
+        "data_thought_weight_template",
+        ("thought_loss_weight", "template"),
+        weight=cfg.thought_loss_weight,
+        templates=thought_templates(),
+        template=str(cfg.template),
     )
 
 
@@ -92,10 +91,11 @@ def thought_templates() -> str:
 def check_preserve_thinking(cfg: Config, template) -> None:
     if not cfg.preserve_thinking or template is None or getattr(getattr(template, "spec", None), "reasoning", True):
         return  # template: jinja (no spec) passes preserve_thinking to the tokenizer's chat_template
-    raise ConfigError(
-        f"preserve_thinking needs a reasoning template with thought markers ({thought_templates()}), but template "
-        f"is {cfg.template}: it drops no thought from earlier replies; use your reasoning model's template, or remove "
-        "preserve_thinking."
+    raise config_error(
+        "data_preserve_thinking_template",
+        ("preserve_thinking", "template"),
+        templates=thought_templates(),
+        template=str(cfg.template),
     )
 
 
@@ -124,9 +124,7 @@ def prepare_datasets(cfg: Config, tokenizer, stage: str | None = None) -> Prepar
     if (
         not reuse and not cfg.dataset_names and (cfg.do_train or not cfg.eval_dataset_names)
     ):  # evaluating/predicting only: eval_dataset suffices
-        raise ConfigError(
-            "dataset is not set: name one or more datasets from dataset_info.json (dataset: a,b) or give a file path."
-        )
+        raise config_error("data_dataset_not_set", ("dataset",))
     template = load_template(cfg, tokenizer, stage)
     ctx = make_context(cfg, tokenizer, template)
     if stage == "pt":  # said here too, so a run that loads the tokenized data from the cache says it as well
@@ -177,10 +175,7 @@ def split_train_eval(dataset, val_size: float, seed: int):
     n = len(dataset)
     n_train, n_eval = split_sizes(n, val_size)
     if n_train < 1:
-        raise ConfigError(
-            f"val_size {val_size:g} leaves no training samples: the data has {n} usable sample(s) after "
-            f"preprocessing. Use a smaller val_size (e.g. 0.1) or more data."
-        )
+        raise config_error("data_val_size_no_train", ("val_size",), val_size=val_size, count=n)
     perm = np.random.default_rng(seed).permutation(n)
     evaluation = dataset.select(np.sort(perm[:n_eval]))
     train = dataset.select(np.sort(perm[n_eval:]))
@@ -220,7 +215,9 @@ def _mix(parts, cfg: Config):
         return datasets.concatenate_datasets(parts)
     probs = [float(p) for p in cfg.interleave_probs.split(",")] if cfg.interleave_probs else None
     if probs is not None and len(probs) != len(parts):
-        raise ConfigError(f"interleave_probs has {len(probs)} values but dataset names {len(parts)} datasets.")
+        raise config_error(
+            "data_interleave_probs_count", ("interleave_probs", "dataset"), probs=len(probs), datasets=len(parts)
+        )
     strategy = "first_exhausted" if cfg.mix_strategy == "interleave_under" else "all_exhausted"
     return datasets.interleave_datasets(parts, probabilities=probs, seed=cfg.seed, stopping_strategy=strategy)
 

@@ -20,9 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..config.problems import Said, config_error
 from ..config.schema import Config
 from ..data.templates import get_template
-from ..errors import ConfigError, EnvironmentProblem, ModelError
+from ..errors import EnvironmentProblem, ModelError
 from ..model.loader import load_model_config
 from ..model.multimodal import is_multimodal_config
 from ..model.stops import stop_token_ids
@@ -59,33 +60,25 @@ def supported_architectures(folder: Path) -> set[str]:
 def check_gguf_export(cfg: Config) -> Path:
     """Every refusal that needs no weights, before anything is written; returns the converter's folder."""
     if exports_prompt_adapter(cfg):
-        raise ConfigError(
-            f"export_format: gguf needs weights to convert, but {cfg.adapter_paths[-1]} is a prefix / prompt adapter "
-            "(finetuning_type ptuning or prompt), which changes no weight and cannot be merged into the model: "
-            "export it with export_format: safetensors (the adapter with a reference to its base)."
-        )
+        raise config_error("gguf_prompt_adapter", ("export_format",), path=str(cfg.adapter_paths[-1]))
     config = load_model_config(cfg)
     arch = (getattr(config, "architectures", None) or ["?"])[0]
     if is_multimodal_config(config):
-        raise ConfigError(
-            f"export_format: gguf converts text models; {cfg.model_name_or_path} is a vision-language or audio model "
-            f"({arch}), whose tower llama.cpp keeps in a separate mmproj file that tunekit does not write: export it "
-            "with export_format: safetensors."
-        )
+        raise config_error("gguf_multimodal", ("export_format",), model=str(cfg.model_name_or_path), arch=str(arch))
     installed_version()
     try:
         import gguf  # noqa: F401  (the reader verify uses; a missing package is named here, before any work)
         import llama_cpp  # noqa: F401  (quantizes and loads the file)
     except ImportError as exc:
-        raise EnvironmentProblem(
-            f"export_format: gguf needs the gguf and llama-cpp-python packages ({exc}): pip install 'tunekit[gguf]'."
-        ) from None
+        raise EnvironmentProblem(Said("gguf_packages", error=str(exc))) from None
     folder = converter_dir()
     if arch not in supported_architectures(folder):
-        raise ConfigError(
-            f"export_format: gguf: llama.cpp's converter (llama-cpp-python {installed_version()}) has no "
-            f"architecture {arch} ({cfg.model_name_or_path}), so it cannot write a GGUF of this model: export it "
-            "with export_format: safetensors."
+        raise config_error(
+            "gguf_arch_unsupported",
+            ("export_format",),
+            version=str(installed_version()),
+            arch=str(arch),
+            model=str(cfg.model_name_or_path),
         )
     return folder
 
@@ -139,7 +132,7 @@ def convert(folder: Path, merged: Path, target: Path, kind: str) -> Path:
     """``convert_hf_to_gguf.py MERGED --outfile TARGET --outtype KIND`` in a child process (``gguf_runner``)."""
     print(f"converting to GGUF ({kind}) with llama.cpp's convert_hf_to_gguf.py")
     args = [str(folder), str(merged), "--outfile", str(target), "--outtype", kind]
-    return _run_runner(args, target, "llama.cpp's convert_hf_to_gguf.py could not convert the merged model")
+    return _run_runner(args, target, Said("gguf_convert_failed"))
 
 
 def quantize(source: Path, target: Path, kind: str) -> Path:
@@ -147,17 +140,17 @@ def quantize(source: Path, target: Path, kind: str) -> Path:
     process whose log is shown only when it fails (``gguf_runner quantize``)."""
     print(f"quantizing to {kind} with llama.cpp")
     args = ["quantize", str(source), str(target), str(QUANTIZED[kind])]
-    _run_runner(args, target, f"llama.cpp could not quantize {source.name} to {kind}")
+    _run_runner(args, target, Said("gguf_quantize_failed", name=source.name, kind=kind))
     source.unlink()
     return target
 
 
-def _run_runner(args: list[str], target: Path, failure: str) -> Path:
+def _run_runner(args: list[str], target: Path, failure: Said) -> Path:
     """``python -m tunekit.export.gguf_runner ARGS``; its log's tail in the error when ``target`` is not written."""
     done = subprocess.run(
         [sys.executable, "-m", "tunekit.export.gguf_runner", *args], check=False, capture_output=True, text=True
     )
     if done.returncode != 0 or not target.is_file():
         tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-12:])
-        raise ModelError(f"{failure}:\n{tail}")
+        raise ModelError(Said("gguf_runner_failed", failure=failure, tail=tail))
     return target

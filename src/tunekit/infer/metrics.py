@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from ..config.problems import Said
 from ..errors import EnvironmentProblem
 
 
@@ -19,10 +20,7 @@ def _imports():
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
         from rouge_chinese import Rouge
     except ImportError as exc:
-        raise EnvironmentProblem(
-            f"prediction metrics need jieba, nltk and rouge-chinese ({exc.name} is missing): "
-            "pip install 'tunekit[metrics]'."
-        ) from None
+        raise EnvironmentProblem(Said("metrics_packages", name=str(exc.name))) from None
     jieba.setLogLevel(logging.WARNING)
     return jieba, sentence_bleu, SmoothingFunction, Rouge
 

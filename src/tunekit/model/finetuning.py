@@ -17,8 +17,9 @@ from typing import Any
 
 from ..config.lists import split_list
 from ..config.method_rules import oft_sizes
+from ..config.problems import Said, config_error
 from ..config.schema import Config
-from ..errors import ConfigError, ModelError
+from ..errors import ModelError
 from .expand import llama_pro_layer_ids
 from .moe import expert_lora_layers, lora_moe_targets
 from .pickles import check_adapter_folder
@@ -80,7 +81,7 @@ def _merge_adapter(model, path: str):
     try:
         return PeftModel.from_pretrained(model, path).merge_and_unload()
     except (OSError, ValueError) as exc:
-        raise ModelError(f"Adapter {path} could not be loaded: {str(exc).splitlines()[0]}") from None
+        raise ModelError(Said("adapter_unloadable", path=str(path), error=str(exc).splitlines()[0])) from None
 
 
 def _upcast_trainable(model) -> None:
@@ -97,10 +98,7 @@ def num_layers(config) -> int:
         n = getattr(config, key, None)
         if isinstance(n, int):
             return n
-    raise ModelError(
-        "Cannot tell how many layers this model has (no num_hidden_layers in config.json); "
-        "use finetuning_type lora or full."
-    )
+    raise ModelError(Said("ft_layers_unknown"))
 
 
 def trainable_layer_ids(n_layers: int, k: int) -> list[int]:
@@ -117,9 +115,8 @@ def _apply_freeze(model, cfg: Config) -> None:
     config = model.config.get_text_config() if lm_parts else model.config
     n = num_layers(config)
     if cfg.freeze_trainable_layers == 0 or abs(cfg.freeze_trainable_layers) > n:
-        raise ConfigError(
-            f"freeze_trainable_layers {cfg.freeze_trainable_layers} must be between -{n} and {n} (not 0): "
-            f"the model has {n} layers."
+        raise config_error(
+            "plan_freeze_layers_range", ("freeze_trainable_layers",), k=cfg.freeze_trainable_layers, n=n
         )
     if getattr(cfg, "use_llama_pro", False):  # LLaMA Pro: the blocks tunekit expand-blocks inserted
         ids = set(llama_pro_layer_ids(n, cfg.freeze_trainable_layers))
@@ -139,16 +136,15 @@ def _apply_freeze(model, cfg: Config) -> None:
     if modules != ["all"]:
         missing = [mod for mod in modules if mod not in all_names]
         if missing:
-            raise ConfigError(
-                f"freeze_trainable_modules names {', '.join(missing)}, which the layers do not have; "
-                f"available: {', '.join(sorted(layer_children))}."
+            raise config_error(
+                "ft_freeze_modules_missing",
+                ("freeze_trainable_modules",),
+                missing=tuple(missing),
+                available=tuple(sorted(layer_children)),
             )
     missing_extra = [mod for mod in extras if mod not in all_names]
     if missing_extra:
-        raise ConfigError(
-            f"freeze_extra_modules names {', '.join(missing_extra)}, which the model does not have "
-            f"(e.g. embed_tokens, norm, lm_head)."
-        )
+        raise config_error("plan_freeze_extra_missing", ("freeze_extra_modules",), missing=tuple(missing_extra))
     for name, p in model.named_parameters():
         parts = name.split(".")
         if lm_parts and not any(name == q or name.startswith(q + ".") for q in lm_parts):
@@ -214,11 +210,7 @@ def check_lora_rank(rank: int, layers: dict[str, tuple[int, int]]) -> None:
     adapted layer only adds parameters (and memory) that cannot learn anything more; refused before any is created."""
     usable = max((min(shape) for shape in layers.values()), default=rank)
     if rank > usable:
-        raise ConfigError(
-            f"lora_rank {rank} is larger than any adapted layer can use: a LoRA update of a d_in x d_out layer "
-            f"has rank at most min(d_in, d_out), and the adapted layers are {_widths(layers)} (in x out); "
-            f"set lora_rank to at most {usable}."
-        )
+        raise config_error("ft_lora_rank_too_large", ("lora_rank",), rank=rank, widths=_widths(layers), usable=usable)
 
 
 def check_oft_blocks(rank: int, block: int, in_widths) -> None:
@@ -233,11 +225,14 @@ def check_oft_blocks(rank: int, block: int, in_widths) -> None:
 
         common = math.gcd(*widths)
         fits = [d for d in range(1, common + 1) if common % d == 0]
-        raise ConfigError(
-            f"{option} {value} does not divide the input width of every adapted layer (widths "
-            f"{', '.join(map(str, widths))}; not {', '.join(map(str, bad))}): peft would change it layer by "
-            f"layer. Set {option} to a divisor of all of them ({', '.join(map(str, fits))}), or narrow "
-            f"oft_target."
+        raise config_error(
+            "ft_oft_block_divides",
+            (option, "oft_target"),
+            option=option,
+            value=value,
+            widths=", ".join(map(str, widths)),
+            bad=", ".join(map(str, bad)),
+            fits=", ".join(map(str, fits)),
         )
 
 
@@ -259,7 +254,7 @@ def _apply_lora(model, cfg: Config, adapters: list[str]):
             return PeftModel.from_pretrained(model, resume, is_trainable=True)
         except (OSError, ValueError) as exc:
             raise ModelError(
-                f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}"
+                Said("adapter_resume_unloadable", path=str(resume), error=str(exc).splitlines()[0])
             ) from None
     keep_dtype = (
         dict(autocast_adapter_dtype=False) if getattr(cfg, "pure_bf16", False) else {}
@@ -304,10 +299,7 @@ def save_pissa_converted(model, folder) -> None:
 
     initial = getattr(model, PISSA_INIT_ATTR, None)
     if initial is None:
-        raise ModelError(
-            "pissa_convert: the initial PiSSA adapter was not kept (the model was not built with "
-            "pissa_init and pissa_convert by tunekit); cannot convert the adapter to plain LoRA."
-        )
+        raise ModelError(Said("ft_pissa_not_kept"))
     with tempfile.TemporaryDirectory(prefix="tunekit-pissa-") as tmp:
         init_dir = Path(tmp) / "pissa_init"
         config = copy.deepcopy(model.peft_config["default"])

@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..config.problems import Said, config_error
 from ..config.schema import Config
-from ..errors import ConfigError, ModelError
+from ..errors import ModelError
 from .multimodal import is_multimodal_config
 from .pickles import check_adapter_folder
 
@@ -58,9 +59,8 @@ def check_prompt_adapters(adapters: list[str]) -> None:
     (the ones before it are merged into the weights first)."""
     for path in adapters[:-1]:
         if is_prompt_adapter(path):
-            raise ConfigError(
-                f"adapter_name_or_path: {path} is a {adapter_peft_type(path)} adapter, which cannot be merged into "
-                "the weights, so it must be the last adapter listed: move it to the end, or drop the ones after it."
+            raise config_error(
+                "prompt_adapter_not_last", ("adapter_name_or_path",), path=str(path), kind=adapter_peft_type(path)
             )
 
 
@@ -71,11 +71,12 @@ def check_prefix_attention(finetuning_type: str, config) -> None:
     get = config.get if isinstance(config, dict) else lambda key: getattr(config, key, None)
     rank = get("kv_lora_rank")
     if finetuning_type == "ptuning" and isinstance(rank, int) and rank > 0:
-        raise ConfigError(
-            f"finetuning_type ptuning cannot train {get('model_type')}: its multi-head latent attention caches one "
-            f"compressed latent per token (kv_lora_rank {rank} wide) and a shared rotary key (qk_rope_head_dim "
-            f"{get('qk_rope_head_dim')}), not per-head keys and values, so PEFT's prefix (pre_seq_len keys and values "
-            "per head and layer) does not fit its cache. Use finetuning_type prompt (num_virtual_tokens) or lora."
+        raise config_error(
+            "ptuning_latent_attention",
+            ("finetuning_type",),
+            model_type=str(get("model_type")),
+            rank=rank,
+            rope=str(get("qk_rope_head_dim")),
         )
 
 
@@ -84,14 +85,14 @@ def refuse_under(method: str, adapters: list[str]) -> None:
     for path in adapters:
         if is_prompt_adapter(path):
             kind = adapter_peft_type(path)
-            fix = (
-                f"set finetuning_type: {METHOD_OF[kind]} to continue training it, or remove it"
-                if kind in METHOD_OF
-                else "remove it"
-            )
-            raise ConfigError(
-                f"adapter_name_or_path: {path} is a {kind} adapter, which cannot be merged into the weights to train "
-                f"finetuning_type {method} on top of it: {fix}."
+            fix = Said("part_prompt_continue", method=METHOD_OF[kind]) if kind in METHOD_OF else Said("part_remove_it")
+            raise config_error(
+                "prompt_adapter_under",
+                ("adapter_name_or_path", "finetuning_type"),
+                path=str(path),
+                kind=kind,
+                method=method,
+                fix=fix,
             )
 
 
@@ -120,19 +121,23 @@ def apply_prompt_learning(model, cfg: Config, adapters: list[str], merge):
     ``prefix_encoder.safetensors``, or without that file (PEFT saves only the MLP's output) as a plain prefix."""
 
     if is_multimodal_config(model.config):
-        raise ConfigError(
-            f"finetuning_type {cfg.finetuning_type} is for text models in tunekit: {type(model).__name__} is a "
-            "vision-language (or audio) model; use finetuning_type lora, freeze or full."
+        raise config_error(
+            "plan_vlm_prompt", ("finetuning_type",), method=cfg.finetuning_type, name=type(model).__name__
         )
     check_prompt_adapters(adapters)
     resume = (
         adapters[-1] if adapters and adapter_peft_type(adapters[-1]) == PROMPT_METHODS[cfg.finetuning_type] else None
     )
     if adapters and resume is None and is_prompt_adapter(adapters[-1]):
-        raise ConfigError(
-            f"adapter_name_or_path: {adapters[-1]} is a {adapter_peft_type(adapters[-1])} adapter, not one of "
-            f"finetuning_type {cfg.finetuning_type} ({PROMPT_METHODS[cfg.finetuning_type]}): set finetuning_type "
-            f"{METHOD_OF.get(adapter_peft_type(adapters[-1]), 'to its kind')} to continue it, or remove it."
+        kind = adapter_peft_type(adapters[-1])
+        raise config_error(
+            "prompt_adapter_other_kind",
+            ("adapter_name_or_path", "finetuning_type"),
+            path=str(adapters[-1]),
+            kind=kind,
+            method=cfg.finetuning_type,
+            peft_type=PROMPT_METHODS[cfg.finetuning_type],
+            target=METHOD_OF.get(kind) or Said("part_to_its_kind"),
         )
     for path in adapters[:-1] if resume else adapters:
         model = merge(model, path)
@@ -164,7 +169,7 @@ def _attach(model, cfg: Config, resume: str | None):
             model.load_adapter(resume, "default", is_trainable=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelError(
-                f"Adapter {resume} could not be loaded to continue training: {str(exc).splitlines()[0]}"
+                Said("adapter_resume_unloadable", path=str(resume), error=str(exc).splitlines()[0])
             ) from None
     else:
         model = get_peft_model(model, prompt_learning_config(cfg))
@@ -175,10 +180,13 @@ def _check_same_length(cfg: Config, config, resume: str) -> None:
     """A continued adapter keeps its own number of virtual tokens: a different one set in the config is refused."""
     option = "pre_seq_len" if cfg.finetuning_type == "ptuning" else "num_virtual_tokens"
     if option in cfg.model_fields_set and getattr(cfg, option) != config.num_virtual_tokens:
-        raise ConfigError(
-            f"{option} {getattr(cfg, option)} differs from the {config.num_virtual_tokens} virtual tokens of "
-            f"adapter_name_or_path {resume}, which this run trains further: remove {option} or set it to "
-            f"{config.num_virtual_tokens}."
+        raise config_error(
+            "prompt_tokens_differ",
+            (option, "adapter_name_or_path"),
+            option=option,
+            value=getattr(cfg, option),
+            tokens=config.num_virtual_tokens,
+            path=str(resume),
         )
 
 
@@ -190,7 +198,7 @@ def load_prompt_adapter(model, path: str):
     try:
         return fixed_generation(PeftModel.from_pretrained(model, path))
     except (OSError, ValueError, RuntimeError) as exc:
-        raise ModelError(f"Adapter {path} could not be loaded: {str(exc).splitlines()[0]}") from None
+        raise ModelError(Said("adapter_unloadable", path=str(path), error=str(exc).splitlines()[0])) from None
 
 
 ENCODER_FILE = "prefix_encoder.safetensors"  # a prefix_projection model's whole prefix encoder (module docstring)

@@ -151,12 +151,9 @@ def read_config_json(model_config: str | None, model_name_or_path: str | None) -
         if builtin is not None:
             return builtin_key(candidate), builtin
         if candidate is model_config:
-            raise ModelError(
-                f"--model-config {candidate!r} is neither a config.json, a model folder nor a built-in architecture. "
-                f"Built-in: {', '.join(builtin_names())}."
-            )
+            raise ModelError(Said("plan_model_config_unknown", name=repr(candidate), names=tuple(builtin_names())))
         raise ModelError(Said("plan_model_unknown", name=repr(candidate), names=tuple(builtin_names())))
-    raise ModelError("No model given: set model_name_or_path in the config or pass --model-config NAME|PATH.")
+    raise ModelError(Said("plan_no_model"))
 
 
 def _load_json(path: Path) -> dict[str, Any]:

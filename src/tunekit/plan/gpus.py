@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.problems import Said
 from ..errors import ConfigError
 
 
@@ -73,14 +74,12 @@ def find_gpu(name: str) -> GPU:
         return GPUS[key]
     if "rtx-" + key in GPUS:
         return GPUS["rtx-" + key]
-    raise ConfigError(
-        f"Unknown GPU {name!r}. Known GPUs: {', '.join(known_gpus())}; or give its memory with --gpu-memory GiB."
-    )
+    raise ConfigError(Said("plan_gpu_unknown", name=repr(name), known=tuple(known_gpus())))
 
 
 def custom_gpu(memory_gib: float) -> GPU:
     if memory_gib <= 0:
-        raise ConfigError(f"--gpu-memory must be a positive number of GiB, got {memory_gib}.")
+        raise ConfigError(Said("plan_gpu_memory_positive", memory=str(memory_gib)))
     return GPU(f"{memory_gib:g} GiB GPU", float(memory_gib), 0.0)
 
 

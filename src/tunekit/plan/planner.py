@@ -89,7 +89,7 @@ def make_plan(
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--num-samples", num_samples), ("--seq-len", seq_len)):
         _positive(name, value)
     if gpu and gpu_memory_gib:
-        raise ConfigError("Give either --gpu NAME or --gpu-memory GiB, not both.")
+        raise ConfigError(Said("plan_gpu_both"))
     device: GPU | None = find_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib else None)
     shape = load_shape(model_config, cfg.model_name_or_path)
     world, n_nodes = world_from(gpus, nodes)
@@ -273,7 +273,7 @@ def _fit_section(
         fields["fits"] = None
     if auto_fit:
         if device is None:
-            raise ConfigError("--auto-fit needs a GPU to fit into: pass --gpu NAME or --gpu-memory GiB.")
+            raise ConfigError(Said("plan_auto_fit_no_gpu"))
         fit = auto_fit_overrides(cfg, shape, setup, device)
         fields["overrides"] = fit.overrides
         fields["fit"] = {**fit.to_dict(), "memory": fit.memory.gib()}
@@ -283,7 +283,7 @@ def _fit_section(
                 Note(
                     "note_nothing_fits",
                     gpu=device.name,
-                    rung=fit.rung,
+                    rung=str(fit.rung),
                     missing=fit.missing_gib,
                     gib=device.memory_gib,
                     share=1 - SAFETY_MARGIN,
@@ -377,10 +377,16 @@ def apply_auto_fit(cfg: Config, gpu: GPU | None = None, world_size: int | None =
     setup = resolve_setup(cfg, world, nodes, shape=shape)
     fit = auto_fit_overrides(cfg, shape, setup, gpu)
     if not fit.fits:
-        more = f", or {fit.gpus_needed} GPUs with ZeRO-3" if fit.gpus_needed else ""
+        more = Said("part_fit_more_gpus", n=fit.gpus_needed) if fit.gpus_needed else None
         raise ConfigError(
-            f"auto_fit: nothing fits on {gpu.name} ({gpu.memory_gib:.1f} GiB): the smallest set-up "
-            f"({fit.rung}) needs {fit.missing_gib:.1f} GiB more{more}. Run `tunekit plan` for the breakdown."
+            Said(
+                "plan_auto_fit_nothing",
+                gpu=gpu.name,
+                memory=f"{gpu.memory_gib:.1f}",
+                rung=str(fit.rung),
+                short=f"{fit.missing_gib:.1f}",
+                more=more,
+            )
         )
     values = {k: getattr(cfg, k) for k in cfg.model_fields_set}
     values.update(fit.overrides)

@@ -23,6 +23,7 @@ import importlib
 import math
 from dataclasses import dataclass
 
+from ..config.problems import Said
 from ..config.schema import Config
 from ..data.mm_plugins import FAMILIES
 from ..data.mm_plugins.settings import used_settings
@@ -194,7 +195,7 @@ def video_grid(
     into ``video_min_pixels`` .. ``video_max_pixels`` (``mm_plugins.video.regularize_frame``), an odd count padded,
     then the family's video resize with the video processor saved in ``folder`` (else the family's defaults)."""
     if not v.patch_size:
-        raise ConfigError(f"the {v.family} family has no video input: plan without --videos.")
+        raise ConfigError(Said("plan_no_video", family=v.family))
     from PIL import Image
 
     plugin = plugin_for(v.model_type)

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.problems import Said
 from ..config.schema import Config
 from ..errors import ConfigError
 from ..infer.engine import ChatEngine
@@ -42,7 +43,7 @@ def port_number(text: str, where: str) -> int:
     """A TCP port (1-65535) from ``--port`` / ``API_PORT``; anything else is a named error."""
     text = str(text).strip()
     if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise ConfigError(f"{where} must be a port number from 1 to 65535, got {text!r}.")
+        raise ConfigError(Said("serve_bad_port", where=where, value=repr(text)))
     return int(text)
 
 
@@ -55,7 +56,7 @@ def body_bytes(megabytes: str | None, where: str) -> int | None:
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise ConfigError(f"{where} must be a positive number of megabytes (e.g. 4), got {megabytes!r}.")
+        raise ConfigError(Said("serve_bad_body_mb", where=where, value=repr(megabytes)))
     return max(1, int(value * 1e6))
 
 

@@ -3,8 +3,8 @@ translation)."""
 
 from __future__ import annotations
 
+from ..config.problems import config_error
 from ..config.schema import Config
-from ..errors import ConfigError
 from .engines import distributed
 from .fp8 import accelerate_handlers, fp8_recipe
 from .machine import check_machine, cpu_has_native_bf16
@@ -105,4 +105,4 @@ def build_training_arguments(cfg: Config, report_to: list[str], **overrides):
         with distributed.saying("setting up the engine (on GPUs: waiting for every rank to join)"):
             return TrainingArguments(**kwargs)
     except ValueError as exc:  # transformers' own validation of the combination
-        raise ConfigError(f"Invalid training settings: {exc}") from None
+        raise config_error("train_settings_invalid", error=str(exc)) from None

@@ -35,6 +35,7 @@ from transformers import PreTrainedModel
 from transformers.integrations import is_deepspeed_zero3_enabled
 from transformers.trainer import TRAINING_ARGS_NAME
 
+from ..config.problems import Said
 from ..errors import ModelError
 from ..model.multimodal import is_multimodal_config
 from ..model.prompt_adapters import ENCODER_FILE, load_prefix_encoder, projected_prefix, save_prefix_encoder
@@ -90,11 +91,7 @@ def own_save_options(model) -> dict | None:
 def refuse_without_encoder(found: bool, folder: str) -> None:
     """A ``prefix_projection`` checkpoint cannot resume without the prefix encoder tunekit saves beside it."""
     if not found:
-        raise ModelError(
-            f"{folder} has no {ENCODER_FILE}, which a prefix_projection run resumes its prefix MLP from (its adapter "
-            "holds only the MLP's output): resume from a checkpoint tunekit wrote, or start a new run with "
-            f"adapter_name_or_path: {folder} (it continues as a plain prefix, without the MLP)."
-        )
+        raise ModelError(Said("ckpt_no_prefix_encoder", path=str(folder), file=ENCODER_FILE))
 
 
 class CheckpointWeightsMixin:

@@ -22,6 +22,7 @@ import re
 import shutil
 from pathlib import Path
 
+from ..config.problems import Said
 from ..errors import EnvironmentProblem
 
 MARKER = "tunekit_complete.json"
@@ -221,9 +222,6 @@ def disk_full_error(
     if partial.is_dir() and not (partial / MARKER).is_file():
         remove_folder(partial)
     good, _ = newest_complete(out, verify=False)
-    intact = f"{good.name} is intact" if good is not None else "no earlier checkpoint exists"
-    what = f"the final model to {out}" if final else f"checkpoint-{step} to {partial}"
-    return EnvironmentProblem(
-        f"no space left on device while saving {what}; {intact}. Free some space (or set "
-        f"save_total_limit), then continue with resume_from_checkpoint: auto."
-    )
+    intact = Said("part_ckpt_intact", name=good.name) if good is not None else Said("part_no_earlier_ckpt")
+    what = Said("part_final_model_to", path=str(out)) if final else Said("part_ckpt_to", step=step, path=str(partial))
+    return EnvironmentProblem(Said("ckpt_disk_full", what=what, intact=intact))

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.problems import Said, config_error
 from ..config.schema import Config
-from ..errors import ConfigError, EnvironmentProblem
+from ..errors import EnvironmentProblem
 
 SKIPPED_NAMES = ("embed", "lm_head", "output", "classifier")
 MIN_CAPABILITY = (8, 9)  # float8 matmuls (torch._scaled_mm): Ada / Hopper and newer
@@ -53,7 +54,7 @@ def fp8_recipe(cfg: Config) -> Fp8Recipe:
         if cfg.fp8_enable_fsdp_float8_all_gather:
             return Fp8Recipe("AO", recipe_name="tensorwise", enable_fsdp_float8_all_gather=True)
         return Fp8Recipe("AO", recipe_name="rowwise")
-    raise ConfigError(f"fp8_backend {backend} is not supported: use fp8_backend: torchao (or auto) or te.")
+    raise config_error("fp8_backend_unknown", ("fp8_backend",), backend=backend)
 
 
 def fp8_module_filter(module, name: str) -> bool:
@@ -75,15 +76,9 @@ def require_backend(recipe: Fp8Recipe, installed=None) -> None:
 
         installed = lambda module: find_spec(module) is not None  # noqa: E731
     if recipe.backend == "TE" and not installed("transformer_engine"):
-        raise EnvironmentProblem(
-            "fp8_backend te needs NVIDIA Transformer Engine (pip install transformer-engine[pytorch], "
-            "on a CUDA machine), which is not installed: install it, or use fp8_backend: torchao."
-        )
+        raise EnvironmentProblem(Said("fp8_no_te"))
     if recipe.backend == "AO" and not installed("torchao"):
-        raise EnvironmentProblem(
-            f"fp8 with fp8_backend torchao (or auto) needs torchao, which is not installed: {INSTALL} "
-            f"(the fp8 extra), or use fp8_backend: te, or remove fp8."
-        )
+        raise EnvironmentProblem(Said("fp8_no_torchao", install=INSTALL))
 
 
 def accelerate_handlers(recipe: Fp8Recipe) -> list:

@@ -12,8 +12,8 @@ import os
 import sys
 from dataclasses import dataclass, replace
 
+from ..config.problems import Said, config_error
 from ..config.schema import Config
-from ..errors import ConfigError
 from .engines.deepspeed_config import field, read_deepspeed
 from .engines.distributed import world_size
 from .engines.launcher import visible_device_count
@@ -108,32 +108,34 @@ def check_machine(cfg: Config, machine: Machine | None = None) -> None:
     if not (fp16 or bf16 or cfg.fp8):
         return
     machine = machine or this_machine(cfg.use_cpu, need_other=fp16)
-    where = "use_cpu is set" if cfg.use_cpu else "none is visible"
+    where = Said("part_use_cpu_set") if cfg.use_cpu else Said("part_none_visible")
     if fp16 and not machine.gpus and not machine.other_accelerator:
-        raise ConfigError(f"fp16 mixed precision needs a GPU and {where}; on CPU use fp32 (the default) or bf16.")
+        raise config_error("machine_fp16_no_gpu", ("fp16",), where=where)
     if cfg.fp8:
         if not machine.gpus:
-            raise ConfigError(
-                f"fp8 training needs an NVIDIA GPU with FP8 support (Hopper or newer) and {where}; "
-                "remove fp8 (on CPU train in fp32, the default)."
-            )
+            raise config_error("machine_fp8_no_gpu", ("fp8",), where=where)
 
-        _refuse_older(machine, MIN_CAPABILITY, "fp8 training", "Ada, Hopper", "remove fp8 and use bf16: true")
+        fix = Said("part_fix_fp8_bf16")
+        _refuse_older(machine, MIN_CAPABILITY, ("fp8",), Said("part_fp8_training"), "Ada, Hopper", fix)
     if bf16 and machine.gpus:
-        _refuse_older(
-            machine,
-            BF16_CAPABILITY,
-            "bf16",
-            "Ampere or newer",
-            'use fp16: true instead (with a DeepSpeed file, its bf16 block disabled or "auto")',
-        )
+        fix = Said("part_fix_bf16_fp16")
+        _refuse_older(machine, BF16_CAPABILITY, ("bf16",), "bf16", Said("part_ampere_or_newer"), fix)
 
 
-def _refuse_older(machine: Machine, minimum: tuple[int, int], what: str, family: str, fix: str) -> None:
+def _refuse_older(
+    machine: Machine, minimum: tuple[int, int], fields: tuple[str, ...], what: str, family: str, fix: Said
+) -> None:
+    """The first GPU older than ``minimum`` refuses ``what`` (about the options ``fields``)."""
     for i, capability in enumerate(machine.gpus):
         if tuple(capability) < minimum:
             name = machine.names[i] if i < len(machine.names) else f"GPU {i}"
-            raise ConfigError(
-                f"{what} needs a GPU of compute capability {minimum[0]}.{minimum[1]} or newer ({family}); "
-                f"{name} is {capability[0]}.{capability[1]}: {fix}."
+            raise config_error(
+                "machine_gpu_too_old",
+                fields,
+                what=what,
+                minimum=f"{minimum[0]}.{minimum[1]}",
+                family=family,
+                name=name,
+                capability=f"{capability[0]}.{capability[1]}",
+                fix=fix,
             )

@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 
 from ..config.lists import split_list
+from ..config.problems import config_error
 from ..config.schema import Config
-from ..errors import ConfigError
 from .optimizer_wrappers import MuonWithAdamW, layerwise_optimizer, make_resumable, resumable_block_optimizer
 
 
@@ -35,10 +35,7 @@ def _require(module: str, package: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ConfigError(
-            f"this optimizer needs the {package} package: pip install -c constraints.txt '.[optimizers]' "
-            f"(or pip install {package})."
-        ) from None
+        raise config_error("optim_package_missing", package=package) from None
 
 
 # ------------------------------------------------------------------ parameter selection
@@ -72,10 +69,7 @@ def projected_params(model, target: str) -> list[torch.nn.Parameter]:
                     if isinstance(m, torch.nn.Linear) and n not in heads
                 }
             )
-            raise ConfigError(
-                f"the target modules {', '.join(missing)} are not linear layers (or modules holding them) of this "
-                f"model; linear layers: {', '.join(leaves)} (or all)."
-            )
+            raise config_error("optim_targets_missing", missing=tuple(missing), available=tuple(leaves))
     return found
 
 
@@ -168,10 +162,7 @@ def build_optimizer(cfg: Config, args, model, decay_names: list[str]):
     # Muon
     muon, adamw = muon_params(model)
     if not muon:
-        raise ConfigError(
-            "use_muon found no trainable 2-D weight inside the decoder layers: train them (finetuning_type: full "
-            "or freeze) or remove use_muon."
-        )
+        raise config_error("optim_muon_no_weights", ("use_muon",))
     kw = _adam_kwargs(args)
     return MuonWithAdamW(
         _decay_groups(model, decay_names, wd, muon),
@@ -195,10 +186,7 @@ def _projected_optimizer(cfg: Config, args, model, decay_names, wd):
         elif optim.startswith("adafactor"):
             optim_cls = lib.GaLoreAdafactor
         else:
-            raise ConfigError(
-                "use_galore works with optim adamw_torch (or adamw_8bit, adafactor), "
-                f"not {args.optim}: set optim: adamw_torch."
-            )
+            raise config_error("optim_galore_optim", ("use_galore", "optim"), optim=args.optim)
         target, layerwise = cfg.galore_target, cfg.galore_layerwise
         extra = dict(
             rank=cfg.galore_rank,
@@ -213,7 +201,7 @@ def _projected_optimizer(cfg: Config, args, model, decay_names, wd):
         from apollo_torch.svd_projector import GaLoreProjector as SVDProjector
 
         if not args.optim.lower().startswith("adamw"):
-            raise ConfigError(f"use_apollo works with optim adamw_torch, not {args.optim}: set optim: adamw_torch.")
+            raise config_error("optim_apollo_optim", ("use_apollo", "optim"), optim=args.optim)
         optim_cls = lib.APOLLOAdamW
         target, layerwise = cfg.apollo_target, cfg.apollo_layerwise
         extra = dict(
@@ -265,10 +253,7 @@ def _badam(cfg: Config, args, model, decay_names, wd):
     from badam import BlockOptimizerRatio
 
     if args.max_grad_norm:
-        raise ConfigError(
-            "badam_mode: ratio updates sparse gradients, which torch's gradient clipping cannot norm: "
-            "set max_grad_norm: 0 (or use badam_mode: layer)."
-        )
+        raise config_error("optim_badam_ratio_clip", ("badam_mode", "max_grad_norm"))
     named = list(model.named_parameters())
     # badam freezes the parameter named lm_head (include_lm_head=False, LLaMA-Factory's setting) and fails when there
     # is none: with tied embeddings the head is the embedding, already frozen by include_embedding=False

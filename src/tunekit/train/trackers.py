@@ -8,6 +8,7 @@ import os
 import socket
 from pathlib import Path
 
+from ..config.problems import Said
 from ..config.schema import Config
 from ..errors import EnvironmentProblem
 
@@ -37,11 +38,9 @@ def check_trackers(cfg: Config) -> list[str]:
     names = cfg.trackers
     for name in names:
         if not any(importlib.util.find_spec(pkg) for pkg in PACKAGES[name]):
+            swanlab = Said("part_swanlab_off") if name == "swanlab" else None
             raise EnvironmentProblem(
-                f"report_to includes {name} but the {PACKAGES[name][0]} package is not installed: "
-                f"pip install {PACKAGES[name][0]}, or remove {name} from report_to"
-                + (" / set use_swanlab: false" if name == "swanlab" else "")
-                + "."
+                Said("tracker_not_installed", name=name, package=PACKAGES[name][0], swanlab=swanlab)
             )
     if (
         "wandb" in names
@@ -50,9 +49,7 @@ def check_trackers(cfg: Config) -> list[str]:
     ):
         netrc = os.path.expanduser("~/.netrc")
         if not (os.path.isfile(netrc) and "api.wandb.ai" in Path(netrc).read_text(encoding="utf-8", errors="ignore")):
-            raise EnvironmentProblem(
-                "wandb needs a login: set WANDB_API_KEY (or run `wandb login`), or WANDB_MODE=offline to log locally."
-            )
+            raise EnvironmentProblem(Said("tracker_wandb_login"))
     if "swanlab" in names:
         _check_swanlab(cfg)
     return [n for n in names if n != "swanlab"]
@@ -63,16 +60,9 @@ def _check_swanlab(cfg: Config) -> None:
         return
     key = cfg.swanlab_api_key or os.environ.get("SWANLAB_API_KEY")
     if not _reachable(SWANLAB_HOST):
-        raise EnvironmentProblem(
-            f"swanlab_mode: cloud needs network access to {SWANLAB_HOST[0]}, which is not reachable "
-            f"from this machine. Use swanlab_mode: local (logs to disk, view with `swanlab watch`) "
-            f"or remove use_swanlab."
-        )
+        raise EnvironmentProblem(Said("tracker_swanlab_offline", host=SWANLAB_HOST[0]))
     if not key and not os.path.isfile(os.path.expanduser("~/.swanlab/.netrc")):
-        raise EnvironmentProblem(
-            "swanlab_mode: cloud needs an API key: set swanlab_api_key or SWANLAB_API_KEY "
-            "(or run `swanlab login`), or use swanlab_mode: local."
-        )
+        raise EnvironmentProblem(Said("tracker_swanlab_key"))
     if key:
         os.environ["SWANLAB_API_KEY"] = key
 

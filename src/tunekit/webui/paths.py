@@ -29,7 +29,7 @@ from typing import Any
 
 from tunekit.config.engines import DEEPSPEED_PRESETS  # presets are not paths (declared once: z1 was missing here)
 from tunekit.config.lists import split_list
-from tunekit.config.problems import Said
+from tunekit.config.problems import Said, message_of
 from tunekit.data.dataset_info import entry_locations, hub_id_problem, read_dataset_info
 from tunekit.errors import ConfigError, TunekitError
 
@@ -195,7 +195,8 @@ class PathPolicy:
         try:
             info = read_dataset_info(ddir)
         except (TunekitError, OSError) as exc:  # nothing is checked, so nothing may be read: refused
-            return Said("path_dataset_info", what=what, error=safe_message(str(exc), 1))
+            safe = safe_message(str(exc), 1)  # keyed (said in the page's language) unless the text had to be cut
+            return Said("path_dataset_info", what=what, error=message_of(exc) if safe == str(exc) else safe)
         if name in info:
             places = entry_locations(info[name], ddir)
         else:  # a path, as resolve_datasets reads it: as given (relative to the workspace), else in dataset_dir

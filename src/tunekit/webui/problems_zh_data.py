@@ -247,4 +247,70 @@ ZH_DATA: dict[str, str] = {
     "part_cache_fix": "设置 overwrite_cache: true 重新分词（会替换已保存的数据），或把 tokenized_path 指向其他目录",
     "part_cache_fix_first": "请设置 overwrite_cache: true 重新分词（会替换已保存的数据），或把 tokenized_path 指向其他"
     "目录",
+    # the options of a run's data
+    "data_template_not_set": "未设置 template：请指定模型的对话模板（例如 `qwen`、`llama3`、`default`；`tunekit "
+    "templates` 会列出全部），或用 `jinja` 使用分词器自带的 chat_template。",
+    "data_thought_weight_template": "thought_loss_weight {weight:g} 需要带思考标记的推理模板（{templates}），但 "
+    "template 为 {template}：它没有可加权的思考块；请使用推理模型的模板，或删除 thought_loss_weight。",
+    "data_preserve_thinking_template": "preserve_thinking 需要带思考标记的推理模板（{templates}），但 template 为 "
+    "{template}：它不会从之前的回复中删除思考内容；请使用推理模型的模板，或删除 preserve_thinking。",
+    "data_dataset_not_set": "未设置 dataset：请指定 dataset_info.json 中的一个或多个数据集（dataset: a,b），或给出文"
+    "件路径。",
+    "data_val_size_no_train": "val_size {val_size:g} 没有留下训练样本：预处理后数据只有 {count} 个可用样本。请调小 "
+    "val_size（例如 0.1）或增加数据。",
+    "data_interleave_probs_count": "interleave_probs 有 {probs} 个值，但 dataset 指定了 {datasets} 个数据集。",
+    "part_dataset_path": "数据集 '{name}'（{path}）",
+    "data_family_not_packed": "{family} 系列不支持 {option}：{reason}。请为该模型删除 {option}（填充的批次是精确的）"
+    "。",
+    "part_gemma3_packed_mask": "transformers 5.24 构建 `Gemma 3` 的滑动窗口掩码时把图像块作为 `or_mask_function`，再"
+    "按每个样本重新开始的位置索引它（masking_utils.remap_positions_for_packed_sequence），图像 token 因此会关注错误"
+    "的块",
+    # the chat templates
+    "template_unknown": "未知的模板 '{name}'。{hint}可用模板：{available}（见 `tunekit templates`）。",
+    "template_no_messages": "对话至少需要一条消息",
+    "template_message_shape": "消息 {index} 必须是含有 `role` 和字符串 `content` 的字典，实际为 {value}",
+    "template_reasoning_not_text": "消息 {index}：`reasoning` 必须是字符串（回复的思考内容）或不出现，实际为 {type}",
+    "template_role_order": "消息 {index} 的角色为 '{role}'，但必须是 {roles} 之一：对话应以用户开头，user/observation"
+    " 与 assistant/function_call 交替出现（系统提示词请放在 `system` 参数中，而不是放在消息里）",
+    "template_prompt_end": "render_prompt 需要以 user/observation 消息结尾的消息列表",
+    "template_training_end": "训练用的对话必须以 assistant/function_call 消息结尾",
+    "template_unknown_tool_format": "未知的 tool_format '{value}'；请从以下选项中选择：{formats}",
+    "template_no_tools": "模板 '{name}' 无法表达工具（没有工具调用格式）；请使用支持工具的对话模板（`qwen`、`qwen3`、"
+    "`llama3`、`glm4`、`mistral`、`default` 等）",
+    "template_no_calls": "模板 '{name}' 无法表达函数调用",
+    "jinja_no_chat_template": "模板 `jinja` 使用分词器自带的 chat_template 渲染，但{what}。请改用具名模板（例如 "
+    "template: `qwen`、`llama3`、`default`；见 `tunekit templates`）。",
+    "part_jinja_no_tokenizer": "没有提供分词器",
+    "part_jinja_tokenizer_lacks": "该分词器没有 chat_template",
+    "jinja_render_failed": "分词器的 chat_template 无法渲染此对话：{error}",
+    "jinja_not_prefix_preserving": "模板 `jinja`：分词器的 chat_template 不保持前缀：加入第 {turn} 轮会改变之前各轮的"
+    "渲染结果（例如 `Qwen3` 会删除之前回复中的 `<think>` 块），因此无法找到助手回复的范围。请使用该系列的具名模板（"
+    "例如 qwen3）。",
+    "jinja_reply_not_continued": "模板 `jinja`：第 {turn} 轮的回复没有接在 chat_template 渲染的生成提示"
+    "（add_generation_prompt=True）之后；无法找到助手回复的范围。请改用具名模板。",
+    # gpt-oss's harmony format
+    "harmony_tool_format": "模板 '{name}' 以 `harmony` 自己的格式书写工具和调用；tool_format '{tool_format}' 无法改"
+    "变它（请不要设置 tool_format）",
+    "harmony_orphan_result": "消息 {index} 是工具结果（`observation`），但它前面没有 function_call：`harmony` 在所回"
+    "答的调用之后写出作答的工具名（`<|start|>functions.NAME to=assistant`）：请把 function_call 消息放在它前面。",
+    "harmony_parallel_calls": "消息 {index} 含有 {count} 个函数调用（{names}）；`gpt-oss`（`harmony`）每条助手消息只"
+    "有一个调用（其官方对话模板只渲染第一个）：请把它们拆成每个调用一对 `function_call` / `observation` 消息",
+    "harmony_schema_not_object": "{where}：`JSON schema` 必须是对象，实际为 {value}",
+    "harmony_required_not_list": "{where}：`required` 必须是由属性名组成的列表，实际为 {value}",
+    "harmony_unrendered": "{where}：`gpt-oss` 的官方对话模板无法渲染 '{key}'（它会把该参数声明为 `any`）；{fix}",
+    "part_harmony_fix_any_of": '请把它写成 `oneOf` 或类型列表（`"type": ["string", "null"]`）',
+    "part_harmony_fix_all_of": "请把这些 `schema` 合并为一个对象",
+    "part_harmony_fix_ref": "请把引用的 `schema` 直接写在此处",
+    "part_harmony_fix_const": "请把它写成只有一个值、类型为 `string` 的 `enum`",
+    "part_harmony_fix_not": "请用 `type` / `enum` 描述允许的值",
+    "harmony_default_not_text": "{where}：对 `gpt-oss` 的官方对话模板，`enum` / `oneOf` 参数的默认值必须是字符串（"
+    "模板把它写成文本），实际为 {value}",
+    "harmony_tool_no_name": "工具需要字符串 `name`（以及 `description`、`parameters`），实际为 {value}",
+    "harmony_tool_no_description": "{where}：`gpt-oss` 的官方对话模板需要字符串 `description`（写成 `//` 注释）",
+    "part_harmony_tool": "工具 '{name}'",
+    "part_harmony_parameters": "{where} 的参数",
+    "part_harmony_parameter": "{where} 的参数 {name}",
+    "part_harmony_items": "{where}[]",
+    "part_harmony_one_of": "{where}（oneOf {index}）",
+    "part_harmony_property": "{where}.{name}",
 }

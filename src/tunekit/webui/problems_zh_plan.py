@@ -36,6 +36,17 @@ ZH_PLAN: dict[str, str] = {
     "plan_shard_small": "{what} 分片到 {n} 个 GPU 后，{name} 每个 GPU 只剩 {per_gpu} 个可训练参数：分片这么小的模型"
     "得不偿失；请最多使用 {most} 个 GPU，或不用 ZeRO。",
     "plan_val_size_no_train": "val_size {val_size:g} 使 {samples} 个样本中没有剩下训练样本：请减小 val_size。",
+    "plan_model_config_unknown": "`--model-config` {name} 既不是 "
+    "config.json，也不是模型目录或内置架构。内置架构：{names}。",
+    "plan_no_model": "没有指定模型：请在配置中设置 model_name_or_path，或传入 `--model-config NAME|PATH`。",
+    "plan_gpu_unknown": "未知的 GPU {name}。已知的 GPU：{known}；或用 `--gpu-memory GiB` 给出它的显存。",
+    "plan_gpu_memory_positive": "`--gpu-memory` 必须是正的 `GiB` 数，实际为 {memory}。",
+    "plan_gpu_both": "`--gpu NAME` 和 `--gpu-memory GiB` 只能给出其中之一。",
+    "plan_auto_fit_no_gpu": "`--auto-fit` 需要一个要适配的 GPU：请传入 `--gpu NAME` 或 `--gpu-memory GiB`。",
+    "plan_auto_fit_nothing": "auto_fit：{gpu}（{memory} `GiB`）上什么都放不下：最小的配置（{rung}）还需要 {short} "
+    "`GiB`{more}。运行 `tunekit plan` 查看明细。",
+    "part_fit_more_gpus": "，或使用 ZeRO-3 的 {n} 个 GPU",
+    "plan_no_video": "{family} 系列没有视频输入：请不带 `--videos` 进行规划。",
 }
 
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts_plan.JOINS_PLAN)

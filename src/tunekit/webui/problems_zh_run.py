@@ -199,4 +199,134 @@ ZH_RUN: dict[str, str] = {
     "args_unexpected": "意外的参数 {arg}：参数应写成 `key=value` 或 `--key value`（配置文件必须放在最前面）。",
     "args_folder_is_file": "{option} {path}：{existing} 是一个文件，不是目录；请换一个 {option}。",
     "args_folder_unwritable": "{option} {path} 无法写入（{error}，位于 {existing}）；请选择一个你有写权限的目录。",
+    "adapter_unloadable": "无法加载适配器 {path}：{error}",
+    "adapter_resume_unloadable": "无法加载适配器 {path} 以继续训练：{error}",
+    "ft_layers_unknown": "无法得知该模型有多少层（config.json 中没有 num_hidden_layers）；请使用 finetuning_type "
+    "lora 或 full。",
+    "ft_freeze_modules_missing": "freeze_trainable_modules 指定的 {missing} 不在模型的层中；可用的有：{available}。",
+    "ft_lora_rank_too_large": "lora_rank {rank} 超过了任何被适配的层所能使用的秩：d_in x d_out 层的 LoRA "
+    "更新的秩最多为 `min(d_in, d_out)`，而被适配的层为 {widths}（输入 x 输出）；请把 lora_rank 设为不超过 {usable}。",
+    "ft_oft_block_divides": "{option} {value} 不能整除每个被适配层的输入宽度（宽度为 {widths}；不能整除的有 "
+    "{bad}）：peft 会逐层改变它。请把 {option} 设为它们全部的公约数（{fits}），或缩小 oft_target 的范围。",
+    "ft_pissa_not_kept": "pissa_convert：没有保留初始的 PiSSA 适配器（该模型不是由 tunekit 以 pissa_init 和 "
+    "pissa_convert 构建的）；无法把适配器转换为普通 LoRA。",
+    "prompt_adapter_not_last": "adapter_name_or_path：{path} 是 {kind} "
+    "适配器，无法合并进权重，因此必须列在最后：请把它移到末尾，或删除它之后的适配器。",
+    "ptuning_latent_attention": "finetuning_type ptuning 无法训练 {model_type}：它的多头潜在注意力为每个 token "
+    "缓存一个压缩的潜在向量（kv_lora_rank {rank} 宽）和一个共享的旋转位置键（qk_rope_head_dim "
+    "{rope}），而不是每个注意力头的键和值，因此 peft 的前缀（每个注意力头和每层 pre_seq_len "
+    "个键和值）放不进它的缓存。请使用 finetuning_type prompt（num_virtual_tokens）或 lora。",
+    "prompt_adapter_under": "adapter_name_or_path：{path} 是 {kind} 适配器，无法合并进权重以在其上训练 "
+    "finetuning_type {method}：{fix}。",
+    "part_prompt_continue": "请设置 finetuning_type: {method} 以继续训练它，或删除它",
+    "part_remove_it": "请删除它",
+    "prompt_adapter_other_kind": "adapter_name_or_path：{path} 是 {kind} 适配器，不是 finetuning_type "
+    "{method}（{peft_type}）的适配器：请把 finetuning_type 设为 {target} 以继续训练它，或删除它。",
+    "part_to_its_kind": "它对应的类型",
+    "prompt_tokens_differ": "{option} {value} 与 adapter_name_or_path {path}（本次运行继续训练它）的 {tokens} 个虚拟 "
+    "token 不同：请删除 {option}，或把它设为 {tokens}。",
+    "gguf_prompt_adapter": "export_format: gguf 需要可转换的权重，但 {path} 是前缀/提示适配器（finetuning_type "
+    "ptuning 或 prompt），它不改变任何权重，也无法合并进模型：请用 export_format: safetensors "
+    "导出（适配器及其基座模型的引用）。",
+    "gguf_multimodal": "export_format: gguf 只转换纯文本模型；{model} 是视觉语言或音频模型（{arch}），llama.cpp "
+    "把它的视觉编码器放在单独的 `mmproj` 文件中，而 tunekit 不写该文件：请用 export_format: safetensors 导出。",
+    "gguf_packages": "export_format: gguf 需要 `gguf` 和 `llama-cpp-python` 包（{error}）：`pip install "
+    "'tunekit[gguf]'`。",
+    "gguf_arch_unsupported": "export_format: gguf：llama.cpp 的转换器（`llama-cpp-python` {version}）没有架构 "
+    "{arch}（{model}），因此无法写出该模型的 GGUF：请用 export_format: safetensors 导出。",
+    "gguf_convert_failed": "llama.cpp 的 convert_hf_to_gguf.py 无法转换合并后的模型",
+    "gguf_quantize_failed": "llama.cpp 无法把 {name} 量化为 {kind}",
+    "gguf_runner_failed": "{failure}：\n{tail}",
+    "metrics_packages": "预测指标需要 `jieba`、`nltk` 和 `rouge-chinese`（缺少 {name}）：`pip install "
+    "'tunekit[metrics]'`。",
+    "train_settings_invalid": "训练设置无效：{error}",
+    "ckpt_no_prefix_encoder": "{path} 中没有 {file}，而 prefix_projection 运行要从它恢复前缀 MLP（其适配器只保存 MLP "
+    "的输出）：请从 tunekit 写出的检查点恢复，或设置 adapter_name_or_path: {path} 开始新的运行（它会作为不带 MLP "
+    "的普通前缀继续训练）。",
+    "ckpt_disk_full": "保存{what}时设备空间不足；{intact}。请释放一些空间（或设置 save_total_limit），然后用 "
+    "resume_from_checkpoint: auto 继续。",
+    "part_ckpt_intact": "{name} 完好无损",
+    "part_no_earlier_ckpt": "没有更早的检查点",
+    "part_final_model_to": "最终模型（到 {path}）",
+    "part_ckpt_to": " checkpoint-{step}（到 {path}）",
+    "ds_not_installed": "deepspeed: {source} 需要 DeepSpeed 包，但它没有安装：`pip install 'tunekit[deepspeed]'`（或 "
+    "`pip install deepspeed`），或删除 deepspeed 参数。",
+    "ds_offload_no_compiler": "deepspeed: {source} 把优化器卸载到 CPU，这需要 DeepSpeed 的 CPU Adam "
+    "算子；它在首次使用时编译，需要 `C++` 编译器（c++/g++）和 `ninja`，但这里没有找到。请安装它们（例如 `apt-get "
+    "install build-essential; pip install ninja`），或使用不卸载的配置（z2、z3）。",
+    "ds_cpu_no_compiler": "在 CPU 上运行的 deepspeed 会在首次使用时编译其共享内存通信算子，这需要 `C++` 编译器和 "
+    "`ninja`，但这里没有找到：请安装它们（`apt-get install build-essential; pip install ninja`）。",
+    "fp8_backend_unknown": "不支持 fp8_backend {backend}：请使用 fp8_backend: torchao（或 auto）或 te。",
+    "fp8_no_te": "fp8_backend te 需要 NVIDIA Transformer Engine（在 `CUDA` 机器上 `pip install "
+    "transformer-engine[pytorch]`），但它没有安装：请安装它，或使用 fp8_backend: torchao。",
+    "fp8_no_torchao": "fp8 配合 fp8_backend torchao（或 auto）需要 `torchao`，但它没有安装：{install}（`fp8` "
+    "附加依赖），或使用 fp8_backend: te，或删除 fp8。",
+    "machine_fp16_no_gpu": "fp16 混合精度需要 GPU，而{where}；在 CPU 上请使用 fp32（默认）或 bf16。",
+    "machine_fp8_no_gpu": "fp8 训练需要支持 FP8 的 NVIDIA GPU（Hopper 或更新），而{where}；请删除 fp8（在 CPU 上用 "
+    "fp32 训练，即默认）。",
+    "part_use_cpu_set": "已设置 use_cpu",
+    "part_none_visible": "当前看不到任何 GPU",
+    "machine_gpu_too_old": "{what} 需要计算能力 {minimum} 或更新的 GPU（{family}）；{name} 的计算能力为 "
+    "{capability}：{fix}。",
+    "part_fp8_training": "fp8 训练",
+    "part_ampere_or_newer": "Ampere 或更新",
+    "part_fix_fp8_bf16": "请删除 fp8 并使用 bf16: true",
+    "part_fix_bf16_fp16": '请改用 fp16: true（若使用 DeepSpeed 配置文件，请禁用其中的 bf16 部分或设为 "auto"）',
+    "optim_package_missing": "该优化器需要 {package} 包：`pip install -c constraints.txt '.[optimizers]'`（或 `pip "
+    "install {package}`）。",
+    "optim_targets_missing": "目标模块 {missing} 不是该模型的线性层（或包含线性层的模块）；线性层有：{available}（或 "
+    "all）。",
+    "optim_muon_no_weights": "use_muon 在解码器层中找不到可训练的二维权重：请训练它们（finetuning_type: full 或 "
+    "freeze），或删除 use_muon。",
+    "optim_galore_optim": "use_galore 只能配合 optim adamw_torch（或 adamw_8bit、`adafactor`）使用，不能配合 "
+    "{optim}：请设置 optim: adamw_torch。",
+    "optim_apollo_optim": "use_apollo 只能配合 optim adamw_torch 使用，不能配合 {optim}：请设置 optim: adamw_torch。",
+    "optim_badam_ratio_clip": "`badam_mode: ratio` 更新的是稀疏梯度，torch 的梯度裁剪无法计算其范数：请设置 "
+    "max_grad_norm: 0（或使用 `badam_mode: layer`）。",
+    "tracker_not_installed": "report_to 包含 {name}，但没有安装 {package} 包：请 `pip install {package}`，或把 "
+    "{name} 从 report_to 中删除{swanlab}。",
+    "part_swanlab_off": " / 设置 use_swanlab: false",
+    "tracker_wandb_login": "`wandb` 需要登录：请设置 WANDB_API_KEY（或运行 `wandb login`），或设置 "
+    "`WANDB_MODE=offline` 在本地记录。",
+    "tracker_swanlab_offline": "`swanlab_mode: cloud` 需要访问 {host} 的网络，但这台机器无法访问它。请使用 "
+    "`swanlab_mode: local`（记录到磁盘，用 `swanlab watch` 查看），或删除 use_swanlab。",
+    "tracker_swanlab_key": "`swanlab_mode: cloud` 需要 API 密钥：请设置 swanlab_api_key 或 SWANLAB_API_KEY（或运行 "
+    "`swanlab login`），或使用 `swanlab_mode: local`。",
+    "fsdp_no_distributed": "fsdp: {strategy} 需要 torch.distributed：请用 `tunekit train`（它会运行 "
+    "`torchrun`）或你自己的启动器（`torchrun` / `accelerate launch`）启动。",
+    "fsdp_wrap_classes_missing": "fsdp_transformer_layer_cls_to_wrap（或 fsdp_config 中的 "
+    "transformer_layer_cls_to_wrap）指定的 {missing} 在 {name} "
+    "中没有对应的模块（其解码器层类为：{own}）：请指定已加载模型中的类，或删除该参数以对其解码器层分片。",
+    "part_none": "无",
+    "fsdp_no_wrap_class": "fsdp：{name} 中没有类为 {classes} 的模块：请用 fsdp_transformer_layer_cls_to_wrap "
+    "指定其解码器层类（例如 LlamaDecoderLayer）。",
+    "fsdp_no_layer_class": "fsdp：{name} 没有声明解码器层类（_no_split_modules）：请用 "
+    "fsdp_transformer_layer_cls_to_wrap 指定（例如 LlamaDecoderLayer）。",
+    "fsdp_mixed_dtypes": "fsdp：同一层的可训练参数的数据类型不同（{dtypes}）；FSDP2 要求每层只有一种。请以 float32 "
+    "加载模型（dtype: float32）；bf16: true 仍以 bf16 计算。",
+    "fsdp_no_state": "检查点 {path} 中没有 {state}/（它不是由 fsdp 运行写出的，或设置了 save_only_model: "
+    "true）：FSDP2 只能从它自己的检查点恢复。请不用 fsdp 恢复它，或从头开始。",
+    "fsdp_checkpoint_sharded": "检查点 {path} 是由 fsdp 运行写出的：请用相同的 fsdp "
+    "设置恢复它（它的优化器状态是分片的）。",
+    "part_media_ranks_where": "{engine} 在 {ranks} 个进程上训练视觉语言模型：{total} 个{split}样本中有 {count} 个",
+    "part_split_training": "训练",
+    "part_split_evaluation": "评估",
+    "media_ranks_sharded": "{where}没有图像、视频或音频。这些引擎只在微批次含有媒体的进程上收集视觉编码器的权重，因此"
+    "各进程会互相等待。请给每个样本配上媒体，把纯文本样本放到单独的运行中训练，或使用 deepspeed: z2 "
+    "并冻结视觉编码器和投影层（或 DDP / 单进程），它们在每个进程上都保留完整权重。",
+    "media_ranks_tower_trains": "{where}没有图像、视频或音频，而视觉编码器或投影层在训练：没有媒体的进程对它们没有梯"
+    "度，各进程的梯度归约将无法匹配。请给每个样本配上媒体，把 freeze_vision_tower 和 freeze_multi_modal_projector "
+    "设为 true，或不用 deepspeed 训练（DDP）。",
+    "launch_ray": "USE_RAY=1 要求使用 LLaMA-Factory 的 `Ray Train` 启动方式，而 tunekit 没有它：请取消设置 "
+    "USE_RAY。`tunekit train` 会自己为每个可见 GPU 启动一个进程（NPROC_PER_NODE；多台机器用 "
+    "NNODES/NODE_RANK/MASTER_ADDR：见 docs/workflows/multi-gpu.md）。",
+    "cli_flag_needs_value": "{flag} 需要一个值。",
+    "cli_flag_expects": "{flag} 需要{kind}，实际为 {value}。",
+    "part_a_whole_number": "一个整数",
+    "part_a_number": "一个数",
+    "cli_data_unknown": "未知的 `tunekit data` 子命令 {command}：请使用 `tunekit data stats CONFIG.yaml`。",
+    "cli_data_no_dataset": "没有配置数据集：请设置 dataset（dataset_info.json 中的名称或文件路径）。",
+    "cli_verify_one_folder": "`tunekit verify` 只接受一个目录：`tunekit verify EXPORT_DIR [--json] [--strict]`。",
+    "serve_bad_port": "{where} 必须是 1 到 65535 之间的端口号，实际为 {value}。",
+    "serve_bad_body_mb": "{where} 必须是正的兆字节数（例如 4），实际为 {value}。",
 }

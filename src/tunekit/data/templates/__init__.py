@@ -18,7 +18,7 @@ import difflib
 from dataclasses import replace
 from typing import Any
 
-from tunekit.errors import ConfigError
+from tunekit.config.problems import Said, config_error
 
 from .base import Template
 from .jinja_mode import JinjaTemplate
@@ -62,10 +62,9 @@ def get_template(
     spec = BY_NAME.get(name)
     if spec is None:
         close = difflib.get_close_matches(str(name), list_templates(), n=3, cutoff=0.5)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(
-            f"unknown template '{name}'.{hint} Available: {', '.join(list_templates())} (see `tunekit templates`)."
-        )
+        hint = Said("part_did_you_mean", names=tuple(close)) if close else None
+        available = ", ".join(list_templates())
+        raise config_error("template_unknown", ("template",), name=str(name), hint=hint, available=available)
     if name == "empty" and not empty_eos:
         spec = replace(
             spec, assistant="{content}", description=spec.description.replace(", each reply ends with EOS", "")

@@ -11,7 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from tunekit.errors import ConfigError, DataError
+from tunekit.config.problems import Said, config_error
+from tunekit.errors import DataError
 
 from .jinja_export import chat_template_for
 from .spec import TemplateSpec
@@ -57,27 +58,20 @@ def think_block(reasoning: str | None) -> str:
 def check_messages(messages: Sequence[dict[str, Any]], *, for_prompt: bool) -> None:
     """Roles alternate (user|observation), (assistant|function_call); training ends on a reply."""
     if not messages:
-        raise DataError("a conversation needs at least one message")
+        raise DataError(Said("template_no_messages"))
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg or not isinstance(msg.get("content"), str):
-            raise DataError(f"message {i} must be a dict with a 'role' and a string 'content', got {str(msg)[:200]!r}")
+            raise DataError(Said("template_message_shape", index=i, value=repr(str(msg)[:200])))
         if not isinstance(msg.get("reasoning"), (str, type(None))):
-            raise DataError(
-                f"message {i}: 'reasoning' must be a string (the reply's thought) or absent, "
-                f"got {type(msg['reasoning']).__name__}"
-            )
+            raise DataError(Said("template_reasoning_not_text", index=i, type=type(msg["reasoning"]).__name__))
         want = USER_SIDE if i % 2 == 0 else ASSISTANT_SIDE
         if msg["role"] not in want:
-            raise DataError(
-                f"message {i} has role '{msg['role']}' but must be one of {'/'.join(want)}: "
-                "conversations alternate user/observation and assistant/function_call, starting with the user "
-                "(put the system prompt in the 'system' argument, not in the messages)"
-            )
+            raise DataError(Said("template_role_order", index=i, role=str(msg["role"]), roles="/".join(want)))
     last_role = messages[-1]["role"]
     if for_prompt and last_role not in USER_SIDE:
-        raise DataError("render_prompt needs messages ending with a user/observation message")
+        raise DataError(Said("template_prompt_end"))
     if not for_prompt and last_role not in ASSISTANT_SIDE:
-        raise DataError("a training conversation must end with an assistant/function_call message")
+        raise DataError(Said("template_training_end"))
 
 
 class Template:
@@ -91,7 +85,10 @@ class Template:
         self.bos, self.eos = bos, eos
         self.tool_format: str | None = tool_format if tool_format is not None else spec.tool_format
         if self.tool_format is not None and self.tool_format not in TOOL_FORMATS:
-            raise ConfigError(f"unknown tool_format '{self.tool_format}'; choose one of: {', '.join(TOOL_FORMATS)}")
+            formats = ", ".join(TOOL_FORMATS)
+            raise config_error(
+                "template_unknown_tool_format", ("tool_format",), value=str(self.tool_format), formats=formats
+            )
         stops = [self._sub(w) for w in spec.stop_words] + [eos]
         self.stop_words: list[str] = list(dict.fromkeys(s for s in stops if s))
 
@@ -205,10 +202,7 @@ class Template:
         tool_list = parse_tools(tools)
         if tool_list:
             if self.tool_format is None:
-                raise ConfigError(
-                    f"template '{self.name}' cannot express tools (no tool-call format); "
-                    "use a chat template with tool support (qwen, qwen3, llama3, glm4, mistral, default, ...)"
-                )
+                raise config_error("template_no_tools", ("template",), name=self.name)
             text = TOOL_FORMATS[self.tool_format][0](tool_list, text)
         return text
 
@@ -246,7 +240,7 @@ class Template:
             thought, reasoning = (think_block(reasoning) if reasoning.strip() else ""), None
         if msg["role"] == "function_call":
             if self.tool_format is None:
-                raise ConfigError(f"template '{self.name}' cannot express function calls")
+                raise config_error("template_no_calls", ("template",), name=self.name)
             plain = (
                 msg.get("reasoning") is None
             )  # a thought written in the text is kept verbatim, as LLaMA-Factory does

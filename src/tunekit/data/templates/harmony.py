@@ -33,7 +33,8 @@ from __future__ import annotations
 import datetime
 from functools import cache
 
-from tunekit.errors import ConfigError, DataError
+from tunekit.config.problems import Said, config_error
+from tunekit.errors import DataError
 
 from .base import Template, reply_parts
 from .harmony_tools import HARMONY, TOOLS_LINE, call_of, call_text, developer_block, result_text
@@ -60,10 +61,7 @@ class HarmonyTemplate(Template):
 
     def __init__(self, spec, bos: str = "", eos: str = "", tool_format: str | None = None):
         if tool_format not in (None, HARMONY):
-            raise ConfigError(
-                f"template '{spec.name}' writes tools and calls in harmony's own format; tool_format "
-                f"'{tool_format}' cannot change it (leave tool_format unset)"
-            )
+            raise config_error("harmony_tool_format", ("tool_format",), name=spec.name, tool_format=str(tool_format))
         super().__init__(spec, bos=bos, eos=eos)
         self.tool_format = HARMONY
 
@@ -84,11 +82,7 @@ class HarmonyTemplate(Template):
         if msg["role"] != "observation":
             return self._fill(self.spec.user, msg["content"])
         if i == 0 or messages[i - 1]["role"] != "function_call":
-            raise DataError(
-                f"message {i} is a tool result (observation) that follows no function_call: harmony names the tool "
-                "that answers (<|start|>functions.NAME to=assistant) after the call it answers: put the function_call "
-                "message before it."
-            )
+            raise DataError(Said("harmony_orphan_result", index=i))
         name = call_of(reply_parts(messages[i - 1], split=True)[1], i - 1)[0]
         return result_text(name, msg["content"]) + self.spec.header
 

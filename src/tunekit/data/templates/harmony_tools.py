@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from typing import Any
 
+from tunekit.config.problems import Said
 from tunekit.errors import DataError
 
 from .tools import openai_tool, parse_calls, parse_tools
@@ -40,12 +42,24 @@ CALL_HEAD = "<|channel|>commentary to=functions.{name} <|constrain|>json<|messag
 RECIPIENT = re.compile(r"to=functions\.([^\s<]+)")
 #: keys the macro ignores: a parameter using one is declared ``any``, so it is refused (and what to write instead)
 UNRENDERED = {
-    "anyOf": 'write it as \'oneOf\' or a type list ("type": ["string", "null"])',
-    "allOf": "merge the schemas into one object",
-    "$ref": "write the referenced schema in place",
-    "const": "write it as a one-value 'enum' of type string",
-    "not": "describe the allowed values with 'type' / 'enum'",
+    "anyOf": Said("part_harmony_fix_any_of"),
+    "allOf": Said("part_harmony_fix_all_of"),
+    "$ref": Said("part_harmony_fix_ref"),
+    "const": Said("part_harmony_fix_const"),
+    "not": Said("part_harmony_fix_not"),
 }
+#: a schema's place: the steps from its tool down, each a ``part_harmony_*`` message waiting for the place before it
+#: (``where``), made into words only when it is refused (a place is passed down for every parameter rendered)
+Place = tuple[partial, ...]
+
+
+def said_place(where: Place) -> Said:
+    """The keyed words of a place (``tool 'f', parameter x[]``): each step names the one before it as ``{where}``."""
+    first, *rest = where
+    said = first()
+    for step in rest:
+        said = step(where=said)
+    return said
 
 
 def _tojson(value: Any) -> str:
@@ -53,38 +67,40 @@ def _tojson(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _node(spec: Any, where: str) -> dict[str, Any]:
+def _node(spec: Any, where: Place) -> dict[str, Any]:
     if not isinstance(spec, dict):
-        raise DataError(f"{where}: a JSON schema must be an object, got {str(spec)[:100]!r}")
+        raise DataError(Said("harmony_schema_not_object", where=said_place(where), value=repr(str(spec)[:100])))
     required = spec.get("required")
     if required is not None and not isinstance(required, list):
-        raise DataError(f"{where}: 'required' must be a list of property names, got {str(required)[:100]!r}")
+        value = repr(str(required)[:100])
+        raise DataError(Said("harmony_required_not_list", where=said_place(where), value=value))
     return spec
 
 
-def _array_type(spec: dict[str, Any], where: str) -> str:
+def _array_type(spec: dict[str, Any], where: Place) -> str:
     items = spec.get("items")
     if not items:
         return "any[]" + (" | null" if spec.get("nullable") else "")
-    items = _node(items, where + "[]")
+    items = _node(items, (*where, partial(Said, "part_harmony_items")))
     simple = {"string": "string[]", "number": "number[]", "integer": "number[]", "boolean": "boolean[]"}
     item_type = items.get("type")
     if isinstance(item_type, str) and item_type in simple:
         text = simple[item_type]
     else:
-        inner = ts_type(items, where + "[]")
+        inner = ts_type(items, (*where, partial(Said, "part_harmony_items")))
         text = "any[]" if inner == "object | object" or len(inner) > 50 else inner + "[]"
     return text + (" | null" if spec.get("nullable") else "")
 
 
-def _one_of(spec: dict[str, Any], where: str) -> str:
+def _one_of(spec: dict[str, Any], where: Place) -> str:
     # the macro's object-variant check sets a variable inside its loop, which Jinja does not carry out of the
     # loop: every oneOf renders its variants
     variants = spec["oneOf"]
     out = ""
     for k, raw in enumerate(variants):
-        variant = _node(raw, f"{where} (oneOf {k})")
-        out += ts_type(variant, f"{where} (oneOf {k})")
+        place = (*where, partial(Said, "part_harmony_one_of", index=k))
+        variant = _node(raw, place)
+        out += ts_type(variant, place)
         if variant.get("description"):
             out += "// " + str(variant["description"])
         if "default" in variant:
@@ -94,23 +110,19 @@ def _one_of(spec: dict[str, Any], where: str) -> str:
     return out
 
 
-def _object_type(spec: dict[str, Any], where: str) -> str:
+def _object_type(spec: dict[str, Any], where: Place) -> str:
     props = spec.get("properties")
     if not props:
         return "object"
     required = spec.get("required") or []
-    fields = [
-        name
-        + ("" if name in required else "?")
-        + ": "
-        + NESTED_GAP
-        + ts_type(_node(sub, f"{where}.{name}"), f"{where}.{name}")
-        for name, sub in props.items()
-    ]
+    fields = []
+    for name, sub in props.items():
+        place = (*where, partial(Said, "part_harmony_property", name=str(name)))
+        fields.append(name + ("" if name in required else "?") + ": " + NESTED_GAP + ts_type(_node(sub, place), place))
     return "{\n" + ", ".join(fields) + "}"
 
 
-def ts_type(spec: dict[str, Any], where: str) -> str:
+def ts_type(spec: dict[str, Any], where: Place) -> str:
     """The official macro ``render_typescript_type`` of one JSON schema; ``where`` names it in a refusal."""
     kind = spec.get("type")
     if kind == "array":
@@ -132,14 +144,11 @@ def ts_type(spec: dict[str, Any], where: str) -> str:
     unrendered = [key for key in UNRENDERED if key in spec]
     if unrendered:
         key = unrendered[0]
-        raise DataError(
-            f"{where}: gpt-oss's official chat template cannot render '{key}' (it declares the parameter as 'any'); "
-            f"{UNRENDERED[key]}"
-        )
+        raise DataError(Said("harmony_unrendered", where=said_place(where), key=key, fix=UNRENDERED[key]))
     return "any"
 
 
-def _param(name: str, spec: Any, required: list, where: str) -> str:
+def _param(name: str, spec: Any, required: list, where: Place) -> str:
     spec = _node(spec, where)
     text = ("// " + str(spec["description"]) + "\n") if spec.get("description") else ""
     text += name + ("" if name in required else "?") + ": " + ts_type(spec, where)
@@ -147,10 +156,7 @@ def _param(name: str, spec: Any, required: list, where: str) -> str:
         default = spec["default"]
         if spec.get("enum") or spec.get("oneOf"):
             if not isinstance(default, str):
-                raise DataError(
-                    f"{where}: the default of an 'enum' / 'oneOf' parameter must be a string for gpt-oss's official "
-                    f"chat template (it writes it as text), got {_tojson(default)}"
-                )
+                raise DataError(Said("harmony_default_not_text", where=said_place(where), value=_tojson(default)))
             text += (", // default: " if spec.get("enum") else "// default: ") + default
         else:
             text += ", // default: " + _tojson(default)
@@ -160,19 +166,18 @@ def _param(name: str, spec: Any, required: list, where: str) -> str:
 def _declaration(tool: dict[str, Any]) -> str:
     fn = openai_tool(tool).get("function")
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise DataError(f"a tool needs a string 'name' (and 'description', 'parameters'), got {str(tool)[:200]!r}")
-    where = f"tool '{fn['name']}'"
+        raise DataError(Said("harmony_tool_no_name", value=repr(str(tool)[:200])))
+    where = (partial(Said, "part_harmony_tool", name=fn["name"]),)
     if not isinstance(fn.get("description"), str):
-        raise DataError(
-            f"{where}: gpt-oss's official chat template needs a string 'description' (written as a // comment)"
-        )
+        raise DataError(Said("harmony_tool_no_description", where=said_place(where)))
     head = "// " + fn["description"] + "\n" + "type " + fn["name"] + " = "
-    params = _node(fn.get("parameters") or {}, f"{where}, parameters")
+    params = _node(fn.get("parameters") or {}, (*where, partial(Said, "part_harmony_parameters")))
     if not params.get("properties"):
         return head + "() => any;\n\n"
     required = params.get("required") or []
     body = "".join(
-        _param(name, spec, required, f"{where}, parameter {name}") for name, spec in params["properties"].items()
+        _param(name, spec, required, (*where, partial(Said, "part_harmony_parameter", name=str(name))))
+        for name, spec in params["properties"].items()
     )
     return head + "(_: {\n" + body + "}) => any;\n\n"
 
@@ -198,11 +203,7 @@ def call_of(content: str, index: int) -> tuple[str, str]:
     calls = parse_calls(content)
     if len(calls) != 1:
         names = ", ".join(name for name, _ in calls)
-        raise DataError(
-            f"message {index} holds {len(calls)} function calls ({names}); gpt-oss (harmony) makes one call per "
-            "assistant message (its official chat template renders only the first): split them into one "
-            "function_call / observation pair each"
-        )
+        raise DataError(Said("harmony_parallel_calls", index=index, count=len(calls), names=names))
     return calls[0]
 
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tunekit.errors import ConfigError
+from tunekit.config.problems import Said, config_error
 
 from .base import check_messages, reply_parts, think_block
 from .tokenizer_fix import fix_tokenizer
@@ -36,11 +36,8 @@ class JinjaTemplate:
     def __init__(self, tokenizer: Any):
         template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
         if not isinstance(template, str) or not template.strip():
-            what = "no tokenizer was given" if tokenizer is None else "this tokenizer has no chat_template"
-            raise ConfigError(
-                f"template 'jinja' renders with the tokenizer's own chat_template, but {what}. "
-                "Pick a named template instead (e.g. template: qwen, llama3, default; see `tunekit templates`)."
-            )
+            what = Said("part_jinja_no_tokenizer" if tokenizer is None else "part_jinja_tokenizer_lacks")
+            raise config_error("jinja_no_chat_template", ("template",), what=what)
         self.tokenizer = tokenizer
         self.default_system: str | None = None
         eos = getattr(tokenizer, "eos_token", None)
@@ -66,7 +63,7 @@ class JinjaTemplate:
                 **extra,
             )
         except Exception as exc:  # jinja TemplateError, raise_exception(...) in the template, ...
-            raise ConfigError(f"the tokenizer's chat_template failed to render this conversation: {exc}") from None
+            raise config_error("jinja_render_failed", ("template",), error=str(exc)) from None
 
     def _probe_stop(self) -> str | None:
         """The special token a reply ends with (``<|im_end|>``, ``<|eot_id|>``), if the template writes one."""
@@ -133,17 +130,9 @@ class JinjaTemplate:
             prompt_full = self._render(hf[:upto_user], tool_list, True, enable_thinking, preserve_thinking)
             full = self._render(hf[: upto_user + 1], tool_list, False, enable_thinking, preserve_thinking)
             if not prompt_full.startswith(prev_full):
-                raise ConfigError(
-                    f"template 'jinja': the tokenizer's chat_template is not prefix-preserving: adding turn {k + 1} "
-                    "changes how the earlier turns render (e.g. Qwen3 drops the <think> blocks of earlier replies), "
-                    "so the assistant spans cannot be found. Use the named template for this family (e.g. qwen3)."
-                )
+                raise config_error("jinja_not_prefix_preserving", ("template",), turn=k + 1)
             if not full.startswith(prompt_full):
-                raise ConfigError(
-                    f"template 'jinja': turn {k + 1}'s reply does not continue the generation prompt the "
-                    "chat_template renders (add_generation_prompt=True); the assistant span cannot be found. "
-                    "Use a named template instead."
-                )
+                raise config_error("jinja_reply_not_continued", ("template",), turn=k + 1)
             tail = full[len(prompt_full) :]
             reply = tail.rstrip()
             if k == n_turns - 1 and not any(reply.endswith(s) for s in self.stop_words):

@@ -220,21 +220,11 @@ CUSTOM_OPTIMIZERS = ("use_galore", "use_apollo", "use_badam", "use_adam_mini", "
 def require_deepspeed(settings: DeepSpeedSettings, on_gpu: bool) -> None:
     """DeepSpeed, and the compiled ops a config needs, must be usable before ranks start."""
     if not _installed("deepspeed"):
-        raise EnvironmentProblem(
-            f"deepspeed: {settings.source} needs the DeepSpeed package, which is not installed: "
-            "pip install 'tunekit[deepspeed]' (or pip install deepspeed), or remove the deepspeed option."
-        )
+        raise EnvironmentProblem(Said("ds_not_installed", source=str(settings.source)))
     if settings.offload_optimizer and not _can_build_ops():
-        raise EnvironmentProblem(
-            f"deepspeed: {settings.source} offloads the optimizer to the CPU, which needs DeepSpeed's CPU Adam op; "
-            "it is built on first use and that needs a C++ compiler (c++/g++) and ninja, not found here. Install them "
-            "(e.g. apt-get install build-essential; pip install ninja), or use a config without offload (z2, z3)."
-        )
+        raise EnvironmentProblem(Said("ds_offload_no_compiler", source=str(settings.source)))
     if not on_gpu and not _can_build_ops():
-        raise EnvironmentProblem(
-            "deepspeed on CPU builds its shared-memory communication op on first use, which needs a C++ compiler and "
-            "ninja, not found here: install them (apt-get install build-essential; pip install ninja)."
-        )
+        raise EnvironmentProblem(Said("ds_cpu_no_compiler"))
 
 
 def _installed(name: str) -> bool:

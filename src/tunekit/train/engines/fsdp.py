@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from ...errors import ConfigError
+from ...config.problems import Said, config_error
 from . import distributed
 
 STATE_DIR = "fsdp_state"  # inside checkpoint-N/: the sharded resume state (torch.distributed.checkpoint)
@@ -74,10 +74,7 @@ def shard(model, settings, device: torch.device):
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise ConfigError(
-            f"fsdp: {settings.strategy} needs torch.distributed: start it with `tunekit train` "
-            "(it runs torchrun) or your own launcher (torchrun / accelerate launch)."
-        )
+        raise config_error("fsdp_no_distributed", ("fsdp",), strategy=str(settings.strategy))
     units = wrap_units(model, settings)
     _check_trainable_dtypes(model, units)
 
@@ -102,17 +99,21 @@ def wrap_units(model, settings) -> list:
     classes = set(settings.wrap_classes) or _no_split_modules(model)
     missing = sorted(classes - {type(m).__name__ for m in model.modules() if m is not model})
     if settings.wrap_classes and missing:
-        own = ", ".join(sorted(_layer_classes(model))) or "none"
-        raise ConfigError(
-            f"fsdp_transformer_layer_cls_to_wrap (or fsdp_config's transformer_layer_cls_to_wrap) names "
-            f"{', '.join(missing)}, which {type(model).__name__} has no module of (its decoder layer classes: "
-            f"{own}): name classes of the loaded model, or remove the option to shard its decoder layers."
+        own = ", ".join(sorted(_layer_classes(model))) or Said("part_none")
+        raise config_error(
+            "fsdp_wrap_classes_missing",
+            ("fsdp_transformer_layer_cls_to_wrap",),
+            missing=tuple(missing),
+            name=type(model).__name__,
+            own=own,
         )
     units = [m for m in model.modules() if type(m).__name__ in classes and m is not model]
     if not units:
-        raise ConfigError(
-            f"fsdp: {type(model).__name__} has no module of class {', '.join(sorted(classes))}: name its decoder "
-            "layer class with fsdp_transformer_layer_cls_to_wrap (e.g. LlamaDecoderLayer)."
+        raise config_error(
+            "fsdp_no_wrap_class",
+            ("fsdp_transformer_layer_cls_to_wrap",),
+            name=type(model).__name__,
+            classes=", ".join(sorted(classes)),
         )
     return units
 
@@ -134,10 +135,7 @@ def _no_split_modules(model) -> set[str]:
     """The decoder layer classes transformers never splits across devices (``_no_split_modules``)."""
     names = _layer_classes(model)
     if not names:
-        raise ConfigError(
-            f"fsdp: {type(model).__name__} names no decoder layer class (_no_split_modules): name it with "
-            "fsdp_transformer_layer_cls_to_wrap (e.g. LlamaDecoderLayer)."
-        )
+        raise config_error("fsdp_no_layer_class", ("fsdp_transformer_layer_cls_to_wrap",), name=type(model).__name__)
     return names
 
 
@@ -161,10 +159,7 @@ def _check_trainable_dtypes(model, units) -> None:
     mixed = [dtypes for dtypes in groups.values() if len(dtypes) > 1]
     if mixed:
         shown = ", ".join(str(d).replace("torch.", "") for d in sorted(mixed[0], key=str))
-        raise ConfigError(
-            f"fsdp: the trainable parameters of one layer have different dtypes ({shown}); FSDP2 needs one "
-            "per layer. Load the model in float32 (dtype: float32); bf16: true still computes in bf16."
-        )
+        raise config_error("fsdp_mixed_dtypes", ("fsdp",), dtypes=shown)
 
 
 # ------------------------------------------------------------------ saving
@@ -217,11 +212,7 @@ def save_state(model, optimizer, folder: str | os.PathLike) -> None:
 def _state_dir(folder: str | os.PathLike) -> Path:
     path = Path(folder) / STATE_DIR
     if not (path / ".metadata").is_file():
-        raise ConfigError(
-            f"checkpoint {folder} has no {STATE_DIR}/ (it was not written by an fsdp run, or with "
-            "save_only_model: true): FSDP2 resumes only from its own checkpoints. Resume it without fsdp, "
-            "or start from scratch."
-        )
+        raise config_error("fsdp_no_state", ("resume_from_checkpoint",), path=str(folder), state=STATE_DIR)
     return path
 
 
@@ -240,10 +231,7 @@ def load_model_state(model, folder: str | os.PathLike) -> None:
 def refuse_fsdp_checkpoint(folder: str | os.PathLike) -> None:
     """A checkpoint written by an fsdp run cannot resume a run that is not sharded (its optimizer state is)."""
     if (Path(folder) / STATE_DIR).is_dir():
-        raise ConfigError(
-            f"checkpoint {folder} was written by an fsdp run: resume it with the same "
-            "fsdp setting (its optimizer state is sharded)."
-        )
+        raise config_error("fsdp_checkpoint_sharded", ("resume_from_checkpoint", "fsdp"), path=str(folder))
 
 
 def load_optimizer_state(model, optimizer, folder: str | os.PathLike) -> None:

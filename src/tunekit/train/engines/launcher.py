@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...config.lists import split_list
-from ...config.problems import config_error
+from ...config.problems import Said, config_error
 from ...env import env_flag, env_nodes
 from ...errors import ConfigError
 
@@ -79,11 +79,7 @@ class LaunchPlan:
 
 
 #: LLaMA-Factory's ``USE_RAY=1`` (Ray Train) would otherwise be ignored without a word
-RAY_REFUSED = (
-    "USE_RAY=1 asks for LLaMA-Factory's Ray Train launch, which tunekit does not have: unset USE_RAY. tunekit train "
-    "starts one process per visible GPU itself (NPROC_PER_NODE, NNODES/NODE_RANK/MASTER_ADDR for several machines: "
-    "docs/workflows/multi-gpu.md)."
-)
+RAY_REFUSED = Said("launch_ray")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:

@@ -14,9 +14,9 @@ parameters) and ZeRO-1/2 with the media parts frozen (the defaults) take mixed d
 
 from __future__ import annotations
 
+from ...config.problems import Said, config_error
 from ...config.schema import Config
 from ...data.media_columns import MEDIA_COLUMNS
-from ...errors import ConfigError
 from .distributed import engine_plan
 
 
@@ -47,20 +47,16 @@ def check_media_on_every_rank(cfg: Config, data) -> None:
         missing = samples_without_media(dataset)
         if not missing:
             continue
-        where = (
-            f"{engine} with a vision-language model on {plan.world_size} ranks: "
-            f"{missing} of {len(dataset)} {split} samples"
+        where = Said(
+            "part_media_ranks_where",
+            engine=engine,
+            ranks=plan.world_size,
+            count=missing,
+            total=len(dataset),
+            split=Said(f"part_split_{split}"),
         )
         if sharded:
-            raise ConfigError(
-                f"{where} have no image, video or audio. These engines gather the vision tower's weights only on the "
-                "ranks whose micro-batch has media, so the ranks would wait on each other. Give every sample its "
-                "media, train the text-only samples in a separate run, or use deepspeed: z2 with the vision tower and "
-                "projector frozen (or DDP / one process), which keep whole weights on every rank."
-            )
-        raise ConfigError(
-            f"{where} have no image, video or audio, and the vision tower or projector trains: a rank without media "
-            "has no gradient for them and the ranks' gradient reductions would not match. Give every sample its "
-            "media, set freeze_vision_tower and freeze_multi_modal_projector to true, "
-            "or train without deepspeed (DDP)."
+            raise config_error("media_ranks_sharded", (plan.engine,), where=where)
+        raise config_error(
+            "media_ranks_tower_trains", ("freeze_vision_tower", "freeze_multi_modal_projector"), where=where
         )
