@@ -278,7 +278,7 @@ def gpt_oss(tmp_path_factory):
 def test_a_template_refusal_through_the_pipeline_is_chinese(gpt_oss, tmp_path, monkeypatch):
     """A record whose tool schema gpt-oss's template cannot render stops data preparation with the English it always
     said (the schema's place named step by step); the board says the place and the fix in Chinese, the schema's
-    words and code as they are (the record's position is the tokenized sample's ``_source``, a plain string)."""
+    words and code as they are (the record's position too: the sample's ``_source`` keyed again, ``where_of``)."""
 
     freeze_harmony_day(monkeypatch)
     schema = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "null"}]}}
@@ -297,7 +297,7 @@ def test_a_template_refusal_through_the_pipeline_is_chinese(gpt_oss, tmp_path, m
     )
     zh = say_error(err.value, "zh")
     assert zh == (
-        f"{path}, record 0：工具 'f' 的参数 p[]：`gpt-oss` 的官方对话模板无法渲染 'anyOf'（它会把该参数声明为 "
+        f"{path} 中的记录 0：工具 'f' 的参数 p[]：`gpt-oss` 的官方对话模板无法渲染 'anyOf'（它会把该参数声明为 "
         '`any`）；请把它写成 `oneOf` 或类型列表（`"type": ["string", "null"]`）'
     )
     assert untranslated(zh, ALLOWED | value_words(err.value.args[0])) == [], zh

@@ -56,6 +56,12 @@ class RawRecord:
         return Said("part_where_record", file=self.file, index=self.index)
 
 
+def where_of(source: str) -> str:
+    """A sample's ``_source`` (:attr:`RawRecord.where`, stored in the dataset as text) keyed again."""
+    file, sep, index = source.rpartition(", record ")
+    return Said("part_where_record", file=file, index=int(index)) if sep and index.isdigit() else source
+
+
 def read_records(attr: DatasetAttr, cache_dir: str | None = None, bad_records: str = "error") -> list[RawRecord]:
     """Every record of the dataset; ``bad_records="skip"`` turns an unparsable JSONL line into a bad record."""
     if attr.load_from == "file":

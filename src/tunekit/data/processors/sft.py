@@ -14,6 +14,7 @@ from typing import Any
 from tunekit.config.problems import Said, message_of
 from tunekit.errors import DataError
 
+from ..readers import where_of
 from . import DROPPED, KEPT, TRUNCATED
 from .context import ProcessContext
 from .cutoff import Spans, fit_turns
@@ -39,7 +40,7 @@ def encode_marked(sample: dict[str, Any], ctx: ProcessContext) -> list[tuple[str
             sample["messages"], sample.get("system"), sample.get("tools"), history_trained=not ctx.mask_history
         )
     except DataError as exc:
-        where = sample["_source"] if "_source" in sample else Said("part_a_record")
+        where = where_of(sample["_source"]) if "_source" in sample else Said("part_a_record")
         raise DataError(Said("record_template_refused", where=where, error=message_of(exc))) from None
 
 
