@@ -92,7 +92,7 @@ def convert_record(raw: RawRecord, attr: DatasetAttr, stage: str) -> dict[str, A
         sample = _from_v1_pair(raw, attr, stage)
     else:
         sample = _from_sharegpt(raw, attr, stage)
-    sample["_source"] = str(raw.where)  # a plain string in the dataset
+    sample["_source"] = raw.source
     _check_size(sample, raw)
     sample.update(media)
     check_placeholders(sample, raw, stage)

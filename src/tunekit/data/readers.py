@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config.problem_texts import ENGLISH
 from ..config.problems import Said
 from ..env import env_flag
 from ..errors import DataError
@@ -54,6 +55,12 @@ class RawRecord:
     def where(self) -> str:
         """``FILE, record N`` (keyed: the board says it in its language)."""
         return Said("part_where_record", file=self.file, index=self.index)
+
+    @property
+    def source(self) -> str:
+        """:attr:`where` as plain text, stored with each sample: made from the same template without the keyed
+        machinery, which costs ~5 µs a record (under 1 µs this way)."""
+        return ENGLISH["part_where_record"].format(file=self.file, index=self.index)
 
 
 def where_of(source: str) -> str:
