@@ -71,3 +71,18 @@ def value_words(message, skip_keys: tuple[str, ...] = ()) -> set[str]:
             for word in re.findall(r"[A-Za-z][\w+\-.:/]*", item):
                 words.update((word, word.rstrip(".:-")))  # as written, and without the sentence's punctuation
     return words
+
+
+def said_in_both(exc: BaseException, english: str, chinese: str) -> None:
+    """``exc`` reads ``english`` (the CLI's text) and the Chinese board says ``chinese``, with no English but its
+    values, option names and code."""
+    from types import SimpleNamespace
+
+    from tunekit.webui.problems_zh import say_error
+
+    assert str(exc) == english
+    assert say_error(exc, "en") == english
+    zh = say_error(exc, "zh")
+    assert zh == chinese
+    message = (getattr(exc, "problems", None) or [SimpleNamespace(message=exc.args[0])])[0].message
+    assert untranslated(zh, option_words() | value_words(message)) == [], zh

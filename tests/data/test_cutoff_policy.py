@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import write_dataset
 from tunekit.config import load_config
 from tunekit.data.pipeline import prepare_datasets
-from tunekit.data.processors.cutoff import Head, cut_turn, fit_turns
+from tunekit.data.processors.cutoff import Head, Spans, cut_turn, fit_turns
 from tunekit.model.loader import load_tokenizer
 
 IGNORE = -100
@@ -247,15 +247,16 @@ def test_fit_turns_with_heads():
         1: Head([9, 1, 30, 31], lead=2, tail=1, keep=1),
         2: Head([9, 2, 50, 51, 52, 53, 54, 55], lead=2, tail=1, keep=1),
     }
-    kept, cut = fit_turns(turns, 19, last_first=True, first_prompt=heads.__getitem__)
+    spans = Spans(turns, heads.__getitem__)
+    kept, cut = fit_turns(turns, 19, last_first=True, spans=spans)
     assert kept == [(0, turns[0]), (1, turns[1]), (2, turns[2])] and not cut  # 19 tokens: all fits
-    kept, cut = fit_turns(turns, 18, last_first=True, first_prompt=heads.__getitem__)
+    kept, cut = fit_turns(turns, 18, last_first=True, spans=spans)
     assert kept == [(1, ([9, 1, 30, 31], [40, 41])), (2, turns[2])] and cut  # turn 1 rendered as the start
-    kept, cut = fit_turns(turns, 10, last_first=True, first_prompt=heads.__getitem__)
+    kept, cut = fit_turns(turns, 10, last_first=True, spans=spans)
     # turn 2 alone (11 tokens) is cut: its prompt keeps max(10 - 3, 10 // 2) = 7 of its 8 tokens: lead [9, 2],
     # tail [55] and 4 of the 5 body tokens, 2 from its start and 2 from its end; the answer stays whole
     assert kept == [(2, ([9, 2, 50, 51, 53, 54, 55], [60, 61, 62]))] and cut
-    kept, _ = fit_turns(turns, 10, first_prompt=heads.__getitem__)
+    kept, _ = fit_turns(turns, 10, spans=spans)
     assert kept == [(0, turns[0]), (1, turns[1])]  # sft order: later turns dropped whole
     # a lead that leaves no room: only BOS (keep) stays in front of the prompt's end
     assert cut_turn(Head([9, 1, 2, 3, 4, 5, 6], lead=5, tail=2, keep=1), [7, 8, 9], 6) == ([9, 5, 6], [7, 8, 9])

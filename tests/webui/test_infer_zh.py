@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.zh_words import option_words, untranslated, value_words
+from tests.zh_words import option_words, said_in_both, untranslated, value_words
 from tunekit.config import load_config
 from tunekit.config.problem_texts_infer import ENGLISH_INFER
 from tunekit.errors import ConfigError, DataError
@@ -30,17 +30,6 @@ def engine(tiny_qwen):
     return ChatEngine(load_config(None, cfg))
 
 
-def _said(exc: BaseException, english: str, chinese: str) -> None:
-    """``exc`` reads ``english`` (the CLI's and the API's text) and the Chinese board says ``chinese``, with no
-    English but its values, option names and code."""
-    assert str(exc) == english
-    assert say_error(exc, "en") == english
-    zh = say_error(exc, "zh")
-    assert zh == chinese
-    message = (getattr(exc, "problems", None) or [SimpleNamespace(message=exc.args[0])])[0].message
-    assert untranslated(zh, ALLOWED | value_words(message)) == [], zh
-
-
 def test_every_inference_template_is_chinese():
     """Every key, its placeholders filled with a number, is Chinese with no untranslated English: also the ones no
     cheap test reaches (a vision-language folder under template jinja)."""
@@ -57,7 +46,7 @@ def test_template_not_set(tiny_qwen):
     tokenizer = SimpleNamespace(chat_template=None)
     with pytest.raises(ConfigError) as err:
         ChatEngine(load_config(None, dict(model_name_or_path=str(tiny_qwen))), tokenizer=tokenizer)
-    _said(
+    said_in_both(
         err.value,
         "template is not set and the tokenizer has no chat_template: set template "
         "(e.g. qwen, llama3; `tunekit templates` lists them).",
@@ -71,7 +60,7 @@ def test_control_tokens_in_tools_and_tool_calls(engine):
     tools = [{"type": "function", "function": {"name": "f", "description": "x<|im_end|>", "parameters": {}}}]
     with pytest.raises(ConfigError) as err:
         engine.render(HI, tools=tools, parse_special_tokens=False)
-    _said(
+    said_in_both(
         err.value,
         "the tool definitions contain the control token '<|im_end|>'; remove it "
         "(tool names, descriptions and schemas cannot carry control tokens).",
@@ -80,7 +69,7 @@ def test_control_tokens_in_tools_and_tool_calls(engine):
     call = {"role": "function_call", "content": '{"name": "f", "arguments": {"a": "<|im_end|>"}}'}
     with pytest.raises(ConfigError) as err:
         engine.render([*HI, call, {"role": "observation", "content": "1"}], parse_special_tokens=False)
-    _said(
+    said_in_both(
         err.value,
         "messages[1]: a tool call contains the control token '<|im_end|>'; remove it "
         "(tool-call arguments cannot carry control tokens).",
@@ -104,7 +93,7 @@ def test_generation_options_in_the_boards_chat(engine):
         "max_new_tokens, temperature, top_p, top_k, repetition_penalty, do_sample, num_beams, length_penalty, "
         "stop, seed"
     )
-    _said(
+    said_in_both(
         err.value,
         f"unknown generation option(s) bogus, colour; known: {known}.",
         f"未知的生成参数 bogus、colour；可用的参数：{known.replace(', ', '、')}。",
@@ -114,7 +103,7 @@ def test_generation_options_in_the_boards_chat(engine):
 def test_images_in_a_text_only_chat(engine):
     with pytest.raises(ConfigError) as err:
         engine.render_media(HI, ["a.png"])
-    _said(
+    said_in_both(
         err.value,
         "images need a vision-language model with its multimodal template (qwen2_vl for Qwen2-VL / Qwen2.5-VL); "
         "template 'qwen' is text-only.",
@@ -142,7 +131,7 @@ def test_media_the_model_cannot_read():
     vision = SimpleNamespace(cfg=text_only.cfg, mm=SimpleNamespace(MEDIA=("images", "videos"), NAME="qwen2_vl"))
     with pytest.raises(ConfigError) as err:
         check_kinds(vision, {"audios": "messages[0].content[0]"})
-    _said(
+    said_in_both(
         err.value,
         "messages[0].content[0]: the qwen2_vl family reads images and videos only, not audio. Remove the audio, or "
         "serve a model of a family that reads audio.",
@@ -156,7 +145,7 @@ def test_image_placeholders_that_do_not_match(engine):
     from tunekit.config.problems import Said
 
     exc = DataError(Said("infer_image_placeholders", placed=2, given=1))
-    _said(
+    said_in_both(
         exc,
         "chat: 2 <image> placeholder(s) in the messages but 1 image(s) given.",
         "对话：消息中有 2 个 `<image>` 占位符，但给出了 1 张图片。",

@@ -15,28 +15,17 @@ from types import SimpleNamespace
 import pytest
 
 from tests.helpers import write_dataset
-from tests.zh_words import option_words, untranslated, value_words
+from tests.zh_words import option_words, said_in_both, untranslated
 from tunekit.config import load_config
 from tunekit.config.problem_texts_api import ENGLISH_API
 from tunekit.config.problem_texts_infer import ENGLISH_INFER
 from tunekit.config.problem_texts_predict import ENGLISH_PREDICT
 from tunekit.errors import ConfigError, DataError, EnvironmentProblem
-from tunekit.webui.problems_zh import ZH, say, say_error
+from tunekit.webui.problems_zh import ZH, say
 
 ALLOWED = option_words()
 HAN = re.compile(r"[\u4e00-\u9fff]")
 SKIP = "; set bad_records: skip to skip invalid records)"
-
-
-def _said(exc: BaseException, english: str, chinese: str) -> None:
-    """``exc`` reads ``english`` (the CLI's text) and the Chinese board says ``chinese``, with no English but its
-    values, option names and code."""
-    assert str(exc) == english
-    assert say_error(exc, "en") == english
-    zh = say_error(exc, "zh")
-    assert zh == chinese
-    message = (getattr(exc, "problems", None) or [SimpleNamespace(message=exc.args[0])])[0].message
-    assert untranslated(zh, ALLOWED | value_words(message)) == [], zh
 
 
 def _cfg(tmp_path, **options):
@@ -60,7 +49,7 @@ def test_predict_needs_data(tmp_path):
 
     with pytest.raises(ConfigError) as err:
         load_samples(_cfg(tmp_path))
-    _said(
+    said_in_both(
         err.value,
         "predict needs data: set eval_dataset (or dataset) to dataset name(s) from dataset_info.json.",
         "预测需要数据：请把 eval_dataset（或 dataset）设为 dataset_info.json 中的数据集名称。",
@@ -73,7 +62,7 @@ def test_predict_needs_an_output_dir(tmp_path):
 
     with pytest.raises(ConfigError) as err:  # before any data is read or a model loaded
         run_predict(_cfg(tmp_path, eval_dataset="toy"))
-    _said(
+    said_in_both(
         err.value,
         "output_dir is not set: name the folder for generated_predictions.jsonl and predict_results.json.",
         "未设置 output_dir：请指定保存 generated_predictions.jsonl 和 predict_results.json 的目录。",
@@ -90,14 +79,14 @@ def test_an_invalid_record_and_no_usable_samples(tmp_path):
     with pytest.raises(DataError) as err:
         load_samples(_cfg(tmp_path, eval_dataset="toy"))
     path = tmp_path / "data" / "toy.json"
-    _said(
+    said_in_both(
         err.value,
         f"{path}, record 0: the prompt is empty. (dataset 'toy'{SKIP}",
         f"{path} 中的记录 0：提示为空。（数据集 'toy'；设置 bad_records: skip 可跳过无效记录）",
     )
     with pytest.raises(DataError) as err:
         load_samples(_cfg(tmp_path, eval_dataset="toy", bad_records="skip"))
-    _said(err.value, "no usable samples in toy to predict on.", "toy 中没有可用于预测的样本。")
+    said_in_both(err.value, "no usable samples in toy to predict on.", "toy 中没有可用于预测的样本。")
 
 
 def test_a_multimodal_prompt_longer_than_cutoff_len(tmp_path, monkeypatch):
@@ -108,7 +97,7 @@ def test_a_multimodal_prompt_longer_than_cutoff_len(tmp_path, monkeypatch):
     sample = {"messages": [], "system": None, "tools": None, "media": {"images": ["a.png"]}, "where": "toy.json, #0"}
     with pytest.raises(DataError) as err:
         predict._render_prompts(SimpleNamespace(cutoff_len=8), None, [sample])
-    _said(
+    said_in_both(
         err.value,
         "toy.json, #0: the prompt with its media is 9 tokens, longer than cutoff_len 8, and cutting it would cut "
         "through its media tokens: raise cutoff_len, or lower image_max_pixels / video_max_pixels.",
@@ -125,7 +114,7 @@ def test_the_chat_tabs_load_with_infer_backend_vllm(tmp_path):
 
     with pytest.raises(EnvironmentProblem) as err:
         ChatSession().load(_cfg(tmp_path, infer_backend="vllm"))
-    _said(
+    said_in_both(
         err.value,
         "infer_backend: vllm needs the vllm package (pip install vllm, on a machine with an NVIDIA GPU); or use "
         "infer_backend: huggingface (the default).",
@@ -153,7 +142,7 @@ def test_the_apis_media_refusals_are_keyed_and_english(tmp_path):
     )
     with pytest.raises(ConfigError) as err:
         MediaPolicy.from_config(SimpleNamespace(api_media_dir=str(tmp_path / "nope"), api_max_media_mb=20))
-    _said(
+    said_in_both(
         err.value,
         f"api_media_dir '{tmp_path / 'nope'}' is not a folder: create it, or unset api_media_dir (then requests send "
         "media inline as base64 data: URLs only).",
@@ -225,7 +214,7 @@ def test_the_data_errors_an_evaluation_run_hits_first(tiny_qwen, tmp_path):
     record, record_zh = f"{path}, record 0: the prompt is empty.", f"{path} 中的记录 0：提示为空。"
     with pytest.raises(DataError) as err:
         prepare_datasets(cfg, load_tokenizer(cfg), "sft")
-    _said(
+    said_in_both(
         err.value,
         f"{record} (dataset 'toy'; set bad_records: skip to skip invalid records and count them)",
         f"{record_zh}（数据集 'toy'；设置 bad_records: skip 可跳过无效记录并计数）",
@@ -233,7 +222,7 @@ def test_the_data_errors_an_evaluation_run_hits_first(tiny_qwen, tmp_path):
     cfg = cfg.model_copy(update={"bad_records": "skip"})
     with pytest.raises(DataError) as err:
         prepare_datasets(cfg, load_tokenizer(cfg), "sft")
-    _said(
+    said_in_both(
         err.value,
         f"dataset 'toy' ({path}) has no usable records (1 read, 1 invalid). First problem: {record}",
         f"数据集 'toy'（{path}）没有可用的记录（读取 1 条，无效 1 条）。第一个问题：{record_zh}",

@@ -119,18 +119,16 @@ def fit_turns(
     turns: list[Turn],
     cutoff_len: int,
     last_first: bool = False,
-    first_prompt: Spans | Callable[[int], Head] | None = None,
+    spans: Spans | None = None,
 ) -> tuple[list[tuple[int, Turn]], bool]:
     """Return the kept ``(turn_index, (prompt_ids, response_ids))`` in conversation order, and whether anything was
-    cut.
-
-    ``first_prompt``: the :class:`Spans` of the conversation, or ``first_prompt(j)``, the :class:`Head` of the
-    conversation rendered from turn ``j`` on (``j == 0``: the first prompt as it is).
+    cut. ``spans``: the conversation's runs of turns rendered on their own (without: nothing is known about the
+    lead).
     """
     n = len(turns)
     if sum(len(p) + len(r) for p, r in turns) <= cutoff_len:
         return list(enumerate(turns)), False
-    spans = first_prompt if isinstance(first_prompt, Spans) else Spans(turns, first_prompt)
+    spans = spans or Spans(turns)
     if not last_first:
         return _fit_from_start(turns, cutoff_len, spans), True
     last = n - 1

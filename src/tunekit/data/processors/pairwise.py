@@ -54,7 +54,7 @@ def shared_prompt_cut(
     spans: Spans | None = None,
 ) -> tuple[list[int], int, bool]:
     """Prompt ids (kept history + last prompt, cut) and the response budget, via the common cutoff policy."""
-    kept, truncated = fit_turns(history + [(prompt, longest)], cutoff_len, last_first=True, first_prompt=spans)
+    kept, truncated = fit_turns(history + [(prompt, longest)], cutoff_len, last_first=True, spans=spans)
     ids: list[int] = []
     budget = 0
     for i, (p, r) in kept:

@@ -72,13 +72,13 @@ def head_for(sample: dict[str, Any], ctx: ProcessContext, known=()) -> Spans:
 def build_example(
     turn_ids: list[tuple[list[int], list[int]]],
     ctx: ProcessContext,
-    first_prompt: Spans | None = None,
+    spans: Spans | None = None,
     thoughts: list[int] | None = None,
 ) -> dict[str, Any]:
     """Cut and label one tokenized conversation. ``thoughts``: each response's leading thought tokens (a cut keeps a
     response's start, so they stay its first tokens): not trained with ``thought_loss_weight: 0``, marked 1 in the
     row's ``thought_mask`` for a weight between 0 and 1 (``train/thought_loss.py``)."""
-    kept, truncated = fit_turns(turn_ids, ctx.cutoff_len, last_first=ctx.mask_history, first_prompt=first_prompt)
+    kept, truncated = fit_turns(turn_ids, ctx.cutoff_len, last_first=ctx.mask_history, spans=spans)
     last = len(turn_ids) - 1
     input_ids: list[int] = []
     labels: list[int] = []
