@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
-TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant,trackers,optimizers,vision,gguf
+TEST_EXTRAS := dev,api,webui,metrics,deepspeed,quant,trackers,optimizers,vision,gguf,ray
 # the gguf extra's llama-cpp-python is built from source: llama.cpp's CPU backend only, without its tools, tests and
 # llava (tunekit loads, quantizes and verifies GGUF files with it; docs/after-training.md). GGML_NATIVE=OFF: a portable
 # AVX2-level build (the -march=native one died of SIGILL in llama.cpp's q8_0 path on the AMX / AVX-512 test host)

@@ -20,6 +20,16 @@ from tunekit.flow import run_train
 from tunekit.train.engines.launcher import free_port
 
 BIN = Path(sys.executable).parent
+# the run every engine is compared on with one process: full tuning, 4 steps, a checkpoint at step 2
+ENGINE_RUN = dict(
+    finetuning_type="full",
+    max_steps=4,
+    save_strategy="steps",
+    save_steps=2,
+    learning_rate=1e-3,
+    cutoff_len=64,
+    overwrite_output_dir=True,
+)
 RUN_TIMEOUT = 900  # the first offload run compiles DeepSpeed's CPU Adam (cached in ~/.cache/torch_extensions)
 
 

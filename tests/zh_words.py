@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from tunekit.config import iter_fields
-from tunekit.config.messages import Keyed
+from tunekit.messages import Keyed
 from tunekit.webui.fields import field_specs
 
 # Names of tools, models, methods and units, written the same in Chinese text (LLaMA Board's Chinese keeps them).
@@ -23,10 +23,11 @@ LLaMA-Factory Hugging Face Qwen-VL Qwen2-VL NVIDIA Hopper Ampere Transformer Eng
 transformers accelerate bitsandbytes liger-kernel flash-attn galore-torch apollo-torch adam-mini unsloth optimum
 gptqmodel GPTQ safetensors pickle base64 Top-k Top-p token rollout dropout logits logit alpha Beta beta epsilon
 lambda merger all-gather ftx NEFTune Trainer ChatGLM peft Ascend NPU MoE YAML GGUF llama.cpp Ollama Modelfile
-llm-compressor compressed-tensors P-Tuning KV torch
+llm-compressor compressed-tensors P-Tuning KV torch Megatron-Core Megatron-Bridge KTransformers Ray torchrun
 """
 
 TERMS = set(_TERMS.split())
+HAN = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9+\-_.:/]*[A-Za-z0-9+]|[A-Za-z]")
 CODE = re.compile(r"`[^`]*`|\[默认: [^\]]*\]")  # code, and a default (a value)
 

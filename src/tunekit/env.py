@@ -1,7 +1,9 @@
 """Environment variables, read one way everywhere: tunekit's on/off switches, its cache folder, and the
 rank / world size a launcher (torchrun, deepspeed) sets.
 
-Cheap to import (no third-party modules): the CLI's help path and the start-up switches use it.
+Cheap to import (no third-party modules): the CLI's help path and the start-up switches use it. Its errors are keyed
+(:class:`EnvSaid`, templates in :data:`ENV_ENGLISH`, part of :data:`tunekit.config.problem_texts.ENGLISH`), so the web
+board says a job's bad ``NNODES`` in Chinese too.
 """
 
 from __future__ import annotations
@@ -11,8 +13,28 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import ConfigError, EnvironmentProblem
+from .messages import Keyed
 
 FALSE = ("0", "false", "no", "off")
+# how many processes run where, as torchrun (and tunekit train's own launch) reads it: Ray places its workers itself
+PLACEMENT_VARIABLES = ("NPROC_PER_NODE", "NNODES", "NODE_RANK")
+
+# key → the English template of an error about an environment variable (the Chinese: webui/problems_zh_run.py). A
+# value in quotes is given as its repr (a str).
+ENV_ENGLISH: dict[str, str] = {
+    "env_not_whole_number": "The environment variable {name}={raw} is not a whole number; unset it or let the "
+    "launcher (torchrun, deepspeed) set it.",
+    "env_nnodes_not_whole_number": "NNODES={raw} is not a whole number.",
+    "env_nnodes_below_one": "NNODES={value} must be at least 1.",
+}
+
+
+class EnvSaid(Keyed):
+    """An error about an environment variable: ``ENV_ENGLISH[key]`` filled with ``values`` (env.py is below config,
+    so it cannot use :class:`~tunekit.config.problems.Said`; the keys are the same table's)."""
+
+    ENGLISH = ENV_ENGLISH
+    WHERE = "tunekit.env.ENV_ENGLISH"
 
 
 # Set by the web board for its jobs: their ``tunekit`` restores Python's Ctrl+C handler, because a board started in
@@ -59,10 +81,7 @@ def launcher_int(name: str) -> int | None:
     try:
         return int(raw)
     except ValueError:
-        raise EnvironmentProblem(
-            f"The environment variable {name}={raw!r} is not a whole number; unset it or "
-            f"let the launcher (torchrun, deepspeed) set it."
-        ) from None
+        raise EnvironmentProblem(EnvSaid("env_not_whole_number", name=name, raw=repr(raw))) from None
 
 
 def env_rank() -> int:
@@ -91,7 +110,7 @@ def env_nodes(environ: Mapping[str, str] | None = None) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"NNODES={raw!r} is not a whole number.") from None
+        raise ConfigError(EnvSaid("env_nnodes_not_whole_number", raw=repr(raw))) from None
     if value < 1:
-        raise ConfigError(f"NNODES={value} must be at least 1.")
+        raise ConfigError(EnvSaid("env_nnodes_below_one", value=value))
     return value

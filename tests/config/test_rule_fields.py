@@ -33,6 +33,8 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({**FULL, "quantization_bit": 4}, [("quantization_bit", "finetuning_type")]),
     ({"use_dora": True, "pissa_init": True}, [("use_dora", "pissa_init")]),
     ({"pissa_convert": True}, [("pissa_convert", "pissa_init")]),
+    ({"use_reentrant_gc": True, "gradient_checkpointing": False}, [("use_reentrant_gc", "gradient_checkpointing")]),
+    ({"use_cpu": True, "resources_per_worker": {"GPU": 1}}, [("resources_per_worker", "use_cpu")]),
     (
         {"pissa_init": True, "pissa_convert": True, "additional_target": "embed_tokens"},
         [("pissa_convert", "additional_target")],

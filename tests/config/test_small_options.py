@@ -1,6 +1,7 @@
 """LLaMA-Factory options users expect: neftune_noise_alpha, use_v1_kernels, fsdp_transformer_layer_cls_to_wrap
 (accepted where tunekit runs them, refused by name with the reason and what to use instead), mixture_of_depths
-(refused by name)."""
+(refused by name), use_reentrant_gc and transformers' gradient_checkpointing_kwargs, and the engines tunekit lacks
+(Ray, Megatron-Core, KTransformers: one refusal per engine, with what to use instead)."""
 
 from __future__ import annotations
 
@@ -137,16 +138,83 @@ def test_the_three_options_are_no_longer_unsupported_llamafactory_options():
     )
 
 
-def test_ray_options_are_refused_with_what_to_use_instead(tmp_path):
-    """LLaMA-Factory's RayArguments name Ray Train, which tunekit does not run: each is refused by its name, with
-    how tunekit starts several processes instead."""
+def test_ray_options_are_llamafactorys_with_its_types_and_defaults(tmp_path):
+    """LLaMA-Factory's RayArguments (USE_RAY=1: train/engines/ray_launch.py), as its YAML and its command line
+    (a JSON object in a string) write them; what tunekit cannot do is refused by name."""
+    defaults = build_config(BASE)
+    assert (defaults.ray_num_workers, defaults.resources_per_worker, defaults.placement_strategy) == (1, None, "PACK")
+    assert (defaults.ray_run_name, defaults.ray_storage_path, defaults.ray_init_kwargs) == (None, "./saves", None)
     path = tmp_path / "ray.yaml"
     path.write_text(yaml.safe_dump({**BASE, "ray_num_workers": 4, "resources_per_worker": {"GPU": 1}}))
+    cfg = load_config(path, ['ray_init_kwargs={"runtime_env": {"env_vars": {"A": "1"}}}', "placement_strategy=SPREAD"])
+    assert (cfg.ray_num_workers, cfg.resources_per_worker) == (4, {"GPU": 1.0})
+    assert (cfg.ray_init_kwargs, cfg.placement_strategy) == ({"runtime_env": {"env_vars": {"A": "1"}}}, "SPREAD")
+    assert build_config({**BASE, "resources_per_worker": '{"CPU": 8, "GPU": 1}'}).resources_per_worker == {
+        "CPU": 8.0,
+        "GPU": 1.0,
+    }
+    assert _refusal({"ray_storage_filesystem": "s3"}) == (
+        "`ray_storage_filesystem` is a LLaMA-Factory option that tunekit does not support (yet) (config): remove it; "
+        "`tunekit train --help` lists what tunekit supports. (Ray's cloud storage: tunekit writes the checkpoints, "
+        "logs and model to output_dir itself, and Ray keeps only its run records, in ray_storage_path (a local or "
+        "shared folder).)"
+    )
+    assert _refusal({"use_cpu": True, "resources_per_worker": {"GPU": 1}}) == (
+        "resources_per_worker asks Ray for GPUs but use_cpu is true: remove GPU from resources_per_worker, or set "
+        "use_cpu to false."
+    )
+    for bad in ({"ray_num_workers": 0}, {"placement_strategy": "ANYWHERE"}):
+        assert next(iter(bad)) in _refusal(bad)
+
+
+def test_an_engines_keys_are_refused_in_one_line_with_what_to_use(tmp_path):
+    """LLaMA-Factory's examples/megatron/qwen3_moe_full.yaml (its Megatron-Core keys) and the KTransformers
+    examples' use_kt: GPU-only engines tunekit does not have, refused by name, each engine's keys in one line."""
+    mca = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 4, "moe_grouped_gemm": True}
+    path = tmp_path / "mca.yaml"
+    path.write_text(yaml.safe_dump({**BASE, **mca, "use_kt": True, "kt_optimize_rule": "x.yaml"}, sort_keys=False))
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    lines = str(err.value).splitlines()
-    assert [line.split("`")[1] for line in lines] == ["ray_num_workers", "resources_per_worker"]
-    assert lines[0].endswith(
-        "(Ray Train (LLaMA-Factory's USE_RAY=1) is not built in: tunekit train starts one process per visible GPU "
-        "itself, NPROC_PER_NODE and NNODES/NODE_RANK/MASTER_ADDR for several machines (docs/workflows/multi-gpu.md).)"
+    megatron, kt = str(err.value).splitlines()
+    assert megatron == (
+        "tensor_model_parallel_size, pipeline_model_parallel_size and moe_grouped_gemm are LLaMA-Factory options that "
+        f"tunekit does not support (yet) (in {path}): remove them; `tunekit train --help` lists what tunekit "
+        "supports. "
+        "(Megatron-Core training (LLaMA-Factory's USE_MCA=1 with mcore_adapter, or Megatron-Bridge) is a GPU-only "
+        "engine that tunekit does not have: for several GPUs use deepspeed (ZeRO 0-3) or fsdp "
+        "(docs/workflows/multi-gpu.md).)"
     )
+    assert kt.startswith("use_kt and kt_optimize_rule are LLaMA-Factory options") and "KTransformers" in kt
+
+
+def test_gradient_checkpointing_kwargs_is_read_as_use_reentrant_gc():
+    """LLaMA-Factory's examples/train_full/mossvl_full_sft.yaml writes both spellings; any other key is refused."""
+    both = {"use_reentrant_gc": False, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+    assert load_config(None, {**BASE, **both}).use_reentrant_gc is False
+    assert load_config(None, {**BASE, "gradient_checkpointing_kwargs": {"use_reentrant": True}}).use_reentrant_gc
+    with pytest.raises(ConfigError) as err:
+        load_config(None, {**BASE, "gradient_checkpointing_kwargs": {"preserve_rng_state": False}})
+    assert str(err.value) == (
+        "gradient_checkpointing_kwargs {'preserve_rng_state': False} (on the command line): tunekit reads only"
+        " use_reentrant: true or false from it (as use_reentrant_gc); remove the other keys."
+    )
+    with pytest.raises(ConfigError, match="disagree"):
+        load_config(
+            None, {**BASE, "use_reentrant_gc": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+        )
+
+
+@pytest.mark.parametrize(
+    "off, shown",
+    [
+        ({"gradient_checkpointing": False}, "gradient_checkpointing: false"),
+        ({"disable_gradient_checkpointing": True}, "disable_gradient_checkpointing: true"),
+        ({"finetuning_type": "ptuning"}, "finetuning_type: ptuning"),
+    ],
+)
+def test_use_reentrant_gc_without_checkpointing_is_refused(off, shown):
+    assert _refusal({"use_reentrant_gc": True, **off}) == (
+        f"use_reentrant_gc: true chooses how gradient checkpointing recomputes, but checkpointing is off ({shown}): "
+        "remove use_reentrant_gc, or turn gradient checkpointing on."
+    )
+    assert build_config({**BASE, "use_reentrant_gc": False, **off}).use_reentrant_gc is False  # LF's false: nothing

@@ -30,6 +30,7 @@ import yaml
 from safetensors.torch import load_file
 
 from tests.distributed_helpers import (
+    ENGINE_RUN,
     RUN_TIMEOUT,
     assert_close,
     assert_trained_alike,
@@ -52,15 +53,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 # measured <= 1e-6).
 LOSS_TOL = loss_tolerance(128, 12.0)
 LOGIT_TOL = 1e-3
-COMMON = dict(
-    finetuning_type="full",
-    max_steps=4,
-    save_strategy="steps",
-    save_steps=2,
-    learning_rate=1e-3,
-    cutoff_len=64,
-    overwrite_output_dir=True,
-)
+COMMON = ENGINE_RUN
 
 
 @pytest.fixture(scope="module")

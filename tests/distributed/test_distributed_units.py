@@ -87,14 +87,6 @@ def test_visible_gpus_start_one_process_each_without_importing_torch():
         launcher.launch_plan({**env, "NPROC_PER_NODE": "4"})
 
 
-def test_use_ray_is_refused_before_anything_launches():
-    """LLaMA-Factory's USE_RAY=1 switch, read where its other launch switches are: never ignored."""
-    with pytest.raises(ConfigError) as err:
-        launcher.launch_plan({**CPU_ENV, "USE_RAY": "1", "NPROC_PER_NODE": "2"})
-    assert str(err.value) == launcher.RAY_REFUSED and str(err.value).startswith("USE_RAY=1 asks for LLaMA-Factory's")
-    assert not launcher.launch_plan({**CPU_ENV, "USE_RAY": "0"}).launch
-
-
 def test_no_relaunch_under_an_external_launcher():
     for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         assert not launcher.launch_plan({**CPU_ENV, "FORCE_TORCHRUN": "1", var: "0"}).launch

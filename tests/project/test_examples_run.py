@@ -29,6 +29,8 @@ NOT_HERE = {
     "examples/export-and-serve/qwen_gptq.yaml": "tests/export/test_gptq_export.py exports with it (a slow test)",
     "examples/qlora/qwen_gptq_base_lora_sft.yaml": "tests/model/test_compressed_base_qlora.py trains it (its base "
     "is a compressed-tensors folder)",
+    "examples/multi-gpu/qwen_lora_sft_ray.yaml": "tests/distributed/test_ray_launch.py loads and plans it with "
+    "USE_RAY=1 (it needs the Ray Train launch; its 2-worker CPU run is there too)",
 }
 TRAINED = [
     "sft/qwen_lora_sft.yaml",

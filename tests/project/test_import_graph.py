@@ -8,9 +8,9 @@ The order, lowest first (docs/architecture.md draws the same picture)::
 
 ``flow`` is ``tunekit/flow.py``, the one train flow: it needs ``plan`` (auto-fit, the checkpointing decision),
 ``train`` and ``infer`` (do_predict), and only the CLI (and so the board, which runs the CLI) calls it. The
-top-level helpers ``errors``, ``env`` and the package ``host`` (CPU-host machinery: malloc tuning, the collector pause,
-the heap guard; a run decides whether to import it, ``train/decisions``) (and the package ``tunekit`` itself) may be
-imported by every layer and import only each other.
+top-level helpers ``errors``, ``env``, ``messages`` (keyed messages) and the package ``host`` (CPU-host machinery:
+malloc tuning, the collector pause, the heap guard; a run decides whether to import it, ``train/decisions``) (and the
+package ``tunekit`` itself) may be imported by every layer and import only each other.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ ORDER = {
     "webui": 9,
     "cli": 10,
 }
-HELPERS = {"errors", "env", "host"}
+HELPERS = {"errors", "env", "messages", "host"}
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

@@ -59,21 +59,12 @@ LACKING = {
     "extras/mod/llama3_full_sft.yaml": dict(
         finetuning_type="full", mixture_of_depths="convert", optim="paged_adamw_8bit"
     ),
-    "train_full/mossvl_full_sft.yaml": dict(
-        finetuning_type="full",
-        use_reentrant_gc=False,
-        gradient_checkpointing=True,
-        gradient_checkpointing_kwargs={"use_reentrant": False},
-    ),
-    "train_lora/qwen3_lora_sft_ray.yaml": dict(finetuning_type="lora", lora_target="all", ray_num_workers=4),
     "extras/multi_tokens (new_special_tokens_config)": dict(
         finetuning_type="lora", new_special_tokens_config="tokens_cfg.yaml"
     ),
 }
 LACKED = {
     "extras/mod/llama3_full_sft.yaml": ["mixture_of_depths"],
-    "train_full/mossvl_full_sft.yaml": ["use_reentrant_gc", "gradient_checkpointing_kwargs"],
-    "train_lora/qwen3_lora_sft_ray.yaml": ["ray_num_workers"],
     "extras/multi_tokens (new_special_tokens_config)": ["new_special_tokens_config"],
 }
 

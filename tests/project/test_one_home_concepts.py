@@ -167,13 +167,13 @@ def test_environment_switches_and_nnodes_read_one_way(monkeypatch):
     assert [
         str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py")) if parsers.search(p.read_text(encoding="utf-8"))
     ] == []
-    nnodes = [
+    nnodes = {
         str(p.relative_to(SRC))
         for p, tree in _modules()
         for n in ast.walk(tree)
         if isinstance(n, ast.Constant) and n.value == "NNODES"
-    ]
-    assert nnodes == ["env.py"]
+    }
+    assert nnodes == {"env.py"}
 
 
 def test_media_columns_and_processor_files_have_one_home():

@@ -5,20 +5,18 @@ Each is keyed (``config/problem_texts_infer.py``); the English is unchanged word
 
 from __future__ import annotations
 
-import re
 import string
 from types import SimpleNamespace
 
 import pytest
 
-from tests.zh_words import option_words, said_in_both, untranslated, value_words
+from tests.zh_words import HAN, option_words, said_in_both, untranslated, value_words
 from tunekit.config import load_config
 from tunekit.config.problem_texts_infer import ENGLISH_INFER
 from tunekit.errors import ConfigError, DataError
 from tunekit.webui.problems_zh import ZH, say_error
 
 ALLOWED = option_words()
-HAN = re.compile(r"[\u4e00-\u9fff]")
 HI = [{"role": "user", "content": "hi"}]
 
 

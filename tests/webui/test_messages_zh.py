@@ -16,9 +16,9 @@ from tests.zh_words import option_words, untranslated, value_words
 from tunekit.config import build_config
 from tunekit.config.llamafactory_options import WHY_UNSUPPORTED
 from tunekit.config.llamafactory_v1 import read_v1_config
-from tunekit.config.messages import Keyed
 from tunekit.config.problem_texts_v1 import ENGLISH_V1
 from tunekit.errors import ConfigError
+from tunekit.messages import Keyed
 from tunekit.webui.board import Board
 from tunekit.webui.paths import PathPolicy, PathRefused
 from tunekit.webui.problems_zh import ZH, say, say_error

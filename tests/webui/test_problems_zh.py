@@ -13,9 +13,9 @@ import pytest
 
 from tests.helpers import ROOT
 from tests.zh_words import option_words, untranslated, value_words
-from tunekit.config.messages import placeholders
 from tunekit.config.problem_texts import ENGLISH, JOINS
 from tunekit.config.problems import Said
+from tunekit.messages import placeholders
 from tunekit.webui.paths import PathPolicy, excerpt
 from tunekit.webui.problems_zh import JOINS_ZH, ZH, say
 from tunekit.webui.validation import validate

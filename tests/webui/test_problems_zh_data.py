@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import string
 from types import SimpleNamespace
 
 import pytest
 
 from tests.helpers import ROOT, failed_job, freeze_harmony_day, write_dataset
-from tests.zh_words import option_words, said_in_both, untranslated, value_words
+from tests.zh_words import HAN, option_words, said_in_both, untranslated, value_words
 from tunekit.config import load_config
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_data import ENGLISH_DATA
@@ -30,7 +29,6 @@ from tunekit.webui.paths import PathPolicy
 from tunekit.webui.problems_zh import say, say_error
 
 ALLOWED = option_words()
-HAN = re.compile(r"[\u4e00-\u9fff]")
 DATA = ROOT / "src" / "tunekit" / "data"
 KEYED_MODULES = (
     "formats.py",
@@ -80,9 +78,9 @@ def test_the_data_layer_raises_its_file_and_record_errors_keyed():
 
 
 def test_a_key_two_tables_define_stops_the_merge():
-    """``ENGLISH`` and ``ZH`` merge their tables (``config.messages.merged``): a data key spelled like the config's
+    """``ENGLISH`` and ``ZH`` merge their tables (``tunekit.messages.merged``): a data key spelled like the config's
     ``part_did_you_mean`` once replaced that sentence silently ("(config).Did you mean")."""
-    from tunekit.config.messages import merged
+    from tunekit.messages import merged
 
     assert merged({"a": "A"}, {"b": "B"}) == {"a": "A", "b": "B"}
     with pytest.raises(KeyError, match="message keys defined twice: part_did_you_mean"):

@@ -8,7 +8,6 @@ failed job's reason stays the log's own English, after a Chinese lead-in)."""
 from __future__ import annotations
 
 import json
-import re
 import string
 import subprocess
 import sys
@@ -16,11 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.zh_words import option_words, untranslated, value_words
+from tests.zh_words import HAN, option_words, untranslated, value_words
 from tunekit.config import build_config
-from tunekit.config.messages import Keyed
 from tunekit.config.problem_texts_plan import ENGLISH_PLAN
 from tunekit.errors import TunekitError
+from tunekit.messages import Keyed
 from tunekit.webui.board import Board
 from tunekit.webui.chat import ChatSession, NoModel
 from tunekit.webui.monitor import failed_status
@@ -29,7 +28,6 @@ from tunekit.webui.problems_zh import ZH, say_error
 from tunekit.webui.runner import Job, JobBusy, JobRunner
 
 ALLOWED = option_words()
-HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 # ---------------------------------------------------------------- the templates
@@ -251,7 +249,7 @@ def _job(board: Board, tmp_path, state: str) -> None:
     poll = (lambda: None) if state in ("running", "stopping") else proc.poll
     job = Job("train", [], tmp_path / "out", log, proc=SimpleNamespace(poll=poll, pid=proc.pid))
     job.stop_requests = int(state in ("stopping", "stopped"))
-    board.runner.job = job
+    board.runner.job = board.runner.last[job.kind] = job
 
 
 def test_every_job_status_line_is_chinese(tmp_path):

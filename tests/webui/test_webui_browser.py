@@ -30,6 +30,7 @@ from tests.browser_helpers import (
     pick,
 )
 from tests.helpers import ROOT, train_rows
+from tests.zh_words import option_words, untranslated
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1500)]  # a loaded CI host: 3x
 
@@ -96,6 +97,35 @@ def step(what):
         fh.write(f"{time.time() - _T0:7.1f}s  {what}\n")
 
 
+# Gradio's own words (the upload box, the footer) follow the browser's language, en-US here
+GRADIO_OWN = ("Drop File Here", "- or -", "Click to Upload", "Settings")
+
+
+# the page's text without its code (commands, YAML, names set as code) and the chat's messages: innerText skips
+# hidden elements
+WITHOUT_CODE = """() => {
+    const style = document.createElement('style');
+    style.textContent = 'code, pre, .cm-editor, [data-testid=user], [data-testid=bot] { visibility: hidden }';
+    document.head.append(style);
+    const text = document.body.innerText;
+    style.remove();
+    return text;
+}"""
+
+
+def english_left(pg, names: set[str]) -> list[str]:
+    """The lines of the page (its selected tab) with English a Chinese reader was not given in Chinese: the check of
+    tests/zh_words.py over what the browser draws, code left out; option names and values, template names and paths
+    are allowed, and ``names`` (the user's: datasets); "Language / 语言" and "English" name the switch itself."""
+    from tunekit.data.templates import list_templates
+
+    text = pg.evaluate(WITHOUT_CODE)
+    for phrase in GRADIO_OWN:
+        text = text.replace(phrase, " ")
+    allowed = option_words() | set(list_templates()) | names | {"alpaca", "sharegpt", "Language", "English"}
+    return [line for line in text.splitlines() if untranslated(line, allowed)]
+
+
 def wait_status(pg, tab: str, verb: str) -> str:
     """Wait until ``tab``'s job area says ``tunekit VERB`` ended; its state word (finished / failed / stopped)."""
     pg.wait_for_function(
@@ -111,8 +141,8 @@ def test_board_end_to_end(server, page, workspace):
     """The whole workflow a newcomer follows, in one page: fill the form (a YAML, a model, a picked dataset), see
     an invalid value at its field, preview rendered samples, plan, preview the command, start, stop, resume from
     the checkpoint Stop saved, reload while it runs, watch it finish with its live loss chart (a line through every
-    logged loss), evaluate, export (merge) and verify the export, chat with a streamed reply, no error toast
-    anywhere (the language switch: tests/webui/test_webui_zh_browser.py). A screenshot of each stage is kept under
+    logged loss), evaluate, export (merge) and verify the export, chat with a streamed reply, then the same page
+    switched to 中文 with no English left on any tab, no error toast anywhere. A screenshot of each stage is kept under
     test-artifacts/webui/ (``last-state.png`` shows where a failure stopped)."""
     url, banner = server
     pg = page
@@ -277,6 +307,22 @@ def test_board_end_to_end(server, page, workspace):
     states = pg.evaluate("() => [...window.__tkReplies].filter(t => t.trim().length > 0).length")
     assert states >= 2, f"the reply arrived in {states} piece(s), expected a stream"
     shot(pg, "7-chat")
+
+    step("the same page switched to Chinese: every tab, its finished job included, in Chinese")
+    pg.locator("#tk-lang").get_by_text("中文").click()
+    for tab, status in (
+        ("训练", "#tk-status"),
+        ("评估与预测", "#tk-eval-status"),
+        ("对话", None),
+        ("导出", "#tk-export-status"),
+    ):
+        pg.locator("#tk-tabs").get_by_role("tab", name=tab).click()
+        if status:  # a finished job's line is said again in the new words
+            pg.wait_for_function("id => document.querySelector(id)?.innerText.includes('已完成')", arg=status)
+        pg.wait_for_function("() => !document.body.innerText.includes('Options are valid')")
+        assert not (left := english_left(pg, {"demo"})), f"{tab}: {left}"
+    shot(pg, "8-chinese")
+    pg.locator("#tk-lang").get_by_text("English").click()
     assert error_toasts(pg) == []
 
 

@@ -76,7 +76,7 @@ def _job(board: Board, out: Path, *, running: bool = False, **kw) -> Job:
     log.write_text("$ tunekit train\n")
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) if running else None
     job = Job("train", [], out, log, kind="train", proc=proc, returncode=None if running else 0, **kw)
-    board.runner.job = job
+    board.runner.job = board.runner.last[job.kind] = job
     return job
 
 

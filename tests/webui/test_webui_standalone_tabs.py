@@ -370,7 +370,9 @@ def test_an_evaluation_shows_in_its_own_tab_not_in_the_train_tabs_progress(app, 
     (out_dir / "eval_results.json").write_text(json.dumps({"eval_loss": 1.25}))
     log = root / "eval.log"
     log.write_text("$ tunekit train do_train=false\nfinished\n")
-    monkeypatch.setattr(board.runner, "job", Job("train", ["do_train=false"], out_dir, log, kind="eval", returncode=0))
+    job = Job("train", ["do_train=false"], out_dir, log, kind="eval", returncode=0)
+    monkeypatch.setattr(board.runner, "job", job)
+    monkeypatch.setattr(board.runner, "last", {"eval": job})
     tick = handler(demo, ev.area.timer, "tick")
     out = tick.fn(inputs(tick))
     assert out[ev.area.results] == board.job_view()["results"] and "1.25" in json.dumps(out[ev.area.results])

@@ -111,7 +111,7 @@ def run_verb(module_name: str, argv: list[str]) -> int:
         return int(module.main(argv) or 0)
     except TunekitError as exc:
         _record_rank_error(exc)
-        _record_keyed_error(exc)
+        record_keyed_error(exc)
         if debug:
             raise
         sys.stderr.write(f"error: {exc}\n")
@@ -135,13 +135,13 @@ def finish_process() -> None:
             stream.flush()
 
 
-def _record_keyed_error(exc: TunekitError) -> None:
+def record_keyed_error(exc: TunekitError) -> None:
     """For the web board (``$TUNEKIT_ERROR_FILE`` set): the error's keyed messages (its problems', else its own) as
     JSON, so that the board says the job's reason in the page's language; nothing for a message made as plain text."""
     path = os.environ.get(ERROR_FILE_ENV)
     problems = getattr(exc, "problems", ())
     messages = [p.message for p in problems] if problems else list(exc.args[:1])
-    if path and messages and all(hasattr(m, "to_json") for m in messages):  # config.messages.Keyed, not imported
+    if path and messages and all(hasattr(m, "to_json") for m in messages):  # tunekit.messages.Keyed, not imported
         with contextlib.suppress(OSError):
             Path(path).write_text(json.dumps([m.to_json() for m in messages], ensure_ascii=False), encoding="utf-8")
 

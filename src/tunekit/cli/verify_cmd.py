@@ -1,12 +1,17 @@
-"""``tunekit verify EXPORT_DIR [--json] [--strict]``: load an exported folder with plain transformers and check it."""
+"""``tunekit verify EXPORT_DIR [--json] [--strict]``: load an exported folder with plain transformers and check it.
+
+A check that finds problems prints the report and exits 1 (not a raised error: the report is the output); on the
+board (``$TUNEKIT_ERROR_FILE`` set) it leaves the keyed error a failed ``tunekit export`` check raises
+(``export_verify_failed``, every problem keyed), so the job's line is said in the page's language."""
 
 from __future__ import annotations
 
 import json
 import sys
 
+from tunekit.cli.verbs import record_keyed_error
 from tunekit.config.problems import Said
-from tunekit.errors import ConfigError
+from tunekit.errors import ConfigError, ModelError
 from tunekit.export.verify import print_report, verify_export
 
 HELP = """usage: tunekit verify EXPORT_DIR [--json] [--strict]
@@ -38,4 +43,6 @@ def main(argv: list[str]) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
     else:
         print_report(report)
+    if report["problems"]:  # the board's reason, written as verbs.py writes a raised error's
+        record_keyed_error(ModelError(Said("export_verify_failed", path=paths[0], problems=tuple(report["problems"]))))
     return 0 if report["ok"] and not (strict and report.get("skipped")) else 1

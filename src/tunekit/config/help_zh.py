@@ -107,7 +107,7 @@ HELP_ZH: dict[str, str] = {
     "prefix_hidden_size": "ptuning：前缀 MLP 的隐藏层大小（peft 的 encoder_hidden_size；默认：一层键值的宽度）。",
     "num_virtual_tokens": "prompt：放在输入嵌入之前的可训练虚拟词元个数（由随机选取的词表嵌入初始化）。",
     "do_train": "执行训练。未设置时为 true，除非设置了 do_predict 或 do_eval（此时只运行它们）。",
-    "do_eval": "训练后在验证数据上评估。",
+    "do_eval": "在验证数据上评估（开启 do_train 时在训练之后）。",
     "do_predict": "为评估数据生成预测并评分。",
     "lora_rank": "LoRA 秩 r。",
     "lora_alpha": "LoRA 缩放系数 alpha（默认 2 × lora_rank）。",
@@ -171,6 +171,8 @@ HELP_ZH: dict[str, str] = {
     "eval_strategy": "训练中何时评估（也接受旧名称 evaluation_strategy，旧版 LLaMA-Factory 示例这样写）。",
     "eval_steps": "每 N 步评估一次（默认：logging_steps）。",
     "torch_compile": "用 torch.compile 编译模型。",
+    "use_reentrant_gc": "梯度检查点使用 PyTorch 的可重入实现（LLaMA-Factory 默认 true），"
+    "而不是不可重入实现（transformers 默认 false）；两者梯度相同。",
     "gradient_checkpointing_layers": "开启梯度检查点时只对这么多个（最底层的）解码层重算，其余层保留激活、不再重算。"
     "留空 = 全部层；auto 会设为放得下所需的最少层数。",
     "trained_tokens_loss": "只对参与训练（有标签）的 token 计算 LM 头和交叉熵：损失相同，计算更少。",
@@ -251,6 +253,15 @@ HELP_ZH: dict[str, str] = {
     "（如 LlamaDecoderLayer）；每个类都必须存在于加载的模型中。留空：使用模型自身的解码层类（_no_split_modules）。",
     "ddp_find_unused_parameters": "DDP：查找没有梯度的参数（更慢；某些模型需要）。",
     "ddp_backend": "torch.distributed 后端（GPU 默认 `nccl`，CPU 默认 `gloo`）。",
+    "ray_num_workers": "USE_RAY=1：`Ray Train` 启动的训练进程数（即进程总数），每块 GPU 一个。",
+    "resources_per_worker": 'USE_RAY=1：每个工作进程的 Ray 资源，如 {"GPU": 1, "CPU": 8}。留空：Ray 集群有 GPU 时'
+    "每个工作进程 1 块 GPU（LLaMA-Factory 的默认值），否则 1 个 CPU。",
+    "placement_strategy": "USE_RAY=1：Ray 如何把工作进程放到集群的节点上（PACK：尽量少的节点）。",
+    "ray_run_name": "USE_RAY=1：运行名称；Ray 把运行记录保存在 ray_storage_path/ray_run_name。",
+    "ray_storage_path": "USE_RAY=1：Ray 保存运行记录的位置（tunekit 的检查点、日志和模型仍写到 output_dir，与不用 "
+    "Ray 时相同）。",
+    "ray_init_kwargs": "USE_RAY=1：传给 ray.init 的参数，如 `{address: auto}` 加入正在运行的集群，或用 runtime_env "
+    "设置 env_vars。留空：ray.init()（RAY_ADDRESS 中的集群，否则启动本地集群）。",
     # ---- logging and output
     "output_dir": "模型、检查点、日志和图像的输出目录。",
     "overwrite_output_dir": "允许写入非空的 output_dir。",

@@ -102,13 +102,7 @@ MODEL_ARGS = (
     "sglang_tp_size",
     "sglang_config",
     "sglang_lora_backend",
-    "use_kt",
-    "kt_optimize_rule",
-    "cpu_infer",
-    "chunk_size",
-    "mode",
-    "kt_maxlen",
-    "kt_use_cuda_graph",
+    *(KT_ARGS := ("use_kt", "kt_optimize_rule", "cpu_infer", "chunk_size", "mode", "kt_maxlen", "kt_use_cuda_graph")),
     "kt_mode",
     "kt_force_think",
 )
@@ -265,7 +259,7 @@ GENERATING_ARGS = (
     "system_message",
 )
 
-RAY_ARGS = (  # LLaMA-Factory's RayArguments (Ray Train, USE_RAY=1)
+RAY_ARGS = (  # LLaMA-Factory's RayArguments (USE_RAY=1): tunekit's options but ray_storage_filesystem (distributed.py)
     "ray_run_name",
     "ray_storage_path",
     "ray_storage_filesystem",
@@ -274,10 +268,33 @@ RAY_ARGS = (  # LLaMA-Factory's RayArguments (Ray Train, USE_RAY=1)
     "placement_strategy",
     "ray_init_kwargs",
 )
+MCA_ARGS = (  # Megatron-Core's arguments in LLaMA-Factory's examples/megatron* (mcore_adapter, Megatron-Bridge)
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "sequence_parallel",
+    "use_distributed_optimizer",
+    "overlap_param_gather",
+    "overlap_grad_reduce",
+    "bias_activation_fusion",
+    "apply_rope_fusion",
+    "moe_grouped_gemm",
+    "moe_token_dispatcher_type",
+    "recompute_granularity",
+    "recompute_method",
+    "recompute_num_layers",
+    "mixed_precision",
+    "use_packed_sequences",
+    "export_hf_on_finish",
+)
 TRAINING_ARGS = (
-    # LLaMA-Factory's TrainingArguments and RayArguments
+    # LLaMA-Factory's TrainingArguments, RayArguments and (USE_MCA=1) Megatron-Core's
     "overwrite_output_dir",
     *RAY_ARGS,
+    *MCA_ARGS,
     # Seq2SeqTrainingArguments (transformers 5)
     "output_dir",
     "per_device_train_batch_size",
@@ -429,8 +446,10 @@ LLAMAFACTORY_OPTIONS = frozenset(MODEL_ARGS + DATA_ARGS + FINETUNING_ARGS + GENE
 # Why an unsupported option stays unsupported, where that was checked (appended to the refusal): a keyed part each
 # (its English in config/problem_texts.py), so the web board says the reason in the page's language.
 WHY_UNSUPPORTED: dict[str, Said] = {
-    **dict.fromkeys(RAY_ARGS, Said("part_why_ray")),
+    **dict.fromkeys(MCA_ARGS, Said("part_why_megatron")),
+    **dict.fromkeys(KT_ARGS, Said("part_why_ktransformers")),
     "mixture_of_depths": Said("part_why_mixture_of_depths"),
+    "ray_storage_filesystem": Said("part_why_ray_storage_filesystem"),
 }
 
 

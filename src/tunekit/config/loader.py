@@ -104,12 +104,28 @@ def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     return close[:n]
 
 
+# transformers' gradient_checkpointing_kwargs, in LLaMA-Factory configs as {use_reentrant: false}: use_reentrant_gc
+GC_KWARGS = "gradient_checkpointing_kwargs"
+
+
 def _current_names(values: Mapping[str, Any], sources: dict) -> Mapping[str, Any]:
-    """Options given under a former name (``FORMER_NAMES``, declared in the schema) are read as the current one."""
-    if not any(k in values for k in FORMER_NAMES):
+    """Options given under a former name (``FORMER_NAMES``, declared in the schema) are read as the current one, and
+    ``gradient_checkpointing_kwargs: {use_reentrant: B}`` as ``use_reentrant_gc: B`` (any other key is refused)."""
+    if not any(k in values for k in (*FORMER_NAMES, GC_KWARGS)):
         return values
     values = dict(values)
-    for former, name in FORMER_NAMES.items():
+    if GC_KWARGS in values:
+        kwargs, where = values.pop(GC_KWARGS), sources.get(GC_KWARGS, WHERE_CONFIG)
+        if (
+            not isinstance(kwargs, Mapping)
+            or set(kwargs) - {"use_reentrant"}
+            or not isinstance(kwargs.get("use_reentrant", False), bool)
+        ):
+            raise config_error("gc_kwargs_other", (GC_KWARGS,), value=excerpt(kwargs), where=where)
+        if "use_reentrant" in kwargs:
+            values[f"{GC_KWARGS}.use_reentrant"] = kwargs["use_reentrant"]
+            sources[f"{GC_KWARGS}.use_reentrant"] = where
+    for former, name in {**FORMER_NAMES, f"{GC_KWARGS}.use_reentrant": "use_reentrant_gc"}.items():
         if former in values:
             value = values.pop(former)
             if name in values and values[name] != value:
@@ -136,18 +152,19 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
     known = set(Config.model_fields)
     unknown = [k for k in values if k not in known]
     if unknown:
-        not_yet = unsupported(known | set(FORMER_NAMES))
+        not_yet = unsupported(known | set(FORMER_NAMES) | {GC_KWARGS})
         lines = []
+        lacking: dict[tuple[str, str], list[str]] = {}  # (where, why) -> the options: one line for an engine's keys
         for key in unknown:
             where = sources.get(key, WHERE_CONFIG)
             if key in not_yet:
-                why = Said("part_why_unsupported", why=WHY_UNSUPPORTED[key]) if key in WHY_UNSUPPORTED else None
-                lines.append(Problem(Said("lf_unsupported", option=str(key), where=where, why=why), (str(key),)))
+                lacking.setdefault((where, str(WHY_UNSUPPORTED.get(key, ""))), []).append(str(key))
                 continue
             hint = suggest(key, known)
             shown = f"'{key}'" if isinstance(key, str) and len(key) <= 60 and key.isprintable() else excerpt(key)
             tail = Said("part_did_you_mean", names=tuple(hint)) if hint else Said("part_see_help")
             lines.append(Problem(Said("unknown_option", shown=shown, where=where, tail=tail), (str(key),)))
+        lines[:0] = [_lacking(keys, where) for (where, _why), keys in lacking.items()]
         raise ConfigError(problems_text(lines), lines)
     _check_bools(values, sources)
     values = {k: _yaml_bool_words(k, _none_words(k, _comma_list(k, v))) for k, v in resolve_secrets(values).items()}
@@ -156,6 +173,14 @@ def build_config(values: Mapping[str, Any], sources: Mapping[str, str] | None = 
     except ValidationError as exc:
         problems = _validation_problems(exc, values, sources)
         raise ConfigError(problems_text(problems), problems) from None
+
+
+def _lacking(keys: list[str], where: str) -> Problem:
+    """LLaMA-Factory options tunekit lacks, from one place and for one reason (an engine's keys): one problem."""
+    why = Said("part_why_unsupported", why=WHY_UNSUPPORTED[keys[0]]) if keys[0] in WHY_UNSUPPORTED else None
+    if len(keys) == 1:
+        return Problem(Said("lf_unsupported", option=keys[0], where=where, why=why), (keys[0],))
+    return Problem(Said("lf_unsupported_n", options=tuple(keys), where=where, why=why), tuple(keys))
 
 
 def _accepts(annotation, kinds: tuple) -> bool:

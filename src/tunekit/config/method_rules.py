@@ -47,6 +47,15 @@ def method_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
     yield from prompt_learning_problems(cfg, given)
     if cfg.pissa_convert and cfg.additional_target:
         yield problem("pissa_convert_target", ("pissa_convert", "additional_target"), target=cfg.additional_target)
+    if cfg.use_reentrant_gc and "use_reentrant_gc" in given and not cfg.use_gradient_checkpointing:
+        off = (  # what turned checkpointing off
+            "gradient_checkpointing"
+            if cfg.gradient_checkpointing is False
+            else "disable_gradient_checkpointing"
+            if cfg.disable_gradient_checkpointing
+            else "finetuning_type"  # ptuning (checkpointing_auto_off)
+        )
+        yield problem("reentrant_gc_off", ("use_reentrant_gc", off), option=f"{off}: {getattr(cfg, off)}".lower())
 
 
 def switch_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:

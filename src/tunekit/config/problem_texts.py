@@ -11,13 +11,15 @@ values and paths are values (or written as they are), never translated.
 
 from __future__ import annotations
 
-from .messages import merged
+from ..env import ENV_ENGLISH
+from ..messages import merged
 from .problem_texts_api import ENGLISH_API
 from .problem_texts_data import ENGLISH_DATA
+from .problem_texts_export import ENGLISH_EXPORT, JOINS_EXPORT
 from .problem_texts_infer import ENGLISH_INFER, JOINS_INFER
-from .problem_texts_plan import ENGLISH_PLAN, JOINS_PLAN
+from .problem_texts_plan import ENGLISH_PLAN, JOINS_PLAN, RUNGS
 from .problem_texts_predict import ENGLISH_PREDICT
-from .problem_texts_run import ENGLISH_RUN
+from .problem_texts_run import ENGLISH_RUN, JOINS_RUN
 from .problem_texts_v1 import ENGLISH_V1, JOINS_V1
 
 _CONFIG: dict[str, str] = {
@@ -225,6 +227,8 @@ _CONFIG: dict[str, str] = {
     "ptuning_checkpointing": "gradient_checkpointing: true with finetuning_type ptuning: P-Tuning v2 trains without "
     "gradient checkpointing ({why}); remove gradient_checkpointing (auto is off for ptuning) or set it false. For "
     "less activation memory lower per_device_train_batch_size or cutoff_len, or use finetuning_type lora.",
+    "reentrant_gc_off": "use_reentrant_gc: true chooses how gradient checkpointing recomputes, but checkpointing is "
+    "off ({option}): remove use_reentrant_gc, or turn gradient checkpointing on.",
     "ptuning_checkpointing_layers": "gradient_checkpointing_layers with finetuning_type ptuning: P-Tuning v2 trains "
     "without gradient checkpointing ({why}), so no layer is checkpointed; remove gradient_checkpointing_layers.",
     # engines (config/engines.py)
@@ -255,10 +259,19 @@ _CONFIG: dict[str, str] = {
     "is its former name); keep {name}.",
     "lf_unsupported": "`{option}` is a LLaMA-Factory option that tunekit does not support (yet) ({where}): remove "
     "it; `tunekit train --help` lists what tunekit supports.{why}",
+    "gc_kwargs_other": "gradient_checkpointing_kwargs {value} ({where}): tunekit reads only use_reentrant: true or "
+    "false from it (as use_reentrant_gc); remove the other keys.",
+    "lf_unsupported_n": "{options} are LLaMA-Factory options that tunekit does not support (yet) ({where}): "
+    "remove them; `tunekit train --help` lists what tunekit supports.{why}",
     "part_why_unsupported": " ({why}.)",
-    "part_why_ray": "Ray Train (LLaMA-Factory's USE_RAY=1) is not built in: tunekit train starts one process per "
-    "visible GPU itself, NPROC_PER_NODE and NNODES/NODE_RANK/MASTER_ADDR for several machines "
+    "part_why_megatron": "Megatron-Core training (LLaMA-Factory's USE_MCA=1 with mcore_adapter, or Megatron-Bridge) "
+    "is a GPU-only engine that tunekit does not have: for several GPUs use deepspeed (ZeRO 0-3) or fsdp "
     "(docs/workflows/multi-gpu.md)",
+    "part_why_ktransformers": "KTransformers (LLaMA-Factory's use_kt: MoE experts computed by its CPU/GPU kernels) "
+    "is a GPU-only engine that tunekit does not have: LoRA on an MoE model runs through transformers and peft "
+    "(docs/moe.md)",
+    "part_why_ray_storage_filesystem": "Ray's cloud storage: tunekit writes the checkpoints, logs and model to "
+    "output_dir itself, and Ray keeps only its run records, in ray_storage_path (a local or shared folder)",
     "part_why_mixture_of_depths": "Mixture-of-Depths needs the mixture-of-depth package (LLaMA-Factory requires "
     ">=1.1.6), whose latest release, 1.2.0, imports what transformers 5 removed (TRANSFORMERS_CACHE, "
     "transformers.modeling_attn_mask_utils)",
@@ -362,20 +375,27 @@ _CONFIG: dict[str, str] = {
     "workspace and register it with file_name.",
     # the board's one job at a time (webui/runner.py)
     "board_job_running": "a job is already running on this board: stop it or wait for it to finish",
+    # USE_RAY=1's options (config/options/distributed.py)
+    "ray_gpu_with_use_cpu": "resources_per_worker asks Ray for GPUs but use_cpu is true: remove GPU from "
+    "resources_per_worker, or set use_cpu to false.",
 }
 ENGLISH: dict[str, str] = merged(
     _CONFIG,  # the config's rules and options (above)
     ENGLISH_V1,  # a LLaMA-Factory v1 config's refusals
     ENGLISH_PLAN,  # the memory planner's errors the board shows
+    RUNGS,  # an auto-fit set-up's parts (also the planner's notes')
     ENGLISH_INFER,  # the inference engine's errors (the Chat tab, the API)
     ENGLISH_PREDICT,  # a predict run's errors (the Evaluate & predict tab)
     ENGLISH_API,  # the API server's media refusals
     ENGLISH_RUN,  # a training, export or config-reading job's errors (model/, train/, export/, config files)
+    ENV_ENGLISH,  # a bad environment variable (env.py: NNODES, RANK, WORLD_SIZE)
     ENGLISH_DATA,  # a data file's and a record's errors (data/)
+    ENGLISH_EXPORT,  # the export checks' problems (export/verify.py, export/gptq_check.py)
 )
 
 # placeholder → how a tuple of values is joined in English (a placeholder not named here takes no tuple)
 JOINS: dict[str, str | tuple[str, str]] = {
+    "options": (", ", " and "),
     "roots": ", ",
     "choices": (", ", " or "),
     "words": ", ",
@@ -393,4 +413,6 @@ JOINS: dict[str, str | tuple[str, str]] = {
     **JOINS_V1,
     **JOINS_PLAN,
     **JOINS_INFER,
+    **JOINS_RUN,
+    **JOINS_EXPORT,
 }

@@ -61,5 +61,17 @@ ENGLISH_PLAN: dict[str, str] = {
     "plan_no_video": "the {family} family has no video input: plan without --videos.",
 }
 
+# the parts of an auto-fit set-up ("gradient checkpointing + Liger fused loss"): the planner's notes are made of them
+# (``plan/fit.py``; ``plan/notes.py`` takes them from here, config being below plan) and plan_auto_fit_nothing says
+# one, so they are problem keys too (part of problem_texts.ENGLISH, beside ENGLISH_PLAN: pieces with no words of
+# their own)
+RUNGS: dict[str, str] = {
+    "rung": "{parts}",
+    "rung_no_ckpt": "no gradient checkpointing",
+    "rung_ckpt": "gradient checkpointing",
+    "rung_liger_loss": "Liger fused loss",
+}
+RUNG_JOINS: dict[str, str] = {"parts": " + "}
+
 # placeholder → how a tuple of values is joined in English (added to problem_texts.JOINS)
-JOINS_PLAN: dict[str, str | tuple[str, str]] = {"missing": ", ", "available": ", "}
+JOINS_PLAN: dict[str, str | tuple[str, str]] = {"missing": ", ", "available": ", ", **RUNG_JOINS}

@@ -1,6 +1,6 @@
 """The English templates of the errors a training, export or config-reading job fails with (``model/loader.py``,
-``model/expand.py``, ``train/run.py``, ``train/resume.py``, ``train/preflight.py``, ``train/stages/``,
-``train/engines/``, ``export/``, ``config/files.py``, ``config/loader.py``, ``model/finetuning.py``,
+``model/expand.py``, ``train/run.py``, ``train/resume.py``, ``train/checkpoints.py``, ``train/preflight.py``,
+``train/stages/``, ``train/engines/``, ``export/``, ``config/files.py``, ``config/loader.py``, ``model/finetuning.py``,
 ``model/prompt_adapters.py``, ``infer/metrics.py``, the ``tunekit`` commands a board job runs,
 ``serve/server.py``): key → template, part of :data:`tunekit.config.problem_texts.ENGLISH`. The board says each
 again in Chinese (``webui/problems_zh_run.py``); the CLI says the English, word for word what these errors said before
@@ -107,7 +107,17 @@ ENGLISH_RUN: dict[str, str] = {
     "part_resume_run": "the run in {path}",
     "resume_none_complete": "resume_from_checkpoint: true found no complete checkpoint in {path}{torn}. Remove "
     "resume_from_checkpoint to start from scratch, or use resume_from_checkpoint: auto.",
-    "part_resume_torn": " ({problems})",
+    "part_resume_diff": "{key}: {there} there, {here} here",
+    "part_resume_diff_batch": "global batch (per_device_train_batch_size x gradient_accumulation_steps x processes): "
+    "{micro} x {accum} x {world} = {there} there, {micro_here} x {accum_here} x {world_here} = {here} here",
+    "part_resume_torn": " ({checkpoints})",
+    # why a checkpoint cannot be resumed (train/checkpoints.py: checkpoint_problem, newest_complete)
+    "part_ckpt_no_marker": "it has no {file} (the run was probably killed while saving it)",
+    "part_ckpt_marker_unreadable": "its {file} is unreadable",
+    "part_ckpt_file_missing": "{name} is missing",
+    "part_ckpt_file_size": "{name} has {size} bytes, {saved} when it was saved",
+    "part_ckpt_checksum": "{name} does not match its checksum in {file} (its content changed after the save)",
+    "part_ckpt_passed": "{name} ({problem})",
     "resume_auto_foreign": "resume_from_checkpoint: auto found no checkpoint and no {file} in output_dir {path}, "
     "which is not empty ({shown}): it is not a tunekit run's folder. Choose a new output_dir, or set "
     "overwrite_output_dir: true to write into it.",
@@ -236,6 +246,8 @@ ENGLISH_RUN: dict[str, str] = {
     "ft_lora_rank_too_large": "lora_rank {rank} is larger than any adapted layer can use: a LoRA update of a d_in x "
     "d_out layer has rank at most min(d_in, d_out), and the adapted layers are {widths} (in x out); set lora_rank to "
     "at most {usable}.",
+    "part_ft_shapes": "{shapes}{more}",
+    "part_ft_more_shapes": " and {count} more",
     "ft_oft_block_divides": "{option} {value} does not divide the input width of every adapted layer (widths "
     "{widths}; not {bad}): peft would change it layer by layer. Set {option} to a divisor of all of them ({fits}), "
     "or narrow oft_target.",
@@ -356,9 +368,17 @@ ENGLISH_RUN: dict[str, str] = {
     "rank without media has no gradient for them and the ranks' gradient reductions would not match. Give every "
     "sample its media, set freeze_vision_tower and freeze_multi_modal_projector to true, or train without deepspeed "
     "(DDP).",
-    "launch_ray": "USE_RAY=1 asks for LLaMA-Factory's Ray Train launch, which tunekit does not have: unset USE_RAY. "
-    "tunekit train starts one process per visible GPU itself (NPROC_PER_NODE, NNODES/NODE_RANK/MASTER_ADDR for "
-    "several machines: docs/workflows/multi-gpu.md).",
+    # USE_RAY=1: Ray Train's launch (train/engines/ray_launch.py)
+    "launch_ray_options_alone": "{names}: LLaMA-Factory's Ray Train options are read only with USE_RAY=1 in the "
+    "environment. Set USE_RAY=1 to train on a Ray cluster (docs/workflows/multi-gpu.md), or remove them: without "
+    "USE_RAY, tunekit train starts its own processes (torchrun).",
+    "launch_ray_with_torchrun": "USE_RAY=1 with {name}: Ray Train starts and places the processes itself "
+    "(ray_num_workers, resources_per_worker, placement_strategy); unset {name}.",
+    "launch_ray_missing": "USE_RAY=1 needs Ray Train, which is not installed: pip install 'tunekit[ray]' "
+    "(ray[train] 2.60.0), on every node of the Ray cluster.",
+    "launch_ray_resources": "ray_num_workers={workers} with {per_worker} each needs {need} {resource} but the Ray "
+    "cluster has {have}: lower ray_num_workers or resources_per_worker, or join a larger cluster (RAY_ADDRESS, or "
+    "address in ray_init_kwargs).",
     # the command line (cli/), the API server's flags (serve/server.py)
     "cli_flag_needs_value": "{flag} needs a value.",
     "cli_flag_expects": "{flag} expects {kind}, got {value}.",
@@ -370,3 +390,6 @@ ENGLISH_RUN: dict[str, str] = {
     "serve_bad_port": "{where} must be a port number from 1 to 65535, got {value}.",
     "serve_bad_body_mb": "{where} must be a positive number of megabytes (e.g. 4), got {value}.",
 }
+
+# placeholder → how a tuple of values is joined in English (added to problem_texts.JOINS)
+JOINS_RUN: dict[str, str | tuple[str, str]] = {"diffs": "; ", "checkpoints": "; "}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from .messages import Keyed
+from ..messages import Keyed
 from .problem_texts import ENGLISH, JOINS
 
 _REPR = reprlib.Repr()

@@ -96,7 +96,7 @@ def _after_export(cfg: Config, out: Path, verify: bool | None) -> Path:
         report = verify_export(out, base_cfg=cfg if adapters_of(cfg) and cfg.export_quantization_bit is None else None)
         print_report(report)
         if not report["ok"]:
-            raise ModelError(Said("export_verify_failed", path=str(out), problems="; ".join(report["problems"])))
+            raise ModelError(Said("export_verify_failed", path=str(out), problems=tuple(report["problems"])))
     if cfg.export_hub_model_id:
         push_to_hub(out, cfg.export_hub_model_id)
     return out

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ..config.problems import Said
 from ..config.schema import Config
 from ..data.processors.context import ProcessContext
 from ..data.templates import get_template
@@ -67,7 +68,7 @@ def verify_gguf_export(path: Path, report: dict, reference_cfg: Config | None, w
     provenance = report["provenance"]
     file = path / str(provenance.get("gguf_file"))
     if not file.is_file():
-        problem(report, f"the GGUF file {file.name} named in tunekit_export.json is not in {path}")
+        problem(report, Said("verify_gguf_missing", file=file.name, path=str(path)))
         return report
     kind = provenance.get("gguf_type")
     _read_header(file, report)
@@ -113,7 +114,7 @@ def _read_header(file: Path, report: dict) -> None:
     try:
         reader = GGUFReader(str(file))
     except (ValueError, OSError, IndexError) as exc:  # not a GGUF file, or a truncated one
-        problem(report, f"the gguf package cannot read {file.name}: {str(exc).splitlines()[0][:300]}")
+        problem(report, Said("verify_gguf_unreadable", file=file.name, error=str(exc).splitlines()[0][:300]))
         return
 
     def field(name: str):
@@ -142,7 +143,7 @@ def _load(file: Path, report: dict):
             type_v=llama_cpp.GGML_TYPE_F32,
         )
     except (ValueError, RuntimeError) as exc:  # llama.cpp refused the file
-        problem(report, f"llama.cpp cannot load {file.name}: {str(exc).splitlines()[0][:300]}")
+        problem(report, Said("verify_gguf_load_failed", file=file.name, error=str(exc).splitlines()[0][:300]))
         return None
     report["checks"]["llama_cpp_load"] = f"llama_cpp.Llama on the CPU, {llm.n_vocab()} tokens in the vocabulary"
     return llm
@@ -158,16 +159,24 @@ def _check_tokens(llm, ctx: ProcessContext, report: dict) -> list[int] | None:
     trained = [i for ids in piece_ids for i in ids]
     prompt = [i for ids in piece_ids[:-1] for i in ids]  # training's ids of the prompt before the last reply
     prompt_text = "".join(pieces[:-1])
-    for name, text, want in (("conversation", "".join(pieces), trained), ("prompt", prompt_text, prompt)):
+    for kind, text, want in (
+        (Said("part_verify_gguf_conversation"), "".join(pieces), trained),
+        (Said("part_verify_gguf_prompt"), prompt_text, prompt),
+    ):
         got = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         if got != want:
             at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-            problem(
-                report,
-                f"llama.cpp tokenizes the chat-templated {name} differently from training: first difference at "
-                f"token {at} (llama.cpp {got[at : at + 5]}, training {want[at : at + 5]}; {len(got)} vs {len(want)} "
-                f"tokens) in {text!r}",
+            said = Said(
+                "verify_gguf_tokens_differ",
+                text_kind=kind,
+                token=at,
+                ours=str(got[at : at + 5]),
+                trained=str(want[at : at + 5]),
+                ours_count=len(got),
+                trained_count=len(want),
+                text=repr(text),
             )
+            problem(report, said)
             return None
     if not _check_embedded_template(llm, ctx, prompt_text, report):
         return None
@@ -244,13 +253,10 @@ def _check_logits(llm, reference, prompt: list[int], rates: tuple, kind: str, re
     diff = float((ours[-1, : logits.shape[-1]] - logits[-1]).abs().max())
     report["max_abs_logit_diff"], report["logit_bound"] = diff, bound
     effect = _adapter_effect(reference, prompt, logits[-1])
-    detail = (
-        f"{kind}: max |llama.cpp - transformers| over the next-token logits = {diff:.3e}, bound {bound:.3e} "
-        f"(first-order, {stages} rounded stages; gguf_verify.py)"
-        + (f"; the adapters move these logits by up to {effect:.3e}" if effect is not None else "")
-    )
+    moved = Said("part_verify_gguf_effect", effect=effect) if effect is not None else None
+    detail = Said("part_verify_gguf_logits", kind=kind, diff=diff, bound=bound, stages=stages, adapter_effect=moved)
     if not diff <= bound:
-        problem(report, detail + ": above the bound")
+        problem(report, Said("verify_gguf_logits_above", detail=detail))
     report["checks"]["gguf_logits"] = detail
 
 
@@ -277,16 +283,19 @@ def _check_greedy(llm, reference, prompt: list[int], rates: tuple, kind: str, re
     wrong = [j for j in range(len(steps)) if judged[j] and not same[j]]
     over = [j for j in range(len(steps)) if diffs[j] > bounds[j]]
     report["max_abs_logit_diff"], report["logit_bound"] = float(diffs.max()), float(bounds.max())
-    detail = (
-        f"{kind}: transformers' greedy continuation of {len(steps)} tokens: max |llama.cpp - transformers| "
-        f"{float(diffs.max()):.3e} (bound at that step {float(bounds[int(diffs.argmax())]):.3e}); llama.cpp's top-1 "
-        f"equals transformers' at {int(same.sum())}/{len(steps)} steps, {int(judged.sum())} of them judged (top-1 "
-        "margin above twice the bound), the rest counted"
+    detail = Said(
+        "part_verify_gguf_greedy",
+        kind=kind,
+        steps=len(steps),
+        diff=float(diffs.max()),
+        bound=float(bounds[int(diffs.argmax())]),
+        same=int(same.sum()),
+        judged=int(judged.sum()),
     )
     if over:
-        problem(report, detail + f": logits above the bound at step(s) {over}")
+        problem(report, Said("verify_gguf_greedy_above", detail=detail, at_steps=str(over)))
     if wrong:
-        problem(report, detail + f": a different top-1 at judged step(s) {wrong}")
+        problem(report, Said("verify_gguf_greedy_top1", detail=detail, at_steps=str(wrong)))
     report["checks"]["gguf_greedy"] = detail
 
 
@@ -297,7 +306,7 @@ def _check_embedded_template(llm, ctx: ProcessContext, prompt_text: str, report:
 
     embedded = llm.metadata.get("tokenizer.chat_template")
     if not embedded:
-        problem(report, "the GGUF has no tokenizer.chat_template: llama.cpp runtimes cannot render chat prompts")
+        problem(report, Said("verify_gguf_no_template"))
         return False
 
     def text(token: int) -> str:
@@ -307,11 +316,10 @@ def _check_embedded_template(llm, ctx: ProcessContext, prompt_text: str, report:
     system = [{"role": "system", "content": ctx.default_system}] if ctx.default_system else []
     rendered = formatter(messages=system + _CONVERSATION, enable_thinking=ctx.enable_thinking).prompt
     if rendered != prompt_text:
-        problem(
-            report,
-            "the GGUF's chat template (tokenizer.chat_template, what llama.cpp runtimes render with) renders "
-            f"{rendered!r}, tunekit's '{ctx.template.name}' template {prompt_text!r}",
+        said = Said(
+            "verify_gguf_template_differs", rendered=repr(rendered), template=ctx.template.name, ours=repr(prompt_text)
         )
+        problem(report, said)
         return False
     return True
 

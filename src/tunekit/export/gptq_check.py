@@ -98,20 +98,14 @@ def check_gptq_export(folder: Path, merged: Path, texts: list[str], max_length: 
             layers += 1
     models = {"quantized": quantized, "stored": stored, "rtn": rtn}
     logits = _compare(reference, models, AutoTokenizer.from_pretrained(folder), texts, max_length)
-    problems = [] if layers else ["no quantized layer (weight_packed) in the export"]
+    problems = [] if layers else [Said("gptq_check_no_layers")]
     if logits["stored_mismatch"]:
-        problems.append(
-            f"the reloaded model's logits differ from those of its stored weights by up to "
-            f"{logits['stored_mismatch']:.3g} (the folder does not reload to the weights it holds)"
-        )
+        problems.append(Said("gptq_check_reload_differs", mismatch=logits["stored_mismatch"]))
     if logits["logit_error"] > logits["rtn_error"]:
-        problems.append(
-            f"the logits' relative RMS error on the calibration texts, {logits['logit_error']:.4f}, exceeds "
-            f"round-to-nearest's {logits['rtn_error']:.4f} on the same grid"
-        )
+        problems.append(Said("gptq_check_above_rtn", error=logits["logit_error"], rtn=logits["rtn_error"]))
     report = {"layers": layers, "bits": settings["num_bits"], "group_size": settings["group_size"], **logits}
     if problems:
-        raise ModelError(Said("gptq_check_failed", path=str(folder), problems="; ".join(problems)))
+        raise ModelError(Said("gptq_check_failed", path=str(folder), problems=tuple(problems)))
     return report
 
 

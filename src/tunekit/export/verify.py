@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import load_config
+from ..config.problems import Said
 from ..config.schema import Config
 from ..data.templates import get_template
 from ..errors import ModelError
@@ -57,9 +58,7 @@ def verify_export(path: str | Path, base_cfg: Config | None = None, max_new_toke
     if not (path / "config.json").is_file() and (path / "adapter_config.json").is_file():
         return verify_prompt_export(path, report, base_cfg, max_new_tokens)
     if not (path / "config.json").is_file():
-        raise ModelError(
-            f"{path} has no config.json: it is not a model folder (give the export_dir of `tunekit export`)."
-        )
+        raise ModelError(Said("verify_no_config", path=str(path)))
     report["provenance"] = provenance
     quantized = bool(provenance.get("quantization")) or "quantization_config" in (
         _read_json(path / "config.json") or {}
@@ -74,14 +73,13 @@ def verify_export(path: str | Path, base_cfg: Config | None = None, max_new_toke
         config = AutoConfig.from_pretrained(path)
         model, info = model_class(config).from_pretrained(path, dtype="auto", output_loading_info=True)
     except (OSError, ValueError, RuntimeError) as exc:
-        _problem(report, f"plain transformers cannot load {path}: {str(exc).splitlines()[0][:300]}")
+        _problem(report, Said("verify_load_failed", path=str(path), error=str(exc).splitlines()[0][:300]))
         return report
     model.eval()
     bad = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
     if bad:
-        _problem(
-            report, "transformers reported " + ", ".join(f"{k}: {sorted(map(str, v))[:5]}" for k, v in bad.items())
-        )
+        reported = tuple(f"{k}: {sorted(map(str, v))[:5]}" for k, v in bad.items())  # transformers' own names: values
+        _problem(report, Said("verify_load_keys", reported=reported))
     report["checks"]["load"] = f"{type(model).__name__}, {sum(p.numel() for p in model.parameters()):,} parameters"
     if not quantized:
         _check_shapes(path, model, report)
@@ -135,13 +133,13 @@ def _check_index(path: Path, provenance: dict, report: dict) -> None:
         if (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file():
             report["checks"]["index"] = "single weight file, no index"
         else:
-            _problem(report, f"no weight files in {path} (model.safetensors or {SAFE_INDEX})")
+            _problem(report, Said("verify_no_weights", path=str(path), index=SAFE_INDEX))
         return
     weight_map: dict[str, str] = index.get("weight_map", {})
     files = sorted(set(weight_map.values()))
     missing = [f for f in files if not (path / f).is_file()]
     if missing:
-        _problem(report, f"the index names missing shard file(s): {', '.join(missing)}")
+        _problem(report, Said("verify_missing_shards", shards=tuple(missing)))
         return
     limit = provenance.get("export_size_gb")
     sizes = {f: (path / f).stat().st_size for f in files}
@@ -154,16 +152,14 @@ def _check_index(path: Path, provenance: dict, report: dict) -> None:
                 keys = list(handle.keys())
             for k in keys:
                 if k in seen:
-                    _problem(report, f"tensor {k} is stored twice ({seen[k]} and {f})")
+                    _problem(report, Said("verify_tensor_twice", tensor=k, first=seen[k], second=f))
                 seen[k] = f
             if limit and sizes[f] > limit * 10**9 and len(keys) > 1:
-                _problem(report, f"shard {f} is {sizes[f]:,} bytes, over export_size {limit} GB")
+                _problem(report, Said("verify_shard_too_big", shard=f, size=sizes[f], limit=limit))
         if set(seen) != set(weight_map) or any(weight_map[k] != v for k, v in seen.items()):
             extra = sorted(set(seen) - set(weight_map))[:5]
             absent = sorted(set(weight_map) - set(seen))[:5]
-            _problem(
-                report, f"the index does not match the shards (not indexed: {extra}, indexed but absent: {absent})"
-            )
+            _problem(report, Said("verify_index_mismatch", extra=str(extra), absent=str(absent)))
     report["checks"]["index"] = (
         f"{len(weight_map)} tensors in {len(files)} shard(s), largest {max(sizes.values()):,} bytes"
     )
@@ -184,20 +180,17 @@ def _check_shapes(path: Path, model, report: dict) -> None:
                     dtypes.add(_FLOAT_CODES[sl.get_dtype()])
                 saved[k] = tuple(sl.get_shape())
     wrong = [
-        f"{k}: saved {shape}, model {tuple(state[k].shape)}"
+        Said("part_verify_shape", tensor=k, saved=str(shape), model=str(tuple(state[k].shape)))
         for k, shape in saved.items()
         if k in state and shape != tuple(state[k].shape)
     ]
     renamed = sorted(shape for k, shape in saved.items() if k not in state)
     if renamed and renamed != _other_shapes(state, set(saved)):
-        wrong.append(
-            f"the {len(renamed)} tensors saved under other names than the model's do not have the shapes of "
-            f"its remaining tensors"
-        )
+        wrong.append(Said("part_verify_renamed", count=len(renamed)))
     if wrong:
-        _problem(report, "shape mismatch: " + "; ".join(wrong[:5]))
+        _problem(report, Said("verify_shape_mismatch", shapes=tuple(wrong[:5])))
     if declared and dtypes and dtypes != {declared}:
-        _problem(report, f"config.json declares dtype {declared} but the shards hold {sorted(dtypes)}")
+        _problem(report, Said("verify_dtype_mismatch", declared=declared, held=str(sorted(dtypes))))
     # transformers saves some classes (Qwen2-VL ...) in their original checkpoint layout, under other names than the
     # model's: those are compared by shape as a whole (loading already reported no missing/unexpected/mismatched key)
     note = f" ({len(renamed)} under the checkpoint layout's names, compared by shape)" if renamed else ""
@@ -219,7 +212,7 @@ def _other_shapes(state: dict, saved: set[str]) -> list[tuple]:
 
 def _check_template(tokenizer, provenance: dict, report: dict) -> None:
     if not getattr(tokenizer, "chat_template", None):
-        _problem(report, "the tokenizer has no chat_template: apply_chat_template cannot render prompts")
+        _problem(report, Said("verify_no_chat_template"))
         return
     convs = _conversations()
     rendered = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in convs]
@@ -240,11 +233,8 @@ def _check_template(tokenizer, provenance: dict, report: dict) -> None:
     ours = [tpl.render_prompt(c, system or None, None, thinking) for c in convs]
     if ours != rendered:
         i = next(i for i in range(len(ours)) if ours[i] != rendered[i])
-        _problem(
-            report,
-            f"the saved chat_template renders differently from tunekit's '{name}' template: "
-            f"{rendered[i]!r} vs {ours[i]!r}",
-        )
+        said = Said("verify_template_differs", template=name, saved=repr(rendered[i]), ours=repr(ours[i]))
+        _problem(report, said)
     else:
         report["checks"]["chat_template"] = f"apply_chat_template == tunekit '{name}' on {len(convs)} conversations"
 
@@ -263,7 +253,7 @@ def _generate(model, tokenizer, report: dict, max_new_tokens: int) -> None:
     report["generated_tokens"] = int(new.numel())
     report["tokens_per_second"] = round(new.numel() / seconds, 1) if seconds > 0 else None
     if new.numel() == 0:
-        _problem(report, "generate produced no tokens")
+        _problem(report, Said("verify_no_tokens"))
     report["checks"]["generate"] = f"{new.numel()} tokens in {seconds:.2f} s"
 
 
@@ -357,14 +347,12 @@ def _compare_logits(path: Path, model, tokenizer, base_cfg: Config, report: dict
     report["max_abs_logit_diff"] = diff
     report["adapter_effect"] = effect
     if effect > 0 and float((merged - base).abs().max()) == 0:
-        _problem(report, "the exported weights equal the base model: the adapter was not merged")
+        _problem(report, Said("verify_not_merged"))
     bound = LOGIT_TOLERANCE.get(exported_dtype)
-    detail = (
-        f"max |merged - (base + adapter)| = {diff:.3e} over {ids.shape[1]} positions ({exported_dtype} export; "
-        f"the adapter moves logits by up to {effect:.3e})"
-    )
+    positions = int(ids.shape[1])
+    detail = Said("part_verify_merged_logits", diff=diff, positions=positions, dtype=exported_dtype, effect=effect)
     if bound is not None and diff >= bound:
-        _problem(report, detail + f", above {bound:g}")
+        _problem(report, Said("verify_merged_logits_above", detail=detail, bound=bound))
     report["checks"]["merged_logits"] = detail + (f" < {bound:g}" if bound is not None and diff < bound else "")
 
 
@@ -382,12 +370,12 @@ def verify_prompt_export(path: Path, report: dict, base_cfg: Config | None, max_
     adapter = _read_json(path / "adapter_config.json") or {}
     recorded = {**provenance, "base": provenance.get("base") or adapter.get("base_model_name_or_path")}
     if not recorded["base"]:
-        _problem(report, "adapter_config.json names no base_model_name_or_path: the adapter cannot be loaded")
+        _problem(report, Said("verify_adapter_no_base"))
         return report
     ((given, base),) = resolve_recorded(recorded, "base", path)
     base = base or _hub_cached(given)
     if base is None:
-        _problem(report, f"the base model {given} named by the adapter is not a local folder here nor cached")
+        _problem(report, Said("verify_adapter_base_missing", base=given))
         return report
     model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32).eval()
     model = PeftModel.from_pretrained(model, str(path)).eval()
@@ -412,13 +400,12 @@ def verify_prompt_export(path: Path, report: dict, base_cfg: Config | None, max_
             plain = model(**ids).logits
     diff, effect = float((exported - ref).abs().max()), float((ref - plain).abs().max())
     report["max_abs_logit_diff"], report["adapter_effect"] = diff, effect
-    detail = f"max |exported - trained adapter| = {diff:.3e} (the adapter moves logits by up to {effect:.3e})"
-    if diff >= LOGIT_TOLERANCE["float32"] or effect == 0:
-        _problem(
-            report,
-            detail + (": the adapter has no effect" if effect == 0 else f", above {LOGIT_TOLERANCE['float32']:g}"),
-        )
-    report["checks"]["adapter_logits"] = detail
+    detail = Said("part_verify_adapter_logits", diff=diff, effect=effect)
+    if effect == 0:
+        _problem(report, Said("verify_adapter_no_effect", detail=detail))
+    elif diff >= LOGIT_TOLERANCE["float32"]:
+        _problem(report, Said("verify_adapter_logits_above", detail=detail, bound=LOGIT_TOLERANCE["float32"]))
+    report["checks"]["adapter_logits"] = str(detail)
     return report
 
 

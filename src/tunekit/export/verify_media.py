@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import load_config
+from ..config.problems import Said
 from ..config.schema import Config
 from ..data.media_columns import PROCESSOR_FILES
 from ..data.mm_plugins import FAMILIES, load_plugin
@@ -65,11 +66,8 @@ def verify_media(
             try:
                 prompt = _tunekit_prompt(path, tokenizer, provenance, Path(tmp))
             except Exception as exc:  # the family plugin cannot read the export: what `tunekit chat` on it would hit
-                _problem(
-                    report,
-                    f"tunekit cannot render an image/audio prompt for {path} ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0][:300]})",
-                )
+                error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"  # the library's own words
+                _problem(report, Said("verify_media_no_prompt", path=str(path), error=error))
                 return
             _check_prompt(processor, tokenizer, prompt, provenance, report)
         inputs = prompt["inputs"]
@@ -81,23 +79,18 @@ def verify_media(
         report["tokens_per_second"] = round(len(generated) / seconds, 1) if seconds > 0 else None
         report["checks"]["generate"] = f"{len(generated)} tokens from the {prompt['kind']} prompt in {seconds:.2f} s"
         if not generated:
-            _problem(report, "generate produced no tokens")
+            _problem(report, Said("verify_no_tokens"))
         if adapters_cfg is not None:
             compare_with_adapter(model, adapters_cfg, inputs, generated, provenance, tokenizer, report, max_new_tokens)
 
 
 def _check_files(path: Path, provenance: dict, report: dict) -> bool:
     recorded = (provenance.get("multimodal") or {}).get("processor_files") or []
-    missing = [f for f in recorded if not (path / f).is_file()]
+    missing: list[str] = [f for f in recorded if not (path / f).is_file()]
     if not any((path / f).is_file() for f in PROCESSOR_CORE) and not set(missing) & set(PROCESSOR_CORE):
-        missing.append(" or ".join(PROCESSOR_CORE))
+        missing.append(Said("part_verify_either", one=PROCESSOR_CORE[0], other=PROCESSOR_CORE[1]))
     if missing:
-        _problem(
-            report,
-            f"{path} has no {', '.join(missing)}: AutoProcessor cannot load the vision/audio processor "
-            f"of this model. Copy the base model's processor files into it (AutoProcessor.from_pretrained("
-            f"base).save_pretrained(folder)), or export again with tunekit export.",
-        )
+        _problem(report, Said("verify_media_no_processor_files", path=str(path), absent_files=tuple(missing)))
         return False
     present = [f for f in PROCESSOR_FILES if (path / f).is_file()]
     report["checks"]["processor_files"] = ", ".join(present)
@@ -123,7 +116,7 @@ def _load_processor(path: Path, report: dict):
         )
         return None
     except (OSError, ValueError) as exc:
-        _problem(report, f"AutoProcessor cannot load {path}: {str(exc).splitlines()[0][:300]}")
+        _problem(report, Said("verify_media_processor_failed", path=str(path), error=str(exc).splitlines()[0][:300]))
         return None
     report["checks"]["processor"] = type(processor).__name__
     return processor
@@ -269,23 +262,29 @@ def _check_prompt(processor, tokenizer, prompt: dict, provenance: dict, report: 
         _text_parts(prompt), tokenize=True, return_dict=True, return_tensors="pt", **kwargs
     )
     for label, want, got in (
-        ("the image/audio conversation", official["input_ids"][0].tolist(), prompt["ids"]),
-        ("a text conversation", text["input_ids"][0].tolist(), prompt["text_ids"]),
+        (Said("part_verify_media_conversation"), official["input_ids"][0].tolist(), prompt["ids"]),
+        (Said("part_verify_text_conversation"), text["input_ids"][0].tolist(), prompt["text_ids"]),
     ):
         if want != got:
             i = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
-            _problem(
-                report,
-                f"on {label} the processor's official rendering and tunekit's '{name}' differ from token "
-                f"{i}: {tokenizer.decode(want[i : i + 8])!r} vs {tokenizer.decode(got[i : i + 8])!r}",
+            official_text, ours = repr(tokenizer.decode(want[i : i + 8])), repr(tokenizer.decode(got[i : i + 8]))
+            said = Said(
+                "verify_media_prompt_differs",
+                conversation=label,
+                template=name,
+                token=i,
+                official=official_text,
+                ours=ours,
             )
+            _problem(report, said)
             return
     import torch
 
     common = [k for k in official if k in prompt["inputs"] and k not in ("input_ids", "attention_mask")]
     unequal = [k for k in common if not torch.equal(official[k].to(prompt["inputs"][k].dtype), prompt["inputs"][k])]
     if unequal:
-        _problem(report, f"the processor's {', '.join(unequal)} differ from tunekit's for the same {prompt['kind']}")
+        media = Said("part_verify_image") if prompt["kind"] == "image" else Said("part_verify_audio")
+        _problem(report, Said("verify_media_tensors_differ", tensor_names=tuple(unequal), media=media))
         return
     report["checks"]["media_prompt"] = (
         f"{type(processor).__name__}.apply_chat_template == tunekit '{name}' on an "
@@ -349,15 +348,15 @@ def compare_with_adapter(
     diff, effect = float((merged - ref).abs().max()), float((ref - base).abs().max())
     report["max_abs_logit_diff"], report["adapter_effect"] = diff, effect
     if effect > 0 and float((merged - base).abs().max()) == 0:
-        _problem(report, "the exported weights equal the base model: the adapter was not merged")
+        _problem(report, Said("verify_not_merged"))
     bound = LOGIT_TOLERANCE.get(exported_dtype)
-    detail = (
-        f"max |merged - (base + adapter)| = {diff:.3e} over {merged.shape[1]} positions with the "
-        f"{'image' if 'pixel_values' in inputs else 'media'} ({exported_dtype} export; the adapter moves logits by "
-        f"up to {effect:.3e})"
+    media = Said("part_verify_image") if "pixel_values" in inputs else Said("part_verify_media")
+    positions = int(merged.shape[1])
+    detail = Said(
+        "part_verify_media_logits", diff=diff, positions=positions, media=media, dtype=exported_dtype, effect=effect
     )
     if bound is not None and diff >= bound:
-        _problem(report, detail + f", above {bound:g}")
+        _problem(report, Said("verify_merged_logits_above", detail=detail, bound=bound))
     report["checks"]["merged_logits"] = detail + (f" < {bound:g}" if bound is not None and diff < bound else "")
     report["merged_generated_ids"], report["adapter_generated_ids"] = generated, wanted
     _compare_greedy(generated, wanted, ref, inputs["input_ids"].shape[1], diff, report)
@@ -379,8 +378,7 @@ def _compare_greedy(generated: list[int], wanted: list[int], ref, prompt_len: in
             f"difference {diff:.2e}: a near tie"
         )
         return
-    _problem(
-        report,
-        f"greedy ids differ from base + adapter's from token {k} ({generated} vs {wanted}), though the two "
-        f"best logits there are {margin:.2e} apart, more than twice the logit difference {diff:.2e}",
+    said = Said(
+        "verify_media_greedy_differs", token=k, merged=str(generated), adapter=str(wanted), margin=margin, diff=diff
     )
+    _problem(report, said)

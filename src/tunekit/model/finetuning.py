@@ -200,9 +200,11 @@ def oft_config(cfg: Config, model) -> Any:
     )
 
 
-def _widths(layers: dict[str, tuple[int, int]]) -> str:
+def _widths(layers: dict[str, tuple[int, int]]) -> Said:
+    """The first 8 layer shapes ``in x out``, and how many more (keyed: the board says the tail in Chinese)."""
     shapes = sorted(set(layers.values()))
-    return ", ".join(f"{i}x{o}" for i, o in shapes[:8]) + (f" and {len(shapes) - 8} more" if len(shapes) > 8 else "")
+    more = Said("part_ft_more_shapes", count=len(shapes) - 8) if len(shapes) > 8 else None
+    return Said("part_ft_shapes", shapes=", ".join(f"{i}x{o}" for i, o in shapes[:8]), more=more)
 
 
 def check_lora_rank(rank: int, layers: dict[str, tuple[int, int]]) -> None:

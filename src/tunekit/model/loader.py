@@ -390,7 +390,9 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
         # packed position ids (padding_free / neat_packing rows would attend across samples)
         model.config.get_text_config().use_cache = False
         if cfg.use_gradient_checkpointing:
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            model.activation_checkpointing_enable(
+                activation_checkpointing_kwargs={"use_reentrant": cfg.use_reentrant_gc}
+            )
             if cfg.gradient_checkpointing_layers is not None:
                 limit_checkpointed_layers(model, cfg.gradient_checkpointing_layers)
     else:

@@ -29,7 +29,7 @@ class FitResult:
     setup: Setup
     memory: MemoryEstimate
     overrides: dict
-    rung: str  # a Note: "DeepSpeed z3 + gradient checkpointing + Liger"
+    rung: Note  # "DeepSpeed z3 + gradient checkpointing + Liger"; its parts: problem_texts_plan.RUNGS
     missing_gib: float = 0.0
     gpus_needed: int | None = None
 
@@ -52,10 +52,10 @@ def _divisors_desc(n: int) -> list[int]:
     return sorted({d for i in range(1, int(math.isqrt(n)) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
 
 
-def _ladder(setup: Setup) -> list[tuple[str, dict]]:
+def _ladder(setup: Setup) -> list[tuple[Note, dict]]:
     ckpt = setup.finetuning_type != "ptuning"  # peft refuses prefix tuning on a checkpointed model (method_rules.py)
     gc = (Note("rung_ckpt"),) if ckpt else ()
-    rungs: list[tuple[str, dict]] = [
+    rungs: list[tuple[Note, dict]] = [
         (Note("rung_no_ckpt"), {"grad_ckpt": False}),
         *([(Note("rung_ckpt"), {"grad_ckpt": True})] if ckpt else []),
         (Note("rung", parts=(*gc, Note("rung_liger_loss"))), {"grad_ckpt": ckpt, "liger": True}),
@@ -108,7 +108,7 @@ def auto_fit_overrides(cfg: Config, shape: ModelShape, setup: Setup, gpu: GPU) -
     """Search the ladder; ``overrides`` are the ``key=value`` options to pass to ``tunekit train``."""
     per_device = setup.micro_batch * setup.grad_accum
     limit = usable_bytes(gpu)
-    best: tuple[float, Setup, MemoryEstimate, str, dict] | None = None
+    best: tuple[float, Setup, MemoryEstimate, Note, dict] | None = None
     liger = _liger_fields(cfg, setup)
     for rung, changes in _ladder(setup):
         fields = {k: v for k, v in changes.items() if not k.startswith("_")}

@@ -6,7 +6,7 @@ and the values with its own template, never by reading the English back (the web
 the ``plan_<key>`` entries of ``webui/i18n.py``; ``tests/webui/test_plan_panel_notes.py`` holds every key here to a
 Chinese template with the same placeholders).
 
-The machinery (rendering, values, joins) is :mod:`tunekit.config.messages`, shared with the config's problems.
+The machinery (rendering, values, joins) is :mod:`tunekit.messages`, shared with the config's problems.
 A value is a number (shown with the template's format spec), a name or a path (a ``str``, shown as it is), ``None``
 (an optional tail left out: shown as nothing), another note (a part that varies in words: a device, a reason, where a
 row length comes from) or a tuple of those, joined the way :data:`JOINS` says for that placeholder.
@@ -16,7 +16,8 @@ row length comes from) or a tuple of those, joined the way :data:`JOINS` says fo
 
 from __future__ import annotations
 
-from tunekit.config.messages import Keyed, placeholders, render
+from tunekit.config.problem_texts_plan import RUNG_JOINS, RUNGS
+from tunekit.messages import Keyed, placeholders, render
 
 __all__ = ["ENGLISH", "JOINS", "Note", "placeholders", "render"]
 
@@ -39,10 +40,7 @@ ENGLISH: dict[str, str] = {
     "note_nothing_fits": "Nothing fits on {gpu}: the smallest set-up ({rung}) needs {missing:.1f} GiB more than the "
     "{gib:g} GiB x {share:.2f} usable{gpus}.",
     "tail_gpus": " or {n} GPUs with ZeRO-3",
-    "rung": "{parts}",
-    "rung_no_ckpt": "no gradient checkpointing",
-    "rung_ckpt": "gradient checkpointing",
-    "rung_liger_loss": "Liger fused loss",
+    **RUNGS,  # an auto-fit set-up's parts (rung, rung_*): also a problem's value, so their one home is config's
     # gradient_checkpointing: auto (plan/checkpointing.py)
     "note_ckpt_planned_on": "gradient_checkpointing auto: planned on; tunekit train turns it off when the run fits "
     "the device without it (give --gpu to see that decision).",
@@ -93,14 +91,14 @@ ENGLISH: dict[str, str] = {
 }
 
 # placeholder → how a tuple of values is joined in English (a placeholder not named here takes no tuple)
-JOINS: dict[str, str] = {"reasons": "; ", "parts": " + "}
+JOINS: dict[str, str] = {"reasons": "; ", **RUNG_JOINS}
 
 
 class Note(Keyed):
     """One note of the planner: the English sentence made from :data:`ENGLISH` ``[key]`` and ``values``.
 
     ``Note("note_packing", samples=20, seqs=3, tokens=1024)`` is ``"packing: 20 samples make about 3 sequences of 1024
-    tokens."``; ``.key`` and ``.values`` keep what it was made of (the machinery: :mod:`tunekit.config.messages`)."""
+    tokens."``; ``.key`` and ``.values`` keep what it was made of (the machinery: :mod:`tunekit.messages`)."""
 
     ENGLISH = ENGLISH
     JOINS = JOINS

@@ -16,6 +16,7 @@ from ..env import env_nodes, env_world_size
 from ..errors import ConfigError, TunekitError
 from ..model.loader import load_tokenizer
 from ..train.decisions import decide_features
+from ..train.engines.ray_launch import use_ray
 from ..train.steps import StepPlan, plan_steps, split_sizes
 from ..train.token_budget import budget_batches
 from .architectures import ModelShape, load_shape
@@ -39,8 +40,11 @@ def _positive(name: str, value: Any) -> None:
         raise ConfigError(Said("plan_positive", name=name, value=repr(value)))
 
 
-def world_from(gpus: int | None, nodes: int | None) -> tuple[int, int]:
-    """Data-parallel world size: --gpus per node x --nodes, else torchrun's NPROC_PER_NODE x NNODES, else 1."""
+def world_from(gpus: int | None, nodes: int | None, cfg: Config | None = None) -> tuple[int, int]:
+    """Data-parallel world size: --gpus per node x --nodes, else ``ray_num_workers`` with USE_RAY=1 (Ray Train starts
+    that many processes, placed on --nodes or one node), else torchrun's NPROC_PER_NODE x NNODES, else 1."""
+    if gpus is None and cfg is not None and use_ray():
+        return cfg.ray_num_workers, nodes or 1
     per_node = gpus if gpus is not None else int(os.environ.get("NPROC_PER_NODE", "1") or 1)
     n_nodes = nodes if nodes is not None else env_nodes()
     return per_node * n_nodes, n_nodes
@@ -92,7 +96,7 @@ def make_plan(
         raise ConfigError(Said("plan_gpu_both"))
     device: GPU | None = find_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib else None)
     shape = load_shape(model_config, cfg.model_name_or_path)
-    world, n_nodes = world_from(gpus, nodes)
+    world, n_nodes = world_from(gpus, nodes, cfg)
     notes: list[Note] = []
     fields: dict[str, Any] = {"model": shape.to_dict(), "world_size": world, "nodes": n_nodes}
     fields["gpus_per_node"] = world // n_nodes
@@ -283,7 +287,7 @@ def _fit_section(
                 Note(
                     "note_nothing_fits",
                     gpu=device.name,
-                    rung=str(fit.rung),
+                    rung=fit.rung,
                     missing=fit.missing_gib,
                     gib=device.memory_gib,
                     share=1 - SAFETY_MARGIN,
@@ -371,7 +375,7 @@ def apply_auto_fit(cfg: Config, gpu: GPU | None = None, world_size: int | None =
     if gpu is None:
         print("auto_fit: no GPU visible, nothing to fit; training with the options as given.")
         return cfg
-    world = world_size or env_world_size() or world_from(None, None)[0]
+    world = world_size or env_world_size() or world_from(None, None, cfg)[0]
     nodes = env_nodes()
     shape = load_shape(None, cfg.model_name_or_path)
     setup = resolve_setup(cfg, world, nodes, shape=shape)
@@ -383,7 +387,7 @@ def apply_auto_fit(cfg: Config, gpu: GPU | None = None, world_size: int | None =
                 "plan_auto_fit_nothing",
                 gpu=gpu.name,
                 memory=f"{gpu.memory_gib:.1f}",
-                rung=str(fit.rung),
+                rung=fit.rung,
                 short=f"{fit.missing_gib:.1f}",
                 more=more,
             )

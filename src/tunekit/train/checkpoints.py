@@ -68,27 +68,29 @@ def _marker(folder: Path) -> dict | None:
         return None
 
 
-def checkpoint_problem(folder: Path, verify: bool = True) -> str | None:
-    """Why ``folder`` cannot be resumed (None: it can). ``verify``: also compare the checksums (reads every file)."""
+def checkpoint_problem(folder: Path, verify: bool = True) -> Said | None:
+    """Why ``folder`` cannot be resumed (None: it can), keyed (the board says it in Chinese). ``verify``: also compare
+    the checksums (reads every file)."""
     folder = Path(folder)
     if not (folder / MARKER).is_file():
-        return f"it has no {MARKER} (the run was probably killed while saving it)"
+        return Said("part_ckpt_no_marker", file=MARKER)
     data = _marker(folder)
     if data is None:
-        return f"its {MARKER} is unreadable"
+        return Said("part_ckpt_marker_unreadable", file=MARKER)
     entries = {}
     for name, entry in data["files"].items():  # markers of tunekit < 0.2 hold sizes only
         size, digest = (entry, None) if isinstance(entry, int) else (entry.get("size"), entry.get(HASH))
         path = folder / name
         if not path.is_file():
-            return f"{name} is missing"
+            return Said("part_ckpt_file_missing", name=name)
         if path.stat().st_size != size:
-            return f"{name} has {path.stat().st_size} bytes, {size} when it was saved"
+            saved = size if isinstance(size, (int, float)) else str(size)  # a hand-edited marker: shown as written
+            return Said("part_ckpt_file_size", name=name, size=path.stat().st_size, saved=saved)
         entries[name] = (path, digest)
     if verify:
         for name, (path, digest) in entries.items():
             if digest is not None and file_checksum(path) != digest:
-                return f"{name} does not match its checksum in {MARKER} (its content changed after the save)"
+                return Said("part_ckpt_checksum", name=name, file=MARKER)
     return None
 
 
@@ -169,14 +171,14 @@ def rotate_checkpoints(
     return removed
 
 
-def newest_complete(output_dir: str | Path, verify: bool = True) -> tuple[Path | None, list[str]]:
-    """The newest resumable checkpoint, and a line for each newer one passed over (torn or damaged)."""
+def newest_complete(output_dir: str | Path, verify: bool = True) -> tuple[Path | None, list[Said]]:
+    """The newest resumable checkpoint, and a line for each newer one passed over (torn or damaged; keyed)."""
     passed = []
     for path in reversed(list_checkpoints(output_dir)):
         problem = checkpoint_problem(path, verify)
         if problem is None:
             return path, passed
-        passed.append(f"{path.name} ({problem})")
+        passed.append(Said("part_ckpt_passed", name=path.name, problem=problem))
     return None, passed
 
 

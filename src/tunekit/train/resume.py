@@ -72,6 +72,7 @@ _NOT_TRAINING = {
     "auto_fit",
     "elementwise_recompute",
     "gradient_checkpointing_layers",
+    "use_reentrant_gc",
     "dataloader_num_workers",
     "dataloader_pin_memory",
     "ddp_timeout",
@@ -114,10 +115,11 @@ def saved_run_config(folder: Path) -> tuple[dict | None, Path | None]:
 
 def training_differences(
     saved: dict, current: dict, saved_world: int | None = None, current_world: int = 1
-) -> list[str]:
-    """``option: saved there, current here`` for every option that changes training. Options only one side knows
-    (another tunekit version) are skipped. The global batch (micro-batch x accumulation x processes) is compared
-    as one number when the saved run's process count is known: 2 x 1 x 2 processes trains what 2 x 2 x 1 does."""
+) -> list[Said]:
+    """``option: saved there, current here`` (keyed: the board says it in Chinese) for every option that changes
+    training. Options only one side knows (another tunekit version) are skipped. The global batch (micro-batch x
+    accumulation x processes) is compared as one number when the saved run's process count is known: 2 x 1 x 2
+    processes trains what 2 x 2 x 1 does."""
     ignore = _not_training()
     if saved.get("max_steps", -1) > 0 and current.get("max_steps", -1) > 0:
         ignore.add("num_train_epochs")  # max_steps wins over epochs in both runs
@@ -125,7 +127,7 @@ def training_differences(
     if batch_known:
         ignore |= set(_BATCH)
     out = [
-        f"{key}: {saved[key]!r} there, {current[key]!r} here"
+        Said("part_resume_diff", key=key, there=repr(saved[key]), here=repr(current[key]))
         for key in current
         if key in saved and key not in ignore and not same_value(saved[key], current[key])
     ]
@@ -134,9 +136,17 @@ def training_differences(
         here = current[_BATCH[0]] * current[_BATCH[1]] * current_world
         if there != here:
             out.append(
-                f"global batch (per_device_train_batch_size x gradient_accumulation_steps x processes): "
-                f"{saved[_BATCH[0]]} x {saved[_BATCH[1]]} x {saved_world} = {there} there, "
-                f"{current[_BATCH[0]]} x {current[_BATCH[1]]} x {current_world} = {here} here"
+                Said(
+                    "part_resume_diff_batch",
+                    micro=saved[_BATCH[0]],
+                    accum=saved[_BATCH[1]],
+                    world=saved_world,
+                    there=there,
+                    micro_here=current[_BATCH[0]],
+                    accum_here=current[_BATCH[1]],
+                    world_here=current_world,
+                    here=here,
+                )
             )
     return out
 
@@ -170,7 +180,7 @@ def check_same_training(folder: Path, current: dict | None, current_world: int =
     diffs = training_differences(saved, current, marker_world_size(folder) if what is None else None, current_world)
     if diffs:
         what = what or Said("part_resume_checkpoint", path=str(folder))
-        raise config_error("resume_other_options", what=what, path=str(path), diffs="; ".join(diffs))
+        raise config_error("resume_other_options", what=what, path=str(path), diffs=tuple(diffs))
 
 
 # ------------------------------------------------------------------ what to resume
@@ -278,7 +288,7 @@ def _newest_plan(out: Path, auto: bool, current: dict | None, world_size: int, c
     if chosen is None and auto:
         return _auto_fresh_plan(out, passed, current, world_size)
     if chosen is None:
-        torn = Said("part_resume_torn", problems="; ".join(passed)) if passed else None
+        torn = Said("part_resume_torn", checkpoints=tuple(passed)) if passed else None
         raise config_error("resume_none_complete", ("resume_from_checkpoint",), path=str(out), torn=torn)
     plan = ResumePlan(
         checkpoint=str(chosen), step=_trained_step(chosen), clear=_superseded(out, checkpoint_step(chosen))
@@ -288,7 +298,7 @@ def _newest_plan(out: Path, auto: bool, current: dict | None, world_size: int, c
     return plan
 
 
-def _auto_fresh_plan(out: Path, passed: list[str], current: dict | None, world_size: int) -> ResumePlan:
+def _auto_fresh_plan(out: Path, passed: list[Said], current: dict | None, world_size: int) -> ResumePlan:
     """``auto`` with no complete checkpoint: start from scratch in a tunekit run's folder (or an empty one)."""
     if (out / RUN_CONFIG).is_file():
         check_same_training(out, current, world_size, what=Said("part_resume_run", path=str(out)))

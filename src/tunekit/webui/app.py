@@ -92,7 +92,7 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab) -> No
 
     def on_tick(data):
         """Send only what changed since this page's last tick (re-rendering a plot every second is costly)."""
-        view = board.job_view(data[page.lang_radio])
+        view = board.job_view(data[page.lang_radio], train_live.TRAIN)
         sig, new = data[view_sig], view["signature"]
         if new == sig:
             running = view["state"] in ("running", "stopping")  # nothing new: an answer that changes nothing
@@ -150,6 +150,10 @@ def _wire_progress(page: Page, demo: gr.Blocks, train: train_tab.TrainTab) -> No
         api_visibility="private",
     )
     page.then_wake(loaded)
+    # a language switch: the next tick says the job's status, progress and log in the new words
+    page.on(
+        page.lang_radio.change, lambda: (page.wake(), None), outputs=[page.timer, view_sig], api_visibility="private"
+    )
     # <body data-tk-loaded>: the restored form is on the page, so what is typed from now on is not overwritten
     page.on(loaded.then, None, js="() => { document.body.dataset.tkLoaded = '1'; }", api_visibility="private")
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from tunekit.config import Config, build_config
 from tunekit.config.files import load_yaml_text
-from tunekit.config.messages import Keyed
 from tunekit.config.problems import Problem, Said, config_error
 from tunekit.config.secrets import (
     is_secret,
@@ -30,6 +29,7 @@ from tunekit.config.secrets import (
 )
 from tunekit.data.dataset_info import ROOTS_ENV, confined_to
 from tunekit.errors import ConfigError, TunekitError
+from tunekit.messages import Keyed
 
 from . import backend as adapters
 from . import defaults
@@ -368,9 +368,9 @@ class Board:
         return str(target)
 
     # ---------------------------------------------------------------- monitoring
-    def job_view(self, lang: str = "en") -> dict[str, Any]:
-        """Everything the status area shows, from the job and its files."""
-        job = self.runner.poll()
+    def job_view(self, lang: str = "en", kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """Everything the status area shows, from the job (the newest of ``kinds``, else the board's) and its files."""
+        job = self.runner.poll() if kinds is None else self.runner.newest(kinds)
         if job is None:
             return {
                 "state": "idle",

@@ -11,6 +11,8 @@ from tunekit.config.help_zh import help_zh
 from tunekit.data.preview import MEDIA_RUN
 from tunekit.plan.notes import ENGLISH, JOINS
 
+from .problems_zh_plan import RUNG_JOINS_ZH, RUNGS_ZH
+
 LANG_LABELS = {"en": "English", "zh": "中文"}
 
 TEXT: dict[str, dict[str, str]] = {
@@ -196,6 +198,7 @@ TEXT: dict[str, dict[str, str]] = {
     "prog_elapsed": {"en": "elapsed", "zh": "已用时"},
     "prog_eta": {"en": "ETA", "zh": "剩余时间"},
     "prog_loss": {"en": "loss", "zh": "损失"},
+    "prog_series": {"en": "series", "zh": "曲线"},
     "prog_eval_loss": {"en": "eval_loss", "zh": "验证损失"},
     "state_running": {"en": "running", "zh": "运行中"},
     "state_stopping": {"en": "stopping", "zh": "正在停止"},
@@ -315,11 +318,6 @@ TEXT: dict[str, dict[str, str]] = {
         "{missing:.1f} GiB{gpus}。",
     },
     "plan_tail_gpus": {"zh": "，或改用 {n} 张 GPU 并开启 ZeRO-3"},
-    "plan_rung": {"zh": "{parts}"},
-    "plan_join_parts": {"zh": " + "},
-    "plan_rung_no_ckpt": {"zh": "不用梯度检查点"},
-    "plan_rung_ckpt": {"zh": "梯度检查点"},
-    "plan_rung_liger_loss": {"zh": "Liger 融合损失"},
     "plan_note_ckpt_planned_on": {
         "zh": "gradient_checkpointing auto：按开启规划；不开启也放得下时 `tunekit train` 会关闭它"
         "（选择 GPU 可看到这一决定）。",
@@ -381,6 +379,10 @@ TEXT: dict[str, dict[str, str]] = {
     },
 }
 TEXT["samples_media_run"]["en"] = MEDIA_RUN
+for _key, _zh in RUNGS_ZH.items():  # an auto-fit set-up's parts: one Chinese, the problems' (problems_zh_plan.py)
+    TEXT[f"plan_{_key}"] = {"zh": _zh}
+for _name, _zh in RUNG_JOINS_ZH.items():
+    TEXT[f"plan_join_{_name}"] = {"zh": _zh}
 for _key, _english in ENGLISH.items():  # one English template per note key: the planner's
     TEXT.setdefault(f"plan_{_key}", {})["en"] = _english
 for _name, _english in JOINS.items():

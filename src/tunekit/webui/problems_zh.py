@@ -14,15 +14,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tunekit.config.messages import Keyed, merged, render
 from tunekit.config.problem_texts import ENGLISH, JOINS
+from tunekit.messages import Keyed, merged, render
 
 from .problems_zh_api import ZH_API
 from .problems_zh_data import ZH_DATA
+from .problems_zh_export import JOINS_ZH_EXPORT, ZH_EXPORT
 from .problems_zh_infer import JOINS_ZH_INFER, ZH_INFER
-from .problems_zh_plan import JOINS_ZH_PLAN, ZH_PLAN
+from .problems_zh_plan import JOINS_ZH_PLAN, RUNGS_ZH, ZH_PLAN
 from .problems_zh_predict import ZH_PREDICT
-from .problems_zh_run import ZH_RUN
+from .problems_zh_run import JOINS_ZH_RUN, ZH_ENV, ZH_RUN
 from .problems_zh_v1 import JOINS_ZH_V1, ZH_V1
 
 _CONFIG_ZH: dict[str, str] = {
@@ -207,6 +208,8 @@ _CONFIG_ZH: dict[str, str] = {
     "ptuning_checkpointing": "gradient_checkpointing: true 与 finetuning_type ptuning 同时使用：P-Tuning v2 训练时"
     "不使用梯度检查点（{why}）；请删除 gradient_checkpointing（ptuning 下 auto 即为关闭）或设为 false。若要减少激"
     "活值显存，请减小 per_device_train_batch_size 或 cutoff_len，或使用 finetuning_type lora。",
+    "reentrant_gc_off": "use_reentrant_gc: true 选择梯度检查点的重算实现，但梯度检查点已关闭（{option}）：请删除 "
+    "use_reentrant_gc，或开启梯度检查点。",
     "ptuning_checkpointing_layers": "gradient_checkpointing_layers 与 finetuning_type ptuning 同时使用：P-Tuning "
     "v2 训练时不使用梯度检查点（{why}），因此不会对任何层做检查点；请删除 gradient_checkpointing_layers。",
     "fsdp_unknown_words": "fsdp: {value} 含有未知的词 {words}：请使用 {strategies} 之一，后面可加 `offload`（例如 "
@@ -232,9 +235,17 @@ _CONFIG_ZH: dict[str, str] = {
     "称）；请保留 {name}。",
     "lf_unsupported": "`{option}` 是 tunekit（暂）不支持的 LLaMA-Factory 参数（{where}）：请删除它；`tunekit "
     "train --help` 列出了 tunekit 支持的参数。{why}",
+    "gc_kwargs_other": "gradient_checkpointing_kwargs {value}（{where}）：tunekit 只从中读取 use_reentrant: true 或 "
+    "false（即 use_reentrant_gc）；请删除其它键。",
+    "lf_unsupported_n": "{options} 是 tunekit（暂）不支持的 LLaMA-Factory 参数（{where}）：请删除它们；`tunekit "
+    "train --help` 列出了 tunekit 支持的参数。{why}",
     "part_why_unsupported": "（{why}。）",
-    "part_why_ray": "tunekit 没有内置 `Ray Train`（LLaMA-Factory 的 USE_RAY=1）：`tunekit train` 自己为每块可见的 GPU "
-    "启动一个进程，多台机器用 NPROC_PER_NODE 和 NNODES/NODE_RANK/MASTER_ADDR（见 docs/workflows/multi-gpu.md）",
+    "part_why_megatron": "Megatron-Core 训练（LLaMA-Factory 的 USE_MCA=1 与 mcore_adapter，或 Megatron-Bridge）"
+    "是 tunekit 没有的仅限 GPU 的引擎：多卡训练请用 deepspeed（ZeRO 0-3）或 fsdp（见 docs/workflows/multi-gpu.md）",
+    "part_why_ktransformers": "KTransformers（LLaMA-Factory 的 use_kt：MoE 专家由它的 CPU/GPU 内核计算）"
+    "是 tunekit 没有的仅限 GPU 的引擎：MoE 模型的 LoRA 通过 transformers 与 peft 训练（见 docs/moe.md）",
+    "part_why_ray_storage_filesystem": "Ray 的云存储：tunekit 自己把检查点、日志和模型写到 output_dir，Ray 只在 "
+    "ray_storage_path（本地或共享目录）中保存它的运行记录",
     "part_why_mixture_of_depths": "深度混合（`mixture_of_depths`）需要 `mixture-of-depth` 包（LLaMA-Factory 要求 "
     ">=1.1.6），而它的最新版本 1.2.0 导入了 transformers 5 已删除的内容（TRANSFORMERS_CACHE、"
     "transformers.modeling_attn_mask_utils）",
@@ -326,11 +337,16 @@ _CONFIG_ZH: dict[str, str] = {
     "file_name 登记本地文件。",
     "path_cloud": "{what} 的 {key} 被拒绝：面板不读取云端文件。请把文件下载到工作目录内，并用 file_name 登记。",
     "board_job_running": "面板上已有任务在运行：请先停止它，或等它结束",
+    "ray_gpu_with_use_cpu": "resources_per_worker 向 Ray 申请了 GPU，但 use_cpu 为 true：请从 resources_per_worker "
+    "中删除 GPU，或把 use_cpu 设为 false。",
 }
-ZH: dict[str, str] = merged(_CONFIG_ZH, ZH_V1, ZH_PLAN, ZH_INFER, ZH_PREDICT, ZH_API, ZH_RUN, ZH_DATA)
+ZH: dict[str, str] = merged(
+    _CONFIG_ZH, ZH_V1, ZH_PLAN, RUNGS_ZH, ZH_INFER, ZH_PREDICT, ZH_API, ZH_RUN, ZH_ENV, ZH_DATA, ZH_EXPORT
+)
 
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts.JOINS)
 JOINS_ZH: dict[str, str | tuple[str, str]] = {
+    "options": ("、", " 和 "),
     "roots": "、",
     "names": "、",
     "trackers": "、",
@@ -348,6 +364,8 @@ JOINS_ZH: dict[str, str | tuple[str, str]] = {
     **JOINS_ZH_V1,
     **JOINS_ZH_PLAN,
     **JOINS_ZH_INFER,
+    **JOINS_ZH_EXPORT,
+    **JOINS_ZH_RUN,
 }
 
 

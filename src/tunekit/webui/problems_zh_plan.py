@@ -49,5 +49,15 @@ ZH_PLAN: dict[str, str] = {
     "plan_no_video": "{family} 系列没有视频输入：请不带 `--videos` 进行规划。",
 }
 
+# the parts of an auto-fit set-up (problem_texts_plan.RUNGS) in Chinese: a problem's and the planner's notes' (the
+# ``plan_rung*`` entries of webui/i18n.py are these)
+RUNGS_ZH: dict[str, str] = {
+    "rung": "{parts}",
+    "rung_no_ckpt": "不用梯度检查点",
+    "rung_ckpt": "梯度检查点",
+    "rung_liger_loss": "Liger 融合损失",
+}
+RUNG_JOINS_ZH: dict[str, str] = {"parts": " + "}
+
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts_plan.JOINS_PLAN)
-JOINS_ZH_PLAN: dict[str, str | tuple[str, str]] = {"missing": "、", "available": "、"}
+JOINS_ZH_PLAN: dict[str, str | tuple[str, str]] = {"missing": "、", "available": "、", **RUNG_JOINS_ZH}

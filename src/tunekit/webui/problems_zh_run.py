@@ -1,7 +1,7 @@
 """The errors a training, export or config-reading job fails with, in Chinese (what a failed job says on the board):
 one template per key of :data:`tunekit.config.problem_texts_run.ENGLISH_RUN`, the same placeholders
-(``tests/webui/test_problems_zh.py`` holds every key to one); paths, option names, environment variables, values and
-code stay as they are."""
+(``tests/webui/test_problems_zh.py`` holds every key to one), and env.py's errors (:data:`ZH_ENV`); paths, option
+names, environment variables, values and code stay as they are."""
 
 from __future__ import annotations
 
@@ -87,7 +87,16 @@ ZH_RUN: dict[str, str] = {
     "part_resume_run": "{path} 中的训练",
     "resume_none_complete": "resume_from_checkpoint: true 在 {path} 中没有找到完整的检查点{torn}。删除 "
     "resume_from_checkpoint 可从头开始，或使用 resume_from_checkpoint: auto。",
-    "part_resume_torn": "（{problems}）",
+    "part_resume_diff": "{key}：原运行为 {there}，本次为 {here}",
+    "part_resume_diff_batch": "全局批次（per_device_train_batch_size x gradient_accumulation_steps x 进程数）："
+    "原运行为 {micro} x {accum} x {world} = {there}，本次为 {micro_here} x {accum_here} x {world_here} = {here}",
+    "part_resume_torn": "（{checkpoints}）",
+    "part_ckpt_no_marker": "它没有 {file}（运行可能在保存它时被终止了）",
+    "part_ckpt_marker_unreadable": "它的 {file} 无法读取",
+    "part_ckpt_file_missing": "缺少 {name}",
+    "part_ckpt_file_size": "{name} 有 {size} 字节，保存时为 {saved} 字节",
+    "part_ckpt_checksum": "{name} 与 {file} 中记录的校验和不符（保存后内容被改动过）",
+    "part_ckpt_passed": "{name}（{problem}）",
     "resume_auto_foreign": "resume_from_checkpoint: auto 在 output_dir {path} 中既没有找到检查点也没有找到 {file}，而"
     "该目录不是空的（{shown}）：它不是 tunekit 训练的目录。请换一个新的 output_dir，或设置 overwrite_output_dir: true "
     "写入其中。",
@@ -206,6 +215,8 @@ ZH_RUN: dict[str, str] = {
     "ft_freeze_modules_missing": "freeze_trainable_modules 指定的 {missing} 不在模型的层中；可用的有：{available}。",
     "ft_lora_rank_too_large": "lora_rank {rank} 超过了任何被适配的层所能使用的秩：d_in x d_out 层的 LoRA "
     "更新的秩最多为 `min(d_in, d_out)`，而被适配的层为 {widths}（输入 x 输出）；请把 lora_rank 设为不超过 {usable}。",
+    "part_ft_shapes": "{shapes}{more}",
+    "part_ft_more_shapes": "，另有 {count} 种",
     "ft_oft_block_divides": "{option} {value} 不能整除每个被适配层的输入宽度（宽度为 {widths}；不能整除的有 "
     "{bad}）：peft 会逐层改变它。请把 {option} 设为它们全部的公约数（{fits}），或缩小 oft_target 的范围。",
     "ft_pissa_not_kept": "pissa_convert：没有保留初始的 PiSSA 适配器（该模型不是由 tunekit 以 pissa_init 和 "
@@ -317,9 +328,16 @@ ZH_RUN: dict[str, str] = {
     "media_ranks_tower_trains": "{where}没有图像、视频或音频，而视觉编码器或投影层在训练：没有媒体的进程对它们没有梯"
     "度，各进程的梯度归约将无法匹配。请给每个样本配上媒体，把 freeze_vision_tower 和 freeze_multi_modal_projector "
     "设为 true，或不用 deepspeed 训练（DDP）。",
-    "launch_ray": "USE_RAY=1 要求使用 LLaMA-Factory 的 `Ray Train` 启动方式，而 tunekit 没有它：请取消设置 "
-    "USE_RAY。`tunekit train` 会自己为每个可见 GPU 启动一个进程（NPROC_PER_NODE；多台机器用 "
-    "NNODES/NODE_RANK/MASTER_ADDR：见 docs/workflows/multi-gpu.md）。",
+    "launch_ray_options_alone": "{names}：LLaMA-Factory 的 `Ray Train` 参数只在环境中设置了 USE_RAY=1 时才会读取。"
+    "请设置 USE_RAY=1 以在 `Ray` 集群上训练（见 docs/workflows/multi-gpu.md），或删除这些参数：没有 USE_RAY 时，"
+    "`tunekit train` 会自己启动进程（`torchrun`）。",
+    "launch_ray_with_torchrun": "USE_RAY=1 与 {name} 同时设置：`Ray Train` 会自己启动并放置进程（ray_num_workers、"
+    "resources_per_worker、placement_strategy）；请取消设置 {name}。",
+    "launch_ray_missing": "USE_RAY=1 需要 `Ray Train`，但它没有安装：请在 `Ray` 集群的每个节点上运行 "
+    "`pip install 'tunekit[ray]'`（`ray[train]` 2.60.0）。",
+    "launch_ray_resources": "ray_num_workers={workers}、每个进程 {per_worker}，共需要 {need} 个 {resource}，"
+    "但 `Ray` 集群只有 {have} 个：请减小 ray_num_workers 或 resources_per_worker，或加入更大的集群（RAY_ADDRESS，"
+    "或 ray_init_kwargs 中的 `address`）。",
     "cli_flag_needs_value": "{flag} 需要一个值。",
     "cli_flag_expects": "{flag} 需要{kind}，实际为 {value}。",
     "part_a_whole_number": "一个整数",
@@ -329,4 +347,15 @@ ZH_RUN: dict[str, str] = {
     "cli_verify_one_folder": "`tunekit verify` 只接受一个目录：`tunekit verify EXPORT_DIR [--json] [--strict]`。",
     "serve_bad_port": "{where} 必须是 1 到 65535 之间的端口号，实际为 {value}。",
     "serve_bad_body_mb": "{where} 必须是正的兆字节数（例如 4），实际为 {value}。",
+}
+
+# placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts_run.JOINS_RUN)
+JOINS_ZH_RUN: dict[str, str | tuple[str, str]] = {"diffs": "；", "checkpoints": "；"}
+
+# env.py's errors (:data:`tunekit.env.ENV_ENGLISH`, part of problem_texts.ENGLISH) in Chinese
+ZH_ENV: dict[str, str] = {
+    "env_not_whole_number": "环境变量 {name}={raw} 不是整数；请取消设置它，或让启动器（`torchrun`、deepspeed）"
+    "来设置。",
+    "env_nnodes_not_whole_number": "NNODES={raw} 不是整数。",
+    "env_nnodes_below_one": "NNODES={value} 必须至少为 1。",
 }

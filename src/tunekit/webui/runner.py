@@ -71,6 +71,7 @@ class JobRunner:
     def __init__(self, cwd: str | Path | None = None):
         self.cwd = Path(cwd or os.getcwd())
         self.job: Job | None = None
+        self.last: dict[str, Job] = {}  # the newest job of each kind: what each tab's area shows
         self._lock = threading.Lock()
 
     def poll(self) -> Job | None:
@@ -81,6 +82,11 @@ class JobRunner:
                 if code is not None:
                     job.returncode = code
             return job
+
+    def newest(self, kinds: tuple[str, ...]) -> Job | None:
+        """The newest job of one of ``kinds`` (a tab's), running or ended."""
+        self.poll()
+        return max((self.last[k] for k in kinds if k in self.last), key=lambda job: job.started, default=None)
 
     @property
     def busy(self) -> bool:
@@ -132,7 +138,7 @@ class JobRunner:
                 )
             finally:
                 log.close()  # the child holds its own copy
-            self.job = Job(verb, list(args), out, log_path, dict(form or {}), kind, proc)
+            self.job = self.last[kind] = Job(verb, list(args), out, log_path, dict(form or {}), kind, proc)
             return self.job
 
     def stop(self) -> Job | None:

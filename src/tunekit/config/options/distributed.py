@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -40,6 +41,31 @@ class DistributedOptions(OptionGroup):
     ddp_backend: str | None = Field(
         None, description="torch.distributed backend (nccl on GPUs, gloo on CPU by default)."
     )
+    # LLaMA-Factory's RayArguments: read with USE_RAY=1 in the environment (train/engines/ray_launch.py)
+    ray_num_workers: int = Field(
+        1, ge=1, description="USE_RAY=1: the training processes Ray Train starts (the world size), one per GPU."
+    )
+    resources_per_worker: dict[str, float] | None = Field(
+        None,
+        description='USE_RAY=1: the Ray resources of each worker, e.g. {"GPU": 1, "CPU": 8}. Empty: 1 GPU each '
+        "when the Ray cluster has GPUs (LLaMA-Factory's default), else 1 CPU.",
+    )
+    placement_strategy: Literal["SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"] = Field(
+        "PACK", description="USE_RAY=1: how Ray places the workers on the cluster's nodes (PACK: as few as possible)."
+    )
+    ray_run_name: str | None = Field(
+        None, description="USE_RAY=1: the run's name; Ray keeps its records in ray_storage_path/ray_run_name."
+    )
+    ray_storage_path: str = Field(
+        "./saves",
+        description="USE_RAY=1: where Ray keeps its run records (tunekit's checkpoints, logs and model go to "
+        "output_dir, as without Ray).",
+    )
+    ray_init_kwargs: dict[str, Any] | None = Field(
+        None,
+        description="USE_RAY=1: arguments of ray.init, e.g. {address: auto} to join a running cluster, or "
+        "runtime_env with env_vars. Empty: ray.init() (the cluster in RAY_ADDRESS, else a local one).",
+    )
 
     @field_validator("fsdp", mode="before")
     @classmethod
@@ -48,6 +74,23 @@ class DistributedOptions(OptionGroup):
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return " ".join(value)
         return value
+
+    @field_validator("resources_per_worker", "ray_init_kwargs", mode="before")
+    @classmethod
+    def _json_object(cls, value):
+        """LLaMA-Factory's command-line form: a JSON object in a string (``resources_per_worker='{"GPU": 1}'``)."""
+        if isinstance(value, str) and value.strip().startswith("{"):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON object: {exc}") from None
+        return value
+
+
+def ray_problems(cfg: Config) -> Iterator[Problem]:
+    """What tunekit's Ray launch cannot do, by name (train/engines/ray_launch.py)."""
+    if cfg.use_cpu and (cfg.resources_per_worker or {}).get("GPU"):
+        yield problem("ray_gpu_with_use_cpu", ("resources_per_worker", "use_cpu"))
 
 
 def fsdp_config_problems(cfg: Config) -> Iterator[Problem]:

@@ -27,7 +27,7 @@ class MethodOptions(OptionGroup):
         description="Run training. Not set: true, unless do_predict or do_eval is set, which then run alone "
         "(LLaMA-Factory's predict/eval-only configs).",
     )
-    do_eval: bool = Field(False, description="Run evaluation on the validation data after training.")
+    do_eval: bool = Field(False, description="Evaluate on the validation data (after training, when do_train is on).")
     do_predict: bool = Field(False, description="Generate predictions for the evaluation data and score them.")
     finetuning_type: Literal["lora", "oft", "freeze", "full", "ptuning", "prompt"] = Field(
         "lora",

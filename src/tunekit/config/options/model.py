@@ -80,6 +80,12 @@ class ModelOptions(OptionGroup):
         "fewest that fit.",
         section="acceleration",
     )
+    use_reentrant_gc: bool = option(
+        False,
+        description="Gradient checkpointing through PyTorch's reentrant implementation (LLaMA-Factory's default: "
+        "true) instead of the non-reentrant one (transformers' default: false); the same gradients.",
+        section="acceleration",
+    )
     elementwise_recompute: bool = option(
         True,
         description="Save recipes instead of the gated MLP's activation output and product and the RMSNorm outputs, "

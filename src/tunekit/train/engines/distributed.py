@@ -4,7 +4,8 @@ What the runner calls, in order:
 
 1. :func:`maybe_relaunch` (first thing in ``tunekit train``, after :func:`tunekit.train.preflight.preflight` checked
    the config and the machine): re-execute under torchrun when several devices, ``FORCE_TORCHRUN=1``, ``NNODES>1``
-   or a DeepSpeed/FSDP config ask for it.
+   or a DeepSpeed/FSDP config ask for it; with ``USE_RAY=1``, start Ray Train's workers instead
+   (:mod:`tunekit.train.engines.ray_launch`).
 2. :func:`training_args_kwargs` (last update of the TrainingArguments kwargs): engine, backend, timeout.
    On a CPU-only machine it also starts the process group itself (see :func:`_start_cpu_process_group`).
 3. :func:`before_model_load`: ZeRO-3 must be known to transformers before ``from_pretrained`` so the
@@ -41,6 +42,7 @@ from .deepspeed_config import (
     takeovers,
 )
 from .launcher import LaunchPlan, launch_plan, relaunch, under_launcher, visible_device_count
+from .ray_launch import check_ray_env, use_ray
 
 __all__ = [
     "maybe_relaunch",
@@ -103,6 +105,8 @@ def world_size(cfg: Config | None = None) -> int:
     """Processes in the job: WORLD_SIZE under a launcher, else what :func:`maybe_relaunch` would start."""
     if under_launcher():
         return env_world_size() or 1
+    if cfg is not None and use_ray():  # USE_RAY=1: Ray Train starts ray_num_workers processes
+        return cfg.ray_num_workers
     return _plan(cfg).world_size
 
 
@@ -111,6 +115,11 @@ def maybe_relaunch(argv: list[str], cfg: Config) -> int | None:
     return its exit code, or None to go on here."""
     if under_launcher():
         return None
+    check_ray_env(cfg)  # Ray's options need USE_RAY=1; USE_RAY=1 takes no torchrun switch
+    if use_ray():
+        from .ray_launch import launch  # imports ray: only on this path
+
+        return launch(cfg, list(argv))
     plan = _plan(cfg)
     if not plan.launch:
         return None

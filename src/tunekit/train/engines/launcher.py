@@ -25,9 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...config.lists import split_list
-from ...config.problems import Said, config_error
+from ...config.problems import config_error
 from ...env import env_flag, env_nodes
-from ...errors import ConfigError
 
 LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 DEFAULT_MULTINODE_PORT = 29500
@@ -78,10 +77,6 @@ class LaunchPlan:
         return self.nproc_per_node * self.nnodes if self.launch else 1
 
 
-#: LLaMA-Factory's ``USE_RAY=1`` (Ray Train) would otherwise be ignored without a word
-RAY_REFUSED = Said("launch_ray")
-
-
 def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
     raw = env.get(name, "").strip()
     if not raw:
@@ -98,8 +93,6 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) 
 def launch_plan(env: Mapping[str, str] | None = None, use_cpu: bool = False) -> LaunchPlan:
     """Decide from the environment whether ``tunekit train`` re-executes under torchrun."""
     env = os.environ if env is None else env
-    if env_flag("USE_RAY", False, env):
-        raise ConfigError(RAY_REFUSED)
     devices = 0 if use_cpu else visible_device_count(env)
     nnodes = env_nodes(env)
     node_rank = _env_int(env, "NODE_RANK", 0)

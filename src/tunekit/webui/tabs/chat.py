@@ -118,6 +118,13 @@ def wire(page: Page, tab: ChatTab, train=None) -> None:
         outputs=tab.info,
         api_visibility="private",
     )
+    page.on(  # a language switch: the loaded model's line in the new words (an action's answer stays as it was)
+        page.lang_radio.change,
+        lambda lang: t("model_loaded", lang).format(model=board.chat.description) if board.chat.loaded else gr.skip(),
+        inputs=page.lang_radio,
+        outputs=tab.info,
+        api_visibility="private",
+    )
     page.on(
         tab.unload_btn.click,
         lambda lang: (board.chat.unload(), t("chat_unloaded", lang))[1],

@@ -44,7 +44,7 @@ def build(page: Page, prefix: str, kinds: tuple[str, ...], results: bool = False
 
 def view(page: Page, area: JobArea, lang: str) -> dict[str, Any] | None:
     """What the area shows of the board's job, or None when the job is not one of its kinds."""
-    got = page.board.job_view(lang)
+    got = page.board.job_view(lang, area.kinds)
     if got["kind"] not in area.kinds:
         return None
     shown = {"status": got["status"], "log": got["log"], "results": got["results"] or {}}
@@ -77,6 +77,10 @@ def wire(page: Page, area: JobArea, demo=None, stop=None) -> None:
     )
     if demo is not None:
         page.on(demo.load, lambda: wake(page, area), outputs=[area.timer, area.seen], api_visibility="private")
+    # a language switch: the next tick says the job's status and results in the new words
+    page.on(
+        page.lang_radio.change, lambda: wake(page, area), outputs=[area.timer, area.seen], api_visibility="private"
+    )
     if stop is not None:
         page.on(stop.click, lambda: stop_job(page, area), api_visibility="private")
 
@@ -89,9 +93,8 @@ def stop_job(page: Page, area: JobArea) -> None:
 
 
 def wake(page: Page, area: JobArea) -> tuple[Any, None]:
-    """Start this area's polling when the board's job is one of its kinds (the next tick shows it)."""
-    job = page.board.runner.poll()
-    return gr.Timer(active=job is not None and job.kind in area.kinds), None
+    """Start this area's polling when it has a job of its kinds, running or ended (the next tick shows it)."""
+    return gr.Timer(active=page.board.runner.newest(area.kinds) is not None), None
 
 
 def then_wake(page: Page, area: JobArea, event) -> None:

@@ -15,14 +15,17 @@ import gradio as gr
 from ..i18n import t
 from . import Page
 
+TRAIN = ("train",)  # the job kind the Train tab shows (its progress, charts and status)
 LOSS_COLORS = {"loss": "#1f77b4", "eval_loss": "#ff7f0e"}  # by series (the legend shows its words, prog_<series>)
 
 
 def chart_titles(lang: str) -> dict[str, dict[str, str]]:
-    """The charts' words in ``lang``: their labels and axis titles."""
+    """The charts' words in ``lang``: their labels, axis titles and the loss chart's legend title."""
     step = t("prog_step", lang)
     return {
-        "loss_plot": dict(label=t("loss_plot", lang), x_title=step, y_title=t("prog_loss", lang)),
+        "loss_plot": dict(
+            label=t("loss_plot", lang), x_title=step, y_title=t("prog_loss", lang), color_title=t("prog_series", lang)
+        ),
         "lr_plot": dict(label=t("lr_plot", lang), x_title=step, y_title=t("lr_plot", lang)),
     }
 
@@ -30,7 +33,7 @@ def chart_titles(lang: str) -> dict[str, dict[str, str]]:
 def run_view(page: Page) -> dict[str, Any]:
     """The run's own area under the command: progress, status, the live charts, the saved loss plot and the log."""
     lang, L = page.lang, page.label
-    progress = gr.HTML(page.board.job_view(lang)["html"], elem_id="tk-progress")
+    progress = gr.HTML(page.board.job_view(lang, TRAIN)["html"], elem_id="tk-progress")
     status = gr.Markdown(elem_id="tk-status")
     # Live charts (filled by train_live.chart_updates): numbers against steps, the x axis spanning the whole run.
     # Their words follow the language switch (wire_language).
@@ -87,7 +90,7 @@ def wire_language(page: Page, tab) -> None:
     """A language switch re-words the charts: labels, axis titles and the legend of what is drawn already."""
 
     def on_lang(lang):
-        words, data = chart_titles(lang), chart_data(page.board.job_view(lang))
+        words, data = chart_titles(lang), chart_data(page.board.job_view(lang, TRAIN))
         return {getattr(tab, name): gr.LinePlot(**words[name], **data[name]) for name in ("loss_plot", "lr_plot")}
 
     page.relabel([tab.loss_plot, tab.lr_plot], on_lang)

@@ -17,7 +17,7 @@ import gradio as gr
 from .. import pickers
 from ..i18n import t
 from ..validation import Validation
-from . import Page
+from . import Page, errors_md
 
 if TYPE_CHECKING:
     from .train import TrainTab
@@ -120,13 +120,17 @@ def _wire_model(page: Page, tab: TrainTab) -> None:
         lang, values = data[page.lang_radio], form.read_map(data)
         check = board.validate(board.values(values))
         hint = pickers.template_hint(board.policy, values.get("model_name_or_path"))
-        return {**start_update(page, tab, check, lang), tab.model_note: hint.line(values.get("template"), lang)}
+        return {
+            **start_update(page, tab, check, lang),
+            tab.model_note: hint.line(values.get("template"), lang),
+            tab.errors: errors_md(check, lang),  # the edit check's line, in the new words
+        }
 
     page.on(
         page.lang_radio.change,
         on_lang_pickers,
         inputs={form.values, page.lang_radio},
-        outputs=[tab.start_btn, tab.start_reason, tab.model_note],
+        outputs=[tab.start_btn, tab.start_reason, tab.model_note, tab.errors],
         show_progress="hidden",
         api_visibility="private",
     )

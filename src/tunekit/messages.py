@@ -8,8 +8,9 @@ the English back.
 
 A value is a number (shown with the template's format spec), a name or a path (a ``str``, shown as it is), ``None``
 (an optional tail left out: shown as nothing), another keyed message (a part that varies in words) or a tuple of
-those, joined the way the table's joins say for that placeholder. This module is in the lowest layer so that every
-layer may use it.
+those, joined the way the table's joins say for that placeholder. This module is a top-level helper (like
+``errors`` and ``env``: it imports nothing of tunekit), so that every layer may use it, and ``env.py``'s own errors
+(:class:`tunekit.env.EnvSaid`) are keyed too.
 """
 
 from __future__ import annotations
