@@ -140,6 +140,11 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"fsdp_transformer_layer_cls_to_wrap": "LlamaDecoderLayer"}, [("fsdp_transformer_layer_cls_to_wrap", "fsdp")]),
     ({"use_v1_kernels": True}, [("use_v1_kernels",)]),
     ({"stage": "dpo", "moe_aux_loss_coef": 0.01}, [("moe_aux_loss_coef", "stage")]),
+    (
+        {"new_special_tokens_config": "t.yaml", "add_special_tokens": "<a>"},
+        [("add_special_tokens", "new_special_tokens_config")],
+    ),
+    ({"init_special_tokens": "desc_init"}, [("init_special_tokens", "new_special_tokens_config")]),
     ({"neftune_noise_alpha": 5, "stage": "rm"}, [("neftune_noise_alpha", "stage")]),
     (
         {"neftune_noise_alpha": 5, "stage": "dpo"},

@@ -59,13 +59,9 @@ LACKING = {
     "extras/mod/llama3_full_sft.yaml": dict(
         finetuning_type="full", mixture_of_depths="convert", optim="paged_adamw_8bit"
     ),
-    "extras/multi_tokens (new_special_tokens_config)": dict(
-        finetuning_type="lora", new_special_tokens_config="tokens_cfg.yaml"
-    ),
 }
 LACKED = {
     "extras/mod/llama3_full_sft.yaml": ["mixture_of_depths"],
-    "extras/multi_tokens (new_special_tokens_config)": ["new_special_tokens_config"],
 }
 
 

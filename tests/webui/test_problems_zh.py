@@ -132,6 +132,8 @@ BROKEN = [
     dict(gradient_checkpointing=True, disable_gradient_checkpointing=True),
     dict(use_v1_kernels=True),
     dict(stage="dpo", moe_aux_loss_coef=0.01),
+    dict(new_special_tokens_config="t.yaml", add_special_tokens="<a>"),
+    dict(init_special_tokens="desc_init"),
     dict(export_quantization_method="bnb", export_quantization_dataset="x"),
     dict(export_gguf_type="q8_0"),
     dict(export_format="gguf", export_quantization_bit=4),

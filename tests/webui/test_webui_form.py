@@ -47,6 +47,7 @@ CONTEXTS: list[dict[str, Any]] = [
     {"finetuning_type": "ptuning", "prefix_projection": True},
     {"finetuning_type": "prompt"},
     {"export_format": "gguf"},  # export_gguf_type applies to a GGUF export only
+    {"new_special_tokens_config": "tokens.yaml"},  # init_special_tokens desc_init starts from its descriptions
 ]
 
 

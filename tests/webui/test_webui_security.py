@@ -156,6 +156,8 @@ def test_paths_outside_the_allowed_roots_are_refused_at_their_field(ws):
         "dataset_dir": ("../private", "Option 'dataset_dir' '../private' is outside"),
         "output_dir": (str(private / "out"), "Option 'output_dir'"),
         "deepspeed": (str(private / "ds.json"), "Option 'deepspeed'"),
+        "new_special_tokens_config": (str(private / "notes.txt"), "Option 'new_special_tokens_config'"),
+        "ray_storage_path": (str(private / "ray"), "Option 'ray_storage_path'"),
     }
     for option, (value, message) in cases.items():
         check = board.validate(base | {"dataset": "demo", option: value})
@@ -173,8 +175,9 @@ def test_paths_outside_the_allowed_roots_are_refused_at_their_field(ws):
     check = board.validate(base | {"dataset": "link/notes.txt"})
     assert not check.ok and "is outside" in check.by_field["dataset"][0]
     # code named in the form runs only when the person who started the board allowed it
-    check = board.validate(base | {"dataset": "demo", "trust_remote_code": True})
-    assert check.by_field["trust_remote_code"][0].startswith("Option 'trust_remote_code' runs code named in the form")
+    for option, value in (("trust_remote_code", True), ("ray_init_kwargs", {"runtime_env": {"pip": ["evil"]}})):
+        check = board.validate(base | {"dataset": "demo", option: value})
+        assert check.by_field[option][0].startswith(f"Option '{option}' runs code named in the form"), option
     # whoever started the board may allow more
     opened = _board(root, allow=[private], allow_remote_code=True)
     assert opened.validate(base | {"dataset": notes, "trust_remote_code": True}).ok

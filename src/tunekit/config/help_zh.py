@@ -16,7 +16,15 @@ HELP_ZH: dict[str, str] = {
     "use_fast_tokenizer": "使用快速（Rust）分词器。",
     "split_special_tokens": "把数据中的特殊 token 字符串当作普通文本分词。",
     "resize_vocab": "把词嵌入大小调整为分词器的词表大小。",
-    "add_special_tokens": "要加入分词器的特殊 token，逗号分隔（会调整词嵌入大小）。",
+    "add_special_tokens": "要加入分词器的特殊 token，逗号分隔；分词器超出词嵌入行数时会调整词嵌入大小，每个新 token "
+    "的嵌入行按 init_special_tokens 初始化。",
+    "new_special_tokens_config": "每行 `token: description` 的 YAML 文件（LLaMA-Factory 的格式）："
+    "其中的 token 作为特殊 token 加入（代替 add_special_tokens），init_special_tokens 为 desc_init 时"
+    "用描述初始化各自的嵌入。",
+    "init_special_tokens": "新增特殊 token 的嵌入行如何初始化：noise_init = 词表各行的均值"
+    "加标准差为隐藏维度平方根之倒数的高斯噪声；desc_init = 描述中各 token 嵌入行的均值"
+    "（需要 new_special_tokens_config）；desc_init_w_noise = 再加同样的噪声。"
+    "未绑定的输出嵌入（lm_head）用它自己的行做同样的初始化。",
     "dtype": "加载权重的数据类型：auto = bf16: true 时为 bfloat16，fp16: true 时为 float16，否则 "
     "float32（未设置任何精度选项时由设备决定 bf16/fp16，开始时打印并记入 tunekit_config.yaml）；float32 "
     "在任何设备上都保持 fp32。",

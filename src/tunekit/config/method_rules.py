@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .options import FREEZE_ONLY, LORA_ONLY, OFT_ONLY, SWITCHED, options_only_for
+from .options.model import special_token_problems
 from .problems import Problem, Said, problem
 
 if TYPE_CHECKING:  # annotations only: the schema imports this module to run its rules
@@ -56,6 +57,7 @@ def method_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:
             else "finetuning_type"  # ptuning (checkpointing_auto_off)
         )
         yield problem("reentrant_gc_off", ("use_reentrant_gc", off), option=f"{off}: {getattr(cfg, off)}".lower())
+    yield from special_token_problems(cfg)  # new_special_tokens_config, init_special_tokens
 
 
 def switch_problems(cfg: Config, given: set[str]) -> Iterator[Problem]:

@@ -158,6 +158,22 @@ _CONFIG: dict[str, str] = {
     "enable_liger_kernel: true, and flash_attn: fa2 for FlashAttention-2.",
     "moe_aux_stage": "moe_aux_loss_coef adds the router loss to the language-model loss of stages sft and pt; stage "
     "{stage} computes its own loss without it: remove moe_aux_loss_coef.",
+    "special_tokens_twice": "new_special_tokens_config and add_special_tokens both name special tokens to add: keep "
+    "one (list every token in the YAML file, or remove new_special_tokens_config).",
+    "desc_init_needs_config": "init_special_tokens: {value} starts each new token from its description, which only "
+    "new_special_tokens_config gives: set new_special_tokens_config to a YAML file of `token: description` lines, "
+    "or use init_special_tokens: noise_init.",
+    # new_special_tokens_config's file (config/special_tokens.py)
+    "special_tokens_file_missing": "new_special_tokens_config {path} does not exist (or is not a file): give the YAML "
+    "file of `token: description` lines.",
+    "part_special_tokens_nothing": "nothing (the file is empty)",
+    "special_tokens_file_invalid": "new_special_tokens_config {path} is not valid YAML: {why}",
+    "special_tokens_not_mapping": "new_special_tokens_config {path} must hold `token: description` lines (a mapping), "
+    'found {kind}: write one line per new token, e.g. `"<|start_of_svg|>": "Marks the beginning of an SVG"`.',
+    "special_tokens_empty_token": "new_special_tokens_config {path} names an empty or non-text token ({token}): "
+    "every key must be the token's text (quote it); remove that line or write the token.",
+    "special_tokens_description": "new_special_tokens_config {path}: the description of {token} is {kind}, not text: "
+    'quote it (`{token}: "..."`) or write a sentence.',
     # export (config/options/export.py)
     "export_bnb_dataset": "export_quantization_dataset is GPTQ's calibration data, but export_quantization_method "
     "is bnb (data-free, it would not be used): remove export_quantization_dataset, or set "

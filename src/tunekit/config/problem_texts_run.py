@@ -389,6 +389,10 @@ ENGLISH_RUN: dict[str, str] = {
     "cli_verify_one_folder": "tunekit verify takes one folder: tunekit verify EXPORT_DIR [--json] [--strict].",
     "serve_bad_port": "{where} must be a port number from 1 to 65535, got {value}.",
     "serve_bad_body_mb": "{where} must be a positive number of megabytes (e.g. 4), got {value}.",
+    "new_tokens_untrained": "{count} new special token(s) get embedding rows that finetuning_type {method} never "
+    "trains, so they would stay as initialised: train the input and output embeddings too (additional_target: "
+    "embed_tokens,lm_head with lora or oft, freeze_extra_modules with freeze: your model's module names; "
+    "LLaMA-Factory adds them by itself), or use finetuning_type full.",
 }
 
 # placeholder → how a tuple of values is joined in English (added to problem_texts.JOINS)

@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..config.lists import split_list
 from ..config.problems import Said, config_error
 from ..config.schema import Config
 from ..env import env_flag
@@ -168,9 +167,9 @@ def load_tokenizer(cfg: Config, padding_side: str = "right"):
             raise ModelError(Said("model_tokenizer_unloadable", path=str(path), error=error)) from None
         raise ModelError(_hub_hint(path, exc)) from None
     _check_vocabulary(path, tokenizer)
-    if cfg.add_special_tokens:
-        new = split_list(cfg.add_special_tokens)
-        tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
+    from .new_tokens import add_special_tokens  # torch-free start-up: imported when a tokenizer loads
+
+    add_special_tokens(cfg, tokenizer)  # add_special_tokens / new_special_tokens_config
     return tokenizer
 
 
@@ -384,6 +383,9 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
     embeddings = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 under ZeRO-3 (partitioned)
     if len(tokenizer) > embeddings or cfg.resize_vocab:
         model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64 if len(tokenizer) > embeddings else None)
+    from .new_tokens import check_new_rows_train, init_new_rows
+
+    new_rows = init_new_rows(model, tokenizer, cfg.init_special_tokens)  # by id: a padded embedding needs no resize
     if is_trainable:
         model.config.use_cache = False
         # a vision-language model's language model reads its own config; with a KV cache it would build no mask from
@@ -398,6 +400,8 @@ def load_model(cfg: Config, tokenizer, is_trainable: bool = True) -> Any:
     else:
         model.eval()
     model = apply_finetuning(model, cfg, is_trainable=is_trainable)
+    if is_trainable and new_rows:
+        check_new_rows_train(model, cfg, new_rows)
     if is_trainable:
         watch_router_aux(model, cfg)  # each forward's router auxiliary loss, for trainer_log.jsonl
     # elementwise_recompute is attached by train/run.build_model, as the run decided it (train/decisions)

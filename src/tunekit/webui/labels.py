@@ -134,6 +134,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "use_fast_tokenizer": ("Fast tokenizer", "使用快速分词器"),
     "split_special_tokens": ("Split special tokens", "拆分特殊 token"),
     "add_special_tokens": ("Add special tokens", "添加特殊 token"),
+    "new_special_tokens_config": ("Special tokens file (token: description)", "特殊 token 文件（token: 描述）"),
+    "init_special_tokens": ("New token initialisation", "新 token 初始化方式"),
     "dtype": ("Weight data type", "权重数据类型"),
     "gradient_checkpointing_layers": ("Checkpointed layers", "检查点层数"),
     "use_reentrant_gc": ("Reentrant checkpointing", "可重入检查点"),

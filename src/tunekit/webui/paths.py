@@ -52,11 +52,12 @@ READ_OPTIONS = (
     "tokenized_path",
     "resume_from_checkpoint",
     "export_quantization_dataset",
+    "new_special_tokens_config",
 )
 DATASET_OPTIONS = ("dataset", "eval_dataset", "export_quantization_dataset")  # names in dataset_info.json, or paths
-WRITE_OPTIONS = ("output_dir", "export_dir", "cache_dir", "swanlab_logdir")
+WRITE_OPTIONS = ("output_dir", "export_dir", "cache_dir", "swanlab_logdir", "ray_storage_path")
 LIST_OPTIONS = ("adapter_name_or_path", "ref_model_adapters", "reward_model_adapters")  # comma-separated
-CODE_OPTIONS = ("trust_remote_code", "reward_funcs")
+CODE_OPTIONS = ("trust_remote_code", "reward_funcs", "ray_init_kwargs")  # ray.init: runtime_env installs code
 
 
 class PathRefused(ConfigError):

@@ -146,6 +146,21 @@ _CONFIG_ZH: dict[str, str] = {
     "enable_liger_kernel: true，使用 FlashAttention-2 请设置 flash_attn: fa2。",
     "moe_aux_stage": "moe_aux_loss_coef 把路由损失加到 sft 和 pt 阶段的语言模型损失上；{stage} 阶段自行计算损失，"
     "不含它：请删除 moe_aux_loss_coef。",
+    "special_tokens_twice": "new_special_tokens_config 与 add_special_tokens 都指定了要添加的特殊 token：请只保留一个"
+    "（把所有 token 写进 YAML 文件，或删除 new_special_tokens_config）。",
+    "desc_init_needs_config": "init_special_tokens: {value} 用每个新 token 的描述来初始化它，而描述只能由 "
+    "new_special_tokens_config 提供：请把 new_special_tokens_config 设为每行 `token: description` 的 YAML 文件，"
+    "或使用 init_special_tokens: noise_init。",
+    "special_tokens_file_missing": "new_special_tokens_config {path} 不存在（或不是文件）：请填写每行 "
+    "`token: description` 的 YAML 文件。",
+    "part_special_tokens_nothing": "空内容（文件为空）",
+    "special_tokens_file_invalid": "new_special_tokens_config {path} 不是有效的 YAML：{why}",
+    "special_tokens_not_mapping": "new_special_tokens_config {path} 必须是每行 `token: description` 的映射，实际为 "
+    '{kind}：请每个新 token 写一行，例如 `"<|start_of_svg|>": "Marks the beginning of an SVG"`。',
+    "special_tokens_empty_token": "new_special_tokens_config {path} 中有一个空的或不是文本的 token（{token}）："
+    "每个键都必须是 token 的文本（请加引号）；请删除该行或写上 token。",
+    "special_tokens_description": "new_special_tokens_config {path}：{token} 的描述是 {kind}，不是文本：请加引号"
+    '（`{token}: "..."`）或写一句描述。',
     "export_bnb_dataset": "export_quantization_dataset 是 GPTQ 的校准数据，但 export_quantization_method 为 bnb（"
     "无需数据，它不会被使用）：请删除 export_quantization_dataset，或设置 export_quantization_method: gptq。",
     "gguf_type_needs_gguf": "export_gguf_type（{type}）只用于 GGUF 导出：请设置 export_format: gguf，或删除 "

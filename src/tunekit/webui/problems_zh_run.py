@@ -347,6 +347,9 @@ ZH_RUN: dict[str, str] = {
     "cli_verify_one_folder": "`tunekit verify` 只接受一个目录：`tunekit verify EXPORT_DIR [--json] [--strict]`。",
     "serve_bad_port": "{where} 必须是 1 到 65535 之间的端口号，实际为 {value}。",
     "serve_bad_body_mb": "{where} 必须是正的兆字节数（例如 4），实际为 {value}。",
+    "new_tokens_untrained": "{count} 个新增特殊 token 的词嵌入行不会被 finetuning_type {method} 训练，"
+    "会一直保持初始值：请同时训练输入与输出词嵌入（lora 或 oft 用 additional_target: embed_tokens,lm_head，freeze 用 "
+    "freeze_extra_modules，按你的模型的模块名填写；LLaMA-Factory 会自动加入它们），或使用 finetuning_type full。",
 }
 
 # placeholder → how a tuple of values is joined in Chinese (the same placeholders as problem_texts_run.JOINS_RUN)

@@ -38,7 +38,22 @@ class ModelOptions(OptionGroup):
     split_special_tokens: bool = Field(False, description="Tokenize special-token strings in the data as plain text.")
     resize_vocab: bool = Field(False, description="Resize the embeddings to the tokenizer's vocabulary size.")
     add_special_tokens: str | None = Field(
-        None, description="Comma-separated special tokens to add to the tokenizer (embeddings are resized)."
+        None,
+        description="Comma-separated special tokens to add to the tokenizer; the embeddings are resized when the "
+        "tokenizer outgrows them, and each new token's row is initialised as init_special_tokens says.",
+    )
+    new_special_tokens_config: str | None = Field(
+        None,
+        description="YAML file of `token: description` lines (LLaMA-Factory's): its tokens are added as special "
+        "tokens (instead of add_special_tokens) and init_special_tokens desc_init starts each one's embedding from "
+        "its description.",
+    )
+    init_special_tokens: Literal["noise_init", "desc_init", "desc_init_w_noise"] = Field(
+        "noise_init",
+        description="How the embedding rows of the added special tokens start: noise_init = the mean of the "
+        "vocabulary's rows plus Gaussian noise of std 1/sqrt(hidden size); desc_init = the mean of the rows of the "
+        "description's tokens (needs new_special_tokens_config); desc_init_w_noise = that plus the same noise. An "
+        "untied output embedding (lm_head) gets the same from its own rows.",
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32", "float64"] = Field(
         "auto",
@@ -170,3 +185,16 @@ def moe_problems(cfg: Config) -> Iterator[Problem]:
     losses would drop it silently."""
     if cfg.moe_aux_loss_coef is not None and cfg.stage not in ("sft", "pt"):
         yield problem("moe_aux_stage", ("moe_aux_loss_coef", "stage"), stage=cfg.stage)
+
+
+def special_token_problems(cfg: Config) -> Iterator[Problem]:
+    """LLaMA-Factory warns and carries on where these disagree (the YAML's tokens win over add_special_tokens;
+    desc_init without descriptions falls back to noise_init); tunekit refuses rather than substitute silently."""
+    if cfg.new_special_tokens_config and cfg.add_special_tokens:
+        yield problem("special_tokens_twice", ("add_special_tokens", "new_special_tokens_config"))
+    if cfg.init_special_tokens != "noise_init" and not cfg.new_special_tokens_config:
+        yield problem(
+            "desc_init_needs_config",
+            ("init_special_tokens", "new_special_tokens_config"),
+            value=cfg.init_special_tokens,
+        )
