@@ -16,7 +16,7 @@ from tunekit.config import load_config
 from tunekit.config.special_tokens import read_special_tokens
 from tunekit.errors import ConfigError, ModelError
 from tunekit.model.loader import load_model, load_tokenizer
-from tunekit.model.new_tokens import add_special_tokens, init_new_rows
+from tunekit.model.new_tokens import add_new_tokens, init_new_rows
 
 LF_TOKENS = LLAMAFACTORY_INPUTS / "multi_tokens_tokens_cfg.yaml"  # examples/extras/multi_tokens/tokens_cfg.yaml
 
@@ -152,7 +152,7 @@ def test_a_tokenizer_without_new_tokens_changes_no_row(tiny_qwen):
     tokenizer = load_tokenizer(cfg)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen)
     before = model.get_input_embeddings().weight.detach().clone()
-    add_special_tokens(cfg, tokenizer)
+    add_new_tokens(cfg, tokenizer)
     assert init_new_rows(model, tokenizer, "noise_init") == []
     assert torch.equal(model.get_input_embeddings().weight.detach(), before)
 
@@ -255,3 +255,17 @@ def test_new_tokens_whose_rows_would_never_train_are_refused(tiny_qwen):
         tiny_qwen, finetuning_type="lora", add_special_tokens="<|a|>,<|b|>", additional_target="embed_tokens,lm_head"
     )
     assert any(p.requires_grad for p in model.get_input_embeddings().parameters())  # peft's trained copy
+
+
+def test_plain_tokens_are_added_and_started_like_special_ones(tiny_qwen):
+    """LLaMA-Factory's add_tokens: non-special tokens (a word the data then tokenizes as one), their rows set too."""
+    model, tokenizer = _load(tiny_qwen, add_tokens="zzqx_word", add_special_tokens="<|tool_a|>")
+    (plain,) = _ids(tokenizer, ["zzqx_word"])
+    assert tokenizer("say zzqx_word", add_special_tokens=False)["input_ids"][-1] == plain
+    assert "zzqx_word" not in tokenizer.all_special_tokens and "<|tool_a|>" in tokenizer.all_special_tokens
+    rows = model.get_input_embeddings().weight
+    original = _original_embedding(tiny_qwen)
+    mean = original[: len(tokenizer) - 2].mean(dim=0)
+    bound = 6 / math.sqrt(rows.shape[1])  # noise std 1/sqrt(d): 6 sigma per element
+    for token_id in _ids(tokenizer, ["zzqx_word", "<|tool_a|>"]):
+        assert (rows[token_id] - mean).abs().max() < bound and not torch.equal(rows[token_id], original[token_id])

@@ -16,6 +16,8 @@ HELP_ZH: dict[str, str] = {
     "use_fast_tokenizer": "使用快速（Rust）分词器。",
     "split_special_tokens": "把数据中的特殊 token 字符串当作普通文本分词。",
     "resize_vocab": "把词嵌入大小调整为分词器的词表大小。",
+    "add_tokens": "要加入分词器的（非特殊）token，逗号分隔；它们的词嵌入行按 init_special_tokens 的 noise_init "
+    "初始化。",
     "add_special_tokens": "要加入分词器的特殊 token，逗号分隔；分词器超出词嵌入行数时会调整词嵌入大小，每个新 token "
     "的嵌入行按 init_special_tokens 初始化。",
     "new_special_tokens_config": "每行 `token: description` 的 YAML 文件（LLaMA-Factory 的格式）："

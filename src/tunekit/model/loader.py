@@ -167,9 +167,9 @@ def load_tokenizer(cfg: Config, padding_side: str = "right"):
             raise ModelError(Said("model_tokenizer_unloadable", path=str(path), error=error)) from None
         raise ModelError(_hub_hint(path, exc)) from None
     _check_vocabulary(path, tokenizer)
-    from .new_tokens import add_special_tokens  # torch-free start-up: imported when a tokenizer loads
+    from .new_tokens import add_new_tokens  # torch-free start-up: imported when a tokenizer loads
 
-    add_special_tokens(cfg, tokenizer)  # add_special_tokens / new_special_tokens_config
+    add_new_tokens(cfg, tokenizer)  # add_tokens, add_special_tokens / new_special_tokens_config
     return tokenizer
 
 

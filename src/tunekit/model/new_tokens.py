@@ -1,4 +1,4 @@
-"""Special tokens a config adds (``add_special_tokens`` or ``new_special_tokens_config``) and their embedding rows.
+"""Tokens a config adds (``add_tokens``; ``add_special_tokens`` or ``new_special_tokens_config``) and their rows.
 
 A new token's row is found by its id, never as "the last rows": a model's embedding is often padded beyond its
 vocabulary (Qwen2.5: 151665 tokens, 151936 rows), so a token can land in a padding row without any resize and would
@@ -36,7 +36,7 @@ from ..config.problems import Said
 from ..config.special_tokens import read_special_tokens
 from ..errors import ModelError
 
-_ATTR = "tunekit_added_tokens"  # set on the tokenizer by add_special_tokens, read by init_new_rows
+_ATTR = "tunekit_added_tokens"  # set on the tokenizer by add_new_tokens, read by init_new_rows
 
 
 @dataclass(frozen=True)
@@ -45,20 +45,25 @@ class AddedTokens:
     descriptions: dict[str, str] | None  # new_special_tokens_config's, for desc_init
 
 
-def add_special_tokens(cfg, tokenizer) -> None:
-    """Add the config's special tokens to ``tokenizer`` and note which were new (for :func:`init_new_rows`)."""
+def add_new_tokens(cfg, tokenizer) -> None:
+    """Add the config's tokens to ``tokenizer`` (``add_tokens`` as plain tokens, then the special ones) and note
+    which were new (for :func:`init_new_rows`)."""
     descriptions = read_special_tokens(cfg.new_special_tokens_config) if cfg.new_special_tokens_config else None
-    tokens = list(descriptions) if descriptions else split_list(cfg.add_special_tokens)
-    if not tokens:
+    special = list(descriptions) if descriptions else split_list(cfg.add_special_tokens)
+    plain = split_list(cfg.add_tokens)
+    if not special and not plain:
         return
     known = tokenizer.get_vocab()
-    tokenizer.add_special_tokens({"extra_special_tokens": tokens}, replace_extra_special_tokens=False)
-    new = tuple(dict.fromkeys(t for t in tokens if t not in known))
+    if plain:
+        tokenizer.add_tokens(plain, special_tokens=False)
+    if special:
+        tokenizer.add_special_tokens({"extra_special_tokens": special}, replace_extra_special_tokens=False)
+    new = tuple(dict.fromkeys(t for t in plain + special if t not in known))
     setattr(tokenizer, _ATTR, AddedTokens(new, descriptions))
 
 
 def init_new_rows(model, tokenizer, method: str = "noise_init") -> list[int]:
-    """Set the embedding rows of the tokens :func:`add_special_tokens` added (after any resize); returns their ids."""
+    """Set the embedding rows of the tokens :func:`add_new_tokens` added (after any resize); returns their ids."""
     added: AddedTokens | None = getattr(tokenizer, _ATTR, None)
     if added is None or not added.tokens:
         return []

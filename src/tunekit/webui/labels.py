@@ -133,6 +133,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "trust_remote_code": ("Trust remote code", "信任远程代码"),
     "use_fast_tokenizer": ("Fast tokenizer", "使用快速分词器"),
     "split_special_tokens": ("Split special tokens", "拆分特殊 token"),
+    "add_tokens": ("Add tokens", "添加 token"),
     "add_special_tokens": ("Add special tokens", "添加特殊 token"),
     "new_special_tokens_config": ("Special tokens file (token: description)", "特殊 token 文件（token: 描述）"),
     "init_special_tokens": ("New token initialisation", "新 token 初始化方式"),

@@ -37,6 +37,11 @@ class ModelOptions(OptionGroup):
     use_fast_tokenizer: bool = Field(True, description="Use the fast (Rust) tokenizer.")
     split_special_tokens: bool = Field(False, description="Tokenize special-token strings in the data as plain text.")
     resize_vocab: bool = Field(False, description="Resize the embeddings to the tokenizer's vocabulary size.")
+    add_tokens: str | None = Field(
+        None,
+        description="Comma-separated (non-special) tokens to add to the tokenizer; their embedding rows start as "
+        "init_special_tokens noise_init says.",
+    )
     add_special_tokens: str | None = Field(
         None,
         description="Comma-separated special tokens to add to the tokenizer; the embeddings are resized when the "
