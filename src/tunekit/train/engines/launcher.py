@@ -38,7 +38,7 @@ TIMEOUT_HINT = (
     "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the network interface the nodes share, NCCL_IB_DISABLE=1 without "
     "InfiniBand, NCCL_P2P_DISABLE=1 if GPUs cannot talk peer-to-peer, and NCCL_DEBUG=INFO to see where it stops."
 )
-_TIMEOUT_PATTERNS = re.compile(r"timed? ?out|Timeout\(ms\)|Watchdog caught collective|DistBackendError", re.IGNORECASE)
+TIMEOUT_PATTERNS = re.compile(r"timed? ?out|Timeout\(ms\)|Watchdog caught collective|DistBackendError", re.IGNORECASE)
 
 
 def under_launcher(env: Mapping[str, str] | None = None) -> bool:
@@ -281,7 +281,7 @@ _FAILURE = re.compile(
     r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*\d+\))?[ \t]*(?:\((\w+)\))?"
 )
 # A rank that lost its peer says so in its own error (gloo, NCCL, sockets): it stopped because of another rank.
-_PEER_LOST = re.compile(
+PEER_LOST = re.compile(
     r"Connection (reset|closed) by peer|Broken pipe|ECONNRESET|remote process exited|"
     r"NCCL communicator was aborted|peer .{0,40}(closed|exited|died)",
     re.IGNORECASE,
@@ -324,7 +324,7 @@ def cause_of(failures: list[RankFailure], errors: Mapping[int, str]) -> RankFail
         return f.exitcode < 0 and f.signal not in _FOLLOWER_SIGNALS
 
     def lost_peer(f: RankFailure) -> bool:
-        return bool(_PEER_LOST.search(errors.get(f.local_rank, ""))) or f.signal in _FOLLOWER_SIGNALS
+        return bool(PEER_LOST.search(errors.get(f.local_rank, ""))) or f.signal in _FOLLOWER_SIGNALS
 
     def own_error(f: RankFailure) -> bool:
         return f.local_rank in errors and not lost_peer(f)
@@ -345,7 +345,7 @@ def failure_summary(rc: int, tail: str, errors: Mapping[int, str]) -> str:
         local, code, signal_name = cause.local_rank, cause.exitcode, cause.signal
         who = f"rank {cause.rank} (local rank {local})"
         if local in errors and code >= 0:
-            text = f"error: distributed training failed: {who} stopped first with: {_strip_class(errors[local])}"
+            text = f"error: distributed training failed: {who} stopped first with: {strip_class(errors[local])}"
         else:
             how = f"was killed by {signal_name}" if code < 0 else f"exited with code {code}"
             text = f"error: distributed training failed: {who} {how}; its output above shows why."
@@ -361,15 +361,15 @@ def failure_summary(rc: int, tail: str, errors: Mapping[int, str]) -> str:
             text += f" The other ranks stopped because of it (local rank(s) {', '.join(map(str, followers))})."
     elif errors:
         local, message = next(iter(errors.items()))
-        text = f"error: distributed training failed: local rank {local} stopped first with: {_strip_class(message)}"
+        text = f"error: distributed training failed: local rank {local} stopped first with: {strip_class(message)}"
     else:
         text = f"error: distributed training failed (torchrun exit code {rc}); see the ranks' output above."
-    if _TIMEOUT_PATTERNS.search(tail) or any(_TIMEOUT_PATTERNS.search(m) for m in errors.values()):
+    if TIMEOUT_PATTERNS.search(tail) or any(TIMEOUT_PATTERNS.search(m) for m in errors.values()):
         text += "\n" + TIMEOUT_HINT
     return text
 
 
-def _strip_class(message: str) -> str:
+def strip_class(message: str) -> str:
     """``ConfigError: text`` -> ``text`` for tunekit's own errors (their text is complete); others keep the class."""
     for prefix in ("TunekitError: ", "ConfigError: ", "DataError: ", "ModelError: ", "EnvironmentProblem: "):
         if message.startswith(prefix):

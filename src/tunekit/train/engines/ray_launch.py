@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from ...config.problems import config_error
 from ...config.schema import Config
 from ...env import PLACEMENT_VARIABLES, env_flag
-from .launcher import _PEER_LOST, _TIMEOUT_PATTERNS, TIMEOUT_HINT, _strip_class
+from .launcher import PEER_LOST, TIMEOUT_HINT, TIMEOUT_PATTERNS, strip_class
 
 #: LLaMA-Factory's RayArguments, tunekit's options of the same names (config/options/distributed.py)
 RAY_OPTIONS = (
@@ -101,16 +101,16 @@ def failure_summary(failures: Mapping[int, BaseException]) -> str:
     """One ``error:`` paragraph from Ray Train's ``{rank: exception}``: the first rank whose error is not a lost peer
     (as :func:`.launcher.cause_of` picks torchrun's), the ranks that failed the same way, the ones it stopped."""
     ordered = sorted(failures.items())
-    rank, exc = next(((r, e) for r, e in ordered if not _PEER_LOST.search(str(e))), ordered[0])
+    rank, exc = next(((r, e) for r, e in ordered if not PEER_LOST.search(str(e))), ordered[0])
     text = f"error: distributed training failed: rank {rank} stopped first with: "
-    text += _strip_class(f"{type(exc).__name__}: {exc}")
+    text += strip_class(f"{type(exc).__name__}: {exc}")
     same = [str(r) for r, e in ordered if r != rank and str(e) == str(exc)]
     others = [str(r) for r, e in ordered if r != rank and str(e) != str(exc)]
     if same:
         text += f" Rank(s) {', '.join(same)} failed the same way."
     if others:
         text += f" The other ranks stopped because of it (rank(s) {', '.join(others)})."
-    if any(_TIMEOUT_PATTERNS.search(str(e)) for e in failures.values()):
+    if any(TIMEOUT_PATTERNS.search(str(e)) for e in failures.values()):
         text += "\n" + TIMEOUT_HINT
     return text
 
