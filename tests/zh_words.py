@@ -8,7 +8,10 @@ formula's variable), or one of :data:`TERMS`. Everything else is English a Chine
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Mapping
+from pathlib import Path
 
 from tunekit.config import iter_fields
 from tunekit.messages import Keyed
@@ -87,3 +90,43 @@ def said_in_both(exc: BaseException, english: str, chinese: str) -> None:
     assert zh == chinese
     message = (getattr(exc, "problems", None) or [SimpleNamespace(message=exc.args[0])])[0].message
     assert untranslated(zh, option_words() | value_words(message)) == [], zh
+
+
+# ---------------------------------------------------------------- messages written in place (a module's source)
+USER_ERRORS = ("TunekitError", "ConfigError", "DataError", "RecordError", "ModelError", "EnvironmentProblem")
+_TEXT = (ast.JoinedStr, ast.Constant, ast.BinOp)  # a sentence written in place: English only
+_KEYED = ("Said", "EnvSaid", "config_error", "_what")  # formats.py's _what(key, index) caches Said(key, ...)
+
+
+def unkeyed_messages(path: Path, english: Mapping[str, str]) -> tuple[list[int], list[int]]:
+    """The lines of ``path`` where a user message could not be said in Chinese: a user error raised, a problem
+    reported (``_problem(report, ...)``) or listed (``problems.append(...)``, ``problems = [...]``) with a sentence
+    written in place; and a keyed message whose key (``Said(key)``, ``partial(Said, key)``, ``Said(a if x else b)``,
+    an f-string key naming the start of some) is not one of ``english``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    inside_what = {id(n) for f in ast.walk(tree) if getattr(f, "name", "") == "_what" for n in ast.walk(f)}
+    written, unknown = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "problems" for t in node.targets):
+            lists = [item for item in ast.walk(node.value) if isinstance(item, ast.List)]
+            written += [item.lineno for listed in lists for item in listed.elts if isinstance(item, _TEXT)]
+        if not isinstance(node, ast.Call) or not node.args or id(node) in inside_what:
+            continue
+        name, args = getattr(node.func, "id", "") or getattr(node.func, "attr", ""), node.args
+        if name == "partial" and getattr(args[0], "id", "") == "Said":
+            name, args = "Said", args[1:]
+        listed = name == "append" and getattr(node.func.value, "id", "") == "problems"
+        if (name in USER_ERRORS or listed) and isinstance(args[0], _TEXT):
+            written.append(node.lineno)
+        if name in ("_problem", "problem") and len(args) > 1 and isinstance(args[1], _TEXT):
+            written.append(node.lineno)
+        keys = [args[0].body, args[0].orelse] if isinstance(args[0], ast.IfExp) else [args[0]]
+        if name in _KEYED and not all(_known(key, english) for key in keys):
+            unknown.append(node.lineno)
+    return written, unknown
+
+
+def _known(key: ast.expr, english: Mapping[str, str]) -> bool:
+    if isinstance(key, ast.JoinedStr) and isinstance(key.values[0], ast.Constant):
+        return any(k.startswith(key.values[0].value) for k in english)
+    return isinstance(key, ast.Constant) and key.value in english

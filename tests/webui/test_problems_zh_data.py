@@ -4,7 +4,6 @@ the record's own error) is Chinese through and through; the English the CLI prin
 
 from __future__ import annotations
 
-import ast
 import json
 import string
 from types import SimpleNamespace
@@ -12,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.helpers import ROOT, failed_job, freeze_harmony_day, write_dataset
-from tests.zh_words import HAN, option_words, said_in_both, untranslated, value_words
+from tests.zh_words import HAN, option_words, said_in_both, unkeyed_messages, untranslated, value_words
 from tunekit.config import load_config
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_data import ENGLISH_DATA
@@ -44,36 +43,13 @@ KEYED_MODULES = (
     *(f"mm_plugins/{p.name}" for p in sorted((DATA / "mm_plugins").glob("*.py"))),
     *(f"processors/{p.name}" for p in sorted((DATA / "processors").glob("*.py"))),
 )
-ERRORS = ("RecordError", "DataError", "ConfigError")
-
-
-def _keyed_calls(tree: ast.AST):
-    """``(line, function, key arguments)`` of each call with arguments; ``partial(Said, key, ...)`` counts as
-    ``Said(key, ...)``, and formats.py's ``_what(key, index)`` (the cache of ``Said(key, ...)``) is checked at its
-    callers."""
-    inside_what = {id(n) for f in ast.walk(tree) if getattr(f, "name", "") == "_what" for n in ast.walk(f)}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not node.args or id(node) in inside_what:
-            continue
-        func, args = getattr(node.func, "id", ""), node.args
-        if func == "partial" and getattr(args[0], "id", "") == "Said":
-            func, args = "Said", args[1:]
-        first = args[0]
-        keys = [first.body, first.orelse] if isinstance(first, ast.IfExp) else [first]  # Said("a" if x else "b")
-        yield node.lineno, func, keys
 
 
 def test_the_data_layer_raises_its_file_and_record_errors_keyed():
     """A ``RecordError`` / ``DataError`` / ``ConfigError`` made from a literal sentence could not be said in Chinese:
     each is made from a :class:`Said` (or a keyed message already made), whose key has an English template."""
-    literal, unknown = [], []
-    for name in KEYED_MODULES:
-        for line, func, keys in _keyed_calls(ast.parse((DATA / name).read_text(encoding="utf-8"))):
-            if func in ERRORS and isinstance(keys[0], (ast.JoinedStr, ast.Constant, ast.BinOp)):
-                literal.append(f"{name}:{line}")
-            if func in ("Said", "_what") and not all(isinstance(k, ast.Constant) and k.value in ENGLISH for k in keys):
-                unknown.append(f"{name}:{line}")
-    assert literal == [] and unknown == []
+    found = {name: unkeyed_messages(DATA / name, ENGLISH) for name in KEYED_MODULES}
+    assert {name: lines for name, lines in found.items() if lines != ([], [])} == {}
     assert len(KEYED_MODULES) > 30  # the plugins, processors and templates were found
 
 

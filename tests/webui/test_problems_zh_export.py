@@ -5,19 +5,19 @@ English (the report's JSON, ``tunekit verify``'s lines, the CLI's error) is unch
 
 from __future__ import annotations
 
-import ast
 import json
 import string
 
 import pytest
 
 from tests.helpers import ROOT, failed_job
-from tests.zh_words import HAN, option_words, said_in_both, untranslated, value_words
+from tests.zh_words import HAN, option_words, said_in_both, unkeyed_messages, untranslated, value_words
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_export import ENGLISH_EXPORT, JOINS_EXPORT
 from tunekit.config.problems import Said
 from tunekit.errors import ModelError
 from tunekit.export.media import PROCESSOR_CORE
+from tunekit.messages import placeholders
 from tunekit.webui.problems_zh import say
 from tunekit.webui.problems_zh_export import JOINS_ZH_EXPORT, ZH_EXPORT
 
@@ -31,56 +31,20 @@ MODULES = (
     "export/gptq_check.py",
     "cli/verify_cmd.py",
 )
-USER_ERRORS = ("TunekitError", "ConfigError", "DataError", "RecordError", "ModelError", "EnvironmentProblem")
-TEXT = (ast.JoinedStr, ast.Constant, ast.BinOp)  # a sentence written in place: English only
-
-
-def _placeholders(template: str) -> set[tuple[str, str]]:
-    return {(name, spec) for _t, name, spec, _c in string.Formatter().parse(template) if name is not None}
-
-
-def _name(func: ast.expr) -> str:
-    return getattr(func, "id", "") or getattr(func, "attr", "")
-
-
-def _written_messages(tree: ast.AST) -> list[int]:
-    """Lines where a user error is raised, a problem reported (``_problem(report, ...)``) or a problem listed
-    (``problems = [...]``, ``problems.append(...)``) with a sentence written in place."""
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args:
-            name, args = _name(node.func), node.args
-            listed = name == "append" and getattr(node.func.value, "id", "") == "problems"
-            if (name in USER_ERRORS or listed) and isinstance(args[0], TEXT):
-                lines.append(node.lineno)
-            if name in ("_problem", "problem") and len(args) > 1 and isinstance(args[1], TEXT):
-                lines.append(node.lineno)
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "problems" for t in node.targets):
-            lists = [item for item in ast.walk(node.value) if isinstance(item, ast.List)]
-            lines += [item.lineno for listed in lists for item in listed.elts if isinstance(item, TEXT)]
-    return lines
 
 
 def test_the_export_checks_report_their_problems_keyed():
     """A problem written as a literal or f-string could not be said in Chinese: each is a :class:`Said` whose key has
     an English template."""
-    written, unknown = [], []
-    for name in MODULES:
-        tree = ast.parse((SRC / name).read_text(encoding="utf-8"))
-        written += [f"{name}:{line}" for line in _written_messages(tree)]
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and _name(node.func) == "Said":
-                key = node.args[0]
-                if not (isinstance(key, ast.Constant) and key.value in ENGLISH):
-                    unknown.append(f"{name}:{node.lineno}")
-    assert written == [] and unknown == []
+    found = {name: unkeyed_messages(SRC / name, ENGLISH) for name in MODULES}
+    assert {name: lines for name, lines in found.items() if lines != ([], [])} == {}
 
 
 def test_every_export_key_has_a_chinese_template_with_the_same_placeholders_and_joins():
     """(``tests/webui/test_problems_zh.py`` holds the merged tables to the same; this names the export's own.)"""
     assert set(ZH_EXPORT) == set(ENGLISH_EXPORT)
-    assert {k: _placeholders(v) for k, v in ZH_EXPORT.items()} == {
-        k: _placeholders(v) for k, v in ENGLISH_EXPORT.items()
+    assert {k: placeholders(v) for k, v in ZH_EXPORT.items()} == {
+        k: placeholders(v) for k, v in ENGLISH_EXPORT.items()
     }
     assert set(JOINS_ZH_EXPORT) == set(JOINS_EXPORT)
 

@@ -5,7 +5,6 @@ CLI prints is unchanged word for word."""
 
 from __future__ import annotations
 
-import ast
 import re
 import string
 
@@ -13,7 +12,7 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT, failed_job
-from tests.zh_words import HAN, option_words, said_in_both, untranslated, value_words
+from tests.zh_words import HAN, option_words, said_in_both, unkeyed_messages, untranslated, value_words
 from tunekit.config.problem_texts import ENGLISH
 from tunekit.config.problem_texts_run import ENGLISH_RUN
 from tunekit.config.problems import Said
@@ -63,33 +62,15 @@ KEYED_MODULES = (
     # the last English values inside Chinese job lines (checkpoints: train/*.py above)
     "env.py",
 )
-USER_ERRORS = ("TunekitError", "ConfigError", "DataError", "RecordError", "ModelError", "EnvironmentProblem")
 # pieces that are only punctuation around their values in Chinese
 NO_WORDS = {"part_weights_both", "part_resume_torn", "gguf_runner_failed", "part_ckpt_passed", "part_ft_shapes"}
-
-
-def _known(key: ast.expr) -> bool:
-    """A key of ENGLISH, or an f-string key whose start names some (``Said(f"type_{text}")``)."""
-    if isinstance(key, ast.JoinedStr) and isinstance(key.values[0], ast.Constant):
-        return any(k.startswith(key.values[0].value) for k in ENGLISH)
-    return isinstance(key, ast.Constant) and key.value in ENGLISH
 
 
 def test_the_run_modules_raise_their_user_errors_keyed():
     """A user error raised with a literal or f-string message could not be said in Chinese: each is raised with a
     :class:`Said` (or through ``config_error``), whose key has an English template."""
-    literal, unknown = [], []
-    for name in KEYED_MODULES:
-        for node in ast.walk(ast.parse((SRC / name).read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call) or not node.args:
-                continue
-            func, first = getattr(node.func, "id", ""), node.args[0]
-            if func in USER_ERRORS and isinstance(first, (ast.JoinedStr, ast.Constant, ast.BinOp)):
-                literal.append(f"{name}:{node.lineno}")
-            keys = [first.body, first.orelse] if isinstance(first, ast.IfExp) else [first]
-            if func in ("Said", "EnvSaid", "config_error") and not all(_known(k) for k in keys):
-                unknown.append(f"{name}:{node.lineno}")
-    assert literal == [] and unknown == []
+    found = {name: unkeyed_messages(SRC / name, ENGLISH) for name in KEYED_MODULES}
+    assert {name: lines for name, lines in found.items() if lines != ([], [])} == {}
 
 
 @pytest.mark.parametrize("key", sorted(ENGLISH_RUN))

@@ -73,11 +73,10 @@ def init_new_rows(model, tokenizer, method: str = "noise_init") -> list[int]:
     weights = [inputs] + ([outputs.weight] if outputs is not None and outputs.weight is not inputs else [])
     with _gathered(weights), torch.no_grad():
         rows = inputs.shape[0]
-        new = set(ids)
-        existing = [i for i in range(min(len(tokenizer), rows)) if i not in new]
-        sources = _description_rows(added, tokenizer, new, rows) if method != "noise_init" else None
+        vocabulary = min(ids)  # added tokens take the ids after the tokenizer's own: its rows are those below
+        sources = _description_rows(added, tokenizer, set(ids), rows) if method != "noise_init" else None
         for weight in weights:
-            _init_rows(weight.data, ids, existing, sources, noise=method != "desc_init")
+            _init_rows(weight.data, ids, vocabulary, sources, noise=method != "desc_init")
     return ids
 
 
@@ -91,9 +90,10 @@ def _description_rows(added: AddedTokens, tokenizer, new: set[int], rows: int) -
     return out
 
 
-def _init_rows(weight, ids: list[int], existing: list[int], sources: list[list[int]] | None, noise: bool) -> None:
-    """Write ``weight[ids]``: the existing rows' mean (or each token's description rows' mean), plus noise."""
-    mean = weight[existing].float().mean(dim=0)
+def _init_rows(weight, ids: list[int], vocabulary: int, sources: list[list[int]] | None, noise: bool) -> None:
+    """Write ``weight[ids]``: the mean of the vocabulary's rows (a view: no copy of a large embedding), or each
+    token's description rows' mean, plus noise."""
+    mean = weight[:vocabulary].mean(dim=0, dtype=torch.float32)
     if sources is None:
         base = mean.expand(len(ids), -1)
     else:

@@ -19,20 +19,14 @@ import os
 import sys
 from collections.abc import Mapping
 
+from ...config.llamafactory_options import RAY_ARGS
 from ...config.problems import config_error
 from ...config.schema import Config
 from ...env import PLACEMENT_VARIABLES, env_flag
 from .launcher import PEER_LOST, TIMEOUT_HINT, TIMEOUT_PATTERNS, strip_class
 
-#: LLaMA-Factory's RayArguments, tunekit's options of the same names (config/options/distributed.py)
-RAY_OPTIONS = (
-    "ray_num_workers",
-    "resources_per_worker",
-    "placement_strategy",
-    "ray_run_name",
-    "ray_storage_path",
-    "ray_init_kwargs",
-)
+#: LLaMA-Factory's RayArguments that are tunekit's options (config/options/distributed.py)
+RAY_OPTIONS = tuple(name for name in RAY_ARGS if name in Config.model_fields)
 #: the verb each worker runs, by name as torchrun runs ``-m tunekit.cli.main train`` (it sits above this layer)
 TRAIN_VERB = "tunekit.cli.train_cmd"
 
