@@ -610,6 +610,15 @@ EXPECTED = {
         "padding_free": True,
         "flash_attn": "fa2",
     },
+    "examples/v1/train_full/train_full_ulysses_cp.yaml": {  # no sample_backend in the file
+        **{k: v for k, v in FSDP2_FULL.items() if k != "infer_backend"},
+        "trust_remote_code": True,
+        "flash_attn": "fa2",
+        "cp_size": 2,
+        "cp_mode": "ulysses",
+        "output_dir": "outputs/test_ulysses_cp",
+        "bf16": False,
+    },
     "examples/v1/train_freeze/train_freeze_sft.yaml": {
         **DEFAULTS,
         "model_name_or_path": "Qwen/Qwen3-4B",
@@ -680,11 +689,6 @@ REFUSED = {
         "LLaMA-Factory v1 `dist_config.name: fsdpturbo` (in {path}): FSDPTurbo expert parallelism (ep_size 16: each "
         "process holds a share of the experts) is not in tunekit; use dist_config name fsdp2 (FSDP2 shards the "
         "experts with the other weights) or deepspeed."
-    ),
-    "examples/v1/train_full/train_full_ulysses_cp.yaml": (
-        "LLaMA-Factory v1 `cp_size: 2` (in {path}): Ulysses context parallelism (each sequence split over 2 "
-        "processes) is not in tunekit; remove cp_size (each process then holds whole sequences: lower cutoff_len or "
-        "keep gradient checkpointing on if memory is short)."
     ),
     "examples/v1/train_lora/train_lora_dpo.yaml": (
         "LLaMA-Factory v1 dataset list `train_dataset: data/v1_dpo_demo.yaml`, entry 'dpo_zh_demo' (in {path}): "
@@ -795,6 +799,28 @@ def test_global_batch_size_divided_by_processes_and_micro_batch(lf_root, monkeyp
         f"LLaMA-Factory v1 `global_batch_size: 16` (in {path}): it must be a multiple of micro_batch_size 2 x 3 "
         "data-parallel process(es) (WORLD_SIZE) = 6, as in v1."
     )
+
+
+def test_context_parallel_groups_count_once_in_the_data_parallel_numbers(lf_root, monkeypatch):
+    """v1's ``cp_size``: a sequence group of cp_size processes trains one micro-batch, so global_batch_size and
+    dp_size count the groups (world / cp_size), as v1's device mesh does."""
+    path = lf_root / "v1.yaml"
+    path.write_text("model: m\ncp_size: 2\ncp_mode: ulysses\ndp_size: 2\nmicro_batch_size: 2\nglobal_batch_size: 16\n")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    cfg = load_config(path)
+    assert (cfg.cp_size, cfg.cp_mode, cfg.gradient_accumulation_steps) == (2, "ulysses", 4)  # 16 / (2 x 4 / 2)
+    path.write_text("model: m\ncp_size: 2\ndp_size: 4\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"LLaMA-Factory v1 `dp_size: 4` (in {path}): tunekit runs one data-parallel group of all 4 processes "
+        "(WORLD_SIZE), each sequence group of cp_size 2 processes counting once, sharded over all of them: remove "
+        "dp_size."
+    )
+    path.write_text("model: m\ncp_size: two\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"LLaMA-Factory v1 `cp_size: two` (in {path}): expected a whole number."
 
 
 def test_command_line_v1_keys_read_with_the_file_and_tunekit_options_after(lf_root):

@@ -138,6 +138,17 @@ BROKEN: list[tuple[dict, list[tuple[str, ...]]]] = [
     ({"fp8": True, "fp8_enable_fsdp_float8_all_gather": True}, [("fp8_enable_fsdp_float8_all_gather", "fsdp")]),
     ({"fsdp_config": "fsdp.json"}, [("fsdp_config", "fsdp")]),
     ({"fsdp_transformer_layer_cls_to_wrap": "LlamaDecoderLayer"}, [("fsdp_transformer_layer_cls_to_wrap", "fsdp")]),
+    ({"cp_size": 2, "stage": "dpo"}, [("cp_size", "stage")]),
+    ({"cp_size": 2, "deepspeed": "z3"}, [("cp_size", "deepspeed")]),
+    ({"cp_size": 2, "flash_attn": "eager"}, [("cp_size", "flash_attn")]),
+    ({"cp_size": 2, "use_asft_loss": True}, [("cp_size", "use_asft_loss")]),
+    ({"cp_size": 2, "neftune_noise_alpha": 5}, [("cp_size", "neftune_noise_alpha")]),
+    ({"cp_size": 2, "finetuning_type": "ptuning"}, [("cp_size", "finetuning_type")]),
+    ({"cp_size": 2, "use_unsloth": True}, [("cp_size", "use_unsloth")]),
+    (
+        {"cp_size": 2, "padding_free": True, "group_by_length": True},
+        [("cp_size", "padding_free"), ("cp_size", "group_by_length")],
+    ),
     ({"use_v1_kernels": True}, [("use_v1_kernels",)]),
     ({"stage": "dpo", "moe_aux_loss_coef": 0.01}, [("moe_aux_loss_coef", "stage")]),
     (

@@ -194,3 +194,51 @@ def test_a_failing_rank_is_named(tiny_qwen, tmp_path):
         f"error: distributed training failed: rank 0 stopped first with: Data file {bad / 'toy.json'} is not valid "
         "JSON (line 1, column 1): Expecting value."
     ), proc.stderr[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_sigterm_to_the_driver_stops_the_workers_with_a_checkpoint(tiny_qwen, data_dir, tmp_path):
+    """The board's Stop (SIGTERM to ``tunekit train``): Ray's workers cannot be signalled from the driver, so the
+    driver writes its stop file and each rank, after its step, saves a checkpoint and ends, as under torchrun; the
+    driver exits 128 + 15. Before: Ray ended the workers with the driver, without a checkpoint."""
+    import signal
+    import time
+
+    out = tmp_path / "ray_out"
+    cfg = base_config(
+        tiny_qwen,
+        data_dir,
+        out,
+        **{**COMMON, "max_steps": 100000, "save_strategy": "no"},
+        ray_num_workers=2,
+        ray_init_kwargs=RAY_LOCAL,
+        ray_storage_path=str(tmp_path / "ray_records"),
+    )
+    cfg_path = tmp_path / "ray.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "tunekit.cli.main", "train", str(cfg_path)]
+    note_launch(cmd)
+    env = launch_env(USE_RAY="1", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    log = tmp_path / "stderr.txt"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while not (out / "trainer_log.jsonl").is_file() or not series(out):  # a step is done: the ranks train
+            assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, "no training step was logged"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=RUN_TIMEOUT) == 128 + signal.SIGTERM, log.read_text(errors="replace")[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
+    text = log.read_text(errors="replace")
+    assert "tunekit: SIGTERM: the Ray workers save a checkpoint after their current step and stop" in text
+    assert text.rstrip().endswith("tunekit: the run was stopped by SIGTERM"), text[-3000:]
+    checkpoints = sorted(out.glob("checkpoint-*"))
+    assert len(checkpoints) == 1 and (checkpoints[0] / "trainer_state.json").is_file(), checkpoints
+    assert int(checkpoints[0].name.split("-")[1]) < 100000
+    assert not (out / ray_launch.STOP_FILE_NAME).exists()  # removed: the next run is not stopped by it

@@ -44,6 +44,7 @@ PLANNED = [
     "multi-gpu/qwen_lora_sft_ddp.yaml",
     "multi-gpu/qwen_full_sft_ds_z3.yaml",
     "multi-gpu/qwen_full_sft_fsdp.yaml",
+    "multi-gpu/qwen_full_sft_ulysses.yaml",  # cp_size on 2 processes: tests/distributed/test_context_parallel.py
 ]
 AFTER_TRAINING = [
     "export-and-serve/qwen_lora_merge.yaml",
@@ -118,6 +119,7 @@ def test_multi_gpu_example_loads_and_plans(example, tiny_qwen, tmp_path):
         "qwen_lora_sft_ddp.yaml": "DDP",
         "qwen_full_sft_ds_z3.yaml": "DeepSpeed ZeRO-3",
         "qwen_full_sft_fsdp.yaml": "FSDP full_shard",
+        "qwen_full_sft_ulysses.yaml": "FSDP full_shard",
     }
     assert plan.setup["engine"] == engine[Path(example).name]
 

@@ -73,7 +73,7 @@ def candidates(spec: FieldSpec) -> list[Any]:
 
 # Options the schema accepts only at their default (LLaMA-Factory configs load; any other value is refused with what to
 # use instead): no other value has a round trip (test_only_default_options_refuse_every_other_value keeps this true).
-ONLY_DEFAULT = ("use_v1_kernels",)
+ONLY_DEFAULT = ("use_v1_kernels", "cp_mode")  # cp_mode: ulysses is its one value, as in LLaMA-Factory v1
 ROUND_TRIP = [s for s in SPECS if s.name not in ONLY_DEFAULT]
 
 

@@ -263,6 +263,10 @@ HELP_ZH: dict[str, str] = {
     "（如 LlamaDecoderLayer）；每个类都必须存在于加载的模型中。留空：使用模型自身的解码层类（_no_split_modules）。",
     "ddp_find_unused_parameters": "DDP：查找没有梯度的参数（更慢；某些模型需要）。",
     "ddp_backend": "torch.distributed 后端（GPU 默认 `nccl`，CPU 默认 `gloo`）。",
+    "cp_size": "上下文并行：每条序列分到这么多个进程上（按位置切成等长的几段），每个进程只保存序列 1/cp_size 的激活；"
+    "进程总数必须是它的整数倍。全局批量 = 每设备批量 × 累积步数 × 进程数 / cp_size。1：关闭。",
+    "cp_mode": "cp_size 大于 1 时注意力如何看到整条序列：ulysses（一次 `all-to-all` 交换让每个进程在全部位置上计算 "
+    "1/cp_size 的注意力头；注意力头数必须能被 cp_size 整除）。",
     "ray_num_workers": "USE_RAY=1：`Ray Train` 启动的训练进程数（即进程总数），每块 GPU 一个。",
     "resources_per_worker": 'USE_RAY=1：每个工作进程的 Ray 资源，如 {"GPU": 1, "CPU": 8}。留空：Ray 集群有 GPU 时'
     "每个工作进程 1 块 GPU（LLaMA-Factory 的默认值），否则 1 个 CPU。",

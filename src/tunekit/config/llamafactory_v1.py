@@ -236,17 +236,33 @@ def _special(reader: V1Reader, key: str, value: Any) -> None:
         _parallel_and_flags(reader, key, value)
 
 
+def _cp_size(reader: V1Reader) -> int:
+    """The file's ``cp_size`` where it is a whole number >= 1 (else 1: the key itself is refused)."""
+    value = reader.values.get("cp_size", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
 def _parallel_and_flags(reader: V1Reader, key: str, value: Any) -> None:
     world, how = reader.world
-    if key == "cp_size" and value != 1:
-        reader.refuse(key, value, Said("part_v1_cp_size", value=str(value)))
+    cp = _cp_size(reader)
+    data_parallel = {"dp_size": max(1, world // cp), "mp_shard_size": world}  # FSDP2 shards over all processes
+    if key == "cp_size" and cp != value:
+        reader.refuse(key, value, Said("part_v1_whole_number"))
+    elif key == "cp_size" and value != 1:  # Ulysses context parallelism (train/engines/ulysses.py)
+        reader.set("cp_size", value, f"`cp_size: {value}`")
+    elif key == "cp_mode" and cp == 1:
+        reader.remark(key, value, "no effect with cp_size 1, as in v1")
     elif key == "cp_mode":
-        if reader.values.get("cp_size", 1) == 1:
-            reader.remark(key, value, "no effect with cp_size 1, as in v1")
-    elif key in ("dp_size", "mp_shard_size") and value != world:
-        reader.refuse(key, value, Said("part_v1_dp_size", world=world, how=how, key=key))
-    elif key in ("dp_size", "mp_shard_size"):
-        reader.remark(key, value, f"equals the {world} processes ({how})")
+        reader.set("cp_mode", value, f"`cp_mode: {shown(value)}`")
+    elif key in data_parallel and value != data_parallel[key]:
+        groups = Said("part_v1_cp_groups", cp=cp) if cp > 1 else None
+        reader.refuse(key, value, Said("part_v1_dp_size", world=world, how=how, key=key, groups=groups))
+    elif key in data_parallel:
+        reader.remark(
+            key,
+            value,
+            f"equals the {world} processes ({how})" + (f" / cp_size {cp}" if key == "dp_size" and cp > 1 else ""),
+        )
     elif key == "mp_replicate_size" and value != 1:
         reader.refuse(key, value, Said("part_v1_mp_replicate"))
     elif key == "mp_replicate_size":
@@ -277,6 +293,7 @@ def _global_batch(reader: V1Reader, value: Any) -> None:
     """v1: steps of ``global_batch_size`` samples, ``global_batch_size / (processes x micro_batch_size)``
     micro-batches each; it must divide."""
     world, how = reader.world
+    world = max(1, world // _cp_size(reader))  # a sequence group of cp_size processes trains one micro-batch
     micro = reader.values.get("micro_batch_size") or 1
     if isinstance(value, bool) or not isinstance(value, int) or not isinstance(micro, int) or value < 1:
         reader.refuse("global_batch_size", value, Said("part_v1_whole_number"))

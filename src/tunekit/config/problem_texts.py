@@ -142,6 +142,23 @@ _CONFIG: dict[str, str] = {
     # distributed (config/options/distributed.py)
     "fsdp_config_alone": "fsdp_config is read only when FSDP runs: set fsdp (e.g. fsdp: full_shard) or remove "
     "fsdp_config.",
+    # cp_size (config/options/distributed.py: context_parallel_problems)
+    "cp_stage": "cp_size {cp} splits each sequence over {cp} processes for the token loss of stage sft or pt; "
+    "stage {stage} scores whole sequences (pairs, rewards or rollouts), which tunekit does not split. Remove "
+    "cp_size, or train stage sft.",
+    "cp_deepspeed": "cp_size {cp} runs Ulysses context parallelism under DDP or FSDP2; DeepSpeed's own sequence "
+    "parallelism (ALST) is not wired in tunekit. Remove deepspeed (fsdp: full_shard shards the weights too) or "
+    "cp_size.",
+    "cp_eager": "cp_size {cp} attends over each gathered sequence with a causal mask alone, which eager attention "
+    "(flash_attn: {value}) does not do: use flash_attn: sdpa (or auto, or fa2 on a GPU), or remove cp_size.",
+    "cp_whole_sequence": "cp_size {cp} with {option}: it needs each whole sequence in one process (ASFT's reference "
+    "model attends over it; NEFTune scales its noise by its length), which tunekit does not split. Remove one of "
+    "them.",
+    "cp_changes_attention": "cp_size {cp} with {option}: it changes the attention that context parallelism splits "
+    "(virtual tokens before each sequence or in every layer's keys and values, or attention code of its own). Use "
+    "lora, or remove cp_size.",
+    "cp_batching": "cp_size {cp} splits plain padded rows that every process of a sequence group draws in the same "
+    "order; {option} changes what a row holds or which rows go together. Remove {option} or cp_size.",
     "fsdp_wrap_needs_shard": "fsdp_transformer_layer_cls_to_wrap names the classes FSDP shards as units, so it "
     "needs fsdp: full_shard or shard_grad_op; set fsdp or remove fsdp_transformer_layer_cls_to_wrap.",
     # logging and multimodal (config/options/logging.py, multimodal.py)

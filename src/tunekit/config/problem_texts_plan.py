@@ -47,6 +47,8 @@ ENGLISH_PLAN: dict[str, str] = {
     "model this small costs more than it saves; use at most {most} GPU(s) or no ZeRO.",
     "plan_val_size_no_train": "val_size {val_size:g} leaves no training samples out of {samples}: use a smaller "
     "val_size.",
+    "plan_cp_world": "cp_size {cp} splits each sequence over {cp} processes, but the plan is for {world} "
+    "process(es): plan a multiple of {cp} (--gpus per node x --nodes, or NPROC_PER_NODE x NNODES), or remove cp_size.",
     # the model and the GPU on the command line (plan/architectures.py, gpus.py, planner.py, vision.py)
     "plan_model_config_unknown": "--model-config {name} is neither a config.json, a model folder nor a built-in "
     "architecture. Built-in: {names}.",

@@ -162,6 +162,21 @@ ENGLISH_RUN: dict[str, str] = {
     "let tunekit pick a free one.",
     # the distributed engines (train/engines/distributed.py)
     "dist_world_size": "world size {world} must be at least 1.",
+    # Ulysses context parallelism (train/engines/ulysses.py)
+    "cp_world": "cp_size {cp} splits each sequence over {cp} processes, but this run has {world} process(es): start "
+    "a multiple of {cp} (FORCE_TORCHRUN=1 with NPROC_PER_NODE, or torchrun --nproc_per_node), or remove cp_size.",
+    "cp_media": "cp_size {cp}: {model} takes media whose features are placed by token position in the whole "
+    "sequence; tunekit's context parallelism splits text-only models. Remove cp_size.",
+    "cp_heads": "cp_size {cp} gives each process 1/{cp} of the attention heads, but the model has {heads} query and "
+    "{kv} key/value heads: cp_size must divide both (here: {fits}). Change cp_size (and the processes) or remove it.",
+    "cp_layer_types": "cp_size {cp}: the model has {types} layers, which mix tokens outside the attention that "
+    "context parallelism splits; it covers models whose layers are all full attention. Remove cp_size.",
+    "cp_attention": "cp_size: context parallelism wraps sdpa or flash attention, but the model runs {attention} "
+    "attention: set flash_attn: sdpa (or fa2 on a GPU), or remove cp_size.",
+    "cp_batch_keys": "cp_size {cp}: the micro-batch holds {keys}, which context parallelism cannot split (it splits "
+    "the input_ids, attention_mask and labels of plain padded rows): remove cp_size or what adds them.",
+    "cp_left_padding": "cp_size {cp}: a micro-batch has padding before its tokens; context parallelism masks the "
+    "gathered sequence causally, which is exact for right padding only. Remove cp_size.",
     "dist_wrap_twice": "fsdp_transformer_layer_cls_to_wrap and fsdp_config's transformer_layer_cls_to_wrap are both "
     "set: keep one of them.",
     "dist_fsdp_config_missing": "fsdp_config: {path} does not exist.",

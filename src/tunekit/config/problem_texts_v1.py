@@ -45,11 +45,9 @@ ENGLISH_V1: dict[str, str] = {
     "({key}=VALUE).",
     "part_v1_save_epochs": "tunekit saves every epoch (save_epochs: 1) or every N steps: use save_steps (steps per "
     "epoch: `tunekit plan`)",
-    "part_v1_cp_size": "Ulysses context parallelism (each sequence split over {value} processes) is not in tunekit; "
-    "remove cp_size (each process then holds whole sequences: lower cutoff_len or keep gradient checkpointing on if "
-    "memory is short)",
-    "part_v1_dp_size": "tunekit runs one data-parallel group of all {world} processes ({how}), sharded over all of "
-    "them: remove {key}",
+    "part_v1_dp_size": "tunekit runs one data-parallel group of all {world} processes ({how}){groups}, sharded over "
+    "all of them: remove {key}",
+    "part_v1_cp_groups": ", each sequence group of cp_size {cp} processes counting once",
     "part_v1_how_world_size": "WORLD_SIZE",
     "part_v1_how_nproc": "NPROC_PER_NODE x NNODES",
     "part_v1_how_one": "one process (no WORLD_SIZE or NPROC_PER_NODE)",

@@ -36,7 +36,7 @@ from .options.data import (
     packing_problems,
     thought_problems,
 )
-from .options.distributed import fsdp_config_problems, fsdp_wrap_problems, ray_problems
+from .options.distributed import context_parallel_problems, fsdp_config_problems, fsdp_wrap_problems, ray_problems
 from .options.export import export_problems
 from .options.logging import tracker_problems
 from .options.model import checkpointing_problems, kernel_problems, moe_problems
@@ -174,6 +174,7 @@ def _combination_problems(cfg: Config) -> Iterator[Problem]:
     yield from optimizer_problems(cfg)
     yield from fsdp_config_problems(cfg)
     yield from fsdp_wrap_problems(cfg)
+    yield from context_parallel_problems(cfg)  # cp_size: Ulysses context parallelism
     yield from ray_problems(cfg)  # USE_RAY=1's options (LLaMA-Factory's RayArguments)
     yield from sft_loss_problems(cfg)
     yield from multimodal_problems(cfg)

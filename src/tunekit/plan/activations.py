@@ -140,7 +140,8 @@ def layer_saved_per_token(shape: ModelShape, setup: Setup, kind: LayerKind, padd
 def attention_saved(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bool, norm_out, norm_rc, consumers):
     """Bytes per token of a layer's attention (its projections' inputs to ``o_proj``'s): q, k, v, the output and
     SDPA's log-sum-exp, or eager's softmax over the row (gpt-oss: with a sink column); Qwen3's per-head q/k
-    norms."""
+    norms. Per token of the process under context parallelism too: 1/cp_size of the heads over the whole row hold
+    as many bytes as all heads over the process's 1/cp_size of the positions."""
     h, q, kv, a, c = shape.hidden, shape.q_dim, shape.kv_dim, shape.heads, setup.compute_bytes
     attn_in = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name not in ATTN_OUT]
     attn_out = [lin.path for lin in shape.linears if "attn" in lin.path and lin.name in ATTN_OUT]
@@ -162,7 +163,9 @@ def attention_saved(shape: ModelShape, setup: Setup, kind: LayerKind, padded: bo
         total += 4 * q + 4 * a + 4 * kv + 4 * shape.kv_heads
         if kind.norms_trainable:
             total += c * (q + kv)
-    total += consumers(q, c, attn_out, not sinks)  # with sinks, nothing but o_proj's consumers keeps the output
+    # with sinks, nothing but o_proj's consumers keeps the output; under context parallelism o_proj's input is the
+    # exchange's output (train/engines/ulysses.py), a tensor apart from the one the attention kept
+    total += consumers(q, c, attn_out, not sinks and setup.cp_size == 1)
     return total
 
 

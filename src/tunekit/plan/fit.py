@@ -1,7 +1,7 @@
 """``--auto-fit``: the fastest set-up that fits, keeping the requested effective batch size.
 
 Preference order (fastest first): no gradient checkpointing, then checkpointing, then Liger's fused
-loss, then DeepSpeed ZeRO-2 / ZeRO-3 (several GPUs), then CPU offload. Within a rung the largest
+loss, then DeepSpeed ZeRO-2 / ZeRO-3 (several GPUs; not with ``cp_size``), then CPU offload. Within a rung the largest
 micro-batch that fits wins (the accumulation steps make up the rest of the effective batch).
 """
 
@@ -60,7 +60,7 @@ def _ladder(setup: Setup) -> list[tuple[Note, dict]]:
         *([(Note("rung_ckpt"), {"grad_ckpt": True})] if ckpt else []),
         (Note("rung", parts=(*gc, Note("rung_liger_loss"))), {"grad_ckpt": ckpt, "liger": True}),
     ]
-    if setup.fsdp is None:
+    if setup.fsdp is None and setup.cp_size == 1:  # cp_size runs under DDP or FSDP2 only (config: cp_deepspeed)
         current = setup.zero_stage if setup.zero_stage is not None else -1
         offload = setup.offload_optimizer or setup.offload_params
         for preset in ("z2", "z3", "z2_offload", "z3_offload"):
@@ -126,7 +126,7 @@ def auto_fit_overrides(cfg: Config, shape: ModelShape, setup: Setup, gpu: GPU) -
     assert best is not None
     total, trial, mem, rung, changes = best
     needed = None
-    if setup.fsdp is None:  # how many GPUs would ZeRO-3 need?
+    if setup.fsdp is None and setup.cp_size == 1:  # how many GPUs would ZeRO-3 need?
         z3 = trial.with_(
             zero_stage=3,
             offload_optimizer=False,

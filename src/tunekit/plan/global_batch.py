@@ -24,7 +24,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..config.problems import Said
 from ..config.schema import Config
+from ..errors import ConfigError
 
 LARGE_SCALE = 8  # growth over one device's batch past which the plan says the rules stop being safe
 LARGE_BATCH = 8192  # samples per step: Goyal et al.'s limit of the linear rule
@@ -35,9 +37,20 @@ def lr_rule(optim: str) -> str:
     return "linear" if "sgd" in optim.lower() else "sqrt"
 
 
-def global_batch(cfg: Config, world: int, budget: int | None = None) -> dict[str, Any]:
+def data_parallel_size(cfg: Config, processes: int) -> int:
+    """The data-parallel degree of ``processes`` training processes: each sequence group of ``cp_size`` of them
+    (context parallelism, ``train/engines/ulysses.py``) trains the same micro-batch, so ``processes // cp_size``
+    micro-batches make one accumulation step (``train/context_parallel.SequenceGroupSampler``). The one place the
+    planner divides by ``cp_size`` for the batch and the steps; the tokens of a process: ``Setup.tokens``."""
+    if processes % cfg.cp_size:
+        raise ConfigError(Said("plan_cp_world", cp=cfg.cp_size, world=processes))
+    return processes // cfg.cp_size
+
+
+def global_batch(cfg: Config, world: int, budget: int | None = None, processes: int | None = None) -> dict[str, Any]:
     """The global batch of ``cfg`` on ``world`` data-parallel devices (``budget``: ``max_tokens_per_batch``, whose
-    batches count tokens, not samples) and the learning-rate advice when ``world`` is not 1."""
+    batches count tokens, not samples) and the learning-rate advice when ``world`` is not 1; under context
+    parallelism ``world`` is the sequence groups of the ``processes``, which the dict then names too."""
     per_device = budget or cfg.per_device_train_batch_size
     one_device = per_device * cfg.gradient_accumulation_steps
     rule = lr_rule(cfg.optim)
@@ -54,6 +67,8 @@ def global_batch(cfg: Config, world: int, budget: int | None = None) -> dict[str
         "scaled_learning_rate": cfg.learning_rate * factor,
         "advice": [] if world == 1 else advice(cfg, world, one_device, budget),
     }
+    if cfg.cp_size > 1:  # keys left out without context parallelism
+        out.update(processes=processes or world * cfg.cp_size, cp_size=cfg.cp_size)
     return out
 
 

@@ -96,4 +96,5 @@ def latent_saved_per_token(shape, setup, kind, norm_out: int, norm_rc: bool, con
         total += (4 + (c if c != 4 else 0)) * H * setup.row_len  # fp32 softmax + probabilities in the compute dtype
     else:
         total += 4 * H  # fp32 log-sum-exp
-    return total + consumers(H * lat.v_dim, c, [names["o_proj"]], True)
+    # under context parallelism o_proj's input is the exchange's output (train/engines/ulysses.py): a tensor apart
+    return total + consumers(H * lat.v_dim, c, [names["o_proj"]], setup.cp_size == 1)

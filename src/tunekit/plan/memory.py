@@ -149,6 +149,21 @@ def zero_state_bytes(
 
 
 def distributed_buffer_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> float:
+    """The engine's buffers (:func:`engine_buffer_bytes`) and context parallelism's (:func:`exchange_buffer_bytes`)."""
+    return engine_buffer_bytes(shape, setup, counts) + exchange_buffer_bytes(shape, setup)
+
+
+def exchange_buffer_bytes(shape: ModelShape, setup: Setup) -> float:
+    """Context parallelism (``cp_size`` > 1): the all-to-all around each attention (``train/engines/ulysses.py``)
+    copies the tensor it exchanges into contiguous parts to send and receives as many, c q bytes per token of the
+    process each for the widest one (the query, the attention output); one exchange is alive at a time."""
+    if setup.cp_size == 1:
+        return 0.0
+    return 2 * setup.compute_bytes * shape.q_dim * setup.tokens
+
+
+def engine_buffer_bytes(shape: ModelShape, setup: Setup, counts: ParamCounts) -> float:
+    """DeepSpeed's buckets and gathered parameters, FSDP's units, DDP's gradient buckets."""
     h = shape.hidden
     if setup.zero_stage is not None:
         bucket = setup.ds_reduce_bucket if setup.ds_reduce_bucket is not None else h * h  # HF "auto": hidden^2

@@ -23,7 +23,7 @@ from .architectures import ModelShape, load_shape
 from .batching import batching_stats, training_rows
 from .checkpointing import decide_for, planned_at
 from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
-from .global_batch import global_batch
+from .global_batch import data_parallel_size, global_batch
 from .gpus import GPU, custom_gpu, detect_gpu, find_gpu
 from .memory import GiB, MemoryEstimate, estimate_memory
 from .notes import Note
@@ -97,16 +97,17 @@ def make_plan(
     device: GPU | None = find_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib else None)
     shape = load_shape(model_config, cfg.model_name_or_path)
     world, n_nodes = world_from(gpus, nodes, cfg)
+    dp = data_parallel_size(cfg, world)  # the micro-batches of one accumulation step: world / cp_size
     notes: list[Note] = []
     fields: dict[str, Any] = {"model": shape.to_dict(), "world_size": world, "nodes": n_nodes}
     fields["gpus_per_node"] = world // n_nodes
 
     lengths, samples, s_mem, s_time, s_source = _data_section(cfg, lengths, num_samples, seq_len, notes)
-    steps = _steps_section(cfg, lengths if num_samples is None else None, samples, world, fields, notes)
-    fields["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * world
-    fields["global_batch"] = global_batch(cfg, world, cfg.max_tokens_per_batch)  # and the learning-rate advice
+    steps = _steps_section(cfg, lengths if num_samples is None else None, samples, dp, fields, notes)
+    fields["effective_batch_size"] = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * dp
+    fields["global_batch"] = global_batch(cfg, dp, cfg.max_tokens_per_batch, world)  # and the learning-rate advice
     if lengths is not None and num_samples is None:  # pad share and tokens per optimizer step of every batching mode
-        fields["batching"] = batching_stats(lengths, cfg, world)
+        fields["batching"] = batching_stats(lengths, cfg, dp)
 
     # memory: the run's decisions for the planned device, the same step tunekit train takes (plan/decide.py)
     decisions = decide_features(cfg, planned_machine(cfg, world))
@@ -121,7 +122,9 @@ def make_plan(
     _check_sharding(shape, setup, counts.trainable)
     mem = estimate_memory(shape, setup, counts)
     notes.extend(mem.notes)
-    fields.update(seq_len=s_mem, seq_len_source=s_source, tokens_per_micro_batch=setup.tokens)
+    fields.update(seq_len=s_mem, seq_len_source=s_source, tokens_per_micro_batch=setup.batch_tokens)
+    if setup.cp_size > 1:
+        fields["context_parallel"] = _context_parallel(cfg, setup, dp)
     fields.update(params=_params(shape, counts), memory=mem.gib(), cpu_memory_gib=round(mem.cpu_bytes / GiB, 2))
     fields["setup"] = _describe(setup)
 
@@ -138,7 +141,8 @@ def _steps_section(
 ) -> StepPlan | None:
     """The steps as the trainer counts them (``train/steps.py``) into ``fields``; ``None`` without a sample count.
 
-    ``lengths``: the measured rows, when they are what trains (not replaced by ``--num-samples``)."""
+    ``lengths``: the measured rows, when they are what trains (not replaced by ``--num-samples``); ``world``: the
+    data-parallel size (sequence groups under context parallelism: their processes draw the same rows)."""
     if samples is None:
         return None
     if cfg.eval_dataset:
@@ -170,6 +174,18 @@ def _steps_section(
     if legacy != steps.steps_per_epoch:
         notes.append(Note("note_rounding", floor=legacy))
     return steps
+
+
+def _context_parallel(cfg: Config, setup: Setup, dp: int) -> dict[str, Any]:
+    """The ``context_parallel`` section: how the processes split (sequence groups of ``cp_size``) and the tokens of
+    a micro-batch each process holds (``Setup.tokens``, what its activations are planned for)."""
+    return {
+        "cp_size": setup.cp_size,
+        "cp_mode": cfg.cp_mode,
+        "processes": setup.world_size,
+        "data_parallel": dp,
+        "tokens_per_process": setup.tokens,
+    }
 
 
 def _params(shape: ModelShape, counts: ParamCounts) -> dict[str, Any]:

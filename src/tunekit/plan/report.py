@@ -16,7 +16,10 @@ LABELS = {
     "activations": ("Activations", "saved for backward (checkpointed layer inputs or every layer)"),
     "logits": ("LM head + loss", "fp32 logits, log-softmax and its gradient over the vocabulary"),
     "optimizer_step": ("Optimizer step (transient)", "foreach AdamW temporaries beyond the freed activations"),
-    "distributed_buffers": ("Distributed buffers", "DDP buckets / ZeRO buckets and gathered params / FSDP units"),
+    "distributed_buffers": (
+        "Distributed buffers",
+        "DDP buckets / ZeRO buckets and gathered params / FSDP units / cp_size all-to-all",
+    ),
     "fragmentation": (
         "Allocator fragmentation",
         "of the token-dependent memory: 10 % on a GPU, 45 % on the CPU (glibc heap)",
@@ -82,7 +85,12 @@ def _print_steps(plan: Plan, console) -> None:
     steps.add_column(style="bold")
     steps.add_column(justify="right")
     steps.add_row("train / eval samples", f"{_fmt_int(plan.train_samples)} / {_fmt_int(plan.eval_samples)}")
-    steps.add_row("world size (data parallel)", f"{plan.world_size} ({plan.nodes} node(s))")
+    cp = plan.context_parallel
+    if cp:
+        split = f", {cp['data_parallel']} data parallel x context parallel {cp['cp_size']}"
+        steps.add_row("world size (processes)", f"{plan.world_size} ({plan.nodes} node(s)){split}")
+    else:
+        steps.add_row("world size (data parallel)", f"{plan.world_size} ({plan.nodes} node(s))")
     steps.add_row("steps per epoch", _fmt_int(plan.steps_per_epoch))
     steps.add_row("total steps", _fmt_int(plan.total_steps))
     steps.add_row("warmup steps", _fmt_int(plan.warmup_steps))
@@ -96,6 +104,8 @@ def global_batch_lines(g: dict[str, Any]) -> list[str]:
     """The global batch (devices x per-device batch x accumulation) and, with several devices, the learning-rate
     advice (``plan/global_batch.py``), one printed line each."""
     devices = f"{g['devices']} device{'' if g['devices'] == 1 else 's'}"
+    if g.get("cp_size", 1) > 1:  # context parallelism: each data-parallel rank is a sequence group of processes
+        devices = f"{g['devices']} sequence group{'' if g['devices'] == 1 else 's'}"
     if g["unit"] == "tokens":  # token-budget batches: the sample count per step varies
         head = f"global batch: at most {g['size']:,} tokens per optimizer step"
         per_device = f"max_tokens_per_batch {g['per_device_batch']:,}"
@@ -104,7 +114,21 @@ def global_batch_lines(g: dict[str, Any]) -> list[str]:
         per_device = f"per-device batch {g['per_device_batch']:,}"
     return [
         f"{head} (= {devices} x {per_device} x gradient accumulation {g['gradient_accumulation_steps']})",
+        *context_parallel_lines(g),
         *g["advice"],
+    ]
+
+
+def context_parallel_lines(g: dict[str, Any]) -> list[str]:
+    """With ``cp_size`` > 1, how the processes split each sequence and what that makes of the global batch."""
+    cp = g.get("cp_size", 1)
+    if cp == 1:
+        return []
+    unit = "tokens" if g["unit"] == "tokens" else "per device"
+    return [
+        f"context parallelism: each sequence split over {cp} processes (global batch {g['size']:,} = "
+        f"{g['per_device_batch']:,} {unit} x {g['gradient_accumulation_steps']} accumulation x {g['processes']} "
+        f"processes / {cp})"
     ]
 
 
@@ -118,6 +142,8 @@ def _print_memory(plan: Plan, budget: int | None, console) -> None:
         if budget
         else f"{plan.seq_len} tokens x micro-batch {s['micro_batch']}"
     )
+    if plan.context_parallel:
+        shape += f", 1/{plan.context_parallel['cp_size']} of each sequence per process"
     mem = Table(title=f"Memory per device (peak, {shape}; seq from {plan.seq_len_source})", title_justify="left")
     mem.add_column("component")
     mem.add_column("GiB", justify="right")

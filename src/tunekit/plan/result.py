@@ -19,7 +19,8 @@ class Plan:
     model: dict[str, Any]
     """The model's shape (``ModelShape.to_dict``): name, type, layers, sizes, parameters, ``vision`` of a VLM."""
     world_size: int
-    """Data-parallel processes: GPUs per node x nodes."""
+    """Training processes: GPUs per node x nodes (data parallel, in sequence groups of ``cp_size`` under context
+    parallelism: ``context_parallel``)."""
     nodes: int
     gpus_per_node: int
     num_samples: int | None = None
@@ -30,7 +31,7 @@ class Plan:
     micro_batches_per_device: int | None = None
     """Per epoch."""
     effective_batch_size: int
-    """Samples per optimizer step: micro-batch x accumulation x world size."""
+    """Samples per optimizer step: micro-batch x accumulation x world size / cp_size."""
     global_batch: dict[str, Any] | None = None
     """The global batch (``devices`` x ``per_device_batch`` x ``gradient_accumulation_steps`` = ``size``, in
     ``unit``: samples, tokens under max_tokens_per_batch) and, with more than one device, the learning-rate
@@ -52,6 +53,10 @@ class Plan:
     """Tokens per sample the memory is planned for."""
     seq_len_source: str
     tokens_per_micro_batch: int
+    context_parallel: dict[str, Any] | None = None
+    """With ``cp_size`` > 1: ``cp_size``, ``cp_mode``, ``processes``, ``data_parallel`` (processes / cp_size: the
+    micro-batches of one accumulation step) and ``tokens_per_process`` (1/cp_size of each row: what the activations
+    are planned for)."""
     params: dict[str, Any]
     """``total``, ``trainable``, ``lora``, ``trainable_share``."""
     memory: dict[str, float]
@@ -108,6 +113,9 @@ class Plan:
             seq_len=self.seq_len,
             seq_len_source=str(self.seq_len_source),  # plain data: the keys are in structured_notes
             tokens_per_micro_batch=self.tokens_per_micro_batch,
+        )
+        _put(out, "context_parallel", self.context_parallel)
+        out.update(
             params=self.params,
             memory=self.memory,
             cpu_memory_gib=self.cpu_memory_gib,

@@ -81,20 +81,33 @@ class Setup:
     liger_loss: bool = False  # Liger's fused linear cross-entropy computes the loss (RunDecisions.liger_fused_loss)
     heap_guard: bool = False  # host/heap.py bounds the CPU heap's fragmentation (RunDecisions.heap_guard)
     router_aux: bool = False  # moe_aux_loss_coef: the routers' logits feed transformers' load-balancing loss
+    cp_size: int = 1  # context parallelism: each row's positions split over cp_size processes (engines/ulysses.py)
 
     @property
     def gpus_per_node(self) -> int:
         return max(1, self.world_size // max(1, self.nodes))
 
     @property
-    def tokens(self) -> int:
+    def batch_tokens(self) -> int:
         """Tokens of the largest micro-batch: the token budget when one is set, else micro_batch x seq_len."""
         return self.token_budget if self.token_budget else self.micro_batch * self.seq_len
 
     @property
+    def tokens(self) -> int:
+        """Tokens of the largest micro-batch that one process runs through its layers: the whole micro-batch, or
+        under context parallelism its 1/cp_size share of each row (rows padded to a multiple: ``ulysses.shard_batch``).
+        Every per-token activation is counted over these; attention still spans the whole row (:attr:`row_len`)."""
+        if self.cp_size == 1:
+            return self.batch_tokens
+        if self.token_budget:
+            return -(-self.token_budget // self.cp_size)
+        return self.micro_batch * -(-self.seq_len // self.cp_size)
+
+    @property
     def row_len(self) -> int:
-        """Length of one row (what eager attention's score matrix spans): the whole micro-batch when padding-free."""
-        return self.tokens if self.padding_free else min(self.seq_len, self.tokens)
+        """Length of one row (what eager attention's score matrix spans): the whole micro-batch when padding-free.
+        Under context parallelism too each process attends over the whole row, with 1/cp_size of the heads."""
+        return self.batch_tokens if self.padding_free else min(self.seq_len, self.batch_tokens)
 
     @property
     def trainable_bytes(self) -> int:
@@ -237,7 +250,6 @@ def resolve_setup(
         double_quant=cfg.double_quantization,
         grad_ckpt=cfg.use_gradient_checkpointing,
         liger=decisions.liger.on,
-        liger_loss=decisions.liger_fused_loss.on,
         attn=attn,
         optim=cfg.optim,
         zero_stage=stage,
@@ -251,8 +263,10 @@ def resolve_setup(
         seq_len=seq_len or cfg.cutoff_len,
         stage=cfg.stage,
         # FlashAttention-2 runs neat-packed / padding-free rows as varlen sequences without a mask; sdpa and eager get
-        # the block-diagonal mask transformers builds from the restarting position ids (data/padding_free.py)
-        padded=not (cfg.padding_free or (cfg.use_packing and cfg.neat_packing)) or attn != "fa2",
+        # the block-diagonal mask transformers builds from the restarting position ids (data/padding_free.py).
+        # Context parallelism drops the mask: the gathered rows are masked causally (train/engines/ulysses.py)
+        padded=cfg.cp_size == 1
+        and (not (cfg.padding_free or (cfg.use_packing and cfg.neat_packing)) or attn != "fa2"),
         padding_free=cfg.padding_free,
         token_budget=cfg.max_tokens_per_batch,
         ds_reduce_bucket=bucket,
@@ -263,6 +277,7 @@ def resolve_setup(
         llama_pro=cfg.use_llama_pro,
         reference_copy=holds_reference_copy(cfg),
         ckpt_layers=cfg.gradient_checkpointing_layers if cfg.use_gradient_checkpointing else None,
+        liger_loss=decisions.liger_fused_loss.on,
         chunked_loss=decisions.chunked_lm_head.on,
         recompute=tuple(decisions.elementwise_recompute.detail),
         host=decisions.machine.kind == "cpu",
@@ -273,4 +288,5 @@ def resolve_setup(
         else (),
         prompt=prompt_setup(cfg),
         router_aux=cfg.moe_aux_loss_coef is not None,  # model/moe.py configure_moe: output_router_logits
+        cp_size=cfg.cp_size,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import shutil
 import signal
 import time
@@ -16,6 +17,7 @@ from transformers import TrainerCallback
 from ..env import env_rank
 from ..model.moe import take_router_aux
 from .checkpoints import RUN_CONFIG, rotate_checkpoints, write_complete_marker
+from .engines.launcher import STOP_FILE_ENV
 from .plotting import LOG_NAME
 
 
@@ -199,7 +201,8 @@ def any_rank(flag: bool, device) -> bool:
 
 
 class GracefulStopCallback(TrainerCallback):
-    """First SIGINT/SIGTERM: finish the current step, save a checkpoint, stop. A second SIGINT aborts."""
+    """First SIGINT/SIGTERM (or, under Ray Train, the driver's stop file): finish the current step, save a checkpoint,
+    stop. A second SIGINT aborts."""
 
     def __init__(self):
         self.requested: int | None = None
@@ -226,6 +229,9 @@ class GracefulStopCallback(TrainerCallback):
             )
 
     def on_step_end(self, args, state, control, **kwargs):
-        if any_rank(self.requested is not None, args.device):
+        asked = os.environ.get(STOP_FILE_ENV)  # a launcher that cannot signal the ranks (Ray Train) writes this file
+        if any_rank(
+            self.requested is not None or bool(asked and env_rank() == 0 and os.path.exists(asked)), args.device
+        ):
             control.should_save = True
             control.should_training_stop = True

@@ -30,8 +30,9 @@ from ..errors import ConfigError
 from ..model.loader import _read_config_json, attention_implementation, check_accelerators, is_local_path, model_path
 from ..model.prompt_adapters import check_prefix_attention
 from ..model.quantization import check_prequantized, check_quantization_packages
+from ..model.sequence_split import check_sequence_split
 from .engines import distributed
-from .engines.deepspeed_config import check_options, read_deepspeed, require_deepspeed
+from .engines.deepspeed_config import read_deepspeed, require_deepspeed
 from .engines.distributed import _has_gpu, check_deepspeed_machine
 from .fp8 import fp8_recipe, require_backend
 from .machine import Machine, check_machine, this_machine  # noqa: F401 - preflight's names too
@@ -53,8 +54,7 @@ def check_config(cfg: Config) -> None:
     problems = list(run_problems(cfg))
     if problems:
         raise ConfigError("\n".join(p.message for p in problems), problems)
-    if cfg.deepspeed:
-        check_options(read_deepspeed(cfg.deepspeed), cfg, distributed.world_size(cfg))
+    distributed.check_divisibility(cfg, distributed.world_size(cfg))  # a DeepSpeed file's numbers, cp_size
     distributed.fsdp_settings(cfg)
     if cfg.fp8:
         fp8_recipe(cfg)
@@ -67,6 +67,8 @@ def check_paths(cfg: Config) -> None:
     path = model_path(cfg)
     if cfg.finetuning_type == "ptuning" and is_local_path(path):  # a prefix on latent attention: before data is read
         check_prefix_attention(cfg.finetuning_type, _read_config_json(Path(path)))
+    if cfg.cp_size > 1 and is_local_path(path):  # heads, layer kinds, media: before any process starts
+        check_sequence_split(cfg.cp_size, _read_config_json(Path(path)))
     check_output_dir(cfg)
     check_datasets(cfg)
 

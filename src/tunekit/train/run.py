@@ -225,6 +225,11 @@ def build_model(cfg: Config, decisions, prepared: Prepared):
         )
     if cfg.do_train:  # recipes, not the MLP's element-wise outputs and the norm outputs
         enable_for_training(model, tuple(decisions.elementwise_recompute.detail))
+    if cfg.do_train and cfg.cp_size > 1:  # each sequence split over cp_size processes
+        from .engines import ulysses  # imports torch: not at module level (preflight imports this module)
+
+        seq = ulysses.apply(model, cfg.cp_size)
+        log(f"context parallelism: each sequence split over {seq.size} processes (Ulysses, {cfg.cp_mode})")
     trainable, total = count_parameters(model)
     log(
         f"model: {cfg.model_name_or_path} | method: {cfg.finetuning_type} | "

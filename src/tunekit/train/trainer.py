@@ -8,6 +8,7 @@ from transformers import Trainer
 
 from ..model.layers import decoder_layers
 from .checkpoint_weights import CheckpointWeightsMixin
+from .context_parallel import ContextParallelMixin
 from .decisions import decisions_for
 from .engines.fsdp import FSDPTrainerMixin, reshard
 from .fp8 import Fp8AcceleratorMixin
@@ -18,6 +19,7 @@ from .window_grouping import WindowGroupingMixin
 
 
 class TunekitTrainer(
+    ContextParallelMixin,
     TokenBudgetMixin,
     WindowGroupingMixin,
     TrainedTokensLossMixin,
@@ -31,8 +33,9 @@ class TunekitTrainer(
     :mod:`tunekit.train.engines.fsdp`: the model is sharded before the Trainer sees it) + FP8 (``fp8``: accelerate's
     recipe, :mod:`tunekit.train.fp8`) + the model's weights saved and resumed by
     :mod:`tunekit.train.checkpoint_weights` (a value head beside its LM, a full checkpoint saved in the original
-    layout) + on the CPU, freed heap memory returned when a forward pass strands it (:mod:`tunekit.host.heap`, when
-    ``run_decisions.heap_guard`` says so).
+    layout) + context parallelism (``cp_size``: :mod:`tunekit.train.context_parallel`) + on the CPU, freed heap
+    memory returned when a forward pass strands it (:mod:`tunekit.host.heap`, when ``run_decisions.heap_guard`` says
+    so).
 
     ``run_decisions`` (:class:`~tunekit.train.decisions.RunDecisions`): what the run decided, read by the features
     (trained-token loss, chunked head, heap guard): the value ``train/run.build_trainer`` builds the trainer under
@@ -55,6 +58,13 @@ class TunekitTrainer(
 
             for callback in badam_callbacks(tunekit_config):
                 self.add_callback(callback)
+
+    def _get_train_sampler(self, train_dataset=None):
+        """The Trainer's sampler hook, overridden here only: the rows a feature draws (``train_sampler``: context
+        parallelism's sequence groups, ppo/grpo's repeated rollouts), else the Trainer's own."""
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        sampler = self.train_sampler(dataset) if dataset is not None else None
+        return sampler if sampler is not None else super()._get_train_sampler(train_dataset)
 
     def create_optimizer(self, *args, **kwargs):
         reshard(

@@ -258,6 +258,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "fsdp_transformer_layer_cls_to_wrap": ("FSDP unit classes", "FSDP 分片单元类"),
     "ddp_find_unused_parameters": ("DDP: find unused parameters", "DDP：查找未使用的参数"),
     "ddp_backend": ("Distributed backend", "分布式后端"),
+    "cp_size": ("Context parallel size", "上下文并行规模"),
+    "cp_mode": ("Context parallel mode", "上下文并行方式"),
     "ray_num_workers": ("Ray workers", "Ray 工作进程数"),
     "resources_per_worker": ("Ray resources per worker", "每个 Ray 工作进程的资源"),
     "placement_strategy": ("Ray placement strategy", "Ray 放置策略"),

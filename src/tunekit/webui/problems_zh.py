@@ -134,6 +134,18 @@ _CONFIG_ZH: dict[str, str] = {
     "sft_loss_stage": "{name} 是 SFT 损失（sft 阶段），但当前 stage 为 {stage}：请设置 stage: sft，或删除 {name}。",
     "fsdp_config_alone": "只有运行 FSDP 时才会读取 fsdp_config：请设置 fsdp（例如 fsdp: full_shard），或删除 "
     "fsdp_config。",
+    "cp_stage": "cp_size {cp} 把每条序列分到 {cp} 个进程上计算 sft 或 pt 阶段的逐词元损失；stage {stage} 按整条序列"
+    "打分（偏好对、奖励或采样），tunekit 不会将其拆分。请去掉 cp_size，或改用 stage: sft。",
+    "cp_deepspeed": "cp_size {cp} 在 DDP 或 FSDP2 下运行 Ulysses 上下文并行；tunekit 未接入 DeepSpeed 自带的序列并行"
+    "（ALST）。请去掉 deepspeed（fsdp: full_shard 同样会切分权重）或 cp_size。",
+    "cp_eager": "cp_size {cp} 对汇集后的整条序列只用因果掩码做注意力，eager 注意力（flash_attn: {value}）做不到："
+    "请使用 flash_attn: sdpa（或 auto，GPU 上也可用 fa2），或去掉 cp_size。",
+    "cp_whole_sequence": "cp_size {cp} 与 {option} 不能同时使用：它需要每条完整序列都在一个进程中（ASFT 的参考模型要"
+    "对整条序列做注意力；NEFTune 按序列长度缩放噪声），tunekit 不会拆分它。请去掉其中之一。",
+    "cp_changes_attention": "cp_size {cp} 与 {option} 不能同时使用：它会改变上下文并行所拆分的注意力（在每条序列前或"
+    "每层的键值中加入虚拟词元，或使用自己的注意力代码）。请改用 lora，或去掉 cp_size。",
+    "cp_batching": "cp_size {cp} 拆分的是普通的补齐行，且同一序列组的每个进程按相同顺序取行；{option} 会改变行的内容"
+    "或哪些行组成一批。请去掉 {option} 或 cp_size。",
     "fsdp_wrap_needs_shard": "fsdp_transformer_layer_cls_to_wrap 指定 FSDP 按哪些类分片，因此需要 fsdp: "
     "full_shard 或 shard_grad_op；请设置 fsdp，或删除 fsdp_transformer_layer_cls_to_wrap。",
     "trackers_unknown": "report_to 中有未知的实验记录工具 {trackers}：可用的有 {known}。",

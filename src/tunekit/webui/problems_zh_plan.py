@@ -36,6 +36,8 @@ ZH_PLAN: dict[str, str] = {
     "plan_shard_small": "{what} 分片到 {n} 个 GPU 后，{name} 每个 GPU 只剩 {per_gpu} 个可训练参数：分片这么小的模型"
     "得不偿失；请最多使用 {most} 个 GPU，或不用 ZeRO。",
     "plan_val_size_no_train": "val_size {val_size:g} 使 {samples} 个样本中没有剩下训练样本：请减小 val_size。",
+    "plan_cp_world": "cp_size {cp} 把每条序列切分到 {cp} 个进程上，但本次规划只有 {world} 个进程：请按 {cp} 的整数倍"
+    "规划（`--gpus` 每节点 GPU 数 x `--nodes`，或 `NPROC_PER_NODE x NNODES`），或删除 cp_size。",
     "plan_model_config_unknown": "`--model-config` {name} 既不是 "
     "config.json，也不是模型目录或内置架构。内置架构：{names}。",
     "plan_no_model": "没有指定模型：请在配置中设置 model_name_or_path，或传入 `--model-config NAME|PATH`。",

@@ -139,6 +139,20 @@ ZH_RUN: dict[str, str] = {
     "例如 MASTER_PORT={free}；单机训练时也可以取消设置 MASTER_PORT，由 tunekit 自选空闲端口。",
     # the distributed engines
     "dist_world_size": "进程总数 {world} 必须至少为 1。",
+    "cp_world": "cp_size {cp} 把每条序列分到 {cp} 个进程上，但本次运行只有 {world} 个进程：请启动 {cp} 的整数倍个"
+    "进程（FORCE_TORCHRUN=1 加 NPROC_PER_NODE，或 torchrun --nproc_per_node），或去掉 cp_size。",
+    "cp_media": "cp_size {cp}：{model} 接收媒体输入，其特征按词元位置放入整条序列；tunekit 的上下文并行只拆分纯文本"
+    "模型。请去掉 cp_size。",
+    "cp_heads": "cp_size {cp} 让每个进程分得 1/{cp} 的注意力头，但模型有 {heads} 个查询头和 {kv} 个键值头：cp_size "
+    "必须同时整除两者（可选：{fits}）。请修改 cp_size（及进程数）或去掉它。",
+    "cp_layer_types": "cp_size {cp}：模型含有 {types} 层，它们在上下文并行所拆分的注意力之外混合词元；上下文并行只"
+    "适用于全部为完整注意力层的模型。请去掉 cp_size。",
+    "cp_attention": "cp_size：上下文并行包装的是 sdpa 或 FlashAttention-2 注意力，但模型使用 {attention} 注意力："
+    "请设置 flash_attn: sdpa（GPU 上也可用 fa2），或去掉 cp_size。",
+    "cp_batch_keys": "cp_size {cp}：该微批次含有 {keys}，上下文并行无法拆分（它只拆分普通补齐行的 `input_ids`、"
+    "`attention_mask` 和 `labels`）：请去掉 cp_size 或添加这些内容的选项。",
+    "cp_left_padding": "cp_size {cp}：某个微批次的补齐位于词元之前；上下文并行对汇集后的序列只用因果掩码，仅在右侧"
+    "补齐时精确。请去掉 cp_size。",
     "dist_wrap_twice": "fsdp_transformer_layer_cls_to_wrap 与 fsdp_config 中的 transformer_layer_cls_to_wrap 都已设置"
     "：请只保留其中一个。",
     "dist_fsdp_config_missing": "fsdp_config：{path} 不存在。",

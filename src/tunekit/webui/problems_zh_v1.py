@@ -37,10 +37,9 @@ ZH_V1: dict[str, str] = {
     "part_v1_own_option": "v1 配置只接受 v1 的参数名：请在命令行中给出 tunekit 的 {key}（`{key}=VALUE`）。",
     "part_v1_save_epochs": "tunekit 每轮保存一次（save_epochs: 1）或每 N 步保存一次：请用 save_steps（每轮的步数见 "
     "`tunekit plan`）",
-    "part_v1_cp_size": "tunekit 没有上下文并行（每条序列切分到 {value} 个进程）；请删除 cp_size（每个进程将"
-    "持有完整序列：显存不够时减小 cutoff_len，或保持梯度检查点开启）",
-    "part_v1_dp_size": "tunekit 把全部 {world} 个进程（{how}）作为一个数据并行组运行，并在所有进程上分片：请删除 "
-    "{key}",
+    "part_v1_dp_size": "tunekit 把全部 {world} 个进程（{how}）{groups}作为一个数据并行组运行，并在所有进程上分片："
+    "请删除 {key}",
+    "part_v1_cp_groups": "（每个由 cp_size {cp} 个进程组成的序列组算作一个）",
     "part_v1_how_world_size": "WORLD_SIZE",
     "part_v1_how_nproc": "`NPROC_PER_NODE x NNODES`",
     "part_v1_how_one": "单个进程（没有设置 WORLD_SIZE 或 NPROC_PER_NODE）",

@@ -41,6 +41,19 @@ class DistributedOptions(OptionGroup):
     ddp_backend: str | None = Field(
         None, description="torch.distributed backend (nccl on GPUs, gloo on CPU by default)."
     )
+    # LLaMA-Factory v1's context parallelism (train/engines/ulysses.py)
+    cp_size: int = Field(
+        1,
+        ge=1,
+        description="Context parallelism: each sequence split over this many processes (its positions cut in equal "
+        "parts), so one process holds 1/cp_size of a sequence's activations; the world size must be a multiple. "
+        "Global batch = per-device batch x accumulation x processes / cp_size. 1: off.",
+    )
+    cp_mode: Literal["ulysses"] = Field(
+        "ulysses",
+        description="With cp_size > 1, how attention sees the whole sequence: ulysses (an all-to-all exchange gives "
+        "each process 1/cp_size of the attention heads over all positions; the heads must divide by cp_size).",
+    )
     # LLaMA-Factory's RayArguments: read with USE_RAY=1 in the environment (train/engines/ray_launch.py)
     ray_num_workers: int = Field(
         1, ge=1, description="USE_RAY=1: the training processes Ray Train starts (the world size), one per GPU."
@@ -91,6 +104,44 @@ def ray_problems(cfg: Config) -> Iterator[Problem]:
     """What tunekit's Ray launch cannot do, by name (train/engines/ray_launch.py)."""
     if cfg.use_cpu and (cfg.resources_per_worker or {}).get("GPU"):
         yield problem("ray_gpu_with_use_cpu", ("resources_per_worker", "use_cpu"))
+
+
+#: options that change what a row holds or which rows go together, refused with cp_size (option -> its "on" test)
+_CP_UNSPLITTABLE = {
+    "neat_packing": lambda cfg: cfg.neat_packing,
+    "padding_free": lambda cfg: cfg.padding_free,
+    "max_tokens_per_batch": lambda cfg: bool(cfg.max_tokens_per_batch),
+    "group_by_length": lambda cfg: cfg.group_by_length,
+    "thought_loss_weight": lambda cfg: cfg.thought_loss_weight != 1,
+}
+
+
+def context_parallel_problems(cfg: Config) -> Iterator[Problem]:
+    """What ``cp_size`` > 1 (Ulysses, train/engines/ulysses.py) cannot run with, by name."""
+    cp = cfg.cp_size
+    if cp == 1:
+        return
+    if cfg.stage not in ("sft", "pt"):
+        yield problem("cp_stage", ("cp_size", "stage"), cp=cp, stage=cfg.stage)
+    if cfg.deepspeed:
+        yield problem("cp_deepspeed", ("cp_size", "deepspeed"), cp=cp)
+    if cfg.flash_attn in ("disabled", "eager"):
+        yield problem("cp_eager", ("cp_size", "flash_attn"), cp=cp, value=cfg.flash_attn)
+    if cfg.finetuning_type in ("ptuning", "prompt"):  # virtual tokens before the sequence or in every layer's keys
+        yield problem(
+            "cp_changes_attention",
+            ("cp_size", "finetuning_type"),
+            cp=cp,
+            option=f"finetuning_type: {cfg.finetuning_type}",
+        )
+    if cfg.use_unsloth:  # Unsloth's own attention code, not transformers' interface
+        yield problem("cp_changes_attention", ("cp_size", "use_unsloth"), cp=cp, option="use_unsloth")
+    for option in ("use_asft_loss", "neftune_noise_alpha"):  # each reads a whole sequence in one process
+        if getattr(cfg, option):
+            yield problem("cp_whole_sequence", ("cp_size", option), cp=cp, option=option)
+    for option, on in _CP_UNSPLITTABLE.items():
+        if on(cfg):
+            yield problem("cp_batching", ("cp_size", option), cp=cp, option=option)
 
 
 def fsdp_config_problems(cfg: Config) -> Iterator[Problem]:

@@ -62,7 +62,7 @@ def trained_tokens_loss(cfg: Config, machine) -> Decision:
         return off("finetuning_type prompt: the virtual tokens shift the positions; peft pads the labels for them")
     if cfg.torch_compile:
         return off("torch_compile: data-dependent rows break its graphs")
-    if cfg.enable_liger_kernel:
+    if cfg.enable_liger_kernel and cfg.cp_size == 1:  # under cp_size the loss is tunekit's (liger_fused_loss)
         return off("enable_liger_kernel: Liger's fused linear cross-entropy computes the loss")
     return on("the LM head only on trained positions")
 
@@ -101,6 +101,8 @@ def liger_fused_loss(cfg: Config, machine) -> Decision:
         return off(f"stage {cfg.stage} computes its loss from tunekit's log-probs, not the model's forward")
     if _variant_loss(cfg):
         return off(f"{_variant_loss(cfg)}: the variant's loss reads the logits")
+    if cfg.cp_size > 1:  # train/context_parallel.py: each process's loss from its part of the hidden states
+        return off("cp_size: tunekit computes each process's loss over its part of the sequence")
     return on("the model's forward computes the loss without the logits")
 
 

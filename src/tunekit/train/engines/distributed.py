@@ -139,7 +139,8 @@ def _has_gpu(cfg: Config) -> bool:
 
 # ------------------------------------------------------------------ checks
 def check_divisibility(cfg: Config, world: int) -> None:
-    """The numbers of a DeepSpeed file against the options and the world size, checked before any rank starts.
+    """The numbers of a DeepSpeed file and ``cp_size`` against the options and the world size, checked before any
+    rank starts (``train/preflight.py``) and again on each rank.
 
     The HF Trainer never needs it (global batch = per-device x accumulation x world), but numbers written
     in a DeepSpeed file do: DeepSpeed asserts ``train_batch_size == micro x accumulation x world``, and transformers
@@ -147,6 +148,8 @@ def check_divisibility(cfg: Config, world: int) -> None:
     """
     if world < 1:
         raise config_error("dist_world_size", world=world)
+    if cfg.cp_size > 1 and world % cfg.cp_size:  # each sequence group is cp_size whole processes (engines/ulysses.py)
+        raise config_error("cp_world", ("cp_size",), cp=cfg.cp_size, world=world)
     if cfg.deepspeed:
         check_options(read_deepspeed(cfg.deepspeed), cfg, world)
 

@@ -378,6 +378,9 @@ def strip_class(message: str) -> str:
 
 
 PARENT_PID_ENV = "TUNEKIT_PARENT_PID"  # set by tunekit's launch for its child: the pid it must not outlive
+#: a file whose existence asks the ranks to stop after their step with a checkpoint (train/callbacks.py), where the
+#: launcher cannot signal them (Ray Train: ray_launch.StopByFile)
+STOP_FILE_ENV = "TUNEKIT_STOP_FILE"
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 

@@ -14,6 +14,7 @@ comes back as one ``error:`` line naming the rank, as torchrun's does (:func:`fa
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -23,10 +24,12 @@ from ...config.llamafactory_options import RAY_ARGS
 from ...config.problems import config_error
 from ...config.schema import Config
 from ...env import PLACEMENT_VARIABLES, env_flag
-from .launcher import PEER_LOST, TIMEOUT_HINT, TIMEOUT_PATTERNS, strip_class
+from .launcher import PEER_LOST, STOP_FILE_ENV, TIMEOUT_HINT, TIMEOUT_PATTERNS, strip_class
 
 #: LLaMA-Factory's RayArguments that are tunekit's options (config/options/distributed.py)
 RAY_OPTIONS = tuple(name for name in RAY_ARGS if name in Config.model_fields)
+#: in output_dir (shared by the nodes, as the checkpoints): the driver's request to stop (:class:`StopByFile`)
+STOP_FILE_NAME = ".tunekit-stop"
 #: the verb each worker runs, by name as torchrun runs ``-m tunekit.cli.main train`` (it sits above this layer)
 TRAIN_VERB = "tunekit.cli.train_cmd"
 
@@ -113,9 +116,53 @@ class RankFailed(RuntimeError):
     """A worker's ``tunekit train`` ended with a non-zero exit code (its own output says why)."""
 
 
+class StopByFile:
+    """While Ray Train runs, the driver's SIGTERM and SIGINT (main thread only). Ray's workers are not the driver's
+    children and run tunekit outside their main thread, where no signal handler can be set: the first signal writes
+    the stop file the ranks read after each step (``GracefulStopCallback``: each saves a checkpoint and ends, as under
+    torchrun); a second one stops Ray Train at once (``KeyboardInterrupt``; ``ray.shutdown`` ends the workers)."""
+
+    def __init__(self, path: str):
+        self.path, self.received, self._previous = path, [], {}
+
+    def __enter__(self) -> StopByFile:
+        import signal
+
+        with contextlib.suppress(FileNotFoundError):  # a stop file left by an earlier driver that was killed
+            os.remove(self.path)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(ValueError):  # not the main thread
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+
+    def _handle(self, signum, frame) -> None:
+        import signal
+
+        self.received.append(signal.Signals(signum))
+        if len(self.received) > 1:
+            _say(f"tunekit: {self.received[-1].name} again: stopping the Ray workers now")
+            raise KeyboardInterrupt
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.write(f"{self.received[0].name}\n")
+        _say(
+            f"tunekit: {self.received[0].name}: the Ray workers save a checkpoint after their current step and stop; "
+            "send SIGTERM or press Ctrl+C again to stop them now"
+        )
+
+
 def train_worker(config: dict) -> None:
     """Ray Train's per-worker function: ``tunekit train ARGV`` for this rank, from the driver's directory (relative
     paths in the config mean the same there; Ray starts workers elsewhere)."""
+    os.environ[STOP_FILE_ENV] = config["stop_file"]  # the driver's StopByFile
     if os.path.isdir(config["cwd"]):
         os.chdir(config["cwd"])
     code = importlib.import_module(TRAIN_VERB).main(list(config["argv"]))
@@ -137,6 +184,7 @@ def launch(cfg: Config, argv: list[str]) -> int:
     # tunekit's ranks print to their stdout as torchrun's do; Ray Train's print patch would copy every print into its
     # log as well, even one into a captured stream (dill's disassembly while datasets hashes a function)
     os.environ.setdefault("RAY_TRAIN_ENABLE_PRINT_PATCH", "0")
+    stop_path = os.path.join(os.path.abspath(cfg.output_dir), STOP_FILE_NAME)
     started = not ray.is_initialized()
     if started:
         ray.init(**(cfg.ray_init_kwargs or {}))
@@ -146,7 +194,7 @@ def launch(cfg: Config, argv: list[str]) -> int:
         check_cluster(cfg.ray_num_workers, resources, cluster)
         trainer = TorchTrainer(
             train_worker,
-            train_loop_config={"argv": list(argv), "cwd": os.getcwd()},
+            train_loop_config={"argv": list(argv), "cwd": os.getcwd(), "stop_file": stop_path},
             torch_config=TorchConfig(backend=cfg.ddp_backend, timeout_s=int(cfg.ddp_timeout)),
             scaling_config=ScalingConfig(
                 num_workers=cfg.ray_num_workers,
@@ -158,18 +206,22 @@ def launch(cfg: Config, argv: list[str]) -> int:
         )
         _say(f"tunekit: starting {cfg.ray_num_workers} processes with Ray Train ({_describe(resources)} each)")
         failed = None
-        try:
-            trainer.fit()
-        except WorkerGroupError as exc:
-            failed = failure_summary(exc.worker_failures)
-        except TrainingFailedError as exc:  # the controller's own failure (scheduling, Ray itself)
-            failed = f"error: distributed training failed: Ray Train stopped: {exc}"
+        with StopByFile(stop_path) as stops:
+            try:
+                trainer.fit()
+            except WorkerGroupError as exc:
+                failed = failure_summary(exc.worker_failures)
+            except TrainingFailedError as exc:  # the controller's own failure (scheduling, Ray itself)
+                failed = f"error: distributed training failed: Ray Train stopped: {exc}"
     finally:
         if started:
             ray.shutdown()  # flushes the workers' last lines: the summary comes after them
     if failed:
         _say(failed)
         return 1
+    if stops.received:  # the ranks saved their checkpoint and ended: the run ends because of the signal
+        _say(f"tunekit: the run was stopped by {stops.received[0].name}")
+        return 128 + int(stops.received[0])
     return 0
 
 

@@ -75,8 +75,7 @@ class RolloutTrainerBase(StageTrainer):
 
             set_seed(self.args.seed + self.args.process_index)
 
-    def _get_train_sampler(self, train_dataset=None):
-        dataset = train_dataset if train_dataset is not None else self.train_dataset
+    def train_sampler(self, dataset):
         # one optimizer step of prompts over all ranks: the dataloader deals its batches out to the ranks in turn,
         # so each rank gets the same micro-batches again on each of the ``reuse`` steps of a rollout
         group = self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size
