@@ -144,6 +144,11 @@ def test_training_with_cp_size_2_equals_one_process(runs, engine):
     assert "context parallelism: each sequence split over 2 processes (Ulysses, ulysses)" in procs[engine].stdout
     assert_close(series(root / "single"), series(root / engine), LOSS_TOL, f"cp_size 2 {engine} losses")
     assert len(series(root / engine)) == COMMON["max_steps"]
+    seen = [
+        json.loads((root / run / "all_results.json").read_text())["num_input_tokens_seen"]
+        for run in ("single", engine)
+    ]
+    assert seen[0] == seen[1] > 0  # each group's rows counted once, not once per process of the group
     init = {  # LoRA's B starts at zero: the distance moved is the trained adapter's own size
         k: torch.zeros_like(v) for k, v in load_file(root / "single" / "adapter_model.safetensors").items()
     }

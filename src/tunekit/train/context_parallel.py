@@ -7,7 +7,8 @@ Three things change when the processes of a sequence group share each micro-batc
   draw the same rows, the groups different ones. Global batch = per-device batch x accumulation x processes /
   cp_size, and the order comes from ``data_seed`` (else ``seed``) and the epoch alone, the same on every process.
 - **What the step's loss is divided by** (:meth:`ContextParallelMixin.get_batch_samples`): the trained tokens of the
-  step over all processes, each group's rows counted once.
+  step over all processes, each group's rows counted once (and so ``num_input_tokens_seen``:
+  ``TunekitTrainer._track_num_input_tokens``).
 - **The loss** (:meth:`ContextParallelMixin.compute_loss`): each process runs its part of the positions
   (:func:`~tunekit.train.engines.ulysses.shard_batch`) and sums the cross-entropy of its shifted labels, with the LM
   head on its trained positions only, a chunk of tokens at a time, as the run decided (``trained_tokens_loss``,

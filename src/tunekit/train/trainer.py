@@ -66,6 +66,25 @@ class TunekitTrainer(
         sampler = self.train_sampler(dataset) if dataset is not None else None
         return sampler if sampler is not None else super()._get_train_sampler(train_dataset)
 
+    def _track_num_input_tokens(self, inputs):
+        """The Trainer's ``num_input_tokens_seen``, overridden here only: a stage's own count (``count_input_tokens``),
+        else the Trainer's; under context parallelism each sequence group's rows once, not once per process."""
+        if self.args.include_num_input_tokens_seen == "no":
+            return
+        before = self.state.num_input_tokens_seen
+        own = self.count_input_tokens(inputs)
+        if own is None:
+            super()._track_num_input_tokens(inputs)
+        else:
+            self.state.num_input_tokens_seen += own
+        seq = self.sequence_group
+        if seq is not None:
+            self.state.num_input_tokens_seen = before + (self.state.num_input_tokens_seen - before) // seq.size
+
+    def count_input_tokens(self, inputs) -> int | None:
+        """The tokens ``inputs`` adds to ``num_input_tokens_seen`` (None: the Trainer counts them)."""
+        return None
+
     def create_optimizer(self, *args, **kwargs):
         reshard(
             self.model

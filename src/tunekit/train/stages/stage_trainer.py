@@ -97,15 +97,12 @@ class StageTrainer(TunekitTrainer):
             loss = self.compute_loss(model, inputs)
         return loss.detach(), None, None
 
-    def _track_num_input_tokens(self, inputs):
+    def count_input_tokens(self, inputs) -> int | None:
         """Tokens seen = non-padding tokens of every sequence the step trains on (a padding-free row has no
-        padding)."""
-        if self.args.include_num_input_tokens_seen == "no":
-            return
+        padding); read by ``TunekitTrainer._track_num_input_tokens``."""
         masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and torch.is_tensor(v)]
         masks += [v[-1:] for k, v in inputs.items() if k.endswith("cu_seqlens") and torch.is_tensor(v)]
-        if masks:
-            self.state.num_input_tokens_seen += int(sum(int(m.sum()) for m in masks))
+        return int(sum(int(m.sum()) for m in masks)) if masks else 0
 
 
 def pair_count(batch: dict) -> int:
