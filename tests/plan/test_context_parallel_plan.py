@@ -104,6 +104,17 @@ def test_a_world_that_is_not_a_multiple_of_cp_size_is_refused():
     )
 
 
+def test_a_model_whose_heads_cp_size_does_not_divide_is_refused_by_the_plan_too():
+    """The same check as train/preflight.py (model/sequence_split.py), on the planned config (Qwen2.5-0.5B: 14 query
+    and 2 key/value heads)."""
+    with pytest.raises(ConfigError) as err:
+        _plan({**QWEN, "cp_size": 4}, 4, num_samples=10)
+    assert str(err.value) == (
+        "cp_size 4 gives each process 1/4 of the attention heads, but the model has 14 query and 2 key/value heads: "
+        "cp_size must divide both (here: 2). Change cp_size (and the processes) or remove it."
+    )
+
+
 def _mha(tmp_path) -> str:
     """A small Llama with as many key/value heads as query heads (the masked SDPA of cp_size 1 repeats none)."""
     from transformers import LlamaConfig

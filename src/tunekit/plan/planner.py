@@ -15,11 +15,12 @@ from ..data.lengths import measure_lengths
 from ..env import env_nodes, env_world_size
 from ..errors import ConfigError, TunekitError
 from ..model.loader import load_tokenizer
+from ..model.sequence_split import check_sequence_split
 from ..train.decisions import decide_features
 from ..train.engines.ray_launch import use_ray
 from ..train.steps import StepPlan, plan_steps, split_sizes
 from ..train.token_budget import budget_batches
-from .architectures import ModelShape, load_shape
+from .architectures import ModelShape, load_shape, read_config_json, shape_from_config
 from .batching import batching_stats, training_rows
 from .checkpointing import decide_for, planned_at
 from .fit import SAFETY_MARGIN, auto_fit_overrides, usable_bytes
@@ -95,7 +96,9 @@ def make_plan(
     if gpu and gpu_memory_gib:
         raise ConfigError(Said("plan_gpu_both"))
     device: GPU | None = find_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib else None)
-    shape = load_shape(model_config, cfg.model_name_or_path)
+    name, config = read_config_json(model_config, cfg.model_name_or_path)
+    shape = shape_from_config(name, config)
+    check_sequence_split(cfg.cp_size, config)  # cp_size: the heads divide, full attention only, text only
     world, n_nodes = world_from(gpus, nodes, cfg)
     dp = data_parallel_size(cfg, world)  # the micro-batches of one accumulation step: world / cp_size
     notes: list[Note] = []
