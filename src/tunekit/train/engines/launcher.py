@@ -176,20 +176,15 @@ def relaunch(plan: LaunchPlan, argv: list[str], env: Mapping[str, str] | None = 
     return rc
 
 
-class StopForwarding:
-    """While torchrun runs, the parent's SIGTERM and SIGINT (main thread only; elsewhere nothing changes).
+class StopSignals:
+    """While a launch runs, the launching process's SIGTERM and SIGINT go to ``_handle`` (main thread only; elsewhere
+    nothing changes); ``received`` lists them."""
 
-    The first SIGTERM is forwarded to torchrun, which sends it to the ranks (each finishes its step, saves a
-    checkpoint and ends: ``train/callbacks.GracefulStopCallback``) and kills those still running 30 s later. The first
-    SIGINT is torchrun's own too (a terminal or the board signals the whole process group): it is waited for, as
-    before. A second SIGTERM or SIGINT kills torchrun, and with it the ranks (:func:`die_with_parent`)."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
+    def __init__(self):
         self.received: list = []
         self._previous: dict = {}
 
-    def __enter__(self) -> StopForwarding:
+    def __enter__(self):
         import signal
 
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -202,6 +197,22 @@ class StopForwarding:
 
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+    def _handle(self, signum, frame) -> None:
+        raise NotImplementedError
+
+
+class StopForwarding(StopSignals):
+    """While torchrun runs, the parent's SIGTERM and SIGINT.
+
+    The first SIGTERM is forwarded to torchrun, which sends it to the ranks (each finishes its step, saves a
+    checkpoint and ends: ``train/callbacks.GracefulStopCallback``) and kills those still running 30 s later. The first
+    SIGINT is torchrun's own too (a terminal or the board signals the whole process group): it is waited for, as
+    before. A second SIGTERM or SIGINT kills torchrun, and with it the ranks (:func:`die_with_parent`)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        super().__init__()
+        self.proc = proc
 
     @property
     def stopped(self):

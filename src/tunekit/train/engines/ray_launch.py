@@ -24,7 +24,7 @@ from ...config.llamafactory_options import RAY_ARGS
 from ...config.problems import config_error
 from ...config.schema import Config
 from ...env import PLACEMENT_VARIABLES, env_flag
-from .launcher import PEER_LOST, STOP_FILE_ENV, TIMEOUT_HINT, TIMEOUT_PATTERNS, strip_class
+from .launcher import PEER_LOST, STOP_FILE_ENV, TIMEOUT_HINT, TIMEOUT_PATTERNS, StopSignals, strip_class
 
 #: LLaMA-Factory's RayArguments that are tunekit's options (config/options/distributed.py)
 RAY_OPTIONS = tuple(name for name in RAY_ARGS if name in Config.model_fields)
@@ -116,30 +116,23 @@ class RankFailed(RuntimeError):
     """A worker's ``tunekit train`` ended with a non-zero exit code (its own output says why)."""
 
 
-class StopByFile:
-    """While Ray Train runs, the driver's SIGTERM and SIGINT (main thread only). Ray's workers are not the driver's
-    children and run tunekit outside their main thread, where no signal handler can be set: the first signal writes
-    the stop file the ranks read after each step (``GracefulStopCallback``: each saves a checkpoint and ends, as under
-    torchrun); a second one stops Ray Train at once (``KeyboardInterrupt``; ``ray.shutdown`` ends the workers)."""
+class StopByFile(StopSignals):
+    """While Ray Train runs, the driver's SIGTERM and SIGINT. Ray's workers are not the driver's children and run
+    tunekit outside their main thread, where no signal handler can be set: the first signal writes the stop file the
+    ranks read after each step (``GracefulStopCallback``: each saves a checkpoint and ends, as under torchrun); a
+    second one stops Ray Train at once (``KeyboardInterrupt``; ``ray.shutdown`` ends the workers)."""
 
     def __init__(self, path: str):
-        self.path, self.received, self._previous = path, [], {}
+        super().__init__()
+        self.path = path
 
     def __enter__(self) -> StopByFile:
-        import signal
-
         with contextlib.suppress(FileNotFoundError):  # a stop file left by an earlier driver that was killed
             os.remove(self.path)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(ValueError):  # not the main thread
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
+        return super().__enter__()
 
     def __exit__(self, *exc) -> None:
-        import signal
-
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        super().__exit__(*exc)
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
 
