@@ -124,10 +124,9 @@ def context_parallel_lines(g: dict[str, Any]) -> list[str]:
     cp = g.get("cp_size", 1)
     if cp == 1:
         return []
-    unit = "tokens" if g["unit"] == "tokens" else "per device"
-    return [
+    return [  # samples: max_tokens_per_batch is refused with cp_size
         f"context parallelism: each sequence split over {cp} processes (global batch {g['size']:,} = "
-        f"{g['per_device_batch']:,} {unit} x {g['gradient_accumulation_steps']} accumulation x {g['processes']} "
+        f"{g['per_device_batch']:,} per device x {g['gradient_accumulation_steps']} accumulation x {g['processes']} "
         f"processes / {cp})"
     ]
 

@@ -99,9 +99,7 @@ class Setup:
         Every per-token activation is counted over these; attention still spans the whole row (:attr:`row_len`)."""
         if self.cp_size == 1:
             return self.batch_tokens
-        if self.token_budget:
-            return -(-self.token_budget // self.cp_size)
-        return self.micro_batch * -(-self.seq_len // self.cp_size)
+        return self.micro_batch * -(-self.seq_len // self.cp_size)  # token budgets are refused with cp_size
 
     @property
     def row_len(self) -> int:

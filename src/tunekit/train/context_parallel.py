@@ -10,11 +10,11 @@ Three things change when the processes of a sequence group share each micro-batc
   step over all processes, each group's rows counted once (and so ``num_input_tokens_seen``:
   ``TunekitTrainer._track_num_input_tokens``).
 - **The loss** (:meth:`ContextParallelMixin.compute_loss`): each process runs its part of the positions
-  (:func:`~tunekit.train.engines.ulysses.shard_batch`) and sums the cross-entropy of its shifted labels, with the LM
-  head on its trained positions only, a chunk of tokens at a time, as the run decided (``trained_tokens_loss``,
-  ``chunked_lm_head``; Liger's fused loss is off: the model's forward never sees labels), divided by that count and
-  multiplied by the number of processes (DDP and FSDP2 average the gradients over all of them). The sum over a
-  group's processes is then exactly the micro-batch's loss on one process.
+  (:func:`~tunekit.train.engines.ulysses.shard_batch`) with its targets shifted before the cut (``shift_labels``)
+  through the run's trained-token loss (``token_loss.py``: the head as the run decided; Liger's fused loss is off, the
+  model's forward never sees labels): the sum over its targets divided by the step's count, times the processes (DDP
+  and FSDP2 average the gradients over all of them). The sum over a group's processes is then exactly the
+  micro-batch's loss on one process.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import math
 import torch
 from torch.utils.data import Sampler
 
-from ..data.labels import IGNORE_INDEX
-from ..model.moe import add_router_aux_loss
 from .engines import ulysses
-from .token_loss import causal_lm_loss, head_on
+from .token_loss import SHIFTED
 
 
 class SequenceGroupSampler(Sampler):
@@ -89,40 +87,16 @@ class ContextParallelMixin:
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
         seq = self.sequence_group
-        if seq is None or not batches:
+        if seq is None or num_items is None:
             return batches, num_items
-        # every process of a group holds the group's whole rows: the sum over all processes counts each cp times
-        count = sum(b["labels"][:, 1:].ne(IGNORE_INDEX).sum() for b in batches).to(device)
-        return batches, self.accelerator.gather(count.reshape(1)).sum() // seq.size
+        # the Trainer sums every process's count, and every process of a group holds the group's whole rows
+        return batches, num_items / seq.size
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """Training: this process's part of the rows, its targets shifted before the cut (``shift_labels``), into the
+        trained-token loss (``token_loss.py``)."""
         seq = self.sequence_group
-        if seq is None or not model.training:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        self.loss_is_scaled_for_ga = True  # divided by the step's tokens below (Trainer.training_step reads it)
-        pad = getattr(self.processing_class, "pad_token_id", None) or 0
-        part, shifted = ulysses.shard_batch(inputs, seq, pad)
-        keep = shifted.ne(IGNORE_INDEX)
-        targets = shifted[keep]
-        head = self._trained_tokens_head(model, inputs, return_outputs)
-        kind, alpha = self._sft_loss_kind()
-        ref_logits = self._asft_reference_rows(model, part, keep, head) if kind == "asft" else None
-        count = num_items_in_batch if num_items_in_batch is not None else max(1, targets.numel())
-        fused = (
-            self._chunked_head_loss(model, head, part, keep, targets) if head is not None and kind is None else None
-        )
-        if fused is not None:  # the head and the loss a chunk of tokens at a time (RunDecisions.chunked_lm_head)
-            outputs, total = fused
-            loss = total / (count.to(total.device) if torch.is_tensor(count) else count)
-        else:
-            if head is None:
-                outputs = model(**part)
-                logits = outputs.logits[keep]
-            else:
-                with head_on(head, keep):
-                    outputs = model(**part)
-                logits = outputs.logits
-            loss = causal_lm_loss(logits, targets, count, kind, alpha, ref_logits)
-        loss = add_router_aux_loss(loss, outputs, self.tunekit_config)  # model/moe.py
-        loss = loss * self.accelerator.num_processes
-        return (loss, outputs) if return_outputs else loss
+        if seq is not None and model.training:
+            part, shifted = ulysses.shard_batch(inputs, seq, getattr(self.processing_class, "pad_token_id", None) or 0)
+            inputs = {**part, SHIFTED: shifted}
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)

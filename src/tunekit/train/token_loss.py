@@ -24,6 +24,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from ..data.labels import IGNORE_INDEX
 from ..model.moe import add_router_aux_loss
 from . import chunked_head
 from .chunked_head import trained_positions  # which hidden states the LM head sees (re-exported)
@@ -87,12 +88,30 @@ def causal_lm_loss(
     return loss / num_items_in_batch
 
 
+SHIFTED = "shift_labels"  # transformers' name for labels already at the position that predicts them
+
+
+def label_positions(inputs: dict) -> tuple[dict, torch.Tensor, torch.Tensor] | None:
+    """``(the model's inputs, keep, targets)`` of a batch with ``labels`` (position t predicts label t+1) or
+    ``shift_labels`` (each position's target already in place: a process's part of a row under context parallelism,
+    ``train/context_parallel.py``, where the target of a part's last position lies in the next part); None without
+    either."""
+    if SHIFTED in inputs:
+        shifted = inputs[SHIFTED]
+        keep = shifted != IGNORE_INDEX
+        return {k: v for k, v in inputs.items() if k != SHIFTED}, keep, shifted[keep]
+    if "labels" not in inputs:
+        return None
+    keep, targets = trained_positions(inputs["labels"])
+    return {k: v for k, v in inputs.items() if k != "labels"}, keep, targets
+
+
 class TrainedTokensLossMixin:
     """``Trainer.compute_loss`` for batches with ``labels``: the LM head only on trained positions (see module doc)."""
 
     def _trained_tokens_head(self, model, inputs, return_outputs: bool):
         decisions = getattr(self, "run_decisions", None)  # trained_tokens_loss, torch_compile, Liger (train/decisions)
-        if decisions is None or not decisions.trained_tokens_loss.on or "labels" not in inputs:
+        if decisions is None or not decisions.trained_tokens_loss.on or label_positions(inputs) is None:
             return None
         if self.label_smoother is not None:
             return None
@@ -176,49 +195,35 @@ class TrainedTokensLossMixin:
             return self._thought_weighted_loss(model, inputs, return_outputs, num_items_in_batch)
         head = self._trained_tokens_head(model, inputs, return_outputs)
         kind, alpha = self._sft_loss_kind()
-        ref_logits = None
-        if kind == "asft" and "labels" in inputs:
-            plain = {k: v for k, v in inputs.items() if k != "labels"}
-            ref_logits = self._asft_reference_rows(model, plain, trained_positions(inputs["labels"])[0], head)
-        if (
-            head is None and kind is not None and "labels" in inputs
-        ):  # full logits, the variant's loss on the trained rows
-            inputs = dict(inputs)
-            keep, targets = trained_positions(inputs.pop("labels"))
-            outputs = model(**inputs)
-            scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
-            loss = causal_lm_loss(
-                outputs.logits[keep], targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits
-            )
-            loss = add_router_aux_loss(loss, outputs, getattr(self, "tunekit_config", None))  # model/moe.py
-            if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
-                loss = loss * (
-                    self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
-                )
-            return (loss, outputs) if return_outputs else loss
-        if head is None:
-            return super().compute_loss(
+        split = label_positions(inputs)
+        if split is None or (head is None and kind is None and SHIFTED not in inputs):
+            return super().compute_loss(  # transformers' own loss, from the model's forward
                 model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
             )
-        inputs = dict(inputs)
-        keep, targets = trained_positions(inputs.pop("labels"))
+        plain, keep, targets = split
+        ref_logits = self._asft_reference_rows(model, plain, keep, head) if kind == "asft" else None
         scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
-        fused = self._chunked_head_loss(model, head, inputs, keep, targets) if kind is None else None
+        fused = (
+            self._chunked_head_loss(model, head, plain, keep, targets) if head is not None and kind is None else None
+        )
         if fused is not None:  # head + loss in chunks of tokens (chunked_head.py): the logits are never held whole
             outputs, total = fused
             count = num_items_in_batch if scaled else max(1, targets.numel())
             loss = total / (count.to(total.device) if torch.is_tensor(count) else count)
         else:
-            with head_on(head, keep) as seen:
-                outputs = model(**inputs)
-            if not seen:
-                raise RuntimeError(
-                    "the model never called its output embedding (get_output_embeddings()): "
-                    "set trained_tokens_loss: false for this model"
-                )
-            loss = causal_lm_loss(
-                outputs.logits, targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits
-            )
+            if head is None:  # the whole logits (a variant's loss, or no trained-token head), its trained rows
+                outputs = model(**plain)
+                logits = outputs.logits[keep]
+            else:
+                with head_on(head, keep) as seen:
+                    outputs = model(**plain)
+                if not seen:
+                    raise RuntimeError(
+                        "the model never called its output embedding (get_output_embeddings()): "
+                        "set trained_tokens_loss: false for this model"
+                    )
+                logits = outputs.logits
+            loss = causal_lm_loss(logits, targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits)
         loss = add_router_aux_loss(loss, outputs, getattr(self, "tunekit_config", None))  # model/moe.py
         if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
             loss = loss * (

@@ -106,16 +106,6 @@ def ray_problems(cfg: Config) -> Iterator[Problem]:
         yield problem("ray_gpu_with_use_cpu", ("resources_per_worker", "use_cpu"))
 
 
-#: options that change what a row holds or which rows go together, refused with cp_size (option -> its "on" test)
-_CP_UNSPLITTABLE = {
-    "neat_packing": lambda cfg: cfg.neat_packing,
-    "padding_free": lambda cfg: cfg.padding_free,
-    "max_tokens_per_batch": lambda cfg: bool(cfg.max_tokens_per_batch),
-    "group_by_length": lambda cfg: cfg.group_by_length,
-    "thought_loss_weight": lambda cfg: cfg.thought_loss_weight != 1,
-}
-
-
 def context_parallel_problems(cfg: Config) -> Iterator[Problem]:
     """What ``cp_size`` > 1 (Ulysses, train/engines/ulysses.py) cannot run with, by name."""
     cp = cfg.cp_size
@@ -139,9 +129,10 @@ def context_parallel_problems(cfg: Config) -> Iterator[Problem]:
     for option in ("use_asft_loss", "neftune_noise_alpha"):  # each reads a whole sequence in one process
         if getattr(cfg, option):
             yield problem("cp_whole_sequence", ("cp_size", option), cp=cp, option=option)
-    for option, on in _CP_UNSPLITTABLE.items():
-        if on(cfg):
-            yield problem("cp_batching", ("cp_size", option), cp=cp, option=option)
+    # what changes what a row holds or which rows go together
+    rows = [o for o in ("neat_packing", "padding_free", "max_tokens_per_batch", "group_by_length") if getattr(cfg, o)]
+    for option in rows + (["thought_loss_weight"] if cfg.thought_loss_weight != 1 else []):
+        yield problem("cp_batching", ("cp_size", option), cp=cp, option=option)
 
 
 def fsdp_config_problems(cfg: Config) -> Iterator[Problem]:

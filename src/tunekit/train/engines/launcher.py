@@ -177,8 +177,8 @@ def relaunch(plan: LaunchPlan, argv: list[str], env: Mapping[str, str] | None = 
 
 
 class StopSignals:
-    """While a launch runs, the launching process's SIGTERM and SIGINT go to ``_handle`` (main thread only; elsewhere
-    nothing changes); ``received`` lists them."""
+    """While a launch runs, the launching process's SIGTERM and SIGINT go to the subclass's ``_handle`` (main thread
+    only; elsewhere nothing changes); ``received`` lists them."""
 
     def __init__(self):
         self.received: list = []
@@ -197,9 +197,6 @@ class StopSignals:
 
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-    def _handle(self, signum, frame) -> None:
-        raise NotImplementedError
 
 
 class StopForwarding(StopSignals):
