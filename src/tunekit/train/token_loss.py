@@ -144,6 +144,31 @@ class TrainedTokensLossMixin:
             with head_on(ref.get_output_embeddings(), keep):
                 return ref(**inputs).logits
 
+    def _across_devices(self, loss, scaled: bool):
+        """As ``Trainer.compute_loss``: a loss divided by the step's tokens of every process, times the processes
+        (data parallelism averages the gradients over them)."""
+        if self.args.average_tokens_across_devices and scaled:
+            loss = loss * (
+                self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
+            )
+        return loss
+
+    @staticmethod
+    def _trained_logits(model, inputs, keep, head):
+        """``(outputs, the logits of the keep rows)``: the LM head run on those rows only (``head``), else the whole
+        logits (a variant's loss, or no trained-token head) and their rows."""
+        if head is None:
+            outputs = model(**inputs)
+            return outputs, outputs.logits[keep]
+        with head_on(head, keep) as seen:
+            outputs = model(**inputs)
+        if not seen:
+            raise RuntimeError(
+                "the model never called its output embedding (get_output_embeddings()): "
+                "set trained_tokens_loss: false for this model"
+            )
+        return outputs, outputs.logits
+
     def _chunked_head_loss(self, model, head, inputs, keep, targets):
         """``(outputs, summed loss)`` from :func:`chunked_head.fused_forward`, or None for the plain path
         (``chunked_lm_loss: false``, a wrapped or sharded head, or a model that changes its head's output: remembered
@@ -172,22 +197,11 @@ class TrainedTokensLossMixin:
         del inputs["labels"]
         keep, targets = trained_positions(labels)
         weights = target_weights(labels, thought, self.tunekit_config.thought_loss_weight)
-        if head is None:
-            outputs = model(**inputs)
-            logits = outputs.logits[keep]
-        else:
-            with head_on(head, keep) as seen:
-                outputs = model(**inputs)
-            if not seen:
-                raise RuntimeError("the model never called its output embedding: set trained_tokens_loss: false")
-            logits = outputs.logits
+        outputs, logits = self._trained_logits(model, inputs, keep, head)
         scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
         loss = weighted_loss(logits, targets, weights, num_items_in_batch if scaled else None)
         loss = add_router_aux_loss(loss, outputs, getattr(self, "tunekit_config", None))  # model/moe.py
-        if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
-            loss = loss * (
-                self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
-            )
+        loss = self._across_devices(loss, scaled)
         return (loss, outputs) if return_outputs else loss
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -211,22 +225,8 @@ class TrainedTokensLossMixin:
             count = num_items_in_batch if scaled else max(1, targets.numel())
             loss = total / (count.to(total.device) if torch.is_tensor(count) else count)
         else:
-            if head is None:  # the whole logits (a variant's loss, or no trained-token head), its trained rows
-                outputs = model(**plain)
-                logits = outputs.logits[keep]
-            else:
-                with head_on(head, keep) as seen:
-                    outputs = model(**plain)
-                if not seen:
-                    raise RuntimeError(
-                        "the model never called its output embedding (get_output_embeddings()): "
-                        "set trained_tokens_loss: false for this model"
-                    )
-                logits = outputs.logits
+            outputs, logits = self._trained_logits(model, plain, keep, head)
             loss = causal_lm_loss(logits, targets, num_items_in_batch if scaled else None, kind, alpha, ref_logits)
         loss = add_router_aux_loss(loss, outputs, getattr(self, "tunekit_config", None))  # model/moe.py
-        if self.args.average_tokens_across_devices and scaled:  # as Trainer.compute_loss does
-            loss = loss * (
-                self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu
-            )
+        loss = self._across_devices(loss, scaled)
         return (loss, outputs) if return_outputs else loss
